@@ -1,0 +1,192 @@
+/* cmd_index.c - "flashtrie info" and "flashtrie lookup". */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "flashtrie.h"
+
+int ft_cli_parse_u64(const char *s, unsigned long long *out)
+{
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int ft_cli_parse_tokens(const char *s, unsigned *toks, int cap)
+{
+    int n = 0;
+    while (*s) {
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (!*s)
+            break;
+        if (*s < '0' || *s > '9')
+            return -1;
+        unsigned long long v = 0;
+        while (*s >= '0' && *s <= '9') {
+            v = v * 10 + (unsigned)(*s - '0');
+            if (v > 4294967295ull)
+                return -1;
+            s++;
+        }
+        if (*s && *s != ' ' && *s != '\t')
+            return -1;
+        if (n == cap)
+            return -2;
+        toks[n++] = (unsigned)v;
+    }
+    return n;
+}
+
+static int open_index(const char *path, int no_verify, ft_index **idx)
+{
+    char err[512];
+    int rc = ft_index_open(idx, path, no_verify ? FT_OPEN_NO_VERIFY : 0, err,
+                           sizeof err);
+    if (rc != FT_OK) {
+        fprintf(stderr, "flashtrie: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_info(int argc, char **argv)
+{
+    static const struct option opts[] = {{"no-verify", no_argument, 0, 'n'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int no_verify = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'n')
+            no_verify = 1;
+        else if (c == 'h') {
+            printf("usage: flashtrie info [--no-verify] INDEX\n");
+            return 0;
+        } else
+            return 2;
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "usage: flashtrie info [--no-verify] INDEX\n");
+        return 2;
+    }
+    ft_index *idx;
+    if (open_index(argv[optind], no_verify, &idx))
+        return 1;
+    ft_index_info in;
+    ft_index_info_get(&in, idx);
+    double keys = in.keys ? (double)in.keys : 1.0;
+    printf("keys: %" PRIu64 "\n", in.keys);
+    printf("nodes: %" PRIu64 "\n", in.nodes);
+    printf("max_depth: %u\n", in.max_depth);
+    printf("max_key_len: %u\n", in.max_key_len);
+    printf("root_fanout: %" PRIu64 "\n", in.root_fanout);
+    printf("high_label_nodes: %" PRIu64 "\n", in.high_nodes);
+    printf("label_high_bits: %u\n", in.label_high_bits);
+    printf("value_bits: %u\n", in.value_bits);
+    printf("file_bytes: %" PRIu64 "\n", in.file_bytes);
+    printf("trie_bytes: %" PRIu64 "\n", in.trie_bytes);
+    printf("value_bytes: %" PRIu64 "\n", in.value_bytes);
+    printf("trie_bytes_per_key: %.3f\n", (double)in.trie_bytes / keys);
+    printf("trie_bytes_per_node: %.3f\n", (double)in.trie_bytes / (double)in.nodes);
+    printf("value_bytes_per_key: %.3f\n", (double)in.value_bytes / keys);
+    for (uint32_t s = 0; s < in.n_sections; s++)
+        printf("section.%s: %" PRIu64 "\n", in.sections[s].name,
+               in.sections[s].bytes);
+    ft_index_close(idx);
+    return 0;
+}
+
+static int print_key(const uint32_t *toks, size_t n, uint64_t value, void *arg)
+{
+    (void)arg;
+    for (size_t i = 0; i < n; i++)
+        printf(i ? " %u" : "%u", toks[i]);
+    printf("\t%" PRIu64 "\n", value);
+    return 0;
+}
+
+int cmd_lookup(int argc, char **argv)
+{
+    static const struct option opts[] = {{"prefix", no_argument, 0, 'p'},
+                                         {"limit", required_argument, 0, 'l'},
+                                         {"no-verify", no_argument, 0, 'n'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *use = "usage: flashtrie lookup [--prefix [--limit N]] "
+                      "[--no-verify] INDEX < keys\n"
+                      "  each input line is a key (tokens separated by spaces);\n"
+                      "  prints its value or \"not found\"; with --prefix, lists\n"
+                      "  the keys under it (TAB value), at most N (default 100).\n";
+    int prefix = 0, no_verify = 0, c;
+    unsigned long long limit = 100;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': prefix = 1; break;
+        case 'n': no_verify = 1; break;
+        case 'l':
+            if (ft_cli_parse_u64(optarg, &limit)) {
+                fprintf(stderr, "flashtrie lookup: --limit: not a number: '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'h': fputs(use, stdout); return 0;
+        default: fputs(use, stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fputs(use, stderr);
+        return 2;
+    }
+    ft_index *idx;
+    if (open_index(argv[optind], no_verify, &idx))
+        return 1;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    unsigned toks[FT_MAX_KEY_LEN_LIMIT + 1];
+    unsigned long long lineno = 0;
+    int status = 0;
+    while ((len = getline(&line, &cap, stdin)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
+        int n = ft_cli_parse_tokens(line, toks, FT_MAX_KEY_LEN_LIMIT + 1);
+        if (n < 0) {
+            printf("error: line %llu: %s\n", lineno,
+                   n == -1 ? "not a list of u32 tokens" : "key longer than 255");
+            status = 1;
+            continue;
+        }
+        if (prefix) {
+            uint64_t seen;
+            int rc = ft_index_prefix(&seen, idx, (const uint32_t *)toks,
+                                     (size_t)n, limit, print_key, NULL);
+            if (rc == FT_ENOTFOUND)
+                printf("not found\n");
+            printf("\n");
+        } else {
+            uint64_t v;
+            if (n > 0 && ft_index_lookup(&v, idx, (const uint32_t *)toks,
+                                         (size_t)n) == FT_OK)
+                printf("%" PRIu64 "\n", v);
+            else
+                printf("not found\n");
+        }
+    }
+    free(line);
+    ft_index_close(idx);
+    return status;
+}

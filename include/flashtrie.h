@@ -1,0 +1,253 @@
+/*
+ * flashtrie.h - the public C API of the FlashTrie library.
+ *
+ * FlashTrie keeps a library of integer-token keys as a succinct LOUDS trie
+ * and runs trie-constrained beam search over model output grids, on a
+ * multi-threaded CPU engine or on a GPU.  Semantics follow SPEC.md.
+ *
+ * Conventions (see docs/architecture.md):
+ *  - Every public symbol starts with ft_; functions return an int error code
+ *    (FT_OK = 0) and hand results back through out-pointers given first.
+ *  - Functions that can fail for reasons a user must read take an error
+ *    buffer (errbuf, errlen) that receives one line naming what is wrong and
+ *    where.  The buffer may be NULL.
+ *  - Library code never exits and never prints except through the logger.
+ */
+#ifndef FLASHTRIE_H
+#define FLASHTRIE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FT_VERSION_STRING "0.1.0"
+
+/* ft_err is the stable list of error codes.  Values never change. */
+typedef enum ft_err {
+    FT_OK = 0,
+    FT_ENOMEM = 1,     /* out of host memory */
+    FT_EINVAL = 2,     /* invalid argument (programming or usage error) */
+    FT_EIO = 3,        /* read, write, open, mmap or rename failed */
+    FT_EPARSE = 4,     /* library input (keys file) is malformed */
+    FT_EFORMAT = 5,    /* an index file is not a FlashTrie index or is damaged */
+    FT_ECHECKSUM = 6,  /* an index section does not match its checksum */
+    FT_EVERSION = 7,   /* an index file has an unsupported format version */
+    FT_ETRUNC = 8,     /* an index file is shorter than its header says */
+    FT_ELIMIT = 9,     /* a size limit was exceeded */
+    FT_ENOTFOUND = 10, /* a key or prefix is not in the index */
+    FT_EREQUEST = 11,  /* a search request breaks a rule of SPEC section 3 */
+    FT_ENODEV = 12,    /* no usable GPU */
+    FT_ECUDA = 13,     /* a CUDA call failed */
+    FT_ENCCL = 14,     /* an NCCL call failed */
+    FT_ENOTSUP = 15,   /* not supported by this build or engine */
+    FT_EBUSY = 16,     /* a bounded queue is full */
+    FT_EINTERNAL = 17, /* an internal invariant broke (a bug) */
+    FT_ESTATE = 18     /* an object is not in a state that allows the call */
+} ft_err;
+
+/* ft_strerror returns a short, static, English description of err. */
+const char *ft_strerror(int err);
+
+/* ---- Logging ---------------------------------------------------------- */
+
+typedef enum ft_log_level {
+    FT_LOG_ERROR = 0,
+    FT_LOG_WARN = 1,
+    FT_LOG_INFO = 2,
+    FT_LOG_DEBUG = 3
+} ft_log_level;
+
+/* ft_log_set_level sets the most verbose level that is printed (to stderr,
+ * or to the sink given to ft_log_set_sink).  The default is FT_LOG_WARN. */
+void ft_log_set_level(ft_log_level level);
+ft_log_level ft_log_get_level(void);
+typedef void (*ft_log_sink)(ft_log_level level, const char *line, void *arg);
+/* ft_log_set_sink redirects log lines; NULL restores stderr. */
+void ft_log_set_sink(ft_log_sink sink, void *arg);
+
+/* ---- Limits (SPEC sections 1 and 3) ------------------------------------ */
+
+#define FT_MAX_KEY_LEN_DEFAULT 64u
+#define FT_MAX_KEY_LEN_LIMIT 255u
+#define FT_MAX_T 64u
+#define FT_MAX_K 4096u
+#define FT_MAX_BEAM 4096u
+#define FT_MAX_RESULTS 4096u
+#define FT_DEFAULT_BEAM 100u
+
+/* ---- Building an index ------------------------------------------------- */
+
+typedef struct ft_build_opts {
+    const char *input;     /* keys file (text or .ftk), "-" for stdin */
+    const char *output;    /* index file; written aside and renamed */
+    uint32_t max_key_len;  /* 0 means FT_MAX_KEY_LEN_DEFAULT */
+    int skip_invalid;      /* skip bad lines and count them */
+    uint64_t max_memory;   /* bytes for parsing and sorting; 0 = default */
+    int threads;           /* 0 = all online cores */
+    int progress;          /* print a progress line on stderr */
+    const char *tmp_dir;   /* for sorted runs; NULL = dir of output */
+} ft_build_opts;
+
+typedef struct ft_build_stats {
+    uint64_t lines;        /* lines (records) read, skipped ones included */
+    uint64_t keys_read;    /* valid keys read, duplicates included */
+    uint64_t keys;         /* distinct keys in the index */
+    uint64_t skipped;      /* invalid lines skipped (skip_invalid) */
+    uint64_t nodes;        /* trie nodes, root included */
+    uint64_t runs;         /* sorted runs spilled to disk */
+    double seconds;        /* wall time of the whole build */
+    uint64_t index_bytes;  /* size of the written file */
+} ft_build_stats;
+
+/* ft_build_opts_init fills opts with the defaults. */
+void ft_build_opts_init(ft_build_opts *opts);
+
+/* ft_build builds an index file from a keys file (SPEC section 2).  On a bad
+ * line it fails with FT_EPARSE and errbuf names the file, the line (or
+ * record) number counted from 1 and the reason. */
+int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
+             size_t errlen);
+
+/* ---- Opening and inspecting an index ----------------------------------- */
+
+typedef struct ft_index ft_index;
+
+#define FT_OPEN_NO_VERIFY 1u /* skip section checksums (huge files) */
+
+/* ft_index_open maps an index file read-only and checks its header, section
+ * table and (unless FT_OPEN_NO_VERIFY) every section's checksum. */
+int ft_index_open(ft_index **out, const char *path, unsigned flags,
+                  char *errbuf, size_t errlen);
+void ft_index_close(ft_index *idx);
+
+#define FT_INFO_MAX_SECTIONS 16
+
+typedef struct ft_index_info {
+    uint64_t keys;
+    uint64_t nodes;          /* root included */
+    uint32_t max_depth;      /* longest key */
+    uint32_t max_key_len;    /* build option recorded in the file */
+    uint64_t root_fanout;
+    uint64_t high_nodes;     /* nodes whose label needs more than 16 bits */
+    uint32_t label_high_bits;/* width of the packed high label part */
+    uint32_t value_bits;     /* width of the packed values */
+    uint64_t file_bytes;
+    uint64_t trie_bytes;     /* all sections but the values */
+    uint64_t value_bytes;    /* value section */
+    uint32_t n_sections;
+    struct {
+        char name[24];
+        uint64_t bytes;
+    } sections[FT_INFO_MAX_SECTIONS];
+} ft_index_info;
+
+int ft_index_info_get(ft_index_info *info, const ft_index *idx);
+
+/* ft_index_lookup finds a whole key; FT_ENOTFOUND when it is not a key. */
+int ft_index_lookup(uint64_t *value, const ft_index *idx, const uint32_t *toks,
+                    size_t n);
+
+/* ft_prefix_cb receives one key under a prefix; return non-zero to stop. */
+typedef int (*ft_prefix_cb)(const uint32_t *toks, size_t n, uint64_t value,
+                            void *arg);
+
+/* ft_index_prefix walks, in lexicographic order, the keys that start with
+ * prefix (n may be 0: all keys), at most limit of them (0 = no limit).
+ * FT_ENOTFOUND when no node spells the prefix. */
+int ft_index_prefix(uint64_t *visited, const ft_index *idx,
+                    const uint32_t *prefix, size_t n, uint64_t limit,
+                    ft_prefix_cb cb, void *arg);
+
+/* ---- Search requests and results (SPEC sections 3 to 5) ---------------- */
+
+typedef struct ft_request {
+    uint32_t T;             /* positions, 1..64 */
+    uint32_t K;             /* proposals per position, 1..4096 */
+    const uint32_t *tokens; /* T*K, row-major: tokens[t*K + k] */
+    const float *logp;      /* T*K, row-major, finite */
+    uint32_t beam;          /* B, 1..4096 */
+    uint32_t results;       /* n, 1..4096 */
+    float theta_tok;        /* default -inf */
+    float theta_sent;       /* default -inf */
+    double alpha;           /* 0..10, default 1.0 */
+} ft_request;
+
+/* ft_request_init fills the defaults of SPEC section 3 (results = 0 means
+ * "as many as beam" until ft_request_validate resolves it). */
+void ft_request_init(ft_request *req);
+
+/* ft_request_validate checks every rule of SPEC section 3.  On a fault it
+ * returns FT_EREQUEST and writes "<field>: <reason>" (with the position for
+ * grid faults) into errbuf.  max_beam caps beam (0 = FT_MAX_BEAM). */
+int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
+                        size_t errlen);
+
+typedef struct ft_hit {
+    uint32_t len;     /* tokens in the key */
+    uint32_t tok_off; /* offset of the key's tokens in ft_result.tokens */
+    uint64_t value;
+    double score;
+    float sigma;
+} ft_hit;
+
+/* ft_result holds one request's answer in caller-owned buffers, sized once
+ * by ft_result_alloc and reused across searches. */
+typedef struct ft_result {
+    uint32_t n;          /* hits filled in */
+    uint32_t cap_hits;   /* capacity of hits */
+    uint32_t cap_tokens; /* capacity of tokens */
+    ft_hit *hits;
+    uint32_t *tokens;
+    int status;          /* FT_OK or the error of this request */
+    char error[160];     /* "<field>: <reason>" when status != FT_OK */
+} ft_result;
+
+int ft_result_alloc(ft_result *res, uint32_t max_hits, uint32_t max_len);
+void ft_result_free(ft_result *res);
+
+/* ---- Engines ----------------------------------------------------------- */
+
+typedef enum ft_engine_kind {
+    FT_ENGINE_CPU = 0,
+    FT_ENGINE_GPU = 1
+} ft_engine_kind;
+
+typedef struct ft_engine_opts {
+    ft_engine_kind kind;
+    int threads;        /* CPU engine workers, 0 = all online cores */
+    int device;         /* GPU ordinal */
+    uint32_t max_batch; /* GPU: requests per launch, 0 = 32 */
+    uint32_t max_beam;  /* GPU: arena sizing, 0 = FT_MAX_BEAM */
+    uint32_t max_k;     /* GPU: arena sizing, 0 = FT_MAX_K */
+    uint32_t max_t;     /* GPU: arena sizing, 0 = FT_MAX_T */
+} ft_engine_opts;
+
+typedef struct ft_engine ft_engine;
+
+void ft_engine_opts_init(ft_engine_opts *opts);
+
+/* ft_engine_open creates an engine over idx (which must outlive it).  The
+ * GPU engine returns FT_ENODEV when no GPU is usable, FT_ENOTSUP when the
+ * library was built without CUDA. */
+int ft_engine_open(ft_engine **out, const ft_index *idx,
+                   const ft_engine_opts *opts, char *errbuf, size_t errlen);
+void ft_engine_close(ft_engine *eng);
+const char *ft_engine_name(const ft_engine *eng);
+
+/* ft_engine_search validates and answers one request.  A rejected request
+ * returns FT_EREQUEST with res->error set; res->n is then 0. */
+int ft_engine_search(ft_engine *eng, const ft_request *req, ft_result *res);
+
+/* ft_engine_search_batch answers n requests; each result carries its own
+ * status.  Returns FT_OK unless the engine itself failed. */
+int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
+                           ft_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHTRIE_H */

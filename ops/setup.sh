@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# setup.sh - installs the Debian packages FlashTrie builds against (as root,
+# or through sudo).  CUDA 13 is expected in /usr/local/cuda; without it,
+# configure with -DFT_WITH_CUDA=OFF and the GPU engine reports "not supported".
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake pkg-config ca-certificates \
+  libxxhash-dev libjansson-dev libmarisa-dev libnng-dev libconfig-dev >/dev/null
+echo "setup: packages installed"

@@ -1,0 +1,103 @@
+/*
+ * ft_impl.h - the umbrella private header of the FlashTrie library.
+ *
+ * Naming rule: public symbols start with ft_ (include/flashtrie.h); private
+ * ones shared between files of the library start with fti_ or ft_ followed
+ * by a module prefix (ft_tb_ trie builder, ft_fmt_ file format, ft_cpu_
+ * CPU engine, ft_gpu_ GPU engine host side, ft_req_ request preparation).
+ * Static helpers inside one file carry no prefix requirement.
+ */
+#ifndef FT_IMPL_H
+#define FT_IMPL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flashtrie.h"
+#include "nav.h"
+
+/* ---- logging ---- */
+void fti_log(ft_log_level lvl, const char *file, int line, const char *fmt,
+             ...) __attribute__((format(printf, 4, 5)));
+#define FT_LOG(lvl, ...)                                                      \
+    do {                                                                      \
+        if ((lvl) <= ft_log_get_level())                                      \
+            fti_log((lvl), __FILE__, __LINE__, __VA_ARGS__);                  \
+    } while (0)
+#define FT_ERROR(...) FT_LOG(FT_LOG_ERROR, __VA_ARGS__)
+#define FT_WARN(...) FT_LOG(FT_LOG_WARN, __VA_ARGS__)
+#define FT_INFO(...) FT_LOG(FT_LOG_INFO, __VA_ARGS__)
+#define FT_DEBUG(...) FT_LOG(FT_LOG_DEBUG, __VA_ARGS__)
+
+/* fti_errf writes a formatted message into an optional error buffer. */
+void fti_errf(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* FT_RETURN_ERROR_IF returns err (after writing the message to errbuf)
+ * when cond holds.  Expects errbuf/errlen in scope. */
+#define FT_RETURN_ERROR_IF(cond, err, ...)                                    \
+    do {                                                                      \
+        if (cond) {                                                           \
+            fti_errf(errbuf, errlen, __VA_ARGS__);                            \
+            return (err);                                                     \
+        }                                                                     \
+    } while (0)
+
+/* ---- growable arrays ---- */
+typedef struct fti_vec {
+    void *data;
+    size_t len; /* elements */
+    size_t cap; /* elements */
+} fti_vec;
+
+/* fti_vec_reserve makes room for at least n more elements of size esz. */
+int fti_vec_reserve(fti_vec *v, size_t esz, size_t n);
+void fti_vec_free(fti_vec *v);
+#define FTI_VEC_PUSH(vec, type, val)                                          \
+    (fti_vec_reserve((vec), sizeof(type), 1) ? FT_ENOMEM                      \
+                                             : (((type *)(vec)->data)         \
+                                                    [(vec)->len++] = (val),   \
+                                                FT_OK))
+
+/* ---- bit vectors under construction ---- */
+typedef struct fti_bits {
+    uint64_t *words;
+    uint64_t n;     /* bits */
+    uint64_t cap;   /* words */
+} fti_bits;
+
+int fti_bits_push(fti_bits *b, uint32_t bit);
+int fti_bits_push_run(fti_bits *b, uint32_t bit, uint64_t count);
+/* fti_bits_append appends all bits of src to dst. */
+int fti_bits_append(fti_bits *dst, const fti_bits *src);
+void fti_bits_free(fti_bits *b);
+
+/* Sizes, in u64 words, of the arrays a bit vector of n bits needs.  Bit
+ * arrays are padded to whole 512-bit blocks plus one spare block, so the
+ * navigation code may read one word past the last bit. */
+uint64_t fti_bits_words(uint64_t nbits);
+uint64_t fti_rank_entries(uint64_t nbits);
+uint64_t fti_sel0_entries(uint64_t nzeros);
+
+/* fti_rank_build fills rank (fti_rank_entries(nbits) entries). mask selects
+ * which bits of each word count (all ones for plain bit vectors). */
+void fti_rank_build(uint64_t *rank, const uint64_t *words, uint64_t nbits,
+                    uint64_t mask);
+/* fti_sel0_build fills the select0 hints of a bit vector. */
+void fti_sel0_build(uint32_t *sel, const uint64_t *words,
+                    const uint64_t *rank, uint64_t nbits, uint64_t nzeros);
+
+/* ---- packed integer arrays ---- */
+uint32_t fti_bits_needed(uint64_t maxval); /* 0 for maxval == 0 */
+uint64_t fti_packed_words(uint64_t n, uint32_t width); /* incl. spare word */
+void fti_packed_set(uint64_t *words, uint32_t width, uint64_t i, uint64_t v);
+
+/* ---- threads ---- */
+int fti_online_cores(void);
+double fti_now(void); /* monotonic seconds */
+
+#endif /* FT_IMPL_H */

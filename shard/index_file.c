@@ -1,0 +1,478 @@
+/*
+ * index_file.c - the index file: write aside and rename, map, verify,
+ * and the host-side queries (info, lookup, prefix walk).
+ *
+ * File layout: a 128-byte header, a section table (32 bytes per section),
+ * then the sections, each at a 64-byte aligned offset.  All integers are
+ * little-endian; the header records an endianness probe.  Every section
+ * carries an XXH3-64 checksum, and the header and table carry one more.
+ */
+#include "trie.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define FT_MAGIC "FLSHTRIE"
+#define FT_FORMAT_VERSION 1u
+#define FT_ENDIAN_PROBE 0x01020304u
+#define FT_ALIGN 64u
+
+const char *const ft_section_names[FT_SEC_COUNT] = {
+    "louds", "louds_rank", "louds_select0", "label_lo", "high_flags",
+    "high_rank", "label_hi", "node_flags", "terminal_rank", "values"};
+
+typedef struct ft_file_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t endian;
+    uint32_t header_bytes;
+    uint32_t n_sections;
+    uint64_t n_keys;
+    uint64_t n_nodes;
+    uint64_t louds_bits;
+    uint64_t louds_zeros;
+    uint64_t high_nodes;
+    uint64_t root_fanout;
+    uint32_t max_depth;
+    uint32_t max_key_len;
+    uint32_t hi_bits;
+    uint32_t value_bits;
+    uint64_t file_bytes;
+    uint64_t checksum; /* XXH3 of header (this field 0) and table */
+    uint8_t reserved[24];
+} ft_file_header;
+
+typedef struct ft_file_section {
+    uint32_t id;
+    uint32_t align;
+    uint64_t offset;
+    uint64_t bytes;
+    uint64_t checksum;
+} ft_file_section;
+
+_Static_assert(sizeof(ft_file_header) == 128, "header layout");
+_Static_assert(sizeof(ft_file_section) == 32, "section layout");
+
+void ft_trie_section_sizes(ft_trie *t)
+{
+    uint64_t n = t->view.n_nodes;
+    t->sec_bytes[FT_SEC_LOUDS] = fti_bits_words(t->view.louds_bits) * 8;
+    t->sec_bytes[FT_SEC_LOUDS_RANK] = fti_rank_entries(t->view.louds_bits) * 8;
+    t->sec_bytes[FT_SEC_LOUDS_SEL0] = fti_sel0_entries(t->louds_zeros) * 4;
+    t->sec_bytes[FT_SEC_LABEL_LO] = n * 2;
+    t->sec_bytes[FT_SEC_HIGH] = fti_bits_words(n) * 8;
+    t->sec_bytes[FT_SEC_HIGH_RANK] = fti_rank_entries(n) * 8;
+    t->sec_bytes[FT_SEC_LABEL_HI] =
+        fti_packed_words(t->high_nodes, t->view.hi_bits) * 8;
+    t->sec_bytes[FT_SEC_FLAGS] = fti_bits_words(2 * n) * 8;
+    t->sec_bytes[FT_SEC_TERM_RANK] = fti_rank_entries(2 * n) * 8;
+    t->sec_bytes[FT_SEC_VALUES] = fti_packed_words(t->n_keys, t->value_bits) * 8;
+}
+
+void ft_trie_free(ft_trie *t)
+{
+    for (int s = 0; s < FT_SEC_COUNT; s++) {
+        free(t->owned[s]);
+        t->owned[s] = NULL;
+    }
+}
+
+uint64_t ft_trie_term_rank(const ft_trie *t, uint64_t u)
+{
+    const uint64_t m = 0x5555555555555555ull;
+    uint64_t pos = 2 * u;
+    uint64_t block = pos >> 9;
+    uint64_t r = t->term_rank[block];
+    uint64_t w = block << 3, end = pos >> 6;
+    for (; w < end; w++)
+        r += (uint64_t)__builtin_popcountll(t->view.flags[w] & m);
+    if (pos & 63)
+        r += (uint64_t)__builtin_popcountll(t->view.flags[end] & m &
+                                            ((1ull << (pos & 63)) - 1));
+    return r;
+}
+
+uint64_t ft_trie_value(const ft_trie *t, uint64_t u)
+{
+    return ft_packed_get(t->values, t->value_bits, ft_trie_term_rank(t, u));
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int ft_trie_write(const ft_trie *t, const char *path, char *errbuf,
+                  size_t errlen)
+{
+    ft_file_header h;
+    ft_file_section tab[FT_SEC_COUNT];
+    memset(&h, 0, sizeof h);
+    memset(tab, 0, sizeof tab);
+    memcpy(h.magic, FT_MAGIC, 8);
+    h.version = FT_FORMAT_VERSION;
+    h.endian = FT_ENDIAN_PROBE;
+    h.header_bytes = sizeof h;
+    h.n_sections = FT_SEC_COUNT;
+    h.n_keys = t->n_keys;
+    h.n_nodes = t->view.n_nodes;
+    h.louds_bits = t->view.louds_bits;
+    h.louds_zeros = t->louds_zeros;
+    h.high_nodes = t->high_nodes;
+    h.root_fanout = t->root_fanout;
+    h.max_depth = t->max_depth;
+    h.max_key_len = t->max_key_len;
+    h.hi_bits = t->view.hi_bits;
+    h.value_bits = t->value_bits;
+    uint64_t off = sizeof h + sizeof tab;
+    for (int s = 0; s < FT_SEC_COUNT; s++) {
+        off = (off + FT_ALIGN - 1) / FT_ALIGN * FT_ALIGN;
+        tab[s].id = (uint32_t)s;
+        tab[s].align = FT_ALIGN;
+        tab[s].offset = off;
+        tab[s].bytes = t->sec_bytes[s];
+        tab[s].checksum = XXH3_64bits(t->sec[s], t->sec_bytes[s]);
+        off += t->sec_bytes[s];
+    }
+    h.file_bytes = off;
+    XXH3_state_t *st = XXH3_createState();
+    if (st == NULL)
+        return FT_ENOMEM;
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, &h, sizeof h);
+    XXH3_64bits_update(st, tab, sizeof tab);
+    h.checksum = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (tmp == NULL)
+        return FT_ENOMEM;
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        fti_errf(errbuf, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return FT_EIO;
+    }
+    static const char zeros[FT_ALIGN];
+    int bad = write_all(fd, &h, sizeof h) || write_all(fd, tab, sizeof tab);
+    uint64_t pos = sizeof h + sizeof tab;
+    for (int s = 0; s < FT_SEC_COUNT && !bad; s++) {
+        bad = write_all(fd, zeros, tab[s].offset - pos) ||
+              write_all(fd, t->sec[s], t->sec_bytes[s]);
+        pos = tab[s].offset + tab[s].bytes;
+    }
+    if (!bad)
+        bad = fsync(fd) != 0;
+    int e = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (!bad && rename(tmp, path) != 0) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
+        fti_errf(errbuf, errlen, "%s: cannot write index: %s", path,
+                 strerror(e));
+        unlink(tmp);
+        free(tmp);
+        return FT_EIO;
+    }
+    free(tmp);
+    return FT_OK;
+}
+
+static int fail_open(ft_index *idx, int err)
+{
+    if (idx->map)
+        munmap(idx->map, idx->map_len);
+    free(idx);
+    return err;
+}
+
+int ft_index_open(ft_index **out, const char *path, unsigned flags,
+                  char *errbuf, size_t errlen)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        fti_errf(errbuf, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return FT_EIO;
+    }
+    struct stat stt;
+    if (fstat(fd, &stt) != 0) {
+        fti_errf(errbuf, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return FT_EIO;
+    }
+    size_t size = (size_t)stt.st_size;
+    ft_index *idx = calloc(1, sizeof *idx);
+    if (idx == NULL) {
+        close(fd);
+        return FT_ENOMEM;
+    }
+    if (size < 8) {
+        close(fd);
+        fti_errf(errbuf, errlen, "%s: not a FlashTrie index (file of %zu bytes)",
+                 path, size);
+        return fail_open(idx, FT_EFORMAT);
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        fti_errf(errbuf, errlen, "%s: cannot map: %s", path, strerror(errno));
+        return fail_open(idx, FT_EIO);
+    }
+    idx->map = map;
+    idx->map_len = size;
+    const unsigned char *base = map;
+    if (memcmp(base, FT_MAGIC, 8) != 0) {
+        fti_errf(errbuf, errlen, "%s: not a FlashTrie index (bad magic)", path);
+        return fail_open(idx, FT_EFORMAT);
+    }
+    ft_file_header h;
+    ft_file_section tab[FT_SEC_COUNT];
+    if (size < sizeof h + sizeof tab) {
+        fti_errf(errbuf, errlen,
+                 "%s: truncated: %zu bytes, the header and section table "
+                 "alone need %zu", path, size, sizeof h + sizeof tab);
+        return fail_open(idx, FT_ETRUNC);
+    }
+    memcpy(&h, base, sizeof h);
+    if (h.endian != FT_ENDIAN_PROBE) {
+        fti_errf(errbuf, errlen, "%s: written with another byte order", path);
+        return fail_open(idx, FT_EFORMAT);
+    }
+    if (h.version != FT_FORMAT_VERSION) {
+        fti_errf(errbuf, errlen,
+                 "%s: index format version %u, this build reads version %u",
+                 path, h.version, FT_FORMAT_VERSION);
+        return fail_open(idx, FT_EVERSION);
+    }
+    if (h.header_bytes != sizeof h || h.n_sections != FT_SEC_COUNT) {
+        fti_errf(errbuf, errlen, "%s: bad header (size %u, %u sections)", path,
+                 h.header_bytes, h.n_sections);
+        return fail_open(idx, FT_EFORMAT);
+    }
+    memcpy(tab, base + sizeof h, sizeof tab);
+    uint64_t want = h.checksum;
+    h.checksum = 0;
+    XXH3_state_t *st = XXH3_createState();
+    if (st == NULL)
+        return fail_open(idx, FT_ENOMEM);
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, &h, sizeof h);
+    XXH3_64bits_update(st, tab, sizeof tab);
+    uint64_t got = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    if (got != want) {
+        fti_errf(errbuf, errlen, "%s: header checksum mismatch (damaged header)",
+                 path);
+        return fail_open(idx, FT_EFORMAT);
+    }
+    if (h.file_bytes != size) {
+        int trunc = size < h.file_bytes;
+        fti_errf(errbuf, errlen, "%s: %s: %zu bytes, the header says %llu",
+                 path, trunc ? "truncated" : "trailing bytes", size,
+                 (unsigned long long)h.file_bytes);
+        return fail_open(idx, trunc ? FT_ETRUNC : FT_EFORMAT);
+    }
+    if (h.louds_bits != 2 * h.n_nodes + 1 || h.louds_zeros != h.n_nodes + 1 ||
+        h.n_nodes == 0 || h.n_keys >= h.n_nodes + (h.n_nodes == 1) ||
+        h.high_nodes >= h.n_nodes || h.hi_bits > 16 || h.value_bits > 64 ||
+        h.max_key_len > FT_MAX_KEY_LEN_LIMIT || h.max_depth > h.max_key_len ||
+        h.root_fanout >= h.n_nodes + (h.n_nodes == 1)) {
+        fti_errf(errbuf, errlen, "%s: inconsistent counts in header", path);
+        return fail_open(idx, FT_EFORMAT);
+    }
+    ft_trie *t = &idx->trie;
+    t->view.n_nodes = h.n_nodes;
+    t->view.louds_bits = h.louds_bits;
+    t->view.hi_bits = h.hi_bits;
+    t->louds_zeros = h.louds_zeros;
+    t->n_keys = h.n_keys;
+    t->high_nodes = h.high_nodes;
+    t->root_fanout = h.root_fanout;
+    t->max_depth = h.max_depth;
+    t->max_key_len = h.max_key_len;
+    t->value_bits = h.value_bits;
+    ft_trie_section_sizes(t);
+    uint64_t prev_end = sizeof h + sizeof tab;
+    for (int s = 0; s < FT_SEC_COUNT; s++) {
+        const ft_file_section *e = &tab[s];
+        if (e->id != (uint32_t)s || e->offset % FT_ALIGN != 0 ||
+            e->offset < prev_end || e->offset > size ||
+            e->bytes > size - e->offset) {
+            fti_errf(errbuf, errlen, "%s: section %s: bad table entry", path,
+                     ft_section_names[s]);
+            return fail_open(idx, FT_EFORMAT);
+        }
+        if (e->bytes != t->sec_bytes[s]) {
+            fti_errf(errbuf, errlen,
+                     "%s: section %s: %llu bytes, the counts need %llu", path,
+                     ft_section_names[s], (unsigned long long)e->bytes,
+                     (unsigned long long)t->sec_bytes[s]);
+            return fail_open(idx, FT_EFORMAT);
+        }
+        t->sec[s] = base + e->offset;
+        prev_end = e->offset + e->bytes;
+        if (!(flags & FT_OPEN_NO_VERIFY) &&
+            XXH3_64bits(t->sec[s], e->bytes) != e->checksum) {
+            fti_errf(errbuf, errlen, "%s: section %s: checksum mismatch", path,
+                     ft_section_names[s]);
+            return fail_open(idx, FT_ECHECKSUM);
+        }
+    }
+    t->view.louds = t->sec[FT_SEC_LOUDS];
+    t->view.louds_rank = t->sec[FT_SEC_LOUDS_RANK];
+    t->view.louds_sel0 = t->sec[FT_SEC_LOUDS_SEL0];
+    t->view.label_lo = t->sec[FT_SEC_LABEL_LO];
+    t->view.high = t->sec[FT_SEC_HIGH];
+    t->view.high_rank = t->sec[FT_SEC_HIGH_RANK];
+    t->view.label_hi = t->sec[FT_SEC_LABEL_HI];
+    t->view.flags = t->sec[FT_SEC_FLAGS];
+    t->term_rank = t->sec[FT_SEC_TERM_RANK];
+    t->values = t->sec[FT_SEC_VALUES];
+    idx->root = ft_children(&t->view, 0);
+    *out = idx;
+    return FT_OK;
+}
+
+void ft_index_close(ft_index *idx)
+{
+    if (idx == NULL)
+        return;
+    if (idx->map)
+        munmap(idx->map, idx->map_len);
+    ft_trie_free(&idx->trie);
+    free(idx);
+}
+
+int ft_index_info_get(ft_index_info *info, const ft_index *idx)
+{
+    const ft_trie *t = &idx->trie;
+    memset(info, 0, sizeof *info);
+    info->keys = t->n_keys;
+    info->nodes = t->view.n_nodes;
+    info->max_depth = t->max_depth;
+    info->max_key_len = t->max_key_len;
+    info->root_fanout = t->root_fanout;
+    info->high_nodes = t->high_nodes;
+    info->label_high_bits = t->view.hi_bits;
+    info->value_bits = t->value_bits;
+    info->file_bytes = idx->map_len;
+    info->n_sections = FT_SEC_COUNT;
+    for (int s = 0; s < FT_SEC_COUNT; s++) {
+        snprintf(info->sections[s].name, sizeof info->sections[s].name, "%s",
+                 ft_section_names[s]);
+        info->sections[s].bytes = t->sec_bytes[s];
+        if (s == FT_SEC_VALUES || s == FT_SEC_TERM_RANK)
+            info->value_bytes += t->sec_bytes[s];
+        else
+            info->trie_bytes += t->sec_bytes[s];
+    }
+    return FT_OK;
+}
+
+/* walk follows toks from the root; FT_NONE when some edge is missing. */
+static uint64_t walk(const ft_index *idx, const uint32_t *toks, size_t n)
+{
+    const ft_trie_view *v = &idx->trie.view;
+    uint64_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        ft_child_range cr = u == 0 ? idx->root : ft_children(v, u);
+        if (cr.deg == 0)
+            return FT_NONE;
+        u = ft_find_child(v, &cr, toks[i]);
+        if (u == FT_NONE)
+            return FT_NONE;
+    }
+    return u;
+}
+
+int ft_index_lookup(uint64_t *value, const ft_index *idx, const uint32_t *toks,
+                    size_t n)
+{
+    if (n == 0 || n > FT_MAX_KEY_LEN_LIMIT)
+        return FT_ENOTFOUND;
+    uint64_t u = walk(idx, toks, n);
+    if (u == FT_NONE || !(ft_node_flags(&idx->trie.view, u) & FT_TERMINAL))
+        return FT_ENOTFOUND;
+    if (value)
+        *value = ft_trie_value(&idx->trie, u);
+    return FT_OK;
+}
+
+int ft_index_prefix(uint64_t *visited, const ft_index *idx,
+                    const uint32_t *prefix, size_t n, uint64_t limit,
+                    ft_prefix_cb cb, void *arg)
+{
+    const ft_trie *t = &idx->trie;
+    const ft_trie_view *v = &t->view;
+    if (visited)
+        *visited = 0;
+    if (n > FT_MAX_KEY_LEN_LIMIT)
+        return FT_ENOTFOUND;
+    uint64_t u = walk(idx, prefix, n);
+    if (u == FT_NONE)
+        return FT_ENOTFOUND;
+    uint32_t key[FT_MAX_KEY_LEN_LIMIT];
+    ft_child_range stack[FT_MAX_KEY_LEN_LIMIT + 1];
+    uint64_t next[FT_MAX_KEY_LEN_LIMIT + 1];
+    memcpy(key, prefix, n * sizeof *key);
+    uint64_t count = 0;
+    if (n > 0 && (ft_node_flags(v, u) & FT_TERMINAL)) {
+        count++;
+        if (cb(key, n, ft_trie_value(t, u), arg) || (limit && count >= limit))
+            goto done;
+    }
+    size_t sp = 0;
+    stack[0] = u == 0 ? idx->root : ft_children(v, u);
+    next[0] = stack[0].first;
+    while (1) {
+        ft_child_range *cr = &stack[sp];
+        if (next[sp] >= cr->first + cr->deg) {
+            if (sp == 0)
+                break;
+            sp--;
+            continue;
+        }
+        uint64_t c = next[sp]++;
+        size_t depth = n + sp;
+        key[depth] = ft_child_label(v, cr, c);
+        uint32_t f = ft_node_flags(v, c);
+        if (f & FT_TERMINAL) {
+            count++;
+            if (cb(key, depth + 1, ft_trie_value(t, c), arg) ||
+                (limit && count >= limit))
+                break;
+        }
+        if ((f & FT_HAS_CHILD) && depth + 1 < FT_MAX_KEY_LEN_LIMIT) {
+            sp++;
+            stack[sp] = ft_children(v, c);
+            next[sp] = stack[sp].first;
+        }
+    }
+done:
+    if (visited)
+        *visited = count;
+    return FT_OK;
+}

@@ -1,0 +1,49 @@
+/* log.c - the leveled logger.  Levels are checked before formatting. */
+#include "ft_impl.h"
+
+#include <pthread.h>
+#include <time.h>
+
+static ft_log_level g_level = FT_LOG_WARN;
+static ft_log_sink g_sink;
+static void *g_sink_arg;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ft_log_set_level(ft_log_level level) { g_level = level; }
+ft_log_level ft_log_get_level(void) { return g_level; }
+
+void ft_log_set_sink(ft_log_sink sink, void *arg)
+{
+    pthread_mutex_lock(&g_lock);
+    g_sink = sink;
+    g_sink_arg = arg;
+    pthread_mutex_unlock(&g_lock);
+}
+
+void fti_log(ft_log_level lvl, const char *file, int line, const char *fmt,
+             ...)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    char out[1200];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    snprintf(out, sizeof out, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s:%d %s",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, names[lvl], base,
+             line, msg);
+    pthread_mutex_lock(&g_lock);
+    if (g_sink)
+        g_sink(lvl, out, g_sink_arg);
+    else
+        fprintf(stderr, "%s\n", out);
+    pthread_mutex_unlock(&g_lock);
+}
