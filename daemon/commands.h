@@ -3,14 +3,33 @@
 #ifndef FT_COMMANDS_H
 #define FT_COMMANDS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flashtrie.h"
+
 int cmd_build(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_lookup(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* ft_cli_parse_u64 parses a whole decimal string; 0 on success. */
 int ft_cli_parse_u64(const char *s, unsigned long long *out);
 /* ft_cli_parse_tokens parses "1 2 3" (spaces) into toks; returns the count
  * or -1 on a bad token, -2 when more than cap tokens. */
 int ft_cli_parse_tokens(const char *s, unsigned *toks, int cap);
+
+/* ft_cli_parse_f64 parses a whole decimal float (inf allowed); 0 on success. */
+int ft_cli_parse_f64(const char *s, double *out);
+/* ft_cli_parse_u32 parses an integer in lo..hi for option opt, printing a
+ * message naming the option when it is not; 0 on success. */
+int ft_cli_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi,
+                     uint32_t *out);
+
+/* ft_cli_build_temp builds an index from a keys file into a new temporary
+ * file whose name goes to path (the caller unlinks it). */
+int ft_cli_build_temp(char *path, size_t pathlen, const char *keys,
+                      ft_build_stats *st, char *errbuf, size_t errlen);
 
 #endif
