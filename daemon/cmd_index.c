@@ -93,6 +93,8 @@ int cmd_info(int argc, char **argv)
     printf("root_fanout: %" PRIu64 "\n", in.root_fanout);
     printf("high_label_nodes: %" PRIu64 "\n", in.high_nodes);
     printf("label_high_bits: %u\n", in.label_high_bits);
+    printf("leaves: %" PRIu64 "\n", in.leaves);
+    printf("unary_nodes: %" PRIu64 "\n", in.unary_nodes);
     printf("value_bits: %u\n", in.value_bits);
     printf("file_bytes: %" PRIu64 "\n", in.file_bytes);
     printf("trie_bytes: %" PRIu64 "\n", in.trie_bytes);

@@ -132,6 +132,9 @@ typedef struct ft_index_info {
     uint32_t max_key_len;    /* build option recorded in the file */
     uint64_t root_fanout;
     uint64_t high_nodes;     /* nodes whose label needs more than 16 bits */
+    uint64_t unary_nodes;    /* non-terminal nodes with exactly one child:
+                              * what Patricia compression would fold */
+    uint64_t leaves;         /* nodes without children */
     uint32_t label_high_bits;/* width of the packed high label part */
     uint32_t value_bits;     /* width of the packed values */
     uint64_t file_bytes;

@@ -379,6 +379,32 @@ int ft_index_info_get(ft_index_info *info, const ft_index *idx)
     info->label_high_bits = t->view.hi_bits;
     info->value_bits = t->value_bits;
     info->file_bytes = idx->map_len;
+    /* One pass over the LOUDS bits: node v's block is the run of ones
+     * before its zero (the first zero closes the super root). */
+    const ft_trie_view *v = &t->view;
+    uint64_t deg = 0, node = 0, zeros = 0;
+    for (uint64_t w = 0; w * 64 < v->louds_bits; w++) {
+        uint64_t word = v->louds[w];
+        uint64_t nb = v->louds_bits - w * 64 < 64 ? v->louds_bits - w * 64 : 64;
+        if (nb == 64 && word == ~0ull) {
+            deg += 64;
+            continue;
+        }
+        for (uint64_t b = 0; b < nb; b++) {
+            if ((word >> b) & 1) {
+                deg++;
+                continue;
+            }
+            if (zeros++ > 0) {
+                if (deg == 0)
+                    info->leaves++;
+                else if (deg == 1 && !(ft_node_flags(v, node) & FT_TERMINAL))
+                    info->unary_nodes++;
+                node++;
+            }
+            deg = 0;
+        }
+    }
     info->n_sections = FT_SEC_COUNT;
     for (int s = 0; s < FT_SEC_COUNT; s++) {
         snprintf(info->sections[s].name, sizeof info->sections[s].name, "%s",

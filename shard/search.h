@@ -87,10 +87,14 @@ int ft_result_put_hit(ft_result *res, const ft_trie *t, const ft_sel *s,
                       const uint32_t *toks, uint32_t len);
 
 /* Engine implementations plug in through this table. */
+/* Engine implementations plug in through this table.  search_batch gets
+ * requests that ft_request_validate accepted (at most FT_ENGINE_CHUNK of
+ * them) and fills each result (status FT_OK, or an engine error). */
+#define FT_ENGINE_CHUNK 64
 typedef struct ft_engine_ops {
     const char *name;
-    int (*search_batch)(ft_engine *eng, const ft_request *reqs, size_t n,
-                        ft_result *res);
+    int (*search_batch)(ft_engine *eng, const ft_request *const *reqs,
+                        ft_result *const *res, size_t n);
     void (*close)(ft_engine *eng);
 } ft_engine_ops;
 
@@ -99,6 +103,7 @@ struct ft_engine {
     const ft_index *idx;
     ft_engine_opts opts;
     void *impl;
+    int failed; /* an engine error (e.g. CUDA) marks the engine failed */
 };
 
 /* Constructors of the engines (engine.c dispatches on opts->kind). */

@@ -107,6 +107,12 @@ static void run_case(uint64_t seed, size_t nkeys, int vocab, const char *path)
     ft_index_info info;
     FT_PASS(ft_index_info_get(&info, idx));
     FT_CHECK_EQ_U64(info.keys, m);
+    /* a key is a leaf unless the next key in sorted order extends it */
+    uint64_t leaves = 0;
+    for (size_t i = 0; i < m; i++)
+        leaves += !(i + 1 < m && keys[i + 1].len > keys[i].len &&
+                    memcmp(keys[i + 1].t, keys[i].t, keys[i].len * 4) == 0);
+    FT_CHECK_EQ_U64(info.leaves, leaves + (m == 0)); /* a lone root is a leaf */
     for (size_t i = 0; i < m; i++) {
         uint64_t v = ~0ull;
         FT_PASS(ft_index_lookup(&v, idx, keys[i].t, keys[i].len));
