@@ -310,15 +310,82 @@ static int gen_requests(int argc, char **argv)
     return 0;
 }
 
+static int gen_index(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"n", required_argument, 0, 'n'},      {"seed", required_argument, 0, 's'},
+        {"output", required_argument, 0, 'o'}, {"threads", required_argument, 0, 't'},
+        {"stats", no_argument, 0, 'S'},        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *use =
+        "usage: flashtrie gen index --n N [--seed S] --output INDEX [--threads T] [--stats]\n"
+        "  builds the index of the library 'gen keys --n N --seed S' writes,\n"
+        "  straight from the sorted generator (no keys file); values are the\n"
+        "  keys' line numbers, as 'flashtrie build' would give them.\n";
+    ft_wl_keys_opts o;
+    ft_wl_keys_opts_init(&o);
+    const char *out = NULL;
+    int stats = 0, have_n = 0, c;
+    unsigned long long v;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (ft_cli_parse_u64(optarg, &v) || v == 0) {
+                fprintf(stderr, "flashtrie gen index: --n: expected a positive integer, got '%s'\n", optarg);
+                return 2;
+            }
+            o.n = v;
+            have_n = 1;
+            break;
+        case 's':
+            if (ft_cli_parse_u64(optarg, &v)) {
+                fprintf(stderr, "flashtrie gen index: --seed: expected an integer, got '%s'\n", optarg);
+                return 2;
+            }
+            o.seed = v;
+            break;
+        case 'o': out = optarg; break;
+        case 't': {
+            uint32_t t;
+            if (ft_cli_parse_u32("--threads", optarg, 0, 256, &t))
+                return 2;
+            o.threads = (int)t;
+            break;
+        }
+        case 'S': stats = 1; break;
+        case 'h': fputs(use, stdout); return 0;
+        default: fputs(use, stderr); return 2;
+        }
+    }
+    if (optind != argc || !have_n || out == NULL) {
+        fprintf(stderr, "flashtrie gen index: --n and --output are required\n");
+        fputs(use, stderr);
+        return 2;
+    }
+    char err[512];
+    ft_wl_keys_stats st;
+    int rc = ft_wl_build_index(&st, &o, out, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "flashtrie gen index: %s\n", err);
+        return 1;
+    }
+    if (stats)
+        ft_cli_print_key_stats(stderr, &st);
+    return 0;
+}
+
 int cmd_gen(int argc, char **argv)
 {
-    const char *use = "usage: flashtrie gen keys|requests [options]  (--help for each)\n";
+    const char *use = "usage: flashtrie gen keys|index|requests [options]  (--help for each)\n";
     if (argc < 2) {
         fputs(use, stderr);
         return 2;
     }
     if (!strcmp(argv[1], "keys"))
         return gen_keys(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "index"))
+        return gen_index(argc - 1, argv + 1);
     if (!strcmp(argv[1], "requests"))
         return gen_requests(argc - 1, argv + 1);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
