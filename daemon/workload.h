@@ -17,6 +17,10 @@
 
 #include "flashtrie.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* FT_WL_VOCAB is the default vocabulary: the paper's 2.2M-token model. */
 #define FT_WL_VOCAB 2200000u
 /* FT_WL_MAX_LEN is the longest generated key. */
@@ -126,5 +130,9 @@ int ft_wl_reqs_make(ft_wl_reqs *g, uint64_t i, unsigned slot,
 
 /* ft_wl_reqs_write writes o->n requests as SPEC section 7 JSON Lines. */
 int ft_wl_reqs_write(ft_wl_reqs *g, FILE *f, char *errbuf, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* FT_WORKLOAD_H */
