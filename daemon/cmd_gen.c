@@ -39,7 +39,7 @@ int ft_cli_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi,
     return 0;
 }
 
-static int file_sink(const void *buf, size_t len, void *arg)
+int ft_cli_file_sink(const void *buf, size_t len, void *arg)
 {
     return fwrite(buf, 1, len, (FILE *)arg) == len ? 0 : FT_EIO;
 }
@@ -156,7 +156,7 @@ static int gen_keys(int argc, char **argv)
     static char iobuf[1 << 20];
     setvbuf(f, iobuf, _IOFBF, sizeof iobuf);
     ft_wl_keys_stats st;
-    int rc = ft_wl_keys_write(&st, &o, fmt, file_sink, f);
+    int rc = ft_wl_keys_write(&st, &o, fmt, ft_cli_file_sink, f);
     int crc = f == stdout ? fflush(f) : fclose(f);
     if (rc || crc) {
         fprintf(stderr, "flashtrie gen keys: %s\n",

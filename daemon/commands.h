@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "flashtrie.h"
+#include "workload.h"
 
 int cmd_build(int argc, char **argv);
 int cmd_info(int argc, char **argv);
@@ -31,5 +32,15 @@ int ft_cli_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi,
  * file whose name goes to path (the caller unlinks it). */
 int ft_cli_build_temp(char *path, size_t pathlen, const char *keys,
                       ft_build_stats *st, char *errbuf, size_t errlen);
+
+/* ft_cli_req_opt parses one request-shaping option (--T, --K, --head,
+ * --results, --theta-tok, --theta-sent, --alpha; getopt codes T K H R a b
+ * A); returns 1 when c was one, -1 on a bad value, 0 otherwise. */
+int ft_cli_req_opt(int c, const char *arg, ft_wl_req_opts *o);
+/* ft_cli_print_key_stats prints a generated library's shape. */
+void ft_cli_print_key_stats(FILE *f, const ft_wl_keys_stats *st);
+
+/* ft_cli_file_sink writes generator output to the FILE * in arg. */
+int ft_cli_file_sink(const void *buf, size_t len, void *arg);
 
 #endif

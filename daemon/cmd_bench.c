@@ -1,0 +1,690 @@
+/*
+ * cmd_bench.c - "flashtrie bench": latency and throughput of the engines
+ * over a request set, per beam width, with a JSON report.
+ *
+ * Per (engine, beam) it measures each request alone (b = 1) for latency
+ * percentiles, then the whole set in batches of each asked size for
+ * throughput.  Warm-up requests run first and are not counted.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "flashtrie.h"
+#include "workload.h"
+
+#define MAX_LIST 16
+
+typedef struct u32_list {
+    uint32_t v[MAX_LIST];
+    int n;
+} u32_list;
+
+static int parse_list(const char *opt, const char *s, uint32_t lo, uint32_t hi,
+                      u32_list *out)
+{
+    out->n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (out->n == MAX_LIST) {
+            fprintf(stderr, "flashtrie bench: %s: at most %d values\n", opt, MAX_LIST);
+            return -1;
+        }
+        if (ft_cli_parse_u32(opt, tok, lo, hi, &out->v[out->n]))
+            return -1;
+        out->n++;
+    }
+    if (out->n == 0) {
+        fprintf(stderr, "flashtrie bench: %s: empty list\n", opt);
+        return -1;
+    }
+    return 0;
+}
+
+/* A request set that owns its grids. */
+typedef struct req_set {
+    uint32_t beam; /* the beam every request of the set asks for */
+    size_t n;
+    ft_request *r;
+    void **mem;    /* owned grid memory per request */
+} req_set;
+
+static void req_set_free(req_set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->mem[i]);
+    free(s->mem);
+    free(s->r);
+    memset(s, 0, sizeof *s);
+}
+
+static int req_set_add(req_set *s, const ft_request *q)
+{
+    if ((s->n & (s->n - 1)) == 0) { /* grow at powers of two */
+        size_t cap = s->n ? 2 * s->n : 1;
+        ft_request *r = realloc(s->r, cap * sizeof *r);
+        if (r == NULL)
+            return FT_ENOMEM;
+        s->r = r;
+        void **m = realloc(s->mem, cap * sizeof *m);
+        if (m == NULL)
+            return FT_ENOMEM;
+        s->mem = m;
+    }
+    size_t cells = (size_t)q->T * q->K;
+    void *m = malloc(cells * (sizeof(uint32_t) + sizeof(float)));
+    if (m == NULL)
+        return FT_ENOMEM;
+    memcpy(m, q->tokens, cells * sizeof(uint32_t));
+    memcpy((char *)m + cells * sizeof(uint32_t), q->logp, cells * sizeof(float));
+    ft_request c = *q;
+    c.tokens = m;
+    c.logp = (const float *)((char *)m + cells * sizeof(uint32_t));
+    s->r[s->n] = c;
+    s->mem[s->n] = m;
+    s->n++;
+    return FT_OK;
+}
+
+/* ---- machine facts for the report ---- */
+
+static void cpu_model(char *out, size_t len)
+{
+    snprintf(out, len, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *p = strchr(line, ':');
+            if (p) {
+                p += 1 + (p[1] == ' ');
+                p[strcspn(p, "\n")] = 0;
+                snprintf(out, len, "%s", p);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* gpu_model reads the first GPU's name from the NVIDIA driver's /proc
+ * files, so the report names the GPU even in a build without CUDA. */
+static void gpu_model(char *out, size_t len)
+{
+    out[0] = 0;
+    FILE *p = popen("cat /proc/driver/nvidia/gpus/*/information 2>/dev/null", "r");
+    if (p == NULL)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, p)) {
+        if (!strncmp(line, "Model:", 6) && !out[0]) {
+            char *s = line + 6;
+            while (*s == ' ' || *s == '\t')
+                s++;
+            s[strcspn(s, "\n")] = 0;
+            snprintf(out, len, "%s", s);
+        }
+    }
+    pclose(p);
+}
+
+/* ---- statistics ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* pctl is the nearest-rank percentile of sorted v. */
+static double pctl(const double *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    size_t i = (size_t)ceil(p / 100.0 * (double)n);
+    return v[i ? i - 1 : 0];
+}
+
+typedef struct run_stats {
+    int ran;
+    uint32_t beam, K, T;
+    size_t n, rejected;
+    double mean, p50, p90, p95, p99, hits;
+    double qps[MAX_LIST];
+} run_stats;
+
+static int run_engine(run_stats *rs, ft_engine *eng, const req_set *s,
+                      const u32_list *batches, uint32_t warmup)
+{
+    uint32_t max_b = 1, max_res = 1, max_t = 1;
+    for (int i = 0; i < batches->n; i++)
+        if (batches->v[i] > max_b)
+            max_b = batches->v[i];
+    for (size_t i = 0; i < s->n; i++) {
+        uint32_t nr = s->r[i].results ? s->r[i].results : s->r[i].beam;
+        if (nr > max_res)
+            max_res = nr;
+        if (s->r[i].T > max_t)
+            max_t = s->r[i].T;
+    }
+    ft_result *res = calloc(max_b, sizeof *res);
+    double *lat = calloc(s->n ? s->n : 1, sizeof *lat);
+    int rc = res && lat ? FT_OK : FT_ENOMEM;
+    for (uint32_t i = 0; i < max_b && rc == FT_OK; i++)
+        rc = ft_result_alloc(&res[i], max_res, max_t);
+    if (rc)
+        goto out;
+    for (uint32_t w = 0; w < warmup && s->n; w++) {
+        rc = ft_engine_search_batch(eng, &s->r[w % s->n], 1, res);
+        if (rc)
+            goto out;
+    }
+    size_t hits = 0, rejected = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        double t0 = now_s();
+        rc = ft_engine_search_batch(eng, &s->r[i], 1, res);
+        lat[i] = (now_s() - t0) * 1e3;
+        if (rc)
+            goto out;
+        if (res[0].status)
+            rejected++;
+        hits += res[0].n;
+    }
+    double sum = 0;
+    for (size_t i = 0; i < s->n; i++)
+        sum += lat[i];
+    qsort(lat, s->n, sizeof *lat, cmp_double);
+    rs->n = s->n;
+    rs->rejected = rejected;
+    rs->hits = s->n ? (double)hits / (double)s->n : 0;
+    rs->mean = s->n ? sum / (double)s->n : 0;
+    rs->p50 = pctl(lat, s->n, 50);
+    rs->p90 = pctl(lat, s->n, 90);
+    rs->p95 = pctl(lat, s->n, 95);
+    rs->p99 = pctl(lat, s->n, 99);
+    for (int b = 0; b < batches->n; b++) {
+        uint32_t bs = batches->v[b];
+        double t0 = now_s();
+        for (size_t i = 0; i < s->n; i += bs) {
+            size_t m = s->n - i < bs ? s->n - i : bs;
+            rc = ft_engine_search_batch(eng, &s->r[i], m, res);
+            if (rc)
+                goto out;
+        }
+        double dt = now_s() - t0;
+        rs->qps[b] = dt > 0 ? (double)s->n / dt : 0;
+    }
+    rs->ran = 1;
+out:
+    if (res)
+        for (uint32_t i = 0; i < max_b; i++)
+            ft_result_free(&res[i]);
+    free(res);
+    free(lat);
+    return rc;
+}
+
+/* load_requests reads a SPEC section 7 request file into sets by beam.  It
+ * uses the router's JSON Lines parser, the one every tool shares. */
+static int load_requests(req_set *sets, int *nsets, const char *path,
+                         char *errbuf, size_t errlen)
+{
+    (void)sets;
+    (void)nsets;
+    (void)path;
+    snprintf(errbuf, errlen, "--requests needs the router's JSON Lines request "
+             "parser, which this build lacks; use generated grids (--n-requests)");
+    return FT_ENOTSUP;
+}
+
+static json_t *stats_json(const run_stats *r, const char *engine,
+                          const u32_list *batches)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "engine", json_string(engine));
+    json_object_set_new(o, "beam", json_integer(r->beam));
+    json_object_set_new(o, "K", json_integer(r->K));
+    json_object_set_new(o, "T", json_integer(r->T));
+    json_object_set_new(o, "requests", json_integer((json_int_t)r->n));
+    json_object_set_new(o, "rejected", json_integer((json_int_t)r->rejected));
+    json_object_set_new(o, "hits_per_request", json_real(r->hits));
+    json_t *l = json_object();
+    json_object_set_new(l, "mean", json_real(r->mean));
+    json_object_set_new(l, "p50", json_real(r->p50));
+    json_object_set_new(l, "p90", json_real(r->p90));
+    json_object_set_new(l, "p95", json_real(r->p95));
+    json_object_set_new(l, "p99", json_real(r->p99));
+    json_object_set_new(o, "latency_ms_b1", l);
+    json_t *q = json_object();
+    for (int b = 0; b < batches->n; b++) {
+        char k[16];
+        snprintf(k, sizeof k, "%u", batches->v[b]);
+        json_object_set_new(q, k, json_real(r->qps[b]));
+    }
+    json_object_set_new(o, "throughput_qps", q);
+    return o;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"index", required_argument, 0, 'i'},    {"keys", required_argument, 0, 'k'},
+        {"gen-keys", required_argument, 0, 'g'}, {"seed", required_argument, 0, 's'},
+        {"requests", required_argument, 0, 'q'}, {"n-requests", required_argument, 0, 'n'},
+        {"T", required_argument, 0, 'T'},        {"K", required_argument, 0, 'K'},
+        {"beam", required_argument, 0, 'B'},     {"head", required_argument, 0, 'H'},
+        {"results", required_argument, 0, 'R'},  {"theta-tok", required_argument, 0, 'a'},
+        {"theta-sent", required_argument, 0, 'b'}, {"alpha", required_argument, 0, 'A'},
+        {"engine", required_argument, 0, 'e'},   {"threads", required_argument, 0, 't'},
+        {"batch", required_argument, 0, 'c'},    {"warmup", required_argument, 0, 'w'},
+        {"device", required_argument, 0, 'd'},   {"report", required_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    const char *use =
+        "usage: flashtrie bench (--index INDEX | --keys FILE | --gen-keys N [--seed S])\n"
+        "         [--requests FILE.jsonl | --n-requests N [--T 8] [--beam 100,200,500,1000]\n"
+        "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
+        "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
+        "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json]\n"
+        "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
+        "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
+        "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
+        "  an index first (into a temporary file) and report the build rate.\n";
+    const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
+    uint64_t gen_keys = 0, seed = 1;
+    ft_wl_req_opts ro;
+    ft_wl_req_opts_init(&ro);
+    ro.n = 200;
+    u32_list beams = {{100, 200, 500, 1000}, 4};
+    u32_list batches = {{1, 4, 8, 16, 32}, 5};
+    int use_cpu = 1, use_gpu = 1, threads = 0, device = 0, c;
+    uint32_t warmup = 10;
+    unsigned long long v;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int r = ft_cli_req_opt(c, optarg, &ro);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        switch (c) {
+        case 'i': index = optarg; break;
+        case 'k': keys = optarg; break;
+        case 'q': requests = optarg; break;
+        case 'r': report = optarg; break;
+        case 'g':
+        case 'n':
+        case 's':
+            if (ft_cli_parse_u64(optarg, &v) || (c != 's' && v == 0)) {
+                fprintf(stderr, "flashtrie bench: --%s: expected a%s integer, got '%s'\n",
+                        c == 'g' ? "gen-keys" : c == 'n' ? "n-requests" : "seed",
+                        c == 's' ? "n" : " positive", optarg);
+                return 2;
+            }
+            if (c == 'g')
+                gen_keys = v;
+            else if (c == 'n')
+                ro.n = v;
+            else
+                seed = v;
+            break;
+        case 'B':
+            if (parse_list("--beam", optarg, 1, FT_MAX_BEAM, &beams))
+                return 2;
+            break;
+        case 'c':
+            if (parse_list("--batch", optarg, 1, 4096, &batches))
+                return 2;
+            break;
+        case 'e': {
+            use_cpu = use_gpu = 0;
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            for (char *sv, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+                if (!strcmp(t, "cpu"))
+                    use_cpu = 1;
+                else if (!strcmp(t, "gpu"))
+                    use_gpu = 1;
+                else {
+                    fprintf(stderr, "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '%s'\n", optarg);
+                    return 2;
+                }
+            }
+            break;
+        }
+        case 't': {
+            uint32_t t;
+            if (ft_cli_parse_u32("--threads", optarg, 0, 1024, &t))
+                return 2;
+            threads = (int)t;
+            break;
+        }
+        case 'd': {
+            uint32_t d;
+            if (ft_cli_parse_u32("--device", optarg, 0, 255, &d))
+                return 2;
+            device = (int)d;
+            break;
+        }
+        case 'w':
+            if (ft_cli_parse_u32("--warmup", optarg, 0, 1000000, &warmup))
+                return 2;
+            break;
+        case 'h': fputs(use, stdout); return 0;
+        default: fputs(use, stderr); return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "flashtrie bench: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if ((index != NULL) + (keys != NULL) + (gen_keys != 0) != 1) {
+        fprintf(stderr, "flashtrie bench: give exactly one of --index, --keys and --gen-keys\n");
+        fputs(use, stderr);
+        return 2;
+    }
+    ro.seed = seed;
+
+    /* 1. The index. */
+    char err[512], tmp[256] = "";
+    json_t *build = NULL;
+    if (keys != NULL || gen_keys) {
+        char ktmp[256] = "";
+        const char *src = keys;
+        ft_wl_keys_stats gst;
+        memset(&gst, 0, sizeof gst);
+        if (gen_keys) {
+            /* Generate a .ftk file, then build it as 'flashtrie build'
+             * would, so the reported rate is the real builder's. */
+            snprintf(ktmp, sizeof ktmp, "%s/ft_bench_keys_XXXXXX.ftk",
+                     getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+            int fd = mkstemps(ktmp, 4);
+            FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+            if (f == NULL) {
+                fprintf(stderr, "flashtrie bench: %s: %s\n", ktmp, strerror(errno));
+                return 1;
+            }
+            ft_wl_keys_opts ko;
+            ft_wl_keys_opts_init(&ko);
+            ko.n = gen_keys;
+            ko.seed = seed;
+            int rc = ft_wl_keys_write(&gst, &ko, FT_WL_FTK, ft_cli_file_sink, f);
+            if (fclose(f) || rc) {
+                fprintf(stderr, "flashtrie bench: generating keys failed: %s\n", ft_strerror(rc ? rc : FT_EIO));
+                unlink(ktmp);
+                return 1;
+            }
+            printf("generated %" PRIu64 " keys in %.3f s (%.0f keys/s), %.3f nodes/key\n",
+                   gst.keys, gst.seconds, (double)gst.keys / gst.seconds,
+                   (double)gst.nodes / (double)gst.keys);
+            src = ktmp;
+        }
+        ft_build_stats bst;
+        memset(&bst, 0, sizeof bst);
+        int rc = ft_cli_build_temp(tmp, sizeof tmp, src, &bst, err, sizeof err);
+        const char *how = "ft_build";
+        if (rc == FT_ENOTSUP && gen_keys) {
+            /* No keys-file builder in this build: build the generated,
+             * already sorted stream with the builder core instead. */
+            snprintf(tmp, sizeof tmp, "%s/ft_bench_index_XXXXXX",
+                     getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+            int fd = mkstemp(tmp);
+            if (fd >= 0)
+                close(fd);
+            ft_wl_keys_opts ko;
+            ft_wl_keys_opts_init(&ko);
+            ko.n = gen_keys;
+            ko.seed = seed;
+            double t0 = now_s();
+            rc = ft_wl_build_index(NULL, &ko, tmp, err, sizeof err);
+            bst.seconds = now_s() - t0;
+            bst.keys = gen_keys;
+            how = "builder core, sorted stream (generation included)";
+        }
+        if (ktmp[0])
+            unlink(ktmp);
+        if (rc) {
+            if (tmp[0])
+                unlink(tmp);
+            fprintf(stderr, "flashtrie bench: %s\n", err);
+            return rc == FT_EINVAL || rc == FT_ENOTSUP ? 2 : 1;
+        }
+        printf("built %" PRIu64 " keys in %.3f s (%.0f keys/s) with %s\n", bst.keys,
+               bst.seconds, (double)bst.keys / bst.seconds, how);
+        build = json_object();
+        json_object_set_new(build, "method", json_string(how));
+        json_object_set_new(build, "keys", json_integer((json_int_t)bst.keys));
+        json_object_set_new(build, "seconds", json_real(bst.seconds));
+        json_object_set_new(build, "keys_per_s", json_real((double)bst.keys / bst.seconds));
+        index = tmp;
+    }
+    ft_index *idx;
+    int rc = ft_index_open(&idx, index, 0, err, sizeof err);
+    if (tmp[0])
+        unlink(tmp); /* the mapping keeps it alive */
+    if (rc) {
+        fprintf(stderr, "flashtrie bench: %s\n", err);
+        json_decref(build);
+        return 1;
+    }
+    ft_index_info info;
+    ft_index_info_get(&info, idx);
+    printf("index: %" PRIu64 " keys, %" PRIu64 " nodes, %.3f trie bytes/key\n",
+           info.keys, info.nodes, (double)info.trie_bytes / (double)(info.keys ? info.keys : 1));
+
+    /* 2. The requests, one set per beam. */
+    req_set sets[MAX_LIST];
+    int nsets = 0;
+    memset(sets, 0, sizeof sets);
+    if (requests != NULL) {
+        rc = load_requests(sets, &nsets, requests, err, sizeof err);
+    } else {
+        for (int b = 0; b < beams.n && rc == FT_OK; b++) {
+            ft_wl_req_opts o = ro;
+            o.beam = beams.v[b];
+            ft_wl_reqs *g;
+            rc = ft_wl_reqs_open(&g, idx, &o, err, sizeof err);
+            sets[nsets].beam = o.beam;
+            for (uint64_t i = 0; i < o.n && rc == FT_OK; i++) {
+                ft_request q;
+                rc = ft_wl_reqs_make(g, i, 0, &q);
+                if (rc == FT_OK)
+                    rc = req_set_add(&sets[nsets], &q);
+            }
+            if (rc == FT_OK)
+                ft_wl_reqs_close(g);
+            nsets++;
+        }
+        if (rc && !err[0])
+            snprintf(err, sizeof err, "making requests: %s", ft_strerror(rc));
+    }
+    if (rc) {
+        fprintf(stderr, "flashtrie bench: %s\n", err);
+        for (int i = 0; i < nsets; i++)
+            req_set_free(&sets[i]);
+        ft_index_close(idx);
+        json_decref(build);
+        return rc == FT_EINVAL || rc == FT_ENOTSUP ? 2 : 1;
+    }
+
+    /* 3. Every engine over every set. */
+    uint32_t max_beam = 1, max_k = 1, max_t = 1, max_b = 1;
+    for (int i = 0; i < nsets; i++)
+        for (size_t j = 0; j < sets[i].n; j++) {
+            const ft_request *q = &sets[i].r[j];
+            max_beam = q->beam > max_beam ? q->beam : max_beam;
+            max_k = q->K > max_k ? q->K : max_k;
+            max_t = q->T > max_t ? q->T : max_t;
+        }
+    for (int b = 0; b < batches.n; b++)
+        max_b = batches.v[b] > max_b ? batches.v[b] : max_b;
+    run_stats st[2][MAX_LIST];
+    memset(st, 0, sizeof st);
+    json_t *runs = json_array(), *skipped = json_object();
+    char eng_names[2][64] = {"cpu", "gpu"};
+    int status = 0;
+    for (int e = 0; e < 2; e++) {
+        if ((e == 0 && !use_cpu) || (e == 1 && !use_gpu))
+            continue;
+        ft_engine_opts eo;
+        ft_engine_opts_init(&eo);
+        eo.kind = e == 0 ? FT_ENGINE_CPU : FT_ENGINE_GPU;
+        eo.threads = threads;
+        eo.device = device;
+        eo.max_batch = max_b;
+        eo.max_beam = max_beam;
+        eo.max_k = max_k;
+        eo.max_t = max_t;
+        ft_engine *eng;
+        rc = ft_engine_open(&eng, idx, &eo, err, sizeof err);
+        if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
+            printf("%s engine: skipped (%s%s%s)\n", eng_names[e], ft_strerror(rc),
+                   err[0] ? ": " : "", err[0] ? err : "");
+            json_object_set_new(skipped, eng_names[e], json_string(ft_strerror(rc)));
+            continue;
+        }
+        if (rc) {
+            fprintf(stderr, "flashtrie bench: opening the %s engine: %s\n", eng_names[e], err);
+            status = 1;
+            continue;
+        }
+        snprintf(eng_names[e], sizeof eng_names[e], "%s", ft_engine_name(eng));
+        for (int i = 0; i < nsets; i++) {
+            run_stats *rs = &st[e][i];
+            rs->beam = sets[i].beam;
+            rs->K = sets[i].n ? sets[i].r[0].K : 0;
+            rs->T = sets[i].n ? sets[i].r[0].T : 0;
+            rc = run_engine(rs, eng, &sets[i], &batches, warmup);
+            if (rc) {
+                fprintf(stderr, "flashtrie bench: %s engine failed: %s\n", eng_names[e], ft_strerror(rc));
+                status = 1;
+                break;
+            }
+            json_array_append_new(runs, stats_json(rs, e == 0 ? "cpu" : "gpu", &batches));
+        }
+        ft_engine_close(eng);
+    }
+
+    /* 4. The table. */
+    printf("\n%-6s %5s %5s %6s %9s %9s %9s %9s %9s", "engine", "beam", "K", "reqs",
+           "mean_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms");
+    for (int b = 0; b < batches.n; b++) {
+        char h[24];
+        snprintf(h, sizeof h, "qps@b%u", batches.v[b]);
+        printf(" %10s", h);
+    }
+    printf("\n");
+    json_t *ratios = json_array();
+    for (int i = 0; i < nsets; i++) {
+        for (int e = 0; e < 2; e++) {
+            const run_stats *r = &st[e][i];
+            if (!r->ran)
+                continue;
+            printf("%-6s %5u %5u %6zu %9.3f %9.3f %9.3f %9.3f %9.3f", e ? "gpu" : "cpu",
+                   r->beam, r->K, r->n, r->mean, r->p50, r->p90, r->p95, r->p99);
+            for (int b = 0; b < batches.n; b++)
+                printf(" %10.1f", r->qps[b]);
+            printf("%s\n", r->rejected ? "  (some requests rejected)" : "");
+        }
+        const run_stats *cr = &st[0][i], *gr = &st[1][i];
+        if (cr->ran && gr->ran && gr->mean > 0 && cr->qps[0] > 0) {
+            printf("%-6s %5u %5u %6s %9.2fx %9.2fx %8s %9.2fx %9.2fx", "cpu/gpu", cr->beam, cr->K, "",
+                   cr->mean / gr->mean, cr->p50 / gr->p50, "", cr->p95 / gr->p95,
+                   cr->p99 / gr->p99);
+            json_t *o = json_object();
+            json_object_set_new(o, "beam", json_integer(cr->beam));
+            json_object_set_new(o, "latency_speedup_mean", json_real(cr->mean / gr->mean));
+            json_object_set_new(o, "latency_speedup_p50", json_real(cr->p50 / gr->p50));
+            json_object_set_new(o, "latency_speedup_p95", json_real(cr->p95 / gr->p95));
+            json_object_set_new(o, "latency_speedup_p99", json_real(cr->p99 / gr->p99));
+            json_t *q = json_object();
+            for (int b = 0; b < batches.n; b++) {
+                char k[16];
+                snprintf(k, sizeof k, "%u", batches.v[b]);
+                double x = cr->qps[b] > 0 ? gr->qps[b] / cr->qps[b] : 0;
+                printf(" %9.2fx", x);
+                json_object_set_new(q, k, json_real(x));
+            }
+            json_object_set_new(o, "throughput_gpu_over_cpu", q);
+            json_array_append_new(ratios, o);
+            printf("\n");
+        }
+    }
+
+    /* 5. The report. */
+    if (report != NULL) {
+        json_t *rep = json_object();
+        json_t *cmd = json_array();
+        json_array_append_new(cmd, json_string("flashtrie"));
+        for (int i = 0; i < argc; i++)
+            json_array_append_new(cmd, json_string(argv[i]));
+        json_object_set_new(rep, "command", cmd);
+        char cpu[256], gpu[256];
+        cpu_model(cpu, sizeof cpu);
+        gpu_model(gpu, sizeof gpu);
+        json_t *m = json_object();
+        json_object_set_new(m, "cores", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+        json_object_set_new(m, "cpu_model", json_string(cpu));
+        json_object_set_new(m, "gpu", gpu[0] ? json_string(gpu) : json_null());
+        json_object_set_new(m, "flashtrie_version", json_string(FT_VERSION_STRING));
+        json_object_set_new(rep, "machine", m);
+        json_t *ix = json_object();
+        json_object_set_new(ix, "path", json_string(keys || gen_keys ? "(temporary)" : index));
+        json_object_set_new(ix, "keys", json_integer((json_int_t)info.keys));
+        json_object_set_new(ix, "nodes", json_integer((json_int_t)info.nodes));
+        json_object_set_new(ix, "trie_bytes", json_integer((json_int_t)info.trie_bytes));
+        json_object_set_new(ix, "value_bytes", json_integer((json_int_t)info.value_bytes));
+        json_object_set_new(ix, "trie_bytes_per_key",
+                            json_real((double)info.trie_bytes / (double)(info.keys ? info.keys : 1)));
+        if (build)
+            json_object_set_new(ix, "build", build);
+        build = NULL;
+        json_object_set_new(rep, "index", ix);
+        json_t *wl = json_object();
+        json_object_set_new(wl, "source", json_string(requests ? requests : "generated"));
+        if (!requests) {
+            json_object_set_new(wl, "seed", json_integer((json_int_t)seed));
+            json_object_set_new(wl, "requests_per_beam", json_integer((json_int_t)ro.n));
+            json_object_set_new(wl, "T", json_integer(ro.T));
+            json_object_set_new(wl, "head", ro.head_set ? json_integer(ro.head) : json_string("K/10"));
+        }
+        json_object_set_new(wl, "warmup", json_integer(warmup));
+        json_object_set_new(wl, "threads", json_integer(threads));
+        json_object_set_new(rep, "workload", wl);
+        json_object_set_new(rep, "runs", runs);
+        json_object_set_new(rep, "skipped", skipped);
+        json_object_set_new(rep, "ratios", ratios);
+        runs = skipped = ratios = NULL;
+        if (json_dump_file(rep, report, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6))) {
+            fprintf(stderr, "flashtrie bench: cannot write %s\n", report);
+            status = 1;
+        }
+        json_decref(rep);
+    }
+    json_decref(runs);
+    json_decref(skipped);
+    json_decref(ratios);
+    json_decref(build);
+    for (int i = 0; i < nsets; i++)
+        req_set_free(&sets[i]);
+    ft_index_close(idx);
+    return status;
+}
