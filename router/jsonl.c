@@ -131,10 +131,22 @@ static int read_theta(json_t *v, const char *name, float *out, char *errbuf,
     return FT_OK;
 }
 
+/* has_minus_zero_int tells whether the text holds the integer literal -0
+ * (outside strings or not: a false positive only costs a second parse). */
+static int has_minus_zero_int(const char *s, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++)
+        if (s[i] == '-' && s[i + 1] == '0' &&
+            (i + 2 == len || !strchr("0123456789.eE", s[i + 2])))
+            return 1;
+    return 0;
+}
+
 int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
                    char *errbuf, size_t errlen)
 {
     int rc = FT_OK;
+    json_t *real = NULL;
     json_error_t jerr;
     q->has_id = 0;
     ft_request_init(&q->req);
@@ -149,6 +161,12 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
     }
     if (!json_is_object(root))
         FAIL("json: a request must be an object");
+    /* jansson reads the integer literal -0 as the integer 0, losing the
+     * sign strtod keeps; when the line has one, the numbers (not the
+     * integer checks) come from a second tree read all as binary64. */
+    if (has_minus_zero_int(line, len))
+        real = json_loadb(line, len, JSON_DECODE_INT_AS_REAL, NULL);
+    json_t *nums = real ? real : root;
     json_t *id = json_object_get(root, "id");
     if (id != NULL && (rc = read_id(q, id, errbuf, errlen)) != FT_OK)
         goto out;
@@ -203,6 +221,7 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
     }
     for (size_t t = 0; t < T; t++) {
         json_t *rt = json_array_get(jt, t), *rl = json_array_get(jl, t);
+        json_t *rn = json_array_get(json_object_get(nums, "logp"), t);
         for (size_t k = 0; k < K; k++) {
             json_t *x = json_array_get(rt, k);
             if (!json_is_integer(x))
@@ -216,7 +235,7 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
             json_t *y = json_array_get(rl, k);
             if (!json_is_number(y))
                 FAIL("logp: position %zu, proposal %zu: not a number", t, k);
-            float f = (float)json_number_value(y);
+            float f = (float)json_number_value(real ? json_array_get(rn, k) : y);
             if (!isfinite(f))
                 FAIL("logp: position %zu, proposal %zu: not finite", t, k);
             q->logp[t * K + k] = f;
@@ -235,19 +254,20 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
                          errbuf, errlen)))
         goto out;
     if ((val = json_object_get(root, "theta_tok")) != NULL &&
-        (rc = read_theta(val, "theta_tok", &q->req.theta_tok, errbuf,
-                         errlen)))
+        (rc = read_theta(json_object_get(nums, "theta_tok"), "theta_tok",
+                         &q->req.theta_tok, errbuf, errlen)))
         goto out;
     if ((val = json_object_get(root, "theta_sent")) != NULL &&
-        (rc = read_theta(val, "theta_sent", &q->req.theta_sent, errbuf,
-                         errlen)))
+        (rc = read_theta(json_object_get(nums, "theta_sent"), "theta_sent",
+                         &q->req.theta_sent, errbuf, errlen)))
         goto out;
     if ((val = json_object_get(root, "alpha")) != NULL) {
         if (!json_is_number(val))
             FAIL("alpha: must be a number");
-        q->req.alpha = json_number_value(val);
+        q->req.alpha = json_number_value(json_object_get(nums, "alpha"));
     }
 out:
+    json_decref(real);
     json_decref(root);
     if (rc == FT_ENOMEM)
         errf(errbuf, errlen, "request: out of memory");
