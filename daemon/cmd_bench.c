@@ -19,6 +19,7 @@
 
 #include "commands.h"
 #include "flashtrie.h"
+#include "jsonl.h"
 #include "workload.h"
 
 #define MAX_LIST 16
@@ -111,7 +112,8 @@ static void cpu_model(char *out, size_t len)
             if (p) {
                 p += 1 + (p[1] == ' ');
                 p[strcspn(p, "\n")] = 0;
-                snprintf(out, len, "%s", p);
+                p[len - 1 < 200 ? len - 1 : 200] = 0;
+                memcpy(out, p, strlen(p) + 1);
             }
             break;
         }
@@ -134,7 +136,7 @@ static void gpu_model(char *out, size_t len)
             while (*s == ' ' || *s == '\t')
                 s++;
             s[strcspn(s, "\n")] = 0;
-            snprintf(out, len, "%s", s);
+            snprintf(out, len, "%.200s", s);
         }
     }
     pclose(p);
@@ -248,12 +250,48 @@ out:
 static int load_requests(req_set *sets, int *nsets, const char *path,
                          char *errbuf, size_t errlen)
 {
-    (void)sets;
-    (void)nsets;
-    (void)path;
-    snprintf(errbuf, errlen, "--requests needs the router's JSON Lines request "
-             "parser, which this build lacks; use generated grids (--n-requests)");
-    return FT_ENOTSUP;
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(errbuf, errlen, "--requests: %s: %s", path, strerror(errno));
+        return FT_EINVAL;
+    }
+    ft_jsonl_req q;
+    ft_jsonl_req_init(&q);
+    char *line = NULL, perr[192];
+    size_t cap = 0, lineno = 0, bad = 0;
+    ssize_t len;
+    int rc = FT_OK;
+    while (rc == FT_OK && (len = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        if (ft_jsonl_parse(&q, line, (size_t)len, perr, sizeof perr) != FT_OK) {
+            if (bad++ < 3)
+                fprintf(stderr, "flashtrie bench: %s:%zu: %s (skipped)\n", path,
+                        lineno, perr);
+            continue;
+        }
+        int i = 0;
+        while (i < *nsets && sets[i].beam != q.req.beam)
+            i++;
+        if (i == *nsets) {
+            if (*nsets == MAX_LIST) {
+                snprintf(errbuf, errlen, "--requests: more than %d distinct beams", MAX_LIST);
+                rc = FT_ELIMIT;
+                break;
+            }
+            sets[(*nsets)++].beam = q.req.beam;
+        }
+        rc = req_set_add(&sets[i], &q.req);
+    }
+    free(line);
+    ft_jsonl_req_free(&q);
+    fclose(f);
+    if (rc == FT_OK && *nsets == 0) {
+        snprintf(errbuf, errlen, "--requests: %s holds no usable request", path);
+        rc = FT_EINVAL;
+    }
+    if (bad)
+        fprintf(stderr, "flashtrie bench: %zu of %zu request lines skipped\n", bad, lineno);
+    return rc;
 }
 
 static json_t *stats_json(const run_stats *r, const char *engine,

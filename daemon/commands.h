@@ -12,6 +12,7 @@
 int cmd_build(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_lookup(int argc, char **argv);
+int cmd_search(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 

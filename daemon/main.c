@@ -14,7 +14,9 @@ typedef struct command {
 static const command commands[] = {
     {"info", cmd_info, "print an index's counts and section sizes"},
     {"lookup", cmd_lookup, "look keys (or prefixes) up in an index"},
+    {"search", cmd_search, "answer a JSON Lines file of search requests"},
     {"gen", cmd_gen, "generate a seeded synthetic library or request grids"},
+    {"bench", cmd_bench, "measure engine latency and throughput per beam"},
 };
 
 static void usage(FILE *f)

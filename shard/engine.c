@@ -5,6 +5,16 @@
  */
 #include "search.h"
 
+/* ft_gpu_engine_open's weak default lets builds without the GPU engine
+ * link; shard/gpu_engine.c (when present) overrides it with the real one. */
+__attribute__((weak)) int ft_gpu_engine_open(ft_engine *eng, char *errbuf,
+                                             size_t errlen)
+{
+    (void)eng;
+    fti_errf(errbuf, errlen, "this build has no GPU engine");
+    return FT_ENOTSUP;
+}
+
 void ft_engine_opts_init(ft_engine_opts *opts)
 {
     memset(opts, 0, sizeof *opts);

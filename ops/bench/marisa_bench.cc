@@ -33,9 +33,9 @@
 
 #include "flashtrie.h"
 #include "workload.h"
-#ifdef FT_HAVE_JSONL
-#include "jsonl.h"
-#endif
+extern "C" {
+#include "jsonl.h" /* the router's one request parser and result writer */
+}
 
 namespace {
 
@@ -334,17 +334,30 @@ std::vector<Hit> search(const Library &lib, const ft_request &rq)
     return out;
 }
 
-void print_hits(FILE *f, const std::string &id, const std::vector<Hit> &hits)
+// print_hits writes the answer line exactly as 'flashtrie search' does,
+// through the router's result writer, so the two files compare with cmp.
+void print_hits(FILE *f, const ft_jsonl_req *q, const std::vector<Hit> &hits)
 {
-    std::fprintf(f, "{\"id\":%s,\"results\":[", id.c_str());
+    ft_result res;
+    std::memset(&res, 0, sizeof res);
+    std::vector<ft_hit> h(hits.size() + 1);
+    std::vector<uint32_t> toks;
     for (size_t i = 0; i < hits.size(); i++) {
-        std::fprintf(f, "%s{\"tokens\":[", i ? "," : "");
-        for (size_t j = 0; j < hits[i].toks.size(); j++)
-            std::fprintf(f, j ? ",%u" : "%u", hits[i].toks[j]);
-        std::fprintf(f, "],\"value\":%" PRIu64 ",\"score\":%.17g,\"sigma\":%.9g}",
-                     hits[i].value, hits[i].score, (double)hits[i].sigma);
+        h[i].len = (uint32_t)hits[i].toks.size();
+        h[i].tok_off = (uint32_t)toks.size();
+        h[i].value = hits[i].value;
+        h[i].score = hits[i].score;
+        h[i].sigma = hits[i].sigma;
+        toks.insert(toks.end(), hits[i].toks.begin(), hits[i].toks.end());
     }
-    std::fprintf(f, "]}\n");
+    toks.push_back(0);
+    res.n = (uint32_t)hits.size();
+    res.cap_hits = (uint32_t)h.size();
+    res.cap_tokens = (uint32_t)toks.size();
+    res.hits = h.data();
+    res.tokens = toks.data();
+    res.status = FT_OK;
+    ft_jsonl_write_result(f, q, &res);
 }
 
 double pct(std::vector<double> v, double p)
@@ -446,23 +459,48 @@ int main(int argc, char **argv)
         die(1, "cannot open ", output);
     std::vector<double> lat;
     uint64_t done = 0, hits = 0;
-    auto run_one = [&](const std::string &id, const ft_request &rq) {
+    uint64_t rejected = 0;
+    auto run_one = [&](const ft_jsonl_req *q, const ft_request &rq) {
+        char err[160];
+        if (ft_request_validate(&rq, 0, err, sizeof err) != FT_OK) {
+            rejected++;
+            if (out)
+                ft_jsonl_write_error(out, q, err);
+            return;
+        }
         double t0 = now_s();
         std::vector<Hit> h = search(lib, rq);
         lat.push_back((now_s() - t0) * 1e3);
         hits += h.size();
         if (out)
-            print_hits(out, id, h);
+            print_hits(out, q, h);
         done++;
     };
     if (requests) {
-#ifdef FT_HAVE_JSONL
-        if (ft_marisa_run_jsonl(requests, limit, run_one))
-            return 1;
-#else
-        die(2, "--requests needs the router's JSON Lines parser, which this "
-               "build lacks; use --index with --n-requests");
-#endif
+        FILE *rf = std::fopen(requests, "r");
+        if (!rf)
+            die(1, "cannot open ", requests);
+        ft_jsonl_req q;
+        ft_jsonl_req_init(&q);
+        char *line = nullptr, err[192];
+        size_t cap = 0;
+        ssize_t len;
+        uint64_t lines = 0;
+        while ((len = getline(&line, &cap, rf)) > 0 && (!limit || lines < limit)) {
+            lines++;
+            if (ft_jsonl_parse(&q, line, (size_t)len, err, sizeof err) != FT_OK) {
+                rejected++;
+                if (out)
+                    ft_jsonl_write_error(out, &q, err);
+                continue;
+            }
+            if (q.req.results == 0)
+                q.req.results = q.req.beam;
+            run_one(&q, q.req);
+        }
+        std::free(line);
+        ft_jsonl_req_free(&q);
+        std::fclose(rf);
     } else {
         char err[512];
         ft_index *idx;
@@ -476,7 +514,11 @@ int main(int argc, char **argv)
             ft_request rq;
             if (ft_wl_reqs_make(g, i, 0, &rq))
                 die(1, "out of memory");
-            run_one(std::to_string(i), rq);
+            ft_jsonl_req q;
+            std::memset(&q, 0, sizeof q);
+            q.has_id = 1;
+            q.id_int = (long long)i;
+            run_one(&q, rq);
         }
         ft_wl_reqs_close(g);
         ft_index_close(idx);
@@ -487,6 +529,7 @@ int main(int argc, char **argv)
     for (double v : lat)
         sum += v;
     std::printf("search.requests: %" PRIu64 "\n", done);
+    std::printf("search.rejected: %" PRIu64 "\n", rejected);
     std::printf("search.hits_per_request: %.2f\n", done ? (double)hits / (double)done : 0.0);
     std::printf("search.latency_ms.mean: %.3f\n", done ? sum / (double)done : 0.0);
     std::printf("search.latency_ms.p50: %.3f\n", pct(lat, 50));

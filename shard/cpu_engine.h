@@ -1,0 +1,28 @@
+/*
+ * cpu_engine.h - knobs of the CPU engine that tests and benchmarks use to
+ * reach code paths a heuristic would otherwise choose for them.
+ */
+#ifndef FT_CPU_ENGINE_H
+#define FT_CPU_ENGINE_H
+
+#include "search.h"
+
+/* How a beam entry matches the proposals of a step against its children. */
+typedef enum ft_cpu_match {
+    FT_CPU_MATCH_AUTO = 0,   /* per beam entry, by degree vs proposals */
+    FT_CPU_MATCH_BSEARCH = 1,/* one binary search per proposal */
+    FT_CPU_MATCH_MERGE = 2   /* two-pointer merge over token-sorted lists */
+} ft_cpu_match;
+
+/* How the workers share a batch. */
+typedef enum ft_cpu_split {
+    FT_CPU_SPLIT_AUTO = 0,     /* requests when the batch is wide enough */
+    FT_CPU_SPLIT_BEAMS = 1,    /* every request, beams of a step in parallel */
+    FT_CPU_SPLIT_REQUESTS = 2  /* one request per worker at a time */
+} ft_cpu_split;
+
+/* ft_cpu_engine_tune sets the knobs of a CPU engine (FT_EINVAL when eng is
+ * not a CPU engine).  Results never depend on them; only speed does. */
+int ft_cpu_engine_tune(ft_engine *eng, ft_cpu_match match, ft_cpu_split split);
+
+#endif /* FT_CPU_ENGINE_H */
