@@ -1,0 +1,79 @@
+#!/bin/sh
+# bench_cli_test.sh - the generator and benchmark commands end to end:
+# argument errors exit 2; gen keys is thread-proof and round-trips through
+# the builder ('flashtrie build' when present, with the values the keys
+# file implies); with libmarisa, the MARISA-Int baseline answers generated
+# requests byte for byte like the CPU engine.
+#   usage: bench_cli_test.sh FLASHTRIE [FT_MARISA_BENCH]
+set -eu
+FT=$1
+MB=${2:-}
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Bad arguments: exit 2 with a message naming the option.
+for args in "gen keys" "gen keys --n x" "gen keys --n 10 --format xml" \
+            "gen requests --n 5" "gen nothing" "bench" "bench --index a --keys b" \
+            "bench --gen-keys 10 --beam 0" "bench --gen-keys 10 --engine tpu"; do
+    set +e
+    $FT $args >/dev/null 2>"$D/err"
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] || fail "'flashtrie $args' exited $rc, want 2"
+    [ -s "$D/err" ] || fail "'flashtrie $args' printed no message"
+done
+
+# Determinism: same seed, any threads, same bytes; another seed differs.
+$FT gen keys --n 120000 --seed 11 --threads 1 --output "$D/a.txt"
+$FT gen keys --n 120000 --seed 11 --threads 2 > "$D/b.txt"
+cmp "$D/a.txt" "$D/b.txt" || fail "gen keys differs with the thread count"
+$FT gen keys --n 120000 --seed 12 --output "$D/c.txt"
+cmp -s "$D/a.txt" "$D/c.txt" && fail "gen keys ignores the seed"
+[ "$(wc -l < "$D/a.txt")" -eq 120000 ] || fail "gen keys wrote the wrong count"
+$FT gen keys --n 120000 --seed 11 --output "$D/a.ftk"
+
+# The index: 'gen index' always; 'flashtrie build' where it exists, and
+# then both must agree (same keys, nodes and values).
+$FT gen index --n 120000 --seed 11 --output "$D/g.fti"
+IDX="$D/g.fti"
+if $FT build --help >/dev/null 2>&1; then
+    $FT build --input "$D/a.txt" --output "$D/t.fti" >/dev/null
+    $FT build --input "$D/a.ftk" --output "$D/f.fti" >/dev/null
+    for x in t f; do
+        $FT info "$D/$x.fti" | grep -E '^(keys|nodes|root_fanout|trie_bytes):' > "$D/$x.info"
+    done
+    $FT info "$D/g.fti" | grep -E '^(keys|nodes|root_fanout|trie_bytes):' > "$D/g.info"
+    cmp "$D/g.info" "$D/t.info" || fail "built index (text) differs from gen index"
+    cmp "$D/g.info" "$D/f.info" || fail "built index (ftk) differs from gen index"
+    sed -n '1p;500p;77777p' "$D/a.txt" > "$D/probe"
+    $FT lookup "$D/t.fti" < "$D/probe" > "$D/v1"
+    printf '0\n499\n77776\n' > "$D/want"
+    cmp "$D/v1" "$D/want" || fail "values of the built index are not line numbers"
+    IDX="$D/t.fti"
+fi
+
+# Requests: the generated grids pass the validator (search answers them all).
+$FT gen requests --index "$IDX" --n 6 --beam 40 --K 120 --head 12 --seed 2 > "$D/r1.jsonl"
+$FT gen requests --index "$IDX" --n 6 --beam 40 --K 120 --head 12 --seed 2 > "$D/r1b.jsonl"
+cmp "$D/r1.jsonl" "$D/r1b.jsonl" || fail "gen requests is not deterministic"
+$FT gen requests --index "$IDX" --n 6 --beam 64 --K 64 --head 0 --seed 3 --alpha 0.5 \
+    --theta-tok -7 --theta-sent -25 --results 17 >> "$D/r1.jsonl"
+$FT search --index "$IDX" --engine cpu < "$D/r1.jsonl" > "$D/ours.jsonl"
+grep -q '"error"' "$D/ours.jsonl" && fail "a generated request was rejected"
+[ "$(wc -l < "$D/ours.jsonl")" -eq 12 ] || fail "search answered the wrong count"
+
+# bench runs end to end on a tiny case and writes its report.
+$FT bench --index "$IDX" --n-requests 5 --beam 20,40 --batch 1,4 --warmup 1 \
+    --engine cpu,gpu --report "$D/rep.json" > "$D/bench.out"
+grep -q '"throughput_qps"' "$D/rep.json" || fail "bench report lacks throughput"
+grep -q '"cpu_model"' "$D/rep.json" || fail "bench report lacks machine info"
+$FT bench --index "$IDX" --requests "$D/r1.jsonl" --batch 1,2 --warmup 0 --engine cpu \
+    > "$D/bench2.out" || fail "bench --requests failed"
+
+# MARISA-Int answers exactly like the CPU engine.
+if [ -n "$MB" ]; then
+    "$MB" search --keys "$D/a.txt" --requests "$D/r1.jsonl" --output "$D/marisa.jsonl" > /dev/null
+    cmp "$D/ours.jsonl" "$D/marisa.jsonl" || fail "MARISA-Int results differ from the CPU engine"
+fi
+echo ok
