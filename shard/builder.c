@@ -434,6 +434,64 @@ nomem:
     return NULL;
 }
 
+static int sort_depth(size_t n)
+{
+    int depth = 2;
+    for (size_t m = n; m > 1; m >>= 1)
+        depth += 2;
+    return depth;
+}
+
+/* rec_radix_sort sorts by k01 with an LSD radix sort of 11-bit digits
+ * (skipping digits that are equal in every record, such as the zero high
+ * bits of typical tokens), which moves each record a few times instead of
+ * log2(n) times; only runs of equal k01 then need the full comparator.
+ * It falls back to the introsort when the scratch copy cannot be had. */
+static void rec_radix_sort(bk_rec *a, size_t n, const uint32_t *pool)
+{
+    enum { BITS = 11, NB = 1 << BITS, ND = 6 };
+    bk_rec *tmp = n >= 1024 ? malloc(n * sizeof *tmp) : NULL;
+    size_t(*hist)[NB] = tmp ? calloc(ND, sizeof *hist) : NULL;
+    if (hist == NULL) {
+        free(tmp);
+        rec_sort(a, n, pool, sort_depth(n));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = a[i].k01;
+        for (int d = 0; d < ND; d++)
+            hist[d][(k >> (d * BITS)) & (NB - 1)]++;
+    }
+    bk_rec *src = a, *dst = tmp;
+    for (int d = 0; d < ND; d++) {
+        size_t *h = hist[d], sum = 0;
+        if (h[(a[0].k01 >> (d * BITS)) & (NB - 1)] == n)
+            continue; /* every record has this digit */
+        for (int v = 0; v < NB; v++) {
+            size_t c = h[v];
+            h[v] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[h[(src[i].k01 >> (d * BITS)) & (NB - 1)]++] = src[i];
+        bk_rec *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a)
+        memcpy(a, src, n * sizeof *a);
+    free(hist);
+    free(tmp);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && a[j].k01 == a[i].k01)
+            j++;
+        if (j - i > 1)
+            rec_sort(a + i, j - i, pool, sort_depth(j - i));
+        i = j;
+    }
+}
+
 /* fix_and_sort shifts a piece's line numbers by its base and sorts it. */
 static void *fix_and_sort(void *arg)
 {
@@ -448,10 +506,7 @@ static void *fix_and_sort(void *arg)
                 r[i].value += j->base;
         }
     }
-    int depth = 2;
-    for (size_t m = n; m > 1; m >>= 1)
-        depth += 2;
-    rec_sort(r, n, ch->pool.data, depth);
+    rec_radix_sort(r, n, ch->pool.data);
     return NULL;
 }
 
@@ -476,6 +531,10 @@ static int cur_next(bk_cur *c)
     if (c->f == NULL) {
         if (c->r == c->rend)
             return 0;
+        /* Sorted records point all over the pool: fetch the tokens of a
+         * record a few steps ahead so they arrive before they are read. */
+        if (c->rend - c->r > 8)
+            __builtin_prefetch(c->pool + REC_OFF(c->r + 8));
         c->k01 = c->r->k01;
         c->toks = c->pool + REC_OFF(c->r);
         c->len = REC_LEN(c->r);
