@@ -629,11 +629,23 @@ static int merge(bk_cur **h, size_t n, bk_emit emit, void *arg)
     return FT_OK;
 }
 
+static void progress(bk_build *b, int force);
+
+/* bk_sink feeds the trie builder; the one that reports (the only thread
+ * merging, or the first of the parallel ones) prints progress on the way. */
+typedef struct bk_sink {
+    bk_build *b;     /* NULL: do not report */
+    ft_tb *tb;
+} bk_sink;
+
 static int emit_tb(void *arg, const uint32_t *toks, uint32_t len,
                    uint64_t line, uint64_t value)
 {
+    bk_sink *s = arg;
     (void)line;
-    return ft_tb_add(arg, toks, len, value);
+    if (s->b && (ft_tb_keys(s->tb) & 0xfffff) == 0xfffff)
+        progress(s->b, 0);
+    return ft_tb_add(s->tb, toks, len, value);
 }
 
 static int emit_run(void *arg, const uint32_t *toks, uint32_t len,
@@ -777,7 +789,7 @@ static int merge_runs(bk_build *b, size_t n, bk_emit emit, void *arg)
 /* ---- the final in-memory build ---------------------------------------- */
 
 typedef struct bk_part {
-    const bk_build *b;
+    bk_build *b;
     uint64_t lo, hi; /* first tokens in [lo, hi) */
     ft_tb *tb;
     int rc;
@@ -800,7 +812,7 @@ static size_t lower_tok0(const bk_chunk *ch, uint64_t tok0)
 static void *build_part(void *arg)
 {
     bk_part *p = arg;
-    const bk_build *b = p->b;
+    bk_build *b = p->b;
     bk_cur *cs = malloc((b->nchunks + 1) * sizeof *cs);
     bk_cur **h = malloc((b->nchunks + 1) * sizeof *h);
     p->rc = cs && h ? ft_tb_create(&p->tb) : FT_ENOMEM;
@@ -813,7 +825,8 @@ static void *build_part(void *arg)
             chunk_cursor(&cs[i], ch, lo, hi);
             h[i] = &cs[i];
         }
-        p->rc = merge(h, b->nchunks, emit_tb, p->tb);
+        bk_sink sink = {p->lo == 0 ? b : NULL, p->tb};
+        p->rc = merge(h, b->nchunks, emit_tb, &sink);
     }
     free(cs);
     free(h);
@@ -939,8 +952,8 @@ static void progress(bk_build *b, int force)
     b->last_progress = now;
     double dt = now - b->t0 > 1e-9 ? now - b->t0 : 1e-9;
     fprintf(stderr,
-            "flashtrie build: %llu lines, %llu keys, %llu skipped, %.1f MB/s, "
-            "%llu runs, %.1f s\n",
+            "flashtrie build: %s %llu lines, %llu keys, %llu skipped, "
+            "%.1f MB/s, %llu runs, %.1f s\n", b->eof ? "merging;" : "reading;",
             (unsigned long long)b->st->lines,
             (unsigned long long)b->st->keys_read,
             (unsigned long long)b->st->skipped,
@@ -1235,8 +1248,10 @@ static int build_main(bk_build *b)
             b->runs_made--; /* a pass output is not an input run */
             rc = close_run(b, f, merge_runs(b, BK_FANIN, emit_run, f));
         }
-        if (rc == FT_OK && (rc = ft_tb_create(&tb)) == FT_OK)
-            rc = merge_runs(b, b->nruns, emit_tb, tb);
+        if (rc == FT_OK && (rc = ft_tb_create(&tb)) == FT_OK) {
+            bk_sink sink = {b, tb};
+            rc = merge_runs(b, b->nruns, emit_tb, &sink);
+        }
     }
     if (rc) {
         ft_tb_destroy(tb);
