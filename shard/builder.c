@@ -356,6 +356,8 @@ static void *parse_piece(void *arg)
                 goto bad;
             }
             p++;
+            while (*p == ' ')
+                p++;
             c = (unsigned)(unsigned char)*p - '0';
             if (c > 9) {
                 if (*p == '\n' || (*p == '\r' && p[1] == '\n')) {

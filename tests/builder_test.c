@@ -96,6 +96,7 @@ static void test_text_errors(void)
     expect_text_error("\t5\n", 0, 1, "empty key");
     expect_text_error("1\n   \t5\n", 0, 2, "empty key");
     expect_text_error("1 2\t\n", 0, 1, "missing value after TAB");
+    expect_text_error("1 2\t  \r\n", 0, 1, "missing value after TAB");
     expect_text_error("1 -2\n", 0, 1,
                       "unexpected character '-' in key (column 3)");
     expect_text_error("1 2\tx\n", 0, 1,
@@ -168,7 +169,7 @@ static void test_values(void)
 
     /* CRLF: one \r before the \n is dropped, also after a value and on
      * an otherwise empty line; the last line may lack its newline. */
-    const char *crlf = "1 2\t5\r\n\r\n3\r\n4 4 \t6 \r\n9\r";
+    const char *crlf = "1 2\t5\r\n\r\n3\r\n4 4 \t 6 \r\n9\r";
     write_file(keys_path, crlf, strlen(crlf));
     FT_PASS(build(&st, keys_path, idx_path, 0, 0, err, sizeof err));
     FT_CHECK_EQ_U64(st.lines, 5);
