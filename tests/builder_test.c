@@ -473,6 +473,74 @@ static void test_paths_agree(void)
     rmdir(tmpd);
 }
 
+/* The same library as text and as .ftk (no values: both default to the
+ * line or record number), with one bad line / oversized record in the
+ * middle that spans several read blocks, gives the same index, in memory
+ * and through runs. */
+static void test_text_ftk_agree(void)
+{
+    char txt[300], ftk[300], a[300], b2[300], err[256];
+    snprintf(txt, sizeof txt, "%s/agree.txt", dir);
+    snprintf(ftk, sizeof ftk, "%s/agree.ftk", dir);
+    snprintf(a, sizeof a, "%s/agree_a.idx", dir);
+    snprintf(b2, sizeof b2, "%s/agree_b.idx", dir);
+    FILE *ft = fopen(txt, "w"), *fb = fopen(ftk, "wb");
+    FT_CHECK(ft && fb);
+    uint64_t s = 99;
+    uint32_t t[8];
+    for (int i = 0; i < 100000; i++) {
+        if (i == 50000) {
+            fputs("bad line\n", ft);
+            uint32_t big = 200000; /* 800 KB: longer than a read block */
+            fwrite(&big, 4, 1, fb);
+            for (uint32_t k = 0; k < big; k++)
+                fwrite(&k, 4, 1, fb);
+            continue;
+        }
+        uint32_t n = 1 + (uint32_t)(ft_test_rand(&s) % 6);
+        for (uint32_t j = 0; j < n; j++) {
+            t[j] = (uint32_t)(ft_test_rand(&s) % (j == 0 ? 50 : 100000));
+            fprintf(ft, j ? " %u" : "%u", t[j]);
+        }
+        fputc('\n', ft);
+        fwrite(&n, 4, 1, fb);
+        fwrite(t, 4, n, fb);
+    }
+    FT_CHECK(fclose(ft) == 0 && fclose(fb) == 0);
+    ft_build_opts o;
+    ft_build_opts_init(&o);
+    o.skip_invalid = 1;
+    o.threads = 2;
+    ft_build_stats st;
+    o.input = txt;
+    o.output = a;
+    FT_PASS(ft_build(&st, &o, err, sizeof err));
+    FT_CHECK_EQ_U64(st.skipped, 1);
+    FT_CHECK_EQ_U64(st.lines, 100000);
+    o.input = ftk;
+    o.output = b2;
+    for (int pass = 0; pass < 2; pass++) {
+        o.max_memory = pass ? 1 : 0;
+        FT_PASS(ft_build(&st, &o, err, sizeof err));
+        FT_CHECK_EQ_U64(st.skipped, 1);
+        FT_CHECK_EQ_U64(st.lines, 100000);
+        FT_CHECK(pass == 0 || st.runs > 1);
+        FT_CHECK(same_file(a, b2));
+    }
+    /* Without skip_invalid the record is named. */
+    o.skip_invalid = 0;
+    FT_FAIL(ft_build(&st, &o, err, sizeof err), FT_EPARSE);
+    char want[400];
+    snprintf(want, sizeof want,
+             "%s:50001: key of 200000 tokens is longer than max_key_len 64",
+             ftk);
+    FT_CHECK_STR(err, want);
+    unlink(txt);
+    unlink(ftk);
+    unlink(a);
+    unlink(b2);
+}
+
 /* ---- damaged index files ---- */
 
 static void expect_open_error(const char *path, int code, const char *needle)
@@ -609,6 +677,7 @@ int main(void)
     test_ftk();
     test_stdin();
     test_paths_agree();
+    test_text_ftk_agree();
     test_damaged_index();
     test_cli();
     unlink(keys_path);
