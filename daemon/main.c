@@ -12,6 +12,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"build", cmd_build, "build an index from a keys file (text or .ftk)"},
     {"info", cmd_info, "print an index's counts and section sizes"},
     {"lookup", cmd_lookup, "look keys (or prefixes) up in an index"},
     {"search", cmd_search, "answer a JSON Lines file of search requests"},

@@ -89,7 +89,15 @@ typedef struct ft_build_opts {
     int threads;           /* 0 = all online cores */
     int progress;          /* print a progress line on stderr */
     const char *tmp_dir;   /* for sorted runs; NULL = dir of output */
+    int format;            /* FT_KEYS_AUTO, FT_KEYS_TEXT or FT_KEYS_FTK */
 } ft_build_opts;
+
+/* Input formats.  FT_KEYS_AUTO reads a path ending in ".ftk" as binary and
+ * anything else as text, except that stdin (or a text path) whose first
+ * 8 bytes are the "FTKEYSV1" magic is read as binary with values. */
+#define FT_KEYS_AUTO 0
+#define FT_KEYS_TEXT 1
+#define FT_KEYS_FTK 2
 
 typedef struct ft_build_stats {
     uint64_t lines;        /* lines (records) read, skipped ones included */

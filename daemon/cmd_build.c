@@ -1,0 +1,148 @@
+/* cmd_build.c - "flashtrie build": a keys file in, an index file out. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "flashtrie.h"
+
+static const char build_usage[] =
+    "usage: flashtrie build --input KEYS --output INDEX [--max-key-len N]\n"
+    "         [--skip-invalid] [--max-memory BYTES[K|M|G]] [--threads N]\n"
+    "         [--tmp-dir DIR] [--format auto|text|ftk] [--progress|--quiet]\n"
+    "  KEYS is a text keys file, a .ftk binary file, or - for stdin\n"
+    "  (binary when it starts with the FTKEYSV1 magic, or with --format ftk).\n";
+
+/* parse_bytes reads a byte count with an optional K, M or G suffix
+ * (powers of 1024); 0 on success. */
+static int parse_bytes(const char *s, unsigned long long *out)
+{
+    size_t n = strlen(s);
+    unsigned shift = 0;
+    if (n > 0) {
+        switch (s[n - 1]) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        default: break;
+        }
+    }
+    char num[64];
+    if (n == 0 || n >= sizeof num)
+        return -1;
+    memcpy(num, s, n + 1);
+    if (shift)
+        num[n - 1] = 0;
+    unsigned long long v;
+    if (ft_cli_parse_u64(num, &v) || (shift && v > (~0ull >> shift)))
+        return -1;
+    *out = v << shift;
+    return 0;
+}
+
+int cmd_build(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"input", required_argument, 0, 'i'},
+        {"output", required_argument, 0, 'o'},
+        {"max-key-len", required_argument, 0, 'L'},
+        {"skip-invalid", no_argument, 0, 's'},
+        {"max-memory", required_argument, 0, 'm'},
+        {"threads", required_argument, 0, 't'},
+        {"tmp-dir", required_argument, 0, 'T'},
+        {"format", required_argument, 0, 'f'},
+        {"progress", no_argument, 0, 'p'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    ft_build_opts o;
+    ft_build_opts_init(&o);
+    int quiet = 0, c;
+    unsigned long long v;
+    optind = 1;
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'i': o.input = optarg; break;
+        case 'o': o.output = optarg; break;
+        case 's': o.skip_invalid = 1; break;
+        case 'T': o.tmp_dir = optarg; break;
+        case 'p': o.progress = 1; quiet = 0; break;
+        case 'q': quiet = 1; o.progress = 0; break;
+        case 'L':
+            if (ft_cli_parse_u64(optarg, &v) || v == 0 ||
+                v > FT_MAX_KEY_LEN_LIMIT) {
+                fprintf(stderr,
+                        "flashtrie build: --max-key-len: '%s' is not a "
+                        "number from 1 to %u\n", optarg, FT_MAX_KEY_LEN_LIMIT);
+                return 2;
+            }
+            o.max_key_len = (uint32_t)v;
+            break;
+        case 'm':
+            if (parse_bytes(optarg, &v) || v == 0) {
+                fprintf(stderr,
+                        "flashtrie build: --max-memory: '%s' is not a byte "
+                        "count (e.g. 4G, 512M)\n", optarg);
+                return 2;
+            }
+            o.max_memory = v;
+            break;
+        case 't':
+            if (ft_cli_parse_u64(optarg, &v) || v > 1024) {
+                fprintf(stderr,
+                        "flashtrie build: --threads: '%s' is not a number "
+                        "from 0 (all cores) to 1024\n", optarg);
+                return 2;
+            }
+            o.threads = (int)v;
+            break;
+        case 'f':
+            if (!strcmp(optarg, "auto"))
+                o.format = FT_KEYS_AUTO;
+            else if (!strcmp(optarg, "text"))
+                o.format = FT_KEYS_TEXT;
+            else if (!strcmp(optarg, "ftk"))
+                o.format = FT_KEYS_FTK;
+            else {
+                fprintf(stderr, "flashtrie build: --format: '%s' is not "
+                                "auto, text or ftk\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h': fputs(build_usage, stdout); return 0;
+        default: fputs(build_usage, stderr); return 2;
+        }
+    }
+    if (optind != argc || o.input == NULL || o.output == NULL) {
+        if (optind != argc)
+            fprintf(stderr, "flashtrie build: unexpected argument '%s'\n",
+                    argv[optind]);
+        else
+            fprintf(stderr, "flashtrie build: --input and --output are "
+                            "required\n");
+        fputs(build_usage, stderr);
+        return 2;
+    }
+    ft_build_stats st;
+    char err[1024];
+    int rc = ft_build(&st, &o, err, sizeof err);
+    if (rc != FT_OK) {
+        fprintf(stderr, "flashtrie: %s\n", err[0] ? err : ft_strerror(rc));
+        return rc == FT_EINVAL ? 2 : 1;
+    }
+    if (!quiet) {
+        fprintf(stderr,
+                "flashtrie build: %" PRIu64 " keys (%" PRIu64 " read), %" PRIu64
+                " nodes, %" PRIu64 " skipped, %" PRIu64 " runs, %.2f s, %" PRIu64
+                " bytes -> %s\n",
+                st.keys, st.keys_read, st.nodes, st.skipped, st.runs,
+                st.seconds, st.index_bytes, o.output);
+        if (st.skipped)
+            fprintf(stderr, "flashtrie build: skipped %" PRIu64
+                            " invalid lines\n", st.skipped);
+    }
+    return 0;
+}

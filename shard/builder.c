@@ -1,0 +1,1368 @@
+/*
+ * builder.c - ft_build: keys file in, index file out (SPEC section 2).
+ *
+ * The pipeline, per batch of input that fits the memory budget:
+ *
+ *  1. read a large block (text: cut after its last newline; .ftk: cut at a
+ *     record boundary, the rest carried to the next block);
+ *  2. parse: text blocks are split at newlines into one piece per thread,
+ *     each parsed into its own chunk (one token pool plus fixed-size
+ *     records, so there is no allocation per key) with piece-local line
+ *     numbers, which step 3 shifts once the line counts of the earlier
+ *     pieces are known;
+ *  3. sort each chunk in its own thread (introsort on a record whose first
+ *     two tokens are cached in one u64, so most comparisons never touch the
+ *     token pool; ties are broken by line so the first occurrence wins);
+ *  4. when the chunks held exceed the budget, k-way merge them (dropping
+ *     duplicates) into a sorted run file in tmp_dir.
+ *
+ * At the end, without runs, the key space is cut into one range of first
+ * tokens per thread; each thread merges its slice of every chunk into its
+ * own ft_tb, and the builders are concatenated with ft_tb_append (legal
+ * because the ranges start under different root children).  With runs,
+ * the runs are merged (in passes of at most FANIN) into one ft_tb.  Either
+ * way the trie, and so the file, depends only on the set of distinct keys
+ * and their first values, never on threads or memory.
+ */
+#define _GNU_SOURCE /* memrchr */
+#include "trie.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BK_MAGIC "FTKEYSV1"
+#define BK_FANIN 64            /* runs merged at once */
+#define BK_MIN_BLOCK (64u << 10)
+#define BK_MAX_BLOCK (256u << 20)
+#define BK_PROGRESS_S 2.0
+
+/* bk_rec is one parsed key.  offlen packs the pool offset (bits 9..63), a
+ * flag saying the value is the default line number (bit 8, so the shift in
+ * step 3 moves it too) and the length (bits 0..7; 255 is the hard limit). */
+typedef struct bk_rec {
+    uint64_t k01;    /* tok0 << 32 | tok1 (0 when the key has one token) */
+    uint64_t offlen;
+    uint64_t line;   /* 0-based line (record) number */
+    uint64_t value;
+} bk_rec;
+
+#define REC_LEN(r) ((uint32_t)((r)->offlen & 0xffu))
+#define REC_OFF(r) ((r)->offlen >> 9)
+#define REC_DEFAULTED 256u
+
+typedef struct bk_chunk {
+    fti_vec recs; /* bk_rec */
+    fti_vec pool; /* u32 tokens */
+} bk_chunk;
+
+/* A parse job covers one piece of a text block, or one share of a binary
+ * block (already parsed by the reader; the job then only sorts). */
+typedef struct bk_job {
+    const struct bk_build *b;
+    const char *p, *end; /* text piece; every line ends with '\n' */
+    bk_chunk *chunk;
+    uint64_t base;       /* added to every line number in step 3 */
+    uint64_t lines;
+    uint64_t keys;
+    uint64_t skipped;
+    int rc;
+    uint64_t err_line;   /* piece-local, 0-based */
+    char reason[256];
+} bk_job;
+
+typedef struct bk_build {
+    const ft_build_opts *o;
+    const char *name;    /* input name in messages */
+    uint32_t maxlen;
+    int threads;
+    int fd;
+    int binary, has_values;
+    char *buf;
+    size_t len, cap;
+    int eof;
+    uint64_t bytes_read;
+    /* binary reader state */
+    uint64_t skip_bytes;  /* rest of an oversized record being skipped */
+    /* chunks held in memory */
+    bk_chunk *chunks;
+    size_t nchunks, capchunks;
+    uint64_t chunk_bytes;
+    uint64_t budget;      /* spill when chunk_bytes exceeds it */
+    /* runs on disk */
+    char **runs;
+    size_t nruns, capruns, runs_made;
+    char *tmp_dir;
+    ft_build_stats *st;
+    double t0, last_progress;
+    char *errbuf;
+    size_t errlen;
+} bk_build;
+
+/* ---- threads ---------------------------------------------------------- */
+
+typedef void *(*bk_fn)(void *);
+
+/* run_jobs runs fn over n jobs of size esz, one thread each (inline when
+ * there is only one, which also keeps small builds free of thread costs). */
+static int run_jobs(bk_fn fn, void *jobs, size_t esz, int n)
+{
+    if (n == 1) {
+        fn(jobs);
+        return FT_OK;
+    }
+    pthread_t th[n];
+    int ok[n];
+    for (int i = 0; i < n; i++) {
+        ok[i] = pthread_create(&th[i], NULL, fn,
+                               (char *)jobs + (size_t)i * esz) == 0;
+        /* Run here what could not get a thread, so results stay whole. */
+        if (!ok[i])
+            fn((char *)jobs + (size_t)i * esz);
+    }
+    for (int i = 0; i < n; i++)
+        if (ok[i])
+            pthread_join(th[i], NULL);
+    return FT_OK;
+}
+
+/* ---- comparing keys ---------------------------------------------------- */
+
+/* key_cmp orders two keys whose first two tokens (k01) are equal:
+ * lexicographic from the second token on, a prefix before its extensions. */
+static inline int key_cmp_tail(const uint32_t *a, uint32_t la,
+                               const uint32_t *b, uint32_t lb)
+{
+    uint32_t n = la < lb ? la : lb;
+    for (uint32_t i = 1; i < n; i++)
+        if (a[i] != b[i])
+            return a[i] < b[i] ? -1 : 1;
+    return la < lb ? -1 : la > lb;
+}
+
+static inline int rec_less(const bk_rec *x, const bk_rec *y,
+                           const uint32_t *pool)
+{
+    if (x->k01 != y->k01)
+        return x->k01 < y->k01;
+    int c = key_cmp_tail(pool + REC_OFF(x), REC_LEN(x), pool + REC_OFF(y),
+                         REC_LEN(y));
+    if (c)
+        return c < 0;
+    return x->line < y->line;
+}
+
+static void rec_swap(bk_rec *a, bk_rec *b)
+{
+    bk_rec t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void rec_heapsort(bk_rec *a, size_t n, const uint32_t *pool)
+{
+    for (size_t k = n / 2; k-- > 0;) {
+        for (size_t i = k;;) {
+            size_t c = 2 * i + 1;
+            if (c >= n)
+                break;
+            if (c + 1 < n && rec_less(&a[c], &a[c + 1], pool))
+                c++;
+            if (!rec_less(&a[i], &a[c], pool))
+                break;
+            rec_swap(&a[i], &a[c]);
+            i = c;
+        }
+    }
+    for (size_t m = n; m-- > 1;) {
+        rec_swap(&a[0], &a[m]);
+        for (size_t i = 0;;) {
+            size_t c = 2 * i + 1;
+            if (c >= m)
+                break;
+            if (c + 1 < m && rec_less(&a[c], &a[c + 1], pool))
+                c++;
+            if (!rec_less(&a[i], &a[c], pool))
+                break;
+            rec_swap(&a[i], &a[c]);
+            i = c;
+        }
+    }
+}
+
+/* rec_sort is an introsort: quicksort with a median of three, insertion
+ * sort for short ranges, heapsort when the recursion gets too deep.  All
+ * records differ (line numbers are unique), so there are no equal runs. */
+static void rec_sort(bk_rec *a, size_t n, const uint32_t *pool, int depth)
+{
+    while (n > 16) {
+        if (depth-- == 0) {
+            rec_heapsort(a, n, pool);
+            return;
+        }
+        bk_rec *m = a + n / 2, *l = a + n - 1;
+        if (rec_less(m, a, pool))
+            rec_swap(m, a);
+        if (rec_less(l, m, pool)) {
+            rec_swap(l, m);
+            if (rec_less(m, a, pool))
+                rec_swap(m, a);
+        }
+        bk_rec piv = *m;
+        size_t i = 0, j = n - 1;
+        for (;;) {
+            while (rec_less(&a[i], &piv, pool))
+                i++;
+            while (rec_less(&piv, &a[j], pool))
+                j--;
+            if (i >= j)
+                break;
+            rec_swap(&a[i], &a[j]);
+            i++;
+            j--;
+        }
+        /* a[0..j] <= piv <= a[j+1..n-1]; recurse on the smaller side. */
+        size_t nl = j + 1, nr = n - j - 1;
+        if (nl < nr) {
+            rec_sort(a, nl, pool, depth);
+            a += nl;
+            n = nr;
+        } else {
+            rec_sort(a + nl, nr, pool, depth);
+            n = nl;
+        }
+    }
+    for (size_t i = 1; i < n; i++) {
+        bk_rec v = a[i];
+        size_t j = i;
+        while (j > 0 && rec_less(&v, &a[j - 1], pool)) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = v;
+    }
+}
+
+/* ---- text parsing ------------------------------------------------------ */
+
+static void char_desc(char *out, size_t n, unsigned char c)
+{
+    if (c == '\t')
+        snprintf(out, n, "'\\t'");
+    else if (c == '\r')
+        snprintf(out, n, "'\\r'");
+    else if (c >= 0x20 && c < 0x7f)
+        snprintf(out, n, "'%c'", c);
+    else
+        snprintf(out, n, "'\\x%02x'", c);
+}
+
+/* digits_desc copies a run of digits for a message, shortened if huge. */
+static void digits_desc(char *out, size_t n, const char *p)
+{
+    size_t k = 0;
+    while ((unsigned)(p[k] - '0') <= 9)
+        k++;
+    if (k > 40)
+        snprintf(out, n, "%.40s... (%zu digits)", p, k);
+    else
+        snprintf(out, n, "%.*s", (int)k, p);
+}
+
+/* parse_piece parses the lines of [p, end), every one ending in '\n'.
+ * It stops at the first bad line unless skip_invalid. */
+static void *parse_piece(void *arg)
+{
+    bk_job *j = arg;
+    const bk_build *b = j->b;
+    const uint32_t maxlen = b->maxlen;
+    const int skip = b->o->skip_invalid;
+    const char *p = j->p, *end = j->end;
+    bk_chunk *ch = j->chunk;
+    uint64_t line = 0;
+    char what[96], cd[16];
+    /* A rough first guess of the sizes (about 6 bytes per token and 4
+     * tokens per key in typical libraries) saves most reallocations. */
+    size_t guess = (size_t)(end - p) / 24 + 16;
+    if (fti_vec_reserve(&ch->recs, sizeof(bk_rec), guess) ||
+        fti_vec_reserve(&ch->pool, sizeof(uint32_t), guess * 4 + maxlen + 1))
+        goto nomem;
+    while (p < end) {
+        const char *ls = p;
+        if (*p == '\n' || (*p == '\r' && p[1] == '\n')) {
+            p += *p == '\r' ? 2 : 1;
+            line++;
+            continue;
+        }
+        if (*p == '#') {
+            p = memchr(p, '\n', (size_t)(end - p));
+            p++;
+            line++;
+            continue;
+        }
+        if (ch->pool.cap - ch->pool.len < maxlen + 1 &&
+            fti_vec_reserve(&ch->pool, sizeof(uint32_t), maxlen + 1))
+            goto nomem;
+        if (ch->recs.len == ch->recs.cap &&
+            fti_vec_reserve(&ch->recs, sizeof(bk_rec), 1))
+            goto nomem;
+        uint32_t *out = (uint32_t *)ch->pool.data + ch->pool.len;
+        uint32_t n = 0;
+        int has_val = 0;
+        uint64_t val = 0;
+        unsigned c;
+        for (;;) {
+            while (*p == ' ')
+                p++;
+            if (*p == '\n' || (*p == '\r' && p[1] == '\n') || *p == '\t')
+                break;
+            c = (unsigned)(unsigned char)*p - '0';
+            if (c > 9) {
+                char_desc(cd, sizeof cd, (unsigned char)*p);
+                snprintf(j->reason, sizeof j->reason,
+                         "unexpected character %s in key (column %zu)", cd,
+                         (size_t)(p - ls) + 1);
+                goto bad;
+            }
+            const char *ds = p;
+            uint64_t v = c;
+            p++;
+            while ((c = (unsigned)(unsigned char)*p - '0') <= 9) {
+                v = v * 10 + c;
+                p++;
+                if (v > 0xffffffffull) {
+                    digits_desc(what, sizeof what, ds);
+                    snprintf(j->reason, sizeof j->reason,
+                             "token %s out of range (max 4294967295)", what);
+                    goto bad;
+                }
+            }
+            if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+                char_desc(cd, sizeof cd, (unsigned char)*p);
+                snprintf(j->reason, sizeof j->reason,
+                         "unexpected character %s in key (column %zu)", cd,
+                         (size_t)(p - ls) + 1);
+                goto bad;
+            }
+            if (n < maxlen)
+                out[n] = (uint32_t)v;
+            n++;
+        }
+        if (*p == '\t') {
+            if (n == 0) {
+                snprintf(j->reason, sizeof j->reason, "empty key");
+                goto bad;
+            }
+            p++;
+            while (*p == ' ')
+                p++;
+            c = (unsigned)(unsigned char)*p - '0';
+            if (c > 9) {
+                if (*p == '\n' || (*p == '\r' && p[1] == '\n')) {
+                    snprintf(j->reason, sizeof j->reason,
+                             "missing value after TAB");
+                } else {
+                    char_desc(cd, sizeof cd, (unsigned char)*p);
+                    snprintf(j->reason, sizeof j->reason,
+                             "unexpected character %s in value (column %zu)",
+                             cd, (size_t)(p - ls) + 1);
+                }
+                goto bad;
+            }
+            const char *ds = p;
+            while ((c = (unsigned)(unsigned char)*p - '0') <= 9) {
+                if (val > (UINT64_MAX - c) / 10) {
+                    digits_desc(what, sizeof what, ds);
+                    snprintf(j->reason, sizeof j->reason,
+                             "value %s out of range (max "
+                             "18446744073709551615)", what);
+                    goto bad;
+                }
+                val = val * 10 + c;
+                p++;
+            }
+            has_val = 1;
+            while (*p == ' ')
+                p++;
+            if (*p != '\n' && !(*p == '\r' && p[1] == '\n')) {
+                char_desc(cd, sizeof cd, (unsigned char)*p);
+                snprintf(j->reason, sizeof j->reason,
+                         "unexpected character %s in value (column %zu)", cd,
+                         (size_t)(p - ls) + 1);
+                goto bad;
+            }
+        }
+        if (n == 0) { /* only spaces: an empty line */
+            p = memchr(p, '\n', (size_t)(end - p)) + 1;
+            line++;
+            continue;
+        }
+        if (n > maxlen) {
+            snprintf(j->reason, sizeof j->reason,
+                     "key of %u tokens is longer than max_key_len %u", n,
+                     maxlen);
+            goto bad;
+        }
+        {
+            bk_rec *r = (bk_rec *)ch->recs.data + ch->recs.len++;
+            r->k01 = (uint64_t)out[0] << 32 | (n > 1 ? out[1] : 0);
+            r->offlen = (uint64_t)ch->pool.len << 9 |
+                        (has_val ? 0 : REC_DEFAULTED) | n;
+            r->line = line;
+            r->value = has_val ? val : line;
+            ch->pool.len += n;
+            j->keys++;
+        }
+        p = memchr(p, '\n', (size_t)(end - p)) + 1;
+        line++;
+        continue;
+    bad:
+        if (!skip) {
+            j->rc = FT_EPARSE;
+            j->err_line = line;
+            j->lines = line + 1;
+            return NULL;
+        }
+        j->skipped++;
+        p = memchr(p, '\n', (size_t)(end - p)) + 1;
+        line++;
+    }
+    j->lines = line;
+    return NULL;
+nomem:
+    j->rc = FT_ENOMEM;
+    return NULL;
+}
+
+static int sort_depth(size_t n)
+{
+    int depth = 2;
+    for (size_t m = n; m > 1; m >>= 1)
+        depth += 2;
+    return depth;
+}
+
+/* rec_radix_sort sorts by k01 with an LSD radix sort of 11-bit digits
+ * (skipping digits that are equal in every record, such as the zero high
+ * bits of typical tokens), which moves each record a few times instead of
+ * log2(n) times; only runs of equal k01 then need the full comparator.
+ * It falls back to the introsort when the scratch copy cannot be had. */
+static void rec_radix_sort(bk_rec *a, size_t n, const uint32_t *pool)
+{
+    enum { BITS = 11, NB = 1 << BITS, ND = 6 };
+    bk_rec *tmp = n >= 1024 ? malloc(n * sizeof *tmp) : NULL;
+    size_t(*hist)[NB] = tmp ? calloc(ND, sizeof *hist) : NULL;
+    if (hist == NULL) {
+        free(tmp);
+        rec_sort(a, n, pool, sort_depth(n));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = a[i].k01;
+        for (int d = 0; d < ND; d++)
+            hist[d][(k >> (d * BITS)) & (NB - 1)]++;
+    }
+    bk_rec *src = a, *dst = tmp;
+    for (int d = 0; d < ND; d++) {
+        size_t *h = hist[d], sum = 0;
+        if (h[(a[0].k01 >> (d * BITS)) & (NB - 1)] == n)
+            continue; /* every record has this digit */
+        for (int v = 0; v < NB; v++) {
+            size_t c = h[v];
+            h[v] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[h[(src[i].k01 >> (d * BITS)) & (NB - 1)]++] = src[i];
+        bk_rec *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a)
+        memcpy(a, src, n * sizeof *a);
+    free(hist);
+    free(tmp);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && a[j].k01 == a[i].k01)
+            j++;
+        if (j - i > 1)
+            rec_sort(a + i, j - i, pool, sort_depth(j - i));
+        i = j;
+    }
+}
+
+/* fix_and_sort shifts a piece's line numbers by its base and sorts it. */
+static void *fix_and_sort(void *arg)
+{
+    bk_job *j = arg;
+    bk_chunk *ch = j->chunk;
+    bk_rec *r = ch->recs.data;
+    size_t n = ch->recs.len;
+    if (j->base) {
+        for (size_t i = 0; i < n; i++) {
+            r[i].line += j->base;
+            if (r[i].offlen & REC_DEFAULTED)
+                r[i].value += j->base;
+        }
+    }
+    rec_radix_sort(r, n, ch->pool.data);
+    return NULL;
+}
+
+/* ---- merging ----------------------------------------------------------- */
+
+/* A merge cursor walks a sorted slice of a chunk or a run file. */
+typedef struct bk_cur {
+    uint64_t k01;
+    const uint32_t *toks;
+    uint32_t len;
+    uint64_t line, value;
+    const bk_rec *r, *rend;
+    const uint32_t *pool;
+    FILE *f;
+    uint32_t buf[FT_MAX_KEY_LEN_LIMIT];
+} bk_cur;
+
+/* cur_next loads the next key: 1 when there is one, 0 at the end,
+ * FT_EIO (negated) when a run file cannot be read. */
+static int cur_next(bk_cur *c)
+{
+    if (c->f == NULL) {
+        if (c->r == c->rend)
+            return 0;
+        /* Sorted records point all over the pool: fetch the tokens of a
+         * record a few steps ahead so they arrive before they are read. */
+        if (c->rend - c->r > 8)
+            __builtin_prefetch(c->pool + REC_OFF(c->r + 8));
+        c->k01 = c->r->k01;
+        c->toks = c->pool + REC_OFF(c->r);
+        c->len = REC_LEN(c->r);
+        c->line = c->r->line;
+        c->value = c->r->value;
+        c->r++;
+        return 1;
+    }
+    unsigned char h[20];
+    size_t got = fread(h, 1, sizeof h, c->f);
+    if (got == 0 && feof(c->f))
+        return 0;
+    if (got != sizeof h)
+        return -FT_EIO;
+    uint32_t len;
+    memcpy(&len, h, 4);
+    memcpy(&c->line, h + 4, 8);
+    memcpy(&c->value, h + 12, 8);
+    if (len == 0 || len > FT_MAX_KEY_LEN_LIMIT ||
+        fread(c->buf, 4, len, c->f) != len)
+        return -FT_EIO;
+    c->len = len;
+    c->toks = c->buf;
+    c->k01 = (uint64_t)c->buf[0] << 32 | (len > 1 ? c->buf[1] : 0);
+    return 1;
+}
+
+static inline int cur_less(const bk_cur *x, const bk_cur *y)
+{
+    if (x->k01 != y->k01)
+        return x->k01 < y->k01;
+    int c = key_cmp_tail(x->toks, x->len, y->toks, y->len);
+    if (c)
+        return c < 0;
+    return x->line < y->line;
+}
+
+static void heap_down(bk_cur **h, size_t n, size_t i)
+{
+    bk_cur *v = h[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && cur_less(h[c + 1], h[c]))
+            c++;
+        if (!cur_less(h[c], v))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+typedef int (*bk_emit)(void *arg, const uint32_t *toks, uint32_t len,
+                       uint64_t line, uint64_t value);
+
+/* merge emits the keys of all cursors in order, each distinct key once
+ * with the value of its smallest line.  *n_out counts emitted keys. */
+static int merge(bk_cur **h, size_t n, bk_emit emit, void *arg)
+{
+    size_t live = 0;
+    for (size_t i = 0; i < n; i++) {
+        int r = cur_next(h[i]);
+        if (r < 0)
+            return -r;
+        if (r)
+            h[live++] = h[i];
+    }
+    for (size_t i = live / 2; i-- > 0;)
+        heap_down(h, live, i);
+    uint32_t last[FT_MAX_KEY_LEN_LIMIT];
+    uint32_t last_len = 0;
+    while (live > 0) {
+        bk_cur *c = h[0];
+        if (c->len != last_len ||
+            memcmp(c->toks, last, c->len * sizeof(uint32_t)) != 0) {
+            int rc = emit(arg, c->toks, c->len, c->line, c->value);
+            if (rc)
+                return rc;
+            memcpy(last, c->toks, c->len * sizeof(uint32_t));
+            last_len = c->len;
+        }
+        int r = cur_next(c);
+        if (r < 0)
+            return -r;
+        if (r == 0)
+            h[0] = h[--live];
+        if (live > 0)
+            heap_down(h, live, 0);
+    }
+    return FT_OK;
+}
+
+static void progress(bk_build *b, int force);
+
+/* bk_sink feeds the trie builder; the one that reports (the only thread
+ * merging, or the first of the parallel ones) prints progress on the way. */
+typedef struct bk_sink {
+    bk_build *b;     /* NULL: do not report */
+    ft_tb *tb;
+} bk_sink;
+
+static int emit_tb(void *arg, const uint32_t *toks, uint32_t len,
+                   uint64_t line, uint64_t value)
+{
+    bk_sink *s = arg;
+    (void)line;
+    if (s->b && (ft_tb_keys(s->tb) & 0xfffff) == 0xfffff)
+        progress(s->b, 0);
+    return ft_tb_add(s->tb, toks, len, value);
+}
+
+static int emit_run(void *arg, const uint32_t *toks, uint32_t len,
+                    uint64_t line, uint64_t value)
+{
+    unsigned char h[20];
+    memcpy(h, &len, 4);
+    memcpy(h + 4, &line, 8);
+    memcpy(h + 12, &value, 8);
+    if (fwrite(h, 1, sizeof h, arg) != sizeof h ||
+        fwrite(toks, 4, len, arg) != len)
+        return FT_EIO;
+    return FT_OK;
+}
+
+/* ---- runs on disk ------------------------------------------------------ */
+
+/* new_run creates an empty run file and records its name for removal. */
+static int new_run(bk_build *b, FILE **out)
+{
+    if (b->nruns == b->capruns) {
+        size_t cap = b->capruns ? 2 * b->capruns : 16;
+        char **p = realloc(b->runs, cap * sizeof *p);
+        if (p == NULL)
+            return FT_ENOMEM;
+        b->runs = p;
+        b->capruns = cap;
+    }
+    size_t n = strlen(b->tmp_dir) + 40;
+    char *path = malloc(n);
+    if (path == NULL)
+        return FT_ENOMEM;
+    snprintf(path, n, "%s/.flashtrie-run-XXXXXX", b->tmp_dir);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        fti_errf(b->errbuf, b->errlen, "%s: cannot create a sorted run: %s",
+                 b->tmp_dir, strerror(errno));
+        free(path);
+        return FT_EIO;
+    }
+    FILE *f = fdopen(fd, "wb");
+    if (f == NULL) {
+        close(fd);
+        unlink(path);
+        free(path);
+        return FT_EIO;
+    }
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    b->runs[b->nruns++] = path;
+    b->runs_made++;
+    *out = f;
+    return FT_OK;
+}
+
+static int close_run(bk_build *b, FILE *f, int rc)
+{
+    if (fclose(f) != 0 && rc == FT_OK)
+        rc = FT_EIO;
+    if (rc == FT_EIO)
+        fti_errf(b->errbuf, b->errlen, "%s: cannot write a sorted run: %s",
+                 b->tmp_dir, strerror(errno));
+    return rc;
+}
+
+static void free_chunks(bk_build *b)
+{
+    for (size_t i = 0; i < b->nchunks; i++) {
+        fti_vec_free(&b->chunks[i].recs);
+        fti_vec_free(&b->chunks[i].pool);
+    }
+    b->nchunks = 0;
+    b->chunk_bytes = 0;
+}
+
+static void chunk_cursor(bk_cur *c, const bk_chunk *ch, size_t lo, size_t hi)
+{
+    memset(c, 0, offsetof(bk_cur, buf));
+    c->r = (const bk_rec *)ch->recs.data + lo;
+    c->rend = (const bk_rec *)ch->recs.data + hi;
+    c->pool = ch->pool.data;
+}
+
+/* spill merges every chunk held into one new run and frees them. */
+static int spill(bk_build *b)
+{
+    if (b->nchunks == 0)
+        return FT_OK;
+    bk_cur *cs = malloc(b->nchunks * sizeof *cs);
+    bk_cur **h = malloc(b->nchunks * sizeof *h);
+    FILE *f = NULL;
+    int rc = cs && h ? new_run(b, &f) : FT_ENOMEM;
+    if (rc == FT_OK) {
+        for (size_t i = 0; i < b->nchunks; i++) {
+            chunk_cursor(&cs[i], &b->chunks[i], 0, b->chunks[i].recs.len);
+            h[i] = &cs[i];
+        }
+        rc = close_run(b, f, merge(h, b->nchunks, emit_run, f));
+    }
+    free(cs);
+    free(h);
+    free_chunks(b);
+    return rc;
+}
+
+/* merge_runs merges runs [0, n) into emit, then removes them. */
+static int merge_runs(bk_build *b, size_t n, bk_emit emit, void *arg)
+{
+    bk_cur *cs = calloc(n, sizeof *cs);
+    bk_cur **h = malloc(n * sizeof *h);
+    int rc = cs && h ? FT_OK : FT_ENOMEM;
+    for (size_t i = 0; i < n && rc == FT_OK; i++) {
+        cs[i].f = fopen(b->runs[i], "rb");
+        if (cs[i].f == NULL) {
+            rc = FT_EIO;
+            break;
+        }
+        setvbuf(cs[i].f, NULL, _IOFBF, 1 << 20);
+        h[i] = &cs[i];
+    }
+    if (rc == FT_OK)
+        rc = merge(h, n, emit, arg);
+    if (rc == FT_EIO)
+        fti_errf(b->errbuf, b->errlen, "%s: cannot read a sorted run",
+                 b->tmp_dir);
+    for (size_t i = 0; cs && i < n; i++)
+        if (cs[i].f)
+            fclose(cs[i].f);
+    free(cs);
+    free(h);
+    if (rc == FT_OK) {
+        for (size_t i = 0; i < n; i++) {
+            unlink(b->runs[i]);
+            free(b->runs[i]);
+        }
+        memmove(b->runs, b->runs + n, (b->nruns - n) * sizeof *b->runs);
+        b->nruns -= n;
+    }
+    return rc;
+}
+
+/* ---- the final in-memory build ---------------------------------------- */
+
+typedef struct bk_part {
+    bk_build *b;
+    uint64_t lo, hi; /* first tokens in [lo, hi) */
+    ft_tb *tb;
+    int rc;
+} bk_part;
+
+static size_t lower_tok0(const bk_chunk *ch, uint64_t tok0)
+{
+    const bk_rec *r = ch->recs.data;
+    size_t lo = 0, hi = ch->recs.len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((r[mid].k01 >> 32) < tok0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void *build_part(void *arg)
+{
+    bk_part *p = arg;
+    bk_build *b = p->b;
+    bk_cur *cs = malloc((b->nchunks + 1) * sizeof *cs);
+    bk_cur **h = malloc((b->nchunks + 1) * sizeof *h);
+    p->rc = cs && h ? ft_tb_create(&p->tb) : FT_ENOMEM;
+    if (p->rc == FT_OK) {
+        for (size_t i = 0; i < b->nchunks; i++) {
+            const bk_chunk *ch = &b->chunks[i];
+            size_t lo = lower_tok0(ch, p->lo);
+            size_t hi = p->hi > 0xffffffffull ? ch->recs.len
+                                              : lower_tok0(ch, p->hi);
+            chunk_cursor(&cs[i], ch, lo, hi);
+            h[i] = &cs[i];
+        }
+        bk_sink sink = {p->lo == 0 ? b : NULL, p->tb};
+        p->rc = merge(h, b->nchunks, emit_tb, &sink);
+    }
+    free(cs);
+    free(h);
+    return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* build_in_memory cuts the first-token space at sampled quantiles so the
+ * threads get similar shares, even under Zipf-skewed first tokens (a very
+ * frequent first token simply makes one share larger). */
+static int build_in_memory(bk_build *b, ft_tb **out)
+{
+    int np = b->threads;
+    uint64_t total = 0;
+    for (size_t i = 0; i < b->nchunks; i++)
+        total += b->chunks[i].recs.len;
+    if (total < 4096)
+        np = 1;
+    bk_part *parts = calloc((size_t)np, sizeof *parts);
+    uint32_t *samples = NULL;
+    size_t ns = 0;
+    if (parts == NULL)
+        return FT_ENOMEM;
+    if (np > 1) {
+        samples = malloc(b->nchunks * 256 * sizeof *samples);
+        if (samples == NULL) {
+            free(parts);
+            return FT_ENOMEM;
+        }
+        for (size_t i = 0; i < b->nchunks; i++) {
+            const bk_rec *r = b->chunks[i].recs.data;
+            size_t n = b->chunks[i].recs.len;
+            for (size_t k = 0; k < 256 && n > 0; k++)
+                samples[ns++] = (uint32_t)(r[(n - 1) * k / 255].k01 >> 32);
+        }
+        qsort(samples, ns, sizeof *samples, cmp_u32);
+    }
+    uint64_t prev = 0;
+    for (int p = 0; p < np; p++) {
+        parts[p].b = b;
+        parts[p].lo = prev;
+        parts[p].hi = p == np - 1 ? 1ull << 32
+                                  : (uint64_t)samples[ns * (size_t)(p + 1) /
+                                                      (size_t)np];
+        if (parts[p].hi < prev)
+            parts[p].hi = prev;
+        prev = parts[p].hi;
+    }
+    free(samples);
+    int rc = run_jobs(build_part, parts, sizeof *parts, np);
+    for (int p = 0; p < np && rc == FT_OK; p++)
+        rc = parts[p].rc;
+    for (int p = 1; p < np && rc == FT_OK; p++)
+        rc = ft_tb_append(parts[0].tb, parts[p].tb);
+    if (rc == FT_EINVAL)
+        rc = FT_EINTERNAL; /* the parts are ordered by construction */
+    for (int p = rc == FT_OK ? 1 : 0; p < np; p++)
+        ft_tb_destroy(parts[p].tb);
+    if (rc == FT_OK)
+        *out = parts[0].tb;
+    free(parts);
+    return rc;
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+static int fill(bk_build *b)
+{
+    while (!b->eof && b->len < b->cap) {
+        ssize_t r = read(b->fd, b->buf + b->len, b->cap - b->len);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            fti_errf(b->errbuf, b->errlen, "%s: read failed: %s", b->name,
+                     strerror(errno));
+            return FT_EIO;
+        }
+        if (r == 0)
+            b->eof = 1;
+        b->len += (size_t)r;
+        b->bytes_read += (uint64_t)r;
+    }
+    return FT_OK;
+}
+
+static int grow_buf(bk_build *b, size_t cap)
+{
+    char *p = realloc(b->buf, cap + 1);
+    if (p == NULL)
+        return FT_ENOMEM;
+    b->buf = p;
+    b->cap = cap;
+    return FT_OK;
+}
+
+static int add_chunks(bk_build *b, size_t n)
+{
+    if (b->nchunks + n <= b->capchunks)
+        return FT_OK;
+    size_t cap = b->capchunks ? b->capchunks : 16;
+    while (cap < b->nchunks + n)
+        cap *= 2;
+    bk_chunk *p = realloc(b->chunks, cap * sizeof *p);
+    if (p == NULL)
+        return FT_ENOMEM;
+    b->chunks = p;
+    b->capchunks = cap;
+    return FT_OK;
+}
+
+static void progress(bk_build *b, int force)
+{
+    if (!b->o->progress)
+        return;
+    double now = fti_now();
+    if (!force && now - b->last_progress < BK_PROGRESS_S)
+        return;
+    b->last_progress = now;
+    double dt = now - b->t0 > 1e-9 ? now - b->t0 : 1e-9;
+    fprintf(stderr,
+            "flashtrie build: %s %llu lines, %llu keys, %llu skipped, "
+            "%.1f MB/s, %llu runs, %.1f s\n", b->eof ? "merging;" : "reading;",
+            (unsigned long long)b->st->lines,
+            (unsigned long long)b->st->keys_read,
+            (unsigned long long)b->st->skipped,
+            (double)b->bytes_read / 1e6 / dt, (unsigned long long)b->runs_made,
+            dt);
+}
+
+/* after_batch sorts the new chunks and spills when over the budget. */
+static int after_batch(bk_build *b, bk_job *jobs, int n)
+{
+    int rc = run_jobs(fix_and_sort, jobs, sizeof *jobs, n);
+    if (rc)
+        return rc;
+    for (int i = 0; i < n; i++)
+        b->chunk_bytes += jobs[i].chunk->recs.cap * sizeof(bk_rec) +
+                          jobs[i].chunk->pool.cap * sizeof(uint32_t);
+    b->nchunks += (size_t)n;
+    if (b->chunk_bytes > b->budget)
+        rc = spill(b);
+    progress(b, 0);
+    return rc;
+}
+
+/* text_batch parses buf[0, n) (whole lines, the last one ending in '\n'). */
+static int text_batch(bk_build *b, size_t n)
+{
+    int T = b->threads;
+    if (n < ((size_t)1 << 16))
+        T = 1;
+    bk_job jobs[T];
+    int rc = add_chunks(b, (size_t)T);
+    if (rc)
+        return rc;
+    memset(jobs, 0, sizeof jobs);
+    const char *p = b->buf, *end = b->buf + n;
+    for (int i = 0; i < T; i++) {
+        const char *q = i == T - 1 ? end : b->buf + n / (size_t)T * (size_t)(i + 1);
+        if (q < p)
+            q = p;
+        if (q < end) {
+            q = memchr(q, '\n', (size_t)(end - q));
+            q = q ? q + 1 : end;
+        }
+        jobs[i].b = b;
+        jobs[i].p = p;
+        jobs[i].end = q;
+        jobs[i].chunk = &b->chunks[b->nchunks + (size_t)i];
+        memset(jobs[i].chunk, 0, sizeof *jobs[i].chunk);
+        p = q;
+    }
+    rc = run_jobs(parse_piece, jobs, sizeof *jobs, T);
+    uint64_t base = b->st->lines;
+    for (int i = 0; i < T && rc == FT_OK; i++) {
+        if (jobs[i].rc == FT_EPARSE) {
+            fti_errf(b->errbuf, b->errlen, "%s:%llu: %s", b->name,
+                     (unsigned long long)(base + jobs[i].err_line + 1),
+                     jobs[i].reason);
+            rc = FT_EPARSE;
+        } else if (jobs[i].rc) {
+            rc = jobs[i].rc;
+        }
+        jobs[i].base = base;
+        base += jobs[i].lines;
+        b->st->keys_read += jobs[i].keys;
+        b->st->skipped += jobs[i].skipped;
+    }
+    if (rc) {
+        for (int i = 0; i < T; i++) {
+            fti_vec_free(&jobs[i].chunk->recs);
+            fti_vec_free(&jobs[i].chunk->pool);
+        }
+        return rc;
+    }
+    b->st->lines = base;
+    return after_batch(b, jobs, T);
+}
+
+static int read_text(bk_build *b)
+{
+    for (;;) {
+        int rc = fill(b);
+        if (rc)
+            return rc;
+        size_t n = b->len;
+        if (!b->eof) {
+            const char *nl = memrchr(b->buf, '\n', b->len);
+            if (nl == NULL) { /* one line longer than the block */
+                if ((rc = grow_buf(b, b->cap * 2)))
+                    return rc;
+                continue;
+            }
+            n = (size_t)(nl - b->buf) + 1;
+        } else if (n > 0 && b->buf[n - 1] != '\n') {
+            b->buf[n++] = '\n'; /* the spare byte: close the last line */
+            b->len = n;
+        }
+        if (n > 0 && (rc = text_batch(b, n)))
+            return rc;
+        memmove(b->buf, b->buf + n, b->len - n);
+        b->len -= n;
+        if (b->eof)
+            return FT_OK;
+    }
+}
+
+/* binary_batch parses the whole records in buf into one chunk per thread
+ * (split by bytes); returns the bytes consumed in *used. */
+static int binary_batch(bk_build *b, size_t *used)
+{
+    int T = b->threads;
+    if (b->len < ((size_t)1 << 16))
+        T = 1;
+    int rc = add_chunks(b, (size_t)T);
+    if (rc)
+        return rc;
+    bk_job jobs[T];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < T; i++) {
+        jobs[i].chunk = &b->chunks[b->nchunks + (size_t)i];
+        memset(jobs[i].chunk, 0, sizeof *jobs[i].chunk);
+    }
+    const unsigned char *buf = (const unsigned char *)b->buf;
+    size_t pos = 0, vb = b->has_values ? 8 : 0;
+    const size_t share = b->len / (size_t)T + 1;
+    while (rc == FT_OK) {
+        if (b->skip_bytes > 0) {
+            size_t k = b->len - pos < b->skip_bytes ? b->len - pos
+                                                     : (size_t)b->skip_bytes;
+            pos += k;
+            b->skip_bytes -= k;
+            if (b->skip_bytes > 0)
+                break;
+            continue;
+        }
+        size_t left = b->len - pos;
+        if (left == 0)
+            break;
+        uint64_t rec = b->st->lines; /* 0-based record number */
+        uint32_t n = 0;
+        if (left >= 4)
+            memcpy(&n, buf + pos, 4);
+        uint64_t need = 4 + 4ull * n + vb;
+        const char *why = NULL;
+        char reason[160];
+        if (left >= 4 && n == 0) {
+            why = reason;
+            snprintf(reason, sizeof reason, "empty key (record of n = 0)");
+        } else if (left >= 4 && n > b->maxlen) {
+            why = reason;
+            snprintf(reason, sizeof reason,
+                     "key of %u tokens is longer than max_key_len %u", n,
+                     b->maxlen);
+        } else if (left < need) {
+            if (!b->eof)
+                break; /* the rest comes with the next block */
+            why = reason;
+            snprintf(reason, sizeof reason,
+                     "truncated record (%zu bytes left, the record needs "
+                     "%llu)", left, (unsigned long long)(left < 4 ? 4 : need));
+        }
+        if (why) {
+            if (!b->o->skip_invalid) {
+                fti_errf(b->errbuf, b->errlen, "%s:%llu: %s", b->name,
+                         (unsigned long long)rec + 1, why);
+                rc = FT_EPARSE;
+                break;
+            }
+            b->st->skipped++;
+            b->st->lines++;
+            if (left < need) {
+                /* An oversized or cut record is skipped to its end, which
+                 * may lie in later blocks or past the end of the file. */
+                b->skip_bytes = need - left;
+                pos = b->len;
+                if (b->eof)
+                    b->skip_bytes = 0;
+            } else {
+                pos += need;
+            }
+            continue;
+        }
+        bk_chunk *ch = jobs[pos / share].chunk;
+        if (fti_vec_reserve(&ch->recs, sizeof(bk_rec), 1) ||
+            fti_vec_reserve(&ch->pool, sizeof(uint32_t), n)) {
+            rc = FT_ENOMEM;
+            break;
+        }
+        uint32_t *out = (uint32_t *)ch->pool.data + ch->pool.len;
+        memcpy(out, buf + pos + 4, 4ull * n);
+        bk_rec *r = (bk_rec *)ch->recs.data + ch->recs.len++;
+        r->k01 = (uint64_t)out[0] << 32 | (n > 1 ? out[1] : 0);
+        r->offlen = (uint64_t)ch->pool.len << 9 | n;
+        r->line = rec;
+        if (vb)
+            memcpy(&r->value, buf + pos + 4 + 4ull * n, 8);
+        else
+            r->value = rec;
+        ch->pool.len += n;
+        b->st->keys_read++;
+        b->st->lines++;
+        pos += need;
+    }
+    *used = pos;
+    if (rc) {
+        for (int i = 0; i < T; i++) {
+            fti_vec_free(&jobs[i].chunk->recs);
+            fti_vec_free(&jobs[i].chunk->pool);
+        }
+        return rc;
+    }
+    return after_batch(b, jobs, T);
+}
+
+static int read_binary(bk_build *b)
+{
+    for (;;) {
+        int rc = fill(b);
+        if (rc)
+            return rc;
+        size_t used = 0;
+        if ((rc = binary_batch(b, &used)))
+            return rc;
+        memmove(b->buf, b->buf + used, b->len - used);
+        b->len -= used;
+        if (b->eof)
+            return FT_OK;
+        if (used == 0 && b->len == b->cap && (rc = grow_buf(b, b->cap * 2)))
+            return rc;
+    }
+}
+
+/* ---- the whole build --------------------------------------------------- */
+
+void ft_build_opts_init(ft_build_opts *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->max_key_len = FT_MAX_KEY_LEN_DEFAULT;
+}
+
+static uint64_t default_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t half = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 2
+                                         : (uint64_t)1 << 30;
+    return half < ((uint64_t)64 << 20) ? (uint64_t)64 << 20 : half;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int build_main(bk_build *b)
+{
+    const ft_build_opts *o = b->o;
+    char *errbuf = b->errbuf;
+    size_t errlen = b->errlen;
+    int rc;
+
+    /* The first block decides the format: the magic is in its 8 bytes. */
+    if ((rc = fill(b)))
+        return rc;
+    int magic = b->len >= 8 && memcmp(b->buf, BK_MAGIC, 8) == 0;
+    b->binary = o->format == FT_KEYS_FTK ||
+                (o->format == FT_KEYS_AUTO &&
+                 (magic || ends_with(o->input, ".ftk")));
+    if (b->binary && magic) {
+        b->has_values = 1;
+        memmove(b->buf, b->buf + 8, b->len - 8);
+        b->len -= 8;
+    }
+    rc = b->binary ? read_binary(b) : read_text(b);
+    if (rc)
+        return rc;
+    free(b->buf);
+    b->buf = NULL;
+    progress(b, 1);
+
+    ft_tb *tb = NULL;
+    if (b->nruns == 0) {
+        rc = build_in_memory(b, &tb);
+        free_chunks(b);
+    } else {
+        if ((rc = spill(b)))
+            return rc;
+        /* Merge in passes of BK_FANIN runs so the open files stay few. */
+        while (rc == FT_OK && b->nruns > BK_FANIN) {
+            FILE *f;
+            if ((rc = new_run(b, &f)))
+                break;
+            b->runs_made--; /* a pass output is not an input run */
+            rc = close_run(b, f, merge_runs(b, BK_FANIN, emit_run, f));
+        }
+        if (rc == FT_OK && (rc = ft_tb_create(&tb)) == FT_OK) {
+            bk_sink sink = {b, tb};
+            rc = merge_runs(b, b->nruns, emit_tb, &sink);
+        }
+    }
+    if (rc) {
+        ft_tb_destroy(tb);
+        FT_RETURN_ERROR_IF(rc == FT_ENOMEM, rc, "%s: out of memory", o->input);
+        if (errbuf && errlen && !errbuf[0])
+            fti_errf(errbuf, errlen, "%s: %s", o->input, ft_strerror(rc));
+        return rc;
+    }
+    b->st->runs = b->runs_made;
+    b->st->keys = ft_tb_keys(tb);
+    ft_trie t;
+    rc = ft_tb_finish(tb, b->maxlen, &t);
+    ft_tb_destroy(tb);
+    FT_RETURN_ERROR_IF(rc, rc, "%s: cannot build the trie: %s", o->output,
+                       ft_strerror(rc));
+    b->st->nodes = t.view.n_nodes;
+    rc = ft_trie_write(&t, o->output, errbuf, errlen);
+    ft_trie_free(&t);
+    if (rc)
+        return rc;
+    struct stat sb;
+    if (stat(o->output, &sb) == 0)
+        b->st->index_bytes = (uint64_t)sb.st_size;
+    return FT_OK;
+}
+
+int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
+             size_t errlen)
+{
+    ft_build_stats local;
+    if (stats == NULL)
+        stats = &local;
+    memset(stats, 0, sizeof *stats);
+    if (errbuf && errlen)
+        errbuf[0] = 0;
+    FT_RETURN_ERROR_IF(opts == NULL || opts->input == NULL ||
+                           opts->output == NULL,
+                       FT_EINVAL, "build: input and output are required");
+    FT_RETURN_ERROR_IF(opts->max_key_len > FT_MAX_KEY_LEN_LIMIT, FT_EINVAL,
+                       "max_key_len %u exceeds the hard limit %u",
+                       opts->max_key_len, FT_MAX_KEY_LEN_LIMIT);
+    FT_RETURN_ERROR_IF(opts->threads < 0, FT_EINVAL,
+                       "threads %d is negative", opts->threads);
+    FT_RETURN_ERROR_IF(opts->format < FT_KEYS_AUTO ||
+                           opts->format > FT_KEYS_FTK,
+                       FT_EINVAL, "unknown input format %d", opts->format);
+
+    bk_build b;
+    memset(&b, 0, sizeof b);
+    b.o = opts;
+    b.st = stats;
+    b.errbuf = errbuf;
+    b.errlen = errlen;
+    b.t0 = b.last_progress = fti_now();
+    b.maxlen = opts->max_key_len ? opts->max_key_len : FT_MAX_KEY_LEN_DEFAULT;
+    b.threads = opts->threads ? opts->threads : fti_online_cores();
+    if (b.threads > 256)
+        b.threads = 256;
+    int is_stdin = strcmp(opts->input, "-") == 0;
+    b.name = is_stdin ? "stdin" : opts->input;
+
+    /* The memory budget: one read block (an eighth of it) plus the sorted
+     * chunks (the rest, less room for the next block's parse output). */
+    uint64_t mem = opts->max_memory ? opts->max_memory : default_memory();
+    uint64_t blk = mem / 8;
+    if (blk < BK_MIN_BLOCK)
+        blk = BK_MIN_BLOCK;
+    if (blk > BK_MAX_BLOCK)
+        blk = BK_MAX_BLOCK;
+    b.budget = mem > 4 * blk ? mem - 4 * blk : 0;
+
+    /* tmp_dir defaults to the output's directory, so runs land on the
+     * disk that must hold the index anyway. */
+    if (opts->tmp_dir) {
+        b.tmp_dir = strdup(opts->tmp_dir);
+    } else {
+        const char *slash = strrchr(opts->output, '/');
+        b.tmp_dir = slash ? strndup(opts->output,
+                                    (size_t)(slash - opts->output) +
+                                        (slash == opts->output))
+                          : strdup(".");
+    }
+    int rc = b.tmp_dir && grow_buf(&b, (size_t)blk) == FT_OK ? FT_OK
+                                                             : FT_ENOMEM;
+    if (rc == FT_OK) {
+        b.fd = is_stdin ? 0 : open(opts->input, O_RDONLY);
+        if (b.fd < 0) {
+            fti_errf(errbuf, errlen, "%s: cannot open: %s", opts->input,
+                     strerror(errno));
+            rc = FT_EIO;
+        }
+    }
+    if (rc == FT_OK) {
+        rc = build_main(&b);
+        if (!is_stdin)
+            close(b.fd);
+    }
+    if (rc == FT_ENOMEM && errbuf && errlen && !errbuf[0])
+        fti_errf(errbuf, errlen, "%s: out of memory", opts->input);
+    /* Temporary files never outlive the build, whatever happened. */
+    for (size_t i = 0; i < b.nruns; i++) {
+        unlink(b.runs[i]);
+        free(b.runs[i]);
+    }
+    free(b.runs);
+    free_chunks(&b);
+    free(b.chunks);
+    free(b.buf);
+    free(b.tmp_dir);
+    stats->seconds = fti_now() - b.t0;
+    return rc;
+}
