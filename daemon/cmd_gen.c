@@ -66,11 +66,27 @@ void ft_cli_print_key_stats(FILE *f, const ft_wl_keys_stats *st)
 int ft_cli_build_temp(char *path, size_t pathlen, const char *keys,
                       ft_build_stats *st, char *errbuf, size_t errlen)
 {
-    /* The keys-file builder (ft_build) has not landed in this tree yet. */
-    (void)path; (void)pathlen; (void)keys; (void)st;
-    snprintf(errbuf, errlen, "--keys needs the index builder (ft_build), "
-             "which this build lacks; build an index and pass --index");
-    return FT_ENOTSUP;
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(path, pathlen, "%s/flashtrie_tmp_XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        snprintf(errbuf, errlen, "%s: %s", path, strerror(errno));
+        path[0] = 0;
+        return FT_EIO;
+    }
+    close(fd);
+    ft_build_opts bo;
+    ft_build_opts_init(&bo);
+    bo.input = keys;
+    bo.output = path;
+    bo.tmp_dir = dir;
+    ft_build_stats local;
+    int rc = ft_build(st ? st : &local, &bo, errbuf, errlen);
+    if (rc) {
+        unlink(path);
+        path[0] = 0;
+    }
+    return rc;
 }
 
 static int gen_keys(int argc, char **argv)
