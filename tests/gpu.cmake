@@ -1,0 +1,5 @@
+# Tests of the GPU engine: they need a GPU and exit 77 (skipped) without one.
+ft_test(gpu_equal_test SOURCES gpu_equal_test.c LABELS gpu TIMEOUT 900)
+target_compile_options(gpu_equal_test PRIVATE -ffp-contract=off)
+add_test(NAME gpu_equal_quick_test COMMAND gpu_equal_test --quick)
+set_tests_properties(gpu_equal_quick_test PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
