@@ -86,6 +86,11 @@ typedef struct gpu_engine {
     int grid, block;
     size_t smem;
     uint64_t wmax;
+#ifdef FT_GK_PROFILE
+    double prof_a[FT_MAX_T], prof_b[FT_MAX_T]; /* cycles summed per step */
+    uint64_t prof_launches;
+    uint32_t prof_t;
+#endif
 } gpu_engine;
 
 static uint32_t pow2_at_least(uint32_t x)
@@ -188,6 +193,19 @@ static void gpu_close(ft_engine *eng)
     if (g == NULL)
         return;
     cudaSetDevice(g->device);
+#ifdef FT_GK_PROFILE
+    if (g->prof_launches) {
+        int khz = 0;
+        cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->device);
+        double us = khz ? 1e3 / khz / (double)g->prof_launches : 0;
+        fprintf(stderr, "gpu profile over %llu launches (us per launch, "
+                "CTA 0's view, clock %d MHz):\n",
+                (unsigned long long)g->prof_launches, khz / 1000);
+        for (uint32_t t = 0; t < g->prof_t; t++)
+            fprintf(stderr, "  step %2u: expand %.2f  select %.2f (each with one grid.sync)\n", t,
+                    g->prof_a[t] * us, g->prof_b[t] * us);
+    }
+#endif
     if (g->slots) {
         for (uint32_t i = 0; i < g->nslots + (uint32_t)g->has_big; i++)
             slot_free(&g->slots[i]);
@@ -500,6 +518,23 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
     e = cudaStreamSynchronize(g->stream);
     if (e != cudaSuccess)
         goto cuda_fail_e;
+#ifdef FT_GK_PROFILE
+    {
+        uint64_t mk[2 * FT_MAX_T + 2];
+        uint32_t tm = 0;
+        for (size_t i = 0; i < n; i++)
+            tm = reqs[i]->T > tm ? reqs[i]->T : tm;
+        if (cudaMemcpy(mk, g->d_prof, sizeof mk, cudaMemcpyDeviceToHost) ==
+            cudaSuccess) {
+            for (uint32_t s = 0; s < tm; s++) {
+                g->prof_a[s] += (double)(mk[1 + 2 * s] - mk[2 * s]);
+                g->prof_b[s] += (double)(mk[2 + 2 * s] - mk[1 + 2 * s]);
+            }
+            g->prof_t = tm > g->prof_t ? tm : g->prof_t;
+            g->prof_launches++;
+        }
+    }
+#endif
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         const ft_prep *p = big ? &g->big_prep : &g->preps[i];
