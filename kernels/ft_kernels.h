@@ -37,6 +37,8 @@ extern "C" {
 typedef struct ft_gk_slot {
     uint64_t *cand_key;     /* next candidates: ft_cand_key */
     uint64_t *cand_node;    /* next candidates: trie node */
+    ft_child_range *cand_cr;/* next candidates: child range (phase A) */
+    uint32_t *cand_kcut;    /* next candidates: theta_sent cut at t+1 */
     uint64_t *term_key;     /* terminal candidates of one step: ft_cand_key */
     uint64_t *term_node;    /* terminal candidates: trie node */
     ft_child_range *beam_cr;/* beam's child range, [bmax] */
@@ -51,7 +53,7 @@ typedef struct ft_gk_slot {
     uint32_t tmax;          /* positions the slot holds */
 } ft_gk_slot;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 112, "ft_gk_slot layout");
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 128, "ft_gk_slot layout");
 
 /* ft_gk_hit is one kept terminal candidate. */
 typedef struct ft_gk_hit {

@@ -190,8 +190,16 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         pos = gk_append(&st->n_next, nxt);
         if (nxt) {
             if (pos < S.cap_cand) {
+                /* The new beam's child range and theta_sent cut are
+                 * computed here, by all warps of the grid, rather than by
+                 * the one selecting CTA: their chains of dependent loads
+                 * then overlap instead of adding up. */
                 S.cand_key[pos] = key;
                 S.cand_node[pos] = u;
+                S.cand_cr[pos] = ft_children(&P.view, u);
+                S.cand_kcut[pos] = gk_kcut(q->logp + q->row[t + 1],
+                                           q->keff[t + 1], sig,
+                                           q->theta_sent);
             } else {
                 atomicOr(&q->steps[0].err, 1u);
             }
@@ -312,10 +320,20 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
                 sm.hist[b] = 0;
             __syncthreads();
             uint32_t sh = (uint32_t)d * 8u;
-            for (uint32_t i = tid; i < m; i += blockDim.x) {
-                uint64_t kk = keys[i];
-                if ((kk & pmask) == prefix)
-                    atomicAdd(&sm.hist[(kk >> sh) & 255u], 1u);
+            /* Candidates cluster in few buckets (close sigmas share their
+             * high bits): aggregate equal buckets per warp before the
+             * shared-memory atomic, else lanes serialise on one counter. */
+            uint32_t mr = (m + 31u) & ~31u;
+            for (uint32_t i = tid; i < mr; i += blockDim.x) {
+                uint32_t b = 256u; /* no bucket */
+                if (i < m) {
+                    uint64_t kk = keys[i];
+                    if ((kk & pmask) == prefix)
+                        b = (uint32_t)(kk >> sh) & 255u;
+                }
+                uint32_t peers = __match_any_sync(0xffffffffu, b);
+                if (b < 256u && (tid & 31u) == (uint32_t)(__ffs(peers) - 1))
+                    atomicAdd(&sm.hist[b], (uint32_t)__popc(peers));
             }
             __syncthreads();
             if (tid < 32) {
@@ -332,6 +350,8 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
                         incl += y;
                 }
                 uint32_t need = sm.need;
+                /* Every lane reads need before the one winner rewrites it. */
+                __syncwarp();
                 uint32_t before = incl - s;
                 if (before < need && need <= incl) {
                     uint32_t run = before;
@@ -409,18 +429,15 @@ __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
         m = (uint32_t)S.cap_cand;
     uint32_t x = gk_select_sorted(sm, S.cand_key, m, q->B);
     uint32_t t1 = t + 1;
-    const float *lp = q->logp + q->row[t1];
-    uint32_t keff = q->keff[t1];
     /* Each thread handles up to 8 consecutive beams (x <= 4096). */
     uint32_t per = (x + blockDim.x - 1) / blockDim.x;
     uint32_t j0 = threadIdx.x * per;
     uint32_t mine = 0;
     for (uint32_t j = j0; j < j0 + per && j < x; j++) {
         uint64_t key = sm.key[j];
-        uint64_t node = S.cand_node[sm.idx[j]];
         float sigma = gk_sigma_of_key(key);
-        ft_child_range cr = ft_children(&P.view, node);
-        uint32_t kcut = gk_kcut(lp, keff, sigma, q->theta_sent);
+        ft_child_range cr = S.cand_cr[sm.idx[j]];
+        uint32_t kcut = S.cand_kcut[sm.idx[j]];
         S.beam_cr[j] = cr;
         S.beam_sigma[j] = sigma;
         S.beam_kcut[j] = kcut;

@@ -12,12 +12,13 @@
  *          rejects larger beams), kmax = opts.max_k (default FT_MAX_K),
  *          tmax = opts.max_t (default FT_MAX_T);
  *   candidates: cap = min(bmax * kmax, widest trie level) entries, for the
- *          next list and for the terminal list, 16 bytes each (every
+ *          next list (52 bytes each: key, node, child range, theta_sent
+ *          cut) and for the terminal list (16 bytes each) (every
  *          candidate of one step is a distinct node of one depth, so the
  *          widest level bounds them; overflow is impossible, checked anyway);
  *   beams 48 B x bmax, history 4 B x bmax x tmax, running results
  *          2 x 32 B x 4096, hash tables 8 B x tmax x pow2(2 kmax).
- * With the defaults that is about 7 MB + 32 B x cap per slot, and
+ * With the defaults that is about 7 MB + 68 B x cap per slot, and
  * opts.max_batch (default 32) slots.  When max_k or max_t are set below the
  * SPEC maxima, one more slot sized for the maxima takes, alone, the
  * requests that do not fit the others: a valid request is never refused.
@@ -138,6 +139,9 @@ static int slot_alloc(gpu_engine *g, gpu_slot *s, uint32_t kmax,
     s->kmax = kmax;
     FT_CUDA_CHECK(cudaMalloc((void **)&d->cand_key, cap * 8));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->cand_node, cap * 8));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->cand_cr,
+                             cap * sizeof(ft_child_range)));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->cand_kcut, cap * 4));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->term_key, cap * 8));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->term_node, cap * 8));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->beam_cr,
@@ -160,6 +164,8 @@ static void slot_free(gpu_slot *s)
     ft_gk_slot *d = &s->d;
     cudaFree(d->cand_key);
     cudaFree(d->cand_node);
+    cudaFree(d->cand_cr);
+    cudaFree(d->cand_kcut);
     cudaFree(d->term_key);
     cudaFree(d->term_node);
     cudaFree(d->beam_cr);
