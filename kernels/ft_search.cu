@@ -323,17 +323,29 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
             /* Candidates cluster in few buckets (close sigmas share their
              * high bits): aggregate equal buckets per warp before the
              * shared-memory atomic, else lanes serialise on one counter. */
+            /* Four independent loads in flight per thread: the pass is
+             * bound by L2 latency, not bandwidth. */
             uint32_t mr = (m + 31u) & ~31u;
-            for (uint32_t i = tid; i < mr; i += blockDim.x) {
-                uint32_t b = 256u; /* no bucket */
-                if (i < m) {
-                    uint64_t kk = keys[i];
-                    if ((kk & pmask) == prefix)
-                        b = (uint32_t)(kk >> sh) & 255u;
+            for (uint32_t i0 = tid; i0 < mr; i0 += 4u * blockDim.x) {
+                uint64_t kk[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    uint32_t i = i0 + (uint32_t)u * blockDim.x;
+                    kk[u] = i < m ? keys[i] : ~0ull;
                 }
-                uint32_t peers = __match_any_sync(0xffffffffu, b);
-                if (b < 256u && (tid & 31u) == (uint32_t)(__ffs(peers) - 1))
-                    atomicAdd(&sm.hist[b], (uint32_t)__popc(peers));
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    uint32_t i = i0 + (uint32_t)u * blockDim.x;
+                    if (i >= mr) /* uniform per warp: mr % 32 == 0 */
+                        break;
+                    uint32_t b = 256u; /* no bucket */
+                    if (i < m && (kk[u] & pmask) == prefix)
+                        b = (uint32_t)(kk[u] >> sh) & 255u;
+                    uint32_t peers = __match_any_sync(0xffffffffu, b);
+                    if (b < 256u &&
+                        (tid & 31u) == (uint32_t)(__ffs(peers) - 1))
+                        atomicAdd(&sm.hist[b], (uint32_t)__popc(peers));
+                }
             }
             __syncthreads();
             if (tid < 32) {
@@ -378,13 +390,22 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
     if (tid == 0)
         sm.count = 0;
     __syncthreads();
-    for (uint32_t i = tid; i < m; i += blockDim.x) {
-        uint64_t kk = keys[i];
-        if (m <= lim || (kk & pmask) <= prefix) {
-            uint32_t p = atomicAdd(&sm.count, 1u);
-            if (p < FT_GK_SORT_MAX) {
-                sm.key[p] = kk;
-                sm.idx[p] = i;
+    for (uint32_t i0 = tid; i0 < m; i0 += 4u * blockDim.x) {
+        uint64_t kk[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            uint32_t i = i0 + (uint32_t)u * blockDim.x;
+            kk[u] = i < m ? keys[i] : ~0ull;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            uint32_t i = i0 + (uint32_t)u * blockDim.x;
+            if (i < m && (m <= lim || (kk[u] & pmask) <= prefix)) {
+                uint32_t p = atomicAdd(&sm.count, 1u);
+                if (p < FT_GK_SORT_MAX) {
+                    sm.key[p] = kk[u];
+                    sm.idx[p] = i;
+                }
             }
         }
     }
