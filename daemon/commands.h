@@ -6,6 +6,7 @@
 int cmd_build(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_lookup(int argc, char **argv);
+int cmd_search(int argc, char **argv);
 
 /* ft_cli_parse_u64 parses a whole decimal string; 0 on success. */
 int ft_cli_parse_u64(const char *s, unsigned long long *out);

@@ -14,6 +14,7 @@ typedef struct command {
 static const command commands[] = {
     {"info", cmd_info, "print an index's counts and section sizes"},
     {"lookup", cmd_lookup, "look keys (or prefixes) up in an index"},
+    {"search", cmd_search, "answer a JSON Lines file of search requests"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,230 @@
+/* cmd_search.c - "flashtrie search": answers a JSON Lines file of requests
+ * offline (SPEC section 7).
+ *
+ * Every input line gets exactly one output line, in input order, so that
+ * line N of the output answers line N of the input: a rejected request, a
+ * JSON syntax error and an empty line ("json: empty line") all answer with
+ * an {"error": ...} line.  The exit status is 0 however many lines were
+ * rejected; 2 for unusable arguments; 1 when the index cannot be used, the
+ * asked engine cannot start, or the output cannot be written. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "flashtrie.h"
+#include "jsonl.h"
+
+typedef struct slot {
+    ft_jsonl_req q;
+    int ok;          /* parsed; its answer is res[ri] */
+    size_t ri;
+    char error[192]; /* parse error when !ok */
+} slot;
+
+/* ensure_result makes res hold n hits of up to T tokens each. */
+static int ensure_result(ft_result *res, uint32_t n, uint32_t T)
+{
+    if (res->hits != NULL && res->cap_hits >= n && res->cap_tokens >= n * T)
+        return FT_OK;
+    uint32_t hits = res->cap_hits > n ? res->cap_hits : n;
+    ft_result_free(res);
+    return ft_result_alloc(res, hits, FT_MAX_T);
+}
+
+static const char *usage_text =
+    "usage: flashtrie search --index INDEX [--engine auto|cpu|gpu]\n"
+    "         [--threads N] [--batch N] [--max-beam N] [--no-verify]\n"
+    "         < requests.jsonl > results.jsonl\n"
+    "  answers one JSON request per input line with one result line, in\n"
+    "  input order (SPEC section 7).  --engine auto (default) uses the GPU\n"
+    "  when one is usable, else the CPU; --threads sets the CPU workers\n"
+    "  (0 = all cores); --batch sets how many lines go to the engine at\n"
+    "  once (default 32); --max-beam caps the beam (default 4096).\n";
+
+static int parse_num(const char *opt, const char *s, unsigned long long max,
+                     unsigned long long *out)
+{
+    if (ft_cli_parse_u64(s, out) || *out > max) {
+        fprintf(stderr, "flashtrie search: %s: expected 0..%llu, got '%s'\n",
+                opt, max, s);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_search(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"index", required_argument, 0, 'i'},
+        {"engine", required_argument, 0, 'e'},
+        {"threads", required_argument, 0, 't'},
+        {"batch", required_argument, 0, 'b'},
+        {"max-beam", required_argument, 0, 'm'},
+        {"no-verify", no_argument, 0, 'n'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *index = NULL, *engine = "auto";
+    unsigned long long threads = 0, batch = 32, max_beam = 0;
+    int no_verify = 0, c;
+    optind = 1;
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'i': index = optarg; break;
+        case 'e': engine = optarg; break;
+        case 't':
+            if (parse_num("--threads", optarg, 1024, &threads))
+                return 2;
+            break;
+        case 'b':
+            if (parse_num("--batch", optarg, 65536, &batch))
+                return 2;
+            if (batch == 0) {
+                fprintf(stderr, "flashtrie search: --batch: must be >= 1\n");
+                return 2;
+            }
+            break;
+        case 'm':
+            if (parse_num("--max-beam", optarg, FT_MAX_BEAM, &max_beam))
+                return 2;
+            break;
+        case 'n': no_verify = 1; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: fputs(usage_text, stderr); return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "flashtrie search: unexpected argument '%s'\n",
+                argv[optind]);
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    if (index == NULL) {
+        fprintf(stderr, "flashtrie search: --index is required\n");
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    if (strcmp(engine, "auto") && strcmp(engine, "cpu") &&
+        strcmp(engine, "gpu")) {
+        fprintf(stderr,
+                "flashtrie search: --engine: expected auto, cpu or gpu, got "
+                "'%s'\n", engine);
+        return 2;
+    }
+
+    char err[512];
+    ft_index *idx;
+    if (ft_index_open(&idx, index, no_verify ? FT_OPEN_NO_VERIFY : 0, err,
+                      sizeof err) != FT_OK) {
+        fprintf(stderr, "flashtrie search: %s\n", err);
+        return 1;
+    }
+    ft_engine_opts eo;
+    ft_engine_opts_init(&eo);
+    eo.threads = (int)threads;
+    eo.max_beam = (uint32_t)max_beam;
+    eo.max_batch = (uint32_t)(batch < 1024 ? batch : 1024);
+    ft_engine *eng = NULL;
+    int rc = FT_ENOTSUP;
+    if (strcmp(engine, "cpu") != 0) {
+        eo.kind = FT_ENGINE_GPU;
+        rc = ft_engine_open(&eng, idx, &eo, err, sizeof err);
+        if (rc != FT_OK && strcmp(engine, "gpu") == 0) {
+            fprintf(stderr, "flashtrie search: GPU engine: %s\n", err);
+            ft_index_close(idx);
+            return 1;
+        }
+    }
+    if (rc != FT_OK) {
+        eo.kind = FT_ENGINE_CPU;
+        rc = ft_engine_open(&eng, idx, &eo, err, sizeof err);
+        if (rc != FT_OK) {
+            fprintf(stderr, "flashtrie search: CPU engine: %s\n", err);
+            ft_index_close(idx);
+            return 1;
+        }
+    }
+
+    int status = 0;
+    slot *slots = calloc(batch, sizeof *slots);
+    ft_request *reqs = calloc(batch, sizeof *reqs);
+    ft_result *res = calloc(batch, sizeof *res);
+    if (!slots || !reqs || !res) {
+        fprintf(stderr, "flashtrie search: out of memory\n");
+        status = 1;
+        goto done;
+    }
+    for (size_t i = 0; i < batch; i++)
+        ft_jsonl_req_init(&slots[i].q);
+    char *line = NULL;
+    size_t cap = 0;
+    int eof = 0;
+    while (!eof) {
+        size_t n = 0, m = 0;
+        while (n < batch) {
+            ssize_t len = getline(&line, &cap, stdin);
+            if (len < 0) {
+                eof = 1;
+                break;
+            }
+            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+                line[--len] = 0;
+            slot *s = &slots[n++];
+            rc = ft_jsonl_parse(&s->q, line, (size_t)len, s->error,
+                                sizeof s->error);
+            s->ok = rc == FT_OK;
+            if (s->ok) {
+                uint32_t nres = s->q.req.results ? s->q.req.results
+                                                 : s->q.req.beam;
+                if (ensure_result(&res[m], nres, s->q.req.T) != FT_OK) {
+                    s->ok = 0;
+                    snprintf(s->error, sizeof s->error,
+                             "request: out of memory");
+                    continue;
+                }
+                s->ri = m;
+                reqs[m++] = s->q.req;
+            }
+        }
+        if (m > 0) {
+            rc = ft_engine_search_batch(eng, reqs, m, res);
+            if (rc != FT_OK) {
+                fprintf(stderr, "flashtrie search: %s engine failed: %s\n",
+                        ft_engine_name(eng), ft_strerror(rc));
+                status = 1;
+                break;
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            slot *s = &slots[i];
+            int wrc = s->ok ? ft_jsonl_write_result(stdout, &s->q, &res[s->ri])
+                            : ft_jsonl_write_error(stdout, &s->q, s->error);
+            if (wrc != FT_OK) {
+                fprintf(stderr, "flashtrie search: cannot write the output\n");
+                status = 1;
+                eof = 1;
+                break;
+            }
+        }
+    }
+    free(line);
+    if (fflush(stdout) != 0 && status == 0) {
+        fprintf(stderr, "flashtrie search: cannot write the output\n");
+        status = 1;
+    }
+done:
+    if (slots)
+        for (size_t i = 0; i < batch; i++)
+            ft_jsonl_req_free(&slots[i].q);
+    if (res)
+        for (size_t i = 0; i < batch; i++)
+            ft_result_free(&res[i]);
+    free(slots);
+    free(reqs);
+    free(res);
+    ft_engine_close(eng);
+    ft_index_close(idx);
+    return status;
+}

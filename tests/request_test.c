@@ -1,0 +1,166 @@
+/*
+ * request_test.c - ft_request_validate against every rule of SPEC section
+ * 3: each violation gives FT_EREQUEST and exactly the expected message, and
+ * the same message comes back through ft_engine_search on a CPU engine.
+ */
+#include <math.h>
+
+#include "search_util.h"
+
+static uint32_t toks[FT_MAX_T * FT_MAX_K + FT_MAX_K];
+static float lps[FT_MAX_T * FT_MAX_K + FT_MAX_K];
+
+static ft_request base(uint32_t T, uint32_t K)
+{
+    ft_request q;
+    ft_request_init(&q);
+    q.T = T;
+    q.K = K;
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t k = 0; k < K; k++) {
+            toks[t * K + k] = k * 7 + 1;
+            lps[t * K + k] = -(float)k;
+        }
+    q.tokens = toks;
+    q.logp = lps;
+    return q;
+}
+
+static ft_engine *eng;
+static ft_result res;
+
+static void reject(const ft_request *q, uint32_t max_beam, const char *want)
+{
+    char err[160] = "";
+    FT_FAIL(ft_request_validate(q, max_beam, err, sizeof err), FT_EREQUEST);
+    FT_CHECK_STR(err, want);
+    if (max_beam == 0) { /* the engine reports the same */
+        FT_FAIL(ft_engine_search(eng, q, &res), FT_EREQUEST);
+        FT_CHECK_STR(res.error, want);
+        FT_CHECK_EQ_U64(res.n, 0);
+    }
+}
+
+static void accept(const ft_request *q, uint32_t max_beam)
+{
+    char err[160] = "";
+    int rc = ft_request_validate(q, max_beam, err, sizeof err);
+    if (rc != FT_OK)
+        fprintf(stderr, "unexpected: %s\n", err);
+    FT_PASS(rc);
+}
+
+int main(void)
+{
+    char path[] = "/tmp/ft_request_test_XXXXXX";
+    int fd = mkstemp(path);
+    FT_CHECK(fd >= 0);
+    close(fd);
+    su_key k = {1, {1}, 5};
+    ft_index *idx;
+    su_build(&k, 1, path, &idx);
+    ft_engine_opts o;
+    ft_engine_opts_init(&o);
+    o.threads = 2;
+    char err[256];
+    FT_PASS(ft_engine_open(&eng, idx, &o, err, sizeof err));
+    FT_PASS(ft_result_alloc(&res, FT_MAX_RESULTS, FT_MAX_T));
+
+    ft_request q = base(1, 1);
+    accept(&q, 0);
+    q = base(64, 4096);
+    accept(&q, 0);
+    q = base(0, 3);
+    reject(&q, 0, "tokens: the grid must have 1..64 positions, got 0");
+    q = base(65, 3);
+    reject(&q, 0, "tokens: the grid must have 1..64 positions, got 65");
+    q = base(2, 0);
+    reject(&q, 0, "tokens: each position must have 1..4096 proposals, got 0");
+    q = base(2, 4097);
+    reject(&q, 0,
+           "tokens: each position must have 1..4096 proposals, got 4097");
+    q = base(2, 3);
+    q.tokens = NULL;
+    reject(&q, 0, "tokens: missing");
+    q = base(2, 3);
+    q.logp = NULL;
+    reject(&q, 0, "logp: missing");
+    q = base(2, 3);
+    q.beam = 0;
+    reject(&q, 0, "beam: must be 1..4096, got 0");
+    q.beam = 4097;
+    reject(&q, 0, "beam: must be 1..4096, got 4097");
+    q.beam = 4096;
+    accept(&q, 0);
+    q.beam = 101;
+    reject(&q, 100, "beam: 101 exceeds this server's cap of 100");
+    q.beam = 100;
+    accept(&q, 100);
+    q = base(2, 3);
+    q.results = 4097;
+    reject(&q, 0, "results: must be 1..4096, got 4097");
+    q.results = 4096;
+    accept(&q, 0);
+    q = base(2, 3);
+    q.theta_tok = NAN;
+    reject(&q, 0, "theta_tok: not a number");
+    q.theta_tok = INFINITY; /* valid: nothing passes */
+    accept(&q, 0);
+    q = base(2, 3);
+    q.theta_sent = NAN;
+    reject(&q, 0, "theta_sent: not a number");
+    q = base(2, 3);
+    q.alpha = -0.1;
+    reject(&q, 0, "alpha: must be 0..10, got -0.10000000000000001");
+    q.alpha = 10.5;
+    reject(&q, 0, "alpha: must be 0..10, got 10.5");
+    q.alpha = NAN;
+    reject(&q, 0, "alpha: must be 0..10, got nan");
+    q.alpha = 0;
+    accept(&q, 0);
+    q.alpha = 10;
+    accept(&q, 0);
+    q = base(3, 5);
+    lps[2 * 5 + 4] = INFINITY;
+    reject(&q, 0, "logp: position 2, proposal 4: not finite");
+    q = base(3, 5);
+    lps[1 * 5 + 0] = NAN;
+    reject(&q, 0, "logp: position 1, proposal 0: not finite");
+    q = base(3, 5);
+    lps[0] = -INFINITY;
+    reject(&q, 0, "logp: position 0, proposal 0: not finite");
+    q = base(3, 5);
+    toks[2 * 5 + 3] = toks[2 * 5 + 1];
+    reject(&q, 0,
+           "tokens: position 2: token 8 appears twice (proposals 1 and 3)");
+    q = base(1, 4096); /* the same token at different positions is fine */
+    accept(&q, 0);
+    /* a rejected request does not poison its batch neighbours */
+    ft_request qs[3] = {base(1, 2), base(1, 2), base(1, 2)};
+    qs[1].beam = 0;
+    ft_result rs[3];
+    for (int i = 0; i < 3; i++)
+        FT_PASS(ft_result_alloc(&rs[i], 100, 1));
+    toks[0] = 1; /* the key */
+    FT_PASS(ft_engine_search_batch(eng, qs, 3, rs));
+    FT_CHECK_EQ_U64(rs[0].status, FT_OK);
+    FT_CHECK_EQ_U64(rs[0].n, 1);
+    FT_CHECK_EQ_U64(rs[0].hits[0].value, 5);
+    FT_CHECK_EQ_U64(rs[1].status, FT_EREQUEST);
+    FT_CHECK_STR(rs[1].error, "beam: must be 1..4096, got 0");
+    FT_CHECK_EQ_U64(rs[2].status, FT_OK);
+    FT_CHECK_EQ_U64(rs[2].n, 1);
+    /* a result buffer too small is the request's error, not a crash */
+    ft_request big = base(1, 2);
+    big.beam = 200;
+    FT_FAIL(ft_engine_search(eng, &big, &rs[0]), FT_ELIMIT);
+    for (int i = 0; i < 3; i++)
+        ft_result_free(&rs[i]);
+
+    ft_result_free(&res);
+    ft_engine_close(eng);
+    ft_index_close(idx);
+    unlink(path);
+    printf("request_test: ok\n");
+    return 0;
+}
