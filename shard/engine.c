@@ -5,15 +5,10 @@
  */
 #include "search.h"
 
-/* ft_gpu_engine_open's weak default lets builds without the GPU engine
- * link; shard/gpu_engine.c (when present) overrides it with the real one. */
-__attribute__((weak)) int ft_gpu_engine_open(ft_engine *eng, char *errbuf,
-                                             size_t errlen)
-{
-    (void)eng;
-    fti_errf(errbuf, errlen, "this build has no GPU engine");
-    return FT_ENOTSUP;
-}
+/* ft_gpu_engine_open lives in gpu_engine.c, which every build compiles (it
+ * answers FT_ENOTSUP without CUDA).  No weak default here: in a static
+ * library a weak definition in engine.o satisfies the reference, so the
+ * linker would never pull gpu_engine.o out of the archive. */
 
 void ft_engine_opts_init(ft_engine_opts *opts)
 {

@@ -1,0 +1,172 @@
+/*
+ * ft_kernels.h - the contract between the GPU engine's host side
+ * (shard/gpu_engine.c, C11) and the device code (kernels/\*.cu).
+ *
+ * Only plain structs and C-callable launchers live here.  Every struct that
+ * crosses the host/device boundary has its size and field offsets pinned by
+ * static asserts, so a change on one side cannot silently shift the other.
+ *
+ * One launch answers a batch of requests.  The host packs, per request, a
+ * descriptor (ft_gk_req), the proposal rows cut at keff (tokens and logp, k
+ * after the stable sort), and a zeroed per-step counter block into one
+ * input region that travels in one copy; the kernel writes each request's
+ * results into its part of one output region that travels back in one copy.
+ * Arenas (candidates, beams, history, hash tables) belong to slots that are
+ * allocated once at engine open; a request rides in one slot.
+ */
+#ifndef FT_KERNELS_H
+#define FT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nav.h"
+
+#ifdef __cplusplus
+#define FT_GK_STATIC_ASSERT(c, m) static_assert(c, m)
+extern "C" {
+#else
+#define FT_GK_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
+#define FT_GK_MAX_T 64u
+#define FT_GK_LIST_MAX 4096u /* most beams or results one request keeps */
+#define FT_GK_WARP_ITEM 32u  /* proposals or children per expansion item */
+
+/* ft_gk_slot holds one slot's device arenas (device pointers). */
+typedef struct ft_gk_slot {
+    uint64_t *cand_key;     /* next candidates: ft_cand_key */
+    uint64_t *cand_node;    /* next candidates: trie node */
+    ft_child_range *cand_cr;/* next candidates: child range (phase A) */
+    uint32_t *cand_kcut;    /* next candidates: theta_sent cut at t+1 */
+    uint64_t *term_key;     /* terminal candidates of one step: ft_cand_key */
+    uint64_t *term_node;    /* terminal candidates: trie node */
+    ft_child_range *beam_cr;/* beam's child range, [bmax] */
+    float *beam_sigma;      /* [bmax] */
+    uint32_t *beam_kcut;    /* proposals that pass theta_sent, [bmax] */
+    uint32_t *beam_cstart;  /* first expansion item of the beam, [bmax] */
+    uint32_t *hist;         /* [t * bmax + rank] = parent rank << 16 | k */
+    void *run[2];           /* running best results, ft_gk_hit [4096] each */
+    uint64_t *hash;         /* token -> k tables, one per position */
+    uint64_t cap_cand;      /* entries of cand_* and of term_* */
+    uint32_t bmax;          /* beams the slot holds */
+    uint32_t tmax;          /* positions the slot holds */
+} ft_gk_slot;
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 128, "ft_gk_slot layout");
+
+/* ft_gk_hit is one kept terminal candidate. */
+typedef struct ft_gk_hit {
+    uint64_t skey;  /* ft_score_key(score) */
+    uint64_t node;
+    double score;
+    float sigma;
+    uint32_t order; /* ft_order(t, r, k) */
+} ft_gk_hit;
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_hit) == 32, "ft_gk_hit layout");
+FT_GK_STATIC_ASSERT(offsetof(ft_gk_hit, sigma) == 24, "ft_gk_hit layout");
+
+/* Per request and step counters (zeroed by the host, in the input). */
+typedef struct ft_gk_step {
+    uint32_t n_next;  /* next candidates appended */
+    uint32_t n_term;  /* terminal candidates appended */
+    uint32_t n_beam;  /* beams entering this step (set by the step before) */
+    uint32_t n_items; /* expansion items of this step */
+    uint32_t n_run;   /* running results after this step */
+    uint32_t err;     /* step 0 only: an arena overflowed (a bug) */
+    uint32_t pad_[2];
+} ft_gk_step;
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_step) == 32, "ft_gk_step layout");
+
+/* ft_gk_out_head starts each request's output: then n ft_gk_out_hit, then
+ * n * T tokens (hit j's tokens at j * T). */
+typedef struct ft_gk_out_head {
+    uint32_t n;     /* results */
+    uint32_t err;   /* non-zero: an arena overflowed (a bug); no result */
+} ft_gk_out_head;
+
+typedef struct ft_gk_out_hit {
+    uint64_t node;
+    double score;
+    float sigma;
+    uint32_t order;
+    uint32_t len;
+    uint32_t pad_;
+} ft_gk_out_hit;
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_out_head) == 8, "ft_gk_out_head layout");
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_out_hit) == 32, "ft_gk_out_hit layout");
+
+/* ft_gk_req describes one request of a batch (lives in device memory). */
+typedef struct ft_gk_req {
+    uint32_t T, B, n;       /* positions, beam width, results */
+    float theta_sent;
+    uint32_t rows_total;    /* row[T] */
+    uint32_t kcut0;         /* root proposals passing theta_sent */
+    uint32_t items0;        /* expansion items of step 0 */
+    uint32_t pad0_;
+    ft_child_range root;    /* the root's children */
+    uint32_t keff[FT_GK_MAX_T];      /* proposals with logp > theta_tok */
+    uint32_t row[FT_GK_MAX_T + 1];   /* first element of position t's row */
+    uint32_t hoff[FT_GK_MAX_T];      /* hash table of position t in slot */
+    uint32_t hmask[FT_GK_MAX_T];     /* its size - 1 (a power of two) */
+    uint32_t pad1_[3];
+    double F[FT_GK_MAX_T + 1];       /* length normalisation, host pow */
+    double pad2_;
+    const uint32_t *tok;    /* rows: tok[row[t] + k] */
+    const float *logp;      /* rows: logp[row[t] + k] */
+    ft_gk_step *steps;      /* [T] */
+    ft_gk_out_head *out;    /* then hits, then tokens */
+    ft_gk_slot slot;
+} ft_gk_req;
+
+FT_GK_STATIC_ASSERT(offsetof(ft_gk_req, root) == 32, "ft_gk_req layout");
+FT_GK_STATIC_ASSERT(offsetof(ft_gk_req, F) % 8 == 0, "ft_gk_req layout");
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_req) % 16 == 0, "ft_gk_req layout");
+
+/* ft_gk_params is the kernel's one argument, passed by value. */
+typedef struct ft_gk_params {
+    ft_trie_view view;      /* device pointers */
+    ft_gk_req *reqs;        /* [nreq] */
+    uint32_t nreq;
+    uint32_t epoch;         /* hash table generation, 1 .. 2^20-1 */
+    uint64_t *prof;         /* FT_GK_PROFILE builds: clock64 marks, or NULL */
+} ft_gk_params;
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 24,
+                    "ft_gk_params layout");
+
+/* ft_gk_sel_key and friends: expansion path choice shared by host (step 0)
+ * and device.  The hash path (iterate children, look proposals up) is taken
+ * when the beam has fewer children than passing proposals; position 0 has
+ * no table (it is built during step 0). */
+FT_HD uint32_t ft_gk_use_hash(uint32_t t, uint64_t deg, uint32_t kcut)
+{
+    return t > 0 && deg < (uint64_t)kcut;
+}
+
+FT_HD uint32_t ft_gk_items(uint32_t t, uint64_t deg, uint32_t kcut)
+{
+    uint64_t len = ft_gk_use_hash(t, deg, kcut) ? deg : kcut;
+    if (deg == 0)
+        len = 0;
+    return (uint32_t)((len + FT_GK_WARP_ITEM - 1) / FT_GK_WARP_ITEM);
+}
+
+/* ft_gk_config reports the launch shape: threads per block, dynamic shared
+ * memory and the cooperative grid (occupancy x SMs) on the current
+ * device.  Returns a cudaError_t as int (0 = success). */
+int ft_gk_config(int *grid, int *block, size_t *smem);
+
+/* ft_gk_launch launches the search kernel for a batch on stream (a
+ * cudaStream_t).  Returns a cudaError_t as int. */
+int ft_gk_launch(const ft_gk_params *p, int grid, int block, size_t smem,
+                 void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FT_KERNELS_H */

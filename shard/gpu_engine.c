@@ -1,0 +1,628 @@
+/*
+ * gpu_engine.c - the host side of the GPU engine.
+ *
+ * At open: pick the device, copy the trie sections the search walks (not
+ * the values nor terminal ranks: values stay in host memory and are
+ * attached by ft_result_put_hit) to device memory once, and allocate every
+ * arena a search needs, so that a search allocates nothing.
+ *
+ * Slots.  A batch position is a slot; each slot owns its arenas, sized from
+ * the engine options:
+ *   bmax = opts.max_beam (default and cap FT_MAX_BEAM; the validator
+ *          rejects larger beams), kmax = opts.max_k (default FT_MAX_K),
+ *          tmax = opts.max_t (default FT_MAX_T);
+ *   candidates: cap = min(bmax * kmax, widest trie level) entries, for the
+ *          next list (52 bytes each: key, node, child range, theta_sent
+ *          cut) and for the terminal list (16 bytes each) (every
+ *          candidate of one step is a distinct node of one depth, so the
+ *          widest level bounds them; overflow is impossible, checked anyway);
+ *   beams 48 B x bmax, history 4 B x bmax x tmax, running results
+ *          2 x 32 B x 4096, hash tables 8 B x tmax x pow2(2 kmax).
+ * With the defaults that is about 7 MB + 68 B x cap per slot, and
+ * opts.max_batch (default 32) slots.  When max_k or max_t are set below the
+ * SPEC maxima, one more slot sized for the maxima takes, alone, the
+ * requests that do not fit the others: a valid request is never refused.
+ *
+ * A search: prepare every request on the host (ft_prep_fill), pack
+ * descriptors, proposal rows and zeroed step counters into one pinned
+ * buffer, one copy in, one cooperative launch for the whole batch (all T
+ * steps), one copy out, then assemble the results.  A CUDA error marks the
+ * engine failed; its requests get FT_ECUDA, never a partial result.
+ */
+#include "search.h"
+
+#ifndef FT_HAVE_CUDA
+
+int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
+{
+    (void)eng;
+    fti_errf(errbuf, errlen, "this build has no GPU engine (built without "
+                             "CUDA)");
+    return FT_ENOTSUP;
+}
+
+#else
+
+#include <cuda_runtime.h>
+
+#include "ft_kernels.h"
+
+/* FT_CUDA_CHECK logs a failed CUDA call with its message, clears the
+ * sticky-free error state and returns FT_ECUDA. */
+#define FT_CUDA_CHECK(call)                                                   \
+    do {                                                                      \
+        cudaError_t e_ = (call);                                              \
+        if (e_ != cudaSuccess) {                                              \
+            FT_ERROR("CUDA: %s failed: %s", #call, cudaGetErrorString(e_));   \
+            (void)cudaGetLastError();                                         \
+            return FT_ECUDA;                                                  \
+        }                                                                     \
+    } while (0)
+
+#define ALIGN16(x) (((x) + 15u) & ~(size_t)15u)
+
+typedef struct gpu_slot {
+    ft_gk_slot d;
+    uint32_t kmax;
+} gpu_slot;
+
+typedef struct gpu_engine {
+    int device;
+    cudaStream_t stream;
+    ft_trie_view view;          /* device pointers */
+    void *dsec[FT_SEC_COUNT];
+    uint32_t nslots;            /* batch slots (max_batch) */
+    uint32_t bmax, kmax, tmax;
+    gpu_slot *slots;            /* nslots (+1 big slot) */
+    int has_big;
+    ft_prep *preps;             /* nslots */
+    ft_prep big_prep;
+    unsigned char *h_in, *d_in; /* pinned / device input region */
+    size_t in_cap;
+    unsigned char *h_out, *d_out;
+    size_t out_cap;
+    uint64_t *d_prof;
+    size_t hash_bytes;          /* per slot of kmax/tmax; big slot aside */
+    uint32_t epoch;
+    int grid, block;
+    size_t smem;
+    uint64_t wmax;
+#ifdef FT_GK_PROFILE
+    double prof_a[FT_MAX_T], prof_b[FT_MAX_T]; /* cycles summed per step */
+    uint64_t prof_launches;
+    uint32_t prof_t;
+#endif
+} gpu_engine;
+
+static uint32_t pow2_at_least(uint32_t x)
+{
+    uint32_t p = 32;
+    while (p < x)
+        p <<= 1;
+    return p;
+}
+
+/* Widest level of the trie (depth >= 1): bounds the candidates of a step. */
+static uint64_t widest_level(const ft_trie *t)
+{
+    const ft_trie_view *v = &t->view;
+    uint64_t a = 0, b = 1, w = 1;
+    for (uint32_t d = 0; d <= t->max_depth + 1 && a < b; d++) {
+        ft_child_range ca = ft_children(v, a);
+        ft_child_range cb = ft_children(v, b - 1);
+        uint64_t na = ca.first, nb = cb.first + cb.deg;
+        if (nb <= na)
+            break;
+        if (nb - na > w)
+            w = nb - na;
+        a = na;
+        b = nb;
+    }
+    return w;
+}
+
+static size_t slot_hash_entries(uint32_t kmax, uint32_t tmax)
+{
+    return (size_t)tmax * pow2_at_least(2 * kmax);
+}
+
+static int slot_alloc(gpu_engine *g, gpu_slot *s, uint32_t kmax,
+                      uint32_t tmax)
+{
+    ft_gk_slot *d = &s->d;
+    uint64_t cap = (uint64_t)g->bmax * kmax;
+    if (cap > g->wmax)
+        cap = g->wmax;
+    d->cap_cand = cap;
+    d->bmax = g->bmax;
+    d->tmax = tmax;
+    s->kmax = kmax;
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->cand_key, cap * 8));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->cand_node, cap * 8));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->cand_cr,
+                             cap * sizeof(ft_child_range)));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->cand_kcut, cap * 4));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->term_key, cap * 8));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->term_node, cap * 8));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->beam_cr,
+                             (size_t)g->bmax * sizeof(ft_child_range)));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->beam_sigma, (size_t)g->bmax * 4));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->beam_kcut, (size_t)g->bmax * 4));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->beam_cstart, (size_t)g->bmax * 4));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->hist, (size_t)g->bmax * tmax * 4));
+    for (int i = 0; i < 2; i++)
+        FT_CUDA_CHECK(cudaMalloc(&d->run[i],
+                                 FT_GK_LIST_MAX * sizeof(ft_gk_hit)));
+    size_t he = slot_hash_entries(kmax, tmax);
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->hash, he * 8));
+    FT_CUDA_CHECK(cudaMemset(d->hash, 0, he * 8));
+    return FT_OK;
+}
+
+static void slot_free(gpu_slot *s)
+{
+    ft_gk_slot *d = &s->d;
+    cudaFree(d->cand_key);
+    cudaFree(d->cand_node);
+    cudaFree(d->cand_cr);
+    cudaFree(d->cand_kcut);
+    cudaFree(d->term_key);
+    cudaFree(d->term_node);
+    cudaFree(d->beam_cr);
+    cudaFree(d->beam_sigma);
+    cudaFree(d->beam_kcut);
+    cudaFree(d->beam_cstart);
+    cudaFree(d->hist);
+    cudaFree(d->run[0]);
+    cudaFree(d->run[1]);
+    cudaFree(d->hash);
+    memset(d, 0, sizeof *d);
+}
+
+/* Bytes of input and output one request of a slot can need. */
+static size_t req_in_bytes(uint32_t kmax, uint32_t tmax)
+{
+    return ALIGN16(sizeof(ft_gk_req)) + ALIGN16((size_t)tmax * kmax * 4) * 2 +
+           ALIGN16((size_t)tmax * sizeof(ft_gk_step));
+}
+
+static size_t req_out_bytes(uint32_t tmax)
+{
+    return ALIGN16(sizeof(ft_gk_out_head) +
+                   (size_t)FT_GK_LIST_MAX * sizeof(ft_gk_out_hit) +
+                   (size_t)FT_GK_LIST_MAX * tmax * 4);
+}
+
+static void gpu_close(ft_engine *eng)
+{
+    gpu_engine *g = eng->impl;
+    if (g == NULL)
+        return;
+    cudaSetDevice(g->device);
+#ifdef FT_GK_PROFILE
+    if (g->prof_launches) {
+        int khz = 0;
+        cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->device);
+        double us = khz ? 1e3 / khz / (double)g->prof_launches : 0;
+        fprintf(stderr, "gpu profile over %llu launches (us per launch, "
+                "CTA 0's view, clock %d MHz):\n",
+                (unsigned long long)g->prof_launches, khz / 1000);
+        for (uint32_t t = 0; t < g->prof_t; t++)
+            fprintf(stderr, "  step %2u: expand %.2f  select %.2f (each with one grid.sync)\n", t,
+                    g->prof_a[t] * us, g->prof_b[t] * us);
+    }
+#endif
+    if (g->slots) {
+        for (uint32_t i = 0; i < g->nslots + (uint32_t)g->has_big; i++)
+            slot_free(&g->slots[i]);
+        free(g->slots);
+    }
+    if (g->preps) {
+        for (uint32_t i = 0; i < g->nslots; i++)
+            ft_prep_free(&g->preps[i]);
+        free(g->preps);
+    }
+    ft_prep_free(&g->big_prep);
+    for (int i = 0; i < FT_SEC_COUNT; i++)
+        cudaFree(g->dsec[i]);
+    cudaFree(g->d_in);
+    cudaFree(g->d_out);
+    cudaFree(g->d_prof);
+    cudaFreeHost(g->h_in);
+    cudaFreeHost(g->h_out);
+    if (g->stream)
+        cudaStreamDestroy(g->stream);
+    free(g);
+    eng->impl = NULL;
+}
+
+static int gpu_search_batch(ft_engine *eng, const ft_request *const *reqs,
+                            ft_result *const *res, size_t n);
+
+static const ft_engine_ops gpu_ops = {"gpu", gpu_search_batch, gpu_close};
+
+/* Copies the sections the kernels read and points the device view at them. */
+static int copy_trie(gpu_engine *g, const ft_trie *t)
+{
+    static const int need[] = {FT_SEC_LOUDS,     FT_SEC_LOUDS_RANK,
+                               FT_SEC_LOUDS_SEL0, FT_SEC_LABEL_LO,
+                               FT_SEC_HIGH,      FT_SEC_HIGH_RANK,
+                               FT_SEC_LABEL_HI,  FT_SEC_FLAGS};
+    g->view = t->view;
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        int s = need[i];
+        size_t bytes = t->sec_bytes[s];
+        /* A spare zeroed tail: navigation may read one word past a vector. */
+        FT_CUDA_CHECK(cudaMalloc(&g->dsec[s], bytes + 64));
+        FT_CUDA_CHECK(cudaMemset(g->dsec[s], 0, bytes + 64));
+        if (bytes)
+            FT_CUDA_CHECK(cudaMemcpy(g->dsec[s], t->sec[s], bytes,
+                                     cudaMemcpyHostToDevice));
+    }
+    g->view.louds = g->dsec[FT_SEC_LOUDS];
+    g->view.louds_rank = g->dsec[FT_SEC_LOUDS_RANK];
+    g->view.louds_sel0 = g->dsec[FT_SEC_LOUDS_SEL0];
+    g->view.label_lo = g->dsec[FT_SEC_LABEL_LO];
+    g->view.high = g->dsec[FT_SEC_HIGH];
+    g->view.high_rank = g->dsec[FT_SEC_HIGH_RANK];
+    g->view.label_hi = g->dsec[FT_SEC_LABEL_HI];
+    g->view.flags = g->dsec[FT_SEC_FLAGS];
+    return FT_OK;
+}
+
+static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
+                    size_t errlen)
+{
+    const ft_trie *t = &eng->idx->trie;
+    const ft_engine_opts *o = &eng->opts;
+    int rc;
+    FT_CUDA_CHECK(cudaSetDevice(g->device));
+    FT_CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream,
+                                            cudaStreamNonBlocking));
+    int coop = 0;
+    FT_CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch,
+                                         g->device));
+    FT_RETURN_ERROR_IF(!coop, FT_ENODEV,
+                       "GPU %d does not support cooperative launches",
+                       g->device);
+    int e = ft_gk_config(&g->grid, &g->block, &g->smem);
+    if (e != 0) {
+        FT_ERROR("CUDA: kernel configuration failed: %s",
+                 cudaGetErrorString((cudaError_t)e));
+        (void)cudaGetLastError();
+        fti_errf(errbuf, errlen, "GPU %d: kernel configuration failed: %s",
+                 g->device, cudaGetErrorString((cudaError_t)e));
+        return FT_ECUDA;
+    }
+    if ((rc = copy_trie(g, t)) != FT_OK)
+        return rc;
+    g->wmax = widest_level(t);
+    g->nslots = o->max_batch ? o->max_batch : 32;
+    if (g->nslots > FT_ENGINE_CHUNK)
+        g->nslots = FT_ENGINE_CHUNK;
+    g->bmax = o->max_beam && o->max_beam < FT_MAX_BEAM ? o->max_beam
+                                                        : FT_MAX_BEAM;
+    g->kmax = o->max_k && o->max_k < FT_MAX_K ? o->max_k : FT_MAX_K;
+    g->tmax = o->max_t && o->max_t < FT_MAX_T ? o->max_t : FT_MAX_T;
+    g->has_big = g->kmax < FT_MAX_K || g->tmax < FT_MAX_T;
+    uint32_t ns = g->nslots + (uint32_t)g->has_big;
+    g->slots = calloc(ns, sizeof *g->slots);
+    g->preps = calloc(g->nslots, sizeof *g->preps);
+    if (!g->slots || !g->preps)
+        return FT_ENOMEM;
+    for (uint32_t i = 0; i < g->nslots; i++) {
+        if ((rc = slot_alloc(g, &g->slots[i], g->kmax, g->tmax)) != FT_OK)
+            goto cuda_fail;
+        if ((rc = ft_prep_init(&g->preps[i], g->tmax, g->kmax)) != FT_OK)
+            return rc;
+    }
+    if (g->has_big) {
+        if ((rc = slot_alloc(g, &g->slots[g->nslots], FT_MAX_K, FT_MAX_T)) !=
+            FT_OK)
+            goto cuda_fail;
+        if ((rc = ft_prep_init(&g->big_prep, FT_MAX_T, FT_MAX_K)) != FT_OK)
+            return rc;
+    }
+    g->in_cap = (size_t)g->nslots * req_in_bytes(g->kmax, g->tmax);
+    if (g->in_cap < req_in_bytes(FT_MAX_K, FT_MAX_T))
+        g->in_cap = req_in_bytes(FT_MAX_K, FT_MAX_T);
+    g->out_cap = (size_t)g->nslots * req_out_bytes(g->tmax);
+    if (g->out_cap < req_out_bytes(FT_MAX_T))
+        g->out_cap = req_out_bytes(FT_MAX_T);
+    if (cudaMallocHost((void **)&g->h_in, g->in_cap) != cudaSuccess ||
+        cudaMallocHost((void **)&g->h_out, g->out_cap) != cudaSuccess ||
+        cudaMalloc((void **)&g->d_in, g->in_cap) != cudaSuccess ||
+        cudaMalloc((void **)&g->d_out, g->out_cap) != cudaSuccess ||
+        cudaMalloc((void **)&g->d_prof, 1024 * 8) != cudaSuccess) {
+        rc = FT_ECUDA;
+        goto cuda_fail;
+    }
+    g->epoch = 0;
+    size_t mem_free = 0, mem_total = 0;
+    cudaMemGetInfo(&mem_free, &mem_total);
+    FT_INFO("GPU engine on device %d: %u slots (beam %u, K %u, T %u%s), "
+            "candidate cap %llu per slot, grid %d x %d, %zu B shared, "
+            "%.1f GiB free of %.1f", g->device, g->nslots, g->bmax, g->kmax,
+            g->tmax, g->has_big ? ", one big slot" : "",
+            (unsigned long long)g->slots[0].d.cap_cand, g->grid, g->block,
+            g->smem, mem_free / 1073741824.0, mem_total / 1073741824.0);
+    return FT_OK;
+cuda_fail:
+    (void)cudaGetLastError();
+    fti_errf(errbuf, errlen, "GPU %d: allocating the search arenas failed "
+             "(%u slots of beam %u, K %u, T %u): lower max_batch, max_k or "
+             "max_t", g->device, g->nslots, g->bmax, g->kmax, g->tmax);
+    return rc == FT_ENOMEM ? FT_ENOMEM : FT_ECUDA;
+}
+
+int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        fti_errf(errbuf, errlen, "no usable GPU: %s",
+                 e != cudaSuccess ? cudaGetErrorString(e)
+                                  : "no CUDA device found");
+        return FT_ENODEV;
+    }
+    FT_RETURN_ERROR_IF(eng->opts.device < 0 || eng->opts.device >= count,
+                       FT_ENODEV, "device: GPU %d does not exist (%d found)",
+                       eng->opts.device, count);
+    gpu_engine *g = calloc(1, sizeof *g);
+    if (g == NULL)
+        return FT_ENOMEM;
+    g->device = eng->opts.device;
+    eng->impl = g;
+    eng->ops = &gpu_ops;
+    int rc = gpu_open(g, eng, errbuf, errlen);
+    if (rc != FT_OK) {
+        if (errbuf && errlen && errbuf[0] == 0)
+            fti_errf(errbuf, errlen, "GPU %d: opening the engine failed: %s",
+                     g->device, ft_strerror(rc));
+        gpu_close(eng);
+        eng->ops = NULL;
+        return rc;
+    }
+    return FT_OK;
+}
+
+/* ---- search ----------------------------------------------------------- */
+
+/* Output bytes one prepared request takes. */
+static size_t out_bytes(const ft_prep *p)
+{
+    return ALIGN16(sizeof(ft_gk_out_head) +
+                   (size_t)p->results * sizeof(ft_gk_out_hit) +
+                   (size_t)p->results * p->T * 4);
+}
+
+/* Packs one prepared request: its descriptor into q (host side of the
+ * descriptor array), its rows and step counters at *in_off; reserves its
+ * output at *out_off. */
+static void pack_req(gpu_engine *g, ft_gk_req *q, const ft_prep *p,
+                     const gpu_slot *slot, const ft_child_range *root,
+                     size_t *in_off, size_t *out_off)
+{
+    size_t off = *in_off;
+    memset(q, 0, sizeof *q);
+    q->T = p->T;
+    q->B = p->beam;
+    q->n = p->results;
+    q->theta_sent = p->theta_sent;
+    uint32_t rows = 0;
+    uint32_t hoff = 0;
+    uint32_t hstride = pow2_at_least(2 * slot->kmax);
+    for (uint32_t s = 0; s < p->T; s++) {
+        q->keff[s] = p->keff[s];
+        q->row[s] = rows;
+        rows += p->keff[s];
+        q->hoff[s] = hoff;
+        q->hmask[s] = pow2_at_least(2 * p->keff[s]) - 1;
+        hoff += hstride;
+    }
+    q->row[p->T] = rows;
+    q->rows_total = rows;
+    for (uint32_t d = 0; d <= p->T; d++)
+        q->F[d] = p->F[d];
+    q->root = *root;
+    /* The root's theta_sent cut; 0 + logp is exact, as on the device. */
+    uint32_t lo = 0, hi = p->keff[0];
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) >> 1;
+        volatile float sig = 0.0f + p->logp[mid];
+        if (sig > p->theta_sent)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    q->kcut0 = lo;
+    q->items0 = ft_gk_items(0, root->deg, lo);
+    size_t tok_off = off;
+    off += ALIGN16((size_t)rows * 4);
+    size_t lp_off = off;
+    off += ALIGN16((size_t)rows * 4);
+    uint32_t *tok = (uint32_t *)(g->h_in + tok_off);
+    float *lp = (float *)(g->h_in + lp_off);
+    for (uint32_t s = 0; s < p->T; s++) {
+        memcpy(tok + q->row[s], p->tok + (size_t)s * p->K, p->keff[s] * 4);
+        memcpy(lp + q->row[s], p->logp + (size_t)s * p->K, p->keff[s] * 4);
+    }
+    size_t st_off = off;
+    memset(g->h_in + off, 0, (size_t)p->T * sizeof(ft_gk_step));
+    off += ALIGN16((size_t)p->T * sizeof(ft_gk_step));
+    q->tok = (const uint32_t *)(g->d_in + tok_off);
+    q->logp = (const float *)(g->d_in + lp_off);
+    q->steps = (ft_gk_step *)(g->d_in + st_off);
+    q->out = (ft_gk_out_head *)(g->d_out + *out_off);
+    q->slot = slot->d;
+    *out_off += out_bytes(p);
+    *in_off = off;
+}
+
+static void fail_all(ft_result *const *res, size_t n, int code,
+                     const char *msg)
+{
+    for (size_t i = 0; i < n; i++) {
+        res[i]->n = 0;
+        res[i]->status = code;
+        snprintf(res[i]->error, sizeof res[i]->error, "%s", msg);
+    }
+}
+
+/* Runs reqs[0..n) (all fitting the chosen slots) in one launch. */
+static int run_launch(ft_engine *eng, const ft_request *const *reqs,
+                      ft_result *const *res, size_t n, int big)
+{
+    gpu_engine *g = eng->impl;
+    const ft_trie *t = &eng->idx->trie;
+    /* Descriptors go first, as an array; rows and counters follow. */
+    size_t in_off = ALIGN16(n * sizeof(ft_gk_req));
+    size_t out_off = 0;
+    for (size_t i = 0; i < n; i++) {
+        ft_prep *p = big ? &g->big_prep : &g->preps[i];
+        gpu_slot *slot = big ? &g->slots[g->nslots] : &g->slots[i];
+        int rc = ft_prep_fill(p, reqs[i]);
+        if (rc != FT_OK) {
+            fail_all(res, n, FT_EINTERNAL,
+                     "engine: request does not fit its GPU slot");
+            return FT_OK;
+        }
+        pack_req(g, (ft_gk_req *)(g->h_in + i * sizeof(ft_gk_req)), p, slot,
+                 &eng->idx->root, &in_off, &out_off);
+    }
+    if (++g->epoch >= (1u << 20)) {
+        /* The hash tables' generation wrapped: clear them once. */
+        for (uint32_t s = 0; s < g->nslots + (uint32_t)g->has_big; s++)
+            if (cudaMemsetAsync(g->slots[s].d.hash, 0,
+                                slot_hash_entries(g->slots[s].kmax,
+                                                  g->slots[s].d.tmax) * 8,
+                                g->stream) != cudaSuccess)
+                goto cuda_fail;
+        g->epoch = 1;
+    }
+    ft_gk_params prm;
+    memset(&prm, 0, sizeof prm);
+    prm.view = g->view;
+    prm.reqs = (ft_gk_req *)g->d_in;
+    prm.nreq = (uint32_t)n;
+    prm.epoch = g->epoch;
+    prm.prof = g->d_prof;
+    cudaError_t e;
+    e = cudaMemcpyAsync(g->d_in, g->h_in, in_off, cudaMemcpyHostToDevice,
+                        g->stream);
+    if (e != cudaSuccess)
+        goto cuda_fail_e;
+    e = (cudaError_t)ft_gk_launch(&prm, g->grid, g->block, g->smem,
+                                  g->stream);
+    if (e != cudaSuccess)
+        goto cuda_fail_e;
+    e = cudaMemcpyAsync(g->h_out, g->d_out, out_off, cudaMemcpyDeviceToHost,
+                        g->stream);
+    if (e != cudaSuccess)
+        goto cuda_fail_e;
+    e = cudaStreamSynchronize(g->stream);
+    if (e != cudaSuccess)
+        goto cuda_fail_e;
+#ifdef FT_GK_PROFILE
+    {
+        uint64_t mk[2 * FT_MAX_T + 2];
+        uint32_t tm = 0;
+        for (size_t i = 0; i < n; i++)
+            tm = reqs[i]->T > tm ? reqs[i]->T : tm;
+        if (cudaMemcpy(mk, g->d_prof, sizeof mk, cudaMemcpyDeviceToHost) ==
+            cudaSuccess) {
+            for (uint32_t s = 0; s < tm; s++) {
+                g->prof_a[s] += (double)(mk[1 + 2 * s] - mk[2 * s]);
+                g->prof_b[s] += (double)(mk[2 + 2 * s] - mk[1 + 2 * s]);
+            }
+            g->prof_t = tm > g->prof_t ? tm : g->prof_t;
+            g->prof_launches++;
+        }
+    }
+#endif
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ft_prep *p = big ? &g->big_prep : &g->preps[i];
+        const ft_gk_out_head *h = (const ft_gk_out_head *)(g->h_out + o);
+        const ft_gk_out_hit *hit = (const ft_gk_out_hit *)(h + 1);
+        const uint32_t *tok = (const uint32_t *)(hit + p->results);
+        o += out_bytes(p);
+        ft_result *r = res[i];
+        r->n = 0;
+        r->status = FT_OK;
+        r->error[0] = 0;
+        if (h->err || h->n > p->results) {
+            FT_ERROR("GPU engine: arena overflow in a request (a bug)");
+            r->status = FT_EINTERNAL;
+            snprintf(r->error, sizeof r->error,
+                     "engine: GPU arena overflow (internal error)");
+            continue;
+        }
+        for (uint32_t j = 0; j < h->n; j++) {
+            ft_sel s;
+            s.node = hit[j].node;
+            s.score = hit[j].score;
+            s.sigma = hit[j].sigma;
+            s.order = hit[j].order;
+            int rc = ft_result_put_hit(r, t, &s, tok + (size_t)j * p->T,
+                                       hit[j].len);
+            if (rc != FT_OK) {
+                r->n = 0;
+                r->status = rc;
+                snprintf(r->error, sizeof r->error,
+                         "results: do not fit the result buffer");
+                break;
+            }
+        }
+    }
+    return FT_OK;
+cuda_fail_e:
+    FT_ERROR("CUDA: search launch failed: %s", cudaGetErrorString(e));
+cuda_fail:
+    (void)cudaGetLastError();
+    eng->failed = 1;
+    fail_all(res, n, FT_ECUDA, "engine: CUDA error, the GPU engine failed");
+    return FT_ECUDA;
+}
+
+static int gpu_search_batch(ft_engine *eng, const ft_request *const *reqs,
+                            ft_result *const *res, size_t n)
+{
+    gpu_engine *g = eng->impl;
+    const ft_request *batch[FT_ENGINE_CHUNK];
+    ft_result *bres[FT_ENGINE_CHUNK];
+    size_t m = 0;
+    if (eng->failed) {
+        fail_all(res, n, FT_ECUDA, "engine: the GPU engine failed earlier");
+        return FT_ECUDA;
+    }
+    if (cudaSetDevice(g->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        eng->failed = 1;
+        fail_all(res, n, FT_ECUDA, "engine: cannot select the GPU");
+        return FT_ECUDA;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (reqs[i]->K > g->kmax || reqs[i]->T > g->tmax) {
+            /* Too large for the batch slots: alone, in the big slot. */
+            int rc = run_launch(eng, &reqs[i], &res[i], 1, 1);
+            if (rc != FT_OK)
+                return rc;
+            continue;
+        }
+        batch[m] = reqs[i];
+        bres[m] = res[i];
+        if (++m == g->nslots) {
+            int rc = run_launch(eng, batch, bres, m, 0);
+            if (rc != FT_OK)
+                return rc;
+            m = 0;
+        }
+    }
+    if (m > 0)
+        return run_launch(eng, batch, bres, m, 0);
+    return FT_OK;
+}
+
+#endif /* FT_HAVE_CUDA */
