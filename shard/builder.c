@@ -82,6 +82,8 @@ typedef struct bk_build {
     int binary, has_values;
     char *buf;
     size_t len, cap;
+    char *nbuf;           /* the block the reader thread fills meanwhile */
+    size_t ncap;
     int eof;
     uint64_t bytes_read;
     /* binary reader state */
@@ -1074,6 +1076,74 @@ static int text_batch(bk_build *b, size_t n)
     return after_batch(b, jobs, T);
 }
 
+/* bk_reader fills the next text block in its own thread while the current
+ * one is parsed and sorted, so reading is off the critical path. */
+typedef struct bk_reader {
+    int fd;
+    char *buf;
+    size_t len, cap;
+    int eof;
+    int err;        /* errno of a failed read, 0 if none */
+    uint64_t bytes;
+} bk_reader;
+
+static void *reader_main(void *arg)
+{
+    bk_reader *r = arg;
+    while (!r->eof && r->len < r->cap) {
+        ssize_t k = read(r->fd, r->buf + r->len, r->cap - r->len);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            r->err = errno;
+            break;
+        }
+        if (k == 0)
+            r->eof = 1;
+        r->len += (size_t)k;
+        r->bytes += (uint64_t)k;
+    }
+    return NULL;
+}
+
+/* text_batch_ahead parses buf[0, n) while a reader thread moves the rest
+ * of the block to the spare buffer and fills it; then the buffers swap.
+ * *done stays 0 when no thread or spare buffer could be had: the caller
+ * then reads serially. */
+static int text_batch_ahead(bk_build *b, size_t n, int *done)
+{
+    *done = 0;
+    if (b->ncap != b->cap) {
+        char *p = realloc(b->nbuf, b->cap + 1);
+        if (p == NULL)
+            return FT_OK; /* go serial */
+        b->nbuf = p;
+        b->ncap = b->cap;
+    }
+    bk_reader r = {b->fd, b->nbuf, b->len - n, b->cap, 0, 0, 0};
+    memcpy(b->nbuf, b->buf + n, b->len - n);
+    pthread_t th;
+    if (pthread_create(&th, NULL, reader_main, &r) != 0)
+        return FT_OK; /* go serial */
+    int rc = text_batch(b, n);
+    double t0 = fti_now();
+    pthread_join(th, NULL);
+    b->t_read += fti_now() - t0;
+    char *t = b->buf;
+    b->buf = b->nbuf;
+    b->nbuf = t;
+    b->len = r.len;
+    b->eof = r.eof;
+    b->bytes_read += r.bytes;
+    if (rc == FT_OK && r.err) {
+        fti_errf(b->errbuf, b->errlen, "%s: read failed: %s", b->name,
+                 strerror(r.err));
+        rc = FT_EIO;
+    }
+    *done = 1;
+    return rc;
+}
+
 static int read_text(bk_build *b)
 {
     for (;;) {
@@ -1092,6 +1162,13 @@ static int read_text(bk_build *b)
         } else if (n > 0 && b->buf[n - 1] != '\n') {
             b->buf[n++] = '\n'; /* the spare byte: close the last line */
             b->len = n;
+        }
+        if (n > 0 && !b->eof && b->threads > 1) {
+            int done;
+            if ((rc = text_batch_ahead(b, n, &done)))
+                return rc;
+            if (done)
+                continue;
         }
         if (n > 0 && (rc = text_batch(b, n)))
             return rc;
@@ -1298,6 +1375,8 @@ static int build_main(bk_build *b)
         return rc;
     free(b->buf);
     b->buf = NULL;
+    free(b->nbuf);
+    b->nbuf = NULL;
     progress(b, 1);
 
     ft_tb *tb = NULL, **tbs = NULL;
@@ -1452,6 +1531,7 @@ int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
     free_chunks(&b);
     free(b.chunks);
     free(b.buf);
+    free(b.nbuf);
     free(b.tmp_dir);
     stats->seconds = fti_now() - b.t0;
     return rc;
