@@ -82,6 +82,8 @@ typedef struct bk_build {
     int binary, has_values;
     char *buf;
     size_t len, cap;
+    char *nbuf;           /* the block the reader thread fills meanwhile */
+    size_t ncap;
     int eof;
     uint64_t bytes_read;
     /* binary reader state */
@@ -97,6 +99,11 @@ typedef struct bk_build {
     char *tmp_dir;
     ft_build_stats *st;
     double t0, last_progress;
+    /* FT_BUILD_PROFILE=1 or progress: wall seconds per phase, printed at
+     * the end, so a run on a big host shows what does not scale. */
+    int profile;
+    double prof[FT_PROF_COUNT];
+    double t_read, t_parse, t_sort, t_spill, t_merge, t_part_min, t_part_max;
     char *errbuf;
     size_t errlen;
 } bk_build;
@@ -795,6 +802,7 @@ typedef struct bk_part {
     uint64_t lo, hi; /* first tokens in [lo, hi) */
     ft_tb *tb;
     int rc;
+    double seconds;  /* wall time of this part's merge */
 } bk_part;
 
 static size_t lower_tok0(const bk_chunk *ch, uint64_t tok0)
@@ -815,6 +823,7 @@ static void *build_part(void *arg)
 {
     bk_part *p = arg;
     bk_build *b = p->b;
+    double t0 = fti_now();
     bk_cur *cs = malloc((b->nchunks + 1) * sizeof *cs);
     bk_cur **h = malloc((b->nchunks + 1) * sizeof *h);
     p->rc = cs && h ? ft_tb_create(&p->tb) : FT_ENOMEM;
@@ -832,6 +841,7 @@ static void *build_part(void *arg)
     }
     free(cs);
     free(h);
+    p->seconds = fti_now() - t0;
     return NULL;
 }
 
@@ -843,8 +853,10 @@ static int cmp_u32(const void *a, const void *b)
 
 /* build_in_memory cuts the first-token space at sampled quantiles so the
  * threads get similar shares, even under Zipf-skewed first tokens (a very
- * frequent first token simply makes one share larger). */
-static int build_in_memory(bk_build *b, ft_tb **out)
+ * frequent first token simply makes one share larger).  The parts are not
+ * joined: ft_tb_finish_parts packs each one straight into place, so no
+ * thread waits on copying the streams of the others. */
+static int build_in_memory(bk_build *b, ft_tb ***out, int *nout)
 {
     int np = b->threads;
     uint64_t total = 0;
@@ -883,24 +895,48 @@ static int build_in_memory(bk_build *b, ft_tb **out)
         prev = parts[p].hi;
     }
     free(samples);
+    double t0 = fti_now();
     int rc = run_jobs(build_part, parts, sizeof *parts, np);
+    b->t_merge += fti_now() - t0;
+    b->t_part_min = b->t_part_max = parts[0].seconds;
+    for (int p = 0; p < np; p++) {
+        if (parts[p].seconds < b->t_part_min)
+            b->t_part_min = parts[p].seconds;
+        if (parts[p].seconds > b->t_part_max)
+            b->t_part_max = parts[p].seconds;
+    }
     for (int p = 0; p < np && rc == FT_OK; p++)
         rc = parts[p].rc;
-    for (int p = 1; p < np && rc == FT_OK; p++)
-        rc = ft_tb_append(parts[0].tb, parts[p].tb);
-    if (rc == FT_EINVAL)
-        rc = FT_EINTERNAL; /* the parts are ordered by construction */
-    for (int p = rc == FT_OK ? 1 : 0; p < np; p++)
-        ft_tb_destroy(parts[p].tb);
-    if (rc == FT_OK)
-        *out = parts[0].tb;
+    ft_tb **tbs = rc == FT_OK ? malloc((size_t)np * sizeof *tbs) : NULL;
+    if (rc == FT_OK && tbs == NULL)
+        rc = FT_ENOMEM;
+    for (int p = 0; p < np; p++) {
+        if (rc == FT_OK)
+            tbs[p] = parts[p].tb;
+        else
+            ft_tb_destroy(parts[p].tb);
+    }
+    if (rc == FT_OK) {
+        *out = tbs;
+        *nout = np;
+    }
     free(parts);
     return rc;
 }
 
 /* ---- reading ----------------------------------------------------------- */
 
+static int fill_block(bk_build *b);
+
 static int fill(bk_build *b)
+{
+    double t0 = fti_now();
+    int rc = fill_block(b);
+    b->t_read += fti_now() - t0;
+    return rc;
+}
+
+static int fill_block(bk_build *b)
 {
     while (!b->eof && b->len < b->cap) {
         ssize_t r = read(b->fd, b->buf + b->len, b->cap - b->len);
@@ -966,15 +1002,20 @@ static void progress(bk_build *b, int force)
 /* after_batch sorts the new chunks and spills when over the budget. */
 static int after_batch(bk_build *b, bk_job *jobs, int n)
 {
+    double t0 = fti_now();
     int rc = run_jobs(fix_and_sort, jobs, sizeof *jobs, n);
+    b->t_sort += fti_now() - t0;
     if (rc)
         return rc;
     for (int i = 0; i < n; i++)
         b->chunk_bytes += jobs[i].chunk->recs.cap * sizeof(bk_rec) +
                           jobs[i].chunk->pool.cap * sizeof(uint32_t);
     b->nchunks += (size_t)n;
-    if (b->chunk_bytes > b->budget)
+    if (b->chunk_bytes > b->budget) {
+        t0 = fti_now();
         rc = spill(b);
+        b->t_spill += fti_now() - t0;
+    }
     progress(b, 0);
     return rc;
 }
@@ -1006,7 +1047,9 @@ static int text_batch(bk_build *b, size_t n)
         memset(jobs[i].chunk, 0, sizeof *jobs[i].chunk);
         p = q;
     }
+    double t0 = fti_now();
     rc = run_jobs(parse_piece, jobs, sizeof *jobs, T);
+    b->t_parse += fti_now() - t0;
     uint64_t base = b->st->lines;
     for (int i = 0; i < T && rc == FT_OK; i++) {
         if (jobs[i].rc == FT_EPARSE) {
@@ -1033,6 +1076,74 @@ static int text_batch(bk_build *b, size_t n)
     return after_batch(b, jobs, T);
 }
 
+/* bk_reader fills the next text block in its own thread while the current
+ * one is parsed and sorted, so reading is off the critical path. */
+typedef struct bk_reader {
+    int fd;
+    char *buf;
+    size_t len, cap;
+    int eof;
+    int err;        /* errno of a failed read, 0 if none */
+    uint64_t bytes;
+} bk_reader;
+
+static void *reader_main(void *arg)
+{
+    bk_reader *r = arg;
+    while (!r->eof && r->len < r->cap) {
+        ssize_t k = read(r->fd, r->buf + r->len, r->cap - r->len);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            r->err = errno;
+            break;
+        }
+        if (k == 0)
+            r->eof = 1;
+        r->len += (size_t)k;
+        r->bytes += (uint64_t)k;
+    }
+    return NULL;
+}
+
+/* text_batch_ahead parses buf[0, n) while a reader thread moves the rest
+ * of the block to the spare buffer and fills it; then the buffers swap.
+ * *done stays 0 when no thread or spare buffer could be had: the caller
+ * then reads serially. */
+static int text_batch_ahead(bk_build *b, size_t n, int *done)
+{
+    *done = 0;
+    if (b->ncap != b->cap) {
+        char *p = realloc(b->nbuf, b->cap + 1);
+        if (p == NULL)
+            return FT_OK; /* go serial */
+        b->nbuf = p;
+        b->ncap = b->cap;
+    }
+    bk_reader r = {b->fd, b->nbuf, b->len - n, b->cap, 0, 0, 0};
+    memcpy(b->nbuf, b->buf + n, b->len - n);
+    pthread_t th;
+    if (pthread_create(&th, NULL, reader_main, &r) != 0)
+        return FT_OK; /* go serial */
+    int rc = text_batch(b, n);
+    double t0 = fti_now();
+    pthread_join(th, NULL);
+    b->t_read += fti_now() - t0;
+    char *t = b->buf;
+    b->buf = b->nbuf;
+    b->nbuf = t;
+    b->len = r.len;
+    b->eof = r.eof;
+    b->bytes_read += r.bytes;
+    if (rc == FT_OK && r.err) {
+        fti_errf(b->errbuf, b->errlen, "%s: read failed: %s", b->name,
+                 strerror(r.err));
+        rc = FT_EIO;
+    }
+    *done = 1;
+    return rc;
+}
+
 static int read_text(bk_build *b)
 {
     for (;;) {
@@ -1051,6 +1162,13 @@ static int read_text(bk_build *b)
         } else if (n > 0 && b->buf[n - 1] != '\n') {
             b->buf[n++] = '\n'; /* the spare byte: close the last line */
             b->len = n;
+        }
+        if (n > 0 && !b->eof && b->threads > 1) {
+            int done;
+            if ((rc = text_batch_ahead(b, n, &done)))
+                return rc;
+            if (done)
+                continue;
         }
         if (n > 0 && (rc = text_batch(b, n)))
             return rc;
@@ -1176,7 +1294,12 @@ static int read_binary(bk_build *b)
         if (rc)
             return rc;
         size_t used = 0;
-        if ((rc = binary_batch(b, &used)))
+        double t0 = fti_now(), s0 = b->t_sort + b->t_spill;
+        rc = binary_batch(b, &used);
+        /* binary_batch sorts and spills too (timed there); the rest is the
+         * parse, which runs in this thread. */
+        b->t_parse += fti_now() - t0 - (b->t_sort + b->t_spill - s0);
+        if (rc)
             return rc;
         memmove(b->buf, b->buf + used, b->len - used);
         b->len -= used;
@@ -1209,6 +1332,25 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* print_profile writes the phase times; parse and sort are wall times of
+ * the parallel steps, the others run on one thread unless noted. */
+static void print_profile(const bk_build *b)
+{
+    if (!b->profile)
+        return;
+    const double *p = b->prof;
+    double total = fti_now() - b->t0;
+    fprintf(stderr,
+            "flashtrie build profile (s, %d threads): read %.3f | parse %.3f"
+            " | sort %.3f | spill %.3f | merge %.3f (parts %.3f..%.3f) |"
+            " finish: scan %.3f alloc %.3f pack %.3f rank %.3f |"
+            " checksum %.3f | write %.3f | fsync %.3f | total %.3f\n",
+            b->threads, b->t_read, b->t_parse, b->t_sort, b->t_spill,
+            b->t_merge, b->t_part_min, b->t_part_max, p[FT_PROF_FIN_SCAN],
+            p[FT_PROF_FIN_ALLOC], p[FT_PROF_FIN_PACK], p[FT_PROF_FIN_RANK],
+            p[FT_PROF_CHECKSUM], p[FT_PROF_WRITE], p[FT_PROF_FSYNC], total);
+}
+
 static int build_main(bk_build *b)
 {
     const ft_build_opts *o = b->o;
@@ -1233,11 +1375,14 @@ static int build_main(bk_build *b)
         return rc;
     free(b->buf);
     b->buf = NULL;
+    free(b->nbuf);
+    b->nbuf = NULL;
     progress(b, 1);
 
-    ft_tb *tb = NULL;
+    ft_tb *tb = NULL, **tbs = NULL;
+    int ntb = 0;
     if (b->nruns == 0) {
-        rc = build_in_memory(b, &tb);
+        rc = build_in_memory(b, &tbs, &ntb);
         free_chunks(b);
     } else {
         if ((rc = spill(b)))
@@ -1250,28 +1395,50 @@ static int build_main(bk_build *b)
             b->runs_made--; /* a pass output is not an input run */
             rc = close_run(b, f, merge_runs(b, BK_FANIN, emit_run, f));
         }
+        double t0 = fti_now();
         if (rc == FT_OK && (rc = ft_tb_create(&tb)) == FT_OK) {
             bk_sink sink = {b, tb};
             rc = merge_runs(b, b->nruns, emit_tb, &sink);
         }
+        b->t_merge += fti_now() - t0;
+        if (tb != NULL) {
+            tbs = malloc(sizeof *tbs);
+            if (tbs == NULL) {
+                ft_tb_destroy(tb);
+                rc = rc ? rc : FT_ENOMEM;
+            } else {
+                tbs[0] = tb;
+                ntb = 1;
+            }
+        }
     }
     if (rc) {
-        ft_tb_destroy(tb);
+        for (int i = 0; i < ntb; i++)
+            ft_tb_destroy(tbs[i]);
+        free(tbs);
         FT_RETURN_ERROR_IF(rc == FT_ENOMEM, rc, "%s: out of memory", o->input);
         if (errbuf && errlen && !errbuf[0])
             fti_errf(errbuf, errlen, "%s: %s", o->input, ft_strerror(rc));
         return rc;
     }
     b->st->runs = b->runs_made;
-    b->st->keys = ft_tb_keys(tb);
+    b->st->keys = 0;
+    for (int i = 0; i < ntb; i++)
+        b->st->keys += ft_tb_keys(tbs[i]);
     ft_trie t;
-    rc = ft_tb_finish(tb, b->maxlen, &t);
-    ft_tb_destroy(tb);
+    rc = ft_tb_finish_parts(tbs, (size_t)ntb, b->maxlen, b->threads, &t,
+                            b->prof);
+    for (int i = 0; i < ntb; i++)
+        ft_tb_destroy(tbs[i]);
+    free(tbs);
+    if (rc == FT_EINVAL)
+        rc = FT_EINTERNAL; /* the parts are ordered by construction */
     FT_RETURN_ERROR_IF(rc, rc, "%s: cannot build the trie: %s", o->output,
                        ft_strerror(rc));
     b->st->nodes = t.view.n_nodes;
-    rc = ft_trie_write(&t, o->output, errbuf, errlen);
+    rc = ft_trie_write_mt(&t, o->output, b->threads, b->prof, errbuf, errlen);
     ft_trie_free(&t);
+    print_profile(b);
     if (rc)
         return rc;
     struct stat sb;
@@ -1308,6 +1475,8 @@ int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
     b.errbuf = errbuf;
     b.errlen = errlen;
     b.t0 = b.last_progress = fti_now();
+    const char *pe = getenv("FT_BUILD_PROFILE");
+    b.profile = opts->progress || (pe != NULL && pe[0] && strcmp(pe, "0"));
     b.maxlen = opts->max_key_len ? opts->max_key_len : FT_MAX_KEY_LEN_DEFAULT;
     b.threads = opts->threads ? opts->threads : fti_online_cores();
     if (b.threads > 256)
@@ -1362,6 +1531,7 @@ int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
     free_chunks(&b);
     free(b.chunks);
     free(b.buf);
+    free(b.nbuf);
     free(b.tmp_dir);
     stats->seconds = fti_now() - b.t0;
     return rc;

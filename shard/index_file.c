@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -117,9 +118,66 @@ static int write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
+/* A checksum worker takes the next section from a list ordered by size,
+ * largest first, so the biggest section starts at once and the small ones
+ * fill the other threads. */
+typedef struct sum_job {
+    const ft_trie *t;
+    const int *order;
+    uint64_t *sums;
+    int next; /* taken with __atomic_fetch_add */
+} sum_job;
+
+static void *sum_worker(void *arg)
+{
+    sum_job *j = arg;
+    for (;;) {
+        int k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (k >= FT_SEC_COUNT)
+            return NULL;
+        int s = j->order[k];
+        j->sums[s] = XXH3_64bits(j->t->sec[s], j->t->sec_bytes[s]);
+    }
+}
+
+static void section_sums(const ft_trie *t, int threads, uint64_t *sums)
+{
+    int order[FT_SEC_COUNT];
+    for (int s = 0; s < FT_SEC_COUNT; s++) {
+        int k = s;
+        while (k > 0 && t->sec_bytes[order[k - 1]] < t->sec_bytes[s]) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = s;
+    }
+    sum_job j = {t, order, sums, 0};
+    if (threads > FT_SEC_COUNT)
+        threads = FT_SEC_COUNT;
+    pthread_t th[FT_SEC_COUNT];
+    int started = 0;
+    for (int i = 1; i < threads; i++) {
+        if (pthread_create(&th[started], NULL, sum_worker, &j) != 0)
+            break; /* the calling thread does what is left */
+        started++;
+    }
+    sum_worker(&j);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+}
+
 int ft_trie_write(const ft_trie *t, const char *path, char *errbuf,
                   size_t errlen)
 {
+    return ft_trie_write_mt(t, path, 1, NULL, errbuf, errlen);
+}
+
+int ft_trie_write_mt(const ft_trie *t, const char *path, int threads,
+                     double *prof, char *errbuf, size_t errlen)
+{
+    double t0 = fti_now();
+    uint64_t sums[FT_SEC_COUNT];
+    section_sums(t, threads, sums);
     ft_file_header h;
     ft_file_section tab[FT_SEC_COUNT];
     memset(&h, 0, sizeof h);
@@ -146,7 +204,7 @@ int ft_trie_write(const ft_trie *t, const char *path, char *errbuf,
         tab[s].align = FT_ALIGN;
         tab[s].offset = off;
         tab[s].bytes = t->sec_bytes[s];
-        tab[s].checksum = XXH3_64bits(t->sec[s], t->sec_bytes[s]);
+        tab[s].checksum = sums[s];
         off += t->sec_bytes[s];
     }
     h.file_bytes = off;
@@ -158,6 +216,9 @@ int ft_trie_write(const ft_trie *t, const char *path, char *errbuf,
     XXH3_64bits_update(st, tab, sizeof tab);
     h.checksum = XXH3_64bits_digest(st);
     XXH3_freeState(st);
+    double t1 = fti_now();
+    if (prof)
+        prof[FT_PROF_CHECKSUM] += t1 - t0;
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
@@ -178,6 +239,9 @@ int ft_trie_write(const ft_trie *t, const char *path, char *errbuf,
               write_all(fd, t->sec[s], t->sec_bytes[s]);
         pos = tab[s].offset + tab[s].bytes;
     }
+    double t2 = fti_now();
+    if (prof)
+        prof[FT_PROF_WRITE] += t2 - t1;
     if (!bad)
         bad = fsync(fd) != 0;
     int e = errno;
@@ -189,6 +253,8 @@ int ft_trie_write(const ft_trie *t, const char *path, char *errbuf,
         bad = 1;
         e = errno;
     }
+    if (prof)
+        prof[FT_PROF_FSYNC] += fti_now() - t2;
     if (bad) {
         fti_errf(errbuf, errlen, "%s: cannot write index: %s", path,
                  strerror(e));

@@ -72,9 +72,36 @@ uint64_t ft_tb_keys(const ft_tb *tb);
 /* ft_tb_finish builds the trie arrays; tb stays valid only for destroy. */
 int ft_tb_finish(ft_tb *tb, uint32_t max_key_len, ft_trie *out);
 
+/* Phase timers (wall seconds) that ft_tb_finish_parts and ft_trie_write_mt
+ * add to when given a profile array of FT_PROF_COUNT doubles. */
+enum ft_prof_id {
+    FT_PROF_FIN_SCAN = 0, /* close open nodes, count high labels, maxima */
+    FT_PROF_FIN_ALLOC,    /* section allocation */
+    FT_PROF_FIN_PACK,     /* LOUDS, labels, flags, values into place */
+    FT_PROF_FIN_RANK,     /* rank directories and select hints */
+    FT_PROF_CHECKSUM,     /* XXH3 of the sections */
+    FT_PROF_WRITE,        /* write(2) of the file */
+    FT_PROF_FSYNC,        /* fsync and rename */
+    FT_PROF_COUNT
+};
+
+/* ft_tb_finish_parts is ft_tb_finish over the concatenation of parts[0..np)
+ * (each starting under a later root child than the one before, as for
+ * ft_tb_append) without joining them first: every part knows where its
+ * nodes of each depth land, so up to threads threads pack them in place.
+ * The result is byte for byte what ft_tb_append + ft_tb_finish give.  The
+ * parts stay valid only for destroy.  prof may be NULL. */
+int ft_tb_finish_parts(ft_tb *const *parts, size_t np, uint32_t max_key_len,
+                       int threads, ft_trie *out, double *prof);
+
 /* ---- file format ---- */
 int ft_trie_write(const ft_trie *t, const char *path, char *errbuf,
                   size_t errlen);
+/* ft_trie_write_mt is ft_trie_write with the section checksums computed in
+ * up to threads threads; prof (may be NULL) gets the checksum and write
+ * times. */
+int ft_trie_write_mt(const ft_trie *t, const char *path, int threads,
+                     double *prof, char *errbuf, size_t errlen);
 
 struct ft_index {
     ft_trie trie;

@@ -428,8 +428,8 @@ static void test_paths_agree(void)
     FT_CHECK_EQ_U64(st.runs, 0);
     FT_CHECK(st.keys > 100000);
 
-    int threads[] = {2, 8};
-    for (int i = 0; i < 2; i++) {
+    int threads[] = {2, 8, 16};
+    for (int i = 0; i < 3; i++) {
         o.output = out;
         o.threads = threads[i];
         FT_PASS(ft_build(&st2, &o, err, sizeof err));

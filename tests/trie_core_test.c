@@ -58,6 +58,43 @@ static int check_walk(const uint32_t *toks, size_t n, uint64_t value, void *arg)
     return 0;
 }
 
+/* check_parts builds keys[0, m) split at first-token boundaries into np
+ * builders (some empty) and finishes them with ft_tb_finish_parts on
+ * several threads: every section must equal the one-builder trie ref. */
+static void check_parts(const key *keys, size_t m, int np, int threads,
+                        uint64_t *s, const ft_trie *ref)
+{
+    ft_tb *tbs[16];
+    FT_CHECK(np <= 16);
+    for (int p = 0; p < np; p++)
+        FT_PASS(ft_tb_create(&tbs[p]));
+    int p = 0;
+    for (size_t i = 0; i < m; i++) {
+        /* Move on to a later part only where the first token changes. */
+        if (i > 0 && keys[i].t[0] != keys[i - 1].t[0] && p < np - 1 &&
+            ft_test_rand(s) % 3 == 0)
+            p += 1 + (int)(ft_test_rand(s) % 2); /* sometimes skip one */
+        if (p > np - 1)
+            p = np - 1;
+        FT_PASS(ft_tb_add(tbs[p], keys[i].t, keys[i].len, keys[i].value));
+    }
+    ft_trie t;
+    FT_PASS(ft_tb_finish_parts(tbs, (size_t)np, 64, threads, &t, NULL));
+    for (int q = 0; q < np; q++)
+        ft_tb_destroy(tbs[q]);
+    FT_CHECK_EQ_U64(t.view.n_nodes, ref->view.n_nodes);
+    FT_CHECK_EQ_U64(t.n_keys, ref->n_keys);
+    FT_CHECK_EQ_U64(t.root_fanout, ref->root_fanout);
+    FT_CHECK_EQ_U64(t.max_depth, ref->max_depth);
+    FT_CHECK_EQ_U64(t.value_bits, ref->value_bits);
+    FT_CHECK_EQ_U64(t.view.hi_bits, ref->view.hi_bits);
+    for (int sec = 0; sec < FT_SEC_COUNT; sec++) {
+        FT_CHECK_EQ_U64(t.sec_bytes[sec], ref->sec_bytes[sec]);
+        FT_CHECK(memcmp(t.sec[sec], ref->sec[sec], t.sec_bytes[sec]) == 0);
+    }
+    ft_trie_free(&t);
+}
+
 static void run_case(uint64_t seed, size_t nkeys, int vocab, const char *path)
 {
     uint64_t s = seed;
@@ -99,6 +136,9 @@ static void run_case(uint64_t seed, size_t nkeys, int vocab, const char *path)
     ft_trie t;
     FT_PASS(ft_tb_finish(tb, 64, &t));
     ft_tb_destroy(tb);
+    check_parts(keys, m, 1, 1, &s, &t);
+    check_parts(keys, m, 5, 3, &s, &t);
+    check_parts(keys, m, 16, 16, &s, &t);
     char err[256] = "";
     FT_PASS(ft_trie_write(&t, path, err, sizeof err));
     ft_trie_free(&t);
