@@ -19,13 +19,7 @@ head -3 "$W/demo.keys" | sed 's/^/  /'
 
 echo
 echo "== 2. its index"
-if $FT build --help >/dev/null 2>&1; then
-    $FT build --input "$W/demo.keys" --output "$W/demo.fti"
-else
-    # Builds without the keys-file builder: the generator feeds the
-    # builder core directly (same index).
-    $FT gen index --n "$N" --seed 7 --output "$W/demo.fti"
-fi
+$FT build --input "$W/demo.keys" --output "$W/demo.fti"
 $FT info "$W/demo.fti"
 
 echo
@@ -34,10 +28,8 @@ echo "== 3. lookups (a key's value is its line number in the keys file)"
 $FT lookup "$W/demo.fti" < "$W/probe" > "$W/found"
 paste -d'|' "$W/probe" "$W/found" | sed 's/|/  ->  /; s/^/  /'
 
-if $FT search --help >/dev/null 2>&1; then
-    echo
-    echo "== 4. beam search: 3 generated requests (T=8, K=B=50, top 5 shown)"
-    $FT gen requests --index "$W/demo.fti" --n 3 --beam 50 --results 5 --seed 7 > "$W/req.jsonl"
-    $FT search --index "$W/demo.fti" < "$W/req.jsonl" > "$W/res.jsonl"
-    cat "$W/res.jsonl"
-fi
+echo
+echo "== 4. beam search: 3 generated requests (T=8, K=B=50, top 5 shown)"
+$FT gen requests --index "$W/demo.fti" --n 3 --beam 50 --results 5 --seed 7 > "$W/req.jsonl"
+$FT search --index "$W/demo.fti" < "$W/req.jsonl" > "$W/res.jsonl"
+cat "$W/res.jsonl"
