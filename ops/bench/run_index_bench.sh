@@ -10,6 +10,7 @@
 # missing), reads 'flashtrie info', builds the same keys with marisa
 # (ft_marisa_bench build: varint-encoded tokens, default config) and prints
 # one table.  Environment: FT_BUILD_DIR (default ./build), FT_SEED (1),
+# FT_MARISA_MAX_N (skip marisa above this many keys; default: never),
 # TMPDIR (where the keys and indexes go; they are removed at the end).
 # build_s is wall time of the build command; marisa_s is marisa's
 # trie.build alone and m_load_s its reading and encoding of the keys.
@@ -60,7 +61,7 @@ for arg in "$@"; do
     t2=$(now)
     $FT info "$I" > "$W/info.txt"
     m_build=- m_load=- m_bpk=-
-    if [ $HAVE_MARISA = 1 ]; then
+    if [ $HAVE_MARISA = 1 ] && [ "$n" -le "${FT_MARISA_MAX_N:-999999999999}" ]; then
         "$MB" build --keys "$K" > "$W/marisa.txt"
         m_build=$(field marisa.build_s "$W/marisa.txt")
         m_load=$(field marisa.load_s "$W/marisa.txt")
