@@ -80,10 +80,15 @@ void fti_bits_free(fti_bits *b);
  * arrays are padded to whole 512-bit blocks plus one spare block, so the
  * navigation code may read one word past the last bit. */
 uint64_t fti_bits_words(uint64_t nbits);
-uint64_t fti_rank_entries(uint64_t nbits);
+uint64_t fti_rank_entries(uint64_t nbits); /* 512-bit blocks, incl. spare */
+uint64_t fti_rank_words(uint64_t nbits);   /* u64 words of the directory */
+/* fti_rank_set stores the ones before block b (see nav.h's layout); blocks
+ * must be set in ascending order starting from an even block. */
+void fti_rank_set(uint64_t *rank, uint64_t b, uint64_t acc);
+#define FTI_RANK_MAX_BITS (1ull << 40)
 uint64_t fti_sel0_entries(uint64_t nzeros);
 
-/* fti_rank_build fills rank (fti_rank_entries(nbits) entries). mask selects
+/* fti_rank_build fills rank (fti_rank_words(nbits) words). mask selects
  * which bits of each word count (all ones for plain bit vectors). */
 void fti_rank_build(uint64_t *rank, const uint64_t *words, uint64_t nbits,
                     uint64_t mask);

@@ -18,7 +18,7 @@
 #include <xxhash.h>
 
 #define FT_MAGIC "FLSHTRIE"
-#define FT_FORMAT_VERSION 1u
+#define FT_FORMAT_VERSION 2u
 #define FT_ENDIAN_PROBE 0x01020304u
 #define FT_ALIGN 64u
 
@@ -62,15 +62,15 @@ void ft_trie_section_sizes(ft_trie *t)
 {
     uint64_t n = t->view.n_nodes;
     t->sec_bytes[FT_SEC_LOUDS] = fti_bits_words(t->view.louds_bits) * 8;
-    t->sec_bytes[FT_SEC_LOUDS_RANK] = fti_rank_entries(t->view.louds_bits) * 8;
+    t->sec_bytes[FT_SEC_LOUDS_RANK] = fti_rank_words(t->view.louds_bits) * 8;
     t->sec_bytes[FT_SEC_LOUDS_SEL0] = fti_sel0_entries(t->louds_zeros) * 4;
     t->sec_bytes[FT_SEC_LABEL_LO] = n * 2;
     t->sec_bytes[FT_SEC_HIGH] = fti_bits_words(n) * 8;
-    t->sec_bytes[FT_SEC_HIGH_RANK] = fti_rank_entries(n) * 8;
+    t->sec_bytes[FT_SEC_HIGH_RANK] = fti_rank_words(n) * 8;
     t->sec_bytes[FT_SEC_LABEL_HI] =
         fti_packed_words(t->high_nodes, t->view.hi_bits) * 8;
     t->sec_bytes[FT_SEC_FLAGS] = fti_bits_words(2 * n) * 8;
-    t->sec_bytes[FT_SEC_TERM_RANK] = fti_rank_entries(2 * n) * 8;
+    t->sec_bytes[FT_SEC_TERM_RANK] = fti_rank_words(2 * n) * 8;
     t->sec_bytes[FT_SEC_VALUES] = fti_packed_words(t->n_keys, t->value_bits) * 8;
 }
 
@@ -87,7 +87,7 @@ uint64_t ft_trie_term_rank(const ft_trie *t, uint64_t u)
     const uint64_t m = 0x5555555555555555ull;
     uint64_t pos = 2 * u;
     uint64_t block = pos >> 9;
-    uint64_t r = t->term_rank[block];
+    uint64_t r = ft_rank_block(t->term_rank, block);
     uint64_t w = block << 3, end = pos >> 6;
     for (; w < end; w++)
         r += (uint64_t)__builtin_popcountll(t->view.flags[w] & m);
@@ -362,7 +362,8 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
         return fail_open(idx, trunc ? FT_ETRUNC : FT_EFORMAT);
     }
     if (h.louds_bits != 2 * h.n_nodes + 1 || h.louds_zeros != h.n_nodes + 1 ||
-        h.n_nodes == 0 || h.n_keys >= h.n_nodes + (h.n_nodes == 1) ||
+        h.n_nodes == 0 || 2 * h.louds_bits >= FTI_RANK_MAX_BITS ||
+        h.n_keys >= h.n_nodes + (h.n_nodes == 1) ||
         h.high_nodes >= h.n_nodes || h.hi_bits > 16 || h.value_bits > 64 ||
         h.max_key_len > FT_MAX_KEY_LEN_LIMIT || h.max_depth > h.max_key_len ||
         h.root_fanout >= h.n_nodes + (h.n_nodes == 1)) {

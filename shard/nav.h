@@ -14,7 +14,9 @@
  *    block, so node v's children start at bit select0(v) + 1 and the first
  *    child's id is select0(v) - v.
  *  - rank directories hold, for every 512-bit block, the number of one bits
- *    before it (a u64; blocks are one 64-byte cache line).
+ *    before it, two blocks to a u64: the count before the even block in the
+ *    high 40 bits, the even block's own count in the low 24 (so 2^40 bits
+ *    at most; blocks are one 64-byte cache line).
  *  - select0 hints: entry j is the block holding zero number j*512; one extra
  *    entry holds the last block.
  *  - labels: the low 16 bits of every node's label in a u16 array; the high
@@ -44,11 +46,11 @@
  * host memory (a mapped file) or into device memory. */
 typedef struct ft_trie_view {
     const uint64_t *louds;      /* LOUDS bit vector */
-    const uint64_t *louds_rank; /* ones before each 512-bit block */
+    const uint64_t *louds_rank; /* rank directory (ft_rank_block) */
     const uint32_t *louds_sel0; /* select0 hints */
     const uint16_t *label_lo;   /* low 16 label bits, one per node */
     const uint64_t *high;       /* one bit per node: label >= 65536 */
-    const uint64_t *high_rank;  /* ones before each 512-node block */
+    const uint64_t *high_rank;  /* rank directory over high */
     const uint64_t *label_hi;   /* packed label >> 16, hi_bits wide */
     const uint64_t *flags;      /* two bits per node */
     uint64_t n_nodes;
@@ -131,12 +133,19 @@ FT_HD uint32_t ft_bit_get(const uint64_t *bits, uint64_t i)
     return (uint32_t)((bits[i >> 6] >> (i & 63u)) & 1u);
 }
 
+/* ft_rank_block returns the number of one bits before 512-bit block b. */
+FT_HD uint64_t ft_rank_block(const uint64_t *rank, uint64_t b)
+{
+    uint64_t e = rank[b >> 1];
+    return (e >> 24) + ((b & 1u) ? (e & 0xffffffu) : 0u);
+}
+
 /* ft_rank1 counts the one bits of bits[0, pos). */
 FT_HD uint64_t ft_rank1(const uint64_t *bits, const uint64_t *rank,
                         uint64_t pos)
 {
     uint64_t block = pos >> 9;
-    uint64_t r = rank[block];
+    uint64_t r = ft_rank_block(rank, block);
     uint64_t w = block << 3;
     uint64_t end = pos >> 6;
     for (; w < end; w++)
@@ -155,13 +164,13 @@ FT_HD uint64_t ft_select0(const ft_trie_view *v, uint64_t i)
     /* Find the last block whose zeros-before count is <= i. */
     while (lo < hi) {
         uint64_t mid = (lo + hi + 1) >> 1;
-        uint64_t zeros = mid * FT_BLOCK_BITS - v->louds_rank[mid];
+        uint64_t zeros = mid * FT_BLOCK_BITS - ft_rank_block(v->louds_rank, mid);
         if (zeros <= i)
             lo = mid;
         else
             hi = mid - 1;
     }
-    uint64_t rem = i - (lo * FT_BLOCK_BITS - v->louds_rank[lo]);
+    uint64_t rem = i - (lo * FT_BLOCK_BITS - ft_rank_block(v->louds_rank, lo));
     uint64_t w = lo << 3;
     for (;;) {
         uint64_t inv = ~v->louds[w];

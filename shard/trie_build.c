@@ -411,9 +411,12 @@ static void fin_pack(void *arg, int i, int n)
 static void rank_range(const fin_ctx *c, int i, int n, uint64_t *b0,
                        uint64_t *b1)
 {
-    uint64_t ne = fti_rank_entries(c->nbits);
-    *b0 = ne * (uint64_t)i / (uint64_t)n;
-    *b1 = ne * (uint64_t)(i + 1) / (uint64_t)n;
+    /* Ranges start on even blocks: two blocks share a directory word. */
+    uint64_t ne = fti_rank_entries(c->nbits), np = (ne + 1) / 2;
+    *b0 = 2 * (np * (uint64_t)i / (uint64_t)n);
+    *b1 = 2 * (np * (uint64_t)(i + 1) / (uint64_t)n);
+    if (*b1 > ne)
+        *b1 = ne;
 }
 
 static void rank_count(void *arg, int i, int n)
@@ -434,7 +437,7 @@ static void rank_fill(void *arg, int i, int n)
     for (int k = 0; k < i; k++)
         acc += c->range_sum[k];
     for (uint64_t b = b0; b < b1; b++) {
-        c->rank[b] = acc;
+        fti_rank_set(c->rank, b, acc);
         for (uint64_t w = b * 8; w < b * 8 + 8 && w < nw; w++)
             acc += (uint64_t)__builtin_popcountll(c->words[w] & c->mask);
     }
@@ -479,7 +482,7 @@ static void sel0_task(void *arg, int i, int n)
     uint64_t lo = 0, hi = nblocks ? nblocks - 1 : 0; /* answer in [lo, hi] */
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo + 1) / 2;
-        if (mid * FT_BLOCK_BITS - rank[mid] <= target)
+        if (mid * FT_BLOCK_BITS - ft_rank_block(rank, mid) <= target)
             lo = mid;
         else
             hi = mid - 1;
@@ -488,7 +491,7 @@ static void sel0_task(void *arg, int i, int n)
     for (uint64_t j = j0; j < j1; j++) {
         target = j * FT_SELECT_SAMPLE;
         while (b + 1 < nblocks &&
-               (b + 1) * FT_BLOCK_BITS - rank[b + 1] <= target)
+               (b + 1) * FT_BLOCK_BITS - ft_rank_block(rank, b + 1) <= target)
             b++;
         sel[j] = (uint32_t)b;
     }
@@ -583,6 +586,9 @@ int ft_tb_finish_parts(ft_tb *const *parts, size_t np, uint32_t max_key_len,
     uint64_t louds_bits = 2 * n_nodes + 1;
     if (rc == FT_OK && (bit != louds_bits || term != nkeys))
         rc = FT_EINTERNAL;
+    /* The rank directories hold 40-bit counts (2^39 nodes). */
+    if (rc == FT_OK && 2 * louds_bits >= FTI_RANK_MAX_BITS)
+        rc = FT_ELIMIT;
     if (rc == FT_OK) {
         t->view.n_nodes = n_nodes;
         t->view.louds_bits = louds_bits;

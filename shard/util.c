@@ -108,6 +108,21 @@ uint64_t fti_bits_words(uint64_t nbits)
 
 uint64_t fti_rank_entries(uint64_t nbits) { return nbits / FT_BLOCK_BITS + 2; }
 
+uint64_t fti_rank_words(uint64_t nbits)
+{
+    return (fti_rank_entries(nbits) + 1) / 2;
+}
+
+void fti_rank_set(uint64_t *rank, uint64_t b, uint64_t acc)
+{
+    /* Even blocks come first (callers write blocks in ascending order from
+     * an even one), so the odd block stores its difference to the even. */
+    if ((b & 1) == 0)
+        rank[b >> 1] = acc << 24;
+    else
+        rank[b >> 1] |= acc - (rank[b >> 1] >> 24);
+}
+
 uint64_t fti_sel0_entries(uint64_t nzeros)
 {
     return (nzeros + FT_SELECT_SAMPLE - 1) / FT_SELECT_SAMPLE + 1;
@@ -120,7 +135,7 @@ void fti_rank_build(uint64_t *rank, const uint64_t *words, uint64_t nbits,
     uint64_t acc = 0;
     uint64_t nw = fti_bits_words(nbits);
     for (uint64_t b = 0; b < n; b++) {
-        rank[b] = acc;
+        fti_rank_set(rank, b, acc);
         for (uint64_t w = b * 8; w < b * 8 + 8 && w < nw; w++)
             acc += (uint64_t)__builtin_popcountll(words[w] & mask);
     }
@@ -137,7 +152,7 @@ void fti_sel0_build(uint32_t *sel, const uint64_t *words,
         uint64_t target = j * FT_SELECT_SAMPLE;
         /* advance to the last block whose zeros-before <= target */
         while (b + 1 < nblocks &&
-               (b + 1) * FT_BLOCK_BITS - rank[b + 1] <= target)
+               (b + 1) * FT_BLOCK_BITS - ft_rank_block(rank, b + 1) <= target)
             b++;
         sel[j] = (uint32_t)b;
     }
