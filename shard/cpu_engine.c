@@ -17,9 +17,14 @@
  *    (keep 2x, quickselect down to x when full); the buffers of the workers
  *    are merged after each step (beam) or at the end (results).  Keys are
  *    unique total orders, so no choice depends on which worker saw what.
- *  - A fixed pool of workers, created at open, shares either the beam
- *    entries of each step (one request at a time) or whole requests of a
- *    batch (one worker per request); results are identical either way.
+ *  - A fixed pool of workers, created at open, takes a batch in rounds of
+ *    one request per worker; the rest (fewer requests than workers) runs at
+ *    once in groups: a group of workers shares the beam entries of each step
+ *    of its request, its leader driving the steps with its own barrier (a
+ *    small request gets a group of one).  A lone request is one group of
+ *    all workers.  Results are identical however the work is split.
+ *  - Waits (pool and group barriers) spin, then yield, then sleep: a step
+ *    of a small request is shorter than a sleep and a wake-up.
  *  - Every buffer lives in the engine and only grows, on the first request
  *    of a larger shape.
  *
@@ -29,11 +34,17 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "cpu_engine.h"
 
 typedef unsigned __int128 u128;
+
+/* How long a thread waiting for its pool or group spins before it sleeps
+ * (when the workers do not outnumber the cores; FT_CPU_SPIN_US overrides). */
+#define CPU_SPIN_NS 200000L
 
 /* cand is a candidate for the next beam: key = ft_cand_key(sigma, r, k). */
 typedef struct cand {
@@ -91,6 +102,33 @@ typedef struct cpu_engine cpu_engine;
 /* job is what the pool runs: one call of fn per worker. */
 typedef void (*job_fn)(cpu_engine *ce, int w);
 
+/* spinw is a word that threads wait on to change: a short spin, then a
+ * sleep on a condition variable.  Wakers pay for the mutex only when some
+ * waiter sleeps (sleepers is counted under the mutex; both sides use
+ * sequentially consistent operations, so a waiter either sees the new value
+ * or is seen as a sleeper). */
+typedef struct spinw {
+    _Alignas(128) atomic_uint val;
+    atomic_int sleepers;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} spinw;
+
+/* grp is a group of workers w0..w0+nw-1 that runs one request, its leader
+ * w0 driving the steps and all of them sharing each step's beam entries.
+ * go counts the leader's calls (a step or the end), done the members that
+ * finished the current step. */
+typedef struct grp {
+    _Alignas(128) atomic_uint next; /* next rank to take in this step */
+    spinw go, done;
+    _Alignas(128) rctx *c; /* the step: context, step and ranks per grab */
+    uint32_t t, chunk;
+    int stop;
+    int w0, nw;
+    const ft_request *req;
+    ft_result *res;
+} grp;
+
 struct cpu_engine {
     ft_engine *eng;
     const ft_trie_view *view;
@@ -98,22 +136,21 @@ struct cpu_engine {
     int nthreads;
     ft_cpu_match match;
     ft_cpu_split split;
+    long spin_ns; /* how long a waiting thread spins before it sleeps */
     rctx *ctx;  /* one per thread */
     wbuf *wb;   /* one per thread */
+    grp *grp;   /* up to one per thread */
+    int *wgrp;  /* the group of each worker in the current job */
     /* pool */
     pthread_t *th;
     int nstarted;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_go, cv_done;
-    uint64_t gen;
-    int pending;
+    int nsw;         /* spinw objects initialised (pool's two, then groups') */
+    spinw pgo;       /* job generation */
+    spinw pdone;     /* workers done with the job */
     int stop;
     job_fn fn;
     /* current job's arguments */
-    rctx *jctx;          /* beams: the request's context */
-    uint32_t jt;         /* beams: the step */
-    uint32_t jchunk;     /* beams: ranks per grab */
-    atomic_uint jnext;   /* next rank or next request to take */
+    atomic_uint jnext;   /* next request to take */
     const ft_request *const *jreqs;
     ft_result *const *jres;
     size_t jn;
@@ -495,21 +532,105 @@ static void expand_entry(const cpu_engine *ce, const rctx *c, wbuf *wb,
     }
 }
 
+/* ---- waiting ------------------------------------------------------- */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static int spinw_init(spinw *s)
+{
+    atomic_init(&s->val, 0);
+    atomic_init(&s->sleepers, 0);
+    if (pthread_mutex_init(&s->mu, NULL))
+        return -1;
+    if (pthread_cond_init(&s->cv, NULL)) {
+        pthread_mutex_destroy(&s->mu);
+        return -1;
+    }
+    return 0;
+}
+
+static void spinw_destroy(spinw *s)
+{
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+}
+
+/* spinw_wait waits until s->val != old and returns the value it saw: a few
+ * pauses, then yields (a spinner must not keep a shared core from the
+ * thread it waits for: on 2 loaded cores pure pausing made a split request
+ * 4x slower), then, after spin_ns, a sleep. */
+static unsigned spinw_wait(spinw *s, unsigned old, long spin_ns)
+{
+    unsigned v = atomic_load_explicit(&s->val, memory_order_acquire);
+    if (v != old)
+        return v;
+    if (spin_ns > 0) {
+        long t0 = now_ns();
+        for (uint32_t i = 1;; i++) {
+            if (i < 256u)
+                cpu_relax();
+            else
+                sched_yield(); /* a shared core: let the others run */
+            v = atomic_load_explicit(&s->val, memory_order_acquire);
+            if (v != old)
+                return v;
+            if ((i & 63u) == 0 && now_ns() - t0 > spin_ns)
+                break;
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    atomic_fetch_add(&s->sleepers, 1);
+    while ((v = atomic_load(&s->val)) == old)
+        pthread_cond_wait(&s->cv, &s->mu);
+    atomic_fetch_sub(&s->sleepers, 1);
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+/* spinw_wait_for waits until s->val == want. */
+static void spinw_wait_for(spinw *s, unsigned want, long spin_ns)
+{
+    unsigned v;
+    while ((v = atomic_load_explicit(&s->val, memory_order_acquire)) != want)
+        spinw_wait(s, v, spin_ns);
+}
+
+/* spinw_add adds x to s->val and wakes the sleepers. */
+static void spinw_add(spinw *s, unsigned x)
+{
+    atomic_fetch_add(&s->val, x);
+    if (atomic_load(&s->sleepers) > 0) {
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
 /* ---- the pool -------------------------------------------------------- */
 
+/* pool_run calls fn(ce, w) on every worker w (the calling thread is worker
+ * 0) and returns when all have returned. */
 static void pool_run(cpu_engine *ce, job_fn fn)
 {
-    pthread_mutex_lock(&ce->mu);
     ce->fn = fn;
-    ce->pending = ce->nstarted;
-    ce->gen++;
-    pthread_cond_broadcast(&ce->cv_go);
-    pthread_mutex_unlock(&ce->mu);
-    fn(ce, 0); /* the calling thread is worker 0 */
-    pthread_mutex_lock(&ce->mu);
-    while (ce->pending > 0)
-        pthread_cond_wait(&ce->cv_done, &ce->mu);
-    pthread_mutex_unlock(&ce->mu);
+    atomic_store(&ce->pdone.val, 0);
+    spinw_add(&ce->pgo, 1);
+    fn(ce, 0);
+    spinw_wait_for(&ce->pdone, (unsigned)ce->nstarted, ce->spin_ns);
 }
 
 typedef struct worker_arg {
@@ -522,34 +643,26 @@ static void *worker_main(void *arg)
     cpu_engine *ce = ((worker_arg *)arg)->ce;
     int w = ((worker_arg *)arg)->w;
     free(arg);
-    uint64_t seen = 0;
-    pthread_mutex_lock(&ce->mu);
+    unsigned seen = 0;
     for (;;) {
-        while (ce->gen == seen && !ce->stop)
-            pthread_cond_wait(&ce->cv_go, &ce->mu);
+        seen = spinw_wait(&ce->pgo, seen, ce->spin_ns);
         if (ce->stop)
             break;
-        seen = ce->gen;
-        job_fn fn = ce->fn;
-        pthread_mutex_unlock(&ce->mu);
-        fn(ce, w);
-        pthread_mutex_lock(&ce->mu);
-        if (--ce->pending == 0)
-            pthread_cond_signal(&ce->cv_done);
+        ce->fn(ce, w);
+        spinw_add(&ce->pdone, 1);
     }
-    pthread_mutex_unlock(&ce->mu);
     return NULL;
 }
 
 /* ---- one request ----------------------------------------------------- */
 
-static void job_expand(cpu_engine *ce, int w)
+/* grp_expand takes chunks of the group's current step until none is left. */
+static void grp_expand(const cpu_engine *ce, grp *g, wbuf *wb)
 {
-    rctx *c = ce->jctx;
-    wbuf *wb = &ce->wb[w];
-    uint32_t n = c->ncur, chunk = ce->jchunk, t = ce->jt;
+    const rctx *c = g->c;
+    uint32_t n = c->ncur, chunk = g->chunk, t = g->t;
     for (;;) {
-        uint32_t r0 = atomic_fetch_add_explicit(&ce->jnext, chunk,
+        uint32_t r0 = atomic_fetch_add_explicit(&g->next, chunk,
                                                 memory_order_relaxed);
         if (r0 >= n)
             break;
@@ -559,9 +672,24 @@ static void job_expand(cpu_engine *ce, int w)
     }
 }
 
+/* grp_member is a member's part: every step the leader starts, until the
+ * leader says stop. */
+static void grp_member(cpu_engine *ce, grp *g, int w)
+{
+    unsigned seen = 0;
+    for (;;) {
+        seen = spinw_wait(&g->go, seen, ce->spin_ns);
+        if (g->stop)
+            break;
+        grp_expand(ce, g, &ce->wb[w]);
+        spinw_add(&g->done, 1);
+    }
+}
+
 /* run_request answers one validated request with context c, using workers
- * wb[0..nw) (nw > 1 only from the calling thread, through the pool). */
-static int run_request(cpu_engine *ce, rctx *c, wbuf *wb, int nw,
+ * wb[0..nw): alone when nw == 1, else as the leader of group g (whose
+ * members wait in grp_member). */
+static int run_request(cpu_engine *ce, rctx *c, wbuf *wb, int nw, grp *g,
                        const ft_request *req, ft_result *res)
 {
     int rc = rctx_ready(c, req, (size_t)nw);
@@ -602,12 +730,15 @@ static int run_request(cpu_engine *ce, rctx *c, wbuf *wb, int nw,
             for (uint32_t r = 0; r < c->ncur; r++)
                 expand_entry(ce, c, wb, t, r);
         } else {
-            ce->jctx = c;
-            ce->jt = t;
+            g->c = c;
+            g->t = t;
             uint32_t chunk = c->ncur / ((uint32_t)nw * 8u);
-            ce->jchunk = chunk ? chunk : 1;
-            atomic_store(&ce->jnext, 0);
-            pool_run(ce, job_expand);
+            g->chunk = chunk ? chunk : 1;
+            atomic_store_explicit(&g->next, 0, memory_order_relaxed);
+            atomic_store_explicit(&g->done.val, 0, memory_order_relaxed);
+            spinw_add(&g->go, 1); /* publishes the step to the members */
+            grp_expand(ce, g, wb);
+            spinw_wait_for(&g->done, (unsigned)nw - 1, ce->spin_ns);
         }
         /* Merge the workers' survivors and take the first B in order. */
         cand *all;
@@ -691,40 +822,122 @@ static void job_requests(cpu_engine *ce, int w)
                                                memory_order_relaxed);
         if (i >= ce->jn)
             break;
-        run_request(ce, &ce->ctx[w], &ce->wb[w], 1, ce->jreqs[i],
+        run_request(ce, &ce->ctx[w], &ce->wb[w], 1, NULL, ce->jreqs[i],
                     ce->jres[i]);
     }
 }
 
-/* A request whose step (beam x K) is this small is not worth waking the
- * pool for: measured on 2 cores, K = BW = 100 ran slower split by beams. */
+static void job_groups(cpu_engine *ce, int w)
+{
+    if (ce->wgrp[w] < 0)
+        return;
+    grp *g = &ce->grp[ce->wgrp[w]];
+    if (w != g->w0) {
+        grp_member(ce, g, w);
+        return;
+    }
+    run_request(ce, &ce->ctx[w], &ce->wb[w], g->nw, g->nw > 1 ? g : NULL,
+                g->req, g->res);
+    if (g->nw > 1) {
+        g->stop = 1;
+        spinw_add(&g->go, 1);
+    }
+}
+
+/* A request whose step (beam x K) is this small is not worth splitting:
+ * it runs on one worker.  Measured on 2 (shared) cores, K = BW = 100 gained
+ * nothing from two workers, with sleeping or with spinning waits. */
 #define SMALL_STEP_WORK 65536u
+
+static int is_small(const ft_request *r)
+{
+    return (uint64_t)r->beam * r->K < SMALL_STEP_WORK;
+}
+
+/* run_requests runs reqs[0..n) one per worker. */
+static void run_requests(cpu_engine *ce, const ft_request *const *reqs,
+                         ft_result *const *res, size_t n)
+{
+    if (n == 1) {
+        run_request(ce, &ce->ctx[0], ce->wb, 1, NULL, reqs[0], res[0]);
+        return;
+    }
+    ce->jreqs = reqs;
+    ce->jres = res;
+    ce->jn = n;
+    atomic_store(&ce->jnext, 0);
+    pool_run(ce, job_requests);
+}
+
+/* run_groups runs reqs[0..n), n <= nthreads, at once: request i on the
+ * workers of group i, whose size is size[i] (sizes sum to at most
+ * nthreads; workers left over idle). */
+static void run_groups(cpu_engine *ce, const ft_request *const *reqs,
+                       ft_result *const *res, size_t n, const int *size)
+{
+    int w = 0;
+    for (size_t i = 0; i < n; i++) {
+        grp *g = &ce->grp[i];
+        g->w0 = w;
+        g->nw = size[i];
+        g->req = reqs[i];
+        g->res = res[i];
+        g->stop = 0;
+        atomic_store(&g->go.val, 0);
+        for (int j = 0; j < size[i]; j++)
+            ce->wgrp[w++] = (int)i;
+    }
+    for (; w < ce->nthreads; w++)
+        ce->wgrp[w] = -1; /* idle in this job */
+    pool_run(ce, job_groups);
+}
 
 static int cpu_search_batch(ft_engine *eng, const ft_request *const *reqs,
                             ft_result *const *res, size_t n)
 {
     cpu_engine *ce = eng->impl;
     int nw = ce->nthreads;
-    int by_requests;
-    if (nw == 1 || ce->split == FT_CPU_SPLIT_BEAMS)
-        by_requests = 0;
-    else if (ce->split == FT_CPU_SPLIT_REQUESTS)
-        by_requests = 1;
-    else
-        by_requests = n >= (size_t)nw;
-    if (by_requests) {
-        ce->jreqs = reqs;
-        ce->jres = res;
-        ce->jn = n;
-        atomic_store(&ce->jnext, 0);
-        pool_run(ce, job_requests);
+    if (nw == 1) {
+        for (size_t i = 0; i < n; i++)
+            run_request(ce, &ce->ctx[0], ce->wb, 1, NULL, reqs[i], res[i]);
         return FT_OK;
     }
-    for (size_t i = 0; i < n; i++) {
-        int small = ce->split != FT_CPU_SPLIT_BEAMS &&
-                    (uint64_t)reqs[i]->beam * reqs[i]->K < SMALL_STEP_WORK;
-        run_request(ce, &ce->ctx[0], ce->wb, small ? 1 : nw, reqs[i], res[i]);
+    int size[FT_ENGINE_CHUNK];
+    if (ce->split == FT_CPU_SPLIT_REQUESTS) {
+        run_requests(ce, reqs, res, n);
+        return FT_OK;
     }
+    if (ce->split == FT_CPU_SPLIT_BEAMS) {
+        /* every request in turn on all workers */
+        size[0] = nw;
+        for (size_t i = 0; i < n; i++)
+            run_groups(ce, reqs + i, res + i, 1, size);
+        return FT_OK;
+    }
+    /* Whole rounds of nthreads requests one per worker, then the rest r <
+     * nthreads at once in groups: a small request gets one worker, the
+     * others share the remaining workers evenly (FT_CPU_SPLIT_GROUPS treats
+     * every request as large). */
+    size_t full = n - n % (size_t)nw, r = n - full;
+    int small_ok = ce->split != FT_CPU_SPLIT_GROUPS;
+    int nsmall = 0;
+    for (size_t i = full; i < n; i++)
+        nsmall += small_ok && is_small(reqs[i]);
+    int nbig = (int)r - nsmall;
+    if (nbig == 0) { /* every request on one worker */
+        run_requests(ce, reqs, res, n);
+        return FT_OK;
+    }
+    if (full > 0)
+        run_requests(ce, reqs, res, full);
+    int spare = nw - nsmall, each = spare / nbig, extra = spare % nbig;
+    for (size_t i = full; i < n; i++) {
+        if (small_ok && is_small(reqs[i]))
+            size[i - full] = 1;
+        else
+            size[i - full] = each + (extra-- > 0);
+    }
+    run_groups(ce, reqs + full, res + full, r, size);
     /* Out of memory is the request's status, not an engine failure. */
     return FT_OK;
 }
@@ -737,17 +950,24 @@ static void cpu_close(ft_engine *eng)
     if (ce == NULL)
         return;
     if (ce->th) {
-        pthread_mutex_lock(&ce->mu);
-        ce->stop = 1;
-        pthread_cond_broadcast(&ce->cv_go);
-        pthread_mutex_unlock(&ce->mu);
+        if (ce->nstarted > 0) {
+            ce->stop = 1;
+            spinw_add(&ce->pgo, 1);
+        }
         for (int i = 0; i < ce->nstarted; i++)
             pthread_join(ce->th[i], NULL);
         free(ce->th);
     }
-    pthread_mutex_destroy(&ce->mu);
-    pthread_cond_destroy(&ce->cv_go);
-    pthread_cond_destroy(&ce->cv_done);
+    /* spinw objects: the pool's go and done, then each group's go, done */
+    for (int i = 0; i < ce->nsw; i++) {
+        spinw *x = i == 0   ? &ce->pgo
+                   : i == 1 ? &ce->pdone
+                   : (i & 1) ? &ce->grp[(i - 2) / 2].done
+                             : &ce->grp[(i - 2) / 2].go;
+        spinw_destroy(x);
+    }
+    free(ce->grp);
+    free(ce->wgrp);
     for (int i = 0; i < ce->nthreads; i++) {
         if (ce->ctx)
             rctx_free(&ce->ctx[i]);
@@ -778,9 +998,16 @@ int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
     if (nt > 1024)
         nt = 1024;
     ce->nthreads = nt;
-    pthread_mutex_init(&ce->mu, NULL);
-    pthread_cond_init(&ce->cv_go, NULL);
-    pthread_cond_init(&ce->cv_done, NULL);
+    /* Waiting threads spin a while before they sleep: a step's serial part
+     * (the merge) is short next to a sleep and a wake-up.  Not when the
+     * workers outnumber the cores: there a spinner takes the core that the
+     * thread it waits for needs. */
+    ce->spin_ns = nt <= fti_online_cores() ? CPU_SPIN_NS : 0;
+    {
+        const char *e = getenv("FT_CPU_SPIN_US");
+        if (e != NULL && *e)
+            ce->spin_ns = atol(e) * 1000L;
+    }
     eng->impl = ce;
     eng->ops = &cpu_ops;
     ce->ctx = aligned_alloc(128, (size_t)nt * sizeof *ce->ctx);
@@ -790,9 +1017,24 @@ int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
     if (ce->wb)
         memset(ce->wb, 0, (size_t)nt * sizeof *ce->wb);
     ce->th = calloc((size_t)nt, sizeof *ce->th);
-    if (!ce->ctx || !ce->wb || !ce->th) {
+    ce->grp = aligned_alloc(128, (size_t)nt * sizeof *ce->grp);
+    ce->wgrp = calloc((size_t)nt, sizeof *ce->wgrp);
+    if (ce->grp)
+        memset(ce->grp, 0, (size_t)nt * sizeof *ce->grp);
+    if (!ce->ctx || !ce->wb || !ce->th || !ce->grp || !ce->wgrp) {
         cpu_close(eng);
         FT_RETURN_ERROR_IF(1, FT_ENOMEM, "engine: out of memory");
+    }
+    for (int i = 0; i < 2 + 2 * nt; i++) {
+        spinw *x = i == 0   ? &ce->pgo
+                   : i == 1 ? &ce->pdone
+                   : (i & 1) ? &ce->grp[(i - 2) / 2].done
+                             : &ce->grp[(i - 2) / 2].go;
+        if (spinw_init(x)) {
+            cpu_close(eng);
+            FT_RETURN_ERROR_IF(1, FT_ENOMEM, "engine: out of memory");
+        }
+        ce->nsw++;
     }
     /* The calling thread's context is sized now; workers' on first use. */
     if (ft_prep_init(&ce->ctx[0].prep, FT_MAX_T, FT_MAX_K) != FT_OK) {

@@ -16,9 +16,11 @@ typedef enum ft_cpu_match {
 
 /* How the workers share a batch. */
 typedef enum ft_cpu_split {
-    FT_CPU_SPLIT_AUTO = 0,     /* requests when the batch is wide enough */
+    FT_CPU_SPLIT_AUTO = 0,     /* rounds of one request per worker, the rest
+                                  at once in groups; small requests alone */
     FT_CPU_SPLIT_BEAMS = 1,    /* every request, beams of a step in parallel */
-    FT_CPU_SPLIT_REQUESTS = 2  /* one request per worker at a time */
+    FT_CPU_SPLIT_REQUESTS = 2, /* one request per worker at a time */
+    FT_CPU_SPLIT_GROUPS = 3    /* as AUTO, but even small requests share */
 } ft_cpu_split;
 
 /* ft_cpu_engine_tune sets the knobs of a CPU engine (FT_EINVAL when eng is

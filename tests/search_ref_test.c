@@ -4,8 +4,8 @@
  * cases built to tie: quantised log-probs, tiny vocabularies, -0, positive
  * log-probs, thresholds, keys that are prefixes of others, beams wider than
  * the candidates, results fewer and more than the beam.  Every case runs on
- * engines with 1, 2 and 8 threads, both matching strategies and both ways
- * of splitting work, and in batches of 1, 3 and all requests shuffled with
+ * engines with 1, 2, 3, 4 and 8 threads, both matching strategies and every
+ * way of splitting work, and in batches of 1, 3 and all requests shuffled with
  * the requests of other cases (SPEC section 6).
  */
 #include "cpu_engine.h"
@@ -134,7 +134,7 @@ static void make_request(tcase *c, uint64_t *s, const su_key *keys, size_t m,
     q->alpha = alphas[ft_test_rand(s) % 5];
 }
 
-#define NENG 6
+#define NENG 9
 typedef struct eng_cfg {
     int threads;
     ft_cpu_match match;
@@ -147,6 +147,12 @@ static const eng_cfg cfgs[NENG] = {
     {2, FT_CPU_MATCH_AUTO, FT_CPU_SPLIT_BEAMS},
     {8, FT_CPU_MATCH_MERGE, FT_CPU_SPLIT_BEAMS},
     {8, FT_CPU_MATCH_AUTO, FT_CPU_SPLIT_REQUESTS},
+    /* groups of uneven sizes: 3 requests on 8 workers are groups of 3, 3
+     * and 2; on 3 workers 16 are 5 rounds and a group of all 3; on 4,
+     * AUTO gives a small request one worker and a large one the rest */
+    {8, FT_CPU_MATCH_AUTO, FT_CPU_SPLIT_GROUPS},
+    {3, FT_CPU_MATCH_MERGE, FT_CPU_SPLIT_GROUPS},
+    {4, FT_CPU_MATCH_AUTO, FT_CPU_SPLIT_AUTO},
 };
 
 static uint64_t n_cases, n_hits;
