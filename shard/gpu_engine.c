@@ -417,8 +417,6 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
      * candidate's child range in the expansion costs no time.  In a batch
      * the grid is busy and most of those ranges are thrown away. */
     g->lazy_min = 4;
-    if (getenv("FT_GPU_LAZY_MIN"))
-        g->lazy_min = (uint32_t)atoi(getenv("FT_GPU_LAZY_MIN"));
     eng->timing = g->timing;
     for (int i = 0; i < 4 && g->timing; i++)
         FT_CUDA_CHECK(cudaEventCreate(&g->ev[i]));
