@@ -88,7 +88,7 @@ typedef struct ft_gk_out_head {
 } ft_gk_out_head;
 
 typedef struct ft_gk_out_hit {
-    uint64_t node;
+    uint64_t rank;  /* terminal rank of the node: the value's index */
     double score;
     float sigma;
     uint32_t order;
@@ -133,9 +133,16 @@ typedef struct ft_gk_params {
     uint32_t nreq;
     uint32_t epoch;         /* hash table generation, 1 .. 2^20-1 */
     uint64_t *prof;         /* FT_GK_PROFILE builds: clock64 marks, or NULL */
+    const uint64_t *term_rank; /* terminal flags before each 256 nodes */
+    uint32_t lazy;          /* 1: child ranges of the selected beams only,
+                             * by the selecting CTA (throughput); 0: of every
+                             * next candidate, by the whole grid (latency) */
+    uint32_t root_n;        /* entries of root_map (0: no map) */
+    const uint32_t *root_map; /* label -> 1 + index among the root's
+                               * children, 0 if none: one load for step 0 */
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 24,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 48,
                     "ft_gk_params layout");
 
 /* ft_gk_sel_key and friends: expansion path choice shared by host (step 0)

@@ -77,7 +77,11 @@ __device__ __forceinline__ uint32_t gk_hash(uint32_t x)
 __device__ __forceinline__ uint32_t gk_kcut(const float *lp, uint32_t keff,
                                             float sigma, float theta)
 {
-    uint32_t lo = 0, hi = keff;
+    /* The row is sorted descending: when its last proposal passes, all
+     * do (one load instead of a search; the common theta_sent = -inf). */
+    if (keff == 0 || __fadd_rn(sigma, lp[keff - 1]) > theta)
+        return keff;
+    uint32_t lo = 0, hi = keff - 1;
     while (lo < hi) {
         uint32_t mid = (lo + hi) >> 1;
         if (__fadd_rn(sigma, lp[mid]) > theta)
@@ -86,6 +90,29 @@ __device__ __forceinline__ uint32_t gk_kcut(const float *lp, uint32_t keff,
             hi = mid;
     }
     return lo;
+}
+
+/* Two warp-aggregated appends at once (the two atomics are in flight
+ * together): slots of this lane in the terminal and the next list.  The
+ * whole warp calls it. */
+__device__ __forceinline__ void gk_append2(uint32_t *ct, int wt, uint32_t *cn,
+                                           int wn, uint32_t *pt, uint32_t *pn)
+{
+    uint32_t mt = __ballot_sync(0xffffffffu, wt);
+    uint32_t mn = __ballot_sync(0xffffffffu, wn);
+    uint32_t lane = threadIdx.x & 31u;
+    uint32_t bt = 0, bn = 0;
+    if (lane == 0) {
+        if (mt)
+            bt = atomicAdd(ct, (uint32_t)__popc(mt));
+        if (mn)
+            bn = atomicAdd(cn, (uint32_t)__popc(mn));
+    }
+    bt = __shfl_sync(0xffffffffu, bt, 0);
+    bn = __shfl_sync(0xffffffffu, bn, 0);
+    uint32_t below = (1u << lane) - 1u;
+    *pt = bt + (uint32_t)__popc(mt & below);
+    *pn = bn + (uint32_t)__popc(mn & below);
 }
 
 /* Warp-aggregated append: returns the slot of this lane (if want). */
@@ -121,13 +148,17 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         kcut = q->kcut0;
     } else {
         uint32_t nb = q->steps[t].n_beam;
-        uint32_t lo = 0, hi = nb; /* last r with cstart[r] <= item */
+        /* Last r with cstart[r] <= item, a 32-way search by the warp:
+         * log32(nb) dependent loads instead of log2(nb).  Invariant:
+         * cstart[lo] <= item, and hi == nb or cstart[hi] > item. */
+        uint32_t lo = 0, hi = nb;
         while (hi - lo > 1) {
-            uint32_t mid = (lo + hi) >> 1;
-            if (S.beam_cstart[mid] <= item)
-                lo = mid;
-            else
-                hi = mid;
+            uint32_t step = (hi - lo + 31u) >> 5;
+            uint32_t idx = lo + lane * step;
+            int ok = idx < hi && S.beam_cstart[idx] <= item;
+            uint32_t b = __ballot_sync(0xffffffffu, ok);
+            lo += (31u - (uint32_t)__clz(b)) * step;
+            hi = lo + step < hi ? lo + step : hi;
         }
         r = lo;
         chunk = item - S.beam_cstart[r];
@@ -139,11 +170,14 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     const float *lp = q->logp + q->row[t];
     int found = 0;
     uint32_t k = 0;
+    uint32_t flags = 0;
     uint64_t u = FT_NONE;
     if (ft_gk_use_hash(t, cr.deg, kcut)) {
         uint64_t j = (uint64_t)chunk * FT_GK_WARP_ITEM + lane;
         if (j < cr.deg) {
             u = cr.first + j;
+            /* u is known now: its flags load overlaps the label's. */
+            flags = ft_node_flags(&P.view, u);
             uint32_t label = ft_child_label(&P.view, &cr, u);
             const uint64_t *tab = S.hash + q->hoff[t];
             uint32_t mask = q->hmask[t];
@@ -163,20 +197,30 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     } else {
         k = chunk * FT_GK_WARP_ITEM + lane;
         if (k < kcut) {
-            u = ft_find_child(&P.view, &cr, tok[k]);
+            uint32_t tk = tok[k];
+            if (t == 0 && P.root_n) {
+                /* The root's children through the label map. */
+                uint32_t c = tk < P.root_n ? P.root_map[tk] : 0u;
+                u = c ? cr.first + (c - 1u) : FT_NONE;
+            } else {
+                u = ft_find_child(&P.view, &cr, tk);
+            }
             found = u != FT_NONE;
+            if (found)
+                flags = ft_node_flags(&P.view, u);
         }
     }
     float sig = 0.0f;
-    uint32_t flags = 0;
-    if (found) {
+    if (found)
         sig = __fadd_rn(sigma, lp[k]);
-        flags = ft_node_flags(&P.view, u);
-    }
+    else
+        flags = 0;
     uint64_t key = ft_cand_key(sig, r, k);
     ft_gk_step *st = &q->steps[t];
     int term = found && (flags & FT_TERMINAL);
-    uint32_t pos = gk_append(&st->n_term, term);
+    int nxt = !last && found && (flags & FT_HAS_CHILD);
+    uint32_t pos, posn;
+    gk_append2(&st->n_term, term, &st->n_next, nxt, &pos, &posn);
     if (term) {
         if (pos < S.cap_cand) {
             S.term_key[pos] = key;
@@ -186,8 +230,7 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         }
     }
     if (!last) {
-        int nxt = found && (flags & FT_HAS_CHILD);
-        pos = gk_append(&st->n_next, nxt);
+        pos = posn;
         if (nxt) {
             if (pos < S.cap_cand) {
                 /* The new beam's child range and theta_sent cut are
@@ -196,10 +239,12 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                  * then overlap instead of adding up. */
                 S.cand_key[pos] = key;
                 S.cand_node[pos] = u;
-                S.cand_cr[pos] = ft_children(&P.view, u);
-                S.cand_kcut[pos] = gk_kcut(q->logp + q->row[t + 1],
-                                           q->keff[t + 1], sig,
-                                           q->theta_sent);
+                if (!P.lazy) {
+                    S.cand_cr[pos] = ft_children(&P.view, u);
+                    S.cand_kcut[pos] = gk_kcut(q->logp + q->row[t + 1],
+                                               q->keff[t + 1], sig,
+                                               q->theta_sent);
+                }
             } else {
                 atomicOr(&q->steps[0].err, 1u);
             }
@@ -253,16 +298,20 @@ __device__ void gk_build_hash(const ft_gk_params &P)
             uint32_t h = gk_hash(tok) & mask;
             unsigned long long nv = ((unsigned long long)tok << 32) |
                                     ((unsigned long long)P.epoch << 12) | k;
+            /* A failed CAS re-examines the value it returned, never a
+             * reload (which the SM's L1 could answer with a stale line). */
+            unsigned long long e0 = tab[h];
             for (;;) {
-                unsigned long long e0 = tab[h];
                 if ((uint32_t)((e0 >> 12) & 0xfffffu) != P.epoch) {
                     unsigned long long old = atomicCAS(
                         (unsigned long long *)&tab[h], e0, nv);
                     if (old == e0)
                         break;
-                    continue; /* someone took it: look again */
+                    e0 = old; /* someone took it: look again */
+                    continue;
                 }
                 h = (h + 1) & mask;
+                e0 = tab[h];
             }
         }
         acc += tot;
@@ -270,6 +319,24 @@ __device__ void gk_build_hash(const ft_gk_params &P)
 }
 
 /* ---- phase B ---------------------------------------------------------- */
+
+/* Terminal nodes before node u (ft_trie_term_rank on the device): the
+ * index of u's value, which the host looks up. */
+__device__ __forceinline__ uint64_t gk_term_rank(const ft_gk_params &P,
+                                                 uint64_t u)
+{
+    const uint64_t m = 0x5555555555555555ull;
+    uint64_t pos = 2 * u;
+    uint64_t block = pos >> 9;
+    uint64_t r = P.term_rank[block];
+    uint64_t w = block << 3, end = pos >> 6;
+    for (; w < end; w++)
+        r += (uint64_t)__popcll(P.view.flags[w] & m);
+    if (pos & 63)
+        r += (uint64_t)__popcll(P.view.flags[end] & m &
+                                ((1ull << (pos & 63)) - 1));
+    return r;
+}
 
 /* Block-wide exclusive scan of one value per thread; returns the total. */
 __device__ uint32_t gk_scan(gk_smem &sm, uint32_t v, uint32_t *excl)
@@ -310,7 +377,12 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
     uint32_t tid = threadIdx.x;
     uint64_t prefix = 0, pmask = 0;
     uint32_t x = m < lim ? m : lim;
-    if (m > lim) {
+    /* A list that fits shared memory is sorted whole: one coalesced load
+     * and a bitonic sort beat the radix passes (each a round trip to L2
+     * and three block barriers).  Keys are distinct (they hold r and k),
+     * so the first x of the sorted list are the best x. */
+    uint32_t full = m > lim && m <= FT_GK_SORT_MAX;
+    if (m > lim && !full) {
         if (tid == 0) {
             sm.need = lim;
             sm.done = 0;
@@ -323,18 +395,18 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
             /* Candidates cluster in few buckets (close sigmas share their
              * high bits): aggregate equal buckets per warp before the
              * shared-memory atomic, else lanes serialise on one counter. */
-            /* Four independent loads in flight per thread: the pass is
+            /* Eight independent loads in flight per thread: the pass is
              * bound by L2 latency, not bandwidth. */
             uint32_t mr = (m + 31u) & ~31u;
-            for (uint32_t i0 = tid; i0 < mr; i0 += 4u * blockDim.x) {
-                uint64_t kk[4];
+            for (uint32_t i0 = tid; i0 < mr; i0 += 8u * blockDim.x) {
+                uint64_t kk[8];
 #pragma unroll
-                for (int u = 0; u < 4; u++) {
+                for (int u = 0; u < 8; u++) {
                     uint32_t i = i0 + (uint32_t)u * blockDim.x;
                     kk[u] = i < m ? keys[i] : ~0ull;
                 }
 #pragma unroll
-                for (int u = 0; u < 4; u++) {
+                for (int u = 0; u < 8; u++) {
                     uint32_t i = i0 + (uint32_t)u * blockDim.x;
                     if (i >= mr) /* uniform per warp: mr % 32 == 0 */
                         break;
@@ -387,10 +459,17 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
         }
         __syncthreads();
     }
+    if (full) {
+#pragma unroll 4
+        for (uint32_t i = tid; i < m; i += blockDim.x) {
+            sm.key[i] = keys[i];
+            sm.idx[i] = i;
+        }
+    }
     if (tid == 0)
         sm.count = 0;
     __syncthreads();
-    for (uint32_t i0 = tid; i0 < m; i0 += 4u * blockDim.x) {
+    for (uint32_t i0 = tid; !full && i0 < m; i0 += 4u * blockDim.x) {
         uint64_t kk[4];
 #pragma unroll
         for (int u = 0; u < 4; u++) {
@@ -411,10 +490,11 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
     }
     __syncthreads();
     /* Bitonic sort of the survivors, padded to a power of two. */
+    uint32_t ns = full ? m : x;
     uint32_t np = 1;
-    while (np < x)
+    while (np < ns)
         np <<= 1;
-    for (uint32_t i = x + tid; i < np; i += blockDim.x) {
+    for (uint32_t i = ns + tid; i < np; i += blockDim.x) {
         sm.key[i] = ~0ull;
         sm.idx[i] = 0;
     }
@@ -450,6 +530,18 @@ __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
         m = (uint32_t)S.cap_cand;
     uint32_t x = gk_select_sorted(sm, S.cand_key, m, q->B);
     uint32_t t1 = t + 1;
+    if (P.lazy) {
+        /* Child ranges and cuts of the selected beams only, strided so
+         * that a thread's chains are few. */
+        for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
+            uint64_t key = sm.key[j];
+            float sigma = gk_sigma_of_key(key);
+            S.beam_cr[j] = ft_children(&P.view, S.cand_node[sm.idx[j]]);
+            S.beam_kcut[j] = gk_kcut(q->logp + q->row[t1], q->keff[t1],
+                                     sigma, q->theta_sent);
+        }
+        __syncthreads();
+    }
     /* Each thread handles up to 8 consecutive beams (x <= 4096). */
     uint32_t per = (x + blockDim.x - 1) / blockDim.x;
     uint32_t j0 = threadIdx.x * per;
@@ -457,11 +549,18 @@ __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
     for (uint32_t j = j0; j < j0 + per && j < x; j++) {
         uint64_t key = sm.key[j];
         float sigma = gk_sigma_of_key(key);
-        ft_child_range cr = S.cand_cr[sm.idx[j]];
-        uint32_t kcut = S.cand_kcut[sm.idx[j]];
-        S.beam_cr[j] = cr;
+        ft_child_range cr;
+        uint32_t kcut;
+        if (P.lazy) {
+            cr = S.beam_cr[j];
+            kcut = S.beam_kcut[j];
+        } else {
+            cr = S.cand_cr[sm.idx[j]];
+            kcut = S.cand_kcut[sm.idx[j]];
+            S.beam_cr[j] = cr;
+            S.beam_kcut[j] = kcut;
+        }
         S.beam_sigma[j] = sigma;
-        S.beam_kcut[j] = kcut;
         S.hist[(size_t)t * S.bmax + j] = (uint32_t)(key & 0xffffffffu);
         uint32_t c = ft_gk_items(t1, cr.deg, kcut);
         S.beam_cstart[j] = c; /* per-beam count for now */
@@ -563,7 +662,7 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
             rr = e >> 16;
         }
         ft_gk_out_hit o;
-        o.node = h.node;
+        o.rank = gk_term_rank(P, h.node);
         o.score = h.score;
         o.sigma = h.sigma;
         o.order = h.order;

@@ -71,6 +71,7 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
     size_t i = 0;
     while (i < n) {
         size_t m = 0;
+        double tv = eng->timing ? fti_now() : 0;
         for (; i < n && m < FT_ENGINE_CHUNK; i++) {
             res[i].n = 0;
             res[i].error[0] = 0;
@@ -92,6 +93,8 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
             vres[m] = &res[i];
             m++;
         }
+        if (eng->timing)
+            eng->t_validate += fti_now() - tv;
         if (m > 0) {
             int rc = eng->ops->search_batch(eng, vr, vres, m);
             if (rc != FT_OK)

@@ -82,11 +82,25 @@ typedef struct gpu_engine {
     unsigned char *h_out, *d_out;
     size_t out_cap;
     uint64_t *d_prof;
+    uint32_t *d_root_map;       /* label -> 1 + root child index */
+    uint32_t root_n;
     size_t hash_bytes;          /* per slot of kmax/tmax; big slot aside */
     uint32_t epoch;
     int grid, block;
     size_t smem;
     uint64_t wmax;
+    /* FT_GPU_TIMING: host-side phase timings of b=1 launches, per beam. */
+    uint32_t lazy_min;          /* batches this large compute child ranges
+                                 * of the selected beams only */
+    int timing;
+    cudaEvent_t ev[4];
+    double last_validate;
+    struct gpu_timing {
+        uint32_t beam;
+        uint64_t calls;
+        double sum[10];
+    } tm[8];
+    uint32_t ntm;
 #ifdef FT_GK_PROFILE
     double prof_a[FT_MAX_T], prof_b[FT_MAX_T]; /* cycles summed per step */
     uint64_t prof_launches;
@@ -199,6 +213,23 @@ static void gpu_close(ft_engine *eng)
     if (g == NULL)
         return;
     cudaSetDevice(g->device);
+    if (g->timing) {
+        static const char *const nm[10] = {
+            "prep", "pack", "h2d+launch+d2h issue", "wait", "h2d (events)",
+            "kernel (events)", "d2h (events)", "assembly",
+            "total (validation excluded)", "validation"};
+        fprintf(stderr, "gpu host timing, b=1 launches, us per call:\n");
+        for (uint32_t b = 0; b < g->ntm; b++) {
+            fprintf(stderr, "  beam %u, %llu calls:", g->tm[b].beam,
+                    (unsigned long long)g->tm[b].calls);
+            for (int i = 0; i < 10; i++)
+                fprintf(stderr, " %s %.1f;", nm[i],
+                        g->tm[b].sum[i] * 1e6 / (double)g->tm[b].calls);
+            fprintf(stderr, "\n");
+        }
+        for (int i = 0; i < 4; i++)
+            cudaEventDestroy(g->ev[i]);
+    }
 #ifdef FT_GK_PROFILE
     if (g->prof_launches) {
         int khz = 0;
@@ -228,6 +259,7 @@ static void gpu_close(ft_engine *eng)
     cudaFree(g->d_in);
     cudaFree(g->d_out);
     cudaFree(g->d_prof);
+    cudaFree(g->d_root_map);
     cudaFreeHost(g->h_in);
     cudaFreeHost(g->h_out);
     if (g->stream)
@@ -247,7 +279,8 @@ static int copy_trie(gpu_engine *g, const ft_trie *t)
     static const int need[] = {FT_SEC_LOUDS,     FT_SEC_LOUDS_RANK,
                                FT_SEC_LOUDS_SEL0, FT_SEC_LABEL_LO,
                                FT_SEC_HIGH,      FT_SEC_HIGH_RANK,
-                               FT_SEC_LABEL_HI,  FT_SEC_FLAGS};
+                               FT_SEC_LABEL_HI,  FT_SEC_FLAGS,
+                               FT_SEC_TERM_RANK};
     g->view = t->view;
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
         int s = need[i];
@@ -270,12 +303,51 @@ static int copy_trie(gpu_engine *g, const ft_trie *t)
     return FT_OK;
 }
 
+/* A wide root gets a dense label -> child map on the device: step 0 then
+ * finds each proposal's child with one load instead of a binary search
+ * over the root's labels (~18 dependent loads for 275K children).  Built
+ * when the root has >= 1024 children and its largest label is < 2^26
+ * (at most 256 MB; 9 MB for a 2.2M-token vocabulary). */
+static int root_map(gpu_engine *g, ft_engine *eng)
+{
+    const ft_trie *t = &eng->idx->trie;
+    const ft_child_range *cr = &eng->idx->root;
+    if (cr->deg < 1024)
+        return FT_OK;
+    uint32_t top = ft_child_label(&t->view, cr, cr->first + cr->deg - 1);
+    if (top >= (1u << 26))
+        return FT_OK;
+    uint32_t n = top + 1;
+    uint32_t *h = calloc(n, sizeof *h);
+    if (h == NULL)
+        return FT_ENOMEM;
+    for (uint64_t c = 0; c < cr->deg; c++)
+        h[ft_child_label(&t->view, cr, cr->first + c)] = (uint32_t)c + 1u;
+    cudaError_t e = cudaMalloc((void **)&g->d_root_map, (size_t)n * 4);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(g->d_root_map, h, (size_t)n * 4,
+                       cudaMemcpyHostToDevice);
+    free(h);
+    if (e != cudaSuccess) {
+        FT_ERROR("CUDA: root map: %s", cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return FT_ECUDA;
+    }
+    g->root_n = n;
+    return FT_OK;
+}
+
 static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
                     size_t errlen)
 {
     const ft_trie *t = &eng->idx->trie;
     const ft_engine_opts *o = &eng->opts;
     int rc;
+    /* Spin while waiting for the GPU: the wake-up after the kernel is on
+     * every search's path.  Fails harmlessly when the device's context is
+     * already active (another engine in this process). */
+    if (cudaSetDeviceFlags(cudaDeviceScheduleSpin) != cudaSuccess)
+        (void)cudaGetLastError();
     FT_CUDA_CHECK(cudaSetDevice(g->device));
     FT_CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream,
                                             cudaStreamNonBlocking));
@@ -295,6 +367,8 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         return FT_ECUDA;
     }
     if ((rc = copy_trie(g, t)) != FT_OK)
+        return rc;
+    if ((rc = root_map(g, eng)) != FT_OK)
         return rc;
     g->wmax = widest_level(t);
     g->nslots = o->max_batch ? o->max_batch : 32;
@@ -338,6 +412,14 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         goto cuda_fail;
     }
     g->epoch = 0;
+    g->timing = getenv("FT_GPU_TIMING") != NULL;
+    /* Alone, a request leaves most of the grid idle: computing every next
+     * candidate's child range in the expansion costs no time.  In a batch
+     * the grid is busy and most of those ranges are thrown away. */
+    g->lazy_min = 4;
+    eng->timing = g->timing;
+    for (int i = 0; i < 4 && g->timing; i++)
+        FT_CUDA_CHECK(cudaEventCreate(&g->ev[i]));
     size_t mem_free = 0, mem_total = 0;
     cudaMemGetInfo(&mem_free, &mem_total);
     FT_INFO("GPU engine on device %d: %u slots (beam %u, K %u, T %u%s), "
@@ -479,6 +561,12 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
     /* Descriptors go first, as an array; rows and counters follow. */
     size_t in_off = ALIGN16(n * sizeof(ft_gk_req));
     size_t out_off = 0;
+    int timing = g->timing && n == 1;
+    double tk[8] = {0};
+    double last_validate = g->last_validate;
+    g->last_validate = eng->t_validate;
+    if (timing)
+        tk[0] = fti_now();
     for (size_t i = 0; i < n; i++) {
         ft_prep *p = big ? &g->big_prep : &g->preps[i];
         gpu_slot *slot = big ? &g->slots[g->nslots] : &g->slots[i];
@@ -488,9 +576,13 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
                      "engine: request does not fit its GPU slot");
             return FT_OK;
         }
+        if (timing)
+            tk[1] = fti_now();
         pack_req(g, (ft_gk_req *)(g->h_in + i * sizeof(ft_gk_req)), p, slot,
                  &eng->idx->root, &in_off, &out_off);
     }
+    if (timing)
+        tk[2] = fti_now();
     if (++g->epoch >= (1u << 20)) {
         /* The hash tables' generation wrapped: clear them once. */
         for (uint32_t s = 0; s < g->nslots + (uint32_t)g->has_big; s++)
@@ -508,22 +600,38 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
     prm.nreq = (uint32_t)n;
     prm.epoch = g->epoch;
     prm.prof = g->d_prof;
+    prm.term_rank = g->dsec[FT_SEC_TERM_RANK];
+    prm.lazy = n >= g->lazy_min;
+    prm.root_n = g->root_n;
+    prm.root_map = g->d_root_map;
     cudaError_t e;
+    if (timing)
+        cudaEventRecord(g->ev[0], g->stream);
     e = cudaMemcpyAsync(g->d_in, g->h_in, in_off, cudaMemcpyHostToDevice,
                         g->stream);
     if (e != cudaSuccess)
         goto cuda_fail_e;
+    if (timing)
+        cudaEventRecord(g->ev[1], g->stream);
     e = (cudaError_t)ft_gk_launch(&prm, g->grid, g->block, g->smem,
                                   g->stream);
     if (e != cudaSuccess)
         goto cuda_fail_e;
+    if (timing)
+        cudaEventRecord(g->ev[2], g->stream);
     e = cudaMemcpyAsync(g->h_out, g->d_out, out_off, cudaMemcpyDeviceToHost,
                         g->stream);
     if (e != cudaSuccess)
         goto cuda_fail_e;
+    if (timing)
+        cudaEventRecord(g->ev[3], g->stream);
+    if (timing)
+        tk[3] = fti_now();
     e = cudaStreamSynchronize(g->stream);
     if (e != cudaSuccess)
         goto cuda_fail_e;
+    if (timing)
+        tk[4] = fti_now();
 #ifdef FT_GK_PROFILE
     {
         uint64_t mk[2 * FT_MAX_T + 2];
@@ -541,7 +649,21 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
         }
     }
 #endif
+    /* Values stay in host memory: the kernel reports each hit's terminal
+     * rank; prefetch every value word first so the misses overlap. */
     size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ft_prep *p = big ? &g->big_prep : &g->preps[i];
+        const ft_gk_out_head *h = (const ft_gk_out_head *)(g->h_out + o);
+        const ft_gk_out_hit *hit = (const ft_gk_out_hit *)(h + 1);
+        o += out_bytes(p);
+        if (h->err || h->n > p->results || t->value_bits == 0)
+            continue;
+        for (uint32_t j = 0; j < h->n; j++)
+            __builtin_prefetch(t->values +
+                               ((hit[j].rank * t->value_bits) >> 6));
+    }
+    o = 0;
     for (size_t i = 0; i < n; i++) {
         const ft_prep *p = big ? &g->big_prep : &g->preps[i];
         const ft_gk_out_head *h = (const ft_gk_out_head *)(g->h_out + o);
@@ -561,12 +683,14 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
         }
         for (uint32_t j = 0; j < h->n; j++) {
             ft_sel s;
-            s.node = hit[j].node;
+            s.node = 0;
             s.score = hit[j].score;
             s.sigma = hit[j].sigma;
             s.order = hit[j].order;
-            int rc = ft_result_put_hit(r, t, &s, tok + (size_t)j * p->T,
-                                       hit[j].len);
+            uint64_t value =
+                ft_packed_get(t->values, t->value_bits, hit[j].rank);
+            int rc = ft_result_put_value(r, value, &s,
+                                         tok + (size_t)j * p->T, hit[j].len);
             if (rc != FT_OK) {
                 r->n = 0;
                 r->status = rc;
@@ -574,6 +698,35 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
                          "results: do not fit the result buffer");
                 break;
             }
+        }
+    }
+    if (timing) {
+        tk[5] = fti_now();
+        float ms[3] = {0, 0, 0};
+        cudaEventElapsedTime(&ms[0], g->ev[0], g->ev[1]);
+        cudaEventElapsedTime(&ms[1], g->ev[1], g->ev[2]);
+        cudaEventElapsedTime(&ms[2], g->ev[2], g->ev[3]);
+        (void)cudaGetLastError();
+        uint32_t b = 0;
+        while (b < g->ntm && g->tm[b].beam != reqs[0]->beam)
+            b++;
+        if (b < 8) {
+            if (b == g->ntm) {
+                g->ntm++;
+                g->tm[b].beam = reqs[0]->beam;
+            }
+            struct gpu_timing *m = &g->tm[b];
+            m->calls++;
+            m->sum[0] += tk[1] - tk[0];
+            m->sum[1] += tk[2] - tk[1];
+            m->sum[2] += tk[3] - tk[2];
+            m->sum[3] += tk[4] - tk[3];
+            m->sum[4] += ms[0] * 1e-3;
+            m->sum[5] += ms[1] * 1e-3;
+            m->sum[6] += ms[2] * 1e-3;
+            m->sum[9] += eng->t_validate - last_validate;
+            m->sum[7] += tk[5] - tk[4];
+            m->sum[8] += tk[5] - tk[0];
         }
     }
     return FT_OK;

@@ -18,32 +18,33 @@ void ft_request_init(ft_request *req)
 }
 
 /* Duplicate detection: an open-addressing set with generation stamps, so
- * nothing is cleared or allocated per request. */
-#define DUP_SLOTS 8192u
+ * nothing is cleared or allocated per request.  The table used is the
+ * smallest power of two >= 4 K slots (8 bytes each, load <= 1/4: few
+ * probes, few mispredicted branches), so that for K <= 1024 it fits the L1
+ * cache; a duplicate's first index is found by a scan,
+ * on the error path only. */
+#define DUP_SLOTS 16384u
 typedef struct dup_slot {
     uint32_t tok;
     uint32_t stamp;
-    uint32_t k;
 } dup_slot;
 static _Thread_local dup_slot dup_tab[DUP_SLOTS];
 static _Thread_local uint32_t dup_stamp;
 
-static int dup_insert(uint32_t tok, uint32_t k, uint32_t *first)
+static inline int dup_insert(uint32_t tok, uint32_t mask, uint32_t shift,
+                             uint32_t stamp)
 {
-    uint32_t h = (tok * 0x9e3779b1u) >> 19; /* 13 bits */
+    uint32_t h = (tok * 0x9e3779b1u) >> shift; /* the table's bits */
     for (;;) {
-        dup_slot *s = &dup_tab[h];
-        if (s->stamp != dup_stamp) {
-            s->stamp = dup_stamp;
+        dup_slot *s = &dup_tab[h & mask];
+        if (s->stamp != stamp) {
+            s->stamp = stamp;
             s->tok = tok;
-            s->k = k;
             return 0;
         }
-        if (s->tok == tok) {
-            *first = s->k;
+        if (s->tok == tok)
             return 1;
-        }
-        h = (h + 1) & (DUP_SLOTS - 1);
+        h++;
     }
 }
 
@@ -73,20 +74,40 @@ int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
                        "theta_sent: not a number");
     FT_RETURN_ERROR_IF(!(req->alpha >= 0.0 && req->alpha <= 10.0), FT_EREQUEST,
                        "alpha: must be 0..10, got %.17g", req->alpha);
+    uint32_t size = 64, shift = 26;
+    while (size < 4 * req->K) {
+        size <<= 1; /* K <= 4096: at most DUP_SLOTS */
+        shift--;
+    }
+    uint32_t mask = size - 1;
     for (uint32_t t = 0; t < req->T; t++) {
         const float *lp = req->logp + (size_t)t * req->K;
         const uint32_t *tk = req->tokens + (size_t)t * req->K;
-        for (uint32_t k = 0; k < req->K; k++)
-            FT_RETURN_ERROR_IF(!isfinite(lp[k]), FT_EREQUEST,
-                               "logp: position %u, proposal %u: not finite",
-                               t, k);
+        /* Exponent bits all ones = inf or nan; a branch-free OR over the
+         * row (vectorised), the exact message only on failure. */
+        uint32_t bad = 0;
+        for (uint32_t k = 0; k < req->K; k++) {
+            uint32_t b;
+            memcpy(&b, &lp[k], 4);
+            bad |= (b & 0x7f800000u) == 0x7f800000u;
+        }
+        if (bad)
+            for (uint32_t k = 0; k < req->K; k++)
+                FT_RETURN_ERROR_IF(!isfinite(lp[k]), FT_EREQUEST,
+                                   "logp: position %u, proposal %u: not "
+                                   "finite", t, k);
         if (++dup_stamp == 0) { /* wrapped: reset the stamps once */
             memset(dup_tab, 0, sizeof dup_tab);
             dup_stamp = 1;
         }
+        uint32_t stamp = dup_stamp;
         for (uint32_t k = 0; k < req->K; k++) {
-            uint32_t first;
-            FT_RETURN_ERROR_IF(dup_insert(tk[k], k, &first), FT_EREQUEST,
+            if (!dup_insert(tk[k], mask, shift, stamp))
+                continue;
+            uint32_t first = 0;
+            while (tk[first] != tk[k])
+                first++;
+            FT_RETURN_ERROR_IF(1, FT_EREQUEST,
                                "tokens: position %u: token %u appears twice "
                                "(proposals %u and %u)", t, tk[k], first, k);
         }
@@ -119,8 +140,8 @@ void ft_result_free(ft_result *res)
     memset(res, 0, sizeof *res);
 }
 
-int ft_result_put_hit(ft_result *res, const ft_trie *t, const ft_sel *s,
-                      const uint32_t *toks, uint32_t len)
+int ft_result_put_value(ft_result *res, uint64_t value, const ft_sel *s,
+                        const uint32_t *toks, uint32_t len)
 {
     uint32_t off = res->n ? res->hits[res->n - 1].tok_off +
                                 res->hits[res->n - 1].len
@@ -130,11 +151,17 @@ int ft_result_put_hit(ft_result *res, const ft_trie *t, const ft_sel *s,
     ft_hit *h = &res->hits[res->n++];
     h->len = len;
     h->tok_off = off;
-    h->value = ft_trie_value(t, s->node);
+    h->value = value;
     h->score = s->score;
     h->sigma = s->sigma;
     memcpy(res->tokens + off, toks, len * sizeof *toks);
     return FT_OK;
+}
+
+int ft_result_put_hit(ft_result *res, const ft_trie *t, const ft_sel *s,
+                      const uint32_t *toks, uint32_t len)
+{
+    return ft_result_put_value(res, ft_trie_value(t, s->node), s, toks, len);
 }
 
 /* ---- preparation ---- */

@@ -85,6 +85,10 @@ typedef struct ft_sel {
  * value in the index (values stay in host memory). */
 int ft_result_put_hit(ft_result *res, const ft_trie *t, const ft_sel *s,
                       const uint32_t *toks, uint32_t len);
+/* ft_result_put_value is ft_result_put_hit with the value already looked
+ * up (s->node is not read). */
+int ft_result_put_value(ft_result *res, uint64_t value, const ft_sel *s,
+                        const uint32_t *toks, uint32_t len);
 
 /* Engine implementations plug in through this table. */
 /* Engine implementations plug in through this table.  search_batch gets
@@ -104,6 +108,8 @@ struct ft_engine {
     ft_engine_opts opts;
     void *impl;
     int failed; /* an engine error (e.g. CUDA) marks the engine failed */
+    int timing; /* FT_GPU_TIMING set: engine.c times validation */
+    double t_validate; /* seconds in ft_request_validate (timing only) */
 };
 
 /* Constructors of the engines (engine.c dispatches on opts->kind). */
