@@ -325,17 +325,7 @@ __device__ void gk_build_hash(const ft_gk_params &P)
 __device__ __forceinline__ uint64_t gk_term_rank(const ft_gk_params &P,
                                                  uint64_t u)
 {
-    const uint64_t m = 0x5555555555555555ull;
-    uint64_t pos = 2 * u;
-    uint64_t block = pos >> 9;
-    uint64_t r = P.term_rank[block];
-    uint64_t w = block << 3, end = pos >> 6;
-    for (; w < end; w++)
-        r += (uint64_t)__popcll(P.view.flags[w] & m);
-    if (pos & 63)
-        r += (uint64_t)__popcll(P.view.flags[end] & m &
-                                ((1ull << (pos & 63)) - 1));
-    return r;
+    return ft_term_rank(P.view.flags, P.term_rank, u);
 }
 
 /* Block-wide exclusive scan of one value per thread; returns the total. */

@@ -687,6 +687,18 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
             s.score = hit[j].score;
             s.sigma = hit[j].sigma;
             s.order = hit[j].order;
+            if (hit[j].rank >= t->n_keys) {
+                /* Never read past the values, never answer wrongly. */
+                FT_ERROR("GPU engine: value index %llu of %llu keys (a bug)",
+                         (unsigned long long)hit[j].rank,
+                         (unsigned long long)t->n_keys);
+                r->n = 0;
+                r->status = FT_EINTERNAL;
+                snprintf(r->error, sizeof r->error,
+                         "engine: GPU returned a bad value index (internal "
+                         "error)");
+                break;
+            }
             uint64_t value =
                 ft_packed_get(t->values, t->value_bits, hit[j].rank);
             int rc = ft_result_put_value(r, value, &s,

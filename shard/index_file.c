@@ -84,17 +84,7 @@ void ft_trie_free(ft_trie *t)
 
 uint64_t ft_trie_term_rank(const ft_trie *t, uint64_t u)
 {
-    const uint64_t m = 0x5555555555555555ull;
-    uint64_t pos = 2 * u;
-    uint64_t block = pos >> 9;
-    uint64_t r = ft_rank_block(t->term_rank, block);
-    uint64_t w = block << 3, end = pos >> 6;
-    for (; w < end; w++)
-        r += (uint64_t)__builtin_popcountll(t->view.flags[w] & m);
-    if (pos & 63)
-        r += (uint64_t)__builtin_popcountll(t->view.flags[end] & m &
-                                            ((1ull << (pos & 63)) - 1));
-    return r;
+    return ft_term_rank(t->view.flags, t->term_rank, u);
 }
 
 uint64_t ft_trie_value(const ft_trie *t, uint64_t u)

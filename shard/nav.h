@@ -301,6 +301,24 @@ FT_HD uint32_t ft_child_label(const ft_trie_view *t, const ft_child_range *cr,
                  << 16);
 }
 
+/* ft_term_rank counts the terminal nodes before node u: the index of u's
+ * value.  term_rank is the rank directory over the terminal flag bits (the
+ * even bits of the two-bit node flags). */
+FT_HD uint64_t ft_term_rank(const uint64_t *flags, const uint64_t *term_rank,
+                            uint64_t u)
+{
+    const uint64_t m = 0x5555555555555555ull;
+    uint64_t pos = 2 * u;
+    uint64_t block = pos >> 9;
+    uint64_t r = ft_rank_block(term_rank, block);
+    uint64_t w = block << 3, end = pos >> 6;
+    for (; w < end; w++)
+        r += ft_popc64(flags[w] & m);
+    if (pos & 63u)
+        r += ft_popc64(flags[end] & m & ((1ull << (pos & 63u)) - 1u));
+    return r;
+}
+
 /* ft_node_flags returns node u's two flag bits (FT_TERMINAL, FT_HAS_CHILD). */
 #define FT_TERMINAL 1u
 #define FT_HAS_CHILD 2u
