@@ -520,7 +520,8 @@ int ft_index_prefix(uint64_t *visited, const ft_index *idx,
     uint32_t key[FT_MAX_KEY_LEN_LIMIT];
     ft_child_range stack[FT_MAX_KEY_LEN_LIMIT + 1];
     uint64_t next[FT_MAX_KEY_LEN_LIMIT + 1];
-    memcpy(key, prefix, n * sizeof *key);
+    if (n > 0)
+        memcpy(key, prefix, n * sizeof *key);
     uint64_t count = 0;
     if (n > 0 && (ft_node_flags(v, u) & FT_TERMINAL)) {
         count++;
