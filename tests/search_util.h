@@ -29,12 +29,9 @@ typedef struct su_key {
 static int su_key_cmp(const void *a, const void *b)
 {
     const su_key *x = a, *y = b;
-    uint32_t n = x->len < y->len ? x->len : y->len;
-    for (uint32_t i = 0; i < n; i++)
-        if (x->t[i] != y->t[i])
-            return x->t[i] < y->t[i] ? -1 : 1;
-    if (x->len != y->len)
-        return x->len < y->len ? -1 : 1;
+    int c = ft_test_toks_cmp(x->t, x->len, y->t, y->len);
+    if (c)
+        return c;
     return x->value < y->value ? -1 : x->value > y->value;
 }
 
