@@ -371,12 +371,10 @@ int cmd_bench(int argc, char **argv)
         case 'g':
         case 'n':
         case 's':
-            if (ft_cli_parse_u64(optarg, &v) || (c != 's' && v == 0)) {
-                fprintf(stderr, "flashtrie bench: --%s: expected a%s integer, got '%s'\n",
-                        c == 'g' ? "gen-keys" : c == 'n' ? "n-requests" : "seed",
-                        c == 's' ? "n" : " positive", optarg);
+            if (ft_cli_parse_count("flashtrie bench",
+                                   c == 'g' ? "--gen-keys" : c == 'n' ? "--n-requests" : "--seed",
+                                   optarg, c != 's', &v))
                 return 2;
-            }
             if (c == 'g')
                 gen_keys = v;
             else if (c == 'n')

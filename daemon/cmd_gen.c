@@ -39,6 +39,49 @@ int ft_cli_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi,
     return 0;
 }
 
+int ft_cli_parse_count(const char *cmd, const char *opt, const char *s,
+                       int positive, unsigned long long *out)
+{
+    unsigned long long v;
+    if (ft_cli_parse_u64(s, &v) || (positive && v == 0)) {
+        fprintf(stderr, "%s: %s: expected %s, got '%s'\n", cmd, opt,
+                positive ? "a positive integer" : "an integer", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* keys_opt parses one option that "gen keys" and "gen index" share (--n,
+ * --seed, --threads, --stats); returns 1 when c was one, -1 on a bad value,
+ * 0 otherwise. */
+static int keys_opt(const char *cmd, int c, const char *arg,
+                    ft_wl_keys_opts *o, int *have_n, int *stats)
+{
+    unsigned long long v;
+    uint32_t t;
+    switch (c) {
+    case 'n':
+        if (ft_cli_parse_count(cmd, "--n", arg, 1, &v))
+            return -1;
+        o->n = v;
+        *have_n = 1;
+        return 1;
+    case 's':
+        if (ft_cli_parse_count(cmd, "--seed", arg, 0, &v))
+            return -1;
+        o->seed = v;
+        return 1;
+    case 't':
+        if (ft_cli_parse_u32("--threads", arg, 0, 256, &t))
+            return -1;
+        o->threads = (int)t;
+        return 1;
+    case 'S': *stats = 1; return 1;
+    default: return 0;
+    }
+}
+
 int ft_cli_file_sink(const void *buf, size_t len, void *arg)
 {
     return fwrite(buf, 1, len, (FILE *)arg) == len ? 0 : FT_EIO;
@@ -107,39 +150,20 @@ static int gen_keys(int argc, char **argv)
     ft_wl_keys_opts_init(&o);
     const char *out = "-", *format = NULL;
     int stats = 0, have_n = 0, c;
-    unsigned long long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int r = keys_opt("flashtrie gen keys", c, optarg, &o, &have_n, &stats);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
         switch (c) {
-        case 'n':
-            if (ft_cli_parse_u64(optarg, &v) || v == 0) {
-                fprintf(stderr, "flashtrie gen keys: --n: expected a positive integer, got '%s'\n", optarg);
-                return 2;
-            }
-            o.n = v;
-            have_n = 1;
-            break;
-        case 's':
-            if (ft_cli_parse_u64(optarg, &v)) {
-                fprintf(stderr, "flashtrie gen keys: --seed: expected an integer, got '%s'\n", optarg);
-                return 2;
-            }
-            o.seed = v;
-            break;
         case 'f': format = optarg; break;
         case 'o': out = optarg; break;
-        case 't': {
-            uint32_t t;
-            if (ft_cli_parse_u32("--threads", optarg, 0, 256, &t))
-                return 2;
-            o.threads = (int)t;
-            break;
-        }
         case 'v':
             if (ft_cli_parse_u32("--vocab", optarg, 2, UINT32_MAX, &o.vocab))
                 return 2;
             break;
-        case 'S': stats = 1; break;
         case 'h': fputs(use, stdout); return 0;
         default: fputs(use, stderr); return 2;
         }
@@ -258,17 +282,13 @@ static int gen_requests(int argc, char **argv)
         case 'k': keys = optarg; break;
         case 'o': out = optarg; break;
         case 'n':
-            if (ft_cli_parse_u64(optarg, &v) || v == 0) {
-                fprintf(stderr, "flashtrie gen requests: --n: expected a positive integer, got '%s'\n", optarg);
+            if (ft_cli_parse_count("flashtrie gen requests", "--n", optarg, 1, &v))
                 return 2;
-            }
             o.n = v;
             break;
         case 's':
-            if (ft_cli_parse_u64(optarg, &v)) {
-                fprintf(stderr, "flashtrie gen requests: --seed: expected an integer, got '%s'\n", optarg);
+            if (ft_cli_parse_count("flashtrie gen requests", "--seed", optarg, 0, &v))
                 return 2;
-            }
             o.seed = v;
             break;
         case 'B':
@@ -342,34 +362,15 @@ static int gen_index(int argc, char **argv)
     ft_wl_keys_opts_init(&o);
     const char *out = NULL;
     int stats = 0, have_n = 0, c;
-    unsigned long long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int r = keys_opt("flashtrie gen index", c, optarg, &o, &have_n, &stats);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
         switch (c) {
-        case 'n':
-            if (ft_cli_parse_u64(optarg, &v) || v == 0) {
-                fprintf(stderr, "flashtrie gen index: --n: expected a positive integer, got '%s'\n", optarg);
-                return 2;
-            }
-            o.n = v;
-            have_n = 1;
-            break;
-        case 's':
-            if (ft_cli_parse_u64(optarg, &v)) {
-                fprintf(stderr, "flashtrie gen index: --seed: expected an integer, got '%s'\n", optarg);
-                return 2;
-            }
-            o.seed = v;
-            break;
         case 'o': out = optarg; break;
-        case 't': {
-            uint32_t t;
-            if (ft_cli_parse_u32("--threads", optarg, 0, 256, &t))
-                return 2;
-            o.threads = (int)t;
-            break;
-        }
-        case 'S': stats = 1; break;
         case 'h': fputs(use, stdout); return 0;
         default: fputs(use, stderr); return 2;
         }

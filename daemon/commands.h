@@ -29,6 +29,12 @@ int ft_cli_parse_f64(const char *s, double *out);
 int ft_cli_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi,
                      uint32_t *out);
 
+/* ft_cli_parse_count parses a whole decimal integer (positive: not 0) for
+ * option opt of command cmd, printing "cmd: opt: expected a positive
+ * integer, got 'S'" (or "an integer") when it is not; 0 on success. */
+int ft_cli_parse_count(const char *cmd, const char *opt, const char *s,
+                       int positive, unsigned long long *out);
+
 /* ft_cli_build_temp builds an index from a keys file into a new temporary
  * file whose name goes to path (the caller unlinks it). */
 int ft_cli_build_temp(char *path, size_t pathlen, const char *keys,

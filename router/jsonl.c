@@ -2,13 +2,13 @@
  * jsonl.c - SPEC section 7's request parser and result writer (jsonl.h).
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "ft_impl.h"
 #include "jsonl.h"
 
 void ft_jsonl_req_init(ft_jsonl_req *q)
@@ -25,21 +25,9 @@ void ft_jsonl_req_free(ft_jsonl_req *q)
     memset(q, 0, sizeof *q);
 }
 
-static void errf(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *buf, size_t len, const char *fmt, ...)
-{
-    if (buf == NULL || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 #define FAIL(...)                                                             \
     do {                                                                      \
-        errf(errbuf, errlen, __VA_ARGS__);                                    \
+        fti_errf(errbuf, errlen, __VA_ARGS__);                                \
         rc = FT_EREQUEST;                                                     \
         goto out;                                                             \
     } while (0)
@@ -68,7 +56,7 @@ static int read_id(ft_jsonl_req *q, json_t *id, char *errbuf, size_t errlen)
         q->id_is_str = 1;
         return FT_OK;
     }
-    errf(errbuf, errlen, "id: must be a string or an integer");
+    fti_errf(errbuf, errlen, "id: must be a string or an integer");
     return FT_EREQUEST;
 }
 
@@ -77,7 +65,7 @@ static int grid_shape(json_t *v, const char *name, size_t *T, size_t *K,
                       char *errbuf, size_t errlen)
 {
     if (!json_is_array(v)) {
-        errf(errbuf, errlen, "%s: must be an array of arrays", name);
+        fti_errf(errbuf, errlen, "%s: must be an array of arrays", name);
         return FT_EREQUEST;
     }
     *T = json_array_size(v);
@@ -85,7 +73,7 @@ static int grid_shape(json_t *v, const char *name, size_t *T, size_t *K,
     for (size_t t = 0; t < *T; t++) {
         json_t *row = json_array_get(v, t);
         if (!json_is_array(row)) {
-            errf(errbuf, errlen, "%s: position %zu: must be an array", name,
+            fti_errf(errbuf, errlen, "%s: position %zu: must be an array", name,
                  t);
             return FT_EREQUEST;
         }
@@ -93,7 +81,7 @@ static int grid_shape(json_t *v, const char *name, size_t *T, size_t *K,
         if (t == 0)
             *K = k;
         else if (k != *K) {
-            errf(errbuf, errlen,
+            fti_errf(errbuf, errlen,
                  "%s: position %zu has %zu proposals, position 0 has %zu",
                  name, t, k, *K);
             return FT_EREQUEST;
@@ -107,12 +95,12 @@ static int read_count(json_t *v, const char *name, uint32_t max, uint32_t *out,
                       char *errbuf, size_t errlen)
 {
     if (!json_is_integer(v)) {
-        errf(errbuf, errlen, "%s: must be an integer", name);
+        fti_errf(errbuf, errlen, "%s: must be an integer", name);
         return FT_EREQUEST;
     }
     json_int_t x = json_integer_value(v);
     if (x < 1 || x > (json_int_t)max) {
-        errf(errbuf, errlen, "%s: must be 1..%u, got %lld", name, max,
+        fti_errf(errbuf, errlen, "%s: must be 1..%u, got %lld", name, max,
              (long long)x);
         return FT_EREQUEST;
     }
@@ -124,7 +112,7 @@ static int read_theta(json_t *v, const char *name, float *out, char *errbuf,
                       size_t errlen)
 {
     if (!json_is_number(v)) {
-        errf(errbuf, errlen, "%s: must be a number", name);
+        fti_errf(errbuf, errlen, "%s: must be a number", name);
         return FT_EREQUEST;
     }
     *out = (float)json_number_value(v); /* binary64, then binary32 */
@@ -153,9 +141,9 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
     json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
         if (len == 0 || strspn(line, " \t\r\n") == len)
-            errf(errbuf, errlen, "json: empty line");
+            fti_errf(errbuf, errlen, "json: empty line");
         else
-            errf(errbuf, errlen, "json: %s at column %d", jerr.text,
+            fti_errf(errbuf, errlen, "json: %s at column %d", jerr.text,
                  jerr.column);
         return FT_EREQUEST;
     }
@@ -270,7 +258,7 @@ out:
     json_decref(real);
     json_decref(root);
     if (rc == FT_ENOMEM)
-        errf(errbuf, errlen, "request: out of memory");
+        fti_errf(errbuf, errlen, "request: out of memory");
     return rc;
 }
 

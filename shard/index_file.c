@@ -398,6 +398,14 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
             return fail_open(idx, FT_ECHECKSUM);
         }
     }
+    ft_trie_bind_sections(t);
+    idx->root = ft_children(&t->view, 0);
+    *out = idx;
+    return FT_OK;
+}
+
+void ft_trie_bind_sections(ft_trie *t)
+{
     t->view.louds = t->sec[FT_SEC_LOUDS];
     t->view.louds_rank = t->sec[FT_SEC_LOUDS_RANK];
     t->view.louds_sel0 = t->sec[FT_SEC_LOUDS_SEL0];
@@ -408,9 +416,6 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
     t->view.flags = t->sec[FT_SEC_FLAGS];
     t->term_rank = t->sec[FT_SEC_TERM_RANK];
     t->values = t->sec[FT_SEC_VALUES];
-    idx->root = ft_children(&t->view, 0);
-    *out = idx;
-    return FT_OK;
 }
 
 void ft_index_close(ft_index *idx)

@@ -49,6 +49,9 @@ typedef struct ft_trie {
  * n_keys, value_bits, louds_zeros). */
 void ft_trie_section_sizes(ft_trie *t);
 void ft_trie_free(ft_trie *t);
+/* ft_trie_bind_sections points view, term_rank and values at the sections
+ * in sec[]. */
+void ft_trie_bind_sections(ft_trie *t);
 /* ft_trie_term_rank counts terminal nodes before node u. */
 uint64_t ft_trie_term_rank(const ft_trie *t, uint64_t u);
 /* ft_trie_value returns the value of terminal node u. */

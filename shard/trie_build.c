@@ -660,15 +660,6 @@ int ft_tb_finish_parts(ft_tb *const *parts, size_t np, uint32_t max_key_len,
         ft_trie_free(t);
         return rc;
     }
-    t->view.louds = t->owned[FT_SEC_LOUDS];
-    t->view.louds_rank = t->owned[FT_SEC_LOUDS_RANK];
-    t->view.louds_sel0 = t->owned[FT_SEC_LOUDS_SEL0];
-    t->view.label_lo = t->owned[FT_SEC_LABEL_LO];
-    t->view.high = t->owned[FT_SEC_HIGH];
-    t->view.high_rank = t->owned[FT_SEC_HIGH_RANK];
-    t->view.label_hi = t->owned[FT_SEC_LABEL_HI];
-    t->view.flags = t->owned[FT_SEC_FLAGS];
-    t->term_rank = t->owned[FT_SEC_TERM_RANK];
-    t->values = t->owned[FT_SEC_VALUES];
+    ft_trie_bind_sections(t); /* sec[] are the owned arrays */
     return FT_OK;
 }

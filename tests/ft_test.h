@@ -77,4 +77,16 @@ static inline uint64_t ft_test_rand(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* ft_test_toks_cmp orders token strings lexicographically on u32, a prefix
+ * before its extensions (the key order of the builder). */
+static inline int ft_test_toks_cmp(const uint32_t *a, uint32_t na,
+                                   const uint32_t *b, uint32_t nb)
+{
+    uint32_t n = na < nb ? na : nb;
+    for (uint32_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return a[i] < b[i] ? -1 : 1;
+    return na < nb ? -1 : na > nb;
+}
+
 #endif

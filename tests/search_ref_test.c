@@ -11,129 +11,6 @@
 #include "cpu_engine.h"
 #include "search_util.h"
 
-typedef struct lib_params {
-    int vocab;       /* 0 tiny, 1 small, 2 straddles 2^16, 3 full 32-bit */
-    size_t nkeys;
-    uint32_t maxlen;
-} lib_params;
-
-static uint32_t rand_tok(uint64_t *s, int vocab, uint32_t V)
-{
-    uint64_t r = ft_test_rand(s);
-    switch (vocab) {
-    case 0: return (uint32_t)(r % V);
-    case 1: return (uint32_t)(r % (V * 8));
-    case 2: return 65536u - 6u + (uint32_t)(r % 12);
-    default: return (uint32_t)r;
-    }
-}
-
-typedef struct tcase {
-    ft_request req;
-    uint32_t *tok;
-    float *lp;
-    su_hit *ref;
-    uint32_t nref;
-} tcase;
-
-static float rand_logp(uint64_t *s, int mode)
-{
-    uint64_t r = ft_test_rand(s);
-    switch (mode) {
-    case 0: return -(float)(r % 8) * 0.5f;           /* many exact ties */
-    case 1: {                                        /* zeros of both signs */
-        static const float v[] = {0.0f, -0.0f, -1.0f, -0.5f, 0.25f};
-        return v[r % 5];
-    }
-    case 2: return -(float)(r % 100000) / 1000.0f;   /* rounding matters */
-    default: return (float)((double)(int64_t)(r % 2000001) - 1000000.0) /
-                    3.0f; /* large, positive and negative */
-    }
-}
-
-static void make_request(tcase *c, uint64_t *s, const su_key *keys, size_t m,
-                         const lib_params *lp, uint32_t V, uint32_t T,
-                         uint32_t K, uint32_t B)
-{
-    ft_request *q = &c->req;
-    ft_request_init(q);
-    c->tok = malloc((size_t)T * K * sizeof *c->tok);
-    c->lp = malloc((size_t)T * K * sizeof *c->lp);
-    int lmode = (int)(ft_test_rand(s) % 4);
-    uint32_t *pool = malloc((size_t)4 * K * sizeof *pool + 64);
-    for (uint32_t t = 0; t < T; t++) {
-        /* tokens: labels seen at depth t in the library plus noise,
-         * distinct, in random order */
-        uint32_t np = 0;
-        for (uint32_t i = 0; i < 4 * K; i++) {
-            uint64_t r = ft_test_rand(s);
-            const su_key *k = m ? &keys[r % m] : NULL;
-            if (k && k->len > t && (r >> 40) % 4 != 0)
-                pool[np++] = k->t[t];
-            else
-                pool[np++] = rand_tok(s, lp->vocab, V);
-        }
-        /* dedupe by sorting (shell sort), then shuffle */
-        uint32_t nd = 0;
-        {
-            for (uint32_t gap = np / 2; gap > 0; gap /= 2)
-                for (uint32_t i = gap; i < np; i++)
-                    for (uint32_t j = i; j >= gap && pool[j - gap] > pool[j];
-                         j -= gap) {
-                        uint32_t x = pool[j];
-                        pool[j] = pool[j - gap];
-                        pool[j - gap] = x;
-                    }
-            for (uint32_t i = 0; i < np; i++)
-                if (nd == 0 || pool[nd - 1] != pool[i])
-                    pool[nd++] = pool[i];
-        }
-        for (uint32_t i = nd; i > 1; i--) {
-            uint32_t j = (uint32_t)(ft_test_rand(s) % i);
-            uint32_t x = pool[i - 1];
-            pool[i - 1] = pool[j];
-            pool[j] = x;
-        }
-        for (uint32_t k = 0; k < K; k++) {
-            /* a grid needs K distinct tokens: past the pool, count up from a
-             * token no library uses */
-            c->tok[(size_t)t * K + k] = k < nd ? pool[k] : 0x7fff0000u + k;
-            c->lp[(size_t)t * K + k] = rand_logp(s, lmode);
-        }
-        /* sometimes sorted input (the prep's fast path) */
-        if (ft_test_rand(s) % 3 == 0) {
-            float *row = c->lp + (size_t)t * K;
-            for (uint32_t i = 1; i < K; i++)
-                for (uint32_t j = i; j > 0 && row[j] > row[j - 1]; j--) {
-                    float x = row[j];
-                    row[j] = row[j - 1];
-                    row[j - 1] = x;
-                }
-        }
-    }
-    free(pool);
-    q->T = T;
-    q->K = K;
-    q->tokens = c->tok;
-    q->logp = c->lp;
-    q->beam = B;
-    uint64_t r = ft_test_rand(s);
-    switch (r % 4) {
-    case 0: q->results = 0; break;
-    case 1: q->results = 1 + (uint32_t)((r >> 8) % B); break;
-    case 2: q->results = B + (uint32_t)((r >> 8) % (B + 8)); break;
-    default: q->results = 1 + (uint32_t)((r >> 8) % 4); break;
-    }
-    if (q->results > FT_MAX_RESULTS)
-        q->results = FT_MAX_RESULTS;
-    if (ft_test_rand(s) % 3 == 0)
-        q->theta_tok = rand_logp(s, lmode);
-    if (ft_test_rand(s) % 3 == 0)
-        q->theta_sent = rand_logp(s, lmode) * (float)(1 + ft_test_rand(s) % 4);
-    static const double alphas[] = {0, 0.5, 1, 2.5, 10};
-    q->alpha = alphas[ft_test_rand(s) % 5];
-}
-
 #define NENG 9
 typedef struct eng_cfg {
     int threads;
@@ -158,41 +35,25 @@ static const eng_cfg cfgs[NENG] = {
 static uint64_t n_cases, n_hits;
 
 /* run_lib builds one library, makes nreq requests and checks them all. */
-static void run_lib(uint64_t seed, const lib_params *lp, uint32_t nreq,
+static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                     uint32_t maxT, uint32_t maxK, uint32_t maxB,
                     const char *path)
 {
     uint64_t s = seed;
     uint32_t V = 2 + (uint32_t)(ft_test_rand(&s) % 6);
-    su_key *keys = calloc(lp->nkeys + 1, sizeof *keys);
-    for (size_t i = 0; i < lp->nkeys; i++) {
-        su_key *k = &keys[i];
-        if (i > 0 && ft_test_rand(&s) % 4 == 0) {
-            /* a prefix or an extension of an earlier key */
-            *k = keys[ft_test_rand(&s) % i];
-            if (ft_test_rand(&s) % 2 && k->len > 1)
-                k->len = 1 + (uint32_t)(ft_test_rand(&s) % (k->len - 1));
-            else if (k->len < lp->maxlen)
-                k->t[k->len++] = rand_tok(&s, lp->vocab, V);
-        } else {
-            k->len = 1 + (uint32_t)(ft_test_rand(&s) % lp->maxlen);
-            for (uint32_t j = 0; j < k->len; j++)
-                k->t[j] = rand_tok(&s, lp->vocab, V);
-        }
-        k->value = i * 3 + 7;
-    }
+    su_key *keys = su_rand_keys(&s, lp, V);
     ft_index *idx;
     size_t m = su_build(keys, lp->nkeys, path, &idx);
     su_node *root = su_node_new();
     for (size_t i = 0; i < m; i++)
         su_insert(root, &keys[i]);
 
-    tcase *cs = calloc(nreq, sizeof *cs);
+    su_case *cs = calloc(nreq, sizeof *cs);
     for (uint32_t i = 0; i < nreq; i++) {
         uint32_t T = 1 + (uint32_t)(ft_test_rand(&s) % maxT);
         uint32_t K = 1 + (uint32_t)(ft_test_rand(&s) % maxK);
         uint32_t B = 1 + (uint32_t)(ft_test_rand(&s) % maxB);
-        make_request(&cs[i], &s, keys, m, lp, V, T, K, B);
+        su_make_request(&cs[i], &s, keys, m, lp, V, T, K, B);
         char err[160];
         FT_PASS(ft_request_validate(&cs[i].req, 0, err, sizeof err));
         cs[i].ref = malloc(FT_MAX_RESULTS * sizeof *cs[i].ref);
@@ -217,13 +78,7 @@ static void run_lib(uint64_t seed, const lib_params *lp, uint32_t nreq,
         /* batches of 1, 3 and all, in a shuffled order */
         static const uint32_t widths[] = {1, 3, 1u << 30};
         uint32_t wi = (uint32_t)(e % 3);
-        for (uint32_t i = 0; i < nreq; i++)
-            perm[i] = i;
-        for (uint32_t i = nreq; i > 1; i--) {
-            uint32_t j = (uint32_t)(ft_test_rand(&s) % i), x = perm[i - 1];
-            perm[i - 1] = perm[j];
-            perm[j] = x;
-        }
+        su_rand_perm(&s, perm, nreq);
         for (int round = 0; round < 2; round++, wi = (wi + 1) % 3) {
             for (uint32_t i = 0; i < nreq; i++)
                 batch[i] = cs[perm[i]].req;
@@ -275,28 +130,28 @@ int main(void)
     uint64_t seed = 1;
     /* many small cases: tiny vocabularies tie a lot */
     for (int i = 0; i < 240; i++) {
-        lib_params lp = {i % 4, 1 + (size_t)(i * 37 % 400), 1 + i % 8};
+        su_lib_params lp = {i % 4, 1 + (size_t)(i * 37 % 400), 1 + i % 8};
         run_lib(seed++, &lp, 16, 9, 24, 12, path);
     }
     /* wider beams, beam > candidates */
     for (int i = 0; i < 24; i++) {
-        lib_params lp = {i % 4, 2000, 6};
+        su_lib_params lp = {i % 4, 2000, 6};
         run_lib(seed++, &lp, 6, 7, 64, 600, path);
     }
     /* empty and one-key libraries */
     {
-        lib_params lp = {0, 0, 3};
+        su_lib_params lp = {0, 0, 3};
         run_lib(seed++, &lp, 8, 4, 8, 8, path);
         lp.nkeys = 1;
         run_lib(seed++, &lp, 8, 4, 8, 8, path);
     }
     /* a few big ones: T = 64, K = 4096, beam 4096 */
     {
-        lib_params lp = {0, 3000, 64};
+        su_lib_params lp = {0, 3000, 64};
         run_lib(seed++, &lp, 2, 64, 8, 4096, path);
-        lp = (lib_params){1, 20000, 3};
+        lp = (su_lib_params){1, 20000, 3};
         run_lib(seed++, &lp, 2, 3, 4096, 300, path);
-        lp = (lib_params){3, 20000, 4};
+        lp = (su_lib_params){3, 20000, 4};
         run_lib(seed++, &lp, 1, 4, 4096, 4096, path);
     }
     unlink(path);

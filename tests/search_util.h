@@ -29,12 +29,9 @@ typedef struct su_key {
 static int su_key_cmp(const void *a, const void *b)
 {
     const su_key *x = a, *y = b;
-    uint32_t n = x->len < y->len ? x->len : y->len;
-    for (uint32_t i = 0; i < n; i++)
-        if (x->t[i] != y->t[i])
-            return x->t[i] < y->t[i] ? -1 : 1;
-    if (x->len != y->len)
-        return x->len < y->len ? -1 : 1;
+    int c = ft_test_toks_cmp(x->t, x->len, y->t, y->len);
+    if (c)
+        return c;
     return x->value < y->value ? -1 : x->value > y->value;
 }
 
@@ -354,6 +351,170 @@ __attribute__((unused)) static int su_same_results(const ft_result *x, const ft_
             return 0;
     }
     return 1;
+}
+
+/* ---- random cases (search_ref_test, gpu_equal_test) ---- */
+
+typedef struct su_lib_params {
+    int vocab;       /* 0 tiny, 1 small, 2 straddles 2^16, 3 full 32-bit,
+                        4 medium (V * 1000) */
+    size_t nkeys;
+    uint32_t maxlen;
+} su_lib_params;
+
+static uint32_t su_rand_tok(uint64_t *s, int vocab, uint32_t V)
+{
+    uint64_t r = ft_test_rand(s);
+    switch (vocab) {
+    case 0: return (uint32_t)(r % V);
+    case 1: return (uint32_t)(r % (V * 8));
+    case 2: return 65536u - 6u + (uint32_t)(r % 12);
+    case 4: return (uint32_t)(r % (V * 1000));
+    default: return (uint32_t)r;
+    }
+}
+
+typedef struct su_case {
+    ft_request req;
+    uint32_t *tok;
+    float *lp;
+    su_hit *ref;
+    uint32_t nref;
+} su_case;
+
+static float su_rand_logp(uint64_t *s, int mode)
+{
+    uint64_t r = ft_test_rand(s);
+    switch (mode) {
+    case 0: return -(float)(r % 8) * 0.5f;           /* many exact ties */
+    case 1: {                                        /* zeros of both signs */
+        static const float v[] = {0.0f, -0.0f, -1.0f, -0.5f, 0.25f};
+        return v[r % 5];
+    }
+    case 2: return -(float)(r % 100000) / 1000.0f;   /* rounding matters */
+    default: return (float)((double)(int64_t)(r % 2000001) - 1000000.0) /
+                    3.0f; /* large, positive and negative */
+    }
+}
+
+static void su_make_request(su_case *c, uint64_t *s, const su_key *keys, size_t m,
+                         const su_lib_params *lp, uint32_t V, uint32_t T,
+                         uint32_t K, uint32_t B)
+{
+    ft_request *q = &c->req;
+    ft_request_init(q);
+    c->tok = malloc((size_t)T * K * sizeof *c->tok);
+    c->lp = malloc((size_t)T * K * sizeof *c->lp);
+    int lmode = (int)(ft_test_rand(s) % 4);
+    uint32_t *pool = malloc((size_t)4 * K * sizeof *pool + 64);
+    for (uint32_t t = 0; t < T; t++) {
+        /* tokens: labels seen at depth t in the library plus noise,
+         * distinct, in random order */
+        uint32_t np = 0;
+        for (uint32_t i = 0; i < 4 * K; i++) {
+            uint64_t r = ft_test_rand(s);
+            const su_key *k = m ? &keys[r % m] : NULL;
+            if (k && k->len > t && (r >> 40) % 4 != 0)
+                pool[np++] = k->t[t];
+            else
+                pool[np++] = su_rand_tok(s, lp->vocab, V);
+        }
+        /* dedupe by sorting (shell sort), then shuffle */
+        uint32_t nd = 0;
+        {
+            for (uint32_t gap = np / 2; gap > 0; gap /= 2)
+                for (uint32_t i = gap; i < np; i++)
+                    for (uint32_t j = i; j >= gap && pool[j - gap] > pool[j];
+                         j -= gap) {
+                        uint32_t x = pool[j];
+                        pool[j] = pool[j - gap];
+                        pool[j - gap] = x;
+                    }
+            for (uint32_t i = 0; i < np; i++)
+                if (nd == 0 || pool[nd - 1] != pool[i])
+                    pool[nd++] = pool[i];
+        }
+        for (uint32_t i = nd; i > 1; i--) {
+            uint32_t j = (uint32_t)(ft_test_rand(s) % i);
+            uint32_t x = pool[i - 1];
+            pool[i - 1] = pool[j];
+            pool[j] = x;
+        }
+        for (uint32_t k = 0; k < K; k++) {
+            /* a grid needs K distinct tokens: past the pool, count up from a
+             * token no library uses */
+            c->tok[(size_t)t * K + k] = k < nd ? pool[k] : 0x7fff0000u + k;
+            c->lp[(size_t)t * K + k] = su_rand_logp(s, lmode);
+        }
+        /* sometimes sorted input (the prep's fast path) */
+        if (ft_test_rand(s) % 3 == 0) {
+            float *row = c->lp + (size_t)t * K;
+            for (uint32_t i = 1; i < K; i++)
+                for (uint32_t j = i; j > 0 && row[j] > row[j - 1]; j--) {
+                    float x = row[j];
+                    row[j] = row[j - 1];
+                    row[j - 1] = x;
+                }
+        }
+    }
+    free(pool);
+    q->T = T;
+    q->K = K;
+    q->tokens = c->tok;
+    q->logp = c->lp;
+    q->beam = B;
+    uint64_t r = ft_test_rand(s);
+    switch (r % 4) {
+    case 0: q->results = 0; break;
+    case 1: q->results = 1 + (uint32_t)((r >> 8) % B); break;
+    case 2: q->results = B + (uint32_t)((r >> 8) % (B + 8)); break;
+    default: q->results = 1 + (uint32_t)((r >> 8) % 4); break;
+    }
+    if (q->results > FT_MAX_RESULTS)
+        q->results = FT_MAX_RESULTS;
+    if (ft_test_rand(s) % 3 == 0)
+        q->theta_tok = su_rand_logp(s, lmode);
+    if (ft_test_rand(s) % 3 == 0)
+        q->theta_sent = su_rand_logp(s, lmode) * (float)(1 + ft_test_rand(s) % 4);
+    static const double alphas[] = {0, 0.5, 1, 2.5, 10};
+    q->alpha = alphas[ft_test_rand(s) % 5];
+}
+
+/* su_rand_keys makes lp->nkeys random keys over a vocabulary of size V
+ * (calloc'd, one spare slot), a quarter of them prefixes or extensions of
+ * earlier keys; values are i * 3 + 7. */
+static su_key *su_rand_keys(uint64_t *s, const su_lib_params *lp, uint32_t V)
+{
+    su_key *keys = calloc(lp->nkeys + 1, sizeof *keys);
+    for (size_t i = 0; i < lp->nkeys; i++) {
+        su_key *k = &keys[i];
+        if (i > 0 && ft_test_rand(s) % 4 == 0) {
+            /* a prefix or an extension of an earlier key */
+            *k = keys[ft_test_rand(s) % i];
+            if (ft_test_rand(s) % 2 && k->len > 1)
+                k->len = 1 + (uint32_t)(ft_test_rand(s) % (k->len - 1));
+            else if (k->len < lp->maxlen)
+                k->t[k->len++] = su_rand_tok(s, lp->vocab, V);
+        } else {
+            k->len = 1 + (uint32_t)(ft_test_rand(s) % lp->maxlen);
+            for (uint32_t j = 0; j < k->len; j++)
+                k->t[j] = su_rand_tok(s, lp->vocab, V);
+        }
+        k->value = i * 3 + 7;
+    }
+    return keys;
+}
+
+/* su_rand_perm fills perm with a random permutation of 0..n-1. */
+static void su_rand_perm(uint64_t *s, uint32_t *perm, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (uint32_t i = n; i > 1; i--) {
+        uint32_t j = (uint32_t)(ft_test_rand(s) % i), x = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = x;
+    }
 }
 
 #endif /* FT_SEARCH_UTIL_H */

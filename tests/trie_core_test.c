@@ -20,11 +20,7 @@ typedef struct key {
 static int key_cmp(const void *a, const void *b)
 {
     const key *x = a, *y = b;
-    uint32_t n = x->len < y->len ? x->len : y->len;
-    for (uint32_t i = 0; i < n; i++)
-        if (x->t[i] != y->t[i])
-            return x->t[i] < y->t[i] ? -1 : 1;
-    return x->len < y->len ? -1 : x->len > y->len;
+    return ft_test_toks_cmp(x->t, x->len, y->t, y->len);
 }
 
 static uint32_t rand_tok(uint64_t *s, int vocab)

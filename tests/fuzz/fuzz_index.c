@@ -11,15 +11,6 @@
 #include "flashtrie.h"
 #include "fuzz.h"
 
-static int count_key(const uint32_t *t, size_t n, uint64_t v, void *arg)
-{
-    (void)t;
-    (void)n;
-    (void)v;
-    ++*(uint64_t *)arg;
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char path[64];
@@ -34,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = ft_index_open(&idx, path, 0, err, sizeof err);
     if (rc == FT_OK) {
         uint64_t seen, n = 0, v;
-        ft_index_prefix(&seen, idx, NULL, 0, 1000, count_key, &n);
+        ft_index_prefix(&seen, idx, NULL, 0, 1000, fuzz_count_key, &n);
         uint32_t k[2] = {1, 2};
         ft_index_lookup(&v, idx, k, 2);
         ft_index_close(idx);

@@ -13,15 +13,6 @@
 #include "flashtrie.h"
 #include "fuzz.h"
 
-static int count_key(const uint32_t *t, size_t n, uint64_t v, void *arg)
-{
-    (void)t;
-    (void)n;
-    (void)v;
-    ++*(uint64_t *)arg;
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
@@ -58,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ft_index_open(&idx, out, 0, err, sizeof err) != FT_OK)
             abort();
         uint64_t seen = 0, n = 0;
-        if (ft_index_prefix(&seen, idx, NULL, 0, 0, count_key, &n) != FT_OK ||
+        if (ft_index_prefix(&seen, idx, NULL, 0, 0, fuzz_count_key, &n) != FT_OK ||
             n != st.keys)
             abort();
         ft_index_close(idx);
