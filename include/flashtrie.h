@@ -45,7 +45,16 @@ typedef enum ft_err {
     FT_ENOTSUP = 15,   /* not supported by this build or engine */
     FT_EBUSY = 16,     /* a bounded queue is full */
     FT_EINTERNAL = 17, /* an internal invariant broke (a bug) */
-    FT_ESTATE = 18     /* an object is not in a state that allows the call */
+    FT_ESTATE = 18,    /* an object is not in a state that allows the call */
+    FT_EPROTO = 19,    /* a wire message (frame or line) is malformed */
+    FT_EDEADLINE = 20, /* a request's deadline passed before it ran */
+    FT_ETIMEDOUT = 21, /* a client call timed out */
+    FT_ECONN = 22,     /* connecting to, or talking with, a peer failed */
+    FT_EPERM = 23,     /* the operation is not allowed here (admin only) */
+    FT_ECONFIG = 24,   /* a configuration file or setting is invalid */
+    FT_ESHUTDOWN = 25, /* the server is draining and takes no new work */
+    FT_EMANIFEST = 26  /* a shard manifest is malformed or its shards
+                        * do not match it */
 } ft_err;
 
 /* ft_strerror returns a short, static, English description of err. */

@@ -23,6 +23,14 @@ const char *ft_strerror(int err)
     case FT_EBUSY: return "busy";
     case FT_EINTERNAL: return "internal error";
     case FT_ESTATE: return "invalid state";
+    case FT_EPROTO: return "malformed message";
+    case FT_EDEADLINE: return "deadline exceeded";
+    case FT_ETIMEDOUT: return "timed out";
+    case FT_ECONN: return "connection failed";
+    case FT_EPERM: return "not permitted";
+    case FT_ECONFIG: return "invalid configuration";
+    case FT_ESHUTDOWN: return "server shutting down";
+    case FT_EMANIFEST: return "bad shard manifest";
     default: return "unknown error";
     }
 }
