@@ -222,8 +222,10 @@ typedef struct ft_hit {
     float sigma;
     uint32_t order;     /* SPEC section 4's order (t, r, k), packed as
                          * t << 24 | r << 12 | k: breaks score ties */
-    uint64_t key_index; /* the key's 0-based position in the library's
-                         * sorted key order (across all shards) */
+    uint64_t key_index; /* the key's number in the library: its place in
+                         * the value table of its shard (the trie's
+                         * terminal order) plus the keys of the shards
+                         * before it */
 } ft_hit;
 
 /* ft_result holds one request's answer in caller-owned buffers, sized once
@@ -377,8 +379,33 @@ const ft_index *ft_engine_index(const ft_engine *eng);
 /* ft_engine_device returns the GPU ordinal of a GPU engine, -1 for CPU. */
 int ft_engine_device(const ft_engine *eng);
 
-/* ft_index_value_at gives the value of the key at key_index (the key's
- * position in the index's sorted key order); FT_ENOTFOUND past the end. */
+/* ---- Shard groups -------------------------------------------------------
+ *
+ * A library split by first token into shards (contiguous token ranges, in
+ * order; shard s holds the keys from key index base[s] on) is searched by
+ * a group of engines, one per shard, all advancing one decode step at a
+ * time and exchanging their local top-B keys after every step.  Results
+ * are identical, bit for bit, to one engine over the unsharded index
+ * (SPEC section 6).  The exchange backend follows from the engines: host
+ * memory for CPU engines. */
+
+typedef struct ft_group ft_group;
+
+/* ft_group_open opens one engine per shard (opts for each; the shards
+ * must outlive the group and be given in token order). */
+int ft_group_open(ft_group **out, const ft_index *const *shards,
+                  size_t nshards, const ft_engine_opts *opts, char *errbuf,
+                  size_t errlen);
+void ft_group_close(ft_group *g);
+/* ft_group_search_batch is ft_engine_search_batch over the group. */
+int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
+                          ft_result *res);
+/* ft_group_engine returns the engine of shard s. */
+ft_engine *ft_group_engine(ft_group *g, size_t s);
+size_t ft_group_shards(const ft_group *g);
+
+/* ft_index_value_at gives the value of the key with the given key index
+ * (ft_hit.key_index within this index); FT_ENOTFOUND past the end. */
 int ft_index_value_at(uint64_t *value, const ft_index *idx,
                       uint64_t key_index);
 /* ft_index_keys is the number of keys of idx. */
