@@ -386,8 +386,9 @@ int ft_engine_device(const ft_engine *eng);
  * a group of engines, one per shard, all advancing one decode step at a
  * time and exchanging their local top-B keys after every step.  Results
  * are identical, bit for bit, to one engine over the unsharded index
- * (SPEC section 6).  The exchange backend follows from the engines: host
- * memory for CPU engines. */
+ * (SPEC section 6).  The exchange backend follows from the engines
+ * (ft_exchange): host memory for CPU engines, device copies or NCCL for
+ * GPU engines. */
 
 typedef struct ft_group ft_group;
 
@@ -397,6 +398,34 @@ int ft_group_open(ft_group **out, const ft_index *const *shards,
                   size_t nshards, const ft_engine_opts *opts, char *errbuf,
                   size_t errlen);
 void ft_group_close(ft_group *g);
+/* How a group's shards exchange their candidate lists after each step. */
+typedef enum ft_exchange {
+    FT_EXCHANGE_AUTO = 0, /* from the engines: host for CPU engines, device
+                           * for GPU engines on one GPU, NCCL for GPU
+                           * engines on distinct GPUs (device copies when
+                           * built without NCCL) */
+    FT_EXCHANGE_HOST,     /* CPU engines: memcpy between host buffers */
+    FT_EXCHANGE_DEVICE,   /* GPU engines: device copies on a group stream,
+                           * ordered by events, no host wait */
+    FT_EXCHANGE_NCCL      /* GPU engines, one per GPU: ncclAllGather */
+} ft_exchange;
+
+typedef struct ft_group_opts {
+    ft_exchange exchange; /* FT_EXCHANGE_AUTO, or force one (tests) */
+    const int *devices;   /* [nshards]: GPU of each shard's engine; NULL:
+                           * opts->device for every shard */
+} ft_group_opts;
+
+void ft_group_opts_init(ft_group_opts *gopts);
+/* ft_group_open_ex is ft_group_open with group options (gopts may be
+ * NULL).  A forced exchange the engines or the build cannot use is
+ * FT_ENOTSUP, with the reason in errbuf. */
+int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
+                     size_t nshards, const ft_engine_opts *opts,
+                     const ft_group_opts *gopts, char *errbuf,
+                     size_t errlen);
+/* ft_group_exchange says which exchange the group uses. */
+ft_exchange ft_group_exchange(const ft_group *g);
 /* ft_group_search_batch is ft_engine_search_batch over the group. */
 int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
                           ft_result *res);
