@@ -5,6 +5,11 @@
  * Per (engine, beam) it measures each request alone (b = 1) for latency
  * percentiles, then the whole set in batches of each asked size for
  * throughput.  Warm-up requests run first and are not counted.
+ *
+ * --shards N,...: also a shard group of N GPU engines per count, over the
+ * index split in-process by first token into N contiguous shards of about
+ * equal key counts (temporary index files), exchanging through device
+ * copies on the one GPU (or as --exchange says).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,6 +25,7 @@
 #include "commands.h"
 #include "flashtrie.h"
 #include "jsonl.h"
+#include "trie.h"
 #include "workload.h"
 
 #define MAX_LIST 16
@@ -174,7 +180,21 @@ typedef struct run_stats {
     double qps[MAX_LIST];
 } run_stats;
 
-static int run_engine(run_stats *rs, ft_engine *eng, const req_set *s,
+/* What run_engine measures: one engine or one shard group. */
+typedef struct searcher {
+    ft_engine *eng;
+    ft_group *grp;
+} searcher;
+
+static int search_batch(const searcher *sr, const ft_request *r, size_t n,
+                        ft_result *res)
+{
+    if (sr->grp)
+        return ft_group_search_batch(sr->grp, r, n, res);
+    return ft_engine_search_batch(sr->eng, r, n, res);
+}
+
+static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
                       const u32_list *batches, uint32_t warmup)
 {
     uint32_t max_b = 1, max_res = 1, max_t = 1;
@@ -196,14 +216,14 @@ static int run_engine(run_stats *rs, ft_engine *eng, const req_set *s,
     if (rc)
         goto out;
     for (uint32_t w = 0; w < warmup && s->n; w++) {
-        rc = ft_engine_search_batch(eng, &s->r[w % s->n], 1, res);
+        rc = search_batch(eng, &s->r[w % s->n], 1, res);
         if (rc)
             goto out;
     }
     size_t hits = 0, rejected = 0;
     for (size_t i = 0; i < s->n; i++) {
         double t0 = now_s();
-        rc = ft_engine_search_batch(eng, &s->r[i], 1, res);
+        rc = search_batch(eng, &s->r[i], 1, res);
         lat[i] = (now_s() - t0) * 1e3;
         if (rc)
             goto out;
@@ -228,7 +248,7 @@ static int run_engine(run_stats *rs, ft_engine *eng, const req_set *s,
         double t0 = now_s();
         for (size_t i = 0; i < s->n; i += bs) {
             size_t m = s->n - i < bs ? s->n - i : bs;
-            rc = ft_engine_search_batch(eng, &s->r[i], m, res);
+            rc = search_batch(eng, &s->r[i], m, res);
             if (rc)
                 goto out;
         }
@@ -243,6 +263,109 @@ out:
     free(res);
     free(lat);
     return rc;
+}
+
+/* ---- in-process shards (--shards) ---- */
+
+typedef struct split_ctx {
+    uint64_t total, seen;
+    size_t ns, cur;
+    uint32_t first;          /* first token of the previous key */
+    int any;
+    uint32_t max_key_len;
+    ft_tb *tb;
+    char (*path)[256];
+    ft_index **out;
+    char *err;
+    size_t errlen;
+    int rc;
+} split_ctx;
+
+/* split_close builds, writes and opens the shard being filled. */
+static int split_close(split_ctx *c)
+{
+    ft_trie t;
+    int rc = ft_tb_finish(c->tb, c->max_key_len, &t);
+    ft_tb_destroy(c->tb);
+    c->tb = NULL;
+    if (rc)
+        return rc;
+    rc = ft_trie_write(&t, c->path[c->cur], c->err, c->errlen);
+    ft_trie_free(&t);
+    if (rc == FT_OK)
+        rc = ft_index_open(&c->out[c->cur], c->path[c->cur], 0, c->err,
+                           c->errlen);
+    unlink(c->path[c->cur]); /* the mapping keeps it alive */
+    return rc;
+}
+
+/* split_key sends each key to the current shard, moving on to the next
+ * shard where a first token starts and the current one has its share. */
+static int split_key(const uint32_t *toks, size_t n, uint64_t value, void *arg)
+{
+    split_ctx *c = arg;
+    if (c->any && toks[0] != c->first && c->cur + 1 < c->ns &&
+        c->seen >= (c->cur + 1) * c->total / c->ns) {
+        if ((c->rc = split_close(c)) != FT_OK)
+            return 1;
+        c->cur++;
+    }
+    if (c->tb == NULL && (c->rc = ft_tb_create(&c->tb)) != FT_OK)
+        return 1;
+    if ((c->rc = ft_tb_add(c->tb, toks, (uint32_t)n, value)) != FT_OK)
+        return 1;
+    c->first = toks[0];
+    c->any = 1;
+    c->seen++;
+    return 0;
+}
+
+/* split_index splits idx by first token into ns shard indexes (in token
+ * order; trailing shards may be empty when first tokens run out). */
+static int split_index(ft_index **out, const ft_index *idx, size_t ns,
+                       char *err, size_t errlen)
+{
+    ft_index_info info;
+    ft_index_info_get(&info, idx);
+    char path[8][256];
+    for (size_t s = 0; s < ns; s++) {
+        snprintf(path[s], sizeof path[s], "%s/ft_bench_shard_XXXXXX",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        int fd = mkstemp(path[s]);
+        if (fd < 0) {
+            snprintf(err, errlen, "--shards: %s: %s", path[s], strerror(errno));
+            return FT_EIO;
+        }
+        close(fd);
+        out[s] = NULL;
+    }
+    split_ctx c = {info.keys, 0, ns, 0, 0, 0, info.max_key_len, NULL, path,
+                   out, err, errlen, FT_OK};
+    uint64_t visited;
+    int rc = ft_index_prefix(&visited, idx, NULL, 0, 0, split_key, &c);
+    if (c.rc == FT_OK && rc != FT_OK && rc != FT_ENOTFOUND)
+        c.rc = rc;
+    /* the last filled shard, then empty ones */
+    while (c.rc == FT_OK && c.cur < ns) {
+        if (c.tb == NULL)
+            c.rc = ft_tb_create(&c.tb);
+        if (c.rc == FT_OK)
+            c.rc = split_close(&c);
+        c.cur++;
+    }
+    if (c.tb)
+        ft_tb_destroy(c.tb);
+    for (size_t s = 0; s < ns; s++) {
+        unlink(path[s]);
+        if (c.rc != FT_OK && out[s]) {
+            ft_index_close(out[s]);
+            out[s] = NULL;
+        }
+    }
+    if (c.rc != FT_OK && !err[0])
+        snprintf(err, errlen, "--shards: splitting the index: %s",
+                 ft_strerror(c.rc));
+    return c.rc;
 }
 
 /* load_requests reads a SPEC section 7 request file into sets by beam.  It
@@ -335,6 +458,7 @@ int cmd_bench(int argc, char **argv)
         {"engine", required_argument, 0, 'e'},   {"threads", required_argument, 0, 't'},
         {"batch", required_argument, 0, 'c'},    {"warmup", required_argument, 0, 'w'},
         {"device", required_argument, 0, 'd'},   {"report", required_argument, 0, 'r'},
+        {"shards", required_argument, 0, 'S'},   {"exchange", required_argument, 0, 'X'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
         "usage: flashtrie bench (--index INDEX | --keys FILE | --gen-keys N [--seed S])\n"
@@ -342,10 +466,14 @@ int cmd_bench(int argc, char **argv)
         "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json]\n"
+        "         [--shards 2,4,8 [--exchange device|nccl]]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
-        "  an index first (into a temporary file) and report the build rate.\n";
+        "  an index first (into a temporary file) and report the build rate.\n"
+        "  --shards: also a group of N GPU engines (N = 1..8; CPU engines without\n"
+        "  gpu in --engine) per count, over the index split by first token\n"
+        "  in-process (rows gpu/sN, and sN/gpu: the group over the unsharded engine).\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
     uint64_t gen_keys = 0, seed = 1;
     ft_wl_req_opts ro;
@@ -353,6 +481,8 @@ int cmd_bench(int argc, char **argv)
     ro.n = 200;
     u32_list beams = {{100, 200, 500, 1000}, 4};
     u32_list batches = {{1, 4, 8, 16, 32}, 5};
+    u32_list shards = {{0}, 0};
+    ft_exchange xchg = FT_EXCHANGE_AUTO;
     int use_cpu = 1, use_gpu = 1, threads = 0, device = 0, c;
     uint32_t warmup = 10;
     unsigned long long v;
@@ -389,6 +519,20 @@ int cmd_bench(int argc, char **argv)
         case 'c':
             if (parse_list("--batch", optarg, 1, 4096, &batches))
                 return 2;
+            break;
+        case 'S':
+            if (parse_list("--shards", optarg, 1, 8, &shards))
+                return 2;
+            break;
+        case 'X':
+            if (!strcmp(optarg, "device"))
+                xchg = FT_EXCHANGE_DEVICE;
+            else if (!strcmp(optarg, "nccl"))
+                xchg = FT_EXCHANGE_NCCL;
+            else {
+                fprintf(stderr, "flashtrie bench: --exchange: expected device or nccl, got '%s'\n", optarg);
+                return 2;
+            }
             break;
         case 'e': {
             use_cpu = use_gpu = 0;
@@ -572,25 +716,57 @@ int cmd_bench(int argc, char **argv)
         }
     for (int b = 0; b < batches.n; b++)
         max_b = batches.v[b] > max_b ? batches.v[b] : max_b;
-    run_stats st[2][MAX_LIST];
+    /* Rows: 0 cpu, 1 gpu, 2 + j the group of shards.v[j] GPU engines. */
+    enum { NROWS = 2 + MAX_LIST };
+    static run_stats st[NROWS][MAX_LIST];
     memset(st, 0, sizeof st);
     json_t *runs = json_array(), *skipped = json_object();
-    char eng_names[2][64] = {"cpu", "gpu"};
+    char eng_names[NROWS][64] = {"cpu", "gpu"};
+    for (int j = 0; j < shards.n; j++)
+        snprintf(eng_names[2 + j], sizeof eng_names[2 + j], "%s/s%u",
+                 use_gpu ? "gpu" : "cpu", shards.v[j]);
     int status = 0;
-    for (int e = 0; e < 2; e++) {
+    for (int e = 0; e < 2 + shards.n; e++) {
         if ((e == 0 && !use_cpu) || (e == 1 && !use_gpu))
             continue;
         ft_engine_opts eo;
         ft_engine_opts_init(&eo);
-        eo.kind = e == 0 ? FT_ENGINE_CPU : FT_ENGINE_GPU;
+        /* Groups are of GPU engines, or of CPU engines without --engine gpu. */
+        eo.kind = e == 0 || (e >= 2 && !use_gpu) ? FT_ENGINE_CPU : FT_ENGINE_GPU;
+        searcher sr = {NULL, NULL};
+        ft_index *sh[8];
+        size_t nsh = e >= 2 ? shards.v[e - 2] : 0;
         eo.threads = threads;
         eo.device = device;
         eo.max_batch = max_b;
         eo.max_beam = max_beam;
         eo.max_k = max_k;
         eo.max_t = max_t;
-        ft_engine *eng;
-        rc = ft_engine_open(&eng, idx, &eo, err, sizeof err);
+        err[0] = 0;
+        if (nsh) {
+            double t0 = now_s();
+            rc = split_index(sh, idx, nsh, err, sizeof err);
+            if (rc) {
+                fprintf(stderr, "flashtrie bench: %s\n", err);
+                status = 1;
+                continue;
+            }
+            printf("%s: split into %zu shards by first token in %.1f s (keys:", eng_names[e],
+                   nsh, now_s() - t0);
+            for (size_t j = 0; j < nsh; j++)
+                printf(" %" PRIu64, ft_index_keys(sh[j]));
+            printf(")\n");
+            ft_group_opts go;
+            ft_group_opts_init(&go);
+            go.exchange = xchg;
+            rc = ft_group_open_ex(&sr.grp, (const ft_index *const *)sh, nsh, &eo, &go, err,
+                                  sizeof err);
+        } else {
+            rc = ft_engine_open(&sr.eng, idx, &eo, err, sizeof err);
+        }
+        if (rc && nsh)
+            for (size_t j = 0; j < nsh; j++)
+                ft_index_close(sh[j]);
         if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
             printf("%s engine: skipped (%s%s%s)\n", eng_names[e], ft_strerror(rc),
                    err[0] ? ": " : "", err[0] ? err : "");
@@ -602,21 +778,28 @@ int cmd_bench(int argc, char **argv)
             status = 1;
             continue;
         }
-        snprintf(eng_names[e], sizeof eng_names[e], "%s", ft_engine_name(eng));
+        if (!nsh)
+            snprintf(eng_names[e], sizeof eng_names[e], "%s", ft_engine_name(sr.eng));
         for (int i = 0; i < nsets; i++) {
             run_stats *rs = &st[e][i];
             rs->beam = sets[i].beam;
             rs->K = sets[i].n ? sets[i].r[0].K : 0;
             rs->T = sets[i].n ? sets[i].r[0].T : 0;
-            rc = run_engine(rs, eng, &sets[i], &batches, warmup);
+            rc = run_engine(rs, &sr, &sets[i], &batches, warmup);
             if (rc) {
                 fprintf(stderr, "flashtrie bench: %s engine failed: %s\n", eng_names[e], ft_strerror(rc));
                 status = 1;
                 break;
             }
-            json_array_append_new(runs, stats_json(rs, e == 0 ? "cpu" : "gpu", &batches));
+            json_array_append_new(runs, stats_json(rs, eng_names[e], &batches));
         }
-        ft_engine_close(eng);
+        if (nsh) {
+            ft_group_close(sr.grp);
+            for (size_t j = 0; j < nsh; j++)
+                ft_index_close(sh[j]);
+        } else {
+            ft_engine_close(sr.eng);
+        }
     }
 
     /* 4. The table. */
@@ -630,11 +813,11 @@ int cmd_bench(int argc, char **argv)
     printf("\n");
     json_t *ratios = json_array();
     for (int i = 0; i < nsets; i++) {
-        for (int e = 0; e < 2; e++) {
+        for (int e = 0; e < 2 + shards.n; e++) {
             const run_stats *r = &st[e][i];
             if (!r->ran)
                 continue;
-            printf("%-6s %5u %5u %6zu %9.3f %9.3f %9.3f %9.3f %9.3f", e ? "gpu" : "cpu",
+            printf("%-6s %5u %5u %6zu %9.3f %9.3f %9.3f %9.3f %9.3f", e < 2 ? (e ? "gpu" : "cpu") : eng_names[e],
                    r->beam, r->K, r->n, r->mean, r->p50, r->p90, r->p95, r->p99);
             for (int b = 0; b < batches.n; b++)
                 printf(" %10.1f", r->qps[b]);
@@ -661,6 +844,22 @@ int cmd_bench(int argc, char **argv)
             }
             json_object_set_new(o, "throughput_gpu_over_cpu", q);
             json_array_append_new(ratios, o);
+            printf("\n");
+        }
+        /* A group against the same run's unsharded GPU engine: > 1 means
+         * the group is slower (latency) or faster (throughput). */
+        for (int e = 2; e < 2 + shards.n; e++) {
+            const run_stats *sr = &st[e][i];
+            const run_stats *ur = use_gpu ? gr : cr;
+            if (!sr->ran || !ur->ran || ur->mean <= 0)
+                continue;
+            char nm[32];
+            snprintf(nm, sizeof nm, "s%u/%s", shards.v[e - 2], use_gpu ? "gpu" : "cpu");
+            printf("%-6s %5u %5u %6s %9.2fx %9.2fx %8s %9.2fx %9.2fx", nm, sr->beam, sr->K, "",
+                   sr->mean / ur->mean, sr->p50 / ur->p50, "", sr->p95 / ur->p95,
+                   sr->p99 / ur->p99);
+            for (int b = 0; b < batches.n; b++)
+                printf(" %9.2fx", ur->qps[b] > 0 ? sr->qps[b] / ur->qps[b] : 0);
             printf("\n");
         }
     }
