@@ -414,6 +414,10 @@ typedef struct ft_group_opts {
     ft_exchange exchange; /* FT_EXCHANGE_AUTO, or force one (tests) */
     const int *devices;   /* [nshards]: GPU of each shard's engine; NULL:
                            * opts->device for every shard */
+    int split_grid;       /* GPU engines sharing a GPU split its grid, so
+                           * that their step kernels run side by side (1,
+                           * the default) or each takes the whole grid and
+                           * they run in turn (0) */
 } ft_group_opts;
 
 void ft_group_opts_init(ft_group_opts *gopts);

@@ -30,6 +30,7 @@
 #include "flashtrie.h"
 #include "ft_impl.h"
 #include "rules.h"
+#include "search.h"
 #include "search_impl.h"
 
 #ifdef FT_HAVE_CUDA
@@ -90,6 +91,7 @@ void ft_group_opts_init(ft_group_opts *gopts)
 {
     memset(gopts, 0, sizeof *gopts);
     gopts->exchange = FT_EXCHANGE_AUTO;
+    gopts->split_grid = 1;
 }
 
 ft_exchange ft_group_exchange(const ft_group *g) { return g->xk; }
@@ -299,6 +301,16 @@ int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
         }
     }
     g->o = o;
+    if (o.kind == FT_ENGINE_GPU && (gopts == NULL || gopts->split_grid)) {
+        /* Engines that share a GPU share its grid (see ft_group_opts). */
+        for (size_t s = 0; s < nshards; s++) {
+            uint32_t ways = 0;
+            for (size_t r = 0; r < nshards; r++)
+                ways += ft_engine_device(g->eng[r]) ==
+                        ft_engine_device(g->eng[s]);
+            ft_gpu_engine_share(g->eng[s], ways);
+        }
+    }
     int rc = exchange_setup(g, gopts ? gopts->exchange : FT_EXCHANGE_AUTO,
                             errbuf, errlen);
     if (rc != FT_OK) {

@@ -33,6 +33,13 @@
 
 #ifndef FT_HAVE_CUDA
 
+int ft_gpu_engine_share(ft_engine *eng, uint32_t ways)
+{
+    (void)eng;
+    (void)ways;
+    return FT_ENOTSUP;
+}
+
 int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
 {
     (void)eng;
@@ -91,7 +98,7 @@ typedef struct gpu_engine {
      * kernel's launch shape, the exchange lists in device memory (send
      * max_batch x max_beam keys, recv that times the largest shard count
      * seen), and the batch in flight. */
-    int sgrid, sblock;
+    int sgrid, sblock, sgrid_use; /* sgrid_use: ft_gpu_engine_share */
     size_t ssmem;
     uint64_t *d_send, *d_recv;
     size_t send_cap, recv_cap;   /* keys */
@@ -393,6 +400,7 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
                  "%s", g->device, cudaGetErrorString((cudaError_t)e));
         return FT_ECUDA;
     }
+    g->sgrid_use = g->sgrid;
     if ((rc = copy_trie(g, t)) != FT_OK)
         return rc;
     if ((rc = root_map(g, eng)) != FT_OK)
@@ -917,6 +925,16 @@ static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
     return FT_OK;
 }
 
+int ft_gpu_engine_share(ft_engine *eng, uint32_t ways)
+{
+    if (eng->ops != &gpu_ops)
+        return FT_ENOTSUP;
+    gpu_engine *g = eng->impl;
+    uint32_t w = ways ? ways : 1;
+    g->sgrid_use = g->sgrid / (int)w > 0 ? g->sgrid / (int)w : 1;
+    return FT_OK;
+}
+
 static int gpu_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
                             size_t *len)
 {
@@ -949,7 +967,7 @@ static int gpu_step_expand(ft_engine *eng, uint32_t t)
     x.t = t;
     x.keep = t > 0;
     cudaError_t e = (cudaError_t)ft_gk_step_launch(
-        &g->sprm, &x, g->sgrid, g->sblock, g->ssmem, g->stream);
+        &g->sprm, &x, g->sgrid_use, g->sblock, g->ssmem, g->stream);
     if (e != cudaSuccess)
         return step_fail(eng, e, "step kernel launch");
     g->snext = t + 1;

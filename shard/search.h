@@ -50,6 +50,13 @@ struct ft_engine {
     int device; /* GPU ordinal, -1 for the CPU engine */
 };
 
+/* ft_gpu_engine_share makes the GPU engine's step kernel use 1/ways of
+ * its grid (at least one block), so
+ * that the step kernels of `ways` engines on one GPU run side by side
+ * rather than one after another; 1 restores the whole grid.  FT_ENOTSUP
+ * for other engines. */
+int ft_gpu_engine_share(ft_engine *eng, uint32_t ways);
+
 /* Constructors of the engines (engine.c dispatches on opts->kind). */
 int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen);
 int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen);

@@ -24,6 +24,7 @@
 
 static uint64_t n_cases, n_runs;
 static int ndev = 1;
+static int have_nccl = 1; /* the build has NCCL (found by contract()) */
 
 /* same_full is su_same_results plus the orders and key indexes. */
 static int same_full(const ft_result *x, const ft_result *y)
@@ -207,10 +208,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         run_group(&s, keys, m, counts[ci], FT_EXCHANGE_DEVICE, small, batch,
                   nreq, cs, one, got, dir, seed);
     }
-    if (!quick || seed % 2 == 0)
+    if (have_nccl && (!quick || seed % 2 == 0))
         run_group(&s, keys, m, 1, FT_EXCHANGE_NCCL, 0, batch, nreq, cs, one,
                   got, dir, seed);
-    for (size_t ns = 2; ns <= 8 && ns <= (size_t)ndev; ns *= 2)
+    for (size_t ns = 2; have_nccl && ns <= 8 && ns <= (size_t)ndev; ns *= 2)
         run_group(&s, keys, m, ns, FT_EXCHANGE_NCCL, 0, batch, nreq, cs,
                   one, got, dir, seed);
     for (uint32_t i = 0; i < nreq; i++) {
@@ -260,7 +261,12 @@ static void contract(const char *dir)
     go.exchange = FT_EXCHANGE_NCCL;
     FT_FAIL(ft_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go,
                              err, sizeof err), FT_ENOTSUP);
-    FT_CHECK_STR(err, "exchange: nccl needs one shard per GPU");
+    if (strcmp(err, "exchange: nccl: this build has no NCCL") == 0) {
+        have_nccl = 0;
+        printf("NOTE: this build has no NCCL: NCCL groups not tested\n");
+    } else {
+        FT_CHECK_STR(err, "exchange: nccl needs one shard per GPU");
+    }
     ft_engine_opts c;
     ft_engine_opts_init(&c);
     go.exchange = FT_EXCHANGE_DEVICE;
@@ -295,7 +301,7 @@ static void contract(const char *dir)
     uint64_t *send, *recv;
     size_t len;
     FT_PASS(ft_engine_step_buffers(eng, &send, &recv, &len));
-    FT_CHECK(len == 2u * r.beam);
+    FT_CHECK(len == (size_t)p[0]->beam + p[1]->beam);
     ft_engine_close(eng);
     for (int i = 0; i < 4; i++)
         ft_prep_destroy(pp[i]);
