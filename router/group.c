@@ -188,8 +188,8 @@ static int exchange_setup(ft_group *g, ft_exchange want, char *errbuf,
     g->xk = x;
     if (x == FT_EXCHANGE_HOST)
         return FT_OK;
-    int rc = FT_OK;
 #ifdef FT_HAVE_CUDA
+    int rc = FT_OK;
     g->xdev = ft_engine_device(g->eng[0]);
     if (x == FT_EXCHANGE_DEVICE) {
         g->ev = calloc(g->n, sizeof *g->ev);
