@@ -184,7 +184,18 @@ typedef struct run_stats {
 typedef struct searcher {
     ft_engine *eng;
     ft_group *grp;
+    int timing; /* print the group's per-step split after each part */
 } searcher;
+
+static void print_timing(const searcher *sr, const char *what)
+{
+    char buf[1024];
+    if (!sr->timing || sr->grp == NULL)
+        return;
+    ft_group_timing_report(sr->grp, buf, sizeof buf);
+    if (buf[0])
+        printf("  %s: %s", what, buf);
+}
 
 static int search_batch(const searcher *sr, const ft_request *r, size_t n,
                         ft_result *res)
@@ -231,6 +242,7 @@ static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
             rejected++;
         hits += res[0].n;
     }
+    print_timing(eng, "b=1");
     double sum = 0;
     for (size_t i = 0; i < s->n; i++)
         sum += lat[i];
@@ -254,6 +266,9 @@ static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
         }
         double dt = now_s() - t0;
         rs->qps[b] = dt > 0 ? (double)s->n / dt : 0;
+        char what[32];
+        snprintf(what, sizeof what, "b=%u", bs);
+        print_timing(eng, what);
     }
     rs->ran = 1;
 out:
@@ -459,7 +474,7 @@ int cmd_bench(int argc, char **argv)
         {"batch", required_argument, 0, 'c'},    {"warmup", required_argument, 0, 'w'},
         {"device", required_argument, 0, 'd'},   {"report", required_argument, 0, 'r'},
         {"shards", required_argument, 0, 'S'},   {"exchange", required_argument, 0, 'X'},
-        {"full-grid", no_argument, 0, 'F'},
+        {"full-grid", no_argument, 0, 'F'},   {"timing", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
         "usage: flashtrie bench (--index INDEX | --keys FILE | --gen-keys N [--seed S])\n"
@@ -467,7 +482,7 @@ int cmd_bench(int argc, char **argv)
         "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json]\n"
-        "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid]]\n"
+        "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid]] [--timing]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -475,7 +490,9 @@ int cmd_bench(int argc, char **argv)
         "  --shards: also a group of N GPU engines (N = 1..8; CPU engines without\n"
         "  gpu in --engine) per count, over the index split by first token\n"
         "  in-process (rows gpu/sN, and sN/gpu: the group over the unsharded engine);\n"
-        "  --full-grid: engines sharing the GPU each launch on all of it.\n";
+        "  --full-grid: engines sharing the GPU each launch on all of it.  --timing:\n"
+        "  the GPU engine's host/event timings of b=1 calls, and the groups' per-step\n"
+        "  split (kernels, exchange, wait) by CUDA events.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
     uint64_t gen_keys = 0, seed = 1;
     ft_wl_req_opts ro;
@@ -485,7 +502,7 @@ int cmd_bench(int argc, char **argv)
     u32_list batches = {{1, 4, 8, 16, 32}, 5};
     u32_list shards = {{0}, 0};
     ft_exchange xchg = FT_EXCHANGE_AUTO;
-    int full_grid = 0;
+    int full_grid = 0, timing = 0;
     int use_cpu = 1, use_gpu = 1, threads = 0, device = 0, c;
     uint32_t warmup = 10;
     unsigned long long v;
@@ -528,6 +545,7 @@ int cmd_bench(int argc, char **argv)
                 return 2;
             break;
         case 'F': full_grid = 1; break;
+        case 'M': timing = 1; break;
         case 'X':
             if (!strcmp(optarg, "device"))
                 xchg = FT_EXCHANGE_DEVICE;
@@ -737,7 +755,8 @@ int cmd_bench(int argc, char **argv)
         ft_engine_opts_init(&eo);
         /* Groups are of GPU engines, or of CPU engines without --engine gpu. */
         eo.kind = e == 0 || (e >= 2 && !use_gpu) ? FT_ENGINE_CPU : FT_ENGINE_GPU;
-        searcher sr = {NULL, NULL};
+        searcher sr = {NULL, NULL, timing};
+        eo.timing = timing;
         ft_index *sh[8];
         size_t nsh = e >= 2 ? shards.v[e - 2] : 0;
         eo.threads = threads;
@@ -797,6 +816,11 @@ int cmd_bench(int argc, char **argv)
                 break;
             }
             json_array_append_new(runs, stats_json(rs, eng_names[e], &batches));
+        }
+        if (timing && !nsh && sr.eng) {
+            char buf[4096];
+            ft_engine_timing_report(sr.eng, buf, sizeof buf);
+            printf("%s", buf);
         }
         if (nsh) {
             ft_group_close(sr.grp);

@@ -430,6 +430,11 @@ int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
                      size_t errlen);
 /* ft_group_exchange says which exchange the group uses. */
 ft_exchange ft_group_exchange(const ft_group *g);
+/* ft_group_timing_report writes, for GPU groups with device copies opened
+ * with opts.timing, the per-step split (kernels, exchange, wait for the
+ * next launch, by CUDA events) since the last report, as text, and starts
+ * new sums; an empty string otherwise. */
+void ft_group_timing_report(ft_group *g, char *buf, size_t len);
 /* ft_group_search_batch is ft_engine_search_batch over the group. */
 int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
                           ft_result *res);

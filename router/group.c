@@ -54,6 +54,13 @@ struct ft_group {
     cudaStream_t xs;           /* FT_EXCHANGE_DEVICE: the copies */
     cudaEvent_t *ev;           /* [n]: engine s's expand done */
     cudaEvent_t xdone;         /* the copies done */
+    /* opts.timing with device copies: per step, events at shard 0's
+     * launch (A), at the last expand's end (B) and at the copies' end (C)
+     * on the group stream; sums of B-A (kernels), C-B (exchange) and
+     * A(t+1)-C(t) (waiting for the next launch) over all steps. */
+    cudaEvent_t *tev;          /* [3 * FT_MAX_T] */
+    double tsum[4];            /* kernels, exchange, gap, host per batch */
+    uint64_t tsteps, tbatches;
 #endif
 #ifdef FT_HAVE_NCCL
     ncclComm_t *comm;          /* [n]: rank s = shard s */
@@ -96,6 +103,27 @@ void ft_group_opts_init(ft_group_opts *gopts)
 
 ft_exchange ft_group_exchange(const ft_group *g) { return g->xk; }
 
+void ft_group_timing_report(ft_group *g, char *buf, size_t len)
+{
+    if (len)
+        buf[0] = 0;
+#ifdef FT_HAVE_CUDA
+    if (g->tev == NULL || g->tsteps == 0 || len == 0)
+        return;
+    double st = 1e6 / (double)g->tsteps;
+    snprintf(buf, len, "group of %zu (device copies), %llu batches, %llu "
+             "steps, us per step: kernels %.1f, exchange %.1f, to the next "
+             "launch %.1f; host per batch %.1f us\n", g->n,
+             (unsigned long long)g->tbatches, (unsigned long long)g->tsteps,
+             g->tsum[0] * st, g->tsum[1] * st, g->tsum[2] * st,
+             g->tsum[3] * 1e6 / (double)g->tbatches);
+    memset(g->tsum, 0, sizeof g->tsum); /* the sums restart */
+    g->tsteps = g->tbatches = 0;
+#else
+    (void)g;
+#endif
+}
+
 ft_engine *ft_group_engine(ft_group *g, size_t s)
 {
     return s < g->n ? g->eng[s] : NULL;
@@ -122,6 +150,10 @@ void ft_group_close(ft_group *g)
                 cudaEventDestroy(g->ev[s]);
             }
         cudaSetDevice(g->xdev);
+        for (int i = 0; g->tev && i < 3 * (int)FT_MAX_T; i++)
+            if (g->tev[i])
+                cudaEventDestroy(g->tev[i]);
+        free(g->tev);
         if (g->xdone)
             cudaEventDestroy(g->xdone);
         if (g->xs)
@@ -209,6 +241,13 @@ static int exchange_setup(ft_group *g, ft_exchange want, char *errbuf,
         FT_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&g->xdone,
                                                     cudaEventDisableTiming),
                            fail);
+        if (g->o.timing) {
+            g->tev = calloc(3 * FT_MAX_T, sizeof *g->tev);
+            if (g->tev == NULL)
+                return FT_ENOMEM;
+            for (int i = 0; i < 3 * (int)FT_MAX_T; i++)
+                FT_CUDA_CHECK_GOTO(cudaEventCreate(&g->tev[i]), fail);
+        }
     }
 #endif
 #ifdef FT_HAVE_NCCL
@@ -352,7 +391,7 @@ static int exchange_host(ft_group *g)
  * recv (n - 1 copies, instead of n * (n - 1) small ones); every engine's
  * stream waits for the copies before its next launch (which keeps from
  * recv and then overwrites send). */
-static int exchange_device(ft_group *g)
+static int exchange_device(ft_group *g, uint32_t t)
 {
     int rc = FT_OK;
     uint64_t *send, *recv, *recv0 = NULL;
@@ -375,6 +414,8 @@ static int exchange_device(ft_group *g)
     FT_CUDA_CHECK_GOTO(cudaSetDevice(g->xdev), fail);
     for (size_t s = 0; s < g->n; s++)
         FT_CUDA_CHECK_GOTO(cudaStreamWaitEvent(g->xs, g->ev[s], 0), fail);
+    if (g->tev)
+        FT_CUDA_CHECK_GOTO(cudaEventRecord(g->tev[3 * t + 1], g->xs), fail);
     for (size_t s = 0; s < g->n; s++) {
         ft_engine_step_buffers(g->eng[s], &send, &recv, &l);
         FT_CUDA_CHECK_GOTO(cudaMemcpyAsync(recv0 + s * len, send, len * 8,
@@ -387,6 +428,8 @@ static int exchange_device(ft_group *g)
                                            cudaMemcpyDefault, g->xs),
                            fail);
     }
+    if (g->tev)
+        FT_CUDA_CHECK_GOTO(cudaEventRecord(g->tev[3 * t + 2], g->xs), fail);
     FT_CUDA_CHECK_GOTO(cudaEventRecord(g->xdone, g->xs), fail);
     for (size_t d = 0; d < g->n; d++) {
         FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[d])), fail);
@@ -430,12 +473,12 @@ fail:
 }
 #endif
 
-static int exchange(ft_group *g)
+static int exchange(ft_group *g, uint32_t t)
 {
     switch (g->xk) {
 #ifdef FT_HAVE_CUDA
     case FT_EXCHANGE_DEVICE:
-        return exchange_device(g);
+        return exchange_device(g, t);
 #endif
 #ifdef FT_HAVE_NCCL
     case FT_EXCHANGE_NCCL:
@@ -535,11 +578,22 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
             rc = ft_engine_step_begin(g->eng[s], reqs, m, (uint32_t)s,
                                       (uint32_t)g->n);
     }
+#ifdef FT_HAVE_CUDA
+    double h0 = g->tev ? fti_now() : 0;
+#endif
     for (uint32_t t = 0; t < tmax && rc == FT_OK; t++) {
+#ifdef FT_HAVE_CUDA
+        if (g->tev) {
+            cudaSetDevice(g->xdev);
+            if (cudaEventRecord(g->tev[3 * t], (cudaStream_t)ft_engine_stream(
+                                                   g->eng[0])) != cudaSuccess)
+                rc = FT_ECUDA;
+        }
+#endif
         for (size_t s = 0; s < g->n && rc == FT_OK; s++)
             rc = ft_engine_step_expand(g->eng[s], t);
         if (rc == FT_OK)
-            rc = exchange(g);
+            rc = exchange(g, t);
         for (size_t s = 0; s < g->n && rc == FT_OK; s++)
             rc = ft_engine_step_keep(g->eng[s], t);
     }
@@ -548,6 +602,27 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
             part[i] = &g->part[s * FT_ENGINE_CHUNK + i];
         rc = ft_engine_step_finish(g->eng[s], part);
     }
+#ifdef FT_HAVE_CUDA
+    if (g->tev && rc == FT_OK && cudaStreamSynchronize(g->xs) == cudaSuccess) {
+        float ms;
+        for (uint32_t t = 0; t < tmax; t++) {
+            if (cudaEventElapsedTime(&ms, g->tev[3 * t], g->tev[3 * t + 1]) ==
+                cudaSuccess)
+                g->tsum[0] += ms * 1e-3;
+            if (cudaEventElapsedTime(&ms, g->tev[3 * t + 1],
+                                     g->tev[3 * t + 2]) == cudaSuccess)
+                g->tsum[1] += ms * 1e-3;
+            if (t + 1 < tmax &&
+                cudaEventElapsedTime(&ms, g->tev[3 * t + 2],
+                                     g->tev[3 * t + 3]) == cudaSuccess)
+                g->tsum[2] += ms * 1e-3;
+        }
+        (void)cudaGetLastError();
+        g->tsum[3] += fti_now() - h0;
+        g->tsteps += tmax;
+        g->tbatches++;
+    }
+#endif
     if (rc != FT_OK) {
         for (size_t i = 0; i < m; i++) {
             res[i]->n = 0;
