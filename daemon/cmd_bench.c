@@ -475,6 +475,7 @@ int cmd_bench(int argc, char **argv)
         {"device", required_argument, 0, 'd'},   {"report", required_argument, 0, 'r'},
         {"shards", required_argument, 0, 'S'},   {"exchange", required_argument, 0, 'X'},
         {"full-grid", no_argument, 0, 'F'},   {"timing", no_argument, 0, 'M'},
+        {"copy-lists", no_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
         "usage: flashtrie bench (--index INDEX | --keys FILE | --gen-keys N [--seed S])\n"
@@ -482,7 +483,8 @@ int cmd_bench(int argc, char **argv)
         "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json]\n"
-        "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid]] [--timing]\n"
+        "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]]\n"
+        "         [--timing]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -490,7 +492,8 @@ int cmd_bench(int argc, char **argv)
         "  --shards: also a group of N GPU engines (N = 1..8; CPU engines without\n"
         "  gpu in --engine) per count, over the index split by first token\n"
         "  in-process (rows gpu/sN, and sN/gpu: the group over the unsharded engine);\n"
-        "  --full-grid: engines sharing the GPU each launch on all of it.  --timing:\n"
+        "  --full-grid: engines sharing the GPU each launch on all of it;\n"
+        "  --copy-lists: device copies into every shard's recv, not shared lists.  --timing:\n"
         "  the GPU engine's host/event timings of b=1 calls, and the groups' per-step\n"
         "  split (kernels, exchange, wait) by CUDA events.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
@@ -502,7 +505,7 @@ int cmd_bench(int argc, char **argv)
     u32_list batches = {{1, 4, 8, 16, 32}, 5};
     u32_list shards = {{0}, 0};
     ft_exchange xchg = FT_EXCHANGE_AUTO;
-    int full_grid = 0, timing = 0;
+    int full_grid = 0, timing = 0, copy_lists = 0;
     int use_cpu = 1, use_gpu = 1, threads = 0, device = 0, c;
     uint32_t warmup = 10;
     unsigned long long v;
@@ -546,6 +549,7 @@ int cmd_bench(int argc, char **argv)
             break;
         case 'F': full_grid = 1; break;
         case 'M': timing = 1; break;
+        case 'C': copy_lists = 1; break;
         case 'X':
             if (!strcmp(optarg, "device"))
                 xchg = FT_EXCHANGE_DEVICE;
@@ -783,6 +787,7 @@ int cmd_bench(int argc, char **argv)
             ft_group_opts_init(&go);
             go.exchange = xchg;
             go.split_grid = !full_grid;
+            go.shared_lists = !copy_lists;
             rc = ft_group_open_ex(&sr.grp, (const ft_index *const *)sh, nsh, &eo, &go, err,
                                   sizeof err);
         } else {

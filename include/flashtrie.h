@@ -418,6 +418,10 @@ typedef struct ft_group_opts {
                            * that their step kernels run side by side (1,
                            * the default) or each takes the whole grid and
                            * they run in turn (0) */
+    int shared_lists;     /* device exchange, one GPU: the shards write one
+                           * list buffer (two, by step parity) and nothing
+                           * is copied (1, the default), or each has its
+                           * own recv filled by device copies (0) */
 } ft_group_opts;
 
 void ft_group_opts_init(ft_group_opts *gopts);

@@ -152,8 +152,9 @@ FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 48,
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange
  * buffers of a shard group (device memory) and which phases to run.
- * send[xoff .. xoff + B) gets request's local best B next keys, sorted and
- * padded with FT_KEY_NONE; recv[s * len + xoff ..] holds shard s's list. */
+ * send[xoff .. xoff + B) gets request's local best B next keys of step t,
+ * sorted and padded with FT_KEY_NONE; recv[s * len + xoff ..] holds shard
+ * s's list of step t - 1 (this shard's own too), read by the keep. */
 typedef struct ft_gk_xparams {
     uint64_t *send;         /* [len] */
     const uint64_t *recv;   /* [nshards * len] */

@@ -749,7 +749,9 @@ __device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
     const ft_gk_slot &S = q->slot;
     uint32_t B = q->B;
     uint32_t x = q->steps[t].n_sel;
-    const uint64_t *mine = X.send + q->xoff;
+    /* The own list, as the exchange delivered it (recv holds every
+     * shard's, this one's too; send may already be another buffer). */
+    const uint64_t *mine = X.recv + (uint64_t)X.shard * X.len + q->xoff;
     if (threadIdx.x == 0)
         sm.count = x;
     __syncthreads();
@@ -758,7 +760,8 @@ __device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
         uint32_t g = j;
         for (uint32_t s = 0; s < X.nshards && g < B; s++)
             if (s != X.shard)
-                g += gk_lower_bound(X.recv + s * X.len + q->xoff, B, key);
+                g += gk_lower_bound(X.recv + (uint64_t)s * X.len + q->xoff,
+                                    B, key);
         sm.key[j] = key;
         sm.idx[j] = S.sel_idx[j];
         if (g < B)

@@ -54,6 +54,7 @@ struct ft_group {
     cudaStream_t xs;           /* FT_EXCHANGE_DEVICE: the copies */
     cudaEvent_t *ev;           /* [n]: engine s's expand done */
     cudaEvent_t xdone;         /* the copies done */
+    uint64_t *lists[2];        /* shared lists (ft_group_opts.shared_lists) */
     /* opts.timing with device copies: per step, events at shard 0's
      * launch (A), at the last expand's end (B) and at the copies' end (C)
      * on the group stream; sums of B-A (kernels), C-B (exchange) and
@@ -99,6 +100,7 @@ void ft_group_opts_init(ft_group_opts *gopts)
     memset(gopts, 0, sizeof *gopts);
     gopts->exchange = FT_EXCHANGE_AUTO;
     gopts->split_grid = 1;
+    gopts->shared_lists = 1;
 }
 
 ft_exchange ft_group_exchange(const ft_group *g) { return g->xk; }
@@ -154,6 +156,8 @@ void ft_group_close(ft_group *g)
             if (g->tev[i])
                 cudaEventDestroy(g->tev[i]);
         free(g->tev);
+        cudaFree(g->lists[0]);
+        cudaFree(g->lists[1]);
         if (g->xdone)
             cudaEventDestroy(g->xdone);
         if (g->xs)
@@ -175,8 +179,8 @@ void ft_group_close(ft_group *g)
 
 /* exchange_setup chooses (or checks the forced) exchange and makes what
  * it needs: streams and events, or the NCCL communicators. */
-static int exchange_setup(ft_group *g, ft_exchange want, char *errbuf,
-                          size_t errlen)
+static int exchange_setup(ft_group *g, ft_exchange want, int shared,
+                          char *errbuf, size_t errlen)
 {
     size_t ngpu = 0, distinct = 1;
     for (size_t s = 0; s < g->n; s++) {
@@ -241,6 +245,22 @@ static int exchange_setup(ft_group *g, ft_exchange want, char *errbuf,
         FT_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&g->xdone,
                                                     cudaEventDisableTiming),
                            fail);
+        if (shared && same) {
+            /* One list buffer per step parity for all shards: room for a
+             * full batch of full beams from every shard. */
+            size_t slots = g->o.max_batch ? g->o.max_batch : 32;
+            slots = slots < FT_ENGINE_CHUNK ? slots : FT_ENGINE_CHUNK;
+            size_t bmax = g->o.max_beam && g->o.max_beam < FT_MAX_BEAM
+                              ? g->o.max_beam
+                              : FT_MAX_BEAM;
+            size_t cap = g->n * slots * bmax;
+            for (int i = 0; i < 2; i++)
+                FT_CUDA_CHECK_GOTO(cudaMalloc((void **)&g->lists[i], cap * 8),
+                                   fail);
+            for (size_t s = 0; s < g->n; s++)
+                ft_gpu_engine_bind_lists(g->eng[s], g->lists[0], g->lists[1],
+                                         cap);
+        }
         if (g->o.timing) {
             g->tev = calloc(3 * FT_MAX_T, sizeof *g->tev);
             if (g->tev == NULL)
@@ -351,7 +371,7 @@ int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
         }
     }
     int rc = exchange_setup(g, gopts ? gopts->exchange : FT_EXCHANGE_AUTO,
-                            errbuf, errlen);
+                            gopts ? gopts->shared_lists : 1, errbuf, errlen);
     if (rc != FT_OK) {
         ft_group_close(g);
         return rc;
@@ -385,12 +405,16 @@ static int exchange_host(ft_group *g)
 }
 
 #ifdef FT_HAVE_CUDA
-/* exchange_device enqueues the exchange as device copies: the group
- * stream waits for every engine's expand, gathers every send list into
- * shard 0's recv (n copies) and copies that whole to the other shards'
- * recv (n - 1 copies, instead of n * (n - 1) small ones); every engine's
- * stream waits for the copies before its next launch (which keeps from
- * recv and then overwrites send). */
+/* exchange_device enqueues the exchange on the group stream: it waits for
+ * every engine's expand, then (own recv buffers) gathers every send list
+ * into shard 0's recv (n copies) and copies that whole to the other
+ * shards' recv (n - 1 copies, instead of n * (n - 1) small ones), or
+ * (shared lists) copies nothing: each shard wrote its list into the
+ * step's shared buffer.  Every engine's stream waits for the group stream
+ * before its next launch, which keeps from recv and then writes send:
+ * with shared lists the other parity's buffer, which nobody reads any
+ * more, since every shard's keep from it ran in the launch the group
+ * stream waited for. */
 static int exchange_device(ft_group *g, uint32_t t)
 {
     int rc = FT_OK;
@@ -416,13 +440,15 @@ static int exchange_device(ft_group *g, uint32_t t)
         FT_CUDA_CHECK_GOTO(cudaStreamWaitEvent(g->xs, g->ev[s], 0), fail);
     if (g->tev)
         FT_CUDA_CHECK_GOTO(cudaEventRecord(g->tev[3 * t + 1], g->xs), fail);
-    for (size_t s = 0; s < g->n; s++) {
+    /* Shared lists: every shard already wrote its list where all read it;
+     * the group stream only orders the streams. */
+    for (size_t s = 0; s < g->n && g->lists[0] == NULL; s++) {
         ft_engine_step_buffers(g->eng[s], &send, &recv, &l);
         FT_CUDA_CHECK_GOTO(cudaMemcpyAsync(recv0 + s * len, send, len * 8,
                                            cudaMemcpyDefault, g->xs),
                            fail);
     }
-    for (size_t d = 1; d < g->n; d++) {
+    for (size_t d = 1; d < g->n && g->lists[0] == NULL; d++) {
         ft_engine_step_buffers(g->eng[d], &send, &recv, &l);
         FT_CUDA_CHECK_GOTO(cudaMemcpyAsync(recv, recv0, g->n * len * 8,
                                            cudaMemcpyDefault, g->xs),

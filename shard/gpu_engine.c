@@ -40,6 +40,16 @@ int ft_gpu_engine_share(ft_engine *eng, uint32_t ways)
     return FT_ENOTSUP;
 }
 
+int ft_gpu_engine_bind_lists(ft_engine *eng, uint64_t *list0,
+                             uint64_t *list1, size_t cap)
+{
+    (void)eng;
+    (void)list0;
+    (void)list1;
+    (void)cap;
+    return FT_ENOTSUP;
+}
+
 int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
 {
     (void)eng;
@@ -107,6 +117,9 @@ typedef struct gpu_engine {
     uint32_t shard, nshards, stmax;
     uint32_t snext;              /* the step the next expand must be */
     int skept;                   /* keep(snext - 1) was called */
+    uint64_t *blist[2];          /* ft_gpu_engine_bind_lists: shared lists
+                                  * of one GPU's group, by step parity */
+    size_t blist_cap;            /* keys of each */
     ft_gk_params sprm;
     /* FT_GPU_TIMING: host-side phase timings of b=1 launches, per beam. */
     uint32_t lazy_min;          /* batches this large compute child ranges
@@ -886,7 +899,10 @@ static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
         return step_fail(eng, cudaGetLastError(), "cudaSetDevice");
     if (g->sn != 0 && abandon_steps(g) != cudaSuccess)
         return step_fail(eng, cudaGetLastError(), "cudaStreamSynchronize");
-    if (len * nshards > g->recv_cap) {
+    STEP_CHECK(g->blist_cap && len * nshards > g->blist_cap, FT_ELIMIT,
+               "steps: %zu x %u keys exceed the shared lists (%zu)", len,
+               nshards, g->blist_cap);
+    if (!g->blist_cap && len * nshards > g->recv_cap) {
         /* A larger group than before: grow once (cudaFree waits for the
          * device, so nothing in flight still reads the old one). */
         size_t cap = g->send_cap * nshards;
@@ -935,14 +951,40 @@ int ft_gpu_engine_share(ft_engine *eng, uint32_t ways)
     return FT_OK;
 }
 
+int ft_gpu_engine_bind_lists(ft_engine *eng, uint64_t *list0,
+                             uint64_t *list1, size_t cap)
+{
+    if (eng->ops != &gpu_ops)
+        return FT_ENOTSUP;
+    gpu_engine *g = eng->impl;
+    g->blist[0] = list0;
+    g->blist[1] = list1;
+    g->blist_cap = list0 && list1 ? cap : 0;
+    return FT_OK;
+}
+
+/* step_lists gives the exchange buffers of step t: the own ones, or with
+ * bound lists the step parity's shared one (send is this shard's slot). */
+static void step_lists(const gpu_engine *g, uint32_t t, uint64_t **send,
+                       uint64_t **recv)
+{
+    if (g->blist_cap) {
+        *recv = g->blist[t & 1u];
+        *send = *recv + (size_t)g->shard * g->slen;
+    } else {
+        *send = g->d_send;
+        *recv = g->d_recv;
+    }
+}
+
 static int gpu_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
                             size_t *len)
 {
     gpu_engine *g = eng->impl;
     if (g->sn == 0)
         return FT_ESTATE;
-    *send = g->d_send;
-    *recv = g->d_recv;
+    /* The lists of the step expanded last. */
+    step_lists(g, g->snext ? g->snext - 1 : 0, send, recv);
     *len = g->slen;
     return FT_OK;
 }
@@ -959,8 +1001,12 @@ static int gpu_step_expand(ft_engine *eng, uint32_t t)
         return step_fail(eng, cudaGetLastError(), "cudaSetDevice");
     ft_gk_xparams x;
     memset(&x, 0, sizeof x);
-    x.send = g->d_send;
-    x.recv = g->d_recv;
+    uint64_t *send, *recv, *psend;
+    step_lists(g, t, &send, &recv);
+    x.send = send;
+    if (t > 0)
+        step_lists(g, t - 1, &psend, &recv); /* keep reads step t - 1's */
+    x.recv = recv;
     x.len = g->slen;
     x.shard = g->shard;
     x.nshards = g->nshards;

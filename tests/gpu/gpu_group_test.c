@@ -4,8 +4,9 @@
  * (search_util.h), bit for bit (tokens, values, score and sigma bits,
  * order; key indexes against the unsharded engine):
  *
- *   - device-copy exchange, 1, 2, 4 and 8 shards on one GPU, split by
- *     first token at random cut points (empty shards, one-key shards);
+ *   - device exchange, 1, 2, 4 and 8 shards on one GPU, split by first
+ *     token at random cut points (empty shards, one-key shards), with
+ *     shared lists (no copies) and with device copies into each recv;
  *   - NCCL exchange with a one-rank communicator (1 shard), and with one
  *     shard per GPU when the machine has several;
  *   - engines with the default slots and with small slots (max_batch 3,
@@ -84,7 +85,8 @@ static void gpu_opts(ft_engine_opts *o, int small)
  * GPU engine, itself equal to the CPU engine), the reference, and a group
  * of CPU engines over the same shards (key indexes too). */
 static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
-                      ft_exchange x, int small, const ft_request *batch,
+                      ft_exchange x, int small, int shared,
+                      const ft_request *batch,
                       uint32_t nreq, su_case *cs, const ft_result *want,
                       ft_result *got, const char *dir, uint64_t seed)
 {
@@ -105,6 +107,7 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     ft_group_opts go;
     ft_group_opts_init(&go);
     go.exchange = x;
+    go.shared_lists = shared;
     int devs[8];
     if (x == FT_EXCHANGE_NCCL) {
         for (size_t j = 0; j < ns; j++)
@@ -140,9 +143,9 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     for (uint32_t i = 0; i < nreq; i++) {
         char what[240];
         snprintf(what, sizeof what,
-                 "seed %llu case %u shards %zu exchange %d small %d batch %u "
-                 "(T=%u K=%u B=%u n=%u)", (unsigned long long)seed, i, ns,
-                 (int)x, small, w, batch[i].T, batch[i].K, batch[i].beam,
+                 "seed %llu case %u shards %zu exchange %d small %d shared %d "
+                 "batch %u (T=%u K=%u B=%u n=%u)", (unsigned long long)seed, i,
+                 ns, (int)x, small, shared, w, batch[i].T, batch[i].K, batch[i].beam,
                  batch[i].results);
         if (!same_full(&got[i], &cg[i], 1)) {
             fprintf(stderr, "%s: GPU and CPU groups differ\n", what);
@@ -226,14 +229,15 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     static const size_t counts[] = {1, 2, 4, 8};
     for (size_t ci = 0; ci < 4; ci++) {
         int small = (int)(ft_test_rand(&s) % 3 == 0);
-        run_group(&s, keys, m, counts[ci], FT_EXCHANGE_DEVICE, small, batch,
-                  nreq, cs, one, got, dir, seed);
+        int shared = (int)((ci + seed) % 2);
+        run_group(&s, keys, m, counts[ci], FT_EXCHANGE_DEVICE, small, shared,
+                  batch, nreq, cs, one, got, dir, seed);
     }
     if (have_nccl && (!quick || seed % 2 == 0))
-        run_group(&s, keys, m, 1, FT_EXCHANGE_NCCL, 0, batch, nreq, cs, one,
+        run_group(&s, keys, m, 1, FT_EXCHANGE_NCCL, 0, 0, batch, nreq, cs, one,
                   got, dir, seed);
     for (size_t ns = 2; have_nccl && ns <= 8 && ns <= (size_t)ndev; ns *= 2)
-        run_group(&s, keys, m, ns, FT_EXCHANGE_NCCL, 0, batch, nreq, cs,
+        run_group(&s, keys, m, ns, FT_EXCHANGE_NCCL, 0, 0, batch, nreq, cs,
                   one, got, dir, seed);
     for (uint32_t i = 0; i < nreq; i++) {
         ft_result_free(&cpu[i]);
