@@ -113,9 +113,10 @@ void ft_group_timing_report(ft_group *g, char *buf, size_t len)
     if (g->tev == NULL || g->tsteps == 0 || len == 0)
         return;
     double st = 1e6 / (double)g->tsteps;
-    snprintf(buf, len, "group of %zu (device copies), %llu batches, %llu "
-             "steps, us per step: kernels %.1f, exchange %.1f, to the next "
-             "launch %.1f; host per batch %.1f us\n", g->n,
+    snprintf(buf, len, "group of %zu (device exchange, %s), %llu batches, "
+             "%llu steps, us per step: kernels %.1f, exchange %.1f, to the "
+             "next launch %.1f; host per batch %.1f us\n", g->n,
+             g->lists[0] ? "shared lists" : "copies",
              (unsigned long long)g->tbatches, (unsigned long long)g->tsteps,
              g->tsum[0] * st, g->tsum[1] * st, g->tsum[2] * st,
              g->tsum[3] * 1e6 / (double)g->tbatches);
