@@ -1,5 +1,7 @@
 /*
- * ft_search.cu - the persistent cooperative beam-search kernel.
+ * ft_search.cu - the persistent cooperative beam-search kernel, and the
+ * step kernel of shard groups built from the same device functions (at
+ * the end of this file).
  *
  * One launch runs all T steps of every request of a batch.  Per step:
  *

@@ -28,6 +28,10 @@
  * buffer, one copy in, one cooperative launch for the whole batch (all T
  * steps), one copy out, then assemble the results.  A CUDA error marks the
  * engine failed; its requests get FT_ECUDA, never a partial result.
+ *
+ * Steps (a shard group drives them, see "steps" below and
+ * docs/gpu-engine.md): the same packing and assembly around one launch of
+ * the step kernel per decode step, all on the engine's stream.
  */
 #include "search.h"
 
