@@ -7,10 +7,107 @@
 #include <errno.h>
 #include <libconfig.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config_impl.h"
 #include "ft_config.h"
+
+/* libconfig 1.5 reads an integer literal without an L suffix into an int
+ * and silently wraps one that does not fit (5000000000 becomes 705032704).
+ * Before parsing, scan_wide finds every such literal, so that the setting
+ * it belongs to is refused with the number as written. */
+typedef struct wide {
+    int line;
+    char text[40];
+} wide;
+
+static int ident_char(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '*';
+}
+
+/* scan_wide collects the 32-bit-overflowing integer literals of text;
+ * FT_ENOMEM if the list cannot grow. */
+static int scan_wide(const char *text, wide **out, size_t *n)
+{
+    size_t cap = 0;
+    int line = 1;
+    *out = NULL;
+    *n = 0;
+    for (const char *p = text; *p;) {
+        if (*p == '\n') {
+            line++;
+            p++;
+        } else if (*p == '"') { /* a string, escapes included */
+            for (p++; *p && *p != '"'; p++) {
+                if (*p == '\\' && p[1])
+                    p++;
+                if (*p == '\n')
+                    line++;
+            }
+            if (*p)
+                p++;
+        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+            while (*p && *p != '\n')
+                p++;
+        } else if (p[0] == '/' && p[1] == '*') {
+            for (p += 2; *p && !(p[0] == '*' && p[1] == '/'); p++)
+                if (*p == '\n')
+                    line++;
+            if (*p)
+                p += 2;
+        } else if (*p >= '0' && *p <= '9' && (p == text || !ident_char(p[-1]) ||
+                                               p[-1] == '-')) {
+            const char *q = p;
+            while (*q && (ident_char(*q) || *q == '.' || *q == '+') &&
+                   !(*q == '-' && q[-1] != 'e' && q[-1] != 'E'))
+                q++;
+            size_t len = (size_t)(q - p);
+            int hex = len > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X');
+            size_t i = hex ? 2 : 0;
+            unsigned long long v = 0;
+            int big = 0;
+            for (; i < len; i++) {
+                int c = p[i], d;
+                if (c >= '0' && c <= '9')
+                    d = c - '0';
+                else if (hex && c >= 'a' && c <= 'f')
+                    d = c - 'a' + 10;
+                else if (hex && c >= 'A' && c <= 'F')
+                    d = c - 'A' + 10;
+                else
+                    break;
+                if (v > 0xffffffffULL)
+                    big = 1;
+                else
+                    v = v * (hex ? 16 : 10) + (unsigned)d;
+            }
+            /* Only a whole integer without L counts: floats and int64
+             * literals are read correctly. */
+            if (i == len && (big || v > 0x7fffffffULL)) {
+                if (*n == cap) {
+                    size_t nc = cap ? cap * 2 : 8;
+                    wide *w = realloc(*out, nc * sizeof *w);
+                    if (w == NULL)
+                        return FT_ENOMEM;
+                    *out = w;
+                    cap = nc;
+                }
+                wide *w = &(*out)[(*n)++];
+                int neg = p > text && p[-1] == '-';
+                w->line = line;
+                snprintf(w->text, sizeof w->text, "%s%.*s", neg ? "-" : "",
+                         len > 36 ? 36 : (int)len, p);
+            }
+            p = q;
+        } else {
+            p++;
+        }
+    }
+    return FT_OK;
+}
 
 /* A walk over one table: the top-level settings, or one listener. */
 typedef struct walk {
@@ -22,6 +119,8 @@ typedef struct walk {
     int seen[FT_CONFIG_NSETTINGS];
     char *errbuf;
     size_t errlen;
+    const struct wide *wide; /* integers libconfig truncated, by line */
+    size_t nwide;
 } walk;
 
 static const char *type_name(int t)
@@ -50,6 +149,15 @@ static const char *want_name(ft_config_type t)
     case FT_CONFIG_LISTENERS: return "a list of groups like ( { url = ...; } )";
     }
     return "?";
+}
+
+/* wide_at returns the overflowing literal on line, or NULL. */
+static const char *wide_at(const walk *w, int line)
+{
+    for (size_t i = 0; i < w->nwide; i++)
+        if (w->wide[i].line == line)
+            return w->wide[i].text;
+    return NULL;
 }
 
 static int line_of(const config_setting_t *s)
@@ -98,7 +206,7 @@ static int load_listeners(walk *w, const config_setting_t *s, const char *who)
         fti_cfg_listener_init(l, (ft_config_source){FT_CONFIG_SRC_DEFAULT, 0});
         l->at = at;
         walk lw = {cfg, ft_config_listener_rows, FT_CONFIG_L_NFIELDS, l, l->src,
-                   {0}, w->errbuf, w->errlen};
+                   {0}, w->errbuf, w->errlen, w->wide, w->nwide};
         strcat(show, ".");
         int rc = walk_group(&lw, e, show, "");
         if (rc != FT_OK)
@@ -114,10 +222,25 @@ static int load_value(walk *w, const ft_config_row *r, const config_setting_t *s
                       const char *who)
 {
     int t = config_setting_type(s);
+    const char *big;
     switch (r->type) {
     case FT_CONFIG_INT:
         if (!is_int(s))
             break;
+        if (t == CONFIG_TYPE_INT && (big = wide_at(w, line_of(s))) != NULL) {
+            char *end;
+            errno = 0;
+            long long v = strtoll(big, &end, 0);
+            if (errno == 0 && *end == 0 && v >= r->min && v <= r->max)
+                fti_cfg_errf(w->errbuf, w->errlen,
+                             "%s: write %s as %sL: without L libconfig reads "
+                             "a 32-bit integer", who, big, big);
+            else
+                fti_cfg_errf(w->errbuf, w->errlen,
+                             "%s: must be %lld..%lld, got %s", who, r->min,
+                             r->max, big);
+            return FT_ECONFIG;
+        }
         return fti_cfg_store_int(r, w->base, config_setting_get_int64(s), who,
                                  w->errbuf, w->errlen);
     case FT_CONFIG_BOOL:
@@ -148,6 +271,14 @@ static int load_value(walk *w, const ft_config_row *r, const config_setting_t *s
                 fti_cfg_errf(w->errbuf, w->errlen,
                              "%s: element %d: expected an integer, got %s",
                              who, i, type_name(config_setting_type(e)));
+                return FT_ECONFIG;
+            }
+            if (config_setting_type(e) == CONFIG_TYPE_INT &&
+                (big = wide_at(w, line_of(e))) != NULL) {
+                /* The literal is known by line only, not by element. */
+                fti_cfg_errf(w->errbuf, w->errlen,
+                             "%s: elements must be %lld..%lld, got %s", who,
+                             r->min, r->max, big);
                 return FT_ECONFIG;
             }
             v[i] = config_setting_get_int64(e);
@@ -227,20 +358,41 @@ static int walk_group(walk *w, const config_setting_t *g, const char *show,
     return FT_OK;
 }
 
-/* load parses with read (config_read or config_read_string) and applies. */
-static int load(ft_config *cfg, config_t *lc, int ok, char *errbuf,
-                size_t errlen)
+/* FTI_CONFIG_FILE_MAX bounds the size of a configuration file, so that a
+ * wrong path (a device, an index) is refused rather than read whole. */
+#define FTI_CONFIG_FILE_MAX (16u << 20)
+
+/* load parses text (the whole file, NUL-terminated) and applies it. */
+static int load(ft_config *cfg, const char *text, char *errbuf, size_t errlen)
 {
-    if (!ok) {
+    wide *wd;
+    size_t nwide;
+    if (scan_wide(text, &wd, &nwide) != FT_OK) {
+        free(wd);
+        fti_cfg_errf(errbuf, errlen, "%s: out of memory", cfg->path);
+        return FT_ENOMEM;
+    }
+    config_t lc;
+    config_init(&lc);
+    if (!config_read_string(&lc, text)) {
         fti_cfg_errf(errbuf, errlen, "%s:%d: %s", cfg->path,
-                     config_error_line(lc), config_error_text(lc));
-        config_destroy(lc);
+                     config_error_line(&lc), config_error_text(&lc));
+        config_destroy(&lc);
+        free(wd);
         return FT_ECONFIG;
     }
     walk w = {cfg, ft_config_rows, FT_CONFIG_NSETTINGS, cfg, cfg->src,
-              {0}, errbuf, errlen};
-    int rc = walk_group(&w, config_root_setting(lc), "", "");
-    config_destroy(lc);
+              {0}, errbuf, errlen, wd, nwide};
+    int rc = walk_group(&w, config_root_setting(&lc), "", "");
+    config_destroy(&lc);
+    /* Every literal belongs to some setting the walk has refused or
+     * accepted; one the walk let through unseen must not pass silently. */
+    if (rc == FT_OK && nwide > 0) {
+        fti_cfg_errf(errbuf, errlen, "%s:%d: integer %s does not fit in 32 bits",
+                     cfg->path, wd[0].line, wd[0].text);
+        rc = FT_ECONFIG;
+    }
+    free(wd);
     return rc;
 }
 
@@ -263,23 +415,42 @@ int ft_config_load(ft_config *cfg, const char *path, char *errbuf,
     int rc = set_path(cfg, path, errbuf, errlen);
     if (rc != FT_OK)
         return rc;
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "rb");
     if (f == NULL) {
         fti_cfg_errf(errbuf, errlen, "%s: cannot open: %s", path,
                      strerror(errno));
         return FT_EIO;
     }
-    config_t lc;
-    config_init(&lc);
-    int ok = config_read(&lc, f);
+    char *text = malloc(FTI_CONFIG_FILE_MAX + 1);
+    if (text == NULL) {
+        fclose(f);
+        fti_cfg_errf(errbuf, errlen, "%s: out of memory", path);
+        return FT_ENOMEM;
+    }
+    size_t n = fread(text, 1, FTI_CONFIG_FILE_MAX + 1, f);
     int bad = ferror(f);
     fclose(f);
     if (bad) {
-        config_destroy(&lc);
+        free(text);
         fti_cfg_errf(errbuf, errlen, "%s: read failed", path);
         return FT_EIO;
     }
-    return load(cfg, &lc, ok, errbuf, errlen);
+    if (n > FTI_CONFIG_FILE_MAX) {
+        free(text);
+        fti_cfg_errf(errbuf, errlen, "%s: larger than %u bytes", path,
+                     FTI_CONFIG_FILE_MAX);
+        return FT_ECONFIG;
+    }
+    if (memchr(text, 0, n) != NULL) {
+        free(text);
+        fti_cfg_errf(errbuf, errlen, "%s: holds a NUL byte: not a text file",
+                     path);
+        return FT_ECONFIG;
+    }
+    text[n] = 0;
+    rc = load(cfg, text, errbuf, errlen);
+    free(text);
+    return rc;
 }
 
 int ft_config_load_string(ft_config *cfg, const char *text, const char *name,
@@ -288,7 +459,5 @@ int ft_config_load_string(ft_config *cfg, const char *text, const char *name,
     int rc = set_path(cfg, name, errbuf, errlen);
     if (rc != FT_OK)
         return rc;
-    config_t lc;
-    config_init(&lc);
-    return load(cfg, &lc, config_read_string(&lc, text), errbuf, errlen);
+    return load(cfg, text, errbuf, errlen);
 }
