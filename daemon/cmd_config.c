@@ -3,7 +3,8 @@
  * with their sources, or the one line saying what is wrong and where.
  *
  * Exit status: 0 when the configuration is usable, 1 when it is not (the
- * error line on stderr), 2 for unusable arguments.  --doc prints the
+ * error line on stderr), 2 for unusable arguments (a bad flag value
+ * included).  --doc prints the
  * settings table as Markdown (docs/config.md holds it). */
 #include <getopt.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ int cmd_check_config(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     /* Overrides are applied after the file, in the order given. */
-    const char *set_name[16], *set_value[16];
+    const char *set_name[16], *set_value[16], *set_flag[16];
     int nset = 0, no_files = 0, doc = 0, c, li;
     optind = 1;
     opterr = 1;
@@ -58,6 +59,7 @@ int cmd_check_config(int argc, char **argv)
             for (int i = 0; ft_config_flags[i].flag != NULL; i++)
                 if (!strcmp(opts[li].name, ft_config_flags[i].flag))
                     set_name[nset] = ft_config_flags[i].setting;
+            set_flag[nset] = opts[li].name;
             set_value[nset++] = optarg;
             break;
         case 'h': fputs(usage_text, stdout); return 0;
@@ -84,9 +86,14 @@ int cmd_check_config(int argc, char **argv)
     static ft_config cfg; /* about 60 KiB: not on the stack */
     char err[2048];
     int rc = ft_config_load(&cfg, file, err, sizeof err);
+    /* A bad flag value is a bad argument (2), as it is for serve. */
     for (int i = 0; i < nset && rc == FT_OK; i++)
-        rc = ft_config_set(&cfg, set_name[i], set_value[i],
-                           FT_CONFIG_SRC_CLI_AT, err, sizeof err);
+        if (ft_config_set(&cfg, set_name[i], set_value[i],
+                          FT_CONFIG_SRC_CLI_AT, err, sizeof err) != FT_OK) {
+            fprintf(stderr, "flashtrie check-config: --%s: %s\n",
+                    set_flag[i], err);
+            return 2;
+        }
     if (rc == FT_OK)
         rc = ft_config_validate(&cfg, err, sizeof err);
     if (rc == FT_OK && !no_files)
