@@ -212,6 +212,11 @@ static int load_listeners(walk *w, const config_setting_t *s, const char *who)
         if (rc != FT_OK)
             return rc;
         l->tls_given = config_setting_get_member(e, "tls") != NULL;
+        if (l->url[0] == 0) {
+            fti_cfg_errf(w->errbuf, w->errlen, "%s:%d: %surl: required",
+                         cfg->path, at.line, show);
+            return FT_ECONFIG;
+        }
     }
     cfg->n_listeners = (uint32_t)n;
     return FT_OK;

@@ -439,8 +439,10 @@ static void test_validate(void)
               "    tls = { cert = \"c\"; key = \"k\"; }; }\n);\n",
               "t.conf:3: listeners[0].tls: only a tls+tcp:// listener takes a tls "
               "group, not 'tcp://127.0.0.1:2'");
-    BAD_VALID("index = \"i\";\nlisteners = ( { admin = true; } );\n",
-              "t.conf:2: listeners[0].url: required");
+    BAD("index = \"i\";\nlisteners = ( { admin = true; } );\n",
+        "t.conf:2: listeners[0].url: required");
+    BAD("index = \"i\";\nlisteners = ( { url = \"\"; } );\n",
+        "t.conf:2: listeners[0].url: required");
     BAD_VALID("index = \"i\";\ncluster = {\n  world = 2;\n  rank = 2;\n"
               "  coordinator = \"tcp://10.0.0.1:7710\";\n};\n",
               "t.conf:4: cluster.rank: must be below cluster.world (2), got 2");
