@@ -92,7 +92,7 @@ static void shard_problems(void)
     char err[1024], want[8192];
     ft_manifest *m;
     /* a missing shard file */
-    char aside[1200];
+    char aside[1300];
     snprintf(aside, sizeof aside, "%s.aside", S[1]);
     FT_CHECK(rename(S[1], aside) == 0);
     snprintf(want, sizeof want,
