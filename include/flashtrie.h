@@ -247,7 +247,9 @@ void ft_result_free(ft_result *res);
 
 typedef enum ft_engine_kind {
     FT_ENGINE_CPU = 0,
-    FT_ENGINE_GPU = 1
+    FT_ENGINE_GPU = 1,
+    FT_ENGINE_AUTO = 2 /* the GPU engine when one is usable, else the CPU
+                        * engine; ft_engine_note says which and why */
 } ft_engine_kind;
 
 typedef struct ft_engine_opts {
@@ -277,6 +279,9 @@ int ft_engine_open(ft_engine **out, const ft_index *idx,
                    const ft_engine_opts *opts, char *errbuf, size_t errlen);
 void ft_engine_close(ft_engine *eng);
 const char *ft_engine_name(const ft_engine *eng);
+/* ft_engine_note says in one line which engine runs and why (for
+ * FT_ENGINE_AUTO: the GPU's name, or why no GPU engine could start). */
+const char *ft_engine_note(const ft_engine *eng);
 /* ft_engine_get_opts copies the options the engine was opened with (with
  * its defaults resolved where it resolves them). */
 void ft_engine_get_opts(ft_engine_opts *opts, const ft_engine *eng);
