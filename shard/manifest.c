@@ -84,7 +84,8 @@ uint64_t ft_index_trie_bytes(const ft_index *idx)
     return ft_trie_bytes_of(&idx->trie);
 }
 
-/* name_ok accepts a file name relative to the manifest's folder. */
+/* name_problem says what is wrong with a shard file name (which must be
+ * relative to the manifest's folder), NULL when nothing is. */
 static const char *name_problem(const char *name, size_t len)
 {
     if (len == 0)
@@ -261,7 +262,8 @@ void ft_manifest_close(ft_manifest *m)
     free(m);
 }
 
-/* read_small reads a whole file of at most cap bytes. */
+/* read_whole reads a whole manifest file (refusing one far larger than
+ * any manifest). */
 static int read_whole(const char *path, unsigned char **out, size_t *len,
                       char *errbuf, size_t errlen)
 {
