@@ -190,6 +190,35 @@ int ft_index_prefix(uint64_t *visited, const ft_index *idx,
                     const uint32_t *prefix, size_t n, uint64_t limit,
                     ft_prefix_cb cb, void *arg);
 
+/* ---- Libraries: an index or a sharded manifest --------------------------
+ *
+ * A library is what the search runs over: one index file, or a manifest
+ * naming one index per shard (contiguous ranges of first tokens;
+ * docs/sharding.md).  Everything that takes an index path takes a manifest
+ * path too: ft_library_open tells them apart by their magic.  A library is
+ * read-only once open and may be shared by any number of threads. */
+
+typedef struct ft_manifest ft_library;
+
+int ft_library_open(ft_library **out, const char *path, unsigned flags,
+                    char *errbuf, size_t errlen);
+void ft_library_close(ft_library *lib);
+/* ft_library_shards is 1 for a plain index. */
+size_t ft_library_shards(const ft_library *lib);
+/* ft_library_shard returns shard s's index (in token order). */
+const ft_index *ft_library_shard(const ft_library *lib, size_t s);
+/* ft_library_is_manifest is non-zero when the library came from a
+ * manifest (even one of one shard). */
+int ft_library_is_manifest(const ft_library *lib);
+/* ft_library_info_get, _lookup and _prefix are the ft_index_ calls over
+ * the whole library (counts summed, lookups routed by first token). */
+int ft_library_info_get(ft_index_info *info, const ft_library *lib);
+int ft_library_lookup(uint64_t *value, const ft_library *lib,
+                      const uint32_t *toks, size_t n);
+int ft_library_prefix(uint64_t *visited, const ft_library *lib,
+                      const uint32_t *prefix, size_t n, uint64_t limit,
+                      ft_prefix_cb cb, void *arg);
+
 /* ---- Search requests and results (SPEC sections 3 to 5) ---------------- */
 
 typedef struct ft_request {
@@ -408,6 +437,35 @@ int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
 /* ft_group_engine returns the engine of shard s. */
 ft_engine *ft_group_engine(ft_group *g, size_t s);
 size_t ft_group_shards(const ft_group *g);
+
+/* ---- Searchers: the search over a whole library --------------------------
+ *
+ * A searcher is what serves a library: one engine for a plain index, a
+ * shard group for a manifest of several shards.  Like an engine it serves
+ * one caller at a time. */
+
+typedef struct ft_searcher ft_searcher;
+
+typedef struct ft_searcher_opts {
+    ft_engine_opts engine; /* kind FT_ENGINE_AUTO, CPU or GPU; every shard
+                            * gets an engine of the same kind */
+} ft_searcher_opts;
+
+void ft_searcher_opts_init(ft_searcher_opts *o);
+/* ft_searcher_open opens the engine(s) over lib (which must outlive the
+ * searcher).  With FT_ENGINE_AUTO the GPU is taken when its engine opens,
+ * else the CPU; ft_searcher_note says which and why. */
+int ft_searcher_open(ft_searcher **out, const ft_library *lib,
+                     const ft_searcher_opts *o, char *errbuf, size_t errlen);
+void ft_searcher_close(ft_searcher *s);
+/* ft_searcher_search_batch is ft_engine_search_batch over the library. */
+int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs, size_t n,
+                             ft_result *res);
+const char *ft_searcher_note(const ft_searcher *s);
+/* ft_searcher_failed is non-zero once an engine of the searcher failed. */
+int ft_searcher_failed(const ft_searcher *s);
+/* ft_searcher_kind is the engine kind the searcher runs (CPU or GPU). */
+ft_engine_kind ft_searcher_kind(const ft_searcher *s);
 
 /* ft_index_value_at gives the value of the key with the given key index
  * (ft_hit.key_index within this index); FT_ENOTFOUND past the end. */

@@ -678,3 +678,36 @@ int ft_manifest_info_get(ft_index_info *info, const ft_manifest *m)
     info->unary_nodes += fanout == 1;
     return FT_OK;
 }
+
+/* ---- the public library calls (include/flashtrie.h) ---- */
+
+void ft_library_close(ft_library *lib) { ft_manifest_close(lib); }
+
+size_t ft_library_shards(const ft_library *lib) { return lib->n_shards; }
+
+const ft_index *ft_library_shard(const ft_library *lib, size_t s)
+{
+    return s < lib->n_shards ? lib->shards[s].idx : NULL;
+}
+
+int ft_library_is_manifest(const ft_library *lib) { return lib->is_manifest; }
+
+int ft_library_info_get(ft_index_info *info, const ft_library *lib)
+{
+    if (!lib->is_manifest)
+        return ft_index_info_get(info, lib->shards[0].idx);
+    return ft_manifest_info_get(info, lib);
+}
+
+int ft_library_lookup(uint64_t *value, const ft_library *lib,
+                      const uint32_t *toks, size_t n)
+{
+    return ft_manifest_lookup(value, lib, toks, n);
+}
+
+int ft_library_prefix(uint64_t *visited, const ft_library *lib,
+                      const uint32_t *prefix, size_t n, uint64_t limit,
+                      ft_prefix_cb cb, void *arg)
+{
+    return ft_manifest_prefix(visited, lib, prefix, n, limit, cb, arg);
+}
