@@ -40,7 +40,7 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
     [FT_CONFIG_S_INDEX] = STR("index", index_path, "", 1, 1, FTI_URL_NONE,
         "path of the index file to serve; required (here or --index); a reload reopens it"),
     [FT_CONFIG_S_LISTENERS] = {"listeners", FT_CONFIG_LISTENERS, 1,
-        FT_CONFIG_MAX_LISTENERS, "tcp://127.0.0.1:7700", NULL, 0, 0, 0,
+        FT_CONFIG_MAX_LISTENERS, "tcp://127.0.0.1:7710", NULL, 0, 0, 0,
         CF(listeners), offsetof(ft_config, n_listeners), FT_CONFIG_MAX_LISTENERS,
         "the nng addresses the server listens on (list of groups, see listeners[] rows)"},
     [FT_CONFIG_S_ENGINE] = ENUM("engine", engine, engine_choices, "auto", 0,
