@@ -474,7 +474,7 @@ int cmd_bench(int argc, char **argv)
             src = ktmp;
         }
         ft_build_stats bst;
-        memset(&bst, 0, sizeof bst);
+        ft_build_stats_init(&bst);
         int rc = ft_cli_build_temp(tmp, sizeof tmp, src, &bst, err, sizeof err);
         const char *how = "ft_build";
         if (rc == FT_ENOTSUP && gen_keys) {
@@ -522,6 +522,7 @@ int cmd_bench(int argc, char **argv)
         return 1;
     }
     ft_index_info info;
+    ft_index_info_init(&info);
     ft_index_info_get(&info, idx);
     printf("index: %" PRIu64 " keys, %" PRIu64 " nodes, %.3f trie bytes/key\n",
            info.keys, info.nodes, (double)info.trie_bytes / (double)(info.keys ? info.keys : 1));

@@ -84,6 +84,7 @@ int cmd_info(int argc, char **argv)
     if (open_index(argv[optind], no_verify, &idx))
         return 1;
     ft_index_info in;
+    ft_index_info_init(&in);
     ft_index_info_get(&in, idx);
     double keys = in.keys ? (double)in.keys : 1.0;
     printf("keys: %" PRIu64 "\n", in.keys);
