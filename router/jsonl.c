@@ -68,6 +68,7 @@ typedef struct rd {
     char msg[256];  /* the request fault */
     char smsg[256]; /* the syntax error, which wins over msg */
     int syntax;
+    int cut;     /* the line was cut at the size cap: end is not its end */
     int seen[F_COUNT];
     size_t T[2], K[2]; /* rows and row 0's length of tokens / logp */
 } rd;
@@ -140,7 +141,8 @@ static void quote(char *out, const unsigned char *a, size_t n)
 }
 
 /* syn records a syntax error at `at`, quoting the token that starts there
- * (a run of letters, digits and number signs, a string, or one byte) and
+ * (a run of letters, digits and number signs, a string, an escape, or one
+ * byte) and
  * the column of its last byte, as jansson did. */
 static int syn(rd *r, const unsigned char *at, const char *what)
 {
@@ -158,6 +160,10 @@ static int syn(rd *r, const unsigned char *at, const char *what)
         while (e < r->end && (is_alnum(*e) || *e == '-' || *e == '+' ||
                               *e == '.'))
             e++;
+    } else if (*at == '\\') { /* an escape: \uXXXX or \c */
+        e = at + (at + 1 < r->end && at[1] == 'u' ? 6 : 2);
+        if (e > r->end)
+            e = r->end;
     } else if (*at == '"') {
         while (e < r->end && *e != '"')
             e += *e == '\\' && e + 1 < r->end ? 2 : 1;
@@ -846,6 +852,8 @@ static int read_id(rd *r)
         fault(r, "id: must be a string or an integer");
         return 0;
     }
+    if (r->cut && r->p == r->end) /* its digits may go on past the cut */
+        return syn(r, r->end, "cut");
     if (x.n > FT_JSONL_MAX_ID_DIGITS) {
         fault(r, "id: an integer id may have at most %d characters, got %zu",
               FT_JSONL_MAX_ID_DIGITS, x.n);
@@ -987,6 +995,7 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
         /* Too long to parse; its first max bytes may still hold the id. */
         fault(&r, "json: line longer than %zu bytes", max);
         r.end = r.s + max;
+        r.cut = 1;
         ws(&r);
         read_request(&r);
         r.syntax = 0;
