@@ -976,6 +976,8 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
 {
     rd r;
     memset(&r, 0, sizeof r);
+    if (line == NULL) /* no bytes: do no arithmetic on a null pointer */
+        line = "";
     r.s = r.p = (const unsigned char *)line;
     r.end = r.s + len;
     r.q = q;
