@@ -664,6 +664,34 @@ static void strtod_equal(void)
         d[-1] = '1';
         check_alpha(lit);
     }
+    /* short literals (the fast path): up to 17 digits, exponents around
+     * the exact powers of ten */
+    for (int i = 0; i < 200000; i++) {
+        uint64_t r = ft_test_rand(&seed);
+        int nd = 1 + (int)(r % 17), dot = (int)((r >> 5) % (nd + 1));
+        size_t n = 0;
+        if ((r >> 10) & 1)
+            lit[n++] = '-';
+        if (dot == 0)
+            lit[n++] = '0';
+        for (int j = 0; j < nd; j++) {
+            if (j == dot && dot > 0)
+                lit[n++] = '.';
+            else if (j == 0 && dot == 0)
+                lit[n++] = '.';
+            lit[n++] = (char)('0' + (j == 0 && dot > 0 ? 1 + ft_test_rand(&seed) % 9
+                                                       : ft_test_rand(&seed) % 10));
+        }
+        if ((r >> 11) & 1)
+            n += (size_t)sprintf(lit + n, "e%d", (int)((r >> 12) % 61) - 30);
+        lit[n] = 0;
+        check_alpha(lit);
+    }
+    check_alpha("9007199254740993");      /* 2^53 + 1: 16 digits, strtod */
+    check_alpha("123456789012345e22");    /* the largest fast exponent */
+    check_alpha("123456789012345e-22");
+    check_alpha("-0.000");
+    check_alpha("0e-5");
     /* exponents far out, balanced by long digit runs */
     char *p = lit;
     p += sprintf(p, "0.");
