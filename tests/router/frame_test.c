@@ -6,7 +6,8 @@
  * random byte flips never crash (and, when a flipped frame still decodes,
  * it re-encodes to exactly those bytes).
  *
- *   usage: frame_test                 run the tests
+ *   usage: frame_test [GOLDEN_DIR]     run the tests; the seeds must equal
+ *                                     the files in GOLDEN_DIR byte for byte
  *          frame_test --corpus DIR    write the fuzz seed corpus into DIR
  */
 #include <math.h>
@@ -1172,6 +1173,29 @@ static int write_corpus(const char *dir)
     return 0;
 }
 
+/* check_golden compares the seeds with the committed corpus: the wire
+ * format of version 1 must not change by accident. */
+static void check_golden(const char *dir)
+{
+    for (int i = 0; i < nseeds; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, seeds[i].name);
+        FILE *fp = fopen(path, "rb");
+        if (fp == NULL) {
+            fprintf(stderr, "golden %s: cannot open\n", path);
+            exit(1);
+        }
+        unsigned char g[1024];
+        size_t n = fread(g, 1, sizeof g, fp);
+        fclose(fp);
+        if (n != seeds[i].n || memcmp(g, seeds[i].p, n) != 0) {
+            fprintf(stderr, "golden %s: the encoder's bytes differ (%zu "
+                    "bytes, file %zu)\n", path, seeds[i].n, n);
+            exit(1);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     ft_buf_init(&B);
@@ -1180,6 +1204,8 @@ int main(int argc, char **argv)
     make_seeds();
     if (argc == 3 && strcmp(argv[1], "--corpus") == 0)
         return write_corpus(argv[2]);
+    if (argc == 2)
+        check_golden(argv[1]);
     test_search();
     test_result();
     test_small_types();
