@@ -55,10 +55,12 @@ PID=$!
   kill -0 "$PID" 2> /dev/null || { wait "$PID"; fail "serve exited $? before it answered"; }
   fail "no answer to a ping at $URL within $START_S s: $(cat "$W/q.err")"
 }
-say "serving at $URL (pid $PID): $(grep -m 1 'engine ' "$W/serve.log" | sed 's/^.*engine /engine /')"
-
 "$FT" query --url "$URL" --info > "$W/info" 2> "$W/q.err" || fail "query --info: $(cat "$W/q.err")"
 grep -q "^keys: $N\$" "$W/info" || fail "INFO does not say 'keys: $N': $(grep '^keys' "$W/info")"
+kind=$(sed -n 's/^engine\.0\.kind: //p' "$W/info")
+[ -n "$kind" ] || fail "INFO names no engine.0.kind"
+[ "$ENGINE" = auto ] || [ "$kind" = "$ENGINE" ] || fail "engine $ENGINE asked for, INFO says $kind"
+say "serving at $URL (pid $PID), engine $kind"
 
 for b in 1 16; do
   "$FT" query --url "$URL" --batch $b < "$W/req.jsonl" > "$W/got.jsonl" 2> "$W/q.err" ||
