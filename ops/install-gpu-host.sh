@@ -23,7 +23,7 @@
 # Exit 0 when installed (or, dry, installable); 1 when a check fails; 2
 # for bad arguments.
 set -eu
-DRY=0 CONFIG= NOGPU=0 FORCE=0 BUNDLE=
+DRY=0 CONFIG='' NOGPU=0 FORCE=0 BUNDLE=
 usage() { sed -n '/^# usage:/,/^# Exit/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -161,7 +161,7 @@ if [ -e /etc/flashtrie/flashtrie.conf ]; then
   note "kept: /etc/flashtrie/flashtrie.conf exists (the example is in /usr/share/flashtrie/examples/$CONFIG.conf)"
 else
   step "install the $CONFIG example as the configuration" \
-    install -m 0640 -o root -g flashtrie /usr/share/flashtrie/examples/$CONFIG.conf /etc/flashtrie/flashtrie.conf
+    install -m 0640 -o root -g flashtrie "/usr/share/flashtrie/examples/$CONFIG.conf" /etc/flashtrie/flashtrie.conf
 fi
 step "check the configuration (the index need not be there yet)" \
   /usr/bin/flashtrie check-config --no-files /etc/flashtrie/flashtrie.conf

@@ -44,7 +44,7 @@ grep -q -e '^libc6=' -e '^libgcc-s1=' "$TMP/list" && fail "--list-debs lists the
 
 # Stand-in .debs of exactly those names and versions.
 mkdir "$TMP/debs" "$TMP/empty"
-while IFS== read -r pkg ver; do
+while IFS='=' read -r pkg ver; do
   d=$TMP/pkg/$pkg
   mkdir -p "$d/DEBIAN"
   printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: test <t@example.org>\nDescription: stand-in for bundle_test\n' \
@@ -82,7 +82,7 @@ if grep -q '^FT_WITH_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt"; then
 fi
 { echo "# flashtrie bundle: read by install.sh"; echo "version $VERSION"; echo "arch $ARCH"
   echo "os $OS"; echo "cuda $cuda"
-  while IFS== read -r pkg ver; do echo "deb $pkg $ver ${pkg}_${ver}_$ARCH.deb"; done < "$TMP/list"
+  while IFS='=' read -r pkg ver; do echo "deb $pkg $ver ${pkg}_${ver}_$ARCH.deb"; done < "$TMP/list"
 } > "$TMP/manifest.want"
 cmp -s "$B/MANIFEST" "$TMP/manifest.want" ||
   fail "MANIFEST: $(diff "$B/MANIFEST" "$TMP/manifest.want")"
