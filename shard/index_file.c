@@ -465,8 +465,8 @@ static int check_root(const ft_index *idx, const char *path, char *errbuf,
         uint32_t a = ft_child_label(v, cr, cr->first + c - 1);
         uint32_t b = ft_child_label(v, cr, cr->first + c);
         FT_RETURN_ERROR_IF(a >= b, FT_EFORMAT,
-                           "%s: labels: the root's children %llu and %llu "
-                           "are out of order (labels %u, %u)", path,
+                           "%s: label_lo/label_hi: the root's children %llu and "
+                           "%llu are out of order (labels %u, %u)", path,
                            ull(cr->first + c - 1), ull(cr->first + c), a, b);
     }
     return FT_OK;
@@ -615,8 +615,10 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
         if (e->id != (uint32_t)s || e->offset % FT_ALIGN != 0 ||
             e->offset < prev_end || e->offset > size ||
             e->bytes > size - e->offset) {
-            fti_errf(errbuf, errlen, "%s: section %s: bad table entry", path,
-                     ft_section_names[s]);
+            fti_errf(errbuf, errlen, "%s: section %s: bad table entry "
+                     "(id %u, offset %llu, %llu bytes)", path,
+                     ft_section_names[s], e->id, ull(e->offset),
+                     ull(e->bytes));
             return fail_open(idx, FT_EFORMAT);
         }
         if (e->bytes != t->sec_bytes[s]) {
@@ -625,6 +627,16 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
                      ft_section_names[s], (unsigned long long)e->bytes,
                      (unsigned long long)t->sec_bytes[s]);
             return fail_open(idx, FT_EFORMAT);
+        }
+        /* The alignment gap carries no checksum: the writer's zeros are
+         * checked instead, so that no byte of a file goes unseen. */
+        for (uint64_t g = prev_end; g < e->offset; g++) {
+            if (base[g] != 0) {
+                fti_errf(errbuf, errlen,
+                         "%s: section %s: byte %llu of the gap before it is "
+                         "not zero", path, ft_section_names[s], ull(g));
+                return fail_open(idx, FT_EFORMAT);
+            }
         }
         t->sec[s] = base + e->offset;
         prev_end = e->offset + e->bytes;

@@ -242,8 +242,10 @@ FT_HD ft_child_range ft_children(const ft_trie_view *t, uint64_t v)
     uint64_t nh = he - hb;
     /* Damaged high bits or directory: more high children than children,
      * or high parts past label_hi.  Search them all as low labels. */
-    if (nh > cr.deg || he > t->high_nodes)
+    if (nh > cr.deg || he > t->high_nodes) {
         nh = 0;
+        hb = 0;
+    }
     cr.hstart = cr.first + cr.deg - nh;
     cr.hbase = hb;
     return cr;
