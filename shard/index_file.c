@@ -715,12 +715,13 @@ int ft_index_info_get(ft_index_info *info, const ft_index *idx)
                 deg++;
                 continue;
             }
-            /* node < n_nodes: damaged bits may hold more zeros than the
-             * header's count, and the flags end at n_nodes. */
-            if (zeros++ > 0 && node < v->n_nodes) {
+            if (zeros++ > 0) {
+                /* node < n_nodes: damaged bits may hold more zeros than
+                 * the header's count, and the flags end at n_nodes. */
                 if (deg == 0)
                     info->leaves++;
-                else if (deg == 1 && !(ft_node_flags(v, node) & FT_TERMINAL))
+                else if (deg == 1 && node < v->n_nodes &&
+                         !(ft_node_flags(v, node) & FT_TERMINAL))
                     info->unary_nodes++;
                 node++;
             }

@@ -185,8 +185,8 @@ FT_HD uint64_t ft_select0(const ft_trie_view *v, uint64_t i)
      * damaged LOUDS word (or a rank entry off by less than the checks at
      * open can see) could send the scan on past the vector: stop at the
      * block's end and answer its last bit, a position inside the vector. */
-    uint64_t w = lo << 3;
-    for (uint32_t k = 0; k < 8u; k++, w++) {
+    uint64_t w = lo << 3, wend = w + 8u;
+    for (; w < wend; w++) {
         uint64_t inv = ~v->louds[w];
         uint32_t c = ft_popc64(inv);
         if (rem < c)
