@@ -256,13 +256,8 @@ int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
         return FT_ENOMEM;
     size_t i = 0;
     while (i < n) {
-        size_t m = 0;
-        for (; i < n && m < FT_ENGINE_CHUNK; i++) {
-            if (fti_search_admit(&pool[m], &vp[m], &reqs[i], g->max_beam,
-                                 &res[i]) != FT_OK)
-                continue;
-            vres[m++] = &res[i];
-        }
+        size_t m = fti_admit_chunk(pool, reqs, n, &i, g->max_beam, res, vp,
+                                   vres);
         if (m == 0)
             continue;
         int rc = run_chunk(g, vp, vres, m);

@@ -686,7 +686,8 @@ void ft_index_close(ft_index *idx)
     free(idx);
 }
 
-int ft_index_info_get(ft_index_info *info, const ft_index *idx)
+/* info_fill describes idx in a whole ft_index_info of this library. */
+static void info_fill(ft_index_info *info, const ft_index *idx)
 {
     const ft_trie *t = &idx->trie;
     memset(info, 0, sizeof *info);
@@ -738,6 +739,26 @@ int ft_index_info_get(ft_index_info *info, const ft_index *idx)
         else
             info->trie_bytes += t->sec_bytes[s];
     }
+}
+
+void ft_index_info_init(ft_index_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+}
+
+/* ft_index_info_get writes only the first struct_size bytes, so callers
+ * built against an older (shorter) ft_index_info keep working. */
+int ft_index_info_get(ft_index_info *info, const ft_index *idx)
+{
+    if (info == NULL || idx == NULL || info->struct_size < sizeof *info ||
+        info->struct_size > 65536u)
+        return FT_EINVAL;
+    uint32_t size = info->struct_size;
+    ft_index_info full;
+    info_fill(&full, idx);
+    memcpy(info, &full, size < sizeof full ? size : sizeof full);
+    info->struct_size = size;
     return FT_OK;
 }
 

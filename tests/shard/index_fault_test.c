@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 
 #include "search_util.h"
+#include "trie.h"
 
 #define NSEC FT_SEC_COUNT
 #define HDR_BYTES 128u
@@ -176,6 +177,7 @@ static uint64_t exercise(ft_index *idx)
     uint64_t wrong = 0;
     check_ranges(idx);
     ft_index_info info;
+    ft_index_info_init(&info);
     FT_PASS(ft_index_info_get(&info, idx));
     for (size_t i = 0; i < nkeys; i++) {
         uint64_t v = 0;
