@@ -229,9 +229,12 @@ FT_HD ft_child_range ft_children(const ft_trie_view *t, uint64_t v)
     cr.first = start - v - 1;
     cr.deg = end - start;
     /* A sane range lies in [1, n_nodes]; a damaged one (wrapped below zero
-     * or past the last node) is read as a leaf. */
-    if (cr.first > t->n_nodes || cr.deg > t->n_nodes - cr.first)
+     * or past the last node) is read as a leaf whose children would start
+     * at n_nodes, so callers that use first as a boundary stay inside. */
+    if (cr.first > t->n_nodes || cr.deg > t->n_nodes - cr.first) {
+        cr.first = t->n_nodes;
         cr.deg = 0;
+    }
     if (cr.deg == 0) {
         cr.hstart = cr.first;
         cr.hbase = 0;
