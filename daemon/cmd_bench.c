@@ -7,9 +7,9 @@
  * throughput.  Warm-up requests run first and are not counted.
  *
  * --shards N,...: also a shard group of N GPU engines per count, over the
- * index split in-process by first token into N contiguous shards of about
- * equal key counts (temporary index files), exchanging through device
- * copies on the one GPU (or as --exchange says).
+ * index split by first token into N shards by ft_split (balanced trie
+ * bytes; temporary files), exchanging on the one GPU (or as --exchange
+ * says).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -25,7 +25,6 @@
 #include "commands.h"
 #include "flashtrie.h"
 #include "jsonl.h"
-#include "trie.h"
 #include "workload.h"
 
 #define MAX_LIST 16
@@ -282,105 +281,39 @@ out:
 
 /* ---- in-process shards (--shards) ---- */
 
-typedef struct split_ctx {
-    uint64_t total, seen;
-    size_t ns, cur;
-    uint32_t first;          /* first token of the previous key */
-    int any;
-    uint32_t max_key_len;
-    ft_tb *tb;
-    char (*path)[256];
-    ft_index **out;
-    char *err;
-    size_t errlen;
-    int rc;
-} split_ctx;
-
-/* split_close builds, writes and opens the shard being filled. */
-static int split_close(split_ctx *c)
-{
-    ft_trie t;
-    int rc = ft_tb_finish(c->tb, c->max_key_len, &t);
-    ft_tb_destroy(c->tb);
-    c->tb = NULL;
-    if (rc)
-        return rc;
-    rc = ft_trie_write(&t, c->path[c->cur], c->err, c->errlen);
-    ft_trie_free(&t);
-    if (rc == FT_OK)
-        rc = ft_index_open(&c->out[c->cur], c->path[c->cur], 0, c->err,
-                           c->errlen);
-    unlink(c->path[c->cur]); /* the mapping keeps it alive */
-    return rc;
-}
-
-/* split_key sends each key to the current shard, moving on to the next
- * shard where a first token starts and the current one has its share. */
-static int split_key(const uint32_t *toks, size_t n, uint64_t value, void *arg)
-{
-    split_ctx *c = arg;
-    if (c->any && toks[0] != c->first && c->cur + 1 < c->ns &&
-        c->seen >= (c->cur + 1) * c->total / c->ns) {
-        if ((c->rc = split_close(c)) != FT_OK)
-            return 1;
-        c->cur++;
-    }
-    if (c->tb == NULL && (c->rc = ft_tb_create(&c->tb)) != FT_OK)
-        return 1;
-    if ((c->rc = ft_tb_add(c->tb, toks, (uint32_t)n, value)) != FT_OK)
-        return 1;
-    c->first = toks[0];
-    c->any = 1;
-    c->seen++;
-    return 0;
-}
-
-/* split_index splits idx by first token into ns shard indexes (in token
- * order; trailing shards may be empty when first tokens run out). */
-static int split_index(ft_index **out, const ft_index *idx, size_t ns,
+/* split_index splits idx by first token into ns shards with ft_split (the
+ * public split of docs/sharding.md) into a temporary folder, opens them as
+ * a library and removes the files (the mappings keep them alive).  The
+ * shards are ft_library_shard(*lib, s). */
+static int split_index(ft_library **lib, const ft_index *idx, size_t ns,
                        char *err, size_t errlen)
 {
-    ft_index_info info;
-    ft_index_info_get(&info, idx);
-    char path[8][256];
-    for (size_t s = 0; s < ns; s++) {
-        snprintf(path[s], sizeof path[s], "%s/ft_bench_shard_XXXXXX",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        int fd = mkstemp(path[s]);
-        if (fd < 0) {
-            snprintf(err, errlen, "--shards: %s: %s", path[s], strerror(errno));
-            return FT_EIO;
-        }
-        close(fd);
-        out[s] = NULL;
+    char dir[256], man[300];
+    snprintf(dir, sizeof dir, "%s/ft_bench_shards_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        snprintf(err, errlen, "--shards: %s: %s", dir, strerror(errno));
+        return FT_EIO;
     }
-    split_ctx c = {info.keys, 0, ns, 0, 0, 0, info.max_key_len, NULL, path,
-                   out, err, errlen, FT_OK};
-    uint64_t visited;
-    int rc = ft_index_prefix(&visited, idx, NULL, 0, 0, split_key, &c);
-    if (c.rc == FT_OK && rc != FT_OK && rc != FT_ENOTFOUND)
-        c.rc = rc;
-    /* the last filled shard, then empty ones */
-    while (c.rc == FT_OK && c.cur < ns) {
-        if (c.tb == NULL)
-            c.rc = ft_tb_create(&c.tb);
-        if (c.rc == FT_OK)
-            c.rc = split_close(&c);
-        c.cur++;
-    }
-    if (c.tb)
-        ft_tb_destroy(c.tb);
-    for (size_t s = 0; s < ns; s++) {
-        unlink(path[s]);
-        if (c.rc != FT_OK && out[s]) {
-            ft_index_close(out[s]);
-            out[s] = NULL;
+    snprintf(man, sizeof man, "%s/bench.ftm", dir);
+    ft_split_opts so = {man, (uint32_t)ns, 0, 0};
+    ft_split_stats st;
+    int rc = ft_split(&st, idx, &so, err, errlen);
+    if (rc == FT_OK)
+        rc = ft_library_open(lib, man, 0, err, errlen);
+    if (rc == FT_OK) {
+        for (size_t s = 0; s < ft_library_shards(*lib); s++) {
+            ft_library_shard_info si;
+            char path[600];
+            if (ft_library_shard_get(&si, *lib, s) == FT_OK) {
+                snprintf(path, sizeof path, "%s/%s", dir, si.name);
+                unlink(path);
+            }
         }
     }
-    if (c.rc != FT_OK && !err[0])
-        snprintf(err, errlen, "--shards: splitting the index: %s",
-                 ft_strerror(c.rc));
-    return c.rc;
+    unlink(man);
+    rmdir(dir);
+    return rc;
 }
 
 /* load_requests reads a SPEC section 7 request file into sets by beam.  It
@@ -644,12 +577,12 @@ int cmd_bench(int argc, char **argv)
             src = ktmp;
         }
         ft_build_stats bst;
-        memset(&bst, 0, sizeof bst);
+        ft_build_stats_init(&bst);
         int rc = ft_cli_build_temp(tmp, sizeof tmp, src, &bst, err, sizeof err);
         const char *how = "ft_build";
         if (rc == FT_ENOTSUP && gen_keys) {
-            /* No keys-file builder in this build: build the generated,
-             * already sorted stream with the builder core instead. */
+            /* No keys-file builder in this build: hand the generated,
+             * already sorted stream to ft_builder instead. */
             snprintf(tmp, sizeof tmp, "%s/ft_bench_index_XXXXXX",
                      getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
             int fd = mkstemp(tmp);
@@ -663,7 +596,7 @@ int cmd_bench(int argc, char **argv)
             rc = ft_wl_build_index(NULL, &ko, tmp, err, sizeof err);
             bst.seconds = now_s() - t0;
             bst.keys = gen_keys;
-            how = "builder core, sorted stream (generation included)";
+            how = "ft_builder, sorted stream (generation included)";
         }
         if (ktmp[0])
             unlink(ktmp);
@@ -692,6 +625,7 @@ int cmd_bench(int argc, char **argv)
         return 1;
     }
     ft_index_info info;
+    ft_index_info_init(&info);
     ft_index_info_get(&info, idx);
     printf("index: %" PRIu64 " keys, %" PRIu64 " nodes, %.3f trie bytes/key\n",
            info.keys, info.nodes, (double)info.trie_bytes / (double)(info.keys ? info.keys : 1));
@@ -760,8 +694,9 @@ int cmd_bench(int argc, char **argv)
         /* Groups are of GPU engines, or of CPU engines without --engine gpu. */
         eo.kind = e == 0 || (e >= 2 && !use_gpu) ? FT_ENGINE_CPU : FT_ENGINE_GPU;
         searcher sr = {NULL, NULL, timing};
+        ft_library *shlib = NULL;
         eo.timing = timing;
-        ft_index *sh[8];
+        const ft_index *sh[8];
         size_t nsh = e >= 2 ? shards.v[e - 2] : 0;
         eo.threads = threads;
         eo.device = device;
@@ -772,12 +707,15 @@ int cmd_bench(int argc, char **argv)
         err[0] = 0;
         if (nsh) {
             double t0 = now_s();
-            rc = split_index(sh, idx, nsh, err, sizeof err);
+            rc = split_index(&shlib, idx, nsh, err, sizeof err);
             if (rc) {
                 fprintf(stderr, "flashtrie bench: %s\n", err);
                 status = 1;
                 continue;
             }
+            nsh = ft_library_shards(shlib) < 8 ? ft_library_shards(shlib) : 8;
+            for (size_t j = 0; j < nsh; j++)
+                sh[j] = ft_library_shard(shlib, j);
             printf("%s: split into %zu shards by first token in %.1f s (keys:", eng_names[e],
                    nsh, now_s() - t0);
             for (size_t j = 0; j < nsh; j++)
@@ -788,14 +726,15 @@ int cmd_bench(int argc, char **argv)
             go.exchange = xchg;
             go.split_grid = !full_grid;
             go.shared_lists = !copy_lists;
-            rc = ft_group_open_ex(&sr.grp, (const ft_index *const *)sh, nsh, &eo, &go, err,
+            rc = ft_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err,
                                   sizeof err);
         } else {
             rc = ft_engine_open(&sr.eng, idx, &eo, err, sizeof err);
         }
-        if (rc && nsh)
-            for (size_t j = 0; j < nsh; j++)
-                ft_index_close(sh[j]);
+        if (rc && shlib) {
+            ft_library_close(shlib);
+            shlib = NULL;
+        }
         if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
             printf("%s engine: skipped (%s%s%s)\n", eng_names[e], ft_strerror(rc),
                    err[0] ? ": " : "", err[0] ? err : "");
@@ -829,8 +768,7 @@ int cmd_bench(int argc, char **argv)
         }
         if (nsh) {
             ft_group_close(sr.grp);
-            for (size_t j = 0; j < nsh; j++)
-                ft_index_close(sh[j]);
+            ft_library_close(shlib);
         } else {
             ft_engine_close(sr.eng);
         }

@@ -6,12 +6,15 @@
  * JSON syntax error and an empty line ("json: empty line") all answer with
  * an {"error": ...} line.  The exit status is 0 however many lines were
  * rejected; 2 for unusable arguments; 1 when the index cannot be used, the
- * asked engine cannot start, or the output cannot be written. */
+ * asked engine cannot start, or the output cannot be written.  A line
+ * longer than --max-line-bytes is answered with an error without being
+ * held in memory whole: only its first bytes are kept (for the id). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "commands.h"
 #include "flashtrie.h"
 #include "jsonl.h"
@@ -20,7 +23,7 @@ typedef struct slot {
     ft_jsonl_req q;
     int ok;          /* parsed; its answer is res[ri] */
     size_t ri;
-    char error[192]; /* parse error when !ok */
+    char error[256]; /* parse error when !ok */
 } slot;
 
 /* ensure_result makes res hold n hits of up to T tokens each. */
@@ -33,15 +36,49 @@ static int ensure_result(ft_result *res, uint32_t n, uint32_t T)
     return ft_result_alloc(res, hits, FT_MAX_T);
 }
 
+/* read_line reads one line (its '\n' dropped) into *buf, keeping at most
+ * keep bytes of it and discarding the rest, so that memory stays bounded
+ * whatever the input.  1 for a line, 0 at the end of the input, -1 when
+ * out of memory. */
+static int read_line(FILE *f, char **buf, size_t *cap, size_t keep,
+                     size_t *len)
+{
+    size_t n = 0;
+    int c, any = 0;
+    while ((c = getc_unlocked(f)) != EOF) {
+        any = 1;
+        if (c == '\n')
+            break;
+        if (n >= keep)
+            continue;
+        if (n + 1 >= *cap) {
+            size_t nc = *cap ? *cap * 2 : 4096;
+            if (nc > keep + 1)
+                nc = keep + 1;
+            char *p = realloc(*buf, nc);
+            if (p == NULL)
+                return -1;
+            *buf = p;
+            *cap = nc;
+        }
+        (*buf)[n++] = (char)c;
+    }
+    *len = n;
+    return any;
+}
+
 static const char *usage_text =
     "usage: flashtrie search --index INDEX [--engine auto|cpu|gpu]\n"
     "         [--threads N] [--batch N] [--max-beam N] [--no-verify]\n"
+    "         [--max-line-bytes N]\n"
     "         < requests.jsonl > results.jsonl\n"
     "  answers one JSON request per input line with one result line, in\n"
+    "  INDEX is an index file or a shard manifest (flashtrie split).\n"
     "  input order (SPEC section 7).  --engine auto (default) uses the GPU\n"
     "  when one is usable, else the CPU; --threads sets the CPU workers\n"
     "  (0 = all cores); --batch sets how many lines go to the engine at\n"
-    "  once (default 32); --max-beam caps the beam (default 4096).\n";
+    "  once (default 32); --max-beam caps the beam (default 4096);\n"
+    "  --max-line-bytes rejects longer request lines (default 67108864).\n";
 
 static int parse_num(const char *opt, const char *s, unsigned long long max,
                      unsigned long long *out)
@@ -63,10 +100,12 @@ int cmd_search(int argc, char **argv)
         {"batch", required_argument, 0, 'b'},
         {"max-beam", required_argument, 0, 'm'},
         {"no-verify", no_argument, 0, 'n'},
+        {"max-line-bytes", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *index = NULL, *engine = "auto";
     unsigned long long threads = 0, batch = 32, max_beam = 0;
+    unsigned long long max_line = FT_JSONL_MAX_LINE_DEFAULT;
     int no_verify = 0, c;
     optind = 1;
     opterr = 1;
@@ -91,6 +130,15 @@ int cmd_search(int argc, char **argv)
                 return 2;
             break;
         case 'n': no_verify = 1; break;
+        case 'L':
+            if (parse_num("--max-line-bytes", optarg, 1ull << 40, &max_line))
+                return 2;
+            if (max_line == 0) {
+                fprintf(stderr,
+                        "flashtrie search: --max-line-bytes: must be >= 1\n");
+                return 2;
+            }
+            break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
@@ -115,37 +163,29 @@ int cmd_search(int argc, char **argv)
     }
 
     char err[512];
-    ft_index *idx;
-    if (ft_index_open(&idx, index, no_verify ? FT_OPEN_NO_VERIFY : 0, err,
-                      sizeof err) != FT_OK) {
+    ft_library *lib;
+    if (ft_library_open(&lib, index, no_verify ? FT_OPEN_NO_VERIFY : 0, err,
+                        sizeof err) != FT_OK) {
         fprintf(stderr, "flashtrie search: %s\n", err);
         return 1;
     }
-    ft_engine_opts eo;
-    ft_engine_opts_init(&eo);
-    eo.threads = (int)threads;
-    eo.max_beam = (uint32_t)max_beam;
-    eo.max_batch = (uint32_t)(batch < 1024 ? batch : 1024);
-    ft_engine *eng = NULL;
-    int rc = FT_ENOTSUP;
-    if (strcmp(engine, "cpu") != 0) {
-        eo.kind = FT_ENGINE_GPU;
-        rc = ft_engine_open(&eng, idx, &eo, err, sizeof err);
-        if (rc != FT_OK && strcmp(engine, "gpu") == 0) {
-            fprintf(stderr, "flashtrie search: GPU engine: %s\n", err);
-            ft_index_close(idx);
-            return 1;
-        }
-    }
+    ft_searcher_opts so;
+    ft_searcher_opts_init(&so);
+    so.engine.kind = strcmp(engine, "cpu") == 0   ? FT_ENGINE_CPU
+                     : strcmp(engine, "gpu") == 0 ? FT_ENGINE_GPU
+                                                  : FT_ENGINE_AUTO;
+    so.engine.threads = (int)threads;
+    so.engine.max_beam = (uint32_t)max_beam;
+    so.engine.max_batch = (uint32_t)(batch < 1024 ? batch : 1024);
+    ft_searcher *eng = NULL;
+    int rc = ft_searcher_open(&eng, lib, &so, err, sizeof err);
     if (rc != FT_OK) {
-        eo.kind = FT_ENGINE_CPU;
-        rc = ft_engine_open(&eng, idx, &eo, err, sizeof err);
-        if (rc != FT_OK) {
-            fprintf(stderr, "flashtrie search: CPU engine: %s\n", err);
-            ft_index_close(idx);
-            return 1;
-        }
+        fprintf(stderr, "flashtrie search: %s engine: %s\n",
+                so.engine.kind == FT_ENGINE_GPU ? "GPU" : "CPU", err);
+        ft_library_close(lib);
+        return 1;
     }
+    FT_LOGF(FT_LOG_INFO, "search: %s", ft_searcher_note(eng));
 
     int status = 0;
     slot *slots = calloc(batch, sizeof *slots);
@@ -156,24 +196,35 @@ int cmd_search(int argc, char **argv)
         status = 1;
         goto done;
     }
-    for (size_t i = 0; i < batch; i++)
+    for (size_t i = 0; i < batch; i++) {
         ft_jsonl_req_init(&slots[i].q);
+        slots[i].q.max_line = (size_t)max_line;
+    }
     char *line = NULL;
     size_t cap = 0;
+    /* Two bytes past the cap: even after the parser drops a trailing
+     * "\r", a cut line is still longer than the cap and rejected. */
+    size_t keep = (size_t)max_line + 2;
+    ft_buf out;
+    ft_buf_init(&out);
     int eof = 0;
     while (!eof) {
         size_t n = 0, m = 0;
         while (n < batch) {
-            ssize_t len = getline(&line, &cap, stdin);
-            if (len < 0) {
+            size_t len;
+            int got = read_line(stdin, &line, &cap, keep, &len);
+            if (got < 0) {
+                fprintf(stderr, "flashtrie search: out of memory\n");
+                status = 1;
                 eof = 1;
                 break;
             }
-            while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-                line[--len] = 0;
+            if (got == 0) {
+                eof = 1;
+                break;
+            }
             slot *s = &slots[n++];
-            rc = ft_jsonl_parse(&s->q, line, (size_t)len, s->error,
-                                sizeof s->error);
+            rc = ft_jsonl_parse(&s->q, line, len, s->error, sizeof s->error);
             s->ok = rc == FT_OK;
             if (s->ok) {
                 uint32_t nres = s->q.req.results ? s->q.req.results
@@ -188,28 +239,38 @@ int cmd_search(int argc, char **argv)
                 reqs[m++] = s->q.req;
             }
         }
+        if (status != 0)
+            break;
         if (m > 0) {
-            rc = ft_engine_search_batch(eng, reqs, m, res);
+            rc = ft_searcher_search_batch(eng, reqs, m, res);
             if (rc != FT_OK) {
-                fprintf(stderr, "flashtrie search: %s engine failed: %s\n",
-                        ft_engine_name(eng), ft_strerror(rc));
+                fprintf(stderr, "flashtrie search: %s failed: %s\n",
+                        ft_searcher_note(eng), ft_strerror(rc));
                 status = 1;
                 break;
             }
         }
+        out.len = 0;
         for (size_t i = 0; i < n; i++) {
             slot *s = &slots[i];
-            int wrc = s->ok ? ft_jsonl_write_result(stdout, &s->q, &res[s->ri])
-                            : ft_jsonl_write_error(stdout, &s->q, s->error);
+            int wrc = s->ok ? ft_jsonl_encode_result(&out, &s->q, &res[s->ri])
+                            : ft_jsonl_encode_error(&out, &s->q, s->error);
             if (wrc != FT_OK) {
-                fprintf(stderr, "flashtrie search: cannot write the output\n");
+                fprintf(stderr, "flashtrie search: out of memory\n");
                 status = 1;
                 eof = 1;
                 break;
             }
         }
+        if (status == 0 && out.len > 0 &&
+            fwrite(out.data, 1, out.len, stdout) != out.len) {
+            fprintf(stderr, "flashtrie search: cannot write the output\n");
+            status = 1;
+            eof = 1;
+        }
     }
     free(line);
+    ft_buf_free(&out);
     if (fflush(stdout) != 0 && status == 0) {
         fprintf(stderr, "flashtrie search: cannot write the output\n");
         status = 1;
@@ -224,7 +285,7 @@ done:
     free(slots);
     free(reqs);
     free(res);
-    ft_engine_close(eng);
-    ft_index_close(idx);
+    ft_searcher_close(eng);
+    ft_library_close(lib);
     return status;
 }

@@ -37,7 +37,9 @@
 #include <cuda_runtime.h>
 #endif
 #ifdef FT_HAVE_NCCL
+#include <dlfcn.h>
 #include <nccl.h>
+#include <pthread.h>
 #endif
 
 struct ft_group {
@@ -88,11 +90,50 @@ struct ft_group {
     do {                                                                      \
         ncclResult_t r_ = (call);                                             \
         if (r_ != ncclSuccess) {                                              \
-            FT_ERROR("NCCL: %s failed: %s", #call, ncclGetErrorString(r_));   \
+            FT_ERROR("NCCL: %s failed: %s", #call, N.error_string(r_));       \
             rc = FT_ECUDA;                                                    \
             goto label;                                                       \
         }                                                                     \
     } while (0)
+#endif
+
+#ifdef FT_HAVE_NCCL
+/* NCCL is loaded at run time (libnccl.so.2), not linked: programs then
+ * run, and package, where NCCL is absent or is not a system package (it
+ * ships with the CUDA toolkit here); a group asking for it there gets
+ * FT_ENOTSUP.  Only nccl.h is needed at build time. */
+static struct nccl_api {
+    int ok;
+    /* typed from nccl.h's declarations, so a mismatch does not compile */
+    __typeof__(&ncclCommInitAll) init_all;
+    __typeof__(&ncclCommDestroy) destroy;
+    __typeof__(&ncclAllGather) all_gather;
+    __typeof__(&ncclGroupStart) group_start;
+    __typeof__(&ncclGroupEnd) group_end;
+    __typeof__(&ncclGetErrorString) error_string;
+} N;
+static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+
+static void nccl_load(void)
+{
+    void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        return;
+    *(void **)&N.init_all = dlsym(h, "ncclCommInitAll");
+    *(void **)&N.destroy = dlsym(h, "ncclCommDestroy");
+    *(void **)&N.all_gather = dlsym(h, "ncclAllGather");
+    *(void **)&N.group_start = dlsym(h, "ncclGroupStart");
+    *(void **)&N.group_end = dlsym(h, "ncclGroupEnd");
+    *(void **)&N.error_string = dlsym(h, "ncclGetErrorString");
+    N.ok = N.init_all && N.destroy && N.all_gather && N.group_start &&
+           N.group_end && N.error_string;
+}
+
+static int nccl_available(void)
+{
+    pthread_once(&nccl_once, nccl_load);
+    return N.ok;
+}
 #endif
 
 void ft_group_opts_init(ft_group_opts *gopts)
@@ -142,7 +183,7 @@ void ft_group_close(ft_group *g)
     if (g->comm)
         for (size_t s = 0; s < g->n; s++)
             if (g->comm[s])
-                ncclCommDestroy(g->comm[s]);
+                N.destroy(g->comm[s]);
     free(g->comm);
 #endif
 #ifdef FT_HAVE_CUDA
@@ -204,7 +245,8 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
             x = FT_EXCHANGE_DEVICE;
         else {
 #ifdef FT_HAVE_NCCL
-            x = distinct ? FT_EXCHANGE_NCCL : FT_EXCHANGE_DEVICE;
+            x = distinct && nccl_available() ? FT_EXCHANGE_NCCL
+                                             : FT_EXCHANGE_DEVICE;
 #else
             x = FT_EXCHANGE_DEVICE;
 #endif
@@ -222,6 +264,10 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
 #endif
     FT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL && !distinct, FT_ENOTSUP,
                        "exchange: nccl needs one shard per GPU");
+#ifdef FT_HAVE_NCCL
+    FT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL && !nccl_available(), FT_ENOTSUP,
+                       "exchange: nccl: libnccl.so.2 cannot be loaded");
+#endif
     g->xk = x;
     if (x == FT_EXCHANGE_HOST)
         return FT_OK;
@@ -281,14 +327,14 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
         }
         for (size_t s = 0; s < g->n; s++)
             devs[s] = ft_engine_device(g->eng[s]);
-        ncclResult_t r = ncclCommInitAll(g->comm, (int)g->n, devs);
+        ncclResult_t r = N.init_all(g->comm, (int)g->n, devs);
         free(devs);
         if (r != ncclSuccess) {
             free(g->comm);
             g->comm = NULL;
             FT_RETURN_ERROR_IF(1, FT_ECUDA, "exchange: nccl: "
                                "ncclCommInitAll over %zu GPUs failed: %s",
-                               g->n, ncclGetErrorString(r));
+                               g->n, N.error_string(r));
         }
     }
 #endif
@@ -476,25 +522,25 @@ fail:
 static int exchange_nccl(ft_group *g)
 {
     int rc = FT_OK;
-    FT_NCCL_CHECK_GOTO(ncclGroupStart(), fail);
+    FT_NCCL_CHECK_GOTO(N.group_start(), fail);
     for (size_t s = 0; s < g->n; s++) {
         uint64_t *send, *recv;
         size_t len;
         if ((rc = ft_engine_step_buffers(g->eng[s], &send, &recv, &len)) !=
             FT_OK) {
-            ncclGroupEnd();
+            N.group_end();
             return rc;
         }
-        FT_NCCL_CHECK_GOTO(ncclAllGather(send, recv, len, ncclUint64,
+        FT_NCCL_CHECK_GOTO(N.all_gather(send, recv, len, ncclUint64,
                                          g->comm[s],
                                          (cudaStream_t)ft_engine_stream(
                                              g->eng[s])),
                            end);
     }
-    FT_NCCL_CHECK_GOTO(ncclGroupEnd(), fail);
+    FT_NCCL_CHECK_GOTO(N.group_end(), fail);
     return FT_OK;
 end:
-    ncclGroupEnd();
+    N.group_end();
 fail:
     return rc;
 }
@@ -713,13 +759,8 @@ int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
         return FT_ENOMEM;
     size_t i = 0;
     while (i < n) {
-        size_t m = 0;
-        for (; i < n && m < FT_ENGINE_CHUNK; i++) {
-            if (fti_search_admit(&pool[m], &vp[m], &reqs[i], g->max_beam,
-                                 &res[i]) != FT_OK)
-                continue;
-            vres[m++] = &res[i];
-        }
+        size_t m = fti_admit_chunk(pool, reqs, n, &i, g->max_beam, res, vp,
+                                   vres);
         if (m == 0)
             continue;
         int rc = run_fit(g, vp, vres, m);

@@ -74,6 +74,20 @@ int fti_search_admit(ft_prep **slot, const ft_prepared **out,
     return rc;
 }
 
+size_t fti_admit_chunk(ft_prep **pool, const ft_request *reqs, size_t n,
+                       size_t *i, uint32_t max_beam, ft_result *res,
+                       const ft_prepared **vp, ft_result **vres)
+{
+    size_t m = 0;
+    for (; *i < n && m < FT_ENGINE_CHUNK; (*i)++) {
+        if (fti_search_admit(&pool[m], &vp[m], &reqs[*i], max_beam,
+                             &res[*i]) != FT_OK)
+            continue;
+        vres[m++] = &res[*i];
+    }
+    return m;
+}
+
 int fti_attach_values(ft_result *res, const ft_index *const *shards,
                       const uint64_t *key_base, size_t nshards)
 {
@@ -127,13 +141,8 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
     uint64_t base0 = 0;
     size_t i = 0;
     while (i < n) {
-        size_t m = 0;
-        for (; i < n && m < FT_ENGINE_CHUNK; i++) {
-            if (fti_search_admit(&pool[m], &vp[m], &reqs[i], o.max_beam,
-                                 &res[i]) != FT_OK)
-                continue;
-            vres[m++] = &res[i];
-        }
+        size_t m = fti_admit_chunk(pool, reqs, n, &i, o.max_beam, res, vp,
+                                   vres);
         if (m == 0)
             continue;
         int rc = ft_engine_run(eng, vp, vres, m);

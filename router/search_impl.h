@@ -19,6 +19,13 @@ int fti_search_admit(ft_prep **slot, const ft_prepared **out,
                      const ft_request *req, uint32_t max_beam,
                      ft_result *res);
 
+/* fti_admit_chunk admits the requests from *i on into vp/vres until
+ * FT_ENGINE_CHUNK are admitted or none is left (rejected ones get their
+ * status in res), advancing *i; returns how many were admitted. */
+size_t fti_admit_chunk(ft_prep **pool, const ft_request *reqs, size_t n,
+                       size_t *i, uint32_t max_beam, ft_result *res,
+                       const ft_prepared **vp, ft_result **vres);
+
 /* fti_attach_values replaces every hit's value by the value of its key:
  * the key index is global over shards[0..nshards), shard s holding the
  * indexes from key_base[s] on. */

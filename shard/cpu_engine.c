@@ -150,6 +150,7 @@ struct cpu_engine {
     ft_cpu_match match;
     ft_cpu_split split;
     long spin_ns; /* how long a waiting thread spins before it sleeps */
+    uint32_t small_work; /* beam x K below which a request runs alone */
     rctx *ctx;  /* one per thread */
     wbuf *wb;   /* one per thread */
     grp *grp;   /* up to one per thread */
@@ -871,14 +872,22 @@ static void job_groups(cpu_engine *ce, int w)
     }
 }
 
-/* A request whose step (beam x K) is this small is not worth splitting:
- * it runs on one worker.  Measured on 2 (shared) cores, K = BW = 100 gained
- * nothing from two workers, with sleeping or with spinning waits. */
-#define SMALL_STEP_WORK 65536u
-
-static int is_small(const ft_prepared *r)
+/* A request whose step (beam x K) is below the engine's small_work is not
+ * worth splitting: it runs on one worker.  Measured on 2 (shared) cores, K
+ * = BW = 100 gained nothing from two workers, with sleeping or with
+ * spinning waits, up to 65536; with more workers each one's share of a
+ * step shrinks, so the cut-off falls with their number (131072 / workers,
+ * at least 16384): on 16 cores a BW=200 request no longer runs alone while
+ * a BW=500 one is split (latency then grows with BW). */
+static uint32_t small_work_for(int nthreads)
 {
-    return (uint64_t)r->beam * r->K < SMALL_STEP_WORK;
+    uint32_t w = 131072u / (uint32_t)(nthreads > 0 ? nthreads : 1);
+    return w < 16384u ? 16384u : w;
+}
+
+static int is_small(const cpu_engine *ce, const ft_prepared *r)
+{
+    return (uint64_t)r->beam * r->K < ce->small_work;
 }
 
 /* run_requests runs reqs[0..n) one per worker. */
@@ -949,7 +958,7 @@ static int cpu_run(ft_engine *eng, const ft_prepared *const *reqs,
     int small_ok = ce->split != FT_CPU_SPLIT_GROUPS;
     int nsmall = 0;
     for (size_t i = full; i < n; i++)
-        nsmall += small_ok && is_small(reqs[i]);
+        nsmall += small_ok && is_small(ce, reqs[i]);
     int nbig = (int)r - nsmall;
     if (nbig == 0) { /* every request on one worker */
         run_requests(ce, reqs, res, n);
@@ -959,7 +968,7 @@ static int cpu_run(ft_engine *eng, const ft_prepared *const *reqs,
         run_requests(ce, reqs, res, full);
     int spare = nw - nsmall, each = spare / nbig, extra = spare % nbig;
     for (size_t i = full; i < n; i++) {
-        if (small_ok && is_small(reqs[i]))
+        if (small_ok && is_small(ce, reqs[i]))
             size[i - full] = 1;
         else
             size[i - full] = each + (extra-- > 0);
@@ -1217,6 +1226,7 @@ int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
     if (nt > 1024)
         nt = 1024;
     ce->nthreads = nt;
+    ce->small_work = small_work_for(nt);
     /* Waiting threads spin a while before they sleep: a step's serial part
      * (the merge) is short next to a sleep and a wake-up.  Not when the
      * workers outnumber the cores: there a spinner takes the core that the

@@ -35,6 +35,20 @@ int ft_engine_open(ft_engine **out, const ft_index *idx,
     switch (eng->opts.kind) {
     case FT_ENGINE_CPU: rc = ft_cpu_engine_open(eng, errbuf, errlen); break;
     case FT_ENGINE_GPU: rc = ft_gpu_engine_open(eng, errbuf, errlen); break;
+    case FT_ENGINE_AUTO: {
+        char why[200] = "";
+        eng->opts.kind = FT_ENGINE_GPU;
+        rc = ft_gpu_engine_open(eng, why, sizeof why);
+        if (rc == FT_OK)
+            break;
+        eng->opts.kind = FT_ENGINE_CPU;
+        eng->device = -1;
+        rc = ft_cpu_engine_open(eng, errbuf, errlen);
+        if (rc == FT_OK)
+            snprintf(eng->note, sizeof eng->note,
+                     "cpu engine: the GPU engine could not start (%s)", why);
+        break;
+    }
     default:
         fti_errf(errbuf, errlen, "unknown engine kind %d", (int)eng->opts.kind);
         rc = FT_EINVAL;
@@ -43,6 +57,11 @@ int ft_engine_open(ft_engine **out, const ft_index *idx,
         free(eng);
         return rc;
     }
+    if (eng->note[0] == 0 && eng->device >= 0)
+        snprintf(eng->note, sizeof eng->note, "gpu engine on device %d",
+                 eng->device);
+    else if (eng->note[0] == 0)
+        snprintf(eng->note, sizeof eng->note, "cpu engine");
     *out = eng;
     return FT_OK;
 }
@@ -57,6 +76,8 @@ void ft_engine_close(ft_engine *eng)
 }
 
 const char *ft_engine_name(const ft_engine *eng) { return eng->ops->name; }
+
+const char *ft_engine_note(const ft_engine *eng) { return eng->note; }
 
 void ft_engine_get_opts(ft_engine_opts *opts, const ft_engine *eng)
 {

@@ -48,6 +48,7 @@ struct ft_engine {
     void *impl;
     int failed; /* an engine error (e.g. CUDA) marks the engine failed */
     int device; /* GPU ordinal, -1 for the CPU engine */
+    char note[256]; /* which engine runs and why (ft_engine_note) */
 };
 
 /* ft_gpu_engine_share makes the GPU engine's step kernel use 1/ways of

@@ -3,12 +3,17 @@
  * validator and, when accepted, the CPU engine over a small built-in index
  * with prefix keys and tokens on both sides of 2^16: whatever the bytes,
  * nothing may crash, hang or read out of bounds, and an accepted request
- * must give a result that fits its buffers.
+ * must give a result that fits its buffers.  The input is copied to a
+ * buffer of exactly its size (no NUL after it), so that a sanitizer build
+ * catches any read past the length; every answer line (result or error)
+ * must be one line of valid JSON, an object, with the id echoed.
  */
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "flashtrie.h"
 #include "fuzz.h"
 #include "jsonl.h"
@@ -18,6 +23,7 @@ static ft_index *g_idx;
 static ft_engine *g_eng;
 static ft_jsonl_req g_q;
 static ft_result g_res;
+static ft_buf g_out;
 
 static void setup(void)
 {
@@ -49,6 +55,9 @@ static void setup(void)
     if (ft_engine_open(&g_eng, g_idx, &o, NULL, 0) != FT_OK)
         abort();
     ft_jsonl_req_init(&g_q);
+    /* a small cap, so that mutations reach the over-long-line path */
+    g_q.max_line = 4096;
+    ft_buf_init(&g_out);
     if (ft_result_alloc(&g_res, FT_MAX_RESULTS, FT_MAX_T) != FT_OK)
         abort();
 }
@@ -57,25 +66,52 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (g_eng == NULL)
         setup();
-    char err[256];
-    if (ft_jsonl_parse(&g_q, (const char *)data, size, err, sizeof err) !=
-        FT_OK)
-        return 0;
-    int rc = ft_engine_search(g_eng, &g_q.req, &g_res);
-    if (rc != FT_OK && rc != FT_EREQUEST)
+    char err[256] = "";
+    char *line = malloc(size ? size : 1);
+    if (line == NULL)
         abort();
-    if (rc == FT_OK) {
-        uint32_t nres = g_q.req.results ? g_q.req.results : g_q.req.beam;
-        if (g_res.n > nres)
+    if (size)
+        memcpy(line, data, size);
+    int rc = ft_jsonl_parse(&g_q, line, size, err, sizeof err);
+    free(line);
+    g_out.len = 0;
+    if (rc != FT_OK) {
+        if (rc != FT_EREQUEST || err[0] == 0)
             abort();
-        for (uint32_t i = 1; i < g_res.n; i++)
-            if (g_res.hits[i].score > g_res.hits[i - 1].score)
+        if (ft_jsonl_encode_error(&g_out, &g_q, err) != FT_OK)
+            abort();
+    } else {
+        rc = ft_engine_search(g_eng, &g_q.req, &g_res);
+        if (rc != FT_OK && rc != FT_EREQUEST)
+            abort();
+        if (rc == FT_OK) {
+            uint32_t nres = g_q.req.results ? g_q.req.results : g_q.req.beam;
+            if (g_res.n > nres)
                 abort();
-        FILE *null = fopen("/dev/null", "w");
-        if (null) {
-            ft_jsonl_write_result(null, &g_q, &g_res);
-            fclose(null);
+            for (uint32_t i = 1; i < g_res.n; i++)
+                if (g_res.hits[i].score > g_res.hits[i - 1].score)
+                    abort();
         }
+        if (ft_jsonl_encode_result(&g_out, &g_q, &g_res) != FT_OK)
+            abort();
     }
+    /* exactly one line, and JSON: an object whose id is the request's */
+    if (g_out.len == 0 || g_out.data[g_out.len - 1] != '\n' ||
+        memchr(g_out.data, '\n', g_out.len) != g_out.data + g_out.len - 1)
+        abort();
+    json_error_t je;
+    json_t *o = json_loadb((const char *)g_out.data, g_out.len,
+                           JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL |
+                               JSON_ALLOW_NUL, &je);
+    if (!json_is_object(o))
+        abort();
+    json_t *id = json_object_get(o, "id");
+    if ((id != NULL) != (g_q.has_id != 0))
+        abort();
+    if (id != NULL && g_q.id_is_str &&
+        (json_string_length(id) != g_q.id_len ||
+         memcmp(json_string_value(id), g_q.id_str, g_q.id_len) != 0))
+        abort();
+    json_decref(o);
     return 0;
 }

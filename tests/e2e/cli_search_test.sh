@@ -1,0 +1,65 @@
+#!/bin/bash
+# cli_search_test.sh - "flashtrie search" end to end: a tiny index written by
+# make_index, a JSON Lines file with good and bad lines, the answer compared
+# byte for byte with a golden file, and the exit codes 2 and 1.
+# usage: cli_search_test.sh FLASHTRIE MAKE_INDEX DATA_DIR
+set -u
+BIN=$1 MK=$2 DATA=$3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "cli_search_test: $*" >&2; exit 1; }
+
+"$MK" "$DATA/cli_keys.txt" "$TMP/idx.ft" || fail "make_index failed"
+for eng in cpu auto; do
+  for th in 1 2; do
+    for b in 1 3 64; do
+      "$BIN" search --index "$TMP/idx.ft" --engine $eng --threads $th --batch $b \
+        < "$DATA/cli_requests.jsonl" > "$TMP/out.jsonl" 2> "$TMP/err.txt"
+      rc=$?
+      [ $rc -eq 0 ] || fail "exit $rc (engine $eng threads $th batch $b): $(cat "$TMP/err.txt")"
+      cmp "$TMP/out.jsonl" "$DATA/cli_expected.jsonl" ||
+        { diff "$TMP/out.jsonl" "$DATA/cli_expected.jsonl" >&2; fail "output differs"; }
+    done
+  done
+done
+
+# unusable arguments: 2
+"$BIN" search < /dev/null > /dev/null 2>&1; [ $? -eq 2 ] || fail "no --index: want 2"
+"$BIN" search --index "$TMP/idx.ft" --engine tpu < /dev/null > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--engine tpu: want 2"
+"$BIN" search --index "$TMP/idx.ft" --threads x < /dev/null > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--threads x: want 2"
+"$BIN" search --index "$TMP/idx.ft" --batch 0 < /dev/null > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--batch 0: want 2"
+"$BIN" search --index "$TMP/idx.ft" --bogus < /dev/null > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--bogus: want 2"
+
+# unusable index: 1, and the message names the file
+"$BIN" search --index "$TMP/missing.ft" < /dev/null > /dev/null 2> "$TMP/err.txt"
+[ $? -eq 1 ] || fail "missing index: want 1"
+grep -q "missing.ft" "$TMP/err.txt" || fail "message does not name the file: $(cat "$TMP/err.txt")"
+head -c 100 "$TMP/idx.ft" > "$TMP/short.ft"
+"$BIN" search --index "$TMP/short.ft" < /dev/null > /dev/null 2> "$TMP/err.txt"
+[ $? -eq 1 ] || fail "truncated index: want 1"
+grep -q "short.ft" "$TMP/err.txt" || fail "message does not name the file: $(cat "$TMP/err.txt")"
+
+# the cap of --max-beam applies
+echo '{"tokens": [[7]], "logp": [[0]], "beam": 5}' |
+  "$BIN" search --index "$TMP/idx.ft" --engine cpu --max-beam 4 > "$TMP/out.jsonl" || fail "max-beam exit"
+grep -q '"error": "beam: 5 exceeds this server' "$TMP/out.jsonl" || fail "max-beam: $(cat "$TMP/out.jsonl")"
+# --max-line-bytes: a longer line is answered with an error (its id still
+# echoed), the lines around it as usual; 0 and non-numbers are unusable
+printf '%s\n%s\n%s\n' '{"id": 1, "tokens": [[7]], "logp": [[0]]}' \
+    '{"id": 2, "tokens": [[7]], "logp": [[0]], "beam": 1}' '{"tokens": [[7]], "logp": [[0]]}' |
+  "$BIN" search --index "$TMP/idx.ft" --engine cpu --max-line-bytes 41 > "$TMP/out.jsonl" ||
+  fail "max-line-bytes exit"
+printf '%s\n%s\n%s\n' \
+    '{"id": 1, "results": [{"tokens": [7], "value": 104, "score": 0, "sigma": 0}]}' \
+    '{"id": 2, "error": "json: line longer than 41 bytes"}' \
+    '{"results": [{"tokens": [7], "value": 104, "score": 0, "sigma": 0}]}' > "$TMP/want.jsonl"
+cmp "$TMP/out.jsonl" "$TMP/want.jsonl" || fail "max-line-bytes: $(cat "$TMP/out.jsonl")"
+"$BIN" search --index "$TMP/idx.ft" --max-line-bytes 0 < /dev/null > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--max-line-bytes 0: want 2"
+"$BIN" search --index "$TMP/idx.ft" --max-line-bytes x < /dev/null > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--max-line-bytes x: want 2"
+echo "cli_search_test: ok"

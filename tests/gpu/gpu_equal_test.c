@@ -1,0 +1,249 @@
+/*
+ * gpu_equal_test.c - the GPU engine against the CPU engine and against the
+ * brute-force reference of SPEC section 4 (search_util.h), bit for bit:
+ * tokens, values, score and sigma bits, order.
+ *
+ * Random libraries are built in memory-sized index files with the builder
+ * core: tiny vocabularies and quantised log-probs make exact ties frequent;
+ * thresholds, alpha, prefix keys, beams 1..4096, K up to 4096, T up to 64.
+ * Every request runs alone and inside mixed batches of 1..64 requests
+ * (SPEC section 6: the batch must not matter), on an engine with the
+ * default arenas and on one with small slots plus the big slot.
+ *
+ *   gpu_equal_test            the full run (thousands of cases)
+ *   gpu_equal_test --quick    a small representative run, for
+ *                             compute-sanitizer memcheck and racecheck
+ *
+ * Exits 77 ("SKIP: no GPU ...") when the GPU engine reports FT_ENODEV or
+ * the build has no GPU engine.
+ */
+#include "search_util.h"
+
+static uint64_t n_cases, n_runs, n_hits, n_ref;
+static int with_ref = 1;
+
+static void check_one(const ft_result *got, const ft_result *cpu,
+                      const su_case *c, const char *what)
+{
+    if (!su_same_results(got, cpu)) {
+        fprintf(stderr, "%s: GPU and CPU results differ (status %d/%d, "
+                "n %u/%u)\n", what, got->status, cpu->status, got->n, cpu->n);
+        if (c->ref)
+            su_same_result(got, c->ref, c->nref, what);
+        exit(1);
+    }
+    if (c->ref && !su_same_result(got, c->ref, c->nref, what))
+        exit(1);
+    n_runs++;
+}
+
+/* run_lib builds one library, makes nreq requests and checks them. */
+static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
+                    uint32_t maxT, uint32_t maxK, uint32_t maxB,
+                    const char *path)
+{
+    uint64_t s = seed;
+    uint32_t V = 2 + (uint32_t)(ft_test_rand(&s) % 6);
+    su_key *keys = su_rand_keys(&s, lp, V);
+    ft_index *idx;
+    size_t m = su_build(keys, lp->nkeys, path, &idx);
+    su_node *root = NULL;
+    if (with_ref) {
+        root = su_node_new();
+        for (size_t i = 0; i < m; i++)
+            su_insert(root, &keys[i]);
+    }
+    su_case *cs = calloc(nreq, sizeof *cs);
+    for (uint32_t i = 0; i < nreq; i++) {
+        uint32_t T = 1 + (uint32_t)(ft_test_rand(&s) % maxT);
+        uint32_t K = 1 + (uint32_t)(ft_test_rand(&s) % maxK);
+        uint32_t B = 1 + (uint32_t)(ft_test_rand(&s) % maxB);
+        su_make_request(&cs[i], &s, keys, m, lp, V, T, K, B);
+        char err[160];
+        FT_PASS(ft_request_validate(&cs[i].req, 0, err, sizeof err));
+        if (with_ref) {
+            cs[i].ref = malloc(FT_MAX_RESULTS * sizeof *cs[i].ref);
+            cs[i].nref = su_search(root, &cs[i].req, cs[i].ref);
+            n_ref++;
+        }
+    }
+    n_cases += nreq;
+
+    ft_result *cpu = calloc(nreq, sizeof *cpu);
+    ft_result *got = calloc(nreq, sizeof *got);
+    ft_request *batch = calloc(nreq, sizeof *batch);
+    uint32_t *perm = calloc(nreq, sizeof *perm);
+    for (uint32_t i = 0; i < nreq; i++) {
+        FT_PASS(ft_result_alloc(&cpu[i], FT_MAX_RESULTS, cs[i].req.T));
+        FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, cs[i].req.T));
+    }
+    ft_engine_opts o;
+    ft_engine_opts_init(&o);
+    ft_engine *ceng;
+    char err[256];
+    FT_PASS(ft_engine_open(&ceng, idx, &o, err, sizeof err));
+    for (uint32_t i = 0; i < nreq; i++)
+        batch[i] = cs[i].req;
+    FT_PASS(ft_engine_search_batch(ceng, batch, nreq, cpu));
+    ft_engine_close(ceng);
+    for (uint32_t i = 0; i < nreq; i++)
+        n_hits += cpu[i].n;
+
+    /* Engine 0: default arenas.  Engine 1: small slots (K 64, T 8, three
+     * slots) so larger requests take the big slot and batches split. */
+    for (int e = 0; e < 2; e++) {
+        ft_engine_opts_init(&o);
+        o.kind = FT_ENGINE_GPU;
+        if (e == 1) {
+            o.max_batch = 3;
+            o.max_k = 64;
+            o.max_t = 8;
+        }
+        ft_engine *geng;
+        FT_PASS(ft_engine_open(&geng, idx, &o, err, sizeof err));
+        /* alone */
+        for (uint32_t i = 0; i < nreq; i++) {
+            FT_PASS(ft_engine_search_batch(geng, &cs[i].req, 1, &got[i]));
+            char what[200];
+            snprintf(what, sizeof what,
+                     "seed %llu case %u engine %d alone (T=%u K=%u B=%u "
+                     "n=%u)", (unsigned long long)seed, i, e, cs[i].req.T,
+                     cs[i].req.K, cs[i].req.beam, cs[i].req.results);
+            check_one(&got[i], &cpu[i], &cs[i], what);
+        }
+        /* shuffled, in batches of random widths 1..64 */
+        for (int round = 0; round < 2; round++) {
+            su_rand_perm(&s, perm, nreq);
+            ft_result *tmp = calloc(nreq, sizeof *tmp);
+            for (uint32_t i = 0; i < nreq; i++) {
+                batch[i] = cs[perm[i]].req;
+                tmp[i] = got[perm[i]];
+            }
+            for (uint32_t i = 0; i < nreq;) {
+                uint32_t w = 1 + (uint32_t)(ft_test_rand(&s) % 64);
+                if (round == 1)
+                    w = 64;
+                if (w > nreq - i)
+                    w = nreq - i;
+                FT_PASS(ft_engine_search_batch(geng, batch + i, w, tmp + i));
+                for (uint32_t j = i; j < i + w; j++) {
+                    char what[200];
+                    snprintf(what, sizeof what,
+                             "seed %llu case %u engine %d batch of %u (T=%u "
+                             "K=%u B=%u n=%u)", (unsigned long long)seed,
+                             perm[j], e, w, batch[j].T, batch[j].K,
+                             batch[j].beam, batch[j].results);
+                    check_one(&tmp[j], &cpu[perm[j]], &cs[perm[j]], what);
+                }
+                i += w;
+            }
+            free(tmp);
+        }
+        ft_engine_close(geng);
+    }
+    for (uint32_t i = 0; i < nreq; i++) {
+        ft_result_free(&cpu[i]);
+        ft_result_free(&got[i]);
+        free(cs[i].tok);
+        free(cs[i].lp);
+        free(cs[i].ref);
+    }
+    free(cpu);
+    free(got);
+    free(batch);
+    free(perm);
+    free(cs);
+    if (root)
+        su_free(root);
+    ft_index_close(idx);
+    free(keys);
+}
+
+/* gpu_available opens a GPU engine over a one-key library; prints SKIP and
+ * returns 0 when there is no usable GPU. */
+static int gpu_available(const char *path)
+{
+    su_key k = {1, {5}, 0};
+    ft_index *idx;
+    su_build(&k, 1, path, &idx);
+    ft_engine_opts o;
+    ft_engine_opts_init(&o);
+    o.kind = FT_ENGINE_GPU;
+    o.max_batch = 1;
+    o.max_k = 8;
+    o.max_t = 2;
+    ft_engine *eng;
+    char err[256] = "";
+    int rc = ft_engine_open(&eng, idx, &o, err, sizeof err);
+    ft_index_close(idx);
+    if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
+        printf("SKIP: no GPU (%s)\n", err);
+        return 0;
+    }
+    if (rc != FT_OK) {
+        fprintf(stderr, "GPU engine open failed: %s: %s\n", ft_strerror(rc),
+                err);
+        exit(1);
+    }
+    ft_engine_close(eng);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    char path[] = "/tmp/ft_gpu_equal_XXXXXX";
+    int fd = mkstemp(path);
+    FT_CHECK(fd >= 0);
+    close(fd);
+    if (!gpu_available(path)) {
+        unlink(path);
+        return FT_TEST_SKIP;
+    }
+    double t0 = ft_test_now();
+    uint64_t seed = 1000;
+    if (quick) {
+        for (int i = 0; i < 4; i++) {
+            su_lib_params lp = {i % 4, 50 + (size_t)i * 60, 2 + i};
+            run_lib(seed++, &lp, 6, 6, 20, 40, path);
+        }
+    } else {
+        for (int i = 0; i < 200; i++) {
+            su_lib_params lp = {i % 4, 1 + (size_t)(i * 37 % 400), 1 + i % 8};
+            run_lib(seed++, &lp, 24, 9, 24, 12, path);
+        }
+        for (int i = 0; i < 30; i++) {
+            su_lib_params lp = {i % 5, 3000, 6};
+            run_lib(seed++, &lp, 40, 7, 200, 700, path);
+        }
+        {
+            su_lib_params lp = {0, 0, 3};
+            run_lib(seed++, &lp, 8, 4, 8, 8, path);
+            lp.nkeys = 1;
+            run_lib(seed++, &lp, 8, 4, 8, 8, path);
+        }
+        {
+            su_lib_params lp = {0, 3000, 64};
+            run_lib(seed++, &lp, 4, 64, 8, 4096, path);
+            lp = (su_lib_params){1, 20000, 3};
+            run_lib(seed++, &lp, 3, 3, 4096, 300, path);
+            lp = (su_lib_params){4, 30000, 4};
+            run_lib(seed++, &lp, 3, 4, 4096, 4096, path);
+            /* big ones without the (slow) brute-force reference */
+            with_ref = 0;
+            lp = (su_lib_params){4, 200000, 6};
+            run_lib(seed++, &lp, 4, 6, 4096, 4096, path);
+            lp = (su_lib_params){0, 50000, 64};
+            run_lib(seed++, &lp, 4, 64, 6, 4096, path);
+            with_ref = 1;
+        }
+    }
+    unlink(path);
+    printf("gpu_equal_test: ok, %llu cases, %llu GPU runs passed (alone and "
+           "in batches of 1..64, 2 engine configs), %llu checked against the "
+           "reference too, %llu CPU hits, %.1f s\n",
+           (unsigned long long)n_cases, (unsigned long long)n_runs,
+           (unsigned long long)n_ref, (unsigned long long)n_hits,
+           ft_test_now() - t0);
+    return 0;
+}
