@@ -10,8 +10,10 @@
 # OUTDIR/req-BW.jsonl it makes the synthetic requests with the same options
 # and seed and runs 'flashtrie bench --requests' on real.idx and synth.idx
 # (engines FT_ENGINES, default cpu; batches FT_BATCH, default 1,32).
-# Last, MARISA-Int ('ft_marisa_bench search' on keys.txt, the first FT_M
-# requests, default 5), whose result lines must equal 'flashtrie search' on
+# Last, libmarisa: its trie of either library ('ft_marisa_bench build'),
+# and MARISA-Int ('ft_marisa_bench search' on keys.txt, the first FT_M
+# requests, default 5; skipped without OUTDIR/keys.txt or with FT_M=0),
+# whose result lines must equal 'flashtrie search' on
 # the same requests byte for byte.  Everything is printed; the bench
 # outputs stay in OUTDIR/bench-*.txt, the synthetic files in OUTDIR/synth*.
 # Environment: FT_BUILD_DIR (./build), FT_THREADS (0 = all cores), FT_R
@@ -31,11 +33,14 @@ now() { date +%s.%N; }
 since() { echo "$1 $(now)" | awk '{ printf "%.2f", $2 - $1 }'; }
 echo "machine: $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-N=$(sed -n 's/^keys: //p' "$OUT/info.txt")
+N=$($FT info "$OUT/real.idx" | sed -n 's/^keys: //p')
 beams=""
 for f in "$OUT"/req-*.jsonl; do
     bw=${f##*/req-}
     bw=${bw%.jsonl}
+    case $bw in
+    *[!0-9]*|'') continue ;;
+    esac
     beams="$beams $bw"
 done
 beams=$(echo $beams | tr ' ' '\n' | sort -n | tr '\n' ' ')
@@ -69,12 +74,16 @@ for bw in $beams; do
     done
 done
 
-if [ -x "$MB" ]; then
+if [ -x "$MB" ] && [ -f "$OUT/keys.txt" ] && [ "$M" -gt 0 ]; then
+    for lib in keys.txt synth.ftk; do
+        echo "== marisa build, $lib"
+        "$MB" build --keys "$OUT/$lib" | grep -E '^marisa\.(load_s|build_s|bytes_per_key):'
+    done
     for bw in $beams; do
-        head -n "$M" "$OUT/req-$bw.jsonl" > "$OUT/req-$bw-m.jsonl"
-        "$MB" search --keys "$OUT/keys.txt" --requests "$OUT/req-$bw-m.jsonl" \
+        head -n "$M" "$OUT/req-$bw.jsonl" > "$OUT/marisa-req-$bw.jsonl"
+        "$MB" search --keys "$OUT/keys.txt" --requests "$OUT/marisa-req-$bw.jsonl" \
             --output "$OUT/marisa-$bw.out" > "$OUT/marisa-$bw.txt"
-        $FT search --index "$OUT/real.idx" --engine cpu < "$OUT/req-$bw-m.jsonl" > "$OUT/ft-$bw.out"
+        $FT search --index "$OUT/real.idx" --engine cpu < "$OUT/marisa-req-$bw.jsonl" > "$OUT/ft-$bw.out"
         same=no
         cmp -s "$OUT/marisa-$bw.out" "$OUT/ft-$bw.out" && same=yes
         mm=$(sed -n 's/^search.latency_ms.mean: //p' "$OUT/marisa-$bw.txt")
