@@ -569,7 +569,7 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
  *   ft_engine_step_finish(eng, res)     -> local top-n hits per request
  *
  * Keys are SPEC section 4's (sigma desc, r asc, k asc) packed in a u64
- * with r the *global* rank of the parent entry (shard/rules.h), padded with
+ * with r the *global* rank of the parent entry (shard/device/rules.h), padded with
  * UINT64_MAX.  Request i's list is at offset off[i] = beam[0] + ... +
  * beam[i-1] of length beam[i].  The exchange buffers live in the engine's
  * memory: host memory for the CPU engine, device memory for the GPU engine
