@@ -569,7 +569,7 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
  *   ft_engine_step_finish(eng, res)     -> local top-n hits per request
  *
  * Keys are SPEC section 4's (sigma desc, r asc, k asc) packed in a u64
- * with r the *global* rank of the parent entry (shard/rules.h), padded with
+ * with r the *global* rank of the parent entry (shard/device/rules.h), padded with
  * UINT64_MAX.  Request i's list is at offset off[i] = beam[0] + ... +
  * beam[i-1] of length beam[i].  The exchange buffers live in the engine's
  * memory: host memory for the CPU engine, device memory for the GPU engine
@@ -623,6 +623,18 @@ int ft_engine_step_finish(ft_engine *eng, ft_result *const *res);
 /* ft_engine_stream returns the cudaStream_t a GPU engine enqueues its steps
  * on, NULL for the CPU engine (its steps are done when they return). */
 void *ft_engine_stream(ft_engine *eng);
+/* ft_engine_gpu_share makes a GPU engine's steps use 1/ways of its
+ * cooperative grid, so that the step kernels of `ways` engines sharing one
+ * GPU run side by side rather than one after another (1: the whole grid).
+ * FT_ENOTSUP for other engines.  Shard groups call it. */
+int ft_engine_gpu_share(ft_engine *eng, uint32_t ways);
+/* ft_engine_gpu_bind_lists makes a GPU engine's step lists live in two
+ * device buffers of cap keys shared by a group on one GPU (NULL unbinds):
+ * at step t shard s writes its list at list[t % 2] + s * len and keeps
+ * from list[t % 2] whole, so the exchange copies nothing; the caller
+ * orders the engines' streams.  FT_ENOTSUP for other engines. */
+int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
+                             uint64_t *list1, size_t cap);
 /* ft_engine_index returns the index the engine was opened over. */
 const ft_index *ft_engine_index(const ft_engine *eng);
 /* ft_engine_device returns the GPU ordinal of a GPU engine, -1 for CPU. */

@@ -26,11 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "flashtrie.h"
-#include "ft_impl.h"
+#include "rt_impl.h"
 #include "rules.h"
-#include "search.h"
 #include "search_impl.h"
 
 #ifdef FT_HAVE_CUDA
@@ -78,7 +78,8 @@ struct ft_group {
     do {                                                                      \
         cudaError_t e_ = (call);                                              \
         if (e_ != cudaSuccess) {                                              \
-            FT_ERROR("CUDA: %s failed: %s", #call, cudaGetErrorString(e_));   \
+            FT_LOGF(FT_LOG_ERROR, "CUDA: %s failed: %s", #call,                \
+                    cudaGetErrorString(e_));                                  \
             (void)cudaGetLastError();                                         \
             rc = FT_ECUDA;                                                    \
             goto label;                                                       \
@@ -90,7 +91,8 @@ struct ft_group {
     do {                                                                      \
         ncclResult_t r_ = (call);                                             \
         if (r_ != ncclSuccess) {                                              \
-            FT_ERROR("NCCL: %s failed: %s", #call, N.error_string(r_));       \
+            FT_LOGF(FT_LOG_ERROR, "NCCL: %s failed: %s", #call,                \
+                    N.error_string(r_));                                      \
             rc = FT_ECUDA;                                                    \
             goto label;                                                       \
         }                                                                     \
@@ -133,6 +135,16 @@ static int nccl_available(void)
 {
     pthread_once(&nccl_once, nccl_load);
     return N.ok;
+}
+#endif
+
+#ifdef FT_HAVE_CUDA
+/* rt_now is a monotonic clock in seconds (the timing report's host time). */
+static double rt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 #endif
 
@@ -235,7 +247,7 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
     int same = 1;
     for (size_t s = 1; s < g->n; s++)
         same &= ft_engine_device(g->eng[s]) == ft_engine_device(g->eng[0]);
-    FT_RETURN_ERROR_IF(ngpu != 0 && ngpu != g->n, FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(ngpu != 0 && ngpu != g->n, FT_ENOTSUP,
                        "shards: a group cannot mix CPU and GPU engines");
     ft_exchange x = want;
     if (x == FT_EXCHANGE_AUTO) {
@@ -252,20 +264,20 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
 #endif
         }
     }
-    FT_RETURN_ERROR_IF(x == FT_EXCHANGE_HOST && ngpu > 0, FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_HOST && ngpu > 0, FT_ENOTSUP,
                        "exchange: host needs CPU engines (GPU lists are in "
                        "device memory)");
-    FT_RETURN_ERROR_IF(x != FT_EXCHANGE_HOST && ngpu == 0, FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(x != FT_EXCHANGE_HOST && ngpu == 0, FT_ENOTSUP,
                        "exchange: %s needs GPU engines",
                        x == FT_EXCHANGE_NCCL ? "nccl" : "device");
 #ifndef FT_HAVE_NCCL
-    FT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL, FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL, FT_ENOTSUP,
                        "exchange: nccl: this build has no NCCL");
 #endif
-    FT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL && !distinct, FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL && !distinct, FT_ENOTSUP,
                        "exchange: nccl needs one shard per GPU");
 #ifdef FT_HAVE_NCCL
-    FT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL && !nccl_available(), FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL && !nccl_available(), FT_ENOTSUP,
                        "exchange: nccl: libnccl.so.2 cannot be loaded");
 #endif
     g->xk = x;
@@ -305,7 +317,7 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
                 FT_CUDA_CHECK_GOTO(cudaMalloc((void **)&g->lists[i], cap * 8),
                                    fail);
             for (size_t s = 0; s < g->n; s++)
-                ft_gpu_engine_bind_lists(g->eng[s], g->lists[0], g->lists[1],
+                ft_engine_gpu_bind_lists(g->eng[s], g->lists[0], g->lists[1],
                                          cap);
         }
         if (g->o.timing) {
@@ -332,7 +344,7 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
         if (r != ncclSuccess) {
             free(g->comm);
             g->comm = NULL;
-            FT_RETURN_ERROR_IF(1, FT_ECUDA, "exchange: nccl: "
+            RT_RETURN_ERROR_IF(1, FT_ECUDA, "exchange: nccl: "
                                "ncclCommInitAll over %zu GPUs failed: %s",
                                g->n, N.error_string(r));
         }
@@ -341,8 +353,8 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
     return FT_OK;
 #ifdef FT_HAVE_CUDA
 fail:
-    fti_errf(errbuf, errlen, "exchange: creating the group's CUDA stream "
-                             "and events failed");
+    RT_ERRF(errbuf, errlen, "exchange: creating the group's CUDA stream and "
+                            "events failed");
     return rc;
 #endif
 }
@@ -414,7 +426,7 @@ int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
             for (size_t r = 0; r < nshards; r++)
                 ways += ft_engine_device(g->eng[r]) ==
                         ft_engine_device(g->eng[s]);
-            ft_gpu_engine_share(g->eng[s], ways);
+            ft_engine_gpu_share(g->eng[s], ways);
         }
     }
     int rc = exchange_setup(g, gopts ? gopts->exchange : FT_EXCHANGE_AUTO,
@@ -652,7 +664,7 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
                                       (uint32_t)g->n);
     }
 #ifdef FT_HAVE_CUDA
-    double h0 = g->tev ? fti_now() : 0;
+    double h0 = g->tev ? rt_now() : 0;
 #endif
     for (uint32_t t = 0; t < tmax && rc == FT_OK; t++) {
 #ifdef FT_HAVE_CUDA
@@ -691,7 +703,7 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
                 g->tsum[2] += ms * 1e-3;
         }
         (void)cudaGetLastError();
-        g->tsum[3] += fti_now() - h0;
+        g->tsum[3] += rt_now() - h0;
         g->tsteps += tmax;
         g->tbatches++;
     }

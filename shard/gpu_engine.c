@@ -37,14 +37,14 @@
 
 #ifndef FT_HAVE_CUDA
 
-int ft_gpu_engine_share(ft_engine *eng, uint32_t ways)
+int ft_engine_gpu_share(ft_engine *eng, uint32_t ways)
 {
     (void)eng;
     (void)ways;
     return FT_ENOTSUP;
 }
 
-int ft_gpu_engine_bind_lists(ft_engine *eng, uint64_t *list0,
+int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
                              uint64_t *list1, size_t cap)
 {
     (void)eng;
@@ -945,7 +945,7 @@ static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
     return FT_OK;
 }
 
-int ft_gpu_engine_share(ft_engine *eng, uint32_t ways)
+int ft_engine_gpu_share(ft_engine *eng, uint32_t ways)
 {
     if (eng->ops != &gpu_ops)
         return FT_ENOTSUP;
@@ -955,7 +955,7 @@ int ft_gpu_engine_share(ft_engine *eng, uint32_t ways)
     return FT_OK;
 }
 
-int ft_gpu_engine_bind_lists(ft_engine *eng, uint64_t *list0,
+int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
                              uint64_t *list1, size_t cap)
 {
     if (eng->ops != &gpu_ops)

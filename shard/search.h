@@ -51,21 +51,6 @@ struct ft_engine {
     char note[256]; /* which engine runs and why (ft_engine_note) */
 };
 
-/* ft_gpu_engine_share makes the GPU engine's step kernel use 1/ways of
- * its grid (at least one block), so
- * that the step kernels of `ways` engines on one GPU run side by side
- * rather than one after another; 1 restores the whole grid.  FT_ENOTSUP
- * for other engines. */
-int ft_gpu_engine_share(ft_engine *eng, uint32_t ways);
-
-/* ft_gpu_engine_bind_lists makes the GPU engine's step lists live in two
- * buffers shared by a group on one GPU (cap keys each; NULL unbinds): at
- * step t shard s writes its list at list[t % 2] + s * len and keeps from
- * list[t % 2] whole, so the exchange copies nothing (the group orders the
- * streams).  FT_ENOTSUP for other engines. */
-int ft_gpu_engine_bind_lists(ft_engine *eng, uint64_t *list0,
-                             uint64_t *list1, size_t cap);
-
 /* Constructors of the engines (engine.c dispatches on opts->kind). */
 int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen);
 int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen);
