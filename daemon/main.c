@@ -18,6 +18,7 @@ static const command commands[] = {
     {"search", cmd_search, "answer a JSON Lines file of search requests"},
     {"gen", cmd_gen, "generate a seeded synthetic library or request grids"},
     {"bench", cmd_bench, "measure engine latency and throughput per beam"},
+    {"check-config", cmd_check_config, "check a serve configuration file and print its settings"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,236 @@
+/*
+ * ft_config.h - the settings of "flashtrie serve": one typed table
+ * (ft_config_rows) drives parsing a libconfig file, the command-line
+ * overrides, the checks, the generated documentation and the INFO dump,
+ * the way valkey's static_configs[] does.  Public to daemon/ only: nothing
+ * below daemon/ reads a configuration file.
+ *
+ * The life of a configuration:
+ *
+ *     ft_config c;
+ *     ft_config_load(&c, path, err, sizeof err);   // or ft_config_init(&c)
+ *     ft_config_set(&c, "index", optarg, FT_CONFIG_SRC_CLI_AT, err, ...);
+ *     ft_config_validate(&c, err, sizeof err);     // cross-setting rules
+ *     ft_config_check_files(&c, err, sizeof err);  // named files exist
+ *
+ * Every failing call returns FT_ECONFIG (FT_ENOMEM, FT_EIO where said) and
+ * writes one line "WHERE: <setting>: <reason>" into the error buffer, where
+ * WHERE is "FILE:LINE" for a value read from a file and "cli" for one set
+ * from the command line.  The struct holds plain fixed-size fields, so it
+ * can be copied by assignment (a reload loads a new one and swaps).
+ */
+#ifndef FT_CONFIG_H
+#define FT_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "flashtrie.h"
+
+#define FT_CONFIG_PATH_MAX 1024    /* bytes of a path, NUL included */
+#define FT_CONFIG_URL_MAX 256      /* bytes of a URL, NUL included */
+#define FT_CONFIG_MAX_LISTENERS 16
+#define FT_CONFIG_MAX_DEVICES 64
+
+/* ft_config_src_kind says where a setting's value came from. */
+typedef enum ft_config_src_kind {
+    FT_CONFIG_SRC_DEFAULT = 0,
+    FT_CONFIG_SRC_FILE = 1, /* line holds the line number in cfg->path */
+    FT_CONFIG_SRC_CLI = 2
+} ft_config_src_kind;
+
+typedef struct ft_config_source {
+    int kind; /* ft_config_src_kind */
+    int line; /* FT_CONFIG_SRC_FILE: 1-based line of the setting */
+} ft_config_source;
+
+/* FT_CONFIG_SRC_CLI_AT is the source to hand ft_config_set for a value
+ * given on the command line. */
+#define FT_CONFIG_SRC_CLI_AT ((ft_config_source){FT_CONFIG_SRC_CLI, 0})
+
+/* Listener fields, in the order of ft_config_listener_rows. */
+enum {
+    FT_CONFIG_L_URL,
+    FT_CONFIG_L_ADMIN,
+    FT_CONFIG_L_TLS_CERT,
+    FT_CONFIG_L_TLS_KEY,
+    FT_CONFIG_L_TLS_CA,
+    FT_CONFIG_L_TLS_VERIFY,
+    FT_CONFIG_L_NFIELDS
+};
+
+/* ft_config_listener is one element of the listeners list. */
+typedef struct ft_config_listener {
+    char url[FT_CONFIG_URL_MAX];         /* tcp://, tls+tcp:// or ipc:// */
+    int admin;                           /* RELOAD etc. allowed here */
+    char tls_cert[FT_CONFIG_PATH_MAX];   /* PEM certificate chain */
+    char tls_key[FT_CONFIG_PATH_MAX];    /* PEM private key */
+    char tls_ca[FT_CONFIG_PATH_MAX];     /* PEM CA bundle for clients */
+    int tls_verify;                      /* require a client certificate */
+    int tls_given;                       /* a tls group was written */
+    ft_config_source src[FT_CONFIG_L_NFIELDS];
+    ft_config_source at;                 /* where the element starts */
+} ft_config_listener;
+
+/* The engine setting; the order is that of the enum's strings. */
+typedef enum ft_config_engine {
+    FT_CONFIG_ENGINE_AUTO = 0,
+    FT_CONFIG_ENGINE_CPU = 1,
+    FT_CONFIG_ENGINE_GPU = 2,
+    FT_CONFIG_ENGINE_SHARDS = 3
+} ft_config_engine;
+
+/* Settings, in the order of ft_config_rows (src[] is indexed by these). */
+enum {
+    FT_CONFIG_S_INDEX,
+    FT_CONFIG_S_LISTENERS,
+    FT_CONFIG_S_ENGINE,
+    FT_CONFIG_S_DEVICES,
+    FT_CONFIG_S_REPLICAS,
+    FT_CONFIG_S_CPU_THREADS,
+    FT_CONFIG_S_MAX_BATCH,
+    FT_CONFIG_S_MAX_WAIT_US,
+    FT_CONFIG_S_QUEUE_DEPTH,
+    FT_CONFIG_S_MAX_MESSAGE_BYTES,
+    FT_CONFIG_S_MAX_BEAM,
+    FT_CONFIG_S_MAX_K,
+    FT_CONFIG_S_MAX_T,
+    FT_CONFIG_S_MAX_RESULTS,
+    FT_CONFIG_S_DEFAULT_DEADLINE_MS,
+    FT_CONFIG_S_DRAIN_TIMEOUT_MS,
+    FT_CONFIG_S_ADMIN_RELOAD,
+    FT_CONFIG_S_LOG_LEVEL,
+    FT_CONFIG_S_LOG_FILE,
+    FT_CONFIG_S_METRICS,
+    FT_CONFIG_S_CLUSTER_RANK,
+    FT_CONFIG_S_CLUSTER_WORLD,
+    FT_CONFIG_S_CLUSTER_COORDINATOR,
+    FT_CONFIG_NSETTINGS
+};
+
+/* ft_config is the typed result the daemon reads.  Strings are never NULL
+ * (an unset string is ""). */
+typedef struct ft_config {
+    char index_path[FT_CONFIG_PATH_MAX];
+    ft_config_listener listeners[FT_CONFIG_MAX_LISTENERS];
+    uint32_t n_listeners;
+    int engine;                          /* ft_config_engine */
+    uint32_t devices[FT_CONFIG_MAX_DEVICES];
+    uint32_t n_devices;
+    uint32_t replicas;
+    uint32_t cpu_threads;                /* 0: all cores */
+    uint32_t max_batch;
+    uint32_t max_wait_us;
+    uint32_t queue_depth;
+    uint64_t max_message_bytes;
+    uint32_t max_beam, max_k, max_t, max_results; /* the caps group */
+    uint32_t default_deadline_ms;        /* 0: none */
+    uint32_t drain_timeout_ms;
+    int admin_reload;
+    int log_level;                       /* ft_log_level */
+    char log_file[FT_CONFIG_PATH_MAX];   /* "": stderr */
+    char metrics[FT_CONFIG_URL_MAX];     /* "": no HTTP listener */
+    uint32_t cluster_rank, cluster_world;
+    char cluster_coordinator[FT_CONFIG_URL_MAX];
+    char path[FT_CONFIG_PATH_MAX];       /* the file loaded; "" when none */
+    ft_config_source src[FT_CONFIG_NSETTINGS];
+} ft_config;
+
+/* ft_config_type is the kind of value a row holds. */
+typedef enum ft_config_type {
+    FT_CONFIG_INT,       /* unsigned integer in min..max */
+    FT_CONFIG_BOOL,      /* true or false */
+    FT_CONFIG_STRING,    /* at most max bytes (NUL excluded) */
+    FT_CONFIG_ENUM,      /* one of choices; stored as its index */
+    FT_CONFIG_INT_LIST,  /* 1..max_count distinct integers in min..max */
+    FT_CONFIG_LISTENERS  /* list of listener groups */
+} ft_config_type;
+
+/* ft_config_row is one setting of the table. */
+typedef struct ft_config_row {
+    const char *name;            /* dotted path: "caps.max_beam" */
+    ft_config_type type;
+    long long min, max;          /* INT and INT_LIST bounds; STRING: max length */
+    const char *def;             /* default, as text ft_config_set takes */
+    const char *const *choices;  /* ENUM: NULL-terminated */
+    int reloadable;              /* takes effect on SIGHUP / RELOAD */
+    int must_exist;              /* STRING naming a file that must exist */
+    int url;                     /* STRING: kind of URL checked (settings.c) */
+    size_t off, size;            /* where the value lives in its struct */
+    size_t count_off;            /* INT_LIST, LISTENERS: the count field */
+    size_t max_count;            /* INT_LIST, LISTENERS: capacity */
+    const char *doc;             /* one line */
+} ft_config_row;
+
+/* ft_config_rows is the settings table; ft_config_listener_rows the fields
+ * of one listeners element (names relative to it: "tls.cert"). */
+extern const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS];
+extern const ft_config_row ft_config_listener_rows[FT_CONFIG_L_NFIELDS];
+
+/* ft_config_find returns the row named name (either table: "listeners[].url"
+ * names a listener field), or NULL. */
+const ft_config_row *ft_config_find(const char *name);
+
+/* ft_config_flag maps a command-line flag of serve (and check-config) to
+ * the setting it overrides; ft_config_flags ends with a NULL flag. */
+typedef struct ft_config_flag {
+    const char *flag;    /* without dashes: "index" for --index */
+    const char *setting; /* row name */
+} ft_config_flag;
+extern const ft_config_flag ft_config_flags[];
+
+/* ft_config_init sets every setting to its default, source "default". */
+void ft_config_init(ft_config *cfg);
+
+/* ft_config_load initialises cfg and then applies the libconfig file at
+ * path.  FT_EIO when it cannot be read; FT_ECONFIG for a syntax error, an
+ * unknown setting, a wrong type, an out-of-range value or a bad enum
+ * string, with "FILE:LINE: <setting>: <reason>" in errbuf.  It does not
+ * run ft_config_validate: command-line overrides come first. */
+int ft_config_load(ft_config *cfg, const char *path, char *errbuf,
+                   size_t errlen);
+
+/* ft_config_load_string is ft_config_load over text in memory; name is
+ * what error messages call the file. */
+int ft_config_load_string(ft_config *cfg, const char *text, const char *name,
+                          char *errbuf, size_t errlen);
+
+/* ft_config_set sets the setting called name from its text form, as the
+ * command line gives it: integers in decimal, bools true|false, lists
+ * comma-separated ("0,1,2"); listeners are comma-separated URLs, each a
+ * plain (not admin, no TLS) listener.  src says where it came from. */
+int ft_config_set(ft_config *cfg, const char *name, const char *value,
+                  ft_config_source src, char *errbuf, size_t errlen);
+
+/* ft_config_validate checks the rules across settings: an index is named,
+ * listener URLs are distinct, a tls+tcp:// listener has tls.cert and
+ * tls.key (and tls.ca when it verifies clients), only tls+tcp:// listeners
+ * have a tls group, cluster.rank < cluster.world, and a cluster of more
+ * than one process names its coordinator. */
+int ft_config_validate(const ft_config *cfg, char *errbuf, size_t errlen);
+
+/* ft_config_check_files checks that every file a setting names (index,
+ * TLS files) exists: "FILE:LINE: index: /x does not exist". */
+int ft_config_check_files(const ft_config *cfg, char *errbuf, size_t errlen);
+
+/* ft_config_reload_check compares a configuration loaded for a reload with
+ * the running one; FT_ECONFIG naming the first setting that changed but
+ * takes effect only on restart. */
+int ft_config_reload_check(const ft_config *running, const ft_config *next,
+                           char *errbuf, size_t errlen);
+
+/* ft_config_dump appends one line "name: value (source)" per setting, in
+ * table order, source being default, file:LINE or cli; a listener's
+ * fields follow as "listeners[i].field: value (source)". */
+int ft_config_dump(const ft_config *cfg, ft_buf *out);
+
+/* ft_config_doc appends the table as Markdown (setting, type, default,
+ * bounds, reload, description), for docs/config.md. */
+int ft_config_doc(ft_buf *out);
+
+/* ft_config_value formats the value of row (of ft_config_rows, or of
+ * ft_config_listener_rows with base a listener) as ft_config_set reads it. */
+int ft_config_value(const ft_config_row *row, const void *base, ft_buf *out);
+
+#endif /* FT_CONFIG_H */

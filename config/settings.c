@@ -1,0 +1,812 @@
+/*
+ * settings.c - the settings table of "flashtrie serve" and everything that
+ * reads only the table: defaults, text values (command-line overrides),
+ * the cross-setting checks, the reload check, the INFO dump and the
+ * Markdown documentation.  loader.c turns a libconfig file into calls of
+ * the store functions below, so a file and the command line go through the
+ * same bounds and the same messages.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config_impl.h"
+#include "ft_config.h"
+
+static const char *const engine_choices[] = {"auto", "cpu", "gpu", "shards",
+                                             NULL};
+/* The order matches ft_log_level, so the stored index is the level. */
+static const char *const log_choices[] = {"error", "warn", "info", "debug",
+                                          NULL};
+
+#define CF(f) offsetof(ft_config, f), sizeof(((ft_config *)0)->f)
+#define LF(f) offsetof(ft_config_listener, f), sizeof(((ft_config_listener *)0)->f)
+
+/* INT(name, field, lo, hi, default, reload, doc) and friends build one row. */
+#define INT(n, f, lo, hi, d, rl, doc)                                         \
+    {n, FT_CONFIG_INT, lo, hi, d, NULL, rl, 0, 0, CF(f), 0, 0, doc}
+#define BOOL(n, f, d, rl, doc)                                                \
+    {n, FT_CONFIG_BOOL, 0, 1, d, NULL, rl, 0, 0, CF(f), 0, 0, doc}
+#define STR(n, f, d, rl, exist, url, doc)                                     \
+    {n, FT_CONFIG_STRING, 0, sizeof(((ft_config *)0)->f) - 1, d, NULL, rl,   \
+     exist, url, CF(f), 0, 0, doc}
+#define ENUM(n, f, ch, d, rl, doc)                                            \
+    {n, FT_CONFIG_ENUM, 0, 0, d, ch, rl, 0, 0, CF(f), 0, 0, doc}
+
+const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
+    [FT_CONFIG_S_INDEX] = STR("index", index_path, "", 1, 1, FTI_URL_NONE,
+        "path of the index file to serve; required (here or --index); a reload reopens it"),
+    [FT_CONFIG_S_LISTENERS] = {"listeners", FT_CONFIG_LISTENERS, 1,
+        FT_CONFIG_MAX_LISTENERS, "tcp://127.0.0.1:7700", NULL, 0, 0, 0,
+        CF(listeners), offsetof(ft_config, n_listeners), FT_CONFIG_MAX_LISTENERS,
+        "the nng addresses the server listens on (list of groups, see listeners[] rows)"},
+    [FT_CONFIG_S_ENGINE] = ENUM("engine", engine, engine_choices, "auto", 0,
+        "auto: GPU when one is usable, else CPU; cpu; gpu; shards: the index split over devices"),
+    [FT_CONFIG_S_DEVICES] = {"devices", FT_CONFIG_INT_LIST, 0, 255, "0", NULL,
+        0, 0, 0, CF(devices), offsetof(ft_config, n_devices),
+        FT_CONFIG_MAX_DEVICES, "GPU ordinals the GPU and shards engines use"},
+    [FT_CONFIG_S_REPLICAS] = INT("replicas", replicas, 1, 64, "1", 0,
+        "engines per device group, for throughput"),
+    [FT_CONFIG_S_CPU_THREADS] = INT("cpu_threads", cpu_threads, 0, 4096, "0", 0,
+        "CPU engine worker threads; 0 = one per core"),
+    [FT_CONFIG_S_MAX_BATCH] = INT("max_batch", max_batch, 1, 64, "32", 1,
+        "most requests the batcher hands an engine at once"),
+    [FT_CONFIG_S_MAX_WAIT_US] = INT("max_wait_us", max_wait_us, 0, 1000000,
+        "200", 1, "longest a request waits for its batch to fill, in microseconds"),
+    [FT_CONFIG_S_QUEUE_DEPTH] = INT("queue_depth", queue_depth, 1, 1000000,
+        "1024", 0, "requests queued before the server answers BUSY"),
+    [FT_CONFIG_S_MAX_MESSAGE_BYTES] = INT("max_message_bytes",
+        max_message_bytes, 1024, 4294967295LL, "67108864", 0,
+        "largest request message accepted, in bytes (larger ones are refused)"),
+    [FT_CONFIG_S_MAX_BEAM] = INT("caps.max_beam", max_beam, 1, 4096, "4096", 1,
+        "largest beam a request may ask for"),
+    [FT_CONFIG_S_MAX_K] = INT("caps.max_k", max_k, 1, 4096, "4096", 1,
+        "largest K (proposals per position) a request may carry"),
+    [FT_CONFIG_S_MAX_T] = INT("caps.max_t", max_t, 1, 64, "64", 1,
+        "largest T (positions) a request may carry"),
+    [FT_CONFIG_S_MAX_RESULTS] = INT("caps.max_results", max_results, 1, 4096,
+        "4096", 1, "most results a request may ask for"),
+    [FT_CONFIG_S_DEFAULT_DEADLINE_MS] = INT("default_deadline_ms",
+        default_deadline_ms, 0, 86400000, "0", 1,
+        "deadline of a request that sets none, in milliseconds; 0 = none"),
+    [FT_CONFIG_S_DRAIN_TIMEOUT_MS] = INT("drain_timeout_ms", drain_timeout_ms,
+        0, 3600000, "10000", 1,
+        "on shutdown, how long queued requests may still run, in milliseconds"),
+    [FT_CONFIG_S_ADMIN_RELOAD] = BOOL("admin_reload", admin_reload, "false", 1,
+        "allow RELOAD over the wire, on admin listeners only"),
+    [FT_CONFIG_S_LOG_LEVEL] = ENUM("log_level", log_level, log_choices, "info",
+        1, "least severe message logged"),
+    [FT_CONFIG_S_LOG_FILE] = STR("log_file", log_file, "", 1, 0, FTI_URL_NONE,
+        "file the log is appended to; empty = stderr; reopened on reload (log rotation)"),
+    [FT_CONFIG_S_METRICS] = STR("metrics", metrics, "", 0, 0, FTI_URL_HTTP,
+        "http:// address serving /metrics and /healthz; empty = off"),
+    [FT_CONFIG_S_CLUSTER_RANK] = INT("cluster.rank", cluster_rank, 0, 65535,
+        "0", 0, "this process's rank in a multi-process shard group"),
+    [FT_CONFIG_S_CLUSTER_WORLD] = INT("cluster.world", cluster_world, 1, 65536,
+        "1", 0, "number of processes in the shard group; 1 = no cluster"),
+    [FT_CONFIG_S_CLUSTER_COORDINATOR] = STR("cluster.coordinator",
+        cluster_coordinator, "", 0, 0, FTI_URL_NNG,
+        "nng address of rank 0's bootstrap listener; required when world > 1"),
+};
+
+#define LSTR(n, f, exist, url, doc)                                           \
+    {n, FT_CONFIG_STRING, 0, sizeof(((ft_config_listener *)0)->f) - 1, "",    \
+     NULL, 0, exist, url, LF(f), 0, 0, doc}
+#define LBOOL(n, f, doc)                                                      \
+    {n, FT_CONFIG_BOOL, 0, 1, "false", NULL, 0, 0, 0, LF(f), 0, 0, doc}
+
+const ft_config_row ft_config_listener_rows[FT_CONFIG_L_NFIELDS] = {
+    [FT_CONFIG_L_URL] = LSTR("url", url, 0, FTI_URL_NNG,
+        "tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH; required"),
+    [FT_CONFIG_L_ADMIN] = LBOOL("admin", admin,
+        "admin commands (RELOAD) are accepted on this listener"),
+    [FT_CONFIG_L_TLS_CERT] = LSTR("tls.cert", tls_cert, 1, FTI_URL_NONE,
+        "PEM certificate (chain) of the server; required for tls+tcp://"),
+    [FT_CONFIG_L_TLS_KEY] = LSTR("tls.key", tls_key, 1, FTI_URL_NONE,
+        "PEM private key of tls.cert; required for tls+tcp://"),
+    [FT_CONFIG_L_TLS_CA] = LSTR("tls.ca", tls_ca, 1, FTI_URL_NONE,
+        "PEM CA bundle client certificates are checked against"),
+    [FT_CONFIG_L_TLS_VERIFY] = LBOOL("tls.verify_client", tls_verify,
+        "require and verify a client certificate (needs tls.ca)"),
+};
+
+const ft_config_flag ft_config_flags[] = {
+    {"index", "index"},
+    {"listen", "listeners"},
+    {"engine", "engine"},
+    {"metrics", "metrics"},
+    {NULL, NULL},
+};
+
+void fti_cfg_errf(char *buf, size_t len, const char *fmt, ...)
+{
+    if (buf == NULL || len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+void fti_cfg_where(const ft_config *cfg, ft_config_source src, char *out,
+                   size_t outlen)
+{
+    switch (src.kind) {
+    case FT_CONFIG_SRC_FILE:
+        snprintf(out, outlen, "%s:%d", cfg->path, src.line);
+        break;
+    case FT_CONFIG_SRC_CLI: snprintf(out, outlen, "cli"); break;
+    default: snprintf(out, outlen, "default"); break;
+    }
+}
+
+/* src_text writes a source as the dump shows it: default, file:LINE, cli. */
+static void src_text(ft_config_source src, char *out, size_t outlen)
+{
+    switch (src.kind) {
+    case FT_CONFIG_SRC_FILE: snprintf(out, outlen, "file:%d", src.line); break;
+    case FT_CONFIG_SRC_CLI: snprintf(out, outlen, "cli"); break;
+    default: snprintf(out, outlen, "default"); break;
+    }
+}
+
+/* ---- storing values ---- */
+
+int fti_cfg_store_int(const ft_config_row *r, void *base, long long v,
+                      const char *who, char *errbuf, size_t errlen)
+{
+    if (r->type != FT_CONFIG_INT) {
+        fti_cfg_errf(errbuf, errlen, "%s: expected %s, got an integer", who,
+                     r->type == FT_CONFIG_BOOL ? "true or false"
+                     : r->type == FT_CONFIG_INT_LIST ? "a list of integers"
+                     : r->type == FT_CONFIG_LISTENERS ? "a list of groups"
+                                                      : "a string");
+        return FT_ECONFIG;
+    }
+    if (v < r->min || v > r->max) {
+        fti_cfg_errf(errbuf, errlen, "%s: must be %lld..%lld, got %lld", who,
+                     r->min, r->max, v);
+        return FT_ECONFIG;
+    }
+    unsigned char *p = (unsigned char *)base + r->off;
+    if (r->size == sizeof(uint64_t))
+        *(uint64_t *)p = (uint64_t)v;
+    else
+        *(uint32_t *)p = (uint32_t)v;
+    return FT_OK;
+}
+
+int fti_cfg_store_bool(const ft_config_row *r, void *base, int v,
+                       const char *who, char *errbuf, size_t errlen)
+{
+    if (r->type != FT_CONFIG_BOOL) {
+        fti_cfg_errf(errbuf, errlen, "%s: expected %s, got a boolean", who,
+                     r->type == FT_CONFIG_INT ? "an integer"
+                     : r->type == FT_CONFIG_INT_LIST ? "a list of integers"
+                     : r->type == FT_CONFIG_LISTENERS ? "a list of groups"
+                                                      : "a string");
+        return FT_ECONFIG;
+    }
+    *(int *)((unsigned char *)base + r->off) = v ? 1 : 0;
+    return FT_OK;
+}
+
+/* port_ok says whether s (the part of a URL after its scheme) ends in
+ * ":PORT" with PORT a decimal 1..65535 and something before the colon. */
+static int port_ok(const char *s, size_t n)
+{
+    const char *c = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == ':')
+            c = s + i;
+    if (c == NULL || c == s || c + 1 == s + n || s + n - (c + 1) > 5)
+        return 0;
+    long port = 0;
+    for (const char *q = c + 1; q < s + n; q++) {
+        if (*q < '0' || *q > '9')
+            return 0;
+        port = port * 10 + (*q - '0');
+    }
+    return port >= 1 && port <= 65535;
+}
+
+/* url_ok checks v as a URL of the given kind; on failure writes why. */
+static int url_ok(int kind, const char *v, char *why, size_t whylen)
+{
+    if (kind == FTI_URL_HTTP) {
+        if (strncmp(v, "http://", 7) == 0) {
+            const char *host = v + 7;
+            size_t n = strcspn(host, "/");
+            if (port_ok(host, n))
+                return 1;
+        }
+        snprintf(why, whylen, "expected http://HOST:PORT, got '%s'", v);
+        return 0;
+    }
+    if (strncmp(v, "tcp://", 6) == 0 && port_ok(v + 6, strlen(v + 6)))
+        return 1;
+    if (strncmp(v, "tls+tcp://", 10) == 0 && port_ok(v + 10, strlen(v + 10)))
+        return 1;
+    if (strncmp(v, "ipc://", 6) == 0 && v[6] != 0)
+        return 1;
+    snprintf(why, whylen,
+             "expected tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH, got '%s'",
+             v);
+    return 0;
+}
+
+int fti_cfg_store_string(const ft_config_row *r, void *base, const char *v,
+                         const char *who, char *errbuf, size_t errlen)
+{
+    unsigned char *p = (unsigned char *)base + r->off;
+    if (r->type == FT_CONFIG_ENUM) {
+        for (int i = 0; r->choices[i] != NULL; i++)
+            if (strcmp(v, r->choices[i]) == 0) {
+                *(int *)p = i;
+                return FT_OK;
+            }
+        char list[128] = "";
+        for (int i = 0; r->choices[i] != NULL; i++) {
+            if (i)
+                strncat(list, "|", sizeof list - strlen(list) - 1);
+            strncat(list, r->choices[i], sizeof list - strlen(list) - 1);
+        }
+        fti_cfg_errf(errbuf, errlen, "%s: must be one of %s, got '%s'", who,
+                     list, v);
+        return FT_ECONFIG;
+    }
+    if (r->type != FT_CONFIG_STRING) {
+        fti_cfg_errf(errbuf, errlen, "%s: expected %s, got a string", who,
+                     r->type == FT_CONFIG_INT ? "an integer"
+                     : r->type == FT_CONFIG_BOOL ? "true or false"
+                     : r->type == FT_CONFIG_INT_LIST ? "a list of integers"
+                                                     : "a list of groups");
+        return FT_ECONFIG;
+    }
+    size_t n = strlen(v);
+    if (n > (size_t)r->max) {
+        fti_cfg_errf(errbuf, errlen, "%s: longer than %lld bytes", who,
+                     r->max);
+        return FT_ECONFIG;
+    }
+    char why[384];
+    /* An empty URL means "off" (metrics, coordinator); a listener without
+     * one is refused by ft_config_validate, which knows the element. */
+    if (r->url != FTI_URL_NONE && n > 0 && !url_ok(r->url, v, why, sizeof why)) {
+        fti_cfg_errf(errbuf, errlen, "%s: %s", who, why);
+        return FT_ECONFIG;
+    }
+    memcpy(p, v, n + 1);
+    return FT_OK;
+}
+
+int fti_cfg_store_int_list(const ft_config_row *r, void *base,
+                           const long long *v, size_t n, const char *who,
+                           char *errbuf, size_t errlen)
+{
+    if (r->type != FT_CONFIG_INT_LIST) {
+        fti_cfg_errf(errbuf, errlen, "%s: expected %s, got a list", who,
+                     r->type == FT_CONFIG_INT ? "an integer"
+                     : r->type == FT_CONFIG_BOOL ? "true or false"
+                     : r->type == FT_CONFIG_LISTENERS ? "a list of groups"
+                                                      : "a string");
+        return FT_ECONFIG;
+    }
+    if (n == 0 || n > r->max_count) {
+        fti_cfg_errf(errbuf, errlen, "%s: must hold 1..%zu integers, got %zu",
+                     who, r->max_count, n);
+        return FT_ECONFIG;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < r->min || v[i] > r->max) {
+            fti_cfg_errf(errbuf, errlen,
+                         "%s: element %zu must be %lld..%lld, got %lld", who,
+                         i, r->min, r->max, v[i]);
+            return FT_ECONFIG;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (v[j] == v[i]) {
+                fti_cfg_errf(errbuf, errlen, "%s: %lld is listed twice", who,
+                             v[i]);
+                return FT_ECONFIG;
+            }
+    }
+    uint32_t *out = (uint32_t *)((unsigned char *)base + r->off);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (uint32_t)v[i];
+    *(uint32_t *)((unsigned char *)base + r->count_off) = (uint32_t)n;
+    return FT_OK;
+}
+
+/* ---- text values (defaults and the command line) ---- */
+
+/* parse_ll parses a whole decimal integer, an optional '-' first (so that
+ * "-1" is reported as out of range, not as a non-number). */
+static int parse_ll(const char *s, long long *out)
+{
+    const char *p = s;
+    int neg = 0;
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (*p == 0)
+        return -1;
+    unsigned long long v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (9223372036854775807ULL - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = neg ? -(long long)v : (long long)v;
+    return 0;
+}
+
+/* next_item copies the next comma-separated item of *s (spaces trimmed)
+ * into item and advances *s; 0 at the end, -1 when an item is too long. */
+static int next_item(const char **s, char *item, size_t cap)
+{
+    const char *p = *s;
+    if (*p == 0)
+        return 0;
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    *s = e ? e + 1 : p + n;
+    while (n && (*p == ' ' || *p == '\t')) {
+        p++;
+        n--;
+    }
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n >= cap)
+        return -1;
+    memcpy(item, p, n);
+    item[n] = 0;
+    return 1;
+}
+
+void fti_cfg_listener_init(ft_config_listener *l, ft_config_source at)
+{
+    memset(l, 0, sizeof *l);
+    for (int i = 0; i < FT_CONFIG_L_NFIELDS; i++)
+        l->src[i] = at;
+    l->at = at;
+}
+
+/* set_listeners replaces the listeners by plain ones at the URLs of the
+ * comma-separated list v. */
+static int set_listeners(ft_config *cfg, const char *v, ft_config_source src,
+                         const char *who, char *errbuf, size_t errlen)
+{
+    ft_config_listener tmp[FT_CONFIG_MAX_LISTENERS];
+    char item[FT_CONFIG_URL_MAX];
+    const ft_config_row *ur = &ft_config_listener_rows[FT_CONFIG_L_URL];
+    uint32_t n = 0;
+    int rc;
+    const char *s = v;
+    while ((rc = next_item(&s, item, sizeof item)) != 0) {
+        if (rc < 0) {
+            fti_cfg_errf(errbuf, errlen, "%s: a URL is longer than %d bytes",
+                         who, FT_CONFIG_URL_MAX - 1);
+            return FT_ECONFIG;
+        }
+        if (n == FT_CONFIG_MAX_LISTENERS) {
+            fti_cfg_errf(errbuf, errlen, "%s: more than %d listeners", who,
+                         FT_CONFIG_MAX_LISTENERS);
+            return FT_ECONFIG;
+        }
+        fti_cfg_listener_init(&tmp[n], src);
+        if (item[0] == 0) {
+            fti_cfg_errf(errbuf, errlen, "%s: empty URL in '%s'", who, v);
+            return FT_ECONFIG;
+        }
+        if ((rc = fti_cfg_store_string(ur, &tmp[n], item, who, errbuf,
+                                       errlen)) != FT_OK)
+            return rc;
+        n++;
+    }
+    if (n == 0) {
+        fti_cfg_errf(errbuf, errlen, "%s: expected at least one URL", who);
+        return FT_ECONFIG;
+    }
+    memcpy(cfg->listeners, tmp, n * sizeof tmp[0]);
+    cfg->n_listeners = n;
+    return FT_OK;
+}
+
+/* set_text stores the text form v of row r of base. */
+static int set_text(ft_config *cfg, const ft_config_row *r, void *base,
+                    const char *v, ft_config_source src, const char *who,
+                    char *errbuf, size_t errlen)
+{
+    long long x;
+    switch (r->type) {
+    case FT_CONFIG_INT:
+        if (parse_ll(v, &x)) {
+            fti_cfg_errf(errbuf, errlen, "%s: expected an integer, got '%s'",
+                         who, v);
+            return FT_ECONFIG;
+        }
+        return fti_cfg_store_int(r, base, x, who, errbuf, errlen);
+    case FT_CONFIG_BOOL:
+        if (strcmp(v, "true") && strcmp(v, "false")) {
+            fti_cfg_errf(errbuf, errlen, "%s: expected true or false, got '%s'",
+                         who, v);
+            return FT_ECONFIG;
+        }
+        return fti_cfg_store_bool(r, base, v[0] == 't', who, errbuf, errlen);
+    case FT_CONFIG_STRING:
+    case FT_CONFIG_ENUM:
+        return fti_cfg_store_string(r, base, v, who, errbuf, errlen);
+    case FT_CONFIG_INT_LIST: {
+        long long vals[FT_CONFIG_MAX_DEVICES + 1];
+        char item[32];
+        size_t n = 0;
+        int rc;
+        const char *s = v;
+        while ((rc = next_item(&s, item, sizeof item)) != 0) {
+            if (rc < 0 || parse_ll(item, &x)) {
+                fti_cfg_errf(errbuf, errlen,
+                             "%s: expected comma-separated integers, got '%s'",
+                             who, v);
+                return FT_ECONFIG;
+            }
+            if (n == r->max_count) {
+                fti_cfg_errf(errbuf, errlen,
+                             "%s: must hold 1..%zu integers, got more", who,
+                             r->max_count);
+                return FT_ECONFIG;
+            }
+            vals[n++] = x;
+        }
+        return fti_cfg_store_int_list(r, base, vals, n, who, errbuf, errlen);
+    }
+    case FT_CONFIG_LISTENERS:
+        return set_listeners(cfg, v, src, who, errbuf, errlen);
+    }
+    return FT_EINTERNAL;
+}
+
+void ft_config_init(ft_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    ft_config_source d = {FT_CONFIG_SRC_DEFAULT, 0};
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        /* The defaults are in the table and pass its own checks; a test
+         * asserts that, so the result is not looked at here. */
+        (void)set_text(cfg, &ft_config_rows[i], cfg, ft_config_rows[i].def, d,
+                       ft_config_rows[i].name, NULL, 0);
+        cfg->src[i] = d;
+    }
+}
+
+const ft_config_row *ft_config_find(const char *name)
+{
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
+        if (strcmp(name, ft_config_rows[i].name) == 0)
+            return &ft_config_rows[i];
+    if (strncmp(name, "listeners[].", 12) == 0)
+        for (int i = 0; i < FT_CONFIG_L_NFIELDS; i++)
+            if (strcmp(name + 12, ft_config_listener_rows[i].name) == 0)
+                return &ft_config_listener_rows[i];
+    return NULL;
+}
+
+int ft_config_set(ft_config *cfg, const char *name, const char *value,
+                  ft_config_source src, char *errbuf, size_t errlen)
+{
+    const ft_config_row *r = NULL;
+    for (int i = 0; i < FT_CONFIG_NSETTINGS && r == NULL; i++)
+        if (strcmp(name, ft_config_rows[i].name) == 0)
+            r = &ft_config_rows[i];
+    char where[FT_CONFIG_PATH_MAX + 32], who[FT_CONFIG_PATH_MAX + 128];
+    fti_cfg_where(cfg, src, where, sizeof where);
+    snprintf(who, sizeof who, "%s: %s", where, name);
+    if (r == NULL) {
+        fti_cfg_errf(errbuf, errlen, "%s: unknown setting", who);
+        return FT_ECONFIG;
+    }
+    int rc = set_text(cfg, r, cfg, value, src, who, errbuf, errlen);
+    if (rc == FT_OK)
+        cfg->src[r - ft_config_rows] = src;
+    return rc;
+}
+
+/* ---- formatting ---- */
+
+int ft_config_value(const ft_config_row *r, const void *base, ft_buf *out)
+{
+    const unsigned char *p = (const unsigned char *)base + r->off;
+    switch (r->type) {
+    case FT_CONFIG_INT:
+        if (r->size == sizeof(uint64_t))
+            return ft_buf_printf(out, "%llu",
+                                 (unsigned long long)*(const uint64_t *)p);
+        return ft_buf_printf(out, "%u", *(const uint32_t *)p);
+    case FT_CONFIG_BOOL:
+        return ft_buf_printf(out, "%s", *(const int *)p ? "true" : "false");
+    case FT_CONFIG_STRING:
+        return ft_buf_printf(out, "%s", (const char *)p);
+    case FT_CONFIG_ENUM:
+        return ft_buf_printf(out, "%s", r->choices[*(const int *)p]);
+    case FT_CONFIG_INT_LIST: {
+        const uint32_t *v = (const uint32_t *)p;
+        uint32_t n = *(const uint32_t *)((const unsigned char *)base + r->count_off);
+        for (uint32_t i = 0; i < n; i++)
+            if (ft_buf_printf(out, i ? ",%u" : "%u", v[i]))
+                return FT_ENOMEM;
+        return FT_OK;
+    }
+    case FT_CONFIG_LISTENERS: {
+        const ft_config *cfg = base;
+        for (uint32_t i = 0; i < cfg->n_listeners; i++)
+            if (ft_buf_printf(out, i ? ",%s" : "%s", cfg->listeners[i].url))
+                return FT_ENOMEM;
+        return FT_OK;
+    }
+    }
+    return FT_EINTERNAL;
+}
+
+/* dump_line appends "name: value (source)", an empty value shown as "". */
+static int dump_line(ft_buf *out, const char *name, const ft_config_row *r,
+                     const void *base, ft_config_source src)
+{
+    char s[32];
+    src_text(src, s, sizeof s);
+    if (ft_buf_printf(out, "%s: ", name))
+        return FT_ENOMEM;
+    size_t at = out->len;
+    if (ft_config_value(r, base, out))
+        return FT_ENOMEM;
+    if (out->len == at && ft_buf_printf(out, "\"\""))
+        return FT_ENOMEM;
+    return ft_buf_printf(out, " (%s)\n", s);
+}
+
+int ft_config_dump(const ft_config *cfg, ft_buf *out)
+{
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const ft_config_row *r = &ft_config_rows[i];
+        if (dump_line(out, r->name, r, cfg, cfg->src[i]))
+            return FT_ENOMEM;
+        if (r->type != FT_CONFIG_LISTENERS)
+            continue;
+        for (uint32_t l = 0; l < cfg->n_listeners; l++)
+            for (int f = 0; f < FT_CONFIG_L_NFIELDS; f++) {
+                char name[64];
+                snprintf(name, sizeof name, "listeners[%u].%s", l,
+                         ft_config_listener_rows[f].name);
+                if (dump_line(out, name, &ft_config_listener_rows[f],
+                              &cfg->listeners[l], cfg->listeners[l].src[f]))
+                    return FT_ENOMEM;
+            }
+    }
+    return FT_OK;
+}
+
+static int doc_row(ft_buf *out, const char *name, const ft_config_row *r)
+{
+    static const char *const types[] = {
+        [FT_CONFIG_INT] = "integer", [FT_CONFIG_BOOL] = "bool",
+        [FT_CONFIG_STRING] = "string", [FT_CONFIG_ENUM] = "enum",
+        [FT_CONFIG_INT_LIST] = "list of integers",
+        [FT_CONFIG_LISTENERS] = "list of groups"};
+    int rc = ft_buf_printf(out, "| `%s` | %s | `%s` | ", name, types[r->type],
+                           r->def[0] ? r->def : "\"\"");
+    switch (r->type) {
+    case FT_CONFIG_INT:
+        rc |= ft_buf_printf(out, "%lld..%lld", r->min, r->max);
+        break;
+    case FT_CONFIG_INT_LIST:
+        rc |= ft_buf_printf(out, "1..%zu distinct, each %lld..%lld",
+                            r->max_count, r->min, r->max);
+        break;
+    case FT_CONFIG_LISTENERS:
+        rc |= ft_buf_printf(out, "1..%zu, distinct URLs", r->max_count);
+        break;
+    case FT_CONFIG_ENUM:
+        for (int i = 0; r->choices[i] != NULL; i++)
+            rc |= ft_buf_printf(out, i ? " \\| `%s`" : "`%s`", r->choices[i]);
+        break;
+    case FT_CONFIG_STRING:
+        rc |= ft_buf_printf(out, "%sat most %lld bytes",
+                            r->url == FTI_URL_NNG    ? "nng URL, "
+                            : r->url == FTI_URL_HTTP ? "http URL, "
+                            : r->must_exist          ? "existing file, "
+                                                     : "",
+                            r->max);
+        break;
+    case FT_CONFIG_BOOL:
+        rc |= ft_buf_printf(out, "`true` \\| `false`");
+        break;
+    }
+    rc |= ft_buf_printf(out, " | %s | %s |\n", r->reloadable ? "yes" : "no",
+                        r->doc);
+    return rc ? FT_ENOMEM : FT_OK;
+}
+
+int ft_config_doc(ft_buf *out)
+{
+    if (ft_buf_printf(out, "| setting | type | default | bounds | reload | "
+                           "description |\n|---|---|---|---|---|---|\n"))
+        return FT_ENOMEM;
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        if (doc_row(out, ft_config_rows[i].name, &ft_config_rows[i]))
+            return FT_ENOMEM;
+        if (ft_config_rows[i].type != FT_CONFIG_LISTENERS)
+            continue;
+        for (int f = 0; f < FT_CONFIG_L_NFIELDS; f++) {
+            char name[64];
+            snprintf(name, sizeof name, "listeners[].%s",
+                     ft_config_listener_rows[f].name);
+            if (doc_row(out, name, &ft_config_listener_rows[f]))
+                return FT_ENOMEM;
+        }
+    }
+    return FT_OK;
+}
+
+/* ---- checks across settings ---- */
+
+/* fail writes "WHERE: name: reason" for a value from src. */
+static int fail(const ft_config *cfg, ft_config_source src, const char *name,
+                char *errbuf, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static int fail(const ft_config *cfg, ft_config_source src, const char *name,
+                char *errbuf, size_t errlen, const char *fmt, ...)
+{
+    char where[FT_CONFIG_PATH_MAX + 32], why[FT_CONFIG_PATH_MAX + 128];
+    fti_cfg_where(cfg, src, where, sizeof where);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fti_cfg_errf(errbuf, errlen, "%s: %s: %s", where, name, why);
+    return FT_ECONFIG;
+}
+
+int ft_config_validate(const ft_config *cfg, char *errbuf, size_t errlen)
+{
+    if (cfg->index_path[0] == 0) {
+        /* No line to point at: the index is missing, not wrong. */
+        fti_cfg_errf(errbuf, errlen,
+                     "%s: index: required (set it in the file or give --index)",
+                     cfg->path[0] ? cfg->path : "cli");
+        return FT_ECONFIG;
+    }
+    if (cfg->n_listeners == 0)
+        return fail(cfg, cfg->src[FT_CONFIG_S_LISTENERS], "listeners", errbuf,
+                    errlen, "at least one listener is required");
+    for (uint32_t i = 0; i < cfg->n_listeners; i++) {
+        const ft_config_listener *l = &cfg->listeners[i];
+        char name[64];
+        snprintf(name, sizeof name, "listeners[%u].url", i);
+        if (l->url[0] == 0)
+            return fail(cfg, l->at, name, errbuf, errlen, "required");
+        for (uint32_t j = 0; j < i; j++)
+            if (strcmp(cfg->listeners[j].url, l->url) == 0)
+                return fail(cfg, l->src[FT_CONFIG_L_URL], name, errbuf,
+                            errlen, "'%s' is also listeners[%u]'s URL",
+                            l->url, j);
+        int tls = strncmp(l->url, "tls+tcp://", 10) == 0;
+        if (tls && l->tls_cert[0] == 0) {
+            snprintf(name, sizeof name, "listeners[%u].tls.cert", i);
+            return fail(cfg, l->at, name, errbuf, errlen,
+                        "required for a tls+tcp:// listener");
+        }
+        if (tls && l->tls_key[0] == 0) {
+            snprintf(name, sizeof name, "listeners[%u].tls.key", i);
+            return fail(cfg, l->at, name, errbuf, errlen,
+                        "required for a tls+tcp:// listener");
+        }
+        if (tls && l->tls_verify && l->tls_ca[0] == 0) {
+            snprintf(name, sizeof name, "listeners[%u].tls.ca", i);
+            return fail(cfg, l->src[FT_CONFIG_L_TLS_VERIFY], name, errbuf,
+                        errlen, "required when tls.verify_client is true");
+        }
+        if (!tls && l->tls_given) {
+            snprintf(name, sizeof name, "listeners[%u].tls", i);
+            return fail(cfg, l->at, name, errbuf, errlen,
+                        "only a tls+tcp:// listener takes a tls group, not '%s'",
+                        l->url);
+        }
+    }
+    if (cfg->cluster_rank >= cfg->cluster_world)
+        return fail(cfg, cfg->src[FT_CONFIG_S_CLUSTER_RANK], "cluster.rank",
+                    errbuf, errlen, "must be below cluster.world (%u), got %u",
+                    cfg->cluster_world, cfg->cluster_rank);
+    if (cfg->cluster_world > 1 && cfg->cluster_coordinator[0] == 0)
+        return fail(cfg, cfg->src[FT_CONFIG_S_CLUSTER_WORLD],
+                    "cluster.coordinator", errbuf, errlen,
+                    "required when cluster.world is %u", cfg->cluster_world);
+    return FT_OK;
+}
+
+/* exists checks that path names an existing regular file. */
+static int file_check(const ft_config *cfg, ft_config_source src,
+                      const char *name, const char *path, char *errbuf,
+                      size_t errlen)
+{
+    struct stat st;
+    if (path[0] == 0)
+        return FT_OK;
+    if (stat(path, &st) != 0)
+        return fail(cfg, src, name, errbuf, errlen, "%s %s", path,
+                    errno == ENOENT ? "does not exist" : strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return fail(cfg, src, name, errbuf, errlen, "%s is not a regular file",
+                    path);
+    return FT_OK;
+}
+
+int ft_config_check_files(const ft_config *cfg, char *errbuf, size_t errlen)
+{
+    int rc;
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const ft_config_row *r = &ft_config_rows[i];
+        if (r->must_exist &&
+            (rc = file_check(cfg, cfg->src[i], r->name,
+                             (const char *)cfg + r->off, errbuf, errlen)))
+            return rc;
+    }
+    for (uint32_t l = 0; l < cfg->n_listeners; l++)
+        for (int f = 0; f < FT_CONFIG_L_NFIELDS; f++) {
+            const ft_config_row *r = &ft_config_listener_rows[f];
+            char name[64];
+            if (!r->must_exist)
+                continue;
+            snprintf(name, sizeof name, "listeners[%u].%s", l, r->name);
+            if ((rc = file_check(cfg, cfg->listeners[l].src[f], name,
+                                 (const char *)&cfg->listeners[l] + r->off,
+                                 errbuf, errlen)))
+                return rc;
+        }
+    return FT_OK;
+}
+
+/* value_of formats row i of cfg, listener fields included for listeners,
+ * so that two configurations compare by text. */
+static int value_of(const ft_config *cfg, int i, ft_buf *b)
+{
+    b->len = 0;
+    if (ft_config_value(&ft_config_rows[i], cfg, b))
+        return FT_ENOMEM;
+    if (ft_config_rows[i].type == FT_CONFIG_LISTENERS)
+        for (uint32_t l = 0; l < cfg->n_listeners; l++)
+            for (int f = 0; f < FT_CONFIG_L_NFIELDS; f++)
+                if (ft_buf_printf(b, ";") ||
+                    ft_config_value(&ft_config_listener_rows[f],
+                                    &cfg->listeners[l], b))
+                    return FT_ENOMEM;
+    return ft_buf_append(b, "", 0);
+}
+
+int ft_config_reload_check(const ft_config *running, const ft_config *next,
+                           char *errbuf, size_t errlen)
+{
+    ft_buf a, b;
+    ft_buf_init(&a);
+    ft_buf_init(&b);
+    int rc = FT_OK;
+    for (int i = 0; i < FT_CONFIG_NSETTINGS && rc == FT_OK; i++) {
+        if (ft_config_rows[i].reloadable)
+            continue;
+        if (value_of(running, i, &a) || value_of(next, i, &b)) {
+            rc = FT_ENOMEM;
+            break;
+        }
+        if (strcmp((char *)a.data, (char *)b.data) != 0)
+            rc = fail(next, next->src[i], ft_config_rows[i].name, errbuf,
+                      errlen, "changed, but takes effect only on a restart");
+    }
+    ft_buf_free(&a);
+    ft_buf_free(&b);
+    return rc;
+}

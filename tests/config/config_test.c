@@ -1,0 +1,628 @@
+/*
+ * config_test.c - the settings table and the loader: defaults, the example
+ * file, every kind of error with its exact line and message, command-line
+ * overrides, the reload rules, the dump format and the generated docs.
+ *
+ * Arguments: the example config file and docs/config.md.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "ft_config.h"
+#include "ft_test.h"
+
+static ft_config cfg, cfg2; /* about 60 KiB each: not on the stack */
+static char err[2048];
+
+/* bad asserts that text (named t.conf) fails to load with code want and
+ * exactly the message msg. */
+static void bad_load(int line, const char *text, int want, const char *msg)
+{
+    err[0] = 0;
+    int rc = ft_config_load_string(&cfg, text, "t.conf", err, sizeof err);
+    if (rc != want || strcmp(err, msg) != 0) {
+        fprintf(stderr, "%s:%d: loading\n%s\ngave %d '%s'\nwant %d '%s'\n",
+                __FILE__, line, text, rc, err, want, msg);
+        exit(1);
+    }
+}
+#define BAD(text, msg) bad_load(__LINE__, text, FT_ECONFIG, msg)
+
+/* bad_valid asserts that text loads but fails ft_config_validate. */
+static void bad_valid(int line, const char *text, const char *msg)
+{
+    err[0] = 0;
+    int rc = ft_config_load_string(&cfg, text, "t.conf", err, sizeof err);
+    if (rc != FT_OK) {
+        fprintf(stderr, "%s:%d: load failed: %s\n", __FILE__, line, err);
+        exit(1);
+    }
+    rc = ft_config_validate(&cfg, err, sizeof err);
+    if (rc != FT_ECONFIG || strcmp(err, msg) != 0) {
+        fprintf(stderr, "%s:%d: validating\n%s\ngave %d '%s'\nwant '%s'\n",
+                __FILE__, line, text, rc, err, msg);
+        exit(1);
+    }
+}
+#define BAD_VALID(text, msg) bad_valid(__LINE__, text, msg)
+
+static void load_ok(const char *text)
+{
+    int rc = ft_config_load_string(&cfg, text, "t.conf", err, sizeof err);
+    if (rc != FT_OK) {
+        fprintf(stderr, "loading\n%s\nfailed: %s\n", text, err);
+        exit(1);
+    }
+    FT_PASS(ft_config_validate(&cfg, err, sizeof err));
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    FT_CHECK(f != NULL);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strdup(buf);
+}
+
+/* line_of returns the 1-based line of the first occurrence of s in text. */
+static int line_of(const char *text, const char *s)
+{
+    const char *p = strstr(text, s);
+    FT_CHECK(p != NULL);
+    int line = 1;
+    for (const char *q = text; q < p; q++)
+        line += *q == '\n';
+    return line;
+}
+
+static const char *dumped(const ft_config *c)
+{
+    static ft_buf b;
+    ft_buf_free(&b);
+    FT_PASS(ft_config_dump(c, &b));
+    return (const char *)b.data;
+}
+
+/* has_line asserts the dump of c holds the whole line l. */
+static void has_line(int line, const ft_config *c, const char *l)
+{
+    const char *d = dumped(c);
+    size_t n = strlen(l);
+    for (const char *p = d; (p = strstr(p, l)) != NULL; p++)
+        if ((p == d || p[-1] == '\n') && p[n] == '\n')
+            return;
+    fprintf(stderr, "%s:%d: dump lacks line '%s':\n%s", __FILE__, line, l, d);
+    exit(1);
+}
+#define HAS_LINE(c, l) has_line(__LINE__, c, l)
+
+static void test_defaults(void)
+{
+    ft_config_init(&cfg);
+    FT_CHECK_STR(cfg.index_path, "");
+    FT_CHECK_EQ_U64(cfg.n_listeners, 1);
+    FT_CHECK_STR(cfg.listeners[0].url, "tcp://127.0.0.1:7700");
+    FT_CHECK_EQ_U64(cfg.listeners[0].admin, 0);
+    FT_CHECK_EQ_U64(cfg.engine, FT_CONFIG_ENGINE_AUTO);
+    FT_CHECK_EQ_U64(cfg.n_devices, 1);
+    FT_CHECK_EQ_U64(cfg.devices[0], 0);
+    FT_CHECK_EQ_U64(cfg.replicas, 1);
+    FT_CHECK_EQ_U64(cfg.cpu_threads, 0);
+    FT_CHECK_EQ_U64(cfg.max_batch, 32);
+    FT_CHECK_EQ_U64(cfg.max_wait_us, 200);
+    FT_CHECK_EQ_U64(cfg.queue_depth, 1024);
+    FT_CHECK_EQ_U64(cfg.max_message_bytes, 64u << 20);
+    FT_CHECK_EQ_U64(cfg.max_beam, 4096);
+    FT_CHECK_EQ_U64(cfg.max_k, 4096);
+    FT_CHECK_EQ_U64(cfg.max_t, 64);
+    FT_CHECK_EQ_U64(cfg.max_results, 4096);
+    FT_CHECK_EQ_U64(cfg.default_deadline_ms, 0);
+    FT_CHECK_EQ_U64(cfg.drain_timeout_ms, 10000);
+    FT_CHECK_EQ_U64(cfg.admin_reload, 0);
+    FT_CHECK_EQ_U64(cfg.log_level, FT_LOG_INFO);
+    FT_CHECK_STR(cfg.log_file, "");
+    FT_CHECK_STR(cfg.metrics, "");
+    FT_CHECK_EQ_U64(cfg.cluster_rank, 0);
+    FT_CHECK_EQ_U64(cfg.cluster_world, 1);
+    FT_CHECK_STR(cfg.cluster_coordinator, "");
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
+        FT_CHECK_EQ_U64(cfg.src[i].kind, FT_CONFIG_SRC_DEFAULT);
+    /* Every default passes its own row's checks, and reads back as the
+     * table writes it. */
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const ft_config_row *r = &ft_config_rows[i];
+        FT_PASS(ft_config_set(&cfg, r->name, r->def, FT_CONFIG_SRC_CLI_AT,
+                              err, sizeof err));
+        ft_buf b;
+        ft_buf_init(&b);
+        FT_PASS(ft_config_value(r, &cfg, &b));
+        FT_PASS(ft_buf_append(&b, "", 0));
+        FT_CHECK_STR((const char *)b.data, r->def);
+        ft_buf_free(&b);
+        FT_CHECK(ft_config_find(r->name) == r);
+    }
+    FT_CHECK(ft_config_find("listeners[].tls.cert") ==
+             &ft_config_listener_rows[FT_CONFIG_L_TLS_CERT]);
+    FT_CHECK(ft_config_find("tls.cert") == NULL);
+    /* Without a file or an index the configuration is not usable. */
+    ft_config_init(&cfg);
+    FT_FAIL(ft_config_validate(&cfg, err, sizeof err), FT_ECONFIG);
+    FT_CHECK_STR(err, "cli: index: required (set it in the file or give --index)");
+}
+
+static void test_dump_format(void)
+{
+    ft_config_init(&cfg);
+    FT_CHECK_STR(dumped(&cfg),
+                 "index: \"\" (default)\n"
+                 "listeners: tcp://127.0.0.1:7700 (default)\n"
+                 "listeners[0].url: tcp://127.0.0.1:7700 (default)\n"
+                 "listeners[0].admin: false (default)\n"
+                 "listeners[0].tls.cert: \"\" (default)\n"
+                 "listeners[0].tls.key: \"\" (default)\n"
+                 "listeners[0].tls.ca: \"\" (default)\n"
+                 "listeners[0].tls.verify_client: false (default)\n"
+                 "engine: auto (default)\n"
+                 "devices: 0 (default)\n"
+                 "replicas: 1 (default)\n"
+                 "cpu_threads: 0 (default)\n"
+                 "max_batch: 32 (default)\n"
+                 "max_wait_us: 200 (default)\n"
+                 "queue_depth: 1024 (default)\n"
+                 "max_message_bytes: 67108864 (default)\n"
+                 "caps.max_beam: 4096 (default)\n"
+                 "caps.max_k: 4096 (default)\n"
+                 "caps.max_t: 64 (default)\n"
+                 "caps.max_results: 4096 (default)\n"
+                 "default_deadline_ms: 0 (default)\n"
+                 "drain_timeout_ms: 10000 (default)\n"
+                 "admin_reload: false (default)\n"
+                 "log_level: info (default)\n"
+                 "log_file: \"\" (default)\n"
+                 "metrics: \"\" (default)\n"
+                 "cluster.rank: 0 (default)\n"
+                 "cluster.world: 1 (default)\n"
+                 "cluster.coordinator: \"\" (default)\n");
+
+    load_ok("index = \"/srv/lib.fti\";\n"
+            "listeners = (\n"
+            "  { url = \"ipc:///tmp/ft.ipc\"; admin = true; },\n"
+            "  { url = \"tls+tcp://127.0.0.1:9443\";\n"
+            "    tls = { cert = \"c.pem\"; key = \"k.pem\"; }; }\n"
+            ");\n"
+            "devices = [3, 1];\n"
+            "caps = { max_t = 8; };\n"
+            "engine = \"shards\";\n");
+    FT_CHECK_STR(cfg.index_path, "/srv/lib.fti");
+    FT_CHECK_EQ_U64(cfg.n_listeners, 2);
+    FT_CHECK_STR(cfg.listeners[1].tls_cert, "c.pem");
+    FT_CHECK_STR(cfg.listeners[1].tls_key, "k.pem");
+    FT_CHECK_EQ_U64(cfg.listeners[1].tls_verify, 0);
+    FT_CHECK_EQ_U64(cfg.n_devices, 2);
+    FT_CHECK_EQ_U64(cfg.devices[0], 3);
+    FT_CHECK_EQ_U64(cfg.devices[1], 1);
+    FT_CHECK_EQ_U64(cfg.engine, FT_CONFIG_ENGINE_SHARDS);
+    FT_CHECK_EQ_U64(cfg.max_t, 8);
+    FT_CHECK_EQ_U64(cfg.max_beam, 4096);
+    HAS_LINE(&cfg, "index: /srv/lib.fti (file:1)");
+    HAS_LINE(&cfg, "listeners: ipc:///tmp/ft.ipc,tls+tcp://127.0.0.1:9443 (file:2)");
+    HAS_LINE(&cfg, "listeners[0].url: ipc:///tmp/ft.ipc (file:3)");
+    HAS_LINE(&cfg, "listeners[0].admin: true (file:3)");
+    HAS_LINE(&cfg, "listeners[0].tls.cert: \"\" (default)");
+    HAS_LINE(&cfg, "listeners[1].url: tls+tcp://127.0.0.1:9443 (file:4)");
+    HAS_LINE(&cfg, "listeners[1].admin: false (default)");
+    HAS_LINE(&cfg, "listeners[1].tls.key: k.pem (file:5)");
+    HAS_LINE(&cfg, "devices: 3,1 (file:7)");
+    HAS_LINE(&cfg, "caps.max_t: 8 (file:8)");
+    HAS_LINE(&cfg, "caps.max_k: 4096 (default)");
+    HAS_LINE(&cfg, "engine: shards (file:9)");
+}
+
+static void test_cli(void)
+{
+    load_ok("index = \"/srv/a.fti\";\nmax_batch = 8;\n");
+    ft_config_source cli = FT_CONFIG_SRC_CLI_AT;
+    FT_PASS(ft_config_set(&cfg, "index", "/srv/b.fti", cli, err, sizeof err));
+    FT_CHECK_STR(cfg.index_path, "/srv/b.fti");
+    FT_CHECK_EQ_U64(cfg.src[FT_CONFIG_S_INDEX].kind, FT_CONFIG_SRC_CLI);
+    HAS_LINE(&cfg, "index: /srv/b.fti (cli)");
+    HAS_LINE(&cfg, "max_batch: 8 (file:2)");
+    FT_PASS(ft_config_set(&cfg, "listeners", "tcp://127.0.0.1:1, ipc:///tmp/x",
+                          cli, err, sizeof err));
+    FT_CHECK_EQ_U64(cfg.n_listeners, 2);
+    FT_CHECK_STR(cfg.listeners[1].url, "ipc:///tmp/x");
+    HAS_LINE(&cfg, "listeners: tcp://127.0.0.1:1,ipc:///tmp/x (cli)");
+    HAS_LINE(&cfg, "listeners[1].url: ipc:///tmp/x (cli)");
+    HAS_LINE(&cfg, "listeners[1].admin: false (cli)");
+    FT_PASS(ft_config_set(&cfg, "engine", "gpu", cli, err, sizeof err));
+    FT_CHECK_EQ_U64(cfg.engine, FT_CONFIG_ENGINE_GPU);
+    FT_PASS(ft_config_set(&cfg, "metrics", "http://127.0.0.1:9100", cli, err,
+                          sizeof err));
+    HAS_LINE(&cfg, "metrics: http://127.0.0.1:9100 (cli)");
+    FT_PASS(ft_config_set(&cfg, "devices", "0, 1,2", cli, err, sizeof err));
+    HAS_LINE(&cfg, "devices: 0,1,2 (cli)");
+    FT_PASS(ft_config_set(&cfg, "admin_reload", "true", cli, err, sizeof err));
+    FT_CHECK_EQ_U64(cfg.admin_reload, 1);
+    FT_PASS(ft_config_validate(&cfg, err, sizeof err));
+
+    /* The flags of serve map onto settings. */
+    int n = 0;
+    for (; ft_config_flags[n].flag != NULL; n++)
+        FT_CHECK(ft_config_find(ft_config_flags[n].setting) != NULL);
+    FT_CHECK_EQ_U64(n, 4);
+
+    struct {
+        const char *name, *value, *msg;
+    } bad[] = {
+        {"max_batch", "0", "cli: max_batch: must be 1..64, got 0"},
+        {"max_batch", "x", "cli: max_batch: expected an integer, got 'x'"},
+        {"max_batch", "", "cli: max_batch: expected an integer, got ''"},
+        {"max_batch", "-1", "cli: max_batch: must be 1..64, got -1"},
+        {"max_batch", "99999999999999999999",
+         "cli: max_batch: expected an integer, got '99999999999999999999'"},
+        {"bogus", "1", "cli: bogus: unknown setting"},
+        {"caps", "1", "cli: caps: unknown setting"},
+        {"engine", "fpga", "cli: engine: must be one of auto|cpu|gpu|shards, got 'fpga'"},
+        {"admin_reload", "yes", "cli: admin_reload: expected true or false, got 'yes'"},
+        {"devices", "0,0", "cli: devices: 0 is listed twice"},
+        {"devices", "", "cli: devices: must hold 1..64 integers, got 0"},
+        {"devices", "0,a", "cli: devices: expected comma-separated integers, got '0,a'"},
+        {"devices", "256", "cli: devices: element 0 must be 0..255, got 256"},
+        {"listeners", "", "cli: listeners: expected at least one URL"},
+        {"listeners", "tcp://127.0.0.1:1,,ipc:///a",
+         "cli: listeners: empty URL in 'tcp://127.0.0.1:1,,ipc:///a'"},
+        {"listeners", "udp://x:1",
+         "cli: listeners: expected tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH, got 'udp://x:1'"},
+        {"listeners", "tcp://127.0.0.1:99999",
+         "cli: listeners: expected tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH, got 'tcp://127.0.0.1:99999'"},
+        {"metrics", "tcp://127.0.0.1:1",
+         "cli: metrics: expected http://HOST:PORT, got 'tcp://127.0.0.1:1'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ft_config before = cfg;
+        FT_FAIL(ft_config_set(&cfg, bad[i].name, bad[i].value, cli, err,
+                              sizeof err), FT_ECONFIG);
+        FT_CHECK_STR(err, bad[i].msg);
+        /* A refused value leaves the configuration as it was. */
+        FT_CHECK(memcmp(&before, &cfg, sizeof cfg) == 0);
+    }
+    char longpath[FT_CONFIG_PATH_MAX + 1];
+    memset(longpath, 'a', sizeof longpath - 1);
+    longpath[sizeof longpath - 1] = 0;
+    FT_FAIL(ft_config_set(&cfg, "index", longpath, cli, err, sizeof err),
+            FT_ECONFIG);
+    FT_CHECK_STR(err, "cli: index: longer than 1023 bytes");
+}
+
+static void test_errors(void)
+{
+    /* Unknown keys, at every level. */
+    BAD("max_batch = 4;\nbogus = 1;\n", "t.conf:2: bogus: unknown setting");
+    BAD("caps = {\n  max_beam = 4;\n  max_depth = 3;\n};\n",
+        "t.conf:3: caps.max_depth: unknown setting");
+    BAD("cluster = { rank = 0; nodes = 3; };\n",
+        "t.conf:1: cluster.nodes: unknown setting");
+    BAD("listeners = (\n { url = \"tcp://127.0.0.1:1\";\n   port = 5; }\n);\n",
+        "t.conf:3: listeners[0].port: unknown setting");
+    BAD("listeners = ( { url = \"tcp://127.0.0.1:1\"; },\n"
+        " { url = \"tls+tcp://127.0.0.1:2\";\n"
+        "   tls = { cert = \"c\"; key = \"k\";\n"
+        "           pin = \"x\"; }; } );\n",
+        "t.conf:4: listeners[1].tls.pin: unknown setting");
+    BAD("max_beam = 5;\n", "t.conf:1: max_beam: unknown setting");
+    BAD("caps = { caps = { max_t = 1; }; };\n",
+        "t.conf:1: caps.caps: unknown setting");
+
+    /* Wrong types. */
+    BAD("\nmax_batch = \"32\";\n",
+        "t.conf:2: max_batch: expected an integer, got a string");
+    BAD("max_batch = 1.5;\n", "t.conf:1: max_batch: expected an integer, got a float");
+    BAD("admin_reload = 1;\n",
+        "t.conf:1: admin_reload: expected true or false, got an integer");
+    BAD("index = 3;\n", "t.conf:1: index: expected a string, got an integer");
+    BAD("engine = true;\n", "t.conf:1: engine: expected a string, got a boolean");
+    BAD("caps = 5;\n", "t.conf:1: caps: expected a group, got an integer");
+    BAD("cluster = ( 1 );\n", "t.conf:1: cluster: expected a group, got a list");
+    BAD("devices = 0;\n",
+        "t.conf:1: devices: expected a list of integers like [0, 1], got an integer");
+    BAD("devices = [\"a\"];\n",
+        "t.conf:1: devices: element 0: expected an integer, got a string");
+    BAD("devices = ( 0, \"a\" );\n",
+        "t.conf:1: devices: element 1: expected an integer, got a string");
+    BAD("listeners = \"tcp://127.0.0.1:1\";\n",
+        "t.conf:1: listeners: expected a list of groups like ( { url = ...; } ), got a string");
+    BAD("listeners = ( \"tcp://127.0.0.1:1\" );\n",
+        "t.conf:1: listeners[0]: expected a group, got a string");
+    BAD("listeners = ( { url = \"tcp://127.0.0.1:1\"; admin = \"yes\"; } );\n",
+        "t.conf:1: listeners[0].admin: expected true or false, got a string");
+    BAD("listeners = ( { url = \"tcp://127.0.0.1:1\"; tls = 1; } );\n",
+        "t.conf:1: listeners[0].tls: expected a group, got an integer");
+
+    /* Out of range. */
+    BAD("max_batch = 65;\n", "t.conf:1: max_batch: must be 1..64, got 65");
+    BAD("max_batch = 0;\n", "t.conf:1: max_batch: must be 1..64, got 0");
+    BAD("max_wait_us = -1;\n", "t.conf:1: max_wait_us: must be 0..1000000, got -1");
+    BAD("max_wait_us = 1000001;\n",
+        "t.conf:1: max_wait_us: must be 0..1000000, got 1000001");
+    BAD("queue_depth = 0;\n", "t.conf:1: queue_depth: must be 1..1000000, got 0");
+    BAD("max_message_bytes = 1023;\n",
+        "t.conf:1: max_message_bytes: must be 1024..4294967295, got 1023");
+    BAD("caps = {\n max_t = 65;\n};\n", "t.conf:2: caps.max_t: must be 1..64, got 65");
+    BAD("caps = { max_beam = 4097; };\n",
+        "t.conf:1: caps.max_beam: must be 1..4096, got 4097");
+    BAD("caps = { max_k = 0; };\n", "t.conf:1: caps.max_k: must be 1..4096, got 0");
+    BAD("caps = { max_results = 5000; };\n",
+        "t.conf:1: caps.max_results: must be 1..4096, got 5000");
+    BAD("cluster = { world = 0; };\n",
+        "t.conf:1: cluster.world: must be 1..65536, got 0");
+    BAD("replicas = 0;\n", "t.conf:1: replicas: must be 1..64, got 0");
+    BAD("devices = [0, 0];\n", "t.conf:1: devices: 0 is listed twice");
+    BAD("devices = [];\n", "t.conf:1: devices: must hold 1..64 integers, got 0");
+    BAD("devices = [1, 300];\n",
+        "t.conf:1: devices: element 1 must be 0..255, got 300");
+    BAD("listeners = ();\n", "t.conf:1: listeners: must hold 1..16 listeners, got 0");
+    /* libconfig 1.5 wraps an integer without L to 32 bits; the loader
+     * refuses the literal as written instead of the wrapped value. */
+    BAD("queue_depth = 5000000000;\n",
+        "t.conf:1: queue_depth: must be 1..1000000, got 5000000000");
+    BAD("max_wait_us = -5000000000;\n",
+        "t.conf:1: max_wait_us: must be 0..1000000, got -5000000000");
+    BAD("queue_depth = 0x100000000;\n",
+        "t.conf:1: queue_depth: must be 1..1000000, got 0x100000000");
+    BAD("max_message_bytes = 4294967295;\n",
+        "t.conf:1: max_message_bytes: write 4294967295 as 4294967295L: "
+        "without L libconfig reads a 32-bit integer");
+    BAD("devices = [1,\n 99999999999];\n",
+        "t.conf:1: devices: elements must be 0..255, got 99999999999");
+    load_ok("index = \"x\"; # 99999999999 in a comment\n"
+            "log_file = \"/tmp/99999999999\";\n"
+            "max_message_bytes = 4294967295L;\n");
+    FT_CHECK_EQ_U64(cfg.max_message_bytes, 4294967295ULL);
+
+    /* Bad enum strings. */
+    BAD("engine = \"fpga\";\n",
+        "t.conf:1: engine: must be one of auto|cpu|gpu|shards, got 'fpga'");
+    BAD("log_level = \"INFO\";\n",
+        "t.conf:1: log_level: must be one of error|warn|info|debug, got 'INFO'");
+
+    /* Bad URLs. */
+    BAD("listeners = ( { url = \"http://127.0.0.1:1\"; } );\n",
+        "t.conf:1: listeners[0].url: expected tcp://HOST:PORT, tls+tcp://HOST:PORT "
+        "or ipc://PATH, got 'http://127.0.0.1:1'");
+    BAD("metrics = \"http://localhost\";\n",
+        "t.conf:1: metrics: expected http://HOST:PORT, got 'http://localhost'");
+    BAD("cluster = { coordinator = \"tcp://host\"; };\n",
+        "t.conf:1: cluster.coordinator: expected tcp://HOST:PORT, tls+tcp://HOST:PORT "
+        "or ipc://PATH, got 'tcp://host'");
+
+    /* Syntax errors and names given twice (libconfig's own words). */
+    BAD("max_batch = 4;\nmax_wait_us = ;\n", "t.conf:2: syntax error");
+    BAD("caps = {\n max_t = 1;\n", "t.conf:3: syntax error");
+    BAD("max_batch = 4;\n\nmax_batch = 5;\n", "t.conf:3: duplicate setting name");
+
+    /* A missing file is an I/O error, not a config error. */
+    FT_FAIL(ft_config_load(&cfg, "/nonexistent/ft.conf", err, sizeof err), FT_EIO);
+    FT_CHECK_STR(err, "/nonexistent/ft.conf: cannot open: No such file or directory");
+}
+
+static void test_validate(void)
+{
+    BAD_VALID("max_batch = 4;\n",
+              "t.conf: index: required (set it in the file or give --index)");
+    BAD_VALID("index = \"i\";\nlisteners = (\n"
+              "  { url = \"tcp://127.0.0.1:1\"; },\n"
+              "  { url = \"ipc:///tmp/a\"; },\n"
+              "  { admin = true;\n"
+              "    url = \"tcp://127.0.0.1:1\"; }\n);\n",
+              "t.conf:6: listeners[2].url: 'tcp://127.0.0.1:1' is also listeners[0]'s URL");
+    BAD_VALID("index = \"i\";\nlisteners = (\n"
+              "  { url = \"tcp://127.0.0.1:1\"; },\n"
+              "  { url = \"tls+tcp://127.0.0.1:2\"; }\n);\n",
+              "t.conf:4: listeners[1].tls.cert: required for a tls+tcp:// listener");
+    BAD_VALID("index = \"i\";\nlisteners = (\n"
+              "  { url = \"tls+tcp://127.0.0.1:2\";\n"
+              "    tls = { cert = \"c\"; }; }\n);\n",
+              "t.conf:3: listeners[0].tls.key: required for a tls+tcp:// listener");
+    BAD_VALID("index = \"i\";\nlisteners = (\n"
+              "  { url = \"tls+tcp://127.0.0.1:2\";\n"
+              "    tls = { cert = \"c\"; key = \"k\";\n"
+              "            verify_client = true; }; }\n);\n",
+              "t.conf:5: listeners[0].tls.ca: required when tls.verify_client is true");
+    BAD_VALID("index = \"i\";\nlisteners = (\n"
+              "  { url = \"tcp://127.0.0.1:2\";\n"
+              "    tls = { cert = \"c\"; key = \"k\"; }; }\n);\n",
+              "t.conf:3: listeners[0].tls: only a tls+tcp:// listener takes a tls "
+              "group, not 'tcp://127.0.0.1:2'");
+    BAD_VALID("index = \"i\";\nlisteners = ( { admin = true; } );\n",
+              "t.conf:2: listeners[0].url: required");
+    BAD_VALID("index = \"i\";\ncluster = {\n  world = 2;\n  rank = 2;\n"
+              "  coordinator = \"tcp://10.0.0.1:7710\";\n};\n",
+              "t.conf:4: cluster.rank: must be below cluster.world (2), got 2");
+    BAD_VALID("index = \"i\";\ncluster = {\n  world = 2;\n};\n",
+              "t.conf:3: cluster.coordinator: required when cluster.world is 2");
+    load_ok("index = \"i\";\ncluster = { world = 2; rank = 1;"
+            " coordinator = \"tcp://10.0.0.1:7710\"; };\n");
+    FT_CHECK_EQ_U64(cfg.cluster_rank, 1);
+    FT_CHECK_EQ_U64(cfg.cluster_world, 2);
+}
+
+static void test_files(void)
+{
+    char dir[] = "/tmp/ft_config_test.XXXXXX";
+    FT_CHECK(mkdtemp(dir) != NULL);
+    char idx[128], cert[128], text[1024];
+    snprintf(idx, sizeof idx, "%s/lib.fti", dir);
+    snprintf(cert, sizeof cert, "%s/c.pem", dir);
+    FILE *f = fopen(idx, "w");
+    FT_CHECK(f != NULL);
+    fclose(f);
+    snprintf(text, sizeof text,
+             "index = \"%s\";\nlisteners = (\n"
+             "  { url = \"tls+tcp://127.0.0.1:2\";\n"
+             "    tls = { cert = \"%s\";\n"
+             "            key = \"%s\"; }; }\n);\n", idx, cert, idx);
+    load_ok(text);
+    FT_FAIL(ft_config_check_files(&cfg, err, sizeof err), FT_ECONFIG);
+    char want[512];
+    snprintf(want, sizeof want, "t.conf:4: listeners[0].tls.cert: %s does not exist",
+             cert);
+    FT_CHECK_STR(err, want);
+    f = fopen(cert, "w");
+    FT_CHECK(f != NULL);
+    fclose(f);
+    FT_PASS(ft_config_check_files(&cfg, err, sizeof err));
+    FT_PASS(ft_config_set(&cfg, "index", dir, FT_CONFIG_SRC_CLI_AT, err, sizeof err));
+    FT_FAIL(ft_config_check_files(&cfg, err, sizeof err), FT_ECONFIG);
+    snprintf(want, sizeof want, "cli: index: %s is not a regular file", dir);
+    FT_CHECK_STR(err, want);
+
+    /* The same configuration read from a real file. */
+    char path[128];
+    snprintf(path, sizeof path, "%s/t.conf", dir);
+    f = fopen(path, "w");
+    FT_CHECK(f != NULL);
+    fputs("max_batch = 7;\n\nbogus = 1;\n", f);
+    fclose(f);
+    FT_FAIL(ft_config_load(&cfg, path, err, sizeof err), FT_ECONFIG);
+    snprintf(want, sizeof want, "%s:3: bogus: unknown setting", path);
+    FT_CHECK_STR(err, want);
+    f = fopen(path, "w");
+    fputs("max_batch = 7;\n", f);
+    fclose(f);
+    FT_PASS(ft_config_load(&cfg, path, err, sizeof err));
+    FT_CHECK_EQ_U64(cfg.max_batch, 7);
+    FT_CHECK_STR(cfg.path, path);
+    unlink(path);
+    unlink(cert);
+    unlink(idx);
+    rmdir(dir);
+}
+
+static void test_reload(void)
+{
+    static const char *yes[] = {"index", "caps.max_beam", "caps.max_k",
+                                "caps.max_t", "caps.max_results", "max_wait_us",
+                                "max_batch", "log_level", "default_deadline_ms",
+                                "drain_timeout_ms", "admin_reload", "log_file"};
+    static const char *no[] = {"listeners", "engine", "devices", "cluster.rank",
+                               "cluster.world", "cluster.coordinator", "replicas",
+                               "cpu_threads", "queue_depth", "max_message_bytes",
+                               "metrics"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        FT_CHECK(ft_config_find(yes[i])->reloadable == 1);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        FT_CHECK(ft_config_find(no[i])->reloadable == 0);
+    FT_CHECK_EQ_U64(sizeof yes / sizeof yes[0] + sizeof no / sizeof no[0],
+                    FT_CONFIG_NSETTINGS);
+    for (int i = 0; i < FT_CONFIG_L_NFIELDS; i++)
+        FT_CHECK(ft_config_listener_rows[i].reloadable == 0);
+
+    const char *base = "index = \"a\";\nengine = \"cpu\";\n"
+                       "listeners = ( { url = \"ipc:///tmp/a\"; } );\n";
+    load_ok(base);
+    cfg2 = cfg;
+    load_ok("index = \"b\";\nengine = \"cpu\";\nmax_batch = 4;\n"
+            "caps = { max_beam = 10; };\nlog_level = \"debug\";\n"
+            "listeners = ( { url = \"ipc:///tmp/a\"; } );\n");
+    FT_PASS(ft_config_reload_check(&cfg2, &cfg, err, sizeof err));
+    load_ok("index = \"a\";\n\nengine = \"gpu\";\n"
+            "listeners = ( { url = \"ipc:///tmp/a\"; } );\n");
+    FT_FAIL(ft_config_reload_check(&cfg2, &cfg, err, sizeof err), FT_ECONFIG);
+    FT_CHECK_STR(err, "t.conf:3: engine: changed, but takes effect only on a restart");
+    load_ok("index = \"a\";\nengine = \"cpu\";\n"
+            "listeners = ( { url = \"ipc:///tmp/a\"; admin = true; } );\n");
+    FT_FAIL(ft_config_reload_check(&cfg2, &cfg, err, sizeof err), FT_ECONFIG);
+    FT_CHECK_STR(err, "t.conf:3: listeners: changed, but takes effect only on a restart");
+    load_ok("index = \"a\";\nengine = \"cpu\";\ndevices = [0, 1];\n"
+            "listeners = ( { url = \"ipc:///tmp/a\"; } );\n");
+    FT_FAIL(ft_config_reload_check(&cfg2, &cfg, err, sizeof err), FT_ECONFIG);
+    FT_CHECK_STR(err, "t.conf:3: devices: changed, but takes effect only on a restart");
+}
+
+static void test_example(const char *path)
+{
+    char *text = read_all(path);
+    FT_PASS(ft_config_load(&cfg, path, err, sizeof err));
+    FT_PASS(ft_config_validate(&cfg, err, sizeof err));
+    /* Every setting is written out in the example... */
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
+        if (cfg.src[i].kind != FT_CONFIG_SRC_FILE) {
+            fprintf(stderr, "%s does not set %s\n", path, ft_config_rows[i].name);
+            exit(1);
+        }
+    /* ...and every listener field in at least one listener. */
+    for (int f = 0; f < FT_CONFIG_L_NFIELDS; f++) {
+        int found = 0;
+        for (uint32_t l = 0; l < cfg.n_listeners; l++)
+            found |= cfg.listeners[l].src[f].kind == FT_CONFIG_SRC_FILE;
+        if (!found) {
+            fprintf(stderr, "%s sets no listeners[].%s\n", path,
+                    ft_config_listener_rows[f].name);
+            exit(1);
+        }
+    }
+    /* Each setting has its paragraph: a comment naming it right above. */
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const char *dot = strrchr(ft_config_rows[i].name, '.');
+        const char *leaf = dot ? dot + 1 : ft_config_rows[i].name;
+        char pat[96];
+        snprintf(pat, sizeof pat, "# %s: ", leaf);
+        if (strstr(text, pat) == NULL) {
+            fprintf(stderr, "%s has no paragraph '%s'\n", path, pat);
+            exit(1);
+        }
+    }
+    /* The index it names does not exist here: check-config says so. */
+    FT_FAIL(ft_config_check_files(&cfg, err, sizeof err), FT_ECONFIG);
+    char want[2048];
+    snprintf(want, sizeof want, "%s:%d: index: %s does not exist", path,
+             line_of(text, "\nindex = ") + 1, cfg.index_path);
+    FT_CHECK_STR(err, want);
+    free(text);
+}
+
+/* test_doc checks that docs/config.md holds the generated table as is. */
+static void test_doc(const char *path)
+{
+    ft_buf b;
+    ft_buf_init(&b);
+    FT_PASS(ft_config_doc(&b));
+    char *md = read_all(path);
+    if (strstr(md, (const char *)b.data) == NULL) {
+        fprintf(stderr, "%s does not hold the output of "
+                        "'flashtrie check-config --doc':\n%s", path, b.data);
+        exit(1);
+    }
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        char pat[96];
+        snprintf(pat, sizeof pat, "| `%s` |", ft_config_rows[i].name);
+        FT_CHECK(strstr((const char *)b.data, pat) != NULL);
+    }
+    free(md);
+    ft_buf_free(&b);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: config_test EXAMPLE_CONF CONFIG_MD\n");
+        return 2;
+    }
+    test_defaults();
+    test_dump_format();
+    test_cli();
+    test_errors();
+    test_validate();
+    test_files();
+    test_reload();
+    test_example(argv[1]);
+    test_doc(argv[2]);
+    printf("config_test: ok\n");
+    return 0;
+}
