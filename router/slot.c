@@ -1,0 +1,172 @@
+/* slot.c - generations of index + engines, and the one engine call. */
+#include "slot.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft_impl.h"
+#include "queue.h"
+
+void ft_slot_opts_init(ft_slot_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->engine = FT_SLOT_AUTO;
+    o->cpu_replicas = 1;
+}
+
+int ft_slot_engine_parse(const char *s)
+{
+    if (!strcmp(s, "auto"))
+        return FT_SLOT_AUTO;
+    if (!strcmp(s, "cpu"))
+        return FT_SLOT_CPU;
+    if (!strcmp(s, "gpu"))
+        return FT_SLOT_GPU;
+    return -1;
+}
+
+const char *ft_slot_engine_str(ft_slot_engine e)
+{
+    return e == FT_SLOT_CPU ? "cpu" : e == FT_SLOT_GPU ? "gpu" : "auto";
+}
+
+static void gen_close(ft_gen *g)
+{
+    for (size_t i = 0; i < g->n_eng; i++)
+        ft_engine_close(g->eng[i]);
+    ft_index_close(g->idx);
+    free(g);
+}
+
+/* open_gpus opens one GPU engine per listed device; all or none. */
+static int open_gpus(ft_gen *g, const ft_slot_opts *o, char *err,
+                     size_t errlen)
+{
+    size_t nd = o->n_devices ? o->n_devices : 1;
+    for (size_t i = 0; i < nd; i++) {
+        ft_engine_opts eo;
+        ft_engine_opts_init(&eo);
+        eo.kind = FT_ENGINE_GPU;
+        eo.device = o->n_devices ? o->devices[i] : 0;
+        eo.max_batch = o->max_batch;
+        eo.max_beam = o->max_beam;
+        eo.max_k = o->max_k;
+        eo.max_t = o->max_t;
+        char e2[160];
+        int rc = ft_engine_open(&g->eng[i], g->idx, &eo, e2, sizeof e2);
+        if (rc != FT_OK) {
+            snprintf(err, errlen, "GPU engine on device %d: %s", eo.device,
+                     e2);
+            while (i-- > 0)
+                ft_engine_close(g->eng[i]);
+            return rc;
+        }
+        g->kind[i] = FT_ENGINE_GPU;
+        g->device[i] = eo.device;
+    }
+    g->n_eng = nd;
+    return FT_OK;
+}
+
+static int open_cpus(ft_gen *g, const ft_slot_opts *o, char *err,
+                     size_t errlen)
+{
+    int n = o->cpu_replicas > 0 ? o->cpu_replicas : 1;
+    if (n > FT_SLOT_MAX_REPLICAS)
+        n = FT_SLOT_MAX_REPLICAS;
+    for (int i = 0; i < n; i++) {
+        ft_engine_opts eo;
+        ft_engine_opts_init(&eo);
+        eo.kind = FT_ENGINE_CPU;
+        eo.threads = o->cpu_threads;
+        char e2[256];
+        int rc = ft_engine_open(&g->eng[i], g->idx, &eo, e2, sizeof e2);
+        if (rc != FT_OK) {
+            snprintf(err, errlen, "CPU engine: %s", e2);
+            while (i-- > 0)
+                ft_engine_close(g->eng[i]);
+            return rc;
+        }
+        g->kind[i] = FT_ENGINE_CPU;
+        g->device[i] = -1;
+    }
+    g->n_eng = (size_t)n;
+    return FT_OK;
+}
+
+int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
+                uint64_t id, char *errbuf, size_t errlen)
+{
+    char tmp[1];
+    if (errbuf == NULL) {
+        errbuf = tmp;
+        errlen = sizeof tmp;
+    }
+    *out = NULL;
+    if (strlen(path) >= sizeof ((ft_gen *)0)->path) {
+        snprintf(errbuf, errlen, "%.64s...: path too long", path);
+        return FT_EINVAL;
+    }
+    ft_gen *g = calloc(1, sizeof *g);
+    if (g == NULL) {
+        snprintf(errbuf, errlen, "%s: out of memory", path);
+        return FT_ENOMEM;
+    }
+    atomic_init(&g->refs, 1);
+    g->id = id;
+    strcpy(g->path, path);
+    int rc = ft_index_open(&g->idx, path, o->no_verify ? FT_OPEN_NO_VERIFY : 0,
+                           errbuf, errlen);
+    if (rc != FT_OK) {
+        free(g);
+        return rc;
+    }
+    ft_index_info_get(&g->info, g->idx);
+    char why[200] = "";
+    if (o->engine == FT_SLOT_CPU) {
+        rc = open_cpus(g, o, errbuf, errlen);
+        snprintf(g->why, sizeof g->why, "cpu: asked for (engine = cpu)");
+    } else {
+        rc = open_gpus(g, o, why, sizeof why);
+        if (rc == FT_OK) {
+            snprintf(g->why, sizeof g->why, "gpu: %s (engine = %s)",
+                     o->engine == FT_SLOT_AUTO ? "a GPU is usable" : "asked for",
+                     ft_slot_engine_str(o->engine));
+        } else if (o->engine == FT_SLOT_GPU) {
+            snprintf(errbuf, errlen, "%s", why);
+        } else {
+            rc = open_cpus(g, o, errbuf, errlen);
+            snprintf(g->why, sizeof g->why,
+                     "cpu: no usable GPU (engine = auto; %s)", why);
+        }
+    }
+    if (rc != FT_OK) {
+        ft_index_close(g->idx);
+        free(g);
+        return rc;
+    }
+    g->opened_ns = ft_now_ns();
+    *out = g;
+    return FT_OK;
+}
+
+void ft_gen_ref(ft_gen *g)
+{
+    atomic_fetch_add(&g->refs, 1);
+}
+
+void ft_gen_unref(ft_gen *g)
+{
+    if (g != NULL && atomic_fetch_sub(&g->refs, 1) == 1) {
+        FT_INFO("index generation %llu (%s) closed: its last request is "
+                "answered", (unsigned long long)g->id, g->path);
+        gen_close(g);
+    }
+}
+
+int ft_slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
+                   ft_result *res)
+{
+    return ft_engine_search_batch(g->eng[r], reqs, n, res);
+}
