@@ -166,12 +166,14 @@ int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
         return SRV_WIRE_REPLY;
     }
     case FT_FRAME_RELOAD: {
-        if (!srv->o.admin_reload || !wc->admin)
+        if (!srv->o.admin_reload || !wc->admin) {
+            srv_count(srv, FT_EPERM, 0);
             return reply_error(
                 out, m->hdr.id, FT_EPERM,
                 !srv->o.admin_reload
                     ? "reload: not allowed (admin_reload is off)"
                     : "reload: not allowed on this listener (not admin)");
+        }
         char msg[512];
         rc = srv_reload(srv, m->text, msg, sizeof msg);
         if (ft_frame_encode_reload_reply(out, m->hdr.id, rc, msg) != FT_OK)
@@ -180,6 +182,7 @@ int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
     }
     default: {
         char msg[96];
+        srv_count(srv, FT_EPROTO, 0);
         snprintf(msg, sizeof msg, "type: %s (0x%04x) is not a request",
                  ft_frame_type_name(m->hdr.type), m->hdr.type);
         return reply_error(out, m->hdr.id, FT_EPROTO, msg);

@@ -54,6 +54,7 @@ static const char *status_key(int s)
     case FT_EDEADLINE: return "deadline";
     case FT_EPROTO: return "protocol";
     case FT_ESHUTDOWN: return "shutdown";
+    case FT_EPERM: return "denied";
     default: return NULL;
     }
 }
