@@ -620,9 +620,12 @@ static void case_busy(void)
             busy++;
         }
     }
-    /* One request runs, two wait in the queue: at least those three are
-     * answered, and with ten sent at once some must be refused. */
-    FT_CHECK(ok >= 3);
+    /* The queue holds two: at least those two are answered (a third when
+     * the batcher took the first before the second arrived), and with ten
+     * sent at once and each batch taking 300 ms, the rest are refused. */
+    if (ok < 2 || busy < 1)
+        fprintf(stderr, "ok %d busy %d\n", ok, busy);
+    FT_CHECK(ok >= 2);
     FT_CHECK(busy >= 1);
     char *info;
     FT_PASS(ft_client_info(c, &info, NULL, 0));
