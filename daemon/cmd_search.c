@@ -23,7 +23,7 @@ typedef struct slot {
     ft_jsonl_req q;
     int ok;          /* parsed; its answer is res[ri] */
     size_t ri;
-    char error[192]; /* parse error when !ok */
+    char error[256]; /* parse error when !ok */
 } slot;
 
 /* ensure_result makes res hold n hits of up to T tokens each. */

@@ -14,6 +14,7 @@
  * text.  Nothing is left for jansson in this file (string escaping on
  * output is a dozen lines), so it does not use it.
  */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,6 +69,7 @@ typedef struct rd {
     char msg[256];  /* the request fault */
     char smsg[256]; /* the syntax error, which wins over msg */
     int syntax;
+    int cut;     /* the line was cut at the size cap: end is not its end */
     int seen[F_COUNT];
     size_t T[2], K[2]; /* rows and row 0's length of tokens / logp */
 } rd;
@@ -140,7 +142,8 @@ static void quote(char *out, const unsigned char *a, size_t n)
 }
 
 /* syn records a syntax error at `at`, quoting the token that starts there
- * (a run of letters, digits and number signs, a string, or one byte) and
+ * (a run of letters, digits and number signs, a string, an escape, or one
+ * byte) and
  * the column of its last byte, as jansson did. */
 static int syn(rd *r, const unsigned char *at, const char *what)
 {
@@ -158,6 +161,10 @@ static int syn(rd *r, const unsigned char *at, const char *what)
         while (e < r->end && (is_alnum(*e) || *e == '-' || *e == '+' ||
                               *e == '.'))
             e++;
+    } else if (*at == '\\') { /* an escape: \uXXXX or \c */
+        e = at + (at + 1 < r->end && at[1] == 'u' ? 6 : 2);
+        if (e > r->end)
+            e = r->end;
     } else if (*at == '"') {
         while (e < r->end && *e != '"')
             e += *e == '\\' && e + 1 < r->end ? 2 : 1;
@@ -461,9 +468,77 @@ static double num_long(const unsigned char *a, size_t n)
     return strtod(buf, NULL);
 }
 
+/* num_fast gives the value of a literal with at most 15 significant
+ * digits m and a decimal exponent e with |e| <= 22 as one binary64
+ * multiplication or division of two exact operands (m < 2^53, 10^e exact):
+ * rounded once, so exactly strtod's result (Clinger's fast path), at a
+ * fraction of its cost; model output is mostly such numbers.  0 when the
+ * literal does not qualify (or binary64 arithmetic is not evaluated in
+ * binary64 on this target). */
+static int num_fast(const num *x, double *out)
+{
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+    static const double p10[23] = {
+        1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+        1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const unsigned char *p = x->a, *end = x->a + x->n;
+    int neg = 0, nd = 0;
+    long e = 0;
+    uint64_t m = 0;
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    for (; p < end && is_digit(*p); p++)
+        if (nd || *p != '0') {
+            if (++nd > 15)
+                return 0;
+            m = m * 10 + (*p - '0');
+        }
+    if (p < end && *p == '.')
+        for (p++; p < end && is_digit(*p); p++) {
+            if (nd || *p != '0') {
+                if (++nd > 15)
+                    return 0;
+                m = m * 10 + (*p - '0');
+            }
+            e--;
+        }
+    if (p < end) { /* the exponent */
+        int eneg = 0;
+        long ex = 0;
+        p++;
+        if (*p == '+' || *p == '-')
+            eneg = *p++ == '-';
+        for (; p < end; p++)
+            if (ex < 100000)
+                ex = ex * 10 + (*p - '0');
+        e += eneg ? -ex : ex;
+    }
+    double v;
+    if (m == 0)
+        v = 0.0;
+    else if (e >= 0 && e <= 22)
+        v = (double)m * p10[e];
+    else if (e < 0 && e >= -22)
+        v = (double)m / p10[-e];
+    else
+        return 0;
+    *out = neg ? -v : v;
+    return 1;
+#else
+    (void)x;
+    (void)out;
+    return 0;
+#endif
+}
+
 /* num_value is the literal's binary64 value, as strtod reads it. */
 static double num_value(const num *x)
 {
+    double v;
+    if (num_fast(x, &v))
+        return v;
     if (x->n > NUM_DIRECT)
         return num_long(x->a, x->n);
     char buf[NUM_DIRECT + 1];
@@ -846,6 +921,8 @@ static int read_id(rd *r)
         fault(r, "id: must be a string or an integer");
         return 0;
     }
+    if (r->cut && r->p == r->end) /* its digits may go on past the cut */
+        return syn(r, r->end, "cut");
     if (x.n > FT_JSONL_MAX_ID_DIGITS) {
         fault(r, "id: an integer id may have at most %d characters, got %zu",
               FT_JSONL_MAX_ID_DIGITS, x.n);
@@ -968,6 +1045,8 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
 {
     rd r;
     memset(&r, 0, sizeof r);
+    if (line == NULL) /* no bytes: do no arithmetic on a null pointer */
+        line = "";
     r.s = r.p = (const unsigned char *)line;
     r.end = r.s + len;
     r.q = q;
@@ -987,6 +1066,7 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
         /* Too long to parse; its first max bytes may still hold the id. */
         fault(&r, "json: line longer than %zu bytes", max);
         r.end = r.s + max;
+        r.cut = 1;
         ws(&r);
         read_request(&r);
         r.syntax = 0;

@@ -47,4 +47,19 @@ grep -q "short.ft" "$TMP/err.txt" || fail "message does not name the file: $(cat
 echo '{"tokens": [[7]], "logp": [[0]], "beam": 5}' |
   "$BIN" search --index "$TMP/idx.ft" --engine cpu --max-beam 4 > "$TMP/out.jsonl" || fail "max-beam exit"
 grep -q '"error": "beam: 5 exceeds this server' "$TMP/out.jsonl" || fail "max-beam: $(cat "$TMP/out.jsonl")"
+# --max-line-bytes: a longer line is answered with an error (its id still
+# echoed), the lines around it as usual; 0 and non-numbers are unusable
+printf '%s\n%s\n%s\n' '{"id": 1, "tokens": [[7]], "logp": [[0]]}' \
+    '{"id": 2, "tokens": [[7]], "logp": [[0]], "beam": 1}' '{"tokens": [[7]], "logp": [[0]]}' |
+  "$BIN" search --index "$TMP/idx.ft" --engine cpu --max-line-bytes 41 > "$TMP/out.jsonl" ||
+  fail "max-line-bytes exit"
+printf '%s\n%s\n%s\n' \
+    '{"id": 1, "results": [{"tokens": [7], "value": 104, "score": 0, "sigma": 0}]}' \
+    '{"id": 2, "error": "json: line longer than 41 bytes"}' \
+    '{"results": [{"tokens": [7], "value": 104, "score": 0, "sigma": 0}]}' > "$TMP/want.jsonl"
+cmp "$TMP/out.jsonl" "$TMP/want.jsonl" || fail "max-line-bytes: $(cat "$TMP/out.jsonl")"
+"$BIN" search --index "$TMP/idx.ft" --max-line-bytes 0 < /dev/null > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--max-line-bytes 0: want 2"
+"$BIN" search --index "$TMP/idx.ft" --max-line-bytes x < /dev/null > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--max-line-bytes x: want 2"
 echo "cli_search_test: ok"

@@ -11,4 +11,3 @@ add_test(NAME cli_search_test
                  ${CMAKE_CURRENT_SOURCE_DIR}/data)
 set_tests_properties(cli_search_test PROPERTIES TIMEOUT 120)
 ft_test(request_test SOURCES request_test.c TIMEOUT 60)
-ft_test(jsonl_test SOURCES jsonl_test.c TIMEOUT 60)

@@ -6,7 +6,8 @@ option(FT_FUZZ "Build libFuzzer binaries of the fuzz targets (clang)" OFF)
 set(FT_FUZZ_MUTATIONS_request 50000)
 set(FT_FUZZ_MUTATIONS_keys 2000)
 set(FT_FUZZ_MUTATIONS_index 20000)
-foreach(target request keys index)
+set(FT_FUZZ_MUTATIONS_frame 300000)
+foreach(target request keys index frame)
   ft_test(fuzz_${target} SOURCES fuzz/fuzz_${target}.c fuzz/driver.c
           ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${target} ${FT_FUZZ_MUTATIONS_${target}} 1
           TIMEOUT 300)
