@@ -510,6 +510,9 @@ int cmd_serve(int argc, char **argv)
             (unsigned long long)g->info.keys, (unsigned long long)g->info.nodes,
             (unsigned long long)g->info.file_bytes);
     FT_INFO("engine %s x%zu: %s", ft_engine_name(g->eng[0]), g->n_eng, g->why);
+    if (g_cfg.metrics[0])
+        FT_WARN("metrics %s: the HTTP metrics listener is not served by this "
+                "version; the setting is only checked", g_cfg.metrics);
     if (srv->o.test_delay_us)
         FT_WARN("test hook: every batch waits %u us before it runs",
                 srv->o.test_delay_us);

@@ -442,6 +442,7 @@ static void case_proto(void)
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--max-message-bytes", "4096",
+                          "--max-batch", "4", "--test-delay-us", "20000",
                           NULL};
     start_server(url, args);
     nng_socket s;
@@ -459,6 +460,20 @@ static void case_proto(void)
     FT_PASS(ft_frame_encode_search(&good, 9, 0, &g.r, NULL, 1));
     unsigned char *p = malloc(good.len + 64);
     FT_CHECK(p != NULL);
+    /* Another client's requests are in flight while the bad frames come:
+     * every one of them must still get its right answer. */
+    local l;
+    local_open(&l, idx);
+    ft_client *other = connect_to(url, 20000);
+    enum { NO = 48 };
+    static async_slot os[NO];
+    static greq og[NO];
+    uint64_t oseed = 77;
+    for (int i = 0; i < NO; i++) {
+        gen_req(&og[i], &oseed);
+        FT_PASS(ft_client_search_async(other, &og[i].r, 1, async_cb, &os[i],
+                                       NULL, 0));
+    }
 
     /* wrong magic */
     memcpy(p, good.data, good.len);
@@ -521,12 +536,17 @@ static void case_proto(void)
     FT_CHECK_EQ_U64(raw_call(s, line, strlen(line), &m, json, sizeof json), 0);
     FT_CHECK(strncmp(json, "{\"id\": 3, \"results\": [", 22) == 0);
     /* the good frame is still answered right on this connection */
-    local l;
-    local_open(&l, idx);
     FT_CHECK_EQ_U64(raw_call(s, good.data, good.len, &m, NULL, 0),
                     FT_FRAME_RESULT);
     FT_CHECK_EQ_U64(m.hdr.id, 9);
     check_same(&l, &g.r, &m.res[0]);
+    wait_all(os, NO, 30);
+    for (int i = 0; i < NO; i++) {
+        FT_PASS(os[i].status);
+        check_same(&l, &og[i].r, ft_client_results_get(os[i].res, 0));
+        ft_client_results_free(os[i].res);
+    }
+    ft_client_close(other);
 
     /* An oversized message is dropped by nng before it is parsed: the
      * server closes that connection, the client's call fails with
