@@ -208,6 +208,11 @@ static int apply_config(srv_opts *o, const ft_config *cfg, int full,
         if (o->max_batch > o->queue_depth)
             o->max_batch = o->queue_depth;
         o->slot.max_batch = o->max_batch;
+        /* GPU arenas are sized for the caps at start; a request beyond
+         * them after a reload raised a cap takes the engine's big slot. */
+        o->slot.max_beam = cfg->max_beam;
+        o->slot.max_k = cfg->max_k;
+        o->slot.max_t = cfg->max_t;
     }
     snprintf(o->index, sizeof o->index, "%s", cfg->index_path);
     o->max_wait_us = cfg->max_wait_us;
@@ -347,6 +352,14 @@ static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
         fputs(usage_text, stderr);
         return 2;
     }
+    int has_index = 0;
+    for (int i = 0; i < a->nset; i++)
+        has_index |= !strcmp(a->set_name[i], "index");
+    if (!config && !has_index) {
+        fprintf(stderr, "flashtrie serve: --index (or --config) is required\n");
+        fputs(usage_text, stderr);
+        return 2;
+    }
     if (config)
         snprintf(o->config_path, sizeof o->config_path, "%s", config);
     char err[2048];
@@ -390,7 +403,9 @@ void srv_reload_config(server *srv)
                      g_cfg.log_file);
         }
     }
+    pthread_mutex_lock(&srv->reload_mu);
     apply_config(&srv->o, &next, 0, err, sizeof err);
+    pthread_mutex_unlock(&srv->reload_mu);
     ft_log_set_level((ft_log_level)srv->o.log_level);
     ft_batcher_set_window(srv->batcher, next.max_batch, next.max_wait_us);
     g_cfg = next;

@@ -58,9 +58,14 @@ static int result_fit(ft_result *res, const ft_request *r)
     if (res->hits != NULL && res->cap_hits >= n &&
         res->cap_tokens >= (uint64_t)n * r->T)
         return FT_OK;
+    /* Size for this request's T, not FT_MAX_T: a context's buffers then
+     * stay near what its largest request needed. */
     uint32_t hits = res->cap_hits > n ? res->cap_hits : n;
+    uint32_t T = r->T > res->cap_tokens / (hits ? hits : 1)
+                     ? r->T
+                     : res->cap_tokens / (hits ? hits : 1);
     ft_result_free(res);
-    return ft_result_alloc(res, hits, FT_MAX_T);
+    return ft_result_alloc(res, hits, T ? T : 1);
 }
 
 int srv_wire_check(struct server *srv, const ft_request *r, char *err,

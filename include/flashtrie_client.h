@@ -55,6 +55,8 @@ void ft_client_opts_init(ft_client_opts *opts);
 int ft_client_connect(ft_client **out, const char *url,
                       const ft_client_opts *opts, char *errbuf,
                       size_t errlen);
+/* ft_client_close closes the handle: calls still waiting fail with
+ * FT_ECONN (their callbacks run), so close only after the last of them. */
 void ft_client_close(ft_client *c);
 
 /* ft_client_search sends n >= 1 requests in one SEARCH frame and waits
