@@ -108,5 +108,26 @@ start_server --config "$TMP/good.conf"
 "$BIN" query --url "$URL" < "$DATA/cli_requests.jsonl" > "$TMP/got.jsonl" || fail "query (config)"
 "$BIN" search --index "$TMP/small.fti" --engine cpu < "$DATA/cli_requests.jsonl" > "$TMP/want.jsonl"
 cmp -s "$TMP/got.jsonl" "$TMP/want.jsonl" || fail "config server: output differs"
+
+# SIGHUP re-reads the file: a new index path takes effect; a setting that
+# needs a restart refuses the reload, naming it, and the old one serves.
+"$BIN" search --index "$TMP/big.fti" --engine cpu < "$TMP/big_req.jsonl" > "$TMP/want_big.jsonl"
+printf 'index = "%s";\nlisteners = ( { url = "%s"; } );\nengine = "cpu";\ncpu_threads = 1;\n' \
+  "$TMP/big.fti" "$URL" > "$TMP/good.conf.new"
+mv "$TMP/good.conf.new" "$TMP/good.conf"
+kill -HUP "$PID"
+for i in $(seq 100); do
+  grep -q "reloaded: now serving generation 2: $TMP/big.fti" "$TMP/log" && break
+  sleep 0.1
+done
+grep -q "reloaded: now serving generation 2" "$TMP/log" || fail "SIGHUP did not reload"
+"$BIN" query --url "$URL" --batch 8 < "$TMP/big_req.jsonl" > "$TMP/got.jsonl" || fail "query after SIGHUP"
+cmp -s "$TMP/got.jsonl" "$TMP/want_big.jsonl" || fail "after SIGHUP: not the new index's answers"
+printf 'queue_depth = 7;\n' >> "$TMP/good.conf"
+kill -HUP "$PID"
+for i in $(seq 100); do grep -q "config .* refused" "$TMP/log" && break; sleep 0.1; done
+grep -q "refused: .*queue_depth" "$TMP/log" || fail "a restart-only change was not refused by name: $(tail -2 "$TMP/log")"
+"$BIN" query --url "$URL" --batch 8 < "$TMP/big_req.jsonl" > "$TMP/got.jsonl" || fail "query after refused SIGHUP"
+cmp -s "$TMP/got.jsonl" "$TMP/want_big.jsonl" || fail "after a refused SIGHUP: answers changed"
 stop_server
 echo "query_test: ok"
