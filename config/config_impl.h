@@ -16,7 +16,8 @@
 /* URL kinds a STRING row may be checked as (ft_config_row.url). */
 enum { FTI_URL_NONE = 0, FTI_URL_NNG = 1, FTI_URL_HTTP = 2 };
 
-/* fti_cfg_errf writes a formatted message into an optional error buffer. */
+/* fti_cfg_errf writes a formatted message into an optional error buffer,
+ * control characters shown as '?' so that it stays one line. */
 void fti_cfg_errf(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

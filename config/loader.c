@@ -212,6 +212,11 @@ static int load_listeners(walk *w, const config_setting_t *s, const char *who)
         if (rc != FT_OK)
             return rc;
         l->tls_given = config_setting_get_member(e, "tls") != NULL;
+        if (l->url[0] == 0) {
+            fti_cfg_errf(w->errbuf, w->errlen, "%s:%d: %surl: required",
+                         cfg->path, at.line, show);
+            return FT_ECONFIG;
+        }
     }
     cfg->n_listeners = (uint32_t)n;
     return FT_OK;
@@ -259,7 +264,8 @@ static int load_value(walk *w, const ft_config_row *r, const config_setting_t *s
             break;
         long long v[FT_CONFIG_MAX_DEVICES];
         int n = config_setting_length(s);
-        if (n < 1 || (size_t)n > r->max_count) {
+        if (n < 1 || (size_t)n > r->max_count ||
+            (size_t)n > sizeof v / sizeof v[0]) {
             fti_cfg_errf(w->errbuf, w->errlen,
                          "%s: must hold 1..%zu integers, got %d", who,
                          r->max_count, n);

@@ -40,7 +40,7 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
     [FT_CONFIG_S_INDEX] = STR("index", index_path, "", 1, 1, FTI_URL_NONE,
         "path of the index file to serve; required (here or --index); a reload reopens it"),
     [FT_CONFIG_S_LISTENERS] = {"listeners", FT_CONFIG_LISTENERS, 1,
-        FT_CONFIG_MAX_LISTENERS, "tcp://127.0.0.1:7700", NULL, 0, 0, 0,
+        FT_CONFIG_MAX_LISTENERS, "tcp://127.0.0.1:7710", NULL, 0, 0, 0,
         CF(listeners), offsetof(ft_config, n_listeners), FT_CONFIG_MAX_LISTENERS,
         "the nng addresses the server listens on (list of groups, see listeners[] rows)"},
     [FT_CONFIG_S_ENGINE] = ENUM("engine", engine, engine_choices, "auto", 0,
@@ -129,6 +129,11 @@ void fti_cfg_errf(char *buf, size_t len, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, len, fmt, ap);
     va_end(ap);
+    /* Messages quote what the file said; a control character in a quoted
+     * value (a newline inside a string) must not split the one line. */
+    for (unsigned char *p = (unsigned char *)buf; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = '?';
 }
 
 void fti_cfg_where(const ft_config *cfg, ft_config_source src, char *out,
@@ -226,6 +231,15 @@ static int url_ok(int kind, const char *v, char *why, size_t whylen)
         snprintf(why, whylen, "expected http://HOST:PORT, got '%s'", v);
         return 0;
     }
+    /* The command line lists listeners separated by commas, so a URL
+     * holding one (or a blank, which the list trims) could not be given
+     * there; no usable nng address needs either. */
+    for (const char *p = v; *p; p++)
+        if (*p == ',' || (unsigned char)*p <= ' ') {
+            snprintf(why, whylen, "a URL holds no commas or blanks, got '%s'",
+                     v);
+            return 0;
+        }
     if (strncmp(v, "tcp://", 6) == 0 && port_ok(v + 6, strlen(v + 6)))
         return 1;
     if (strncmp(v, "tls+tcp://", 10) == 0 && port_ok(v + 10, strlen(v + 10)))

@@ -1,5 +1,6 @@
 /* cmd_build.c - "flashtrie build": a keys file in, an index file out. */
 #include <getopt.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +13,13 @@ static const char build_usage[] =
     "usage: flashtrie build --input KEYS --output INDEX [--max-key-len N]\n"
     "         [--skip-invalid] [--max-memory BYTES[K|M|G]] [--threads N]\n"
     "         [--tmp-dir DIR] [--format auto|text|ftk] [--progress|--quiet]\n"
+    "         [--shards N | --shard-bytes B[K|M|G]]\n"
     "  KEYS is a text keys file, a .ftk binary file, or - for stdin\n"
-    "  (binary when it starts with the FTKEYSV1 magic, or with --format ftk).\n";
+    "  (binary when it starts with the FTKEYSV1 magic, or with --format ftk).\n"
+    "  With --shards or --shard-bytes, INDEX is a manifest and the shards\n"
+    "  are written beside it (see flashtrie split).\n";
 
-/* parse_bytes reads a byte count with an optional K, M or G suffix
- * (powers of 1024); 0 on success. */
-static int parse_bytes(const char *s, unsigned long long *out)
+int ft_cli_parse_bytes(const char *s, unsigned long long *out)
 {
     size_t n = strlen(s);
     unsigned shift = 0;
@@ -55,8 +57,11 @@ int cmd_build(int argc, char **argv)
         {"format", required_argument, 0, 'f'},
         {"progress", no_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},
+        {"shards", required_argument, 0, 'n'},
+        {"shard-bytes", required_argument, 0, 'b'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    unsigned long long shards = 0, shard_bytes = 0;
     ft_build_opts o;
     ft_build_opts_init(&o);
     int quiet = 0, c;
@@ -82,7 +87,7 @@ int cmd_build(int argc, char **argv)
             o.max_key_len = (uint32_t)v;
             break;
         case 'm':
-            if (parse_bytes(optarg, &v) || v == 0) {
+            if (ft_cli_parse_bytes(optarg, &v) || v == 0) {
                 fprintf(stderr,
                         "flashtrie build: --max-memory: '%s' is not a byte "
                         "count (e.g. 4G, 512M)\n", optarg);
@@ -112,6 +117,21 @@ int cmd_build(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'n':
+            if (ft_cli_parse_u64(optarg, &shards) || shards == 0 ||
+                shards > 65536) {
+                fprintf(stderr, "flashtrie build: --shards: '%s' is not a "
+                        "number from 1 to 65536\n", optarg);
+                return 2;
+            }
+            break;
+        case 'b':
+            if (ft_cli_parse_bytes(optarg, &shard_bytes) || shard_bytes == 0) {
+                fprintf(stderr, "flashtrie build: --shard-bytes: '%s' is not "
+                        "a byte count (e.g. 2G, 512M)\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': fputs(build_usage, stdout); return 0;
         default: fputs(build_usage, stderr); return 2;
         }
@@ -126,11 +146,32 @@ int cmd_build(int argc, char **argv)
         fputs(build_usage, stderr);
         return 2;
     }
+    if (shards && shard_bytes) {
+        fprintf(stderr, "flashtrie build: give one of --shards and "
+                        "--shard-bytes\n");
+        return 2;
+    }
+    /* A sharded build writes the whole index aside first, then splits it:
+     * the shards are the unsharded index's keys, by construction. */
+    const char *manifest = o.output;
+    char whole[4096];
+    if (shards || shard_bytes) {
+        if ((size_t)snprintf(whole, sizeof whole, "%s.whole.%ld", manifest,
+                             (long)getpid()) >= sizeof whole) {
+            fprintf(stderr, "flashtrie build: --output path too long\n");
+            return 2;
+        }
+        o.output = whole;
+        if (o.progress && ft_log_get_level() < FT_LOG_INFO)
+            ft_log_set_level(FT_LOG_INFO);
+    }
     ft_build_stats st;
     char err[1024];
     int rc = ft_build(&st, &o, err, sizeof err);
     if (rc != FT_OK) {
         fprintf(stderr, "flashtrie: %s\n", err[0] ? err : ft_strerror(rc));
+        if (o.output != manifest)
+            unlink(whole);
         return rc == FT_EINVAL ? 2 : 1;
     }
     if (!quiet) {
@@ -143,6 +184,13 @@ int cmd_build(int argc, char **argv)
         if (st.skipped)
             fprintf(stderr, "flashtrie build: skipped %" PRIu64
                             " invalid lines\n", st.skipped);
+    }
+    if (o.output != manifest) {
+        /* The index was just written and checked as it was built. */
+        int status = ft_cli_split("build", whole, manifest, (uint32_t)shards,
+                                  shard_bytes, o.threads, 1, quiet);
+        unlink(whole);
+        return status;
     }
     return 0;
 }

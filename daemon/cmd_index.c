@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "flashtrie.h"
+#include "manifest.h"
 
 int ft_cli_parse_u64(const char *s, unsigned long long *out)
 {
@@ -48,11 +49,12 @@ int ft_cli_parse_tokens(const char *s, unsigned *toks, int cap)
     return n;
 }
 
-static int open_index(const char *path, int no_verify, ft_index **idx)
+/* open_library opens an index or a shard manifest (told apart by magic). */
+static int open_library(const char *path, int no_verify, ft_manifest **m)
 {
-    char err[512];
-    int rc = ft_index_open(idx, path, no_verify ? FT_OPEN_NO_VERIFY : 0, err,
-                           sizeof err);
+    char err[1024];
+    int rc = ft_library_open(m, path, no_verify ? FT_OPEN_NO_VERIFY : 0, err,
+                             sizeof err);
     if (rc != FT_OK) {
         fprintf(stderr, "flashtrie: %s\n", err);
         return 1;
@@ -71,20 +73,20 @@ int cmd_info(int argc, char **argv)
         if (c == 'n')
             no_verify = 1;
         else if (c == 'h') {
-            printf("usage: flashtrie info [--no-verify] INDEX\n");
+            printf("usage: flashtrie info [--no-verify] INDEX|MANIFEST\n");
             return 0;
         } else
             return 2;
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "usage: flashtrie info [--no-verify] INDEX\n");
+        fprintf(stderr, "usage: flashtrie info [--no-verify] INDEX|MANIFEST\n");
         return 2;
     }
-    ft_index *idx;
-    if (open_index(argv[optind], no_verify, &idx))
+    ft_manifest *m;
+    if (open_library(argv[optind], no_verify, &m))
         return 1;
     ft_index_info in;
-    ft_index_info_get(&in, idx);
+    ft_manifest_info_get(&in, m);
     double keys = in.keys ? (double)in.keys : 1.0;
     printf("keys: %" PRIu64 "\n", in.keys);
     printf("nodes: %" PRIu64 "\n", in.nodes);
@@ -105,7 +107,26 @@ int cmd_info(int argc, char **argv)
     for (uint32_t s = 0; s < in.n_sections; s++)
         printf("section.%s: %" PRIu64 "\n", in.sections[s].name,
                in.sections[s].bytes);
-    ft_index_close(idx);
+    if (m->is_manifest) {
+        /* Per shard: its range, counts and the bytes a GPU holds for it;
+         * the balance is the largest shard's trie bytes over the mean. */
+        uint64_t max = 0, sum = 0;
+        printf("shards: %u\n", m->n_shards);
+        for (uint32_t i = 0; i < m->n_shards; i++) {
+            const ft_manifest_shard *s = &m->shards[i];
+            printf("shard.%u: tokens %u..%u keys %" PRIu64 " nodes %" PRIu64
+                   " trie_bytes %" PRIu64 " file_bytes %" PRIu64 " file %s\n",
+                   i, s->lo, s->hi, s->keys, s->nodes, s->trie_bytes,
+                   s->file_bytes, s->name);
+            sum += s->trie_bytes;
+            max = s->trie_bytes > max ? s->trie_bytes : max;
+        }
+        double mean = (double)sum / (double)m->n_shards;
+        printf("shard_trie_bytes_max: %" PRIu64 "\n", max);
+        printf("shard_trie_bytes_mean: %.1f\n", mean);
+        printf("shard_balance: %.3f\n", mean > 0 ? (double)max / mean : 1.0);
+    }
+    ft_manifest_close(m);
     return 0;
 }
 
@@ -126,7 +147,7 @@ int cmd_lookup(int argc, char **argv)
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *use = "usage: flashtrie lookup [--prefix [--limit N]] "
-                      "[--no-verify] INDEX < keys\n"
+                      "[--no-verify] INDEX|MANIFEST < keys\n"
                       "  each input line is a key (tokens separated by spaces);\n"
                       "  prints its value or \"not found\"; with --prefix, lists\n"
                       "  the keys under it (TAB value), at most N (default 100).\n";
@@ -152,8 +173,8 @@ int cmd_lookup(int argc, char **argv)
         fputs(use, stderr);
         return 2;
     }
-    ft_index *idx;
-    if (open_index(argv[optind], no_verify, &idx))
+    ft_manifest *m;
+    if (open_library(argv[optind], no_verify, &m))
         return 1;
     char *line = NULL;
     size_t cap = 0;
@@ -174,21 +195,21 @@ int cmd_lookup(int argc, char **argv)
         }
         if (prefix) {
             uint64_t seen;
-            int rc = ft_index_prefix(&seen, idx, (const uint32_t *)toks,
-                                     (size_t)n, limit, print_key, NULL);
+            int rc = ft_manifest_prefix(&seen, m, (const uint32_t *)toks,
+                                        (size_t)n, limit, print_key, NULL);
             if (rc == FT_ENOTFOUND)
                 printf("not found\n");
             printf("\n");
         } else {
             uint64_t v;
-            if (n > 0 && ft_index_lookup(&v, idx, (const uint32_t *)toks,
-                                         (size_t)n) == FT_OK)
+            if (n > 0 && ft_manifest_lookup(&v, m, (const uint32_t *)toks,
+                                            (size_t)n) == FT_OK)
                 printf("%" PRIu64 "\n", v);
             else
                 printf("not found\n");
         }
     }
     free(line);
-    ft_index_close(idx);
+    ft_manifest_close(m);
     return status;
 }

@@ -73,6 +73,7 @@ static const char *usage_text =
     "         [--max-line-bytes N]\n"
     "         < requests.jsonl > results.jsonl\n"
     "  answers one JSON request per input line with one result line, in\n"
+    "  INDEX is an index file or a shard manifest (flashtrie split).\n"
     "  input order (SPEC section 7).  --engine auto (default) uses the GPU\n"
     "  when one is usable, else the CPU; --threads sets the CPU workers\n"
     "  (0 = all cores); --batch sets how many lines go to the engine at\n"
@@ -162,37 +163,29 @@ int cmd_search(int argc, char **argv)
     }
 
     char err[512];
-    ft_index *idx;
-    if (ft_index_open(&idx, index, no_verify ? FT_OPEN_NO_VERIFY : 0, err,
-                      sizeof err) != FT_OK) {
+    ft_library *lib;
+    if (ft_library_open(&lib, index, no_verify ? FT_OPEN_NO_VERIFY : 0, err,
+                        sizeof err) != FT_OK) {
         fprintf(stderr, "flashtrie search: %s\n", err);
         return 1;
     }
-    ft_engine_opts eo;
-    ft_engine_opts_init(&eo);
-    eo.threads = (int)threads;
-    eo.max_beam = (uint32_t)max_beam;
-    eo.max_batch = (uint32_t)(batch < 1024 ? batch : 1024);
-    ft_engine *eng = NULL;
-    int rc = FT_ENOTSUP;
-    if (strcmp(engine, "cpu") != 0) {
-        eo.kind = FT_ENGINE_GPU;
-        rc = ft_engine_open(&eng, idx, &eo, err, sizeof err);
-        if (rc != FT_OK && strcmp(engine, "gpu") == 0) {
-            fprintf(stderr, "flashtrie search: GPU engine: %s\n", err);
-            ft_index_close(idx);
-            return 1;
-        }
-    }
+    ft_searcher_opts so;
+    ft_searcher_opts_init(&so);
+    so.engine.kind = strcmp(engine, "cpu") == 0   ? FT_ENGINE_CPU
+                     : strcmp(engine, "gpu") == 0 ? FT_ENGINE_GPU
+                                                  : FT_ENGINE_AUTO;
+    so.engine.threads = (int)threads;
+    so.engine.max_beam = (uint32_t)max_beam;
+    so.engine.max_batch = (uint32_t)(batch < 1024 ? batch : 1024);
+    ft_searcher *eng = NULL;
+    int rc = ft_searcher_open(&eng, lib, &so, err, sizeof err);
     if (rc != FT_OK) {
-        eo.kind = FT_ENGINE_CPU;
-        rc = ft_engine_open(&eng, idx, &eo, err, sizeof err);
-        if (rc != FT_OK) {
-            fprintf(stderr, "flashtrie search: CPU engine: %s\n", err);
-            ft_index_close(idx);
-            return 1;
-        }
+        fprintf(stderr, "flashtrie search: %s engine: %s\n",
+                so.engine.kind == FT_ENGINE_GPU ? "GPU" : "CPU", err);
+        ft_library_close(lib);
+        return 1;
     }
+    FT_LOGF(FT_LOG_INFO, "search: %s", ft_searcher_note(eng));
 
     int status = 0;
     slot *slots = calloc(batch, sizeof *slots);
@@ -249,10 +242,10 @@ int cmd_search(int argc, char **argv)
         if (status != 0)
             break;
         if (m > 0) {
-            rc = ft_engine_search_batch(eng, reqs, m, res);
+            rc = ft_searcher_search_batch(eng, reqs, m, res);
             if (rc != FT_OK) {
-                fprintf(stderr, "flashtrie search: %s engine failed: %s\n",
-                        ft_engine_name(eng), ft_strerror(rc));
+                fprintf(stderr, "flashtrie search: %s failed: %s\n",
+                        ft_searcher_note(eng), ft_strerror(rc));
                 status = 1;
                 break;
             }
@@ -292,7 +285,7 @@ done:
     free(slots);
     free(reqs);
     free(res);
-    ft_engine_close(eng);
-    ft_index_close(idx);
+    ft_searcher_close(eng);
+    ft_library_close(lib);
     return status;
 }

@@ -15,6 +15,7 @@ int cmd_lookup(int argc, char **argv);
 int cmd_search(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_split(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_query(int argc, char **argv);
@@ -24,6 +25,16 @@ int ft_cli_parse_u64(const char *s, unsigned long long *out);
 /* ft_cli_parse_tokens parses "1 2 3" (spaces) into toks; returns the count
  * or -1 on a bad token, -2 when more than cap tokens. */
 int ft_cli_parse_tokens(const char *s, unsigned *toks, int cap);
+
+/* ft_cli_parse_bytes reads a byte count with an optional K, M or G suffix
+ * (powers of 1024); 0 on success. */
+int ft_cli_parse_bytes(const char *s, unsigned long long *out);
+/* ft_cli_split writes the index at index_path as shards plus a manifest at
+ * output (shards > 0: that many; else as few as fit shard_bytes each) and
+ * prints the summary unless quiet; returns the exit status. */
+int ft_cli_split(const char *cmd, const char *index_path, const char *output,
+                 uint32_t shards, uint64_t shard_bytes, int threads,
+                 int no_verify, int quiet);
 
 /* ft_cli_parse_f64 parses a whole decimal float (inf allowed); 0 on success. */
 int ft_cli_parse_f64(const char *s, double *out);

@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"build", cmd_build, "build an index from a keys file (text or .ftk)"},
+    {"split", cmd_split, "cut an index into shards by first token, with a manifest"},
     {"info", cmd_info, "print an index's counts and section sizes"},
     {"lookup", cmd_lookup, "look keys (or prefixes) up in an index"},
     {"search", cmd_search, "answer a JSON Lines file of search requests"},

@@ -34,7 +34,7 @@
 #include <cuda_runtime.h>
 
 #include "ft_kernels.h"
-#include "search.h"
+#include "rules.h"
 
 namespace cg = cooperative_groups;
 
@@ -54,13 +54,6 @@ struct gk_smem {
     uint32_t done;
 };
 
-__device__ __forceinline__ float gk_sigma_of_key(uint64_t key)
-{
-    uint32_t v = ~(uint32_t)(key >> 32);
-    uint32_t bits = (v & 0x80000000u) ? (v & 0x7fffffffu) : ~v;
-    return __uint_as_float(bits);
-}
-
 __device__ __forceinline__ uint32_t gk_hash(uint32_t x)
 {
     x ^= x >> 16;
@@ -69,27 +62,6 @@ __device__ __forceinline__ uint32_t gk_hash(uint32_t x)
     x *= 0xc2b2ae35u;
     x ^= x >> 16;
     return x;
-}
-
-/* Number of proposals k (a prefix of the sorted row) for which
- * sigma + logp[k] > theta_sent; exact because binary32 addition rounds
- * monotonically and the row is sorted descending. */
-__device__ __forceinline__ uint32_t gk_kcut(const float *lp, uint32_t keff,
-                                            float sigma, float theta)
-{
-    /* The row is sorted descending: when its last proposal passes, all
-     * do (one load instead of a search; the common theta_sent = -inf). */
-    if (keff == 0 || __fadd_rn(sigma, lp[keff - 1]) > theta)
-        return keff;
-    uint32_t lo = 0, hi = keff - 1;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) >> 1;
-        if (__fadd_rn(sigma, lp[mid]) > theta)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 /* Two warp-aggregated appends at once (the two atomics are in flight
@@ -212,7 +184,7 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     }
     float sig = 0.0f;
     if (found)
-        sig = __fadd_rn(sigma, lp[k]);
+        sig = FT_FADD(sigma, lp[k]);
     else
         flags = 0;
     uint64_t key = ft_cand_key(sig, r, k);
@@ -241,7 +213,7 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                 S.cand_node[pos] = u;
                 if (!P.lazy) {
                     S.cand_cr[pos] = ft_children(&P.view, u);
-                    S.cand_kcut[pos] = gk_kcut(q->logp + q->row[t + 1],
+                    S.cand_kcut[pos] = ft_kcut(q->logp + q->row[t + 1],
                                                q->keff[t + 1], sig,
                                                q->theta_sent);
                 }
@@ -525,9 +497,9 @@ __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
          * that a thread's chains are few. */
         for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
             uint64_t key = sm.key[j];
-            float sigma = gk_sigma_of_key(key);
+            float sigma = ft_cand_sigma(key);
             S.beam_cr[j] = ft_children(&P.view, S.cand_node[sm.idx[j]]);
-            S.beam_kcut[j] = gk_kcut(q->logp + q->row[t1], q->keff[t1],
+            S.beam_kcut[j] = ft_kcut(q->logp + q->row[t1], q->keff[t1],
                                      sigma, q->theta_sent);
         }
         __syncthreads();
@@ -538,7 +510,7 @@ __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
     uint32_t mine = 0;
     for (uint32_t j = j0; j < j0 + per && j < x; j++) {
         uint64_t key = sm.key[j];
-        float sigma = gk_sigma_of_key(key);
+        float sigma = ft_cand_sigma(key);
         ft_child_range cr;
         uint32_t kcut;
         if (P.lazy) {
@@ -551,7 +523,7 @@ __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
             S.beam_kcut[j] = kcut;
         }
         S.beam_sigma[j] = sigma;
-        S.hist[(size_t)t * S.bmax + j] = (uint32_t)(key & 0xffffffffu);
+        S.hist[(size_t)t * S.bmax + j] = ft_hist_entry(key);
         uint32_t c = ft_gk_items(t1, cr.deg, kcut);
         S.beam_cstart[j] = c; /* per-beam count for now */
         mine += c;
@@ -585,8 +557,8 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
     double F = q->F[t + 1];
     for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
         uint64_t key = sm.key[j];
-        float sigma = gk_sigma_of_key(key);
-        double score = __dmul_rn((double)sigma, F);
+        float sigma = ft_cand_sigma(key);
+        double score = ft_score(sigma, F);
         uint64_t skey = ft_score_key(score);
         /* Earlier steps win ties: count prev entries with skey <= ours. */
         uint32_t lo = 0, hi = nprev;
@@ -604,16 +576,14 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
             h.node = S.term_node[sm.idx[j]];
             h.score = score;
             h.sigma = sigma;
-            h.order = ft_order(t, (uint32_t)(key >> 16) & 0xffffu,
-                               (uint32_t)key & 0xffffu);
+            h.order = ft_order(t, ft_cand_rank(key), ft_cand_k(key));
             dst[pos] = h;
         }
     }
     __syncthreads();
     /* Turn sm.key into score keys for the other side's searches. */
     for (uint32_t j = threadIdx.x; j < x; j += blockDim.x)
-        sm.key[j] = ft_score_key(
-            __dmul_rn((double)gk_sigma_of_key(sm.key[j]), F));
+        sm.key[j] = ft_score_key(ft_score(ft_cand_sigma(sm.key[j]), F));
     __syncthreads();
     for (uint32_t i = threadIdx.x; i < nprev; i += blockDim.x) {
         ft_gk_hit h = prev[i];
@@ -641,22 +611,14 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
     uint32_t *otok = (uint32_t *)(oh + q->n);
     for (uint32_t j = threadIdx.x; j < nrun; j += blockDim.x) {
         ft_gk_hit h = dst[j];
-        uint32_t ts = h.order >> 24;
-        uint32_t rr = (h.order >> 12) & 0xfffu;
-        uint32_t k = h.order & 0xfffu;
-        uint32_t *tk = otok + (size_t)j * q->T;
-        tk[ts] = q->tok[q->row[ts] + k];
-        for (int s = (int)ts - 1; s >= 0; s--) {
-            uint32_t e = S.hist[(size_t)s * S.bmax + rr];
-            tk[s] = q->tok[q->row[s] + (e & 0xffffu)];
-            rr = e >> 16;
-        }
+        uint32_t len = ft_backtrace(otok + (size_t)j * q->T, h.order, S.hist,
+                                    S.bmax, q->tok, q->row);
         ft_gk_out_hit o;
         o.rank = gk_term_rank(P, h.node);
         o.score = h.score;
         o.sigma = h.sigma;
         o.order = h.order;
-        o.len = ts + 1;
+        o.len = len;
         o.pad_ = 0;
         oh[j] = o;
     }

@@ -65,6 +65,7 @@ typedef struct selc {
 typedef struct bent {
     uint64_t node;
     float sigma;
+    uint32_t rank; /* the entry's rank in the global beam (all shards) */
 } bent;
 
 /* wbuf holds one worker's bounded candidate buffers.  Workers write their
@@ -82,7 +83,7 @@ typedef struct wbuf {
 /* rctx is the state of the request one thread drives. */
 typedef struct rctx {
     _Alignas(128) char pad_;
-    ft_prep prep;
+    const ft_prepared *prep;
     bent *cur, *nxt;
     uint32_t ncur;
     size_t bcap;     /* capacity of cur, nxt and each history row */
@@ -94,10 +95,22 @@ typedef struct rctx {
     size_t gat_alloc;
     selc *sgat;      /* merged terminal candidates */
     size_t sgat_alloc;
-    int ready;       /* prep initialised */
 } rctx;
 
 typedef struct cpu_engine cpu_engine;
+
+/* sreq is one request of a step-wise batch: its own context and buffers
+ * (its terminal candidates accumulate over the steps, whichever worker
+ * runs a step), the candidates of its current step in SPEC order, and the
+ * offset of its list in the exchange buffers. */
+typedef struct sreq {
+    rctx c;
+    wbuf wb;
+    const ft_prepared *p;
+    size_t off;
+    cand *pend;      /* this step's local best, sorted (points into wb) */
+    size_t npend;
+} sreq;
 
 /* job is what the pool runs: one call of fn per worker. */
 typedef void (*job_fn)(cpu_engine *ce, int w);
@@ -125,7 +138,7 @@ typedef struct grp {
     uint32_t t, chunk;
     int stop;
     int w0, nw;
-    const ft_request *req;
+    const ft_prepared *req;
     ft_result *res;
 } grp;
 
@@ -137,6 +150,7 @@ struct cpu_engine {
     ft_cpu_match match;
     ft_cpu_split split;
     long spin_ns; /* how long a waiting thread spins before it sleeps */
+    uint32_t small_work; /* beam x K below which a request runs alone */
     rctx *ctx;  /* one per thread */
     wbuf *wb;   /* one per thread */
     grp *grp;   /* up to one per thread */
@@ -151,9 +165,19 @@ struct cpu_engine {
     job_fn fn;
     /* current job's arguments */
     atomic_uint jnext;   /* next request to take */
-    const ft_request *const *jreqs;
+    const ft_prepared *const *jreqs;
     ft_result *const *jres;
     size_t jn;
+    /* step-wise batch (a shard group drives it) */
+    sreq *sr;          /* one per request of the batch */
+    size_t sr_alloc;   /* sr entries whose buffers exist */
+    size_t sn;         /* requests in the batch */
+    uint32_t shard, nshards;
+    uint64_t *send, *recv;
+    size_t slen, send_alloc, recv_alloc;
+    uint32_t jt;       /* the step the pool is running */
+    int jkind;         /* 0 expand, 1 keep, 2 finish */
+    ft_result *const *sres;
 };
 
 /* ---- selection helpers --------------------------------------------- */
@@ -315,15 +339,10 @@ static void wbuf_free(wbuf *wb)
     memset(wb, 0, sizeof *wb);
 }
 
-static int rctx_ready(rctx *c, const ft_request *req, size_t nw)
+static int rctx_ready(rctx *c, const ft_prepared *req, size_t nw)
 {
-    if (!c->ready) {
-        if (ft_prep_init(&c->prep, FT_MAX_T, FT_MAX_K))
-            return FT_ENOMEM;
-        c->ready = 1;
-    }
     size_t B = req->beam;
-    size_t n = req->results ? req->results : req->beam;
+    size_t n = req->results;
     if (c->bcap < B) {
         size_t nc = c->bcap ? c->bcap : 64;
         while (nc < B)
@@ -356,8 +375,6 @@ static int rctx_ready(rctx *c, const ft_request *req, size_t nw)
 
 static void rctx_free(rctx *c)
 {
-    if (c->ready)
-        ft_prep_free(&c->prep);
     free(c->cur);
     free(c->nxt);
     free(c->hist);
@@ -376,7 +393,7 @@ static void rctx_free(rctx *c)
  * validation excludes anyway). */
 static void sort_by_token(rctx *c, uint32_t t)
 {
-    const ft_prep *p = &c->prep;
+    const ft_prepared *p = c->prep;
     uint32_t ke = p->keff[t];
     const uint32_t *tk = p->tok + (size_t)t * p->K;
     uint64_t *a = c->bytok, *b = c->tmp;
@@ -408,6 +425,13 @@ static void sort_by_token(rctx *c, uint32_t t)
         memcpy(c->bytok, a, ke * sizeof *a);
 }
 
+/* sel_key is a terminal candidate's key: SPEC section 4's result order
+ * (score desc, order asc) in one ascending integer. */
+static inline u128 sel_key(double score, uint32_t t, uint32_t r, uint32_t k)
+{
+    return ((u128)ft_score_key(score) << 32) | ft_order(t, r, k);
+}
+
 static inline uint32_t ilog2_plus1(uint64_t x)
 {
     return x ? 64u - (uint32_t)__builtin_clzll(x) : 0u;
@@ -431,7 +455,7 @@ static void expand_entry(const cpu_engine *ce, const rctx *c, wbuf *wb,
                          uint32_t t, uint32_t r)
 {
     const ft_trie_view *v = ce->view;
-    const ft_prep *p = &c->prep;
+    const ft_prepared *p = c->prep;
     const bent *b = &c->cur[r];
     uint32_t ke = p->keff[t];
     if (ke == 0)
@@ -442,19 +466,9 @@ static void expand_entry(const cpu_engine *ce, const rctx *c, wbuf *wb,
     const float *lp = p->logp + (size_t)t * p->K;
     const uint32_t *tk = p->tok + (size_t)t * p->K;
     const float s = b->sigma;
-    const float ts = p->theta_sent;
     const double F = p->F[t + 1];
-    /* sigma + rho does not increase with k: find the first failing k. */
-    uint32_t lo = 0, hi = ke;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        float sg = s + lp[mid];
-        if (sg > ts)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    uint32_t kcut = lo;
+    /* sigma + rho does not increase with k: the passing k are a prefix. */
+    uint32_t kcut = ft_kcut(lp, ke, s, p->theta_sent);
     if (kcut == 0)
         return;
     int merge;
@@ -463,14 +477,13 @@ static void expand_entry(const cpu_engine *ce, const rctx *c, wbuf *wb,
                 (uint64_t)kcut * (1u + ilog2_plus1(cr.deg));
     else
         merge = ce->match == FT_CPU_MATCH_MERGE;
-    const uint64_t rbits = (uint64_t)r << 16;
-    const u128 obits = ((u128)t << 24) | ((u128)r << 12);
+    const uint32_t rank = b->rank;
     if (!merge) {
         for (uint32_t k = 0; k < kcut; k++) {
-            float sg = s + lp[k];
-            double score = (double)sg * F;
-            uint64_t ck = ((uint64_t)ft_sigma_key(sg) << 32) | rbits | k;
-            u128 sk = ((u128)ft_score_key(score) << 32) | obits | k;
+            float sg = FT_FADD(s, lp[k]);
+            double score = ft_score(sg, F);
+            uint64_t ck = ft_cand_key(sg, rank, k);
+            u128 sk = sel_key(score, t, rank, k);
             /* Both keys grow with k and the cut-offs only shrink: once a
              * candidate can enter neither buffer, no later one can. */
             if (ck >= wb->nb_cut && sk >= wb->sb_cut)
@@ -523,10 +536,10 @@ static void expand_entry(const cpu_engine *ce, const rctx *c, wbuf *wb,
         uint32_t k = (uint32_t)P[i++];
         if (k >= kcut)
             continue;
-        float sg = s + lp[k];
-        double score = (double)sg * F;
-        uint64_t ck = ((uint64_t)ft_sigma_key(sg) << 32) | rbits | k;
-        u128 sk = ((u128)ft_score_key(score) << 32) | obits | k;
+        float sg = FT_FADD(s, lp[k]);
+        double score = ft_score(sg, F);
+        uint64_t ck = ft_cand_key(sg, rank, k);
+        u128 sk = sel_key(score, t, rank, k);
         if (ck < wb->nb_cut || sk < wb->sb_cut)
             offer(v, wb, u, ck, sk, score, sg);
     }
@@ -654,6 +667,98 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* req_ready sizes c and wb[0..nw) for p and puts the root in the beam. */
+static int req_ready(rctx *c, wbuf *wb, int nw, const ft_prepared *p,
+                     ft_result *res)
+{
+    int rc = rctx_ready(c, p, (size_t)nw);
+    for (int w = 0; w < nw && rc == FT_OK; w++)
+        rc = wbuf_ready(&wb[w], p->beam, p->results);
+    if (rc != FT_OK) {
+        res->status = rc;
+        snprintf(res->error, sizeof res->error,
+                 "engine: out of memory for beam %u", p->beam);
+        return rc;
+    }
+    c->prep = p;
+    for (int w = 0; w < nw; w++)
+        wbuf_start_request(&wb[w], p->results);
+    c->cur[0].node = 0;
+    c->cur[0].sigma = 0.0f;
+    c->cur[0].rank = 0;
+    c->ncur = 1;
+    return FT_OK;
+}
+
+/* step_best merges the step's surviving candidates of wb[0..nw) and
+ * returns the first min(B, all) of them in SPEC order (*m of them). */
+static cand *step_best(rctx *c, wbuf *wb, int nw, size_t B, size_t *m)
+{
+    cand *all;
+    size_t n = 0;
+    if (nw == 1) {
+        all = wb[0].nb;
+        n = wb[0].nb_len;
+    } else {
+        all = c->gat;
+        for (int w = 0; w < nw; w++) {
+            memcpy(all + n, wb[w].nb, wb[w].nb_len * sizeof *all);
+            n += wb[w].nb_len;
+        }
+    }
+    if (n > B) {
+        top_cand(all, n, B);
+        n = B;
+    }
+    qsort(all, n, sizeof *all, cand_cmp);
+    *m = n;
+    return all;
+}
+
+/* emit_results merges the terminal candidates of wb[0..nw), takes the
+ * first n in SPEC order and writes them with their backtraced tokens and
+ * key indexes (values are attached by the public search). */
+static int emit_results(cpu_engine *ce, rctx *c, wbuf *wb, int nw,
+                        ft_result *res)
+{
+    const ft_prepared *p = c->prep;
+    size_t n = p->results;
+    selc *all;
+    size_t m = 0;
+    if (nw == 1) {
+        all = wb[0].sb;
+        m = wb[0].sb_len;
+    } else {
+        all = c->sgat;
+        for (int w = 0; w < nw; w++) {
+            memcpy(all + m, wb[w].sb, wb[w].sb_len * sizeof *all);
+            m += wb[w].sb_len;
+        }
+    }
+    if (m > n) {
+        top_selc(all, m, n);
+        m = n;
+    }
+    qsort(all, m, sizeof *all, selc_cmp);
+    res->n = 0;
+    const ft_trie *trie = &ce->eng->idx->trie;
+    uint32_t toks[FT_MAX_T];
+    for (size_t i = 0; i < m; i++) {
+        uint32_t order = (uint32_t)all[i].key;
+        uint32_t len = ft_backtrace(toks, order, c->hist, c->bcap, p->tok,
+                                    p->row);
+        int rc = fti_result_put(res, ft_trie_term_rank(trie, all[i].node),
+                                order, all[i].score, all[i].sigma, toks, len);
+        if (rc != FT_OK) {
+            fti_result_fail(res, rc, "results: do not fit the result buffer");
+            return rc;
+        }
+    }
+    res->status = FT_OK;
+    res->error[0] = 0;
+    return FT_OK;
+}
+
 /* ---- one request ----------------------------------------------------- */
 
 /* grp_expand takes chunks of the group's current step until none is left. */
@@ -690,35 +795,15 @@ static void grp_member(cpu_engine *ce, grp *g, int w)
  * wb[0..nw): alone when nw == 1, else as the leader of group g (whose
  * members wait in grp_member). */
 static int run_request(cpu_engine *ce, rctx *c, wbuf *wb, int nw, grp *g,
-                       const ft_request *req, ft_result *res)
+                       const ft_prepared *p, ft_result *res)
 {
-    int rc = rctx_ready(c, req, (size_t)nw);
-    size_t B = req->beam, n = req->results ? req->results : req->beam;
-    for (int w = 0; w < nw && rc == FT_OK; w++)
-        rc = wbuf_ready(&wb[w], B, n);
-    if (rc != FT_OK) {
-        res->status = rc;
-        snprintf(res->error, sizeof res->error,
-                 "engine: out of memory for beam %zu", B);
+    int rc = req_ready(c, wb, nw, p, res);
+    if (rc != FT_OK)
         return rc;
-    }
-    ft_prep *p = &c->prep;
-    rc = ft_prep_fill(p, req);
-    if (rc != FT_OK) {
-        res->status = rc;
-        snprintf(res->error, sizeof res->error, "engine: request too large");
-        return rc;
-    }
-    for (int w = 0; w < nw; w++)
-        wbuf_start_request(&wb[w], n);
-    c->cur[0].node = 0;
-    c->cur[0].sigma = 0.0f;
-    c->ncur = 1;
     for (uint32_t t = 0; t < p->T && c->ncur > 0; t++) {
-        uint32_t ke = p->keff[t];
         for (int w = 0; w < nw; w++)
-            wbuf_start_step(&wb[w], B);
-        if (ke == 0) {
+            wbuf_start_step(&wb[w], p->beam);
+        if (p->keff[t] == 0) {
             c->ncur = 0;
             break;
         }
@@ -740,79 +825,22 @@ static int run_request(cpu_engine *ce, rctx *c, wbuf *wb, int nw, grp *g,
             grp_expand(ce, g, wb);
             spinw_wait_for(&g->done, (unsigned)nw - 1, ce->spin_ns);
         }
-        /* Merge the workers' survivors and take the first B in order. */
-        cand *all;
-        size_t m = 0;
-        if (nw == 1) {
-            all = wb[0].nb;
-            m = wb[0].nb_len;
-        } else {
-            all = c->gat;
-            for (int w = 0; w < nw; w++) {
-                memcpy(all + m, wb[w].nb, wb[w].nb_len * sizeof *all);
-                m += wb[w].nb_len;
-            }
-        }
-        if (m > B) {
-            top_cand(all, m, B);
-            m = B;
-        }
-        qsort(all, m, sizeof *all, cand_cmp);
+        size_t m;
+        cand *all = step_best(c, wb, nw, p->beam, &m);
+        /* Alone, an entry's rank in its own beam is its global rank. */
         uint32_t *h = c->hist + (size_t)t * c->bcap; /* row for beam t+1 */
         for (size_t i = 0; i < m; i++) {
             c->nxt[i].node = all[i].node;
             c->nxt[i].sigma = all[i].sigma;
-            h[i] = (uint32_t)all[i].key; /* r << 16 | k */
+            c->nxt[i].rank = (uint32_t)i;
+            h[i] = ft_hist_entry(all[i].key);
         }
         bent *x = c->cur;
         c->cur = c->nxt;
         c->nxt = x;
         c->ncur = (uint32_t)m;
     }
-    /* Results: merge the terminal candidates, first n in order. */
-    selc *all;
-    size_t m = 0;
-    if (nw == 1) {
-        all = wb[0].sb;
-        m = wb[0].sb_len;
-    } else {
-        all = c->sgat;
-        for (int w = 0; w < nw; w++) {
-            memcpy(all + m, wb[w].sb, wb[w].sb_len * sizeof *all);
-            m += wb[w].sb_len;
-        }
-    }
-    if (m > n) {
-        top_selc(all, m, n);
-        m = n;
-    }
-    qsort(all, m, sizeof *all, selc_cmp);
-    res->n = 0;
-    const ft_trie *trie = &ce->eng->idx->trie;
-    uint32_t toks[FT_MAX_T];
-    for (size_t i = 0; i < m; i++) {
-        uint32_t order = (uint32_t)all[i].key;
-        uint32_t t = order >> 24, r = (order >> 12) & 0xfffu, k = order & 0xfffu;
-        toks[t] = p->tok[(size_t)t * p->K + k];
-        /* Walk the beam history back: row tt-1 holds beam tt's parents. */
-        for (uint32_t tt = t; tt > 0; tt--) {
-            uint32_t hv = c->hist[(size_t)(tt - 1) * c->bcap + r];
-            r = hv >> 16;
-            toks[tt - 1] = p->tok[(size_t)(tt - 1) * p->K + (hv & 0xffffu)];
-        }
-        ft_sel s = {all[i].node, all[i].score, all[i].sigma, order};
-        rc = ft_result_put_hit(res, trie, &s, toks, t + 1);
-        if (rc != FT_OK) {
-            res->n = 0;
-            res->status = rc;
-            snprintf(res->error, sizeof res->error,
-                     "results: do not fit the result buffer");
-            return rc;
-        }
-    }
-    res->status = FT_OK;
-    res->error[0] = 0;
-    return FT_OK;
+    return emit_results(ce, c, wb, nw, res);
 }
 
 static void job_requests(cpu_engine *ce, int w)
@@ -844,18 +872,26 @@ static void job_groups(cpu_engine *ce, int w)
     }
 }
 
-/* A request whose step (beam x K) is this small is not worth splitting:
- * it runs on one worker.  Measured on 2 (shared) cores, K = BW = 100 gained
- * nothing from two workers, with sleeping or with spinning waits. */
-#define SMALL_STEP_WORK 65536u
-
-static int is_small(const ft_request *r)
+/* A request whose step (beam x K) is below the engine's small_work is not
+ * worth splitting: it runs on one worker.  Measured on 2 (shared) cores, K
+ * = BW = 100 gained nothing from two workers, with sleeping or with
+ * spinning waits, up to 65536; with more workers each one's share of a
+ * step shrinks, so the cut-off falls with their number (131072 / workers,
+ * at least 16384): on 16 cores a BW=200 request no longer runs alone while
+ * a BW=500 one is split (latency then grows with BW). */
+static uint32_t small_work_for(int nthreads)
 {
-    return (uint64_t)r->beam * r->K < SMALL_STEP_WORK;
+    uint32_t w = 131072u / (uint32_t)(nthreads > 0 ? nthreads : 1);
+    return w < 16384u ? 16384u : w;
+}
+
+static int is_small(const cpu_engine *ce, const ft_prepared *r)
+{
+    return (uint64_t)r->beam * r->K < ce->small_work;
 }
 
 /* run_requests runs reqs[0..n) one per worker. */
-static void run_requests(cpu_engine *ce, const ft_request *const *reqs,
+static void run_requests(cpu_engine *ce, const ft_prepared *const *reqs,
                          ft_result *const *res, size_t n)
 {
     if (n == 1) {
@@ -872,7 +908,7 @@ static void run_requests(cpu_engine *ce, const ft_request *const *reqs,
 /* run_groups runs reqs[0..n), n <= nthreads, at once: request i on the
  * workers of group i, whose size is size[i] (sizes sum to at most
  * nthreads; workers left over idle). */
-static void run_groups(cpu_engine *ce, const ft_request *const *reqs,
+static void run_groups(cpu_engine *ce, const ft_prepared *const *reqs,
                        ft_result *const *res, size_t n, const int *size)
 {
     int w = 0;
@@ -892,7 +928,7 @@ static void run_groups(cpu_engine *ce, const ft_request *const *reqs,
     pool_run(ce, job_groups);
 }
 
-static int cpu_search_batch(ft_engine *eng, const ft_request *const *reqs,
+static int cpu_run(ft_engine *eng, const ft_prepared *const *reqs,
                             ft_result *const *res, size_t n)
 {
     cpu_engine *ce = eng->impl;
@@ -922,7 +958,7 @@ static int cpu_search_batch(ft_engine *eng, const ft_request *const *reqs,
     int small_ok = ce->split != FT_CPU_SPLIT_GROUPS;
     int nsmall = 0;
     for (size_t i = full; i < n; i++)
-        nsmall += small_ok && is_small(reqs[i]);
+        nsmall += small_ok && is_small(ce, reqs[i]);
     int nbig = (int)r - nsmall;
     if (nbig == 0) { /* every request on one worker */
         run_requests(ce, reqs, res, n);
@@ -932,13 +968,189 @@ static int cpu_search_batch(ft_engine *eng, const ft_request *const *reqs,
         run_requests(ce, reqs, res, full);
     int spare = nw - nsmall, each = spare / nbig, extra = spare % nbig;
     for (size_t i = full; i < n; i++) {
-        if (small_ok && is_small(reqs[i]))
+        if (small_ok && is_small(ce, reqs[i]))
             size[i - full] = 1;
         else
             size[i - full] = each + (extra-- > 0);
     }
     run_groups(ce, reqs + full, res + full, r, size);
     /* Out of memory is the request's status, not an engine failure. */
+    return FT_OK;
+}
+
+/* ---- steps (a shard group drives them) ------------------------------- */
+
+/* step_expand_one expands request i's beam at step t and writes its local
+ * best B candidate keys, sorted and padded, to its part of send. */
+static void step_expand_one(cpu_engine *ce, size_t i, uint32_t t)
+{
+    sreq *q = &ce->sr[i];
+    const ft_prepared *p = q->p;
+    uint64_t *out = ce->send + q->off;
+    q->npend = 0;
+    if (t < p->T && q->c.ncur > 0 && p->keff[t] > 0) {
+        wbuf_start_step(&q->wb, p->beam);
+        if (ce->match != FT_CPU_MATCH_BSEARCH)
+            sort_by_token(&q->c, t);
+        for (uint32_t r = 0; r < q->c.ncur; r++)
+            expand_entry(ce, &q->c, &q->wb, t, r);
+        q->pend = step_best(&q->c, &q->wb, 1, p->beam, &q->npend);
+    } else {
+        q->c.ncur = 0;
+    }
+    for (size_t j = 0; j < q->npend; j++)
+        out[j] = q->pend[j].key;
+    for (size_t j = q->npend; j < p->beam; j++)
+        out[j] = FT_KEY_NONE;
+}
+
+/* lower_bound counts the keys of a sorted list below key. */
+static size_t lower_bound(const uint64_t *a, size_t n, uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* step_keep_one keeps request i's members of the global top-B: entry j of
+ * the local list has global rank j + (keys of the other shards' lists
+ * below it); the local list is sorted, so the kept ones are a prefix. */
+static void step_keep_one(cpu_engine *ce, size_t i, uint32_t t)
+{
+    sreq *q = &ce->sr[i];
+    const ft_prepared *p = q->p;
+    rctx *c = &q->c;
+    uint32_t B = p->beam;
+    uint32_t *h = c->hist + (size_t)t * c->bcap;
+    uint32_t kept = 0;
+    for (size_t j = 0; j < q->npend; j++) {
+        uint64_t key = q->pend[j].key;
+        size_t g = j;
+        for (uint32_t s = 0; s < ce->nshards && g < B; s++)
+            if (s != ce->shard)
+                g += lower_bound(ce->recv + s * ce->slen + q->off, B, key);
+        if (g >= B)
+            break;
+        c->nxt[kept].node = q->pend[j].node;
+        c->nxt[kept].sigma = q->pend[j].sigma;
+        c->nxt[kept].rank = (uint32_t)g;
+        h[g] = ft_hist_entry(key);
+        kept++;
+    }
+    bent *x = c->cur;
+    c->cur = c->nxt;
+    c->nxt = x;
+    c->ncur = kept;
+}
+
+static void job_steps(cpu_engine *ce, int w)
+{
+    (void)w;
+    for (;;) {
+        unsigned i = atomic_fetch_add_explicit(&ce->jnext, 1,
+                                               memory_order_relaxed);
+        if (i >= ce->sn)
+            break;
+        if (ce->jkind == 0)
+            step_expand_one(ce, i, ce->jt);
+        else if (ce->jkind == 1)
+            step_keep_one(ce, i, ce->jt);
+        else
+            emit_results(ce, &ce->sr[i].c, &ce->sr[i].wb, 1, ce->sres[i]);
+    }
+}
+
+/* run_steps runs one kind of step on every request of the batch, spread
+ * over the workers one request at a time. */
+static void run_steps(cpu_engine *ce, int kind, uint32_t t)
+{
+    ce->jkind = kind;
+    ce->jt = t;
+    atomic_store(&ce->jnext, 0);
+    if (ce->nthreads == 1 || ce->sn == 1)
+        job_steps(ce, 0);
+    else
+        pool_run(ce, job_steps);
+}
+
+static int cpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
+                          size_t n, uint32_t shard, uint32_t nshards)
+{
+    cpu_engine *ce = eng->impl;
+    if (ce->sr == NULL) {
+        ce->sr = aligned_alloc(128, FT_ENGINE_CHUNK * sizeof *ce->sr);
+        if (ce->sr == NULL)
+            return FT_ENOMEM;
+        memset(ce->sr, 0, FT_ENGINE_CHUNK * sizeof *ce->sr);
+    }
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        sreq *q = &ce->sr[i];
+        q->p = reqs[i];
+        q->off = len;
+        q->npend = 0;
+        len += reqs[i]->beam;
+        ft_result dummy;
+        if (req_ready(&q->c, &q->wb, 1, reqs[i], &dummy) != FT_OK)
+            return FT_ENOMEM;
+        if (i >= ce->sr_alloc)
+            ce->sr_alloc = i + 1;
+    }
+    if (grow((void **)&ce->send, &ce->send_alloc, len, sizeof(uint64_t)) ||
+        grow((void **)&ce->recv, &ce->recv_alloc, len * nshards,
+             sizeof(uint64_t)))
+        return FT_ENOMEM;
+    ce->sn = n;
+    ce->slen = len;
+    ce->shard = shard;
+    ce->nshards = nshards;
+    return FT_OK;
+}
+
+static int cpu_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
+                            size_t *len)
+{
+    cpu_engine *ce = eng->impl;
+    if (ce->sn == 0)
+        return FT_ESTATE;
+    *send = ce->send;
+    *recv = ce->recv;
+    *len = ce->slen;
+    return FT_OK;
+}
+
+static int cpu_step_expand(ft_engine *eng, uint32_t t)
+{
+    cpu_engine *ce = eng->impl;
+    if (ce->sn == 0)
+        return FT_ESTATE;
+    run_steps(ce, 0, t);
+    return FT_OK;
+}
+
+static int cpu_step_keep(ft_engine *eng, uint32_t t)
+{
+    cpu_engine *ce = eng->impl;
+    if (ce->sn == 0)
+        return FT_ESTATE;
+    run_steps(ce, 1, t);
+    return FT_OK;
+}
+
+static int cpu_step_finish(ft_engine *eng, ft_result *const *res)
+{
+    cpu_engine *ce = eng->impl;
+    if (ce->sn == 0)
+        return FT_ESTATE;
+    ce->sres = res;
+    run_steps(ce, 2, 0);
+    ce->sn = 0;
     return FT_OK;
 }
 
@@ -976,11 +1188,27 @@ static void cpu_close(ft_engine *eng)
     }
     free(ce->ctx);
     free(ce->wb);
+    for (size_t i = 0; i < ce->sr_alloc; i++) {
+        rctx_free(&ce->sr[i].c);
+        wbuf_free(&ce->sr[i].wb);
+    }
+    free(ce->sr);
+    free(ce->send);
+    free(ce->recv);
     free(ce);
     eng->impl = NULL;
 }
 
-static const ft_engine_ops cpu_ops = {"cpu", cpu_search_batch, cpu_close};
+static const ft_engine_ops cpu_ops = {
+    .name = "cpu",
+    .run = cpu_run,
+    .step_begin = cpu_step_begin,
+    .step_buffers = cpu_step_buffers,
+    .step_expand = cpu_step_expand,
+    .step_keep = cpu_step_keep,
+    .step_finish = cpu_step_finish,
+    .close = cpu_close,
+};
 
 int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
 {
@@ -998,16 +1226,14 @@ int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
     if (nt > 1024)
         nt = 1024;
     ce->nthreads = nt;
+    ce->small_work = small_work_for(nt);
     /* Waiting threads spin a while before they sleep: a step's serial part
      * (the merge) is short next to a sleep and a wake-up.  Not when the
      * workers outnumber the cores: there a spinner takes the core that the
      * thread it waits for needs. */
     ce->spin_ns = nt <= fti_online_cores() ? CPU_SPIN_NS : 0;
-    {
-        const char *e = getenv("FT_CPU_SPIN_US");
-        if (e != NULL && *e)
-            ce->spin_ns = atol(e) * 1000L;
-    }
+    if (eng->opts.spin_us >= 0)
+        ce->spin_ns = eng->opts.spin_us * 1000L;
     eng->impl = ce;
     eng->ops = &cpu_ops;
     ce->ctx = aligned_alloc(128, (size_t)nt * sizeof *ce->ctx);
@@ -1036,12 +1262,6 @@ int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
         }
         ce->nsw++;
     }
-    /* The calling thread's context is sized now; workers' on first use. */
-    if (ft_prep_init(&ce->ctx[0].prep, FT_MAX_T, FT_MAX_K) != FT_OK) {
-        cpu_close(eng);
-        FT_RETURN_ERROR_IF(1, FT_ENOMEM, "engine: out of memory");
-    }
-    ce->ctx[0].ready = 1;
     for (int i = 1; i < nt; i++) {
         worker_arg *a = malloc(sizeof *a);
         if (a != NULL) {

@@ -1,7 +1,8 @@
 /*
- * engine.c - the public engine API: opens the engine of the asked kind,
- * validates every request with the one validator, and hands valid ones to
- * the engine in chunks.
+ * engine.c - the engine API of the shard layer: opens the engine of the
+ * asked kind and dispatches prepared requests, whole or step by step, to
+ * its operations.  Validation, preparation and values are router/'s
+ * (router/search.c): an engine sees only prepared requests.
  */
 #include "search.h"
 
@@ -14,6 +15,7 @@ void ft_engine_opts_init(ft_engine_opts *opts)
 {
     memset(opts, 0, sizeof *opts);
     opts->kind = FT_ENGINE_CPU;
+    opts->spin_us = -1;
 }
 
 int ft_engine_open(ft_engine **out, const ft_index *idx,
@@ -24,6 +26,7 @@ int ft_engine_open(ft_engine **out, const ft_index *idx,
     if (eng == NULL)
         return FT_ENOMEM;
     eng->idx = idx;
+    eng->device = -1;
     if (opts)
         eng->opts = *opts;
     else
@@ -32,6 +35,20 @@ int ft_engine_open(ft_engine **out, const ft_index *idx,
     switch (eng->opts.kind) {
     case FT_ENGINE_CPU: rc = ft_cpu_engine_open(eng, errbuf, errlen); break;
     case FT_ENGINE_GPU: rc = ft_gpu_engine_open(eng, errbuf, errlen); break;
+    case FT_ENGINE_AUTO: {
+        char why[200] = "";
+        eng->opts.kind = FT_ENGINE_GPU;
+        rc = ft_gpu_engine_open(eng, why, sizeof why);
+        if (rc == FT_OK)
+            break;
+        eng->opts.kind = FT_ENGINE_CPU;
+        eng->device = -1;
+        rc = ft_cpu_engine_open(eng, errbuf, errlen);
+        if (rc == FT_OK)
+            snprintf(eng->note, sizeof eng->note,
+                     "cpu engine: the GPU engine could not start (%s)", why);
+        break;
+    }
     default:
         fti_errf(errbuf, errlen, "unknown engine kind %d", (int)eng->opts.kind);
         rc = FT_EINVAL;
@@ -40,6 +57,11 @@ int ft_engine_open(ft_engine **out, const ft_index *idx,
         free(eng);
         return rc;
     }
+    if (eng->note[0] == 0 && eng->device >= 0)
+        snprintf(eng->note, sizeof eng->note, "gpu engine on device %d",
+                 eng->device);
+    else if (eng->note[0] == 0)
+        snprintf(eng->note, sizeof eng->note, "cpu engine");
     *out = eng;
     return FT_OK;
 }
@@ -55,51 +77,90 @@ void ft_engine_close(ft_engine *eng)
 
 const char *ft_engine_name(const ft_engine *eng) { return eng->ops->name; }
 
-int ft_engine_search(ft_engine *eng, const ft_request *req, ft_result *res)
+const char *ft_engine_note(const ft_engine *eng) { return eng->note; }
+
+void ft_engine_get_opts(ft_engine_opts *opts, const ft_engine *eng)
 {
-    int rc = ft_engine_search_batch(eng, req, 1, res);
-    return rc != FT_OK ? rc : res->status;
+    *opts = eng->opts;
 }
 
-int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
-                           ft_result *res)
+int ft_engine_failed(const ft_engine *eng) { return eng->failed; }
+
+int ft_engine_device(const ft_engine *eng) { return eng->device; }
+
+void ft_engine_timing_report(const ft_engine *eng, char *buf, size_t len)
 {
-    const ft_request *vr[FT_ENGINE_CHUNK];
-    ft_result *vres[FT_ENGINE_CHUNK];
+    if (len == 0)
+        return;
+    buf[0] = 0;
+    if (eng->ops->timing_report)
+        eng->ops->timing_report(eng, buf, len);
+}
+
+int ft_engine_run(ft_engine *eng, const ft_prepared *const *reqs,
+                  ft_result *const *res, size_t n)
+{
     if (eng->failed)
         return FT_ESTATE;
-    size_t i = 0;
-    while (i < n) {
-        size_t m = 0;
-        double tv = eng->timing ? fti_now() : 0;
-        for (; i < n && m < FT_ENGINE_CHUNK; i++) {
-            res[i].n = 0;
-            res[i].error[0] = 0;
-            res[i].status = ft_request_validate(&reqs[i], eng->opts.max_beam,
-                                                res[i].error,
-                                                sizeof res[i].error);
-            if (res[i].status != FT_OK)
-                continue;
-            uint32_t nres = reqs[i].results ? reqs[i].results : reqs[i].beam;
-            if (res[i].cap_hits < nres ||
-                res[i].cap_tokens < nres * reqs[i].T) {
-                res[i].status = FT_ELIMIT;
-                snprintf(res[i].error, sizeof res[i].error,
-                         "results: %u results of up to %u tokens do not fit "
-                         "the result buffer", nres, reqs[i].T);
-                continue;
-            }
-            vr[m] = &reqs[i];
-            vres[m] = &res[i];
-            m++;
-        }
-        if (eng->timing)
-            eng->t_validate += fti_now() - tv;
-        if (m > 0) {
-            int rc = eng->ops->search_batch(eng, vr, vres, m);
-            if (rc != FT_OK)
-                return rc;
-        }
+    for (size_t i = 0; i < n; i += FT_ENGINE_CHUNK) {
+        size_t m = n - i < FT_ENGINE_CHUNK ? n - i : FT_ENGINE_CHUNK;
+        int rc = eng->ops->run(eng, reqs + i, res + i, m);
+        if (rc != FT_OK)
+            return rc;
     }
     return FT_OK;
 }
+
+int ft_engine_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
+                         size_t n, uint32_t shard, uint32_t nshards)
+{
+    if (eng->failed)
+        return FT_ESTATE;
+    if (eng->ops->step_begin == NULL)
+        return FT_ENOTSUP;
+    if (n == 0 || n > FT_ENGINE_CHUNK || nshards == 0 || shard >= nshards)
+        return FT_EINVAL;
+    return eng->ops->step_begin(eng, reqs, n, shard, nshards);
+}
+
+int ft_engine_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
+                           size_t *len)
+{
+    if (eng->ops->step_buffers == NULL)
+        return FT_ENOTSUP;
+    return eng->ops->step_buffers(eng, send, recv, len);
+}
+
+int ft_engine_step_expand(ft_engine *eng, uint32_t t)
+{
+    if (eng->failed)
+        return FT_ESTATE;
+    if (eng->ops->step_expand == NULL)
+        return FT_ENOTSUP;
+    return eng->ops->step_expand(eng, t);
+}
+
+int ft_engine_step_keep(ft_engine *eng, uint32_t t)
+{
+    if (eng->failed)
+        return FT_ESTATE;
+    if (eng->ops->step_keep == NULL)
+        return FT_ENOTSUP;
+    return eng->ops->step_keep(eng, t);
+}
+
+int ft_engine_step_finish(ft_engine *eng, ft_result *const *res)
+{
+    if (eng->failed)
+        return FT_ESTATE;
+    if (eng->ops->step_finish == NULL)
+        return FT_ENOTSUP;
+    return eng->ops->step_finish(eng, res);
+}
+
+void *ft_engine_stream(ft_engine *eng)
+{
+    return eng->ops->stream ? eng->ops->stream(eng) : NULL;
+}
+
+const ft_index *ft_engine_index(const ft_engine *eng) { return eng->idx; }

@@ -21,13 +21,7 @@
 #include "nav.h"
 
 /* ---- logging ---- */
-void fti_log(ft_log_level lvl, const char *file, int line, const char *fmt,
-             ...) __attribute__((format(printf, 4, 5)));
-#define FT_LOG(lvl, ...)                                                      \
-    do {                                                                      \
-        if ((lvl) <= ft_log_get_level())                                      \
-            fti_log((lvl), __FILE__, __LINE__, __VA_ARGS__);                  \
-    } while (0)
+#define FT_LOG(lvl, ...) FT_LOGF(lvl, __VA_ARGS__)
 #define FT_ERROR(...) FT_LOG(FT_LOG_ERROR, __VA_ARGS__)
 #define FT_WARN(...) FT_LOG(FT_LOG_WARN, __VA_ARGS__)
 #define FT_INFO(...) FT_LOG(FT_LOG_INFO, __VA_ARGS__)

@@ -23,7 +23,7 @@
  * SPEC maxima, one more slot sized for the maxima takes, alone, the
  * requests that do not fit the others: a valid request is never refused.
  *
- * A search: prepare every request on the host (ft_prep_fill), pack
+ * A search: take the requests prepared by router/ (ft_prepared), pack
  * descriptors, proposal rows and zeroed step counters into one pinned
  * buffer, one copy in, one cooperative launch for the whole batch (all T
  * steps), one copy out, then assemble the results.  A CUDA error marks the
@@ -75,8 +75,6 @@ typedef struct gpu_engine {
     uint32_t bmax, kmax, tmax;
     gpu_slot *slots;            /* nslots (+1 big slot) */
     int has_big;
-    ft_prep *preps;             /* nslots */
-    ft_prep big_prep;
     unsigned char *h_in, *d_in; /* pinned / device input region */
     size_t in_cap;
     unsigned char *h_out, *d_out;
@@ -94,7 +92,6 @@ typedef struct gpu_engine {
                                  * of the selected beams only */
     int timing;
     cudaEvent_t ev[4];
-    double last_validate;
     struct gpu_timing {
         uint32_t beam;
         uint64_t calls;
@@ -213,34 +210,20 @@ static void gpu_close(ft_engine *eng)
     if (g == NULL)
         return;
     cudaSetDevice(g->device);
-    if (g->timing) {
-        static const char *const nm[10] = {
-            "prep", "pack", "h2d+launch+d2h issue", "wait", "h2d (events)",
-            "kernel (events)", "d2h (events)", "assembly",
-            "total (validation excluded)", "validation"};
-        fprintf(stderr, "gpu host timing, b=1 launches, us per call:\n");
-        for (uint32_t b = 0; b < g->ntm; b++) {
-            fprintf(stderr, "  beam %u, %llu calls:", g->tm[b].beam,
-                    (unsigned long long)g->tm[b].calls);
-            for (int i = 0; i < 10; i++)
-                fprintf(stderr, " %s %.1f;", nm[i],
-                        g->tm[b].sum[i] * 1e6 / (double)g->tm[b].calls);
-            fprintf(stderr, "\n");
-        }
+    if (g->timing)
         for (int i = 0; i < 4; i++)
             cudaEventDestroy(g->ev[i]);
-    }
 #ifdef FT_GK_PROFILE
     if (g->prof_launches) {
         int khz = 0;
         cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->device);
         double us = khz ? 1e3 / khz / (double)g->prof_launches : 0;
-        fprintf(stderr, "gpu profile over %llu launches (us per launch, "
-                "CTA 0's view, clock %d MHz):\n",
-                (unsigned long long)g->prof_launches, khz / 1000);
+        FT_INFO("gpu profile over %llu launches (us per launch, CTA 0's "
+                "view, clock %d MHz):", (unsigned long long)g->prof_launches,
+                khz / 1000);
         for (uint32_t t = 0; t < g->prof_t; t++)
-            fprintf(stderr, "  step %2u: expand %.2f  select %.2f (each with one grid.sync)\n", t,
-                    g->prof_a[t] * us, g->prof_b[t] * us);
+            FT_INFO("  step %2u: expand %.2f  select %.2f (each with one "
+                    "grid.sync)", t, g->prof_a[t] * us, g->prof_b[t] * us);
     }
 #endif
     if (g->slots) {
@@ -248,12 +231,6 @@ static void gpu_close(ft_engine *eng)
             slot_free(&g->slots[i]);
         free(g->slots);
     }
-    if (g->preps) {
-        for (uint32_t i = 0; i < g->nslots; i++)
-            ft_prep_free(&g->preps[i]);
-        free(g->preps);
-    }
-    ft_prep_free(&g->big_prep);
     for (int i = 0; i < FT_SEC_COUNT; i++)
         cudaFree(g->dsec[i]);
     cudaFree(g->d_in);
@@ -268,10 +245,18 @@ static void gpu_close(ft_engine *eng)
     eng->impl = NULL;
 }
 
-static int gpu_search_batch(ft_engine *eng, const ft_request *const *reqs,
-                            ft_result *const *res, size_t n);
+static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
+                   ft_result *const *res, size_t n);
+static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len);
+static void *gpu_stream(ft_engine *eng);
 
-static const ft_engine_ops gpu_ops = {"gpu", gpu_search_batch, gpu_close};
+static const ft_engine_ops gpu_ops = {
+    .name = "gpu",
+    .run = gpu_run,
+    .stream = gpu_stream,
+    .timing_report = gpu_timing_report,
+    .close = gpu_close,
+};
 
 /* Copies the sections the kernels read and points the device view at them. */
 static int copy_trie(gpu_engine *g, const ft_trie *t)
@@ -381,21 +366,16 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
     g->has_big = g->kmax < FT_MAX_K || g->tmax < FT_MAX_T;
     uint32_t ns = g->nslots + (uint32_t)g->has_big;
     g->slots = calloc(ns, sizeof *g->slots);
-    g->preps = calloc(g->nslots, sizeof *g->preps);
-    if (!g->slots || !g->preps)
+    if (!g->slots)
         return FT_ENOMEM;
     for (uint32_t i = 0; i < g->nslots; i++) {
         if ((rc = slot_alloc(g, &g->slots[i], g->kmax, g->tmax)) != FT_OK)
             goto cuda_fail;
-        if ((rc = ft_prep_init(&g->preps[i], g->tmax, g->kmax)) != FT_OK)
-            return rc;
     }
     if (g->has_big) {
         if ((rc = slot_alloc(g, &g->slots[g->nslots], FT_MAX_K, FT_MAX_T)) !=
             FT_OK)
             goto cuda_fail;
-        if ((rc = ft_prep_init(&g->big_prep, FT_MAX_T, FT_MAX_K)) != FT_OK)
-            return rc;
     }
     g->in_cap = (size_t)g->nslots * req_in_bytes(g->kmax, g->tmax);
     if (g->in_cap < req_in_bytes(FT_MAX_K, FT_MAX_T))
@@ -412,12 +392,11 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         goto cuda_fail;
     }
     g->epoch = 0;
-    g->timing = getenv("FT_GPU_TIMING") != NULL;
+    g->timing = o->timing;
     /* Alone, a request leaves most of the grid idle: computing every next
      * candidate's child range in the expansion costs no time.  In a batch
      * the grid is busy and most of those ranges are thrown away. */
     g->lazy_min = 4;
-    eng->timing = g->timing;
     for (int i = 0; i < 4 && g->timing; i++)
         FT_CUDA_CHECK(cudaEventCreate(&g->ev[i]));
     size_t mem_free = 0, mem_total = 0;
@@ -455,6 +434,7 @@ int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
     if (g == NULL)
         return FT_ENOMEM;
     g->device = eng->opts.device;
+    eng->device = g->device;
     eng->impl = g;
     eng->ops = &gpu_ops;
     int rc = gpu_open(g, eng, errbuf, errlen);
@@ -472,7 +452,7 @@ int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
 /* ---- search ----------------------------------------------------------- */
 
 /* Output bytes one prepared request takes. */
-static size_t out_bytes(const ft_prep *p)
+static size_t out_bytes(const ft_prepared *p)
 {
     return ALIGN16(sizeof(ft_gk_out_head) +
                    (size_t)p->results * sizeof(ft_gk_out_hit) +
@@ -482,7 +462,7 @@ static size_t out_bytes(const ft_prep *p)
 /* Packs one prepared request: its descriptor into q (host side of the
  * descriptor array), its rows and step counters at *in_off; reserves its
  * output at *out_off. */
-static void pack_req(gpu_engine *g, ft_gk_req *q, const ft_prep *p,
+static void pack_req(gpu_engine *g, ft_gk_req *q, const ft_prepared *p,
                      const gpu_slot *slot, const ft_child_range *root,
                      size_t *in_off, size_t *out_off)
 {
@@ -508,18 +488,9 @@ static void pack_req(gpu_engine *g, ft_gk_req *q, const ft_prep *p,
     for (uint32_t d = 0; d <= p->T; d++)
         q->F[d] = p->F[d];
     q->root = *root;
-    /* The root's theta_sent cut; 0 + logp is exact, as on the device. */
-    uint32_t lo = 0, hi = p->keff[0];
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) >> 1;
-        volatile float sig = 0.0f + p->logp[mid];
-        if (sig > p->theta_sent)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    q->kcut0 = lo;
-    q->items0 = ft_gk_items(0, root->deg, lo);
+    /* The root's theta_sent cut, by the rule the kernels use. */
+    q->kcut0 = ft_kcut(p->logp, p->keff[0], 0.0f, p->theta_sent);
+    q->items0 = ft_gk_items(0, root->deg, q->kcut0);
     size_t tok_off = off;
     off += ALIGN16((size_t)rows * 4);
     size_t lp_off = off;
@@ -545,15 +516,12 @@ static void pack_req(gpu_engine *g, ft_gk_req *q, const ft_prep *p,
 static void fail_all(ft_result *const *res, size_t n, int code,
                      const char *msg)
 {
-    for (size_t i = 0; i < n; i++) {
-        res[i]->n = 0;
-        res[i]->status = code;
-        snprintf(res[i]->error, sizeof res[i]->error, "%s", msg);
-    }
+    for (size_t i = 0; i < n; i++)
+        fti_result_fail(res[i], code, msg);
 }
 
 /* Runs reqs[0..n) (all fitting the chosen slots) in one launch. */
-static int run_launch(ft_engine *eng, const ft_request *const *reqs,
+static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
                       ft_result *const *res, size_t n, int big)
 {
     gpu_engine *g = eng->impl;
@@ -563,19 +531,11 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
     size_t out_off = 0;
     int timing = g->timing && n == 1;
     double tk[8] = {0};
-    double last_validate = g->last_validate;
-    g->last_validate = eng->t_validate;
     if (timing)
         tk[0] = fti_now();
     for (size_t i = 0; i < n; i++) {
-        ft_prep *p = big ? &g->big_prep : &g->preps[i];
+        const ft_prepared *p = reqs[i];
         gpu_slot *slot = big ? &g->slots[g->nslots] : &g->slots[i];
-        int rc = ft_prep_fill(p, reqs[i]);
-        if (rc != FT_OK) {
-            fail_all(res, n, FT_EINTERNAL,
-                     "engine: request does not fit its GPU slot");
-            return FT_OK;
-        }
         if (timing)
             tk[1] = fti_now();
         pack_req(g, (ft_gk_req *)(g->h_in + i * sizeof(ft_gk_req)), p, slot,
@@ -649,23 +609,11 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
         }
     }
 #endif
-    /* Values stay in host memory: the kernel reports each hit's terminal
-     * rank; prefetch every value word first so the misses overlap. */
+    /* The kernel reports each hit's terminal rank (its key index): values
+     * stay in host memory and are attached by the public search. */
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        const ft_prep *p = big ? &g->big_prep : &g->preps[i];
-        const ft_gk_out_head *h = (const ft_gk_out_head *)(g->h_out + o);
-        const ft_gk_out_hit *hit = (const ft_gk_out_hit *)(h + 1);
-        o += out_bytes(p);
-        if (h->err || h->n > p->results || t->value_bits == 0)
-            continue;
-        for (uint32_t j = 0; j < h->n; j++)
-            __builtin_prefetch(t->values +
-                               ((hit[j].rank * t->value_bits) >> 6));
-    }
-    o = 0;
-    for (size_t i = 0; i < n; i++) {
-        const ft_prep *p = big ? &g->big_prep : &g->preps[i];
+        const ft_prepared *p = reqs[i];
         const ft_gk_out_head *h = (const ft_gk_out_head *)(g->h_out + o);
         const ft_gk_out_hit *hit = (const ft_gk_out_hit *)(h + 1);
         const uint32_t *tok = (const uint32_t *)(hit + p->results);
@@ -676,38 +624,28 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
         r->error[0] = 0;
         if (h->err || h->n > p->results) {
             FT_ERROR("GPU engine: arena overflow in a request (a bug)");
-            r->status = FT_EINTERNAL;
-            snprintf(r->error, sizeof r->error,
-                     "engine: GPU arena overflow (internal error)");
+            fti_result_fail(r, FT_EINTERNAL,
+                            "engine: GPU arena overflow (internal error)");
             continue;
         }
         for (uint32_t j = 0; j < h->n; j++) {
-            ft_sel s;
-            s.node = 0;
-            s.score = hit[j].score;
-            s.sigma = hit[j].sigma;
-            s.order = hit[j].order;
-            if (hit[j].rank >= t->n_keys) {
+            if (hit[j].rank >= t->n_keys || hit[j].len == 0 ||
+                hit[j].len > p->T) {
                 /* Never read past the values, never answer wrongly. */
-                FT_ERROR("GPU engine: value index %llu of %llu keys (a bug)",
+                FT_ERROR("GPU engine: key index %llu of %llu keys (a bug)",
                          (unsigned long long)hit[j].rank,
                          (unsigned long long)t->n_keys);
-                r->n = 0;
-                r->status = FT_EINTERNAL;
-                snprintf(r->error, sizeof r->error,
-                         "engine: GPU returned a bad value index (internal "
-                         "error)");
+                fti_result_fail(r, FT_EINTERNAL,
+                                "engine: GPU returned a bad key index "
+                                "(internal error)");
                 break;
             }
-            uint64_t value =
-                ft_packed_get(t->values, t->value_bits, hit[j].rank);
-            int rc = ft_result_put_value(r, value, &s,
-                                         tok + (size_t)j * p->T, hit[j].len);
+            int rc = fti_result_put(r, hit[j].rank, hit[j].order,
+                                    hit[j].score, hit[j].sigma,
+                                    tok + (size_t)j * p->T, hit[j].len);
             if (rc != FT_OK) {
-                r->n = 0;
-                r->status = rc;
-                snprintf(r->error, sizeof r->error,
-                         "results: do not fit the result buffer");
+                fti_result_fail(r, rc, "results: do not fit the result "
+                                       "buffer");
                 break;
             }
         }
@@ -736,7 +674,6 @@ static int run_launch(ft_engine *eng, const ft_request *const *reqs,
             m->sum[4] += ms[0] * 1e-3;
             m->sum[5] += ms[1] * 1e-3;
             m->sum[6] += ms[2] * 1e-3;
-            m->sum[9] += eng->t_validate - last_validate;
             m->sum[7] += tk[5] - tk[4];
             m->sum[8] += tk[5] - tk[0];
         }
@@ -751,11 +688,11 @@ cuda_fail:
     return FT_ECUDA;
 }
 
-static int gpu_search_batch(ft_engine *eng, const ft_request *const *reqs,
-                            ft_result *const *res, size_t n)
+static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
+                   ft_result *const *res, size_t n)
 {
     gpu_engine *g = eng->impl;
-    const ft_request *batch[FT_ENGINE_CHUNK];
+    const ft_prepared *batch[FT_ENGINE_CHUNK];
     ft_result *bres[FT_ENGINE_CHUNK];
     size_t m = 0;
     if (eng->failed) {
@@ -788,6 +725,38 @@ static int gpu_search_batch(ft_engine *eng, const ft_request *const *reqs,
     if (m > 0)
         return run_launch(eng, batch, bres, m, 0);
     return FT_OK;
+}
+
+static void *gpu_stream(ft_engine *eng)
+{
+    gpu_engine *g = eng->impl;
+    return (void *)g->stream;
+}
+
+static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len)
+{
+    static const char *const nm[9] = {
+        "prep", "pack", "h2d+launch+d2h issue", "wait", "h2d (events)",
+        "kernel (events)", "d2h (events)", "assembly",
+        "total (validation excluded)"};
+    const gpu_engine *g = eng->impl;
+    size_t o = 0;
+    buf[0] = 0;
+    if (!g->timing)
+        return;
+    o += (size_t)snprintf(buf + o, len - o,
+                          "gpu host timing, b=1 launches, us per call:\n");
+    for (uint32_t b = 0; b < g->ntm && o < len; b++) {
+        o += (size_t)snprintf(buf + o, len - o, "  beam %u, %llu calls:",
+                              g->tm[b].beam,
+                              (unsigned long long)g->tm[b].calls);
+        for (int i = 0; i < 9 && o < len; i++)
+            o += (size_t)snprintf(buf + o, len - o, " %s %.1f;", nm[i],
+                                  g->tm[b].sum[i] * 1e6 /
+                                      (double)g->tm[b].calls);
+        if (o < len)
+            o += (size_t)snprintf(buf + o, len - o, "\n");
+    }
 }
 
 #endif /* FT_HAVE_CUDA */

@@ -565,3 +565,15 @@ done:
         *visited = count;
     return FT_OK;
 }
+
+int ft_index_value_at(uint64_t *value, const ft_index *idx,
+                      uint64_t key_index)
+{
+    const ft_trie *t = &idx->trie;
+    if (key_index >= t->n_keys)
+        return FT_ENOTFOUND;
+    *value = ft_packed_get(t->values, t->value_bits, key_index);
+    return FT_OK;
+}
+
+uint64_t ft_index_keys(const ft_index *idx) { return idx->trie.n_keys; }

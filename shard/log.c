@@ -20,8 +20,8 @@ void ft_log_set_sink(ft_log_sink sink, void *arg)
     pthread_mutex_unlock(&g_lock);
 }
 
-void fti_log(ft_log_level lvl, const char *file, int line, const char *fmt,
-             ...)
+void ft_log_write(ft_log_level lvl, const char *file, int line,
+                  const char *fmt, ...)
 {
     static const char *names[] = {"error", "warn", "info", "debug"};
     char msg[1024];

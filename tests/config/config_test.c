@@ -107,7 +107,7 @@ static void test_defaults(void)
     ft_config_init(&cfg);
     FT_CHECK_STR(cfg.index_path, "");
     FT_CHECK_EQ_U64(cfg.n_listeners, 1);
-    FT_CHECK_STR(cfg.listeners[0].url, "tcp://127.0.0.1:7700");
+    FT_CHECK_STR(cfg.listeners[0].url, "tcp://127.0.0.1:7710");
     FT_CHECK_EQ_U64(cfg.listeners[0].admin, 0);
     FT_CHECK_EQ_U64(cfg.engine, FT_CONFIG_ENGINE_AUTO);
     FT_CHECK_EQ_U64(cfg.n_devices, 1);
@@ -161,8 +161,8 @@ static void test_dump_format(void)
     ft_config_init(&cfg);
     FT_CHECK_STR(dumped(&cfg),
                  "index: \"\" (default)\n"
-                 "listeners: tcp://127.0.0.1:7700 (default)\n"
-                 "listeners[0].url: tcp://127.0.0.1:7700 (default)\n"
+                 "listeners: tcp://127.0.0.1:7710 (default)\n"
+                 "listeners[0].url: tcp://127.0.0.1:7710 (default)\n"
                  "listeners[0].admin: false (default)\n"
                  "listeners[0].tls.cert: \"\" (default)\n"
                  "listeners[0].tls.key: \"\" (default)\n"
@@ -439,8 +439,10 @@ static void test_validate(void)
               "    tls = { cert = \"c\"; key = \"k\"; }; }\n);\n",
               "t.conf:3: listeners[0].tls: only a tls+tcp:// listener takes a tls "
               "group, not 'tcp://127.0.0.1:2'");
-    BAD_VALID("index = \"i\";\nlisteners = ( { admin = true; } );\n",
-              "t.conf:2: listeners[0].url: required");
+    BAD("index = \"i\";\nlisteners = ( { admin = true; } );\n",
+        "t.conf:2: listeners[0].url: required");
+    BAD("index = \"i\";\nlisteners = ( { url = \"\"; } );\n",
+        "t.conf:2: listeners[0].url: required");
     BAD_VALID("index = \"i\";\ncluster = {\n  world = 2;\n  rank = 2;\n"
               "  coordinator = \"tcp://10.0.0.1:7710\";\n};\n",
               "t.conf:4: cluster.rank: must be below cluster.world (2), got 2");

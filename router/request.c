@@ -1,11 +1,26 @@
 /*
- * request.c - the one request validator (SPEC section 3), request
- * preparation shared by the engines (SPEC section 4's proposal order and
- * F table) and result buffers.
+ * request.c - the one request validator (SPEC section 3) and request
+ * preparation (SPEC section 4's proposal order, the theta_tok cut and the
+ * F table): what turns a request into the ft_prepared an engine searches.
  */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "search.h"
+#include "flashtrie.h"
+#include "rules.h"
+
+/* RETURN_ERROR_IF writes the message to the optional errbuf and returns
+ * err when cond holds. */
+#define RETURN_ERROR_IF(cond, err, ...)                                       \
+    do {                                                                      \
+        if (cond) {                                                           \
+            if (errbuf != NULL && errlen > 0)                                 \
+                snprintf(errbuf, errlen, __VA_ARGS__);                        \
+            return (err);                                                     \
+        }                                                                     \
+    } while (0)
 
 void ft_request_init(ft_request *req)
 {
@@ -52,27 +67,27 @@ int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
                         size_t errlen)
 {
     uint32_t cap = max_beam && max_beam < FT_MAX_BEAM ? max_beam : FT_MAX_BEAM;
-    FT_RETURN_ERROR_IF(req->T < 1 || req->T > FT_MAX_T, FT_EREQUEST,
+    RETURN_ERROR_IF(req->T < 1 || req->T > FT_MAX_T, FT_EREQUEST,
                        "tokens: the grid must have 1..%u positions, got %u",
                        FT_MAX_T, req->T);
-    FT_RETURN_ERROR_IF(req->K < 1 || req->K > FT_MAX_K, FT_EREQUEST,
+    RETURN_ERROR_IF(req->K < 1 || req->K > FT_MAX_K, FT_EREQUEST,
                        "tokens: each position must have 1..%u proposals, got %u",
                        FT_MAX_K, req->K);
-    FT_RETURN_ERROR_IF(req->tokens == NULL, FT_EREQUEST, "tokens: missing");
-    FT_RETURN_ERROR_IF(req->logp == NULL, FT_EREQUEST, "logp: missing");
-    FT_RETURN_ERROR_IF(req->beam < 1 || req->beam > FT_MAX_BEAM, FT_EREQUEST,
+    RETURN_ERROR_IF(req->tokens == NULL, FT_EREQUEST, "tokens: missing");
+    RETURN_ERROR_IF(req->logp == NULL, FT_EREQUEST, "logp: missing");
+    RETURN_ERROR_IF(req->beam < 1 || req->beam > FT_MAX_BEAM, FT_EREQUEST,
                        "beam: must be 1..%u, got %u", FT_MAX_BEAM, req->beam);
-    FT_RETURN_ERROR_IF(req->beam > cap, FT_EREQUEST,
+    RETURN_ERROR_IF(req->beam > cap, FT_EREQUEST,
                        "beam: %u exceeds this server's cap of %u", req->beam,
                        cap);
-    FT_RETURN_ERROR_IF(req->results > FT_MAX_RESULTS, FT_EREQUEST,
+    RETURN_ERROR_IF(req->results > FT_MAX_RESULTS, FT_EREQUEST,
                        "results: must be 1..%u, got %u", FT_MAX_RESULTS,
                        req->results);
-    FT_RETURN_ERROR_IF(isnan(req->theta_tok), FT_EREQUEST,
+    RETURN_ERROR_IF(isnan(req->theta_tok), FT_EREQUEST,
                        "theta_tok: not a number");
-    FT_RETURN_ERROR_IF(isnan(req->theta_sent), FT_EREQUEST,
+    RETURN_ERROR_IF(isnan(req->theta_sent), FT_EREQUEST,
                        "theta_sent: not a number");
-    FT_RETURN_ERROR_IF(!(req->alpha >= 0.0 && req->alpha <= 10.0), FT_EREQUEST,
+    RETURN_ERROR_IF(!(req->alpha >= 0.0 && req->alpha <= 10.0), FT_EREQUEST,
                        "alpha: must be 0..10, got %.17g", req->alpha);
     uint32_t size = 64, shift = 26;
     while (size < 4 * req->K) {
@@ -93,7 +108,7 @@ int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
         }
         if (bad)
             for (uint32_t k = 0; k < req->K; k++)
-                FT_RETURN_ERROR_IF(!isfinite(lp[k]), FT_EREQUEST,
+                RETURN_ERROR_IF(!isfinite(lp[k]), FT_EREQUEST,
                                    "logp: position %u, proposal %u: not "
                                    "finite", t, k);
         if (++dup_stamp == 0) { /* wrapped: reset the stamps once */
@@ -107,7 +122,7 @@ int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
             uint32_t first = 0;
             while (tk[first] != tk[k])
                 first++;
-            FT_RETURN_ERROR_IF(1, FT_EREQUEST,
+            RETURN_ERROR_IF(1, FT_EREQUEST,
                                "tokens: position %u: token %u appears twice "
                                "(proposals %u and %u)", t, tk[k], first, k);
         }
@@ -115,94 +130,42 @@ int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
     return FT_OK;
 }
 
-int ft_result_alloc(ft_result *res, uint32_t max_hits, uint32_t max_len)
-{
-    memset(res, 0, sizeof *res);
-    if (max_hits == 0)
-        max_hits = 1;
-    if (max_len == 0)
-        max_len = FT_MAX_T;
-    res->hits = calloc(max_hits, sizeof *res->hits);
-    res->tokens = calloc((size_t)max_hits * max_len, sizeof *res->tokens);
-    if (res->hits == NULL || res->tokens == NULL) {
-        ft_result_free(res);
-        return FT_ENOMEM;
-    }
-    res->cap_hits = max_hits;
-    res->cap_tokens = max_hits * max_len;
-    return FT_OK;
-}
-
-void ft_result_free(ft_result *res)
-{
-    free(res->hits);
-    free(res->tokens);
-    memset(res, 0, sizeof *res);
-}
-
-int ft_result_put_value(ft_result *res, uint64_t value, const ft_sel *s,
-                        const uint32_t *toks, uint32_t len)
-{
-    uint32_t off = res->n ? res->hits[res->n - 1].tok_off +
-                                res->hits[res->n - 1].len
-                          : 0;
-    if (res->n >= res->cap_hits || off + len > res->cap_tokens)
-        return FT_ELIMIT;
-    ft_hit *h = &res->hits[res->n++];
-    h->len = len;
-    h->tok_off = off;
-    h->value = value;
-    h->score = s->score;
-    h->sigma = s->sigma;
-    memcpy(res->tokens + off, toks, len * sizeof *toks);
-    return FT_OK;
-}
-
-int ft_result_put_hit(ft_result *res, const ft_trie *t, const ft_sel *s,
-                      const uint32_t *toks, uint32_t len)
-{
-    return ft_result_put_value(res, ft_trie_value(t, s->node), s, toks, len);
-}
-
 /* ---- preparation ---- */
 
-typedef struct prep_scratch {
-    uint64_t *keys; /* cap_k sort keys */
-} prep_scratch;
+struct ft_prep {
+    ft_prepared pub;
+    uint32_t cap; /* elements of tok and logp */
+    uint32_t *tok;
+    float *logp;
+    uint32_t keff[FT_MAX_T];
+    uint32_t row[FT_MAX_T];
+    double F[FT_MAX_T + 1];
+    uint64_t *keys; /* sort keys, FT_MAX_K */
+};
 
-int ft_prep_init(ft_prep *p, uint32_t max_t, uint32_t max_k)
+int ft_prep_create(ft_prep **out)
 {
-    memset(p, 0, sizeof *p);
-    if (max_t == 0 || max_t > FT_MAX_T)
-        max_t = FT_MAX_T;
-    if (max_k == 0 || max_k > FT_MAX_K)
-        max_k = FT_MAX_K;
-    p->cap_t = max_t;
-    p->cap_k = max_k;
-    p->tok = malloc((size_t)max_t * max_k * sizeof *p->tok);
-    p->logp = malloc((size_t)max_t * max_k * sizeof *p->logp);
-    p->keff = malloc(max_t * sizeof *p->keff);
-    prep_scratch *sc = calloc(1, sizeof *sc);
-    if (sc)
-        sc->keys = malloc(max_k * sizeof *sc->keys);
-    p->scratch = sc;
-    if (!p->tok || !p->logp || !p->keff || !sc || !sc->keys) {
-        ft_prep_free(p);
+    *out = NULL;
+    ft_prep *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return FT_ENOMEM;
+    p->keys = malloc(FT_MAX_K * sizeof *p->keys);
+    if (p->keys == NULL) {
+        free(p);
         return FT_ENOMEM;
     }
+    *out = p;
     return FT_OK;
 }
 
-void ft_prep_free(ft_prep *p)
+void ft_prep_destroy(ft_prep *p)
 {
-    prep_scratch *sc = p->scratch;
-    if (sc)
-        free(sc->keys);
-    free(sc);
+    if (p == NULL)
+        return;
     free(p->tok);
     free(p->logp);
-    free(p->keff);
-    memset(p, 0, sizeof *p);
+    free(p->keys);
+    free(p);
 }
 
 static int u64_cmp(const void *a, const void *b)
@@ -211,19 +174,36 @@ static int u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int ft_prep_fill(ft_prep *p, const ft_request *req)
+int ft_request_prepare(const ft_prepared **out, ft_prep *p,
+                       const ft_request *req)
 {
-    if (req->T > p->cap_t || req->K > p->cap_k)
-        return FT_ELIMIT;
-    prep_scratch *sc = p->scratch;
     uint32_t T = req->T, K = req->K;
-    p->T = T;
-    p->K = K;
-    p->beam = req->beam;
-    p->results = req->results ? req->results : req->beam;
-    p->theta_tok = req->theta_tok;
-    p->theta_sent = req->theta_sent;
-    p->alpha = req->alpha;
+    if (T < 1 || T > FT_MAX_T || K < 1 || K > FT_MAX_K)
+        return FT_EINVAL;
+    if ((size_t)T * K > p->cap) {
+        uint32_t *a = realloc(p->tok, (size_t)T * K * sizeof *a);
+        if (a == NULL)
+            return FT_ENOMEM;
+        p->tok = a;
+        float *b = realloc(p->logp, (size_t)T * K * sizeof *b);
+        if (b == NULL)
+            return FT_ENOMEM;
+        p->logp = b;
+        p->cap = T * K;
+    }
+    ft_prepared *q = &p->pub;
+    q->T = T;
+    q->K = K;
+    q->tok = p->tok;
+    q->logp = p->logp;
+    q->keff = p->keff;
+    q->row = p->row;
+    q->F = p->F;
+    q->beam = req->beam;
+    q->results = req->results ? req->results : req->beam;
+    q->theta_tok = req->theta_tok;
+    q->theta_sent = req->theta_sent;
+    q->alpha = req->alpha;
     for (uint32_t t = 0; t < T; t++) {
         const float *lp = req->logp + (size_t)t * K;
         const uint32_t *tk = req->tokens + (size_t)t * K;
@@ -239,10 +219,10 @@ int ft_prep_fill(ft_prep *p, const ft_request *req)
             memcpy(olp, lp, K * sizeof *lp);
         } else {
             for (uint32_t k = 0; k < K; k++)
-                sc->keys[k] = ((uint64_t)ft_sigma_key(lp[k]) << 32) | k;
-            qsort(sc->keys, K, sizeof *sc->keys, u64_cmp);
+                p->keys[k] = ((uint64_t)ft_sigma_key(lp[k]) << 32) | k;
+            qsort(p->keys, K, sizeof *p->keys, u64_cmp);
             for (uint32_t k = 0; k < K; k++) {
-                uint32_t src = (uint32_t)sc->keys[k];
+                uint32_t src = (uint32_t)p->keys[k];
                 otk[k] = tk[src];
                 olp[k] = lp[src];
             }
@@ -251,9 +231,11 @@ int ft_prep_fill(ft_prep *p, const ft_request *req)
         while (ke < K && olp[ke] > req->theta_tok)
             ke++;
         p->keff[t] = ke;
+        p->row[t] = t * K;
     }
     p->F[0] = 1.0;
     for (uint32_t d = 1; d <= T; d++)
         p->F[d] = pow(6.0 / (5.0 + (double)d), req->alpha);
+    *out = q;
     return FT_OK;
 }

@@ -1,0 +1,156 @@
+/*
+ * search.c - the public search: validate every request with the one
+ * validator, prepare the valid ones, run them on an engine and attach the
+ * values of the hits (values stay in host memory; engines report each
+ * hit's key index).  This is the single place where values are attached.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flashtrie.h"
+#include "search_impl.h"
+
+/* Each calling thread keeps its own prepared-request buffers (an engine
+ * serves one caller at a time, but callers of different engines run at
+ * once), made on first use and freed when the thread ends. */
+typedef struct prep_pool {
+    ft_prep *p[FT_ENGINE_CHUNK];
+} prep_pool;
+
+static pthread_key_t pool_key;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_free(void *arg)
+{
+    prep_pool *pp = arg;
+    for (int i = 0; i < FT_ENGINE_CHUNK; i++)
+        ft_prep_destroy(pp->p[i]);
+    free(pp);
+}
+
+static void pool_init(void) { (void)pthread_key_create(&pool_key, pool_free); }
+
+ft_prep **fti_prep_pool(void)
+{
+    pthread_once(&pool_once, pool_init);
+    prep_pool *pp = pthread_getspecific(pool_key);
+    if (pp == NULL) {
+        pp = calloc(1, sizeof *pp);
+        if (pp == NULL || pthread_setspecific(pool_key, pp) != 0) {
+            free(pp);
+            return NULL;
+        }
+    }
+    return pp->p;
+}
+
+int fti_search_admit(ft_prep **slot, const ft_prepared **out,
+                     const ft_request *req, uint32_t max_beam, ft_result *res)
+{
+    res->n = 0;
+    res->error[0] = 0;
+    res->status = ft_request_validate(req, max_beam, res->error,
+                                      sizeof res->error);
+    if (res->status != FT_OK)
+        return res->status;
+    uint32_t nres = req->results ? req->results : req->beam;
+    if (res->cap_hits < nres || res->cap_tokens / req->T < nres) {
+        res->status = FT_ELIMIT;
+        snprintf(res->error, sizeof res->error,
+                 "results: %u results of up to %u tokens do not fit the "
+                 "result buffer", nres, req->T);
+        return res->status;
+    }
+    int rc = *slot ? FT_OK : ft_prep_create(slot);
+    if (rc == FT_OK)
+        rc = ft_request_prepare(out, *slot, req);
+    if (rc != FT_OK) {
+        res->status = rc;
+        snprintf(res->error, sizeof res->error,
+                 "engine: out of memory preparing the request");
+    }
+    return rc;
+}
+
+size_t fti_admit_chunk(ft_prep **pool, const ft_request *reqs, size_t n,
+                       size_t *i, uint32_t max_beam, ft_result *res,
+                       const ft_prepared **vp, ft_result **vres)
+{
+    size_t m = 0;
+    for (; *i < n && m < FT_ENGINE_CHUNK; (*i)++) {
+        if (fti_search_admit(&pool[m], &vp[m], &reqs[*i], max_beam,
+                             &res[*i]) != FT_OK)
+            continue;
+        vres[m++] = &res[*i];
+    }
+    return m;
+}
+
+int fti_attach_values(ft_result *res, const ft_index *const *shards,
+                      const uint64_t *key_base, size_t nshards)
+{
+    for (uint32_t j = 0; j < res->n; j++) {
+        ft_hit *h = &res->hits[j];
+        /* The shard holding the key: the last with key_base <= index. */
+        size_t lo = 0, hi = nshards;
+        while (hi - lo > 1) {
+            size_t mid = (lo + hi) / 2;
+            if (key_base[mid] <= h->key_index)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        uint64_t v;
+        if (ft_index_value_at(&v, shards[lo], h->key_index - key_base[lo]) !=
+            FT_OK) {
+            /* Never read past the values, never answer wrongly. */
+            FT_LOGF(FT_LOG_ERROR, "search: key index %llu out of range (a bug)",
+                    (unsigned long long)h->key_index);
+            res->n = 0;
+            res->status = FT_EINTERNAL;
+            snprintf(res->error, sizeof res->error,
+                     "engine: bad key index (internal error)");
+            return FT_EINTERNAL;
+        }
+        h->value = v;
+    }
+    return FT_OK;
+}
+
+int ft_engine_search(ft_engine *eng, const ft_request *req, ft_result *res)
+{
+    int rc = ft_engine_search_batch(eng, req, 1, res);
+    return rc != FT_OK ? rc : res->status;
+}
+
+int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
+                           ft_result *res)
+{
+    const ft_prepared *vp[FT_ENGINE_CHUNK];
+    ft_result *vres[FT_ENGINE_CHUNK];
+    if (ft_engine_failed(eng))
+        return FT_ESTATE;
+    ft_prep **pool = fti_prep_pool();
+    if (pool == NULL)
+        return FT_ENOMEM;
+    ft_engine_opts o;
+    ft_engine_get_opts(&o, eng);
+    const ft_index *idx = ft_engine_index(eng);
+    uint64_t base0 = 0;
+    size_t i = 0;
+    while (i < n) {
+        size_t m = fti_admit_chunk(pool, reqs, n, &i, o.max_beam, res, vp,
+                                   vres);
+        if (m == 0)
+            continue;
+        int rc = ft_engine_run(eng, vp, vres, m);
+        if (rc != FT_OK)
+            return rc;
+        for (size_t j = 0; j < m; j++)
+            if (vres[j]->status == FT_OK)
+                fti_attach_values(vres[j], &idx, &base0, 1);
+    }
+    return FT_OK;
+}

@@ -1,0 +1,35 @@
+/*
+ * search_impl.h - what router/'s search files share: per-thread prepared
+ * request buffers, admission (validate + prepare) and value attachment.
+ */
+#ifndef FT_SEARCH_IMPL_H
+#define FT_SEARCH_IMPL_H
+
+#include "flashtrie.h"
+
+/* fti_prep_pool returns the calling thread's FT_ENGINE_CHUNK prep slots
+ * (NULL entries are created on first use); NULL when out of memory. */
+ft_prep **fti_prep_pool(void);
+
+/* fti_search_admit validates req (beam capped at max_beam, 0 = SPEC's),
+ * checks that its answer fits res and prepares it in *slot (created if
+ * NULL).  On a fault res carries the status and message, which it
+ * returns. */
+int fti_search_admit(ft_prep **slot, const ft_prepared **out,
+                     const ft_request *req, uint32_t max_beam,
+                     ft_result *res);
+
+/* fti_admit_chunk admits the requests from *i on into vp/vres until
+ * FT_ENGINE_CHUNK are admitted or none is left (rejected ones get their
+ * status in res), advancing *i; returns how many were admitted. */
+size_t fti_admit_chunk(ft_prep **pool, const ft_request *reqs, size_t n,
+                       size_t *i, uint32_t max_beam, ft_result *res,
+                       const ft_prepared **vp, ft_result **vres);
+
+/* fti_attach_values replaces every hit's value by the value of its key:
+ * the key index is global over shards[0..nshards), shard s holding the
+ * indexes from key_base[s] on. */
+int fti_attach_values(ft_result *res, const ft_index *const *shards,
+                      const uint64_t *key_base, size_t nshards);
+
+#endif /* FT_SEARCH_IMPL_H */

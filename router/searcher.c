@@ -1,0 +1,133 @@
+/*
+ * searcher.c - the search over a whole library: one engine for a plain
+ * index, a shard group for a manifest of several shards.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flashtrie.h"
+
+struct ft_searcher {
+    ft_engine *eng;  /* one shard */
+    ft_group *grp;   /* several shards */
+    ft_engine_kind kind;
+    char note[320];
+};
+
+void ft_searcher_opts_init(ft_searcher_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    ft_engine_opts_init(&o->engine);
+    o->engine.kind = FT_ENGINE_AUTO;
+}
+
+/* open_group opens a group of the given kind over every shard of lib. */
+static int open_group(ft_searcher *s, const ft_library *lib,
+                      const ft_engine_opts *eo, char *errbuf, size_t errlen)
+{
+    size_t n = ft_library_shards(lib);
+    const ft_index **sh = calloc(n, sizeof *sh);
+    if (sh == NULL)
+        return FT_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        sh[i] = ft_library_shard(lib, i);
+    int rc = ft_group_open(&s->grp, sh, n, eo, errbuf, errlen);
+    free(sh);
+    return rc;
+}
+
+int ft_searcher_open(ft_searcher **out, const ft_library *lib,
+                     const ft_searcher_opts *o, char *errbuf, size_t errlen)
+{
+    *out = NULL;
+    ft_searcher_opts d;
+    if (o == NULL) {
+        ft_searcher_opts_init(&d);
+        o = &d;
+    }
+    ft_searcher *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return FT_ENOMEM;
+    size_t n = ft_library_shards(lib);
+    int rc;
+    if (n == 1) {
+        rc = ft_engine_open(&s->eng, ft_library_shard(lib, 0), &o->engine,
+                            errbuf, errlen);
+        if (rc == FT_OK) {
+            ft_engine_opts eo;
+            ft_engine_get_opts(&eo, s->eng);
+            s->kind = eo.kind;
+            snprintf(s->note, sizeof s->note, "%s", ft_engine_note(s->eng));
+        }
+    } else {
+        ft_engine_opts eo = o->engine;
+        char why[256] = "";
+        rc = FT_ENODEV;
+        if (eo.kind != FT_ENGINE_CPU) {
+            eo.kind = FT_ENGINE_GPU;
+            rc = open_group(s, lib, &eo, why, sizeof why);
+            if (rc != FT_OK && o->engine.kind == FT_ENGINE_GPU) {
+                if (errbuf && errlen)
+                    snprintf(errbuf, errlen, "%s", why);
+                free(s);
+                return rc;
+            }
+        }
+        if (rc != FT_OK) {
+            eo.kind = FT_ENGINE_CPU;
+            rc = open_group(s, lib, &eo, errbuf, errlen);
+        }
+        if (rc == FT_OK) {
+            s->kind = eo.kind;
+            if (eo.kind == FT_ENGINE_GPU)
+                snprintf(s->note, sizeof s->note,
+                         "shard group of %zu gpu engines on device %d", n,
+                         eo.device);
+            else if (o->engine.kind == FT_ENGINE_AUTO)
+                snprintf(s->note, sizeof s->note,
+                         "shard group of %zu cpu engines: the GPU engine "
+                         "could not start (%s)", n, why);
+            else
+                snprintf(s->note, sizeof s->note,
+                         "shard group of %zu cpu engines", n);
+        }
+    }
+    if (rc != FT_OK) {
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return FT_OK;
+}
+
+void ft_searcher_close(ft_searcher *s)
+{
+    if (s == NULL)
+        return;
+    ft_engine_close(s->eng);
+    ft_group_close(s->grp);
+    free(s);
+}
+
+int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs, size_t n,
+                             ft_result *res)
+{
+    if (s->eng)
+        return ft_engine_search_batch(s->eng, reqs, n, res);
+    return ft_group_search_batch(s->grp, reqs, n, res);
+}
+
+const char *ft_searcher_note(const ft_searcher *s) { return s->note; }
+
+int ft_searcher_failed(const ft_searcher *s)
+{
+    if (s->eng)
+        return ft_engine_failed(s->eng);
+    for (size_t i = 0; i < ft_group_shards(s->grp); i++)
+        if (ft_engine_failed(ft_group_engine(s->grp, i)))
+            return 1;
+    return 0;
+}
+
+ft_engine_kind ft_searcher_kind(const ft_searcher *s) { return s->kind; }

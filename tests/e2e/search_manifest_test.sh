@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# search_manifest_test.sh BIN - `flashtrie search --index MANIFEST` answers
+# byte for byte as `flashtrie search --index INDEX` (SPEC section 6), for
+# 1, 2, 3, 5 and 8 shards, generated NAR-style requests with thresholds,
+# batches of 1 and 32 and 1 or 2 threads.
+set -u
+BIN=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "search_manifest_test: $*" >&2; exit 1; }
+
+"$BIN" gen index --n 20000 --seed 7 --output "$TMP/lib.idx" >/dev/null 2>&1 ||
+    fail "gen index"
+"$BIN" gen requests --index "$TMP/lib.idx" --n 40 --T 6 --K 60 --beam 40 \
+    --seed 3 --output "$TMP/req1.jsonl" >/dev/null 2>&1 || fail "gen requests"
+"$BIN" gen requests --index "$TMP/lib.idx" --n 20 --T 8 --K 200 --beam 150 \
+    --results 30 --theta-tok -12 --theta-sent -60 --seed 4 \
+    --output "$TMP/req2.jsonl" >/dev/null 2>&1 || fail "gen requests 2"
+# a rejected line and a blank line ride along
+cat "$TMP/req1.jsonl" "$TMP/req2.jsonl" > "$TMP/req.jsonl"
+echo '{"tokens": [[1, 1]], "logp": [[-1, -2]]}' >> "$TMP/req.jsonl"
+"$BIN" search --index "$TMP/lib.idx" --engine cpu < "$TMP/req.jsonl" \
+    > "$TMP/want.jsonl" 2>/dev/null || fail "search on the index"
+[ "$(wc -l < "$TMP/want.jsonl")" -eq 61 ] || fail "want 61 answer lines"
+grep -q '"results": \[{' "$TMP/want.jsonl" || fail "no hits at all"
+
+for n in 1 2 3 5 8; do
+    "$BIN" split "$TMP/lib.idx" --shards $n --output "$TMP/m$n.ftm" --quiet \
+        >/dev/null 2>&1 || fail "split into $n"
+    for b in 1 32; do
+        for th in 1 2; do
+            "$BIN" search --index "$TMP/m$n.ftm" --engine cpu --batch $b \
+                --threads $th < "$TMP/req.jsonl" > "$TMP/got.jsonl" \
+                2>"$TMP/err.txt" || fail "search on $n shards: $(cat "$TMP/err.txt")"
+            cmp -s "$TMP/want.jsonl" "$TMP/got.jsonl" ||
+                fail "$n shards, batch $b, threads $th: answers differ"
+        done
+    done
+done
+# a manifest whose shard is gone is refused with exit 1 and a named error
+rm -f "$TMP"/m2.ftm.shard-001-of-002.idx
+"$BIN" search --index "$TMP/m2.ftm" < "$TMP/req.jsonl" > /dev/null 2>"$TMP/err.txt"
+[ $? -eq 1 ] || fail "missing shard: want exit 1"
+grep -q "shard 1" "$TMP/err.txt" || fail "missing shard not named: $(cat "$TMP/err.txt")"
+echo "search_manifest_test: ok"
