@@ -521,10 +521,13 @@ int cmd_serve(int argc, char **argv)
         free(srv);
         return 1;
     }
-    FT_INFO("index %s: %llu keys, %llu nodes, %llu bytes", g->path,
+    FT_INFO("index %s (%zu shard%s): %llu keys, %llu nodes, %llu bytes",
+            g->path, g->shards, g->shards == 1 ? "" : "s",
             (unsigned long long)g->info.keys, (unsigned long long)g->info.nodes,
             (unsigned long long)g->info.file_bytes);
-    FT_INFO("engine %s x%zu: %s", ft_engine_name(g->eng[0]), g->n_eng, g->why);
+    FT_INFO("engine %s x%zu: %s", ft_gen_kind_name(g, 0), g->n_eng, g->why);
+    for (size_t i = 0; i < g->n_eng; i++)
+        FT_INFO("replica %zu: %s", i, ft_searcher_note(g->eng[i]));
     if (g_cfg.metrics[0])
         FT_WARN("metrics %s: the HTTP metrics listener is not served by this "
                 "version; the setting is only checked", g_cfg.metrics);

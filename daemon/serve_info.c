@@ -80,6 +80,7 @@ int srv_info(server *srv, ft_buf *o)
     ft_buf_printf(o, "\n# index\n");
     ft_buf_printf(o, "path: %s\n", g->path);
     ft_buf_printf(o, "generation: %llu\n", (unsigned long long)g->id);
+    ft_buf_printf(o, "shards: %zu\n", g->shards);
     ft_buf_printf(o, "keys: %llu\n", (unsigned long long)g->info.keys);
     ft_buf_printf(o, "nodes: %llu\n", (unsigned long long)g->info.nodes);
     ft_buf_printf(o, "max_depth: %u\n", g->info.max_depth);
@@ -95,7 +96,9 @@ int srv_info(server *srv, ft_buf *o)
     ft_buf_printf(o, "replicas: %zu\n", g->n_eng);
     ft_buf_printf(o, "why: %s\n", g->why);
     for (size_t i = 0; i < g->n_eng; i++) {
-        ft_buf_printf(o, "engine.%zu.kind: %s\n", i, ft_engine_name(g->eng[i]));
+        ft_buf_printf(o, "engine.%zu.kind: %s\n", i, ft_gen_kind_name(g, i));
+        ft_buf_printf(o, "engine.%zu.note: %s\n", i,
+                      ft_searcher_note(g->eng[i]));
         if (g->device[i] >= 0)
             ft_buf_printf(o, "engine.%zu.device: %d\n", i, g->device[i]);
         ft_buf_printf(o, "engine.%zu.batches: %llu\n", i,

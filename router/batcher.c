@@ -84,12 +84,12 @@ static void run_batch(replica *r)
             j->res->status = rc;
             snprintf(j->res->error, sizeof j->res->error,
                      "engine: %s engine failed: %s",
-                     ft_engine_name(r->gen->eng[r->index]), ft_strerror(rc));
+                     ft_gen_kind_name(r->gen, r->index), ft_strerror(rc));
         }
     }
     if (rc != FT_OK)
         FT_ERROR("replica %zu (%s engine) failed a batch of %zu: %s",
-                 r->index, ft_engine_name(r->gen->eng[r->index]), m,
+                 r->index, ft_gen_kind_name(r->gen, r->index), m,
                  ft_strerror(rc));
     pthread_mutex_lock(&b->mu);
     r->busy_ns += t1 - now;

@@ -34,36 +34,52 @@ const char *ft_slot_engine_str(ft_slot_engine e)
 static void gen_close(ft_gen *g)
 {
     for (size_t i = 0; i < g->n_eng; i++)
-        ft_engine_close(g->eng[i]);
-    ft_index_close(g->idx);
+        ft_searcher_close(g->eng[i]);
+    ft_library_close(g->lib);
     free(g);
 }
 
-/* open_gpus opens one GPU engine per listed device; all or none. */
+const char *ft_gen_kind_name(const ft_gen *g, size_t r)
+{
+    return g->kind[r] == FT_ENGINE_GPU ? "gpu" : "cpu";
+}
+
+/* open_one opens the searcher of one replica. */
+static int open_one(ft_gen *g, size_t i, ft_engine_kind kind, int device,
+                    const ft_slot_opts *o, char *err, size_t errlen)
+{
+    ft_searcher_opts so;
+    ft_searcher_opts_init(&so);
+    so.engine.kind = kind;
+    so.engine.device = device;
+    so.engine.threads = o->cpu_threads;
+    so.engine.max_batch = o->max_batch;
+    so.engine.max_beam = o->max_beam;
+    so.engine.max_k = o->max_k;
+    so.engine.max_t = o->max_t;
+    int rc = ft_searcher_open(&g->eng[i], g->lib, &so, err, errlen);
+    if (rc == FT_OK) {
+        g->kind[i] = ft_searcher_kind(g->eng[i]);
+        g->device[i] = g->kind[i] == FT_ENGINE_GPU ? device : -1;
+    }
+    return rc;
+}
+
+/* open_gpus opens one GPU replica per listed device; all or none. */
 static int open_gpus(ft_gen *g, const ft_slot_opts *o, char *err,
                      size_t errlen)
 {
     size_t nd = o->n_devices ? o->n_devices : 1;
     for (size_t i = 0; i < nd; i++) {
-        ft_engine_opts eo;
-        ft_engine_opts_init(&eo);
-        eo.kind = FT_ENGINE_GPU;
-        eo.device = o->n_devices ? o->devices[i] : 0;
-        eo.max_batch = o->max_batch;
-        eo.max_beam = o->max_beam;
-        eo.max_k = o->max_k;
-        eo.max_t = o->max_t;
+        int dev = o->n_devices ? o->devices[i] : 0;
         char e2[160];
-        int rc = ft_engine_open(&g->eng[i], g->idx, &eo, e2, sizeof e2);
+        int rc = open_one(g, i, FT_ENGINE_GPU, dev, o, e2, sizeof e2);
         if (rc != FT_OK) {
-            snprintf(err, errlen, "GPU engine on device %d: %s", eo.device,
-                     e2);
+            snprintf(err, errlen, "GPU engine on device %d: %s", dev, e2);
             while (i-- > 0)
-                ft_engine_close(g->eng[i]);
+                ft_searcher_close(g->eng[i]);
             return rc;
         }
-        g->kind[i] = FT_ENGINE_GPU;
-        g->device[i] = eo.device;
     }
     g->n_eng = nd;
     return FT_OK;
@@ -76,20 +92,14 @@ static int open_cpus(ft_gen *g, const ft_slot_opts *o, char *err,
     if (n > FT_SLOT_MAX_REPLICAS)
         n = FT_SLOT_MAX_REPLICAS;
     for (int i = 0; i < n; i++) {
-        ft_engine_opts eo;
-        ft_engine_opts_init(&eo);
-        eo.kind = FT_ENGINE_CPU;
-        eo.threads = o->cpu_threads;
         char e2[256];
-        int rc = ft_engine_open(&g->eng[i], g->idx, &eo, e2, sizeof e2);
+        int rc = open_one(g, (size_t)i, FT_ENGINE_CPU, 0, o, e2, sizeof e2);
         if (rc != FT_OK) {
             snprintf(err, errlen, "CPU engine: %s", e2);
             while (i-- > 0)
-                ft_engine_close(g->eng[i]);
+                ft_searcher_close(g->eng[i]);
             return rc;
         }
-        g->kind[i] = FT_ENGINE_CPU;
-        g->device[i] = -1;
     }
     g->n_eng = (size_t)n;
     return FT_OK;
@@ -116,13 +126,15 @@ int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
     atomic_init(&g->refs, 1);
     g->id = id;
     strcpy(g->path, path);
-    int rc = ft_index_open(&g->idx, path, o->no_verify ? FT_OPEN_NO_VERIFY : 0,
-                           errbuf, errlen);
+    int rc = ft_library_open(&g->lib, path,
+                             o->no_verify ? FT_OPEN_NO_VERIFY : 0, errbuf,
+                             errlen);
     if (rc != FT_OK) {
         free(g);
         return rc;
     }
-    ft_index_info_get(&g->info, g->idx);
+    ft_library_info_get(&g->info, g->lib);
+    g->shards = ft_library_shards(g->lib);
     char why[200] = "";
     if (o->engine == FT_SLOT_CPU) {
         rc = open_cpus(g, o, errbuf, errlen);
@@ -142,7 +154,7 @@ int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
         }
     }
     if (rc != FT_OK) {
-        ft_index_close(g->idx);
+        ft_library_close(g->lib);
         free(g);
         return rc;
     }
@@ -168,5 +180,5 @@ void ft_gen_unref(ft_gen *g)
 int ft_slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
                    ft_result *res)
 {
-    return ft_engine_search_batch(g->eng[r], reqs, n, res);
+    return ft_searcher_search_batch(g->eng[r], reqs, n, res);
 }

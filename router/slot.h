@@ -1,15 +1,16 @@
 /*
  * slot.h - the engine slot: what answers a batch of requests.
  *
- * A generation (ft_gen) is one opened index with its engines: one engine
- * per replica (one per listed GPU, or N CPU engines).  The daemon holds
+ * A generation (ft_gen) is one opened library (an index, or a manifest of
+ * shards) with its searchers: one per replica (one per listed GPU, or N
+ * CPU ones).  A searcher is one engine for an index and a shard group for
+ * a manifest, so the slot serves both the same way.  The daemon holds
  * the current generation; a reload opens and verifies a new one aside and
  * swaps it in (ft_gen_swap) while batches still running keep a reference
  * to the old one, which is closed when its last batch is answered.
  *
- * ft_slot_search is the only place in the daemon that calls into the
- * search library, so when the engine entry moves or is renamed (a shard
- * group is an engine too) this is a one-line change.
+ * ft_slot_search is the only place in the daemon that runs a search, so
+ * when the search entry moves or is renamed this is a one-line change.
  */
 #ifndef FT_SLOT_H
 #define FT_SLOT_H
@@ -50,17 +51,21 @@ typedef struct ft_gen {
     atomic_int refs;
     uint64_t id;            /* 1 for the first index, +1 per reload */
     char path[1024];
-    ft_index *idx;
+    ft_library *lib;
     ft_index_info info;
-    size_t n_eng;
-    ft_engine *eng[FT_SLOT_MAX_REPLICAS];
-    int kind[FT_SLOT_MAX_REPLICAS];   /* ft_engine_kind */
+    size_t shards;          /* 1 for a plain index */
+    size_t n_eng;           /* replicas */
+    ft_searcher *eng[FT_SLOT_MAX_REPLICAS];
+    int kind[FT_SLOT_MAX_REPLICAS];   /* ft_engine_kind: CPU or GPU */
     int device[FT_SLOT_MAX_REPLICAS]; /* GPU ordinal, -1 for CPU */
     char why[384];          /* why this engine: logged and shown in INFO */
     uint64_t opened_ns;
 } ft_gen;
 
-/* ft_gen_open opens and verifies the index at path and its engines; the
+/* ft_gen_kind_name is "cpu" or "gpu" for replica r. */
+const char *ft_gen_kind_name(const ft_gen *g, size_t r);
+
+/* ft_gen_open opens and verifies the library at path and its searchers; the
  * generation starts with one reference.  On failure errbuf names the file
  * and the reason, and nothing is left open. */
 int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,

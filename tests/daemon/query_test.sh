@@ -59,6 +59,21 @@ for idx in small big; do
   done
 done
 
+# A manifest of shards is served the same way (a shard group per replica):
+# the answers are still byte-identical to search over the whole index.
+"$BIN" split "$TMP/big.fti" --output "$TMP/big.ftm" --shards 3 --quiet > /dev/null ||
+  fail "split"
+"$BIN" search --index "$TMP/big.fti" --engine cpu < "$TMP/big_req.jsonl" > "$TMP/want.jsonl"
+URL="ipc://$TMP/sock"
+start_server --index "$TMP/big.ftm" --listen "$URL" --engine cpu --threads 1 --replicas 2
+"$BIN" query --url "$URL" --batch 32 --concurrency 4 < "$TMP/big_req.jsonl" > "$TMP/got.jsonl" ||
+  fail "query (manifest)"
+cmp -s "$TMP/got.jsonl" "$TMP/want.jsonl" || fail "manifest: output differs from search"
+"$BIN" query --url "$URL" --info > "$TMP/info" || fail "--info (manifest)"
+grep -q "^shards: 3$" "$TMP/info" || fail "INFO: no 'shards: 3'"
+grep -q "^replicas: 2$" "$TMP/info" || fail "INFO: no 'replicas: 2'"
+stop_server
+
 # INFO, and the nngcat session of docs/daemon.md: a JSON line in, the
 # line search prints out.
 URL="ipc://$TMP/sock"
