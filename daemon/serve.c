@@ -163,6 +163,20 @@ static int build_config(ft_config *cfg, const char *path, const srv_args *a,
     return ft_config_check_files(cfg, err, errlen);
 }
 
+static pthread_mutex_t g_dump_mu = PTHREAD_MUTEX_INITIALIZER;
+static srv_opts *g_dump_opts;
+
+int srv_config_dump(ft_buf *out)
+{
+    pthread_mutex_lock(&g_dump_mu);
+    int rc = ft_buf_printf(out, "%s",
+                           g_dump_opts && g_dump_opts->config_dump
+                               ? g_dump_opts->config_dump
+                               : "");
+    pthread_mutex_unlock(&g_dump_mu);
+    return rc;
+}
+
 /* apply_config copies the settings the server runs with into o; full is 0
  * on a reload, which changes only the reloadable ones. */
 static int apply_config(srv_opts *o, const ft_config *cfg, int full,
@@ -186,9 +200,9 @@ static int apply_config(srv_opts *o, const ft_config *cfg, int full,
         o->slot.n_devices = cfg->n_devices;
         for (uint32_t i = 0; i < cfg->n_devices; i++)
             o->slot.devices[i] = (int)cfg->devices[i];
-        o->slot.cpu_replicas = (int)cfg->replicas;
-        if (o->slot.cpu_replicas > FT_SLOT_MAX_REPLICAS)
-            o->slot.cpu_replicas = FT_SLOT_MAX_REPLICAS;
+        o->slot.replicas = (int)cfg->replicas;
+        if (o->slot.replicas > FT_SLOT_MAX_REPLICAS)
+            o->slot.replicas = FT_SLOT_MAX_REPLICAS;
         o->slot.cpu_threads = (int)cfg->cpu_threads;
         o->queue_depth = cfg->queue_depth;
         o->max_message_bytes = cfg->max_message_bytes;
@@ -226,14 +240,21 @@ static int apply_config(srv_opts *o, const ft_config *cfg, int full,
     o->log_level = cfg->log_level;
     ft_buf b;
     ft_buf_init(&b);
-    ft_config_dump(cfg, &b);
-    if (o->test_delay_us)
-        ft_buf_printf(&b, "test_delay_us: %u (cli, test hook)\n",
-                      o->test_delay_us);
-    ft_buf_printf(&b, "contexts: %u (cli)\n", o->contexts);
-    snprintf(o->config_dump, sizeof o->config_dump, "%s",
-             b.data ? (char *)b.data : "");
-    ft_buf_free(&b);
+    int rc = ft_config_dump(cfg, &b);
+    if (rc == FT_OK && o->test_delay_us)
+        rc = ft_buf_printf(&b, "test_delay_us: %u (cli, test hook)\n",
+                           o->test_delay_us);
+    if (rc == FT_OK)
+        rc = ft_buf_printf(&b, "contexts: %u (cli)\n", o->contexts);
+    if (rc != FT_OK) {
+        ft_buf_free(&b);
+        snprintf(err, errlen, "config: out of memory");
+        return rc;
+    }
+    pthread_mutex_lock(&g_dump_mu);
+    free(o->config_dump);
+    o->config_dump = (char *)b.data; /* NUL-terminated by ft_buf_printf */
+    pthread_mutex_unlock(&g_dump_mu);
     return FT_OK;
 }
 
@@ -483,6 +504,7 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
     srv->o.contexts = 64;
+    g_dump_opts = &srv->o;
     ft_log_set_level(FT_LOG_INFO);
     int st = parse_args(&srv->o, &g_cfg, argc, argv);
     if (st >= 0) {
@@ -595,6 +617,10 @@ int cmd_serve(int argc, char **argv)
     ft_queue_destroy(&srv->queue);
     close(sfd);
     FT_INFO("stopped");
+    pthread_mutex_lock(&g_dump_mu);
+    g_dump_opts = NULL;
+    free(srv->o.config_dump);
+    pthread_mutex_unlock(&g_dump_mu);
     free(srv);
     return st;
 }

@@ -54,7 +54,9 @@ typedef struct srv_opts {
     uint32_t test_delay_us;       /* test hook: slow every batch */
     int log_level;
     int no_verify;                /* skip index checksums */
-    char config_dump[8192];       /* INFO's config section */
+    /* INFO's config section: replaced on reload under dump_mu (serve.c),
+     * read by INFO under it. */
+    char *config_dump;
 } srv_opts;
 
 typedef struct server server;
@@ -97,6 +99,9 @@ void srv_socket_close(srv_socket *s);
 /* srv_reload opens the index again (and the reloadable settings of the
  * config file), swaps it in on success; errbuf says why not otherwise. */
 int srv_reload(server *srv, const char *path, char *errbuf, size_t errlen);
+
+/* srv_config_dump appends INFO's config section to out. */
+int srv_config_dump(ft_buf *out);
 
 /* srv_reload_config re-reads the config file, with the command line's
  * overrides, and applies its reloadable settings (serve.c). */

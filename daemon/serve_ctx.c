@@ -258,8 +258,7 @@ int srv_socket_start(srv_socket *s, char *err, size_t errlen)
     }
     rv = nng_listener_start(s->lst, 0);
     if (rv != 0) {
-        snprintf(err, errlen, "%s: cannot listen: %s", s->lo.url,
-                 nng_strerror(rv));
+        snprintf(err, errlen, "%s: %s", s->lo.url, nng_strerror(rv));
         return FT_ECONN;
     }
     s->n_ctx = srv->o.contexts ? srv->o.contexts : 1;

@@ -144,6 +144,7 @@ int srv_info(server *srv, ft_buf *o)
     ft_buf_printf(o, "latency_p50_us: %.1f\n", percentile(h, total, 0.50));
     ft_buf_printf(o, "latency_p99_us: %.1f\n", percentile(h, total, 0.99));
 
-    ft_buf_printf(o, "\n# config\n%s", srv->o.config_dump);
+    ft_buf_printf(o, "\n# config\n");
+    srv_config_dump(o);
     return o->data ? FT_OK : FT_ENOMEM;
 }

@@ -12,7 +12,7 @@ void ft_slot_opts_init(ft_slot_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->engine = FT_SLOT_AUTO;
-    o->cpu_replicas = 1;
+    o->replicas = 1;
 }
 
 int ft_slot_engine_parse(const char *s)
@@ -65,13 +65,22 @@ static int open_one(ft_gen *g, size_t i, ft_engine_kind kind, int device,
     return rc;
 }
 
-/* open_gpus opens one GPU replica per listed device; all or none. */
+/* open_gpus opens `replicas` GPU replicas on each listed device (all or
+ * none): several engines on one GPU overlap one batch's host work with
+ * another's kernel. */
 static int open_gpus(ft_gen *g, const ft_slot_opts *o, char *err,
                      size_t errlen)
 {
-    size_t nd = o->n_devices ? o->n_devices : 1;
+    size_t per = o->replicas > 0 ? (size_t)o->replicas : 1;
+    size_t ndev = o->n_devices ? o->n_devices : 1;
+    size_t nd = ndev * per;
+    if (nd > FT_SLOT_MAX_REPLICAS) {
+        snprintf(err, errlen, "%zu devices x %zu replicas: at most %d "
+                 "replicas", ndev, per, FT_SLOT_MAX_REPLICAS);
+        return FT_ELIMIT;
+    }
     for (size_t i = 0; i < nd; i++) {
-        int dev = o->n_devices ? o->devices[i] : 0;
+        int dev = o->n_devices ? o->devices[i / per] : 0;
         char e2[160];
         int rc = open_one(g, i, FT_ENGINE_GPU, dev, o, e2, sizeof e2);
         if (rc != FT_OK) {
@@ -88,7 +97,7 @@ static int open_gpus(ft_gen *g, const ft_slot_opts *o, char *err,
 static int open_cpus(ft_gen *g, const ft_slot_opts *o, char *err,
                      size_t errlen)
 {
-    int n = o->cpu_replicas > 0 ? o->cpu_replicas : 1;
+    int n = o->replicas > 0 ? o->replicas : 1;
     if (n > FT_SLOT_MAX_REPLICAS)
         n = FT_SLOT_MAX_REPLICAS;
     for (int i = 0; i < n; i++) {

@@ -34,7 +34,8 @@ typedef struct ft_slot_opts {
     ft_slot_engine engine;
     int devices[FT_SLOT_MAX_REPLICAS]; /* GPU ordinals: one replica each */
     size_t n_devices;                  /* 0: device 0 alone */
-    int cpu_replicas;                  /* CPU engines (0 = 1) */
+    int replicas;                      /* engines per device for the GPU,
+                                        * CPU engines for the CPU (0 = 1) */
     int cpu_threads;                   /* workers per CPU engine, 0 = all */
     uint32_t max_batch;                /* GPU launch size (0 = 32) */
     uint32_t max_beam, max_k, max_t;   /* GPU arena sizing (0 = SPEC's) */

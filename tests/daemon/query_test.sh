@@ -49,6 +49,13 @@ for idx in small big; do
     fail "search $idx"
   for URL in "ipc://$TMP/sock" "tcp://127.0.0.1:$PORT"; do
     start_server --index "$TMP/$idx.fti" --listen "$URL" --engine cpu --threads 2
+    if [ $idx = small ]; then
+      # A second server on the same address cannot listen: exit 1, saying so.
+      "$BIN" serve --index "$TMP/$idx.fti" --listen "$URL" --engine cpu 2> "$TMP/err2"
+      rc=$?
+      [ $rc -eq 1 ] || fail "second server on $URL: exit $rc, want 1"
+      grep -q "cannot listen: $URL" "$TMP/err2" || fail "second server: $(tail -1 "$TMP/err2")"
+    fi
     for b in 1 32; do
       "$BIN" query --url "$URL" --batch $b --concurrency 4 < "$REQ" > "$TMP/got.jsonl" ||
         fail "query $idx $URL batch $b exited $?"
