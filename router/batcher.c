@@ -132,7 +132,7 @@ static void *replica_main(void *arg)
 static void *batcher_main(void *arg)
 {
     ft_batcher *b = arg;
-    ft_job **tmp = calloc(b->cap_batch, sizeof *tmp);
+    size_t last = 0; /* requests in the previous batch */
     for (;;) {
         /* Wait for an idle replica first: while all are busy the queue
          * grows, and the batch formed next takes more of it. */
@@ -149,19 +149,33 @@ static void *batcher_main(void *arg)
         uint32_t max = b->max_batch, wait_us = b->max_wait_us;
         pthread_mutex_unlock(&b->mu);
 
-        size_t n = ft_queue_pop(b->q, (void **)r->jobs, max, -1,
-                                (int64_t)wait_us * 1000);
+        /* The batching window is worth its wait only under load: after a
+         * batch of one (a lone client, a quiet server) the next request
+         * runs at once; once batches grow, the window opens, and while the
+         * replicas are busy requests gather in the queue anyway. */
+        int64_t window = last > 1 ? (int64_t)wait_us * 1000 : 0;
+        size_t n = ft_queue_pop(b->q, (void **)r->jobs, max, -1, window);
         if (n == 0)
             break; /* closed and empty */
+        last = n;
         pthread_mutex_lock(&b->mu);
         r->gen = b->gen;
         ft_gen_ref(r->gen);
         r->n = n;
+        if (b->n_rep == 1) {
+            /* One replica: run the batch on this thread, which saves a
+             * wake-up per batch; nothing could overlap with it anyway. */
+            pthread_mutex_unlock(&b->mu);
+            run_batch(r);
+            ft_gen *g = r->gen;
+            r->gen = NULL;
+            ft_gen_unref(g);
+            continue;
+        }
         r->busy = 1;
         pthread_cond_broadcast(&b->cv);
         pthread_mutex_unlock(&b->mu);
     }
-    free(tmp);
     pthread_mutex_lock(&b->mu);
     b->stopping = 1;
     pthread_cond_broadcast(&b->cv);
