@@ -474,12 +474,12 @@ int cmd_bench(int argc, char **argv)
             src = ktmp;
         }
         ft_build_stats bst;
-        memset(&bst, 0, sizeof bst);
+        ft_build_stats_init(&bst);
         int rc = ft_cli_build_temp(tmp, sizeof tmp, src, &bst, err, sizeof err);
         const char *how = "ft_build";
         if (rc == FT_ENOTSUP && gen_keys) {
-            /* No keys-file builder in this build: build the generated,
-             * already sorted stream with the builder core instead. */
+            /* No keys-file builder in this build: hand the generated,
+             * already sorted stream to ft_builder instead. */
             snprintf(tmp, sizeof tmp, "%s/ft_bench_index_XXXXXX",
                      getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
             int fd = mkstemp(tmp);
@@ -493,7 +493,7 @@ int cmd_bench(int argc, char **argv)
             rc = ft_wl_build_index(NULL, &ko, tmp, err, sizeof err);
             bst.seconds = now_s() - t0;
             bst.keys = gen_keys;
-            how = "builder core, sorted stream (generation included)";
+            how = "ft_builder, sorted stream (generation included)";
         }
         if (ktmp[0])
             unlink(ktmp);
@@ -522,6 +522,7 @@ int cmd_bench(int argc, char **argv)
         return 1;
     }
     ft_index_info info;
+    ft_index_info_init(&info);
     ft_index_info_get(&info, idx);
     printf("index: %" PRIu64 " keys, %" PRIu64 " nodes, %.3f trie bytes/key\n",
            info.keys, info.nodes, (double)info.trie_bytes / (double)(info.keys ? info.keys : 1));

@@ -44,6 +44,23 @@ int ft_cli_parse_bytes(const char *s, unsigned long long *out)
     return 0;
 }
 
+/* print_progress prints the library's progress reports (and, at the end,
+ * its phase profile) on stderr, one line each. */
+static void print_progress(const ft_build_progress *p, void *arg)
+{
+    char line[512];
+    (void)arg;
+    if (ft_build_progress_format(line, sizeof line, p) == FT_OK)
+        fprintf(stderr, "%s\n", line);
+}
+
+/* print_profile_only prints the phase profile alone (FT_BUILD_PROFILE). */
+static void print_profile_only(const ft_build_progress *p, void *arg)
+{
+    if (p->phase == FT_BUILD_PROFILE)
+        print_progress(p, arg);
+}
+
 int cmd_build(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -74,8 +91,8 @@ int cmd_build(int argc, char **argv)
         case 'o': o.output = optarg; break;
         case 's': o.skip_invalid = 1; break;
         case 'T': o.tmp_dir = optarg; break;
-        case 'p': o.progress = 1; quiet = 0; break;
-        case 'q': quiet = 1; o.progress = 0; break;
+        case 'p': o.progress = print_progress; quiet = 0; break;
+        case 'q': quiet = 1; o.progress = NULL; break;
         case 'L':
             if (ft_cli_parse_u64(optarg, &v) || v == 0 ||
                 v > FT_MAX_KEY_LEN_LIMIT) {
@@ -165,7 +182,16 @@ int cmd_build(int argc, char **argv)
         if (o.progress && ft_log_get_level() < FT_LOG_INFO)
             ft_log_set_level(FT_LOG_INFO);
     }
+    /* FT_BUILD_PROFILE=1 prints the phase profile (the library itself
+     * reads no environment). */
+    const char *pe = getenv("FT_BUILD_PROFILE");
+    if (pe != NULL && pe[0] && strcmp(pe, "0")) {
+        o.profile = 1;
+        if (o.progress == NULL)
+            o.progress = print_profile_only;
+    }
     ft_build_stats st;
+    ft_build_stats_init(&st);
     char err[1024];
     int rc = ft_build(&st, &o, err, sizeof err);
     if (rc != FT_OK) {

@@ -124,6 +124,9 @@ int ft_cli_build_temp(char *path, size_t pathlen, const char *keys,
     bo.output = path;
     bo.tmp_dir = dir;
     ft_build_stats local;
+    ft_build_stats_init(&local);
+    if (st)
+        ft_build_stats_init(st);
     int rc = ft_build(st ? st : &local, &bo, errbuf, errlen);
     if (rc) {
         unlink(path);

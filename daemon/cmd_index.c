@@ -8,7 +8,6 @@
 
 #include "commands.h"
 #include "flashtrie.h"
-#include "manifest.h"
 
 int ft_cli_parse_u64(const char *s, unsigned long long *out)
 {
@@ -50,7 +49,7 @@ int ft_cli_parse_tokens(const char *s, unsigned *toks, int cap)
 }
 
 /* open_library opens an index or a shard manifest (told apart by magic). */
-static int open_library(const char *path, int no_verify, ft_manifest **m)
+static int open_library(const char *path, int no_verify, ft_library **m)
 {
     char err[1024];
     int rc = ft_library_open(m, path, no_verify ? FT_OPEN_NO_VERIFY : 0, err,
@@ -82,11 +81,12 @@ int cmd_info(int argc, char **argv)
         fprintf(stderr, "usage: flashtrie info [--no-verify] INDEX|MANIFEST\n");
         return 2;
     }
-    ft_manifest *m;
+    ft_library *m;
     if (open_library(argv[optind], no_verify, &m))
         return 1;
     ft_index_info in;
-    ft_manifest_info_get(&in, m);
+    ft_index_info_init(&in);
+    ft_library_info_get(&in, m);
     double keys = in.keys ? (double)in.keys : 1.0;
     printf("keys: %" PRIu64 "\n", in.keys);
     printf("nodes: %" PRIu64 "\n", in.nodes);
@@ -107,13 +107,15 @@ int cmd_info(int argc, char **argv)
     for (uint32_t s = 0; s < in.n_sections; s++)
         printf("section.%s: %" PRIu64 "\n", in.sections[s].name,
                in.sections[s].bytes);
-    if (m->is_manifest) {
+    if (ft_library_is_manifest(m)) {
         /* Per shard: its range, counts and the bytes a GPU holds for it;
          * the balance is the largest shard's trie bytes over the mean. */
         uint64_t max = 0, sum = 0;
-        printf("shards: %u\n", m->n_shards);
-        for (uint32_t i = 0; i < m->n_shards; i++) {
-            const ft_manifest_shard *s = &m->shards[i];
+        size_t ns = ft_library_shards(m);
+        printf("shards: %zu\n", ns);
+        for (uint32_t i = 0; i < ns; i++) {
+            ft_library_shard_info si, *s = &si;
+            ft_library_shard_get(&si, m, i);
             printf("shard.%u: tokens %u..%u keys %" PRIu64 " nodes %" PRIu64
                    " trie_bytes %" PRIu64 " file_bytes %" PRIu64 " file %s\n",
                    i, s->lo, s->hi, s->keys, s->nodes, s->trie_bytes,
@@ -121,12 +123,12 @@ int cmd_info(int argc, char **argv)
             sum += s->trie_bytes;
             max = s->trie_bytes > max ? s->trie_bytes : max;
         }
-        double mean = (double)sum / (double)m->n_shards;
+        double mean = (double)sum / (double)ns;
         printf("shard_trie_bytes_max: %" PRIu64 "\n", max);
         printf("shard_trie_bytes_mean: %.1f\n", mean);
         printf("shard_balance: %.3f\n", mean > 0 ? (double)max / mean : 1.0);
     }
-    ft_manifest_close(m);
+    ft_library_close(m);
     return 0;
 }
 
@@ -173,7 +175,7 @@ int cmd_lookup(int argc, char **argv)
         fputs(use, stderr);
         return 2;
     }
-    ft_manifest *m;
+    ft_library *m;
     if (open_library(argv[optind], no_verify, &m))
         return 1;
     char *line = NULL;
@@ -195,14 +197,14 @@ int cmd_lookup(int argc, char **argv)
         }
         if (prefix) {
             uint64_t seen;
-            int rc = ft_manifest_prefix(&seen, m, (const uint32_t *)toks,
+            int rc = ft_library_prefix(&seen, m, (const uint32_t *)toks,
                                         (size_t)n, limit, print_key, NULL);
             if (rc == FT_ENOTFOUND)
                 printf("not found\n");
             printf("\n");
         } else {
             uint64_t v;
-            if (n > 0 && ft_manifest_lookup(&v, m, (const uint32_t *)toks,
+            if (n > 0 && ft_library_lookup(&v, m, (const uint32_t *)toks,
                                             (size_t)n) == FT_OK)
                 printf("%" PRIu64 "\n", v);
             else
@@ -210,6 +212,6 @@ int cmd_lookup(int argc, char **argv)
         }
     }
     free(line);
-    ft_manifest_close(m);
+    ft_library_close(m);
     return status;
 }

@@ -8,7 +8,6 @@
 
 #include "commands.h"
 #include "flashtrie.h"
-#include "partition.h"
 
 static const char split_usage[] =
     "usage: flashtrie split INDEX --output MANIFEST (--shards N | "
@@ -77,10 +76,10 @@ int cmd_split(int argc, char **argv)
         case 'q': quiet = 1; progress = 0; break;
         case 'n':
             if (ft_cli_parse_u64(optarg, &shards) || shards == 0 ||
-                shards > FT_MANIFEST_MAX_SHARDS) {
+                shards > FT_MAX_SHARDS) {
                 fprintf(stderr, "flashtrie split: --shards: '%s' is not a "
                         "number from 1 to %u\n", optarg,
-                        FT_MANIFEST_MAX_SHARDS);
+                        FT_MAX_SHARDS);
                 return 2;
             }
             break;

@@ -11,7 +11,39 @@
  *  - Functions that can fail for reasons a user must read take an error
  *    buffer (errbuf, errlen) that receives one line naming what is wrong and
  *    where.  The buffer may be NULL.
- *  - Library code never exits and never prints except through the logger.
+ *  - Library code never exits and never prints except through the logger
+ *    (ft_log_set_sink) and the callbacks a caller hands it.
+ *
+ * Thread safety:
+ *  - An opened ft_index is immutable: any number of threads may look up,
+ *    walk, navigate it and run engines over it at the same time.
+ *  - An ft_engine serves one caller at a time (its own worker threads are
+ *    internal); use one engine per calling thread, or serialise the calls.
+ *  - An ft_builder is used by one thread at a time.
+ *  - ft_build, ft_version*, ft_strerror and the *_init functions are safe
+ *    from any thread.  The logger's level and sink are process-wide: set
+ *    them before other threads use the library.  Callbacks (log sink,
+ *    build progress) may run on a library thread, one call at a time.
+ *
+ * Ownership and lifetimes:
+ *  - Every object the library creates (ft_index, ft_engine, ft_builder)
+ *    is freed by its own close/destroy function, which accepts NULL.
+ *  - An index must outlive every engine (and every other object, such as
+ *    a request generator) opened over it.
+ *  - Pointers handed in (paths, token and logp arrays, option strings) are
+ *    only read during the call, unless stated otherwise; strings handed
+ *    back (ft_strerror, ft_version_string, ft_engine_name) are static or
+ *    live as long as their object.
+ *  - ft_result buffers belong to the caller (ft_result_alloc/free).
+ *
+ * Growing structs: ft_build_opts, ft_build_stats and ft_index_info start
+ * with a struct_size that their *_init function sets to the size the
+ * caller was compiled with.  The library checks it (FT_EINVAL when it is
+ * smaller than the first published layout or absurdly large), reads or
+ * writes only the first struct_size bytes, and treats the fields beyond
+ * them as defaults, so fields can be added at the end without breaking
+ * programs built against an older header.  Always call the *_init function
+ * before filling or passing such a struct.
  */
 #ifndef FLASHTRIE_H
 #define FLASHTRIE_H
@@ -23,7 +55,9 @@
 extern "C" {
 #endif
 
-#define FT_VERSION_STRING "0.1.0"
+/* FT_VERSION_MAJOR, _MINOR, _PATCH and FT_VERSION_STRING: the version
+ * of this header, generated from the project version. */
+#include "flashtrie_version.h"
 
 /* ft_err is the stable list of error codes.  Values never change. */
 typedef enum ft_err {
@@ -59,6 +93,13 @@ typedef enum ft_err {
 
 /* ft_strerror returns a short, static, English description of err. */
 const char *ft_strerror(int err);
+
+/* ft_version reports the version of the library that is linked (which can
+ * differ from FT_VERSION_STRING of the header a program was built with,
+ * for a shared library).  Any pointer may be NULL. */
+void ft_version(int *major, int *minor, int *patch);
+/* ft_version_string returns the linked library's version, "0.1.0". */
+const char *ft_version_string(void);
 
 /* ---- Logging ---------------------------------------------------------- */
 
@@ -98,16 +139,61 @@ void ft_log_write(ft_log_level level, const char *file, int line,
 
 /* ---- Building an index ------------------------------------------------- */
 
+/* Build phases reported to ft_build_opts.progress. */
+typedef enum ft_build_phase {
+    FT_BUILD_READING = 0, /* parsing and sorting input (keys being added) */
+    FT_BUILD_MERGING = 1, /* merging sorted chunks or runs into the trie */
+    FT_BUILD_PROFILE = 2  /* the end: phase times in .profile (opts.profile) */
+} ft_build_phase;
+
+/* ft_build_progress is one progress report.  Counters are cumulative. */
+typedef struct ft_build_progress {
+    uint32_t struct_size;
+    ft_build_phase phase;
+    uint64_t lines;       /* lines (records, added keys) so far */
+    uint64_t keys_read;   /* valid keys so far, duplicates included */
+    uint64_t skipped;     /* invalid lines skipped so far */
+    uint64_t bytes_read;  /* input bytes read (0 for ft_builder) */
+    uint64_t runs;        /* sorted runs spilled so far */
+    double seconds;       /* since the build started */
+    int threads;          /* threads the build uses */
+    /* Wall seconds per phase, filled for FT_BUILD_PROFILE only: read,
+     * parse and sort of the input, spills, the final merge (and its
+     * slowest and fastest part), the trie finish (scan, alloc, pack,
+     * rank), checksums, write and fsync. */
+    struct {
+        double read, parse, sort, spill, merge, part_min, part_max;
+        double fin_scan, fin_alloc, fin_pack, fin_rank;
+        double checksum, write, fsync, total;
+    } profile;
+} ft_build_progress;
+
+/* ft_build_progress_fn receives a report; it runs on a build thread (one
+ * call at a time), at most every 2 seconds plus once per phase change. */
+typedef void (*ft_build_progress_fn)(const ft_build_progress *p, void *arg);
+
+/* ft_build_progress_format writes the one-line English form of a report
+ * (no newline), the line "flashtrie build --progress" prints. */
+int ft_build_progress_format(char *buf, size_t len,
+                             const ft_build_progress *p);
+
 typedef struct ft_build_opts {
-    const char *input;     /* keys file (text or .ftk), "-" for stdin */
-    const char *output;    /* index file; written aside and renamed */
+    uint32_t struct_size;  /* set by ft_build_opts_init */
+    const char *input;     /* keys file (text or .ftk), "-" for stdin;
+                            * ft_build only */
+    const char *output;    /* index file; written aside and renamed;
+                            * ft_build only (ft_builder_finish takes it) */
     uint32_t max_key_len;  /* 0 means FT_MAX_KEY_LEN_DEFAULT */
-    int skip_invalid;      /* skip bad lines and count them */
+    int skip_invalid;      /* skip bad lines (keys) and count them */
     uint64_t max_memory;   /* bytes for parsing and sorting; 0 = default */
     int threads;           /* 0 = all online cores */
-    int progress;          /* print a progress line on stderr */
-    const char *tmp_dir;   /* for sorted runs; NULL = dir of output */
+    ft_build_progress_fn progress; /* NULL: no progress reports */
+    void *progress_arg;
+    const char *tmp_dir;   /* for sorted runs; NULL = dir of output (for
+                            * ft_builder: of opts.output if set, else /tmp) */
     int format;            /* FT_KEYS_AUTO, FT_KEYS_TEXT or FT_KEYS_FTK */
+    int profile;           /* time every phase and report the times through
+                            * progress (phase FT_BUILD_PROFILE) at the end */
 } ft_build_opts;
 
 /* Input formats.  FT_KEYS_AUTO reads a path ending in ".ftk" as binary and
@@ -118,6 +204,7 @@ typedef struct ft_build_opts {
 #define FT_KEYS_FTK 2
 
 typedef struct ft_build_stats {
+    uint32_t struct_size;  /* set by ft_build_stats_init */
     uint64_t lines;        /* lines (records) read, skipped ones included */
     uint64_t keys_read;    /* valid keys read, duplicates included */
     uint64_t keys;         /* distinct keys in the index */
@@ -130,12 +217,54 @@ typedef struct ft_build_stats {
 
 /* ft_build_opts_init fills opts with the defaults. */
 void ft_build_opts_init(ft_build_opts *opts);
+/* ft_build_stats_init zeroes stats and sets its struct_size. */
+void ft_build_stats_init(ft_build_stats *stats);
 
 /* ft_build builds an index file from a keys file (SPEC section 2).  On a bad
  * line it fails with FT_EPARSE and errbuf names the file, the line (or
- * record) number counted from 1 and the reason. */
+ * record) number counted from 1 and the reason.  stats may be NULL. */
 int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
              size_t errlen);
+
+/* ft_builder builds an index from keys handed over one at a time, in any
+ * order, with the same rules as a keys file (SPEC section 2): a key given
+ * twice keeps its first value, an empty key or one longer than
+ * max_key_len is rejected (or skipped and counted with skip_invalid), and
+ * the index depends only on the distinct keys and their first values. */
+typedef struct ft_builder ft_builder;
+
+/* ft_builder_create starts a build; opts may be NULL (the defaults).  Only
+ * max_key_len, skip_invalid, max_memory, threads, progress, tmp_dir,
+ * output (for the tmp_dir default) and profile are used.  opts is copied;
+ * its strings must stay valid until ft_builder_destroy. */
+int ft_builder_create(ft_builder **out, const ft_build_opts *opts,
+                      char *errbuf, size_t errlen);
+
+/* ft_builder_add adds key number i (0-based: the number of earlier add
+ * calls, rejected keys included) with value.  An empty key or one longer
+ * than max_key_len returns FT_EPARSE, and ft_builder_error says
+ * "key <i+1>: <reason>" (counted from 1, as keys file lines are); the
+ * builder stays usable.  With skip_invalid such a key is counted in
+ * stats.skipped and FT_OK is returned.  FT_ENOMEM and FT_EIO (a run could
+ * not be spilled) are final: the builder can then only be destroyed. */
+int ft_builder_add(ft_builder *b, const uint32_t *toks, size_t n,
+                   uint64_t value);
+/* ft_builder_add_auto adds a key whose value is its own 0-based number, as
+ * a keys file line without a value gets the line number. */
+int ft_builder_add_auto(ft_builder *b, const uint32_t *toks, size_t n);
+
+/* ft_builder_error returns the message of the last failed call ("" if
+ * none); it lives until the next call on b. */
+const char *ft_builder_error(const ft_builder *b);
+
+/* ft_builder_finish writes the index to output (aside, then renamed).
+ * stats may be NULL.  Afterwards the builder can only be destroyed
+ * (FT_ESTATE otherwise). */
+int ft_builder_finish(ft_builder *b, ft_build_stats *stats,
+                      const char *output, char *errbuf, size_t errlen);
+
+/* ft_builder_destroy frees b and removes any sorted run it left. */
+void ft_builder_destroy(ft_builder *b);
 
 /* ---- Opening and inspecting an index ----------------------------------- */
 
@@ -152,6 +281,7 @@ void ft_index_close(ft_index *idx);
 #define FT_INFO_MAX_SECTIONS 16
 
 typedef struct ft_index_info {
+    uint32_t struct_size;    /* set by ft_index_info_init */
     uint64_t keys;
     uint64_t nodes;          /* root included */
     uint32_t max_depth;      /* longest key */
@@ -173,9 +303,15 @@ typedef struct ft_index_info {
     } sections[FT_INFO_MAX_SECTIONS];
 } ft_index_info;
 
+/* ft_index_info_init zeroes info and sets its struct_size. */
+void ft_index_info_init(ft_index_info *info);
+/* ft_index_info_get describes idx; info must have been initialised with
+ * ft_index_info_init (FT_EINVAL otherwise). */
 int ft_index_info_get(ft_index_info *info, const ft_index *idx);
 
-/* ft_index_lookup finds a whole key; FT_ENOTFOUND when it is not a key. */
+/* ft_index_lookup finds a whole key; FT_ENOTFOUND when it is not a key.
+ * FT_EFORMAT (here and in ft_index_prefix) when the index is found damaged
+ * on the way, which only an open with FT_OPEN_NO_VERIFY lets happen. */
 int ft_index_lookup(uint64_t *value, const ft_index *idx, const uint32_t *toks,
                     size_t n);
 
@@ -218,6 +354,85 @@ int ft_library_lookup(uint64_t *value, const ft_library *lib,
 int ft_library_prefix(uint64_t *visited, const ft_library *lib,
                       const uint32_t *prefix, size_t n, uint64_t limit,
                       ft_prefix_cb cb, void *arg);
+
+/* ---- Navigating an index ------------------------------------------------ */
+
+/* Nodes of an opened index are numbered 0 (the root, FT_NODE_ROOT) to
+ * nodes - 1 in breadth-first order; a node's children have consecutive
+ * numbers, in increasing label order. */
+#define FT_NODE_ROOT 0u
+
+/* ft_node_children is one node's children: nodes first .. first+count-1.
+ * The remaining fields are private (they speed up the label calls). */
+typedef struct ft_node_children {
+    uint64_t node;
+    uint64_t first;
+    uint64_t count;
+    uint64_t priv_[2];
+} ft_node_children;
+
+/* ft_index_children fills ch for node; FT_EINVAL if node is out of range. */
+int ft_index_children(ft_node_children *ch, const ft_index *idx,
+                      uint64_t node);
+
+/* ft_index_child_label returns the label (token) of child i (0-based,
+ * i < ch->count) of ch. */
+uint32_t ft_index_child_label(const ft_index *idx,
+                              const ft_node_children *ch, uint64_t i);
+
+/* ft_index_child_find sets *i to the position of the child labelled tok;
+ * FT_ENOTFOUND when there is none. */
+int ft_index_child_find(uint64_t *i, const ft_index *idx,
+                        const ft_node_children *ch, uint32_t tok);
+
+/* ft_index_node_value gives the value of node when it ends a key;
+ * FT_ENOTFOUND when it does not, FT_EINVAL when node is out of range. */
+int ft_index_node_value(uint64_t *value, const ft_index *idx, uint64_t node);
+
+/* The most shards a manifest holds. */
+#define FT_MAX_SHARDS 65536u
+
+/* ft_library_shard_info is what a manifest records for one shard. */
+typedef struct ft_library_shard_info {
+    uint32_t lo, hi;     /* first-token range, both included */
+    uint64_t keys;
+    uint64_t nodes;      /* root included */
+    uint64_t trie_bytes; /* what a GPU holds for the shard */
+    uint64_t file_bytes;
+    const char *name;    /* the shard file, relative to the manifest */
+} ft_library_shard_info;
+
+/* ft_library_shard_get fills out for shard s; FT_EINVAL past the end. */
+int ft_library_shard_get(ft_library_shard_info *out, const ft_library *lib,
+                         size_t s);
+
+/* ---- Splitting an index into shards (docs/sharding.md) ------------------ */
+
+typedef struct ft_split_opts {
+    const char *output;   /* the manifest; shard files land beside it */
+    uint32_t shards;      /* exactly this many shards, or 0 */
+    uint64_t shard_bytes; /* or as few as fit this many trie bytes each */
+    int threads;          /* shards built at once; 0 = online cores */
+} ft_split_opts;
+
+typedef struct ft_split_stats {
+    uint32_t shards;
+    uint64_t keys;
+    uint64_t max_bytes;   /* trie bytes of the largest shard */
+    uint64_t total_bytes; /* trie bytes of all shards */
+    double seconds;
+} ft_split_stats;
+
+/* ft_split writes idx as the shards ft_partition_make chooses:
+ * OUTPUT.shard-III-of-NNN.idx for shard III of NNN (three digits at
+ * least), each built from the index's keys in order (values kept), written
+ * aside, then all renamed into place, then the manifest at OUTPUT, so a
+ * failed build leaves neither a half shard nor a manifest naming one
+ * (only a failing rename can leave some new shards in place, which an old
+ * manifest then refuses by their checksums).  Each shard written is
+ * logged at FT_LOG_INFO. */
+int ft_split(ft_split_stats *st, const ft_index *idx, const ft_split_opts *o,
+             char *errbuf, size_t errlen);
 
 /* ---- Search requests and results (SPEC sections 3 to 5) ---------------- */
 

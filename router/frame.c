@@ -694,6 +694,16 @@ int ft_frame_decode_result_into(ft_frame_hdr *h, ft_result *res, size_t nres,
     return dec_result(NULL, res, nres, &r, UINT32_MAX, count);
 }
 
+int ft_frame_check_request(const ft_frame_hdr *h, char *errbuf,
+                           size_t errlen)
+{
+    if (!FT_FRAME_IS_REPLY(h->type))
+        return FT_OK;
+    return fail(FT_EPROTO, errbuf, errlen, 6,
+                "type: %s is a reply, not a request",
+                ft_frame_type_name(h->type));
+}
+
 int ft_frame_search_fault(const ft_frame_msg *m, uint32_t i, char *errbuf,
                           size_t errlen)
 {

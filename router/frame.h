@@ -16,7 +16,8 @@
  *    decode many: its storage is reused).  On FT_EPROTO answer
  *    ft_frame_encode_error(out, m.hdr.id, FT_EPROTO, errbuf) and keep the
  *    connection; m.hdr.id is the offending frame's id when its header could
- *    be read that far, else 0.  For SEARCH, call ft_frame_search_fault() and
+ *    be read that far, else 0.  ft_frame_check_request() turns away reply
+ *    types.  For SEARCH, call ft_frame_search_fault() and
  *    then ft_request_validate() on each m.reqs[i]; answer with
  *    ft_frame_encode_result() (same order, same count).
  *  - Client: ft_frame_encode_search() (or _ping, _info, _reload), send;
@@ -66,6 +67,9 @@ enum {
     FT_FRAME_PONG = 0x8003,
     FT_FRAME_RELOAD_REPLY = 0x8004
 };
+
+/* FT_FRAME_IS_REPLY tells a reply type from a request type. */
+#define FT_FRAME_IS_REPLY(type) (((type) & 0x8000u) != 0)
 
 /* Header flags.  Unknown bits are rejected, so a later version can give
  * them a meaning safely. */
@@ -170,6 +174,12 @@ int ft_frame_decode(ft_frame_msg *m, const void *buf, size_t len,
 int ft_frame_decode_result_into(ft_frame_hdr *h, ft_result *res, size_t nres,
                                 uint32_t *count, const void *buf, size_t len,
                                 char *errbuf, size_t errlen);
+
+/* ft_frame_check_request returns FT_OK for a header of a request type,
+ * else FT_EPROTO with "type: RESULT is a reply, not a request at byte 6":
+ * what a server answers (in an ERROR) to a well-formed reply sent to it. */
+int ft_frame_check_request(const ft_frame_hdr *h, char *errbuf,
+                           size_t errlen);
 
 /* ft_frame_search_fault checks the one SPEC section 3 rule that only the
  * wire form can break: "results" given as 0 (ft_request carries 0 as "not

@@ -142,6 +142,7 @@ int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
         free(g);
         return rc;
     }
+    ft_index_info_init(&g->info);
     ft_library_info_get(&g->info, g->lib);
     g->shards = ft_library_shards(g->lib);
     char why[200] = "";

@@ -23,6 +23,11 @@
  * the runs are merged (in passes of at most FANIN) into one ft_tb.  Either
  * way the trie, and so the file, depends only on the set of distinct keys
  * and their first values, never on threads or memory.
+ *
+ * ft_builder takes keys one call at a time into the same chunks (a batch
+ * of one chunk per thread is sorted once it holds about one read block)
+ * and ends like ft_build.  Nothing here prints: progress and the phase
+ * profile go to the caller's callback (or the logger).
  */
 #define _GNU_SOURCE /* memrchr */
 #include "trie.h"
@@ -74,8 +79,9 @@ typedef struct bk_job {
 } bk_job;
 
 typedef struct bk_build {
-    const ft_build_opts *o;
+    const ft_build_opts *o; /* the caller's options, defaults filled in */
     const char *name;    /* input name in messages */
+    const char *output;  /* index file */
     uint32_t maxlen;
     int threads;
     int fd;
@@ -99,8 +105,9 @@ typedef struct bk_build {
     char *tmp_dir;
     ft_build_stats *st;
     double t0, last_progress;
-    /* FT_BUILD_PROFILE=1 or progress: wall seconds per phase, printed at
-     * the end, so a run on a big host shows what does not scale. */
+    /* opts.profile or a progress callback: wall seconds per phase,
+     * reported at the end, so a run on a big host shows what does not
+     * scale. */
     int profile;
     double prof[FT_PROF_COUNT];
     double t_read, t_parse, t_sort, t_spill, t_merge, t_part_min, t_part_max;
@@ -515,7 +522,13 @@ static void *fix_and_sort(void *arg)
                 r[i].value += j->base;
         }
     }
-    rec_radix_sort(r, n, ch->pool.data);
+    /* Keys handed to ft_builder often come sorted already (generated
+     * libraries, exports of another index): one pass proves it. */
+    size_t i = 1;
+    while (i < n && rec_less(&r[i - 1], &r[i], ch->pool.data))
+        i++;
+    if (i < n)
+        rec_radix_sort(r, n, ch->pool.data);
     return NULL;
 }
 
@@ -980,23 +993,34 @@ static int add_chunks(bk_build *b, size_t n)
     return FT_OK;
 }
 
+static void progress_fill(const bk_build *b, ft_build_progress *p,
+                          ft_build_phase phase, double now)
+{
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->phase = phase;
+    p->lines = b->st->lines;
+    p->keys_read = b->st->keys_read;
+    p->skipped = b->st->skipped;
+    p->bytes_read = b->bytes_read;
+    p->runs = b->runs_made;
+    p->seconds = now - b->t0;
+    p->threads = b->threads;
+}
+
+/* progress reports the counters through the caller's callback, at most
+ * every BK_PROGRESS_S seconds unless forced.  The library never prints. */
 static void progress(bk_build *b, int force)
 {
-    if (!b->o->progress)
+    if (b->o->progress == NULL)
         return;
     double now = fti_now();
     if (!force && now - b->last_progress < BK_PROGRESS_S)
         return;
     b->last_progress = now;
-    double dt = now - b->t0 > 1e-9 ? now - b->t0 : 1e-9;
-    fprintf(stderr,
-            "flashtrie build: %s %llu lines, %llu keys, %llu skipped, "
-            "%.1f MB/s, %llu runs, %.1f s\n", b->eof ? "merging;" : "reading;",
-            (unsigned long long)b->st->lines,
-            (unsigned long long)b->st->keys_read,
-            (unsigned long long)b->st->skipped,
-            (double)b->bytes_read / 1e6 / dt, (unsigned long long)b->runs_made,
-            dt);
+    ft_build_progress p;
+    progress_fill(b, &p, b->eof ? FT_BUILD_MERGING : FT_BUILD_READING, now);
+    b->o->progress(&p, b->o->progress_arg);
 }
 
 /* after_batch sorts the new chunks and spills when over the budget. */
@@ -1312,12 +1336,6 @@ static int read_binary(bk_build *b)
 
 /* ---- the whole build --------------------------------------------------- */
 
-void ft_build_opts_init(ft_build_opts *opts)
-{
-    memset(opts, 0, sizeof *opts);
-    opts->max_key_len = FT_MAX_KEY_LEN_DEFAULT;
-}
-
 static uint64_t default_memory(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -1332,53 +1350,79 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* print_profile writes the phase times; parse and sort are wall times of
- * the parallel steps, the others run on one thread unless noted. */
-static void print_profile(const bk_build *b)
+/* report_profile hands the phase times to the progress callback, or,
+ * without one, to the logger at FT_LOG_INFO; parse and sort are wall
+ * times of the parallel steps, the others run on one thread unless
+ * noted. */
+static void report_profile(const bk_build *b)
 {
     if (!b->profile)
         return;
     const double *p = b->prof;
-    double total = fti_now() - b->t0;
-    fprintf(stderr,
-            "flashtrie build profile (s, %d threads): read %.3f | parse %.3f"
-            " | sort %.3f | spill %.3f | merge %.3f (parts %.3f..%.3f) |"
-            " finish: scan %.3f alloc %.3f pack %.3f rank %.3f |"
-            " checksum %.3f | write %.3f | fsync %.3f | total %.3f\n",
-            b->threads, b->t_read, b->t_parse, b->t_sort, b->t_spill,
-            b->t_merge, b->t_part_min, b->t_part_max, p[FT_PROF_FIN_SCAN],
-            p[FT_PROF_FIN_ALLOC], p[FT_PROF_FIN_PACK], p[FT_PROF_FIN_RANK],
-            p[FT_PROF_CHECKSUM], p[FT_PROF_WRITE], p[FT_PROF_FSYNC], total);
+    ft_build_progress r;
+    double now = fti_now();
+    progress_fill(b, &r, FT_BUILD_PROFILE, now);
+    r.profile.read = b->t_read;
+    r.profile.parse = b->t_parse;
+    r.profile.sort = b->t_sort;
+    r.profile.spill = b->t_spill;
+    r.profile.merge = b->t_merge;
+    r.profile.part_min = b->t_part_min;
+    r.profile.part_max = b->t_part_max;
+    r.profile.fin_scan = p[FT_PROF_FIN_SCAN];
+    r.profile.fin_alloc = p[FT_PROF_FIN_ALLOC];
+    r.profile.fin_pack = p[FT_PROF_FIN_PACK];
+    r.profile.fin_rank = p[FT_PROF_FIN_RANK];
+    r.profile.checksum = p[FT_PROF_CHECKSUM];
+    r.profile.write = p[FT_PROF_WRITE];
+    r.profile.fsync = p[FT_PROF_FSYNC];
+    r.profile.total = now - b->t0;
+    if (b->o->progress) {
+        b->o->progress(&r, b->o->progress_arg);
+    } else {
+        char line[512];
+        ft_build_progress_format(line, sizeof line, &r);
+        FT_INFO("%s", line);
+    }
 }
 
-static int build_main(bk_build *b)
+int ft_build_progress_format(char *buf, size_t len, const ft_build_progress *p)
 {
-    const ft_build_opts *o = b->o;
+    if (buf == NULL || len == 0 || p == NULL)
+        return FT_EINVAL;
+    if (p->phase == FT_BUILD_PROFILE) {
+        snprintf(buf, len,
+                 "flashtrie build profile (s, %d threads): read %.3f | parse "
+                 "%.3f | sort %.3f | spill %.3f | merge %.3f (parts "
+                 "%.3f..%.3f) | finish: scan %.3f alloc %.3f pack %.3f rank "
+                 "%.3f | checksum %.3f | write %.3f | fsync %.3f | total %.3f",
+                 p->threads, p->profile.read, p->profile.parse,
+                 p->profile.sort, p->profile.spill, p->profile.merge,
+                 p->profile.part_min, p->profile.part_max,
+                 p->profile.fin_scan, p->profile.fin_alloc,
+                 p->profile.fin_pack, p->profile.fin_rank,
+                 p->profile.checksum, p->profile.write, p->profile.fsync,
+                 p->profile.total);
+        return FT_OK;
+    }
+    double dt = p->seconds > 1e-9 ? p->seconds : 1e-9;
+    snprintf(buf, len,
+             "flashtrie build: %s %llu lines, %llu keys, %llu skipped, "
+             "%.1f MB/s, %llu runs, %.1f s",
+             p->phase == FT_BUILD_MERGING ? "merging;" : "reading;",
+             (unsigned long long)p->lines, (unsigned long long)p->keys_read,
+             (unsigned long long)p->skipped, (double)p->bytes_read / 1e6 / dt,
+             (unsigned long long)p->runs, p->seconds);
+    return FT_OK;
+}
+
+/* build_finish turns the sorted chunks (or spilled runs) into the trie and
+ * writes it to b->output: the common end of ft_build and ft_builder. */
+static int build_finish(bk_build *b)
+{
     char *errbuf = b->errbuf;
     size_t errlen = b->errlen;
     int rc;
-
-    /* The first block decides the format: the magic is in its 8 bytes. */
-    if ((rc = fill(b)))
-        return rc;
-    int magic = b->len >= 8 && memcmp(b->buf, BK_MAGIC, 8) == 0;
-    b->binary = o->format == FT_KEYS_FTK ||
-                (o->format == FT_KEYS_AUTO &&
-                 (magic || ends_with(o->input, ".ftk")));
-    if (b->binary && magic) {
-        b->has_values = 1;
-        memmove(b->buf, b->buf + 8, b->len - 8);
-        b->len -= 8;
-    }
-    rc = b->binary ? read_binary(b) : read_text(b);
-    if (rc)
-        return rc;
-    free(b->buf);
-    b->buf = NULL;
-    free(b->nbuf);
-    b->nbuf = NULL;
-    progress(b, 1);
-
     ft_tb *tb = NULL, **tbs = NULL;
     int ntb = 0;
     if (b->nruns == 0) {
@@ -1416,9 +1460,9 @@ static int build_main(bk_build *b)
         for (int i = 0; i < ntb; i++)
             ft_tb_destroy(tbs[i]);
         free(tbs);
-        FT_RETURN_ERROR_IF(rc == FT_ENOMEM, rc, "%s: out of memory", o->input);
+        FT_RETURN_ERROR_IF(rc == FT_ENOMEM, rc, "%s: out of memory", b->name);
         if (errbuf && errlen && !errbuf[0])
-            fti_errf(errbuf, errlen, "%s: %s", o->input, ft_strerror(rc));
+            fti_errf(errbuf, errlen, "%s: %s", b->name, ft_strerror(rc));
         return rc;
     }
     b->st->runs = b->runs_made;
@@ -1433,32 +1477,101 @@ static int build_main(bk_build *b)
     free(tbs);
     if (rc == FT_EINVAL)
         rc = FT_EINTERNAL; /* the parts are ordered by construction */
-    FT_RETURN_ERROR_IF(rc, rc, "%s: cannot build the trie: %s", o->output,
+    FT_RETURN_ERROR_IF(rc, rc, "%s: cannot build the trie: %s", b->output,
                        ft_strerror(rc));
     b->st->nodes = t.view.n_nodes;
-    rc = ft_trie_write_mt(&t, o->output, b->threads, b->prof, errbuf, errlen);
+    rc = ft_trie_write_mt(&t, b->output, b->threads, b->prof, errbuf, errlen);
     ft_trie_free(&t);
-    print_profile(b);
+    report_profile(b);
     if (rc)
         return rc;
     struct stat sb;
-    if (stat(o->output, &sb) == 0)
+    if (stat(b->output, &sb) == 0)
         b->st->index_bytes = (uint64_t)sb.st_size;
     return FT_OK;
 }
 
-int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
-             size_t errlen)
+static int build_main(bk_build *b)
 {
-    ft_build_stats local;
-    if (stats == NULL)
-        stats = &local;
-    memset(stats, 0, sizeof *stats);
-    if (errbuf && errlen)
-        errbuf[0] = 0;
-    FT_RETURN_ERROR_IF(opts == NULL || opts->input == NULL ||
-                           opts->output == NULL,
-                       FT_EINVAL, "build: input and output are required");
+    const ft_build_opts *o = b->o;
+    int rc;
+
+    /* The first block decides the format: the magic is in its 8 bytes. */
+    if ((rc = fill(b)))
+        return rc;
+    int magic = b->len >= 8 && memcmp(b->buf, BK_MAGIC, 8) == 0;
+    b->binary = o->format == FT_KEYS_FTK ||
+                (o->format == FT_KEYS_AUTO &&
+                 (magic || ends_with(o->input, ".ftk")));
+    if (b->binary && magic) {
+        b->has_values = 1;
+        memmove(b->buf, b->buf + 8, b->len - 8);
+        b->len -= 8;
+    }
+    rc = b->binary ? read_binary(b) : read_text(b);
+    if (rc)
+        return rc;
+    free(b->buf);
+    b->buf = NULL;
+    free(b->nbuf);
+    b->nbuf = NULL;
+    progress(b, 1);
+    return build_finish(b);
+}
+
+/* The first published layouts of the growing structs: a caller's
+ * struct_size must be at least this (and sane). */
+#define BK_OPTS_V1 sizeof(ft_build_opts)
+#define BK_STATS_V1 sizeof(ft_build_stats)
+#define BK_STRUCT_MAX 65536u
+
+/* opts_load copies the caller's options over the defaults, reading only
+ * the fields the caller's struct_size covers. */
+static int opts_load(ft_build_opts *dst, const ft_build_opts *src,
+                     char *errbuf, size_t errlen)
+{
+    ft_build_opts_init(dst);
+    if (src == NULL)
+        return FT_OK;
+    FT_RETURN_ERROR_IF(src->struct_size < BK_OPTS_V1 ||
+                           src->struct_size > BK_STRUCT_MAX,
+                       FT_EINVAL,
+                       "build options: struct_size %u is not the size of an "
+                       "ft_build_opts (call ft_build_opts_init first)",
+                       src->struct_size);
+    size_t n = src->struct_size < sizeof *dst ? src->struct_size
+                                               : sizeof *dst;
+    memcpy(dst, src, n);
+    dst->struct_size = sizeof *dst;
+    return FT_OK;
+}
+
+static int stats_check(const ft_build_stats *st, char *errbuf, size_t errlen)
+{
+    FT_RETURN_ERROR_IF(st != NULL && (st->struct_size < BK_STATS_V1 ||
+                                      st->struct_size > BK_STRUCT_MAX),
+                       FT_EINVAL,
+                       "build stats: struct_size %u is not the size of an "
+                       "ft_build_stats (call ft_build_stats_init first)",
+                       st->struct_size);
+    return FT_OK;
+}
+
+/* stats_store copies the stats out, as far as the caller's struct goes. */
+static void stats_store(ft_build_stats *dst, const ft_build_stats *src)
+{
+    if (dst == NULL)
+        return;
+    uint32_t size = dst->struct_size;
+    memcpy(dst, src, size < sizeof *src ? size : sizeof *src);
+    dst->struct_size = size;
+}
+
+/* bk_setup checks the options and fills what ft_build and ft_builder
+ * share: threads, memory budget, tmp_dir. */
+static int bk_setup(bk_build *b, const ft_build_opts *opts, char *errbuf,
+                    size_t errlen, size_t *block)
+{
     FT_RETURN_ERROR_IF(opts->max_key_len > FT_MAX_KEY_LEN_LIMIT, FT_EINVAL,
                        "max_key_len %u exceeds the hard limit %u",
                        opts->max_key_len, FT_MAX_KEY_LEN_LIMIT);
@@ -1467,22 +1580,13 @@ int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
     FT_RETURN_ERROR_IF(opts->format < FT_KEYS_AUTO ||
                            opts->format > FT_KEYS_FTK,
                        FT_EINVAL, "unknown input format %d", opts->format);
-
-    bk_build b;
-    memset(&b, 0, sizeof b);
-    b.o = opts;
-    b.st = stats;
-    b.errbuf = errbuf;
-    b.errlen = errlen;
-    b.t0 = b.last_progress = fti_now();
-    const char *pe = getenv("FT_BUILD_PROFILE");
-    b.profile = opts->progress || (pe != NULL && pe[0] && strcmp(pe, "0"));
-    b.maxlen = opts->max_key_len ? opts->max_key_len : FT_MAX_KEY_LEN_DEFAULT;
-    b.threads = opts->threads ? opts->threads : fti_online_cores();
-    if (b.threads > 256)
-        b.threads = 256;
-    int is_stdin = strcmp(opts->input, "-") == 0;
-    b.name = is_stdin ? "stdin" : opts->input;
+    b->o = opts;
+    b->t0 = b->last_progress = fti_now();
+    b->profile = opts->profile || opts->progress != NULL;
+    b->maxlen = opts->max_key_len ? opts->max_key_len : FT_MAX_KEY_LEN_DEFAULT;
+    b->threads = opts->threads ? opts->threads : fti_online_cores();
+    if (b->threads > 256)
+        b->threads = 256;
 
     /* The memory budget: one read block (an eighth of it) plus the sorted
      * chunks (the rest, less room for the next block's parse output). */
@@ -1492,47 +1596,319 @@ int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
         blk = BK_MIN_BLOCK;
     if (blk > BK_MAX_BLOCK)
         blk = BK_MAX_BLOCK;
-    b.budget = mem > 4 * blk ? mem - 4 * blk : 0;
+    b->budget = mem > 4 * blk ? mem - 4 * blk : 0;
+    *block = (size_t)blk;
 
     /* tmp_dir defaults to the output's directory, so runs land on the
      * disk that must hold the index anyway. */
     if (opts->tmp_dir) {
-        b.tmp_dir = strdup(opts->tmp_dir);
-    } else {
+        b->tmp_dir = strdup(opts->tmp_dir);
+    } else if (opts->output) {
         const char *slash = strrchr(opts->output, '/');
-        b.tmp_dir = slash ? strndup(opts->output,
-                                    (size_t)(slash - opts->output) +
-                                        (slash == opts->output))
-                          : strdup(".");
+        b->tmp_dir = slash ? strndup(opts->output,
+                                     (size_t)(slash - opts->output) +
+                                         (slash == opts->output))
+                           : strdup(".");
+    } else {
+        b->tmp_dir = strdup("/tmp");
     }
-    int rc = b.tmp_dir && grow_buf(&b, (size_t)blk) == FT_OK ? FT_OK
-                                                             : FT_ENOMEM;
+    FT_RETURN_ERROR_IF(b->tmp_dir == NULL, FT_ENOMEM, "out of memory");
+    return FT_OK;
+}
+
+/* bk_cleanup frees everything a build holds; temporary files never
+ * outlive the build, whatever happened. */
+static void bk_cleanup(bk_build *b)
+{
+    for (size_t i = 0; i < b->nruns; i++) {
+        unlink(b->runs[i]);
+        free(b->runs[i]);
+    }
+    free(b->runs);
+    b->runs = NULL;
+    b->nruns = 0;
+    free_chunks(b);
+    free(b->chunks);
+    b->chunks = NULL;
+    free(b->buf);
+    b->buf = NULL;
+    free(b->nbuf);
+    b->nbuf = NULL;
+    free(b->tmp_dir);
+    b->tmp_dir = NULL;
+}
+
+void ft_build_opts_init(ft_build_opts *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->struct_size = sizeof *opts;
+    opts->max_key_len = FT_MAX_KEY_LEN_DEFAULT;
+}
+
+void ft_build_stats_init(ft_build_stats *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    stats->struct_size = sizeof *stats;
+}
+
+int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
+             size_t errlen)
+{
+    ft_build_stats st;
+    ft_build_stats_init(&st);
+    if (errbuf && errlen)
+        errbuf[0] = 0;
+    int rc = stats_check(stats, errbuf, errlen);
+    if (rc)
+        return rc;
+    ft_build_opts o;
+    if ((rc = opts_load(&o, opts, errbuf, errlen))) {
+        stats_store(stats, &st);
+        return rc;
+    }
+    if (opts == NULL || o.input == NULL || o.output == NULL) {
+        stats_store(stats, &st);
+        fti_errf(errbuf, errlen, "build: input and output are required");
+        return FT_EINVAL;
+    }
+
+    bk_build b;
+    memset(&b, 0, sizeof b);
+    b.st = &st;
+    b.errbuf = errbuf;
+    b.errlen = errlen;
+    int is_stdin = strcmp(o.input, "-") == 0;
+    b.name = is_stdin ? "stdin" : o.input;
+    b.output = o.output;
+    size_t blk = 0;
+    rc = bk_setup(&b, &o, errbuf, errlen, &blk);
+    if (rc == FT_OK && grow_buf(&b, blk) != FT_OK)
+        rc = FT_ENOMEM;
     if (rc == FT_OK) {
-        b.fd = is_stdin ? 0 : open(opts->input, O_RDONLY);
+        b.fd = is_stdin ? 0 : open(o.input, O_RDONLY);
         if (b.fd < 0) {
-            fti_errf(errbuf, errlen, "%s: cannot open: %s", opts->input,
+            fti_errf(errbuf, errlen, "%s: cannot open: %s", o.input,
                      strerror(errno));
             rc = FT_EIO;
         }
-    }
-    if (rc == FT_OK) {
-        rc = build_main(&b);
-        if (!is_stdin)
-            close(b.fd);
+        if (rc == FT_OK) {
+            rc = build_main(&b);
+            if (!is_stdin)
+                close(b.fd);
+        }
     }
     if (rc == FT_ENOMEM && errbuf && errlen && !errbuf[0])
-        fti_errf(errbuf, errlen, "%s: out of memory", opts->input);
-    /* Temporary files never outlive the build, whatever happened. */
-    for (size_t i = 0; i < b.nruns; i++) {
-        unlink(b.runs[i]);
-        free(b.runs[i]);
-    }
-    free(b.runs);
-    free_chunks(&b);
-    free(b.chunks);
-    free(b.buf);
-    free(b.nbuf);
-    free(b.tmp_dir);
-    stats->seconds = fti_now() - b.t0;
+        fti_errf(errbuf, errlen, "%s: out of memory", o.input);
+    bk_cleanup(&b);
+    st.seconds = b.t0 > 0 ? fti_now() - b.t0 : 0;
+    stats_store(stats, &st);
     return rc;
+}
+
+/* ---- ft_builder: keys handed over one at a time ------------------------ */
+
+#define BK_MAX_PENDING 256
+
+struct ft_builder {
+    bk_build b;
+    ft_build_opts o;
+    ft_build_stats st;
+    bk_chunk pend[BK_MAX_PENDING]; /* filled, not yet sorted; the last
+                                    * one is being filled */
+    int npend;
+    size_t chunk_bytes;  /* a chunk is closed at this size */
+    int state;           /* 0 adding, else the final error (or FT_ESTATE
+                          * after a finish) */
+    char err[512];
+};
+
+int ft_builder_create(ft_builder **out, const ft_build_opts *opts,
+                      char *errbuf, size_t errlen)
+{
+    if (errbuf && errlen)
+        errbuf[0] = 0;
+    FT_RETURN_ERROR_IF(out == NULL, FT_EINVAL, "builder: out is NULL");
+    *out = NULL;
+    ft_builder *bl = calloc(1, sizeof *bl);
+    FT_RETURN_ERROR_IF(bl == NULL, FT_ENOMEM, "out of memory");
+    int rc = opts_load(&bl->o, opts, errbuf, errlen);
+    bl->o.format = FT_KEYS_AUTO; /* no input file to read */
+    ft_build_stats_init(&bl->st);
+    bk_build *b = &bl->b;
+    b->st = &bl->st;
+    b->errbuf = bl->err;
+    b->errlen = sizeof bl->err;
+    b->name = "builder";
+    size_t blk = 0;
+    if (rc == FT_OK)
+        rc = bk_setup(b, &bl->o, errbuf, errlen, &blk);
+    if (rc) {
+        bk_cleanup(b);
+        free(bl);
+        return rc;
+    }
+    /* One batch of chunks (one per thread) is about one read block of
+     * ft_build, so both paths sort and spill at the same sizes. */
+    bl->chunk_bytes = blk / (size_t)b->threads;
+    if (bl->chunk_bytes < BK_MIN_BLOCK)
+        bl->chunk_bytes = BK_MIN_BLOCK;
+    bl->npend = 1;
+    *out = bl;
+    return FT_OK;
+}
+
+/* flush_pending sorts the filled chunks in parallel (spilling when the
+ * budget is passed) and leaves one empty chunk to fill. */
+static int flush_pending(ft_builder *bl)
+{
+    bk_build *b = &bl->b;
+    int n = bl->npend;
+    if (bl->pend[n - 1].recs.len == 0) {
+        fti_vec_free(&bl->pend[n - 1].recs);
+        fti_vec_free(&bl->pend[n - 1].pool);
+        n--;
+    }
+    int rc = FT_OK;
+    if (n > 0 && (rc = add_chunks(b, (size_t)n)) == FT_OK) {
+        bk_job jobs[n];
+        memset(jobs, 0, sizeof jobs);
+        for (int i = 0; i < n; i++) {
+            b->chunks[b->nchunks + (size_t)i] = bl->pend[i];
+            jobs[i].b = b;
+            jobs[i].chunk = &b->chunks[b->nchunks + (size_t)i];
+        }
+        memset(bl->pend, 0, (size_t)n * sizeof *bl->pend);
+        rc = after_batch(b, jobs, n);
+    }
+    bl->npend = 1;
+    return rc;
+}
+
+int ft_builder_add(ft_builder *bl, const uint32_t *toks, size_t n,
+                   uint64_t value)
+{
+    if (bl == NULL)
+        return FT_EINVAL;
+    bl->err[0] = 0;
+    if (bl->state) {
+        fti_errf(bl->err, sizeof bl->err, "builder: %s",
+                 bl->state == FT_ESTATE ? "already finished"
+                                        : "an earlier call failed");
+        return FT_ESTATE;
+    }
+    bk_build *b = &bl->b;
+    uint64_t num = bl->st.lines++;
+    const char *why = NULL;
+    char reason[128];
+    if (n == 0) {
+        why = "empty key";
+    } else if (n > b->maxlen) {
+        snprintf(reason, sizeof reason,
+                 "key of %zu tokens is longer than max_key_len %u", n,
+                 b->maxlen);
+        why = reason;
+    } else if (toks == NULL) {
+        fti_errf(bl->err, sizeof bl->err, "key %llu: toks is NULL",
+                 (unsigned long long)num + 1);
+        return FT_EINVAL;
+    }
+    if (why) {
+        if (bl->o.skip_invalid) {
+            bl->st.skipped++;
+            return FT_OK;
+        }
+        fti_errf(bl->err, sizeof bl->err, "key %llu: %s",
+                 (unsigned long long)num + 1, why);
+        return FT_EPARSE;
+    }
+    bk_chunk *ch = &bl->pend[bl->npend - 1];
+    if (fti_vec_reserve(&ch->recs, sizeof(bk_rec), 1) ||
+        fti_vec_reserve(&ch->pool, sizeof(uint32_t), n)) {
+        bl->state = FT_ENOMEM;
+        fti_errf(bl->err, sizeof bl->err, "key %llu: out of memory",
+                 (unsigned long long)num + 1);
+        return FT_ENOMEM;
+    }
+    uint32_t *dst = (uint32_t *)ch->pool.data + ch->pool.len;
+    memcpy(dst, toks, n * sizeof *toks);
+    bk_rec *r = (bk_rec *)ch->recs.data + ch->recs.len++;
+    r->k01 = (uint64_t)dst[0] << 32 | (n > 1 ? dst[1] : 0);
+    r->offlen = (uint64_t)ch->pool.len << 9 | (uint64_t)n;
+    r->line = num;
+    r->value = value;
+    ch->pool.len += n;
+    bl->st.keys_read++;
+    if (ch->recs.len * sizeof(bk_rec) + ch->pool.len * sizeof(uint32_t) <
+        bl->chunk_bytes)
+        return FT_OK;
+    if (bl->npend < b->threads && bl->npend < BK_MAX_PENDING) {
+        bl->npend++;
+        return FT_OK;
+    }
+    int rc = flush_pending(bl);
+    if (rc) {
+        bl->state = rc;
+        if (!bl->err[0])
+            fti_errf(bl->err, sizeof bl->err, "key %llu: %s",
+                     (unsigned long long)num + 1, ft_strerror(rc));
+    }
+    return rc;
+}
+
+int ft_builder_add_auto(ft_builder *bl, const uint32_t *toks, size_t n)
+{
+    return ft_builder_add(bl, toks, n, bl ? bl->st.lines : 0);
+}
+
+const char *ft_builder_error(const ft_builder *bl)
+{
+    return bl ? bl->err : "builder: NULL";
+}
+
+int ft_builder_finish(ft_builder *bl, ft_build_stats *stats,
+                      const char *output, char *errbuf, size_t errlen)
+{
+    if (errbuf && errlen)
+        errbuf[0] = 0;
+    FT_RETURN_ERROR_IF(bl == NULL || output == NULL, FT_EINVAL,
+                       "builder: the builder and output are required");
+    int rc = stats_check(stats, errbuf, errlen);
+    if (rc)
+        return rc;
+    bl->err[0] = 0;
+    if (bl->state) {
+        rc = FT_ESTATE;
+        fti_errf(bl->err, sizeof bl->err, "builder: %s",
+                 bl->state == FT_ESTATE ? "already finished"
+                                        : "an earlier call failed");
+    } else {
+        bk_build *b = &bl->b;
+        b->output = output;
+        rc = flush_pending(bl);
+        b->eof = 1; /* progress reports say "merging" from here */
+        if (rc == FT_OK) {
+            progress(b, 1);
+            rc = build_finish(b);
+        }
+        if (rc == FT_ENOMEM && !bl->err[0])
+            fti_errf(bl->err, sizeof bl->err, "%s: out of memory", output);
+        bl->state = FT_ESTATE;
+        bl->st.seconds = fti_now() - b->t0;
+    }
+    if (errbuf && errlen)
+        fti_errf(errbuf, errlen, "%s", bl->err);
+    stats_store(stats, &bl->st);
+    return rc;
+}
+
+void ft_builder_destroy(ft_builder *bl)
+{
+    if (bl == NULL)
+        return;
+    for (int i = 0; i < BK_MAX_PENDING; i++) {
+        fti_vec_free(&bl->pend[i].recs);
+        fti_vec_free(&bl->pend[i].pool);
+    }
+    bk_cleanup(&bl->b);
+    free(bl);
 }

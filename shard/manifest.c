@@ -645,10 +645,13 @@ int ft_manifest_info_get(ft_index_info *info, const ft_manifest *m)
 {
     if (m->n_shards == 1)
         return ft_index_info_get(info, m->shards[0].idx);
+    if (info->struct_size != sizeof *info)
+        return FT_EINVAL;
     memset(info, 0, sizeof *info);
     uint64_t fanout = 0;
     for (uint32_t i = 0; i < m->n_shards; i++) {
         ft_index_info s;
+        ft_index_info_init(&s);
         int rc = ft_index_info_get(&s, m->shards[i].idx);
         if (rc)
             return rc;
@@ -710,4 +713,20 @@ int ft_library_prefix(uint64_t *visited, const ft_library *lib,
                       ft_prefix_cb cb, void *arg)
 {
     return ft_manifest_prefix(visited, lib, prefix, n, limit, cb, arg);
+}
+
+int ft_library_shard_get(ft_library_shard_info *out, const ft_library *lib,
+                         size_t s)
+{
+    if (s >= lib->n_shards)
+        return FT_EINVAL;
+    const ft_manifest_shard *m = &lib->shards[s];
+    out->lo = m->lo;
+    out->hi = m->hi;
+    out->keys = m->keys;
+    out->nodes = m->nodes;
+    out->trie_bytes = m->trie_bytes;
+    out->file_bytes = m->file_bytes;
+    out->name = m->name ? m->name : "";
+    return FT_OK;
 }

@@ -20,7 +20,7 @@
 /* A shard file's identity: the XXH3-64 of its header and section table,
  * which hold every section's checksum, so it changes with any content. */
 #define FT_INDEX_HEAD_BYTES (128u + 32u * FT_SEC_COUNT)
-#define FT_MANIFEST_MAX_SHARDS 65536u
+#define FT_MANIFEST_MAX_SHARDS FT_MAX_SHARDS
 
 /* ft_manifest_shard is one shard: its first-token range [lo, hi] (both
  * included), the counts recorded for it, and, once opened, its index. */

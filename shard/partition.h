@@ -62,30 +62,6 @@ void ft_partition_free(ft_partition *p);
  * sizes are printed in messages), or "123 bytes" below 1000. */
 void ft_format_bytes(char *out, size_t len, uint64_t n);
 
-typedef struct ft_split_opts {
-    const char *output;   /* the manifest; shard files land beside it */
-    uint32_t shards;      /* exactly this many shards, or 0 */
-    uint64_t shard_bytes; /* or as few as fit this many trie bytes each */
-    int threads;          /* shards built at once; 0 = online cores */
-} ft_split_opts;
-
-typedef struct ft_split_stats {
-    uint32_t shards;
-    uint64_t keys;
-    uint64_t max_bytes;   /* trie bytes of the largest shard */
-    uint64_t total_bytes; /* trie bytes of all shards */
-    double seconds;
-} ft_split_stats;
-
-/* ft_split writes idx as the shards ft_partition_make chooses:
- * OUTPUT.shard-III-of-NNN.idx for shard III of NNN (three digits at
- * least), each built from the index's keys in order (values kept), written
- * aside, then all renamed into place, then the manifest at OUTPUT, so a
- * failed build leaves neither a half shard nor a manifest naming one
- * (only a failing rename can leave some new shards in place, which an old
- * manifest then refuses by their checksums).  Each shard written is
- * logged at FT_LOG_INFO. */
-int ft_split(ft_split_stats *st, const ft_index *idx, const ft_split_opts *o,
-             char *errbuf, size_t errlen);
+/* ft_split_opts, ft_split_stats and ft_split are public (flashtrie.h). */
 
 #endif /* FT_PARTITION_H */

@@ -6,7 +6,7 @@
 #
 # N may carry a K or M suffix.  For each N it generates the library
 # ('flashtrie gen keys', .ftk), builds our index ('flashtrie build', or the
-# builder core through 'flashtrie gen index' where the build command is
+# ft_builder through 'flashtrie gen index' where the build command is
 # missing), reads 'flashtrie info', builds the same keys with marisa
 # (ft_marisa_bench build: varint-encoded tokens, default config) and prints
 # one table.  Environment: FT_BUILD_DIR (default ./build), FT_SEED (1),
@@ -41,7 +41,7 @@ HAVE_MARISA=0
 [ -x "$MB" ] && HAVE_MARISA=1
 
 echo "machine: $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)"
-echo "builder: $([ $HAVE_BUILD = 1 ] && echo 'flashtrie build (parse + sort + build + write)' || echo 'flashtrie gen index (builder core on the sorted stream, generation included)')"
+echo "builder: $([ $HAVE_BUILD = 1 ] && echo 'flashtrie build (parse + sort + build + write)' || echo 'flashtrie gen index (ft_builder on the sorted stream, generation included)')"
 echo "marisa:  $([ $HAVE_MARISA = 1 ] && echo 'ft_marisa_bench build (trie.build on a loaded keyset; load time apart)' || echo 'not built (libmarisa-dev missing)')"
 echo
 ROWS=$W/rows

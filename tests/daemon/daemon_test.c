@@ -171,6 +171,7 @@ static void make_index(const char *name, uint64_t base, char *path,
     bo.output = path;
     bo.threads = 1;
     ft_build_stats st;
+    ft_build_stats_init(&st);
     char err[256];
     if (ft_build(&st, &bo, err, sizeof err) != FT_OK) {
         fprintf(stderr, "build: %s\n", err);

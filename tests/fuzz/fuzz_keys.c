@@ -38,6 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.max_key_len = 8;
         char err[512] = "";
         ft_build_stats st;
+        ft_build_stats_init(&st);
         int rc = ft_build(&st, &o, err, sizeof err);
         if (rc == FT_EPARSE && (skip || strstr(err, in) == NULL))
             abort(); /* skip mode never fails on content; errors name the file */

@@ -575,6 +575,12 @@ static void test_small_types(void)
     FT_PASS(ft_frame_encode_pong(&B, 8));
     roundtrip(0);
     FT_CHECK_EQ_U64(M.hdr.type, FT_FRAME_PONG);
+    FT_FAIL(ft_frame_check_request(&M.hdr, err, sizeof err), FT_EPROTO);
+    FT_CHECK_STR(err, "type: PONG is a reply, not a request at byte 6");
+    B.len = 0;
+    FT_PASS(ft_frame_encode_ping(&B, 8));
+    roundtrip(0);
+    FT_PASS(ft_frame_check_request(&M.hdr, err, sizeof err));
 
     /* RELOAD, RELOAD_REPLY */
     B.len = 0;

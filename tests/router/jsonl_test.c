@@ -716,7 +716,7 @@ static void encoder_tests(ft_result *res)
     ft_buf b;
     ft_buf_init(&b);
     res->n = 1;
-    res->hits[0] = (ft_hit){1, 0, 0, INFINITY, -INFINITY};
+    res->hits[0] = (ft_hit){1, 0, 0, INFINITY, -INFINITY, 0, 0};
     res->tokens[0] = 0;
     res->status = FT_OK;
     FT_PASS(ft_jsonl_encode_result(&b, NULL, res));
@@ -932,7 +932,7 @@ int main(void)
     ok("{\"id\": 3, \"tokens\": [[1]], \"logp\": [[0]]}");
     FT_PASS(ft_jsonl_encode_error(&out, &q, "beam: must be 1..4096, got 0"));
     res.n = 1;
-    res.hits[0] = (ft_hit){2, 0, 18446744073709551615ull, -1.5, -2.5f};
+    res.hits[0] = (ft_hit){2, 0, 18446744073709551615ull, -1.5, -2.5f, 0, 0};
     res.tokens[0] = 7;
     res.tokens[1] = 4294967295u;
     FT_PASS(ft_jsonl_encode_result(&out, &q, &res));

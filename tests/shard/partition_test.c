@@ -224,6 +224,8 @@ static void check_split(const char *dir, const ft_index *idx, const su_key *k,
     FT_CHECK_EQ_U64(w3.at, hi - lo);
     /* the library's counts equal the unsharded index's */
     ft_index_info a, b;
+    ft_index_info_init(&a);
+    ft_index_info_init(&b);
     FT_PASS(ft_index_info_get(&a, idx));
     FT_PASS(ft_manifest_info_get(&b, mf));
     FT_CHECK_EQ_U64(a.keys, b.keys);

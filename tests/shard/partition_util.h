@@ -26,7 +26,7 @@ typedef struct pu_lib {
     int line_values;
 } pu_lib;
 
-static su_key *pu_keys(uint64_t *s, const pu_lib *lp)
+__attribute__((unused)) static su_key *pu_keys(uint64_t *s, const pu_lib *lp)
 {
     su_key *k = calloc(lp->n, sizeof *k);
     FT_CHECK(k != NULL);
@@ -64,7 +64,7 @@ static void pu_rmdir(const char *dir)
     FT_CHECK(system(cmd) == 0);
 }
 
-static unsigned char *pu_read(const char *path, size_t *len)
+__attribute__((unused)) static unsigned char *pu_read(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     FT_CHECK(f != NULL);
@@ -80,7 +80,7 @@ static unsigned char *pu_read(const char *path, size_t *len)
     return b;
 }
 
-static void pu_write(const char *path, const void *buf, size_t len)
+__attribute__((unused)) static void pu_write(const char *path, const void *buf, size_t len)
 {
     FILE *f = fopen(path, "wb");
     FT_CHECK(f != NULL);

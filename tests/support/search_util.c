@@ -1,32 +1,15 @@
 /*
- * search_util.h - helpers for the search tests: random libraries written as
- * index files with the builder core, and a brute-force reference search that
- * follows SPEC section 4's pseudo-code literally over a plain pointer trie.
- *
- * The reference is written for clarity, not speed: full candidate lists,
- * full sorts with comparators on the floats themselves, parent pointers.
+ * search_util.c - the search test helpers of search_util.h: random
+ * libraries, the pointer trie and the reference search of SPEC section 4
+ * (compiled with -ffp-contract=off, like the engines).
  */
-#ifndef FT_SEARCH_UTIL_H
-#define FT_SEARCH_UTIL_H
-
 #include <math.h>
-#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "ft_test.h"
-#include "trie.h"
+#include "search_util.h"
 
-/* Not every test uses every helper. */
-#pragma GCC diagnostic ignored "-Wunused-function"
-
-#define SU_MAX_LEN 64
-
-typedef struct su_key {
-    uint32_t len;
-    uint32_t t[SU_MAX_LEN];
-    uint64_t value;
-} su_key;
-
-static int su_key_cmp(const void *a, const void *b)
+int su_key_cmp(const void *a, const void *b)
 {
     const su_key *x = a, *y = b;
     int c = ft_test_toks_cmp(x->t, x->len, y->t, y->len);
@@ -35,11 +18,7 @@ static int su_key_cmp(const void *a, const void *b)
     return x->value < y->value ? -1 : x->value > y->value;
 }
 
-/* su_build sorts keys, keeps the first value of duplicates (the smallest
- * value, as values are given in input order), writes an index to path and
- * opens it.  Returns the number of distinct keys left in keys[]. */
-static size_t su_build(su_key *keys, size_t n, const char *path,
-                       ft_index **idx)
+size_t su_build(su_key *keys, size_t n, const char *path, ft_index **idx)
 {
     qsort(keys, n, sizeof *keys, su_key_cmp);
     size_t m = 0;
@@ -49,38 +28,29 @@ static size_t su_build(su_key *keys, size_t n, const char *path,
             continue;
         keys[m++] = keys[i];
     }
-    ft_tb *tb;
-    FT_PASS(ft_tb_create(&tb));
-    for (size_t i = 0; i < m; i++)
-        FT_PASS(ft_tb_add(tb, keys[i].t, keys[i].len, keys[i].value));
-    ft_trie t;
-    FT_PASS(ft_tb_finish(tb, SU_MAX_LEN, &t));
-    ft_tb_destroy(tb);
+    ft_build_opts o;
+    ft_build_opts_init(&o);
+    o.max_key_len = SU_MAX_LEN;
+    o.threads = 2;
     char err[256] = "";
-    FT_PASS(ft_trie_write(&t, path, err, sizeof err));
-    ft_trie_free(&t);
+    ft_builder *b;
+    FT_PASS(ft_builder_create(&b, &o, err, sizeof err));
+    for (size_t i = 0; i < m; i++)
+        FT_PASS(ft_builder_add(b, keys[i].t, keys[i].len, keys[i].value));
+    FT_PASS(ft_builder_finish(b, NULL, path, err, sizeof err));
+    ft_builder_destroy(b);
     FT_PASS(ft_index_open(idx, path, 0, err, sizeof err));
     return m;
 }
 
-/* ---- the pointer trie ---- */
-
-typedef struct su_node {
-    uint32_t n, cap;
-    uint32_t *labels;          /* sorted */
-    struct su_node **kids;
-    int terminal;
-    uint64_t value;
-} su_node;
-
-static su_node *su_node_new(void)
+su_node *su_node_new(void)
 {
     su_node *u = calloc(1, sizeof *u);
     FT_CHECK(u != NULL);
     return u;
 }
 
-static su_node *su_child(const su_node *u, uint32_t tok)
+su_node *su_child(const su_node *u, uint32_t tok)
 {
     uint32_t lo = 0, hi = u->n;
     while (lo < hi) {
@@ -93,7 +63,7 @@ static su_node *su_child(const su_node *u, uint32_t tok)
     return lo < u->n && u->labels[lo] == tok ? u->kids[lo] : NULL;
 }
 
-static void su_insert(su_node *root, const su_key *k)
+void su_insert(su_node *root, const su_key *k)
 {
     su_node *u = root;
     for (uint32_t i = 0; i < k->len; i++) {
@@ -123,7 +93,7 @@ static void su_insert(su_node *root, const su_key *k)
     }
 }
 
-static void su_free(su_node *u)
+void su_free(su_node *u)
 {
     for (uint32_t i = 0; i < u->n; i++)
         su_free(u->kids[i]);
@@ -132,26 +102,7 @@ static void su_free(su_node *u)
     free(u);
 }
 
-/* ---- the reference search ---- */
-
-typedef struct su_cand {
-    const su_node *node;
-    float sigma;
-    uint32_t len, t, r, k;
-    uint32_t tok;
-    const struct su_cand *parent; /* NULL for the root */
-    double score;
-} su_cand;
-
-typedef struct su_hit {
-    uint32_t len;
-    uint32_t toks[SU_MAX_LEN];
-    uint64_t value;
-    double score;
-    float sigma;
-} su_hit;
-
-static int su_beam_cmp(const void *a, const void *b)
+int su_beam_cmp(const void *a, const void *b)
 {
     const su_cand *x = *(su_cand *const *)a, *y = *(su_cand *const *)b;
     if (x->sigma != y->sigma)
@@ -161,7 +112,7 @@ static int su_beam_cmp(const void *a, const void *b)
     return x->k < y->k ? -1 : x->k > y->k;
 }
 
-static int su_sel_cmp(const void *a, const void *b)
+int su_sel_cmp(const void *a, const void *b)
 {
     const su_cand *x = *(su_cand *const *)a, *y = *(su_cand *const *)b;
     if (x->score != y->score)
@@ -173,13 +124,7 @@ static int su_sel_cmp(const void *a, const void *b)
     return x->k < y->k ? -1 : x->k > y->k;
 }
 
-typedef struct su_prop {
-    uint32_t tok;
-    float logp;
-    uint32_t in; /* input index, for the stable sort */
-} su_prop;
-
-static int su_prop_cmp(const void *a, const void *b)
+int su_prop_cmp(const void *a, const void *b)
 {
     const su_prop *x = a, *y = b;
     if (x->logp != y->logp)
@@ -194,10 +139,8 @@ static float su_fadd(float a, float b)
     return s;
 }
 
-/* su_search runs SPEC section 4 on a valid request; returns the hit count
- * written to hits (capacity FT_MAX_RESULTS). */
-static uint32_t su_search(const su_node *root, const ft_request *req,
-                          su_hit *hits)
+uint32_t su_search(const su_node *root, const ft_request *req,
+                   su_hit *hits)
 {
     uint32_t T = req->T, K = req->K, B = req->beam;
     uint32_t n = req->results ? req->results : req->beam;
@@ -299,10 +242,8 @@ static uint32_t su_search(const su_node *root, const ft_request *req,
     return m;
 }
 
-/* su_same_result checks an engine result against reference hits, bit for
- * bit; what names the case in the failure message. */
-static int su_same_result(const ft_result *res, const su_hit *hits, uint32_t m,
-                          const char *what)
+int su_same_result(const ft_result *res, const su_hit *hits, uint32_t m,
+                   const char *what)
 {
     if (res->status != FT_OK) {
         fprintf(stderr, "%s: status %d (%s)\n", what, res->status, res->error);
@@ -336,33 +277,7 @@ static int su_same_result(const ft_result *res, const su_hit *hits, uint32_t m,
     return 1;
 }
 
-/* su_same_results compares two engine results bit for bit. */
-__attribute__((unused)) static int su_same_results(const ft_result *x, const ft_result *y)
-{
-    if (x->status != y->status || x->n != y->n)
-        return 0;
-    if (x->status != FT_OK)
-        return strcmp(x->error, y->error) == 0;
-    for (uint32_t i = 0; i < x->n; i++) {
-        const ft_hit *a = &x->hits[i], *b = &y->hits[i];
-        if (a->len != b->len || a->value != b->value ||
-            memcmp(&a->score, &b->score, 8) || memcmp(&a->sigma, &b->sigma, 4) ||
-            memcmp(x->tokens + a->tok_off, y->tokens + b->tok_off, a->len * 4))
-            return 0;
-    }
-    return 1;
-}
-
-/* ---- random cases (search_ref_test, gpu_equal_test) ---- */
-
-typedef struct su_lib_params {
-    int vocab;       /* 0 tiny, 1 small, 2 straddles 2^16, 3 full 32-bit,
-                        4 medium (V * 1000) */
-    size_t nkeys;
-    uint32_t maxlen;
-} su_lib_params;
-
-static uint32_t su_rand_tok(uint64_t *s, int vocab, uint32_t V)
+uint32_t su_rand_tok(uint64_t *s, int vocab, uint32_t V)
 {
     uint64_t r = ft_test_rand(s);
     switch (vocab) {
@@ -374,15 +289,7 @@ static uint32_t su_rand_tok(uint64_t *s, int vocab, uint32_t V)
     }
 }
 
-typedef struct su_case {
-    ft_request req;
-    uint32_t *tok;
-    float *lp;
-    su_hit *ref;
-    uint32_t nref;
-} su_case;
-
-static float su_rand_logp(uint64_t *s, int mode)
+float su_rand_logp(uint64_t *s, int mode)
 {
     uint64_t r = ft_test_rand(s);
     switch (mode) {
@@ -397,9 +304,9 @@ static float su_rand_logp(uint64_t *s, int mode)
     }
 }
 
-static void su_make_request(su_case *c, uint64_t *s, const su_key *keys, size_t m,
-                         const su_lib_params *lp, uint32_t V, uint32_t T,
-                         uint32_t K, uint32_t B)
+void su_make_request(su_case *c, uint64_t *s, const su_key *keys, size_t m,
+                     const su_lib_params *lp, uint32_t V, uint32_t T,
+                     uint32_t K, uint32_t B)
 {
     ft_request *q = &c->req;
     ft_request_init(q);
@@ -480,10 +387,7 @@ static void su_make_request(su_case *c, uint64_t *s, const su_key *keys, size_t 
     q->alpha = alphas[ft_test_rand(s) % 5];
 }
 
-/* su_rand_keys makes lp->nkeys random keys over a vocabulary of size V
- * (calloc'd, one spare slot), a quarter of them prefixes or extensions of
- * earlier keys; values are i * 3 + 7. */
-static su_key *su_rand_keys(uint64_t *s, const su_lib_params *lp, uint32_t V)
+su_key *su_rand_keys(uint64_t *s, const su_lib_params *lp, uint32_t V)
 {
     su_key *keys = calloc(lp->nkeys + 1, sizeof *keys);
     for (size_t i = 0; i < lp->nkeys; i++) {
@@ -505,8 +409,7 @@ static su_key *su_rand_keys(uint64_t *s, const su_lib_params *lp, uint32_t V)
     return keys;
 }
 
-/* su_rand_perm fills perm with a random permutation of 0..n-1. */
-static void su_rand_perm(uint64_t *s, uint32_t *perm, uint32_t n)
+void su_rand_perm(uint64_t *s, uint32_t *perm, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
         perm[i] = i;
@@ -517,4 +420,19 @@ static void su_rand_perm(uint64_t *s, uint32_t *perm, uint32_t n)
     }
 }
 
-#endif /* FT_SEARCH_UTIL_H */
+/* su_same_results compares two engine results bit for bit. */
+int su_same_results(const ft_result *x, const ft_result *y)
+{
+    if (x->status != y->status || x->n != y->n)
+        return 0;
+    if (x->status != FT_OK)
+        return strcmp(x->error, y->error) == 0;
+    for (uint32_t i = 0; i < x->n; i++) {
+        const ft_hit *a = &x->hits[i], *b = &y->hits[i];
+        if (a->len != b->len || a->value != b->value ||
+            memcmp(&a->score, &b->score, 8) || memcmp(&a->sigma, &b->sigma, 4) ||
+            memcmp(x->tokens + a->tok_off, y->tokens + b->tok_off, a->len * 4))
+            return 0;
+    }
+    return 1;
+}

@@ -2,7 +2,8 @@
  * ft_test.h - a tiny test framework: every check names the file and line
  * and the exact values that differed; a failed check ends the test with
  * exit status 1.  GPU tests exit FT_TEST_SKIP (77) when no GPU is found,
- * which CTest reports as skipped.
+ * which CTest reports as skipped.  The functions are compiled once, in
+ * ft_test_support (tests/support/ft_test.c).
  */
 #ifndef FT_TEST_H
 #define FT_TEST_H
@@ -69,24 +70,14 @@
     } while (0)
 
 /* A small deterministic PRNG (splitmix64) for reproducible random cases. */
-static inline uint64_t ft_test_rand(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+uint64_t ft_test_rand(uint64_t *s);
 
 /* ft_test_toks_cmp orders token strings lexicographically on u32, a prefix
  * before its extensions (the key order of the builder). */
-static inline int ft_test_toks_cmp(const uint32_t *a, uint32_t na,
-                                   const uint32_t *b, uint32_t nb)
-{
-    uint32_t n = na < nb ? na : nb;
-    for (uint32_t i = 0; i < n; i++)
-        if (a[i] != b[i])
-            return a[i] < b[i] ? -1 : 1;
-    return na < nb ? -1 : na > nb;
-}
+int ft_test_toks_cmp(const uint32_t *a, uint32_t na,
+                     const uint32_t *b, uint32_t nb);
+
+/* ft_test_now returns monotonic seconds, for timings tests print. */
+double ft_test_now(void);
 
 #endif

@@ -70,6 +70,7 @@ static void expect_text_error(const char *text, uint32_t max_key_len,
     char err[512], want[512];
     write_file(keys_path, text, strlen(text));
     ft_build_stats st;
+    ft_build_stats_init(&st);
     FT_FAIL(build(&st, keys_path, idx_path, max_key_len, 0, err, sizeof err),
             FT_EPARSE);
     snprintf(want, sizeof want, "%s:%u: %s", keys_path, line, reason);
@@ -119,6 +120,7 @@ static void test_text_errors(void)
     /* max_key_len beyond the hard limit is refused before anything. */
     char err[256];
     ft_build_stats st;
+    ft_build_stats_init(&st);
     FT_FAIL(build(&st, keys_path, idx_path, 256, 0, err, sizeof err),
             FT_EINVAL);
     FT_CHECK_STR(err, "max_key_len 256 exceeds the hard limit 255");
@@ -151,6 +153,7 @@ static void test_values(void)
                        "4294967295\t18446744073709551615\n5";
     write_file(keys_path, text, strlen(text));
     ft_build_stats st;
+    ft_build_stats_init(&st);
     char err[256];
     FT_FAIL(build(&st, keys_path, idx_path, 0, 0, err, sizeof err), FT_EPARSE);
     FT_PASS(build(&st, keys_path, idx_path, 0, 1, err, sizeof err));
@@ -234,6 +237,7 @@ static void expect_ftk_error(buf *b, unsigned rec, const char *reason)
     char err[512], want[512];
     write_file(ftk_path, b->p, b->n);
     ft_build_stats st;
+    ft_build_stats_init(&st);
     FT_FAIL(build(&st, ftk_path, idx_path, 0, 0, err, sizeof err), FT_EPARSE);
     snprintf(want, sizeof want, "%s:%u: %s", ftk_path, rec, reason);
     FT_CHECK_STR(err, want);
@@ -258,6 +262,7 @@ static void test_ftk(void)
     put_rec(&b, 3, t, 0, 0);
     write_file(ftk_path, b.p, b.n);
     ft_build_stats st;
+    ft_build_stats_init(&st);
     char err[512];
     FT_PASS(build(&st, ftk_path, idx_path, 0, 0, err, sizeof err));
     FT_CHECK_EQ_U64(st.keys, 3);
@@ -339,6 +344,7 @@ static void test_stdin(void)
     const char *text = "# c\n3 4\t9\n3\n3 4\t10\n";
     write_file(keys_path, text, strlen(text));
     ft_build_stats st;
+    ft_build_stats_init(&st);
     char err[256];
     FT_PASS(build_stdin(&st, keys_path, FT_KEYS_AUTO, err, sizeof err));
     FT_CHECK_EQ_U64(st.keys, 2);
@@ -411,6 +417,18 @@ static int count_runs_in(const char *d)
     return n;
 }
 
+/* count_reports counts progress reports by phase; the profile report
+ * must come last and carry the phase times. */
+static void count_reports(const ft_build_progress *p, void *arg)
+{
+    uint64_t *n = arg;
+    FT_CHECK(p->struct_size == sizeof *p && n[FT_BUILD_PROFILE] == 0);
+    FT_CHECK(p->phase >= FT_BUILD_READING && p->phase <= FT_BUILD_PROFILE);
+    if (p->phase == FT_BUILD_PROFILE)
+        FT_CHECK(p->profile.total > 0 && p->profile.total >= p->profile.read);
+    n[p->phase]++;
+}
+
 static void test_paths_agree(void)
 {
     char lib[300], ref[300], out[300], err[256];
@@ -424,6 +442,8 @@ static void test_paths_agree(void)
     o.output = ref;
     o.threads = 1;
     ft_build_stats st, st2;
+    ft_build_stats_init(&st);
+    ft_build_stats_init(&st2);
     FT_PASS(ft_build(&st, &o, err, sizeof err));
     FT_CHECK_EQ_U64(st.runs, 0);
     FT_CHECK(st.keys > 100000);
@@ -452,9 +472,14 @@ static void test_paths_agree(void)
     FT_CHECK(mkdir(tmpd, 0700) == 0);
     o.tmp_dir = tmpd;
     o.max_memory = 300000;
-    o.progress = 1;
+    uint64_t reports[3] = {0, 0, 0};
+    o.progress = count_reports;
+    o.progress_arg = reports;
     FT_PASS(ft_build(&st2, &o, err, sizeof err));
-    o.progress = 0;
+    o.progress = NULL;
+    /* One "merging" report when the input is read, one profile at the end. */
+    FT_CHECK(reports[FT_BUILD_MERGING] >= 1);
+    FT_CHECK_EQ_U64(reports[FT_BUILD_PROFILE], 1);
     FT_CHECK(st2.runs > 1);
     FT_CHECK(same_file(ref, out));
     FT_CHECK_EQ_U64(count_runs_in(tmpd), 0);
@@ -512,6 +537,7 @@ static void test_text_ftk_agree(void)
     o.skip_invalid = 1;
     o.threads = 2;
     ft_build_stats st;
+    ft_build_stats_init(&st);
     o.input = txt;
     o.output = a;
     FT_PASS(ft_build(&st, &o, err, sizeof err));
@@ -560,6 +586,7 @@ static void test_damaged_index(void)
     char err[256], bad[300];
     write_random_library(keys_path, 5000, 3);
     ft_build_stats st;
+    ft_build_stats_init(&st);
     FT_PASS(build(&st, keys_path, idx_path, 0, 0, err, sizeof err));
     size_t n;
     unsigned char *good = read_file(idx_path, &n);

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "ft_test.h"
-#include "trie.h"
 
 #define BL 8
 
@@ -112,29 +111,26 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nk * BL; i++)
         keys[i] = (uint32_t)(ft_test_rand(&s) % V);
     qsort(keys, nk, BL * 4, cmp_u32x8);
-    double t0 = fti_now();
-    ft_tb *tb;
-    FT_PASS(ft_tb_create(&tb));
+    double t0 = ft_test_now();
+    char err[256] = "";
+    ft_builder *tb;
+    FT_PASS(ft_builder_create(&tb, NULL, err, sizeof err));
     size_t m = 0;
     for (size_t i = 0; i < nk; i++) {
         if (i && memcmp(keys + i * BL, keys + (i - 1) * BL, BL * 4) == 0)
             continue;
-        FT_PASS(ft_tb_add(tb, keys + i * BL, BL, i));
+        FT_PASS(ft_builder_add(tb, keys + i * BL, BL, i));
         m++;
     }
-    ft_trie tr;
-    FT_PASS(ft_tb_finish(tb, 64, &tr));
-    ft_tb_destroy(tb);
     char path[] = "/tmp/ft_bench_XXXXXX";
     int fd = mkstemp(path);
     close(fd);
-    char err[256] = "";
-    FT_PASS(ft_trie_write(&tr, path, err, sizeof err));
-    ft_trie_free(&tr);
+    FT_PASS(ft_builder_finish(tb, NULL, path, err, sizeof err));
+    ft_builder_destroy(tb);
     ft_index *idx;
     FT_PASS(ft_index_open(&idx, path, 0, err, sizeof err));
     unlink(path);
-    printf("library: %zu keys of %d tokens over %u, built in %.2f s\n", m, BL, V, fti_now() - t0);
+    printf("library: %zu keys of %d tokens over %u, built in %.2f s\n", m, BL, V, ft_test_now() - t0);
 
     ft_engine_opts o;
     ft_engine_opts_init(&o);
@@ -183,18 +179,18 @@ int main(int argc, char **argv)
                 ft_engine_search(engs[e], &q[i % NR], &rg[0]);
             int n = e == 0 && B >= 1000 ? iters / 4 : iters;
             for (int i = 0; i < n; i++) {
-                double a = fti_now();
+                double a = ft_test_now();
                 FT_PASS(ft_engine_search(engs[e], &q[i % NR], &rg[0]));
-                ms[i] = (fti_now() - a) * 1e3;
+                ms[i] = (ft_test_now() - a) * 1e3;
             }
             char what[80];
             snprintf(what, sizeof what, "%s b=1 BW=K=%u T=%u", names[e], B, T);
             report(what, ms, n);
             n = e == 0 && B >= 1000 ? 4 : 20;
             for (int i = 0; i < n; i++) {
-                double a = fti_now();
+                double a = ft_test_now();
                 FT_PASS(ft_engine_search_batch(engs[e], q, NR, rg));
-                ms[i] = (fti_now() - a) * 1e3;
+                ms[i] = (ft_test_now() - a) * 1e3;
             }
             snprintf(what, sizeof what, "%s b=32 BW=K=%u T=%u (batch)",
                      names[e], B, T);

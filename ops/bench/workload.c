@@ -21,13 +21,51 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
-#include "trie.h"
 #include "workload.h"
+
+/* ---- small helpers (the library's own stay private to it) ---- */
+
+static double wl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int wl_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+__attribute__((format(printf, 3, 4)))
+static void wl_errf(char *buf, size_t len, const char *fmt, ...)
+{
+    if (buf == NULL || len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+/* WL_FAIL_IF returns err (after writing the message to errbuf) when cond
+ * holds.  Expects errbuf/errlen in scope. */
+#define WL_FAIL_IF(cond, err, ...)                                            \
+    do {                                                                      \
+        if (cond) {                                                           \
+            wl_errf(errbuf, errlen, __VA_ARGS__);                             \
+            return (err);                                                     \
+        }                                                                     \
+    } while (0)
 
 /* ---- random numbers ---- */
 
@@ -577,7 +615,7 @@ int ft_wl_keys_write(ft_wl_keys_stats *st, const ft_wl_keys_opts *o,
 {
     if (o->n == 0)
         return FT_EINVAL;
-    double t0 = fti_now();
+    double t0 = wl_now();
     wl_shape sh;
     shape_init(&sh, o->vocab ? o->vocab : FT_WL_VOCAB);
     if (sh.vocab < 2 || o->n > (uint64_t)sh.vocab * 1000000ull)
@@ -600,7 +638,7 @@ int ft_wl_keys_write(ft_wl_keys_stats *st, const ft_wl_keys_opts *o,
     run.pl = &pl;
     run.sh = &sh;
     run.fmt = fmt;
-    int threads = o->threads > 0 ? o->threads : fti_online_cores();
+    int threads = o->threads > 0 ? o->threads : wl_cores();
     if (threads > 256)
         threads = 256;
     run.window = 4 * (size_t)threads + 4;
@@ -655,7 +693,7 @@ int ft_wl_keys_write(ft_wl_keys_stats *st, const ft_wl_keys_opts *o,
     free(pl.r);
     ctx_free(&pl.top);
     total.nodes += 1; /* the root */
-    total.seconds = fti_now() - t0;
+    total.seconds = wl_now() - t0;
     if (st)
         *st = total;
     if (!err && total.keys != o->n)
@@ -690,41 +728,30 @@ int ft_wl_keys_each(ft_wl_keys_stats *st, const ft_wl_keys_opts *o,
     return ft_wl_keys_write(st, o, FT_WL_FTK, each_sink, &ea);
 }
 
-typedef struct build_arg {
-    ft_tb *tb;
-    uint64_t value;
-} build_arg;
-
 static int build_cb(const uint32_t *toks, uint32_t n, void *arg)
 {
-    build_arg *ba = arg;
-    return ft_tb_add(ba->tb, toks, n, ba->value++);
+    return ft_builder_add_auto(arg, toks, n);
 }
 
 int ft_wl_build_index(ft_wl_keys_stats *st, const ft_wl_keys_opts *o,
                       const char *path, char *errbuf, size_t errlen)
 {
-    build_arg ba = {NULL, 0};
-    int rc = ft_tb_create(&ba.tb);
+    ft_build_opts bo;
+    ft_build_opts_init(&bo);
+    bo.threads = o->threads;
+    ft_builder *b;
+    int rc = ft_builder_create(&b, &bo, errbuf, errlen);
+    if (rc)
+        return rc;
+    rc = ft_wl_keys_each(st, o, build_cb, b);
     if (rc) {
-        fti_errf(errbuf, errlen, "out of memory");
+        wl_errf(errbuf, errlen, "generating keys: %s%s%s", ft_strerror(rc),
+                ft_builder_error(b)[0] ? ": " : "", ft_builder_error(b));
+        ft_builder_destroy(b);
         return rc;
     }
-    rc = ft_wl_keys_each(st, o, build_cb, &ba);
-    if (rc) {
-        ft_tb_destroy(ba.tb);
-        fti_errf(errbuf, errlen, "generating keys: %s", ft_strerror(rc));
-        return rc;
-    }
-    ft_trie t;
-    rc = ft_tb_finish(ba.tb, FT_MAX_KEY_LEN_DEFAULT, &t);
-    ft_tb_destroy(ba.tb);
-    if (rc) {
-        fti_errf(errbuf, errlen, "building the trie: %s", ft_strerror(rc));
-        return rc;
-    }
-    rc = ft_trie_write(&t, path, errbuf, errlen);
-    ft_trie_free(&t);
+    rc = ft_builder_finish(b, NULL, path, errbuf, errlen);
+    ft_builder_destroy(b);
     return rc;
 }
 
@@ -833,14 +860,14 @@ void ft_wl_reqs_close(ft_wl_reqs *g)
 int ft_wl_reqs_open(ft_wl_reqs **out, const ft_index *idx,
                     const ft_wl_req_opts *o, char *errbuf, size_t errlen)
 {
-    FT_RETURN_ERROR_IF(o->T < 1 || o->T > FT_MAX_T, FT_EINVAL,
+    WL_FAIL_IF(o->T < 1 || o->T > FT_MAX_T, FT_EINVAL,
                        "--T: must be 1..%u", FT_MAX_T);
-    FT_RETURN_ERROR_IF(o->beam < 1 || o->beam > FT_MAX_BEAM, FT_EINVAL,
+    WL_FAIL_IF(o->beam < 1 || o->beam > FT_MAX_BEAM, FT_EINVAL,
                        "--beam: must be 1..%u", FT_MAX_BEAM);
     uint32_t K = o->K ? o->K : o->beam;
-    FT_RETURN_ERROR_IF(K < 1 || K > FT_MAX_K, FT_EINVAL,
+    WL_FAIL_IF(K < 1 || K > FT_MAX_K, FT_EINVAL,
                        "--K: must be 1..%u", FT_MAX_K);
-    FT_RETURN_ERROR_IF(o->sample < 1, FT_EINVAL, "sample: must be >= 1");
+    WL_FAIL_IF(o->sample < 1, FT_EINVAL, "sample: must be >= 1");
     ft_wl_reqs *g = calloc(1, sizeof *g);
     if (g == NULL)
         return FT_ENOMEM;
@@ -864,7 +891,7 @@ int ft_wl_reqs_open(ft_wl_reqs **out, const ft_index *idx,
         bad = (g->marg[t] = malloc(WL_MARG * sizeof(uint32_t))) == NULL;
     if (bad) {
         ft_wl_reqs_close(g);
-        fti_errf(errbuf, errlen, "out of memory");
+        wl_errf(errbuf, errlen, "out of memory");
         return FT_ENOMEM;
     }
     ft_wl_rng_seed(&g->rng, ft_wl_mix(o->seed, 0x73616d70ull));
@@ -872,7 +899,7 @@ int ft_wl_reqs_open(ft_wl_reqs **out, const ft_index *idx,
     int rc = ft_index_prefix(&visited, idx, NULL, 0, 0, sample_cb, g);
     if (rc != FT_OK || g->n_sample == 0) {
         ft_wl_reqs_close(g);
-        fti_errf(errbuf, errlen, "the index holds no keys to build requests on");
+        wl_errf(errbuf, errlen, "the index holds no keys to build requests on");
         return rc ? rc : FT_EINVAL;
     }
     *out = g;
@@ -941,24 +968,24 @@ int ft_wl_reqs_make(ft_wl_reqs *g, uint64_t i, unsigned slot, ft_request *req)
     const wl_key *key = &g->sample[ft_wl_next(&rng) % g->n_sample];
     uint32_t path[FT_MAX_T];
     uint64_t node[FT_MAX_T + 1]; /* node[t]: the path's node at depth t */
-    const ft_trie_view *v = &g->idx->trie.view;
+    ft_node_children kids[FT_MAX_T];  /* kids[t]: node[t]'s children */
+    const ft_index *idx = g->idx;
     uint32_t plen = 0;
-    node[0] = 0;
+    node[0] = FT_NODE_ROOT;
     while (plen < T) {
-        uint64_t u = node[plen];
-        ft_child_range cr = u == 0 ? g->idx->root : ft_children(v, u);
-        if (cr.deg == 0)
+        ft_node_children *cr = &kids[plen];
+        if (ft_index_children(cr, idx, node[plen]) != FT_OK ||
+            cr->count == 0)
             break;
         uint64_t c;
         if (plen < key->len) {
-            c = ft_find_child(v, &cr, key->tok[plen]);
-            if (c == FT_NONE)
+            if (ft_index_child_find(&c, idx, cr, key->tok[plen]) != FT_OK)
                 break; /* cannot happen for a key of this index */
         } else {
-            c = cr.first + ft_wl_next(&rng) % cr.deg;
+            c = ft_wl_next(&rng) % cr->count;
         }
-        path[plen] = ft_child_label(v, &cr, c);
-        node[++plen] = c;
+        path[plen] = ft_index_child_label(idx, cr, c);
+        node[++plen] = cr->first + c;
     }
 
     for (uint32_t t = 0; t < T; t++) {
@@ -969,12 +996,11 @@ int ft_wl_reqs_make(ft_wl_reqs *g, uint64_t i, unsigned slot, ft_request *req)
             set_add(g, path[t]);
             /* Siblings of the path's token: other keys under the same
              * prefix, as a model that has the query's gist proposes. */
-            uint64_t u = node[t];
-            ft_child_range cr = u == 0 ? g->idx->root : ft_children(v, u);
-            uint32_t want = r < cr.deg ? r : (uint32_t)cr.deg;
+            const ft_node_children *cr = &kids[t];
+            uint32_t want = r < cr->count ? r : (uint32_t)cr->count;
             for (uint32_t tries = 0; nh < want && tries < 4 * r + 16; tries++) {
-                uint64_t c = cr.first + ft_wl_next(&rng) % cr.deg;
-                uint32_t lab = ft_child_label(v, &cr, c);
+                uint64_t c = ft_wl_next(&rng) % cr->count;
+                uint32_t lab = ft_index_child_label(idx, cr, c);
                 if (set_add(g, lab))
                     g->head[nh++] = lab;
             }
@@ -1041,14 +1067,14 @@ int ft_wl_reqs_write(ft_wl_reqs *g, FILE *f, char *errbuf, size_t errlen)
     for (uint64_t i = 0; i < g->o.n; i++) {
         ft_request req;
         int rc = ft_wl_reqs_make(g, i, 0, &req);
-        FT_RETURN_ERROR_IF(rc, rc, "request %llu: %s", (unsigned long long)i,
+        WL_FAIL_IF(rc, rc, "request %llu: %s", (unsigned long long)i,
                            ft_strerror(rc));
         json_t *o = json_object(), *toks = json_array(), *lps = json_array();
         if (o == NULL || toks == NULL || lps == NULL) {
             json_decref(o);
             json_decref(toks);
             json_decref(lps);
-            fti_errf(errbuf, errlen, "out of memory");
+            wl_errf(errbuf, errlen, "out of memory");
             return FT_ENOMEM;
         }
         for (uint32_t t = 0; t < req.T; t++) {
@@ -1079,12 +1105,12 @@ int ft_wl_reqs_write(ft_wl_reqs *g, FILE *f, char *errbuf, size_t errlen)
         char *line = json_dumps(o, flags | (g->o.has_alpha ? 0 : JSON_REAL_PRECISION(9)));
         json_decref(o);
         if (line == NULL) {
-            fti_errf(errbuf, errlen, "out of memory");
+            wl_errf(errbuf, errlen, "out of memory");
             return FT_ENOMEM;
         }
         int bad = fputs(line, f) < 0 || fputc('\n', f) < 0;
         free(line);
-        FT_RETURN_ERROR_IF(bad, FT_EIO, "writing requests failed");
+        WL_FAIL_IF(bad, FT_EIO, "writing requests failed");
     }
     return FT_OK;
 }

@@ -141,6 +141,7 @@ static void run_case(uint64_t seed, size_t nkeys, int vocab, const char *path)
     ft_index *idx;
     FT_PASS(ft_index_open(&idx, path, 0, err, sizeof err));
     ft_index_info info;
+    ft_index_info_init(&info);
     FT_PASS(ft_index_info_get(&info, idx));
     FT_CHECK_EQ_U64(info.keys, m);
     /* a key is a leaf unless the next key in sorted order extends it */

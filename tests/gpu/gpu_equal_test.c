@@ -200,7 +200,7 @@ int main(int argc, char **argv)
         unlink(path);
         return FT_TEST_SKIP;
     }
-    double t0 = fti_now();
+    double t0 = ft_test_now();
     uint64_t seed = 1000;
     if (quick) {
         for (int i = 0; i < 4; i++) {
@@ -244,6 +244,6 @@ int main(int argc, char **argv)
            "reference too, %llu CPU hits, %.1f s\n",
            (unsigned long long)n_cases, (unsigned long long)n_runs,
            (unsigned long long)n_ref, (unsigned long long)n_hits,
-           fti_now() - t0);
+           ft_test_now() - t0);
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * make_index.c - a test helper that writes an index with the builder core,
+ * make_index.c - a test helper that writes an index with ft_builder,
  * so the CLI tests do not depend on "flashtrie build".  Input: one key per
  * line, tokens separated by spaces, a TAB and a value (required here).
  * usage: make_index KEYS INDEX

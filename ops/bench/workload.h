@@ -6,7 +6,8 @@
  * byte-identical output whatever the number of threads (work is cut into
  * pieces whose random streams derive from the seed and the piece's trie
  * path, never from the thread that runs it).  docs/workload.md describes
- * the processes and the statistics they produce.
+ * the processes and the statistics they produce.  This library
+ * (ft_workload, ops/bench/) uses only the public API of flashtrie.h.
  */
 #ifndef FT_WORKLOAD_H
 #define FT_WORKLOAD_H
@@ -89,8 +90,8 @@ int ft_wl_keys_each(ft_wl_keys_stats *st, const ft_wl_keys_opts *o,
                     ft_wl_key_cb cb, void *arg);
 
 /* ft_wl_build_index generates a library and writes its index to path with
- * the in-memory builder core (values = key number, as a keys file would
- * give them).  For tests and quick benchmarks. */
+ * the public incremental builder (ft_builder; values = key number, as a
+ * keys file would give them).  For tests and quick benchmarks. */
 int ft_wl_build_index(ft_wl_keys_stats *st, const ft_wl_keys_opts *o,
                       const char *path, char *errbuf, size_t errlen);
 

@@ -1,1 +1,0 @@
-ft_test(trie_core_test SOURCES trie_core_test.c)
