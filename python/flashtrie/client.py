@@ -138,7 +138,10 @@ def _grids(tokens: Any, logp: Any, ndim: int, where: str):
             raise ValueError("%stokens: %s: %d is not a uint32"
                              % (where, _pos(pos), int(tok[tuple(pos)])))
     tok = np.ascontiguousarray(tok, dtype=np.uint32)
-    lp = np.ascontiguousarray(lp, dtype=np.float32)
+    # A log-prob beyond binary32's range becomes inf, as a JSON number
+    # does; the server's validator refuses it by position.
+    with np.errstate(over="ignore"):
+        lp = np.ascontiguousarray(lp, dtype=np.float32)
     return tok, lp
 
 
