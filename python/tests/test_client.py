@@ -58,11 +58,11 @@ class Server:
         self.args = args + list(extra)
         self.proc = None
 
-    def start(self):
+    def start(self, tls=None):
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(self.args, stderr=self.log,
                                      stdout=subprocess.DEVNULL)
-        with flashtrie.Client(self.urls[0], timeout=0.5,
+        with flashtrie.Client(self.urls[0], timeout=0.5, tls=tls,
                               connect_wait=True) as c:
             for _ in range(60):
                 assert self.proc.poll() is None, "serve exited %d: %s" % (
@@ -535,6 +535,39 @@ def test_busy_deadline_shutdown_closed(env, tmp_path):
             cl.close()
     finally:
         srv.kill()
+
+
+def test_tls(env, tmp_path):
+    """tls+tcp:// with a self-signed certificate made by the openssl CLI:
+    answers as over ipc; a wrong server name gets no answer."""
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    p = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+         "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out",
+         cert, "-days", "2", "-subj", "/CN=localhost", "-addext",
+         "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    url = "tls+tcp://127.0.0.1:%d" % free_port()
+    srv = Server(str(tmp_path), "tls", env["big"], [url], "--tls-cert", cert,
+                 "--tls-key", key)
+    tls = flashtrie.TLS(ca=cert, server_name="localhost")
+    srv.start(tls=tls)
+    try:
+        reqs = env["requests"][:8]
+        want = expected(env["big"], reqs)
+        with flashtrie.Client(url, tls={"ca": cert,
+                                        "server_name": "localhost"}) as c:
+            for r, w in zip(reqs, want):
+                check_hits(c.search(r["tokens"], r["logp"], **kwargs_of(r)),
+                           w)
+        with pytest.raises((flashtrie.ConnectionError,
+                            flashtrie.TimeoutError)):
+            with flashtrie.Client(url, timeout=1, tls=flashtrie.TLS(
+                    ca=cert, server_name="not-this-host")) as c:
+                c.ping()
+    finally:
+        srv.stop()
 
 
 # ---- info ----
