@@ -50,6 +50,7 @@ static void ctx_send(srv_ctx *c)
         nng_ctx_recv(c->ctx, c->aio);
         return;
     }
+    FT_DEBUG("context %p: reply of %zu bytes", (void *)c, c->out.len);
     nng_aio_set_msg(c->aio, c->msg);
     c->msg = NULL;
     c->state = CTX_SEND;
@@ -96,6 +97,8 @@ static void handle(srv_ctx *c)
     c->state = CTX_WAIT;
     atomic_store(&c->pending, n);
     int rc = ft_queue_push_n(&srv->queue, c->w.items, n);
+    FT_DEBUG("context %p: %zu requests queued: %s", (void *)c, n,
+             ft_strerror(rc));
     if (rc == FT_OK)
         return;
     c->state = CTX_RECV;
@@ -128,10 +131,14 @@ static void ctx_cb(void *arg)
         }
         c->msg = nng_aio_get_msg(c->aio);
         c->t0 = ft_now_ns();
+        FT_DEBUG("context %p: message of %zu bytes", (void *)c,
+                 nng_msg_len(c->msg));
         atomic_fetch_add(&srv->inflight, 1);
         handle(c);
         break;
     case CTX_SEND:
+        FT_DEBUG("context %p: reply sent: %s", (void *)c,
+                 rv ? nng_strerror(rv) : "ok");
         if (rv != 0) {
             /* The peer went away: nng hands the message back to us. */
             nng_msg *m = nng_aio_get_msg(c->aio);

@@ -100,6 +100,8 @@ static void run_batch(replica *r)
     if (rc != FT_OK)
         b->engine_fail += m;
     pthread_mutex_unlock(&b->mu);
+    FT_DEBUG("replica %zu ran %zu of %zu in %.3f ms: %s", r->index, m, r->n,
+             (double)(t1 - now) / 1e6, ft_strerror(rc));
     /* Answer after the counters, so that a client that reads INFO after
      * its answer sees its request counted. */
     for (size_t i = 0; i < r->n; i++)
@@ -157,6 +159,8 @@ static void *batcher_main(void *arg)
         size_t n = ft_queue_pop(b->q, (void **)r->jobs, max, -1, window);
         if (n == 0)
             break; /* closed and empty */
+        FT_DEBUG("batch of %zu for replica %zu (window %lld ns)", n,
+                 r->index, (long long)window);
         last = n;
         pthread_mutex_lock(&b->mu);
         r->gen = b->gen;
