@@ -111,7 +111,6 @@ def _declare(lib):
                                    c_size_t]),
         "ft_client_text_free": (None, [c_void_p]),
         "ft_client_reload": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t]),
-        "ft_strerror": (c_char_p, [c_int]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)

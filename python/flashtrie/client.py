@@ -20,7 +20,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
 import numpy as np
 
 from . import _lib
-from .errors import FT_ESTATE, Error, StateError, error_for  # noqa: F401
+from .errors import FT_ESTATE, StateError, error_for
 
 MAX_T = 64            # positions per request (the wire format's limit)
 MAX_K = 4096          # proposals per position

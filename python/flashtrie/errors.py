@@ -11,38 +11,38 @@ from __future__ import annotations
 
 import builtins
 
-# The stable ft_err enum of include/flashtrie.h, by value.  It only grows,
-# so the numbers here never change meaning.
-CODES = {
-    0: "FT_OK",
-    1: "FT_ENOMEM",
-    2: "FT_EINVAL",
-    3: "FT_EIO",
-    4: "FT_EPARSE",
-    5: "FT_EFORMAT",
-    6: "FT_ECHECKSUM",
-    7: "FT_EVERSION",
-    8: "FT_ETRUNC",
-    9: "FT_ELIMIT",
-    10: "FT_ENOTFOUND",
-    11: "FT_EREQUEST",
-    12: "FT_ENODEV",
-    13: "FT_ECUDA",
-    14: "FT_ENCCL",
-    15: "FT_ENOTSUP",
-    16: "FT_EBUSY",
-    17: "FT_EINTERNAL",
-    18: "FT_ESTATE",
-    19: "FT_EPROTO",
-    20: "FT_EDEADLINE",
-    21: "FT_ETIMEDOUT",
-    22: "FT_ECONN",
-    23: "FT_EPERM",
-    24: "FT_ECONFIG",
-    25: "FT_ESHUTDOWN",
-    26: "FT_EMANIFEST",
-}
-globals().update({name: code for code, name in CODES.items()})
+# The stable ft_err enum of include/flashtrie.h.  It only grows, so the
+# numbers here never change meaning.
+FT_OK = 0
+FT_ENOMEM = 1
+FT_EINVAL = 2
+FT_EIO = 3
+FT_EPARSE = 4
+FT_EFORMAT = 5
+FT_ECHECKSUM = 6
+FT_EVERSION = 7
+FT_ETRUNC = 8
+FT_ELIMIT = 9
+FT_ENOTFOUND = 10
+FT_EREQUEST = 11
+FT_ENODEV = 12
+FT_ECUDA = 13
+FT_ENCCL = 14
+FT_ENOTSUP = 15
+FT_EBUSY = 16
+FT_EINTERNAL = 17
+FT_ESTATE = 18
+FT_EPROTO = 19
+FT_EDEADLINE = 20
+FT_ETIMEDOUT = 21
+FT_ECONN = 22
+FT_EPERM = 23
+FT_ECONFIG = 24
+FT_ESHUTDOWN = 25
+FT_EMANIFEST = 26
+
+# CODES maps each ft_err value to its name.
+CODES = {v: k for k, v in list(globals().items()) if k.startswith("FT_")}
 
 
 class Error(Exception):
@@ -117,16 +117,16 @@ class StateError(Error):
 
 
 _BY_CODE = {
-    FT_EREQUEST: RequestError,  # noqa: F821 (set from CODES above)
-    FT_EBUSY: BusyError,  # noqa: F821
-    FT_EDEADLINE: DeadlineError,  # noqa: F821
-    FT_ETIMEDOUT: TimeoutError,  # noqa: F821
-    FT_ECONN: ConnectionError,  # noqa: F821
-    FT_EPROTO: ProtocolError,  # noqa: F821
-    FT_ESHUTDOWN: ShutdownError,  # noqa: F821
-    FT_EPERM: PermissionError,  # noqa: F821
-    FT_ELIMIT: LimitError,  # noqa: F821
-    FT_ESTATE: StateError,  # noqa: F821
+    FT_EREQUEST: RequestError,
+    FT_EBUSY: BusyError,
+    FT_EDEADLINE: DeadlineError,
+    FT_ETIMEDOUT: TimeoutError,
+    FT_ECONN: ConnectionError,
+    FT_EPROTO: ProtocolError,
+    FT_ESHUTDOWN: ShutdownError,
+    FT_EPERM: PermissionError,
+    FT_ELIMIT: LimitError,
+    FT_ESTATE: StateError,
 }
 
 

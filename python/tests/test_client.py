@@ -11,6 +11,7 @@ built libflashtrie_client.so (tests/python/CMakeLists.txt sets both).
 import json
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -606,3 +607,14 @@ def test_library_not_found(tmp_path):
     assert "OSError: flashtrie: cannot load libflashtrie_client: %s" % (
         tmp_path / "none.so") in p.stderr
     assert "set FLASHTRIE_CLIENT_LIB" in p.stderr
+
+
+def test_codes_match_the_header():
+    """The Python table of ft_err is the enum of include/flashtrie.h."""
+    with open(os.path.join(HERE, "..", "..", "include", "flashtrie.h")) as f:
+        text = f.read()
+    body = text[text.index("typedef enum ft_err {"):]
+    body = body[:body.index("} ft_err;")]
+    enum = {int(v): k for k, v in re.findall(r"(FT_[A-Z]+) = (\d+)", body)}
+    assert enum == flashtrie.CODES
+    assert len(enum) >= 27
