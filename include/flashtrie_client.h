@@ -95,6 +95,10 @@ int ft_client_ping(ft_client *c, char *errbuf, size_t errlen);
 /* ft_client_info fetches the server's INFO text: sectioned "key: value"
  * lines, NUL-terminated, in *text (free() it). */
 int ft_client_info(ft_client *c, char **text, char *errbuf, size_t errlen);
+/* ft_client_text_free frees a text the library returned (INFO's), for
+ * callers that cannot reach this library's free() (bindings through an
+ * FFI).  NULL is ignored. */
+void ft_client_text_free(char *text);
 
 /* ft_client_reload asks the server to reload its index (path NULL or "":
  * the configured one).  Allowed only on a listener marked admin of a

@@ -467,6 +467,11 @@ int ft_client_info(ft_client *c, char **text, char *errbuf, size_t errlen)
     return rc;
 }
 
+void ft_client_text_free(char *text)
+{
+    free(text);
+}
+
 int ft_client_reload(ft_client *c, const char *path, char *errbuf,
                      size_t errlen)
 {
