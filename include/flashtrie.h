@@ -718,6 +718,10 @@ typedef struct ft_searcher ft_searcher;
 typedef struct ft_searcher_opts {
     ft_engine_opts engine; /* kind FT_ENGINE_AUTO, CPU or GPU; every shard
                             * gets an engine of the same kind */
+    const int *devices;    /* GPU shard groups: shard i's engine on
+                            * devices[i % n_devices]; NULL: all on
+                            * engine.device */
+    size_t n_devices;
 } ft_searcher_opts;
 
 void ft_searcher_opts_init(ft_searcher_opts *o);
