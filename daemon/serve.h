@@ -11,6 +11,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/supplemental/tls/tls.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -115,7 +116,10 @@ void srv_count(server *srv, int status, uint64_t ns);
 /* srv_hist_upper_us is the upper bound of latency bucket b, in
  * microseconds: bucket b counts the latencies below it (and at or above
  * bucket b-1's). */
-double srv_hist_upper_us(size_t b);
+static inline double srv_hist_upper_us(size_t b)
+{
+    return pow(2.0, (double)(b + 1) / 4.0);
+}
 /* srv_info writes the INFO text. */
 int srv_info(server *srv, ft_buf *out);
 

@@ -19,11 +19,6 @@ static size_t bucket_of(uint64_t ns)
     return b < SRV_HIST_BUCKETS ? b : SRV_HIST_BUCKETS - 1;
 }
 
-double srv_hist_upper_us(size_t b)
-{
-    return pow(2.0, (double)(b + 1) / 4.0);
-}
-
 void srv_count(server *srv, int status, uint64_t ns)
 {
     size_t s = status >= 0 && status < SRV_ERR_COUNT ? (size_t)status
