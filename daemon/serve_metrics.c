@@ -4,9 +4,11 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/supplemental/http/http.h>
 
@@ -304,8 +306,8 @@ static void render_index(render *r, const srv_metrics_snap *s)
            "Shards of the served library (1 for a plain index).");
     u64_sample(r, "flashtrie_index_shards", s->shards);
     family(r, "flashtrie_index_generation", "gauge",
-           "Generation of the served index: 1 at start, +1 per attempted "
-           "reload.");
+           "Id of the served index generation: 1 at start; every reload "
+           "attempt takes the next id, a refused one included.");
     u64_sample(r, "flashtrie_index_generation", s->generation);
     family(r, "flashtrie_reloads_total", "counter",
            "Index reloads (SIGHUP or RELOAD), by result.");
@@ -379,10 +381,17 @@ int srv_metrics_health(const srv_metrics_snap *s, char *reason,
 
 /* ---- the HTTP listener ---- */
 
+/* active counts the handlers running now and stopping turns new ones
+ * away, so that srv_http_stop can wait until no handler reads the server
+ * any more (nng's stop closes the connections but does not say that the
+ * callbacks already running have returned). */
 struct srv_http {
+    server *srv;
     nng_http_server *hs;
     nng_url *url;
     int started;
+    atomic_int active;
+    atomic_int stopping;
 };
 
 /* reply completes the handler's aio with a text/plain response of body;
@@ -409,15 +418,27 @@ static void reply(nng_aio *aio, uint16_t status, const char *ctype,
     nng_aio_finish(aio, 0);
 }
 
-static server *handler_server(nng_aio *aio)
+/* handler_enter returns the listener of the request, or NULL (after
+ * answering 503) when the listener is being stopped. */
+static srv_http *handler_enter(nng_aio *aio)
 {
-    nng_http_handler *h = nng_aio_get_input(aio, 1);
-    return nng_http_handler_get_data(h);
+    nng_http_handler *hd = nng_aio_get_input(aio, 1);
+    srv_http *h = nng_http_handler_get_data(hd);
+    atomic_fetch_add(&h->active, 1);
+    if (atomic_load(&h->stopping)) {
+        atomic_fetch_sub(&h->active, 1);
+        reply(aio, 503, "text/plain; charset=utf-8", "stopping\n", 9);
+        return NULL;
+    }
+    return h;
 }
 
 static void on_metrics(nng_aio *aio)
 {
-    server *srv = handler_server(aio);
+    srv_http *h = handler_enter(aio);
+    if (h == NULL)
+        return;
+    server *srv = h->srv;
     srv_metrics_snap *s = malloc(sizeof *s);
     ft_buf out;
     ft_buf_init(&out);
@@ -433,14 +454,19 @@ static void on_metrics(nng_aio *aio)
     else
         reply(aio, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
     ft_buf_free(&out);
+    atomic_fetch_sub(&h->active, 1);
 }
 
 static void on_healthz(nng_aio *aio)
 {
-    server *srv = handler_server(aio);
+    srv_http *h = handler_enter(aio);
+    if (h == NULL)
+        return;
+    server *srv = h->srv;
     srv_metrics_snap *s = malloc(sizeof *s);
     if (s == NULL) {
         reply(aio, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
+        atomic_fetch_sub(&h->active, 1);
         return;
     }
     srv_metrics_take(srv, s);
@@ -450,16 +476,16 @@ static void on_healthz(nng_aio *aio)
     size_t n = strlen(reason);
     reason[n++] = '\n';
     reply(aio, (uint16_t)st, "text/plain; charset=utf-8", reason, n);
+    atomic_fetch_sub(&h->active, 1);
 }
 
-static int add_handler(srv_http *h, server *srv, const char *path,
-                       void (*cb)(nng_aio *))
+static int add_handler(srv_http *h, const char *path, void (*cb)(nng_aio *))
 {
     nng_http_handler *hd;
     int rv = nng_http_handler_alloc(&hd, path, cb);
     if (rv != 0)
         return rv;
-    if ((rv = nng_http_handler_set_data(hd, srv, NULL)) != 0 ||
+    if ((rv = nng_http_handler_set_data(hd, h, NULL)) != 0 ||
         (rv = nng_http_server_add_handler(h->hs, hd)) != 0) {
         nng_http_handler_free(hd);
         return rv;
@@ -474,6 +500,9 @@ int srv_http_start(server *srv, const char *url, char *errbuf, size_t errlen)
         snprintf(errbuf, errlen, "metrics %s: out of memory", url);
         return FT_ENOMEM;
     }
+    h->srv = srv;
+    atomic_init(&h->active, 0);
+    atomic_init(&h->stopping, 0);
     const char *what = "parsing the URL";
     int rv = nng_url_parse(&h->url, url);
     if (rv == 0) {
@@ -482,9 +511,9 @@ int srv_http_start(server *srv, const char *url, char *errbuf, size_t errlen)
     }
     if (rv == 0) {
         what = "adding the handlers";
-        rv = add_handler(h, srv, "/metrics", on_metrics);
+        rv = add_handler(h, "/metrics", on_metrics);
         if (rv == 0)
-            rv = add_handler(h, srv, "/healthz", on_healthz);
+            rv = add_handler(h, "/healthz", on_healthz);
     }
     if (rv == 0) {
         what = "listening";
@@ -510,10 +539,15 @@ void srv_http_stop(server *srv)
     srv_http *h = srv->http;
     if (h == NULL)
         return;
-    /* Stopping waits for the handlers running now, so nothing reads srv
-     * after this returns. */
+    atomic_store(&h->stopping, 1);
     if (h->started)
         nng_http_server_stop(h->hs);
+    /* A handler answers from memory in microseconds; the bound only keeps
+     * a stuck one from hanging the exit. */
+    for (int i = 0; i < 5000 && atomic_load(&h->active) > 0; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     nng_http_server_release(h->hs);
     nng_url_free(h->url);
     free(h);
