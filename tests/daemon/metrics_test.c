@@ -8,8 +8,9 @@
  *   scrape   (e2e) a server started with --metrics on a free 127.0.0.1
  *            port is sent good, rejected, protocol-error, deadline and
  *            BUSY requests; /metrics, read with nng's HTTP client, must
- *            count exactly those; /healthz answers 200 "ok", then 503
- *            while the server drains
+ *            count exactly those; a good and a refused SIGHUP reload are
+ *            counted; /healthz answers 200 "ok", then 503 while the
+ *            server drains
  *
  * Every scraped line goes through a strict parser of the text format
  * 0.0.4 (comments, names, labels with their escapes, values): a line it
@@ -851,6 +852,43 @@ static void case_scrape(void)
     FT_CHECK(value_of(&sc, "flashtrie_connections", "") >= 1);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_in_flight_messages", ""), 0);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_draining", ""), 0);
+
+    /* Reloads: SIGHUP reopens the same index (ok, generation 2), then a
+     * damaged file renamed over it (a new inode: the served mapping is
+     * untouched) is refused and generation 2 keeps serving. */
+    kill(g_pid, SIGHUP);
+    for (int t = 0; t < 500; t++) {
+        get_metrics(base, &sc);
+        if (value_of(&sc, "flashtrie_reloads_total", "result=\"ok\"") == 1)
+            break;
+        sleep_ms(10);
+    }
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_reloads_total",
+                             "result=\"ok\""), 1);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_index_generation", ""), 2);
+    char bad_idx[320];
+    snprintf(bad_idx, sizeof bad_idx, "%s/bad.fti", g_dir);
+    FILE *bf = fopen(bad_idx, "w");
+    FT_CHECK(bf != NULL);
+    fputs("not an index\n", bf);
+    fclose(bf);
+    FT_CHECK(rename(bad_idx, idx) == 0);
+    kill(g_pid, SIGHUP);
+    for (int t = 0; t < 500; t++) {
+        get_metrics(base, &sc);
+        if (value_of(&sc, "flashtrie_reloads_total", "result=\"failed\"") == 1)
+            break;
+        sleep_ms(10);
+    }
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_reloads_total",
+                             "result=\"failed\""), 1);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_reloads_total",
+                             "result=\"ok\""), 1);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_index_generation", ""), 2);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_index_keys", ""), 12);
+    FT_CHECK_EQ_U64(http_get(base, "/healthz", &body, &len, ct, sizeof ct),
+                    200);
+    free(body);
 
     /* Drain: two requests held 300 ms each keep the server draining for
      * about 600 ms; /healthz says so while it lasts. */
