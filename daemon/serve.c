@@ -629,7 +629,18 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
     st = 0;
-    for (size_t i = 0; i < srv->o.n_ls; i++) {
+    /* The metrics listener opens first, so that a client that can reach
+     * the server can also scrape it; /healthz says "starting" until the
+     * request listeners below are open. */
+    if (g_cfg.metrics[0]) {
+        if (srv_http_start(srv, g_cfg.metrics, err, sizeof err) != FT_OK) {
+            FT_LOGF(FT_LOG_ERROR, "cannot listen: %s", err);
+            st = 1;
+        } else {
+            FT_LOGF(FT_LOG_INFO, "metrics on %s (/metrics, /healthz)", g_cfg.metrics);
+        }
+    }
+    for (size_t i = 0; st == 0 && i < srv->o.n_ls; i++) {
         srv_socket *s = &srv->socks[srv->n_socks++];
         s->srv = srv;
         s->lo = srv->o.ls[i];
@@ -642,14 +653,8 @@ int cmd_serve(int argc, char **argv)
                 s->lo.url, s->lo.admin ? " (admin)" : "", srv->o.contexts,
                 (unsigned long long)srv->o.max_message_bytes);
     }
-    if (st == 0 && g_cfg.metrics[0]) {
-        if (srv_http_start(srv, g_cfg.metrics, err, sizeof err) != FT_OK) {
-            FT_LOGF(FT_LOG_ERROR, "cannot listen: %s", err);
-            st = 1;
-        } else {
-            FT_LOGF(FT_LOG_INFO, "metrics on %s (/metrics, /healthz)", g_cfg.metrics);
-        }
-    }
+    if (st == 0)
+        srv_http_ready(srv);
     if (st == 0) {
         FT_LOGF(FT_LOG_INFO, "flashtrie %s serving (pid %ld); SIGHUP reloads, SIGTERM "
                 "drains", FT_VERSION_STRING, (long)getpid());

@@ -56,12 +56,27 @@ static int always_shown(int s)
            s == FT_EPERM || s == FT_ECUDA || s == FT_EINTERNAL;
 }
 
+/* active counts the handlers running now and stopping turns new ones
+ * away, so that srv_http_stop can wait until no handler reads the server
+ * any more (nng's stop closes the connections but does not say that the
+ * callbacks already running have returned). */
+struct srv_http {
+    server *srv;
+    nng_http_server *hs;
+    nng_url *url;
+    int started;
+    atomic_int active;
+    atomic_int stopping;
+    atomic_int ready;  /* the request listeners are open */
+};
+
 void srv_metrics_take(server *srv, srv_metrics_snap *s)
 {
     memset(s, 0, sizeof *s);
     s->version = FT_VERSION_STRING;
     s->uptime_s = (double)(ft_now_ns() - srv->start_ns) / 1e9;
     s->draining = atomic_load(&srv->draining);
+    s->starting = srv->http != NULL && !atomic_load(&srv->http->ready);
     s->in_flight = atomic_load(&srv->inflight);
     s->connections_opened = atomic_load(&srv->pipes_added);
     s->connections_closed = atomic_load(&srv->pipes_removed);
@@ -371,6 +386,10 @@ int srv_metrics_health(const srv_metrics_snap *s, char *reason,
         snprintf(reason, reasonlen, "no engine serves");
         return 503;
     }
+    if (s->starting) {
+        snprintf(reason, reasonlen, "starting: the listeners are not open yet");
+        return 503;
+    }
     if (s->draining) {
         snprintf(reason, reasonlen, "draining: shutting down");
         return 503;
@@ -381,18 +400,6 @@ int srv_metrics_health(const srv_metrics_snap *s, char *reason,
 
 /* ---- the HTTP listener ---- */
 
-/* active counts the handlers running now and stopping turns new ones
- * away, so that srv_http_stop can wait until no handler reads the server
- * any more (nng's stop closes the connections but does not say that the
- * callbacks already running have returned). */
-struct srv_http {
-    server *srv;
-    nng_http_server *hs;
-    nng_url *url;
-    int started;
-    atomic_int active;
-    atomic_int stopping;
-};
 
 /* reply completes the handler's aio with a text/plain response of body;
  * on an allocation failure the aio fails and nng closes the connection. */
@@ -503,6 +510,7 @@ int srv_http_start(server *srv, const char *url, char *errbuf, size_t errlen)
     h->srv = srv;
     atomic_init(&h->active, 0);
     atomic_init(&h->stopping, 0);
+    atomic_init(&h->ready, 0);
     const char *what = "parsing the URL";
     int rv = nng_url_parse(&h->url, url);
     if (rv == 0) {
@@ -516,10 +524,14 @@ int srv_http_start(server *srv, const char *url, char *errbuf, size_t errlen)
             rv = add_handler(h, "/healthz", on_healthz);
     }
     if (rv == 0) {
+        /* Set before the first request can arrive: /healthz reads its
+         * ready flag. */
+        srv->http = h;
         what = "listening";
         rv = nng_http_server_start(h->hs);
     }
     if (rv != 0) {
+        srv->http = NULL;
         snprintf(errbuf, errlen, "metrics %s: %s failed: %s", url, what,
                  nng_strerror(rv));
         if (h->hs)
@@ -530,8 +542,13 @@ int srv_http_start(server *srv, const char *url, char *errbuf, size_t errlen)
         return FT_EIO;
     }
     h->started = 1;
-    srv->http = h;
     return FT_OK;
+}
+
+void srv_http_ready(server *srv)
+{
+    if (srv->http)
+        atomic_store(&srv->http->ready, 1);
 }
 
 void srv_http_stop(server *srv)

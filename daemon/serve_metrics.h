@@ -36,6 +36,7 @@ typedef struct srv_metrics_snap {
     const char *version;
     double uptime_s;
     int draining;
+    int starting;                    /* the request listeners are not open */
     long in_flight;                  /* messages not answered yet */
     uint64_t connections_opened, connections_closed;
     uint64_t messages_json, messages_frame;
@@ -60,8 +61,8 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s);
 int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out);
 
 /* srv_metrics_health returns 200 and "ok" when every engine serves, else
- * 503 and the first reason ("engine 1 (gpu device 1) failed", "draining:
- * shutting down"), written to reason without a newline. */
+ * 503 and the first reason ("engine 1 (gpu device 1) failed", "starting:
+ * ...", "draining: shutting down"), written to reason without a newline. */
 int srv_metrics_health(const srv_metrics_snap *s, char *reason,
                        size_t reasonlen);
 
@@ -71,6 +72,9 @@ typedef struct srv_http srv_http;
  * on nng's HTTP server; errbuf names the URL and nng's reason. */
 int srv_http_start(server *srv, const char *url, char *errbuf,
                    size_t errlen);
+/* srv_http_ready tells /healthz that the request listeners are open:
+ * until then it answers 503 "starting: ...". */
+void srv_http_ready(server *srv);
 /* srv_http_stop stops the listener and frees it (srv->http may be NULL). */
 void srv_http_stop(server *srv);
 
