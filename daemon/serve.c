@@ -185,12 +185,17 @@ static int apply_config(srv_opts *o, const ft_config *cfg, int full,
                         char *err, size_t errlen)
 {
     if (full) {
-        if (cfg->engine == FT_CONFIG_ENGINE_SHARDS) {
-            snprintf(err, errlen, "engine: 'shards' is not served by this "
-                     "version; use auto, cpu or gpu");
+        if (cfg->cluster_world > 1) {
+            snprintf(err, errlen, "cluster.world: %u ranks: multi-process "
+                     "shard groups are not served by this version (serve "
+                     "the manifest from one process with engine = "
+                     "\"shards\")", (unsigned)cfg->cluster_world);
             return FT_ENOTSUP;
         }
         ft_slot_opts_init(&o->slot);
+        /* engine = shards: the manifest's shards spread over the listed
+         * GPUs (one group per replica), or a CPU group without a GPU. */
+        o->slot.spread = cfg->engine == FT_CONFIG_ENGINE_SHARDS;
         o->slot.engine = cfg->engine == FT_CONFIG_ENGINE_CPU   ? FT_SLOT_CPU
                          : cfg->engine == FT_CONFIG_ENGINE_GPU ? FT_SLOT_GPU
                                                                : FT_SLOT_AUTO;

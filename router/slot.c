@@ -50,6 +50,10 @@ static int open_one(ft_gen *g, size_t i, ft_engine_kind kind, int device,
 {
     ft_searcher_opts so;
     ft_searcher_opts_init(&so);
+    if (o->spread && o->n_devices > 0) {
+        so.devices = o->devices;
+        so.n_devices = o->n_devices;
+    }
     so.engine.kind = kind;
     so.engine.device = device;
     so.engine.threads = o->cpu_threads;
@@ -72,7 +76,8 @@ static int open_gpus(ft_gen *g, const ft_slot_opts *o, char *err,
                      size_t errlen)
 {
     size_t per = o->replicas > 0 ? (size_t)o->replicas : 1;
-    size_t ndev = o->n_devices ? o->n_devices : 1;
+    /* Spread: every replica is one group over all the devices. */
+    size_t ndev = o->spread ? 1 : o->n_devices ? o->n_devices : 1;
     size_t nd = ndev * per;
     if (nd > FT_SLOT_MAX_REPLICAS) {
         snprintf(err, errlen, "%zu devices x %zu replicas: at most %d "
@@ -80,7 +85,7 @@ static int open_gpus(ft_gen *g, const ft_slot_opts *o, char *err,
         return FT_ELIMIT;
     }
     for (size_t i = 0; i < nd; i++) {
-        int dev = o->n_devices ? o->devices[i / per] : 0;
+        int dev = o->n_devices ? o->devices[o->spread ? 0 : i / per] : 0;
         char e2[160];
         int rc = open_one(g, i, FT_ENGINE_GPU, dev, o, e2, sizeof e2);
         if (rc != FT_OK) {

@@ -40,6 +40,9 @@ typedef struct ft_slot_opts {
     uint32_t max_batch;                /* GPU launch size (0 = 32) */
     uint32_t max_beam, max_k, max_t;   /* GPU arena sizing (0 = SPEC's) */
     int no_verify;                     /* skip section checksums */
+    int spread;                        /* engine = shards: each replica is
+                                        * one shard group whose shards are
+                                        * spread over all listed devices */
 } ft_slot_opts;
 
 void ft_slot_opts_init(ft_slot_opts *o);
