@@ -5,15 +5,17 @@
  *              bad and oversize messages: exit 0 (every answer right), RSS
  *              growth after the warm-up under 20%, nothing left in flight
  *   load_tcp   the same over tcp://127.0.0.1
- *   faults     clients that disconnect mid-request, send half a message
- *              (at the transport: a length prefix, then less than it
- *              says), send a truncated frame, or never read their
- *              answers: meanwhile and afterwards another client gets every
- *              answer right and in time, INFO shows nothing in flight,
- *              and SIGTERM exits 0 within the drain timeout
- *   slow_reader  the same, and the other client is never kept waiting
- *              2 s while the readers that read nothing are connected
- *              (expected to fail today: see the case)
+ *   faults     clients that disconnect mid-request or send half a
+ *              message (at the transport: a length prefix, then less than
+ *              it says), a truncated frame: meanwhile and afterwards
+ *              another client gets every answer right and in time, INFO
+ *              shows nothing in flight, and SIGTERM exits 0 within the
+ *              drain timeout
+ *   slow_reader  the same checks around readers that send 200 requests
+ *              each and read nothing for 2 s (expected to fail today:
+ *              they stall every other client while connected, and the
+ *              server then hangs in nng_close at SIGTERM; see
+ *              docs/RELIABILITY.md)
  * Servers listen on ipc:// in a temporary folder or on 127.0.0.1 at a port
  * derived from the pid, and are stopped by the case (killed at exit when a
  * check failed first).
@@ -131,12 +133,13 @@ static void start_server(const char *url, const char *const *args)
 }
 
 /* stop_server sends SIGTERM and returns the exit status; *ms gets how
- * long the server took to exit. */
+ * long the server took to exit.  15 s is past every drain timeout the
+ * cases set (5 s, and the default 10 s): a server still there has hung. */
 static int stop_server(double *ms)
 {
     double t0 = ft_test_now();
     kill(g_pid, SIGTERM);
-    for (int i = 0; i < 3000; i++) {
+    for (int i = 0; i < 1500; i++) {
         int st;
         if (waitpid(g_pid, &st, WNOHANG) == g_pid) {
             g_pid = 0;
@@ -146,7 +149,7 @@ static int stop_server(double *ms)
         }
         sleep_ms(10);
     }
-    fprintf(stderr, "server did not stop within 30 s\n");
+    fprintf(stderr, "server did not stop within 15 s of SIGTERM\n");
     exit(1);
 }
 
@@ -434,8 +437,12 @@ static void case_faults(int strict)
     ft_buf_init(&good);
     FT_PASS(ft_frame_encode_search(&good, 1, 0, &ck.reqs[0], NULL, 1));
 
+    /* FT_FAULT_PHASES (a bit mask, default all) runs some of the faults
+     * only: to find which one a failure comes from. */
+    const char *pe = getenv("FT_FAULT_PHASES");
+    unsigned phases = pe ? (unsigned)strtoul(pe, NULL, 0) : strict ? 4u : 3u;
     /* 1. Clients that send a request and close before the answer. */
-    for (int i = 0; i < 40; i++) {
+    for (int i = 0; i < 40 && (phases & 1); i++) {
         nng_socket s = raw_req(url);
         FT_CHECK(nng_send(s, good.data, good.len, 0) == 0);
         if (i % 2)
@@ -444,7 +451,7 @@ static void case_faults(int strict)
     }
     /* ...and the same at the transport: the whole request written, the
      * socket closed at once. */
-    for (int i = 0; i < 20; i++) {
+    for (int i = 0; i < 20 && (phases & 1); i++) {
         int fd = unix_conn(path);
         FT_CHECK(ipc_req(fd, (uint32_t)i, good.data, good.len, good.len) ==
                  0);
@@ -454,8 +461,8 @@ static void case_faults(int strict)
     atomic_store(&ck.phase, 1);
     /* 2. Half a message: the length prefix says more than comes, and the
      * connection then stays open, silent, for a second; eight at once. */
-    int half[8];
-    for (int i = 0; i < 8; i++) {
+    int half[8], n_half = phases & 2 ? 8 : 0;
+    for (int i = 0; i < n_half; i++) {
         half[i] = unix_conn(path);
         FT_CHECK(ipc_req(half[i], (uint32_t)i, good.data, good.len / 2,
                          good.len) == 0);
@@ -491,7 +498,7 @@ static void case_faults(int strict)
         nng_close(s);
     }
     sleep_ms(1000);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < n_half; i++)
         close(half[i]);
 
     atomic_store(&ck.phase, 2);
@@ -499,8 +506,8 @@ static void case_faults(int strict)
      * (far more than the server's 16 contexts) and read nothing for two
      * seconds, while the answers pile up towards them. */
     int slow[4];
-    int sent = 0;
-    for (int i = 0; i < 4; i++) {
+    int sent = 0, n_slow = phases & 4 ? 4 : 0;
+    for (int i = 0; i < n_slow; i++) {
         slow[i] = unix_conn(path);
         /* The writes stop when the server stops reading (its answers
          * unread): a timeout, not a hang, then the rest is not sent. */
@@ -513,18 +520,18 @@ static void case_faults(int strict)
         }
     }
     fprintf(stderr, "slow readers: %d requests written\n", sent);
-    FT_CHECK(sent >= 16);
-    sleep_ms(2000);
+    FT_CHECK(n_slow == 0 || sent >= 16);
+    sleep_ms(n_slow ? 2000 : 0);
     /* Read back what came for one of them, to see the server answered
      * it at all; then close them all. */
-    {
+    if (n_slow) {
         char buf[65536];
         set_timeouts(slow[0], 2000);
         ssize_t got = read(slow[0], buf, sizeof buf);
         FT_CHECK(got > 13);
         FT_CHECK_EQ_U64((unsigned char)buf[0], 1);
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < n_slow; i++)
         close(slow[i]);
 
     /* The well-behaved client kept being answered right, in time. */
@@ -545,13 +552,10 @@ static void case_faults(int strict)
     FT_CHECK(ck.worst_phase[0] < 2.0);
     FT_CHECK(ck.worst_phase[1] < 2.0);
     /* Readers that never read hold the contexts their answers wait on:
-     * today the server's reply sends have no timeout, so while they
-     * hold all of them (4 x 200 requests, 16 contexts) everyone else
-     * waits until they leave.  "slow_reader" checks that this does not
-     * happen and is expected to fail until the server stops waiting on
-     * such peers (docs/RELIABILITY.md). */
-    if (strict)
-        FT_CHECK(ck.worst_phase[2] < 2.0 && ck.worst_phase[3] < 2.0);
+     * the server's reply sends have no timeout, so while they hold all
+     * of them (4 x 200 requests, 16 contexts) everyone else waits until
+     * they leave.  "slow_reader" checks that this does not happen. */
+    FT_CHECK(ck.worst_phase[2] < 2.0 && ck.worst_phase[3] < 2.0);
 
     /* Nothing is left in flight (INFO counts itself), and a new client
      * is answered right. */
