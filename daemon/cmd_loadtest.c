@@ -174,10 +174,6 @@ typedef struct shared {
     const char *tls_ca;
     ft_client_opts co;
     atomic_int wrong_printed;
-    pthread_mutex_t mu;
-    counts total;
-    lat lat_good, lat_all;
-    uint64_t conn_errors;
 } shared;
 
 typedef struct worker {
@@ -1239,7 +1235,6 @@ int cmd_loadtest(int argc, char **argv)
     sh.seed = seed;
     sh.timeout_ms = (int)timeout;
     sh.tls_ca = tls_ca;
-    pthread_mutex_init(&sh.mu, NULL);
     wo.n = pool;
     wo.seed = seed;
 
