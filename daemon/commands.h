@@ -19,6 +19,7 @@ int cmd_split(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_query(int argc, char **argv);
+int cmd_loadtest(int argc, char **argv);
 
 /* ft_cli_parse_u64 parses a whole decimal string; 0 on success. */
 int ft_cli_parse_u64(const char *s, unsigned long long *out);

@@ -21,6 +21,7 @@ static const command commands[] = {
     {"bench", cmd_bench, "measure engine latency and throughput per beam"},
     {"serve", cmd_serve, "serve searches over nng (tcp, ipc, tls) until SIGTERM"},
     {"query", cmd_query, "answer a JSON Lines file of requests through a server"},
+    {"loadtest", cmd_loadtest, "load a loopback server with good, bad and oversize messages, every answer checked"},
     {"check-config", cmd_check_config, "check a serve configuration file and print its settings"},
 };
 
