@@ -96,6 +96,10 @@ static void handle(srv_ctx *c)
     }
     c->state = CTX_WAIT;
     atomic_store(&c->pending, n);
+    /* A lone request on an idle server runs here, on nng's thread: no
+     * hand-off to the batcher and back.  job_done has then replied. */
+    if (n == 1 && ft_batcher_run_inline(srv->batcher, &c->w.jobs[0]))
+        return;
     int rc = ft_queue_push_n(&srv->queue, c->w.items, n);
     FT_LOGF(FT_LOG_DEBUG, "context %p: %zu requests queued: %s", (void *)c, n,
              ft_strerror(rc));

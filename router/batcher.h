@@ -8,6 +8,10 @@
  * every replica is busy, requests wait in the queue, so the next batch
  * grows with the load (and the queue bound, not memory, absorbs bursts).
  *
+ * Answers of a batch are encoded and sent by an answerer thread, so a
+ * replica starts its next batch while they go out; a lone request that
+ * finds the server idle runs inline on the thread that received it.
+ *
  * A request whose deadline has passed when its batch is about to run is
  * answered FT_EDEADLINE and not run.  Answers do not depend on the batch a
  * request rides in (SPEC section 6): the slot runs the same engine call as
@@ -36,11 +40,17 @@ typedef struct ft_job {
     void *arg;
 } ft_job;
 
+/* FT_BATCHER_SIZE_BUCKETS: batch sizes counted by powers of two (1, 2-3,
+ * 4-7, ..., 64-127, the last bucket also holding anything larger). */
+#define FT_BATCHER_SIZE_BUCKETS 8
+
 typedef struct ft_batcher_stats {
     uint64_t batches;     /* engine calls */
     uint64_t requests;    /* requests run */
     uint64_t deadline;    /* answered FT_EDEADLINE without running */
     uint64_t engine_fail; /* requests failed because an engine failed */
+    uint64_t inline_runs; /* lone requests run on the caller's thread */
+    uint64_t sizes[FT_BATCHER_SIZE_BUCKETS]; /* batches by size bucket */
     size_t replicas;
     uint64_t busy_ns[FT_SLOT_MAX_REPLICAS]; /* time each replica ran */
     uint64_t runs[FT_SLOT_MAX_REPLICAS];    /* batches each replica ran */
@@ -54,6 +64,14 @@ typedef struct ft_batcher ft_batcher;
 int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
                      uint32_t max_batch, uint32_t max_wait_us,
                      uint32_t delay_us);
+
+/* ft_batcher_run_inline runs a lone request at once on the calling
+ * thread when nothing waits (the queue is empty, the batcher holds no
+ * batch) and a replica is idle: it skips two thread hand-offs at b = 1.
+ * Returns 1 when it ran the job (done has been called, on this thread),
+ * 0 when the caller must queue it.  Under load the queue is never empty,
+ * so requests keep forming batches. */
+int ft_batcher_run_inline(ft_batcher *b, ft_job *j);
 
 /* ft_batcher_swap makes gen current for the batches formed from now on and
  * returns the previous one (whose reference the caller drops; batches

@@ -40,6 +40,7 @@ int ft_queue_init(ft_queue *q, size_t cap)
     q->cap = cap;
     q->head = q->len = 0;
     q->closed = 0;
+    q->paused = q->waiting = 0;
     q->busy = q->pushed = 0;
     q->high_water = 0;
     return FT_OK;
@@ -98,15 +99,23 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
     if (max == 0)
         return 0;
     pthread_mutex_lock(&q->mu);
+    /* A pause outlasts the close: the paused consumer's replica is lent
+     * out, and the close must not hand it a batch before it is back. */
+    while (q->paused)
+        pthread_cond_wait(&q->cv, &q->mu);
     if (q->len == 0 && !q->closed && first_wait_ns != 0) {
         struct timespec until = abs_after(first_wait_ns > 0 ? first_wait_ns : 0);
-        while (q->len == 0 && !q->closed) {
+        /* Only while the consumer waits here with nothing taken may it be
+         * paused (ft_queue_pause_if_idle). */
+        q->waiting = 1;
+        while ((q->len == 0 && !q->closed) || q->paused) {
             if (first_wait_ns < 0)
                 pthread_cond_wait(&q->cv, &q->mu);
             else if (pthread_cond_timedwait(&q->cv, &q->mu, &until) ==
                      ETIMEDOUT)
                 break;
         }
+        q->waiting = 0;
     }
     if (q->len > 0 && q->len < max && more_wait_ns > 0 && !q->closed) {
         /* The batching window opens with the first request: wait for the
@@ -116,13 +125,39 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
             if (pthread_cond_timedwait(&q->cv, &q->mu, &until) == ETIMEDOUT)
                 break;
     }
-    size_t n = q->len < max ? q->len : max;
+    size_t n = q->paused ? 0 : q->len < max ? q->len : max;
     for (size_t i = 0; i < n; i++)
         out[i] = q->ring[(q->head + i) % q->cap];
     q->head = (q->head + n) % q->cap;
     q->len -= n;
     pthread_mutex_unlock(&q->mu);
     return n;
+}
+
+int ft_queue_idle(ft_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int idle = q->len == 0 && !q->closed;
+    pthread_mutex_unlock(&q->mu);
+    return idle;
+}
+
+int ft_queue_pause_if_idle(ft_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int ok = q->len == 0 && !q->closed && !q->paused && q->waiting;
+    if (ok)
+        q->paused = 1;
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+void ft_queue_resume(ft_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->paused = 0;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
 }
 
 void ft_queue_close(ft_queue *q)

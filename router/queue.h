@@ -23,6 +23,8 @@ typedef struct ft_queue {
     size_t head;         /* index of the oldest item */
     size_t len;          /* items queued */
     int closed;          /* ft_queue_close was called */
+    int paused;          /* ft_queue_pause_if_idle: pops take nothing */
+    int waiting;         /* the consumer waits in ft_queue_pop, empty-handed */
     uint64_t busy;       /* pushes refused because the queue was full */
     uint64_t pushed;     /* items ever pushed */
     size_t high_water;   /* the most items ever queued at once */
@@ -44,6 +46,18 @@ int ft_queue_push_n(ft_queue *q, void *const *items, size_t n);
  * 0 on a timeout, or when the queue is closed and empty. */
 size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
                     int64_t more_wait_ns);
+
+/* ft_queue_idle is non-zero when the queue is open and holds nothing: a
+ * request that arrives then may run at once, ahead of nobody. */
+int ft_queue_idle(ft_queue *q);
+
+/* ft_queue_pause_if_idle pauses the consumer when the queue is idle (as
+ * ft_queue_idle), the consumer waits in ft_queue_pop having taken nothing,
+ * and it is not paused yet, and returns 1: until
+ * ft_queue_resume, ft_queue_pop waits (even once the queue is closed) and
+ * takes nothing, while pushes go on as usual.  Returns 0 otherwise. */
+int ft_queue_pause_if_idle(ft_queue *q);
+void ft_queue_resume(ft_queue *q);
 
 /* ft_queue_close wakes the consumer; later pushes fail with FT_ESHUTDOWN,
  * items already queued can still be popped. */

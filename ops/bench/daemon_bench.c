@@ -213,7 +213,7 @@ int main(int argc, char **argv)
 
     size_t m = b.n * (size_t)rounds;
     double *le = malloc(m * sizeof *le), *ld = malloc(m * sizeof *ld),
-           *dd = malloc(m * sizeof *dd);
+           *dd = malloc(m * sizeof *dd), *lp = malloc(m * sizeof *lp);
     ft_result tmp;
     ft_result_alloc(&tmp, FT_MAX_BEAM, FT_MAX_T);
     unsigned long mismatch = 0, failed = 0;
@@ -225,6 +225,10 @@ int main(int argc, char **argv)
         ft_client_results *res;
         int rc = ft_client_search(b.cli, &b.reqs[i], 1, &res, err, sizeof err);
         double t2 = now_s();
+        /* A PING is answered on nng's thread without the queue: nng's
+         * round trip and the client's call alone. */
+        ft_client_ping(b.cli, err, sizeof err);
+        lp[k] = (now_s() - t2) * 1e6;
         if (rc != FT_OK) {
             if (failed++ == 0)
                 fprintf(stderr, "ft_daemon_bench: search: %s\n", err);
@@ -238,11 +242,12 @@ int main(int argc, char **argv)
     }
     double e50 = pct(le, m, .5), e99 = pct(le, m, .99);
     double d50 = pct(ld, m, .5), d99 = pct(ld, m, .99);
-    double a50 = pct(dd, m, .5);
+    double a50 = pct(dd, m, .5), p50 = pct(lp, m, .5), p99 = pct(lp, m, .99);
     printf("requests: %zu, rounds: %d, engine threads: %d\n", b.n, rounds, threads);
     printf("b1.engine_us: p50 %.0f p99 %.0f\n", e50, e99);
     printf("b1.daemon_us: p50 %.0f p99 %.0f\n", d50, d99);
     printf("b1.added_us: p50 %.0f (paired; p50 difference %.0f)\n", a50, d50 - e50);
+    printf("ping_us: p50 %.0f p99 %.0f (nng's round trip, no queue)\n", p50, p99);
 
     /* The engine alone in batches. */
     ft_result *bres = calloc((size_t)batch, sizeof *bres);
@@ -286,6 +291,7 @@ int main(int argc, char **argv)
     free(le);
     free(ld);
     free(dd);
+    free(lp);
     for (size_t i = 0; i < b.n; i++) {
         ft_result_free(&b.ref[i]);
         ft_jsonl_req_free(&b.jq[i]);
