@@ -43,7 +43,7 @@ $FT gen requests --index "$W/k.idx" --n "$R" --T 8 --K "$BW" --beam "$BW" \
 URL="ipc://$W/ft.sock"
 # shellcheck disable=SC2086
 $FT serve --index "$W/k.idx" --listen "$URL" --engine "$ENGINE" \
-    --threads "$THR" --log-level warn ${FT_SERVE_ARGS:-} 2> "$W/serve.log" &
+    --threads "$THR" --log-level info ${FT_SERVE_ARGS:-} 2> "$W/serve.log" &
 PID=$!
 $FT query --url "$URL" --ping --timeout-ms 20000
 i=1
@@ -54,4 +54,9 @@ while [ "$i" -le "$RUNS" ]; do
         --seconds "${FT_SECONDS:-5}" --batch 32
     i=$((i + 1))
 done
-$FT query --url "$URL" --info | grep -E '^(batches|mean_batch|high_water|latency_p50_us|latency_p99_us):' || true
+$FT query --url "$URL" --info | grep -E '^(batches|mean_batch|high_water):' || true
+kill -TERM "$PID" && wait "$PID" || true
+PID=
+# The server's own account at exit: batches by size, inline runs (and, in
+# a -DFT_SERVE_TRACE build, where a lone request's time went).
+grep -E 'batches by size|trace:' "$W/serve.log" | sed 's/^.*\(info\|warn\) [a-z_]*\.c:[0-9]* //' || true
