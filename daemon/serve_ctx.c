@@ -122,10 +122,15 @@ static void handle(srv_ctx *c)
     c->t_dec = ft_now_ns();
     c->inl = 1;
 #endif
+#ifdef FT_SERVE_INLINE
     /* A lone request on an idle server runs here, on nng's thread: no
-     * hand-off to the batcher and back.  job_done has then replied. */
+     * hand-off to the batcher and back; job_done has then replied.  Off by
+     * default: on the 2-core box it added ~100 us at b = 1 against the
+     * batcher's own thread (docs/BENCHMARKS.md, "Daemon overhead"); a
+     * benchmark build can try it on other hosts. */
     if (n == 1 && ft_batcher_run_inline(srv->batcher, &c->w.jobs[0]))
         return;
+#endif
 #ifdef FT_SERVE_TRACE
     c->inl = 0; /* job_done has not run: the job is not queued yet */
 #endif

@@ -17,6 +17,7 @@ typedef struct replica {
      * worker thread a batch to run. */
     int busy;
     int handed;
+    pthread_cond_t cv; /* signalled when a batch is handed, and at stop */
     ft_gen *gen;
     size_t n;
     ft_job **jobs;
@@ -31,13 +32,14 @@ struct ft_batcher {
     uint32_t cap_batch; /* max_batch at start: the arrays' size */
     uint32_t max_batch, max_wait_us, delay_us;
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* a replica became idle, or work arrived */
+    pthread_cond_t cv; /* a replica became idle (idle_waiters), or stop */
     ft_gen *gen;
     int stopping;      /* the batcher thread has seen the closed queue */
     size_t n_rep;
     replica rep[FT_SLOT_MAX_REPLICAS];
     pthread_t th;
     replica *reserved; /* the replica the batcher waits in the queue for */
+    int idle_waiters;  /* threads waiting on cv for an idle replica */
     size_t inline_n;   /* lone requests running inline now */
     uint64_t batches, requests, deadline, engine_fail, inline_runs;
     uint64_t sizes[FT_BATCHER_SIZE_BUCKETS];
@@ -175,33 +177,37 @@ static void run_batch(replica *r)
      * client that reads INFO after its answer sees its request counted. */
 }
 
-/* release_and_answer gives the replica back (its gen reference dropped)
- * and then answers the batch it ran: the replica is free for the next
- * batch while the answers go out.  The job pointers are taken first, as
- * the next batch reuses r->jobs. */
+/* release wakes whoever waits for an idle replica (b->mu held): the
+ * batcher, or the stop path.  Nobody else is woken, so a replica that
+ * goes idle costs no wake-up when nobody waits (a lone client). */
+static void wake_idle(ft_batcher *b)
+{
+    if (b->idle_waiters > 0)
+        pthread_cond_broadcast(&b->cv);
+}
+
+/* release_and_answer answers the batch the replica ran and gives the
+ * replica back (its gen reference dropped).  A lone request is answered
+ * first: its reply is what a client waits for.  A batch on a GPU replica
+ * goes to the answerer, so the replica is free for the next batch while
+ * the replies are written (the device would idle meanwhile); on a CPU
+ * replica the cores are the bottleneck, and answering here is cheapest. */
 static void release_and_answer(replica *r)
 {
     ft_batcher *b = r->b;
     size_t n = r->n;
-    ft_job *one = n == 1 ? r->jobs[0] : NULL;
     ft_gen *g = r->gen;
+    int gpu = g->kind[r->index] == FT_ENGINE_GPU;
+    if (n > 1 && gpu)
+        answer_batch(b, r->jobs, n);
+    else
+        for (size_t i = 0; i < n; i++)
+            finish(r->jobs[i]);
     r->gen = NULL;
     ft_gen_unref(g);
-    if (n == 1) {
-        pthread_mutex_lock(&b->mu);
-        r->busy = 0;
-        pthread_cond_broadcast(&b->cv);
-        pthread_mutex_unlock(&b->mu);
-        finish(one);
-        return;
-    }
-    /* A batch goes to the answerer (which copies the pointers) before the
-     * replica is released; when the answerer is full, answering here
-     * first keeps the replica from racing ahead of its replies. */
-    answer_batch(b, r->jobs, n);
     pthread_mutex_lock(&b->mu);
     r->busy = 0;
-    pthread_cond_broadcast(&b->cv);
+    wake_idle(b);
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -212,7 +218,7 @@ static void *replica_main(void *arg)
     pthread_mutex_lock(&b->mu);
     for (;;) {
         while (!r->handed && !b->stopping)
-            pthread_cond_wait(&b->cv, &b->mu);
+            pthread_cond_wait(&r->cv, &b->mu);
         if (!r->handed)
             break;
         r->handed = 0;
@@ -245,8 +251,11 @@ static void *batcher_main(void *arg)
          * is reserved for the batch while this thread waits for one. */
         pthread_mutex_lock(&b->mu);
         replica *r;
-        while ((r = idle_replica(b)) == NULL)
+        while ((r = idle_replica(b)) == NULL) {
+            b->idle_waiters++;
             pthread_cond_wait(&b->cv, &b->mu);
+            b->idle_waiters--;
+        }
         r->busy = 1;
         b->reserved = r;
         uint32_t max = b->max_batch, wait_us = b->max_wait_us;
@@ -283,11 +292,13 @@ static void *batcher_main(void *arg)
             continue;
         }
         r->handed = 1;
-        pthread_cond_broadcast(&b->cv);
+        pthread_cond_signal(&r->cv);
         pthread_mutex_unlock(&b->mu);
     }
     pthread_mutex_lock(&b->mu);
     b->stopping = 1;
+    for (size_t i = 0; i < b->n_rep; i++)
+        pthread_cond_signal(&b->rep[i].cv);
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     return NULL;
@@ -335,7 +346,7 @@ int ft_batcher_run_inline(ft_batcher *b, ft_job *j)
     if (!borrowed)
         r->busy = 0;
     b->inline_n--;
-    pthread_cond_broadcast(&b->cv);
+    wake_idle(b);
     pthread_mutex_unlock(&b->mu);
     if (borrowed)
         ft_queue_resume(b->q);
@@ -361,6 +372,7 @@ static void stop_answerer(ft_batcher *b)
 
 static void free_rep(replica *r)
 {
+    pthread_cond_destroy(&r->cv);
     free(r->jobs);
     free(r->reqs);
     free(r->res);
@@ -406,6 +418,8 @@ int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
     pthread_cond_init(&b->cv, NULL);
     pthread_mutex_init(&b->fmu, NULL);
     pthread_cond_init(&b->fcv, NULL);
+    for (size_t i = 0; i < b->n_rep; i++)
+        pthread_cond_init(&b->rep[i].cv, NULL);
     int rc = FT_OK;
     /* Room for two batches per replica: the answerer keeps up unless the
      * host is starved, and then the replicas answer by themselves. */
@@ -442,7 +456,8 @@ int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
     if (rc != FT_OK) {
         pthread_mutex_lock(&b->mu);
         b->stopping = 1;
-        pthread_cond_broadcast(&b->cv);
+        for (size_t i = 0; i < b->n_rep; i++)
+            pthread_cond_signal(&b->rep[i].cv);
         pthread_mutex_unlock(&b->mu);
         for (size_t i = 0; i < b->n_rep; i++) {
             if (b->rep[i].started)
@@ -496,8 +511,11 @@ void ft_batcher_stop(ft_batcher *b)
     /* The queue is closed, so no lone request starts inline any more;
      * wait for those still running before their replicas go. */
     pthread_mutex_lock(&b->mu);
-    while (b->inline_n > 0)
+    while (b->inline_n > 0) {
+        b->idle_waiters++;
         pthread_cond_wait(&b->cv, &b->mu);
+        b->idle_waiters--;
+    }
     pthread_mutex_unlock(&b->mu);
     for (size_t i = 0; i < b->n_rep; i++) {
         pthread_join(b->rep[i].th, NULL);

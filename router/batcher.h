@@ -8,9 +8,9 @@
  * every replica is busy, requests wait in the queue, so the next batch
  * grows with the load (and the queue bound, not memory, absorbs bursts).
  *
- * Answers of a batch are encoded and sent by an answerer thread, so a
- * replica starts its next batch while they go out; a lone request that
- * finds the server idle runs inline on the thread that received it.
+ * Answers of a batch on a GPU replica are encoded and sent by an answerer
+ * thread, so the device starts its next batch while they go out.  A
+ * replica that goes idle wakes only a thread that waits for one.
  *
  * A request whose deadline has passed when its batch is about to run is
  * answered FT_EDEADLINE and not run.  Answers do not depend on the batch a
@@ -66,8 +66,11 @@ int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
                      uint32_t delay_us);
 
 /* ft_batcher_run_inline runs a lone request at once on the calling
- * thread when nothing waits (the queue is empty, the batcher holds no
- * batch) and a replica is idle: it skips two thread hand-offs at b = 1.
+ * thread when nothing waits (the queue is empty) and a replica is idle (or
+ * the batcher's reserved one, borrowed with the queue paused): it skips
+ * two thread hand-offs at b = 1.  The server calls it only in a
+ * -DFT_SERVE_INLINE build: on the 2-core box running the engine on nng's
+ * callback thread measured slower than the hand-off it saves.
  * Returns 1 when it ran the job (done has been called, on this thread),
  * 0 when the caller must queue it.  Under load the queue is never empty,
  * so requests keep forming batches. */

@@ -2,6 +2,14 @@
 #include "queue.h"
 
 #include <errno.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ volatile("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
 #include <stdlib.h>
 #include <time.h>
 
@@ -41,6 +49,7 @@ int ft_queue_init(ft_queue *q, size_t cap)
     q->head = q->len = 0;
     q->closed = 0;
     q->paused = q->waiting = 0;
+    atomic_init(&q->events, 0);
     q->busy = q->pushed = 0;
     q->high_water = 0;
     return FT_OK;
@@ -72,6 +81,7 @@ int ft_queue_push_n(ft_queue *q, void *const *items, size_t n)
         q->ring[(q->head + q->len + i) % q->cap] = items[i];
     q->len += n;
     q->pushed += n;
+    atomic_fetch_add_explicit(&q->events, 1, memory_order_release);
     if (q->len > q->high_water)
         q->high_water = q->len;
     pthread_cond_signal(&q->cv);
@@ -103,6 +113,23 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
      * out, and the close must not hand it a batch before it is back. */
     while (q->paused)
         pthread_cond_wait(&q->cv, &q->mu);
+    if (q->len == 0 && !q->closed && first_wait_ns < 0 && FT_QUEUE_SPIN_NS > 0) {
+        /* Spin a little before sleeping: watch the event count, not the
+         * ring, so the lock is not taken while spinning. */
+        unsigned ev = atomic_load_explicit(&q->events, memory_order_acquire);
+        pthread_mutex_unlock(&q->mu);
+        uint64_t until = ft_now_ns() + FT_QUEUE_SPIN_NS;
+        for (unsigned i = 0;; i++) {
+            if (atomic_load_explicit(&q->events, memory_order_acquire) != ev)
+                break;
+            if ((i & 63) == 63 && ft_now_ns() >= until)
+                break;
+            CPU_RELAX();
+        }
+        pthread_mutex_lock(&q->mu);
+        while (q->paused)
+            pthread_cond_wait(&q->cv, &q->mu);
+    }
     if (q->len == 0 && !q->closed && first_wait_ns != 0) {
         struct timespec until = abs_after(first_wait_ns > 0 ? first_wait_ns : 0);
         /* Only while the consumer waits here with nothing taken may it be
@@ -156,6 +183,7 @@ void ft_queue_resume(ft_queue *q)
 {
     pthread_mutex_lock(&q->mu);
     q->paused = 0;
+    atomic_fetch_add_explicit(&q->events, 1, memory_order_release);
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }
@@ -164,6 +192,7 @@ void ft_queue_close(ft_queue *q)
 {
     pthread_mutex_lock(&q->mu);
     q->closed = 1;
+    atomic_fetch_add_explicit(&q->events, 1, memory_order_release);
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }

@@ -1,13 +1,14 @@
 /*
  * daemon_bench.c - ft_daemon_bench: what the daemon adds to the engine.
  *
- *   ft_daemon_bench --index F --url URL --requests R.jsonl [--threads N]
- *                   [--rounds N] [--clients C] [--batch B] [--seconds S]
+ *   ft_daemon_bench --index F --url URL --requests R.jsonl [--engine cpu|gpu]
+ *                   [--threads N] [--rounds N] [--clients C] [--batch B]
+ *                   [--seconds S]
  *
  * On the same requests, in the same run, against a running
  * `flashtrie serve` on the same index (ops/bench/daemon_bench.sh starts
  * one):
- *   1. latency at b = 1: each request is run on an in-process CPU engine
+ *   1. latency at b = 1: each request is run on an in-process engine
  *      and then through the daemon (one request per SEARCH frame), pair by
  *      pair, so load from other jobs on a shared machine hits both sides
  *      alike; p50/p99 of each and the p50 of the per-pair difference;
@@ -149,12 +150,13 @@ static int load_requests(bench *b, const char *path)
 int main(int argc, char **argv)
 {
     const char *index = NULL, *url = NULL, *reqpath = NULL;
-    int threads = 1, rounds = 3, clients = 64, batch = 32;
+    int threads = 1, rounds = 3, clients = 64, batch = 32, gpu = 0;
     double seconds = 5;
     static const struct option lo[] = {
         {"index", 1, 0, 'i'},   {"url", 1, 0, 'u'},     {"requests", 1, 0, 'r'},
         {"threads", 1, 0, 't'}, {"rounds", 1, 0, 'n'},  {"clients", 1, 0, 'c'},
-        {"batch", 1, 0, 'b'},   {"seconds", 1, 0, 's'}, {0, 0, 0, 0}};
+        {"batch", 1, 0, 'b'},   {"seconds", 1, 0, 's'}, {"engine", 1, 0, 'e'},
+        {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (ch) {
@@ -166,13 +168,20 @@ int main(int argc, char **argv)
         case 'c': clients = atoi(optarg); break;
         case 'b': batch = atoi(optarg); break;
         case 's': seconds = atof(optarg); break;
+        case 'e':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu")) {
+                fprintf(stderr, "ft_daemon_bench: --engine: cpu or gpu, got %s\n", optarg);
+                return 2;
+            }
+            gpu = !strcmp(optarg, "gpu");
+            break;
         default: return 2;
         }
     }
     if (!index || !url || !reqpath || rounds < 1 || clients < 1 || batch < 1) {
         fprintf(stderr, "usage: ft_daemon_bench --index F --url URL --requests "
-                        "R.jsonl [--threads N] [--rounds N] [--clients C] "
-                        "[--batch B] [--seconds S]\n");
+                        "R.jsonl [--engine cpu|gpu] [--threads N] [--rounds N] "
+                        "[--clients C] [--batch B] [--seconds S]\n");
         return 2;
     }
     bench b;
@@ -188,7 +197,7 @@ int main(int argc, char **argv)
     }
     ft_engine_opts eo;
     ft_engine_opts_init(&eo);
-    eo.kind = FT_ENGINE_CPU;
+    eo.kind = gpu ? FT_ENGINE_GPU : FT_ENGINE_CPU;
     eo.threads = threads;
     ft_engine *eng;
     if (ft_engine_open(&eng, ft_library_shard(lib, 0), &eo, err, sizeof err) != FT_OK) {
@@ -243,7 +252,7 @@ int main(int argc, char **argv)
     double e50 = pct(le, m, .5), e99 = pct(le, m, .99);
     double d50 = pct(ld, m, .5), d99 = pct(ld, m, .99);
     double a50 = pct(dd, m, .5), p50 = pct(lp, m, .5), p99 = pct(lp, m, .99);
-    printf("requests: %zu, rounds: %d, engine threads: %d\n", b.n, rounds, threads);
+    printf("requests: %zu, rounds: %d, engine: %s\n", b.n, rounds, ft_engine_note(eng));
     printf("b1.engine_us: p50 %.0f p99 %.0f\n", e50, e99);
     printf("b1.daemon_us: p50 %.0f p99 %.0f\n", d50, d99);
     printf("b1.added_us: p50 %.0f (paired; p50 difference %.0f)\n", a50, d50 - e50);

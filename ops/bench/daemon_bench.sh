@@ -6,16 +6,19 @@
 #
 # Builds a seeded library of N keys, generates R requests (T = 8, K = BW,
 # beam = BW), starts `flashtrie serve` on it over ipc:// (engine FT_ENGINE,
-# default cpu, FT_THREADS workers, default 1; FT_SERVE_ARGS adds flags),
+# cpu or gpu, default cpu, FT_THREADS CPU workers, default 1;
+# FT_SERVE_ARGS adds flags), the same engine in process,
 # and runs ft_daemon_bench: the engine in process against the daemon, b = 1
 # pair by pair, the engine in batches of 32, and FT_CLIENTS (64) client
 # threads for FT_SECONDS (5) seconds.  FT_RUNS (3) repeats the driver
 # against the same server.  Environment: FT_BUILD_DIR (./build), FT_SEED
-# (1), FT_R (200), FT_ROUNDS (3), TMPDIR.
+# (1), FT_R (200), FT_ROUNDS (3), FT_SERVE_BIN (the server's flashtrie, to
+# compare two builds: default $FT_BUILD_DIR/flashtrie), TMPDIR.
 set -eu
 B=${FT_BUILD_DIR:-./build}
 FT=$B/flashtrie
 DB=$B/ft_daemon_bench
+SRV=${FT_SERVE_BIN:-$FT}
 SEED=${FT_SEED:-1}
 R=${FT_R:-200}
 THR=${FT_THREADS:-1}
@@ -42,7 +45,7 @@ $FT gen requests --index "$W/k.idx" --n "$R" --T 8 --K "$BW" --beam "$BW" \
     --seed "$((SEED + BW))" --output "$W/r.jsonl" >/dev/null
 URL="ipc://$W/ft.sock"
 # shellcheck disable=SC2086
-$FT serve --index "$W/k.idx" --listen "$URL" --engine "$ENGINE" \
+$SRV serve --index "$W/k.idx" --listen "$URL" --engine "$ENGINE" \
     --threads "$THR" --log-level info ${FT_SERVE_ARGS:-} 2> "$W/serve.log" &
 PID=$!
 $FT query --url "$URL" --ping --timeout-ms 20000
@@ -50,7 +53,7 @@ i=1
 while [ "$i" -le "$RUNS" ]; do
     echo "run $i:"
     "$DB" --index "$W/k.idx" --url "$URL" --requests "$W/r.jsonl" \
-        --threads "$THR" --rounds "${FT_ROUNDS:-3}" --clients "${FT_CLIENTS:-64}" \
+        --engine "$ENGINE" --threads "$THR" --rounds "${FT_ROUNDS:-3}" --clients "${FT_CLIENTS:-64}" \
         --seconds "${FT_SECONDS:-5}" --batch 32
     i=$((i + 1))
 done
