@@ -22,6 +22,14 @@
 
 enum { CTX_RECV, CTX_WAIT, CTX_SEND };
 
+#ifdef FT_SERVE_TRACE
+/* A benchmark build (-DFT_SERVE_TRACE) sums, over single-request
+ * messages, the time from a message's arrival to its decoded jobs, to its
+ * answer, and to its reply handed to nng, and logs the means at exit:
+ * where the daemon's own share of a b = 1 request goes. */
+static atomic_uint_fast64_t tr_n, tr_decode, tr_answer, tr_encode, tr_inline;
+#endif
+
 typedef struct srv_ctx {
     srv_socket *s;
     nng_ctx ctx;
@@ -30,6 +38,10 @@ typedef struct srv_ctx {
     int closing;
     nng_msg *msg;
     uint64_t t0;
+#ifdef FT_SERVE_TRACE
+    uint64_t t_dec;
+    int inl;
+#endif
     srv_wire w;            /* the decoded message and its jobs */
     atomic_size_t pending; /* jobs queued and not yet answered */
     ft_buf out;
@@ -70,6 +82,16 @@ static void job_done(ft_job *j)
         srv_count(srv, c->w.res[i].status, ns);
     c->out.len = 0;
     srv_wire_encode_results(&c->w, &c->out);
+#ifdef FT_SERVE_TRACE
+    if (c->w.n_jobs == 1) {
+        uint64_t t = ft_now_ns();
+        atomic_fetch_add(&tr_n, 1);
+        atomic_fetch_add(&tr_decode, c->t_dec - c->t0);
+        atomic_fetch_add(&tr_answer, c->t0 + ns - c->t_dec);
+        atomic_fetch_add(&tr_encode, t - (c->t0 + ns));
+        atomic_fetch_add(&tr_inline, (uint64_t)c->inl);
+    }
+#endif
     ctx_send(c);
 }
 
@@ -96,6 +118,22 @@ static void handle(srv_ctx *c)
     }
     c->state = CTX_WAIT;
     atomic_store(&c->pending, n);
+#ifdef FT_SERVE_TRACE
+    c->t_dec = ft_now_ns();
+    c->inl = 1;
+#endif
+#ifdef FT_SERVE_INLINE
+    /* A lone request on an idle server runs here, on nng's thread: no
+     * hand-off to the batcher and back; job_done has then replied.  Off by
+     * default: on the 2-core box it added ~100 us at b = 1 against the
+     * batcher's own thread (docs/BENCHMARKS.md, "Daemon overhead"); a
+     * benchmark build can try it on other hosts. */
+    if (n == 1 && ft_batcher_run_inline(srv->batcher, &c->w.jobs[0]))
+        return;
+#endif
+#ifdef FT_SERVE_TRACE
+    c->inl = 0; /* job_done has not run: the job is not queued yet */
+#endif
     int rc = ft_queue_push_n(&srv->queue, c->w.items, n);
     FT_LOGF(FT_LOG_DEBUG, "context %p: %zu requests queued: %s", (void *)c, n,
              ft_strerror(rc));
@@ -308,6 +346,16 @@ void srv_socket_close(srv_socket *s)
 {
     if (!s->open)
         return;
+#ifdef FT_SERVE_TRACE
+    uint64_t n = atomic_exchange(&tr_n, 0);
+    if (n > 0)
+        FT_LOGF(FT_LOG_INFO, "trace: %llu single-request messages: arrival to "
+                "queued %.1f us, to answered %.1f us, encoded %.1f us; %.0f%% inline",
+                (unsigned long long)n, (double)atomic_load(&tr_decode) / n / 1e3,
+                (double)atomic_load(&tr_answer) / n / 1e3,
+                (double)atomic_load(&tr_encode) / n / 1e3,
+                100.0 * (double)atomic_load(&tr_inline) / n);
+#endif
     for (size_t i = 0; i < s->n_ctx; i++)
         if (s->ctx[i])
             s->ctx[i]->closing = 1;

@@ -8,6 +8,10 @@
  * every replica is busy, requests wait in the queue, so the next batch
  * grows with the load (and the queue bound, not memory, absorbs bursts).
  *
+ * Answers of a batch on a GPU replica are encoded and sent by an answerer
+ * thread, so the device starts its next batch while they go out.  A
+ * replica that goes idle wakes only a thread that waits for one.
+ *
  * A request whose deadline has passed when its batch is about to run is
  * answered FT_EDEADLINE and not run.  Answers do not depend on the batch a
  * request rides in (SPEC section 6): the slot runs the same engine call as
@@ -55,6 +59,7 @@ typedef struct ft_batcher_stats {
     uint64_t requests;    /* requests run */
     uint64_t deadline;    /* answered FT_EDEADLINE without running */
     uint64_t engine_fail; /* requests failed because an engine failed */
+    uint64_t inline_runs; /* lone requests run on the caller's thread */
     uint64_t sizes[FT_BATCH_SIZE_BUCKETS]; /* engine calls by batch size */
     size_t replicas;
     uint64_t busy_ns[FT_SLOT_MAX_REPLICAS]; /* time each replica ran */
@@ -69,6 +74,17 @@ typedef struct ft_batcher ft_batcher;
 int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
                      uint32_t max_batch, uint32_t max_wait_us,
                      uint32_t delay_us);
+
+/* ft_batcher_run_inline runs a lone request at once on the calling
+ * thread when nothing waits (the queue is empty) and a replica is idle (or
+ * the batcher's reserved one, borrowed with the queue paused): it skips
+ * two thread hand-offs at b = 1.  The server calls it only in a
+ * -DFT_SERVE_INLINE build: on the 2-core box running the engine on nng's
+ * callback thread measured slower than the hand-off it saves.
+ * Returns 1 when it ran the job (done has been called, on this thread),
+ * 0 when the caller must queue it.  Under load the queue is never empty,
+ * so requests keep forming batches. */
+int ft_batcher_run_inline(ft_batcher *b, ft_job *j);
 
 /* ft_batcher_swap makes gen current for the batches formed from now on and
  * returns the previous one (whose reference the caller drops; batches

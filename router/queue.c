@@ -2,6 +2,14 @@
 #include "queue.h"
 
 #include <errno.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ volatile("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
 #include <stdlib.h>
 #include <time.h>
 
@@ -40,6 +48,8 @@ int ft_queue_init(ft_queue *q, size_t cap)
     q->cap = cap;
     q->head = q->len = 0;
     q->closed = 0;
+    q->paused = q->waiting = 0;
+    atomic_init(&q->events, 0);
     q->busy = q->pushed = 0;
     q->high_water = 0;
     return FT_OK;
@@ -71,6 +81,7 @@ int ft_queue_push_n(ft_queue *q, void *const *items, size_t n)
         q->ring[(q->head + q->len + i) % q->cap] = items[i];
     q->len += n;
     q->pushed += n;
+    atomic_fetch_add_explicit(&q->events, 1, memory_order_release);
     if (q->len > q->high_water)
         q->high_water = q->len;
     pthread_cond_signal(&q->cv);
@@ -98,15 +109,40 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
     if (max == 0)
         return 0;
     pthread_mutex_lock(&q->mu);
+    /* A pause outlasts the close: the paused consumer's replica is lent
+     * out, and the close must not hand it a batch before it is back. */
+    while (q->paused)
+        pthread_cond_wait(&q->cv, &q->mu);
+    if (q->len == 0 && !q->closed && first_wait_ns < 0 && FT_QUEUE_SPIN_NS > 0) {
+        /* Spin a little before sleeping: watch the event count, not the
+         * ring, so the lock is not taken while spinning. */
+        unsigned ev = atomic_load_explicit(&q->events, memory_order_acquire);
+        pthread_mutex_unlock(&q->mu);
+        uint64_t until = ft_now_ns() + FT_QUEUE_SPIN_NS;
+        for (unsigned i = 0;; i++) {
+            if (atomic_load_explicit(&q->events, memory_order_acquire) != ev)
+                break;
+            if ((i & 63) == 63 && ft_now_ns() >= until)
+                break;
+            CPU_RELAX();
+        }
+        pthread_mutex_lock(&q->mu);
+        while (q->paused)
+            pthread_cond_wait(&q->cv, &q->mu);
+    }
     if (q->len == 0 && !q->closed && first_wait_ns != 0) {
         struct timespec until = abs_after(first_wait_ns > 0 ? first_wait_ns : 0);
-        while (q->len == 0 && !q->closed) {
+        /* Only while the consumer waits here with nothing taken may it be
+         * paused (ft_queue_pause_if_idle). */
+        q->waiting = 1;
+        while ((q->len == 0 && !q->closed) || q->paused) {
             if (first_wait_ns < 0)
                 pthread_cond_wait(&q->cv, &q->mu);
             else if (pthread_cond_timedwait(&q->cv, &q->mu, &until) ==
                      ETIMEDOUT)
                 break;
         }
+        q->waiting = 0;
     }
     if (q->len > 0 && q->len < max && more_wait_ns > 0 && !q->closed) {
         /* The batching window opens with the first request: wait for the
@@ -116,7 +152,7 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
             if (pthread_cond_timedwait(&q->cv, &q->mu, &until) == ETIMEDOUT)
                 break;
     }
-    size_t n = q->len < max ? q->len : max;
+    size_t n = q->paused ? 0 : q->len < max ? q->len : max;
     for (size_t i = 0; i < n; i++)
         out[i] = q->ring[(q->head + i) % q->cap];
     q->head = (q->head + n) % q->cap;
@@ -125,10 +161,38 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
     return n;
 }
 
+int ft_queue_idle(ft_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int idle = q->len == 0 && !q->closed;
+    pthread_mutex_unlock(&q->mu);
+    return idle;
+}
+
+int ft_queue_pause_if_idle(ft_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int ok = q->len == 0 && !q->closed && !q->paused && q->waiting;
+    if (ok)
+        q->paused = 1;
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+void ft_queue_resume(ft_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->paused = 0;
+    atomic_fetch_add_explicit(&q->events, 1, memory_order_release);
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
 void ft_queue_close(ft_queue *q)
 {
     pthread_mutex_lock(&q->mu);
     q->closed = 1;
+    atomic_fetch_add_explicit(&q->events, 1, memory_order_release);
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }
