@@ -504,11 +504,17 @@ static int write_plot_script(const plot_in *p, const char *path, int *drawn)
                "} else {\n"
                "    set terminal png size 900,520 noenhanced\n"
                "}\n"
-               "set grid\nset key outside right top box Left reverse\nset pointsize 1.2\n");
+               "set grid\nset key outside right top box Left reverse width 2\nset pointsize 1.2\n");
     fprintf(f, "sub = ");
-    char sub[700];
-    snprintf(sub, sizeof sub, "index: %" PRIu64 " keys, %.1f MB trie | %ld cores, %s | GPU: %s",
-             p->keys, (double)p->trie_bytes / 1e6, p->cores, p->cpu,
+    char sub[700], keys[32];
+    if (p->keys >= 1000000)
+        snprintf(keys, sizeof keys, "%.3gM", (double)p->keys / 1e6);
+    else if (p->keys >= 1000)
+        snprintf(keys, sizeof keys, "%.3gk", (double)p->keys / 1e3);
+    else
+        snprintf(keys, sizeof keys, "%" PRIu64, p->keys);
+    snprintf(sub, sizeof sub, "index: %s keys, %.1f MB trie | %ld cores, %s | GPU: %s",
+             keys, (double)p->trie_bytes / 1e6, p->cores, p->cpu,
              p->gpu[0] ? p->gpu : "none");
     gp_str(f, sub);
     fprintf(f, "\n\n");
