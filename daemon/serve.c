@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "ft_config.h"
 
 #include "serve.h"
+#include "serve_metrics.h"
 
 
 static const char *usage_text =
@@ -438,6 +440,70 @@ void srv_reload_config(server *srv)
     FT_LOGF(FT_LOG_INFO, "reload: settings of %s applied", srv->o.config_path);
 }
 
+/* The opening of an index (reading, verifying, and for the GPU engine
+ * copying it to every device) can take minutes for a large one; a ticker
+ * thread logs every OPEN_TICK_S seconds that it is still under way, so a
+ * slow start is told apart from a hung one.  The engines report no
+ * progress of their own, so the line says how long, not how far. */
+#define OPEN_TICK_S 5
+
+typedef struct open_ticker {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    const char *path;
+    uint64_t t0;
+} open_ticker;
+
+static void *open_tick_main(void *arg)
+{
+    open_ticker *t = arg;
+    struct stat st;
+    long long bytes = stat(t->path, &st) == 0 ? (long long)st.st_size : -1;
+    pthread_mutex_lock(&t->mu);
+    while (!t->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += OPEN_TICK_S;
+        if (pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0 || t->done)
+            continue;
+        FT_LOGF(FT_LOG_INFO, "still opening %s (%lld bytes): %.0f s so far "
+                "(verifying it, opening the engines, copying it to each GPU)",
+                t->path, bytes, (double)(ft_now_ns() - t->t0) / 1e9);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* gen_open is ft_gen_open with the ticker running alongside. */
+static int gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
+                    uint64_t id, char *errbuf, size_t errlen)
+{
+    open_ticker t = {.path = path, .t0 = ft_now_ns()};
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&t.mu, NULL);
+    pthread_cond_init(&t.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_t th;
+    int ticking = pthread_create(&th, NULL, open_tick_main, &t) == 0;
+    int rc = ft_gen_open(out, path, o, id, errbuf, errlen);
+    if (ticking) {
+        pthread_mutex_lock(&t.mu);
+        t.done = 1;
+        pthread_cond_signal(&t.cv);
+        pthread_mutex_unlock(&t.mu);
+        pthread_join(th, NULL);
+    }
+    pthread_cond_destroy(&t.cv);
+    pthread_mutex_destroy(&t.mu);
+    if (rc == FT_OK && ft_now_ns() - t.t0 >= (uint64_t)OPEN_TICK_S * 1000000000u)
+        FT_LOGF(FT_LOG_INFO, "opened %s in %.1f s", path,
+                (double)(ft_now_ns() - t.t0) / 1e9);
+    return rc;
+}
+
 int srv_reload(server *srv, const char *path, char *errbuf, size_t errlen)
 {
     pthread_mutex_lock(&srv->reload_mu);
@@ -447,7 +513,7 @@ int srv_reload(server *srv, const char *path, char *errbuf, size_t errlen)
     uint64_t id = atomic_fetch_add(&srv->next_gen, 1);
     char err[1400];
     ft_gen *g = NULL;
-    int rc = ft_gen_open(&g, p, &srv->o.slot, id, err, sizeof err);
+    int rc = gen_open(&g, p, &srv->o.slot, id, err, sizeof err);
     if (rc == FT_OK && g->n_eng != cur->n_eng) {
         snprintf(err, sizeof err, "%s: opened %zu engines where %zu serve",
                  p, g->n_eng, cur->n_eng);
@@ -541,7 +607,7 @@ int cmd_serve(int argc, char **argv)
     char err[512];
     ft_gen *g = NULL;
     srv->o.slot.max_batch = srv->o.max_batch;
-    int rc = ft_gen_open(&g, srv->o.index, &srv->o.slot, 1, err, sizeof err);
+    int rc = gen_open(&g, srv->o.index, &srv->o.slot, 1, err, sizeof err);
     if (rc != FT_OK) {
         FT_LOGF(FT_LOG_ERROR, "cannot serve: %s", err);
         close(sfd);
@@ -555,9 +621,6 @@ int cmd_serve(int argc, char **argv)
     FT_LOGF(FT_LOG_INFO, "engine %s x%zu: %s", ft_gen_kind_name(g, 0), g->n_eng, g->why);
     for (size_t i = 0; i < g->n_eng; i++)
         FT_LOGF(FT_LOG_INFO, "replica %zu: %s", i, ft_searcher_note(g->eng[i]));
-    if (g_cfg.metrics[0])
-        FT_LOGF(FT_LOG_WARN, "metrics %s: the HTTP metrics listener is not served by this "
-                "version; the setting is only checked", g_cfg.metrics);
     if (srv->o.test_delay_us)
         FT_LOGF(FT_LOG_WARN, "test hook: every batch waits %u us before it runs",
                 srv->o.test_delay_us);
@@ -571,7 +634,18 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
     st = 0;
-    for (size_t i = 0; i < srv->o.n_ls; i++) {
+    /* The metrics listener opens first, so that a client that can reach
+     * the server can also scrape it; /healthz says "starting" until the
+     * request listeners below are open. */
+    if (g_cfg.metrics[0]) {
+        if (srv_http_start(srv, g_cfg.metrics, err, sizeof err) != FT_OK) {
+            FT_LOGF(FT_LOG_ERROR, "cannot listen: %s", err);
+            st = 1;
+        } else {
+            FT_LOGF(FT_LOG_INFO, "metrics on %s (/metrics, /healthz)", g_cfg.metrics);
+        }
+    }
+    for (size_t i = 0; st == 0 && i < srv->o.n_ls; i++) {
         srv_socket *s = &srv->socks[srv->n_socks++];
         s->srv = srv;
         s->lo = srv->o.ls[i];
@@ -584,6 +658,8 @@ int cmd_serve(int argc, char **argv)
                 s->lo.url, s->lo.admin ? " (admin)" : "", srv->o.contexts,
                 (unsigned long long)srv->o.max_message_bytes);
     }
+    if (st == 0)
+        srv_http_ready(srv);
     if (st == 0) {
         FT_LOGF(FT_LOG_INFO, "flashtrie %s serving (pid %ld); SIGHUP reloads, SIGTERM "
                 "drains", FT_VERSION_STRING, (long)getpid());
@@ -615,6 +691,8 @@ int cmd_serve(int argc, char **argv)
             _exit(1);
         }
     }
+    /* The HTTP handlers read the queue and the batcher: stop them first. */
+    srv_http_stop(srv);
     ft_queue_close(&srv->queue);
     ft_batcher_stop(srv->batcher);
     for (size_t i = 0; i < srv->n_socks; i++)

@@ -2,7 +2,8 @@
  * serve.h - the internals of "flashtrie serve", shared by its files:
  * serve.c (options, start-up, signals, reload, drain), serve_ctx.c (the
  * per-context receive -> decode -> queue -> reply state machine) and
- * serve_info.c (statistics and the INFO text).
+ * serve_info.c (statistics and the INFO text), serve_metrics.c (the
+ * Prometheus text of /metrics, /healthz and their HTTP listener).
  */
 #ifndef FT_SERVE_H
 #define FT_SERVE_H
@@ -10,6 +11,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/supplemental/tls/tls.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -87,8 +89,10 @@ struct server {
     atomic_uint_fast64_t messages, json_messages, frame_messages;
     atomic_uint_fast64_t status[SRV_ERR_COUNT]; /* per request */
     atomic_uint_fast64_t hist[SRV_HIST_BUCKETS];
+    atomic_uint_fast64_t latency_ns_sum; /* the histogram's sum */
     atomic_uint_fast64_t reloads, reload_failures;
     atomic_uint_fast64_t pipes_added, pipes_removed;
+    struct srv_http *http;     /* the metrics listener (NULL: none) */
 };
 
 /* srv_ctx_* run the contexts of one socket (serve_ctx.c). */
@@ -109,6 +113,13 @@ void srv_reload_config(server *srv);
 
 /* srv_count records one answered request: its status and its latency. */
 void srv_count(server *srv, int status, uint64_t ns);
+/* srv_hist_upper_us is the upper bound of latency bucket b, in
+ * microseconds: bucket b counts the latencies below it (and at or above
+ * bucket b-1's). */
+static inline double srv_hist_upper_us(size_t b)
+{
+    return pow(2.0, (double)(b + 1) / 4.0);
+}
 /* srv_info writes the INFO text. */
 int srv_info(server *srv, ft_buf *out);
 

@@ -19,17 +19,13 @@ static size_t bucket_of(uint64_t ns)
     return b < SRV_HIST_BUCKETS ? b : SRV_HIST_BUCKETS - 1;
 }
 
-static double bucket_upper_us(size_t b)
-{
-    return pow(2.0, (double)(b + 1) / 4.0);
-}
-
 void srv_count(server *srv, int status, uint64_t ns)
 {
     size_t s = status >= 0 && status < SRV_ERR_COUNT ? (size_t)status
                                                      : FT_EINTERNAL;
     atomic_fetch_add(&srv->status[s], 1);
     atomic_fetch_add(&srv->hist[bucket_of(ns)], 1);
+    atomic_fetch_add(&srv->latency_ns_sum, ns);
 }
 
 static double percentile(const uint64_t *h, uint64_t total, double q)
@@ -40,9 +36,9 @@ static double percentile(const uint64_t *h, uint64_t total, double q)
     for (size_t b = 0; b < SRV_HIST_BUCKETS; b++) {
         seen += h[b];
         if (seen >= want)
-            return bucket_upper_us(b);
+            return srv_hist_upper_us(b);
     }
-    return bucket_upper_us(SRV_HIST_BUCKETS - 1);
+    return srv_hist_upper_us(SRV_HIST_BUCKETS - 1);
 }
 
 static const char *status_key(int s)

@@ -35,6 +35,7 @@ struct ft_batcher {
     replica rep[FT_SLOT_MAX_REPLICAS];
     pthread_t th;
     uint64_t batches, requests, deadline, engine_fail;
+    uint64_t sizes[FT_BATCH_SIZE_BUCKETS];
 };
 
 static void finish(ft_job *j)
@@ -96,6 +97,7 @@ static void run_batch(replica *r)
     r->runs += m > 0;
     b->batches += m > 0;
     b->requests += m;
+    b->sizes[ft_batch_size_bucket(m)] += m > 0;
     b->deadline += late;
     if (rc != FT_OK)
         b->engine_fail += m;
@@ -305,6 +307,7 @@ void ft_batcher_stats_get(ft_batcher *b, ft_batcher_stats *st)
     st->requests = b->requests;
     st->deadline = b->deadline;
     st->engine_fail = b->engine_fail;
+    memcpy(st->sizes, b->sizes, sizeof st->sizes);
     st->replicas = b->n_rep;
     for (size_t i = 0; i < b->n_rep; i++) {
         st->busy_ns[i] = b->rep[i].busy_ns;

@@ -36,11 +36,26 @@ typedef struct ft_job {
     void *arg;
 } ft_job;
 
+/* FT_BATCH_SIZE_BUCKETS: batch sizes are counted in power-of-two buckets,
+ * bucket b holding the batches of 2^(b-1)+1 .. 2^b requests (bucket 0: one
+ * request); the last bucket holds every larger batch. */
+#define FT_BATCH_SIZE_BUCKETS 12
+
+/* ft_batch_size_bucket is the bucket of a batch of n >= 1 requests. */
+static inline size_t ft_batch_size_bucket(size_t n)
+{
+    size_t b = 0;
+    while (b + 1 < FT_BATCH_SIZE_BUCKETS && ((size_t)1 << b) < n)
+        b++;
+    return b;
+}
+
 typedef struct ft_batcher_stats {
     uint64_t batches;     /* engine calls */
     uint64_t requests;    /* requests run */
     uint64_t deadline;    /* answered FT_EDEADLINE without running */
     uint64_t engine_fail; /* requests failed because an engine failed */
+    uint64_t sizes[FT_BATCH_SIZE_BUCKETS]; /* engine calls by batch size */
     size_t replicas;
     uint64_t busy_ns[FT_SLOT_MAX_REPLICAS]; /* time each replica ran */
     uint64_t runs[FT_SLOT_MAX_REPLICAS];    /* batches each replica ran */
