@@ -446,7 +446,7 @@ typedef struct plot_in {
 static void gp_axis(FILE *f, const char *ax, double lo, double hi)
 {
     if (lo > 0 && hi / lo > 20)
-        fprintf(f, "set logscale %s\n", ax);
+        fprintf(f, "set logscale %s\nset %srange [*:*]\n", ax, ax);
     else
         fprintf(f, "unset logscale %s\nset %srange [0:*]\n", ax, ax);
 }
