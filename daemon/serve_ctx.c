@@ -45,7 +45,23 @@ typedef struct srv_ctx {
     srv_wire w;            /* the decoded message and its jobs */
     atomic_size_t pending; /* jobs queued and not yet answered */
     ft_buf out;
+    nng_pipe pipe;         /* the connection the message came on */
 } srv_ctx;
+
+/* A reply that cannot be handed to its connection within this time means
+ * the peer stopped reading: its connection is closed, so that it holds no
+ * context (every other client would wait on it) and cannot stall a
+ * drain.  Its unread replies are lost with it; a client that reads again
+ * retries on a new connection. */
+#define SEND_TIMEOUT_MS 1000
+
+/* ctx_recv waits for the next message, with no timeout (a send before it
+ * set one on the same aio). */
+static void ctx_recv(srv_ctx *c)
+{
+    nng_aio_set_timeout(c->aio, NNG_DURATION_INFINITE);
+    nng_ctx_recv(c->ctx, c->aio);
+}
 
 static void ctx_send(srv_ctx *c)
 {
@@ -59,13 +75,14 @@ static void ctx_send(srv_ctx *c)
         c->msg = NULL;
         atomic_fetch_sub(&srv->inflight, 1);
         c->state = CTX_RECV;
-        nng_ctx_recv(c->ctx, c->aio);
+        ctx_recv(c);
         return;
     }
     FT_LOGF(FT_LOG_DEBUG, "context %p: reply of %zu bytes", (void *)c, c->out.len);
     nng_aio_set_msg(c->aio, c->msg);
     c->msg = NULL;
     c->state = CTX_SEND;
+    nng_aio_set_timeout(c->aio, SEND_TIMEOUT_MS);
     nng_ctx_send(c->ctx, c->aio);
 }
 
@@ -164,10 +181,11 @@ static void ctx_cb(void *arg)
         if (rv != 0) {
             if (rv == NNG_ECLOSED || c->closing)
                 return;
-            nng_ctx_recv(c->ctx, c->aio);
+            ctx_recv(c);
             return;
         }
         c->msg = nng_aio_get_msg(c->aio);
+        c->pipe = nng_msg_get_pipe(c->msg);
         c->t0 = ft_now_ns();
         FT_LOGF(FT_LOG_DEBUG, "context %p: message of %zu bytes", (void *)c,
                  nng_msg_len(c->msg));
@@ -178,16 +196,23 @@ static void ctx_cb(void *arg)
         FT_LOGF(FT_LOG_DEBUG, "context %p: reply sent: %s", (void *)c,
                  rv ? nng_strerror(rv) : "ok");
         if (rv != 0) {
-            /* The peer went away: nng hands the message back to us. */
+            /* The peer went away, or stopped reading: nng hands the
+             * message back to us. */
             nng_msg *m = nng_aio_get_msg(c->aio);
             if (m)
                 nng_msg_free(m);
+            if (rv == NNG_ETIMEDOUT && nng_pipe_id(c->pipe) > 0) {
+                FT_LOGF(FT_LOG_WARN, "closing connection %d: its peer has "
+                        "not read a reply for %d ms", nng_pipe_id(c->pipe),
+                        SEND_TIMEOUT_MS);
+                nng_pipe_close(c->pipe);
+            }
         }
         atomic_fetch_sub(&srv->inflight, 1);
         if (rv == NNG_ECLOSED || c->closing)
             return;
         c->state = CTX_RECV;
-        nng_ctx_recv(c->ctx, c->aio);
+        ctx_recv(c);
         break;
     default:
         break;
