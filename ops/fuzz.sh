@@ -26,6 +26,8 @@ cmake --build "$B" -j"$(nproc)" "${tg[@]}" > "$B.build.log" 2>&1 ||
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+# libconfig's own leaks on refused files (tests/fuzz/lsan.supp says which).
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/fuzz/lsan.supp}
 status=0
 printf '%-16s %12s %8s %6s %s\n' target executions exec/s cov result
 for t in $TARGETS; do

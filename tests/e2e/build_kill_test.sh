@@ -38,6 +38,7 @@ PID=
 [ -e "$OUT" ] && fail "a killed build left $OUT"
 left=$(ls -A "$TMP" | grep -c "^\.flashtrie-run-$DEAD-")
 [ "$left" -ge 2 ] || fail "want the killed build's runs left behind, found $left"
+killed=$left
 
 # What a kill during the write leaves, for the same dead pid; a live
 # process's (this shell's) and look-alikes must stay.
@@ -53,7 +54,7 @@ echo other > "$TMP/.flashtrie-run-x$DEAD-abcdef"
 left=$(ls -A "$TMP" | grep -c "^\.flashtrie-run-$DEAD-")
 [ "$left" -eq 0 ] || fail "$left runs of the killed build remain"
 got=$(grep -c "removed what a killed build (pid $DEAD) left behind" "$TMP/build2.err")
-[ "$got" -eq $((left + 1)) ] || fail "want $((left + 1)) removals logged, got $got: $(cat "$TMP/build2.err")"
+[ "$got" -eq $((killed + 1)) ] || fail "want $((killed + 1)) removals logged, got $got: $(cat "$TMP/build2.err")"
 for f in "$OUT.tmp.$$" "$TMP/.flashtrie-run-$$-abcdef" "$OUT.tmpx.$DEAD" \
          "$TMP/.flashtrie-run-x$DEAD-abcdef"; do
   [ -e "$f" ] || fail "$f removed, but it is not a dead build's"
@@ -79,4 +80,4 @@ echo run > "$TMP/t/.flashtrie-run-$DEAD-yyyyyy"
 "$BIN" build --clean --output "$TMP/nodir/x" 2> "$TMP/clean.err"
 [ $? -eq 1 ] || fail "--clean of an unreadable folder: want exit 1"
 grep -q "nodir: cannot read the directory" "$TMP/clean.err" || fail "--clean nodir: $(cat "$TMP/clean.err")"
-echo "build_kill_test: ok ($left runs of killed pid $DEAD removed)"
+echo "build_kill_test: ok ($killed runs of killed pid $DEAD removed)"
