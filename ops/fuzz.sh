@@ -16,7 +16,7 @@ shift || true
 ALL="request frame keys index index_noverify manifest config"
 TARGETS=${*:-$ALL}
 B=${FT_FUZZ_BUILD:-build-fuzz}
-export CC=${CC:-clang}
+export CC=${CC:-clang} CXX=${CXX:-clang++}
 cmake -S . -B "$B" -DFT_FUZZ=ON -DFT_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   > "$B.configure.log" 2>&1 || { cat "$B.configure.log"; exit 2; }
 tg=()
