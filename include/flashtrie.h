@@ -320,7 +320,9 @@ void ft_index_info_init(ft_index_info *info);
  * ft_index_info_init (FT_EINVAL otherwise). */
 int ft_index_info_get(ft_index_info *info, const ft_index *idx);
 
-/* ft_index_lookup finds a whole key; FT_ENOTFOUND when it is not a key. */
+/* ft_index_lookup finds a whole key; FT_ENOTFOUND when it is not a key.
+ * FT_EFORMAT (here and in ft_index_prefix) when the index is found damaged
+ * on the way, which only an open with FT_OPEN_NO_VERIFY lets happen. */
 int ft_index_lookup(uint64_t *value, const ft_index *idx, const uint32_t *toks,
                     size_t n);
 

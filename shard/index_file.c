@@ -89,7 +89,22 @@ uint64_t ft_trie_term_rank(const ft_trie *t, uint64_t u)
 
 uint64_t ft_trie_value(const ft_trie *t, uint64_t u)
 {
-    return ft_packed_get(t->values, t->value_bits, ft_trie_term_rank(t, u));
+    uint64_t r = ft_trie_term_rank(t, u);
+    if (r >= t->n_keys) /* damaged, unverified file: stay inside values */
+        r = 0;
+    return ft_packed_get(t->values, t->value_bits, r);
+}
+
+/* value_of is ft_trie_value for the host queries: FT_EFORMAT when node u's
+ * terminal rank is no key number, which only a damaged file opened without
+ * verification can give. */
+static int value_of(uint64_t *value, const ft_trie *t, uint64_t u)
+{
+    uint64_t r = ft_trie_term_rank(t, u);
+    if (r >= t->n_keys)
+        return FT_EFORMAT;
+    *value = ft_packed_get(t->values, t->value_bits, r);
+    return FT_OK;
 }
 
 static int write_all(int fd, const void *buf, size_t n)
@@ -256,6 +271,234 @@ int ft_trie_write_mt(const ft_trie *t, const char *path, int threads,
     return FT_OK;
 }
 
+/* ---- structural checks ----
+ *
+ * These run on every open, also with FT_OPEN_NO_VERIFY, after the checksums
+ * (so a verified open names the damaged section's checksum first).  They
+ * read the small directories once and a few words at the ends of the bit
+ * vectors, never the vectors themselves: the bounds in nav.h rely on them
+ * (hints name real blocks, a rank never passes its total, the spare block
+ * after each vector is zero) and catch most damage to the directories. */
+
+static unsigned long long ull(uint64_t x) { return (unsigned long long)x; }
+
+/* check_header checks that the header's counts describe a trie this build
+ * can navigate: LOUDS sizes follow from the node count, the other counts
+ * fit inside it, the widths fit their fields. */
+static int check_header(const ft_file_header *h, const char *path,
+                        char *errbuf, size_t errlen)
+{
+    uint64_t n = h->n_nodes;
+    FT_RETURN_ERROR_IF(n == 0, FT_EFORMAT, "%s: header: no nodes (the root "
+                       "is always there)", path);
+    FT_RETURN_ERROR_IF(n > FTI_RANK_MAX_BITS / 4 - 1, FT_EFORMAT,
+                       "%s: header: %llu nodes, at most %llu fit the rank "
+                       "directories", path, ull(n),
+                       ull(FTI_RANK_MAX_BITS / 4 - 1));
+    FT_RETURN_ERROR_IF(h->louds_bits != 2 * n + 1, FT_EFORMAT,
+                       "%s: header: %llu LOUDS bits for %llu nodes, want "
+                       "%llu", path, ull(h->louds_bits), ull(n),
+                       ull(2 * n + 1));
+    FT_RETURN_ERROR_IF(h->louds_zeros != n + 1, FT_EFORMAT,
+                       "%s: header: %llu LOUDS zeros for %llu nodes, want "
+                       "%llu", path, ull(h->louds_zeros), ull(n), ull(n + 1));
+    /* Every node but the root may end a key; a trie of more than the root
+     * has leaves, and leaves end keys. */
+    FT_RETURN_ERROR_IF(h->n_keys >= n + (n == 1) || (n > 1 && h->n_keys == 0),
+                       FT_EFORMAT, "%s: header: %llu keys for %llu nodes",
+                       path, ull(h->n_keys), ull(n));
+    FT_RETURN_ERROR_IF(h->root_fanout >= n + (n == 1) ||
+                           (n > 1 && h->root_fanout == 0),
+                       FT_EFORMAT, "%s: header: root fan-out %llu for %llu "
+                       "nodes", path, ull(h->root_fanout), ull(n));
+    FT_RETURN_ERROR_IF(h->high_nodes >= n, FT_EFORMAT,
+                       "%s: header: %llu high-label nodes for %llu nodes",
+                       path, ull(h->high_nodes), ull(n));
+    FT_RETURN_ERROR_IF(h->hi_bits > 16 || (h->hi_bits == 0) !=
+                                              (h->high_nodes == 0),
+                       FT_EFORMAT, "%s: header: high label width %u for "
+                       "%llu high-label nodes", path, h->hi_bits,
+                       ull(h->high_nodes));
+    FT_RETURN_ERROR_IF(h->value_bits > 64, FT_EFORMAT,
+                       "%s: header: value width %u (at most 64)", path,
+                       h->value_bits);
+    FT_RETURN_ERROR_IF(h->max_key_len > FT_MAX_KEY_LEN_LIMIT ||
+                           h->max_depth > h->max_key_len,
+                       FT_EFORMAT, "%s: header: max depth %u, max key length "
+                       "%u (at most %u)", path, h->max_depth, h->max_key_len,
+                       FT_MAX_KEY_LEN_LIMIT);
+    return FT_OK;
+}
+
+/* check_rank checks a rank directory over nbits bits (of which every
+ * stride-th counts) against itself and the header: no ones before block
+ * 0, each block adds no more ones than it has counted bits, the entry past
+ * the last bit is total, and the unused half of the last word is zero. */
+static int check_rank(const ft_trie *t, int sec, uint64_t nbits,
+                      uint64_t stride, uint64_t total, const char *path,
+                      char *errbuf, size_t errlen)
+{
+    const uint64_t *rank = t->sec[sec];
+    const char *name = ft_section_names[sec];
+    uint64_t ne = fti_rank_entries(nbits);
+    uint64_t prev = ft_rank_block(rank, 0);
+    FT_RETURN_ERROR_IF(prev != 0, FT_EFORMAT,
+                       "%s: %s: entry 0 is %llu, must be 0", path, name,
+                       ull(prev));
+    for (uint64_t b = 1; b < ne; b++) {
+        uint64_t cur = ft_rank_block(rank, b);
+        FT_RETURN_ERROR_IF(cur < prev, FT_EFORMAT,
+                           "%s: %s: entry %llu decreases (%llu after %llu)",
+                           path, name, ull(b), ull(cur), ull(prev));
+        uint64_t lo = (b - 1) * FT_BLOCK_BITS;
+        uint64_t len = lo >= nbits ? 0
+                       : nbits - lo < FT_BLOCK_BITS ? nbits - lo
+                                                    : FT_BLOCK_BITS;
+        uint64_t cap = (len + stride - 1) / stride;
+        FT_RETURN_ERROR_IF(cur - prev > cap, FT_EFORMAT,
+                           "%s: %s: entry %llu is %llu after %llu, block "
+                           "%llu holds at most %llu ones",
+                           path, name, ull(b), ull(cur), ull(prev),
+                           ull(b - 1), ull(cap));
+        prev = cur;
+    }
+    FT_RETURN_ERROR_IF(prev != total, FT_EFORMAT,
+                       "%s: %s: last entry %llu counts %llu ones, the header "
+                       "implies %llu", path, name, ull(ne - 1), ull(prev),
+                       ull(total));
+    FT_RETURN_ERROR_IF((ne & 1) && (rank[ne >> 1] & 0xffffffu) != 0,
+                       FT_EFORMAT, "%s: %s: unused half of word %llu is not "
+                       "zero", path, name, ull(ne >> 1));
+    return FT_OK;
+}
+
+/* check_sel0 checks every select0 hint against the (checked) rank
+ * directory: hint j must be exactly the last block with at most j*512
+ * zeros before it, the final hint the last block. */
+static int check_sel0(const ft_trie *t, const char *path, char *errbuf,
+                      size_t errlen)
+{
+    const uint32_t *sel = t->sec[FT_SEC_LOUDS_SEL0];
+    const uint64_t *rank = t->sec[FT_SEC_LOUDS_RANK];
+    const char *name = ft_section_names[FT_SEC_LOUDS_SEL0];
+    uint64_t nblocks = (t->view.louds_bits + FT_BLOCK_BITS - 1) / FT_BLOCK_BITS;
+    uint64_t nh = fti_sel0_entries(t->louds_zeros) - 1;
+    for (uint64_t j = 0; j < nh; j++) {
+        uint64_t b = sel[j], target = j * FT_SELECT_SAMPLE;
+        FT_RETURN_ERROR_IF(b >= nblocks, FT_EFORMAT,
+                           "%s: %s: entry %llu names block %llu, the LOUDS "
+                           "bits have %llu", path, name, ull(j), ull(b),
+                           ull(nblocks));
+        FT_RETURN_ERROR_IF(j > 0 && b < sel[j - 1], FT_EFORMAT,
+                           "%s: %s: entry %llu decreases (%llu after %u)",
+                           path, name, ull(j), ull(b), sel[j - 1]);
+        /* The rank check bounds every block's ones by its size, so the
+         * zero counts below do not wrap. */
+        uint64_t zb = b * FT_BLOCK_BITS - ft_rank_block(rank, b);
+        FT_RETURN_ERROR_IF(zb > target, FT_EFORMAT,
+                           "%s: %s: entry %llu names block %llu, which "
+                           "louds_rank puts after zero %llu (%llu zeros "
+                           "before it)", path, name, ull(j), ull(b),
+                           ull(target), ull(zb));
+        if (b + 1 < nblocks) {
+            uint64_t zn = (b + 1) * FT_BLOCK_BITS - ft_rank_block(rank, b + 1);
+            FT_RETURN_ERROR_IF(zn <= target, FT_EFORMAT,
+                               "%s: %s: entry %llu names block %llu, but "
+                               "louds_rank puts zero %llu in a later block "
+                               "(%llu zeros before block %llu)", path, name,
+                               ull(j), ull(b), ull(target), ull(zn),
+                               ull(b + 1));
+        }
+    }
+    FT_RETURN_ERROR_IF(sel[nh] != nblocks - 1, FT_EFORMAT,
+                       "%s: %s: last entry %u, the last LOUDS block is %llu",
+                       path, name, sel[nh], ull(nblocks - 1));
+    return FT_OK;
+}
+
+/* check_tail checks that the bits of section sec past its first nbits are
+ * zero (the writer's padding; the navigation's zero scans end there). */
+static int check_tail(const ft_trie *t, int sec, uint64_t nbits,
+                      const char *path, char *errbuf, size_t errlen)
+{
+    const uint64_t *w = t->sec[sec];
+    uint64_t nw = t->sec_bytes[sec] / 8;
+    for (uint64_t i = nbits >> 6; i < nw; i++) {
+        uint64_t x = w[i];
+        if (i == nbits >> 6)
+            x &= ~0ull << (nbits & 63u);
+        FT_RETURN_ERROR_IF(x != 0, FT_EFORMAT,
+                           "%s: %s: bit %llu is set, past the last of %llu "
+                           "bits", path, ft_section_names[sec],
+                           ull(i * 64 + ft_ctz64(x)), ull(nbits));
+    }
+    return FT_OK;
+}
+
+/* check_root checks the LOUDS ends and the root against the header: the
+ * super root's "10" opens the bits and a zero closes them, the root has
+ * root_fanout children in strictly increasing label order (the GPU engine
+ * indexes a table by the largest) and the root's flags match. */
+static int check_root(const ft_index *idx, const char *path, char *errbuf,
+                      size_t errlen)
+{
+    const ft_trie *t = &idx->trie;
+    const ft_trie_view *v = &t->view;
+    FT_RETURN_ERROR_IF(ft_bit_get(v->louds, 0) != 1 ||
+                           ft_bit_get(v->louds, 1) != 0,
+                       FT_EFORMAT, "%s: louds: does not open with the super "
+                       "root's 10", path);
+    FT_RETURN_ERROR_IF(ft_bit_get(v->louds, v->louds_bits - 1) != 0,
+                       FT_EFORMAT, "%s: louds: last bit %llu is not a zero",
+                       path, ull(v->louds_bits - 1));
+    const ft_child_range *cr = &idx->root;
+    FT_RETURN_ERROR_IF(cr->first != 1 || cr->deg != t->root_fanout,
+                       FT_EFORMAT, "%s: louds: the root has %llu children "
+                       "from node %llu, the header says %llu from node 1",
+                       path, ull(cr->deg), ull(cr->first),
+                       ull(t->root_fanout));
+    uint32_t f = ft_node_flags(v, 0), want = cr->deg ? FT_HAS_CHILD : 0;
+    FT_RETURN_ERROR_IF(f != want, FT_EFORMAT,
+                       "%s: node_flags: the root's flags are %u, want %u",
+                       path, f, want);
+    for (uint64_t c = 1; c < cr->deg; c++) {
+        uint32_t a = ft_child_label(v, cr, cr->first + c - 1);
+        uint32_t b = ft_child_label(v, cr, cr->first + c);
+        FT_RETURN_ERROR_IF(a >= b, FT_EFORMAT,
+                           "%s: label_lo/label_hi: the root's children %llu and "
+                           "%llu are out of order (labels %u, %u)", path,
+                           ull(cr->first + c - 1), ull(cr->first + c), a, b);
+    }
+    return FT_OK;
+}
+
+/* check_structure runs the checks above in dependency order. */
+static int check_structure(const ft_index *idx, const char *path,
+                           char *errbuf, size_t errlen)
+{
+    const ft_trie *t = &idx->trie;
+    uint64_t n = t->view.n_nodes;
+    int rc;
+    if ((rc = check_rank(t, FT_SEC_LOUDS_RANK, t->view.louds_bits, 1, n, path,
+                         errbuf, errlen)) != FT_OK ||
+        (rc = check_sel0(t, path, errbuf, errlen)) != FT_OK ||
+        (rc = check_rank(t, FT_SEC_HIGH_RANK, n, 1, t->high_nodes, path,
+                         errbuf, errlen)) != FT_OK ||
+        (rc = check_rank(t, FT_SEC_TERM_RANK, 2 * n, 2, t->n_keys, path,
+                         errbuf, errlen)) != FT_OK ||
+        (rc = check_tail(t, FT_SEC_LOUDS, t->view.louds_bits, path, errbuf,
+                         errlen)) != FT_OK ||
+        (rc = check_tail(t, FT_SEC_HIGH, n, path, errbuf, errlen)) != FT_OK ||
+        (rc = check_tail(t, FT_SEC_FLAGS, 2 * n, path, errbuf, errlen)) !=
+            FT_OK ||
+        (rc = check_tail(t, FT_SEC_LABEL_HI, t->high_nodes * t->view.hi_bits,
+                         path, errbuf, errlen)) != FT_OK ||
+        (rc = check_tail(t, FT_SEC_VALUES, t->n_keys * t->value_bits, path,
+                         errbuf, errlen)) != FT_OK)
+        return rc;
+    return FT_OK;
+}
+
 static int fail_open(ft_index *idx, int err)
 {
     if (idx->map)
@@ -351,15 +594,9 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
                  (unsigned long long)h.file_bytes);
         return fail_open(idx, trunc ? FT_ETRUNC : FT_EFORMAT);
     }
-    if (h.louds_bits != 2 * h.n_nodes + 1 || h.louds_zeros != h.n_nodes + 1 ||
-        h.n_nodes == 0 || 2 * h.louds_bits >= FTI_RANK_MAX_BITS ||
-        h.n_keys >= h.n_nodes + (h.n_nodes == 1) ||
-        h.high_nodes >= h.n_nodes || h.hi_bits > 16 || h.value_bits > 64 ||
-        h.max_key_len > FT_MAX_KEY_LEN_LIMIT || h.max_depth > h.max_key_len ||
-        h.root_fanout >= h.n_nodes + (h.n_nodes == 1)) {
-        fti_errf(errbuf, errlen, "%s: inconsistent counts in header", path);
-        return fail_open(idx, FT_EFORMAT);
-    }
+    int rc = check_header(&h, path, errbuf, errlen);
+    if (rc != FT_OK)
+        return fail_open(idx, rc);
     ft_trie *t = &idx->trie;
     t->view.n_nodes = h.n_nodes;
     t->view.louds_bits = h.louds_bits;
@@ -378,8 +615,10 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
         if (e->id != (uint32_t)s || e->offset % FT_ALIGN != 0 ||
             e->offset < prev_end || e->offset > size ||
             e->bytes > size - e->offset) {
-            fti_errf(errbuf, errlen, "%s: section %s: bad table entry", path,
-                     ft_section_names[s]);
+            fti_errf(errbuf, errlen, "%s: section %s: bad table entry "
+                     "(id %u, offset %llu, %llu bytes)", path,
+                     ft_section_names[s], e->id, ull(e->offset),
+                     ull(e->bytes));
             return fail_open(idx, FT_EFORMAT);
         }
         if (e->bytes != t->sec_bytes[s]) {
@@ -388,6 +627,16 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
                      ft_section_names[s], (unsigned long long)e->bytes,
                      (unsigned long long)t->sec_bytes[s]);
             return fail_open(idx, FT_EFORMAT);
+        }
+        /* The alignment gap carries no checksum: the writer's zeros are
+         * checked instead, so that no byte of a file goes unseen. */
+        for (uint64_t g = prev_end; g < e->offset; g++) {
+            if (base[g] != 0) {
+                fti_errf(errbuf, errlen,
+                         "%s: section %s: byte %llu of the gap before it is "
+                         "not zero", path, ft_section_names[s], ull(g));
+                return fail_open(idx, FT_EFORMAT);
+            }
         }
         t->sec[s] = base + e->offset;
         prev_end = e->offset + e->bytes;
@@ -399,7 +648,15 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
         }
     }
     ft_trie_bind_sections(t);
+    rc = check_structure(idx, path, errbuf, errlen);
+    if (rc != FT_OK)
+        return fail_open(idx, rc);
+    /* ft_children is bounded (nav.h), so the root walk is safe on any
+     * bits the checks above let through. */
     idx->root = ft_children(&t->view, 0);
+    rc = check_root(idx, path, errbuf, errlen);
+    if (rc != FT_OK)
+        return fail_open(idx, rc);
     *out = idx;
     return FT_OK;
 }
@@ -414,6 +671,7 @@ void ft_trie_bind_sections(ft_trie *t)
     t->view.high_rank = t->sec[FT_SEC_HIGH_RANK];
     t->view.label_hi = t->sec[FT_SEC_LABEL_HI];
     t->view.flags = t->sec[FT_SEC_FLAGS];
+    t->view.high_nodes = t->high_nodes;
     t->term_rank = t->sec[FT_SEC_TERM_RANK];
     t->values = t->sec[FT_SEC_VALUES];
 }
@@ -459,9 +717,12 @@ static void info_fill(ft_index_info *info, const ft_index *idx)
                 continue;
             }
             if (zeros++ > 0) {
+                /* node < n_nodes: damaged bits may hold more zeros than
+                 * the header's count, and the flags end at n_nodes. */
                 if (deg == 0)
                     info->leaves++;
-                else if (deg == 1 && !(ft_node_flags(v, node) & FT_TERMINAL))
+                else if (deg == 1 && node < v->n_nodes &&
+                         !(ft_node_flags(v, node) & FT_TERMINAL))
                     info->unary_nodes++;
                 node++;
             }
@@ -525,9 +786,11 @@ int ft_index_lookup(uint64_t *value, const ft_index *idx, const uint32_t *toks,
     uint64_t u = walk(idx, toks, n);
     if (u == FT_NONE || !(ft_node_flags(&idx->trie.view, u) & FT_TERMINAL))
         return FT_ENOTFOUND;
-    if (value)
-        *value = ft_trie_value(&idx->trie, u);
-    return FT_OK;
+    uint64_t val;
+    int rc = value_of(&val, &idx->trie, u);
+    if (rc == FT_OK && value)
+        *value = val;
+    return rc;
 }
 
 int ft_index_prefix(uint64_t *visited, const ft_index *idx,
@@ -548,12 +811,20 @@ int ft_index_prefix(uint64_t *visited, const ft_index *idx,
     uint64_t next[FT_MAX_KEY_LEN_LIMIT + 1];
     if (n > 0)
         memcpy(key, prefix, n * sizeof *key);
-    uint64_t count = 0;
+    uint64_t count = 0, val;
+    int rc = FT_OK;
     if (n > 0 && (ft_node_flags(v, u) & FT_TERMINAL)) {
         count++;
-        if (cb(key, n, ft_trie_value(t, u), arg) || (limit && count >= limit))
+        if ((rc = value_of(&val, t, u)) != FT_OK)
+            goto done;
+        if (cb(key, n, val, arg) || (limit && count >= limit))
             goto done;
     }
+    /* A sane trie shows each node once; damaged LOUDS bits (unverified
+     * open) can make child ranges overlap, and the walk would revisit
+     * subtrees without end in sight.  Visits are counted against the
+     * node count instead. */
+    uint64_t visits = 0;
     size_t sp = 0;
     stack[0] = u == 0 ? idx->root : ft_children(v, u);
     next[0] = stack[0].first;
@@ -566,13 +837,18 @@ int ft_index_prefix(uint64_t *visited, const ft_index *idx,
             continue;
         }
         uint64_t c = next[sp]++;
+        if (++visits >= v->n_nodes) {
+            rc = FT_EFORMAT;
+            break;
+        }
         size_t depth = n + sp;
         key[depth] = ft_child_label(v, cr, c);
         uint32_t f = ft_node_flags(v, c);
         if (f & FT_TERMINAL) {
             count++;
-            if (cb(key, depth + 1, ft_trie_value(t, c), arg) ||
-                (limit && count >= limit))
+            if ((rc = value_of(&val, t, c)) != FT_OK)
+                break;
+            if (cb(key, depth + 1, val, arg) || (limit && count >= limit))
                 break;
         }
         if ((f & FT_HAS_CHILD) && depth + 1 < FT_MAX_KEY_LEN_LIMIT) {
@@ -584,7 +860,7 @@ int ft_index_prefix(uint64_t *visited, const ft_index *idx,
 done:
     if (visited)
         *visited = count;
-    return FT_OK;
+    return rc;
 }
 
 int ft_index_value_at(uint64_t *value, const ft_index *idx,

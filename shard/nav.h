@@ -26,6 +26,15 @@
  *    tail of each child range, so a child search needs two ranks per node,
  *    not one per probe.
  *  - node flags: two bits per node, bit 0 "ends a key", bit 1 "has children".
+ *
+ * Damaged files: ft_index_open always checks the directories (rank, select0
+ * hints) against each other and the header's counts, but without checksums
+ * a flipped bit inside the LOUDS bits or the labels goes unseen.  So every
+ * position computed here is bounded: select0 never scans past the block its
+ * hints name, a child range never passes n_nodes, a high-label index never
+ * passes high_nodes.  A damaged file may give wrong answers, never a read
+ * outside its arrays.  The bounds are single compares on values already in
+ * registers, taken the same way on every sane file.
  */
 #ifndef FT_NAV_H
 #define FT_NAV_H
@@ -57,6 +66,7 @@ typedef struct ft_trie_view {
     uint64_t louds_bits;
     uint32_t hi_bits;
     uint32_t pad_;
+    uint64_t high_nodes; /* entries of label_hi: bounds its indexes */
 } ft_trie_view;
 
 /* ft_child_range is a node's children as the search needs them. */
@@ -171,18 +181,24 @@ FT_HD uint64_t ft_select0(const ft_trie_view *v, uint64_t i)
             hi = mid - 1;
     }
     uint64_t rem = i - (lo * FT_BLOCK_BITS - ft_rank_block(v->louds_rank, lo));
-    uint64_t w = lo << 3;
-    for (;;) {
+    /* With directory and bits in agreement the zero lies in block lo.  A
+     * damaged LOUDS word (or a rank entry off by less than the checks at
+     * open can see) could send the scan on past the vector: stop at the
+     * block's end and answer its last bit, a position inside the vector. */
+    uint64_t w = lo << 3, wend = w + 8u;
+    for (; w < wend; w++) {
         uint64_t inv = ~v->louds[w];
         uint32_t c = ft_popc64(inv);
         if (rem < c)
             return (w << 6) + ft_select64(inv, (uint32_t)rem);
         rem -= c;
-        w++;
     }
+    return (w << 6) - 1u;
 }
 
-/* ft_next_zero returns the position of the first zero bit at or after pos. */
+/* ft_next_zero returns the position of the first zero bit at or after pos.
+ * It ends inside the vector because the spare block after the last bit is
+ * zero (checked when a file is opened). */
 FT_HD uint64_t ft_next_zero(const uint64_t *bits, uint64_t pos)
 {
     uint64_t w = pos >> 6;
@@ -212,6 +228,13 @@ FT_HD ft_child_range ft_children(const ft_trie_view *t, uint64_t v)
     }
     cr.first = start - v - 1;
     cr.deg = end - start;
+    /* A sane range lies in [1, n_nodes]; a damaged one (wrapped below zero
+     * or past the last node) is read as a leaf whose children would start
+     * at n_nodes, so callers that use first as a boundary stay inside. */
+    if (cr.first > t->n_nodes || cr.deg > t->n_nodes - cr.first) {
+        cr.first = t->n_nodes;
+        cr.deg = 0;
+    }
     if (cr.deg == 0) {
         cr.hstart = cr.first;
         cr.hbase = 0;
@@ -219,7 +242,14 @@ FT_HD ft_child_range ft_children(const ft_trie_view *t, uint64_t v)
     }
     uint64_t hb = ft_rank1(t->high, t->high_rank, cr.first);
     uint64_t he = ft_rank1(t->high, t->high_rank, cr.first + cr.deg);
-    cr.hstart = cr.first + cr.deg - (he - hb);
+    uint64_t nh = he - hb;
+    /* Damaged high bits or directory: more high children than children,
+     * or high parts past label_hi.  Search them all as low labels. */
+    if (nh > cr.deg || he > t->high_nodes) {
+        nh = 0;
+        hb = 0;
+    }
+    cr.hstart = cr.first + cr.deg - nh;
     cr.hbase = hb;
     return cr;
 }
@@ -248,6 +278,8 @@ FT_HD uint32_t ft_label(const ft_trie_view *t, uint64_t u)
     if (!ft_bit_get(t->high, u))
         return lo;
     uint64_t r = ft_rank1(t->high, t->high_rank, u);
+    if (r >= t->high_nodes) /* damaged: label_hi has a spare word at 0 */
+        r = 0;
     return lo | ((uint32_t)ft_packed_get(t->label_hi, t->hi_bits, r) << 16);
 }
 
