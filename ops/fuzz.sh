@@ -17,12 +17,13 @@ ALL="request frame keys index index_noverify manifest config"
 TARGETS=${*:-$ALL}
 B=${FT_FUZZ_BUILD:-build-fuzz}
 export CC=${CC:-clang} CXX=${CXX:-clang++}
+mkdir -p "$B"
 cmake -S . -B "$B" -DFT_FUZZ=ON -DFT_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  > "$B.configure.log" 2>&1 || { cat "$B.configure.log"; exit 2; }
+  > "$B/configure.log" 2>&1 || { cat "$B/configure.log"; exit 2; }
 tg=()
 for t in $TARGETS; do tg+=(--target "fuzz_${t}_libfuzzer"); done
-cmake --build "$B" -j"$(nproc)" "${tg[@]}" > "$B.build.log" 2>&1 ||
-  { tail -40 "$B.build.log"; exit 2; }
+cmake --build "$B" -j"$(nproc)" "${tg[@]}" > "$B/build.log" 2>&1 ||
+  { tail -40 "$B/build.log"; exit 2; }
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
