@@ -687,15 +687,14 @@ static int emit_run(void *arg, const uint32_t *toks, uint32_t len,
 
 /* ---- runs on disk ------------------------------------------------------ */
 
-/* new_run creates an empty run file and records its name for removal. */
 /* ---- Leftovers of killed builds ---------------------------------------- */
 
 /* A build writes two kinds of temporary files, each named with its pid:
  * sorted runs BK_RUN_PREFIX "<pid>-XXXXXX" in tmp_dir, and the index (or
  * manifest, or shard) being written, OUTPUT.tmp.<pid>, OUTPUT.whole.<pid>
- * and OUTPUT.shard-....new.<pid> (a sharded build), beside the output.  A build that exits removes its own; one
- * killed (SIGKILL, power loss) cannot, so the next build removes those
- * whose process is gone.  A pid that is alive again (reused) keeps its
+ * and OUTPUT.shard-....new.<pid> (a sharded build), beside the output.  A
+ * build that exits removes its own; one killed (SIGKILL, power loss)
+ * cannot, so the next build removes those whose process is gone.  A pid that is alive again (reused) keeps its
  * files: the clean errs on the side of keeping. */
 #define BK_RUN_PREFIX ".flashtrie-run-"
 
@@ -857,6 +856,7 @@ static void bk_clean_stale(const char *output, const char *tmp_dir)
         FT_WARN("build: stale temporary files not removed: %s", err);
 }
 
+/* new_run creates an empty run file and records its name for removal. */
 static int new_run(bk_build *b, FILE **out)
 {
     if (b->nruns == b->capruns) {
