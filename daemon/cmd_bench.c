@@ -5,6 +5,11 @@
  * Per (engine, beam) it measures each request alone (b = 1) for latency
  * percentiles, then the whole set in batches of each asked size for
  * throughput.  Warm-up requests run first and are not counted.
+ *
+ * --shards N,...: also a shard group of N GPU engines per count, over the
+ * index split by first token into N shards by ft_split (balanced trie
+ * bytes; temporary files), exchanging on the one GPU (or as --exchange
+ * says).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -174,7 +179,32 @@ typedef struct run_stats {
     double qps[MAX_LIST];
 } run_stats;
 
-static int run_engine(run_stats *rs, ft_engine *eng, const req_set *s,
+/* What run_engine measures: one engine or one shard group. */
+typedef struct searcher {
+    ft_engine *eng;
+    ft_group *grp;
+    int timing; /* print the group's per-step split after each part */
+} searcher;
+
+static void print_timing(const searcher *sr, const char *what)
+{
+    char buf[1024];
+    if (!sr->timing || sr->grp == NULL)
+        return;
+    ft_group_timing_report(sr->grp, buf, sizeof buf);
+    if (buf[0])
+        printf("  %s: %s", what, buf);
+}
+
+static int search_batch(const searcher *sr, const ft_request *r, size_t n,
+                        ft_result *res)
+{
+    if (sr->grp)
+        return ft_group_search_batch(sr->grp, r, n, res);
+    return ft_engine_search_batch(sr->eng, r, n, res);
+}
+
+static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
                       const u32_list *batches, uint32_t warmup)
 {
     uint32_t max_b = 1, max_res = 1, max_t = 1;
@@ -196,14 +226,14 @@ static int run_engine(run_stats *rs, ft_engine *eng, const req_set *s,
     if (rc)
         goto out;
     for (uint32_t w = 0; w < warmup && s->n; w++) {
-        rc = ft_engine_search_batch(eng, &s->r[w % s->n], 1, res);
+        rc = search_batch(eng, &s->r[w % s->n], 1, res);
         if (rc)
             goto out;
     }
     size_t hits = 0, rejected = 0;
     for (size_t i = 0; i < s->n; i++) {
         double t0 = now_s();
-        rc = ft_engine_search_batch(eng, &s->r[i], 1, res);
+        rc = search_batch(eng, &s->r[i], 1, res);
         lat[i] = (now_s() - t0) * 1e3;
         if (rc)
             goto out;
@@ -211,6 +241,7 @@ static int run_engine(run_stats *rs, ft_engine *eng, const req_set *s,
             rejected++;
         hits += res[0].n;
     }
+    print_timing(eng, "b=1");
     double sum = 0;
     for (size_t i = 0; i < s->n; i++)
         sum += lat[i];
@@ -228,12 +259,15 @@ static int run_engine(run_stats *rs, ft_engine *eng, const req_set *s,
         double t0 = now_s();
         for (size_t i = 0; i < s->n; i += bs) {
             size_t m = s->n - i < bs ? s->n - i : bs;
-            rc = ft_engine_search_batch(eng, &s->r[i], m, res);
+            rc = search_batch(eng, &s->r[i], m, res);
             if (rc)
                 goto out;
         }
         double dt = now_s() - t0;
         rs->qps[b] = dt > 0 ? (double)s->n / dt : 0;
+        char what[32];
+        snprintf(what, sizeof what, "b=%u", bs);
+        print_timing(eng, what);
     }
     rs->ran = 1;
 out:
@@ -242,6 +276,43 @@ out:
             ft_result_free(&res[i]);
     free(res);
     free(lat);
+    return rc;
+}
+
+/* ---- in-process shards (--shards) ---- */
+
+/* split_index splits idx by first token into ns shards with ft_split (the
+ * public split of docs/sharding.md) into a temporary folder, opens them as
+ * a library and removes the files (the mappings keep them alive).  The
+ * shards are ft_library_shard(*lib, s). */
+static int split_index(ft_library **lib, const ft_index *idx, size_t ns,
+                       char *err, size_t errlen)
+{
+    char dir[256], man[300];
+    snprintf(dir, sizeof dir, "%s/ft_bench_shards_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        snprintf(err, errlen, "--shards: %s: %s", dir, strerror(errno));
+        return FT_EIO;
+    }
+    snprintf(man, sizeof man, "%s/bench.ftm", dir);
+    ft_split_opts so = {man, (uint32_t)ns, 0, 0};
+    ft_split_stats st;
+    int rc = ft_split(&st, idx, &so, err, errlen);
+    if (rc == FT_OK)
+        rc = ft_library_open(lib, man, 0, err, errlen);
+    if (rc == FT_OK) {
+        for (size_t s = 0; s < ft_library_shards(*lib); s++) {
+            ft_library_shard_info si;
+            char path[600];
+            if (ft_library_shard_get(&si, *lib, s) == FT_OK) {
+                snprintf(path, sizeof path, "%s/%s", dir, si.name);
+                unlink(path);
+            }
+        }
+    }
+    unlink(man);
+    rmdir(dir);
     return rc;
 }
 
@@ -335,6 +406,9 @@ int cmd_bench(int argc, char **argv)
         {"engine", required_argument, 0, 'e'},   {"threads", required_argument, 0, 't'},
         {"batch", required_argument, 0, 'c'},    {"warmup", required_argument, 0, 'w'},
         {"device", required_argument, 0, 'd'},   {"report", required_argument, 0, 'r'},
+        {"shards", required_argument, 0, 'S'},   {"exchange", required_argument, 0, 'X'},
+        {"full-grid", no_argument, 0, 'F'},   {"timing", no_argument, 0, 'M'},
+        {"copy-lists", no_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
         "usage: flashtrie bench (--index INDEX | --keys FILE | --gen-keys N [--seed S])\n"
@@ -342,10 +416,19 @@ int cmd_bench(int argc, char **argv)
         "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json]\n"
+        "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]]\n"
+        "         [--timing]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
-        "  an index first (into a temporary file) and report the build rate.\n";
+        "  an index first (into a temporary file) and report the build rate.\n"
+        "  --shards: also a group of N GPU engines (N = 1..8; CPU engines without\n"
+        "  gpu in --engine) per count, over the index split by first token\n"
+        "  in-process (rows gpu/sN, and sN/gpu: the group over the unsharded engine);\n"
+        "  --full-grid: engines sharing the GPU each launch on all of it;\n"
+        "  --copy-lists: device copies into every shard's recv, not shared lists.  --timing:\n"
+        "  the GPU engine's host/event timings of b=1 calls, and the groups' per-step\n"
+        "  split (kernels, exchange, wait) by CUDA events.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
     uint64_t gen_keys = 0, seed = 1;
     ft_wl_req_opts ro;
@@ -353,6 +436,9 @@ int cmd_bench(int argc, char **argv)
     ro.n = 200;
     u32_list beams = {{100, 200, 500, 1000}, 4};
     u32_list batches = {{1, 4, 8, 16, 32}, 5};
+    u32_list shards = {{0}, 0};
+    ft_exchange xchg = FT_EXCHANGE_AUTO;
+    int full_grid = 0, timing = 0, copy_lists = 0;
     int use_cpu = 1, use_gpu = 1, threads = 0, device = 0, c;
     uint32_t warmup = 10;
     unsigned long long v;
@@ -389,6 +475,23 @@ int cmd_bench(int argc, char **argv)
         case 'c':
             if (parse_list("--batch", optarg, 1, 4096, &batches))
                 return 2;
+            break;
+        case 'S':
+            if (parse_list("--shards", optarg, 1, 8, &shards))
+                return 2;
+            break;
+        case 'F': full_grid = 1; break;
+        case 'M': timing = 1; break;
+        case 'C': copy_lists = 1; break;
+        case 'X':
+            if (!strcmp(optarg, "device"))
+                xchg = FT_EXCHANGE_DEVICE;
+            else if (!strcmp(optarg, "nccl"))
+                xchg = FT_EXCHANGE_NCCL;
+            else {
+                fprintf(stderr, "flashtrie bench: --exchange: expected device or nccl, got '%s'\n", optarg);
+                return 2;
+            }
             break;
         case 'e': {
             use_cpu = use_gpu = 0;
@@ -573,25 +676,65 @@ int cmd_bench(int argc, char **argv)
         }
     for (int b = 0; b < batches.n; b++)
         max_b = batches.v[b] > max_b ? batches.v[b] : max_b;
-    run_stats st[2][MAX_LIST];
+    /* Rows: 0 cpu, 1 gpu, 2 + j the group of shards.v[j] GPU engines. */
+    enum { NROWS = 2 + MAX_LIST };
+    static run_stats st[NROWS][MAX_LIST];
     memset(st, 0, sizeof st);
     json_t *runs = json_array(), *skipped = json_object();
-    char eng_names[2][64] = {"cpu", "gpu"};
+    char eng_names[NROWS][64] = {"cpu", "gpu"};
+    for (int j = 0; j < shards.n; j++)
+        snprintf(eng_names[2 + j], sizeof eng_names[2 + j], "%s/s%u",
+                 use_gpu ? "gpu" : "cpu", shards.v[j]);
     int status = 0;
-    for (int e = 0; e < 2; e++) {
+    for (int e = 0; e < 2 + shards.n; e++) {
         if ((e == 0 && !use_cpu) || (e == 1 && !use_gpu))
             continue;
         ft_engine_opts eo;
         ft_engine_opts_init(&eo);
-        eo.kind = e == 0 ? FT_ENGINE_CPU : FT_ENGINE_GPU;
+        /* Groups are of GPU engines, or of CPU engines without --engine gpu. */
+        eo.kind = e == 0 || (e >= 2 && !use_gpu) ? FT_ENGINE_CPU : FT_ENGINE_GPU;
+        searcher sr = {NULL, NULL, timing};
+        ft_library *shlib = NULL;
+        eo.timing = timing;
+        const ft_index *sh[8];
+        size_t nsh = e >= 2 ? shards.v[e - 2] : 0;
         eo.threads = threads;
         eo.device = device;
         eo.max_batch = max_b;
         eo.max_beam = max_beam;
         eo.max_k = max_k;
         eo.max_t = max_t;
-        ft_engine *eng;
-        rc = ft_engine_open(&eng, idx, &eo, err, sizeof err);
+        err[0] = 0;
+        if (nsh) {
+            double t0 = now_s();
+            rc = split_index(&shlib, idx, nsh, err, sizeof err);
+            if (rc) {
+                fprintf(stderr, "flashtrie bench: %s\n", err);
+                status = 1;
+                continue;
+            }
+            nsh = ft_library_shards(shlib) < 8 ? ft_library_shards(shlib) : 8;
+            for (size_t j = 0; j < nsh; j++)
+                sh[j] = ft_library_shard(shlib, j);
+            printf("%s: split into %zu shards by first token in %.1f s (keys:", eng_names[e],
+                   nsh, now_s() - t0);
+            for (size_t j = 0; j < nsh; j++)
+                printf(" %" PRIu64, ft_index_keys(sh[j]));
+            printf(")\n");
+            ft_group_opts go;
+            ft_group_opts_init(&go);
+            go.exchange = xchg;
+            go.split_grid = !full_grid;
+            go.shared_lists = !copy_lists;
+            rc = ft_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err,
+                                  sizeof err);
+        } else {
+            rc = ft_engine_open(&sr.eng, idx, &eo, err, sizeof err);
+        }
+        if (rc && shlib) {
+            ft_library_close(shlib);
+            shlib = NULL;
+        }
         if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
             printf("%s engine: skipped (%s%s%s)\n", eng_names[e], ft_strerror(rc),
                    err[0] ? ": " : "", err[0] ? err : "");
@@ -603,21 +746,32 @@ int cmd_bench(int argc, char **argv)
             status = 1;
             continue;
         }
-        snprintf(eng_names[e], sizeof eng_names[e], "%s", ft_engine_name(eng));
+        if (!nsh)
+            snprintf(eng_names[e], sizeof eng_names[e], "%s", ft_engine_name(sr.eng));
         for (int i = 0; i < nsets; i++) {
             run_stats *rs = &st[e][i];
             rs->beam = sets[i].beam;
             rs->K = sets[i].n ? sets[i].r[0].K : 0;
             rs->T = sets[i].n ? sets[i].r[0].T : 0;
-            rc = run_engine(rs, eng, &sets[i], &batches, warmup);
+            rc = run_engine(rs, &sr, &sets[i], &batches, warmup);
             if (rc) {
                 fprintf(stderr, "flashtrie bench: %s engine failed: %s\n", eng_names[e], ft_strerror(rc));
                 status = 1;
                 break;
             }
-            json_array_append_new(runs, stats_json(rs, e == 0 ? "cpu" : "gpu", &batches));
+            json_array_append_new(runs, stats_json(rs, eng_names[e], &batches));
         }
-        ft_engine_close(eng);
+        if (timing && !nsh && sr.eng) {
+            char buf[4096];
+            ft_engine_timing_report(sr.eng, buf, sizeof buf);
+            printf("%s", buf);
+        }
+        if (nsh) {
+            ft_group_close(sr.grp);
+            ft_library_close(shlib);
+        } else {
+            ft_engine_close(sr.eng);
+        }
     }
 
     /* 4. The table. */
@@ -631,11 +785,11 @@ int cmd_bench(int argc, char **argv)
     printf("\n");
     json_t *ratios = json_array();
     for (int i = 0; i < nsets; i++) {
-        for (int e = 0; e < 2; e++) {
+        for (int e = 0; e < 2 + shards.n; e++) {
             const run_stats *r = &st[e][i];
             if (!r->ran)
                 continue;
-            printf("%-6s %5u %5u %6zu %9.3f %9.3f %9.3f %9.3f %9.3f", e ? "gpu" : "cpu",
+            printf("%-6s %5u %5u %6zu %9.3f %9.3f %9.3f %9.3f %9.3f", e < 2 ? (e ? "gpu" : "cpu") : eng_names[e],
                    r->beam, r->K, r->n, r->mean, r->p50, r->p90, r->p95, r->p99);
             for (int b = 0; b < batches.n; b++)
                 printf(" %10.1f", r->qps[b]);
@@ -662,6 +816,22 @@ int cmd_bench(int argc, char **argv)
             }
             json_object_set_new(o, "throughput_gpu_over_cpu", q);
             json_array_append_new(ratios, o);
+            printf("\n");
+        }
+        /* A group against the same run's unsharded GPU engine: > 1 means
+         * the group is slower (latency) or faster (throughput). */
+        for (int e = 2; e < 2 + shards.n; e++) {
+            const run_stats *sr = &st[e][i];
+            const run_stats *ur = use_gpu ? gr : cr;
+            if (!sr->ran || !ur->ran || ur->mean <= 0)
+                continue;
+            char nm[32];
+            snprintf(nm, sizeof nm, "s%u/%s", shards.v[e - 2], use_gpu ? "gpu" : "cpu");
+            printf("%-6s %5u %5u %6s %9.2fx %9.2fx %8s %9.2fx %9.2fx", nm, sr->beam, sr->K, "",
+                   sr->mean / ur->mean, sr->p50 / ur->p50, "", sr->p95 / ur->p95,
+                   sr->p99 / ur->p99);
+            for (int b = 0; b < batches.n; b++)
+                printf(" %9.2fx", ur->qps[b] > 0 ? sr->qps[b] / ur->qps[b] : 0);
             printf("\n");
         }
     }

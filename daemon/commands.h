@@ -17,6 +17,8 @@ int cmd_gen(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_split(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_query(int argc, char **argv);
 
 /* ft_cli_parse_u64 parses a whole decimal string; 0 on success. */
 int ft_cli_parse_u64(const char *s, unsigned long long *out);

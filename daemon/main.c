@@ -19,6 +19,8 @@ static const command commands[] = {
     {"search", cmd_search, "answer a JSON Lines file of search requests"},
     {"gen", cmd_gen, "generate a seeded synthetic library or request grids"},
     {"bench", cmd_bench, "measure engine latency and throughput per beam"},
+    {"serve", cmd_serve, "serve searches over nng (tcp, ipc, tls) until SIGTERM"},
+    {"query", cmd_query, "answer a JSON Lines file of requests through a server"},
     {"check-config", cmd_check_config, "check a serve configuration file and print its settings"},
 };
 

@@ -580,7 +580,7 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
  *   ft_engine_step_finish(eng, res)     -> local top-n hits per request
  *
  * Keys are SPEC section 4's (sigma desc, r asc, k asc) packed in a u64
- * with r the *global* rank of the parent entry (shard/rules.h), padded with
+ * with r the *global* rank of the parent entry (shard/device/rules.h), padded with
  * UINT64_MAX.  Request i's list is at offset off[i] = beam[0] + ... +
  * beam[i-1] of length beam[i].  The exchange buffers live in the engine's
  * memory: host memory for the CPU engine, device memory for the GPU engine
@@ -634,6 +634,18 @@ int ft_engine_step_finish(ft_engine *eng, ft_result *const *res);
 /* ft_engine_stream returns the cudaStream_t a GPU engine enqueues its steps
  * on, NULL for the CPU engine (its steps are done when they return). */
 void *ft_engine_stream(ft_engine *eng);
+/* ft_engine_gpu_share makes a GPU engine's steps use 1/ways of its
+ * cooperative grid, so that the step kernels of `ways` engines sharing one
+ * GPU run side by side rather than one after another (1: the whole grid).
+ * FT_ENOTSUP for other engines.  Shard groups call it. */
+int ft_engine_gpu_share(ft_engine *eng, uint32_t ways);
+/* ft_engine_gpu_bind_lists makes a GPU engine's step lists live in two
+ * device buffers of cap keys shared by a group on one GPU (NULL unbinds):
+ * at step t shard s writes its list at list[t % 2] + s * len and keeps
+ * from list[t % 2] whole, so the exchange copies nothing; the caller
+ * orders the engines' streams.  FT_ENOTSUP for other engines. */
+int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
+                             uint64_t *list1, size_t cap);
 /* ft_engine_index returns the index the engine was opened over. */
 const ft_index *ft_engine_index(const ft_engine *eng);
 /* ft_engine_device returns the GPU ordinal of a GPU engine, -1 for CPU. */
@@ -646,8 +658,9 @@ int ft_engine_device(const ft_engine *eng);
  * a group of engines, one per shard, all advancing one decode step at a
  * time and exchanging their local top-B keys after every step.  Results
  * are identical, bit for bit, to one engine over the unsharded index
- * (SPEC section 6).  The exchange backend follows from the engines: host
- * memory for CPU engines. */
+ * (SPEC section 6).  The exchange backend follows from the engines
+ * (ft_exchange): host memory for CPU engines, device copies or NCCL for
+ * GPU engines. */
 
 typedef struct ft_group ft_group;
 
@@ -657,6 +670,47 @@ int ft_group_open(ft_group **out, const ft_index *const *shards,
                   size_t nshards, const ft_engine_opts *opts, char *errbuf,
                   size_t errlen);
 void ft_group_close(ft_group *g);
+/* How a group's shards exchange their candidate lists after each step. */
+typedef enum ft_exchange {
+    FT_EXCHANGE_AUTO = 0, /* from the engines: host for CPU engines, device
+                           * for GPU engines on one GPU, NCCL for GPU
+                           * engines on distinct GPUs (device copies when
+                           * built without NCCL) */
+    FT_EXCHANGE_HOST,     /* CPU engines: memcpy between host buffers */
+    FT_EXCHANGE_DEVICE,   /* GPU engines: device copies on a group stream,
+                           * ordered by events, no host wait */
+    FT_EXCHANGE_NCCL      /* GPU engines, one per GPU: ncclAllGather */
+} ft_exchange;
+
+typedef struct ft_group_opts {
+    ft_exchange exchange; /* FT_EXCHANGE_AUTO, or force one (tests) */
+    const int *devices;   /* [nshards]: GPU of each shard's engine; NULL:
+                           * opts->device for every shard */
+    int split_grid;       /* GPU engines sharing a GPU split its grid, so
+                           * that their step kernels run side by side (1,
+                           * the default) or each takes the whole grid and
+                           * they run in turn (0) */
+    int shared_lists;     /* device exchange, one GPU: the shards write one
+                           * list buffer (two, by step parity) and nothing
+                           * is copied (1, the default), or each has its
+                           * own recv filled by device copies (0) */
+} ft_group_opts;
+
+void ft_group_opts_init(ft_group_opts *gopts);
+/* ft_group_open_ex is ft_group_open with group options (gopts may be
+ * NULL).  A forced exchange the engines or the build cannot use is
+ * FT_ENOTSUP, with the reason in errbuf. */
+int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
+                     size_t nshards, const ft_engine_opts *opts,
+                     const ft_group_opts *gopts, char *errbuf,
+                     size_t errlen);
+/* ft_group_exchange says which exchange the group uses. */
+ft_exchange ft_group_exchange(const ft_group *g);
+/* ft_group_timing_report writes, for GPU groups with device copies opened
+ * with opts.timing, the per-step split (kernels, exchange, wait for the
+ * next launch, by CUDA events) since the last report, as text, and starts
+ * new sums; an empty string otherwise. */
+void ft_group_timing_report(ft_group *g, char *buf, size_t len);
 /* ft_group_search_batch is ft_engine_search_batch over the group. */
 int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
                           ft_result *res);
@@ -675,6 +729,10 @@ typedef struct ft_searcher ft_searcher;
 typedef struct ft_searcher_opts {
     ft_engine_opts engine; /* kind FT_ENGINE_AUTO, CPU or GPU; every shard
                             * gets an engine of the same kind */
+    const int *devices;    /* GPU shard groups: shard i's engine on
+                            * devices[i % n_devices]; NULL: all on
+                            * engine.device */
+    size_t n_devices;
 } ft_searcher_opts;
 
 void ft_searcher_opts_init(ft_searcher_opts *o);

@@ -48,12 +48,15 @@ typedef struct ft_gk_slot {
     uint32_t *hist;         /* [t * bmax + rank] = parent rank << 16 | k */
     void *run[2];           /* running best results, ft_gk_hit [4096] each */
     uint64_t *hash;         /* token -> k tables, one per position */
+    uint32_t *beam_rank;    /* steps: global rank of local beam j, [bmax];
+                             * NULL in the all-T kernel (rank = j) */
+    uint32_t *sel_idx;      /* steps: candidate index of local best j */
     uint64_t cap_cand;      /* entries of cand_* and of term_* */
     uint32_t bmax;          /* beams the slot holds */
     uint32_t tmax;          /* positions the slot holds */
 } ft_gk_slot;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 128, "ft_gk_slot layout");
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 144, "ft_gk_slot layout");
 
 /* ft_gk_hit is one kept terminal candidate. */
 typedef struct ft_gk_hit {
@@ -75,7 +78,8 @@ typedef struct ft_gk_step {
     uint32_t n_items; /* expansion items of this step */
     uint32_t n_run;   /* running results after this step */
     uint32_t err;     /* step 0 only: an arena overflowed (a bug) */
-    uint32_t pad_[2];
+    uint32_t n_sel;   /* steps: local best next candidates (<= B) */
+    uint32_t pad_;
 } ft_gk_step;
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_step) == 32, "ft_gk_step layout");
@@ -106,7 +110,8 @@ typedef struct ft_gk_req {
     uint32_t rows_total;    /* row[T] */
     uint32_t kcut0;         /* root proposals passing theta_sent */
     uint32_t items0;        /* expansion items of step 0 */
-    uint32_t pad0_;
+    uint32_t xoff;          /* steps: offset of the request's keys in the
+                             * exchange lists (sum of earlier beams) */
     ft_child_range root;    /* the root's children */
     uint32_t keff[FT_GK_MAX_T];      /* proposals with logp > theta_tok */
     uint32_t row[FT_GK_MAX_T + 1];   /* first element of position t's row */
@@ -145,6 +150,22 @@ typedef struct ft_gk_params {
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 48,
                     "ft_gk_params layout");
 
+/* ft_gk_xparams is the step kernel's second argument: the exchange
+ * buffers of a shard group (device memory) and which phases to run.
+ * send[xoff .. xoff + B) gets request's local best B next keys of step t,
+ * sorted and padded with FT_KEY_NONE; recv[s * len + xoff ..] holds shard
+ * s's list of step t - 1 (this shard's own too), read by the keep. */
+typedef struct ft_gk_xparams {
+    uint64_t *send;         /* [len] */
+    const uint64_t *recv;   /* [nshards * len] */
+    uint64_t len;
+    uint32_t shard, nshards;
+    uint32_t t;             /* the step to expand */
+    uint32_t keep;          /* 1: first keep step t - 1 from recv */
+} ft_gk_xparams;
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_xparams) == 40, "ft_gk_xparams layout");
+
 /* ft_gk_sel_key and friends: expansion path choice shared by host (step 0)
  * and device.  The hash path (iterate children, look proposals up) is taken
  * when the beam has fewer children than passing proposals; position 0 has
@@ -171,6 +192,17 @@ int ft_gk_config(int *grid, int *block, size_t *smem);
  * cudaStream_t).  Returns a cudaError_t as int. */
 int ft_gk_launch(const ft_gk_params *p, int grid, int block, size_t smem,
                  void *stream);
+
+/* ft_gk_step_config is ft_gk_config for the step kernel. */
+int ft_gk_step_config(int *grid, int *block, size_t *smem);
+
+/* ft_gk_step_launch enqueues one decode step of a shard group's batch:
+ * (keep t - 1 from recv when x->keep,) expand step t, select the local best
+ * B into send and merge the terminal candidates into the running results
+ * (in the request's last step: backtrace and write the output).  One
+ * cooperative launch.  Returns a cudaError_t as int. */
+int ft_gk_step_launch(const ft_gk_params *p, const ft_gk_xparams *x,
+                      int grid, int block, size_t smem, void *stream);
 
 #ifdef __cplusplus
 }

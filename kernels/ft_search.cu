@@ -1,5 +1,7 @@
 /*
- * ft_search.cu - the persistent cooperative beam-search kernel.
+ * ft_search.cu - the persistent cooperative beam-search kernel, and the
+ * step kernel of shard groups built from the same device functions (at
+ * the end of this file).
  *
  * One launch runs all T steps of every request of a batch.  Per step:
  *
@@ -140,6 +142,9 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     }
     const uint32_t *tok = q->tok + q->row[t];
     const float *lp = q->logp + q->row[t];
+    /* Keys carry the entry's global rank (a shard group's beams are
+     * indexed locally); alone, rank and index are the same. */
+    uint32_t rk = (t > 0 && S.beam_rank) ? S.beam_rank[r] : r;
     int found = 0;
     uint32_t k = 0;
     uint32_t flags = 0;
@@ -187,7 +192,7 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         sig = FT_FADD(sigma, lp[k]);
     else
         flags = 0;
-    uint64_t key = ft_cand_key(sig, r, k);
+    uint64_t key = ft_cand_key(sig, rk, k);
     ft_gk_step *st = &q->steps[t];
     int term = found && (flags & FT_TERMINAL);
     int nxt = !last && found && (flags & FT_HAS_CHILD);
@@ -482,15 +487,15 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
     return x;
 }
 
-/* The next list: new beams of step t+1. */
-__device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
-                               ft_gk_req *q, uint32_t t)
+/* The beams of step t+1 from the x selected next candidates in sm.key
+ * (sorted) and sm.idx (their candidate indexes): child ranges, cuts, item
+ * prefix sums, and the history entry at the entry's global rank
+ * (rank[j], or j when rank is NULL). */
+__device__ void gk_build_beams(const ft_gk_params &P, gk_smem &sm,
+                               ft_gk_req *q, uint32_t t, uint32_t x,
+                               const uint32_t *rank)
 {
     const ft_gk_slot &S = q->slot;
-    uint32_t m = q->steps[t].n_next;
-    if (m > S.cap_cand)
-        m = (uint32_t)S.cap_cand;
-    uint32_t x = gk_select_sorted(sm, S.cand_key, m, q->B);
     uint32_t t1 = t + 1;
     if (P.lazy) {
         /* Child ranges and cuts of the selected beams only, strided so
@@ -523,7 +528,8 @@ __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
             S.beam_kcut[j] = kcut;
         }
         S.beam_sigma[j] = sigma;
-        S.hist[(size_t)t * S.bmax + j] = ft_hist_entry(key);
+        S.hist[(size_t)t * S.bmax + (rank ? rank[j] : j)] =
+            ft_hist_entry(key);
         uint32_t c = ft_gk_items(t1, cr.deg, kcut);
         S.beam_cstart[j] = c; /* per-beam count for now */
         mine += c;
@@ -539,6 +545,18 @@ __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
         q->steps[t1].n_beam = x;
         q->steps[t1].n_items = total;
     }
+}
+
+/* The next list: new beams of step t+1. */
+__device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
+                               ft_gk_req *q, uint32_t t)
+{
+    const ft_gk_slot &S = q->slot;
+    uint32_t m = q->steps[t].n_next;
+    if (m > S.cap_cand)
+        m = (uint32_t)S.cap_cand;
+    uint32_t x = gk_select_sorted(sm, S.cand_key, m, q->B);
+    gk_build_beams(P, sm, q, t, x, NULL);
 }
 
 /* The terminal list: merge into the running best n; in the last step
@@ -673,7 +691,124 @@ __global__ void __launch_bounds__(FT_GK_BLOCK)
     }
 }
 
-extern "C" int ft_gk_config(int *grid, int *block, size_t *smem)
+/* ---- the step kernel (shard groups) ------------------------------------
+ *
+ * One launch per decode step, built from the same device functions as the
+ * all-T kernel.  Keep (of step t - 1, before the expansion of step t: the
+ * exchange of step t - 1 has landed in recv by then) -- grid.sync --
+ * expansion -- grid.sync -- selection, where the next list's local best B
+ * go to send (sorted, padded) instead of becoming beams. */
+
+/* Writes request q's local best B next keys of step t to send (sorted,
+ * padded with FT_KEY_NONE) and their candidate indexes to sel_idx.  An
+ * empty, all-padding list when the request has no step t + 1. */
+__device__ void gk_select_local(gk_smem &sm, const ft_gk_xparams &X,
+                                ft_gk_req *q, uint32_t t)
+{
+    const ft_gk_slot &S = q->slot;
+    uint64_t *out = X.send + q->xoff;
+    uint32_t x = 0;
+    if (t + 1 < q->T) {
+        uint32_t m = q->steps[t].n_next;
+        if (m > S.cap_cand)
+            m = (uint32_t)S.cap_cand;
+        x = gk_select_sorted(sm, S.cand_key, m, q->B);
+        for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
+            out[j] = sm.key[j];
+            S.sel_idx[j] = sm.idx[j];
+        }
+        if (threadIdx.x == 0)
+            q->steps[t].n_sel = x;
+    }
+    for (uint32_t j = x + threadIdx.x; j < q->B; j += blockDim.x)
+        out[j] = FT_KEY_NONE;
+}
+
+/* Keys of the sorted list a[0, n) below key. */
+__device__ __forceinline__ uint32_t gk_lower_bound(const uint64_t *a,
+                                                   uint32_t n, uint64_t key)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (a[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Keeps request q's members of step t's global best B: local entry j has
+ * global rank j + (keys of the other shards' lists below it), and is kept
+ * iff that is below B.  The local list is sorted, so the kept entries are
+ * a prefix; they become the beams of step t + 1 with their global ranks. */
+__device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
+                        const ft_gk_xparams &X, ft_gk_req *q, uint32_t t)
+{
+    if (t + 1 >= q->T)
+        return;
+    const ft_gk_slot &S = q->slot;
+    uint32_t B = q->B;
+    uint32_t x = q->steps[t].n_sel;
+    /* The own list, as the exchange delivered it (recv holds every
+     * shard's, this one's too; send may already be another buffer). */
+    const uint64_t *mine = X.recv + (uint64_t)X.shard * X.len + q->xoff;
+    if (threadIdx.x == 0)
+        sm.count = x;
+    __syncthreads();
+    for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
+        uint64_t key = mine[j];
+        uint32_t g = j;
+        for (uint32_t s = 0; s < X.nshards && g < B; s++)
+            if (s != X.shard)
+                g += gk_lower_bound(X.recv + (uint64_t)s * X.len + q->xoff,
+                                    B, key);
+        sm.key[j] = key;
+        sm.idx[j] = S.sel_idx[j];
+        if (g < B)
+            S.beam_rank[j] = g;
+        else
+            atomicMin(&sm.count, j);
+    }
+    __syncthreads();
+    uint32_t kept = sm.count;
+    __syncthreads();
+    gk_build_beams(P, sm, q, t, kept, S.beam_rank);
+}
+
+__global__ void __launch_bounds__(FT_GK_BLOCK)
+    ft_gk_step_kernel(const ft_gk_params P, const ft_gk_xparams X)
+{
+    extern __shared__ __align__(16) unsigned char gk_raw[];
+    gk_smem &sm = *reinterpret_cast<gk_smem *>(gk_raw);
+    cg::grid_group grid = cg::this_grid();
+    uint32_t t = X.t;
+    if (X.keep) {
+        for (uint32_t i = blockIdx.x; i < P.nreq; i += gridDim.x) {
+            gk_keep(P, sm, X, &P.reqs[i], t - 1);
+            __syncthreads();
+        }
+        grid.sync();
+    }
+    gk_expand(P, t);
+    if (t == 0)
+        gk_build_hash(P);
+    grid.sync();
+    for (uint32_t it = blockIdx.x; it < 2 * P.nreq; it += gridDim.x) {
+        ft_gk_req *q = &P.reqs[it >> 1];
+        if (it & 1u) {
+            if (t < q->T)
+                gk_select_term(P, sm, q, t);
+        } else {
+            gk_select_local(sm, X, q, t);
+        }
+        __syncthreads();
+    }
+}
+
+/* Occupancy x SMs for kernel fn with the selection's shared memory. */
+static int gk_config_of(const void *fn, int *grid, int *block, size_t *smem)
 {
     int dev, sms = 0, per = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -681,12 +816,12 @@ extern "C" int ft_gk_config(int *grid, int *block, size_t *smem)
         e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     size_t bytes = sizeof(gk_smem);
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(ft_gk_search,
+        e = cudaFuncSetAttribute(fn,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)bytes);
     if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per, ft_gk_search, FT_GK_BLOCK, bytes);
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn,
+                                                          FT_GK_BLOCK, bytes);
     if (e != cudaSuccess)
         return (int)e;
     if (per < 1)
@@ -695,6 +830,28 @@ extern "C" int ft_gk_config(int *grid, int *block, size_t *smem)
     *block = FT_GK_BLOCK;
     *smem = bytes;
     return 0;
+}
+
+extern "C" int ft_gk_step_config(int *grid, int *block, size_t *smem)
+{
+    return gk_config_of((const void *)ft_gk_step_kernel, grid, block, smem);
+}
+
+extern "C" int ft_gk_step_launch(const ft_gk_params *p,
+                                 const ft_gk_xparams *x, int grid, int block,
+                                 size_t smem, void *stream)
+{
+    ft_gk_params cp = *p;
+    ft_gk_xparams cx = *x;
+    void *args[] = {&cp, &cx};
+    return (int)cudaLaunchCooperativeKernel((const void *)ft_gk_step_kernel,
+                                            dim3(grid), dim3(block), args,
+                                            smem, (cudaStream_t)stream);
+}
+
+extern "C" int ft_gk_config(int *grid, int *block, size_t *smem)
+{
+    return gk_config_of((const void *)ft_gk_search, grid, block, smem);
 }
 
 extern "C" int ft_gk_launch(const ft_gk_params *p, int grid, int block,

@@ -11,5 +11,6 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config ca-certificates clang libclang-rt-dev \
-  libxxhash-dev libjansson-dev libmarisa-dev libnng-dev libconfig-dev >/dev/null
+  libxxhash-dev libjansson-dev libmarisa-dev libnng-dev libconfig-dev \
+  nng-utils openssl python3-numpy python3-pytest >/dev/null
 echo "setup: packages installed"

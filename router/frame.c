@@ -14,7 +14,7 @@
 #include <xxhash.h>
 
 #include "frame.h"
-#include "ft_impl.h"
+#include "rt_impl.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define FRAME_LE 1 /* wire order is host order: bulk arrays are memcpy'd */
@@ -709,7 +709,7 @@ int ft_frame_search_fault(const ft_frame_msg *m, uint32_t i, char *errbuf,
 {
     if (m->hdr.type != FT_FRAME_SEARCH || i >= m->count)
         return FT_EINVAL;
-    FT_RETURN_ERROR_IF((m->masks[i] & FT_FRAME_HAS_RESULTS) &&
+    RT_RETURN_ERROR_IF((m->masks[i] & FT_FRAME_HAS_RESULTS) &&
                            m->reqs[i].results == 0,
                        FT_EREQUEST, "results: must be 1..%u, got 0",
                        FT_MAX_RESULTS);

@@ -13,14 +13,34 @@
  * owning shard: a key's ancestors all live in its shard), the group merges
  * them by (score desc, order asc), which is a total order across shards
  * (orders hold global ranks), and attaches the values once.
+ *
+ * Exchanges (ft_exchange): CPU engines' lists are host memory, copied with
+ * memcpy.  GPU engines' lists are device memory and their steps are
+ * enqueued on their streams; the exchange is enqueued too, so nothing waits
+ * on the host until the results: either device copies on a group stream
+ * (every engine's expand -> event -> the group stream gathers all send
+ * lists into shard 0's recv and copies that to the others -> event -> every
+ * engine's next launch), or one ncclAllGather per engine (one rank per
+ * GPU), which puts rank s's list at recv + s * len as the contract wants.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "flashtrie.h"
+#include "rt_impl.h"
 #include "rules.h"
 #include "search_impl.h"
+
+#ifdef FT_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+#ifdef FT_HAVE_NCCL
+#include <dlfcn.h>
+#include <nccl.h>
+#include <pthread.h>
+#endif
 
 struct ft_group {
     size_t n;                  /* shards */
@@ -28,8 +48,137 @@ struct ft_group {
     const ft_index **idx;      /* [n] */
     uint64_t *base;            /* [n]: key index of each shard's first key */
     uint32_t max_beam;
+    ft_engine_opts o;          /* every engine's options */
     ft_result *part;           /* [n * FT_ENGINE_CHUNK] local hits */
+    ft_exchange xk;            /* the exchange in use */
+#ifdef FT_HAVE_CUDA
+    int xdev;                  /* device of the group stream */
+    cudaStream_t xs;           /* FT_EXCHANGE_DEVICE: the copies */
+    cudaEvent_t *ev;           /* [n]: engine s's expand done */
+    cudaEvent_t xdone;         /* the copies done */
+    uint64_t *lists[2];        /* shared lists (ft_group_opts.shared_lists) */
+    /* opts.timing with device copies: per step, events at shard 0's
+     * launch (A), at the last expand's end (B) and at the copies' end (C)
+     * on the group stream; sums of B-A (kernels), C-B (exchange) and
+     * A(t+1)-C(t) (waiting for the next launch) over all steps. */
+    cudaEvent_t *tev;          /* [3 * FT_MAX_T] */
+    double tsum[4];            /* kernels, exchange, gap, host per batch */
+    uint64_t tsteps, tbatches;
+#endif
+#ifdef FT_HAVE_NCCL
+    ncclComm_t *comm;          /* [n]: rank s = shard s */
+#endif
 };
+
+#ifdef FT_HAVE_CUDA
+/* FT_CUDA_CHECK_GOTO logs a failed CUDA call, clears the error and jumps
+ * to the label with rc = FT_ECUDA (a local copy until shard/ft_cuda.h
+ * lands). */
+#define FT_CUDA_CHECK_GOTO(call, label)                                       \
+    do {                                                                      \
+        cudaError_t e_ = (call);                                              \
+        if (e_ != cudaSuccess) {                                              \
+            FT_LOGF(FT_LOG_ERROR, "CUDA: %s failed: %s", #call,                \
+                    cudaGetErrorString(e_));                                  \
+            (void)cudaGetLastError();                                         \
+            rc = FT_ECUDA;                                                    \
+            goto label;                                                       \
+        }                                                                     \
+    } while (0)
+#endif
+#ifdef FT_HAVE_NCCL
+#define FT_NCCL_CHECK_GOTO(call, label)                                       \
+    do {                                                                      \
+        ncclResult_t r_ = (call);                                             \
+        if (r_ != ncclSuccess) {                                              \
+            FT_LOGF(FT_LOG_ERROR, "NCCL: %s failed: %s", #call,                \
+                    N.error_string(r_));                                      \
+            rc = FT_ECUDA;                                                    \
+            goto label;                                                       \
+        }                                                                     \
+    } while (0)
+#endif
+
+#ifdef FT_HAVE_NCCL
+/* NCCL is loaded at run time (libnccl.so.2), not linked: programs then
+ * run, and package, where NCCL is absent or is not a system package (it
+ * ships with the CUDA toolkit here); a group asking for it there gets
+ * FT_ENOTSUP.  Only nccl.h is needed at build time. */
+static struct nccl_api {
+    int ok;
+    /* typed from nccl.h's declarations, so a mismatch does not compile */
+    __typeof__(&ncclCommInitAll) init_all;
+    __typeof__(&ncclCommDestroy) destroy;
+    __typeof__(&ncclAllGather) all_gather;
+    __typeof__(&ncclGroupStart) group_start;
+    __typeof__(&ncclGroupEnd) group_end;
+    __typeof__(&ncclGetErrorString) error_string;
+} N;
+static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+
+static void nccl_load(void)
+{
+    void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        return;
+    *(void **)&N.init_all = dlsym(h, "ncclCommInitAll");
+    *(void **)&N.destroy = dlsym(h, "ncclCommDestroy");
+    *(void **)&N.all_gather = dlsym(h, "ncclAllGather");
+    *(void **)&N.group_start = dlsym(h, "ncclGroupStart");
+    *(void **)&N.group_end = dlsym(h, "ncclGroupEnd");
+    *(void **)&N.error_string = dlsym(h, "ncclGetErrorString");
+    N.ok = N.init_all && N.destroy && N.all_gather && N.group_start &&
+           N.group_end && N.error_string;
+}
+
+static int nccl_available(void)
+{
+    pthread_once(&nccl_once, nccl_load);
+    return N.ok;
+}
+#endif
+
+#ifdef FT_HAVE_CUDA
+/* rt_now is a monotonic clock in seconds (the timing report's host time). */
+static double rt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+#endif
+
+void ft_group_opts_init(ft_group_opts *gopts)
+{
+    memset(gopts, 0, sizeof *gopts);
+    gopts->exchange = FT_EXCHANGE_AUTO;
+    gopts->split_grid = 1;
+    gopts->shared_lists = 1;
+}
+
+ft_exchange ft_group_exchange(const ft_group *g) { return g->xk; }
+
+void ft_group_timing_report(ft_group *g, char *buf, size_t len)
+{
+    if (len)
+        buf[0] = 0;
+#ifdef FT_HAVE_CUDA
+    if (g->tev == NULL || g->tsteps == 0 || len == 0)
+        return;
+    double st = 1e6 / (double)g->tsteps;
+    snprintf(buf, len, "group of %zu (device exchange, %s), %llu batches, "
+             "%llu steps, us per step: kernels %.1f, exchange %.1f, to the "
+             "next launch %.1f; host per batch %.1f us\n", g->n,
+             g->lists[0] ? "shared lists" : "copies",
+             (unsigned long long)g->tbatches, (unsigned long long)g->tsteps,
+             g->tsum[0] * st, g->tsum[1] * st, g->tsum[2] * st,
+             g->tsum[3] * 1e6 / (double)g->tbatches);
+    memset(g->tsum, 0, sizeof g->tsum); /* the sums restart */
+    g->tsteps = g->tbatches = 0;
+#else
+    (void)g;
+#endif
+}
 
 ft_engine *ft_group_engine(ft_group *g, size_t s)
 {
@@ -42,6 +191,34 @@ void ft_group_close(ft_group *g)
 {
     if (g == NULL)
         return;
+#ifdef FT_HAVE_NCCL
+    if (g->comm)
+        for (size_t s = 0; s < g->n; s++)
+            if (g->comm[s])
+                N.destroy(g->comm[s]);
+    free(g->comm);
+#endif
+#ifdef FT_HAVE_CUDA
+    if (g->xs || g->ev) {
+        for (size_t s = 0; g->ev && s < g->n; s++)
+            if (g->ev[s]) {
+                cudaSetDevice(ft_engine_device(g->eng[s]));
+                cudaEventDestroy(g->ev[s]);
+            }
+        cudaSetDevice(g->xdev);
+        for (int i = 0; g->tev && i < 3 * (int)FT_MAX_T; i++)
+            if (g->tev[i])
+                cudaEventDestroy(g->tev[i]);
+        free(g->tev);
+        cudaFree(g->lists[0]);
+        cudaFree(g->lists[1]);
+        if (g->xdone)
+            cudaEventDestroy(g->xdone);
+        if (g->xs)
+            cudaStreamDestroy(g->xs);
+        free(g->ev);
+    }
+#endif
     for (size_t s = 0; s < g->n; s++)
         ft_engine_close(g->eng ? g->eng[s] : NULL);
     if (g->part)
@@ -54,9 +231,146 @@ void ft_group_close(ft_group *g)
     free(g);
 }
 
+/* exchange_setup chooses (or checks the forced) exchange and makes what
+ * it needs: streams and events, or the NCCL communicators. */
+static int exchange_setup(ft_group *g, ft_exchange want, int shared,
+                          char *errbuf, size_t errlen)
+{
+    size_t ngpu = 0, distinct = 1;
+    for (size_t s = 0; s < g->n; s++) {
+        int d = ft_engine_device(g->eng[s]);
+        ngpu += d >= 0;
+        for (size_t r = 0; r < s; r++)
+            if (ft_engine_device(g->eng[r]) == d)
+                distinct = 0;
+    }
+    int same = 1;
+    for (size_t s = 1; s < g->n; s++)
+        same &= ft_engine_device(g->eng[s]) == ft_engine_device(g->eng[0]);
+    RT_RETURN_ERROR_IF(ngpu != 0 && ngpu != g->n, FT_ENOTSUP,
+                       "shards: a group cannot mix CPU and GPU engines");
+    ft_exchange x = want;
+    if (x == FT_EXCHANGE_AUTO) {
+        if (ngpu == 0)
+            x = FT_EXCHANGE_HOST;
+        else if (same)
+            x = FT_EXCHANGE_DEVICE;
+        else {
+#ifdef FT_HAVE_NCCL
+            x = distinct && nccl_available() ? FT_EXCHANGE_NCCL
+                                             : FT_EXCHANGE_DEVICE;
+#else
+            x = FT_EXCHANGE_DEVICE;
+#endif
+        }
+    }
+    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_HOST && ngpu > 0, FT_ENOTSUP,
+                       "exchange: host needs CPU engines (GPU lists are in "
+                       "device memory)");
+    RT_RETURN_ERROR_IF(x != FT_EXCHANGE_HOST && ngpu == 0, FT_ENOTSUP,
+                       "exchange: %s needs GPU engines",
+                       x == FT_EXCHANGE_NCCL ? "nccl" : "device");
+#ifndef FT_HAVE_NCCL
+    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL, FT_ENOTSUP,
+                       "exchange: nccl: this build has no NCCL");
+#endif
+    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL && !distinct, FT_ENOTSUP,
+                       "exchange: nccl needs one shard per GPU");
+#ifdef FT_HAVE_NCCL
+    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL && !nccl_available(), FT_ENOTSUP,
+                       "exchange: nccl: libnccl.so.2 cannot be loaded");
+#endif
+    g->xk = x;
+    if (x == FT_EXCHANGE_HOST)
+        return FT_OK;
+#ifdef FT_HAVE_CUDA
+    int rc = FT_OK;
+    g->xdev = ft_engine_device(g->eng[0]);
+    if (x == FT_EXCHANGE_DEVICE) {
+        g->ev = calloc(g->n, sizeof *g->ev);
+        if (g->ev == NULL)
+            return FT_ENOMEM;
+        for (size_t s = 0; s < g->n; s++) {
+            FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[s])),
+                               fail);
+            FT_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(
+                                   &g->ev[s], cudaEventDisableTiming),
+                               fail);
+        }
+        FT_CUDA_CHECK_GOTO(cudaSetDevice(g->xdev), fail);
+        FT_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&g->xs,
+                                                     cudaStreamNonBlocking),
+                           fail);
+        FT_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&g->xdone,
+                                                    cudaEventDisableTiming),
+                           fail);
+        if (shared && same) {
+            /* One list buffer per step parity for all shards: room for a
+             * full batch of full beams from every shard. */
+            size_t slots = g->o.max_batch ? g->o.max_batch : 32;
+            slots = slots < FT_ENGINE_CHUNK ? slots : FT_ENGINE_CHUNK;
+            size_t bmax = g->o.max_beam && g->o.max_beam < FT_MAX_BEAM
+                              ? g->o.max_beam
+                              : FT_MAX_BEAM;
+            size_t cap = g->n * slots * bmax;
+            for (int i = 0; i < 2; i++)
+                FT_CUDA_CHECK_GOTO(cudaMalloc((void **)&g->lists[i], cap * 8),
+                                   fail);
+            for (size_t s = 0; s < g->n; s++)
+                ft_engine_gpu_bind_lists(g->eng[s], g->lists[0], g->lists[1],
+                                         cap);
+        }
+        if (g->o.timing) {
+            g->tev = calloc(3 * FT_MAX_T, sizeof *g->tev);
+            if (g->tev == NULL)
+                return FT_ENOMEM;
+            for (int i = 0; i < 3 * (int)FT_MAX_T; i++)
+                FT_CUDA_CHECK_GOTO(cudaEventCreate(&g->tev[i]), fail);
+        }
+    }
+#endif
+#ifdef FT_HAVE_NCCL
+    if (x == FT_EXCHANGE_NCCL) {
+        int *devs = calloc(g->n, sizeof *devs);
+        g->comm = calloc(g->n, sizeof *g->comm);
+        if (devs == NULL || g->comm == NULL) {
+            free(devs);
+            return FT_ENOMEM;
+        }
+        for (size_t s = 0; s < g->n; s++)
+            devs[s] = ft_engine_device(g->eng[s]);
+        ncclResult_t r = N.init_all(g->comm, (int)g->n, devs);
+        free(devs);
+        if (r != ncclSuccess) {
+            free(g->comm);
+            g->comm = NULL;
+            RT_RETURN_ERROR_IF(1, FT_ECUDA, "exchange: nccl: "
+                               "ncclCommInitAll over %zu GPUs failed: %s",
+                               g->n, N.error_string(r));
+        }
+    }
+#endif
+    return FT_OK;
+#ifdef FT_HAVE_CUDA
+fail:
+    RT_ERRF(errbuf, errlen, "exchange: creating the group's CUDA stream and "
+                            "events failed");
+    return rc;
+#endif
+}
+
 int ft_group_open(ft_group **out, const ft_index *const *shards,
                   size_t nshards, const ft_engine_opts *opts, char *errbuf,
                   size_t errlen)
+{
+    return ft_group_open_ex(out, shards, nshards, opts, NULL, errbuf,
+                            errlen);
+}
+
+int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
+                     size_t nshards, const ft_engine_opts *opts,
+                     const ft_group_opts *gopts, char *errbuf,
+                     size_t errlen)
 {
     *out = NULL;
     if (nshards == 0 || nshards > 4096) {
@@ -93,13 +407,33 @@ int ft_group_open(ft_group **out, const ft_index *const *shards,
         g->base[s] = base;
         base += ft_index_keys(shards[s]);
         char e[256] = "";
-        int rc = ft_engine_open(&g->eng[s], shards[s], &o, e, sizeof e);
+        ft_engine_opts os = o;
+        if (gopts && gopts->devices)
+            os.device = gopts->devices[s];
+        int rc = ft_engine_open(&g->eng[s], shards[s], &os, e, sizeof e);
         if (rc != FT_OK) {
             if (errbuf && errlen)
                 snprintf(errbuf, errlen, "shard %zu: %s", s, e);
             ft_group_close(g);
             return rc;
         }
+    }
+    g->o = o;
+    if (o.kind == FT_ENGINE_GPU && (gopts == NULL || gopts->split_grid)) {
+        /* Engines that share a GPU share its grid (see ft_group_opts). */
+        for (size_t s = 0; s < nshards; s++) {
+            uint32_t ways = 0;
+            for (size_t r = 0; r < nshards; r++)
+                ways += ft_engine_device(g->eng[r]) ==
+                        ft_engine_device(g->eng[s]);
+            ft_engine_gpu_share(g->eng[s], ways);
+        }
+    }
+    int rc = exchange_setup(g, gopts ? gopts->exchange : FT_EXCHANGE_AUTO,
+                            gopts ? gopts->shared_lists : 1, errbuf, errlen);
+    if (rc != FT_OK) {
+        ft_group_close(g);
+        return rc;
     }
     *out = g;
     return FT_OK;
@@ -127,6 +461,119 @@ static int exchange_host(ft_group *g)
         }
     }
     return FT_OK;
+}
+
+#ifdef FT_HAVE_CUDA
+/* exchange_device enqueues the exchange on the group stream: it waits for
+ * every engine's expand, then (own recv buffers) gathers every send list
+ * into shard 0's recv (n copies) and copies that whole to the other
+ * shards' recv (n - 1 copies, instead of n * (n - 1) small ones), or
+ * (shared lists) copies nothing: each shard wrote its list into the
+ * step's shared buffer.  Every engine's stream waits for the group stream
+ * before its next launch, which keeps from recv and then writes send:
+ * with shared lists the other parity's buffer, which nobody reads any
+ * more, since every shard's keep from it ran in the launch the group
+ * stream waited for. */
+static int exchange_device(ft_group *g, uint32_t t)
+{
+    int rc = FT_OK;
+    uint64_t *send, *recv, *recv0 = NULL;
+    size_t len = 0, l;
+    for (size_t s = 0; s < g->n; s++) {
+        if ((rc = ft_engine_step_buffers(g->eng[s], &send, &recv, &l)) !=
+            FT_OK)
+            return rc;
+        if (s == 0) {
+            len = l;
+            recv0 = recv;
+        } else if (l != len) {
+            return FT_EINTERNAL;
+        }
+        FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[s])), fail);
+        FT_CUDA_CHECK_GOTO(cudaEventRecord(g->ev[s], (cudaStream_t)
+                                           ft_engine_stream(g->eng[s])),
+                           fail);
+    }
+    FT_CUDA_CHECK_GOTO(cudaSetDevice(g->xdev), fail);
+    for (size_t s = 0; s < g->n; s++)
+        FT_CUDA_CHECK_GOTO(cudaStreamWaitEvent(g->xs, g->ev[s], 0), fail);
+    if (g->tev)
+        FT_CUDA_CHECK_GOTO(cudaEventRecord(g->tev[3 * t + 1], g->xs), fail);
+    /* Shared lists: every shard already wrote its list where all read it;
+     * the group stream only orders the streams. */
+    for (size_t s = 0; s < g->n && g->lists[0] == NULL; s++) {
+        ft_engine_step_buffers(g->eng[s], &send, &recv, &l);
+        FT_CUDA_CHECK_GOTO(cudaMemcpyAsync(recv0 + s * len, send, len * 8,
+                                           cudaMemcpyDefault, g->xs),
+                           fail);
+    }
+    for (size_t d = 1; d < g->n && g->lists[0] == NULL; d++) {
+        ft_engine_step_buffers(g->eng[d], &send, &recv, &l);
+        FT_CUDA_CHECK_GOTO(cudaMemcpyAsync(recv, recv0, g->n * len * 8,
+                                           cudaMemcpyDefault, g->xs),
+                           fail);
+    }
+    if (g->tev)
+        FT_CUDA_CHECK_GOTO(cudaEventRecord(g->tev[3 * t + 2], g->xs), fail);
+    FT_CUDA_CHECK_GOTO(cudaEventRecord(g->xdone, g->xs), fail);
+    for (size_t d = 0; d < g->n; d++) {
+        FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[d])), fail);
+        FT_CUDA_CHECK_GOTO(cudaStreamWaitEvent((cudaStream_t)ft_engine_stream(
+                                                   g->eng[d]),
+                                               g->xdone, 0),
+                           fail);
+    }
+fail:
+    return rc;
+}
+#endif
+
+#ifdef FT_HAVE_NCCL
+/* exchange_nccl enqueues one all-gather per rank on its engine's stream,
+ * in one NCCL group (one thread drives every rank). */
+static int exchange_nccl(ft_group *g)
+{
+    int rc = FT_OK;
+    FT_NCCL_CHECK_GOTO(N.group_start(), fail);
+    for (size_t s = 0; s < g->n; s++) {
+        uint64_t *send, *recv;
+        size_t len;
+        if ((rc = ft_engine_step_buffers(g->eng[s], &send, &recv, &len)) !=
+            FT_OK) {
+            N.group_end();
+            return rc;
+        }
+        FT_NCCL_CHECK_GOTO(N.all_gather(send, recv, len, ncclUint64,
+                                         g->comm[s],
+                                         (cudaStream_t)ft_engine_stream(
+                                             g->eng[s])),
+                           end);
+    }
+    FT_NCCL_CHECK_GOTO(N.group_end(), fail);
+    return FT_OK;
+end:
+    N.group_end();
+fail:
+    return rc;
+}
+#endif
+
+static int exchange(ft_group *g, uint32_t t)
+{
+    switch (g->xk) {
+#ifdef FT_HAVE_CUDA
+    case FT_EXCHANGE_DEVICE:
+        return exchange_device(g, t);
+#endif
+#ifdef FT_HAVE_NCCL
+    case FT_EXCHANGE_NCCL:
+        return exchange_nccl(g);
+#endif
+    case FT_EXCHANGE_HOST:
+        return exchange_host(g);
+    default:
+        return FT_EINTERNAL;
+    }
 }
 
 /* part_ready sizes shard s's local result for request i. */
@@ -216,11 +663,22 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
             rc = ft_engine_step_begin(g->eng[s], reqs, m, (uint32_t)s,
                                       (uint32_t)g->n);
     }
+#ifdef FT_HAVE_CUDA
+    double h0 = g->tev ? rt_now() : 0;
+#endif
     for (uint32_t t = 0; t < tmax && rc == FT_OK; t++) {
+#ifdef FT_HAVE_CUDA
+        if (g->tev) {
+            cudaSetDevice(g->xdev);
+            if (cudaEventRecord(g->tev[3 * t], (cudaStream_t)ft_engine_stream(
+                                                   g->eng[0])) != cudaSuccess)
+                rc = FT_ECUDA;
+        }
+#endif
         for (size_t s = 0; s < g->n && rc == FT_OK; s++)
             rc = ft_engine_step_expand(g->eng[s], t);
         if (rc == FT_OK)
-            rc = exchange_host(g);
+            rc = exchange(g, t);
         for (size_t s = 0; s < g->n && rc == FT_OK; s++)
             rc = ft_engine_step_keep(g->eng[s], t);
     }
@@ -229,6 +687,27 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
             part[i] = &g->part[s * FT_ENGINE_CHUNK + i];
         rc = ft_engine_step_finish(g->eng[s], part);
     }
+#ifdef FT_HAVE_CUDA
+    if (g->tev && rc == FT_OK && cudaStreamSynchronize(g->xs) == cudaSuccess) {
+        float ms;
+        for (uint32_t t = 0; t < tmax; t++) {
+            if (cudaEventElapsedTime(&ms, g->tev[3 * t], g->tev[3 * t + 1]) ==
+                cudaSuccess)
+                g->tsum[0] += ms * 1e-3;
+            if (cudaEventElapsedTime(&ms, g->tev[3 * t + 1],
+                                     g->tev[3 * t + 2]) == cudaSuccess)
+                g->tsum[1] += ms * 1e-3;
+            if (t + 1 < tmax &&
+                cudaEventElapsedTime(&ms, g->tev[3 * t + 2],
+                                     g->tev[3 * t + 3]) == cudaSuccess)
+                g->tsum[2] += ms * 1e-3;
+        }
+        (void)cudaGetLastError();
+        g->tsum[3] += rt_now() - h0;
+        g->tsteps += tmax;
+        g->tbatches++;
+    }
+#endif
     if (rc != FT_OK) {
         for (size_t i = 0; i < m; i++) {
             res[i]->n = 0;
@@ -240,6 +719,42 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
     }
     for (size_t i = 0; i < m; i++)
         merge_parts(g, i, reqs[i], res[i]);
+    return FT_OK;
+}
+
+/* A GPU engine takes a step batch that fits its slots: up to max_batch
+ * requests within max_k and max_t, or one larger request alone in its big
+ * slot (shard/gpu_engine.c's slot rules).  run_fit cuts reqs[0..m) into
+ * such batches; CPU engines take any batch. */
+static int run_fit(ft_group *g, const ft_prepared *const *reqs,
+                   ft_result *const *res, size_t m)
+{
+    if (g->o.kind != FT_ENGINE_GPU)
+        return run_chunk(g, reqs, res, m);
+    size_t slots = g->o.max_batch ? g->o.max_batch : 32;
+    slots = slots < FT_ENGINE_CHUNK ? slots : FT_ENGINE_CHUNK;
+    uint32_t kmax = g->o.max_k ? g->o.max_k : FT_MAX_K;
+    uint32_t tmax = g->o.max_t ? g->o.max_t : FT_MAX_T;
+    const ft_prepared *b[FT_ENGINE_CHUNK];
+    ft_result *br[FT_ENGINE_CHUNK];
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        int rc;
+        if (reqs[i]->K > kmax || reqs[i]->T > tmax) {
+            if ((rc = run_chunk(g, &reqs[i], &res[i], 1)) != FT_OK)
+                return rc;
+            continue;
+        }
+        b[k] = reqs[i];
+        br[k++] = res[i];
+        if (k == slots) {
+            if ((rc = run_chunk(g, b, br, k)) != FT_OK)
+                return rc;
+            k = 0;
+        }
+    }
+    if (k > 0)
+        return run_chunk(g, b, br, k);
     return FT_OK;
 }
 
@@ -260,7 +775,7 @@ int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
                                    vres);
         if (m == 0)
             continue;
-        int rc = run_chunk(g, vp, vres, m);
+        int rc = run_fit(g, vp, vres, m);
         if (rc != FT_OK)
             return rc;
     }

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ft_impl.h"
+#include "rt_impl.h"
 #include "jsonl.h"
 
 void ft_jsonl_req_init(ft_jsonl_req *q)
@@ -1073,7 +1073,7 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
     } else {
         ws(&r);
         if (r.p == r.end) {
-            fti_errf(errbuf, errlen, "json: empty line");
+            RT_ERRF(errbuf, errlen, "json: empty line");
             return FT_EREQUEST;
         }
         if (read_request(&r) == 0 && !r.fault) {
@@ -1087,11 +1087,11 @@ int ft_jsonl_parse(ft_jsonl_req *q, const char *line, size_t len,
         }
     }
     if (r.nomem) {
-        fti_errf(errbuf, errlen, "request: out of memory");
+        RT_ERRF(errbuf, errlen, "request: out of memory");
         return FT_ENOMEM;
     }
     if (r.syntax || r.fault) {
-        fti_errf(errbuf, errlen, "%s", r.syntax ? r.smsg : r.msg);
+        RT_ERRF(errbuf, errlen, "%s", r.syntax ? r.smsg : r.msg);
         return FT_EREQUEST;
     }
     q->req.T = (uint32_t)r.T[0];

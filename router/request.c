@@ -9,18 +9,9 @@
 #include <string.h>
 
 #include "flashtrie.h"
+#include "rt_impl.h"
 #include "rules.h"
 
-/* RETURN_ERROR_IF writes the message to the optional errbuf and returns
- * err when cond holds. */
-#define RETURN_ERROR_IF(cond, err, ...)                                       \
-    do {                                                                      \
-        if (cond) {                                                           \
-            if (errbuf != NULL && errlen > 0)                                 \
-                snprintf(errbuf, errlen, __VA_ARGS__);                        \
-            return (err);                                                     \
-        }                                                                     \
-    } while (0)
 
 void ft_request_init(ft_request *req)
 {
@@ -67,27 +58,27 @@ int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
                         size_t errlen)
 {
     uint32_t cap = max_beam && max_beam < FT_MAX_BEAM ? max_beam : FT_MAX_BEAM;
-    RETURN_ERROR_IF(req->T < 1 || req->T > FT_MAX_T, FT_EREQUEST,
+    RT_RETURN_ERROR_IF(req->T < 1 || req->T > FT_MAX_T, FT_EREQUEST,
                        "tokens: the grid must have 1..%u positions, got %u",
                        FT_MAX_T, req->T);
-    RETURN_ERROR_IF(req->K < 1 || req->K > FT_MAX_K, FT_EREQUEST,
+    RT_RETURN_ERROR_IF(req->K < 1 || req->K > FT_MAX_K, FT_EREQUEST,
                        "tokens: each position must have 1..%u proposals, got %u",
                        FT_MAX_K, req->K);
-    RETURN_ERROR_IF(req->tokens == NULL, FT_EREQUEST, "tokens: missing");
-    RETURN_ERROR_IF(req->logp == NULL, FT_EREQUEST, "logp: missing");
-    RETURN_ERROR_IF(req->beam < 1 || req->beam > FT_MAX_BEAM, FT_EREQUEST,
+    RT_RETURN_ERROR_IF(req->tokens == NULL, FT_EREQUEST, "tokens: missing");
+    RT_RETURN_ERROR_IF(req->logp == NULL, FT_EREQUEST, "logp: missing");
+    RT_RETURN_ERROR_IF(req->beam < 1 || req->beam > FT_MAX_BEAM, FT_EREQUEST,
                        "beam: must be 1..%u, got %u", FT_MAX_BEAM, req->beam);
-    RETURN_ERROR_IF(req->beam > cap, FT_EREQUEST,
+    RT_RETURN_ERROR_IF(req->beam > cap, FT_EREQUEST,
                        "beam: %u exceeds this server's cap of %u", req->beam,
                        cap);
-    RETURN_ERROR_IF(req->results > FT_MAX_RESULTS, FT_EREQUEST,
+    RT_RETURN_ERROR_IF(req->results > FT_MAX_RESULTS, FT_EREQUEST,
                        "results: must be 1..%u, got %u", FT_MAX_RESULTS,
                        req->results);
-    RETURN_ERROR_IF(isnan(req->theta_tok), FT_EREQUEST,
+    RT_RETURN_ERROR_IF(isnan(req->theta_tok), FT_EREQUEST,
                        "theta_tok: not a number");
-    RETURN_ERROR_IF(isnan(req->theta_sent), FT_EREQUEST,
+    RT_RETURN_ERROR_IF(isnan(req->theta_sent), FT_EREQUEST,
                        "theta_sent: not a number");
-    RETURN_ERROR_IF(!(req->alpha >= 0.0 && req->alpha <= 10.0), FT_EREQUEST,
+    RT_RETURN_ERROR_IF(!(req->alpha >= 0.0 && req->alpha <= 10.0), FT_EREQUEST,
                        "alpha: must be 0..10, got %.17g", req->alpha);
     uint32_t size = 64, shift = 26;
     while (size < 4 * req->K) {
@@ -108,7 +99,7 @@ int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
         }
         if (bad)
             for (uint32_t k = 0; k < req->K; k++)
-                RETURN_ERROR_IF(!isfinite(lp[k]), FT_EREQUEST,
+                RT_RETURN_ERROR_IF(!isfinite(lp[k]), FT_EREQUEST,
                                    "logp: position %u, proposal %u: not "
                                    "finite", t, k);
         if (++dup_stamp == 0) { /* wrapped: reset the stamps once */
@@ -122,7 +113,7 @@ int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
             uint32_t first = 0;
             while (tk[first] != tk[k])
                 first++;
-            RETURN_ERROR_IF(1, FT_EREQUEST,
+            RT_RETURN_ERROR_IF(1, FT_EREQUEST,
                                "tokens: position %u: token %u appears twice "
                                "(proposals %u and %u)", t, tk[k], first, k);
         }

@@ -106,7 +106,8 @@ int fti_attach_values(ft_result *res, const ft_index *const *shards,
         if (ft_index_value_at(&v, shards[lo], h->key_index - key_base[lo]) !=
             FT_OK) {
             /* Never read past the values, never answer wrongly. */
-            FT_LOGF(FT_LOG_ERROR, "search: key index %llu out of range (a bug)",
+            FT_LOGF(FT_LOG_ERROR, "search: key index %llu out of range (a damaged "
+                    "unverified index, or a bug)",
                     (unsigned long long)h->key_index);
             res->n = 0;
             res->status = FT_EINTERNAL;

@@ -24,17 +24,43 @@ void ft_searcher_opts_init(ft_searcher_opts *o)
 
 /* open_group opens a group of the given kind over every shard of lib. */
 static int open_group(ft_searcher *s, const ft_library *lib,
-                      const ft_engine_opts *eo, char *errbuf, size_t errlen)
+                      const ft_engine_opts *eo, const ft_searcher_opts *o,
+                      char *errbuf, size_t errlen)
 {
     size_t n = ft_library_shards(lib);
     const ft_index **sh = calloc(n, sizeof *sh);
-    if (sh == NULL)
+    int *dev = calloc(n, sizeof *dev);
+    if (sh == NULL || dev == NULL) {
+        free(sh);
+        free(dev);
         return FT_ENOMEM;
-    for (size_t i = 0; i < n; i++)
+    }
+    for (size_t i = 0; i < n; i++) {
         sh[i] = ft_library_shard(lib, i);
-    int rc = ft_group_open(&s->grp, sh, n, eo, errbuf, errlen);
+        dev[i] = o->n_devices ? o->devices[i % o->n_devices] : eo->device;
+    }
+    ft_group_opts go;
+    ft_group_opts_init(&go);
+    go.devices = eo->kind == FT_ENGINE_GPU ? dev : NULL;
+    int rc = ft_group_open_ex(&s->grp, sh, n, eo, &go, errbuf, errlen);
     free(sh);
+    free(dev);
     return rc;
+}
+
+/* describe_devices writes the devices a GPU group spreads over. */
+static void describe_devices(char *out, size_t len, const ft_searcher_opts *o,
+                             int device)
+{
+    if (o->n_devices <= 1) {
+        snprintf(out, len, "device %d",
+                 o->n_devices ? o->devices[0] : device);
+        return;
+    }
+    size_t w = (size_t)snprintf(out, len, "devices");
+    for (size_t i = 0; i < o->n_devices && w < len; i++)
+        w += (size_t)snprintf(out + w, len - w, "%s%d", i ? "," : " ",
+                              o->devices[i]);
 }
 
 int ft_searcher_open(ft_searcher **out, const ft_library *lib,
@@ -66,7 +92,7 @@ int ft_searcher_open(ft_searcher **out, const ft_library *lib,
         rc = FT_ENODEV;
         if (eo.kind != FT_ENGINE_CPU) {
             eo.kind = FT_ENGINE_GPU;
-            rc = open_group(s, lib, &eo, why, sizeof why);
+            rc = open_group(s, lib, &eo, o, why, sizeof why);
             if (rc != FT_OK && o->engine.kind == FT_ENGINE_GPU) {
                 if (errbuf && errlen)
                     snprintf(errbuf, errlen, "%s", why);
@@ -76,14 +102,15 @@ int ft_searcher_open(ft_searcher **out, const ft_library *lib,
         }
         if (rc != FT_OK) {
             eo.kind = FT_ENGINE_CPU;
-            rc = open_group(s, lib, &eo, errbuf, errlen);
+            rc = open_group(s, lib, &eo, o, errbuf, errlen);
         }
         if (rc == FT_OK) {
             s->kind = eo.kind;
+            char devs[128];
+            describe_devices(devs, sizeof devs, o, eo.device);
             if (eo.kind == FT_ENGINE_GPU)
                 snprintf(s->note, sizeof s->note,
-                         "shard group of %zu gpu engines on device %d", n,
-                         eo.device);
+                         "shard group of %zu gpu engines on %s", n, devs);
             else if (o->engine.kind == FT_ENGINE_AUTO)
                 snprintf(s->note, sizeof s->note,
                          "shard group of %zu cpu engines: the GPU engine "

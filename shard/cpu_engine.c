@@ -877,12 +877,14 @@ static void job_groups(cpu_engine *ce, int w)
  * = BW = 100 gained nothing from two workers, with sleeping or with
  * spinning waits, up to 65536; with more workers each one's share of a
  * step shrinks, so the cut-off falls with their number (131072 / workers,
- * at least 16384): on 16 cores a BW=200 request no longer runs alone while
- * a BW=500 one is split (latency then grows with BW). */
+ * at least 4096).  On the 16-core H200 host (2026-12-01, 10M keys, b=1)
+ * the earlier fixed cut-off of 65536 made BW=200 (3.77 ms) slower than
+ * BW=500; 16384 still left BW=100 alone at 0.876 ms while a split BW=200
+ * took 0.634 ms. */
 static uint32_t small_work_for(int nthreads)
 {
     uint32_t w = 131072u / (uint32_t)(nthreads > 0 ? nthreads : 1);
-    return w < 16384u ? 16384u : w;
+    return w < 4096u ? 4096u : w;
 }
 
 static int is_small(const cpu_engine *ce, const ft_prepared *r)

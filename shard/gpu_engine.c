@@ -28,10 +28,31 @@
  * buffer, one copy in, one cooperative launch for the whole batch (all T
  * steps), one copy out, then assemble the results.  A CUDA error marks the
  * engine failed; its requests get FT_ECUDA, never a partial result.
+ *
+ * Steps (a shard group drives them, see "steps" below and
+ * docs/gpu-engine.md): the same packing and assembly around one launch of
+ * the step kernel per decode step, all on the engine's stream.
  */
 #include "search.h"
 
 #ifndef FT_HAVE_CUDA
+
+int ft_engine_gpu_share(ft_engine *eng, uint32_t ways)
+{
+    (void)eng;
+    (void)ways;
+    return FT_ENOTSUP;
+}
+
+int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
+                             uint64_t *list1, size_t cap)
+{
+    (void)eng;
+    (void)list0;
+    (void)list1;
+    (void)cap;
+    return FT_ENOTSUP;
+}
 
 int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
 {
@@ -87,6 +108,23 @@ typedef struct gpu_engine {
     int grid, block;
     size_t smem;
     uint64_t wmax;
+    /* Shard-group steps (include/flashtrie.h, "engine steps"): the step
+     * kernel's launch shape, the exchange lists in device memory (send
+     * max_batch x max_beam keys, recv that times the largest shard count
+     * seen), and the batch in flight. */
+    int sgrid, sblock, sgrid_use; /* sgrid_use: ft_gpu_engine_share */
+    size_t ssmem;
+    uint64_t *d_send, *d_recv;
+    size_t send_cap, recv_cap;   /* keys */
+    const ft_prepared *sreq[FT_ENGINE_CHUNK];
+    size_t sn, slen, sout;
+    uint32_t shard, nshards, stmax;
+    uint32_t snext;              /* the step the next expand must be */
+    int skept;                   /* keep(snext - 1) was called */
+    uint64_t *blist[2];          /* ft_gpu_engine_bind_lists: shared lists
+                                  * of one GPU's group, by step parity */
+    size_t blist_cap;            /* keys of each */
+    ft_gk_params sprm;
     /* FT_GPU_TIMING: host-side phase timings of b=1 launches, per beam. */
     uint32_t lazy_min;          /* batches this large compute child ranges
                                  * of the selected beams only */
@@ -161,6 +199,8 @@ static int slot_alloc(gpu_engine *g, gpu_slot *s, uint32_t kmax,
     FT_CUDA_CHECK(cudaMalloc((void **)&d->beam_kcut, (size_t)g->bmax * 4));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->beam_cstart, (size_t)g->bmax * 4));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->hist, (size_t)g->bmax * tmax * 4));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->beam_rank, (size_t)g->bmax * 4));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->sel_idx, (size_t)g->bmax * 4));
     for (int i = 0; i < 2; i++)
         FT_CUDA_CHECK(cudaMalloc(&d->run[i],
                                  FT_GK_LIST_MAX * sizeof(ft_gk_hit)));
@@ -184,6 +224,8 @@ static void slot_free(gpu_slot *s)
     cudaFree(d->beam_kcut);
     cudaFree(d->beam_cstart);
     cudaFree(d->hist);
+    cudaFree(d->beam_rank);
+    cudaFree(d->sel_idx);
     cudaFree(d->run[0]);
     cudaFree(d->run[1]);
     cudaFree(d->hash);
@@ -237,6 +279,8 @@ static void gpu_close(ft_engine *eng)
     cudaFree(g->d_out);
     cudaFree(g->d_prof);
     cudaFree(g->d_root_map);
+    cudaFree(g->d_send);
+    cudaFree(g->d_recv);
     cudaFreeHost(g->h_in);
     cudaFreeHost(g->h_out);
     if (g->stream)
@@ -247,12 +291,25 @@ static void gpu_close(ft_engine *eng)
 
 static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
                    ft_result *const *res, size_t n);
+static cudaError_t abandon_steps(gpu_engine *g);
 static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len);
 static void *gpu_stream(ft_engine *eng);
+static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
+                          size_t n, uint32_t shard, uint32_t nshards);
+static int gpu_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
+                            size_t *len);
+static int gpu_step_expand(ft_engine *eng, uint32_t t);
+static int gpu_step_keep(ft_engine *eng, uint32_t t);
+static int gpu_step_finish(ft_engine *eng, ft_result *const *res);
 
 static const ft_engine_ops gpu_ops = {
     .name = "gpu",
     .run = gpu_run,
+    .step_begin = gpu_step_begin,
+    .step_buffers = gpu_step_buffers,
+    .step_expand = gpu_step_expand,
+    .step_keep = gpu_step_keep,
+    .step_finish = gpu_step_finish,
     .stream = gpu_stream,
     .timing_report = gpu_timing_report,
     .close = gpu_close,
@@ -351,6 +408,16 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
                  g->device, cudaGetErrorString((cudaError_t)e));
         return FT_ECUDA;
     }
+    e = ft_gk_step_config(&g->sgrid, &g->sblock, &g->ssmem);
+    if (e != 0) {
+        FT_ERROR("CUDA: step kernel configuration failed: %s",
+                 cudaGetErrorString((cudaError_t)e));
+        (void)cudaGetLastError();
+        fti_errf(errbuf, errlen, "GPU %d: step kernel configuration failed: "
+                 "%s", g->device, cudaGetErrorString((cudaError_t)e));
+        return FT_ECUDA;
+    }
+    g->sgrid_use = g->sgrid;
     if ((rc = copy_trie(g, t)) != FT_OK)
         return rc;
     if ((rc = root_map(g, eng)) != FT_OK)
@@ -388,6 +455,15 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         cudaMalloc((void **)&g->d_in, g->in_cap) != cudaSuccess ||
         cudaMalloc((void **)&g->d_out, g->out_cap) != cudaSuccess ||
         cudaMalloc((void **)&g->d_prof, 1024 * 8) != cudaSuccess) {
+        rc = FT_ECUDA;
+        goto cuda_fail;
+    }
+    /* Exchange lists for one shard; recv grows with the group's shard
+     * count (at a step_begin, never per request). */
+    g->send_cap = (size_t)g->nslots * g->bmax;
+    g->recv_cap = g->send_cap;
+    if (cudaMalloc((void **)&g->d_send, g->send_cap * 8) != cudaSuccess ||
+        cudaMalloc((void **)&g->d_recv, g->recv_cap * 8) != cudaSuccess) {
         rc = FT_ECUDA;
         goto cuda_fail;
     }
@@ -464,7 +540,8 @@ static size_t out_bytes(const ft_prepared *p)
  * output at *out_off. */
 static void pack_req(gpu_engine *g, ft_gk_req *q, const ft_prepared *p,
                      const gpu_slot *slot, const ft_child_range *root,
-                     size_t *in_off, size_t *out_off)
+                     size_t *in_off, size_t *out_off, int steps,
+                     uint32_t xoff)
 {
     size_t off = *in_off;
     memset(q, 0, sizeof *q);
@@ -509,6 +586,10 @@ static void pack_req(gpu_engine *g, ft_gk_req *q, const ft_prepared *p,
     q->steps = (ft_gk_step *)(g->d_in + st_off);
     q->out = (ft_gk_out_head *)(g->d_out + *out_off);
     q->slot = slot->d;
+    q->xoff = xoff;
+    /* The all-T kernel indexes beams by their rank: no rank map. */
+    if (!steps)
+        q->slot.beam_rank = NULL;
     *out_off += out_bytes(p);
     *in_off = off;
 }
@@ -520,12 +601,90 @@ static void fail_all(ft_result *const *res, size_t n, int code,
         fti_result_fail(res[i], code, msg);
 }
 
+/* next_params starts a launch generation (clearing the hash tables when
+ * it wraps) and fills the kernel parameters of an n-request batch. */
+static cudaError_t next_params(gpu_engine *g, ft_gk_params *prm, size_t n)
+{
+    if (++g->epoch >= (1u << 20)) {
+        /* The hash tables' generation wrapped: clear them once. */
+        for (uint32_t s = 0; s < g->nslots + (uint32_t)g->has_big; s++) {
+            cudaError_t e = cudaMemsetAsync(
+                g->slots[s].d.hash, 0,
+                slot_hash_entries(g->slots[s].kmax, g->slots[s].d.tmax) * 8,
+                g->stream);
+            if (e != cudaSuccess)
+                return e;
+        }
+        g->epoch = 1;
+    }
+    memset(prm, 0, sizeof *prm);
+    prm->view = g->view;
+    prm->reqs = (ft_gk_req *)g->d_in;
+    prm->nreq = (uint32_t)n;
+    prm->epoch = g->epoch;
+    prm->prof = g->d_prof;
+    prm->term_rank = g->dsec[FT_SEC_TERM_RANK];
+    prm->lazy = n >= g->lazy_min;
+    prm->root_n = g->root_n;
+    prm->root_map = g->d_root_map;
+    return cudaSuccess;
+}
+
+/* assemble turns the output region (copied back) of reqs[0..n) into
+ * their results.  The kernel reports each hit's terminal rank (its key
+ * index): values stay in host memory and are attached by the public
+ * search. */
+static void assemble(ft_engine *eng, const ft_prepared *const *reqs,
+                     ft_result *const *res, size_t n)
+{
+    gpu_engine *g = eng->impl;
+    const ft_trie *t = &eng->idx->trie;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ft_prepared *p = reqs[i];
+        const ft_gk_out_head *h = (const ft_gk_out_head *)(g->h_out + o);
+        const ft_gk_out_hit *hit = (const ft_gk_out_hit *)(h + 1);
+        const uint32_t *tok = (const uint32_t *)(hit + p->results);
+        o += out_bytes(p);
+        ft_result *r = res[i];
+        r->n = 0;
+        r->status = FT_OK;
+        r->error[0] = 0;
+        if (h->err || h->n > p->results) {
+            FT_ERROR("GPU engine: arena overflow in a request (a bug)");
+            fti_result_fail(r, FT_EINTERNAL,
+                            "engine: GPU arena overflow (internal error)");
+            continue;
+        }
+        for (uint32_t j = 0; j < h->n; j++) {
+            if (hit[j].rank >= t->n_keys || hit[j].len == 0 ||
+                hit[j].len > p->T) {
+                /* Never read past the values, never answer wrongly. */
+                FT_ERROR("GPU engine: key index %llu of %llu keys (a bug)",
+                         (unsigned long long)hit[j].rank,
+                         (unsigned long long)t->n_keys);
+                fti_result_fail(r, FT_EINTERNAL,
+                                "engine: GPU returned a bad key index "
+                                "(internal error)");
+                break;
+            }
+            int rc = fti_result_put(r, hit[j].rank, hit[j].order,
+                                    hit[j].score, hit[j].sigma,
+                                    tok + (size_t)j * p->T, hit[j].len);
+            if (rc != FT_OK) {
+                fti_result_fail(r, rc, "results: do not fit the result "
+                                       "buffer");
+                break;
+            }
+        }
+    }
+}
+
 /* Runs reqs[0..n) (all fitting the chosen slots) in one launch. */
 static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
                       ft_result *const *res, size_t n, int big)
 {
     gpu_engine *g = eng->impl;
-    const ft_trie *t = &eng->idx->trie;
     /* Descriptors go first, as an array; rows and counters follow. */
     size_t in_off = ALIGN16(n * sizeof(ft_gk_req));
     size_t out_off = 0;
@@ -539,31 +698,13 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         if (timing)
             tk[1] = fti_now();
         pack_req(g, (ft_gk_req *)(g->h_in + i * sizeof(ft_gk_req)), p, slot,
-                 &eng->idx->root, &in_off, &out_off);
+                 &eng->idx->root, &in_off, &out_off, 0, 0);
     }
     if (timing)
         tk[2] = fti_now();
-    if (++g->epoch >= (1u << 20)) {
-        /* The hash tables' generation wrapped: clear them once. */
-        for (uint32_t s = 0; s < g->nslots + (uint32_t)g->has_big; s++)
-            if (cudaMemsetAsync(g->slots[s].d.hash, 0,
-                                slot_hash_entries(g->slots[s].kmax,
-                                                  g->slots[s].d.tmax) * 8,
-                                g->stream) != cudaSuccess)
-                goto cuda_fail;
-        g->epoch = 1;
-    }
     ft_gk_params prm;
-    memset(&prm, 0, sizeof prm);
-    prm.view = g->view;
-    prm.reqs = (ft_gk_req *)g->d_in;
-    prm.nreq = (uint32_t)n;
-    prm.epoch = g->epoch;
-    prm.prof = g->d_prof;
-    prm.term_rank = g->dsec[FT_SEC_TERM_RANK];
-    prm.lazy = n >= g->lazy_min;
-    prm.root_n = g->root_n;
-    prm.root_map = g->d_root_map;
+    if (next_params(g, &prm, n) != cudaSuccess)
+        goto cuda_fail;
     cudaError_t e;
     if (timing)
         cudaEventRecord(g->ev[0], g->stream);
@@ -609,47 +750,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         }
     }
 #endif
-    /* The kernel reports each hit's terminal rank (its key index): values
-     * stay in host memory and are attached by the public search. */
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        const ft_prepared *p = reqs[i];
-        const ft_gk_out_head *h = (const ft_gk_out_head *)(g->h_out + o);
-        const ft_gk_out_hit *hit = (const ft_gk_out_hit *)(h + 1);
-        const uint32_t *tok = (const uint32_t *)(hit + p->results);
-        o += out_bytes(p);
-        ft_result *r = res[i];
-        r->n = 0;
-        r->status = FT_OK;
-        r->error[0] = 0;
-        if (h->err || h->n > p->results) {
-            FT_ERROR("GPU engine: arena overflow in a request (a bug)");
-            fti_result_fail(r, FT_EINTERNAL,
-                            "engine: GPU arena overflow (internal error)");
-            continue;
-        }
-        for (uint32_t j = 0; j < h->n; j++) {
-            if (hit[j].rank >= t->n_keys || hit[j].len == 0 ||
-                hit[j].len > p->T) {
-                /* Never read past the values, never answer wrongly. */
-                FT_ERROR("GPU engine: key index %llu of %llu keys (a bug)",
-                         (unsigned long long)hit[j].rank,
-                         (unsigned long long)t->n_keys);
-                fti_result_fail(r, FT_EINTERNAL,
-                                "engine: GPU returned a bad key index "
-                                "(internal error)");
-                break;
-            }
-            int rc = fti_result_put(r, hit[j].rank, hit[j].order,
-                                    hit[j].score, hit[j].sigma,
-                                    tok + (size_t)j * p->T, hit[j].len);
-            if (rc != FT_OK) {
-                fti_result_fail(r, rc, "results: do not fit the result "
-                                       "buffer");
-                break;
-            }
-        }
-    }
+    assemble(eng, reqs, res, n);
     if (timing) {
         tk[5] = fti_now();
         float ms[3] = {0, 0, 0};
@@ -705,6 +806,13 @@ static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
         fail_all(res, n, FT_ECUDA, "engine: cannot select the GPU");
         return FT_ECUDA;
     }
+    if (g->sn != 0 && abandon_steps(g) != cudaSuccess) {
+        (void)cudaGetLastError();
+        eng->failed = 1;
+        fail_all(res, n, FT_ECUDA, "engine: CUDA error, the GPU engine "
+                                   "failed");
+        return FT_ECUDA;
+    }
     for (size_t i = 0; i < n; i++) {
         if (reqs[i]->K > g->kmax || reqs[i]->T > g->tmax) {
             /* Too large for the batch slots: alone, in the big slot. */
@@ -724,6 +832,244 @@ static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
     }
     if (m > 0)
         return run_launch(eng, batch, bres, m, 0);
+    return FT_OK;
+}
+
+/* ---- steps (a shard group drives them) --------------------------------
+ *
+ * begin packs the batch as run_launch does (one copy in); every expand is
+ * one cooperative launch of the step kernel, whose first phase keeps the
+ * previous step from recv (so keep enqueues nothing: the group's exchange
+ * writes recv only after the next expand is enqueued); finish copies the
+ * output back, waits, and assembles as run_launch does.  Nothing waits on
+ * the host between begin and finish. */
+
+/* STEP_CHECK logs and returns err when cond holds: a misuse of the step
+ * contract by the caller (the steps have no error buffer). */
+#define STEP_CHECK(cond, err, ...)                                            \
+    do {                                                                      \
+        if (cond) {                                                           \
+            FT_ERROR("GPU engine: " __VA_ARGS__);                             \
+            return (err);                                                     \
+        }                                                                     \
+    } while (0)
+
+/* abandon_steps waits for a step batch that was never finished (its
+ * group failed half-way) before its buffers are reused. */
+static cudaError_t abandon_steps(gpu_engine *g)
+{
+    g->sn = 0;
+    return cudaStreamSynchronize(g->stream);
+}
+
+static int step_fail(ft_engine *eng, cudaError_t e, const char *what)
+{
+    gpu_engine *g = eng->impl;
+    FT_ERROR("CUDA: %s failed: %s", what, cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    eng->failed = 1;
+    g->sn = 0;
+    return FT_ECUDA;
+}
+
+static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
+                          size_t n, uint32_t shard, uint32_t nshards)
+{
+    gpu_engine *g = eng->impl;
+    if (eng->failed)
+        return FT_ECUDA;
+    STEP_CHECK(n == 0 || n > FT_ENGINE_CHUNK || nshards == 0 ||
+                           shard >= nshards,
+                       FT_EINVAL, "steps: %zu requests, shard %u of %u", n,
+                       shard, nshards);
+    /* The batch rides in the slots: up to max_batch requests that fit
+     * them, or one request alone in the big slot. */
+    int big = 0;
+    uint32_t tmax = 0;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (reqs[i]->K > g->kmax || reqs[i]->T > g->tmax)
+            big = 1;
+        tmax = reqs[i]->T > tmax ? reqs[i]->T : tmax;
+        len += reqs[i]->beam;
+    }
+    STEP_CHECK(big && (n > 1 || !g->has_big), FT_ELIMIT,
+                       "steps: a request larger than the slots (K %u, T %u) "
+                       "must come alone", g->kmax, g->tmax);
+    STEP_CHECK(n > g->nslots, FT_ELIMIT,
+                       "steps: %zu requests, the engine has %u slots", n,
+                       g->nslots);
+    if (cudaSetDevice(g->device) != cudaSuccess)
+        return step_fail(eng, cudaGetLastError(), "cudaSetDevice");
+    if (g->sn != 0 && abandon_steps(g) != cudaSuccess)
+        return step_fail(eng, cudaGetLastError(), "cudaStreamSynchronize");
+    STEP_CHECK(g->blist_cap && len * nshards > g->blist_cap, FT_ELIMIT,
+               "steps: %zu x %u keys exceed the shared lists (%zu)", len,
+               nshards, g->blist_cap);
+    if (!g->blist_cap && len * nshards > g->recv_cap) {
+        /* A larger group than before: grow once (cudaFree waits for the
+         * device, so nothing in flight still reads the old one). */
+        size_t cap = g->send_cap * nshards;
+        cudaFree(g->d_recv);
+        g->d_recv = NULL;
+        g->recv_cap = 0;
+        cudaError_t e = cudaMalloc((void **)&g->d_recv, cap * 8);
+        if (e != cudaSuccess)
+            return step_fail(eng, e, "cudaMalloc (exchange buffer)");
+        g->recv_cap = cap;
+    }
+    size_t in_off = ALIGN16(n * sizeof(ft_gk_req));
+    size_t out_off = 0;
+    uint32_t xoff = 0;
+    for (size_t i = 0; i < n; i++) {
+        gpu_slot *slot = big ? &g->slots[g->nslots] : &g->slots[i];
+        pack_req(g, (ft_gk_req *)(g->h_in + i * sizeof(ft_gk_req)), reqs[i],
+                 slot, &eng->idx->root, &in_off, &out_off, 1, xoff);
+        xoff += reqs[i]->beam;
+        g->sreq[i] = reqs[i];
+    }
+    cudaError_t e = next_params(g, &g->sprm, n);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(g->d_in, g->h_in, in_off, cudaMemcpyHostToDevice,
+                            g->stream);
+    if (e != cudaSuccess)
+        return step_fail(eng, e, "step batch copy");
+    g->sn = n;
+    g->slen = len;
+    g->sout = out_off;
+    g->shard = shard;
+    g->nshards = nshards;
+    g->stmax = tmax;
+    g->snext = 0;
+    g->skept = 0;
+    return FT_OK;
+}
+
+int ft_engine_gpu_share(ft_engine *eng, uint32_t ways)
+{
+    if (eng->ops != &gpu_ops)
+        return FT_ENOTSUP;
+    gpu_engine *g = eng->impl;
+    uint32_t w = ways ? ways : 1;
+    g->sgrid_use = g->sgrid / (int)w > 0 ? g->sgrid / (int)w : 1;
+    return FT_OK;
+}
+
+int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
+                             uint64_t *list1, size_t cap)
+{
+    if (eng->ops != &gpu_ops)
+        return FT_ENOTSUP;
+    gpu_engine *g = eng->impl;
+    g->blist[0] = list0;
+    g->blist[1] = list1;
+    g->blist_cap = list0 && list1 ? cap : 0;
+    return FT_OK;
+}
+
+/* step_lists gives the exchange buffers of step t: the own ones, or with
+ * bound lists the step parity's shared one (send is this shard's slot). */
+static void step_lists(const gpu_engine *g, uint32_t t, uint64_t **send,
+                       uint64_t **recv)
+{
+    if (g->blist_cap) {
+        *recv = g->blist[t & 1u];
+        *send = *recv + (size_t)g->shard * g->slen;
+    } else {
+        *send = g->d_send;
+        *recv = g->d_recv;
+    }
+}
+
+static int gpu_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
+                            size_t *len)
+{
+    gpu_engine *g = eng->impl;
+    if (g->sn == 0)
+        return FT_ESTATE;
+    /* The lists of the step expanded last. */
+    step_lists(g, g->snext ? g->snext - 1 : 0, send, recv);
+    *len = g->slen;
+    return FT_OK;
+}
+
+static int gpu_step_expand(ft_engine *eng, uint32_t t)
+{
+    gpu_engine *g = eng->impl;
+    if (g->sn == 0 || eng->failed)
+        return FT_ESTATE;
+    STEP_CHECK(t != g->snext || (t > 0 && !g->skept), FT_ESTATE,
+                       "steps: expand %u out of order (expected %u%s)", t,
+                       g->snext, t > 0 && !g->skept ? " after keep" : "");
+    if (cudaSetDevice(g->device) != cudaSuccess)
+        return step_fail(eng, cudaGetLastError(), "cudaSetDevice");
+    ft_gk_xparams x;
+    memset(&x, 0, sizeof x);
+    uint64_t *send, *recv, *psend;
+    step_lists(g, t, &send, &recv);
+    x.send = send;
+    if (t > 0)
+        step_lists(g, t - 1, &psend, &recv); /* keep reads step t - 1's */
+    x.recv = recv;
+    x.len = g->slen;
+    x.shard = g->shard;
+    x.nshards = g->nshards;
+    x.t = t;
+    x.keep = t > 0;
+    cudaError_t e = (cudaError_t)ft_gk_step_launch(
+        &g->sprm, &x, g->sgrid_use, g->sblock, g->ssmem, g->stream);
+    if (e != cudaSuccess)
+        return step_fail(eng, e, "step kernel launch");
+    g->snext = t + 1;
+    g->skept = 0;
+    return FT_OK;
+}
+
+static int gpu_step_keep(ft_engine *eng, uint32_t t)
+{
+    gpu_engine *g = eng->impl;
+    if (g->sn == 0 || eng->failed)
+        return FT_ESTATE;
+    STEP_CHECK(t + 1 != g->snext || g->skept, FT_ESTATE,
+                       "steps: keep %u out of order (expanded %u)", t,
+                       g->snext);
+    g->skept = 1; /* runs first in the next expand's launch */
+    return FT_OK;
+}
+
+static int gpu_step_finish(ft_engine *eng, ft_result *const *res)
+{
+    gpu_engine *g = eng->impl;
+    if (g->sn == 0)
+        return FT_ESTATE;
+    size_t n = g->sn;
+    if (eng->failed) {
+        g->sn = 0;
+        fail_all(res, n, FT_ECUDA, "engine: CUDA error, the GPU engine "
+                                   "failed");
+        return FT_ECUDA;
+    }
+    if (g->snext < g->stmax) {
+        g->sn = 0;
+        FT_ERROR("GPU engine: steps: finish after %u of %u steps",
+                 g->snext, g->stmax);
+        fail_all(res, n, FT_ESTATE, "engine: steps finished early");
+        return FT_ESTATE;
+    }
+    cudaError_t e = cudaSetDevice(g->device);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(g->h_out, g->d_out, g->sout,
+                            cudaMemcpyDeviceToHost, g->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(g->stream);
+    if (e != cudaSuccess) {
+        step_fail(eng, e, "step results copy");
+        fail_all(res, n, FT_ECUDA, "engine: CUDA error, the GPU engine "
+                                   "failed");
+        return FT_ECUDA;
+    }
+    assemble(eng, g->sreq, res, n);
+    g->sn = 0;
     return FT_OK;
 }
 

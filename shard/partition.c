@@ -33,7 +33,12 @@ int ft_root_subtrees(ft_subtree **out, uint64_t *n, const ft_index *idx)
         st[i].tok = ft_child_label(v, &idx->root, idx->root.first + i);
     for (uint64_t i = 0; i <= F; i++)
         b[i] = idx->root.first + i;
-    while (F > 0 && b[0] < b[F]) {
+    /* A damaged unverified file must not make this loop run away: the
+     * boundaries stay within the nodes, and there are at most max_depth + 1
+     * levels. */
+    uint64_t nn = v->n_nodes;
+    for (uint32_t level = 0; F > 0 && b[0] < b[F] && level <= t->max_depth;
+         level++) {
         for (uint64_t i = 0; i <= F; i++) {
             if (i > 0 && b[i] == b[i - 1]) {
                 hr[i] = hr[i - 1];
@@ -56,6 +61,8 @@ int ft_root_subtrees(ft_subtree **out, uint64_t *n, const ft_index *idx)
             if (b[i] != prev_in) {
                 prev_in = b[i];
                 prev_out = ft_select0(v, b[i]) - b[i];
+                if (prev_out > nn)
+                    prev_out = nn;
             }
             b[i] = prev_out;
         }

@@ -37,6 +37,42 @@ for n in 1 2 3 5 8; do
         done
     done
 done
+# the daemon serves the manifest with engine = "shards" from a config file
+# (a CPU shard group here): the same answers through flashtrie query
+SOCK="$TMP/ft.sock"
+cat > "$TMP/serve.conf" <<CONF
+index = "$TMP/m5.ftm";
+listeners = ( { url = "ipc://$SOCK"; } );
+engine = "shards";
+cpu_threads = 1;
+CONF
+"$BIN" serve --config "$TMP/serve.conf" 2> "$TMP/serve.log" &
+SPID=$!
+"$BIN" query --url "ipc://$SOCK" --ping --timeout-ms 20000 ||
+    { kill $SPID; fail "server did not answer: $(tail -3 "$TMP/serve.log")"; }
+"$BIN" query --url "ipc://$SOCK" --batch 8 < "$TMP/req.jsonl" > "$TMP/got.jsonl"
+qrc=$?
+kill -TERM $SPID
+wait $SPID
+src=$?
+[ $src -eq 0 ] || fail "serve exited $src after SIGTERM"
+# the one rejected request makes query exit 1; every line is still answered
+[ $qrc -le 1 ] || fail "query exit $qrc"
+cmp -s "$TMP/want.jsonl" "$TMP/got.jsonl" || fail "served manifest: answers differ"
+grep -q "shard group of 5 cpu engines" "$TMP/serve.log" ||
+    fail "serve did not say it runs a shard group: $(grep -i engine "$TMP/serve.log" | head -2)"
+# a cluster of several processes is refused at start, saying why
+cat > "$TMP/cluster.conf" <<CONF
+index = "$TMP/m5.ftm";
+listeners = ( { url = "ipc://$TMP/c.sock"; } );
+engine = "shards";
+cluster = { rank = 0; world = 2; coordinator = "tcp://127.0.0.1:7799"; };
+CONF
+"$BIN" serve --config "$TMP/cluster.conf" 2> "$TMP/cl.log"
+crc=$?
+[ $crc -eq 1 ] || fail "cluster config: exit $crc, want 1"
+grep -q "multi-process shard groups are not served" "$TMP/cl.log" ||
+    fail "cluster refusal not named: $(tail -1 "$TMP/cl.log")"
 # a manifest whose shard is gone is refused with exit 1 and a named error
 rm -f "$TMP"/m2.ftm.shard-001-of-002.idx
 "$BIN" search --index "$TMP/m2.ftm" < "$TMP/req.jsonl" > /dev/null 2>"$TMP/err.txt"

@@ -1,0 +1,572 @@
+/* serve_metrics.c - /metrics and /healthz over nng's HTTP server
+ * (serve_metrics.h). */
+#include "serve_metrics.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nng/supplemental/http/http.h>
+
+/* The le bounds of flashtrie_request_duration_seconds are bounds of the
+ * latency table INFO reads its percentiles from (bucket i ends at
+ * 2^((i+1)/4) us), so the cumulative counts are exact, not re-binned:
+ * every second bound from 2^(23/4) us = 53.8 us to 2^(93/4) us = 9.98 s,
+ * 36 buckets a factor sqrt(2) apart. */
+#define LAT_FIRST_BOUND 23 /* bucket index + 1 of the first le */
+#define LAT_LAST_BOUND 93
+#define LAT_STEP 2
+
+/* status_label names an ft_err in flashtrie_requests_total's status
+ * label; the common ones are INFO's status.* keys. */
+static const char *status_label(int s)
+{
+    static const char *const names[] = {
+        [FT_OK] = "ok",             [FT_ENOMEM] = "nomem",
+        [FT_EINVAL] = "invalid",    [FT_EIO] = "io",
+        [FT_EPARSE] = "parse",      [FT_EFORMAT] = "format",
+        [FT_ECHECKSUM] = "checksum", [FT_EVERSION] = "version",
+        [FT_ETRUNC] = "truncated",  [FT_ELIMIT] = "limit",
+        [FT_ENOTFOUND] = "notfound", [FT_EREQUEST] = "rejected",
+        [FT_ENODEV] = "nodev",      [FT_ECUDA] = "cuda",
+        [FT_ENCCL] = "nccl",        [FT_ENOTSUP] = "notsup",
+        [FT_EBUSY] = "busy",        [FT_EINTERNAL] = "internal",
+        [FT_ESTATE] = "state",      [FT_EPROTO] = "protocol",
+        [FT_EDEADLINE] = "deadline", [FT_ETIMEDOUT] = "timedout",
+        [FT_ECONN] = "conn",        [FT_EPERM] = "denied",
+        [FT_ECONFIG] = "config",    [FT_ESHUTDOWN] = "shutdown",
+        [FT_EMANIFEST] = "manifest",
+    };
+    if (s >= 0 && (size_t)s < sizeof names / sizeof names[0] && names[s])
+        return names[s];
+    return NULL;
+}
+
+/* always_shown: the statuses whose series exist from the first scrape on
+ * (at 0), so that rate() and alerts see them before the first one
+ * happens; any other status appears once it is counted. */
+static int always_shown(int s)
+{
+    return s == FT_OK || s == FT_EREQUEST || s == FT_EBUSY ||
+           s == FT_EDEADLINE || s == FT_EPROTO || s == FT_ESHUTDOWN ||
+           s == FT_EPERM || s == FT_ECUDA || s == FT_EINTERNAL;
+}
+
+/* active counts the handlers running now and stopping turns new ones
+ * away, so that srv_http_stop can wait until no handler reads the server
+ * any more (nng's stop closes the connections but does not say that the
+ * callbacks already running have returned). */
+struct srv_http {
+    server *srv;
+    nng_http_server *hs;
+    nng_url *url;
+    int started;
+    atomic_int active;
+    atomic_int stopping;
+    atomic_int ready;  /* the request listeners are open */
+};
+
+void srv_metrics_take(server *srv, srv_metrics_snap *s)
+{
+    memset(s, 0, sizeof *s);
+    s->version = FT_VERSION_STRING;
+    s->uptime_s = (double)(ft_now_ns() - srv->start_ns) / 1e9;
+    s->draining = atomic_load(&srv->draining);
+    s->starting = srv->http != NULL && !atomic_load(&srv->http->ready);
+    s->in_flight = atomic_load(&srv->inflight);
+    s->connections_opened = atomic_load(&srv->pipes_added);
+    s->connections_closed = atomic_load(&srv->pipes_removed);
+    s->messages_json = atomic_load(&srv->json_messages);
+    s->messages_frame = atomic_load(&srv->frame_messages);
+    /* The sum first, then the buckets, then the statuses: srv_count adds
+     * the status first, so a scrape racing a request never shows a
+     * histogram count above the status total by more than the requests
+     * in between. */
+    s->latency_ns_sum = atomic_load(&srv->latency_ns_sum);
+    for (size_t b = 0; b < SRV_HIST_BUCKETS; b++)
+        s->hist[b] = atomic_load(&srv->hist[b]);
+    for (size_t i = 0; i < SRV_ERR_COUNT; i++)
+        s->status[i] = atomic_load(&srv->status[i]);
+    ft_queue_stats(&srv->queue, &s->queue_depth, &s->queue_capacity,
+                   &s->busy_rejections, &s->queued_total,
+                   &s->queue_high_water);
+    ft_batcher_stats bs;
+    ft_batcher_stats_get(srv->batcher, &bs);
+    s->batches = bs.batches;
+    s->batch_requests = bs.requests;
+    s->engine_failed_requests = bs.engine_fail;
+    memcpy(s->batch_sizes, bs.sizes, sizeof s->batch_sizes);
+    s->reloads = atomic_load(&srv->reloads);
+    s->reload_failures = atomic_load(&srv->reload_failures);
+    ft_gen *g = ft_batcher_current(srv->batcher);
+    s->generation = g->id;
+    s->index_keys = g->info.keys;
+    s->index_nodes = g->info.nodes;
+    s->index_bytes = g->info.file_bytes;
+    s->shards = g->shards;
+    s->n_eng = g->n_eng;
+    for (size_t i = 0; i < g->n_eng && i < FT_SLOT_MAX_REPLICAS; i++) {
+        srv_metrics_engine *e = &s->eng[i];
+        /* The kind names are static strings, so they outlive g. */
+        e->kind = ft_gen_kind_name(g, i);
+        e->device = g->device[i];
+        e->up = !ft_searcher_failed(g->eng[i]);
+        e->batches = i < bs.replicas ? bs.runs[i] : 0;
+        e->busy_ns = i < bs.replicas ? bs.busy_ns[i] : 0;
+    }
+    ft_gen_unref(g);
+}
+
+/* ---- rendering ---- */
+
+/* out is the text being written; rc keeps the first failure, so the
+ * writers below need no checks of their own. */
+typedef struct render {
+    ft_buf *out;
+    int rc;
+} render;
+
+static void put(render *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void put(render *r, const char *fmt, ...)
+{
+    if (r->rc != FT_OK)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    if (ft_buf_vprintf(r->out, fmt, ap) != FT_OK)
+        r->rc = FT_ENOMEM;
+    va_end(ap);
+}
+
+/* family writes the # HELP and # TYPE lines (help texts hold no
+ * backslash or newline, which the format would need escaped). */
+static void family(render *r, const char *name, const char *type,
+                   const char *help)
+{
+    put(r, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* put_label_value writes v between quotes with the format's escapes
+ * (backslash, double quote, newline). */
+static void put_label_value(render *r, const char *v)
+{
+    put(r, "\"");
+    for (const char *p = v; *p; p++) {
+        if (*p == '\\')
+            put(r, "\\\\");
+        else if (*p == '"')
+            put(r, "\\\"");
+        else if (*p == '\n')
+            put(r, "\\n");
+        else
+            put(r, "%c", *p);
+    }
+    put(r, "\"");
+}
+
+static void u64_sample(render *r, const char *name, uint64_t v)
+{
+    put(r, "%s %llu\n", name, (unsigned long long)v);
+}
+
+/* engine_labels writes {replica="R",kind="K",device="D"}; a CPU engine
+ * has an empty device. */
+static void engine_labels(render *r, size_t i, const srv_metrics_engine *e)
+{
+    char dev[16] = "";
+    if (e->device >= 0)
+        snprintf(dev, sizeof dev, "%d", e->device);
+    put(r, "{replica=\"%zu\",kind=", i);
+    put_label_value(r, e->kind ? e->kind : "");
+    put(r, ",device=");
+    put_label_value(r, dev);
+    put(r, "}");
+}
+
+static void render_requests(render *r, const srv_metrics_snap *s)
+{
+    family(r, "flashtrie_requests_total", "counter",
+           "Requests answered, by status (ok, rejected: a request breaking "
+           "the rules, busy: queue full, deadline, protocol, shutdown: "
+           "draining, denied, ...).");
+    for (int i = 0; i < SRV_ERR_COUNT; i++) {
+        const char *name = status_label(i);
+        char code[24];
+        if (!always_shown(i) && s->status[i] == 0)
+            continue;
+        if (name == NULL) {
+            snprintf(code, sizeof code, "error_%d", i);
+            name = code;
+        }
+        put(r, "flashtrie_requests_total{status=\"%s\"} %llu\n", name,
+            (unsigned long long)s->status[i]);
+    }
+
+    /* Rejected requests are answered at once and counted with latency 0,
+     * as in INFO's percentiles. */
+    family(r, "flashtrie_request_duration_seconds", "histogram",
+           "Time from a message's arrival to its reply, per request.");
+    uint64_t cum = 0;
+    size_t next = 0;
+    for (size_t k = LAT_FIRST_BOUND; k <= LAT_LAST_BOUND; k += LAT_STEP) {
+        /* The bound 2^(k/4) us ends bucket k-1. */
+        for (; next < k; next++)
+            cum += s->hist[next];
+        put(r, "flashtrie_request_duration_seconds_bucket{le=\"%.6g\"} "
+               "%llu\n",
+            srv_hist_upper_us(k - 1) / 1e6, (unsigned long long)cum);
+    }
+    for (; next < SRV_HIST_BUCKETS; next++)
+        cum += s->hist[next];
+    put(r, "flashtrie_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+        (unsigned long long)cum);
+    put(r, "flashtrie_request_duration_seconds_sum %.9f\n",
+        (double)s->latency_ns_sum / 1e9);
+    put(r, "flashtrie_request_duration_seconds_count %llu\n",
+        (unsigned long long)cum);
+
+    family(r, "flashtrie_messages_total", "counter",
+           "Messages received, by format (json: a JSON request line, "
+           "frame: a binary frame).");
+    put(r, "flashtrie_messages_total{format=\"json\"} %llu\n",
+        (unsigned long long)s->messages_json);
+    put(r, "flashtrie_messages_total{format=\"frame\"} %llu\n",
+        (unsigned long long)s->messages_frame);
+    family(r, "flashtrie_in_flight_messages", "gauge",
+           "Messages received and not answered yet.");
+    put(r, "flashtrie_in_flight_messages %ld\n", s->in_flight);
+}
+
+static void render_queue(render *r, const srv_metrics_snap *s)
+{
+    family(r, "flashtrie_queue_depth", "gauge",
+           "Requests waiting in the queue for a batch.");
+    u64_sample(r, "flashtrie_queue_depth", s->queue_depth);
+    family(r, "flashtrie_queue_capacity", "gauge",
+           "Requests the queue holds before the server answers BUSY "
+           "(queue_depth).");
+    u64_sample(r, "flashtrie_queue_capacity", s->queue_capacity);
+    family(r, "flashtrie_queue_high_water", "gauge",
+           "The most requests ever queued at once.");
+    u64_sample(r, "flashtrie_queue_high_water", s->queue_high_water);
+    family(r, "flashtrie_queued_requests_total", "counter",
+           "Requests ever queued.");
+    u64_sample(r, "flashtrie_queued_requests_total", s->queued_total);
+    family(r, "flashtrie_busy_rejections_total", "counter",
+           "Messages refused whole with BUSY because their requests did "
+           "not fit in the queue.");
+    u64_sample(r, "flashtrie_busy_rejections_total", s->busy_rejections);
+
+    family(r, "flashtrie_batch_size", "histogram",
+           "Requests per engine call.");
+    uint64_t cum = 0;
+    for (size_t b = 0; b + 1 < FT_BATCH_SIZE_BUCKETS; b++) {
+        cum += s->batch_sizes[b];
+        put(r, "flashtrie_batch_size_bucket{le=\"%zu\"} %llu\n",
+            (size_t)1 << b, (unsigned long long)cum);
+    }
+    cum += s->batch_sizes[FT_BATCH_SIZE_BUCKETS - 1];
+    put(r, "flashtrie_batch_size_bucket{le=\"+Inf\"} %llu\n",
+        (unsigned long long)cum);
+    u64_sample(r, "flashtrie_batch_size_sum", s->batch_requests);
+    u64_sample(r, "flashtrie_batch_size_count", s->batches);
+}
+
+static void render_engines(render *r, const srv_metrics_snap *s)
+{
+    family(r, "flashtrie_engine_up", "gauge",
+           "1 while the replica's engine serves, 0 once it failed.");
+    for (size_t i = 0; i < s->n_eng; i++) {
+        put(r, "flashtrie_engine_up");
+        engine_labels(r, i, &s->eng[i]);
+        put(r, " %d\n", s->eng[i].up ? 1 : 0);
+    }
+    family(r, "flashtrie_engine_batches_total", "counter",
+           "Engine calls (batches) each replica ran.");
+    for (size_t i = 0; i < s->n_eng; i++) {
+        put(r, "flashtrie_engine_batches_total");
+        engine_labels(r, i, &s->eng[i]);
+        put(r, " %llu\n", (unsigned long long)s->eng[i].batches);
+    }
+    family(r, "flashtrie_engine_busy_seconds_total", "counter",
+           "Time each replica spent running batches.");
+    for (size_t i = 0; i < s->n_eng; i++) {
+        put(r, "flashtrie_engine_busy_seconds_total");
+        engine_labels(r, i, &s->eng[i]);
+        put(r, " %.9f\n", (double)s->eng[i].busy_ns / 1e9);
+    }
+    family(r, "flashtrie_engine_failed_requests_total", "counter",
+           "Requests answered with an error because their engine failed.");
+    u64_sample(r, "flashtrie_engine_failed_requests_total",
+               s->engine_failed_requests);
+}
+
+static void render_index(render *r, const srv_metrics_snap *s)
+{
+    family(r, "flashtrie_index_keys", "gauge", "Keys of the served index.");
+    u64_sample(r, "flashtrie_index_keys", s->index_keys);
+    family(r, "flashtrie_index_nodes", "gauge",
+           "Trie nodes of the served index.");
+    u64_sample(r, "flashtrie_index_nodes", s->index_nodes);
+    family(r, "flashtrie_index_bytes", "gauge",
+           "Bytes of the served index file (all shards).");
+    u64_sample(r, "flashtrie_index_bytes", s->index_bytes);
+    family(r, "flashtrie_index_shards", "gauge",
+           "Shards of the served library (1 for a plain index).");
+    u64_sample(r, "flashtrie_index_shards", s->shards);
+    family(r, "flashtrie_index_generation", "gauge",
+           "Id of the served index generation: 1 at start; every reload "
+           "attempt takes the next id, a refused one included.");
+    u64_sample(r, "flashtrie_index_generation", s->generation);
+    family(r, "flashtrie_reloads_total", "counter",
+           "Index reloads (SIGHUP or RELOAD), by result.");
+    put(r, "flashtrie_reloads_total{result=\"ok\"} %llu\n",
+        (unsigned long long)s->reloads);
+    put(r, "flashtrie_reloads_total{result=\"failed\"} %llu\n",
+        (unsigned long long)s->reload_failures);
+}
+
+static void render_server(render *r, const srv_metrics_snap *s)
+{
+    family(r, "flashtrie_build_info", "gauge",
+           "Always 1; the version is in the label.");
+    put(r, "flashtrie_build_info{version=");
+    put_label_value(r, s->version ? s->version : "");
+    put(r, "} 1\n");
+    family(r, "flashtrie_uptime_seconds", "gauge",
+           "Seconds since the server started.");
+    put(r, "flashtrie_uptime_seconds %.3f\n", s->uptime_s);
+    family(r, "flashtrie_draining", "gauge",
+           "1 once SIGTERM or SIGINT started the drain.");
+    put(r, "flashtrie_draining %d\n", s->draining ? 1 : 0);
+    family(r, "flashtrie_connections", "gauge",
+           "Client connections open now (all listeners).");
+    u64_sample(r, "flashtrie_connections",
+               s->connections_opened >= s->connections_closed
+                   ? s->connections_opened - s->connections_closed
+                   : 0);
+    family(r, "flashtrie_connections_opened_total", "counter",
+           "Client connections ever accepted.");
+    u64_sample(r, "flashtrie_connections_opened_total",
+               s->connections_opened);
+}
+
+int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out)
+{
+    render r = {out, FT_OK};
+    render_requests(&r, s);
+    render_queue(&r, s);
+    render_engines(&r, s);
+    render_index(&r, s);
+    render_server(&r, s);
+    return r.rc;
+}
+
+int srv_metrics_health(const srv_metrics_snap *s, char *reason,
+                       size_t reasonlen)
+{
+    for (size_t i = 0; i < s->n_eng; i++) {
+        const srv_metrics_engine *e = &s->eng[i];
+        if (e->up)
+            continue;
+        if (e->device >= 0)
+            snprintf(reason, reasonlen, "engine %zu (%s device %d) failed", i,
+                     e->kind, e->device);
+        else
+            snprintf(reason, reasonlen, "engine %zu (%s) failed", i, e->kind);
+        return 503;
+    }
+    if (s->n_eng == 0) {
+        snprintf(reason, reasonlen, "no engine serves");
+        return 503;
+    }
+    if (s->starting) {
+        snprintf(reason, reasonlen, "starting: the listeners are not open yet");
+        return 503;
+    }
+    if (s->draining) {
+        snprintf(reason, reasonlen, "draining: shutting down");
+        return 503;
+    }
+    snprintf(reason, reasonlen, "ok");
+    return 200;
+}
+
+/* ---- the HTTP listener ---- */
+
+
+/* reply completes the handler's aio with a text/plain response of body;
+ * on an allocation failure the aio fails and nng closes the connection. */
+static void reply(nng_aio *aio, uint16_t status, const char *ctype,
+                  const void *body, size_t len)
+{
+    nng_http_res *res = NULL;
+    int rv = nng_http_res_alloc(&res);
+    if (rv == 0)
+        rv = nng_http_res_set_status(res, status);
+    if (rv == 0)
+        rv = nng_http_res_set_header(res, "Content-Type", ctype);
+    if (rv == 0)
+        rv = nng_http_res_copy_data(res, body, len);
+    if (rv != 0) {
+        FT_LOGF(FT_LOG_WARN, "metrics: cannot answer: %s", nng_strerror(rv));
+        if (res)
+            nng_http_res_free(res);
+        nng_aio_finish(aio, rv);
+        return;
+    }
+    nng_aio_set_output(aio, 0, res);
+    nng_aio_finish(aio, 0);
+}
+
+/* handler_enter returns the listener of the request, or NULL (after
+ * answering 503) when the listener is being stopped. */
+static srv_http *handler_enter(nng_aio *aio)
+{
+    nng_http_handler *hd = nng_aio_get_input(aio, 1);
+    srv_http *h = nng_http_handler_get_data(hd);
+    atomic_fetch_add(&h->active, 1);
+    if (atomic_load(&h->stopping)) {
+        atomic_fetch_sub(&h->active, 1);
+        reply(aio, 503, "text/plain; charset=utf-8", "stopping\n", 9);
+        return NULL;
+    }
+    return h;
+}
+
+static void on_metrics(nng_aio *aio)
+{
+    srv_http *h = handler_enter(aio);
+    if (h == NULL)
+        return;
+    server *srv = h->srv;
+    srv_metrics_snap *s = malloc(sizeof *s);
+    ft_buf out;
+    ft_buf_init(&out);
+    int rc = FT_ENOMEM;
+    if (s != NULL) {
+        srv_metrics_take(srv, s);
+        rc = srv_metrics_render(s, &out);
+    }
+    free(s);
+    if (rc == FT_OK)
+        reply(aio, 200, "text/plain; version=0.0.4; charset=utf-8", out.data,
+              out.len);
+    else
+        reply(aio, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
+    ft_buf_free(&out);
+    atomic_fetch_sub(&h->active, 1);
+}
+
+static void on_healthz(nng_aio *aio)
+{
+    srv_http *h = handler_enter(aio);
+    if (h == NULL)
+        return;
+    server *srv = h->srv;
+    srv_metrics_snap *s = malloc(sizeof *s);
+    if (s == NULL) {
+        reply(aio, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
+        atomic_fetch_sub(&h->active, 1);
+        return;
+    }
+    srv_metrics_take(srv, s);
+    char reason[256];
+    int st = srv_metrics_health(s, reason, sizeof reason - 1);
+    free(s);
+    size_t n = strlen(reason);
+    reason[n++] = '\n';
+    reply(aio, (uint16_t)st, "text/plain; charset=utf-8", reason, n);
+    atomic_fetch_sub(&h->active, 1);
+}
+
+static int add_handler(srv_http *h, const char *path, void (*cb)(nng_aio *))
+{
+    nng_http_handler *hd;
+    int rv = nng_http_handler_alloc(&hd, path, cb);
+    if (rv != 0)
+        return rv;
+    if ((rv = nng_http_handler_set_data(hd, h, NULL)) != 0 ||
+        (rv = nng_http_server_add_handler(h->hs, hd)) != 0) {
+        nng_http_handler_free(hd);
+        return rv;
+    }
+    return 0;
+}
+
+int srv_http_start(server *srv, const char *url, char *errbuf, size_t errlen)
+{
+    srv_http *h = calloc(1, sizeof *h);
+    if (h == NULL) {
+        snprintf(errbuf, errlen, "metrics %s: out of memory", url);
+        return FT_ENOMEM;
+    }
+    h->srv = srv;
+    atomic_init(&h->active, 0);
+    atomic_init(&h->stopping, 0);
+    atomic_init(&h->ready, 0);
+    const char *what = "parsing the URL";
+    int rv = nng_url_parse(&h->url, url);
+    if (rv == 0) {
+        what = "creating the HTTP server";
+        rv = nng_http_server_hold(&h->hs, h->url);
+    }
+    if (rv == 0) {
+        what = "adding the handlers";
+        rv = add_handler(h, "/metrics", on_metrics);
+        if (rv == 0)
+            rv = add_handler(h, "/healthz", on_healthz);
+    }
+    if (rv == 0) {
+        /* Set before the first request can arrive: /healthz reads its
+         * ready flag. */
+        srv->http = h;
+        what = "listening";
+        rv = nng_http_server_start(h->hs);
+    }
+    if (rv != 0) {
+        srv->http = NULL;
+        snprintf(errbuf, errlen, "metrics %s: %s failed: %s", url, what,
+                 nng_strerror(rv));
+        if (h->hs)
+            nng_http_server_release(h->hs);
+        if (h->url)
+            nng_url_free(h->url);
+        free(h);
+        return FT_EIO;
+    }
+    h->started = 1;
+    return FT_OK;
+}
+
+void srv_http_ready(server *srv)
+{
+    if (srv->http)
+        atomic_store(&srv->http->ready, 1);
+}
+
+void srv_http_stop(server *srv)
+{
+    srv_http *h = srv->http;
+    if (h == NULL)
+        return;
+    atomic_store(&h->stopping, 1);
+    if (h->started)
+        nng_http_server_stop(h->hs);
+    /* A handler answers from memory in microseconds; the bound only keeps
+     * a stuck one from hanging the exit. */
+    for (int i = 0; i < 5000 && atomic_load(&h->active) > 0; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    nng_http_server_release(h->hs);
+    nng_url_free(h->url);
+    free(h);
+    srv->http = NULL;
+}

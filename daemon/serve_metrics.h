@@ -1,0 +1,81 @@
+/*
+ * serve_metrics.h - what "flashtrie serve" answers over HTTP on its
+ * `metrics` listener: GET /metrics, the Prometheus text exposition format
+ * (version 0.0.4), and GET /healthz, 200 "ok" while every engine serves
+ * and 503 with a one-line reason otherwise.
+ *
+ * The numbers are the ones INFO shows (serve_info.c, the queue's and the
+ * batcher's counters): nothing is counted twice.  A scrape first copies
+ * them into a srv_metrics_snap (srv_metrics_take), then renders that copy
+ * (srv_metrics_render, srv_metrics_health), so the rendering is a pure
+ * function a unit test can feed any state, a failed engine included.
+ */
+#ifndef FT_SERVE_METRICS_H
+#define FT_SERVE_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batcher.h"
+#include "buf.h"
+#include "serve.h"
+#include "slot.h"
+
+/* srv_metrics_engine is one replica's state. */
+typedef struct srv_metrics_engine {
+    const char *kind; /* "cpu" or "gpu" */
+    int device;       /* GPU ordinal, -1 for a CPU engine */
+    int up;           /* 0 once the engine failed (ft_searcher_failed) */
+    uint64_t batches; /* engine calls it ran */
+    uint64_t busy_ns; /* time it ran them */
+} srv_metrics_engine;
+
+/* srv_metrics_snap is one consistent-enough copy of the counters: each is
+ * read atomically, not all of them at one instant. */
+typedef struct srv_metrics_snap {
+    const char *version;
+    double uptime_s;
+    int draining;
+    int starting;                    /* the request listeners are not open */
+    long in_flight;                  /* messages not answered yet */
+    uint64_t connections_opened, connections_closed;
+    uint64_t messages_json, messages_frame;
+    uint64_t status[SRV_ERR_COUNT];  /* answered requests by ft_err */
+    uint64_t hist[SRV_HIST_BUCKETS]; /* their latencies (serve_info.c) */
+    uint64_t latency_ns_sum;
+    size_t queue_depth, queue_capacity, queue_high_water;
+    uint64_t queued_total, busy_rejections;
+    uint64_t batches, batch_requests, engine_failed_requests;
+    uint64_t batch_sizes[FT_BATCH_SIZE_BUCKETS];
+    uint64_t reloads, reload_failures;
+    uint64_t generation, index_keys, index_nodes, index_bytes, shards;
+    size_t n_eng;
+    srv_metrics_engine eng[FT_SLOT_MAX_REPLICAS];
+} srv_metrics_snap;
+
+/* srv_metrics_take fills s from the running server. */
+void srv_metrics_take(server *srv, srv_metrics_snap *s);
+
+/* srv_metrics_render appends the Prometheus text of s to out: every family
+ * with its # HELP and # TYPE lines.  FT_ENOMEM when out could not grow. */
+int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out);
+
+/* srv_metrics_health returns 200 and "ok" when every engine serves, else
+ * 503 and the first reason ("engine 1 (gpu device 1) failed", "starting:
+ * ...", "draining: shutting down"), written to reason without a newline. */
+int srv_metrics_health(const srv_metrics_snap *s, char *reason,
+                       size_t reasonlen);
+
+typedef struct srv_http srv_http;
+
+/* srv_http_start serves /metrics and /healthz at url (http://HOST:PORT)
+ * on nng's HTTP server; errbuf names the URL and nng's reason. */
+int srv_http_start(server *srv, const char *url, char *errbuf,
+                   size_t errlen);
+/* srv_http_ready tells /healthz that the request listeners are open:
+ * until then it answers 503 "starting: ...". */
+void srv_http_ready(server *srv);
+/* srv_http_stop stops the listener and frees it (srv->http may be NULL). */
+void srv_http_stop(server *srv);
+
+#endif /* FT_SERVE_METRICS_H */

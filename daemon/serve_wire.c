@@ -1,0 +1,186 @@
+/* serve_wire.c - decoding requests and encoding replies (serve_wire.h). */
+#include "serve_wire.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+#include "serve.h"
+
+void srv_wire_init(srv_wire *w)
+{
+    memset(w, 0, sizeof *w);
+    ft_jsonl_req_init(&w->jq);
+}
+
+void srv_wire_free(srv_wire *w)
+{
+    ft_jsonl_req_free(&w->jq);
+    for (size_t i = 0; i < w->cap_jobs; i++)
+        ft_result_free(&w->res[i]);
+    free(w->jobs);
+    free(w->res);
+    free(w->items);
+    srv_frame_state_free(w);
+    memset(w, 0, sizeof *w);
+}
+
+/* srv_wire_reserve makes room for n jobs; the result buffers are kept
+ * across messages, so a context allocates only when a request needs more
+ * than any before it. */
+int srv_wire_reserve(srv_wire *w, size_t n)
+{
+    if (n <= w->cap_jobs)
+        return FT_OK;
+    ft_job *jobs = realloc(w->jobs, n * sizeof *jobs);
+    if (jobs == NULL)
+        return FT_ENOMEM;
+    w->jobs = jobs;
+    void **items = realloc(w->items, n * sizeof *items);
+    if (items == NULL)
+        return FT_ENOMEM;
+    w->items = items;
+    ft_result *res = realloc(w->res, n * sizeof *res);
+    if (res == NULL)
+        return FT_ENOMEM;
+    memset(res + w->cap_jobs, 0, (n - w->cap_jobs) * sizeof *res);
+    w->res = res;
+    w->cap_jobs = n;
+    return FT_OK;
+}
+
+/* srv_wire_result_fit makes res hold the hits of a request. */
+static int result_fit(ft_result *res, const ft_request *r)
+{
+    uint32_t n = r->results ? r->results : r->beam;
+    if (res->hits != NULL && res->cap_hits >= n &&
+        res->cap_tokens >= (uint64_t)n * r->T)
+        return FT_OK;
+    /* Size for this request's T, not FT_MAX_T: a context's buffers then
+     * stay near what its largest request needed. */
+    uint32_t hits = res->cap_hits > n ? res->cap_hits : n;
+    uint32_t T = r->T > res->cap_tokens / (hits ? hits : 1)
+                     ? r->T
+                     : res->cap_tokens / (hits ? hits : 1);
+    ft_result_free(res);
+    return ft_result_alloc(res, hits, T ? T : 1);
+}
+
+int srv_wire_check(struct server *srv, const ft_request *r, char *err,
+                   size_t errlen)
+{
+    const srv_opts *o = &srv->o;
+    int rc = ft_request_validate(r, o->cap_beam, err, errlen);
+    if (rc != FT_OK)
+        return rc;
+    uint32_t nres = r->results ? r->results : r->beam;
+    if (o->cap_k && r->K > o->cap_k) {
+        snprintf(err, errlen, "K: %u exceeds this server's cap of %u", r->K,
+                 o->cap_k);
+        return FT_EREQUEST;
+    }
+    if (o->cap_t && r->T > o->cap_t) {
+        snprintf(err, errlen, "T: %u exceeds this server's cap of %u", r->T,
+                 o->cap_t);
+        return FT_EREQUEST;
+    }
+    if (o->cap_results && nres > o->cap_results) {
+        snprintf(err, errlen, "results: %u exceeds this server's cap of %u",
+                 nres, o->cap_results);
+        return FT_EREQUEST;
+    }
+    return FT_OK;
+}
+
+/* srv_wire_add_job appends a validated request as a job. */
+int srv_wire_add_job(srv_wire *w, const ft_request *r, uint64_t deadline_ns)
+{
+    int rc = srv_wire_reserve(w, w->n_jobs + 1);
+    if (rc != FT_OK)
+        return rc;
+    ft_result *res = &w->res[w->n_jobs];
+    if ((rc = result_fit(res, r)) != FT_OK)
+        return rc;
+    ft_job *j = &w->jobs[w->n_jobs++];
+    memset(j, 0, sizeof *j);
+    j->req = *r;
+    j->res = res;
+    j->deadline_ns = deadline_ns;
+    return FT_OK;
+}
+
+uint64_t srv_wire_deadline(struct server *srv, uint32_t ms)
+{
+    if (ms == 0)
+        ms = srv->o.default_deadline_ms;
+    return ms ? ft_now_ns() + (uint64_t)ms * 1000000u : 0;
+}
+
+static int decode_json(srv_wire *w, const srv_wire_ctx *wc,
+                       const unsigned char *p, size_t len, ft_buf *out)
+{
+    server *srv = wc->srv;
+    char err[192];
+    atomic_fetch_add(&srv->json_messages, 1);
+    w->mode = SRV_MODE_JSON;
+    int rc = ft_jsonl_parse(&w->jq, (const char *)p, len, err, sizeof err);
+    if (rc == FT_OK)
+        rc = srv_wire_check(srv, &w->jq.req, err, sizeof err);
+    if (rc == FT_OK && atomic_load(&srv->draining)) {
+        rc = FT_ESHUTDOWN;
+        snprintf(err, sizeof err, "server: draining; no new requests taken");
+    }
+    if (rc == FT_OK) {
+        rc = srv_wire_add_job(w, &w->jq.req, srv_wire_deadline(srv, 0));
+        if (rc != FT_OK)
+            snprintf(err, sizeof err, "request: out of memory");
+    }
+    if (rc == FT_OK)
+        return SRV_WIRE_QUEUE;
+    srv_count(srv, rc, 0);
+    ft_jsonl_encode_error(out, &w->jq, err);
+    return SRV_WIRE_REPLY;
+}
+
+int srv_wire_decode(srv_wire *w, const srv_wire_ctx *wc,
+                    const unsigned char *p, size_t len, ft_buf *out)
+{
+    w->n_jobs = 0;
+    /* A JSON line starts with '{' (SPEC section 7 requests are objects);
+     * leading blanks are allowed too, so a hand-typed line works.  Binary
+     * frames begin with their magic, which is neither. */
+    size_t i = 0;
+    while (i < len && (p[i] == ' ' || p[i] == '\t'))
+        i++;
+    if (i < len && p[i] == '{')
+        return decode_json(w, wc, p, len, out);
+    return srv_frame_decode(w, wc, p, len, out);
+}
+
+void srv_wire_encode_results(srv_wire *w, ft_buf *out)
+{
+    if (w->mode == SRV_MODE_FRAME) {
+        srv_frame_encode_results(w, out);
+        return;
+    }
+    if (ft_jsonl_encode_result(out, &w->jq, &w->res[0]) != FT_OK) {
+        out->len = 0;
+        ft_jsonl_encode_error(out, &w->jq, "result: out of memory");
+    }
+}
+
+void srv_wire_encode_error(srv_wire *w, ft_buf *out, int code,
+                           const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (w->mode == SRV_MODE_FRAME)
+        srv_frame_encode_error(w, out, code, msg);
+    else
+        ft_jsonl_encode_error(out, &w->jq, msg);
+}

@@ -1,0 +1,64 @@
+/*
+ * serve_wire.h - the server's protocol layer: a received message (a binary
+ * frame, or a SPEC section 7 JSON line when its first byte is '{') becomes
+ * either an immediate reply (errors, INFO, PING, RELOAD) or jobs for the
+ * queue; answered jobs become the reply in the message's own dialect.
+ */
+#ifndef FT_SERVE_WIRE_H
+#define FT_SERVE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batcher.h"
+#include "buf.h"
+#include "jsonl.h"
+
+struct server;
+
+enum { SRV_WIRE_REPLY = 0, SRV_WIRE_QUEUE = 1 };
+enum { SRV_MODE_JSON = 0, SRV_MODE_FRAME = 1 };
+
+typedef struct srv_wire {
+    int mode;
+    ft_jsonl_req jq;     /* the JSON request (mode JSON) */
+    uint64_t req_id;     /* the frame's request id (mode FRAME) */
+    void *frame;         /* the frame decoder's state (serve_wire.c) */
+    size_t n_jobs, cap_jobs;
+    ft_job *jobs;
+    ft_result *res;      /* res[i] is jobs[i]'s answer */
+    void **items;        /* queue pointers to jobs[] */
+} srv_wire;
+
+typedef struct srv_wire_ctx {
+    struct server *srv;
+    int admin;           /* the listener is marked admin */
+} srv_wire_ctx;
+
+void srv_wire_init(srv_wire *w);
+void srv_wire_free(srv_wire *w);
+
+/* srv_wire_decode decodes one message of len bytes.  SRV_WIRE_REPLY: out
+ * holds the reply; SRV_WIRE_QUEUE: w->jobs[0..n_jobs) are ready to queue
+ * (their done and arg still to be set by the caller). */
+int srv_wire_decode(srv_wire *w, const srv_wire_ctx *wc,
+                    const unsigned char *p, size_t len, ft_buf *out);
+
+/* srv_wire_encode_results writes the reply for the answered jobs. */
+void srv_wire_encode_results(srv_wire *w, ft_buf *out);
+
+/* srv_wire_encode_error writes an error reply for the whole message: an
+ * ERROR frame, or one {"error": ...} line per JSON request. */
+void srv_wire_encode_error(srv_wire *w, ft_buf *out, int code,
+                           const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The binary half (serve_frame.c). */
+int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
+                     const unsigned char *p, size_t len, ft_buf *out);
+void srv_frame_encode_results(srv_wire *w, ft_buf *out);
+void srv_frame_encode_error(srv_wire *w, ft_buf *out, int code,
+                            const char *msg);
+void srv_frame_state_free(srv_wire *w);
+
+#endif /* FT_SERVE_WIRE_H */

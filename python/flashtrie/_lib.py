@@ -1,0 +1,155 @@
+"""flashtrie._lib - loads libflashtrie_client and declares its functions.
+
+The structs mirror include/flashtrie.h and include/flashtrie_client.h
+field for field (ctypes applies the same C alignment rules), so the
+library is used as it is, with no compiled extension.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+
+ENV = "FLASHTRIE_CLIENT_LIB"
+
+
+class Request(ctypes.Structure):
+    """ft_request of include/flashtrie.h."""
+
+    _fields_ = [
+        ("T", ctypes.c_uint32),
+        ("K", ctypes.c_uint32),
+        ("tokens", ctypes.POINTER(ctypes.c_uint32)),
+        ("logp", ctypes.POINTER(ctypes.c_float)),
+        ("beam", ctypes.c_uint32),
+        ("results", ctypes.c_uint32),
+        ("theta_tok", ctypes.c_float),
+        ("theta_sent", ctypes.c_float),
+        ("alpha", ctypes.c_double),
+    ]
+
+
+class Hit(ctypes.Structure):
+    """ft_hit of include/flashtrie.h."""
+
+    _fields_ = [
+        ("len", ctypes.c_uint32),
+        ("tok_off", ctypes.c_uint32),
+        ("value", ctypes.c_uint64),
+        ("score", ctypes.c_double),
+        ("sigma", ctypes.c_float),
+        ("order", ctypes.c_uint32),
+        ("key_index", ctypes.c_uint64),
+    ]
+
+
+class Result(ctypes.Structure):
+    """ft_result of include/flashtrie.h."""
+
+    _fields_ = [
+        ("n", ctypes.c_uint32),
+        ("cap_hits", ctypes.c_uint32),
+        ("cap_tokens", ctypes.c_uint32),
+        ("hits", ctypes.POINTER(Hit)),
+        ("tokens", ctypes.POINTER(ctypes.c_uint32)),
+        ("status", ctypes.c_int),
+        ("error", ctypes.c_char * 160),
+    ]
+
+
+class ClientOpts(ctypes.Structure):
+    """ft_client_opts of include/flashtrie_client.h."""
+
+    _fields_ = [
+        ("timeout_ms", ctypes.c_int),
+        ("connect_wait_ms", ctypes.c_int),
+        ("deadline_ms", ctypes.c_uint32),
+        ("tls_ca", ctypes.c_char_p),
+        ("tls_cert", ctypes.c_char_p),
+        ("tls_key", ctypes.c_char_p),
+        ("tls_server_name", ctypes.c_char_p),
+    ]
+
+
+def _candidates():
+    """_candidates yields the places to load the library from, in order:
+    $FLASHTRIE_CLIENT_LIB, a copy next to this package, the system's
+    search path."""
+    env = os.environ.get(ENV)
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for pattern in ("libflashtrie_client.so", "libflashtrie_client.so.*",
+                    "libflashtrie_client.dylib"):
+        for path in sorted(glob.glob(os.path.join(here, pattern))):
+            yield path
+    found = ctypes.util.find_library("flashtrie_client")
+    if found:
+        yield found
+
+
+def _declare(lib):
+    c_int, c_size_t, c_char_p, c_void_p = (ctypes.c_int, ctypes.c_size_t,
+                                           ctypes.c_char_p, ctypes.c_void_p)
+    P = ctypes.POINTER
+    sig = {
+        "ft_client_opts_init": (None, [P(ClientOpts)]),
+        "ft_client_connect": (c_int, [P(c_void_p), c_char_p, P(ClientOpts),
+                                      c_char_p, c_size_t]),
+        "ft_client_close": (None, [c_void_p]),
+        "ft_client_search": (c_int, [c_void_p, P(Request), c_size_t,
+                                     P(c_void_p), c_char_p, c_size_t]),
+        "ft_client_results_count": (c_size_t, [c_void_p]),
+        "ft_client_results_get": (P(Result), [c_void_p, c_size_t]),
+        "ft_client_results_free": (None, [c_void_p]),
+        "ft_client_ping": (c_int, [c_void_p, c_char_p, c_size_t]),
+        # The INFO text is a malloc'ed char *: declared as a void pointer
+        # so that ctypes does not convert (and lose) it before it is freed.
+        "ft_client_info": (c_int, [c_void_p, P(c_void_p), c_char_p,
+                                   c_size_t]),
+        "ft_client_text_free": (None, [c_void_p]),
+        "ft_client_reload": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    return lib
+
+
+_LIB = None
+_LIB_ERROR = None
+
+
+def load():
+    """load returns the loaded library (once per process), or raises
+    OSError saying where it looked and why each place failed."""
+    global _LIB, _LIB_ERROR
+    if _LIB is not None:
+        return _LIB
+    tried = []
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s: %s" % (path, e))
+            continue
+        try:
+            _LIB = _declare(lib)
+        except AttributeError as e:
+            tried.append("%s: not the FlashTrie client library (%s)"
+                         % (path, e))
+            continue
+        return _LIB
+    where = "; ".join(tried) if tried else (
+        "not next to the package (%s) and not on the system's search path"
+        % os.path.dirname(os.path.abspath(__file__)))
+    raise OSError("flashtrie: cannot load libflashtrie_client: %s (set %s "
+                  "to the built libflashtrie_client.so)" % (where, ENV))
+
+
+def path_of(lib) -> str:
+    """path_of returns the file the library was loaded from."""
+    return lib._name

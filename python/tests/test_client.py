@@ -1,0 +1,620 @@
+"""test_client.py - the Python client against live "flashtrie serve" servers.
+
+The servers listen on ipc:// in a temporary folder and on a free
+tcp://127.0.0.1 port, and are stopped with SIGTERM (their exit status and
+drain line are checked).  Answers are compared with "flashtrie search" on
+the same requests, floats exactly.
+
+Environment: FT_BIN names the flashtrie program, FLASHTRIE_CLIENT_LIB the
+built libflashtrie_client.so (tests/python/CMakeLists.txt sets both).
+"""
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import flashtrie
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "..", "tests", "data")
+BIN = os.environ.get("FT_BIN", "")
+
+T, K = 6, 12
+
+
+def run(*args, stdin=None):
+    p = subprocess.run([BIN] + list(args), input=stdin, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, "flashtrie %s: exit %d: %s" % (
+        args[0], p.returncode, p.stderr[-2000:])
+    return p.stdout
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """Server runs "flashtrie serve ARGS" with its log in a file; start()
+    returns once a client's ping is answered."""
+
+    def __init__(self, tmp, name, index, urls, *extra):
+        self.log_path = os.path.join(tmp, name + ".log")
+        self.urls = urls
+        args = [BIN, "serve", "--index", index, "--engine", "cpu",
+                "--threads", "2"]
+        for u in urls:
+            args += ["--listen", u]
+        self.args = args + list(extra)
+        self.proc = None
+
+    def start(self, tls=None):
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(self.args, stderr=self.log,
+                                     stdout=subprocess.DEVNULL)
+        with flashtrie.Client(self.urls[0], timeout=0.5, tls=tls,
+                              connect_wait=True) as c:
+            for _ in range(60):
+                assert self.proc.poll() is None, "serve exited %d: %s" % (
+                    self.proc.returncode, self.tail())
+                try:
+                    c.ping()
+                    return self
+                except (flashtrie.TimeoutError, flashtrie.ConnectionError):
+                    pass
+        raise AssertionError("serve never answered a ping: " + self.tail())
+
+    def tail(self):
+        with open(self.log_path) as f:
+            return f.read()[-3000:]
+
+    def stop(self):
+        """stop sends SIGTERM and checks the clean drain."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=30)
+        self.log.close()
+        assert rc == 0, "serve exited %d after SIGTERM: %s" % (rc,
+                                                               self.tail())
+        assert "drained: every request answered" in self.tail()
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    assert BIN and os.access(BIN, os.X_OK), "FT_BIN must name flashtrie"
+    tmp = str(tmp_path_factory.mktemp("ft"))
+    keys = os.path.join(tmp, "keys.txt")
+    big = os.path.join(tmp, "big.fti")
+    small = os.path.join(tmp, "small.fti")
+    run("gen", "keys", "--n", "3000", "--seed", "7", "--output", keys)
+    run("build", "--input", keys, "--output", big)
+    run("build", "--input", os.path.join(DATA, "cli_keys.txt"), "--output",
+        small)
+    reqs = run("gen", "requests", "--index", big, "--n", "40", "--beam",
+               "16", "--results", "5", "--seed", "3", "--T", str(T), "--K",
+               str(K))
+    e = {"tmp": tmp, "big": big, "small": small,
+         "info": run("info", big),
+         "requests": [json.loads(l) for l in reqs.splitlines()]}
+    ipc = "ipc://%s/sock" % tmp
+    tcp = "tcp://127.0.0.1:%d" % free_port()
+    srv = Server(tmp, "main", big, [ipc, tcp])
+    srv.start()
+    e["server"], e["urls"] = srv, [ipc, tcp]
+    yield e
+    try:
+        srv.stop()
+    finally:
+        srv.kill()
+
+
+@pytest.fixture(params=["ipc", "tcp"])
+def client(env, request):
+    url = env["urls"][0 if request.param == "ipc" else 1]
+    with flashtrie.Client(url, timeout=20) as c:
+        yield c
+
+
+def expected(index, reqs):
+    """expected runs flashtrie search over reqs (dicts) and returns its
+    answers, parsed."""
+    lines = "".join(json.dumps(r) + "\n" for r in reqs)
+    out = run("search", "--index", index, "--engine", "cpu", stdin=lines)
+    got = [json.loads(l) for l in out.splitlines()]
+    assert len(got) == len(reqs)
+    return got
+
+
+PARAMS = ("beam", "results", "theta_tok", "theta_sent", "alpha")
+
+
+def kwargs_of(req):
+    return {k: req[k] for k in PARAMS if k in req}
+
+
+def check_hits(hits, want):
+    """check_hits compares a list of Hit with one answer of flashtrie
+    search: tokens, values and both floats bit for bit."""
+    assert "error" not in want, want
+    w = want["results"]
+    assert len(hits) == len(w)
+    for h, x in zip(hits, w):
+        assert isinstance(h, flashtrie.Hit)
+        assert h.tokens == tuple(x["tokens"])
+        assert h.value == x["value"]
+        # score is printed %.17g (binary64 round-trips), sigma %.9g
+        # (binary32 round-trips once rounded back to binary32).
+        assert h.score == x["score"]
+        assert h.sigma == float(np.float32(x["sigma"]))
+        assert type(h.value) is int and type(h.score) is float
+
+
+def small_requests():
+    """Requests over tests/data/cli_keys.txt: answered ones of several
+    shapes and parameters, and ones the server's validator rejects."""
+    return [
+        {"tokens": [[1, 7], [2, 5], [3, 4]],
+         "logp": [[-0.5, -1], [-0.25, -0.5], [-1, -0.5]], "beam": 4},
+        {"tokens": [[1, 7], [2, 8]], "logp": [[-1, -1], [-0.5, -0.5]],
+         "beam": 1, "results": 3, "alpha": 0},
+        {"tokens": [[1], [2], [3]], "logp": [[-0.1], [-0.2], [-0.3]],
+         "beam": 3, "theta_sent": -0.25},
+        {"tokens": [[7, 1, 9]], "logp": [[-0.3, -0.2, -5]], "beam": 2,
+         "theta_tok": -1.0, "alpha": 2.5},
+        {"tokens": [[1, 1]], "logp": [[-1, -2]]},
+        {"tokens": [[1]], "logp": [[-1]], "beam": 0},
+        {"tokens": [[1]], "logp": [[-1]], "beam": 5000},
+        {"tokens": [[1]], "logp": [[-1]], "alpha": 10.5},
+        {"tokens": [[1]], "logp": [[-1]], "beam": 2, "results": 5000},
+        {"tokens": [[1]], "logp": [[1e39]]},
+    ]
+
+
+# ---- answers ----
+
+def test_search_matches_cli(env, client):
+    reqs = env["requests"]
+    want = expected(env["big"], reqs)
+    for r, w in zip(reqs, want):
+        hits = client.search(np.array(r["tokens"]), np.array(r["logp"]),
+                             **kwargs_of(r))
+        check_hits(hits, w)
+    # Inputs given as lists and as other dtypes are converted the same way.
+    r = reqs[0]
+    hits = client.search(r["tokens"], r["logp"], **kwargs_of(r))
+    check_hits(hits, want[0])
+    hits = client.search(np.array(r["tokens"], dtype=np.int64),
+                         np.array(r["logp"], dtype=np.float64),
+                         **kwargs_of(r))
+    check_hits(hits, want[0])
+
+
+def test_small_index_and_rejections(env, tmp_path):
+    """A server on the small index answers as flashtrie search does, and a
+    request the server rejects raises RequestError with its message."""
+    url = "ipc://%s/small.sock" % tmp_path
+    srv = Server(str(tmp_path), "small", env["small"], [url]).start()
+    try:
+        reqs = small_requests()
+        want = expected(env["small"], reqs)
+        rejected = 0
+        with flashtrie.Client(url) as c:
+            for r, w in zip(reqs, want):
+                args = (np.array(r["tokens"]), np.array(r["logp"]))
+                if "error" in w:
+                    rejected += 1
+                    with pytest.raises(flashtrie.RequestError) as ei:
+                        c.search(*args, **kwargs_of(r))
+                    assert ei.value.code == 11
+                    assert ei.value.name == "FT_EREQUEST"
+                    assert ei.value.message == w["error"]
+                    assert ei.value.index is None
+                    assert str(ei.value) == w["error"] + " (FT_EREQUEST)"
+                else:
+                    check_hits(c.search(*args, **kwargs_of(r)), w)
+            assert rejected == 6
+            # NaN cannot be written in JSON; the server's validator names it.
+            with pytest.raises(flashtrie.RequestError) as ei:
+                c.search([[1]], [[-1]], theta_tok=math.nan)
+            assert ei.value.message.startswith("theta_tok: ")
+            with pytest.raises(flashtrie.RequestError) as ei:
+                c.search([[1]], [[math.nan]])
+            assert ei.value.message == \
+                "logp: position 0, proposal 0: not finite"
+    finally:
+        srv.stop()
+
+
+def test_as_array(env, client):
+    r = env["requests"][1]
+    hits = client.search(r["tokens"], r["logp"], **kwargs_of(r))
+    arr = client.search(r["tokens"], r["logp"], as_array=True,
+                        **kwargs_of(r))
+    assert len(hits) > 1
+    L = max(len(h.tokens) for h in hits)
+    assert arr.dtype == flashtrie.hit_dtype(L)
+    assert arr.shape == (len(hits),)
+    for h, a in zip(hits, arr):
+        n = int(a["len"])
+        assert tuple(a["tokens"][:n].tolist()) == h.tokens
+        assert not a["tokens"][n:].any()
+        assert int(a["value"]) == h.value
+        assert float(a["score"]) == h.score
+        assert float(a["sigma"]) == h.sigma
+    # A request with no answer gives an empty array and an empty list.
+    assert client.search([[999999999]], [[-1]]) == []
+    assert client.search([[999999999]], [[-1]], as_array=True).shape == (0,)
+
+
+def test_batch(env, client):
+    reqs = env["requests"][:32]
+    want = expected(env["big"], reqs)
+    tok = np.array([r["tokens"] for r in reqs], dtype=np.uint32)
+    lp = np.array([r["logp"] for r in reqs], dtype=np.float32)
+    assert tok.shape == (32, T, K)
+    got = client.search_batch(tok, lp, beam=16, results=5)
+    assert len(got) == 32
+    for g, w in zip(got, want):
+        check_hits(g, w)
+    # As lists of grids, and as (tokens, logp) pairs of different shapes.
+    got = client.search_batch(list(tok), list(lp), beam=16, results=5)
+    for g, w in zip(got, want):
+        check_hits(g, w)
+    mixed = [(r["tokens"][:t], r["logp"][:t]) for r, t in
+             zip(reqs[:6], (1, 2, 3, 4, 5, 6))]
+    mixed.append(([[reqs[6]["tokens"][0][0]]], [[-0.5]]))
+    got = client.search_batch(mixed, beam=16, results=5)
+    want = expected(env["big"], [{"tokens": t, "logp": l, "beam": 16,
+                                  "results": 5} for t, l in mixed])
+    for g, w in zip(got, want):
+        check_hits(g, w)
+    arrs = client.search_batch(mixed, beam=16, results=5, as_array=True)
+    for a, w in zip(arrs, want):
+        assert [int(x) for x in a["value"]] == \
+            [x["value"] for x in w["results"]]
+
+
+def test_batch_with_a_rejected_request(env, client):
+    r = env["requests"]
+    bad = [list(row) for row in r[2]["tokens"]]
+    bad[3][5] = bad[3][4]
+    pairs = [(r[0]["tokens"], r[0]["logp"]), (bad, r[2]["logp"]),
+             (r[1]["tokens"], r[1]["logp"])]
+    want = expected(env["big"], [{"tokens": t, "logp": l, "beam": 16}
+                                 for t, l in pairs])
+    assert "error" in want[1]
+    with pytest.raises(flashtrie.RequestError) as ei:
+        client.search_batch(pairs, beam=16)
+    assert ei.value.index == 1
+    assert ei.value.message == want[1]["error"]
+    assert str(ei.value) == "request 1: %s (FT_EREQUEST)" % want[1]["error"]
+    got = client.search_batch(pairs, beam=16, errors="return")
+    check_hits(got[0], want[0])
+    assert isinstance(got[1], flashtrie.RequestError)
+    assert got[1].message == want[1]["error"] and got[1].index == 1
+    check_hits(got[2], want[2])
+
+
+def test_threads_share_a_client(env):
+    reqs = env["requests"]
+    want = expected(env["big"], reqs)
+    errors = []
+    with flashtrie.Client(env["urls"][0], timeout=20) as c:
+        def work(k):
+            try:
+                for i in range(k, len(reqs), 4):
+                    check_hits(c.search(reqs[i]["tokens"], reqs[i]["logp"],
+                                        **kwargs_of(reqs[i])), want[i])
+            except BaseException as e:  # reported by the main thread
+                errors.append(e)
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=60)
+    assert not errors, errors[0]
+    assert not any(t.is_alive() for t in ts)
+
+
+# ---- faults found before sending ----
+
+def messages(c):
+    return c.info_dict()["requests"]["messages"]
+
+
+def test_bad_arguments_refused_before_sending(env):
+    ok_t, ok_l = np.array([[1, 2]]), np.array([[-1.0, -2.0]])
+    cases = [
+        ((np.array([1, 2]), np.array([-1.0, -2.0])), {}, ValueError,
+         "tokens: expected a 2-D array of shape (T, K), got shape (2,)"),
+        ((np.zeros((2, 2, 2), int), np.zeros((2, 2, 2))), {}, ValueError,
+         "tokens: expected a 2-D array of shape (T, K), got shape (2, 2, 2)"),
+        ((ok_t, np.array([[-1.0, -2.0, -3.0]])), {}, ValueError,
+         "logp: shape (1, 3) does not match tokens (1, 2)"),
+        ((np.zeros((0, 3), int), np.zeros((0, 3))), {}, ValueError,
+         "tokens: T (positions) must be 1..64, got 0"),
+        ((np.zeros((65, 1), int), np.zeros((65, 1))), {}, ValueError,
+         "tokens: T (positions) must be 1..64, got 65"),
+        ((np.zeros((1, 4097), int), np.zeros((1, 4097))), {}, ValueError,
+         "tokens: K (proposals) must be 1..4096, got 4097"),
+        ((np.array([[1.0, 2.0]]), ok_l), {}, TypeError,
+         "tokens: must be integers convertible to uint32, got dtype float64"),
+        (([["a", "b"]], ok_l), {}, TypeError,
+         "tokens: must be integers convertible to uint32, got dtype <U1"),
+        ((ok_t, np.array([[1j, 2j]])), {}, TypeError,
+         "logp: must be real numbers convertible to float32, got dtype "
+         "complex128"),
+        ((np.array([[1, -3]]), ok_l), {}, ValueError,
+         "tokens: position 0, proposal 1: -3 is not a uint32"),
+        ((np.array([[1], [2 ** 32]]), np.array([[-1.0], [-1.0]])), {},
+         ValueError, "tokens: position 1, proposal 0: 4294967296 is not a "
+         "uint32"),
+        ((ok_t, ok_l), {"beam": 2.0}, TypeError,
+         "beam: must be an integer, got 2.0"),
+        ((ok_t, ok_l), {"beam": -1}, ValueError,
+         "beam: must be 0..4294967295, got -1"),
+        ((ok_t, ok_l), {"results": 0}, ValueError,
+         "results: must be 1..4294967295, got 0"),
+        ((ok_t, ok_l), {"alpha": "1"}, TypeError,
+         "alpha: must be a real number, got str"),
+        ((ok_t, ok_l), {"theta_tok": None}, TypeError,
+         "theta_tok: must be a real number, got NoneType"),
+    ]
+    with flashtrie.Client(env["urls"][0]) as c:
+        before = messages(c)
+        for args, kw, exc, msg in cases:
+            with pytest.raises(exc) as ei:
+                c.search(*args, **kw)
+            assert str(ei.value) == msg
+            assert not isinstance(ei.value, flashtrie.Error)
+        batch = [
+            ((np.zeros((1025, 1, 1), int), np.zeros((1025, 1, 1))), {},
+             ValueError, "batch: must hold 1..1024 requests, got 1025"),
+            ((np.zeros((2, 1, 1), int), np.zeros((2, 1, 2))), {},
+             ValueError, "logp: shape (2, 1, 2) does not match tokens "
+             "(2, 1, 1)"),
+            ((np.zeros((1, 1), int), np.zeros((1, 1))), {}, ValueError,
+             "tokens: expected a 3-D array of shape (b, T, K), got shape "
+             "(1, 1)"),
+            (([[[1]], [[2]]], [[[-1]]]), {}, ValueError,
+             "search_batch: 2 token grids but 1 logp grids"),
+            (([([[1]], [[-1]]), ([[1.5]], [[-1]])],), {}, TypeError,
+             "request 1: tokens: must be integers convertible to uint32, "
+             "got dtype float64"),
+            (([([[1]], [[-1]]), [[1]]],), {}, TypeError,
+             "request 1: expected a (tokens, logp) pair, got list"),
+            (([],), {}, ValueError, "batch: must hold 1..1024 requests, "
+             "got 0"),
+            ((np.zeros((1, 1, 1), int),), {}, TypeError,
+             "search_batch: logp missing (give tokens and logp, or a list "
+             "of (tokens, logp) pairs)"),
+            (([([[1]], [[-1]])],), {"errors": "ignore"}, ValueError,
+             'errors: must be "raise" or "return", got \'ignore\''),
+        ]
+        for args, kw, exc, msg in batch:
+            with pytest.raises(exc) as ei:
+                c.search_batch(*args, **kw)
+            assert str(ei.value) == msg
+        # Only the INFO calls themselves reached the server.
+        assert messages(c) == before + 1
+    for kw, exc, msg in [
+            ({"timeout": 0}, ValueError,
+             "timeout: must be a positive number of seconds, got 0"),
+            ({"deadline": -1}, ValueError,
+             "deadline: must be a positive number of seconds, got -1"),
+            ({"tls": 3}, TypeError,
+             "tls: must be a flashtrie.TLS or a dict, got int")]:
+        with pytest.raises(exc) as ei:
+            flashtrie.Client(env["urls"][0], **kw)
+        assert str(ei.value) == msg
+
+
+# ---- errors from the server and the connection ----
+
+def test_connection_errors(env, tmp_path):
+    url = "ipc://%s/nobody.sock" % tmp_path
+    with pytest.raises(flashtrie.ConnectionError) as ei:
+        flashtrie.Client(url)
+    assert ei.value.code == 22 and ei.value.name == "FT_ECONN"
+    assert ei.value.message.startswith(url + ": cannot connect: ")
+    assert isinstance(ei.value, ConnectionError)  # the builtin too
+    with flashtrie.Client(url, timeout=0.2, connect_wait=True) as c:
+        t0 = time.monotonic()
+        with pytest.raises(flashtrie.TimeoutError) as ei:
+            c.ping()
+        assert time.monotonic() - t0 < 5
+        assert ei.value.code == 21
+        assert ei.value.message == url + ": no answer to PING within 200 ms"
+        assert isinstance(ei.value, TimeoutError)
+    with pytest.raises(flashtrie.Error) as ei:
+        flashtrie.Client("nonsense://x")
+    assert ei.value.code == 2 and ei.value.message.startswith("nonsense://x")
+    c = flashtrie.Client(env["urls"][0])
+    c.close()
+    c.close()
+    assert c.closed
+    with pytest.raises(flashtrie.StateError) as ei:
+        c.ping()
+    assert ei.value.message == "client: closed" and ei.value.code == 18
+
+
+def test_reload_not_allowed(env, client):
+    with pytest.raises(flashtrie.PermissionError) as ei:
+        client.reload()
+    assert ei.value.code == 23
+    assert isinstance(ei.value, PermissionError)
+    assert ei.value.message
+
+
+def test_busy_deadline_shutdown_closed(env, tmp_path):
+    """A slow server (every batch sleeps 400 ms) with a queue of one:
+    BUSY, DEADLINE, SHUTDOWN while it drains, then a stopped server."""
+    url = "ipc://%s/slow.sock" % tmp_path
+    srv = Server(str(tmp_path), "slow", env["big"], [url], "--queue-depth",
+                 "1", "--max-batch", "1", "--test-delay-us", "400000")
+    srv.start()
+    try:
+        r = env["requests"][0]
+        want = expected(env["big"], [r])[0]
+        with flashtrie.Client(url, timeout=20) as c:
+            # Two requests in one message never fit a queue of one.
+            with pytest.raises(flashtrie.LimitError) as ei:
+                c.search_batch([(r["tokens"], r["logp"])] * 2)
+            assert ei.value.code == 9
+            assert ei.value.message == \
+                "count: 2 requests in one frame exceed the queue depth 1"
+            # One request runs (400 ms), one waits in the queue: a third
+            # finds it full.
+            done = []
+            ts = [threading.Thread(target=lambda: done.append(c.search(
+                r["tokens"], r["logp"], **kwargs_of(r)))) for _ in range(2)]
+            for t in ts:
+                t.start()
+                time.sleep(0.1)
+            with pytest.raises(flashtrie.BusyError) as ei:
+                c.search(r["tokens"], r["logp"], **kwargs_of(r))
+            assert ei.value.code == 16
+            assert ei.value.message.startswith("queue: full")
+            for t in ts:
+                t.join(timeout=30)
+            assert len(done) == 2
+            for hits in done:
+                check_hits(hits, want)
+            assert c.info_dict()["queue"]["busy_rejections"] == 1
+        with flashtrie.Client(url, timeout=20, deadline=0.02) as c:
+            with pytest.raises(flashtrie.DeadlineError) as ei:
+                c.search(r["tokens"], r["logp"], **kwargs_of(r))
+            assert ei.value.code == 20
+            assert ei.value.message.startswith("deadline: passed ")
+        # A short timeout: once the server is gone, c's calls wait for it.
+        c = flashtrie.Client(url, timeout=3)
+        slow = {}
+        t = threading.Thread(target=lambda: slow.update(
+            hits=c.search(r["tokens"], r["logp"], **kwargs_of(r))))
+        t.start()
+        time.sleep(0.1)
+        srv.proc.send_signal(signal.SIGTERM)
+        shut = None
+        for _ in range(20):
+            time.sleep(0.05)
+            try:
+                c.search(r["tokens"], r["logp"], **kwargs_of(r))
+            except flashtrie.ShutdownError as e:
+                shut = e
+                break
+        assert shut is not None, "no SHUTDOWN while draining"
+        assert shut.code == 25 and shut.message
+        t.join(timeout=30)
+        check_hits(slow["hits"], want)   # the one in flight is answered
+        assert srv.proc.wait(timeout=30) == 0
+        assert "drained: every request answered" in srv.tail()
+        # The server is gone: the open client fails, it does not hang.
+        c2 = flashtrie.Client(url, timeout=1, connect_wait=True)
+        for cl in (c, c2):
+            t0 = time.monotonic()
+            with pytest.raises((flashtrie.ConnectionError,
+                                flashtrie.TimeoutError)):
+                cl.search(r["tokens"], r["logp"])
+            assert time.monotonic() - t0 < 25
+            cl.close()
+    finally:
+        srv.kill()
+
+
+def test_tls(env, tmp_path):
+    """tls+tcp:// with a self-signed certificate made by the openssl CLI:
+    answers as over ipc; a wrong server name gets no answer."""
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    p = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+         "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out",
+         cert, "-days", "2", "-subj", "/CN=localhost", "-addext",
+         "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    url = "tls+tcp://127.0.0.1:%d" % free_port()
+    srv = Server(str(tmp_path), "tls", env["big"], [url], "--tls-cert", cert,
+                 "--tls-key", key)
+    tls = flashtrie.TLS(ca=cert, server_name="localhost")
+    srv.start(tls=tls)
+    try:
+        reqs = env["requests"][:8]
+        want = expected(env["big"], reqs)
+        with flashtrie.Client(url, tls={"ca": cert,
+                                        "server_name": "localhost"}) as c:
+            for r, w in zip(reqs, want):
+                check_hits(c.search(r["tokens"], r["logp"], **kwargs_of(r)),
+                           w)
+        with pytest.raises((flashtrie.ConnectionError,
+                            flashtrie.TimeoutError)):
+            with flashtrie.Client(url, timeout=1, tls=flashtrie.TLS(
+                    ca=cert, server_name="not-this-host")) as c:
+                c.ping()
+    finally:
+        srv.stop()
+
+
+# ---- info ----
+
+def test_info(env, client):
+    text = client.info()
+    assert text.startswith("# server\n")
+    d = client.info_dict()
+    assert set(d) >= {"server", "index", "engines", "queue", "requests",
+                      "config"}
+    keys = [l for l in env["info"].splitlines() if l.startswith("keys: ")]
+    assert keys == ["keys: 3000"]
+    assert d["index"]["keys"] == 3000
+    assert d["index"]["path"] == env["big"]
+    assert d["server"]["version"] == "0.1.0"
+    assert d["server"]["pid"] == env["server"].proc.pid
+    assert d["server"]["draining"] == 0
+    assert isinstance(d["server"]["uptime_s"], float)
+    assert d["engines"]["engine.0.kind"] == "cpu"
+    assert d["config"]["engine"] == "cpu (cli)"
+    listeners = [v for k, v in d["server"].items()
+                 if k.startswith("listener.")]
+    assert listeners == env["urls"]
+    assert flashtrie.parse_info("# a\nx: 1\ny: -2.5\nz: q r\n\n# b\n") == \
+        {"a": {"x": 1, "y": -2.5, "z": "q r"}, "b": {}}
+
+
+def test_library_not_found(tmp_path):
+    pkg = os.path.dirname(os.path.dirname(flashtrie.__file__))
+    env = dict(os.environ, FLASHTRIE_CLIENT_LIB=str(tmp_path / "none.so"),
+               PYTHONPATH=pkg)
+    p = subprocess.run([sys.executable, "-c",
+                        "import flashtrie; flashtrie.Client('ipc:///x')"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1
+    assert "OSError: flashtrie: cannot load libflashtrie_client: %s" % (
+        tmp_path / "none.so") in p.stderr
+    assert "set FLASHTRIE_CLIENT_LIB" in p.stderr
+
+
+def test_codes_match_the_header():
+    """The Python table of ft_err is the enum of include/flashtrie.h."""
+    with open(os.path.join(HERE, "..", "..", "include", "flashtrie.h")) as f:
+        text = f.read()
+    body = text[text.index("typedef enum ft_err {"):]
+    body = body[:body.index("} ft_err;")]
+    enum = {int(v): k for k, v in re.findall(r"(FT_[A-Z]+) = (\d+)", body)}
+    assert enum == flashtrie.CODES
+    assert len(enum) >= 27

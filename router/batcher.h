@@ -1,0 +1,92 @@
+/*
+ * batcher.h - dynamic batching in front of the engine slot.
+ *
+ * One batcher thread per engine group takes requests from the bounded
+ * queue and forms batches: as soon as a replica is idle it takes the
+ * oldest request, waits up to max_wait_us for the batch to fill to
+ * max_batch, and hands the batch to that replica's worker thread.  While
+ * every replica is busy, requests wait in the queue, so the next batch
+ * grows with the load (and the queue bound, not memory, absorbs bursts).
+ *
+ * A request whose deadline has passed when its batch is about to run is
+ * answered FT_EDEADLINE and not run.  Answers do not depend on the batch a
+ * request rides in (SPEC section 6): the slot runs the same engine call as
+ * `flashtrie search`.
+ */
+#ifndef FT_BATCHER_H
+#define FT_BATCHER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flashtrie.h"
+#include "queue.h"
+#include "slot.h"
+
+/* ft_job is one request in the router.  The producer owns it and its
+ * result buffers (sized for the request's results and T) and keeps them
+ * alive until done is called; done runs on a worker thread, once. */
+typedef struct ft_job {
+    ft_request req;
+    ft_result *res;
+    uint64_t deadline_ns; /* ft_now_ns() clock; 0 = none */
+    uint64_t gen_id;      /* the generation that answered (0: not run) */
+    void (*done)(struct ft_job *job);
+    void *arg;
+} ft_job;
+
+/* FT_BATCH_SIZE_BUCKETS: batch sizes are counted in power-of-two buckets,
+ * bucket b holding the batches of 2^(b-1)+1 .. 2^b requests (bucket 0: one
+ * request); the last bucket holds every larger batch. */
+#define FT_BATCH_SIZE_BUCKETS 12
+
+/* ft_batch_size_bucket is the bucket of a batch of n >= 1 requests. */
+static inline size_t ft_batch_size_bucket(size_t n)
+{
+    size_t b = 0;
+    while (b + 1 < FT_BATCH_SIZE_BUCKETS && ((size_t)1 << b) < n)
+        b++;
+    return b;
+}
+
+typedef struct ft_batcher_stats {
+    uint64_t batches;     /* engine calls */
+    uint64_t requests;    /* requests run */
+    uint64_t deadline;    /* answered FT_EDEADLINE without running */
+    uint64_t engine_fail; /* requests failed because an engine failed */
+    uint64_t sizes[FT_BATCH_SIZE_BUCKETS]; /* engine calls by batch size */
+    size_t replicas;
+    uint64_t busy_ns[FT_SLOT_MAX_REPLICAS]; /* time each replica ran */
+    uint64_t runs[FT_SLOT_MAX_REPLICAS];    /* batches each replica ran */
+} ft_batcher_stats;
+
+typedef struct ft_batcher ft_batcher;
+
+/* ft_batcher_start starts the batcher and one worker per replica of gen
+ * (which the caller keeps: ft_batcher_swap takes over the references).
+ * delay_us is a test hook: each batch sleeps that long before it runs. */
+int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
+                     uint32_t max_batch, uint32_t max_wait_us,
+                     uint32_t delay_us);
+
+/* ft_batcher_swap makes gen current for the batches formed from now on and
+ * returns the previous one (whose reference the caller drops; batches
+ * already formed keep their own).  gen must have as many replicas. */
+ft_gen *ft_batcher_swap(ft_batcher *b, ft_gen *gen);
+/* ft_batcher_current returns the current generation with a reference. */
+ft_gen *ft_batcher_current(ft_batcher *b);
+
+/* ft_batcher_set_window changes max_batch (clamped to the start value) and
+ * max_wait_us (reloadable settings). */
+void ft_batcher_set_window(ft_batcher *b, uint32_t max_batch,
+                           uint32_t max_wait_us);
+
+/* ft_batcher_stop waits until the queue (which the caller has closed) is
+ * empty and every batch is answered, then joins the threads and drops the
+ * current generation. */
+void ft_batcher_stop(ft_batcher *b);
+
+void ft_batcher_stats_get(ft_batcher *b, ft_batcher_stats *st);
+
+#endif /* FT_BATCHER_H */

@@ -1,0 +1,199 @@
+/* slot.c - generations of index + engines, and the one engine call. */
+#include "slot.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_impl.h"
+#include "queue.h"
+
+void ft_slot_opts_init(ft_slot_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->engine = FT_SLOT_AUTO;
+    o->replicas = 1;
+}
+
+int ft_slot_engine_parse(const char *s)
+{
+    if (!strcmp(s, "auto"))
+        return FT_SLOT_AUTO;
+    if (!strcmp(s, "cpu"))
+        return FT_SLOT_CPU;
+    if (!strcmp(s, "gpu"))
+        return FT_SLOT_GPU;
+    return -1;
+}
+
+const char *ft_slot_engine_str(ft_slot_engine e)
+{
+    return e == FT_SLOT_CPU ? "cpu" : e == FT_SLOT_GPU ? "gpu" : "auto";
+}
+
+static void gen_close(ft_gen *g)
+{
+    for (size_t i = 0; i < g->n_eng; i++)
+        ft_searcher_close(g->eng[i]);
+    ft_library_close(g->lib);
+    free(g);
+}
+
+const char *ft_gen_kind_name(const ft_gen *g, size_t r)
+{
+    return g->kind[r] == FT_ENGINE_GPU ? "gpu" : "cpu";
+}
+
+/* open_one opens the searcher of one replica. */
+static int open_one(ft_gen *g, size_t i, ft_engine_kind kind, int device,
+                    const ft_slot_opts *o, char *err, size_t errlen)
+{
+    ft_searcher_opts so;
+    ft_searcher_opts_init(&so);
+    if (o->spread && o->n_devices > 0) {
+        so.devices = o->devices;
+        so.n_devices = o->n_devices;
+    }
+    so.engine.kind = kind;
+    so.engine.device = device;
+    so.engine.threads = o->cpu_threads;
+    so.engine.max_batch = o->max_batch;
+    so.engine.max_beam = o->max_beam;
+    so.engine.max_k = o->max_k;
+    so.engine.max_t = o->max_t;
+    int rc = ft_searcher_open(&g->eng[i], g->lib, &so, err, errlen);
+    if (rc == FT_OK) {
+        g->kind[i] = ft_searcher_kind(g->eng[i]);
+        g->device[i] = g->kind[i] == FT_ENGINE_GPU ? device : -1;
+    }
+    return rc;
+}
+
+/* open_gpus opens `replicas` GPU replicas on each listed device (all or
+ * none): several engines on one GPU overlap one batch's host work with
+ * another's kernel. */
+static int open_gpus(ft_gen *g, const ft_slot_opts *o, char *err,
+                     size_t errlen)
+{
+    size_t per = o->replicas > 0 ? (size_t)o->replicas : 1;
+    /* Spread: every replica is one group over all the devices. */
+    size_t ndev = o->spread ? 1 : o->n_devices ? o->n_devices : 1;
+    size_t nd = ndev * per;
+    if (nd > FT_SLOT_MAX_REPLICAS) {
+        snprintf(err, errlen, "%zu devices x %zu replicas: at most %d "
+                 "replicas", ndev, per, FT_SLOT_MAX_REPLICAS);
+        return FT_ELIMIT;
+    }
+    for (size_t i = 0; i < nd; i++) {
+        int dev = o->n_devices ? o->devices[o->spread ? 0 : i / per] : 0;
+        char e2[160];
+        int rc = open_one(g, i, FT_ENGINE_GPU, dev, o, e2, sizeof e2);
+        if (rc != FT_OK) {
+            snprintf(err, errlen, "GPU engine on device %d: %s", dev, e2);
+            while (i-- > 0)
+                ft_searcher_close(g->eng[i]);
+            return rc;
+        }
+    }
+    g->n_eng = nd;
+    return FT_OK;
+}
+
+static int open_cpus(ft_gen *g, const ft_slot_opts *o, char *err,
+                     size_t errlen)
+{
+    int n = o->replicas > 0 ? o->replicas : 1;
+    if (n > FT_SLOT_MAX_REPLICAS)
+        n = FT_SLOT_MAX_REPLICAS;
+    for (int i = 0; i < n; i++) {
+        char e2[256];
+        int rc = open_one(g, (size_t)i, FT_ENGINE_CPU, 0, o, e2, sizeof e2);
+        if (rc != FT_OK) {
+            snprintf(err, errlen, "CPU engine: %s", e2);
+            while (i-- > 0)
+                ft_searcher_close(g->eng[i]);
+            return rc;
+        }
+    }
+    g->n_eng = (size_t)n;
+    return FT_OK;
+}
+
+int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
+                uint64_t id, char *errbuf, size_t errlen)
+{
+    char tmp[1];
+    if (errbuf == NULL) {
+        errbuf = tmp;
+        errlen = sizeof tmp;
+    }
+    *out = NULL;
+    if (strlen(path) >= sizeof ((ft_gen *)0)->path) {
+        snprintf(errbuf, errlen, "%.64s...: path too long", path);
+        return FT_EINVAL;
+    }
+    ft_gen *g = calloc(1, sizeof *g);
+    if (g == NULL) {
+        snprintf(errbuf, errlen, "%s: out of memory", path);
+        return FT_ENOMEM;
+    }
+    atomic_init(&g->refs, 1);
+    g->id = id;
+    strcpy(g->path, path);
+    int rc = ft_library_open(&g->lib, path,
+                             o->no_verify ? FT_OPEN_NO_VERIFY : 0, errbuf,
+                             errlen);
+    if (rc != FT_OK) {
+        free(g);
+        return rc;
+    }
+    ft_index_info_init(&g->info);
+    ft_library_info_get(&g->info, g->lib);
+    g->shards = ft_library_shards(g->lib);
+    char why[200] = "";
+    if (o->engine == FT_SLOT_CPU) {
+        rc = open_cpus(g, o, errbuf, errlen);
+        snprintf(g->why, sizeof g->why, "cpu: asked for (engine = cpu)");
+    } else {
+        rc = open_gpus(g, o, why, sizeof why);
+        if (rc == FT_OK) {
+            snprintf(g->why, sizeof g->why, "gpu: %s (engine = %s)",
+                     o->engine == FT_SLOT_AUTO ? "a GPU is usable" : "asked for",
+                     ft_slot_engine_str(o->engine));
+        } else if (o->engine == FT_SLOT_GPU) {
+            snprintf(errbuf, errlen, "%s", why);
+        } else {
+            rc = open_cpus(g, o, errbuf, errlen);
+            snprintf(g->why, sizeof g->why,
+                     "cpu: no usable GPU (engine = auto; %s)", why);
+        }
+    }
+    if (rc != FT_OK) {
+        ft_library_close(g->lib);
+        free(g);
+        return rc;
+    }
+    g->opened_ns = ft_now_ns();
+    *out = g;
+    return FT_OK;
+}
+
+void ft_gen_ref(ft_gen *g)
+{
+    atomic_fetch_add(&g->refs, 1);
+}
+
+void ft_gen_unref(ft_gen *g)
+{
+    if (g != NULL && atomic_fetch_sub(&g->refs, 1) == 1) {
+        FT_LOGF(FT_LOG_INFO, "index generation %llu (%s) closed: its last request is "
+                "answered", (unsigned long long)g->id, g->path);
+        gen_close(g);
+    }
+}
+
+int ft_slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
+                   ft_result *res)
+{
+    return ft_searcher_search_batch(g->eng[r], reqs, n, res);
+}

@@ -1,0 +1,87 @@
+/*
+ * slot.h - the engine slot: what answers a batch of requests.
+ *
+ * A generation (ft_gen) is one opened library (an index, or a manifest of
+ * shards) with its searchers: one per replica (one per listed GPU, or N
+ * CPU ones).  A searcher is one engine for an index and a shard group for
+ * a manifest, so the slot serves both the same way.  The daemon holds
+ * the current generation; a reload opens and verifies a new one aside and
+ * swaps it in (ft_gen_swap) while batches still running keep a reference
+ * to the old one, which is closed when its last batch is answered.
+ *
+ * ft_slot_search is the only place in the daemon that runs a search, so
+ * when the search entry moves or is renamed this is a one-line change.
+ */
+#ifndef FT_SLOT_H
+#define FT_SLOT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flashtrie.h"
+
+#define FT_SLOT_MAX_REPLICAS 16
+
+typedef enum ft_slot_engine {
+    FT_SLOT_AUTO = 0, /* the GPU engine when one opens, else the CPU */
+    FT_SLOT_CPU = 1,
+    FT_SLOT_GPU = 2
+} ft_slot_engine;
+
+typedef struct ft_slot_opts {
+    ft_slot_engine engine;
+    int devices[FT_SLOT_MAX_REPLICAS]; /* GPU ordinals: one replica each */
+    size_t n_devices;                  /* 0: device 0 alone */
+    int replicas;                      /* engines per device for the GPU,
+                                        * CPU engines for the CPU (0 = 1) */
+    int cpu_threads;                   /* workers per CPU engine, 0 = all */
+    uint32_t max_batch;                /* GPU launch size (0 = 32) */
+    uint32_t max_beam, max_k, max_t;   /* GPU arena sizing (0 = SPEC's) */
+    int no_verify;                     /* skip section checksums */
+    int spread;                        /* engine = shards: each replica is
+                                        * one shard group whose shards are
+                                        * spread over all listed devices */
+} ft_slot_opts;
+
+void ft_slot_opts_init(ft_slot_opts *o);
+
+/* ft_slot_engine_parse reads "auto", "cpu" or "gpu"; -1 otherwise. */
+int ft_slot_engine_parse(const char *s);
+const char *ft_slot_engine_str(ft_slot_engine e);
+
+typedef struct ft_gen {
+    atomic_int refs;
+    uint64_t id;            /* 1 for the first index, +1 per reload */
+    char path[1024];
+    ft_library *lib;
+    ft_index_info info;
+    size_t shards;          /* 1 for a plain index */
+    size_t n_eng;           /* replicas */
+    ft_searcher *eng[FT_SLOT_MAX_REPLICAS];
+    int kind[FT_SLOT_MAX_REPLICAS];   /* ft_engine_kind: CPU or GPU */
+    int device[FT_SLOT_MAX_REPLICAS]; /* GPU ordinal, -1 for CPU */
+    char why[384];          /* why this engine: logged and shown in INFO */
+    uint64_t opened_ns;
+} ft_gen;
+
+/* ft_gen_kind_name is "cpu" or "gpu" for replica r. */
+const char *ft_gen_kind_name(const ft_gen *g, size_t r);
+
+/* ft_gen_open opens and verifies the library at path and its searchers; the
+ * generation starts with one reference.  On failure errbuf names the file
+ * and the reason, and nothing is left open. */
+int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
+                uint64_t id, char *errbuf, size_t errlen);
+void ft_gen_ref(ft_gen *g);
+/* ft_gen_unref drops a reference; the last one closes the engines and the
+ * index (in whichever thread drops it). */
+void ft_gen_unref(ft_gen *g);
+
+/* ft_slot_search answers n requests on replica r of g; each result carries
+ * its own status.  Returns FT_OK unless the engine itself failed. */
+int ft_slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
+                   ft_result *res);
+
+#endif /* FT_SLOT_H */

@@ -1,0 +1,1024 @@
+/*
+ * daemon_test.c - "flashtrie serve" through the client library: every
+ * answer checked bit for bit against the engine run in this process on
+ * the same index.  One executable, one case per argument:
+ *   concurrent  32 client threads with different requests (sync and async)
+ *   proto       every protocol error by its code, the connection used after
+ *   busy        a full queue answers BUSY (tiny queue, the delay hook)
+ *   deadline    a request whose deadline passes is answered DEADLINE
+ *   reload      RELOAD and SIGHUP under load: no failed request, answers
+ *               switch from the old index to the new at one point; a bad
+ *               index is refused and the old one keeps answering
+ *   drain       SIGTERM with requests in flight: all answered, exit 0; a
+ *               drain that times out exits 1 and says how many were cut
+ *   tls         a round trip over tls+tcp:// with a certificate made here
+ * Servers listen on ipc:// in a temporary folder or on 127.0.0.1, and are
+ * stopped by the case (and killed at exit if a check failed first).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "buf.h"
+#include "flashtrie_client.h"
+#include "frame.h"
+#include "ft_test.h"
+
+static char g_dir[256];
+static pid_t g_pid;
+static const char *g_bin;
+
+static void kill_server(void)
+{
+    if (g_pid > 0) {
+        kill(g_pid, SIGKILL);
+        waitpid(g_pid, NULL, 0);
+        g_pid = 0;
+    }
+    if (g_dir[0]) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "daemon_test: cannot remove %s\n", g_dir);
+    }
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* start_server runs "flashtrie serve ARGS" with its log in DIR/log and
+ * waits until url answers a ping. */
+static void start_server(const char *url, const char *const *args)
+{
+    char log[300];
+    snprintf(log, sizeof log, "%s/log", g_dir);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = g_bin;
+    argv[n++] = "serve";
+    for (int i = 0; args[i]; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    FT_CHECK(pid >= 0);
+    if (pid == 0) {
+        FILE *f = freopen(log, "w", stderr);
+        (void)f;
+        execv(g_bin, (char *const *)argv);
+        _exit(127);
+    }
+    g_pid = pid;
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.connect_wait_ms = 1;
+    o.timeout_ms = 200;
+    ft_client *c;
+    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    int rc = FT_ETIMEDOUT;
+    for (int i = 0; i < 100 && rc != FT_OK; i++) {
+        rc = ft_client_ping(c, NULL, 0);
+        if (rc != FT_OK) {
+            int st;
+            if (waitpid(pid, &st, WNOHANG) == pid) {
+                g_pid = 0;
+                fprintf(stderr, "server exited early:\n");
+                char cmd[400];
+                snprintf(cmd, sizeof cmd, "cat '%s' >&2", log);
+                if (system(cmd)) {}
+                exit(1);
+            }
+        }
+    }
+    FT_PASS(rc);
+    ft_client_close(c);
+}
+
+/* stop_server sends sig and returns the exit status (within 30 s). */
+static int stop_server(int sig)
+{
+    kill(g_pid, sig);
+    for (int i = 0; i < 3000; i++) {
+        int st;
+        if (waitpid(g_pid, &st, WNOHANG) == g_pid) {
+            g_pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        sleep_ms(10);
+    }
+    fprintf(stderr, "server did not stop within 30 s\n");
+    exit(1);
+}
+
+static int log_has(const char *s)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/log", g_dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    char line[2048];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, s) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* ---- indexes and expected answers ---- */
+
+/* make_index writes keys (of the tests' library) with value = base + line
+ * number and builds DIR/name. */
+static void make_index(const char *name, uint64_t base, char *path,
+                       size_t len)
+{
+    static const char *keys[] = {"1 2 3", "1 2", "1 2 4", "1 5", "7",
+                                 "7 8 9 10", "70000 1", "2 2", "2 3 1",
+                                 "3 1", "5 5 5", "1 7"};
+    char kp[300];
+    snprintf(kp, sizeof kp, "%s/%s.keys", g_dir, name);
+    FILE *f = fopen(kp, "w");
+    FT_CHECK(f != NULL);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        fprintf(f, "%s\t%llu\n", keys[i], (unsigned long long)(base + i));
+    fclose(f);
+    snprintf(path, len, "%s/%s.fti", g_dir, name);
+    ft_build_opts bo;
+    ft_build_opts_init(&bo);
+    bo.input = kp;
+    bo.output = path;
+    bo.threads = 1;
+    ft_build_stats st;
+    ft_build_stats_init(&st);
+    char err[256];
+    if (ft_build(&st, &bo, err, sizeof err) != FT_OK) {
+        fprintf(stderr, "build: %s\n", err);
+        exit(1);
+    }
+}
+
+typedef struct local {
+    ft_index *idx;
+    ft_engine *eng;
+    pthread_mutex_t mu;
+} local;
+
+static void local_open(local *l, const char *path)
+{
+    FT_PASS(ft_index_open(&l->idx, path, 0, NULL, 0));
+    ft_engine_opts eo;
+    ft_engine_opts_init(&eo);
+    eo.kind = FT_ENGINE_CPU;
+    eo.threads = 1;
+    FT_PASS(ft_engine_open(&l->eng, l->idx, &eo, NULL, 0));
+    pthread_mutex_init(&l->mu, NULL);
+}
+
+static void local_close(local *l)
+{
+    ft_engine_close(l->eng);
+    ft_index_close(l->idx);
+}
+
+/* A generated request with its own storage. */
+typedef struct greq {
+    ft_request r;
+    uint32_t tok[4 * 4];
+    float lp[4 * 4];
+} greq;
+
+static void gen_req(greq *g, uint64_t *seed)
+{
+    static const uint32_t pool[] = {1, 2, 3, 4, 5, 7, 8, 9, 10, 70000, 6};
+    ft_request_init(&g->r);
+    g->r.T = 1 + (uint32_t)(ft_test_rand(seed) % 4);
+    g->r.K = 1 + (uint32_t)(ft_test_rand(seed) % 4);
+    for (uint32_t t = 0; t < g->r.T; t++) {
+        /* Distinct tokens per position (SPEC section 3). */
+        uint32_t start = (uint32_t)(ft_test_rand(seed) % 11);
+        for (uint32_t k = 0; k < g->r.K; k++) {
+            g->tok[t * g->r.K + k] = pool[(start + k) % 11];
+            g->lp[t * g->r.K + k] =
+                -(float)(ft_test_rand(seed) % 1000) / 250.0f;
+        }
+    }
+    g->r.tokens = g->tok;
+    g->r.logp = g->lp;
+    g->r.beam = 1 + (uint32_t)(ft_test_rand(seed) % 6);
+    g->r.results = (uint32_t)(ft_test_rand(seed) % 4);
+    g->r.alpha = (double)(ft_test_rand(seed) % 3) / 2.0;
+}
+
+/* check_same asserts that got is the answer of the engine, bit for bit. */
+static void check_same(local *l, const ft_request *r, const ft_result *got)
+{
+    ft_result want;
+    FT_PASS(ft_result_alloc(&want, 4096, FT_MAX_T));
+    pthread_mutex_lock(&l->mu);
+    ft_engine_search(l->eng, r, &want);
+    pthread_mutex_unlock(&l->mu);
+    FT_CHECK_EQ_U64(got->status, want.status);
+    if (want.status != FT_OK)
+        FT_CHECK_STR(got->error, want.error);
+    FT_CHECK_EQ_U64(got->n, want.n);
+    for (uint32_t i = 0; i < want.n; i++) {
+        const ft_hit *a = &got->hits[i], *b = &want.hits[i];
+        FT_CHECK_EQ_U64(a->len, b->len);
+        FT_CHECK_EQ_U64(a->value, b->value);
+        FT_CHECK(memcmp(&a->score, &b->score, sizeof a->score) == 0);
+        FT_CHECK(memcmp(&a->sigma, &b->sigma, sizeof a->sigma) == 0);
+        FT_CHECK(memcmp(got->tokens + a->tok_off, want.tokens + b->tok_off,
+                        a->len * sizeof(uint32_t)) == 0);
+    }
+    ft_result_free(&want);
+}
+
+static ft_client *connect_to(const char *url, int timeout_ms)
+{
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = timeout_ms;
+    ft_client *c;
+    char err[256];
+    if (ft_client_connect(&c, url, &o, err, sizeof err) != FT_OK) {
+        fprintf(stderr, "connect %s: %s\n", url, err);
+        exit(1);
+    }
+    return c;
+}
+
+/* ---- concurrent ---- */
+
+typedef struct worker {
+    const char *url;
+    local *l;
+    uint64_t seed;
+    int shared;
+    ft_client *c;
+} worker;
+
+static void *concurrent_worker(void *arg)
+{
+    worker *w = arg;
+    ft_client *c = w->shared ? w->c : connect_to(w->url, 20000);
+    for (int i = 0; i < 12; i++) {
+        greq g[3];
+        ft_request reqs[3];
+        size_t n = 1 + (size_t)(ft_test_rand(&w->seed) % 3);
+        for (size_t j = 0; j < n; j++) {
+            gen_req(&g[j], &w->seed);
+            reqs[j] = g[j].r;
+        }
+        ft_client_results *res;
+        char err[256];
+        int rc = ft_client_search(c, reqs, n, &res, err, sizeof err);
+        if (rc != FT_OK) {
+            fprintf(stderr, "search: %s\n", err);
+            exit(1);
+        }
+        FT_CHECK_EQ_U64(ft_client_results_count(res), n);
+        for (size_t j = 0; j < n; j++)
+            check_same(w->l, &reqs[j], ft_client_results_get(res, j));
+        ft_client_results_free(res);
+    }
+    if (!w->shared)
+        ft_client_close(c);
+    return NULL;
+}
+
+typedef struct async_slot {
+    atomic_int done;
+    int status;
+    ft_client_results *res;
+    char error[256];
+} async_slot;
+
+static void async_cb(int status, ft_client_results *res, const char *error,
+                     void *arg)
+{
+    async_slot *s = arg;
+    s->status = status;
+    s->res = res;
+    snprintf(s->error, sizeof s->error, "%s", error ? error : "");
+    atomic_store(&s->done, 1);
+}
+
+static void wait_all(async_slot *s, size_t n, double limit_s)
+{
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++)
+        while (!atomic_load(&s[i].done)) {
+            FT_CHECK(now_s() - t0 < limit_s);
+            sleep_ms(2);
+        }
+}
+
+static void case_concurrent(void)
+{
+    char idx[300], url[300];
+    make_index("a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "2", "--max-wait-us", "500", NULL};
+    start_server(url, args);
+    local l;
+    local_open(&l, idx);
+    /* 32 clients, half with a connection each and half sharing one handle
+     * from many threads. */
+    ft_client *shared = connect_to(url, 20000);
+    pthread_t th[32];
+    worker w[32];
+    for (int i = 0; i < 32; i++) {
+        w[i] = (worker){url, &l, 1000 + (uint64_t)i * 7919, i % 2, shared};
+        FT_CHECK(pthread_create(&th[i], NULL, concurrent_worker, &w[i]) == 0);
+    }
+    for (int i = 0; i < 32; i++)
+        pthread_join(th[i], NULL);
+    /* Asynchronous searches: 64 in flight from one thread. */
+    static async_slot s[64];
+    greq g[64];
+    uint64_t seed = 42;
+    for (int i = 0; i < 64; i++) {
+        gen_req(&g[i], &seed);
+        FT_PASS(ft_client_search_async(shared, &g[i].r, 1, async_cb, &s[i],
+                                       NULL, 0));
+    }
+    wait_all(s, 64, 30);
+    for (int i = 0; i < 64; i++) {
+        FT_PASS(s[i].status);
+        check_same(&l, &g[i].r, ft_client_results_get(s[i].res, 0));
+        ft_client_results_free(s[i].res);
+    }
+    ft_client_close(shared);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+    local_close(&l);
+}
+
+/* ---- proto ---- */
+
+/* raw_call sends len bytes on a raw REQ socket and returns the answer's
+ * decoded frame (or JSON text in *json). */
+static int raw_call(nng_socket s, const void *p, size_t len, ft_frame_msg *m,
+                    char *json, size_t jlen)
+{
+    nng_msg *msg;
+    FT_CHECK(nng_msg_alloc(&msg, 0) == 0);
+    FT_CHECK(nng_msg_append(msg, p, len) == 0);
+    int rv = nng_sendmsg(s, msg, 0);
+    if (rv != 0) {
+        nng_msg_free(msg);
+        return -rv;
+    }
+    rv = nng_recvmsg(s, &msg, 0);
+    if (rv != 0)
+        return -rv;
+    const char *body = nng_msg_body(msg);
+    size_t bl = nng_msg_len(msg);
+    int rc;
+    if (json && bl > 0 && body[0] == '{') {
+        snprintf(json, jlen, "%.*s", (int)bl, body);
+        rc = 0;
+    } else {
+        char err[256];
+        rc = ft_frame_decode(m, body, bl, 0, err, sizeof err);
+        if (rc != FT_OK)
+            fprintf(stderr, "reply does not decode: %s\n", err);
+        FT_PASS(rc);
+        rc = m->hdr.type;
+    }
+    nng_msg_free(msg);
+    return rc;
+}
+
+/* expect_error sends a bad frame and checks the ERROR answer's code and
+ * the start of its message; then the same socket must answer a PING. */
+static void expect_error(nng_socket s, const void *p, size_t len, int code,
+                         const char *msg_prefix)
+{
+    ft_frame_msg m;
+    ft_frame_msg_init(&m);
+    int t = raw_call(s, p, len, &m, NULL, 0);
+    if (t != FT_FRAME_ERROR || m.status != code ||
+        strncmp(m.text, msg_prefix, strlen(msg_prefix)) != 0) {
+        fprintf(stderr, "bad frame of %zu bytes: got type 0x%x code %d '%s',"
+                " want ERROR %d '%s...'\n", len, (unsigned)t, m.status,
+                t == FT_FRAME_ERROR ? m.text : "", code, msg_prefix);
+        exit(1);
+    }
+    ft_buf b;
+    ft_buf_init(&b);
+    FT_PASS(ft_frame_encode_ping(&b, 77));
+    FT_CHECK_EQ_U64(raw_call(s, b.data, b.len, &m, NULL, 0), FT_FRAME_PONG);
+    FT_CHECK_EQ_U64(m.hdr.id, 77);
+    ft_buf_free(&b);
+    ft_frame_msg_free(&m);
+}
+
+static void case_proto(void)
+{
+    char idx[300], url[300];
+    make_index("a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--max-message-bytes", "4096",
+                          "--max-batch", "4", "--test-delay-us", "20000",
+                          NULL};
+    start_server(url, args);
+    nng_socket s;
+    FT_CHECK(nng_req0_open(&s) == 0);
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 5000);
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 5000);
+    nng_socket_set_ms(s, NNG_OPT_RECONNMINT, 10);
+    FT_CHECK(nng_dial(s, url, NULL, 0) == 0);
+
+    greq g;
+    uint64_t seed = 5;
+    gen_req(&g, &seed);
+    ft_buf good;
+    ft_buf_init(&good);
+    FT_PASS(ft_frame_encode_search(&good, 9, 0, &g.r, NULL, 1));
+    unsigned char *p = malloc(good.len + 64);
+    FT_CHECK(p != NULL);
+    /* Another client's requests are in flight while the bad frames come:
+     * every one of them must still get its right answer. */
+    local l;
+    local_open(&l, idx);
+    ft_client *other = connect_to(url, 20000);
+    enum { NO = 48 };
+    static async_slot os[NO];
+    static greq og[NO];
+    uint64_t oseed = 77;
+    for (int i = 0; i < NO; i++) {
+        gen_req(&og[i], &oseed);
+        FT_PASS(ft_client_search_async(other, &og[i].r, 1, async_cb, &os[i],
+                                       NULL, 0));
+    }
+
+    /* wrong magic */
+    memcpy(p, good.data, good.len);
+    p[0] = 'F', p[1] = 'X';
+    expect_error(s, p, good.len, FT_EPROTO, "");
+    /* wrong version */
+    memcpy(p, good.data, good.len);
+    p[4] = 9;
+    expect_error(s, p, good.len, FT_EPROTO, "");
+    /* unknown type */
+    memcpy(p, good.data, good.len);
+    p[6] = 0x77;
+    expect_error(s, p, good.len, FT_EPROTO, "");
+    /* truncated: the header says more payload than came */
+    expect_error(s, good.data, good.len - 5, FT_EPROTO, "");
+    /* a header alone, shorter than 32 bytes */
+    expect_error(s, good.data, 20, FT_EPROTO, "");
+    /* lengths that disagree: trailing bytes after the payload */
+    memcpy(p, good.data, good.len);
+    memset(p + good.len, 0, 8);
+    expect_error(s, p, good.len + 8, FT_EPROTO, "");
+    /* a damaged payload (checksum) */
+    memcpy(p, good.data, good.len);
+    p[good.len - 1] ^= 0x55;
+    expect_error(s, p, good.len, FT_EPROTO, "");
+    /* garbage, and a single byte */
+    for (size_t i = 0; i < 100; i++)
+        p[i] = (unsigned char)(i * 37 + 11);
+    expect_error(s, p, 100, FT_EPROTO, "");
+    expect_error(s, "F", 1, FT_EPROTO, "");
+    expect_error(s, "", 0, FT_EPROTO, "");
+    /* a reply type sent as a request */
+    ft_buf b;
+    ft_buf_init(&b);
+    FT_PASS(ft_frame_encode_pong(&b, 3));
+    expect_error(s, b.data, b.len, FT_EPROTO, "type: PONG");
+    /* RELOAD on a server without admin_reload */
+    b.len = 0;
+    FT_PASS(ft_frame_encode_reload(&b, 4, NULL));
+    expect_error(s, b.data, b.len, FT_EPERM,
+                 "reload: not allowed (admin_reload is off)");
+    /* a request that breaks SPEC section 3 is answered in its RESULT */
+    ft_request bad = g.r;
+    bad.beam = 0;
+    b.len = 0;
+    FT_PASS(ft_frame_encode_search(&b, 5, 0, &bad, NULL, 1));
+    ft_frame_msg m;
+    ft_frame_msg_init(&m);
+    FT_CHECK_EQ_U64(raw_call(s, b.data, b.len, &m, NULL, 0), FT_FRAME_RESULT);
+    FT_CHECK_EQ_U64(m.count, 1);
+    FT_CHECK_EQ_U64(m.res[0].status, FT_EREQUEST);
+    FT_CHECK(strncmp(m.res[0].error, "beam: ", 6) == 0);
+    /* a JSON line with a fault gets a JSON error line */
+    char json[512];
+    const char *line = "{\"tokens\": [[1]], \"logp\": [[-1]], \"bogus\": 1}";
+    FT_CHECK_EQ_U64(raw_call(s, line, strlen(line), &m, json, sizeof json), 0);
+    FT_CHECK_STR(json, "{\"error\": \"bogus: unknown field\"}\n");
+    /* ...and a good one its result line. */
+    line = "{\"id\": 3, \"tokens\": [[1, 7]], \"logp\": [[-1, -2]]}";
+    FT_CHECK_EQ_U64(raw_call(s, line, strlen(line), &m, json, sizeof json), 0);
+    FT_CHECK(strncmp(json, "{\"id\": 3, \"results\": [", 22) == 0);
+    /* the good frame is still answered right on this connection */
+    FT_CHECK_EQ_U64(raw_call(s, good.data, good.len, &m, NULL, 0),
+                    FT_FRAME_RESULT);
+    FT_CHECK_EQ_U64(m.hdr.id, 9);
+    check_same(&l, &g.r, &m.res[0]);
+    wait_all(os, NO, 30);
+    for (int i = 0; i < NO; i++) {
+        FT_PASS(os[i].status);
+        check_same(&l, &og[i].r, ft_client_results_get(os[i].res, 0));
+        ft_client_results_free(os[i].res);
+    }
+    ft_client_close(other);
+
+    /* An oversized message is dropped by nng before it is parsed: the
+     * server closes that connection, the client's call fails with
+     * FT_ECONN, and the next call, on a new connection, is answered. */
+    ft_client_opts co;
+    ft_client_opts_init(&co);
+    co.timeout_ms = 700;
+    co.connect_wait_ms = 1;
+    ft_client *c;
+    FT_PASS(ft_client_connect(&c, url, &co, NULL, 0));
+    FT_PASS(ft_client_ping(c, NULL, 0));
+    static uint32_t bigtok[64 * 64];
+    static float biglp[64 * 64];
+    ft_request big;
+    ft_request_init(&big);
+    big.T = 64;
+    big.K = 64;
+    for (uint32_t i = 0; i < 64 * 64; i++) {
+        bigtok[i] = i % 64;
+        biglp[i] = -1;
+    }
+    big.tokens = bigtok;
+    big.logp = biglp;
+    ft_client_results *res;
+    char err[256];
+    FT_FAIL(ft_client_search(c, &big, 1, &res, err, sizeof err), FT_ECONN);
+    FT_CHECK(strstr(err, "SEARCH: ") != NULL);
+    int rc = FT_ETIMEDOUT;
+    for (int i = 0; i < 20 && rc != FT_OK; i++)
+        rc = ft_client_ping(c, NULL, 0);
+    FT_PASS(rc);
+    ft_client_close(c);
+
+    char *info;
+    c = connect_to(url, 5000);
+    FT_PASS(ft_client_info(c, &info, NULL, 0));
+    if (strstr(info, "status.protocol: 11\n") == NULL)
+        fprintf(stderr, "%s", info);
+    FT_CHECK(strstr(info, "status.protocol: 11\n") != NULL);
+    FT_CHECK(strstr(info, "status.rejected: 2\n") != NULL);
+    FT_CHECK(strstr(info, "status.denied: 1\n") != NULL);
+    free(info);
+    /* The client reports the server's code and message. */
+    FT_FAIL(ft_client_reload(c, NULL, err, sizeof err), FT_EPERM);
+    FT_CHECK_STR(err, "reload: not allowed (admin_reload is off)");
+    ft_client_close(c);
+
+    local_close(&l);
+    ft_frame_msg_free(&m);
+    ft_buf_free(&b);
+    ft_buf_free(&good);
+    free(p);
+    nng_close(s);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+}
+
+/* ---- busy and deadline ---- */
+
+static void case_busy(void)
+{
+    char idx[300], url[300];
+    make_index("a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--queue-depth", "2",
+                          "--max-batch", "1", "--test-delay-us", "300000",
+                          NULL};
+    start_server(url, args);
+    ft_client *c = connect_to(url, 20000);
+    enum { N = 10 };
+    static async_slot s[N];
+    greq g[N];
+    uint64_t seed = 8;
+    for (int i = 0; i < N; i++) {
+        gen_req(&g[i], &seed);
+        FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s[i], NULL,
+                                       0));
+    }
+    wait_all(s, N, 30);
+    local l;
+    local_open(&l, idx);
+    int ok = 0, busy = 0;
+    for (int i = 0; i < N; i++) {
+        if (s[i].status == FT_OK) {
+            ok++;
+            check_same(&l, &g[i].r, ft_client_results_get(s[i].res, 0));
+            ft_client_results_free(s[i].res);
+        } else {
+            FT_CHECK_EQ_U64(s[i].status, FT_EBUSY);
+            FT_CHECK(strncmp(s[i].error, "queue: full", 11) == 0);
+            busy++;
+        }
+    }
+    /* The queue holds two: at least those two are answered (a third when
+     * the batcher took the first before the second arrived), and with ten
+     * sent at once and each batch taking 300 ms, the rest are refused. */
+    if (ok < 2 || busy < 1)
+        fprintf(stderr, "ok %d busy %d\n", ok, busy);
+    FT_CHECK(ok >= 2);
+    FT_CHECK(busy >= 1);
+    char *info;
+    FT_PASS(ft_client_info(c, &info, NULL, 0));
+    char want[64];
+    snprintf(want, sizeof want, "busy_rejections: %d\n", busy);
+    FT_CHECK(strstr(info, want) != NULL);
+    free(info);
+    ft_client_close(c);
+    local_close(&l);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+}
+
+static void case_deadline(void)
+{
+    char idx[300], url[300];
+    make_index("a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--test-delay-us", "150000",
+                          NULL};
+    start_server(url, args);
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.deadline_ms = 20;
+    ft_client *c;
+    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    greq g[2];
+    uint64_t seed = 3;
+    gen_req(&g[0], &seed);
+    gen_req(&g[1], &seed);
+    ft_request reqs[2] = {g[0].r, g[1].r};
+    ft_client_results *res;
+    FT_PASS(ft_client_search(c, reqs, 2, &res, NULL, 0));
+    for (int i = 0; i < 2; i++) {
+        const ft_result *r = ft_client_results_get(res, i);
+        FT_CHECK_EQ_U64(r->status, FT_EDEADLINE);
+        FT_CHECK(strncmp(r->error, "deadline: passed ", 17) == 0);
+        FT_CHECK_EQ_U64(r->n, 0);
+    }
+    ft_client_results_free(res);
+    ft_client_close(c);
+    /* Without a deadline the same requests are answered. */
+    c = connect_to(url, 20000);
+    FT_PASS(ft_client_search(c, reqs, 2, &res, NULL, 0));
+    local l;
+    local_open(&l, idx);
+    for (int i = 0; i < 2; i++)
+        check_same(&l, &reqs[i], ft_client_results_get(res, i));
+    ft_client_results_free(res);
+    char *info;
+    FT_PASS(ft_client_info(c, &info, NULL, 0));
+    FT_CHECK(strstr(info, "status.deadline: 2\n") != NULL);
+    free(info);
+    ft_client_close(c);
+    local_close(&l);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+}
+
+/* ---- reload ---- */
+
+typedef struct loader {
+    const char *url;
+    atomic_int *stop;
+    int failures;
+    int switches;       /* times the answer's index changed */
+    uint64_t first, last; /* value base of the first and last answers */
+    int answers;
+} loader;
+
+/* A request whose best hit is key "1 2 3" (line 0: value = base). */
+static void base_req(greq *g)
+{
+    ft_request_init(&g->r);
+    g->r.T = 3;
+    g->r.K = 1;
+    g->tok[0] = 1, g->tok[1] = 2, g->tok[2] = 3;
+    g->lp[0] = g->lp[1] = g->lp[2] = -0.5f;
+    g->r.tokens = g->tok;
+    g->r.logp = g->lp;
+    g->r.beam = 2;
+    g->r.results = 1;
+}
+
+static void *load_loop(void *arg)
+{
+    loader *ld = arg;
+    ft_client *c = connect_to(ld->url, 20000);
+    greq g;
+    base_req(&g);
+    uint64_t prev = 0;
+    while (!atomic_load(ld->stop)) {
+        ft_client_results *res;
+        if (ft_client_search(c, &g.r, 1, &res, NULL, 0) != FT_OK) {
+            ld->failures++;
+            continue;
+        }
+        const ft_result *r = ft_client_results_get(res, 0);
+        if (r->status != FT_OK || r->n != 1) {
+            ld->failures++;
+        } else {
+            uint64_t v = r->hits[0].value;
+            if (ld->answers == 0)
+                ld->first = v;
+            else if (v != prev)
+                ld->switches++;
+            prev = ld->last = v;
+            ld->answers++;
+        }
+        ft_client_results_free(res);
+    }
+    ft_client_close(c);
+    return NULL;
+}
+
+static void run_load(const char *url, void (*during)(void *), void *arg,
+                     uint64_t want_first, uint64_t want_last)
+{
+    atomic_int stop = 0;
+    loader ld[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        ld[i] = (loader){url, &stop, 0, 0, 0, 0, 0};
+        FT_CHECK(pthread_create(&th[i], NULL, load_loop, &ld[i]) == 0);
+    }
+    sleep_ms(300);
+    during(arg);
+    sleep_ms(300);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        FT_CHECK_EQ_U64(ld[i].failures, 0);
+        FT_CHECK(ld[i].answers > 2);
+        FT_CHECK_EQ_U64(ld[i].first, want_first);
+        FT_CHECK_EQ_U64(ld[i].last, want_last);
+        /* Each client sees the old index, then the new one: one switch at
+         * most, never back. */
+        FT_CHECK(ld[i].switches <= (want_first != want_last ? 1 : 0));
+    }
+}
+
+typedef struct reload_arg {
+    const char *admin_url;
+    const char *path;
+    int want_rc;
+    const char *want_msg;
+} reload_arg;
+
+static void do_reload(void *arg)
+{
+    reload_arg *ra = arg;
+    ft_client *c = connect_to(ra->admin_url, 20000);
+    char err[512];
+    int rc = ft_client_reload(c, ra->path, err, sizeof err);
+    if (rc != ra->want_rc || strncmp(err, ra->want_msg, strlen(ra->want_msg))) {
+        fprintf(stderr, "reload %s: got %d '%s', want %d '%s...'\n", ra->path,
+                rc, err, ra->want_rc, ra->want_msg);
+        exit(1);
+    }
+    ft_client_close(c);
+}
+
+static void do_sighup(void *arg)
+{
+    const char **paths = arg; /* {new file, the served path} */
+    FT_CHECK(rename(paths[0], paths[1]) == 0);
+    kill(g_pid, SIGHUP);
+}
+
+static void case_reload(void)
+{
+    char a[300], b[300], cpath[300], bad[300], url[300], admin[300];
+    make_index("a", 100, a, sizeof a);
+    make_index("b", 5000, b, sizeof b);
+    make_index("c", 90000, cpath, sizeof cpath);
+    snprintf(bad, sizeof bad, "%s/bad.fti", g_dir);
+    FILE *f = fopen(bad, "w");
+    FT_CHECK(f != NULL);
+    fputs("this is not an index file, whatever its name says\n", f);
+    fclose(f);
+    /* The served path: a copy of a, which SIGHUP reopens. */
+    char served[300];
+    snprintf(served, sizeof served, "%s/served.fti", g_dir);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", a, served);
+    FT_CHECK(system(cmd) == 0);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    snprintf(admin, sizeof admin, "ipc://%s/admin", g_dir);
+    const char *args[] = {"--index", served, "--listen", url,
+                          "--admin-listen", admin, "--admin-reload",
+                          "--engine", "cpu", "--threads", "1", NULL};
+    start_server(url, args);
+    /* The key the load's request finds: its line number in the keys. */
+    local l;
+    local_open(&l, a);
+    greq g;
+    base_req(&g);
+    ft_result r;
+    FT_PASS(ft_result_alloc(&r, 4, FT_MAX_T));
+    FT_PASS(ft_engine_search(l.eng, &g.r, &r));
+    FT_CHECK_EQ_U64(r.n, 1);
+    uint64_t off = r.hits[0].value - 100;
+    ft_result_free(&r);
+    local_close(&l);
+
+    /* RELOAD over the wire is refused on the plain listener... */
+    reload_arg ra = {url, b, FT_EPERM,
+                     "reload: not allowed on this listener (not admin)"};
+    do_reload(&ra);
+    /* ...and switches a -> b under load on the admin one. */
+    ra = (reload_arg){admin, b, FT_OK, "reloaded "};
+    run_load(url, do_reload, &ra, 100 + off, 5000 + off);
+    /* A bad index is refused, naming why, and b keeps answering. */
+    ra = (reload_arg){admin, bad, FT_EFORMAT, "reload: refused: "};
+    run_load(url, do_reload, &ra, 5000 + off, 5000 + off);
+    FT_CHECK(log_has("reload refused: "));
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/missing.fti", g_dir);
+    ra = (reload_arg){admin, missing, FT_EIO, "reload: refused: "};
+    do_reload(&ra);
+    /* SIGHUP reopens the configured path (served.fti: still a's path,
+     * as the RELOAD frames named files of their own)... RELOAD with a
+     * path makes that path the configured one, so put c at b's place. */
+    const char *paths[2] = {cpath, b};
+    run_load(url, do_sighup, (void *)paths, 5000 + off, 90000 + off);
+    /* A SIGHUP with a damaged file in place is refused; c keeps serving. */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/b.tmp'", bad, g_dir);
+    FT_CHECK(system(cmd) == 0);
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s/b.tmp", g_dir);
+    const char *paths2[2] = {tmp, b};
+    run_load(url, do_sighup, (void *)paths2, 90000 + off, 90000 + off);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+    FT_CHECK(log_has("closed: its last request is answered"));
+}
+
+/* ---- drain ---- */
+
+static void case_drain(void)
+{
+    char idx[300], url[300];
+    make_index("a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", 20000 + getpid() % 20000);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--max-batch", "4",
+                          "--test-delay-us", "100000", NULL};
+    start_server(url, args);
+    ft_client *c = connect_to(url, 20000);
+    enum { N = 12 };
+    static async_slot s[N];
+    greq g[N];
+    uint64_t seed = 11;
+    for (int i = 0; i < N; i++) {
+        gen_req(&g[i], &seed);
+        FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s[i], NULL,
+                                       0));
+    }
+    sleep_ms(50);
+    /* Three batches of four at 100 ms each are still to run. */
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+    wait_all(s, N, 10);
+    local l;
+    local_open(&l, idx);
+    for (int i = 0; i < N; i++) {
+        FT_PASS(s[i].status);
+        check_same(&l, &g[i].r, ft_client_results_get(s[i].res, 0));
+        ft_client_results_free(s[i].res);
+    }
+    local_close(&l);
+    ft_client_close(c);
+    FT_CHECK(log_has("drained: every request answered"));
+
+    /* A drain that cannot finish in time exits 1 and says so. */
+    const char *args2[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                           "--threads", "1", "--test-delay-us", "3000000",
+                           "--drain-timeout-ms", "200", NULL};
+    start_server(url, args2);
+    c = connect_to(url, 20000);
+    static async_slot s2[2];
+    for (int i = 0; i < 2; i++)
+        FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s2[i], NULL,
+                                       0));
+    sleep_ms(100);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 1);
+    FT_CHECK(log_has("drain timed out after 200 ms: 2 requests cut"));
+    wait_all(s2, 2, 30);
+    ft_client_close(c);
+}
+
+/* ---- tls ---- */
+
+static void case_tls(void)
+{
+    if (system("command -v openssl > /dev/null 2>&1") != 0) {
+        fprintf(stderr, "openssl not installed: TLS case skipped\n");
+        exit(FT_TEST_SKIP);
+    }
+    char cmd[2000], cert[300], key[300], both[300];
+    snprintf(cert, sizeof cert, "%s/cert.pem", g_dir);
+    snprintf(key, sizeof key, "%s/key.pem", g_dir);
+    snprintf(both, sizeof both, "%s/both.pem", g_dir);
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1"
+             " -nodes -keyout '%s' -out '%s' -days 2 -subj /CN=localhost"
+             " -addext subjectAltName=DNS:localhost,IP:127.0.0.1"
+             " > /dev/null 2>&1 && cat '%s' '%s' > '%s'",
+             key, cert, cert, key, both);
+    FT_CHECK(system(cmd) == 0);
+    char idx[300], url[300];
+    make_index("a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "tls+tcp://127.0.0.1:%d",
+             20000 + (getpid() + 7) % 20000);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--tls-cert", cert, "--tls-key",
+                          key, NULL};
+    start_server(url, args);
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.tls_ca = cert;
+    o.tls_server_name = "localhost";
+    ft_client *c;
+    char err[256];
+    if (ft_client_connect(&c, url, &o, err, sizeof err) != FT_OK) {
+        fprintf(stderr, "tls connect: %s\n", err);
+        exit(1);
+    }
+    local l;
+    local_open(&l, idx);
+    greq g;
+    uint64_t seed = 21;
+    for (int i = 0; i < 8; i++) {
+        gen_req(&g, &seed);
+        ft_client_results *res;
+        FT_PASS(ft_client_search(c, &g.r, 1, &res, err, sizeof err));
+        check_same(&l, &g.r, ft_client_results_get(res, 0));
+        ft_client_results_free(res);
+    }
+    ft_client_close(c);
+    /* A client that verifies against the wrong name gets no connection. */
+    o.tls_server_name = "not-this-host";
+    o.timeout_ms = 1000;
+    int rc = ft_client_connect(&c, url, &o, err, sizeof err);
+    if (rc == FT_OK) {
+        rc = ft_client_ping(c, err, sizeof err);
+        ft_client_close(c);
+    }
+    FT_CHECK(rc == FT_ECONN || rc == FT_ETIMEDOUT);
+    local_close(&l);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+}
+
+int main(int argc, char **argv)
+{
+    g_bin = getenv("FT_BIN");
+    if (argc != 2 || g_bin == NULL) {
+        fprintf(stderr, "usage: FT_BIN=flashtrie daemon_test CASE\n");
+        return 2;
+    }
+    snprintf(g_dir, sizeof g_dir, "/tmp/ft_daemon_test.XXXXXX");
+    FT_CHECK(mkdtemp(g_dir) != NULL);
+    atexit(kill_server);
+    signal(SIGPIPE, SIG_IGN);
+    if (!strcmp(argv[1], "concurrent")) case_concurrent();
+    else if (!strcmp(argv[1], "proto")) case_proto();
+    else if (!strcmp(argv[1], "busy")) case_busy();
+    else if (!strcmp(argv[1], "deadline")) case_deadline();
+    else if (!strcmp(argv[1], "reload")) case_reload();
+    else if (!strcmp(argv[1], "drain")) case_drain();
+    else if (!strcmp(argv[1], "tls")) case_tls();
+    else {
+        fprintf(stderr, "daemon_test: unknown case '%s'\n", argv[1]);
+        return 2;
+    }
+    printf("daemon_test %s: ok\n", argv[1]);
+    return 0;
+}

@@ -1,0 +1,424 @@
+/*
+ * gpu_group_test.c - shard groups of GPU engines against one unsharded GPU
+ * engine, the CPU engine and the brute-force reference of SPEC section 4
+ * (search_util.h), bit for bit (tokens, values, score and sigma bits,
+ * order; key indexes against the unsharded engine):
+ *
+ *   - device exchange, 1, 2, 4 and 8 shards on one GPU, split by first
+ *     token at random cut points (empty shards, one-key shards), with
+ *     shared lists (no copies) and with device copies into each recv;
+ *   - NCCL exchange with a one-rank communicator (1 shard), and with one
+ *     shard per GPU when the machine has several;
+ *   - engines with the default slots and with small slots (max_batch 3,
+ *     K 64, T 8) so that the group cuts batches and uses the big slot;
+ *   - batches of 1, 3 and all requests (SPEC section 6);
+ *   - the step contract: out-of-order steps are FT_ESTATE, a batch larger
+ *     than the slots FT_ELIMIT, forced exchanges the engines cannot use
+ *     FT_ENOTSUP with their message.
+ *
+ *   gpu_group_test            the full run
+ *   gpu_group_test --quick    a small run (compute-sanitizer)
+ *
+ * Exits 77 ("SKIP: no GPU ...") without a usable GPU engine.
+ */
+#include "search_util.h"
+
+static uint64_t n_cases, n_runs;
+static int ndev = 1;
+static int have_nccl = 1; /* the build has NCCL (found by contract()) */
+
+/* same_full is su_same_results plus the orders, and the key indexes when
+ * both results number the keys alike (key indexes are terminal ranks in
+ * level order: a group's, shard base + the shard's own, differ from one
+ * index's over the same keys). */
+static int same_full(const ft_result *x, const ft_result *y, int key_index)
+{
+    if (!su_same_results(x, y))
+        return 0;
+    for (uint32_t i = 0; i < x->n && x->status == FT_OK; i++)
+        if (x->hits[i].order != y->hits[i].order ||
+            (key_index && x->hits[i].key_index != y->hits[i].key_index))
+            return 0;
+    return 1;
+}
+
+/* split_keys cuts the sorted distinct keys[0..m) into ns shards at random
+ * points between first tokens (or at either end: empty shards). */
+static void split_keys(uint64_t *s, const su_key *keys, size_t m, size_t ns,
+                       size_t *cut)
+{
+    size_t *chg = malloc((m + 1) * sizeof *chg), nc = 0;
+    for (size_t i = 1; i < m; i++)
+        if (keys[i].t[0] != keys[i - 1].t[0])
+            chg[nc++] = i;
+    cut[0] = 0;
+    for (size_t j = 1; j < ns; j++) {
+        uint64_t r = ft_test_rand(s);
+        if (nc == 0 || r % 7 == 0)
+            cut[j] = r % 2 ? m : 0;
+        else
+            cut[j] = chg[(r >> 8) % nc];
+    }
+    cut[ns] = m;
+    for (size_t j = 1; j < ns; j++)
+        for (size_t k = j; k > 0 && cut[k] < cut[k - 1]; k--) {
+            size_t x = cut[k];
+            cut[k] = cut[k - 1];
+            cut[k - 1] = x;
+        }
+    free(chg);
+}
+
+static void gpu_opts(ft_engine_opts *o, int small)
+{
+    ft_engine_opts_init(o);
+    o->kind = FT_ENGINE_GPU;
+    if (small) {
+        o->max_batch = 3;
+        o->max_k = 64;
+        o->max_t = 8;
+    }
+}
+
+/* run_group answers batch[0..nreq) over ns shards of keys[0..m) with the
+ * given exchange and checks every result against want[] (the unsharded
+ * GPU engine, itself equal to the CPU engine), the reference, and a group
+ * of CPU engines over the same shards (key indexes too). */
+static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
+                      ft_exchange x, int small, int shared,
+                      const ft_request *batch,
+                      uint32_t nreq, su_case *cs, const ft_result *want,
+                      ft_result *got, const char *dir, uint64_t seed)
+{
+    size_t cut[9];
+    split_keys(s, keys, m, ns, cut);
+    ft_index *sh[8];
+    char path[512];
+    for (size_t j = 0; j < ns; j++) {
+        snprintf(path, sizeof path, "%s/shard%zu.idx", dir, j);
+        size_t c = cut[j + 1] - cut[j];
+        su_key *part = calloc(c + 1, sizeof *part);
+        memcpy(part, keys + cut[j], c * sizeof *part);
+        FT_CHECK(su_build(part, c, path, &sh[j]) == c);
+        free(part);
+    }
+    ft_engine_opts o;
+    gpu_opts(&o, small);
+    ft_group_opts go;
+    ft_group_opts_init(&go);
+    go.exchange = x;
+    go.shared_lists = shared;
+    int devs[8];
+    if (x == FT_EXCHANGE_NCCL) {
+        for (size_t j = 0; j < ns; j++)
+            devs[j] = (int)j;
+        go.devices = devs;
+    }
+    ft_group *g;
+    char err[256] = "";
+    ft_engine_opts co;
+    ft_engine_opts_init(&co);
+    co.threads = 1;
+    ft_result *cg = calloc(nreq, sizeof *cg);
+    for (uint32_t i = 0; i < nreq; i++)
+        FT_PASS(ft_result_alloc(&cg[i], FT_MAX_RESULTS, batch[i].T));
+    FT_PASS(ft_group_open(&g, (const ft_index *const *)sh, ns, &co, err,
+                          sizeof err));
+    FT_PASS(ft_group_search_batch(g, batch, nreq, cg));
+    ft_group_close(g);
+    int rc = ft_group_open_ex(&g, (const ft_index *const *)sh, ns, &o, &go,
+                              err, sizeof err);
+    if (rc != FT_OK) {
+        fprintf(stderr, "group of %zu shards (exchange %d): %s: %s\n", ns,
+                (int)x, ft_strerror(rc), err);
+        exit(1);
+    }
+    FT_CHECK(ft_group_exchange(g) == x);
+    static const uint32_t widths[] = {1, 3, 1u << 30};
+    uint32_t w = widths[ft_test_rand(s) % 3];
+    for (uint32_t i = 0; i < nreq; i += w) {
+        uint32_t k = nreq - i < w ? nreq - i : w;
+        FT_PASS(ft_group_search_batch(g, batch + i, k, got + i));
+    }
+    for (uint32_t i = 0; i < nreq; i++) {
+        char what[240];
+        snprintf(what, sizeof what,
+                 "seed %llu case %u shards %zu exchange %d small %d shared %d "
+                 "batch %u (T=%u K=%u B=%u n=%u)", (unsigned long long)seed, i,
+                 ns, (int)x, small, shared, w, batch[i].T, batch[i].K, batch[i].beam,
+                 batch[i].results);
+        if (!same_full(&got[i], &cg[i], 1)) {
+            fprintf(stderr, "%s: GPU and CPU groups differ\n", what);
+            exit(1);
+        }
+        if (!same_full(&got[i], &want[i], 0)) {
+            fprintf(stderr, "%s: group and unsharded GPU engine differ "
+                    "(status %d/%d, n %u/%u)\n", what, got[i].status,
+                    want[i].status, got[i].n, want[i].n);
+            su_same_result(&got[i], cs[i].ref, cs[i].nref, what);
+            exit(1);
+        }
+        if (!su_same_result(&got[i], cs[i].ref, cs[i].nref, what))
+            exit(1);
+        n_runs++;
+    }
+    ft_group_close(g);
+    for (size_t j = 0; j < ns; j++)
+        ft_index_close(sh[j]);
+    for (uint32_t i = 0; i < nreq; i++)
+        ft_result_free(&cg[i]);
+    free(cg);
+}
+
+static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
+                    uint32_t maxT, uint32_t maxK, uint32_t maxB,
+                    const char *dir, int quick)
+{
+    uint64_t s = seed;
+    uint32_t V = 2 + (uint32_t)(ft_test_rand(&s) % 6);
+    su_key *keys = su_rand_keys(&s, lp, V);
+    char path[512];
+    snprintf(path, sizeof path, "%s/all.idx", dir);
+    ft_index *idx;
+    size_t m = su_build(keys, lp->nkeys, path, &idx);
+    su_node *root = su_node_new();
+    for (size_t i = 0; i < m; i++)
+        su_insert(root, &keys[i]);
+    su_case *cs = calloc(nreq, sizeof *cs);
+    ft_request *batch = calloc(nreq, sizeof *batch);
+    for (uint32_t i = 0; i < nreq; i++) {
+        uint32_t T = 1 + (uint32_t)(ft_test_rand(&s) % maxT);
+        uint32_t K = 1 + (uint32_t)(ft_test_rand(&s) % maxK);
+        uint32_t B = 1 + (uint32_t)(ft_test_rand(&s) % maxB);
+        su_make_request(&cs[i], &s, keys, m, lp, V, T, K, B);
+        cs[i].ref = malloc(FT_MAX_RESULTS * sizeof *cs[i].ref);
+        cs[i].nref = su_search(root, &cs[i].req, cs[i].ref);
+        batch[i] = cs[i].req;
+    }
+    n_cases += nreq;
+    ft_result *cpu = calloc(nreq, sizeof *cpu);
+    ft_result *one = calloc(nreq, sizeof *one);
+    ft_result *got = calloc(nreq, sizeof *got);
+    for (uint32_t i = 0; i < nreq; i++) {
+        FT_PASS(ft_result_alloc(&cpu[i], FT_MAX_RESULTS, cs[i].req.T));
+        FT_PASS(ft_result_alloc(&one[i], FT_MAX_RESULTS, cs[i].req.T));
+        FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, cs[i].req.T));
+    }
+    ft_engine_opts o;
+    ft_engine_opts_init(&o);
+    ft_engine *eng;
+    char err[256];
+    FT_PASS(ft_engine_open(&eng, idx, &o, err, sizeof err));
+    FT_PASS(ft_engine_search_batch(eng, batch, nreq, cpu));
+    ft_engine_close(eng);
+    gpu_opts(&o, 0);
+    FT_PASS(ft_engine_open(&eng, idx, &o, err, sizeof err));
+    FT_PASS(ft_engine_search_batch(eng, batch, nreq, one));
+    ft_engine_close(eng);
+    for (uint32_t i = 0; i < nreq; i++) {
+        char what[200];
+        snprintf(what, sizeof what, "seed %llu case %u unsharded GPU",
+                 (unsigned long long)seed, i);
+        if (!same_full(&one[i], &cpu[i], 1)) {
+            fprintf(stderr, "%s: GPU and CPU engines differ\n", what);
+            exit(1);
+        }
+        if (!su_same_result(&one[i], cs[i].ref, cs[i].nref, what))
+            exit(1);
+    }
+    static const size_t counts[] = {1, 2, 4, 8};
+    for (size_t ci = 0; ci < 4; ci++) {
+        int small = (int)(ft_test_rand(&s) % 3 == 0);
+        int shared = (int)((ci + seed) % 2);
+        run_group(&s, keys, m, counts[ci], FT_EXCHANGE_DEVICE, small, shared,
+                  batch, nreq, cs, one, got, dir, seed);
+    }
+    if (have_nccl && (!quick || seed % 2 == 0))
+        run_group(&s, keys, m, 1, FT_EXCHANGE_NCCL, 0, 0, batch, nreq, cs, one,
+                  got, dir, seed);
+    for (size_t ns = 2; have_nccl && ns <= 8 && ns <= (size_t)ndev; ns *= 2)
+        run_group(&s, keys, m, ns, FT_EXCHANGE_NCCL, 0, 0, batch, nreq, cs,
+                  one, got, dir, seed);
+    for (uint32_t i = 0; i < nreq; i++) {
+        ft_result_free(&cpu[i]);
+        ft_result_free(&one[i]);
+        ft_result_free(&got[i]);
+        free(cs[i].tok);
+        free(cs[i].lp);
+        free(cs[i].ref);
+    }
+    free(cpu);
+    free(one);
+    free(got);
+    free(batch);
+    free(cs);
+    su_free(root);
+    ft_index_close(idx);
+    free(keys);
+}
+
+/* contract checks the step contract's errors and the exchange choices. */
+static void contract(const char *dir)
+{
+    su_key k[3] = {{1, {5}, 9}, {2, {6, 7}, 11}, {1, {8}, 4}};
+    char path[512];
+    ft_index *sh[2];
+    snprintf(path, sizeof path, "%s/c0.idx", dir);
+    su_build(&k[0], 1, path, &sh[0]);
+    snprintf(path, sizeof path, "%s/c1.idx", dir);
+    su_build(&k[1], 2, path, &sh[1]);
+    ft_engine_opts o;
+    gpu_opts(&o, 1);
+    ft_group_opts go;
+    ft_group_opts_init(&go);
+    ft_group *g;
+    char err[256] = "";
+    int rc;
+    /* auto: one GPU, device exchange */
+    FT_PASS(ft_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go,
+                             err, sizeof err));
+    FT_CHECK(ft_group_exchange(g) == FT_EXCHANGE_DEVICE);
+    ft_group_close(g);
+    go.exchange = FT_EXCHANGE_HOST;
+    FT_FAIL(ft_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go,
+                             err, sizeof err), FT_ENOTSUP);
+    FT_CHECK_STR(err, "exchange: host needs CPU engines (GPU lists are in "
+                      "device memory)");
+    go.exchange = FT_EXCHANGE_NCCL;
+    FT_FAIL(ft_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go,
+                             err, sizeof err), FT_ENOTSUP);
+    if (strcmp(err, "exchange: nccl: this build has no NCCL") == 0) {
+        have_nccl = 0;
+        printf("NOTE: this build has no NCCL: NCCL groups not tested\n");
+    } else {
+        FT_CHECK_STR(err, "exchange: nccl needs one shard per GPU");
+        /* NCCL is loaded at run time: a host without it answers so. */
+        rc = ft_group_open_ex(&g, (const ft_index *const *)sh, 1, &o, &go,
+                              err, sizeof err);
+        if (rc == FT_OK) {
+            FT_CHECK(ft_group_exchange(g) == FT_EXCHANGE_NCCL);
+            ft_group_close(g);
+        } else {
+            FT_CHECK(rc == FT_ENOTSUP);
+            FT_CHECK_STR(err, "exchange: nccl: libnccl.so.2 cannot be "
+                              "loaded");
+            have_nccl = 0;
+            printf("NOTE: no libnccl.so.2 here: NCCL groups not tested\n");
+        }
+    }
+    ft_engine_opts c;
+    ft_engine_opts_init(&c);
+    go.exchange = FT_EXCHANGE_DEVICE;
+    FT_FAIL(ft_group_open_ex(&g, (const ft_index *const *)sh, 2, &c, &go,
+                             err, sizeof err), FT_ENOTSUP);
+    FT_CHECK_STR(err, "exchange: device needs GPU engines");
+
+    /* The steps of one engine, driven by hand: out of order is
+     * FT_ESTATE, more requests than slots FT_ELIMIT. */
+    ft_engine *eng;
+    FT_PASS(ft_engine_open(&eng, sh[1], &o, err, sizeof err));
+    uint32_t toks[4] = {6, 8, 7, 9};
+    float lps[4] = {-1.0f, -2.0f, -0.5f, -3.0f};
+    ft_request r;
+    ft_request_init(&r);
+    r.T = 2;
+    r.K = 2;
+    r.tokens = toks;
+    r.logp = lps;
+    ft_prep *pp[4];
+    const ft_prepared *p[4];
+    for (int i = 0; i < 4; i++) {
+        FT_PASS(ft_prep_create(&pp[i]));
+        FT_PASS(ft_request_prepare(&p[i], pp[i], &r));
+    }
+    FT_FAIL(ft_engine_step_begin(eng, p, 4, 0, 1), FT_ELIMIT);
+    FT_PASS(ft_engine_step_begin(eng, p, 2, 0, 1));
+    FT_FAIL(ft_engine_step_keep(eng, 0), FT_ESTATE);
+    FT_FAIL(ft_engine_step_expand(eng, 1), FT_ESTATE);
+    FT_PASS(ft_engine_step_expand(eng, 0));
+    FT_FAIL(ft_engine_step_expand(eng, 1), FT_ESTATE);
+    uint64_t *send, *recv;
+    size_t len;
+    FT_PASS(ft_engine_step_buffers(eng, &send, &recv, &len));
+    FT_CHECK(len == (size_t)p[0]->beam + p[1]->beam);
+    ft_engine_close(eng);
+    for (int i = 0; i < 4; i++)
+        ft_prep_destroy(pp[i]);
+    ft_index_close(sh[0]);
+    ft_index_close(sh[1]);
+}
+
+/* gpu_count opens a GPU engine over a one-key library; prints SKIP and
+ * returns 0 when there is no usable GPU, else the number of GPUs. */
+static int gpu_count(const char *dir)
+{
+    su_key k = {1, {5}, 0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/probe.idx", dir);
+    ft_index *idx;
+    su_build(&k, 1, path, &idx);
+    ft_engine_opts o;
+    gpu_opts(&o, 1);
+    ft_engine *eng;
+    char err[256] = "";
+    int rc = ft_engine_open(&eng, idx, &o, err, sizeof err);
+    if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
+        printf("SKIP: no GPU (%s)\n", err);
+        ft_index_close(idx);
+        return 0;
+    }
+    if (rc != FT_OK) {
+        fprintf(stderr, "GPU engine open failed: %s: %s\n", ft_strerror(rc),
+                err);
+        exit(1);
+    }
+    ft_engine_close(eng);
+    int n = 1;
+    o.device = 1;
+    while (n < 8 && ft_engine_open(&eng, idx, &o, err, sizeof err) == FT_OK) {
+        ft_engine_close(eng);
+        o.device = ++n;
+    }
+    ft_index_close(idx);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    char dir[] = "/tmp/ft_gpu_group_XXXXXX";
+    FT_CHECK(mkdtemp(dir) != NULL);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ndev = gpu_count(dir);
+    if (ndev == 0) {
+        FT_CHECK(system(cmd) == 0);
+        return FT_TEST_SKIP;
+    }
+    double t0 = ft_test_now();
+    contract(dir);
+    uint64_t seed = 5000;
+    int nlib = quick ? 4 : 60;
+    for (int i = 0; i < nlib; i++) {
+        su_lib_params lp = {i % 5, 1 + (size_t)(i * 53 % 500), 1 + i % 7};
+        run_lib(seed++, &lp, quick ? 5 : 12, 8, 24, 12, dir, quick);
+    }
+    for (int i = 0; i < (quick ? 1 : 6); i++) {
+        su_lib_params lp = {1 + i % 4, 3000, 6};
+        run_lib(seed++, &lp, 4, 6, 64, 500, dir, quick);
+    }
+    if (!quick) {
+        su_lib_params lp = {0, 4000, 10};
+        run_lib(seed++, &lp, 6, 10, 16, 300, dir, quick);
+        lp = (su_lib_params){4, 30000, 4};
+        run_lib(seed++, &lp, 3, 4, 4096, 4096, dir, quick);
+        lp = (su_lib_params){0, 3000, 64};
+        run_lib(seed++, &lp, 3, 64, 8, 2000, dir, quick);
+    }
+    FT_CHECK(system(cmd) == 0);
+    printf("gpu_group_test: ok, %llu cases, %llu group runs (1/2/4/8 shards "
+           "device copies, NCCL, %d GPU%s), %.1f s\n",
+           (unsigned long long)n_cases, (unsigned long long)n_runs, ndev,
+           ndev > 1 ? "s" : "", ft_test_now() - t0);
+    return 0;
+}
