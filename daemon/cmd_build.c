@@ -13,11 +13,13 @@ static const char build_usage[] =
     "usage: flashtrie build --input KEYS --output INDEX [--max-key-len N]\n"
     "         [--skip-invalid] [--max-memory BYTES[K|M|G]] [--threads N]\n"
     "         [--tmp-dir DIR] [--format auto|text|ftk] [--progress|--quiet]\n"
-    "         [--shards N | --shard-bytes B[K|M|G]]\n"
+    "         [--shards N | --shard-bytes B[K|M|G]] [--clean]\n"
     "  KEYS is a text keys file, a .ftk binary file, or - for stdin\n"
     "  (binary when it starts with the FTKEYSV1 magic, or with --format ftk).\n"
     "  With --shards or --shard-bytes, INDEX is a manifest and the shards\n"
-    "  are written beside it (see flashtrie split).\n";
+    "  are written beside it (see flashtrie split).\n"
+    "  --clean removes what killed builds left (INDEX.tmp.<pid>, sorted runs\n"
+    "  in the tmp dir) first; without --input it only cleans.\n";
 
 int ft_cli_parse_bytes(const char *s, unsigned long long *out)
 {
@@ -76,12 +78,13 @@ int cmd_build(int argc, char **argv)
         {"quiet", no_argument, 0, 'q'},
         {"shards", required_argument, 0, 'n'},
         {"shard-bytes", required_argument, 0, 'b'},
+        {"clean", no_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     unsigned long long shards = 0, shard_bytes = 0;
     ft_build_opts o;
     ft_build_opts_init(&o);
-    int quiet = 0, c;
+    int quiet = 0, clean = 0, c;
     unsigned long long v;
     optind = 1;
     opterr = 1;
@@ -93,6 +96,7 @@ int cmd_build(int argc, char **argv)
         case 'T': o.tmp_dir = optarg; break;
         case 'p': o.progress = print_progress; quiet = 0; break;
         case 'q': quiet = 1; o.progress = NULL; break;
+        case 'C': clean = 1; break;
         case 'L':
             if (ft_cli_parse_u64(optarg, &v) || v == 0 ||
                 v > FT_MAX_KEY_LEN_LIMIT) {
@@ -153,6 +157,23 @@ int cmd_build(int argc, char **argv)
         default: fputs(build_usage, stderr); return 2;
         }
     }
+    if (clean && optind == argc && o.output != NULL) {
+        /* Builds clean up after killed ones by themselves; --clean does it
+         * now (and, without --input, only that), and says what it did. */
+        uint64_t n = 0;
+        char cerr[1024];
+        if (ft_log_get_level() < FT_LOG_WARN)
+            ft_log_set_level(FT_LOG_WARN);
+        if (ft_build_clean(&n, o.output, o.tmp_dir, cerr, sizeof cerr) != FT_OK) {
+            fprintf(stderr, "flashtrie build: --clean: %s\n", cerr);
+            return 1;
+        }
+        if (!quiet)
+            fprintf(stderr, "flashtrie build: removed %" PRIu64
+                            " stale temporary files\n", n);
+        if (o.input == NULL)
+            return 0;
+    }
     if (optind != argc || o.input == NULL || o.output == NULL) {
         if (optind != argc)
             fprintf(stderr, "flashtrie build: unexpected argument '%s'\n",
@@ -179,6 +200,11 @@ int cmd_build(int argc, char **argv)
             return 2;
         }
         o.output = whole;
+        /* The library cleans up after killed builds of o.output; those of
+         * the manifest's name (its whole index and shards) are ours. */
+        char cerr[1024];
+        if (ft_build_clean(NULL, manifest, o.tmp_dir, cerr, sizeof cerr) != FT_OK)
+            fprintf(stderr, "flashtrie build: %s\n", cerr);
         if (o.progress && ft_log_get_level() < FT_LOG_INFO)
             ft_log_set_level(FT_LOG_INFO);
     }

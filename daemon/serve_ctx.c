@@ -35,7 +35,7 @@ typedef struct srv_ctx {
     nng_ctx ctx;
     nng_aio *aio;
     int state;
-    int closing;
+    atomic_int closing; /* set by the closing thread, read in nng callbacks */
     nng_msg *msg;
     uint64_t t0;
 #ifdef FT_SERVE_TRACE

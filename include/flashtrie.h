@@ -226,6 +226,17 @@ void ft_build_stats_init(ft_build_stats *stats);
 int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
              size_t errlen);
 
+/* ft_build_clean removes what builds killed before they could clean up
+ * (SIGKILL, a crash, power loss) left behind: OUTPUT.tmp.<pid> and the
+ * shards' OUTPUT.shard-*.new.<pid> beside output, and the sorted runs
+ * .flashtrie-run-<pid>-* in tmp_dir (NULL: the output's directory), of
+ * pids that no process has any more.  Each file removed is logged at
+ * FT_LOG_WARN and counted in *removed (may be NULL).  output may be NULL
+ * (runs only).  ft_build and ft_builder_create do this themselves first.
+ * FT_EIO when a directory cannot be read or a file removed. */
+int ft_build_clean(uint64_t *removed, const char *output, const char *tmp_dir,
+                   char *errbuf, size_t errlen);
+
 /* ft_builder builds an index from keys handed over one at a time, in any
  * order, with the same rules as a keys file (SPEC section 2): a key given
  * twice keeps its first value, an empty key or one longer than

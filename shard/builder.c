@@ -32,9 +32,11 @@
 #define _GNU_SOURCE /* memrchr */
 #include "trie.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -685,6 +687,175 @@ static int emit_run(void *arg, const uint32_t *toks, uint32_t len,
 
 /* ---- runs on disk ------------------------------------------------------ */
 
+/* ---- Leftovers of killed builds ---------------------------------------- */
+
+/* A build writes two kinds of temporary files, each named with its pid:
+ * sorted runs BK_RUN_PREFIX "<pid>-XXXXXX" in tmp_dir, and the index (or
+ * manifest, or shard) being written, OUTPUT.tmp.<pid>, OUTPUT.whole.<pid>
+ * and OUTPUT.shard-....new.<pid> (a sharded build), beside the output.  A
+ * build that exits removes its own; one killed (SIGKILL, power loss)
+ * cannot, so the next build removes those whose process is gone.  A pid that is alive again (reused) keeps its
+ * files: the clean errs on the side of keeping. */
+#define BK_RUN_PREFIX ".flashtrie-run-"
+
+/* bk_pid_gone is non-zero when no process has this pid (other users'
+ * processes count as alive: kill says EPERM for them). */
+static int bk_pid_gone(long pid)
+{
+    if (pid <= 0 || pid == (long)getpid() || pid > 0x7fffffffL)
+        return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* bk_digits parses s[0..n) as a pid: digits only; -1 when it is not. */
+static long bk_digits(const char *s, size_t n)
+{
+    if (n == 0 || n > 10)
+        return -1;
+    long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* bk_run_pid is the pid in a sorted run's name, or -1 if it is not one. */
+static long bk_run_pid(const char *name)
+{
+    size_t pl = sizeof BK_RUN_PREFIX - 1;
+    if (strncmp(name, BK_RUN_PREFIX, pl) != 0)
+        return -1;
+    const char *dash = strchr(name + pl, '-');
+    if (dash == NULL || strlen(dash + 1) != 6)
+        return -1;
+    return bk_digits(name + pl, (size_t)(dash - name - pl));
+}
+
+/* bk_out_pid is the pid in a temporary output file's name for output
+ * base name `base`: base.tmp.<pid>, or base.whole.<...> and
+ * base.shard-<...> (a sharded build's whole index and shards) ending in
+ * .tmp.<pid>, .new.<pid> or .whole.<pid>; -1 if name is none of them. */
+static long bk_out_pid(const char *name, const char *base)
+{
+    static const char *const tails[] = {".tmp", ".new", ".whole"};
+    size_t bl = strlen(base);
+    if (strncmp(name, base, bl) != 0)
+        return -1;
+    const char *r = name + bl;
+    const char *dot = strrchr(r, '.');
+    if (dot == NULL)
+        return -1;
+    long pid = bk_digits(dot + 1, strlen(dot + 1));
+    if (pid < 0)
+        return -1;
+    int tail = 0;
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        size_t tl = strlen(tails[i]);
+        if ((size_t)(dot - r) >= tl && strncmp(dot - tl, tails[i], tl) == 0)
+            tail = 1;
+    }
+    if (!tail)
+        return -1;
+    if (strncmp(r, ".tmp.", 5) == 0)
+        return r + 4 == dot ? pid : -1;
+    return strncmp(r, ".whole.", 7) == 0 || strncmp(r, ".shard-", 7) == 0
+               ? pid : -1;
+}
+
+/* bk_clean_dir removes the files of dir whose name gives a dead pid
+ * (through run names, or output names for base when base is set). */
+static int bk_clean_dir(uint64_t *removed, const char *dir, const char *base,
+                        char *errbuf, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        fti_errf(errbuf, errlen, "%s: cannot read the directory: %s", dir,
+                 strerror(errno));
+        return FT_EIO;
+    }
+    int rc = FT_OK;
+    struct dirent *e;
+    size_t dl = strlen(dir);
+    while ((e = readdir(d)) != NULL) {
+        long pid = base ? bk_out_pid(e->d_name, base) : bk_run_pid(e->d_name);
+        if (pid < 0 || !bk_pid_gone(pid))
+            continue;
+        size_t n = dl + strlen(e->d_name) + 2;
+        char *path = malloc(n);
+        if (path == NULL) {
+            rc = FT_ENOMEM;
+            break;
+        }
+        snprintf(path, n, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            free(path);
+            continue;
+        }
+        if (unlink(path) == 0) {
+            FT_WARN("%s: removed what a killed build (pid %ld) left behind, "
+                    "%llu bytes", path, pid, (unsigned long long)sb.st_size);
+            ++*removed;
+        } else if (errno != ENOENT) {
+            fti_errf(errbuf, errlen, "%s: cannot remove: %s", path,
+                     strerror(errno));
+            rc = FT_EIO;
+        }
+        free(path);
+    }
+    closedir(d);
+    return rc;
+}
+
+int ft_build_clean(uint64_t *removed, const char *output, const char *tmp_dir,
+                   char *errbuf, size_t errlen)
+{
+    uint64_t n = 0;
+    if (errbuf && errlen)
+        errbuf[0] = 0;
+    if (removed)
+        *removed = 0;
+    FT_RETURN_ERROR_IF(output == NULL && tmp_dir == NULL, FT_EINVAL,
+                       "build clean: give an output or a tmp dir");
+    char *odir = NULL;
+    const char *base = NULL;
+    if (output) {
+        const char *slash = strrchr(output, '/');
+        base = slash ? slash + 1 : output;
+        odir = slash ? strndup(output, (size_t)(slash - output) +
+                                           (slash == output))
+                     : strdup(".");
+        FT_RETURN_ERROR_IF(odir == NULL, FT_ENOMEM, "out of memory");
+        if (*base == 0) {
+            free(odir);
+            fti_errf(errbuf, errlen, "%s: the output names a directory",
+                     output);
+            return FT_EINVAL;
+        }
+    }
+    int rc = FT_OK;
+    if (odir)
+        rc = bk_clean_dir(&n, odir, base, errbuf, errlen);
+    if (rc == FT_OK)
+        rc = bk_clean_dir(&n, tmp_dir ? tmp_dir : odir, NULL, errbuf, errlen);
+    free(odir);
+    if (removed)
+        *removed = n;
+    return rc;
+}
+
+/* bk_clean_stale is the clean at the start of every build: what it cannot
+ * read or remove is only a warning, the build goes on. */
+static void bk_clean_stale(const char *output, const char *tmp_dir)
+{
+    char err[512];
+    uint64_t n;
+    if (ft_build_clean(&n, output, tmp_dir, err, sizeof err) != FT_OK)
+        FT_WARN("build: stale temporary files not removed: %s", err);
+}
+
 /* new_run creates an empty run file and records its name for removal. */
 static int new_run(bk_build *b, FILE **out)
 {
@@ -696,11 +867,14 @@ static int new_run(bk_build *b, FILE **out)
         b->runs = p;
         b->capruns = cap;
     }
-    size_t n = strlen(b->tmp_dir) + 40;
+    size_t n = strlen(b->tmp_dir) + 64;
     char *path = malloc(n);
     if (path == NULL)
         return FT_ENOMEM;
-    snprintf(path, n, "%s/.flashtrie-run-XXXXXX", b->tmp_dir);
+    /* The pid in the name lets a later build (or ft_build_clean) tell the
+     * runs of a killed build from those of a live one. */
+    snprintf(path, n, "%s/" BK_RUN_PREFIX "%ld-XXXXXX", b->tmp_dir,
+             (long)getpid());
     int fd = mkstemp(path);
     if (fd < 0) {
         fti_errf(b->errbuf, b->errlen, "%s: cannot create a sorted run: %s",
@@ -745,6 +919,9 @@ static void free_chunks(bk_build *b)
 static void chunk_cursor(bk_cur *c, const bk_chunk *ch, size_t lo, size_t hi)
 {
     memset(c, 0, offsetof(bk_cur, buf));
+    /* An empty chunk has no array at all: NULL + 0 is undefined in C. */
+    if (ch->recs.data == NULL)
+        return;
     c->r = (const bk_rec *)ch->recs.data + lo;
     c->rend = (const bk_rec *)ch->recs.data + hi;
     c->pool = ch->pool.data;
@@ -1613,6 +1790,7 @@ static int bk_setup(bk_build *b, const ft_build_opts *opts, char *errbuf,
         b->tmp_dir = strdup("/tmp");
     }
     FT_RETURN_ERROR_IF(b->tmp_dir == NULL, FT_ENOMEM, "out of memory");
+    bk_clean_stale(opts->output, b->tmp_dir);
     return FT_OK;
 }
 

@@ -20,7 +20,9 @@ int su_key_cmp(const void *a, const void *b)
 
 size_t su_build(su_key *keys, size_t n, const char *path, ft_index **idx)
 {
-    qsort(keys, n, sizeof *keys, su_key_cmp);
+    /* qsort and memcpy want non-NULL pointers even for length 0. */
+    if (n > 1)
+        qsort(keys, n, sizeof *keys, su_key_cmp);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m > 0 && keys[m - 1].len == keys[i].len &&
@@ -215,12 +217,15 @@ uint32_t su_search(const su_node *root, const ft_request *req,
                 }
             }
         }
-        qsort(next, nnext, sizeof *next, su_beam_cmp);
+        if (nnext > 1)
+            qsort(next, nnext, sizeof *next, su_beam_cmp);
         ncur = nnext < B ? nnext : B;
         cur = realloc(cur, (ncur ? ncur : 1) * sizeof *cur);
-        memcpy(cur, next, ncur * sizeof *cur);
+        if (ncur)
+            memcpy(cur, next, ncur * sizeof *cur);
     }
-    qsort(sel, nsel, sizeof *sel, su_sel_cmp);
+    if (nsel > 1)
+        qsort(sel, nsel, sizeof *sel, su_sel_cmp);
     uint32_t m = nsel < n ? (uint32_t)nsel : n;
     for (uint32_t i = 0; i < m; i++) {
         const su_cand *c = sel[i];
