@@ -56,13 +56,9 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     uint32_t *perm = calloc(nreq, sizeof *perm);
     for (uint32_t i = 0; i < nreq; i++)
         FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, c.cs[i].req.T));
+    su_cases_cpu(&c);
     ft_engine_opts o;
-    ft_engine_opts_init(&o);
-    ft_engine *ceng;
     char err[256];
-    FT_PASS(ft_engine_open(&ceng, c.idx, &o, err, sizeof err));
-    FT_PASS(ft_engine_search_batch(ceng, c.batch, nreq, cpu));
-    ft_engine_close(ceng);
     for (uint32_t i = 0; i < nreq; i++)
         n_hits += cpu[i].n;
 

@@ -149,13 +149,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         FT_PASS(ft_result_alloc(&one[i], FT_MAX_RESULTS, c.cs[i].req.T));
         FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, c.cs[i].req.T));
     }
+    su_cases_cpu(&c);
     ft_engine_opts o;
-    ft_engine_opts_init(&o);
     ft_engine *eng;
     char err[256];
-    FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
-    FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, cpu));
-    ft_engine_close(eng);
     gpu_opts(&o, 0);
     FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
     FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, one));

@@ -492,6 +492,17 @@ void su_cases_free(su_cases *c)
     memset(c, 0, sizeof *c);
 }
 
+void su_cases_cpu(su_cases *c)
+{
+    ft_engine_opts o;
+    ft_engine_opts_init(&o);
+    ft_engine *eng;
+    char err[256];
+    FT_PASS(ft_engine_open(&eng, c->idx, &o, err, sizeof err));
+    FT_PASS(ft_engine_search_batch(eng, c->batch, c->n, c->res));
+    ft_engine_close(eng);
+}
+
 void su_split_build(uint64_t *s, const su_key *keys, size_t m, size_t ns,
                     const char *dir, ft_index **sh)
 {

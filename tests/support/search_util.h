@@ -157,6 +157,10 @@ void su_cases_make(su_cases *c, uint64_t *s, const su_lib_params *lp,
 
 void su_cases_free(su_cases *c);
 
+/* su_cases_cpu answers c->batch into c->res with one CPU engine of the
+ * default options, in one batch. */
+void su_cases_cpu(su_cases *c);
+
 /* su_split_build cuts the sorted distinct keys[0..m) into ns <= 8 shards at
  * random points between first tokens drawn from *s (or at either end, for
  * empty shards), writes shard j to dir/shard<j>.idx and opens it as sh[j]. */
