@@ -595,63 +595,53 @@ static int literal(rd *r)
     return 0;
 }
 
-/* skip_array and skip_object check a value's syntax without keeping it. */
-static int skip_array(rd *r, int depth)
+/* next_elem steps past what follows an element of an array (close ']')
+ * or object (close '}'): 1 after a ',' (another element comes), 0 after the
+ * closing bracket, -1 with a syntax error for anything else. */
+static int next_elem(rd *r, unsigned char close)
 {
-    r->p++;
     ws(r);
-    if (r->p < r->end && *r->p == ']') {
+    if (r->p < r->end && *r->p == ',') {
+        r->p++;
+        ws(r);
+        return 1;
+    }
+    if (r->p < r->end && *r->p == close) {
         r->p++;
         return 0;
     }
-    for (;;) {
-        if (skip_value(r, depth + 1))
-            return -1;
-        ws(r);
-        if (r->p < r->end && *r->p == ',') {
-            r->p++;
-            ws(r);
-            continue;
-        }
-        if (r->p < r->end && *r->p == ']') {
-            r->p++;
-            return 0;
-        }
-        return syn(r, r->p, "',' or ']' expected");
-    }
+    return syn(r, r->p, close == ']' ? "',' or ']' expected"
+                                     : "',' or '}' expected");
 }
 
-static int skip_object(rd *r, int depth)
+/* skip_container checks an array's (close ']') or an object's (close '}')
+ * syntax without keeping it: one walk, with a "key": before each member of
+ * an object. */
+static int skip_container(rd *r, int depth, unsigned char close)
 {
     r->p++;
     ws(r);
-    if (r->p < r->end && *r->p == '}') {
+    if (r->p < r->end && *r->p == close) {
         r->p++;
         return 0;
     }
     for (;;) {
-        if (r->p >= r->end || *r->p != '"')
-            return syn(r, r->p, "string expected");
-        if (scan_string(r, NULL))
-            return -1;
-        ws(r);
-        if (r->p >= r->end || *r->p != ':')
-            return syn(r, r->p, "':' expected");
-        r->p++;
-        ws(r);
-        if (skip_value(r, depth + 1))
-            return -1;
-        ws(r);
-        if (r->p < r->end && *r->p == ',') {
+        if (close == '}') {
+            if (r->p >= r->end || *r->p != '"')
+                return syn(r, r->p, "string expected");
+            if (scan_string(r, NULL))
+                return -1;
+            ws(r);
+            if (r->p >= r->end || *r->p != ':')
+                return syn(r, r->p, "':' expected");
             r->p++;
             ws(r);
-            continue;
         }
-        if (r->p < r->end && *r->p == '}') {
-            r->p++;
-            return 0;
-        }
-        return syn(r, r->p, "',' or '}' expected");
+        if (skip_value(r, depth + 1))
+            return -1;
+        int more = next_elem(r, close);
+        if (more <= 0)
+            return more;
     }
 }
 
@@ -666,9 +656,9 @@ static int skip_value(rd *r, int depth)
     if (c == '"')
         return scan_string(r, NULL);
     if (c == '[')
-        return skip_array(r, depth);
+        return skip_container(r, depth, ']');
     if (c == '{')
-        return skip_object(r, depth);
+        return skip_container(r, depth, '}');
     if (c == '-' || is_digit(c))
         return scan_number(r, &x);
     return literal(r);
@@ -806,18 +796,13 @@ static int read_grid(rd *r, int g)
                     int store = !r->fault;
                     if (read_cell(r, g, t, k, store, t * K0 + k))
                         return -1;
-                    ws(r);
-                    if (r->p < r->end && *r->p == ',') {
-                        r->p++;
-                        ws(r);
-                        continue;
-                    }
-                    if (r->p < r->end && *r->p == ']') {
-                        r->p++;
+                    int more = next_elem(r, ']');
+                    if (more < 0)
+                        return -1;
+                    if (more == 0) {
                         k++;
                         break;
                     }
-                    return syn(r, r->p, "',' or ']' expected");
                 }
             }
             if (over_k)
@@ -832,18 +817,13 @@ static int read_grid(rd *r, int g)
                 fault(r, "%s: position %zu has %zu proposals, position 0 has "
                       "%zu", name, t, k, K0);
         }
-        ws(r);
-        if (r->p < r->end && *r->p == ',') {
-            r->p++;
-            ws(r);
-            continue;
-        }
-        if (r->p < r->end && *r->p == ']') {
-            r->p++;
+        int more = next_elem(r, ']');
+        if (more < 0)
+            return -1;
+        if (more == 0) {
             t++;
             break;
         }
-        return syn(r, r->p, "',' or ']' expected");
     }
     if (over_t)
         set_msg(r, "%s: the grid must have 1..%u positions, got %zu", name,
@@ -1021,17 +1001,11 @@ static int read_request(rd *r)
             }
             if (rc)
                 return -1;
-            ws(r);
-            if (r->p < r->end && *r->p == ',') {
-                r->p++;
-                ws(r);
-                continue;
-            }
-            if (r->p < r->end && *r->p == '}') {
-                r->p++;
+            int more = next_elem(r, '}');
+            if (more < 0)
+                return -1;
+            if (more == 0)
                 break;
-            }
-            return syn(r, r->p, "',' or '}' expected");
         }
     }
     ws(r);

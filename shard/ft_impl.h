@@ -27,6 +27,21 @@
 #define FT_INFO(...) FT_LOG(FT_LOG_INFO, __VA_ARGS__)
 #define FT_DEBUG(...) FT_LOG(FT_LOG_DEBUG, __VA_ARGS__)
 
+struct stat;
+
+/* fti_open_read opens path read-only and stats it: FT_EIO with a message
+ * naming the file and the failing call, the descriptor closed again when
+ * fstat fails. */
+int fti_open_read(int *fd, struct stat *st, const char *path, char *errbuf,
+                  size_t errlen);
+
+/* fti_commit_tmp finishes a file written through fd at tmp: fsync (unless
+ * bad says a write failed already), close, and rename over path.  Returns
+ * bad or 1 when a step failed, with *err the errno to report (the failed
+ * write's when bad came in set); 0 when path now holds the file. */
+int fti_commit_tmp(int *err, int fd, int bad, const char *tmp,
+                   const char *path);
+
 /* fti_errf writes a formatted message into an optional error buffer. */
 void fti_errf(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

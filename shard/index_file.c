@@ -247,17 +247,8 @@ int ft_trie_write_mt(const ft_trie *t, const char *path, int threads,
     double t2 = fti_now();
     if (prof)
         prof[FT_PROF_WRITE] += t2 - t1;
-    if (!bad)
-        bad = fsync(fd) != 0;
-    int e = errno;
-    if (close(fd) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (!bad && rename(tmp, path) != 0) {
-        bad = 1;
-        e = errno;
-    }
+    int e;
+    bad = fti_commit_tmp(&e, fd, bad, tmp, path);
     if (prof)
         prof[FT_PROF_FSYNC] += fti_now() - t2;
     if (bad) {
@@ -499,6 +490,41 @@ static int check_structure(const ft_index *idx, const char *path,
     return FT_OK;
 }
 
+int fti_commit_tmp(int *err, int fd, int bad, const char *tmp,
+                   const char *path)
+{
+    if (!bad)
+        bad = fsync(fd) != 0;
+    int e = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (!bad && rename(tmp, path) != 0) {
+        bad = 1;
+        e = errno;
+    }
+    *err = e;
+    return bad;
+}
+
+int fti_open_read(int *fd, struct stat *st, const char *path, char *errbuf,
+                  size_t errlen)
+{
+    *fd = open(path, O_RDONLY);
+    if (*fd < 0) {
+        fti_errf(errbuf, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return FT_EIO;
+    }
+    if (fstat(*fd, st) != 0) {
+        fti_errf(errbuf, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        close(*fd);
+        *fd = -1;
+        return FT_EIO;
+    }
+    return FT_OK;
+}
+
 static int fail_open(ft_index *idx, int err)
 {
     if (idx->map)
@@ -511,17 +537,11 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
                   char *errbuf, size_t errlen)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        fti_errf(errbuf, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return FT_EIO;
-    }
+    int fd;
     struct stat stt;
-    if (fstat(fd, &stt) != 0) {
-        fti_errf(errbuf, errlen, "%s: cannot stat: %s", path, strerror(errno));
-        close(fd);
-        return FT_EIO;
-    }
+    int rc = fti_open_read(&fd, &stt, path, errbuf, errlen);
+    if (rc != FT_OK)
+        return rc;
     size_t size = (size_t)stt.st_size;
     ft_index *idx = calloc(1, sizeof *idx);
     if (idx == NULL) {
@@ -594,7 +614,7 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
                  (unsigned long long)h.file_bytes);
         return fail_open(idx, trunc ? FT_ETRUNC : FT_EFORMAT);
     }
-    int rc = check_header(&h, path, errbuf, errlen);
+    rc = check_header(&h, path, errbuf, errlen);
     if (rc != FT_OK)
         return fail_open(idx, rc);
     ft_trie *t = &idx->trie;

@@ -225,17 +225,8 @@ int ft_manifest_write(const ft_manifest *m, const char *path, char *errbuf,
         else
             done += (size_t)w;
     }
-    if (!bad)
-        bad = fsync(fd) != 0;
-    int e = errno;
-    if (close(fd) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (!bad && rename(tmp, path) != 0) {
-        bad = 1;
-        e = errno;
-    }
+    int e;
+    bad = fti_commit_tmp(&e, fd, bad, tmp, path);
     free(buf);
     if (bad) {
         fti_errf(errbuf, errlen, "%s: cannot write manifest: %s", path,
@@ -267,17 +258,11 @@ void ft_manifest_close(ft_manifest *m)
 static int read_whole(const char *path, unsigned char **out, size_t *len,
                       char *errbuf, size_t errlen)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        fti_errf(errbuf, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return FT_EIO;
-    }
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        fti_errf(errbuf, errlen, "%s: cannot stat: %s", path, strerror(errno));
-        close(fd);
-        return FT_EIO;
-    }
+    int rc = fti_open_read(&fd, &st, path, errbuf, errlen);
+    if (rc != FT_OK)
+        return rc;
     /* 64 bytes per shard and the names: anything far larger is not ours. */
     const uint64_t cap = FT_MANIFEST_HEADER_BYTES +
                          (uint64_t)FT_MANIFEST_MAX_SHARDS *

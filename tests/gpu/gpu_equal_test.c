@@ -43,49 +43,22 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                     const char *path)
 {
     uint64_t s = seed;
-    uint32_t V = 2 + (uint32_t)(ft_test_rand(&s) % 6);
-    su_key *keys = su_rand_keys(&s, lp, V);
-    ft_index *idx;
-    size_t m = su_build(keys, lp->nkeys, path, &idx);
-    su_node *root = NULL;
-    if (with_ref) {
-        root = su_node_new();
-        for (size_t i = 0; i < m; i++)
-            su_insert(root, &keys[i]);
-    }
-    su_case *cs = calloc(nreq, sizeof *cs);
-    for (uint32_t i = 0; i < nreq; i++) {
-        uint32_t T = 1 + (uint32_t)(ft_test_rand(&s) % maxT);
-        uint32_t K = 1 + (uint32_t)(ft_test_rand(&s) % maxK);
-        uint32_t B = 1 + (uint32_t)(ft_test_rand(&s) % maxB);
-        su_make_request(&cs[i], &s, keys, m, lp, V, T, K, B);
-        char err[160];
-        FT_PASS(ft_request_validate(&cs[i].req, 0, err, sizeof err));
-        if (with_ref) {
-            cs[i].ref = malloc(FT_MAX_RESULTS * sizeof *cs[i].ref);
-            cs[i].nref = su_search(root, &cs[i].req, cs[i].ref);
-            n_ref++;
-        }
-    }
+    su_cases c;
+    su_cases_make(&c, &s, lp, nreq, maxT, maxK, maxB, path, with_ref);
+    if (with_ref)
+        n_ref += nreq;
     n_cases += nreq;
 
-    ft_result *cpu = calloc(nreq, sizeof *cpu);
+    /* c.res holds the CPU engine's answers, got the GPU engine's */
+    ft_result *cpu = c.res;
     ft_result *got = calloc(nreq, sizeof *got);
     ft_request *batch = calloc(nreq, sizeof *batch);
     uint32_t *perm = calloc(nreq, sizeof *perm);
-    for (uint32_t i = 0; i < nreq; i++) {
-        FT_PASS(ft_result_alloc(&cpu[i], FT_MAX_RESULTS, cs[i].req.T));
-        FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, cs[i].req.T));
-    }
-    ft_engine_opts o;
-    ft_engine_opts_init(&o);
-    ft_engine *ceng;
-    char err[256];
-    FT_PASS(ft_engine_open(&ceng, idx, &o, err, sizeof err));
     for (uint32_t i = 0; i < nreq; i++)
-        batch[i] = cs[i].req;
-    FT_PASS(ft_engine_search_batch(ceng, batch, nreq, cpu));
-    ft_engine_close(ceng);
+        FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, c.cs[i].req.T));
+    su_cases_cpu(&c);
+    ft_engine_opts o;
+    char err[256];
     for (uint32_t i = 0; i < nreq; i++)
         n_hits += cpu[i].n;
 
@@ -100,23 +73,23 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             o.max_t = 8;
         }
         ft_engine *geng;
-        FT_PASS(ft_engine_open(&geng, idx, &o, err, sizeof err));
+        FT_PASS(ft_engine_open(&geng, c.idx, &o, err, sizeof err));
         /* alone */
         for (uint32_t i = 0; i < nreq; i++) {
-            FT_PASS(ft_engine_search_batch(geng, &cs[i].req, 1, &got[i]));
+            FT_PASS(ft_engine_search_batch(geng, &c.cs[i].req, 1, &got[i]));
             char what[200];
             snprintf(what, sizeof what,
                      "seed %llu case %u engine %d alone (T=%u K=%u B=%u "
-                     "n=%u)", (unsigned long long)seed, i, e, cs[i].req.T,
-                     cs[i].req.K, cs[i].req.beam, cs[i].req.results);
-            check_one(&got[i], &cpu[i], &cs[i], what);
+                     "n=%u)", (unsigned long long)seed, i, e, c.cs[i].req.T,
+                     c.cs[i].req.K, c.cs[i].req.beam, c.cs[i].req.results);
+            check_one(&got[i], &cpu[i], &c.cs[i], what);
         }
         /* shuffled, in batches of random widths 1..64 */
         for (int round = 0; round < 2; round++) {
             su_rand_perm(&s, perm, nreq);
             ft_result *tmp = calloc(nreq, sizeof *tmp);
             for (uint32_t i = 0; i < nreq; i++) {
-                batch[i] = cs[perm[i]].req;
+                batch[i] = c.cs[perm[i]].req;
                 tmp[i] = got[perm[i]];
             }
             for (uint32_t i = 0; i < nreq;) {
@@ -133,7 +106,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                              "K=%u B=%u n=%u)", (unsigned long long)seed,
                              perm[j], e, w, batch[j].T, batch[j].K,
                              batch[j].beam, batch[j].results);
-                    check_one(&tmp[j], &cpu[perm[j]], &cs[perm[j]], what);
+                    check_one(&tmp[j], &cpu[perm[j]], &c.cs[perm[j]], what);
                 }
                 i += w;
             }
@@ -141,22 +114,12 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         }
         ft_engine_close(geng);
     }
-    for (uint32_t i = 0; i < nreq; i++) {
-        ft_result_free(&cpu[i]);
+    for (uint32_t i = 0; i < nreq; i++)
         ft_result_free(&got[i]);
-        free(cs[i].tok);
-        free(cs[i].lp);
-        free(cs[i].ref);
-    }
-    free(cpu);
     free(got);
     free(batch);
     free(perm);
-    free(cs);
-    if (root)
-        su_free(root);
-    ft_index_close(idx);
-    free(keys);
+    su_cases_free(&c);
 }
 
 /* gpu_available opens a GPU engine over a one-key library; prints SKIP and

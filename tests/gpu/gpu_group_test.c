@@ -42,33 +42,6 @@ static int same_full(const ft_result *x, const ft_result *y, int key_index)
     return 1;
 }
 
-/* split_keys cuts the sorted distinct keys[0..m) into ns shards at random
- * points between first tokens (or at either end: empty shards). */
-static void split_keys(uint64_t *s, const su_key *keys, size_t m, size_t ns,
-                       size_t *cut)
-{
-    size_t *chg = malloc((m + 1) * sizeof *chg), nc = 0;
-    for (size_t i = 1; i < m; i++)
-        if (keys[i].t[0] != keys[i - 1].t[0])
-            chg[nc++] = i;
-    cut[0] = 0;
-    for (size_t j = 1; j < ns; j++) {
-        uint64_t r = ft_test_rand(s);
-        if (nc == 0 || r % 7 == 0)
-            cut[j] = r % 2 ? m : 0;
-        else
-            cut[j] = chg[(r >> 8) % nc];
-    }
-    cut[ns] = m;
-    for (size_t j = 1; j < ns; j++)
-        for (size_t k = j; k > 0 && cut[k] < cut[k - 1]; k--) {
-            size_t x = cut[k];
-            cut[k] = cut[k - 1];
-            cut[k - 1] = x;
-        }
-    free(chg);
-}
-
 static void gpu_opts(ft_engine_opts *o, int small)
 {
     ft_engine_opts_init(o);
@@ -90,18 +63,8 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
                       uint32_t nreq, su_case *cs, const ft_result *want,
                       ft_result *got, const char *dir, uint64_t seed)
 {
-    size_t cut[9];
-    split_keys(s, keys, m, ns, cut);
     ft_index *sh[8];
-    char path[512];
-    for (size_t j = 0; j < ns; j++) {
-        snprintf(path, sizeof path, "%s/shard%zu.idx", dir, j);
-        size_t c = cut[j + 1] - cut[j];
-        su_key *part = calloc(c + 1, sizeof *part);
-        memcpy(part, keys + cut[j], c * sizeof *part);
-        FT_CHECK(su_build(part, c, path, &sh[j]) == c);
-        free(part);
-    }
+    su_split_build(s, keys, m, ns, dir, sh);
     ft_engine_opts o;
     gpu_opts(&o, small);
     ft_group_opts go;
@@ -136,10 +99,7 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     FT_CHECK(ft_group_exchange(g) == x);
     static const uint32_t widths[] = {1, 3, 1u << 30};
     uint32_t w = widths[ft_test_rand(s) % 3];
-    for (uint32_t i = 0; i < nreq; i += w) {
-        uint32_t k = nreq - i < w ? nreq - i : w;
-        FT_PASS(ft_group_search_batch(g, batch + i, k, got + i));
-    }
+    su_run_widths(NULL, g, batch, nreq, w, got);
     for (uint32_t i = 0; i < nreq; i++) {
         char what[240];
         snprintf(what, sizeof what,
@@ -175,86 +135,58 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                     const char *dir, int quick)
 {
     uint64_t s = seed;
-    uint32_t V = 2 + (uint32_t)(ft_test_rand(&s) % 6);
-    su_key *keys = su_rand_keys(&s, lp, V);
     char path[512];
     snprintf(path, sizeof path, "%s/all.idx", dir);
-    ft_index *idx;
-    size_t m = su_build(keys, lp->nkeys, path, &idx);
-    su_node *root = su_node_new();
-    for (size_t i = 0; i < m; i++)
-        su_insert(root, &keys[i]);
-    su_case *cs = calloc(nreq, sizeof *cs);
-    ft_request *batch = calloc(nreq, sizeof *batch);
-    for (uint32_t i = 0; i < nreq; i++) {
-        uint32_t T = 1 + (uint32_t)(ft_test_rand(&s) % maxT);
-        uint32_t K = 1 + (uint32_t)(ft_test_rand(&s) % maxK);
-        uint32_t B = 1 + (uint32_t)(ft_test_rand(&s) % maxB);
-        su_make_request(&cs[i], &s, keys, m, lp, V, T, K, B);
-        cs[i].ref = malloc(FT_MAX_RESULTS * sizeof *cs[i].ref);
-        cs[i].nref = su_search(root, &cs[i].req, cs[i].ref);
-        batch[i] = cs[i].req;
-    }
+    su_cases c;
+    su_cases_make(&c, &s, lp, nreq, maxT, maxK, maxB, path, 1);
     n_cases += nreq;
-    ft_result *cpu = calloc(nreq, sizeof *cpu);
+    /* c.res holds the CPU engine's answers, one the unsharded GPU
+     * engine's, got the groups' */
+    ft_result *cpu = c.res;
     ft_result *one = calloc(nreq, sizeof *one);
     ft_result *got = calloc(nreq, sizeof *got);
     for (uint32_t i = 0; i < nreq; i++) {
-        FT_PASS(ft_result_alloc(&cpu[i], FT_MAX_RESULTS, cs[i].req.T));
-        FT_PASS(ft_result_alloc(&one[i], FT_MAX_RESULTS, cs[i].req.T));
-        FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, cs[i].req.T));
+        FT_PASS(ft_result_alloc(&one[i], FT_MAX_RESULTS, c.cs[i].req.T));
+        FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, c.cs[i].req.T));
     }
+    su_cases_cpu(&c);
     ft_engine_opts o;
-    ft_engine_opts_init(&o);
     ft_engine *eng;
     char err[256];
-    FT_PASS(ft_engine_open(&eng, idx, &o, err, sizeof err));
-    FT_PASS(ft_engine_search_batch(eng, batch, nreq, cpu));
-    ft_engine_close(eng);
     gpu_opts(&o, 0);
-    FT_PASS(ft_engine_open(&eng, idx, &o, err, sizeof err));
-    FT_PASS(ft_engine_search_batch(eng, batch, nreq, one));
+    FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
+    FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, one));
     ft_engine_close(eng);
-    for (uint32_t i = 0; i < nreq; i++) {
-        char what[200];
-        snprintf(what, sizeof what, "seed %llu case %u unsharded GPU",
-                 (unsigned long long)seed, i);
+    for (uint32_t i = 0; i < nreq; i++)
         if (!same_full(&one[i], &cpu[i], 1)) {
-            fprintf(stderr, "%s: GPU and CPU engines differ\n", what);
+            fprintf(stderr, "seed %llu case %u unsharded GPU: GPU and CPU "
+                    "engines differ\n", (unsigned long long)seed, i);
             exit(1);
         }
-        if (!su_same_result(&one[i], cs[i].ref, cs[i].nref, what))
-            exit(1);
-    }
+    char what[120];
+    snprintf(what, sizeof what, "seed %llu unsharded GPU",
+             (unsigned long long)seed);
+    su_check_all(&c, one, NULL, what);
     static const size_t counts[] = {1, 2, 4, 8};
     for (size_t ci = 0; ci < 4; ci++) {
         int small = (int)(ft_test_rand(&s) % 3 == 0);
         int shared = (int)((ci + seed) % 2);
-        run_group(&s, keys, m, counts[ci], FT_EXCHANGE_DEVICE, small, shared,
-                  batch, nreq, cs, one, got, dir, seed);
+        run_group(&s, c.keys, c.m, counts[ci], FT_EXCHANGE_DEVICE, small,
+                  shared, c.batch, nreq, c.cs, one, got, dir, seed);
     }
     if (have_nccl && (!quick || seed % 2 == 0))
-        run_group(&s, keys, m, 1, FT_EXCHANGE_NCCL, 0, 0, batch, nreq, cs, one,
-                  got, dir, seed);
+        run_group(&s, c.keys, c.m, 1, FT_EXCHANGE_NCCL, 0, 0, c.batch, nreq,
+                  c.cs, one, got, dir, seed);
     for (size_t ns = 2; have_nccl && ns <= 8 && ns <= (size_t)ndev; ns *= 2)
-        run_group(&s, keys, m, ns, FT_EXCHANGE_NCCL, 0, 0, batch, nreq, cs,
-                  one, got, dir, seed);
+        run_group(&s, c.keys, c.m, ns, FT_EXCHANGE_NCCL, 0, 0, c.batch, nreq,
+                  c.cs, one, got, dir, seed);
     for (uint32_t i = 0; i < nreq; i++) {
-        ft_result_free(&cpu[i]);
         ft_result_free(&one[i]);
         ft_result_free(&got[i]);
-        free(cs[i].tok);
-        free(cs[i].lp);
-        free(cs[i].ref);
     }
-    free(cpu);
     free(one);
     free(got);
-    free(batch);
-    free(cs);
-    su_free(root);
-    ft_index_close(idx);
-    free(keys);
+    su_cases_free(&c);
 }
 
 /* contract checks the step contract's errors and the exchange choices. */

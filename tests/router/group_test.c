@@ -13,79 +13,22 @@
 
 static uint64_t n_cases, n_runs;
 
-/* split_keys cuts the sorted distinct keys[0..m) into ns shards at cut
- * points between first tokens; cut[s] is the first key of shard s. */
-static void split_keys(uint64_t *s, const su_key *keys, size_t m, size_t ns,
-                       size_t *cut)
-{
-    /* candidate cut points: where the first token changes */
-    size_t *chg = malloc((m + 1) * sizeof *chg), nc = 0;
-    for (size_t i = 1; i < m; i++)
-        if (keys[i].t[0] != keys[i - 1].t[0])
-            chg[nc++] = i;
-    cut[0] = 0;
-    for (size_t j = 1; j < ns; j++) {
-        uint64_t r = ft_test_rand(s);
-        if (nc == 0 || r % 7 == 0)
-            cut[j] = r % 2 ? m : 0; /* an empty shard at either end */
-        else
-            cut[j] = chg[(r >> 8) % nc];
-    }
-    cut[ns] = m;
-    /* sort the cut points (a tiny insertion sort) */
-    for (size_t j = 1; j < ns; j++)
-        for (size_t k = j; k > 0 && cut[k] < cut[k - 1]; k--) {
-            size_t x = cut[k];
-            cut[k] = cut[k - 1];
-            cut[k - 1] = x;
-        }
-    free(chg);
-}
-
 static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                     uint32_t maxT, uint32_t maxK, uint32_t maxB,
                     const char *dir)
 {
     uint64_t s = seed;
-    uint32_t V = 2 + (uint32_t)(ft_test_rand(&s) % 6);
-    su_key *keys = su_rand_keys(&s, lp, V);
     char path[512];
     snprintf(path, sizeof path, "%s/all.idx", dir);
-    ft_index *idx;
-    size_t m = su_build(keys, lp->nkeys, path, &idx);
-    su_node *root = su_node_new();
-    for (size_t i = 0; i < m; i++)
-        su_insert(root, &keys[i]);
-    su_case *cs = calloc(nreq, sizeof *cs);
-    for (uint32_t i = 0; i < nreq; i++) {
-        uint32_t T = 1 + (uint32_t)(ft_test_rand(&s) % maxT);
-        uint32_t K = 1 + (uint32_t)(ft_test_rand(&s) % maxK);
-        uint32_t B = 1 + (uint32_t)(ft_test_rand(&s) % maxB);
-        su_make_request(&cs[i], &s, keys, m, lp, V, T, K, B);
-        cs[i].ref = malloc(FT_MAX_RESULTS * sizeof *cs[i].ref);
-        cs[i].nref = su_search(root, &cs[i].req, cs[i].ref);
-    }
+    su_cases c;
+    su_cases_make(&c, &s, lp, nreq, maxT, maxK, maxB, path, 1);
     n_cases += nreq;
-    ft_result *res = calloc(nreq, sizeof *res);
-    for (uint32_t i = 0; i < nreq; i++)
-        FT_PASS(ft_result_alloc(&res[i], FT_MAX_RESULTS, cs[i].req.T));
-    ft_request *batch = calloc(nreq, sizeof *batch);
-    for (uint32_t i = 0; i < nreq; i++)
-        batch[i] = cs[i].req;
 
     static const size_t counts[] = {1, 2, 3, 5, 8};
     for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
-        size_t ns = counts[ci], cut[9];
-        split_keys(&s, keys, m, ns, cut);
+        size_t ns = counts[ci];
         ft_index *sh[8];
-        for (size_t j = 0; j < ns; j++) {
-            snprintf(path, sizeof path, "%s/shard%zu.idx", dir, j);
-            su_key *part = calloc(cut[j + 1] - cut[j] + 1, sizeof *part);
-            memcpy(part, keys + cut[j], (cut[j + 1] - cut[j]) * sizeof *part);
-            FT_CHECK(su_build(part, cut[j + 1] - cut[j], path, &sh[j]) ==
-                     cut[j + 1] - cut[j]);
-            free(part);
-        }
+        su_split_build(&s, c.keys, c.m, ns, dir, sh);
         ft_engine_opts o;
         ft_engine_opts_init(&o);
         o.threads = 1 + (int)(ft_test_rand(&s) % 3);
@@ -96,45 +39,26 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         FT_CHECK(ft_group_shards(g) == ns);
         static const uint32_t widths[] = {1, 3, 1u << 30};
         uint32_t w = widths[ft_test_rand(&s) % 3];
-        for (uint32_t i = 0; i < nreq; i += w) {
-            uint32_t k = nreq - i < w ? nreq - i : w;
-            FT_PASS(ft_group_search_batch(g, batch + i, k, res + i));
-        }
-        for (uint32_t i = 0; i < nreq; i++) {
-            char what[200];
-            snprintf(what, sizeof what,
-                     "seed %llu case %u shards %zu batch %u (T=%u K=%u B=%u "
-                     "n=%u)",
-                     (unsigned long long)seed, i, ns, w, cs[i].req.T,
-                     cs[i].req.K, cs[i].req.beam, cs[i].req.results);
-            if (!su_same_result(&res[i], cs[i].ref, cs[i].nref, what))
-                exit(1);
-            /* key indexes are global (shard base + the shard's own index)
-             * and name distinct keys */
-            for (uint32_t j = 0; j < res[i].n; j++) {
-                FT_CHECK(res[i].hits[j].key_index < m);
+        su_run_widths(NULL, g, c.batch, nreq, w, c.res);
+        char what[120];
+        snprintf(what, sizeof what, "seed %llu shards %zu batch %u",
+                 (unsigned long long)seed, ns, w);
+        su_check_all(&c, c.res, NULL, what);
+        /* key indexes are global (shard base + the shard's own index) and
+         * name distinct keys */
+        for (uint32_t i = 0; i < nreq; i++)
+            for (uint32_t j = 0; j < c.res[i].n; j++) {
+                FT_CHECK(c.res[i].hits[j].key_index < c.m);
                 for (uint32_t l = 0; l < j; l++)
-                    FT_CHECK(res[i].hits[l].key_index !=
-                             res[i].hits[j].key_index);
+                    FT_CHECK(c.res[i].hits[l].key_index !=
+                             c.res[i].hits[j].key_index);
             }
-        }
         n_runs += nreq;
         ft_group_close(g);
         for (size_t j = 0; j < ns; j++)
             ft_index_close(sh[j]);
     }
-    for (uint32_t i = 0; i < nreq; i++) {
-        ft_result_free(&res[i]);
-        free(cs[i].tok);
-        free(cs[i].lp);
-        free(cs[i].ref);
-    }
-    free(res);
-    free(batch);
-    free(cs);
-    su_free(root);
-    ft_index_close(idx);
-    free(keys);
+    su_cases_free(&c);
 }
 
 /* A request that breaks SPEC section 3 is refused by the group with the

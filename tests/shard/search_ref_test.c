@@ -40,32 +40,13 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                     const char *path)
 {
     uint64_t s = seed;
-    uint32_t V = 2 + (uint32_t)(ft_test_rand(&s) % 6);
-    su_key *keys = su_rand_keys(&s, lp, V);
-    ft_index *idx;
-    size_t m = su_build(keys, lp->nkeys, path, &idx);
-    su_node *root = su_node_new();
-    for (size_t i = 0; i < m; i++)
-        su_insert(root, &keys[i]);
-
-    su_case *cs = calloc(nreq, sizeof *cs);
-    for (uint32_t i = 0; i < nreq; i++) {
-        uint32_t T = 1 + (uint32_t)(ft_test_rand(&s) % maxT);
-        uint32_t K = 1 + (uint32_t)(ft_test_rand(&s) % maxK);
-        uint32_t B = 1 + (uint32_t)(ft_test_rand(&s) % maxB);
-        su_make_request(&cs[i], &s, keys, m, lp, V, T, K, B);
-        char err[160];
-        FT_PASS(ft_request_validate(&cs[i].req, 0, err, sizeof err));
-        cs[i].ref = malloc(FT_MAX_RESULTS * sizeof *cs[i].ref);
-        cs[i].nref = su_search(root, &cs[i].req, cs[i].ref);
-        n_hits += cs[i].nref;
-    }
+    su_cases c;
+    su_cases_make(&c, &s, lp, nreq, maxT, maxK, maxB, path, 1);
+    n_hits += c.nhits;
     n_cases += nreq;
 
-    ft_result *res = calloc(nreq, sizeof *res);
-    for (uint32_t i = 0; i < nreq; i++)
-        FT_PASS(ft_result_alloc(&res[i], FT_MAX_RESULTS, cs[i].req.T));
     ft_request *batch = calloc(nreq, sizeof *batch);
+    ft_result *tmp = calloc(nreq, sizeof *tmp);
     uint32_t *perm = calloc(nreq, sizeof *perm);
     for (int e = 0; e < NENG; e++) {
         ft_engine_opts o;
@@ -73,52 +54,30 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         o.threads = cfgs[e].threads;
         ft_engine *eng;
         char err[256];
-        FT_PASS(ft_engine_open(&eng, idx, &o, err, sizeof err));
+        FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
         FT_PASS(ft_cpu_engine_tune(eng, cfgs[e].match, cfgs[e].split));
         /* batches of 1, 3 and all, in a shuffled order */
         static const uint32_t widths[] = {1, 3, 1u << 30};
         uint32_t wi = (uint32_t)(e % 3);
         su_rand_perm(&s, perm, nreq);
         for (int round = 0; round < 2; round++, wi = (wi + 1) % 3) {
-            for (uint32_t i = 0; i < nreq; i++)
-                batch[i] = cs[perm[i]].req;
             /* results land in res[perm[i]] order: use a pointer shuffle */
-            ft_result *tmp = calloc(nreq, sizeof *tmp);
-            for (uint32_t i = 0; i < nreq; i++)
-                tmp[i] = res[perm[i]];
-            for (uint32_t i = 0; i < nreq; i += widths[wi]) {
-                uint32_t w = nreq - i < widths[wi] ? nreq - i : widths[wi];
-                FT_PASS(ft_engine_search_batch(eng, batch + i, w, tmp + i));
-            }
             for (uint32_t i = 0; i < nreq; i++) {
-                char what[160];
-                snprintf(what, sizeof what,
-                         "seed %llu case %u engine %d batch %u (T=%u K=%u "
-                         "B=%u n=%u)",
-                         (unsigned long long)seed, perm[i], e, widths[wi],
-                         cs[perm[i]].req.T, cs[perm[i]].req.K,
-                         cs[perm[i]].req.beam, cs[perm[i]].req.results);
-                if (!su_same_result(&tmp[i], cs[perm[i]].ref,
-                                    cs[perm[i]].nref, what))
-                    exit(1);
+                batch[i] = c.batch[perm[i]];
+                tmp[i] = c.res[perm[i]];
             }
-            free(tmp);
+            su_run_widths(eng, NULL, batch, nreq, widths[wi], tmp);
+            char what[120];
+            snprintf(what, sizeof what, "seed %llu engine %d batch %u",
+                     (unsigned long long)seed, e, widths[wi]);
+            su_check_all(&c, tmp, perm, what);
         }
         ft_engine_close(eng);
     }
-    for (uint32_t i = 0; i < nreq; i++) {
-        ft_result_free(&res[i]);
-        free(cs[i].tok);
-        free(cs[i].lp);
-        free(cs[i].ref);
-    }
-    free(res);
     free(batch);
+    free(tmp);
     free(perm);
-    free(cs);
-    su_free(root);
-    ft_index_close(idx);
-    free(keys);
+    su_cases_free(&c);
 }
 
 int main(void)

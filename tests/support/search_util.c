@@ -441,3 +441,133 @@ int su_same_results(const ft_result *x, const ft_result *y)
     }
     return 1;
 }
+
+void su_cases_make(su_cases *c, uint64_t *s, const su_lib_params *lp,
+                   uint32_t n, uint32_t maxT, uint32_t maxK, uint32_t maxB,
+                   const char *path, int with_ref)
+{
+    memset(c, 0, sizeof *c);
+    c->V = 2 + (uint32_t)(ft_test_rand(s) % 6);
+    c->keys = su_rand_keys(s, lp, c->V);
+    c->m = su_build(c->keys, lp->nkeys, path, &c->idx);
+    if (with_ref) {
+        c->root = su_node_new();
+        for (size_t i = 0; i < c->m; i++)
+            su_insert(c->root, &c->keys[i]);
+    }
+    c->n = n;
+    c->cs = calloc(n, sizeof *c->cs);
+    c->batch = calloc(n, sizeof *c->batch);
+    c->res = calloc(n, sizeof *c->res);
+    FT_CHECK(c->cs && c->batch && c->res);
+    for (uint32_t i = 0; i < n; i++) {
+        su_case *k = &c->cs[i];
+        uint32_t T = 1 + (uint32_t)(ft_test_rand(s) % maxT);
+        uint32_t K = 1 + (uint32_t)(ft_test_rand(s) % maxK);
+        uint32_t B = 1 + (uint32_t)(ft_test_rand(s) % maxB);
+        su_make_request(k, s, c->keys, c->m, lp, c->V, T, K, B);
+        char err[160];
+        FT_PASS(ft_request_validate(&k->req, 0, err, sizeof err));
+        if (with_ref) {
+            k->ref = malloc(FT_MAX_RESULTS * sizeof *k->ref);
+            FT_CHECK(k->ref != NULL);
+            k->nref = su_search(c->root, &k->req, k->ref);
+            c->nhits += k->nref;
+        }
+        c->batch[i] = k->req;
+        FT_PASS(ft_result_alloc(&c->res[i], FT_MAX_RESULTS, k->req.T));
+    }
+}
+
+void su_cases_free(su_cases *c)
+{
+    for (uint32_t i = 0; i < c->n; i++) {
+        ft_result_free(&c->res[i]);
+        free(c->cs[i].tok);
+        free(c->cs[i].lp);
+        free(c->cs[i].ref);
+    }
+    free(c->res);
+    free(c->batch);
+    free(c->cs);
+    if (c->root)
+        su_free(c->root);
+    ft_index_close(c->idx);
+    free(c->keys);
+    memset(c, 0, sizeof *c);
+}
+
+void su_cases_cpu(su_cases *c)
+{
+    ft_engine_opts o;
+    ft_engine_opts_init(&o);
+    ft_engine *eng;
+    char err[256];
+    FT_PASS(ft_engine_open(&eng, c->idx, &o, err, sizeof err));
+    FT_PASS(ft_engine_search_batch(eng, c->batch, c->n, c->res));
+    ft_engine_close(eng);
+}
+
+void su_split_build(uint64_t *s, const su_key *keys, size_t m, size_t ns,
+                    const char *dir, ft_index **sh)
+{
+    /* candidate cut points: where the first token changes */
+    size_t *chg = malloc((m + 1) * sizeof *chg), nc = 0, cut[9];
+    FT_CHECK(chg != NULL && ns >= 1 && ns <= 8);
+    for (size_t i = 1; i < m; i++)
+        if (keys[i].t[0] != keys[i - 1].t[0])
+            chg[nc++] = i;
+    cut[0] = 0;
+    for (size_t j = 1; j < ns; j++) {
+        uint64_t r = ft_test_rand(s);
+        if (nc == 0 || r % 7 == 0)
+            cut[j] = r % 2 ? m : 0; /* an empty shard at either end */
+        else
+            cut[j] = chg[(r >> 8) % nc];
+    }
+    cut[ns] = m;
+    /* sort the cut points (a tiny insertion sort) */
+    for (size_t j = 1; j < ns; j++)
+        for (size_t k = j; k > 0 && cut[k] < cut[k - 1]; k--) {
+            size_t x = cut[k];
+            cut[k] = cut[k - 1];
+            cut[k - 1] = x;
+        }
+    free(chg);
+    for (size_t j = 0; j < ns; j++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/shard%zu.idx", dir, j);
+        size_t c = cut[j + 1] - cut[j];
+        su_key *part = calloc(c + 1, sizeof *part);
+        FT_CHECK(part != NULL);
+        memcpy(part, keys + cut[j], c * sizeof *part);
+        FT_CHECK(su_build(part, c, path, &sh[j]) == c);
+        free(part);
+    }
+}
+
+void su_run_widths(ft_engine *eng, ft_group *g, const ft_request *reqs,
+                   uint32_t n, uint32_t w, ft_result *res)
+{
+    for (uint32_t i = 0; i < n; i += w) {
+        uint32_t k = n - i < w ? n - i : w;
+        if (eng)
+            FT_PASS(ft_engine_search_batch(eng, reqs + i, k, res + i));
+        else
+            FT_PASS(ft_group_search_batch(g, reqs + i, k, res + i));
+    }
+}
+
+void su_check_all(const su_cases *c, const ft_result *res,
+                  const uint32_t *perm, const char *prefix)
+{
+    for (uint32_t i = 0; i < c->n; i++) {
+        const su_case *k = &c->cs[perm ? perm[i] : i];
+        char what[300];
+        snprintf(what, sizeof what, "%s case %u (T=%u K=%u B=%u n=%u)",
+                 prefix, perm ? perm[i] : i, k->req.T, k->req.K, k->req.beam,
+                 k->req.results);
+        if (!su_same_result(&res[i], k->ref, k->nref, what))
+            exit(1);
+    }
+}

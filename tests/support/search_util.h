@@ -127,4 +127,55 @@ su_key *su_rand_keys(uint64_t *s, const su_lib_params *lp, uint32_t V);
 /* su_rand_perm fills perm with a random permutation of 0..n-1. */
 void su_rand_perm(uint64_t *s, uint32_t *perm, uint32_t n);
 
+/* ---- a library with random requests and their reference results ---- */
+
+/* su_cases is one random library (an index file and, for the reference, a
+ * pointer trie) with n random requests, their reference hits, the requests
+ * again in order as one batch, and a result per request allocated for
+ * FT_MAX_RESULTS hits. */
+typedef struct su_cases {
+    su_key *keys;
+    size_t m;           /* distinct keys in keys[] and idx */
+    uint32_t V;
+    ft_index *idx;
+    su_node *root;      /* NULL when made without the reference */
+    uint32_t n;
+    su_case *cs;        /* cs[i].ref is NULL without the reference */
+    ft_request *batch;  /* batch[i] = cs[i].req */
+    ft_result *res;
+    uint64_t nhits;     /* reference hits over all cases */
+} su_cases;
+
+/* su_cases_make draws the vocabulary, the keys and n requests (T, K and
+ * beam uniform in 1..maxT, 1..maxK, 1..maxB) from *s in that order, so one
+ * seed gives the same cases wherever it is used; every request must pass
+ * ft_request_validate.  The index is written to path.  Without with_ref no
+ * trie is built and no reference run. */
+void su_cases_make(su_cases *c, uint64_t *s, const su_lib_params *lp,
+                   uint32_t n, uint32_t maxT, uint32_t maxK, uint32_t maxB,
+                   const char *path, int with_ref);
+
+void su_cases_free(su_cases *c);
+
+/* su_cases_cpu answers c->batch into c->res with one CPU engine of the
+ * default options, in one batch. */
+void su_cases_cpu(su_cases *c);
+
+/* su_split_build cuts the sorted distinct keys[0..m) into ns <= 8 shards at
+ * random points between first tokens drawn from *s (or at either end, for
+ * empty shards), writes shard j to dir/shard<j>.idx and opens it as sh[j]. */
+void su_split_build(uint64_t *s, const su_key *keys, size_t m, size_t ns,
+                    const char *dir, ft_index **sh);
+
+/* su_run_widths answers reqs[0..n) into res[0..n) in batches of w (the last
+ * may be shorter), through eng or, when eng is NULL, through g. */
+void su_run_widths(ft_engine *eng, ft_group *g, const ft_request *reqs,
+                   uint32_t n, uint32_t w, ft_result *res);
+
+/* su_check_all checks res[i] against the reference of case perm[i] (case i
+ * when perm is NULL) for i < c->n and exits on the first difference; the
+ * failure names the case after prefix. */
+void su_check_all(const su_cases *c, const ft_result *res,
+                  const uint32_t *perm, const char *prefix);
+
 #endif /* FT_SEARCH_UTIL_H */
