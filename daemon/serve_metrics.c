@@ -117,6 +117,16 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
         e->up = !ft_searcher_failed(g->eng[i]);
         e->batches = i < bs.replicas ? bs.runs[i] : 0;
         e->busy_ns = i < bs.replicas ? bs.busy_ns[i] : 0;
+        /* Each GPU once, with the device's own view of its memory. */
+        size_t k = 0;
+        while (k < s->n_gpu && s->gpu[k].device != e->device)
+            k++;
+        if (e->device >= 0 && k == s->n_gpu &&
+            ft_gpu_memory(&s->gpu[k].used, &s->gpu[k].total, e->device) ==
+                FT_OK) {
+            s->gpu[k].device = e->device;
+            s->n_gpu++;
+        }
     }
     ft_gen_unref(g);
 }
@@ -278,8 +288,26 @@ static void render_queue(render *r, const srv_metrics_snap *s)
     u64_sample(r, "flashtrie_batch_size_count", s->batches);
 }
 
+static void render_gpus(render *r, const srv_metrics_snap *s)
+{
+    if (s->n_gpu == 0)
+        return; /* a family without samples: CPU engines only */
+    family(r, "flashtrie_gpu_memory_bytes", "gauge",
+           "Memory of each GPU the engines use (the device's view: every "
+           "process's allocations), in use and in all.");
+    for (size_t i = 0; i < s->n_gpu; i++) {
+        put(r, "flashtrie_gpu_memory_bytes{device=\"%d\",state=\"used\"} "
+               "%llu\n", s->gpu[i].device,
+            (unsigned long long)s->gpu[i].used);
+        put(r, "flashtrie_gpu_memory_bytes{device=\"%d\",state=\"total\"} "
+               "%llu\n", s->gpu[i].device,
+            (unsigned long long)s->gpu[i].total);
+    }
+}
+
 static void render_engines(render *r, const srv_metrics_snap *s)
 {
+    render_gpus(r, s);
     family(r, "flashtrie_engine_up", "gauge",
            "1 while the replica's engine serves, 0 once it failed.");
     for (size_t i = 0; i < s->n_eng; i++) {

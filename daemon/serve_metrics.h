@@ -51,6 +51,11 @@ typedef struct srv_metrics_snap {
     uint64_t generation, index_keys, index_nodes, index_bytes, shards;
     size_t n_eng;
     srv_metrics_engine eng[FT_SLOT_MAX_REPLICAS];
+    size_t n_gpu;                     /* distinct GPUs the engines use */
+    struct {
+        int device;
+        uint64_t used, total;         /* bytes (ft_gpu_memory) */
+    } gpu[FT_SLOT_MAX_REPLICAS];
 } srv_metrics_snap;
 
 /* srv_metrics_take fills s from the running server. */

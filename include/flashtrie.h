@@ -646,6 +646,11 @@ int ft_engine_gpu_share(ft_engine *eng, uint32_t ways);
  * orders the engines' streams.  FT_ENOTSUP for other engines. */
 int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
                              uint64_t *list1, size_t cap);
+/* ft_gpu_memory reports a GPU's memory in use and in all (bytes, the
+ * device's view: every process's allocations).  FT_ENODEV for a device
+ * that does not exist, FT_ENOTSUP in a build without CUDA. */
+int ft_gpu_memory(uint64_t *used, uint64_t *total, int device);
+
 /* ft_engine_index returns the index the engine was opened over. */
 const ft_index *ft_engine_index(const ft_engine *eng);
 /* ft_engine_device returns the GPU ordinal of a GPU engine, -1 for CPU. */

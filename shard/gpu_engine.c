@@ -54,6 +54,13 @@ int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
     return FT_ENOTSUP;
 }
 
+int ft_gpu_memory(uint64_t *used, uint64_t *total, int device)
+{
+    (void)device;
+    *used = *total = 0;
+    return FT_ENOTSUP;
+}
+
 int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
 {
     (void)eng;
@@ -1103,6 +1110,26 @@ static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len)
         if (o < len)
             o += (size_t)snprintf(buf + o, len - o, "\n");
     }
+}
+
+int ft_gpu_memory(uint64_t *used, uint64_t *total, int device)
+{
+    *used = *total = 0;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 ||
+        device >= count) {
+        (void)cudaGetLastError();
+        return FT_ENODEV;
+    }
+    size_t fr = 0, tot = 0;
+    if (cudaSetDevice(device) != cudaSuccess ||
+        cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return FT_ECUDA;
+    }
+    *used = (uint64_t)(tot - fr);
+    *total = (uint64_t)tot;
+    return FT_OK;
 }
 
 #endif /* FT_HAVE_CUDA */

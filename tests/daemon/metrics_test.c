@@ -406,6 +406,13 @@ static void case_render(void)
     s.n_eng = 2;
     s.eng[0] = (srv_metrics_engine){"gpu", 0, 1, 5, 2000000000ull};
     s.eng[1] = (srv_metrics_engine){"gpu", 1, 0, 4, 1000000000ull};
+    s.n_gpu = 2;
+    s.gpu[0].device = 0;
+    s.gpu[0].used = 3000000000ull;
+    s.gpu[0].total = 150000000000ull;
+    s.gpu[1].device = 1;
+    s.gpu[1].used = 7;
+    s.gpu[1].total = 8;
     s.connections_opened = 5;
     s.connections_closed = 2;
 
@@ -421,6 +428,12 @@ static void case_render(void)
                       "replica=\"1\",kind=\"gpu\",device=\"1\"") == 0);
     FT_CHECK(value_of(&sc, "flashtrie_engine_busy_seconds_total",
                       "replica=\"0\",kind=\"gpu\",device=\"0\"") == 2.0);
+    FT_CHECK(value_of(&sc, "flashtrie_gpu_memory_bytes",
+                      "device=\"0\",state=\"used\"") == 3e9);
+    FT_CHECK(value_of(&sc, "flashtrie_gpu_memory_bytes",
+                      "device=\"0\",state=\"total\"") == 1.5e11);
+    FT_CHECK(value_of(&sc, "flashtrie_gpu_memory_bytes",
+                      "device=\"1\",state=\"used\"") == 7);
     FT_CHECK(value_of(&sc, "flashtrie_requests_total", "status=\"ok\"") == 40);
     FT_CHECK(value_of(&sc, "flashtrie_requests_total",
                       "status=\"rejected\"") == 3);
