@@ -206,9 +206,27 @@ static int search_batch(const searcher *sr, const ft_request *r, size_t n,
     return ft_engine_search_batch(sr->eng, r, n, res);
 }
 
+/* progress prints a line on stderr at most every 3 s while a long run
+ * goes on (long work shows progress; a short one prints nothing). */
+static void progress(double *last, const req_set *s, const char *phase,
+                     size_t done)
+{
+    double t = now_s();
+    if (*last == 0) {
+        *last = t;
+        return;
+    }
+    if (t - *last < 3.0)
+        return;
+    *last = t;
+    fprintf(stderr, "bench: beam %u, %s: %zu of %zu requests\n",
+            s->n ? s->r[0].beam : 0, phase, done, s->n);
+}
+
 static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
                       const u32_list *batches, uint32_t warmup)
 {
+    double last = 0;
     uint32_t max_b = 1, max_res = 1, max_t = 1;
     for (int i = 0; i < batches->n; i++)
         if (batches->v[i] > max_b)
@@ -242,6 +260,7 @@ static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
         if (res[0].status)
             rejected++;
         hits += res[0].n;
+        progress(&last, s, "b=1", i + 1);
     }
     print_timing(eng, "b=1");
     double sum = 0;
@@ -264,6 +283,9 @@ static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
             rc = search_batch(eng, &s->r[i], m, res);
             if (rc)
                 goto out;
+            char ph[32];
+            snprintf(ph, sizeof ph, "b=%u", bs);
+            progress(&last, s, ph, i + m);
         }
         double dt = now_s() - t0;
         rs->qps[b] = dt > 0 ? (double)s->n / dt : 0;
