@@ -48,10 +48,12 @@ typedef struct srv_opts {
     uint32_t max_wait_us;
     uint32_t queue_depth;
     uint64_t max_message_bytes;
-    uint32_t cap_beam, cap_k, cap_t, cap_results;
-    uint32_t default_deadline_ms; /* 0 = requests have no deadline */
-    uint32_t drain_timeout_ms;
-    int admin_reload;
+    /* Reloadable and read by nng's threads while a SIGHUP rewrites them:
+     * atomic, so a request sees each one either old or new. */
+    _Atomic uint32_t cap_beam, cap_k, cap_t, cap_results;
+    _Atomic uint32_t default_deadline_ms; /* 0 = requests have no deadline */
+    _Atomic uint32_t drain_timeout_ms;
+    atomic_int admin_reload;
     uint32_t contexts;            /* nng contexts per socket */
     uint32_t test_delay_us;       /* test hook: slow every batch */
     int log_level;
