@@ -36,101 +36,24 @@
 #include "flashtrie_client.h"
 #include "frame.h"
 #include "ft_test.h"
+#include "serve_harness.h"
 
 static char g_dir[256];
 static pid_t g_pid;
 static const char *g_bin;
 
-static void kill_server(void)
-{
-    if (g_pid > 0) {
-        kill(g_pid, SIGKILL);
-        waitpid(g_pid, NULL, 0);
-        g_pid = 0;
-    }
-    if (g_dir[0]) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "daemon_test: cannot remove %s\n", g_dir);
-    }
-}
+static void kill_server(void) { th_kill(&g_pid, g_dir, "daemon_test"); }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* start_server runs "flashtrie serve ARGS" with its log in DIR/log and
  * waits until url answers a ping. */
 static void start_server(const char *url, const char *const *args)
 {
-    char log[300];
-    snprintf(log, sizeof log, "%s/log", g_dir);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = g_bin;
-    argv[n++] = "serve";
-    for (int i = 0; args[i]; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    pid_t pid = fork();
-    FT_CHECK(pid >= 0);
-    if (pid == 0) {
-        FILE *f = freopen(log, "w", stderr);
-        (void)f;
-        execv(g_bin, (char *const *)argv);
-        _exit(127);
-    }
-    g_pid = pid;
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.connect_wait_ms = 1;
-    o.timeout_ms = 200;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
-    int rc = FT_ETIMEDOUT;
-    for (int i = 0; i < 100 && rc != FT_OK; i++) {
-        rc = ft_client_ping(c, NULL, 0);
-        if (rc != FT_OK) {
-            int st;
-            if (waitpid(pid, &st, WNOHANG) == pid) {
-                g_pid = 0;
-                fprintf(stderr, "server exited early:\n");
-                char cmd[400];
-                snprintf(cmd, sizeof cmd, "cat '%s' >&2", log);
-                if (system(cmd)) {}
-                exit(1);
-            }
-        }
-    }
-    FT_PASS(rc);
-    ft_client_close(c);
+    th_start(&g_pid, g_bin, g_dir, url, args);
 }
 
 /* stop_server sends sig and returns the exit status (within 30 s). */
-static int stop_server(int sig)
-{
-    kill(g_pid, sig);
-    for (int i = 0; i < 3000; i++) {
-        int st;
-        if (waitpid(g_pid, &st, WNOHANG) == g_pid) {
-            g_pid = 0;
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        sleep_ms(10);
-    }
-    fprintf(stderr, "server did not stop within 30 s\n");
-    exit(1);
-}
+static int stop_server(int sig) { return th_stop(&g_pid, sig, 30000, NULL); }
 
 static int log_has(const char *s)
 {
@@ -327,11 +250,11 @@ static void async_cb(int status, ft_client_results *res, const char *error,
 
 static void wait_all(async_slot *s, size_t n, double limit_s)
 {
-    double t0 = now_s();
+    double t0 = ft_test_now();
     for (size_t i = 0; i < n; i++)
         while (!atomic_load(&s[i].done)) {
-            FT_CHECK(now_s() - t0 < limit_s);
-            sleep_ms(2);
+            FT_CHECK(ft_test_now() - t0 < limit_s);
+            th_sleep_ms(2);
         }
 }
 
@@ -771,9 +694,9 @@ static void run_load(const char *url, void (*during)(void *), void *arg,
         ld[i] = (loader){url, &stop, 0, 0, 0, 0, 0};
         FT_CHECK(pthread_create(&th[i], NULL, load_loop, &ld[i]) == 0);
     }
-    sleep_ms(300);
+    th_sleep_ms(300);
     during(arg);
-    sleep_ms(300);
+    th_sleep_ms(300);
     atomic_store(&stop, 1);
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
@@ -903,7 +826,7 @@ static void case_drain(void)
         FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s[i], NULL,
                                        0));
     }
-    sleep_ms(50);
+    th_sleep_ms(50);
     /* Three batches of four at 100 ms each are still to run. */
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
     wait_all(s, N, 10);
@@ -928,7 +851,7 @@ static void case_drain(void)
     for (int i = 0; i < 2; i++)
         FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s2[i], NULL,
                                        0));
-    sleep_ms(100);
+    th_sleep_ms(100);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 1);
     FT_CHECK(log_has("drain timed out after 200 ms: 2 requests cut"));
     wait_all(s2, 2, 30);

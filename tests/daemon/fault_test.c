@@ -43,31 +43,14 @@
 #include "flashtrie_client.h"
 #include "frame.h"
 #include "ft_test.h"
+#include "serve_harness.h"
 
 static char g_dir[256];
 static pid_t g_pid;
 static const char *g_bin;
 
-static void cleanup(void)
-{
-    if (g_pid > 0) {
-        kill(g_pid, SIGKILL);
-        waitpid(g_pid, NULL, 0);
-        g_pid = 0;
-    }
-    if (g_dir[0]) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "fault_test: cannot remove %s\n", g_dir);
-    }
-}
+static void cleanup(void) { th_kill(&g_pid, g_dir, "fault_test"); }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
 
 /* run_bin runs "flashtrie ARGS" with stdout to out (or the log) and
  * returns its exit status. */
@@ -94,42 +77,7 @@ static int run_bin(const char *const *args, const char *out)
 
 static void start_server(const char *url, const char *const *args)
 {
-    char log[300];
-    snprintf(log, sizeof log, "%s/log", g_dir);
-    pid_t pid = fork();
-    FT_CHECK(pid >= 0);
-    if (pid == 0) {
-        const char *argv[64];
-        int n = 0;
-        argv[n++] = g_bin;
-        argv[n++] = "serve";
-        for (int i = 0; args[i]; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        if (!freopen(log, "w", stderr))
-            _exit(126);
-        execv(g_bin, (char *const *)argv);
-        _exit(127);
-    }
-    g_pid = pid;
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.connect_wait_ms = 1;
-    o.timeout_ms = 200;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
-    int rc = FT_ETIMEDOUT;
-    for (int i = 0; i < 100 && rc != FT_OK; i++) {
-        rc = ft_client_ping(c, NULL, 0);
-        int st;
-        if (rc != FT_OK && waitpid(pid, &st, WNOHANG) == pid) {
-            g_pid = 0;
-            fprintf(stderr, "server exited early (see %s)\n", log);
-            exit(1);
-        }
-    }
-    FT_PASS(rc);
-    ft_client_close(c);
+    th_start(&g_pid, g_bin, g_dir, url, args);
 }
 
 /* stop_server sends SIGTERM and returns the exit status; *ms gets how
@@ -137,20 +85,7 @@ static void start_server(const char *url, const char *const *args)
  * cases set (5 s, and the default 10 s): a server still there has hung. */
 static int stop_server(double *ms)
 {
-    double t0 = ft_test_now();
-    kill(g_pid, SIGTERM);
-    for (int i = 0; i < 1500; i++) {
-        int st;
-        if (waitpid(g_pid, &st, WNOHANG) == g_pid) {
-            g_pid = 0;
-            if (ms)
-                *ms = (ft_test_now() - t0) * 1000.0;
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        sleep_ms(10);
-    }
-    fprintf(stderr, "server did not stop within 15 s of SIGTERM\n");
-    exit(1);
+    return th_stop(&g_pid, SIGTERM, 15000, ms);
 }
 
 /* make_library generates a library of n keys with the program itself and
@@ -454,7 +389,7 @@ static void case_faults(int strict)
         nng_socket s = raw_req(url);
         FT_CHECK(nng_send(s, good.data, good.len, 0) == 0);
         if (i % 2)
-            sleep_ms(1);
+            th_sleep_ms(1);
         nng_close(s);
     }
     /* ...and the same at the transport: the whole request written, the
@@ -505,7 +440,7 @@ static void case_faults(int strict)
         ft_frame_msg_free(&l);
         nng_close(s);
     }
-    sleep_ms(1000);
+    th_sleep_ms(1000);
     for (int i = 0; i < n_half; i++)
         close(half[i]);
 
@@ -529,7 +464,7 @@ static void case_faults(int strict)
     }
     fprintf(stderr, "slow readers: %d requests written\n", sent);
     FT_CHECK(n_slow == 0 || sent >= 16);
-    sleep_ms(n_slow ? 2000 : 0);
+    th_sleep_ms(n_slow ? 2000 : 0);
     /* Read back what came for one of them, to see the server answered
      * it at all; then close them all. */
     if (n_slow) {
@@ -544,7 +479,7 @@ static void case_faults(int strict)
 
     /* The well-behaved client kept being answered right, in time. */
     atomic_store(&ck.phase, 3);
-    sleep_ms(500);
+    th_sleep_ms(500);
     atomic_store(&ck.stop, 1);
     pthread_join(th, NULL);
     fprintf(stderr, "checker: %d calls, %d wrong, slowest %.1f ms (while "
@@ -571,7 +506,7 @@ static void case_faults(int strict)
         inflight = info_num(url, "in_flight");
         if (inflight == 1)
             break;
-        sleep_ms(20);
+        th_sleep_ms(20);
     }
     FT_CHECK_EQ_U64(inflight, 1);
     FT_CHECK_EQ_U64(info_num(url, "draining"), 0);

@@ -41,6 +41,7 @@
 
 #include "flashtrie_client.h"
 #include "ft_test.h"
+#include "serve_harness.h"
 #include "serve_metrics.h"
 
 /* ---- a strict parser of the Prometheus text format ---- */
@@ -513,26 +514,8 @@ static char g_dir[256];
 static pid_t g_pid;
 static const char *g_bin;
 
-static void cleanup(void)
-{
-    if (g_pid > 0) {
-        kill(g_pid, SIGKILL);
-        waitpid(g_pid, NULL, 0);
-        g_pid = 0;
-    }
-    if (g_dir[0]) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "metrics_test: cannot remove %s\n", g_dir);
-    }
-}
+static void cleanup(void) { th_kill(&g_pid, g_dir, "metrics_test"); }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
 
 /* free_port asks the kernel for a free 127.0.0.1 port (bound and let go:
  * another process could take it in between, which this box's tests do
@@ -632,43 +615,7 @@ static void make_index(char *path, size_t len)
 
 static void start_server(const char *url, const char *const *args)
 {
-    char log[300];
-    snprintf(log, sizeof log, "%s/log", g_dir);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = g_bin;
-    argv[n++] = "serve";
-    for (int i = 0; args[i]; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    g_pid = fork();
-    FT_CHECK(g_pid >= 0);
-    if (g_pid == 0) {
-        if (freopen(log, "w", stderr) == NULL)
-            _exit(126);
-        execv(g_bin, (char *const *)argv);
-        _exit(127);
-    }
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.connect_wait_ms = 1;
-    o.timeout_ms = 200;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
-    int rc = FT_ETIMEDOUT;
-    for (int i = 0; i < 100 && rc != FT_OK; i++) {
-        rc = ft_client_ping(c, NULL, 0);
-        if (rc != FT_OK && waitpid(g_pid, NULL, WNOHANG) == g_pid) {
-            g_pid = 0;
-            char cmd[400];
-            snprintf(cmd, sizeof cmd, "cat '%s' >&2", log);
-            if (system(cmd)) {}
-            fprintf(stderr, "server exited early\n");
-            exit(1);
-        }
-    }
-    FT_PASS(rc);
-    ft_client_close(c);
+    th_start(&g_pid, g_bin, g_dir, url, args);
 }
 
 static void one_req(ft_request *r, uint32_t *tok, float *lp)
@@ -710,7 +657,7 @@ static void wait_slots(async_slot *s, int n)
             all &= atomic_load(&s[i].done);
         if (all)
             return;
-        sleep_ms(10);
+        th_sleep_ms(10);
     }
     fprintf(stderr, "async requests not answered within 30 s\n");
     exit(1);
@@ -765,7 +712,7 @@ static void case_scrape(void)
         FT_CHECK_EQ_U64(hst, 503);
         FT_CHECK_STR(body, "starting: the listeners are not open yet\n");
         free(body);
-        sleep_ms(10);
+        th_sleep_ms(10);
     }
     FT_CHECK_EQ_U64(hst, 200);
     FT_CHECK_STR(body, "ok\n");
@@ -890,7 +837,7 @@ static void case_scrape(void)
         get_metrics(base, &sc);
         if (value_of(&sc, "flashtrie_reloads_total", "result=\"ok\"") == 1)
             break;
-        sleep_ms(10);
+        th_sleep_ms(10);
     }
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_reloads_total",
                              "result=\"ok\""), 1);
@@ -907,7 +854,7 @@ static void case_scrape(void)
         get_metrics(base, &sc);
         if (value_of(&sc, "flashtrie_reloads_total", "result=\"failed\"") == 1)
             break;
-        sleep_ms(10);
+        th_sleep_ms(10);
     }
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_reloads_total",
                              "result=\"failed\""), 1);
@@ -924,7 +871,7 @@ static void case_scrape(void)
     static async_slot s2[2];
     for (int i = 0; i < 2; i++)
         FT_PASS(ft_client_search_async(c, &r, 1, async_cb, &s2[i], NULL, 0));
-    sleep_ms(50);
+    th_sleep_ms(50);
     kill(g_pid, SIGTERM);
     int seen503 = 0;
     for (int t = 0; t < 100 && !seen503 && !atomic_load(&s2[1].done); t++) {
@@ -936,7 +883,7 @@ static void case_scrape(void)
             FT_CHECK_EQ_U64(st, 200);
         }
         free(body);
-        sleep_ms(5);
+        th_sleep_ms(5);
     }
     FT_CHECK(seen503);
     wait_slots(s2, 2);
@@ -945,7 +892,7 @@ static void case_scrape(void)
     for (int t = 0; t < 3000 && !exited; t++) {
         exited = waitpid(g_pid, &st, WNOHANG) == g_pid;
         if (!exited)
-            sleep_ms(10);
+            th_sleep_ms(10);
     }
     FT_CHECK(exited);
     g_pid = 0;
