@@ -42,6 +42,7 @@ struct ft_batcher {
     int idle_waiters;  /* threads waiting on cv for an idle replica */
     size_t inline_n;   /* lone requests running inline now */
     uint64_t batches, requests, deadline, engine_fail, inline_runs;
+    uint64_t failovers; /* batches re-run on another replica */
     uint64_t sizes[FT_BATCH_SIZE_BUCKETS];
     /* The answerer: replies of batches are encoded and sent on its
      * thread, so the replica starts its next batch while they go out
@@ -101,6 +102,103 @@ static void answer_batch(ft_batcher *b, ft_job **jobs, size_t n)
         finish(jobs[i]);
 }
 
+/* wake_idle wakes whoever waits for an idle replica (b->mu held): the
+ * batcher, a failover, or the stop path.  Nobody else is woken, so a replica that
+ * goes idle costs no wake-up when nobody waits (a lone client). */
+static void wake_idle(ft_batcher *b)
+{
+    if (b->idle_waiters > 0)
+        pthread_cond_broadcast(&b->cv);
+}
+
+/* take_healthy takes a replica of g other than the failed one the batch
+ * came from, for the batch to re-run on: an idle healthy one, or the one
+ * the batcher has reserved while it waits for requests (borrowed with the
+ * queue paused, as ft_batcher_run_inline does; *borrowed is set then).
+ * While every healthy replica is busy it waits for one, polling every
+ * millisecond (the batcher's reservation is not announced on b->cv).
+ * Returns NULL when no replica of g is healthy. */
+static replica *take_healthy(ft_batcher *b, ft_gen *g, int *borrowed)
+{
+    *borrowed = 0;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        replica *h = NULL;
+        int any = 0;
+        for (size_t i = 0; i < b->n_rep; i++) {
+            if (ft_gen_replica_failed(g, i, NULL))
+                continue;
+            any = 1;
+            if (!b->rep[i].busy &&
+                (h == NULL || b->rep[i].runs < h->runs))
+                h = &b->rep[i];
+        }
+        if (!any) {
+            pthread_mutex_unlock(&b->mu);
+            return NULL;
+        }
+        if (h == NULL && b->reserved != NULL &&
+            !ft_gen_replica_failed(g, b->reserved->index, NULL) &&
+            ft_queue_pause_if_idle(b->q)) {
+            h = b->reserved;
+            *borrowed = 1;
+        }
+        if (h != NULL) {
+            if (!*borrowed)
+                h->busy = 1;
+            pthread_mutex_unlock(&b->mu);
+            return h;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        b->idle_waiters++;
+        pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+        b->idle_waiters--;
+    }
+}
+
+/* failover re-runs the m requests of r's batch, which failed with rc on
+ * r's failed replica, on healthy replicas of the same generation until
+ * one answers it or none is left; returns the last engine status.  The
+ * results are reset from the jobs' own buffers before each run, so a
+ * re-run answers exactly what a healthy first run would have. */
+static int failover(replica *r, size_t m, int rc)
+{
+    ft_batcher *b = r->b;
+    ft_gen *g = r->gen;
+    for (size_t tries = 0; tries < b->n_rep; tries++) {
+        int borrowed;
+        replica *h = take_healthy(b, g, &borrowed);
+        if (h == NULL)
+            break;
+        for (size_t i = 0; i < m; i++)
+            r->res[i] = *r->run[i]->res;
+        uint64_t t0 = ft_now_ns();
+        rc = ft_slot_search(g, h->index, r->reqs, m, r->res);
+        uint64_t t1 = ft_now_ns();
+        pthread_mutex_lock(&b->mu);
+        h->busy_ns += t1 - t0;
+        h->runs++;
+        b->failovers++;
+        if (!borrowed)
+            h->busy = 0;
+        wake_idle(b);
+        pthread_mutex_unlock(&b->mu);
+        if (borrowed)
+            ft_queue_resume(b->q);
+        FT_LOGF(FT_LOG_WARN, "a batch of %zu failed on replica %zu re-ran on "
+                "replica %zu: %s", m, r->index, h->index, ft_strerror(rc));
+        if (rc == FT_OK || !ft_gen_replica_failed(g, h->index, NULL))
+            return rc;
+    }
+    return rc;
+}
+
 static void run_batch(replica *r)
 {
     ft_batcher *b = r->b;
@@ -130,21 +228,36 @@ static void run_batch(replica *r)
         r->res[m] = *j->res;
         m++;
     }
-    int rc = FT_OK;
-    if (m > 0)
+    int rc = FT_OK, device = 0;
+    uint64_t t1 = now;
+    if (m > 0) {
         rc = ft_slot_search(r->gen, r->index, r->reqs, m, r->res);
-    uint64_t t1 = ft_now_ns();
+        t1 = ft_now_ns();
+        /* A device error took the replica out of service (ft_slot_search
+         * marked it): the batch goes to a healthy replica, whole. */
+        device = rc != FT_OK && ft_gen_replica_failed(r->gen, r->index, NULL);
+        if (device)
+            rc = failover(r, m, rc);
+    }
     for (size_t i = 0; i < m; i++) {
         ft_job *j = r->run[i];
         *j->res = r->res[i];
         j->gen_id = r->gen->id;
-        if (rc != FT_OK) {
-            j->res->n = 0;
-            j->res->status = rc;
+        if (rc == FT_OK)
+            continue;
+        /* Every request of a failed batch gets the error, none a partial
+         * answer; the message is the same whichever replicas it met. */
+        j->res->n = 0;
+        j->res->status = rc;
+        if (device)
+            snprintf(j->res->error, sizeof j->res->error,
+                     "engine: no healthy replica left (%zu of %zu failed): "
+                     "%s", ft_gen_failed_replicas(r->gen), r->gen->n_eng,
+                     ft_strerror(rc));
+        else
             snprintf(j->res->error, sizeof j->res->error,
                      "engine: %s engine failed: %s",
                      ft_gen_kind_name(r->gen, r->index), ft_strerror(rc));
-        }
     }
     if (rc != FT_OK)
         FT_LOGF(FT_LOG_ERROR, "replica %zu (%s engine) failed a batch of %zu: %s",
@@ -164,15 +277,6 @@ static void run_batch(replica *r)
              (double)(t1 - now) / 1e6, ft_strerror(rc));
     /* The caller answers the jobs, after the counters above, so that a
      * client that reads INFO after its answer sees its request counted. */
-}
-
-/* release wakes whoever waits for an idle replica (b->mu held): the
- * batcher, or the stop path.  Nobody else is woken, so a replica that
- * goes idle costs no wake-up when nobody waits (a lone client). */
-static void wake_idle(ft_batcher *b)
-{
-    if (b->idle_waiters > 0)
-        pthread_cond_broadcast(&b->cv);
 }
 
 /* release_and_answer answers the batch the replica ran and gives the
@@ -223,13 +327,24 @@ static void *replica_main(void *arg)
     return NULL;
 }
 
-/* idle_replica is the idle replica that has run least (b->mu held). */
+/* idle_replica is the idle healthy replica that has run least (b->mu
+ * held).  Failed replicas get no batch while one replica of the current
+ * generation serves; once none does, any idle replica takes the batch,
+ * whose requests it answers with the error at once (ft_slot_search runs
+ * nothing on a failed replica), so requests never wait for a replica that
+ * cannot come back. */
 static replica *idle_replica(ft_batcher *b)
 {
     replica *r = NULL;
-    for (size_t i = 0; i < b->n_rep; i++)
-        if (!b->rep[i].busy && (r == NULL || b->rep[i].runs < r->runs))
+    int serving = ft_gen_failed_replicas(b->gen) < b->n_rep;
+    for (size_t i = 0; i < b->n_rep; i++) {
+        if (b->rep[i].busy)
+            continue;
+        if (serving && ft_gen_replica_failed(b->gen, i, NULL))
+            continue;
+        if (r == NULL || b->rep[i].runs < r->runs)
             r = &b->rep[i];
+    }
     return r;
 }
 
@@ -530,6 +645,7 @@ void ft_batcher_stats_get(ft_batcher *b, ft_batcher_stats *st)
     st->requests = b->requests;
     st->deadline = b->deadline;
     st->engine_fail = b->engine_fail;
+    st->failovers = b->failovers;
     memcpy(st->sizes, b->sizes, sizeof st->sizes);
     st->replicas = b->n_rep;
     st->inline_runs = b->inline_runs;

@@ -12,6 +12,12 @@
  * thread, so the device starts its next batch while they go out.  A
  * replica that goes idle wakes only a thread that waits for one.
  *
+ * A replica whose engine fails with a device error (slot.h) gets no more
+ * batches; the batch that met the fault re-runs, whole, on a healthy
+ * replica of its generation, and only when none is left does every request
+ * of it get the error (FT_ECUDA: "engine: no healthy replica left (N of N
+ * failed): CUDA error").  No request is lost, cut short or answered twice.
+ *
  * A request whose deadline has passed when its batch is about to run is
  * answered FT_EDEADLINE and not run.  Answers do not depend on the batch a
  * request rides in (SPEC section 6): the slot runs the same engine call as
@@ -59,6 +65,8 @@ typedef struct ft_batcher_stats {
     uint64_t requests;    /* requests run */
     uint64_t deadline;    /* answered FT_EDEADLINE without running */
     uint64_t engine_fail; /* requests failed because an engine failed */
+    uint64_t failovers;   /* batches re-run on another replica after a
+                           * device error took theirs out of service */
     uint64_t inline_runs; /* lone requests run on the caller's thread */
     uint64_t sizes[FT_BATCH_SIZE_BUCKETS]; /* engine calls by batch size */
     size_t replicas;

@@ -2,17 +2,25 @@
  * searcher.c - the search over a whole library: one engine for a plain
  * index, a shard group for a manifest of several shards.
  */
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "flashtrie.h"
+#include "slot.h"
 
 struct ft_searcher {
     ft_engine *eng;  /* one shard */
     ft_group *grp;   /* several shards */
     ft_engine_kind kind;
     char note[320];
+    /* The fault hook (ft_searcher_fault_arm, tests only): calls counts the
+     * batch calls, fault_at is the call number that fails (0: none), and
+     * faulted stays set once it did, as the GPU engine's failed flag. */
+    atomic_uint_fast64_t calls, fault_at;
+    atomic_int faulted;
 };
 
 void ft_searcher_opts_init(ft_searcher_opts *o)
@@ -137,9 +145,37 @@ void ft_searcher_close(ft_searcher *s)
     free(s);
 }
 
+void ft_searcher_fault_arm(ft_searcher *s, uint64_t after)
+{
+    atomic_store(&s->fault_at, atomic_load(&s->calls) + after + 1);
+}
+
+/* fault_all answers every request of a faulted call the way the GPU
+ * engine answers a CUDA error (gpu_engine.c fail_all): no hit, the status,
+ * the message. */
+static void fault_all(ft_result *res, size_t n, const char *msg)
+{
+    for (size_t i = 0; i < n; i++) {
+        res[i].n = 0;
+        res[i].status = FT_ECUDA;
+        snprintf(res[i].error, sizeof res[i].error, "%s", msg);
+    }
+}
+
 int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs, size_t n,
                              ft_result *res)
 {
+    uint64_t k = atomic_fetch_add(&s->calls, 1) + 1;
+    uint64_t at = atomic_load(&s->fault_at);
+    if (atomic_load(&s->faulted)) {
+        fault_all(res, n, FT_SEARCHER_FAULT_AGAIN);
+        return FT_ECUDA;
+    }
+    if (at != 0 && k >= at) {
+        atomic_store(&s->faulted, 1);
+        fault_all(res, n, FT_SEARCHER_FAULT_MSG);
+        return FT_ECUDA;
+    }
     if (s->eng)
         return ft_engine_search_batch(s->eng, reqs, n, res);
     return ft_group_search_batch(s->grp, reqs, n, res);
@@ -149,6 +185,8 @@ const char *ft_searcher_note(const ft_searcher *s) { return s->note; }
 
 int ft_searcher_failed(const ft_searcher *s)
 {
+    if (atomic_load(&s->faulted))
+        return 1;
     if (s->eng)
         return ft_engine_failed(s->eng);
     for (size_t i = 0; i < ft_group_shards(s->grp); i++)

@@ -138,6 +138,10 @@ int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
         return FT_ENOMEM;
     }
     atomic_init(&g->refs, 1);
+    for (size_t i = 0; i < FT_SLOT_MAX_REPLICAS; i++) {
+        atomic_init(&g->claimed[i], 0);
+        atomic_init(&g->failed[i], 0);
+    }
     g->id = id;
     strcpy(g->path, path);
     int rc = ft_library_open(&g->lib, path,
@@ -192,8 +196,82 @@ void ft_gen_unref(ft_gen *g)
     }
 }
 
+void ft_gen_replica_name(const ft_gen *g, size_t r, char *out, size_t len)
+{
+    if (g->kind[r] == FT_ENGINE_GPU)
+        snprintf(out, len, "gpu device %d", g->device[r]);
+    else
+        snprintf(out, len, "cpu");
+}
+
+int ft_gen_replica_failed(const ft_gen *g, size_t r, const char **why)
+{
+    int rc = atomic_load(&g->failed[r]);
+    if (why != NULL)
+        *why = rc ? g->fail_why[r] : "";
+    return rc;
+}
+
+size_t ft_gen_failed_replicas(const ft_gen *g)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->n_eng; i++)
+        n += atomic_load(&g->failed[i]) != 0;
+    return n;
+}
+
+int ft_gen_fail_replica(ft_gen *g, size_t r, int rc, const char *why)
+{
+    int no = 0;
+    if (!atomic_compare_exchange_strong(&g->claimed[r], &no, 1))
+        return 0;
+    snprintf(g->fail_why[r], sizeof g->fail_why[r], "%s", why);
+    atomic_store(&g->failed[r], rc != FT_OK ? rc : FT_EINTERNAL);
+    char name[48];
+    ft_gen_replica_name(g, r, name, sizeof name);
+    size_t bad = ft_gen_failed_replicas(g);
+    FT_LOGF(FT_LOG_ERROR, "replica %zu (%s) of generation %llu failed: %s; "
+            "out of service, %zu of %zu replicas serve", r, name,
+            (unsigned long long)g->id, why, g->n_eng - bad, g->n_eng);
+    return 1;
+}
+
+int ft_slot_is_device_error(const ft_gen *g, size_t r, int rc)
+{
+    return rc == FT_ECUDA || rc == FT_ENCCL ||
+           (rc != FT_OK && ft_searcher_failed(g->eng[r]));
+}
+
 int ft_slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
                    ft_result *res)
 {
-    return ft_searcher_search_batch(g->eng[r], reqs, n, res);
+    const char *why;
+    int rc = ft_gen_replica_failed(g, r, &why);
+    if (rc != FT_OK) {
+        char name[48];
+        ft_gen_replica_name(g, r, name, sizeof name);
+        for (size_t i = 0; i < n; i++) {
+            res[i].n = 0;
+            res[i].status = rc;
+            snprintf(res[i].error, sizeof res[i].error,
+                     "engine: replica %zu (%s) failed earlier: %s", r, name,
+                     why);
+        }
+        return rc;
+    }
+    rc = ft_searcher_search_batch(g->eng[r], reqs, n, res);
+    if (ft_slot_is_device_error(g, r, rc)) {
+        /* The reason: the error and what the engine said about it (the
+         * first request's message, which every request of a failed call
+         * carries). */
+        char reason[320];
+        const char *said = "";
+        for (size_t i = 0; i < n && !said[0]; i++)
+            if (res[i].status != FT_OK)
+                said = res[i].error;
+        snprintf(reason, sizeof reason, "%s%s%s", ft_strerror(rc),
+                 said[0] ? ": " : "", said);
+        ft_gen_fail_replica(g, r, rc, reason);
+    }
+    return rc;
 }

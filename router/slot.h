@@ -11,6 +11,14 @@
  *
  * ft_slot_search is the only place in the daemon that runs a search, so
  * when the search entry moves or is renamed this is a one-line change.
+ *
+ * Replica health: an engine call that fails with a device error (FT_ECUDA,
+ * FT_ENCCL, or any error once the searcher reports itself failed) marks
+ * that replica of the generation failed, once, with the reason, and logs
+ * one line.  A failed replica does not heal: the batcher gives it no more
+ * batches and re-runs the one that hit the fault on a healthy replica
+ * (batcher.c).  A reload opens fresh engines, so a new generation starts
+ * with every replica healthy.
  */
 #ifndef FT_SLOT_H
 #define FT_SLOT_H
@@ -64,6 +72,13 @@ typedef struct ft_gen {
     int device[FT_SLOT_MAX_REPLICAS]; /* GPU ordinal, -1 for CPU */
     char why[384];          /* why this engine: logged and shown in INFO */
     uint64_t opened_ns;
+    /* Replica health (ft_gen_fail_replica): claimed is set by the one
+     * thread that marks the replica, which then writes fail_why and last
+     * stores the error code in failed (0 while the replica serves), so a
+     * reader that sees failed != 0 sees the whole reason. */
+    atomic_int claimed[FT_SLOT_MAX_REPLICAS];
+    atomic_int failed[FT_SLOT_MAX_REPLICAS];
+    char fail_why[FT_SLOT_MAX_REPLICAS][320];
 } ft_gen;
 
 /* ft_gen_kind_name is "cpu" or "gpu" for replica r. */
@@ -80,8 +95,42 @@ void ft_gen_ref(ft_gen *g);
 void ft_gen_unref(ft_gen *g);
 
 /* ft_slot_search answers n requests on replica r of g; each result carries
- * its own status.  Returns FT_OK unless the engine itself failed. */
+ * its own status.  Returns FT_OK unless the engine itself failed; a device
+ * error marks the replica failed (ft_gen_fail_replica).  On a replica
+ * already failed it runs nothing and answers every request with the error
+ * the replica failed with. */
 int ft_slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
                    ft_result *res);
+
+/* ft_slot_is_device_error: rc, returned by replica r's engine, means the
+ * engine (the device under it) is out of service, not that one request was
+ * bad: FT_ECUDA, FT_ENCCL, or any error once the searcher says it failed. */
+int ft_slot_is_device_error(const ft_gen *g, size_t r, int rc);
+
+/* ft_gen_replica_failed is 0 while replica r serves, else the ft_err it
+ * failed with; *why (when why is not NULL) is then its reason, e.g. "CUDA
+ * error: engine: CUDA error, the GPU engine failed". */
+int ft_gen_replica_failed(const ft_gen *g, size_t r, const char **why);
+/* ft_gen_failed_replicas counts the failed replicas of g. */
+size_t ft_gen_failed_replicas(const ft_gen *g);
+/* ft_gen_replica_name writes "gpu device D" or "cpu" for replica r. */
+void ft_gen_replica_name(const ft_gen *g, size_t r, char *out, size_t len);
+/* ft_gen_fail_replica marks replica r failed with rc and the reason, and
+ * logs one line (replica, device, error) when this call is the one that
+ * marked it: returns 1 then, 0 when it was marked before. */
+int ft_gen_fail_replica(ft_gen *g, size_t r, int rc, const char *why);
+
+/* ---- test-only hooks (never set by a configuration) ---------------------
+ * ft_searcher_fault_arm makes searcher s fail, from its next `after`+1-th
+ * batch call on (after = 0: the next call), the way the GPU engine fails on
+ * a CUDA error: that call and every later one answer each request
+ * FT_ECUDA with FT_SEARCHER_FAULT_MSG (later calls: _AGAIN) and return
+ * FT_ECUDA, and ft_searcher_failed reports it.  CPU engines included, so
+ * failover is tested without a GPU.  Safe to call while s is searching. */
+#define FT_SEARCHER_FAULT_MSG                                                 \
+    "engine: CUDA error, the GPU engine failed (injected fault)"
+#define FT_SEARCHER_FAULT_AGAIN                                               \
+    "engine: the GPU engine failed earlier (injected fault)"
+void ft_searcher_fault_arm(ft_searcher *s, uint64_t after);
 
 #endif /* FT_SLOT_H */
