@@ -281,7 +281,7 @@ static int parse_uint(const char *opt, const char *s, unsigned long long lo,
 static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
 {
     enum { O_ROW = 256, O_CONFIG, O_LISTEN, O_ADMIN, O_CERT, O_KEY, O_CA,
-           O_VERIFY, O_CTX, O_NOVERIFY, O_DELAY, O_HELP };
+           O_VERIFY, O_CTX, O_NOVERIFY, O_DELAY, O_FAULT, O_HELP };
     static const struct option opts[] = {
         {"config", required_argument, 0, O_CONFIG},
         {"listen", required_argument, 0, O_LISTEN},
@@ -295,6 +295,9 @@ static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
         /* A test hook, not for production: every batch sleeps this long
          * before it runs, standing in for a slow engine (docs/daemon.md). */
         {"test-delay-us", required_argument, 0, O_DELAY},
+        /* A test hook, not for production: replica R fails from its N-th
+         * engine call on, as on a CUDA error (the failover tests). */
+        {"test-fault", required_argument, 0, O_FAULT},
         {"foreground", no_argument, 0, 'f'},
         {"help", no_argument, 0, O_HELP},
         {"index", required_argument, 0, O_ROW},
@@ -368,6 +371,23 @@ static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
                 return 2;
             o->test_delay_us = (uint32_t)v;
             break;
+        case O_FAULT: {
+            unsigned long long rr, nn;
+            const char *colon = strchr(optarg, ':');
+            char rs[24];
+            if (colon == NULL || (size_t)(colon - optarg) >= sizeof rs) {
+                fprintf(stderr, "flashtrie serve: --test-fault: expected "
+                        "REPLICA:CALL, got '%s'\n", optarg);
+                return 2;
+            }
+            snprintf(rs, sizeof rs, "%.*s", (int)(colon - optarg), optarg);
+            if (parse_uint("--test-fault replica", rs, 0,
+                           FT_SLOT_MAX_REPLICAS - 1, &rr) ||
+                parse_uint("--test-fault call", colon + 1, 1, 1ull << 40, &nn))
+                return 2;
+            o->test_fault[rr] = nn;
+            break;
+        }
         case 'f': break;
         case 'h':
         case O_HELP: fputs(usage_text, stdout); return 0;
@@ -624,6 +644,22 @@ int cmd_serve(int argc, char **argv)
     if (srv->o.test_delay_us)
         FT_LOGF(FT_LOG_WARN, "test hook: every batch waits %u us before it runs",
                 srv->o.test_delay_us);
+    for (size_t i = 0; i < FT_SLOT_MAX_REPLICAS; i++) {
+        if (srv->o.test_fault[i] == 0)
+            continue;
+        if (i >= g->n_eng) {
+            FT_LOGF(FT_LOG_ERROR, "cannot serve: --test-fault: replica %zu: "
+                    "there are %zu replicas", i, g->n_eng);
+            ft_gen_unref(g);
+            close(sfd);
+            free(srv);
+            return 1;
+        }
+        ft_searcher_fault_arm(g->eng[i], srv->o.test_fault[i] - 1);
+        FT_LOGF(FT_LOG_WARN, "test hook: replica %zu fails from its engine "
+                "call %llu on (injected fault)", i,
+                (unsigned long long)srv->o.test_fault[i]);
+    }
     if (ft_queue_init(&srv->queue, srv->o.queue_depth) != FT_OK ||
         ft_batcher_start(&srv->batcher, &srv->queue, g, srv->o.max_batch,
                          srv->o.max_wait_us, srv->o.test_delay_us) != FT_OK) {

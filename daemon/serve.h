@@ -56,6 +56,9 @@ typedef struct srv_opts {
     atomic_int admin_reload;
     uint32_t contexts;            /* nng contexts per socket */
     uint32_t test_delay_us;       /* test hook: slow every batch */
+    /* test hook (--test-fault R:N): replica R's engine fails, as on a CUDA
+     * error, from its N-th batch call on; 0 = never. */
+    uint64_t test_fault[FT_SLOT_MAX_REPLICAS];
     int log_level;
     int no_verify;                /* skip index checksums */
     /* INFO's config section: replaced on reload under dump_mu (serve.c),

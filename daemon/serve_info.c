@@ -90,6 +90,8 @@ int srv_info(server *srv, ft_buf *o)
     ft_batcher_stats_get(srv->batcher, &bs);
     ft_buf_printf(o, "\n# engines\n");
     ft_buf_printf(o, "replicas: %zu\n", g->n_eng);
+    ft_buf_printf(o, "failed_replicas: %zu\n", ft_gen_failed_replicas(g));
+    ft_buf_printf(o, "failovers: %llu\n", (unsigned long long)bs.failovers);
     ft_buf_printf(o, "why: %s\n", g->why);
     for (size_t i = 0; i < g->n_eng; i++) {
         ft_buf_printf(o, "engine.%zu.kind: %s\n", i, ft_gen_kind_name(g, i));
@@ -97,6 +99,11 @@ int srv_info(server *srv, ft_buf *o)
                       ft_searcher_note(g->eng[i]));
         if (g->device[i] >= 0)
             ft_buf_printf(o, "engine.%zu.device: %d\n", i, g->device[i]);
+        const char *why;
+        if (ft_gen_replica_failed(g, i, &why))
+            ft_buf_printf(o, "engine.%zu.state: failed: %s\n", i, why);
+        else
+            ft_buf_printf(o, "engine.%zu.state: ok\n", i);
         ft_buf_printf(o, "engine.%zu.batches: %llu\n", i,
                       (unsigned long long)bs.runs[i]);
         ft_buf_printf(o, "engine.%zu.busy_s: %.6f\n", i,

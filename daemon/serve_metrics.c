@@ -99,6 +99,7 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
     s->batches = bs.batches;
     s->batch_requests = bs.requests;
     s->engine_failed_requests = bs.engine_fail;
+    s->failovers = bs.failovers;
     memcpy(s->batch_sizes, bs.sizes, sizeof s->batch_sizes);
     s->reloads = atomic_load(&srv->reloads);
     s->reload_failures = atomic_load(&srv->reload_failures);
@@ -114,7 +115,10 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
         /* The kind names are static strings, so they outlive g. */
         e->kind = ft_gen_kind_name(g, i);
         e->device = g->device[i];
-        e->up = !ft_searcher_failed(g->eng[i]);
+        const char *why;
+        e->up = !ft_gen_replica_failed(g, i, &why) &&
+                !ft_searcher_failed(g->eng[i]);
+        snprintf(e->why, sizeof e->why, "%s", why);
         e->batches = i < bs.replicas ? bs.runs[i] : 0;
         e->busy_ns = i < bs.replicas ? bs.busy_ns[i] : 0;
         /* Each GPU once, with the device's own view of its memory. */
@@ -315,6 +319,15 @@ static void render_engines(render *r, const srv_metrics_snap *s)
         engine_labels(r, i, &s->eng[i]);
         put(r, " %d\n", s->eng[i].up ? 1 : 0);
     }
+    size_t failed = 0;
+    for (size_t i = 0; i < s->n_eng; i++)
+        failed += !s->eng[i].up;
+    family(r, "flashtrie_engine_failed_replicas", "gauge",
+           "Replicas out of service after an engine failure.");
+    u64_sample(r, "flashtrie_engine_failed_replicas", failed);
+    family(r, "flashtrie_engine_failovers_total", "counter",
+           "Batches re-run on a healthy replica after theirs failed.");
+    u64_sample(r, "flashtrie_engine_failovers_total", s->failovers);
     family(r, "flashtrie_engine_batches_total", "counter",
            "Engine calls (batches) each replica ran.");
     for (size_t i = 0; i < s->n_eng; i++) {
@@ -396,22 +409,37 @@ int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out)
     return r.rc;
 }
 
+/* describe_failed writes "engine I (KIND[ device D]) failed[: why]" for
+ * the first failed replica; returns how many failed. */
+static size_t describe_failed(const srv_metrics_snap *s, char *out,
+                              size_t len)
+{
+    size_t failed = 0;
+    for (size_t i = 0; i < s->n_eng; i++) {
+        const srv_metrics_engine *e = &s->eng[i];
+        if (e->up || failed++ > 0)
+            continue;
+        char dev[24] = "";
+        if (e->device >= 0)
+            snprintf(dev, sizeof dev, " device %d", e->device);
+        snprintf(out, len, "engine %zu (%s%s) failed%s%s", i, e->kind, dev,
+                 e->why[0] ? ": " : "", e->why);
+    }
+    return failed;
+}
+
 int srv_metrics_health(const srv_metrics_snap *s, char *reason,
                        size_t reasonlen)
 {
-    for (size_t i = 0; i < s->n_eng; i++) {
-        const srv_metrics_engine *e = &s->eng[i];
-        if (e->up)
-            continue;
-        if (e->device >= 0)
-            snprintf(reason, reasonlen, "engine %zu (%s device %d) failed", i,
-                     e->kind, e->device);
-        else
-            snprintf(reason, reasonlen, "engine %zu (%s) failed", i, e->kind);
-        return 503;
-    }
     if (s->n_eng == 0) {
         snprintf(reason, reasonlen, "no engine serves");
+        return 503;
+    }
+    char first[224] = "";
+    size_t failed = describe_failed(s, first, sizeof first);
+    if (failed == s->n_eng) {
+        snprintf(reason, reasonlen, "no healthy replica (%zu of %zu failed): "
+                 "%s", failed, s->n_eng, first);
         return 503;
     }
     if (s->starting) {
@@ -421,6 +449,11 @@ int srv_metrics_health(const srv_metrics_snap *s, char *reason,
     if (s->draining) {
         snprintf(reason, reasonlen, "draining: shutting down");
         return 503;
+    }
+    if (failed > 0) {
+        snprintf(reason, reasonlen, "degraded: %zu of %zu replica%s failed: "
+                 "%s", failed, s->n_eng, s->n_eng == 1 ? "" : "s", first);
+        return 200;
     }
     snprintf(reason, reasonlen, "ok");
     return 200;

@@ -1,8 +1,9 @@
 /*
  * serve_metrics.h - what "flashtrie serve" answers over HTTP on its
  * `metrics` listener: GET /metrics, the Prometheus text exposition format
- * (version 0.0.4), and GET /healthz, 200 "ok" while every engine serves
- * and 503 with a one-line reason otherwise.
+ * (version 0.0.4), and GET /healthz: 200 "ok" while every engine serves,
+ * 200 "degraded: ..." while some replica failed and another serves, 503
+ * with a one-line reason when none serves (or while starting, draining).
  *
  * The numbers are the ones INFO shows (serve_info.c, the queue's and the
  * batcher's counters): nothing is counted twice.  A scrape first copies
@@ -25,9 +26,10 @@
 typedef struct srv_metrics_engine {
     const char *kind; /* "cpu" or "gpu" */
     int device;       /* GPU ordinal, -1 for a CPU engine */
-    int up;           /* 0 once the engine failed (ft_searcher_failed) */
+    int up;           /* 0 once the replica failed (ft_gen_replica_failed) */
     uint64_t batches; /* engine calls it ran */
     uint64_t busy_ns; /* time it ran them */
+    char why[160];    /* why it failed ("" while up or unknown) */
 } srv_metrics_engine;
 
 /* srv_metrics_snap is one consistent-enough copy of the counters: each is
@@ -46,6 +48,7 @@ typedef struct srv_metrics_snap {
     size_t queue_depth, queue_capacity, queue_high_water;
     uint64_t queued_total, busy_rejections;
     uint64_t batches, batch_requests, engine_failed_requests;
+    uint64_t failovers;              /* batches re-run on another replica */
     uint64_t batch_sizes[FT_BATCH_SIZE_BUCKETS];
     uint64_t reloads, reload_failures;
     uint64_t generation, index_keys, index_nodes, index_bytes, shards;
@@ -65,9 +68,14 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s);
  * with its # HELP and # TYPE lines.  FT_ENOMEM when out could not grow. */
 int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out);
 
-/* srv_metrics_health returns 200 and "ok" when every engine serves, else
- * 503 and the first reason ("engine 1 (gpu device 1) failed", "starting:
- * ...", "draining: shutting down"), written to reason without a newline. */
+/* srv_metrics_health returns 503 while no replica serves ("no healthy
+ * replica (2 of 2 failed): engine 0 (gpu device 0) failed: <why>", "no
+ * engine serves"), is starting or draining ("starting: ...", "draining:
+ * shutting down"); 200 "degraded: 1 of 2 replicas failed: engine 1 (gpu
+ * device 1) failed: <why>" while some replica failed and another serves
+ * (the server answers every request right: a load balancer keeps it,
+ * an alert should not); else 200 "ok".  The reason is written without a
+ * newline. */
 int srv_metrics_health(const srv_metrics_snap *s, char *reason,
                        size_t reasonlen);
 

@@ -2,8 +2,9 @@
  * metrics_test.c - /metrics and /healthz of flashtrie serve.
  *
  *   render   (unit) the renderer and the health answer fed hand-made
- *            states: a failed GPU engine gives 503 "engine 1 (gpu device
- *            1) failed" and engine_up 0, draining gives 503, label values
+ *            states: one failed GPU replica of two gives 200 "degraded:
+ *            1 of 2 replicas failed: engine 1 (gpu device 1) failed: ..."
+ *            and engine_up 0, both failed 503, draining 503, label values
  *            are escaped, histogram counts are the exact cumulative sums
  *   scrape   (e2e) a server started with --metrics on a free 127.0.0.1
  *            port is sent good, rejected, protocol-error, deadline and
@@ -16,15 +17,22 @@
  * 0.0.4 (comments, names, labels with their escapes, values): a line it
  * does not accept fails the test.
  *
- * The engines have no failure-injection hook (a CPU engine does not fail,
- * a GPU engine fails only on a CUDA error), so a failed engine is tested
- * through the renderer, not through a live server.
+ *   failover (e2e) servers of 2 and 3 CPU replicas started with the
+ *            test-only --test-fault hook (a replica's engine fails as on a
+ *            CUDA error from its N-th call on): under load from several
+ *            clients every answer is exactly the offline engine's; INFO,
+ *            /healthz (200 degraded) and /metrics show the failed replica;
+ *            then with every replica failed, requests get FT_ECUDA "engine:
+ *            no healthy replica left (N of N failed): CUDA error", PING and
+ *            INFO still answer, /healthz is 503, and SIGTERM stops the
+ *            server promptly.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -405,8 +413,11 @@ static void case_render(void)
     s.index_keys = 1000;
     s.index_bytes = 123456;
     s.n_eng = 2;
-    s.eng[0] = (srv_metrics_engine){"gpu", 0, 1, 5, 2000000000ull};
-    s.eng[1] = (srv_metrics_engine){"gpu", 1, 0, 4, 1000000000ull};
+    s.eng[0] = (srv_metrics_engine){"gpu", 0, 1, 5, 2000000000ull, ""};
+    s.eng[1] = (srv_metrics_engine){"gpu", 1, 0, 4, 1000000000ull,
+                                    "CUDA error: engine: CUDA error, the GPU "
+                                    "engine failed"};
+    s.failovers = 3;
     s.n_gpu = 2;
     s.gpu[0].device = 0;
     s.gpu[0].used = 3000000000ull;
@@ -417,9 +428,18 @@ static void case_render(void)
     s.connections_opened = 5;
     s.connections_closed = 2;
 
-    char reason[128];
+    /* One replica of two failed: degraded but serving (200), the count
+     * and the first failed replica with its reason in the body. */
+    char reason[256];
+    FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 200);
+    FT_CHECK_STR(reason, "degraded: 1 of 2 replicas failed: engine 1 (gpu "
+                         "device 1) failed: CUDA error: engine: CUDA error, "
+                         "the GPU engine failed");
+    /* Starting and draining still come first. */
+    s.draining = 1;
     FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 503);
-    FT_CHECK_STR(reason, "engine 1 (gpu device 1) failed");
+    FT_CHECK_STR(reason, "draining: shutting down");
+    s.draining = 0;
 
     ft_buf text;
     render_snap(&s, &sc, &text);
@@ -429,6 +449,8 @@ static void case_render(void)
                       "replica=\"1\",kind=\"gpu\",device=\"1\"") == 0);
     FT_CHECK(value_of(&sc, "flashtrie_engine_busy_seconds_total",
                       "replica=\"0\",kind=\"gpu\",device=\"0\"") == 2.0);
+    FT_CHECK(value_of(&sc, "flashtrie_engine_failed_replicas", "") == 1);
+    FT_CHECK(value_of(&sc, "flashtrie_engine_failovers_total", "") == 3);
     FT_CHECK(value_of(&sc, "flashtrie_gpu_memory_bytes",
                       "device=\"0\",state=\"used\"") == 3e9);
     FT_CHECK(value_of(&sc, "flashtrie_gpu_memory_bytes",
@@ -472,19 +494,31 @@ static void case_render(void)
                       "version=\"9.8.7 \\\"quoted\\\\\\\"\"") == 1);
     ft_buf_free(&text);
 
+    /* Both failed: 503, naming the first. */
+    s.eng[0].up = 0;
+    snprintf(s.eng[0].why, sizeof s.eng[0].why, "CUDA error: x");
+    FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 503);
+    FT_CHECK_STR(reason, "no healthy replica (2 of 2 failed): engine 0 (gpu "
+                         "device 0) failed: CUDA error: x");
+    render_snap(&s, &sc, &text);
+    FT_CHECK(value_of(&sc, "flashtrie_engine_failed_replicas", "") == 2);
+    ft_buf_free(&text);
+
     /* A CPU engine has an empty device; with every engine up the server
      * is healthy until it drains. */
     s.n_eng = 1;
-    s.eng[0] = (srv_metrics_engine){"cpu", -1, 1, 0, 0};
+    s.eng[0] = (srv_metrics_engine){"cpu", -1, 1, 0, 0, ""};
     FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 200);
     FT_CHECK_STR(reason, "ok");
     render_snap(&s, &sc, &text);
     FT_CHECK(value_of(&sc, "flashtrie_engine_up",
                       "replica=\"0\",kind=\"cpu\",device=\"\"") == 1);
+    FT_CHECK(value_of(&sc, "flashtrie_engine_failed_replicas", "") == 0);
     ft_buf_free(&text);
     s.eng[0].up = 0;
     FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 503);
-    FT_CHECK_STR(reason, "engine 0 (cpu) failed");
+    FT_CHECK_STR(reason, "no healthy replica (1 of 1 failed): engine 0 (cpu) "
+                         "failed");
     s.eng[0].up = 1;
     s.starting = 1;
     FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 503);
@@ -504,7 +538,7 @@ static void case_render(void)
     FT_CHECK(check_histogram(&sc, "flashtrie_batch_size") == 0);
     FT_CHECK(!has_sample(&sc, "flashtrie_engine_up"));
     FT_CHECK(has_sample(&sc, "flashtrie_build_info"));
-    FT_CHECK_EQ_U64(sc.n_fam, 25);
+    FT_CHECK_EQ_U64(sc.n_fam, 27);
     ft_buf_free(&text);
 }
 
@@ -899,10 +933,272 @@ static void case_scrape(void)
     FT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* ---- failover: a live server whose replicas fail (--test-fault) ---- */
+
+#define FO_VARIANTS 12
+#define FO_K 3
+
+typedef struct fo_req {
+    ft_request r;
+    uint32_t tok[3 * FO_K];
+    float lp[3 * FO_K];
+} fo_req;
+
+static fo_req g_fo[FO_VARIANTS];
+static ft_result g_fo_want[FO_VARIANTS];
+
+/* fo_make builds the request variants and their offline answers (one CPU
+ * engine over the same index, `flashtrie search`'s engine call). */
+static void fo_make(const char *idx)
+{
+    static const uint32_t set[5] = {1, 2, 3, 5, 7};
+    for (int v = 0; v < FO_VARIANTS; v++) {
+        fo_req *q = &g_fo[v];
+        ft_request_init(&q->r);
+        q->r.T = 1 + (uint32_t)v % 3;
+        q->r.K = FO_K;
+        for (uint32_t t = 0; t < q->r.T; t++)
+            for (uint32_t k = 0; k < FO_K; k++) {
+                q->tok[t * FO_K + k] = set[(v + t + k) % 5];
+                q->lp[t * FO_K + k] = -0.1f * (float)(k + 1) - 0.05f * (float)v;
+            }
+        q->r.tokens = q->tok;
+        q->r.logp = q->lp;
+        q->r.beam = 1 + (uint32_t)v % 4;
+    }
+    ft_index *ix;
+    char err[256];
+    FT_PASS(ft_index_open(&ix, idx, 0, err, sizeof err));
+    ft_engine *eng;
+    FT_PASS(ft_engine_open(&eng, ix, NULL, err, sizeof err));
+    for (int v = 0; v < FO_VARIANTS; v++) {
+        FT_PASS(ft_result_alloc(&g_fo_want[v], FT_MAX_RESULTS, FT_MAX_T));
+        FT_PASS(ft_engine_search(eng, &g_fo[v].r, &g_fo_want[v]));
+    }
+    ft_engine_close(eng);
+    ft_index_close(ix);
+}
+
+/* fo_same: a client's answer is the offline one, bit for bit. */
+static int fo_same(const ft_result *got, const ft_result *want)
+{
+    if (got->status != want->status || got->n != want->n)
+        return 0;
+    for (uint32_t i = 0; i < got->n; i++) {
+        const ft_hit *a = &got->hits[i], *b = &want->hits[i];
+        if (a->len != b->len || a->value != b->value ||
+            memcmp(&a->score, &b->score, 8) || memcmp(&a->sigma, &b->sigma, 4) ||
+            memcmp(got->tokens + a->tok_off, want->tokens + b->tok_off,
+                   a->len * 4))
+            return 0;
+    }
+    return 1;
+}
+
+typedef struct fo_client {
+    const char *url;
+    int id, count;
+    const char *want_err; /* NULL: the offline answers; else this error */
+    int bad;              /* answers that were not what they must be */
+} fo_client;
+
+static void *fo_load(void *arg)
+{
+    fo_client *fc = arg;
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = 30000;
+    ft_client *c;
+    char err[256];
+    FT_PASS(ft_client_connect(&c, fc->url, &o, err, sizeof err));
+    for (int i = 0; i < fc->count; i++) {
+        /* Two requests per message, so batches mix messages. */
+        int v0 = (fc->id * 5 + i) % FO_VARIANTS, v1 = (v0 + 7) % FO_VARIANTS;
+        ft_request two[2] = {g_fo[v0].r, g_fo[v1].r};
+        int vs[2] = {v0, v1};
+        ft_client_results *res;
+        int rc = ft_client_search(c, two, 2, &res, err, sizeof err);
+        if (rc != FT_OK) {
+            fprintf(stderr, "client %d: search: %s\n", fc->id, err);
+            fc->bad++;
+            continue;
+        }
+        FT_CHECK_EQ_U64(ft_client_results_count(res), 2);
+        for (int k = 0; k < 2; k++) {
+            const ft_result *r = ft_client_results_get(res, (size_t)k);
+            int ok = fc->want_err == NULL
+                         ? fo_same(r, &g_fo_want[vs[k]])
+                         : r->status == FT_ECUDA && r->n == 0 &&
+                               !strcmp(r->error, fc->want_err);
+            if (!ok) {
+                fprintf(stderr, "client %d request %d: got %d n %u '%s'\n",
+                        fc->id, i, r->status, r->n, r->error);
+                fc->bad++;
+            }
+        }
+        ft_client_results_free(res);
+    }
+    ft_client_close(c);
+    return NULL;
+}
+
+static void fo_run_load(const char *url, int clients, int count,
+                        const char *want_err)
+{
+    fo_client fc[8];
+    pthread_t th[8];
+    for (int i = 0; i < clients; i++) {
+        fc[i] = (fo_client){url, i, count, want_err, 0};
+        FT_CHECK(pthread_create(&th[i], NULL, fo_load, &fc[i]) == 0);
+    }
+    for (int i = 0; i < clients; i++) {
+        pthread_join(th[i], NULL);
+        FT_CHECK_EQ_U64(fc[i].bad, 0);
+    }
+}
+
+static char *fo_info(const char *url)
+{
+    ft_client *c;
+    char err[256], *text;
+    FT_PASS(ft_client_connect(&c, url, NULL, err, sizeof err));
+    FT_PASS(ft_client_info(c, &text, err, sizeof err));
+    FT_PASS(ft_client_ping(c, err, sizeof err));
+    ft_client_close(c);
+    return text;
+}
+
+static void fo_info_has(const char *text, const char *line)
+{
+    if (strstr(text, line) == NULL) {
+        fprintf(stderr, "INFO lacks '%s':\n%s\n", line, text);
+        exit(1);
+    }
+}
+
+/* fo_log_count counts the lines of the server's log holding s. */
+static int fo_log_count(const char *s)
+{
+    char path[300], line[2048];
+    snprintf(path, sizeof path, "%s/log", g_dir);
+    FILE *f = fopen(path, "r");
+    FT_CHECK(f != NULL);
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, s) != NULL;
+    fclose(f);
+    return n;
+}
+
+#define FO_WHY "CUDA error: engine: CUDA error, the GPU engine failed " \
+               "(injected fault)"
+
+static void case_failover(void)
+{
+    char idx[300], url[300], murl[64], rep[8], fa[32], fb[32];
+    make_index(idx, sizeof idx);
+    fo_make(idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    static scrape sc;
+    char *body, ct[128], want[400];
+    size_t len;
+    /* 2 replicas, replica 1 failing at its 4th batch; 3 replicas, replicas
+     * 0 and 2 failing at their 3rd and 6th. */
+    for (int replicas = 2; replicas <= 3; replicas++) {
+        int port = free_port();
+        snprintf(murl, sizeof murl, "http://127.0.0.1:%d", port);
+        snprintf(rep, sizeof rep, "%d", replicas);
+        snprintf(fa, sizeof fa, "%s", replicas == 2 ? "1:4" : "0:3");
+        snprintf(fb, sizeof fb, "%s", replicas == 2 ? "1:4" : "2:6");
+        const char *args[] = {"--index", idx, "--listen", url, "--engine",
+                              "cpu", "--threads", "1", "--replicas", rep,
+                              "--max-batch", "4", "--metrics", murl,
+                              "--test-fault", fa, "--test-fault", fb, NULL};
+        start_server(url, args);
+        size_t nfail = replicas == 2 ? 1 : 2;
+        fo_run_load(url, 4, 150, NULL);
+        /* INFO: each replica's state, the count. */
+        char *info = fo_info(url);
+        snprintf(want, sizeof want, "failed_replicas: %zu\n", nfail);
+        fo_info_has(info, want);
+        if (replicas == 2) {
+            fo_info_has(info, "engine.0.state: ok\n");
+            fo_info_has(info, "engine.1.state: failed: " FO_WHY "\n");
+        } else {
+            fo_info_has(info, "engine.0.state: failed: " FO_WHY "\n");
+            fo_info_has(info, "engine.1.state: ok\n");
+            fo_info_has(info, "engine.2.state: failed: " FO_WHY "\n");
+        }
+        free(info);
+        /* /healthz: degraded, still 200. */
+        FT_CHECK_EQ_U64(http_get(murl, "/healthz", &body, &len, ct, sizeof ct),
+                        200);
+        snprintf(want, sizeof want, "degraded: %zu of %d replicas failed: "
+                 "engine %d (cpu) failed: " FO_WHY "\n", nfail, replicas,
+                 replicas == 2 ? 1 : 0);
+        FT_CHECK_STR(body, want);
+        free(body);
+        get_metrics(murl, &sc);
+        FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_engine_failed_replicas", ""),
+                        nfail);
+        FT_CHECK(value_of(&sc, "flashtrie_engine_failovers_total", "") >=
+                 (double)nfail);
+        FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_engine_failed_requests_total",
+                                 ""), 0);
+        FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_requests_total",
+                                 "status=\"ok\""), 4 * 150 * 2);
+        FT_CHECK(value_of(&sc, "flashtrie_engine_up",
+                          "replica=\"1\",kind=\"cpu\",device=\"\"") ==
+                 (replicas == 2 ? 0 : 1));
+        /* One log line per failed replica. */
+        FT_CHECK_EQ_U64(fo_log_count("of generation 1 failed: " FO_WHY
+                                     "; out of service"), nfail);
+        FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 10000, NULL), 0);
+        printf("failover: %d replicas, %zu failed mid-load: %d answers "
+               "exact\n", replicas, nfail, 4 * 150 * 2);
+    }
+
+    /* Every replica failed: the exact error, PING and INFO still answer,
+     * /healthz 503, SIGTERM stops the server at once. */
+    int port = free_port();
+    snprintf(murl, sizeof murl, "http://127.0.0.1:%d", port);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--replicas", "2", "--max-batch",
+                          "4", "--metrics", murl, "--test-fault", "0:1",
+                          "--test-fault", "1:1", NULL};
+    start_server(url, args);
+    /* The first message fails on one replica, then on the other (its
+     * failover): from then on none serves. */
+    fo_run_load(url, 1, 1, "engine: no healthy replica left (2 of 2 "
+                           "failed): CUDA error");
+    fo_run_load(url, 3, 40, "engine: no healthy replica left (2 of 2 "
+                            "failed): CUDA error");
+    char *info = fo_info(url);
+    fo_info_has(info, "failed_replicas: 2\n");
+    fo_info_has(info, "engine.0.state: failed: " FO_WHY "\n");
+    fo_info_has(info, "engine.1.state: failed: " FO_WHY "\n");
+    free(info);
+    FT_CHECK_EQ_U64(http_get(murl, "/healthz", &body, &len, ct, sizeof ct),
+                    503);
+    FT_CHECK_STR(body, "no healthy replica (2 of 2 failed): engine 0 (cpu) "
+                       "failed: " FO_WHY "\n");
+    free(body);
+    get_metrics(murl, &sc);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_engine_failed_replicas", ""), 2);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_requests_total",
+                             "status=\"cuda\""), 2 * 1 + 3 * 40 * 2);
+    double ms;
+    FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 5000, &ms), 0);
+    printf("failover: all failed: %d requests got the error, stopped in "
+           "%.0f ms\n", 2 + 3 * 40 * 2, ms);
+    for (int v = 0; v < FO_VARIANTS; v++)
+        ft_result_free(&g_fo_want[v]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: metrics_test render|scrape\n");
+        fprintf(stderr, "usage: metrics_test render|scrape|failover\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -915,6 +1211,13 @@ int main(int argc, char **argv)
         FT_CHECK(mkdtemp(g_dir) != NULL);
         atexit(cleanup);
         case_scrape();
+    } else if (!strcmp(argv[1], "failover")) {
+        g_bin = getenv("FT_BIN");
+        FT_CHECK(g_bin != NULL);
+        snprintf(g_dir, sizeof g_dir, "/tmp/ft_metrics_test.XXXXXX");
+        FT_CHECK(mkdtemp(g_dir) != NULL);
+        atexit(cleanup);
+        case_failover();
     } else {
         fprintf(stderr, "metrics_test: unknown case '%s'\n", argv[1]);
         return 2;
