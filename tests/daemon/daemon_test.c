@@ -630,13 +630,21 @@ static void case_deadline(void)
 
 /* ---- reload ---- */
 
+/* A loader sends the same request again and again.  The reload's timing
+ * is checked by order, not by the clock (ThreadSanitizer slows a reload's
+ * verification 5-15x): once `after` is set, the reload is over (its reply
+ * came, or the server logged its outcome), and every request sent from
+ * then on must be answered from the index that serves after it. */
 typedef struct loader {
     const char *url;
     atomic_int *stop;
+    atomic_int *after;  /* set once the reload is over */
+    uint64_t want_last; /* the value base that serves after it */
     int failures;
     int switches;       /* times the answer's index changed */
+    int stale;          /* requests sent after it answered from another */
     uint64_t first, last; /* value base of the first and last answers */
-    int answers;
+    atomic_int answers, answers_after;
 } loader;
 
 /* A request whose best hit is key "1 2 3" (line 0: value = base). */
@@ -661,6 +669,7 @@ static void *load_loop(void *arg)
     base_req(&g);
     uint64_t prev = 0;
     while (!atomic_load(ld->stop)) {
+        int after = atomic_load(ld->after);
         ft_client_results *res;
         if (ft_client_search(c, &g.r, 1, &res, NULL, 0) != FT_OK) {
             ld->failures++;
@@ -671,12 +680,14 @@ static void *load_loop(void *arg)
             ld->failures++;
         } else {
             uint64_t v = r->hits[0].value;
-            if (ld->answers == 0)
+            if (atomic_load(&ld->answers) == 0)
                 ld->first = v;
             else if (v != prev)
                 ld->switches++;
             prev = ld->last = v;
-            ld->answers++;
+            if (after && v != ld->want_last)
+                ld->stale++;
+            atomic_fetch_add(after ? &ld->answers_after : &ld->answers, 1);
         }
         ft_client_results_free(res);
     }
@@ -684,24 +695,51 @@ static void *load_loop(void *arg)
     return NULL;
 }
 
+/* wait_answers waits (at most 60 s: a TSan build is slow) until every
+ * loader has n answers: sent after the reload when after is set, else
+ * before it. */
+static void wait_answers(loader *ld, int nld, int after, int n)
+{
+    for (int t = 0;; t++) {
+        int all = 1;
+        for (int i = 0; i < nld; i++)
+            all &= atomic_load(after ? &ld[i].answers_after
+                                     : &ld[i].answers) >= n;
+        if (all)
+            return;
+        FT_CHECK(t < 6000);
+        th_sleep_ms(10);
+    }
+}
+
 static void run_load(const char *url, void (*during)(void *), void *arg,
                      uint64_t want_first, uint64_t want_last)
 {
-    atomic_int stop = 0;
+    atomic_int stop = 0, after = 0;
     loader ld[4];
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
-        ld[i] = (loader){url, &stop, 0, 0, 0, 0, 0};
+        memset(&ld[i], 0, sizeof ld[i]);
+        ld[i].url = url;
+        ld[i].stop = &stop;
+        ld[i].after = &after;
+        ld[i].want_last = want_last;
+        atomic_init(&ld[i].answers, 0);
+        atomic_init(&ld[i].answers_after, 0);
         FT_CHECK(pthread_create(&th[i], NULL, load_loop, &ld[i]) == 0);
     }
-    th_sleep_ms(300);
+    /* Every client is answered by the old index before the reload... */
+    wait_answers(ld, 4, 0, 3);
     during(arg);
-    th_sleep_ms(300);
+    /* ...and, once it is over, every request sent is answered by the new
+     * one (each client sends a few). */
+    atomic_store(&after, 1);
+    wait_answers(ld, 4, 1, 3);
     atomic_store(&stop, 1);
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
         FT_CHECK_EQ_U64(ld[i].failures, 0);
-        FT_CHECK(ld[i].answers > 2);
+        FT_CHECK_EQ_U64(ld[i].stale, 0);
         FT_CHECK_EQ_U64(ld[i].first, want_first);
         FT_CHECK_EQ_U64(ld[i].last, want_last);
         /* Each client sees the old index, then the new one: one switch at
@@ -731,11 +769,41 @@ static void do_reload(void *arg)
     ft_client_close(c);
 }
 
+/* log_count counts the lines of the server's log that hold s. */
+static int log_count(const char *s)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/log", g_dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    char line[2048];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, s) != NULL;
+    fclose(f);
+    return n;
+}
+
+static int reload_outcomes(void)
+{
+    return log_count("reloaded: now serving generation") +
+           log_count("reload refused: ");
+}
+
+/* do_sighup puts the new file in place, sends SIGHUP and returns once the
+ * server has logged the reload's outcome (it logs after the swap), at
+ * most 60 s later. */
 static void do_sighup(void *arg)
 {
     const char **paths = arg; /* {new file, the served path} */
+    int before = reload_outcomes();
     FT_CHECK(rename(paths[0], paths[1]) == 0);
     kill(g_pid, SIGHUP);
+    for (int t = 0; reload_outcomes() == before; t++) {
+        FT_CHECK(t < 6000);
+        th_sleep_ms(10);
+    }
 }
 
 static void case_reload(void)
