@@ -708,7 +708,13 @@ int cmd_serve(int argc, char **argv)
             if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
                 continue;
             if (si.ssi_signo == SIGHUP) {
-                FT_LOGF(FT_LOG_INFO, "SIGHUP: reloading %s", srv->o.index);
+                /* A RELOAD frame rewrites the path on an nng thread,
+                 * under reload_mu: read it under the lock too. */
+                char cur[sizeof srv->o.index];
+                pthread_mutex_lock(&srv->reload_mu);
+                snprintf(cur, sizeof cur, "%s", srv->o.index);
+                pthread_mutex_unlock(&srv->reload_mu);
+                FT_LOGF(FT_LOG_INFO, "SIGHUP: reloading %s", cur);
                 if (srv->o.config_path[0])
                     srv_reload_config(srv);
                 char msg[512];
