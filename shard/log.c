@@ -2,15 +2,26 @@
 #include "ft_impl.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 
-static ft_log_level g_level = FT_LOG_WARN;
+/* g_level is read by every thread that logs and set by a reload (the
+ * daemon's SIGHUP applies log_level): atomic, so a reader sees the old or
+ * the new level (ThreadSanitizer found the plain variable). */
+static _Atomic int g_level = FT_LOG_WARN;
 static ft_log_sink g_sink;
 static void *g_sink_arg;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void ft_log_set_level(ft_log_level level) { g_level = level; }
-ft_log_level ft_log_get_level(void) { return g_level; }
+void ft_log_set_level(ft_log_level level)
+{
+    atomic_store_explicit(&g_level, (int)level, memory_order_relaxed);
+}
+
+ft_log_level ft_log_get_level(void)
+{
+    return (ft_log_level)atomic_load_explicit(&g_level, memory_order_relaxed);
+}
 
 void ft_log_set_sink(ft_log_sink sink, void *arg)
 {
