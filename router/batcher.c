@@ -103,8 +103,9 @@ static void answer_batch(ft_batcher *b, ft_job **jobs, size_t n)
 }
 
 /* wake_idle wakes whoever waits for an idle replica (b->mu held): the
- * batcher, a failover, or the stop path.  Nobody else is woken, so a replica that
- * goes idle costs no wake-up when nobody waits (a lone client). */
+ * batcher, a failover, or the stop path.  Nobody else is woken, so a
+ * replica that goes idle costs no wake-up when nobody waits (a lone
+ * client). */
 static void wake_idle(ft_batcher *b)
 {
     if (b->idle_waiters > 0)
@@ -229,6 +230,10 @@ static void run_batch(replica *r)
         m++;
     }
     int rc = FT_OK, device = 0;
+    /* With every replica failed each batch lands on a failed one and gets
+     * the error at once: that is logged once per replica (slot.c), not
+     * per batch. */
+    int known = ft_gen_replica_failed(r->gen, r->index, NULL) != FT_OK;
     uint64_t t1 = now;
     if (m > 0) {
         rc = ft_slot_search(r->gen, r->index, r->reqs, m, r->res);
@@ -260,7 +265,8 @@ static void run_batch(replica *r)
                      ft_gen_kind_name(r->gen, r->index), ft_strerror(rc));
     }
     if (rc != FT_OK)
-        FT_LOGF(FT_LOG_ERROR, "replica %zu (%s engine) failed a batch of %zu: %s",
+        FT_LOGF(known ? FT_LOG_DEBUG : FT_LOG_ERROR,
+                "replica %zu (%s engine) failed a batch of %zu: %s",
                  r->index, ft_gen_kind_name(r->gen, r->index), m,
                  ft_strerror(rc));
     pthread_mutex_lock(&b->mu);
