@@ -18,6 +18,7 @@
 
 #include "batcher.h"
 #include "buf.h"
+#include "cluster.h"
 #include "flashtrie.h"
 #include "jsonl.h"
 #include "queue.h"
@@ -58,6 +59,8 @@ typedef struct srv_opts {
     uint32_t test_delay_us;       /* test hook: slow every batch */
     int log_level;
     int no_verify;                /* skip index checksums */
+    uint32_t cl_rank, cl_world;   /* cluster: this rank, the ranks (1: none) */
+    char cl_coordinator[512];
     /* INFO's config section: replaced on reload under dump_mu (serve.c),
      * read by INFO under it. */
     char *config_dump;
@@ -95,6 +98,7 @@ struct server {
     atomic_uint_fast64_t reloads, reload_failures;
     atomic_uint_fast64_t pipes_added, pipes_removed;
     struct srv_http *http;     /* the metrics listener (NULL: none) */
+    ft_cluster *cluster;       /* rank 0 of a cluster: its searcher's */
 };
 
 /* srv_ctx_* run the contexts of one socket (serve_ctx.c). */

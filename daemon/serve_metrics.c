@@ -109,6 +109,8 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
     s->index_bytes = g->info.file_bytes;
     s->shards = g->shards;
     s->n_eng = g->n_eng;
+    if (srv->cluster)
+        ft_cluster_down(srv->cluster, s->cluster_down, sizeof s->cluster_down);
     for (size_t i = 0; i < g->n_eng && i < FT_SLOT_MAX_REPLICAS; i++) {
         srv_metrics_engine *e = &s->eng[i];
         /* The kind names are static strings, so they outlive g. */
@@ -408,6 +410,10 @@ int srv_metrics_health(const srv_metrics_snap *s, char *reason,
                      e->kind, e->device);
         else
             snprintf(reason, reasonlen, "engine %zu (%s) failed", i, e->kind);
+        return 503;
+    }
+    if (s->cluster_down[0]) {
+        snprintf(reason, reasonlen, "cluster: %s", s->cluster_down);
         return 503;
     }
     if (s->n_eng == 0) {

@@ -586,17 +586,14 @@ static int part_ready(ft_group *g, size_t s, size_t i, const ft_prepared *p)
     return ft_result_alloc(r, p->results, FT_MAX_T);
 }
 
-/* merge_parts merges the shards' local hits of request i into res: the
- * first n by (score desc, order asc), key indexes made global. */
-static int merge_parts(ft_group *g, size_t i, const ft_prepared *p,
-                       ft_result *res)
+int fti_merge_parts(ft_result *res, const ft_result *const *parts,
+                    const uint64_t *base, size_t n, uint32_t results)
 {
-    size_t pos[4096];
-    size_t *at = g->n <= 4096 ? pos : NULL;
-    if (at == NULL)
+    size_t at[4096];
+    if (n > 4096)
         return FT_EINTERNAL;
-    for (size_t s = 0; s < g->n; s++) {
-        const ft_result *r = &g->part[s * FT_ENGINE_CHUNK + i];
+    for (size_t s = 0; s < n; s++) {
+        const ft_result *r = parts[s];
         if (r->status != FT_OK) {
             res->n = 0;
             res->status = r->status;
@@ -609,25 +606,25 @@ static int merge_parts(ft_group *g, size_t i, const ft_prepared *p,
     res->status = FT_OK;
     res->error[0] = 0;
     uint32_t off = 0;
-    while (res->n < p->results) {
-        size_t best = g->n;
+    while (res->n < results) {
+        size_t best = n;
         uint64_t bk = 0;
         uint32_t bo = 0;
-        for (size_t s = 0; s < g->n; s++) {
-            const ft_result *r = &g->part[s * FT_ENGINE_CHUNK + i];
+        for (size_t s = 0; s < n; s++) {
+            const ft_result *r = parts[s];
             if (at[s] >= r->n)
                 continue;
             const ft_hit *h = &r->hits[at[s]];
             uint64_t k = ft_score_key(h->score);
-            if (best == g->n || ft_hit_before(k, h->order, bk, bo)) {
+            if (best == n || ft_hit_before(k, h->order, bk, bo)) {
                 best = s;
                 bk = k;
                 bo = h->order;
             }
         }
-        if (best == g->n)
+        if (best == n)
             break;
-        const ft_result *r = &g->part[best * FT_ENGINE_CHUNK + i];
+        const ft_result *r = parts[best];
         const ft_hit *h = &r->hits[at[best]++];
         if (res->n >= res->cap_hits || off + h->len > res->cap_tokens) {
             res->n = 0;
@@ -639,11 +636,27 @@ static int merge_parts(ft_group *g, size_t i, const ft_prepared *p,
         ft_hit *o = &res->hits[res->n++];
         *o = *h;
         o->tok_off = off;
-        o->key_index = h->key_index + g->base[best];
+        o->key_index = h->key_index + base[best];
         memcpy(res->tokens + off, r->tokens + h->tok_off,
                h->len * sizeof *res->tokens);
         off += h->len;
     }
+    return FT_OK;
+}
+
+/* merge_parts merges the shards' local hits of request i into res (the
+ * merge every group shares, fti_merge_parts) and attaches the values. */
+static int merge_parts(ft_group *g, size_t i, const ft_prepared *p,
+                       ft_result *res)
+{
+    const ft_result *parts[4096];
+    if (g->n > 4096)
+        return FT_EINTERNAL;
+    for (size_t s = 0; s < g->n; s++)
+        parts[s] = &g->part[s * FT_ENGINE_CHUNK + i];
+    int rc = fti_merge_parts(res, parts, g->base, g->n, p->results);
+    if (rc != FT_OK)
+        return rc;
     return fti_attach_values(res, g->idx, g->base, g->n);
 }
 
