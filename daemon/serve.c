@@ -190,6 +190,8 @@ static int apply_config(srv_opts *o, const ft_config *cfg, int full,
         o->cl_world = cfg->cluster_world;
         snprintf(o->cl_coordinator, sizeof o->cl_coordinator, "%s",
                  cfg->cluster_coordinator);
+        o->cl_join_ms = cfg->cluster_join_timeout_ms;
+        o->cl_step_ms = cfg->cluster_step_timeout_ms;
         ft_slot_opts_init(&o->slot);
         /* engine = shards: the manifest's shards spread over the listed
          * GPUs (one group per replica), or a CPU group without a GPU. */

@@ -61,6 +61,7 @@ typedef struct srv_opts {
     int no_verify;                /* skip index checksums */
     uint32_t cl_rank, cl_world;   /* cluster: this rank, the ranks (1: none) */
     char cl_coordinator[512];
+    uint32_t cl_join_ms, cl_step_ms;
     /* INFO's config section: replaced on reload under dump_mu (serve.c),
      * read by INFO under it. */
     char *config_dump;

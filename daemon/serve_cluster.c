@@ -56,6 +56,8 @@ static void cluster_opts(ft_cluster_opts *co, const srv_opts *o)
     co->world = o->cl_world;
     co->coordinator = o->cl_coordinator;
     co->manifest = o->index;
+    co->join_ms = o->cl_join_ms;
+    co->step_ms = o->cl_step_ms;
     ft_engine_opts *e = &co->engine;
     e->device = o->slot.n_devices ? o->slot.devices[0] : 0;
     uint64_t used, total;

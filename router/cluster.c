@@ -669,8 +669,10 @@ void ft_cluster_close(ft_cluster *c)
         ft_buf b;
         ft_buf_init(&b);
         cl_head(&b, CL_BYE, 0, 0);
+        /* Ranks taken down for a timeout may still be there: they are
+         * told too (a send to a connection gone just fails). */
         for (uint32_t r = 1; r < c->world; r++)
-            if (c->r[r].up)
+            if (c->r[r].joined)
                 cl_send(c, r, &b);
         ft_buf_free(&b);
         /* nng sends from its own threads: a moment for the BYEs to leave

@@ -13,6 +13,9 @@
  *              get FT_ECONN "cluster: rank 2: the connection was lost", INFO
  *              says which rank is down, /healthz answers 503 saying so, and
  *              the coordinator exits 0 on SIGTERM (rank 1 too, told so)
+ *   stall      a rank stopped (SIGSTOP) is down after the step timeout:
+ *              FT_ECONN "... stopped answering ...", no hang; it stays
+ *              down once resumed; SIGTERM ends both with exit 0
  *   bootstrap  refused registrations, each with its exact message in the
  *              refused rank's log and exit 1: a different manifest, a
  *              duplicate rank, a wrong world; the cluster then starts with
@@ -93,8 +96,9 @@ static void split(int n)
 }
 
 /* write_conf writes DIR/name: a CPU rank of the cluster. */
-static void write_conf(const char *name, const char *manifest, int rank,
-                       int world, int max_batch, const char *metrics)
+static void write_conf_x(const char *name, const char *manifest, int rank,
+                         int world, int max_batch, const char *metrics,
+                         const char *extra)
 {
     char path[300];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
@@ -108,8 +112,15 @@ static void write_conf(const char *name, const char *manifest, int rank,
     if (metrics)
         fprintf(f, "metrics = \"%s\";\n", metrics);
     fprintf(f, "cluster = { rank = %d; world = %d; coordinator = "
-            "\"ipc://%s/boot.sock\"; };\n", rank, world, g_dir);
+            "\"ipc://%s/boot.sock\"; %s};\n", rank, world, g_dir,
+            extra ? extra : "");
     fclose(f);
+}
+
+static void write_conf(const char *name, const char *manifest, int rank,
+                       int world, int max_batch, const char *metrics)
+{
+    write_conf_x(name, manifest, rank, world, max_batch, metrics, NULL);
 }
 
 /* start_rank starts rank r with config DIR/conf; rank 0 is waited for
@@ -375,6 +386,51 @@ static void case_kill(void)
     su_cases_free(&g_cs);
 }
 
+/* case_stall: a rank that stops answering (SIGSTOP) is down after the
+ * step timeout; its requests fail, never hang; it stays down after it
+ * resumes (ranks do not rejoin); SIGTERM ends both ranks with exit 0. */
+static void case_stall(void)
+{
+    make_lib();
+    split(3);
+    const char *x = "step_timeout_ms = 300; ";
+    write_conf_x("s0.conf", "m3.ftm", 0, 2, 8, NULL, x);
+    write_conf_x("s1.conf", "m3.ftm", 1, 2, 8, NULL, x);
+    start_rank(1, 1, "s1.conf");
+    start_rank(0, 0, "s0.conf");
+    ft_client *c = connect_coord();
+    check_answers(c, 8, "world 2 before the stall");
+    kill(g_pid[1], SIGSTOP);
+    const char *why = "cluster: rank 1: stopped answering: no LISTS within "
+                      "300 ms (step 0)";
+    double t0 = ft_test_now();
+    ft_client_results *res;
+    FT_PASS(ft_client_search(c, g_cs.batch, 3, &res, NULL, 0));
+    double waited = ft_test_now() - t0;
+    FT_CHECK(waited >= 0.29 && waited < 5.0);
+    for (size_t j = 0; j < 3; j++) {
+        const ft_result *r = ft_client_results_get(res, j);
+        FT_CHECK_EQ_U64(r->status, FT_ECONN);
+        FT_CHECK_EQ_U64(r->n, 0);
+        FT_CHECK_STR(r->error, why);
+    }
+    ft_client_results_free(res);
+    kill(g_pid[1], SIGCONT);
+    th_sleep_ms(100);
+    FT_PASS(ft_client_search(c, g_cs.batch, 1, &res, NULL, 0));
+    FT_CHECK_STR(ft_client_results_get(res, 0)->error, why);
+    ft_client_results_free(res);
+    char *t = info(c);
+    FT_CHECK(strstr(t, "rank.1: down, shards 1..2: rank 1: stopped "
+                       "answering: no LISTS within 300 ms (step 0)\n") != NULL);
+    ft_client_text_free(t);
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, NULL), 0);
+    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+    expect_log("log1", "cluster: rank 1: the coordinator left");
+    su_cases_free(&g_cs);
+}
+
 static uint64_t file_sum(const char *name)
 {
     char path[300];
@@ -478,7 +534,7 @@ int main(int argc, char **argv)
     g_bin = getenv("FT_BIN");
     if (argc != 2 || g_bin == NULL) {
         fprintf(stderr, "usage: FT_BIN=flashtrie cluster_test "
-                "equal|kill|bootstrap\n");
+                "equal|kill|stall|bootstrap\n");
         return 2;
     }
     snprintf(g_dir, sizeof g_dir, "/tmp/ft_cluster_%ld", (long)getpid());
@@ -490,6 +546,8 @@ int main(int argc, char **argv)
         case_equal();
     else if (!strcmp(argv[1], "kill"))
         case_kill();
+    else if (!strcmp(argv[1], "stall"))
+        case_stall();
     else if (!strcmp(argv[1], "bootstrap"))
         case_bootstrap();
     else {
