@@ -723,6 +723,14 @@ int ft_cluster_rank_state(const ft_cluster *c, uint32_t r, uint32_t *first,
 
 int ft_cluster_down(const ft_cluster *c, char *why, size_t whylen)
 {
+    ft_cluster *m = (ft_cluster *)c;
+    pthread_mutex_lock(&m->mu);
+    int x = c->xdown[0] != 0;
+    if (x && whylen)
+        snprintf(why, whylen, "%s", c->xdown);
+    pthread_mutex_unlock(&m->mu);
+    if (x)
+        return 1;
     for (uint32_t r = 0; r < c->world; r++) {
         uint32_t f, n;
         if (ft_cluster_rank_state(c, r, &f, &n, why, whylen) == 0)
@@ -836,8 +844,7 @@ static int part_ready(ft_result *r, uint32_t results)
     return ft_result_alloc(r, results, FT_MAX_T);
 }
 
-/* put_hits encodes this rank's parts of the m requests. */
-static int put_hits(ft_cluster *c, ft_buf *b, size_t m)
+int cl_put_hits(ft_cluster *c, ft_buf *b, size_t m)
 {
     for (uint32_t j = 0; j < c->count; j++)
         for (size_t i = 0; i < m; i++) {
@@ -1145,7 +1152,7 @@ static int nng_hits(ft_cluster *c, uint32_t seq, const ft_prepared *const *reqs,
     ft_buf *b = &c->msg;
     if (c->rank != 0) {
         cl_head(b, CL_HITS, c->rank, seq);
-        if (put_hits(c, b, m) != FT_OK)
+        if (cl_put_hits(c, b, m) != FT_OK)
             return FT_ENOMEM;
         return cl_send(c, 0, b);
     }

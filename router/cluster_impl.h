@@ -79,6 +79,7 @@ struct ft_cluster {
     int has_id;
     unsigned char nccl_id[128];
     void *nx;                  /* cluster_nccl.c's state */
+    char xdown[200];           /* the transport broke (NCCL aborted): why */
     char note[320];
 };
 
@@ -93,6 +94,8 @@ int cl_recv(ft_cluster *c, nng_msg **out, int *type, uint32_t *from,
             uint32_t *seq, cl_rd *rd);
 void cl_mark_down(ft_cluster *c, uint32_t r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* cl_put_hits appends this rank's local hits of m requests (HITS body). */
+int cl_put_hits(ft_cluster *c, ft_buf *b, size_t m);
 /* cl_get_hits decodes rank r's HITS body into c->part. */
 int cl_get_hits(ft_cluster *c, uint32_t r, cl_rd *rd,
                 const ft_prepared *const *reqs, size_t m);

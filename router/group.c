@@ -40,6 +40,8 @@
 #include <dlfcn.h>
 #include <nccl.h>
 #include <pthread.h>
+
+#include "cluster_nccl.h"
 #endif
 
 struct ft_group {
@@ -104,16 +106,8 @@ struct ft_group {
  * run, and package, where NCCL is absent or is not a system package (it
  * ships with the CUDA toolkit here); a group asking for it there gets
  * FT_ENOTSUP.  Only nccl.h is needed at build time. */
-static struct nccl_api {
-    int ok;
-    /* typed from nccl.h's declarations, so a mismatch does not compile */
-    __typeof__(&ncclCommInitAll) init_all;
-    __typeof__(&ncclCommDestroy) destroy;
-    __typeof__(&ncclAllGather) all_gather;
-    __typeof__(&ncclGroupStart) group_start;
-    __typeof__(&ncclGroupEnd) group_end;
-    __typeof__(&ncclGetErrorString) error_string;
-} N;
+static fti_nccl_api N;
+static int N_ok, N_mp; /* the group calls; the multi-process ones too */
 static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
 
 static void nccl_load(void)
@@ -127,14 +121,29 @@ static void nccl_load(void)
     *(void **)&N.group_start = dlsym(h, "ncclGroupStart");
     *(void **)&N.group_end = dlsym(h, "ncclGroupEnd");
     *(void **)&N.error_string = dlsym(h, "ncclGetErrorString");
-    N.ok = N.init_all && N.destroy && N.all_gather && N.group_start &&
+    *(void **)&N.get_unique_id = dlsym(h, "ncclGetUniqueId");
+    *(void **)&N.init_rank_config = dlsym(h, "ncclCommInitRankConfig");
+    *(void **)&N.abort = dlsym(h, "ncclCommAbort");
+    *(void **)&N.async_error = dlsym(h, "ncclCommGetAsyncError");
+    *(void **)&N.broadcast = dlsym(h, "ncclBroadcast");
+    *(void **)&N.send = dlsym(h, "ncclSend");
+    *(void **)&N.recv = dlsym(h, "ncclRecv");
+    N_ok = N.init_all && N.destroy && N.all_gather && N.group_start &&
            N.group_end && N.error_string;
+    N_mp = N_ok && N.get_unique_id && N.init_rank_config && N.abort &&
+           N.async_error && N.broadcast && N.send && N.recv;
 }
 
 static int nccl_available(void)
 {
     pthread_once(&nccl_once, nccl_load);
-    return N.ok;
+    return N_ok;
+}
+
+const fti_nccl_api *fti_nccl(void)
+{
+    pthread_once(&nccl_once, nccl_load);
+    return N_mp ? &N : NULL;
 }
 #endif
 
