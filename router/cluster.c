@@ -27,6 +27,15 @@
  *   BYE      0 -> rank: the coordinator leaves
  * A message of another sequence number than the batch under way is stale
  * (a batch given up) and dropped.
+ *
+ * The coordinator's socket is pair1 in polyamorous mode (one socket, a
+ * pipe per rank, messages addressed by pipe).  That mode drops a message
+ * when the rank's pipe already queues two, rather than block the others;
+ * the protocol never has more than one message outstanding per rank (each
+ * BATCH and ALL waits for the rank's answer), so only an ABORT or BYE to a
+ * rank that stopped reading can be lost, and the rank then ends on its own
+ * timeout or on the closed connection.  (The mode is deprecated after nng
+ * 1.x; per-rank sockets would replace it.)
  */
 #include "cluster.h"
 
@@ -51,6 +60,8 @@
 #define CL_MAGIC 0x4c435446u /* "FTCL" */
 #define CL_HEAD 16u
 #define CL_POLL_MS 100
+
+static int ops_failed(void *arg);
 
 static uint64_t now_ms(void)
 {
@@ -148,7 +159,9 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     if (ev != NNG_PIPE_EV_REM_POST)
         return;
     pthread_mutex_lock(&c->mu);
-    if (c->rank != 0) {
+    if (c->closing) {
+        /* our own close, or the ranks leaving after the BYE */
+    } else if (c->rank != 0) {
         c->lost = 1;
     } else {
         for (uint32_t r = 1; r < c->world; r++)
@@ -166,6 +179,15 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
             }
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* is_lost (ranks) says whether the coordinator's connection went. */
+static int is_lost(ft_cluster *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int l = c->lost;
+    pthread_mutex_unlock(&c->mu);
+    return l;
 }
 
 /* cl_send sends b to rank r (the coordinator) or to the coordinator. */
@@ -665,6 +687,9 @@ void ft_cluster_close(ft_cluster *c)
 {
     if (c == NULL)
         return;
+    pthread_mutex_lock(&c->mu);
+    c->closing = 1;
+    pthread_mutex_unlock(&c->mu);
     if (c->sock_open && c->rank == 0 && c->running && !c->bye_sent) {
         ft_buf b;
         ft_buf_init(&b);
@@ -923,7 +948,7 @@ static int wait_msg(ft_cluster *c, uint32_t r, int want, uint32_t seq,
                 snprintf(why, whylen, "down");
                 return FT_ECONN;
             }
-        } else if (c->lost) {
+        } else if (is_lost(c)) {
             snprintf(why, whylen, "the coordinator's connection was lost");
             return FT_ECONN;
         }
@@ -1322,9 +1347,7 @@ static int run_chunk(ft_cluster *c, const ft_request *const *rq,
 int ft_cluster_search_batch(ft_cluster *c, const ft_request *reqs, size_t n,
                             ft_result *res)
 {
-    if (c->rank != 0 || c->S > 4096)
-        return FT_ESTATE;
-    if (c->local_failed)
+    if (c->rank != 0 || c->S > 4096 || ops_failed(c))
         return FT_ESTATE;
     ft_prep **pool = fti_prep_pool();
     if (pool == NULL)
@@ -1451,7 +1474,7 @@ static int serve_batch(ft_cluster *c, uint32_t seq, cl_rd *rd)
         return rc;
     FT_LOGF(FT_LOG_WARN, "cluster: rank %u: batch %u given up: %s", c->rank,
             seq, ft_strerror(rc));
-    return c->lost ? FT_ECONN : FT_OK;
+    return is_lost(c) ? FT_ECONN : FT_OK;
 }
 
 int ft_cluster_serve(ft_cluster *c)
@@ -1459,7 +1482,7 @@ int ft_cluster_serve(ft_cluster *c)
     if (c->rank == 0)
         return FT_ESTATE;
     for (;;) {
-        if (c->lost) {
+        if (is_lost(c)) {
             FT_LOGF(FT_LOG_ERROR, "cluster: rank %u: the coordinator's "
                     "connection was lost", c->rank);
             return FT_ECONN;
@@ -1502,7 +1525,14 @@ static int ops_search(void *arg, const ft_request *reqs, size_t n,
 
 /* A rank that is down is not an engine failure of the coordinator: its
  * requests get FT_ECONN naming the rank, and health says so. */
-static int ops_failed(void *arg) { return ((ft_cluster *)arg)->local_failed; }
+static int ops_failed(void *arg)
+{
+    ft_cluster *c = arg;
+    pthread_mutex_lock(&c->mu);
+    int f = c->local_failed;
+    pthread_mutex_unlock(&c->mu);
+    return f;
+}
 static const char *ops_note(void *arg) { return ft_cluster_note(arg); }
 static void ops_close(void *arg) { ft_cluster_close(arg); }
 

@@ -64,6 +64,7 @@ struct ft_cluster {
     int lost;                  /* ranks: the coordinator's connection went */
     int local_failed;          /* rank 0's own engines failed */
     int bye_sent;
+    int closing;               /* ft_cluster_close under way */
     int engine_rc;             /* a local engine's failure in this batch */
     uint32_t join_ms, step_ms;
     ft_cluster_stop_fn stop;
