@@ -5,7 +5,8 @@
  * case per argument:
  *   equal      a world of 2 over 3 shards (max_batch 1, one request per
  *              message) and a world of 3 over 5 shards (max_batch 16, all
- *              requests in one message): every answer equal, bit for bit,
+ *              requests in one message, one of them rejected): every
+ *              answer equal, bit for bit,
  *              to the unsharded CPU engine's (what `flashtrie search
  *              --index INDEX` answers) and to SPEC's reference search, on
  *              a random library with ties; then SIGTERM: every rank exits 0
@@ -18,7 +19,8 @@
  *              down once resumed; SIGTERM ends both with exit 0
  *   bootstrap  refused registrations, each with its exact message in the
  *              refused rank's log and exit 1: a different manifest, a
- *              duplicate rank, a wrong world; the cluster then starts with
+ *              duplicate rank, a wrong world; a frame without the magic
+ *              dropped, a registration cut short refused (FT_EPROTO); the cluster then starts with
  *              the right rank and answers; a coordinator missing a rank
  *              gives up on SIGTERM (exit 1, saying how many are missing)
  * Everything listens on ipc:// in a temporary folder (and /healthz on
@@ -38,6 +40,7 @@
 #include <sys/socket.h>
 
 #include <nng/nng.h>
+#include <nng/protocol/pair1/pair.h>
 #include <nng/supplemental/http/http.h>
 #include <xxhash.h>
 
@@ -258,6 +261,25 @@ static void case_equal(void)
     start_rank(0, 0, "b0.conf");
     c = connect_coord();
     check_answers(c, g_cs.n, "world 3, 5 shards, one message");
+    /* A request the validator rejects rides in a batch of good ones: its
+     * error is the unsharded index's, the others are answered. */
+    {
+        ft_request q[3] = {g_cs.batch[0], g_cs.batch[1], g_cs.batch[2]};
+        q[1].beam = 0;
+        ft_result want;
+        FT_PASS(ft_result_alloc(&want, 4096, FT_MAX_T));
+        FT_FAIL(ft_request_validate(&q[1], 0, want.error, sizeof want.error),
+                FT_EREQUEST);
+        ft_client_results *res;
+        FT_PASS(ft_client_search(c, q, 3, &res, NULL, 0));
+        FT_CHECK(su_same_results(ft_client_results_get(res, 0), &g_cs.res[0]));
+        FT_CHECK(su_same_results(ft_client_results_get(res, 2), &g_cs.res[2]));
+        const ft_result *bad = ft_client_results_get(res, 1);
+        FT_CHECK_EQ_U64(bad->status, FT_EREQUEST);
+        FT_CHECK_STR(bad->error, want.error);
+        ft_client_results_free(res);
+        ft_result_free(&want);
+    }
     check_answers(c, 5, "world 3, 5 shards, 5 per message");
     t = info(c);
     FT_CHECK(strstr(t, "rank.0: up, shards 0..0\nrank.1: up, shards 1..2\n"
@@ -490,6 +512,39 @@ static void case_bootstrap(void)
                        "1: wrong world: it has 2 ranks, the coordinator 3");
     expect_log("log", "cluster: registration refused: rank 1: duplicate "
                       "rank: rank 1 is already registered");
+
+    /* Frames that are not registrations: one without the magic is
+     * dropped (logged); a registration cut short is refused as
+     * malformed, with FT_EPROTO. */
+    {
+        nng_socket sk;
+        FT_CHECK(nng_pair1_open(&sk) == 0);
+        nng_socket_set_ms(sk, NNG_OPT_RECVTIMEO, 5000);
+        nng_socket_set_ms(sk, NNG_OPT_SENDTIMEO, 5000);
+        char boot[300];
+        snprintf(boot, sizeof boot, "ipc://%s/boot.sock", g_dir);
+        FT_CHECK(nng_dial(sk, boot, NULL, 0) == 0);
+        FT_CHECK(nng_send(sk, "not a cluster message", 21, 0) == 0);
+        /* header: FTCL, REG (1), rank 2, seq 0; then 2 of 10 fields */
+        unsigned char reg[24] = {'F', 'T', 'C', 'L', 1, 0, 0, 0, 2, 0, 0, 0,
+                                 0, 0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0};
+        FT_CHECK(nng_send(sk, reg, sizeof reg, 0) == 0);
+        void *ans;
+        size_t alen;
+        FT_CHECK(nng_recv(sk, &ans, &alen, NNG_FLAG_ALLOC) == 0);
+        const unsigned char *a = ans;
+        const char *want_msg = "rank 2: malformed registration";
+        FT_CHECK_EQ_U64(alen, 24 + strlen(want_msg));
+        FT_CHECK(memcmp(a, "FTCL", 4) == 0);
+        FT_CHECK_EQ_U64(a[4], 3); /* REFUSE */
+        FT_CHECK_EQ_U64(a[16] | a[17] << 8, FT_EPROTO);
+        FT_CHECK_EQ_U64(a[20], strlen(want_msg));
+        FT_CHECK(memcmp(a + 24, want_msg, strlen(want_msg)) == 0);
+        nng_free(ans, alen);
+        nng_close(sk);
+        expect_log("log", "cluster: dropped a message that is not a cluster "
+                          "message (21 bytes)");
+    }
 
     /* The right rank 2: the session starts and answers. */
     start_rank(5, 2, "c2.conf");
