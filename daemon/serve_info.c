@@ -102,7 +102,7 @@ int srv_info(server *srv, ft_buf *o)
         ft_buf_printf(o, "engine.%zu.busy_s: %.6f\n", i,
                       (double)bs.busy_ns[i] / 1e9);
     }
-    ft_gen_unref(g);
+    /* The cluster lives as long as its generation, held here. */
     if (srv->cluster) {
         ft_cluster *c = srv->cluster;
         char why[240];
@@ -120,6 +120,7 @@ int srv_info(server *srv, ft_buf *o)
                           up ? "" : why);
         }
     }
+    ft_gen_unref(g);
 
     size_t qlen, qcap, hw;
     uint64_t busy, pushed;

@@ -580,12 +580,12 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
     c->stop_arg = o->stop_arg;
     snprintf(c->url, sizeof c->url, "%s", o->coordinator);
     int rc = FT_ENOMEM;
+    RT_ERRF(errbuf, errlen, "cluster: rank %u: out of memory", c->rank);
     c->r = calloc(c->world, sizeof *c->r);
     c->base = calloc(c->S, sizeof *c->base);
     c->part = calloc((size_t)c->S * FT_ENGINE_CHUNK, sizeof *c->part);
     if (c->r == NULL || c->base == NULL || c->part == NULL)
         goto fail;
-    RT_ERRF(errbuf, errlen, "cluster: rank %u: out of memory", c->rank);
     for (uint32_t r = 0; r < c->world; r++)
         ft_cluster_block(c->S, c->world, r, &c->r[r].first, &c->r[r].count);
     c->first = c->r[c->rank].first;
@@ -1313,6 +1313,7 @@ static int run_chunk(ft_cluster *c, const ft_request *const *rq,
     if (rc == FT_OK)
         rc = cl_transport(c)->batch(c, seq, m, &payload);
     ft_buf_free(&payload);
+    c->engine_rc = FT_OK;
     if (rc == FT_OK)
         rc = run_local(c, seq, reqs, m);
     if (rc == FT_OK)
