@@ -410,7 +410,7 @@ static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
 
 static ft_config g_cfg; /* the running configuration (60 KiB: not stack) */
 
-int g_metrics_configured(const server *srv)
+int srv_metrics_configured(const server *srv)
 {
     (void)srv;
     return g_cfg.metrics[0] != 0;

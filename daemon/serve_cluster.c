@@ -130,7 +130,7 @@ int srv_cluster_gen(server *srv, int sfd, ft_gen **out, char *err,
 int srv_cluster_worker(server *srv, int sfd)
 {
     sig_watch w = {sfd, 0};
-    if (srv->o.n_ls > 0 || g_metrics_configured(srv))
+    if (srv->o.n_ls > 0 || srv_metrics_configured(srv))
         FT_LOGF(FT_LOG_WARN, "cluster rank %u: listeners and metrics are "
                 "rank 0's; this rank opens none", srv->o.cl_rank);
     ft_library *lib;

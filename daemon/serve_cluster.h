@@ -15,8 +15,8 @@ int srv_cluster_gen(server *srv, int sfd, ft_gen **out, char *err,
 /* srv_cluster_worker (ranks above 0) joins and serves until the
  * coordinator leaves or SIGTERM; returns the exit status. */
 int srv_cluster_worker(server *srv, int sfd);
-/* g_metrics_configured says whether the config asks for a metrics
+/* srv_metrics_configured says whether the config asks for a metrics
  * listener (serve.c). */
-int g_metrics_configured(const server *srv);
+int srv_metrics_configured(const server *srv);
 
 #endif /* FT_SERVE_CLUSTER_H */
