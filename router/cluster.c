@@ -1455,7 +1455,7 @@ static int serve_batch(ft_cluster *c, uint32_t seq, cl_rd *rd)
     }
     if (rc != FT_OK) {
         send_fail(c, seq, rc, "cannot decode the batch");
-        return rc == FT_ENOMEM ? FT_OK : FT_OK;
+        return FT_OK; /* the coordinator fails the batch */
     }
     c->engine_rc = FT_OK;
     rc = run_local(c, seq, vp, m);
