@@ -106,6 +106,8 @@ enum {
     FT_CONFIG_S_CLUSTER_RANK,
     FT_CONFIG_S_CLUSTER_WORLD,
     FT_CONFIG_S_CLUSTER_COORDINATOR,
+    FT_CONFIG_S_CLUSTER_JOIN_TIMEOUT_MS,
+    FT_CONFIG_S_CLUSTER_STEP_TIMEOUT_MS,
     FT_CONFIG_NSETTINGS
 };
 
@@ -133,6 +135,7 @@ typedef struct ft_config {
     char metrics[FT_CONFIG_URL_MAX];     /* "": no HTTP listener */
     uint32_t cluster_rank, cluster_world;
     char cluster_coordinator[FT_CONFIG_URL_MAX];
+    uint32_t cluster_join_timeout_ms, cluster_step_timeout_ms;
     char path[FT_CONFIG_PATH_MAX];       /* the file loaded; "" when none */
     ft_config_source src[FT_CONFIG_NSETTINGS];
 } ft_config;

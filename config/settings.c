@@ -90,6 +90,12 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
     [FT_CONFIG_S_CLUSTER_COORDINATOR] = STR("cluster.coordinator",
         cluster_coordinator, "", 0, 0, FTI_URL_NNG,
         "nng address of rank 0's bootstrap listener; required when world > 1"),
+    [FT_CONFIG_S_CLUSTER_JOIN_TIMEOUT_MS] = INT("cluster.join_timeout_ms",
+        cluster_join_timeout_ms, 100, 86400000, "60000", 0,
+        "at start, how long rank 0 waits for every rank to register (and a rank for its session), in milliseconds"),
+    [FT_CONFIG_S_CLUSTER_STEP_TIMEOUT_MS] = INT("cluster.step_timeout_ms",
+        cluster_step_timeout_ms, 10, 600000, "10000", 0,
+        "how long a rank waits for one message of a running batch before the rank that owes it is down, in milliseconds"),
 };
 
 #define LSTR(n, f, exist, url, doc)                                           \

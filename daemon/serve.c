@@ -24,6 +24,7 @@
 #include "ft_config.h"
 
 #include "serve.h"
+#include "serve_cluster.h"
 #include "serve_metrics.h"
 
 
@@ -185,13 +186,12 @@ static int apply_config(srv_opts *o, const ft_config *cfg, int full,
                         char *err, size_t errlen)
 {
     if (full) {
-        if (cfg->cluster_world > 1) {
-            snprintf(err, errlen, "cluster.world: %u ranks: multi-process "
-                     "shard groups are not served by this version (serve "
-                     "the manifest from one process with engine = "
-                     "\"shards\")", (unsigned)cfg->cluster_world);
-            return FT_ENOTSUP;
-        }
+        o->cl_rank = cfg->cluster_rank;
+        o->cl_world = cfg->cluster_world;
+        snprintf(o->cl_coordinator, sizeof o->cl_coordinator, "%s",
+                 cfg->cluster_coordinator);
+        o->cl_join_ms = cfg->cluster_join_timeout_ms;
+        o->cl_step_ms = cfg->cluster_step_timeout_ms;
         ft_slot_opts_init(&o->slot);
         /* engine = shards: the manifest's shards spread over the listed
          * GPUs (one group per replica), or a CPU group without a GPU. */
@@ -430,6 +430,12 @@ static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
 
 static ft_config g_cfg; /* the running configuration (60 KiB: not stack) */
 
+int srv_metrics_configured(const server *srv)
+{
+    (void)srv;
+    return g_cfg.metrics[0] != 0;
+}
+
 void srv_reload_config(server *srv)
 {
     static ft_config next;
@@ -526,6 +532,15 @@ static int gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
 
 int srv_reload(server *srv, const char *path, char *errbuf, size_t errlen)
 {
+    if (srv->cluster) {
+        /* Every rank holds its part of one manifest: a new one needs a
+         * new session, so the ranks are restarted instead. */
+        snprintf(errbuf, errlen, "reload: refused: a cluster does not "
+                 "reload its index (restart every rank)");
+        FT_LOGF(FT_LOG_ERROR, "%s", errbuf);
+        atomic_fetch_add(&srv->reload_failures, 1);
+        return FT_ENOTSUP;
+    }
     pthread_mutex_lock(&srv->reload_mu);
     char p[sizeof srv->o.index];
     snprintf(p, sizeof p, "%s", path && *path ? path : srv->o.index);
@@ -627,7 +642,19 @@ int cmd_serve(int argc, char **argv)
     char err[512];
     ft_gen *g = NULL;
     srv->o.slot.max_batch = srv->o.max_batch;
-    int rc = gen_open(&g, srv->o.index, &srv->o.slot, 1, err, sizeof err);
+    if (srv->o.cl_world > 1 && srv->o.cl_rank > 0) {
+        /* A worker rank: no listeners, no queue; its shards serve the
+         * coordinator. */
+        st = srv_cluster_worker(srv, sfd);
+        close(sfd);
+        g_dump_opts = NULL;
+        free(srv->o.config_dump);
+        free(srv);
+        return st;
+    }
+    int rc = srv->o.cl_world > 1
+                 ? srv_cluster_gen(srv, sfd, &g, err, sizeof err)
+                 : gen_open(&g, srv->o.index, &srv->o.slot, 1, err, sizeof err);
     if (rc != FT_OK) {
         FT_LOGF(FT_LOG_ERROR, "cannot serve: %s", err);
         close(sfd);

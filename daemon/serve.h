@@ -18,6 +18,7 @@
 
 #include "batcher.h"
 #include "buf.h"
+#include "cluster.h"
 #include "flashtrie.h"
 #include "jsonl.h"
 #include "queue.h"
@@ -61,6 +62,9 @@ typedef struct srv_opts {
     uint64_t test_fault[FT_SLOT_MAX_REPLICAS];
     int log_level;
     int no_verify;                /* skip index checksums */
+    uint32_t cl_rank, cl_world;   /* cluster: this rank, the ranks (1: none) */
+    char cl_coordinator[512];
+    uint32_t cl_join_ms, cl_step_ms;
     /* INFO's config section: replaced on reload under dump_mu (serve.c),
      * read by INFO under it. */
     char *config_dump;
@@ -98,6 +102,7 @@ struct server {
     atomic_uint_fast64_t reloads, reload_failures;
     atomic_uint_fast64_t pipes_added, pipes_removed;
     struct srv_http *http;     /* the metrics listener (NULL: none) */
+    ft_cluster *cluster;       /* rank 0 of a cluster: its searcher's */
 };
 
 /* srv_ctx_* run the contexts of one socket (serve_ctx.c). */

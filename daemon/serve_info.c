@@ -109,6 +109,24 @@ int srv_info(server *srv, ft_buf *o)
         ft_buf_printf(o, "engine.%zu.busy_s: %.6f\n", i,
                       (double)bs.busy_ns[i] / 1e9);
     }
+    /* The cluster lives as long as its generation, held here. */
+    if (srv->cluster) {
+        ft_cluster *c = srv->cluster;
+        char why[240];
+        int down = ft_cluster_down(c, why, sizeof why);
+        ft_buf_printf(o, "\n# cluster\n");
+        ft_buf_printf(o, "world: %u\n", ft_cluster_world(c));
+        ft_buf_printf(o, "state: %s\n", down ? "down" : "up");
+        if (down)
+            ft_buf_printf(o, "down: %s\n", why);
+        for (uint32_t r = 0; r < ft_cluster_world(c); r++) {
+            uint32_t f, n;
+            int up = ft_cluster_rank_state(c, r, &f, &n, why, sizeof why);
+            ft_buf_printf(o, "rank.%u: %s, shards %u..%u%s%s\n", r,
+                          up ? "up" : "down", f, f + n - 1, up ? "" : ": ",
+                          up ? "" : why);
+        }
+    }
     ft_gen_unref(g);
 
     size_t qlen, qcap, hw;

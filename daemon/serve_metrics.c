@@ -110,6 +110,8 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
     s->index_bytes = g->info.file_bytes;
     s->shards = g->shards;
     s->n_eng = g->n_eng;
+    if (srv->cluster)
+        ft_cluster_down(srv->cluster, s->cluster_down, sizeof s->cluster_down);
     for (size_t i = 0; i < g->n_eng && i < FT_SLOT_MAX_REPLICAS; i++) {
         srv_metrics_engine *e = &s->eng[i];
         /* The kind names are static strings, so they outlive g. */
@@ -431,6 +433,11 @@ static size_t describe_failed(const srv_metrics_snap *s, char *out,
 int srv_metrics_health(const srv_metrics_snap *s, char *reason,
                        size_t reasonlen)
 {
+    /* A cluster with a rank down answers no request at all. */
+    if (s->cluster_down[0]) {
+        snprintf(reason, reasonlen, "cluster: %s", s->cluster_down);
+        return 503;
+    }
     if (s->n_eng == 0) {
         snprintf(reason, reasonlen, "no engine serves");
         return 503;

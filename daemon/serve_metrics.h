@@ -59,6 +59,7 @@ typedef struct srv_metrics_snap {
         int device;
         uint64_t used, total;         /* bytes (ft_gpu_memory) */
     } gpu[FT_SLOT_MAX_REPLICAS];
+    char cluster_down[240];           /* a cluster rank is down: why */
 } srv_metrics_snap;
 
 /* srv_metrics_take fills s from the running server. */

@@ -350,6 +350,15 @@ typedef struct ft_manifest ft_library;
 int ft_library_open(ft_library **out, const char *path, unsigned flags,
                     char *errbuf, size_t errlen);
 void ft_library_close(ft_library *lib);
+/* ft_library_open_part opens a manifest (never a plain index) but only
+ * its shards first .. first + count - 1, checked as ft_library_open checks
+ * them (count 0: none, only the manifest's entries): what a rank of a
+ * multi-process cluster serves (docs/sharding.md).
+ * ft_library_shard is NULL for the others; the info call gives the
+ * manifest's counts (keys, nodes, bytes) for the whole library. */
+int ft_library_open_part(ft_library **out, const char *path, unsigned flags,
+                         uint32_t first, uint32_t count, char *errbuf,
+                         size_t errlen);
 /* ft_library_shards is 1 for a plain index. */
 size_t ft_library_shards(const ft_library *lib);
 /* ft_library_shard returns shard s's index (in token order). */

@@ -40,6 +40,8 @@
 #include <dlfcn.h>
 #include <nccl.h>
 #include <pthread.h>
+
+#include "cluster_nccl.h"
 #endif
 
 struct ft_group {
@@ -104,16 +106,8 @@ struct ft_group {
  * run, and package, where NCCL is absent or is not a system package (it
  * ships with the CUDA toolkit here); a group asking for it there gets
  * FT_ENOTSUP.  Only nccl.h is needed at build time. */
-static struct nccl_api {
-    int ok;
-    /* typed from nccl.h's declarations, so a mismatch does not compile */
-    __typeof__(&ncclCommInitAll) init_all;
-    __typeof__(&ncclCommDestroy) destroy;
-    __typeof__(&ncclAllGather) all_gather;
-    __typeof__(&ncclGroupStart) group_start;
-    __typeof__(&ncclGroupEnd) group_end;
-    __typeof__(&ncclGetErrorString) error_string;
-} N;
+static fti_nccl_api N;
+static int N_ok, N_mp; /* the group calls; the multi-process ones too */
 static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
 
 static void nccl_load(void)
@@ -127,14 +121,29 @@ static void nccl_load(void)
     *(void **)&N.group_start = dlsym(h, "ncclGroupStart");
     *(void **)&N.group_end = dlsym(h, "ncclGroupEnd");
     *(void **)&N.error_string = dlsym(h, "ncclGetErrorString");
-    N.ok = N.init_all && N.destroy && N.all_gather && N.group_start &&
+    *(void **)&N.get_unique_id = dlsym(h, "ncclGetUniqueId");
+    *(void **)&N.init_rank_config = dlsym(h, "ncclCommInitRankConfig");
+    *(void **)&N.abort = dlsym(h, "ncclCommAbort");
+    *(void **)&N.async_error = dlsym(h, "ncclCommGetAsyncError");
+    *(void **)&N.broadcast = dlsym(h, "ncclBroadcast");
+    *(void **)&N.send = dlsym(h, "ncclSend");
+    *(void **)&N.recv = dlsym(h, "ncclRecv");
+    N_ok = N.init_all && N.destroy && N.all_gather && N.group_start &&
            N.group_end && N.error_string;
+    N_mp = N_ok && N.get_unique_id && N.init_rank_config && N.abort &&
+           N.async_error && N.broadcast && N.send && N.recv;
 }
 
 static int nccl_available(void)
 {
     pthread_once(&nccl_once, nccl_load);
-    return N.ok;
+    return N_ok;
+}
+
+const fti_nccl_api *fti_nccl(void)
+{
+    pthread_once(&nccl_once, nccl_load);
+    return N_mp ? &N : NULL;
 }
 #endif
 
@@ -586,17 +595,14 @@ static int part_ready(ft_group *g, size_t s, size_t i, const ft_prepared *p)
     return ft_result_alloc(r, p->results, FT_MAX_T);
 }
 
-/* merge_parts merges the shards' local hits of request i into res: the
- * first n by (score desc, order asc), key indexes made global. */
-static int merge_parts(ft_group *g, size_t i, const ft_prepared *p,
-                       ft_result *res)
+int fti_merge_parts(ft_result *res, const ft_result *const *parts,
+                    const uint64_t *base, size_t n, uint32_t results)
 {
-    size_t pos[4096];
-    size_t *at = g->n <= 4096 ? pos : NULL;
-    if (at == NULL)
+    size_t at[4096];
+    if (n > 4096)
         return FT_EINTERNAL;
-    for (size_t s = 0; s < g->n; s++) {
-        const ft_result *r = &g->part[s * FT_ENGINE_CHUNK + i];
+    for (size_t s = 0; s < n; s++) {
+        const ft_result *r = parts[s];
         if (r->status != FT_OK) {
             res->n = 0;
             res->status = r->status;
@@ -609,25 +615,25 @@ static int merge_parts(ft_group *g, size_t i, const ft_prepared *p,
     res->status = FT_OK;
     res->error[0] = 0;
     uint32_t off = 0;
-    while (res->n < p->results) {
-        size_t best = g->n;
+    while (res->n < results) {
+        size_t best = n;
         uint64_t bk = 0;
         uint32_t bo = 0;
-        for (size_t s = 0; s < g->n; s++) {
-            const ft_result *r = &g->part[s * FT_ENGINE_CHUNK + i];
+        for (size_t s = 0; s < n; s++) {
+            const ft_result *r = parts[s];
             if (at[s] >= r->n)
                 continue;
             const ft_hit *h = &r->hits[at[s]];
             uint64_t k = ft_score_key(h->score);
-            if (best == g->n || ft_hit_before(k, h->order, bk, bo)) {
+            if (best == n || ft_hit_before(k, h->order, bk, bo)) {
                 best = s;
                 bk = k;
                 bo = h->order;
             }
         }
-        if (best == g->n)
+        if (best == n)
             break;
-        const ft_result *r = &g->part[best * FT_ENGINE_CHUNK + i];
+        const ft_result *r = parts[best];
         const ft_hit *h = &r->hits[at[best]++];
         if (res->n >= res->cap_hits || off + h->len > res->cap_tokens) {
             res->n = 0;
@@ -639,11 +645,27 @@ static int merge_parts(ft_group *g, size_t i, const ft_prepared *p,
         ft_hit *o = &res->hits[res->n++];
         *o = *h;
         o->tok_off = off;
-        o->key_index = h->key_index + g->base[best];
+        o->key_index = h->key_index + base[best];
         memcpy(res->tokens + off, r->tokens + h->tok_off,
                h->len * sizeof *res->tokens);
         off += h->len;
     }
+    return FT_OK;
+}
+
+/* merge_parts merges the shards' local hits of request i into res (the
+ * merge every group shares, fti_merge_parts) and attaches the values. */
+static int merge_parts(ft_group *g, size_t i, const ft_prepared *p,
+                       ft_result *res)
+{
+    const ft_result *parts[4096];
+    if (g->n > 4096)
+        return FT_EINTERNAL;
+    for (size_t s = 0; s < g->n; s++)
+        parts[s] = &g->part[s * FT_ENGINE_CHUNK + i];
+    int rc = fti_merge_parts(res, parts, g->base, g->n, p->results);
+    if (rc != FT_OK)
+        return rc;
     return fti_attach_values(res, g->idx, g->base, g->n);
 }
 

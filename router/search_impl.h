@@ -32,4 +32,28 @@ size_t fti_admit_chunk(ft_prep **pool, const ft_request *reqs, size_t n,
 int fti_attach_values(ft_result *res, const ft_index *const *shards,
                       const uint64_t *key_base, size_t nshards);
 
+/* fti_merge_parts merges n shards' local hits of one request (each sorted
+ * by (score desc, order asc), key indexes local to its shard) into res:
+ * the first `results` by that order, which is total across shards since
+ * orders hold global ranks; key indexes become global (shard s's first
+ * key is base[s]); values are copied as the parts carry them.  A part
+ * with an error status makes res that error.  Shard groups in one process
+ * (group.c) and across processes (cluster.c) both merge with it. */
+int fti_merge_parts(ft_result *res, const ft_result *const *parts,
+                    const uint64_t *base, size_t n, uint32_t results);
+
+/* ft_searcher_ops make a searcher of something else than the engines of
+ * one process (a multi-process cluster, router/cluster.c, which lives
+ * outside libflashtrie): the searcher calls them and owns arg. */
+typedef struct ft_searcher_ops {
+    int (*search)(void *arg, const ft_request *reqs, size_t n,
+                  ft_result *res);
+    int (*failed)(void *arg);
+    const char *(*note)(void *arg);
+    void (*close)(void *arg);
+} ft_searcher_ops;
+
+int ft_searcher_open_ops(ft_searcher **out, const ft_searcher_ops *ops,
+                         void *arg, ft_engine_kind kind);
+
 #endif /* FT_SEARCH_IMPL_H */

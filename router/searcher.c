@@ -10,6 +10,7 @@
 
 #include "flashtrie.h"
 #include "slot.h"
+#include "search_impl.h"
 
 struct ft_searcher {
     ft_engine *eng;  /* one shard */
@@ -21,7 +22,21 @@ struct ft_searcher {
      * faulted stays set once it did, as the GPU engine's failed flag. */
     atomic_uint_fast64_t calls, fault_at;
     atomic_int faulted;
+    const ft_searcher_ops *ops; /* set: a searcher of ops (search_impl.h) */
+    void *ops_arg;
 };
+
+int ft_searcher_open_ops(ft_searcher **out, const ft_searcher_ops *ops,
+                         void *arg, ft_engine_kind kind)
+{
+    *out = calloc(1, sizeof **out);
+    if (*out == NULL)
+        return FT_ENOMEM;
+    (*out)->ops = ops;
+    (*out)->ops_arg = arg;
+    (*out)->kind = kind;
+    return FT_OK;
+}
 
 void ft_searcher_opts_init(ft_searcher_opts *o)
 {
@@ -140,6 +155,8 @@ void ft_searcher_close(ft_searcher *s)
 {
     if (s == NULL)
         return;
+    if (s->ops)
+        s->ops->close(s->ops_arg);
     ft_engine_close(s->eng);
     ft_group_close(s->grp);
     free(s);
@@ -176,17 +193,24 @@ int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs, size_t n,
         fault_all(res, n, FT_SEARCHER_FAULT_MSG);
         return FT_ECUDA;
     }
+    if (s->ops)
+        return s->ops->search(s->ops_arg, reqs, n, res);
     if (s->eng)
         return ft_engine_search_batch(s->eng, reqs, n, res);
     return ft_group_search_batch(s->grp, reqs, n, res);
 }
 
-const char *ft_searcher_note(const ft_searcher *s) { return s->note; }
+const char *ft_searcher_note(const ft_searcher *s)
+{
+    return s->ops ? s->ops->note(s->ops_arg) : s->note;
+}
 
 int ft_searcher_failed(const ft_searcher *s)
 {
     if (atomic_load(&s->faulted))
         return 1;
+    if (s->ops)
+        return s->ops->failed(s->ops_arg);
     if (s->eng)
         return ft_engine_failed(s->eng);
     for (size_t i = 0; i < ft_group_shards(s->grp); i++)

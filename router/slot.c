@@ -182,6 +182,30 @@ int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
     return FT_OK;
 }
 
+int ft_gen_wrap(ft_gen **out, const char *path, ft_library *lib,
+                ft_searcher *s, uint64_t id, const char *why)
+{
+    *out = NULL;
+    ft_gen *g = calloc(1, sizeof *g);
+    if (g == NULL)
+        return FT_ENOMEM;
+    atomic_init(&g->refs, 1);
+    g->id = id;
+    snprintf(g->path, sizeof g->path, "%s", path);
+    snprintf(g->why, sizeof g->why, "%s", why);
+    g->lib = lib;
+    ft_index_info_init(&g->info);
+    ft_library_info_get(&g->info, lib);
+    g->shards = ft_library_shards(lib);
+    g->n_eng = 1;
+    g->eng[0] = s;
+    g->kind[0] = ft_searcher_kind(s);
+    g->device[0] = -1;
+    g->opened_ns = ft_now_ns();
+    *out = g;
+    return FT_OK;
+}
+
 void ft_gen_ref(ft_gen *g)
 {
     atomic_fetch_add(&g->refs, 1);

@@ -89,6 +89,10 @@ const char *ft_gen_kind_name(const ft_gen *g, size_t r);
  * and the reason, and nothing is left open. */
 int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
                 uint64_t id, char *errbuf, size_t errlen);
+/* ft_gen_wrap makes a generation of one replica from an opened library
+ * and searcher (a cluster's), which it then owns; why says what serves. */
+int ft_gen_wrap(ft_gen **out, const char *path, ft_library *lib,
+                ft_searcher *s, uint64_t id, const char *why);
 void ft_gen_ref(ft_gen *g);
 /* ft_gen_unref drops a reference; the last one closes the engines and the
  * index (in whichever thread drops it). */

@@ -463,6 +463,14 @@ static int check_shard(const ft_manifest *m, uint32_t i, char *errbuf,
 int ft_manifest_open(ft_manifest **out, const char *path, unsigned flags,
                      char *errbuf, size_t errlen)
 {
+    return ft_manifest_open_part(out, path, flags, 0, UINT32_MAX, errbuf,
+                                 errlen);
+}
+
+int ft_manifest_open_part(ft_manifest **out, const char *path, unsigned flags,
+                          uint32_t first, uint32_t count, char *errbuf,
+                          size_t errlen)
+{
     *out = NULL;
     unsigned char *buf;
     size_t len;
@@ -478,8 +486,18 @@ int ft_manifest_open(ft_manifest **out, const char *path, unsigned flags,
     m->is_manifest = 1;
     rc = parse(m, path, buf, len, errbuf, errlen);
     free(buf);
+    if (rc == FT_OK && count != UINT32_MAX && count > 0 &&
+        (first >= m->n_shards || count > m->n_shards - first)) {
+        fti_errf(errbuf, errlen, "%s: shards %u..%u asked for, the manifest "
+                 "has %u", path, first, first + count - 1, m->n_shards);
+        rc = FT_EINVAL;
+    }
     for (uint32_t i = 0; rc == FT_OK && i < m->n_shards; i++) {
         ft_manifest_shard *s = &m->shards[i];
+        /* A part opens only its shards (none for count 0: the entries
+         * alone); the others keep their entries. */
+        if (count != UINT32_MAX && (i < first || i - first >= count))
+            continue;
         char ierr[512];
         ierr[0] = 0;
         rc = ft_index_open(&s->idx, s->path, flags, ierr, sizeof ierr);
@@ -628,6 +646,25 @@ int ft_manifest_prefix(uint64_t *visited, const ft_manifest *m,
 
 int ft_manifest_info_get(ft_index_info *info, const ft_manifest *m)
 {
+    for (uint32_t i = 0; i < m->n_shards; i++)
+        if (m->shards[i].idx == NULL) {
+            /* A part (ft_library_open_part): only the manifest's counts
+             * are known for the whole library. */
+            if (info->struct_size != sizeof *info)
+                return FT_EINVAL;
+            memset(info, 0, sizeof *info);
+            info->struct_size = sizeof *info;
+            info->keys = m->keys;
+            info->max_key_len = m->max_key_len;
+            info->value_bits = m->value_bits;
+            for (uint32_t j = 0; j < m->n_shards; j++) {
+                info->nodes += m->shards[j].nodes - 1;
+                info->file_bytes += m->shards[j].file_bytes;
+                info->trie_bytes += m->shards[j].trie_bytes;
+            }
+            info->nodes += 1;
+            return FT_OK;
+        }
     if (m->n_shards == 1)
         return ft_index_info_get(info, m->shards[0].idx);
     if (info->struct_size != sizeof *info)
@@ -679,6 +716,14 @@ const ft_index *ft_library_shard(const ft_library *lib, size_t s)
 }
 
 int ft_library_is_manifest(const ft_library *lib) { return lib->is_manifest; }
+
+int ft_library_open_part(ft_library **out, const char *path, unsigned flags,
+                         uint32_t first, uint32_t count, char *errbuf,
+                         size_t errlen)
+{
+    return ft_manifest_open_part(out, path, flags, first, count, errbuf,
+                                 errlen);
+}
 
 int ft_library_info_get(ft_index_info *info, const ft_library *lib)
 {

@@ -68,6 +68,12 @@ int ft_manifest_write(const ft_manifest *m, const char *path, char *errbuf,
 int ft_manifest_open(ft_manifest **out, const char *path, unsigned flags,
                      char *errbuf, size_t errlen);
 void ft_manifest_close(ft_manifest *m);
+/* ft_manifest_open_part is ft_manifest_open opening and checking only
+ * shards first .. first + count - 1 (count UINT32_MAX: all); the others
+ * keep their entries and a NULL idx. */
+int ft_manifest_open_part(ft_manifest **out, const char *path, unsigned flags,
+                          uint32_t first, uint32_t count, char *errbuf,
+                          size_t errlen);
 
 /* ft_shard_of_token returns the shard whose range holds tok. */
 uint32_t ft_shard_of_token(const ft_manifest *m, uint32_t tok);

@@ -131,6 +131,8 @@ static void test_defaults(void)
     FT_CHECK_EQ_U64(cfg.cluster_rank, 0);
     FT_CHECK_EQ_U64(cfg.cluster_world, 1);
     FT_CHECK_STR(cfg.cluster_coordinator, "");
+    FT_CHECK_EQ_U64(cfg.cluster_join_timeout_ms, 60000);
+    FT_CHECK_EQ_U64(cfg.cluster_step_timeout_ms, 10000);
     for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
         FT_CHECK_EQ_U64(cfg.src[i].kind, FT_CONFIG_SRC_DEFAULT);
     /* Every default passes its own row's checks, and reads back as the
@@ -188,7 +190,9 @@ static void test_dump_format(void)
                  "metrics: \"\" (default)\n"
                  "cluster.rank: 0 (default)\n"
                  "cluster.world: 1 (default)\n"
-                 "cluster.coordinator: \"\" (default)\n");
+                 "cluster.coordinator: \"\" (default)\n"
+                 "cluster.join_timeout_ms: 60000 (default)\n"
+                 "cluster.step_timeout_ms: 10000 (default)\n");
 
     load_ok("index = \"/srv/lib.fti\";\n"
             "listeners = (\n"
@@ -513,7 +517,9 @@ static void test_reload(void)
                                 "max_batch", "log_level", "default_deadline_ms",
                                 "drain_timeout_ms", "admin_reload", "log_file"};
     static const char *no[] = {"listeners", "engine", "devices", "cluster.rank",
-                               "cluster.world", "cluster.coordinator", "replicas",
+                               "cluster.world", "cluster.coordinator",
+                               "cluster.join_timeout_ms",
+                               "cluster.step_timeout_ms", "replicas",
                                "cpu_threads", "queue_depth", "max_message_bytes",
                                "metrics"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)

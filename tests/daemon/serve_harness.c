@@ -16,6 +16,29 @@ void th_sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+void th_spawn(pid_t *pid, const char *bin, const char *dir,
+              const char *logname, const char *const *args)
+{
+    char log[300];
+    snprintf(log, sizeof log, "%s/%s", dir, logname);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    argv[n++] = "serve";
+    for (int i = 0; args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t p = fork();
+    FT_CHECK(p >= 0);
+    if (p == 0) {
+        if (freopen(log, "w", stderr) == NULL)
+            _exit(126);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    *pid = p;
+}
+
 void th_start(pid_t *pid, const char *bin, const char *dir, const char *url,
               const char *const *args)
 {

@@ -18,6 +18,12 @@ void th_sleep_ms(long ms);
 void th_start(pid_t *pid, const char *bin, const char *dir, const char *url,
               const char *const *args);
 
+/* th_spawn runs "BIN serve ARGS..." with its stderr in DIR/LOGNAME and
+ * stores its pid in *pid, without waiting for anything (a cluster rank
+ * that opens no listener). */
+void th_spawn(pid_t *pid, const char *bin, const char *dir,
+              const char *logname, const char *const *args);
+
 /* th_stop sends sig and returns the exit status (128 + the signal for a
  * killed server); *ms (may be NULL) gets how long it took.  A server still
  * there after limit_ms ends the test (exit 1). */

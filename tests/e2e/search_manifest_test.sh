@@ -61,17 +61,18 @@ src=$?
 cmp -s "$TMP/want.jsonl" "$TMP/got.jsonl" || fail "served manifest: answers differ"
 grep -q "shard group of 5 cpu engines" "$TMP/serve.log" ||
     fail "serve did not say it runs a shard group: $(grep -i engine "$TMP/serve.log" | head -2)"
-# a cluster of several processes is refused at start, saying why
+# a cluster of more ranks than shards is refused at start, saying why
+# (clusters themselves: tests/daemon/cluster_test.c)
 cat > "$TMP/cluster.conf" <<CONF
 index = "$TMP/m5.ftm";
 listeners = ( { url = "ipc://$TMP/c.sock"; } );
-engine = "shards";
-cluster = { rank = 0; world = 2; coordinator = "tcp://127.0.0.1:7799"; };
+engine = "cpu";
+cluster = { rank = 0; world = 9; coordinator = "ipc://$TMP/boot.sock"; };
 CONF
 "$BIN" serve --config "$TMP/cluster.conf" 2> "$TMP/cl.log"
 crc=$?
 [ $crc -eq 1 ] || fail "cluster config: exit $crc, want 1"
-grep -q "multi-process shard groups are not served" "$TMP/cl.log" ||
+grep -q "cannot serve: cluster.world: 9 ranks for the 5 shards of $TMP/m5.ftm: every rank needs a shard" "$TMP/cl.log" ||
     fail "cluster refusal not named: $(tail -1 "$TMP/cl.log")"
 # a manifest whose shard is gone is refused with exit 1 and a named error
 rm -f "$TMP"/m2.ftm.shard-001-of-002.idx

@@ -1,0 +1,614 @@
+/*
+ * cluster_test.c - multi-process shard groups (docs/sharding.md,
+ * "Clusters"): "flashtrie serve" ranks on one machine, bootstrapped over
+ * ipc://, queried through the coordinator with the client library.  One
+ * case per argument:
+ *   equal      a world of 2 over 3 shards (max_batch 1, one request per
+ *              message) and a world of 3 over 5 shards (max_batch 16, all
+ *              requests in one message, one of them rejected): every
+ *              answer equal, bit for bit,
+ *              to the unsharded CPU engine's (what `flashtrie search
+ *              --index INDEX` answers) and to SPEC's reference search, on
+ *              a random library with ties; then SIGTERM: every rank exits 0
+ *   kill       a world of 3: rank 2 killed with SIGKILL; the next requests
+ *              get FT_ECONN "cluster: rank 2: the connection was lost", INFO
+ *              says which rank is down, /healthz answers 503 saying so, and
+ *              the coordinator exits 0 on SIGTERM (rank 1 too, told so)
+ *   stall      a rank stopped (SIGSTOP) is down after the step timeout:
+ *              FT_ECONN "... stopped answering ...", no hang; it stays
+ *              down once resumed; SIGTERM ends both with exit 0
+ *   bootstrap  refused registrations, each with its exact message in the
+ *              refused rank's log and exit 1: a different manifest, a
+ *              duplicate rank, a wrong world; a frame without the magic
+ *              dropped, a registration cut short refused (FT_EPROTO); the cluster then starts with
+ *              the right rank and answers; a coordinator missing a rank
+ *              gives up on SIGTERM (exit 1, saying how many are missing)
+ * Everything listens on ipc:// in a temporary folder (and /healthz on
+ * 127.0.0.1); every process is stopped by the case, or killed at exit.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/pair1/pair.h>
+#include <nng/supplemental/http/http.h>
+#include <xxhash.h>
+
+#include "flashtrie_client.h"
+#include "search_util.h"
+#include "serve_harness.h"
+
+#define MAX_PROCS 6
+
+static char g_dir[256];
+static pid_t g_pid[MAX_PROCS];
+static const char *g_bin;
+
+static void cleanup(void)
+{
+    for (int i = 1; i < MAX_PROCS; i++)
+        th_kill(&g_pid[i], "", "cluster_test");
+    th_kill(&g_pid[0], g_dir, "cluster_test");
+}
+
+/* file_has says whether DIR/name holds the line fragment s. */
+static int file_has(const char *name, const char *s)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, s) != NULL;
+    fclose(f);
+    return found;
+}
+
+static void expect_log(const char *name, const char *s)
+{
+    if (file_has(name, s))
+        return;
+    fprintf(stderr, "%s/%s lacks \"%s\"; it holds:\n", g_dir, name, s);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "cat '%s/%s' >&2", g_dir, name);
+    if (system(cmd)) {
+    }
+    exit(1);
+}
+
+/* split cuts DIR/lib.idx into n shards: DIR/m<n>.ftm. */
+static void split(int n)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' split '%s/lib.idx' --shards %d --output "
+             "'%s/m%d.ftm' --quiet > /dev/null", g_bin, g_dir, n, g_dir, n);
+    FT_CHECK(system(cmd) == 0);
+}
+
+/* write_conf writes DIR/name: a CPU rank of the cluster. */
+static void write_conf_x(const char *name, const char *manifest, int rank,
+                         int world, int max_batch, const char *metrics,
+                         const char *extra)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "w");
+    FT_CHECK(f != NULL);
+    fprintf(f, "index = \"%s/%s\";\n", g_dir, manifest);
+    fprintf(f, "listeners = ( { url = \"ipc://%s/c.sock\"; } );\n", g_dir);
+    fprintf(f, "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = %d;\n",
+            max_batch);
+    fprintf(f, "max_wait_us = 2000;\n");
+    if (metrics)
+        fprintf(f, "metrics = \"%s\";\n", metrics);
+    fprintf(f, "cluster = { rank = %d; world = %d; coordinator = "
+            "\"ipc://%s/boot.sock\"; %s};\n", rank, world, g_dir,
+            extra ? extra : "");
+    fclose(f);
+}
+
+static void write_conf(const char *name, const char *manifest, int rank,
+                       int world, int max_batch, const char *metrics)
+{
+    write_conf_x(name, manifest, rank, world, max_batch, metrics, NULL);
+}
+
+/* start_rank starts rank r with config DIR/conf; rank 0 is waited for
+ * until it answers a ping (after every rank joined). */
+static void start_rank(int slot, int r, const char *conf)
+{
+    char path[300], log[64], url[300];
+    snprintf(path, sizeof path, "%s/%s", g_dir, conf);
+    const char *args[] = {"--config", path, NULL};
+    if (r == 0) {
+        snprintf(url, sizeof url, "ipc://%s/c.sock", g_dir);
+        th_start(&g_pid[slot], g_bin, g_dir, url, args);
+    } else {
+        snprintf(log, sizeof log, "log%d", slot);
+        th_spawn(&g_pid[slot], g_bin, g_dir, log, args);
+    }
+}
+
+/* wait_exit waits (limit_ms) for the process in slot to exit by itself
+ * and returns its status. */
+static int wait_exit(int slot, long limit_ms)
+{
+    for (long t = 0; t <= limit_ms; t += 10) {
+        int st;
+        if (waitpid(g_pid[slot], &st, WNOHANG) == g_pid[slot]) {
+            g_pid[slot] = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        th_sleep_ms(10);
+    }
+    fprintf(stderr, "process %d did not exit within %ld ms\n", slot,
+            limit_ms);
+    exit(1);
+}
+
+static ft_client *connect_coord(void)
+{
+    char url[300];
+    snprintf(url, sizeof url, "ipc://%s/c.sock", g_dir);
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = 30000;
+    ft_client *c;
+    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    return c;
+}
+
+static char *info(ft_client *c)
+{
+    char *text;
+    FT_PASS(ft_client_info(c, &text, NULL, 0));
+    return text;
+}
+
+/* ---- the library ---- */
+
+static su_cases g_cs;
+
+static void make_lib(void)
+{
+    uint64_t s = 20261201;
+    su_lib_params lp = {1, 2000, 6};
+    char path[300];
+    snprintf(path, sizeof path, "%s/lib.idx", g_dir);
+    su_cases_make(&g_cs, &s, &lp, 48, 6, 24, 24, path, 1);
+    su_cases_cpu(&g_cs); /* the unsharded index's answers */
+    for (uint32_t i = 0; i < g_cs.n; i++)
+        FT_CHECK(su_same_result(&g_cs.res[i], g_cs.cs[i].ref,
+                                g_cs.cs[i].nref, "unsharded"));
+}
+
+/* check_answers sends every case, per message of `per` requests, and
+ * checks each answer bit for bit against the unsharded index's. */
+static void check_answers(ft_client *c, uint32_t per, const char *what)
+{
+    for (uint32_t i = 0; i < g_cs.n; i += per) {
+        uint32_t n = g_cs.n - i < per ? g_cs.n - i : per;
+        ft_client_results *res;
+        char err[256] = "";
+        int rc = ft_client_search(c, &g_cs.batch[i], n, &res, err, sizeof err);
+        if (rc != FT_OK) {
+            fprintf(stderr, "%s: requests %u..: %s\n", what, i, err);
+            exit(1);
+        }
+        FT_CHECK_EQ_U64(ft_client_results_count(res), n);
+        for (uint32_t j = 0; j < n; j++) {
+            const ft_result *got = ft_client_results_get(res, j);
+            if (!su_same_results(got, &g_cs.res[i + j]) ||
+                !su_same_result(got, g_cs.cs[i + j].ref, g_cs.cs[i + j].nref,
+                                what)) {
+                fprintf(stderr, "%s: request %u differs from the unsharded "
+                        "index (status %d, %u hits, want %u)\n", what, i + j,
+                        got->status, got->n, g_cs.res[i + j].n);
+                exit(1);
+            }
+        }
+        ft_client_results_free(res);
+    }
+}
+
+static void case_equal(void)
+{
+    make_lib();
+    split(3);
+    split(5);
+    uint64_t hits = 0;
+    for (uint32_t i = 0; i < g_cs.n; i++)
+        hits += g_cs.res[i].n;
+    FT_CHECK(hits > g_cs.n); /* the cases find keys */
+    /* world 2 over 3 shards: rank 0 holds shard 0, rank 1 shards 1..2;
+     * one request per batch. */
+    write_conf("a0.conf", "m3.ftm", 0, 2, 1, NULL);
+    write_conf("a1.conf", "m3.ftm", 1, 2, 1, NULL);
+    start_rank(1, 1, "a1.conf");
+    start_rank(0, 0, "a0.conf");
+    ft_client *c = connect_coord();
+    check_answers(c, 1, "world 2, 3 shards, batch 1");
+    char *t = info(c);
+    FT_CHECK(strstr(t, "# cluster\nworld: 2\nstate: up\n"
+                       "rank.0: up, shards 0..0\n"
+                       "rank.1: up, shards 1..2\n") != NULL);
+    ft_client_text_free(t);
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, NULL), 0);
+    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+    expect_log("log1", "cluster: rank 1: the coordinator left");
+
+    /* world 3 over 5 shards: blocks 0..0, 1..2, 3..4; batches up to 16
+     * of all the requests in one message. */
+    write_conf("b0.conf", "m5.ftm", 0, 3, 16, NULL);
+    write_conf("b1.conf", "m5.ftm", 1, 3, 16, NULL);
+    write_conf("b2.conf", "m5.ftm", 2, 3, 16, NULL);
+    start_rank(1, 1, "b1.conf");
+    start_rank(2, 2, "b2.conf");
+    start_rank(0, 0, "b0.conf");
+    c = connect_coord();
+    check_answers(c, g_cs.n, "world 3, 5 shards, one message");
+    /* A request the validator rejects rides in a batch of good ones: its
+     * error is the unsharded index's, the others are answered. */
+    {
+        ft_request q[3] = {g_cs.batch[0], g_cs.batch[1], g_cs.batch[2]};
+        q[1].beam = 0;
+        ft_result want;
+        FT_PASS(ft_result_alloc(&want, 4096, FT_MAX_T));
+        FT_FAIL(ft_request_validate(&q[1], 0, want.error, sizeof want.error),
+                FT_EREQUEST);
+        ft_client_results *res;
+        FT_PASS(ft_client_search(c, q, 3, &res, NULL, 0));
+        FT_CHECK(su_same_results(ft_client_results_get(res, 0), &g_cs.res[0]));
+        FT_CHECK(su_same_results(ft_client_results_get(res, 2), &g_cs.res[2]));
+        const ft_result *bad = ft_client_results_get(res, 1);
+        FT_CHECK_EQ_U64(bad->status, FT_EREQUEST);
+        FT_CHECK_STR(bad->error, want.error);
+        ft_client_results_free(res);
+        ft_result_free(&want);
+    }
+    check_answers(c, 5, "world 3, 5 shards, 5 per message");
+    t = info(c);
+    FT_CHECK(strstr(t, "rank.0: up, shards 0..0\nrank.1: up, shards 1..2\n"
+                       "rank.2: up, shards 3..4\n") != NULL);
+    ft_client_text_free(t);
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, NULL), 0);
+    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+    FT_CHECK_EQ_U64(wait_exit(2, 10000), 0);
+    expect_log("log", "drained: every request answered");
+    su_cases_free(&g_cs);
+}
+
+/* free_port finds a loopback port nobody listens on. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    FT_CHECK(fd >= 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    FT_CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    socklen_t len = sizeof a;
+    FT_CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* healthz GETs /healthz; *body gets its text (free it). */
+static int healthz(const char *base, char **body)
+{
+    char u[256];
+    snprintf(u, sizeof u, "%s/healthz", base);
+    nng_url *url;
+    nng_http_client *cli;
+    nng_http_req *req;
+    nng_http_res *res;
+    nng_aio *aio;
+    FT_CHECK(nng_url_parse(&url, u) == 0);
+    FT_CHECK(nng_http_client_alloc(&cli, url) == 0);
+    FT_CHECK(nng_http_req_alloc(&req, url) == 0);
+    FT_CHECK(nng_http_res_alloc(&res) == 0);
+    FT_CHECK(nng_aio_alloc(&aio, NULL, NULL) == 0);
+    nng_aio_set_timeout(aio, 5000);
+    nng_http_client_transact(cli, req, res, aio);
+    nng_aio_wait(aio);
+    FT_CHECK(nng_aio_result(aio) == 0);
+    int status = nng_http_res_get_status(res);
+    void *data;
+    size_t n;
+    nng_http_res_get_data(res, &data, &n);
+    *body = malloc(n + 1);
+    FT_CHECK(*body != NULL);
+    memcpy(*body, data, n);
+    (*body)[n] = 0;
+    nng_aio_free(aio);
+    nng_http_res_free(res);
+    nng_http_req_free(req);
+    nng_http_client_free(cli);
+    nng_url_free(url);
+    return status;
+}
+
+static void case_kill(void)
+{
+    make_lib();
+    split(4);
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", free_port());
+    write_conf("k0.conf", "m4.ftm", 0, 3, 8, base);
+    write_conf("k1.conf", "m4.ftm", 1, 3, 8, NULL);
+    write_conf("k2.conf", "m4.ftm", 2, 3, 8, NULL);
+    start_rank(1, 1, "k1.conf");
+    start_rank(2, 2, "k2.conf");
+    start_rank(0, 0, "k0.conf");
+    ft_client *c = connect_coord();
+    check_answers(c, 8, "world 3, 4 shards");
+    char *body;
+    FT_CHECK_EQ_U64(healthz(base, &body), 200);
+    FT_CHECK_STR(body, "ok\n");
+    free(body);
+
+    /* Rank 2 dies: its connection closes, the coordinator marks it down
+     * (the pipe event comes from nng's thread: wait for INFO to say so). */
+    kill(g_pid[2], SIGKILL);
+    FT_CHECK_EQ_U64(wait_exit(2, 5000), 128 + SIGKILL);
+    const char *down = "rank.2: down, shards 2..3: rank 2: the connection "
+                       "was lost\n";
+    int seen = 0;
+    for (int i = 0; i < 200 && !seen; i++) {
+        char *t = info(c);
+        seen = strstr(t, down) != NULL;
+        ft_client_text_free(t);
+        if (!seen)
+            th_sleep_ms(10);
+    }
+    FT_CHECK(seen);
+    char *t = info(c);
+    FT_CHECK(strstr(t, "# cluster\nworld: 3\nstate: down\n"
+                       "down: rank 2: the connection was lost\n"
+                       "rank.0: up, shards 0..0\n"
+                       "rank.1: up, shards 1..1\n") != NULL);
+    ft_client_text_free(t);
+    /* Every later request: the error, never a partial answer. */
+    for (int round = 0; round < 2; round++) {
+        ft_client_results *res;
+        FT_PASS(ft_client_search(c, g_cs.batch, 6, &res, NULL, 0));
+        FT_CHECK_EQ_U64(ft_client_results_count(res), 6);
+        for (size_t j = 0; j < 6; j++) {
+            const ft_result *r = ft_client_results_get(res, j);
+            FT_CHECK_EQ_U64(r->status, FT_ECONN);
+            FT_CHECK_EQ_U64(r->n, 0);
+            FT_CHECK_STR(r->error, "cluster: rank 2: the connection was lost");
+        }
+        ft_client_results_free(res);
+    }
+    FT_CHECK_EQ_U64(healthz(base, &body), 503);
+    FT_CHECK_STR(body, "cluster: rank 2: the connection was lost\n");
+    free(body);
+    ft_client_close(c);
+    double ms;
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, &ms), 0);
+    FT_CHECK(ms < 15000);
+    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+    expect_log("log", "cluster: rank 2: the connection was lost");
+    su_cases_free(&g_cs);
+}
+
+/* case_stall: a rank that stops answering (SIGSTOP) is down after the
+ * step timeout; its requests fail, never hang; it stays down after it
+ * resumes (ranks do not rejoin); SIGTERM ends both ranks with exit 0. */
+static void case_stall(void)
+{
+    make_lib();
+    split(3);
+    const char *x = "step_timeout_ms = 300; ";
+    write_conf_x("s0.conf", "m3.ftm", 0, 2, 8, NULL, x);
+    write_conf_x("s1.conf", "m3.ftm", 1, 2, 8, NULL, x);
+    start_rank(1, 1, "s1.conf");
+    start_rank(0, 0, "s0.conf");
+    ft_client *c = connect_coord();
+    check_answers(c, 8, "world 2 before the stall");
+    kill(g_pid[1], SIGSTOP);
+    const char *why = "cluster: rank 1: stopped answering: no LISTS within "
+                      "300 ms (step 0)";
+    double t0 = ft_test_now();
+    ft_client_results *res;
+    FT_PASS(ft_client_search(c, g_cs.batch, 3, &res, NULL, 0));
+    double waited = ft_test_now() - t0;
+    FT_CHECK(waited >= 0.29 && waited < 5.0);
+    for (size_t j = 0; j < 3; j++) {
+        const ft_result *r = ft_client_results_get(res, j);
+        FT_CHECK_EQ_U64(r->status, FT_ECONN);
+        FT_CHECK_EQ_U64(r->n, 0);
+        FT_CHECK_STR(r->error, why);
+    }
+    ft_client_results_free(res);
+    kill(g_pid[1], SIGCONT);
+    th_sleep_ms(100);
+    FT_PASS(ft_client_search(c, g_cs.batch, 1, &res, NULL, 0));
+    FT_CHECK_STR(ft_client_results_get(res, 0)->error, why);
+    ft_client_results_free(res);
+    char *t = info(c);
+    FT_CHECK(strstr(t, "rank.1: down, shards 1..2: rank 1: stopped "
+                       "answering: no LISTS within 300 ms (step 0)\n") != NULL);
+    ft_client_text_free(t);
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, NULL), 0);
+    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+    expect_log("log1", "cluster: rank 1: the coordinator left");
+    su_cases_free(&g_cs);
+}
+
+static uint64_t file_sum(const char *name)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "rb");
+    FT_CHECK(f != NULL);
+    static unsigned char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    FT_CHECK(n < sizeof buf);
+    uint64_t h = XXH3_64bits(buf, n);
+    return h ? h : 1;
+}
+
+static void case_bootstrap(void)
+{
+    make_lib();
+    split(3);
+    split(5);
+    write_conf("c0.conf", "m3.ftm", 0, 3, 8, NULL);
+    write_conf("c1.conf", "m3.ftm", 1, 3, 8, NULL);
+    write_conf("c2.conf", "m3.ftm", 2, 3, 8, NULL);
+    write_conf("bad_manifest.conf", "m5.ftm", 2, 3, 8, NULL);
+    write_conf("bad_world.conf", "m3.ftm", 1, 2, 8, NULL);
+    char path[300];
+    snprintf(path, sizeof path, "%s/c0.conf", g_dir);
+    const char *args0[] = {"--config", path, NULL};
+    th_spawn(&g_pid[0], g_bin, g_dir, "log", args0);
+    start_rank(1, 1, "c1.conf");
+    /* Rank 1 registers; wait until the coordinator says so. */
+    int seen = 0;
+    for (int i = 0; i < 500 && !seen; i++) {
+        seen = file_has("log", "cluster: rank 1 joined (shards 1..1)");
+        if (!seen)
+            th_sleep_ms(10);
+    }
+    FT_CHECK(seen);
+
+    /* A second rank 1. */
+    start_rank(2, 1, "c1.conf");
+    FT_CHECK_EQ_U64(wait_exit(2, 10000), 1);
+    expect_log("log2", "cannot serve: cluster: the coordinator refused rank "
+                       "1: duplicate rank: rank 1 is already registered");
+    /* Rank 2 over another manifest. */
+    char want[512];
+    snprintf(want, sizeof want, "cannot serve: cluster: the coordinator "
+             "refused rank 2: different manifest: 5 shards, checksum "
+             "%016" PRIx64 "; the coordinator's: 3 shards, checksum %016"
+             PRIx64, file_sum("m5.ftm"), file_sum("m3.ftm"));
+    start_rank(3, 2, "bad_manifest.conf");
+    FT_CHECK_EQ_U64(wait_exit(3, 10000), 1);
+    expect_log("log3", want);
+    /* A rank that counts another world. */
+    start_rank(4, 1, "bad_world.conf");
+    FT_CHECK_EQ_U64(wait_exit(4, 10000), 1);
+    expect_log("log4", "cannot serve: cluster: the coordinator refused rank "
+                       "1: wrong world: it has 2 ranks, the coordinator 3");
+    expect_log("log", "cluster: registration refused: rank 1: duplicate "
+                      "rank: rank 1 is already registered");
+
+    /* Frames that are not registrations: one without the magic is
+     * dropped (logged); a registration cut short is refused as
+     * malformed, with FT_EPROTO. */
+    {
+        nng_socket sk;
+        FT_CHECK(nng_pair1_open(&sk) == 0);
+        nng_socket_set_ms(sk, NNG_OPT_RECVTIMEO, 5000);
+        nng_socket_set_ms(sk, NNG_OPT_SENDTIMEO, 5000);
+        char boot[300];
+        snprintf(boot, sizeof boot, "ipc://%s/boot.sock", g_dir);
+        FT_CHECK(nng_dial(sk, boot, NULL, 0) == 0);
+        FT_CHECK(nng_send(sk, "not a cluster message", 21, 0) == 0);
+        /* header: FTCL, REG (1), rank 2, seq 0; then 2 of 10 fields */
+        unsigned char reg[24] = {'F', 'T', 'C', 'L', 1, 0, 0, 0, 2, 0, 0, 0,
+                                 0, 0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0};
+        FT_CHECK(nng_send(sk, reg, sizeof reg, 0) == 0);
+        void *ans;
+        size_t alen;
+        FT_CHECK(nng_recv(sk, &ans, &alen, NNG_FLAG_ALLOC) == 0);
+        const unsigned char *a = ans;
+        const char *want_msg = "rank 2: malformed registration";
+        FT_CHECK_EQ_U64(alen, 24 + strlen(want_msg));
+        FT_CHECK(memcmp(a, "FTCL", 4) == 0);
+        FT_CHECK_EQ_U64(a[4], 3); /* REFUSE */
+        FT_CHECK_EQ_U64(a[16] | a[17] << 8, FT_EPROTO);
+        FT_CHECK_EQ_U64(a[20], strlen(want_msg));
+        FT_CHECK(memcmp(a + 24, want_msg, strlen(want_msg)) == 0);
+        nng_free(ans, alen);
+        nng_close(sk);
+        expect_log("log", "cluster: dropped a message that is not a cluster "
+                          "message (21 bytes)");
+    }
+
+    /* The right rank 2: the session starts and answers. */
+    start_rank(5, 2, "c2.conf");
+    char url[300];
+    snprintf(url, sizeof url, "ipc://%s/c.sock", g_dir);
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = 500;
+    o.connect_wait_ms = 1;
+    ft_client *c;
+    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    int rc = FT_ETIMEDOUT;
+    for (int i = 0; i < 60 && rc != FT_OK; i++)
+        rc = ft_client_ping(c, NULL, 0);
+    FT_PASS(rc);
+    ft_client_close(c);
+    c = connect_coord();
+    check_answers(c, 16, "world 3 after refusals");
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, NULL), 0);
+    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+    FT_CHECK_EQ_U64(wait_exit(5, 10000), 0);
+
+    /* A coordinator whose ranks never come gives up on SIGTERM. */
+    th_spawn(&g_pid[0], g_bin, g_dir, "log_alone", args0);
+    seen = 0;
+    for (int i = 0; i < 500 && !seen; i++) {
+        seen = file_has("log_alone", "waiting for the ranks on");
+        if (!seen)
+            th_sleep_ms(10);
+    }
+    FT_CHECK(seen);
+    double ms;
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 5000, &ms), 1);
+    expect_log("log_alone", "cannot serve: cluster: start given up (a signal) "
+                      "with 2 ranks missing");
+    su_cases_free(&g_cs);
+}
+
+int main(int argc, char **argv)
+{
+    g_bin = getenv("FT_BIN");
+    if (argc != 2 || g_bin == NULL) {
+        fprintf(stderr, "usage: FT_BIN=flashtrie cluster_test "
+                "equal|kill|stall|bootstrap\n");
+        return 2;
+    }
+    snprintf(g_dir, sizeof g_dir, "/tmp/ft_cluster_%ld", (long)getpid());
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", g_dir, g_dir);
+    FT_CHECK(system(cmd) == 0);
+    atexit(cleanup);
+    if (!strcmp(argv[1], "equal"))
+        case_equal();
+    else if (!strcmp(argv[1], "kill"))
+        case_kill();
+    else if (!strcmp(argv[1], "stall"))
+        case_stall();
+    else if (!strcmp(argv[1], "bootstrap"))
+        case_bootstrap();
+    else {
+        fprintf(stderr, "cluster_test: unknown case %s\n", argv[1]);
+        return 2;
+    }
+    printf("cluster_test %s: ok\n", argv[1]);
+    return 0;
+}
