@@ -528,6 +528,14 @@ typedef struct ft_engine_opts {
                          * sleeps; -1 = the engine's choice */
     int timing;         /* GPU: keep host-side phase timings per call
                          * (ft_engine_timing_report) */
+    uint32_t select_grid_min; /* GPU: a step's candidate list longer than
+                         * this (and than its beam or result count) is
+                         * narrowed by the whole grid before one CTA sorts
+                         * it; 0 = 4096 (what one CTA's shared memory
+                         * holds), UINT32_MAX = never.  Below 4096 the
+                         * radix passes also run down to the exact limit
+                         * (tests use it to put small lists through the
+                         * grid path). */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;

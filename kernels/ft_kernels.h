@@ -51,12 +51,23 @@ typedef struct ft_gk_slot {
     uint32_t *beam_rank;    /* steps: global rank of local beam j, [bmax];
                              * NULL in the all-T kernel (rank = j) */
     uint32_t *sel_idx;      /* steps: candidate index of local best j */
+    uint32_t *gsel;         /* grid selection of the next (0) and terminal
+                             * (1) list: FT_GK_GSEL_WORDS each (per pass a
+                             * 256-bin histogram, then the survivor count) */
+    uint64_t *surv_key;     /* its survivors' keys, FT_GK_LIST_MAX per list */
+    uint32_t *surv_idx;     /* and their candidate indexes */
     uint64_t cap_cand;      /* entries of cand_* and of term_* */
     uint32_t bmax;          /* beams the slot holds */
     uint32_t tmax;          /* positions the slot holds */
 } ft_gk_slot;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 144, "ft_gk_slot layout");
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 168, "ft_gk_slot layout");
+
+/* Grid selection arena of one list: FT_GK_GSEL_PASSES histograms of 256
+ * bins, then the survivor counter (padded to 128 bytes). */
+#define FT_GK_GSEL_PASSES 8u
+#define FT_GK_GSEL_NSURV (FT_GK_GSEL_PASSES * 256u)
+#define FT_GK_GSEL_WORDS (FT_GK_GSEL_NSURV + 32u)
 
 /* ft_gk_hit is one kept terminal candidate. */
 typedef struct ft_gk_hit {
@@ -125,6 +136,7 @@ typedef struct ft_gk_req {
     ft_gk_step *steps;      /* [T] */
     ft_gk_out_head *out;    /* then hits, then tokens */
     ft_gk_slot slot;
+    uint64_t pad3_;
 } ft_gk_req;
 
 FT_GK_STATIC_ASSERT(offsetof(ft_gk_req, root) == 32, "ft_gk_req layout");
@@ -145,9 +157,20 @@ typedef struct ft_gk_params {
     uint32_t root_n;        /* entries of root_map (0: no map) */
     const uint32_t *root_map; /* label -> 1 + index among the root's
                                * children, 0 if none: one load for step 0 */
+    uint32_t gsel_min;      /* a list longer than this (and than its limit)
+                             * is selected by the whole grid */
+    uint32_t gsel_cap;      /* the grid's radix passes stop once at most
+                             * max(limit, gsel_cap) keys survive; 0: the
+                             * smallest power of two >= limit */
+    uint32_t eager_max;     /* in a launch of few requests, the first this
+                             * many next candidates of a step get their
+                             * child range in the expansion */
+    uint32_t pad_;
+    const uint64_t *ctab;   /* child table (ft_gk_ctab_build), or NULL:
+                             * ft_children from the succinct trie */
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 48,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 72,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange
@@ -192,6 +215,16 @@ int ft_gk_config(int *grid, int *block, size_t *smem);
  * cudaStream_t).  Returns a cudaError_t as int. */
 int ft_gk_launch(const ft_gk_params *p, int grid, int block, size_t smem,
                  void *stream);
+
+/* ft_gk_ctab_build fills the child table ctab (2 x (n_nodes + 1) words,
+ * device memory) of the trie view: per node its first child and the high
+ * labels before that child, so that a child range is two adjacent loads
+ * instead of a chain of select/rank misses.  It then checks every node's
+ * range from the table against ft_children and stores the number that
+ * differ (0 for a sound trie; the caller drops the table otherwise) in
+ * *bad.  Synchronous.  Returns a cudaError_t as int. */
+int ft_gk_ctab_build(const ft_trie_view *view, uint64_t *ctab,
+                     unsigned long long *bad, void *stream);
 
 /* ft_gk_step_config is ft_gk_config for the step kernel. */
 int ft_gk_step_config(int *grid, int *block, size_t *smem);

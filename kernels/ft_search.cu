@@ -41,8 +41,25 @@
 namespace cg = cooperative_groups;
 
 #define FT_GK_BLOCK 512
+#ifndef FT_GK_MINB
+#define FT_GK_MINB 1 /* one CTA of 512 per SM, up to 128 registers: on the
+                      * H200 faster than two of 64 registers (which spill),
+                      * at b = 1 by 10-20% (docs/gpu-engine.md) */
+#endif
 #define FT_GK_WARPS (FT_GK_BLOCK / 32)
 #define FT_GK_SORT_MAX FT_GK_LIST_MAX
+#define FT_GK_GRID_LISTS 64u /* lists one round of the grid select takes */
+
+/* gk_gstate is the grid selection's state of one long list, kept (the
+ * same) by every CTA: the keys still in the race are those whose bits
+ * under pmask equal prefix; need of them still belong to the best lim. */
+struct gk_gstate {
+    uint64_t prefix, pmask;
+    uint32_t need, lim, m, sh; /* sh: lowest bit of the next 8-bit digit */
+    uint32_t done, list;       /* list = 2 * request + (1: terminal) */
+    uint32_t cap, off;         /* off: where the list starts among the
+                                * round's lists laid end to end */
+};
 
 /* Shared memory of the selection phase. */
 struct gk_smem {
@@ -54,7 +71,76 @@ struct gk_smem {
     uint32_t need;
     uint32_t bucket;
     uint32_t done;
+    gk_gstate gs[FT_GK_GRID_LISTS];
+    gk_gstate loc;  /* gk_smem_narrow's race */
+    uint64_t kmin, kmax;
+    uint32_t ngs;
+    uint32_t alive;
 };
+
+/* ---- list shapes, shared by every phase so that all agree ------------- */
+
+/* Expansion items of request q's step t. */
+__device__ __forceinline__ uint32_t gk_items_of(const ft_gk_req *q,
+                                                uint32_t t)
+{
+    return t == 0 ? q->items0 : q->steps[t].n_items;
+}
+
+/* Eager child ranges: in a launch of few requests (!lazy) the first
+ * eager_max next candidates of a step get their child range and cut
+ * during the expansion, by the whole grid, the chains overlapping while
+ * the grid is mostly idle.  Candidates after them (a step of a million)
+ * get theirs only if they survive a grid selection (gk_grid_select), or
+ * from the selecting CTA (gk_build_beams), like every candidate of a
+ * lazy launch. */
+__device__ __forceinline__ int gk_eager(const ft_gk_params &P, uint32_t c)
+{
+    return !P.lazy && c < P.eager_max;
+}
+
+/* Candidates of request q's list (0: next, 1: terminal) at step t, capped
+ * at the arena (an overflow is reported through steps[0].err). */
+__device__ __forceinline__ uint32_t gk_list_len(const ft_gk_req *q,
+                                                uint32_t t, uint32_t term)
+{
+    uint32_t m = term ? q->steps[t].n_term : q->steps[t].n_next;
+    return m > q->slot.cap_cand ? (uint32_t)q->slot.cap_cand : m;
+}
+
+/* Node u's child range from the child table (entries u and u + 1, one
+ * 32-byte sector apart at most): the same range ft_children computes,
+ * which the engine checked for every node when it built the table. */
+__device__ __forceinline__ ft_child_range gk_ctab_range(const uint64_t *T,
+                                                        uint64_t u)
+{
+    ulonglong2 a = *reinterpret_cast<const ulonglong2 *>(T + 2 * u);
+    ulonglong2 b = *reinterpret_cast<const ulonglong2 *>(T + 2 * u + 2);
+    ft_child_range cr;
+    cr.first = a.x;
+    cr.deg = b.x - a.x;
+    if (cr.deg == 0) {
+        cr.hstart = cr.first;
+        cr.hbase = 0;
+    } else {
+        cr.hstart = cr.first + cr.deg - (b.y - a.y);
+        cr.hbase = a.y;
+    }
+    return cr;
+}
+
+__device__ __forceinline__ ft_child_range gk_children(const ft_gk_params &P,
+                                                      uint64_t u)
+{
+    return P.ctab ? gk_ctab_range(P.ctab, u) : ft_children(&P.view, u);
+}
+
+/* A list the whole grid narrows before its CTA sorts the survivors. */
+__device__ __forceinline__ int gk_list_long(const ft_gk_params &P,
+                                            uint32_t m, uint32_t lim)
+{
+    return m > lim && m > P.gsel_min;
+}
 
 __device__ __forceinline__ uint32_t gk_hash(uint32_t x)
 {
@@ -107,7 +193,8 @@ __device__ __forceinline__ uint32_t gk_append(uint32_t *ctr, int want)
 /* ---- phase A ---------------------------------------------------------- */
 
 __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
-                               uint32_t t, uint32_t item, uint32_t last)
+                               uint32_t t, uint32_t item, uint32_t last,
+                               int eager)
 {
     const ft_gk_slot &S = q->slot;
     uint32_t lane = threadIdx.x & 31u;
@@ -216,8 +303,8 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                  * then overlap instead of adding up. */
                 S.cand_key[pos] = key;
                 S.cand_node[pos] = u;
-                if (!P.lazy) {
-                    S.cand_cr[pos] = ft_children(&P.view, u);
+                if (eager && gk_eager(P, pos)) {
+                    S.cand_cr[pos] = gk_children(P, u);
                     S.cand_kcut[pos] = ft_kcut(q->logp + q->row[t + 1],
                                                q->keff[t + 1], sig,
                                                q->theta_sent);
@@ -233,16 +320,23 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t)
 {
     uint32_t nw = gridDim.x * FT_GK_WARPS;
     uint32_t gw = blockIdx.x * FT_GK_WARPS + (threadIdx.x >> 5);
+    uint32_t nt = gridDim.x * blockDim.x;
+    uint32_t gt = blockIdx.x * blockDim.x + threadIdx.x;
     uint64_t acc = 0; /* items of the requests before this one */
     for (uint32_t i = 0; i < P.nreq; i++) {
         ft_gk_req *q = &P.reqs[i];
+        /* The grid selection's histograms and counters of this step
+         * start at zero (the last step's selection is over: a grid
+         * barrier lies between). */
+        for (uint32_t w = gt; w < 2 * FT_GK_GSEL_WORDS; w += nt)
+            q->slot.gsel[w] = 0;
         if (t >= q->T)
             continue;
-        uint32_t tot = t == 0 ? q->items0 : q->steps[t].n_items;
+        uint32_t tot = gk_items_of(q, t);
         uint32_t first = (uint32_t)((gw + nw - (acc % nw)) % nw);
         uint32_t last = t + 1 == q->T;
         for (uint32_t it = first; it < tot; it += nw)
-            gk_expand_item(P, q, t, it, last);
+            gk_expand_item(P, q, t, it, last, !P.lazy);
         acc += tot;
     }
 }
@@ -336,6 +430,195 @@ __device__ uint32_t gk_scan(gk_smem &sm, uint32_t v, uint32_t *excl)
     return total;
 }
 
+/* One warp picks list st's next digit from the pass's histogram h (G:
+ * the grid's, in global memory, complete after the grid barrier and read
+ * through L2; else shared memory): the bucket where the running count
+ * reaches need.  Every CTA computes the same. */
+template <bool G>
+__device__ void gk_gdecide(gk_gstate &st, const uint32_t *h, ft_gk_req *q)
+{
+    uint32_t lane = threadIdx.x & 31u;
+    uint32_t c[8], s = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        c[j] = G ? __ldcg(&h[lane * 8 + j]) : h[lane * 8 + j];
+        s += c[j];
+    }
+    uint32_t incl = s;
+    for (int o = 1; o < 32; o <<= 1) {
+        uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
+        if ((int)lane >= o)
+            incl += y;
+    }
+    uint32_t need = st.need;
+    uint32_t before = incl - s;
+    uint32_t bal = __ballot_sync(0xffffffffu, before < need && need <= incl);
+    if (bal == 0) {
+        /* The keys in the race are fewer than need: cannot happen (they
+         * are the list's, counted once each); never a wrong answer. */
+        if (lane == 0) {
+            st.done = 1;
+            if (q)
+                atomicOr(&q->steps[0].err, 2u);
+        }
+        __syncwarp();
+        return;
+    }
+    if (lane == (uint32_t)(__ffs(bal) - 1)) {
+        uint32_t run = before, bucket = 0, cb = 0;
+        for (int j = 0; j < 8; j++) {
+            if (run + c[j] >= need) {
+                bucket = lane * 8 + (uint32_t)j;
+                cb = c[j];
+                break;
+            }
+            run += c[j];
+        }
+        uint32_t need2 = need - run;
+        st.prefix |= (uint64_t)bucket << st.sh;
+        st.pmask |= 255ull << st.sh;
+        st.need = need2;
+        /* In the race now: the lim - need2 keys below the prefix and the
+         * cb keys on it; at sh == 0 every bit is fixed. */
+        uint32_t surv = st.lim - need2 + cb;
+        st.done = cb == need2 || surv <= st.cap || st.sh == 0;
+        st.sh = st.sh >= 8u ? st.sh - 8u : 0u;
+    }
+    __syncwarp();
+}
+
+/* gk_gstate_init starts the race over m keys for the best lim, all of
+ * them between lo and hi: the bits above the highest one in which lo and
+ * hi differ are one prefix of every key, so the first digit starts
+ * there.  The passes stop once at most cap keys are left in the race. */
+__device__ void gk_gstate_init(gk_gstate &g, uint64_t lo, uint64_t hi,
+                               uint32_t m, uint32_t lim, uint32_t cap,
+                               uint32_t list)
+{
+    uint64_t diff = lo ^ hi;
+    uint32_t hb = diff ? 63u - (uint32_t)__clzll(diff) : 0u;
+    g.pmask = hb >= 63u ? 0ull : ~((2ull << hb) - 1ull);
+    g.prefix = lo & g.pmask;
+    g.sh = hb >= 7u ? hb - 7u : 0u;
+    g.need = lim;
+    g.lim = lim;
+    g.m = m;
+    g.list = list;
+    g.cap = cap > lim ? cap : lim;
+    g.done = m <= g.cap;
+    g.off = 0;
+}
+
+/* This CTA's slice [*lo, *hi) of a list at off..off+m of lists of M keys
+ * laid end to end: the grid shares all lists' keys evenly, whatever their
+ * count and lengths. */
+__device__ __forceinline__ void gk_slice(uint64_t M, uint32_t off, uint32_t m,
+                                         uint32_t *lo, uint32_t *hi)
+{
+    uint64_t a = M * blockIdx.x / gridDim.x;
+    uint64_t b = M * (blockIdx.x + 1) / gridDim.x;
+    uint64_t s = a > off ? a : off;
+    uint64_t e = b < (uint64_t)off + m ? b : (uint64_t)off + m;
+    *lo = s < e ? (uint32_t)(s - off) : 0u;
+    *hi = s < e ? (uint32_t)(e - off) : 0u;
+}
+
+/* The smallest power of two >= x. */
+__device__ __forceinline__ uint32_t gk_pow2(uint32_t x)
+{
+    uint32_t p = 1;
+    while (p < x)
+        p <<= 1;
+    return p;
+}
+
+/* gk_smem_narrow: of the m keys in sm.key / sm.idx (lim < m <= 4096),
+ * keeps at most pow2(lim) that hold the best lim, compacted to the front
+ * (radix passes over shared memory), and returns how many: the bitonic
+ * sort after it then sorts ~lim keys instead of 4096. */
+__device__ uint32_t gk_smem_narrow(gk_smem &sm, uint32_t m, uint32_t lim)
+{
+    uint32_t tid = threadIdx.x;
+    uint32_t cap = gk_pow2(lim);
+    if (m <= cap)
+        return m;
+    uint64_t mn = ~0ull, mx = 0;
+    for (uint32_t i = tid; i < m; i += blockDim.x) {
+        uint64_t k = sm.key[i];
+        mn = k < mn ? k : mn;
+        mx = k > mx ? k : mx;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        uint64_t a = __shfl_xor_sync(0xffffffffu, mn, o);
+        uint64_t b = __shfl_xor_sync(0xffffffffu, mx, o);
+        mn = a < mn ? a : mn;
+        mx = b > mx ? b : mx;
+    }
+    if (tid == 0) {
+        sm.kmin = ~0ull;
+        sm.kmax = 0;
+    }
+    __syncthreads();
+    if ((tid & 31u) == 0) {
+        atomicMin((unsigned long long *)&sm.kmin, (unsigned long long)mn);
+        atomicMax((unsigned long long *)&sm.kmax, (unsigned long long)mx);
+    }
+    __syncthreads();
+    if (tid == 0)
+        gk_gstate_init(sm.loc, sm.kmin, sm.kmax, m, lim, cap, 0);
+    __syncthreads();
+    uint32_t mr = (m + 31u) & ~31u;
+    for (uint32_t p = 0; p < FT_GK_GSEL_PASSES && !sm.loc.done; p++) {
+        uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
+        uint32_t sh = sm.loc.sh;
+        for (uint32_t b = tid; b < 256; b += blockDim.x)
+            sm.hist[b] = 0;
+        __syncthreads();
+        for (uint32_t i = tid; i < mr; i += blockDim.x) {
+            uint32_t b = 256u;
+            if (i < m) {
+                uint64_t k = sm.key[i];
+                if ((k & pmask) == prefix)
+                    b = (uint32_t)(k >> sh) & 255u;
+            }
+            uint32_t peers = __match_any_sync(0xffffffffu, b);
+            if (b < 256u && (tid & 31u) == (uint32_t)(__ffs(peers) - 1))
+                atomicAdd(&sm.hist[b], (uint32_t)__popc(peers));
+        }
+        __syncthreads();
+        if (tid < 32)
+            gk_gdecide<false>(sm.loc, sm.hist, NULL);
+        __syncthreads();
+    }
+    /* In place: every thread holds its (at most 8) entries first. */
+    uint64_t kk[FT_GK_SORT_MAX / FT_GK_BLOCK];
+    uint32_t ii[FT_GK_SORT_MAX / FT_GK_BLOCK];
+    uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
+#pragma unroll
+    for (uint32_t u = 0; u < FT_GK_SORT_MAX / FT_GK_BLOCK; u++) {
+        uint32_t i = tid + u * FT_GK_BLOCK;
+        kk[u] = i < m ? sm.key[i] : ~0ull;
+        ii[u] = i < m ? sm.idx[i] : 0u;
+    }
+    if (tid == 0)
+        sm.count = 0;
+    __syncthreads();
+#pragma unroll
+    for (uint32_t u = 0; u < FT_GK_SORT_MAX / FT_GK_BLOCK; u++) {
+        uint32_t i = tid + u * FT_GK_BLOCK;
+        int want = i < m && (kk[u] & pmask) <= prefix;
+        uint32_t p = gk_append(&sm.count, want); /* whole warps: i < 4096 */
+        if (want) {
+            sm.key[p] = kk[u];
+            sm.idx[p] = ii[u];
+        }
+    }
+    __syncthreads();
+    uint32_t ns = sm.count;
+    __syncthreads();
+    return ns;
+}
+
 /* Leaves the best min(m, lim) keys of keys[0, m) sorted ascending in
  * sm.key (with their index in sm.idx); returns how many. */
 __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
@@ -426,17 +709,30 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
         }
         __syncthreads();
     }
+    uint32_t nfull = m;
     if (full) {
 #pragma unroll 4
         for (uint32_t i = tid; i < m; i += blockDim.x) {
             sm.key[i] = keys[i];
             sm.idx[i] = i;
         }
+        __syncthreads();
+        nfull = gk_smem_narrow(sm, m, lim);
     }
     if (tid == 0)
         sm.count = 0;
     __syncthreads();
-    for (uint32_t i0 = tid; !full && i0 < m; i0 += 4u * blockDim.x) {
+    if (!full && m <= lim) {
+        /* Every key is kept: copied in place, no counter. */
+#pragma unroll 4
+        for (uint32_t i = tid; i < m; i += blockDim.x) {
+            sm.key[i] = keys[i];
+            sm.idx[i] = i;
+        }
+    }
+    uint32_t mr = (m + 31u) & ~31u;
+    for (uint32_t i0 = tid; !full && m > lim && i0 < mr;
+         i0 += 4u * blockDim.x) {
         uint64_t kk[4];
 #pragma unroll
         for (int u = 0; u < 4; u++) {
@@ -446,18 +742,19 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             uint32_t i = i0 + (uint32_t)u * blockDim.x;
-            if (i < m && (m <= lim || (kk[u] & pmask) <= prefix)) {
-                uint32_t p = atomicAdd(&sm.count, 1u);
-                if (p < FT_GK_SORT_MAX) {
-                    sm.key[p] = kk[u];
-                    sm.idx[p] = i;
-                }
+            if (i >= mr) /* uniform per warp */
+                break;
+            int want = i < m && (kk[u] & pmask) <= prefix;
+            uint32_t p = gk_append(&sm.count, want);
+            if (want && p < FT_GK_SORT_MAX) {
+                sm.key[p] = kk[u];
+                sm.idx[p] = i;
             }
         }
     }
     __syncthreads();
     /* Bitonic sort of the survivors, padded to a power of two. */
-    uint32_t ns = full ? m : x;
+    uint32_t ns = full ? nfull : x;
     uint32_t np = 1;
     while (np < ns)
         np <<= 1;
@@ -469,7 +766,8 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
     for (uint32_t size = 2; size <= np; size <<= 1) {
         for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
             for (uint32_t i = tid; i < np / 2; i += blockDim.x) {
-                uint32_t lo = 2 * stride * (i / stride) + (i % stride);
+                /* stride is a power of two: no division */
+                uint32_t lo = ((i & ~(stride - 1u)) << 1) | (i & (stride - 1u));
                 uint32_t hi = lo + stride;
                 bool up = (lo & size) == 0;
                 uint64_t a = sm.key[lo], b = sm.key[hi];
@@ -487,6 +785,240 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
     return x;
 }
 
+/* ---- grid selection of long lists ------------------------------------ */
+
+/* Adds this CTA's slice keys[lo, hi) to sm.hist: the 8-bit digit at bit
+ * sh of every key whose bits under pmask equal prefix.  sm.hist is zeroed
+ * by the caller; the whole CTA calls it. */
+__device__ void gk_hist_slice(gk_smem &sm, const uint64_t *keys, uint32_t lo,
+                              uint32_t hi, uint64_t prefix, uint64_t pmask,
+                              uint32_t sh)
+{
+    uint32_t n = hi - lo, nr = (n + 31u) & ~31u;
+    for (uint32_t i0 = threadIdx.x; i0 < nr; i0 += 4u * blockDim.x) {
+        uint64_t kk[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            uint32_t i = i0 + (uint32_t)u * blockDim.x;
+            kk[u] = i < n ? keys[lo + i] : ~0ull;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            uint32_t i = i0 + (uint32_t)u * blockDim.x;
+            if (i >= nr) /* uniform per warp: nr % 32 == 0 */
+                break;
+            uint32_t b = 256u; /* no bucket */
+            if (i < n && (kk[u] & pmask) == prefix)
+                b = (uint32_t)(kk[u] >> sh) & 255u;
+            /* Keys of one slice cluster in few buckets: one shared atomic
+             * per bucket and warp, not per key. */
+            uint32_t peers = __match_any_sync(0xffffffffu, b);
+            if (b < 256u &&
+                (threadIdx.x & 31u) == (uint32_t)(__ffs(peers) - 1))
+                atomicAdd(&sm.hist[b], (uint32_t)__popc(peers));
+        }
+    }
+}
+
+/* gk_grid_select narrows every long list of step t (gk_list_long) with
+ * the whole grid: MSB radix passes over 8-bit digits, each CTA adding its
+ * slice of the list to a global histogram (one grid barrier per pass;
+ * then every CTA picks the same digit from it), until at most max(lim,
+ * gsel_cap) keys can be among the best lim; then every CTA appends its
+ * slice's survivors to the list's survivor buffer (computing the child
+ * ranges of next candidates the expansion left lazy), and one more
+ * barrier.  The selecting CTA then sorts the survivors (gk_select_list).
+ * One CTA alone streams a list at ~50 GB/s; the grid reads it from L2
+ * at ~7 TB/s (shared/H200-FACTS.md: top-1000 of 10^6 keys 17 us against
+ * 339 us).
+ *
+ * The first digit starts at the highest bit in which two keys of the list
+ * can differ: every candidate's sigma lies between best beam + best
+ * proposal and worst beam + worst passing proposal (binary32 addition
+ * rounds monotonically; beams are sorted), so the bits above are one
+ * prefix and need no pass.  Lists are taken FT_GK_GRID_LISTS list indexes
+ * at a time; a round without a long list costs no barrier.  Every branch
+ * depends only on what all CTAs read after the same barrier, so all take
+ * the same barriers. */
+__device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
+                               cg::grid_group &grid, uint32_t t)
+{
+    uint32_t tid = threadIdx.x, warp = tid >> 5;
+    uint32_t nl = 2 * P.nreq;
+    for (uint32_t L0 = 0; L0 < nl; L0 += FT_GK_GRID_LISTS) {
+        uint32_t mine = 0;
+        gk_gstate g;
+        if (tid < FT_GK_GRID_LISTS && L0 + tid < nl) {
+            uint32_t L = L0 + tid, term = L & 1u;
+            ft_gk_req *q = &P.reqs[L >> 1];
+            if (t < q->T && (term || t + 1 < q->T)) {
+                uint32_t lim = term ? q->n : q->B;
+                uint32_t m = gk_list_len(q, t, term);
+                if (gk_list_long(P, m, lim)) {
+                    float smax = 0.0f, smin = 0.0f;
+                    if (t > 0) {
+                        uint32_t nb = q->steps[t].n_beam;
+                        smax = q->slot.beam_sigma[0];
+                        smin = q->slot.beam_sigma[nb - 1];
+                    }
+                    const float *lp = q->logp + q->row[t];
+                    uint64_t lo = ft_cand_key(FT_FADD(smax, lp[0]), 0, 0);
+                    uint64_t hi = ft_cand_key(
+                        FT_FADD(smin, lp[q->keff[t] - 1]), 0xffffu, 0xffffu);
+                    /* Survivors: about lim, so that their sort is
+                     * short (tests: exactly lim). */
+                    gk_gstate_init(g, lo, hi, m, lim,
+                                   P.gsel_cap ? P.gsel_cap : gk_pow2(lim), L);
+                    mine = 1;
+                }
+            }
+        }
+        uint32_t at;
+        uint32_t n = gk_scan(sm, mine, &at);
+        if (mine)
+            sm.gs[at] = g;
+        __syncthreads();
+        if (n == 0)
+            continue;
+        for (uint32_t p = 0; p < FT_GK_GSEL_PASSES; p++) {
+            if (tid == 0) {
+                /* The lists still in the race, end to end. */
+                uint32_t a = 0;
+                for (uint32_t j = 0; j < n; j++) {
+                    sm.gs[j].off = a;
+                    a += sm.gs[j].done ? 0u : sm.gs[j].m;
+                }
+                sm.alive = a;
+            }
+            __syncthreads();
+            uint32_t M = sm.alive;
+            if (M == 0)
+                break;
+            for (uint32_t j = 0; j < n; j++) {
+                const gk_gstate &st = sm.gs[j];
+                if (st.done)
+                    continue;
+                uint32_t lo, hi;
+                gk_slice(M, st.off, st.m, &lo, &hi);
+                if (lo == hi)
+                    continue;
+                ft_gk_req *q = &P.reqs[st.list >> 1];
+                uint32_t term = st.list & 1u;
+                for (uint32_t b = tid; b < 256; b += blockDim.x)
+                    sm.hist[b] = 0;
+                __syncthreads();
+                gk_hist_slice(sm, term ? q->slot.term_key : q->slot.cand_key,
+                              lo, hi, st.prefix, st.pmask, st.sh);
+                __syncthreads();
+                uint32_t *gh = q->slot.gsel + term * FT_GK_GSEL_WORDS + p * 256u;
+                for (uint32_t b = tid; b < 256; b += blockDim.x)
+                    if (sm.hist[b])
+                        atomicAdd(&gh[b], sm.hist[b]);
+                __syncthreads();
+            }
+            grid.sync();
+            for (uint32_t j = warp; j < n; j += FT_GK_WARPS) {
+                gk_gstate &st = sm.gs[j];
+                if (st.done)
+                    continue;
+                ft_gk_req *q = &P.reqs[st.list >> 1];
+                uint32_t term = st.list & 1u;
+                gk_gdecide<true>(st,
+                           q->slot.gsel + term * FT_GK_GSEL_WORDS + p * 256u,
+                           q);
+            }
+            __syncthreads();
+        }
+        /* Survivors: this CTA's slice of every long list. */
+        if (tid == 0) {
+            uint32_t a = 0;
+            for (uint32_t j = 0; j < n; j++) {
+                sm.gs[j].off = a;
+                a += sm.gs[j].m;
+            }
+            sm.alive = a;
+        }
+        __syncthreads();
+        uint32_t M = sm.alive;
+        for (uint32_t j = 0; j < n; j++) {
+            const gk_gstate &st = sm.gs[j];
+            ft_gk_req *q = &P.reqs[st.list >> 1];
+            const ft_gk_slot &S = q->slot;
+            uint32_t term = st.list & 1u;
+            if (!st.done && tid == 0)
+                atomicOr(&q->steps[0].err, 2u); /* cannot happen */
+            const uint64_t *keys = term ? S.term_key : S.cand_key;
+            int ranges = !term;
+            uint32_t *ns = S.gsel + term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV;
+            uint64_t *sk = S.surv_key + term * FT_GK_LIST_MAX;
+            uint32_t *si = S.surv_idx + term * FT_GK_LIST_MAX;
+            uint32_t lo, hi;
+            gk_slice(M, st.off, st.m, &lo, &hi);
+            uint32_t cnt = hi - lo, nr = (cnt + 31u) & ~31u;
+            for (uint32_t i0 = tid; i0 < nr; i0 += 4u * blockDim.x) {
+                uint64_t kk[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    uint32_t i = i0 + (uint32_t)u * blockDim.x;
+                    kk[u] = i < cnt ? keys[lo + i] : ~0ull;
+                }
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    uint32_t i = i0 + (uint32_t)u * blockDim.x;
+                    if (i >= nr) /* uniform per warp */
+                        break;
+                    int want = i < cnt && (kk[u] & st.pmask) <= st.prefix;
+                    uint32_t pos = gk_append(ns, want);
+                    if (!want)
+                        continue;
+                    if (pos >= FT_GK_SORT_MAX) {
+                        atomicOr(&q->steps[0].err, 2u); /* cannot happen */
+                        continue;
+                    }
+                    uint32_t c = lo + i;
+                    sk[pos] = kk[u];
+                    si[pos] = c;
+                    if (ranges && !gk_eager(P, c)) {
+                        /* Only the survivors' ranges: a few thousand
+                         * chains side by side over the grid instead of
+                         * one per candidate in the expansion. */
+                        S.cand_cr[c] = gk_children(P, S.cand_node[c]);
+                        S.cand_kcut[c] = ft_kcut(
+                            q->logp + q->row[t + 1], q->keff[t + 1],
+                            ft_cand_sigma(kk[u]), q->theta_sent);
+                    }
+                }
+            }
+        }
+        grid.sync();
+    }
+}
+
+/* The best min(m, lim) of request q's list (0: next, 1: terminal) at step
+ * t, sorted ascending in sm.key with their candidate indexes in sm.idx;
+ * returns how many.  A long list is sorted from the grid selection's
+ * survivors. */
+__device__ uint32_t gk_select_list(const ft_gk_params &P, gk_smem &sm,
+                                   ft_gk_req *q, uint32_t t, uint32_t term,
+                                   uint32_t lim)
+{
+    const ft_gk_slot &S = q->slot;
+    uint32_t m = gk_list_len(q, t, term);
+    if (!gk_list_long(P, m, lim))
+        return gk_select_sorted(sm, term ? S.term_key : S.cand_key, m, lim);
+    uint32_t ns =
+        __ldcg(&S.gsel[term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV]);
+    if (ns > FT_GK_SORT_MAX)
+        ns = FT_GK_SORT_MAX; /* reported by gk_grid_select */
+    uint32_t x = gk_select_sorted(sm, S.surv_key + term * FT_GK_LIST_MAX, ns,
+                                  lim);
+    const uint32_t *si = S.surv_idx + term * FT_GK_LIST_MAX;
+    for (uint32_t j = threadIdx.x; j < x; j += blockDim.x)
+        sm.idx[j] = si[sm.idx[j]];
+    __syncthreads();
+    return x;
+}
+
 /* The beams of step t+1 from the x selected next candidates in sm.key
  * (sorted) and sm.idx (their candidate indexes): child ranges, cuts, item
  * prefix sums, and the history entry at the entry's global rank
@@ -497,16 +1029,22 @@ __device__ void gk_build_beams(const ft_gk_params &P, gk_smem &sm,
 {
     const ft_gk_slot &S = q->slot;
     uint32_t t1 = t + 1;
-    if (P.lazy) {
-        /* Child ranges and cuts of the selected beams only, strided so
-         * that a thread's chains are few. */
+    /* A selected candidate's child range is ready if it was eager or
+     * survived a grid selection (gk_eager, gk_grid_select); the others'
+     * are computed here, strided so that a thread's chains are few. */
+    int longl = gk_list_long(P, gk_list_len(q, t, 0), q->B);
+    int any = 0;
+    if (!longl) {
         for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
+            if (gk_eager(P, sm.idx[j]))
+                continue;
             uint64_t key = sm.key[j];
             float sigma = ft_cand_sigma(key);
-            S.beam_cr[j] = ft_children(&P.view, S.cand_node[sm.idx[j]]);
+            S.beam_cr[j] = gk_children(P, S.cand_node[sm.idx[j]]);
             S.beam_kcut[j] = ft_kcut(q->logp + q->row[t1], q->keff[t1],
                                      sigma, q->theta_sent);
         }
+        any = 1;
         __syncthreads();
     }
     /* Each thread handles up to 8 consecutive beams (x <= 4096). */
@@ -518,7 +1056,7 @@ __device__ void gk_build_beams(const ft_gk_params &P, gk_smem &sm,
         float sigma = ft_cand_sigma(key);
         ft_child_range cr;
         uint32_t kcut;
-        if (P.lazy) {
+        if (any && !gk_eager(P, sm.idx[j])) {
             cr = S.beam_cr[j];
             kcut = S.beam_kcut[j];
         } else {
@@ -551,11 +1089,7 @@ __device__ void gk_build_beams(const ft_gk_params &P, gk_smem &sm,
 __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
                                ft_gk_req *q, uint32_t t)
 {
-    const ft_gk_slot &S = q->slot;
-    uint32_t m = q->steps[t].n_next;
-    if (m > S.cap_cand)
-        m = (uint32_t)S.cap_cand;
-    uint32_t x = gk_select_sorted(sm, S.cand_key, m, q->B);
+    uint32_t x = gk_select_list(P, sm, q, t, 0, q->B);
     gk_build_beams(P, sm, q, t, x, NULL);
 }
 
@@ -565,14 +1099,20 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
                                ft_gk_req *q, uint32_t t)
 {
     const ft_gk_slot &S = q->slot;
-    uint32_t m = q->steps[t].n_term;
-    if (m > S.cap_cand)
-        m = (uint32_t)S.cap_cand;
-    uint32_t x = gk_select_sorted(sm, S.term_key, m, q->n);
+    uint32_t x = gk_select_list(P, sm, q, t, 1, q->n);
     const ft_gk_hit *prev = (const ft_gk_hit *)S.run[(t & 1u) ^ 1u];
     ft_gk_hit *dst = (ft_gk_hit *)S.run[t & 1u];
     uint32_t nprev = t ? q->steps[t - 1].n_run : 0;
     double F = q->F[t + 1];
+    /* The running results' score keys go to shared memory behind the new
+     * entries when they fit (one coalesced load instead of a chain of
+     * dependent L2 loads per binary-search step and entry). */
+    int staged = x + nprev <= FT_GK_SORT_MAX;
+    uint64_t *pk = sm.key + x;
+    if (staged)
+        for (uint32_t i = threadIdx.x; i < nprev; i += blockDim.x)
+            pk[i] = prev[i].skey;
+    __syncthreads();
     for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
         uint64_t key = sm.key[j];
         float sigma = ft_cand_sigma(key);
@@ -582,11 +1122,14 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
         uint32_t lo = 0, hi = nprev;
         while (lo < hi) {
             uint32_t mid = (lo + hi) >> 1;
-            if (prev[mid].skey <= skey)
+            if ((staged ? pk[mid] : prev[mid].skey) <= skey)
                 lo = mid + 1;
             else
                 hi = mid;
         }
+        /* Only this thread reads sm.key[j]: it becomes the score key
+         * the other side's searches need. */
+        sm.key[j] = skey;
         uint32_t pos = j + lo;
         if (pos < q->n) {
             ft_gk_hit h;
@@ -598,10 +1141,6 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
             dst[pos] = h;
         }
     }
-    __syncthreads();
-    /* Turn sm.key into score keys for the other side's searches. */
-    for (uint32_t j = threadIdx.x; j < x; j += blockDim.x)
-        sm.key[j] = ft_score_key(ft_score(ft_cand_sigma(sm.key[j]), F));
     __syncthreads();
     for (uint32_t i = threadIdx.x; i < nprev; i += blockDim.x) {
         ft_gk_hit h = prev[i];
@@ -658,7 +1197,7 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
 #define GK_MARK(i) ((void)0)
 #endif
 
-__global__ void __launch_bounds__(FT_GK_BLOCK)
+__global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     ft_gk_search(const ft_gk_params P)
 {
     extern __shared__ __align__(16) unsigned char gk_raw[];
@@ -672,8 +1211,11 @@ __global__ void __launch_bounds__(FT_GK_BLOCK)
         gk_expand(P, t);
         if (t == 0)
             gk_build_hash(P);
-        GK_MARK(1 + 2 * t);
+        GK_MARK(1 + 4 * t);
         grid.sync();
+        GK_MARK(2 + 4 * t);
+        gk_grid_select(P, sm, grid, t);
+        GK_MARK(3 + 4 * t);
         /* Selection: items (request, list) spread over the CTAs. */
         for (uint32_t it = blockIdx.x; it < 2 * P.nreq; it += gridDim.x) {
             ft_gk_req *q = &P.reqs[it >> 1];
@@ -685,7 +1227,7 @@ __global__ void __launch_bounds__(FT_GK_BLOCK)
                 gk_select_next(P, sm, q, t);
             __syncthreads();
         }
-        GK_MARK(2 + 2 * t);
+        GK_MARK(4 + 4 * t);
         if (t + 1 < tmax)
             grid.sync();
     }
@@ -702,17 +1244,15 @@ __global__ void __launch_bounds__(FT_GK_BLOCK)
 /* Writes request q's local best B next keys of step t to send (sorted,
  * padded with FT_KEY_NONE) and their candidate indexes to sel_idx.  An
  * empty, all-padding list when the request has no step t + 1. */
-__device__ void gk_select_local(gk_smem &sm, const ft_gk_xparams &X,
-                                ft_gk_req *q, uint32_t t)
+__device__ void gk_select_local(const ft_gk_params &P, gk_smem &sm,
+                                const ft_gk_xparams &X, ft_gk_req *q,
+                                uint32_t t)
 {
     const ft_gk_slot &S = q->slot;
     uint64_t *out = X.send + q->xoff;
     uint32_t x = 0;
     if (t + 1 < q->T) {
-        uint32_t m = q->steps[t].n_next;
-        if (m > S.cap_cand)
-            m = (uint32_t)S.cap_cand;
-        x = gk_select_sorted(sm, S.cand_key, m, q->B);
+        x = gk_select_list(P, sm, q, t, 0, q->B);
         for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
             out[j] = sm.key[j];
             S.sel_idx[j] = sm.idx[j];
@@ -777,7 +1317,7 @@ __device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
     gk_build_beams(P, sm, q, t, kept, S.beam_rank);
 }
 
-__global__ void __launch_bounds__(FT_GK_BLOCK)
+__global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     ft_gk_step_kernel(const ft_gk_params P, const ft_gk_xparams X)
 {
     extern __shared__ __align__(16) unsigned char gk_raw[];
@@ -795,13 +1335,14 @@ __global__ void __launch_bounds__(FT_GK_BLOCK)
     if (t == 0)
         gk_build_hash(P);
     grid.sync();
+    gk_grid_select(P, sm, grid, t);
     for (uint32_t it = blockIdx.x; it < 2 * P.nreq; it += gridDim.x) {
         ft_gk_req *q = &P.reqs[it >> 1];
         if (it & 1u) {
             if (t < q->T)
                 gk_select_term(P, sm, q, t);
         } else {
-            gk_select_local(sm, X, q, t);
+            gk_select_local(P, sm, X, q, t);
         }
         __syncthreads();
     }
@@ -847,6 +1388,62 @@ extern "C" int ft_gk_step_launch(const ft_gk_params *p,
     return (int)cudaLaunchCooperativeKernel((const void *)ft_gk_step_kernel,
                                             dim3(grid), dim3(block), args,
                                             smem, (cudaStream_t)stream);
+}
+
+/* ---- the child table --------------------------------------------------- */
+
+__global__ void gk_ctab_fill(const ft_trie_view V, uint64_t *T)
+{
+    uint64_t n = V.n_nodes;
+    for (uint64_t u = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; u <= n;
+         u += (uint64_t)gridDim.x * blockDim.x) {
+        /* Past the last node: its children end at n (the high labels
+         * before n likewise), which closes the last node's range. */
+        uint64_t first = u < n ? ft_children(&V, u).first : n;
+        T[2 * u] = first;
+        T[2 * u + 1] = ft_rank1(V.high, V.high_rank, first);
+    }
+}
+
+__global__ void gk_ctab_check(const ft_trie_view V, const uint64_t *T,
+                              unsigned long long *bad)
+{
+    uint64_t n = V.n_nodes;
+    unsigned long long mine = 0;
+    for (uint64_t u = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; u < n;
+         u += (uint64_t)gridDim.x * blockDim.x) {
+        ft_child_range a = ft_children(&V, u), b = gk_ctab_range(T, u);
+        mine += a.first != b.first || a.deg != b.deg ||
+                a.hstart != b.hstart || a.hbase != b.hbase;
+    }
+    if (mine)
+        atomicAdd(bad, mine);
+}
+
+extern "C" int ft_gk_ctab_build(const ft_trie_view *view, uint64_t *ctab,
+                                unsigned long long *bad, void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    unsigned long long *d_bad = NULL;
+    cudaError_t e = cudaMalloc((void **)&d_bad, sizeof *d_bad);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(d_bad, 0, sizeof *d_bad, st);
+    if (e == cudaSuccess) {
+        gk_ctab_fill<<<4096, 256, 0, st>>>(*view, ctab);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) {
+        gk_ctab_check<<<4096, 256, 0, st>>>(*view, ctab, d_bad);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(bad, d_bad, sizeof *d_bad, cudaMemcpyDeviceToHost,
+                            st);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(st);
+    if (d_bad)
+        cudaFree(d_bad);
+    return (int)e;
 }
 
 extern "C" int ft_gk_config(int *grid, int *block, size_t *smem)

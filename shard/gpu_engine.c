@@ -109,6 +109,8 @@ typedef struct gpu_engine {
     size_t out_cap;
     uint64_t *d_prof;
     uint32_t *d_root_map;       /* label -> 1 + root child index */
+    uint64_t *d_ctab;           /* child table, or NULL (child_table) */
+    size_t ctab_bytes;
     uint32_t root_n;
     size_t hash_bytes;          /* per slot of kmax/tmax; big slot aside */
     uint32_t epoch;
@@ -133,6 +135,8 @@ typedef struct gpu_engine {
     size_t blist_cap;            /* keys of each */
     ft_gk_params sprm;
     /* FT_GPU_TIMING: host-side phase timings of b=1 launches, per beam. */
+    uint32_t gsel_min;          /* lists longer than this: grid selection */
+    int gsel_forced;            /* gsel_min came from the options */
     uint32_t lazy_min;          /* batches this large compute child ranges
                                  * of the selected beams only */
     int timing;
@@ -144,7 +148,9 @@ typedef struct gpu_engine {
     } tm[8];
     uint32_t ntm;
 #ifdef FT_GK_PROFILE
-    double prof_a[FT_MAX_T], prof_b[FT_MAX_T]; /* cycles summed per step */
+    double prof_a[FT_MAX_T], prof_w[FT_MAX_T], prof_g[FT_MAX_T];
+    double prof_b[FT_MAX_T];
+                                /* cycles summed per step and phase */
     uint64_t prof_launches;
     uint32_t prof_t;
 #endif
@@ -208,6 +214,9 @@ static int slot_alloc(gpu_engine *g, gpu_slot *s, uint32_t kmax,
     FT_CUDA_CHECK(cudaMalloc((void **)&d->hist, (size_t)g->bmax * tmax * 4));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->beam_rank, (size_t)g->bmax * 4));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->sel_idx, (size_t)g->bmax * 4));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->gsel, 2 * FT_GK_GSEL_WORDS * 4));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->surv_key, 2 * FT_GK_LIST_MAX * 8));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->surv_idx, 2 * FT_GK_LIST_MAX * 4));
     for (int i = 0; i < 2; i++)
         FT_CUDA_CHECK(cudaMalloc(&d->run[i],
                                  FT_GK_LIST_MAX * sizeof(ft_gk_hit)));
@@ -233,6 +242,9 @@ static void slot_free(gpu_slot *s)
     cudaFree(d->hist);
     cudaFree(d->beam_rank);
     cudaFree(d->sel_idx);
+    cudaFree(d->gsel);
+    cudaFree(d->surv_key);
+    cudaFree(d->surv_idx);
     cudaFree(d->run[0]);
     cudaFree(d->run[1]);
     cudaFree(d->hash);
@@ -267,12 +279,16 @@ static void gpu_close(ft_engine *eng)
         int khz = 0;
         cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->device);
         double us = khz ? 1e3 / khz / (double)g->prof_launches : 0;
-        FT_INFO("gpu profile over %llu launches (us per launch, CTA 0's "
+        /* A profile build exists to print this: at WARN, so that the
+         * default log level shows it. */
+        FT_WARN("gpu profile over %llu launches (us per launch, CTA 0's "
                 "view, clock %d MHz):", (unsigned long long)g->prof_launches,
                 khz / 1000);
         for (uint32_t t = 0; t < g->prof_t; t++)
-            FT_INFO("  step %2u: expand %.2f  select %.2f (each with one "
-                    "grid.sync)", t, g->prof_a[t] * us, g->prof_b[t] * us);
+            FT_WARN("  step %2u: expand %.2f  wait %.2f  grid select %.2f  "
+                    "select %.2f (select ends with a grid.sync)", t,
+                    g->prof_a[t] * us, g->prof_w[t] * us, g->prof_g[t] * us,
+                    g->prof_b[t] * us);
     }
 #endif
     if (g->slots) {
@@ -286,6 +302,7 @@ static void gpu_close(ft_engine *eng)
     cudaFree(g->d_out);
     cudaFree(g->d_prof);
     cudaFree(g->d_root_map);
+    cudaFree(g->d_ctab);
     cudaFree(g->d_send);
     cudaFree(g->d_recv);
     cudaFreeHost(g->h_in);
@@ -386,6 +403,47 @@ static int root_map(gpu_engine *g, ft_engine *eng)
     return FT_OK;
 }
 
+/* child_table builds the per-node child table (16 B per node: first child
+ * and high labels before it) that turns a child range, the chain of about
+ * six dependent select/rank misses every next beam needs, into two
+ * adjacent loads.  Built on the device from the copied trie and checked
+ * there against ft_children for every node; only used when it takes at
+ * most a quarter of the memory still free (3 GB at 100M keys, 24 GB at
+ * 800M), and dropped with a warning if any node differs (a damaged
+ * index opened without verification): the search is the same either
+ * way, the table only makes it faster. */
+static void child_table(gpu_engine *g, const ft_trie *t)
+{
+    size_t bytes = (size_t)(t->view.n_nodes + 1) * 16;
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || bytes > fr / 4) {
+        (void)cudaGetLastError();
+        FT_INFO("GPU engine: no child table (%zu MB, %zu MB free)",
+                bytes >> 20, fr >> 20);
+        return;
+    }
+    if (cudaMalloc((void **)&g->d_ctab, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        g->d_ctab = NULL;
+        return;
+    }
+    unsigned long long bad = 0;
+    int e = ft_gk_ctab_build(&g->view, g->d_ctab, &bad, g->stream);
+    if (e != 0 || bad != 0) {
+        if (e != 0)
+            FT_WARN("GPU engine: child table: %s (searching without it)",
+                    cudaGetErrorString((cudaError_t)e));
+        else
+            FT_WARN("GPU engine: child table: %llu nodes differ from the "
+                    "trie (a damaged index?): searching without it", bad);
+        (void)cudaGetLastError();
+        cudaFree(g->d_ctab);
+        g->d_ctab = NULL;
+        return;
+    }
+    g->ctab_bytes = bytes;
+}
+
 static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
                     size_t errlen)
 {
@@ -474,22 +532,30 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         rc = FT_ECUDA;
         goto cuda_fail;
     }
+    child_table(g, t);
     g->epoch = 0;
     g->timing = o->timing;
     /* Alone, a request leaves most of the grid idle: computing every next
      * candidate's child range in the expansion costs no time.  In a batch
      * the grid is busy and most of those ranges are thrown away. */
     g->lazy_min = 4;
+    /* A list that fits one CTA's shared memory is sorted there whole;
+     * longer ones go through the grid's radix passes.  The option sets
+     * the length (tests force the grid path on small lists). */
+    g->gsel_min = o->select_grid_min ? o->select_grid_min : FT_GK_LIST_MAX;
+    g->gsel_forced = o->select_grid_min != 0;
     for (int i = 0; i < 4 && g->timing; i++)
         FT_CUDA_CHECK(cudaEventCreate(&g->ev[i]));
     size_t mem_free = 0, mem_total = 0;
     cudaMemGetInfo(&mem_free, &mem_total);
     FT_INFO("GPU engine on device %d: %u slots (beam %u, K %u, T %u%s), "
             "candidate cap %llu per slot, grid %d x %d, %zu B shared, "
-            "%.1f GiB free of %.1f", g->device, g->nslots, g->bmax, g->kmax,
-            g->tmax, g->has_big ? ", one big slot" : "",
+            "child table %zu MB, %.1f GiB free of %.1f", g->device,
+            g->nslots, g->bmax, g->kmax, g->tmax,
+            g->has_big ? ", one big slot" : "",
             (unsigned long long)g->slots[0].d.cap_cand, g->grid, g->block,
-            g->smem, mem_free / 1073741824.0, mem_total / 1073741824.0);
+            g->smem, g->ctab_bytes >> 20, mem_free / 1073741824.0,
+            mem_total / 1073741824.0);
     return FT_OK;
 cuda_fail:
     (void)cudaGetLastError();
@@ -632,8 +698,22 @@ static cudaError_t next_params(gpu_engine *g, ft_gk_params *prm, size_t n)
     prm->prof = g->d_prof;
     prm->term_rank = g->dsec[FT_SEC_TERM_RANK];
     prm->lazy = n >= g->lazy_min;
+    /* A batch of many requests keeps every CTA busy with lists of its
+     * own: only the longest go through the grid's barriers then (unless
+     * the option forced a length). */
+    prm->gsel_min = g->gsel_min;
+    if (prm->lazy && !g->gsel_forced && prm->gsel_min < 65536)
+        prm->gsel_min = 65536;
+    /* 0: the passes stop at pow2(limit) survivors; a forced small
+     * select_grid_min runs them down to the exact limit. */
+    prm->gsel_cap = g->gsel_min < FT_GK_LIST_MAX ? g->gsel_min : 0;
+    /* Eager child ranges cost one chain per next candidate: fine for a
+     * few thousand, a waste of the step's bandwidth for a million (the
+     * grid selection computes its survivors' instead). */
+    prm->eager_max = 8192;
     prm->root_n = g->root_n;
     prm->root_map = g->d_root_map;
+    prm->ctab = g->d_ctab;
     return cudaSuccess;
 }
 
@@ -742,15 +822,17 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         tk[4] = fti_now();
 #ifdef FT_GK_PROFILE
     {
-        uint64_t mk[2 * FT_MAX_T + 2];
+        uint64_t mk[4 * FT_MAX_T + 2];
         uint32_t tm = 0;
         for (size_t i = 0; i < n; i++)
             tm = reqs[i]->T > tm ? reqs[i]->T : tm;
         if (cudaMemcpy(mk, g->d_prof, sizeof mk, cudaMemcpyDeviceToHost) ==
             cudaSuccess) {
             for (uint32_t s = 0; s < tm; s++) {
-                g->prof_a[s] += (double)(mk[1 + 2 * s] - mk[2 * s]);
-                g->prof_b[s] += (double)(mk[2 + 2 * s] - mk[1 + 2 * s]);
+                g->prof_a[s] += (double)(mk[1 + 4 * s] - mk[4 * s]);
+                g->prof_w[s] += (double)(mk[2 + 4 * s] - mk[1 + 4 * s]);
+                g->prof_g[s] += (double)(mk[3 + 4 * s] - mk[2 + 4 * s]);
+                g->prof_b[s] += (double)(mk[4 + 4 * s] - mk[3 + 4 * s]);
             }
             g->prof_t = tm > g->prof_t ? tm : g->prof_t;
             g->prof_launches++;

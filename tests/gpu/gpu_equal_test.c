@@ -8,7 +8,8 @@
  * thresholds, alpha, prefix keys, beams 1..4096, K up to 4096, T up to 64.
  * Every request runs alone and inside mixed batches of 1..64 requests
  * (SPEC section 6: the batch must not matter), on an engine with the
- * default arenas and on one with small slots plus the big slot.
+ * default arenas, on one with small slots plus the big slot, and on one
+ * that puts every list through the grid-wide selection.
  *
  *   gpu_equal_test            the full run (thousands of cases)
  *   gpu_equal_test --quick    a small representative run, for
@@ -63,8 +64,12 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         n_hits += cpu[i].n;
 
     /* Engine 0: default arenas.  Engine 1: small slots (K 64, T 8, three
-     * slots) so larger requests take the big slot and batches split. */
-    for (int e = 0; e < 2; e++) {
+     * slots) so larger requests take the big slot and batches split.
+     * Engine 2: every list longer than its limit goes through the grid
+     * selection (radix passes over the whole grid down to the exact
+     * limit, the survivors sorted by one CTA), which by default only
+     * lists over 4096 candidates take. */
+    for (int e = 0; e < 3; e++) {
         ft_engine_opts_init(&o);
         o.kind = FT_ENGINE_GPU;
         if (e == 1) {
@@ -72,6 +77,8 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             o.max_k = 64;
             o.max_t = 8;
         }
+        if (e == 2)
+            o.select_grid_min = 1;
         ft_engine *geng;
         FT_PASS(ft_engine_open(&geng, c.idx, &o, err, sizeof err));
         /* alone */

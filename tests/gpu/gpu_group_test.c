@@ -50,6 +50,9 @@ static void gpu_opts(ft_engine_opts *o, int small)
         o->max_batch = 3;
         o->max_k = 64;
         o->max_t = 8;
+        /* and every list longer than its limit through the grid
+         * selection's radix passes, down to the exact limit */
+        o->select_grid_min = 1;
     }
 }
 
