@@ -818,7 +818,7 @@ int cmd_bench(int argc, char **argv)
         {"copy-lists", no_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
-        "usage: flashtrie bench (--index INDEX | --keys FILE | --gen-keys N [--seed S])\n"
+        "usage: flashtrie bench (--index INDEX|MANIFEST | --keys FILE | --gen-keys N [--seed S])\n"
         "         [--requests FILE.jsonl | --n-requests N [--T 8] [--beam 100,200,500,1000]\n"
         "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
@@ -829,6 +829,12 @@ int cmd_bench(int argc, char **argv)
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
         "  an index first (into a temporary file) and report the build rate.\n"
+        "  --index MANIFEST: its shards run as one group per engine (rows cpu/sN,\n"
+        "  gpu/sN), requests drawn over the whole library (the same as over the\n"
+        "  unsharded index); --shards is refused there.  Generated requests\n"
+        "  sample the library once, on --threads cores.  After the table, one\n"
+        "  'results' line per row: a digest of its b=1 answers (equal digests,\n"
+        "  equal answers).\n"
         "  --shards: also a group of N GPU engines (N = 1..8; CPU engines without\n"
         "  gpu in --engine) per count, over the index split by first token\n"
         "  in-process (rows gpu/sN, and sN/gpu: the group over the unsharded engine);\n"
@@ -1100,6 +1106,7 @@ int cmd_bench(int argc, char **argv)
          * sample depends on the seed and T only. */
         ft_wl_reqs *src = NULL;
         ro.threads = threads;
+        double t0 = now_s();
         rc = ft_wl_reqs_open_library(&src, lib, &ro, err, sizeof err);
         for (int b = 0; b < beams.n && rc == FT_OK; b++) {
             ft_wl_req_opts o = ro;
@@ -1119,6 +1126,9 @@ int cmd_bench(int argc, char **argv)
             nsets++;
         }
         ft_wl_reqs_close(src);
+        if (rc == FT_OK)
+            printf("requests: %" PRIu64 " per beam for %d beams, made in %.3f s\n", ro.n,
+                   nsets, now_s() - t0);
         if (rc && !err[0])
             snprintf(err, sizeof err, "making requests: %s", ft_strerror(rc));
     }

@@ -22,7 +22,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -946,9 +945,10 @@ void ft_wl_rng_jump(ft_wl_rng *r, uint64_t n)
  * each unit's keys by length from the breadth-first node ranges, which
  * says how many keys and position tokens come before every unit and so how
  * many random draws; a second pass walks each unit with its own stream,
- * jumped to that many draws, and writes into the shared reservoirs.  A
- * slot keeps the write of the latest key in walk order (as in the serial
- * pass), whatever thread gets there first. */
+ * jumped to that many draws, and logs the unit's reservoir writes.  The
+ * logs are applied in unit order (by whichever worker finds the next one
+ * complete), so every slot ends with the write of the latest key in walk
+ * order, as in the serial pass, and the hot loop takes no lock. */
 
 typedef struct wl_unit {
     uint32_t shard;
@@ -963,83 +963,87 @@ typedef struct wl_unit {
     uint64_t j0, s0[FT_MAX_T], draws0; /* what comes before the unit */
 } wl_unit;
 
-#define WL_LOCKS 256u
-
-/* A reservoir slot with the number (plus one) of the key or position
- * token that wrote it last, side by side so a write touches one line. */
-typedef struct wl_key_cell {
-    uint64_t own;
+/* wl_log is one unit's reservoir writes, in walk order. */
+typedef struct wl_key_put {
+    uint32_t slot;
     wl_key key;
-} wl_key_cell;
+} wl_key_put;
 
-typedef struct wl_tok_cell {
-    uint64_t own;
+typedef struct wl_tok_put {
+    uint32_t slot_t; /* slot << 6 | t (t < FT_MAX_T = 64) */
     uint32_t tok;
-} wl_tok_cell;
+} wl_tok_put;
+
+typedef struct wl_log {
+    wl_key_put *k;
+    size_t nk, ck;
+    wl_tok_put *m;
+    size_t nm, cm;
+    int done;
+} wl_log;
 
 typedef struct wl_job {
     ft_wl_reqs *g;
     wl_unit *u;
     size_t n_u;
-    size_t next;            /* next unit to take (under mu) */
     int phase;              /* 1 count, 2 sample */
     int rc;
     uint32_t max_len;       /* deepest key + 1: walk stacks */
     ft_wl_rng base;
-    wl_key_cell *keys;      /* the reservoirs while they fill */
-    wl_tok_cell *marg[FT_MAX_T];
-    pthread_mutex_t mu;
-    int locking;            /* more than one thread writes the reservoirs */
-    atomic_flag locks[WL_LOCKS]; /* spin locks: held for a copy of a key */
+    pthread_mutex_t mu;     /* guards what follows */
+    size_t next;            /* next unit to take */
+    wl_log *log;            /* phase 2: per unit */
+    size_t applied;         /* units whose logs are applied */
+    int merging;            /* a worker is applying logs */
 } wl_job;
-
-static inline void spin_lock(const wl_job *jb, atomic_flag *l)
-{
-    while (jb->locking &&
-           atomic_flag_test_and_set_explicit(l, memory_order_acquire))
-        ;
-}
-
-static inline void spin_unlock(const wl_job *jb, atomic_flag *l)
-{
-    if (jb->locking)
-        atomic_flag_clear_explicit(l, memory_order_release);
-}
 
 /* wl_cursor is one worker's place in the serial pass. */
 typedef struct wl_cursor {
     ft_wl_rng rng;
     uint64_t j, s[FT_MAX_T];
+    wl_log *log;            /* the unit's writes */
+    int rc;                 /* FT_ENOMEM when a log could not grow */
     uint32_t *toks;
     ft_node_children *ch;
     uint64_t *nx;
 } wl_cursor;
 
-static inline void put_key(wl_job *jb, uint64_t slot, uint64_t j,
-                           const uint32_t *toks, size_t n)
+static void put_key(wl_cursor *cu, uint64_t slot, const uint32_t *toks,
+                    size_t n)
 {
-    atomic_flag *l = &jb->locks[slot % WL_LOCKS];
-    wl_key_cell *k = &jb->keys[slot];
-    spin_lock(jb, l);
-    if (k->own < j + 1) {
-        k->own = j + 1;
-        k->key.len = n < FT_WL_MAX_LEN ? (uint32_t)n : FT_WL_MAX_LEN;
-        memcpy(k->key.tok, toks, k->key.len * sizeof *toks);
+    wl_log *l = cu->log;
+    if (l->nk == l->ck) {
+        size_t c = l->ck ? 2 * l->ck : 64;
+        wl_key_put *p = realloc(l->k, c * sizeof *p);
+        if (p == NULL) {
+            cu->rc = FT_ENOMEM;
+            return;
+        }
+        l->k = p;
+        l->ck = c;
     }
-    spin_unlock(jb, l);
+    wl_key_put *k = &l->k[l->nk++];
+    memset(k, 0, sizeof *k);
+    k->slot = (uint32_t)slot;
+    k->key.len = n < FT_WL_MAX_LEN ? (uint32_t)n : FT_WL_MAX_LEN;
+    memcpy(k->key.tok, toks, k->key.len * sizeof *toks);
 }
 
-static inline void put_marg(wl_job *jb, uint32_t t, uint64_t slot, uint64_t s,
-                            uint32_t tok)
+static void put_marg(wl_cursor *cu, uint32_t t, uint64_t slot, uint32_t tok)
 {
-    atomic_flag *l = &jb->locks[(slot + t) % WL_LOCKS];
-    wl_tok_cell *c = &jb->marg[t][slot];
-    spin_lock(jb, l);
-    if (c->own < s + 1) {
-        c->own = s + 1;
-        c->tok = tok;
+    wl_log *l = cu->log;
+    if (l->nm == l->cm) {
+        size_t c = l->cm ? 2 * l->cm : 256;
+        wl_tok_put *p = realloc(l->m, c * sizeof *p);
+        if (p == NULL) {
+            cu->rc = FT_ENOMEM;
+            return;
+        }
+        l->m = p;
+        l->cm = c;
     }
-    spin_unlock(jb, l);
+    l->m[l->nm].slot_t = (uint32_t)(slot << 6 | t);
+    l->m[l->nm++].tok = tok;
 }
 
 /* emit is one key of the serial pass: one draw for the key reservoir once
@@ -1049,20 +1053,20 @@ static void sample_emit(wl_job *jb, wl_cursor *cu, const uint32_t *toks, size_t 
     uint64_t cap = jb->g->o.sample;
     uint64_t j = cu->j++;
     if (j < cap) {
-        put_key(jb, j, j, toks, n);
+        put_key(cu, j, toks, n);
     } else {
         uint64_t x = ft_wl_next(&cu->rng) % (j + 1);
         if (x < cap)
-            put_key(jb, x, j, toks, n);
+            put_key(cu, x, toks, n);
     }
     for (size_t t = 0; t < n && t < jb->g->o.T; t++) {
         uint64_t s = cu->s[t]++;
         if (s < WL_MARG) {
-            put_marg(jb, (uint32_t)t, s, s, toks[t]);
+            put_marg(cu, (uint32_t)t, s, toks[t]);
         } else {
             uint64_t x = ft_wl_next(&cu->rng) % (s + 1);
             if (x < WL_MARG)
-                put_marg(jb, (uint32_t)t, x, s, toks[t]);
+                put_marg(cu, (uint32_t)t, x, toks[t]);
         }
     }
 }
@@ -1156,6 +1160,8 @@ static int count_unit(wl_job *jb, wl_unit *u)
 static int sample_unit(wl_job *jb, wl_cursor *cu, const wl_unit *u)
 {
     const ft_index *idx = jb->g->ix[u->shard];
+    cu->log = &jb->log[u - jb->u];
+    cu->rc = FT_OK;
     cu->rng = jb->base;
     ft_wl_rng_jump(&cu->rng, u->draws0);
     cu->j = u->j0;
@@ -1191,6 +1197,36 @@ static int sample_unit(wl_job *jb, wl_cursor *cu, const wl_unit *u)
     return FT_OK;
 }
 
+/* apply writes one unit's log into the reservoirs and frees it. */
+static void apply(wl_job *jb, wl_log *l)
+{
+    wl_pool *p = jb->g->pool;
+    for (size_t i = 0; i < l->nk; i++)
+        p->sample[l->k[i].slot] = l->k[i].key;
+    for (size_t i = 0; i < l->nm; i++)
+        p->marg[l->m[i].slot_t & 63u][l->m[i].slot_t >> 6] = l->m[i].tok;
+    free(l->k);
+    free(l->m);
+    l->k = NULL;
+    l->m = NULL;
+}
+
+/* merge applies, in unit order, every log whose predecessors are applied;
+ * called with mu held, it lets go of mu while it copies. */
+static void merge(wl_job *jb)
+{
+    if (jb->merging)
+        return; /* the worker merging sees the new log before it stops */
+    jb->merging = 1;
+    while (jb->applied < jb->n_u && jb->log[jb->applied].done) {
+        wl_log *l = &jb->log[jb->applied++];
+        pthread_mutex_unlock(&jb->mu);
+        apply(jb, l);
+        pthread_mutex_lock(&jb->mu);
+    }
+    jb->merging = 0;
+}
+
 static void *sample_worker(void *arg)
 {
     wl_job *jb = arg;
@@ -1212,8 +1248,17 @@ static void *sample_worker(void *arg)
         pthread_mutex_unlock(&jb->mu);
         if (i >= jb->n_u)
             break;
-        rc = jb->phase == 1 ? count_unit(jb, &jb->u[i])
-                            : sample_unit(jb, &cu, &jb->u[i]);
+        if (jb->phase == 1) {
+            rc = count_unit(jb, &jb->u[i]);
+            continue;
+        }
+        rc = sample_unit(jb, &cu, &jb->u[i]);
+        if (rc == FT_OK)
+            rc = cu.rc;
+        pthread_mutex_lock(&jb->mu);
+        jb->log[i].done = 1;
+        merge(jb);
+        pthread_mutex_unlock(&jb->mu);
     }
     free(cu.toks);
     free(cu.ch);
@@ -1229,7 +1274,6 @@ static int run_phase(wl_job *jb, int phase, int threads)
         threads = (int)jb->n_u;
     pthread_t th[256];
     int started = 0;
-    jb->locking = threads > 1;
     for (int i = 1; i < threads && i < 256; i++) {
         if (pthread_create(&th[started], NULL, sample_worker, jb) != 0)
             break; /* fewer threads: the output is the same */
@@ -1344,8 +1388,6 @@ static int sample_library(ft_wl_reqs *g, char *errbuf, size_t errlen)
         return FT_ENOMEM;
     jb->g = g;
     pthread_mutex_init(&jb->mu, NULL);
-    for (unsigned i = 0; i < WL_LOCKS; i++)
-        atomic_flag_clear(&jb->locks[i]);
     /* No key is longer than the format allows (ft_index_info's max_depth
      * would say less, but computing it walks the whole index). */
     jb->max_len = FT_MAX_KEY_LEN_LIMIT;
@@ -1370,11 +1412,8 @@ static int sample_library(ft_wl_reqs *g, char *errbuf, size_t errlen)
     if (rc == FT_OK && j == 0)
         rc = FT_EINVAL;
     if (rc == FT_OK) {
-        jb->keys = calloc(g->o.sample, sizeof *jb->keys);
-        rc = jb->keys ? FT_OK : FT_ENOMEM;
-        for (uint32_t t = 0; t < T && rc == FT_OK; t++)
-            if ((jb->marg[t] = calloc(WL_MARG, sizeof *jb->marg[t])) == NULL)
-                rc = FT_ENOMEM;
+        jb->log = calloc(jb->n_u, sizeof *jb->log);
+        rc = jb->log ? FT_OK : FT_ENOMEM;
     }
     if (rc == FT_OK) {
         ft_wl_rng_seed(&jb->base, ft_wl_mix(g->o.seed, 0x73616d70ull));
@@ -1382,17 +1421,14 @@ static int sample_library(ft_wl_reqs *g, char *errbuf, size_t errlen)
     }
     if (rc == FT_OK) {
         p->n_sample = j < g->o.sample ? j : g->o.sample;
-        for (uint64_t i = 0; i < p->n_sample; i++)
-            p->sample[i] = jb->keys[i].key;
-        for (uint32_t t = 0; t < T; t++) {
+        for (uint32_t t = 0; t < T; t++)
             p->n_marg[t] = s[t] < WL_MARG ? s[t] : WL_MARG;
-            for (uint64_t i = 0; i < p->n_marg[t]; i++)
-                p->marg[t][i] = jb->marg[t][i].tok;
-        }
     }
-    free(jb->keys);
-    for (uint32_t t = 0; t < T; t++)
-        free(jb->marg[t]);
+    for (size_t i = 0; jb->log && i < jb->n_u; i++) {
+        free(jb->log[i].k); /* left by a failed run */
+        free(jb->log[i].m);
+    }
+    free(jb->log);
     free(jb->u);
     pthread_mutex_destroy(&jb->mu);
     free(jb);
