@@ -1796,55 +1796,145 @@ int ft_wl_reqs_make(ft_wl_reqs *g, uint64_t i, unsigned slot, ft_request *req)
     return FT_OK;
 }
 
+/* req_line appends request i as one JSON line to out. */
+static int req_line(ft_wl_reqs *g, uint64_t i, wl_buf *out)
+{
+    ft_request req;
+    int rc = ft_wl_reqs_make(g, i, 0, &req);
+    if (rc)
+        return rc;
+    json_t *o = json_object(), *toks = json_array(), *lps = json_array();
+    if (o == NULL || toks == NULL || lps == NULL) {
+        json_decref(o);
+        json_decref(toks);
+        json_decref(lps);
+        return FT_ENOMEM;
+    }
+    for (uint32_t t = 0; t < req.T; t++) {
+        json_t *a = json_array(), *b = json_array();
+        for (uint32_t k = 0; k < req.K; k++) {
+            json_array_append_new(a, json_integer(req.tokens[t * req.K + k]));
+            json_array_append_new(b, json_real(req.logp[t * req.K + k]));
+        }
+        json_array_append_new(toks, a);
+        json_array_append_new(lps, b);
+    }
+    json_object_set_new(o, "id", json_integer((json_int_t)i));
+    json_object_set_new(o, "tokens", toks);
+    json_object_set_new(o, "logp", lps);
+    json_object_set_new(o, "beam", json_integer(req.beam));
+    if (g->o.results)
+        json_object_set_new(o, "results", json_integer(req.results));
+    if (g->o.has_theta_tok)
+        json_object_set_new(o, "theta_tok", json_real(req.theta_tok));
+    if (g->o.has_theta_sent)
+        json_object_set_new(o, "theta_sent", json_real(req.theta_sent));
+    if (g->o.has_alpha)
+        json_object_set_new(o, "alpha", json_real(req.alpha));
+    /* %.9g (JSON_REAL_PRECISION(9)) prints every f32 so that it parses
+     * back, through binary64, to the same binary32; alpha is binary64
+     * and gets 17 digits from a separate dump below if it is set. */
+    size_t flags = JSON_COMPACT | JSON_PRESERVE_ORDER;
+    char *line = json_dumps(o, flags | (g->o.has_alpha ? 0 : JSON_REAL_PRECISION(9)));
+    json_decref(o);
+    if (line == NULL)
+        return FT_ENOMEM;
+    size_t n = strlen(line);
+    rc = buf_reserve(out, n + 1);
+    if (rc == FT_OK) {
+        memcpy(out->p + out->len, line, n);
+        out->p[out->len + n] = '\n';
+        out->len += n + 1;
+    }
+    free(line);
+    return rc;
+}
+
+/* A writer's share of one round: requests lo .. hi-1 into out. */
+typedef struct wl_wpart {
+    ft_wl_reqs *g; /* the worker's own source (its own scratch) */
+    uint64_t lo, hi;
+    wl_buf out;
+    int rc;
+} wl_wpart;
+
+static void *write_worker(void *arg)
+{
+    wl_wpart *w = arg;
+    w->out.len = 0;
+    for (uint64_t i = w->lo; i < w->hi && w->rc == FT_OK; i++)
+        w->rc = req_line(w->g, i, &w->out);
+    return NULL;
+}
+
+/* WL_WCHUNK is the requests a writer formats per round: enough to pay
+ * for a thread start, few enough to keep the buffers small. */
+#define WL_WCHUNK 32u
+
 int ft_wl_reqs_write(ft_wl_reqs *g, FILE *f, char *errbuf, size_t errlen)
 {
-    for (uint64_t i = 0; i < g->o.n; i++) {
-        ft_request req;
-        int rc = ft_wl_reqs_make(g, i, 0, &req);
-        WL_FAIL_IF(rc, rc, "request %llu: %s", (unsigned long long)i,
-                           ft_strerror(rc));
-        json_t *o = json_object(), *toks = json_array(), *lps = json_array();
-        if (o == NULL || toks == NULL || lps == NULL) {
-            json_decref(o);
-            json_decref(toks);
-            json_decref(lps);
-            wl_errf(errbuf, errlen, "out of memory");
-            return FT_ENOMEM;
-        }
-        for (uint32_t t = 0; t < req.T; t++) {
-            json_t *a = json_array(), *b = json_array();
-            for (uint32_t k = 0; k < req.K; k++) {
-                json_array_append_new(a, json_integer(req.tokens[t * req.K + k]));
-                json_array_append_new(b, json_real(req.logp[t * req.K + k]));
-            }
-            json_array_append_new(toks, a);
-            json_array_append_new(lps, b);
-        }
-        json_object_set_new(o, "id", json_integer((json_int_t)i));
-        json_object_set_new(o, "tokens", toks);
-        json_object_set_new(o, "logp", lps);
-        json_object_set_new(o, "beam", json_integer(req.beam));
-        if (g->o.results)
-            json_object_set_new(o, "results", json_integer(req.results));
-        if (g->o.has_theta_tok)
-            json_object_set_new(o, "theta_tok", json_real(req.theta_tok));
-        if (g->o.has_theta_sent)
-            json_object_set_new(o, "theta_sent", json_real(req.theta_sent));
-        if (g->o.has_alpha)
-            json_object_set_new(o, "alpha", json_real(req.alpha));
-        /* %.9g (JSON_REAL_PRECISION(9)) prints every f32 so that it parses
-         * back, through binary64, to the same binary32; alpha is binary64
-         * and gets 17 digits from a separate dump below if it is set. */
-        size_t flags = JSON_COMPACT | JSON_PRESERVE_ORDER;
-        char *line = json_dumps(o, flags | (g->o.has_alpha ? 0 : JSON_REAL_PRECISION(9)));
-        json_decref(o);
-        if (line == NULL) {
-            wl_errf(errbuf, errlen, "out of memory");
-            return FT_ENOMEM;
-        }
-        int bad = fputs(line, f) < 0 || fputc('\n', f) < 0;
-        free(line);
-        WL_FAIL_IF(bad, FT_EIO, "writing requests failed");
+    /* Requests are independent: rounds of them are formatted by every
+     * thread (each with a source of its own over the shared sample) and
+     * written in order, so the file is the same for any thread count. */
+    int threads = g->o.threads > 0 ? g->o.threads : wl_cores();
+    if ((uint64_t)threads > (g->o.n + WL_WCHUNK - 1) / WL_WCHUNK)
+        threads = (int)((g->o.n + WL_WCHUNK - 1) / WL_WCHUNK);
+    if (threads > 256)
+        threads = 256;
+    if (threads < 1)
+        threads = 1;
+    wl_wpart *w = calloc((size_t)threads, sizeof *w);
+    pthread_t *th = calloc((size_t)threads, sizeof *th);
+    int rc = w && th ? FT_OK : FT_ENOMEM;
+    for (int t = 0; t < threads && rc == FT_OK; t++) {
+        if (t == 0)
+            w[t].g = g;
+        else
+            rc = ft_wl_reqs_derive(&w[t].g, g, &g->o, errbuf, errlen);
     }
-    return FT_OK;
+    uint64_t fail_at = 0;
+    for (uint64_t base = 0; base < g->o.n && rc == FT_OK;
+         base += (uint64_t)threads * WL_WCHUNK) {
+        int started = 0;
+        for (int t = 0; t < threads; t++) {
+            uint64_t lo = base + (uint64_t)t * WL_WCHUNK;
+            w[t].lo = lo < g->o.n ? lo : g->o.n;
+            w[t].hi = lo + WL_WCHUNK < g->o.n ? lo + WL_WCHUNK : g->o.n;
+            w[t].rc = FT_OK;
+        }
+        for (int t = 1; t < threads; t++) {
+            if (pthread_create(&th[t], NULL, write_worker, &w[t]) != 0)
+                break; /* the rest run on this thread below */
+            started = t;
+        }
+        write_worker(&w[0]);
+        for (int t = 1; t <= started; t++)
+            pthread_join(th[t], NULL);
+        for (int t = started + 1; t < threads; t++)
+            write_worker(&w[t]);
+        for (int t = 0; t < threads && rc == FT_OK; t++) {
+            if (w[t].rc) {
+                rc = w[t].rc;
+                fail_at = w[t].lo;
+                break;
+            }
+            if (w[t].out.len && fwrite(w[t].out.p, 1, w[t].out.len, f) != w[t].out.len) {
+                wl_errf(errbuf, errlen, "writing requests failed");
+                rc = FT_EIO;
+            }
+        }
+        if (rc && rc != FT_EIO)
+            wl_errf(errbuf, errlen, "request %llu: %s", (unsigned long long)fail_at,
+                    ft_strerror(rc));
+    }
+    for (int t = 0; w && t < threads; t++) {
+        if (t > 0)
+            ft_wl_reqs_close(w[t].g);
+        free(w[t].out.p);
+    }
+    free(w);
+    free(th);
+    if (rc == FT_ENOMEM && !(errbuf && errbuf[0]))
+        wl_errf(errbuf, errlen, "out of memory");
+    return rc;
 }
