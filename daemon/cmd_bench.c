@@ -1362,6 +1362,8 @@ int cmd_bench(int argc, char **argv)
         json_object_set_new(ix, "nodes", json_integer((json_int_t)info.nodes));
         json_object_set_new(ix, "trie_bytes", json_integer((json_int_t)info.trie_bytes));
         json_object_set_new(ix, "value_bytes", json_integer((json_int_t)info.value_bytes));
+        if (man_shards)
+            json_object_set_new(ix, "manifest_shards", json_integer((json_int_t)man_shards));
         json_object_set_new(ix, "trie_bytes_per_key",
                             json_real((double)info.trie_bytes / (double)(info.keys ? info.keys : 1)));
         if (build)

@@ -147,7 +147,8 @@ void ft_wl_reqs_close(ft_wl_reqs *g);
 int ft_wl_reqs_make(ft_wl_reqs *g, uint64_t i, unsigned slot,
                     ft_request *req);
 
-/* ft_wl_reqs_write writes o->n requests as SPEC section 7 JSON Lines. */
+/* ft_wl_reqs_write writes o->n requests as SPEC section 7 JSON Lines,
+ * formatted on o->threads threads (the same bytes for any count). */
 int ft_wl_reqs_write(ft_wl_reqs *g, FILE *f, char *errbuf, size_t errlen);
 
 #ifdef __cplusplus
