@@ -138,6 +138,30 @@ static void test_sampling(const char *dir)
     CHECK(strstr(err, "seed, T and sample") != NULL);
     ft_wl_reqs_close(d);
 
+    /* Writing: 1 and 3 threads (rounds of 32 requests per thread, so
+     * several rounds and a short last one) give the same file. */
+    char *text[2] = {NULL, NULL};
+    size_t len[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        opts(&o, 16, k ? 3 : 1);
+        o.n = 201;
+        ft_wl_reqs *g;
+        CHECK(ft_wl_reqs_open(&g, idx, &o, err, sizeof err) == FT_OK);
+        FILE *f = open_memstream(&text[k], &len[k]);
+        CHECK(f != NULL);
+        CHECK(ft_wl_reqs_write(g, f, err, sizeof err) == FT_OK);
+        CHECK(fclose(f) == 0);
+        ft_wl_reqs_close(g);
+    }
+    CHECK(len[0] > 0 && len[0] == len[1] && memcmp(text[0], text[1], len[0]) == 0);
+    size_t lines = 0;
+    for (size_t i = 0; i < len[0]; i++)
+        lines += text[0][i] == '\n';
+    CHECK(lines == 201);
+    CHECK(strncmp(text[0], "{\"id\":0,", 8) == 0);
+    free(text[0]);
+    free(text[1]);
+
     /* A manifest of three shards: the same requests as the index. */
     snprintf(man, sizeof man, "%s/g.ftm", dir);
     ft_split_opts so = {man, 3, 0, 0};
