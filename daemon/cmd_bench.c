@@ -493,6 +493,7 @@ typedef struct plot_in {
     int nsets;
     const u32_list *batches, *shards;
     int shard_gpu; /* the groups are of GPU engines */
+    size_t man_shards; /* rows 0 and 1 are groups over a manifest's shards */
     uint64_t keys, trie_bytes;
     const char *cpu, *gpu;
     long cores;
@@ -534,7 +535,9 @@ enum { PLOT_SPEEDUP = 1, PLOT_SHARDS = 2 };
 
 static const char *row_title(const plot_in *p, int e, char *buf, size_t len)
 {
-    if (e < 2)
+    if (e < 2 && p->man_shards)
+        snprintf(buf, len, "%zu %s shards", p->man_shards, e ? "GPU" : "CPU");
+    else if (e < 2)
         snprintf(buf, len, "%s", e ? "GPU" : "CPU");
     else
         snprintf(buf, len, "%u %s shards", p->shards->v[e - 2], p->shard_gpu ? "GPU" : "CPU");
@@ -1397,7 +1400,7 @@ int cmd_bench(int argc, char **argv)
             for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
                 dir[n - 1] = 0;
             plot_in pin = {dir, st, nsets, &batches, &shards, use_gpu,
-                           info.keys, info.trie_bytes, cpu, gpu,
+                           man_shards, info.keys, info.trie_bytes, cpu, gpu,
                            sysconf(_SC_NPROCESSORS_ONLN)};
             status = report_plots(&pin);
         }
