@@ -986,14 +986,17 @@ typedef struct wl_job {
     ft_wl_reqs *g;
     wl_unit *u;
     size_t n_u;
+    size_t *piece;          /* phase 2's work: units piece[i] .. piece[i+1]-1 */
+    size_t n_p;
+    size_t n_items;         /* units (phase 1) or pieces (phase 2) */
     int phase;              /* 1 count, 2 sample */
     int rc;
     uint32_t max_len;       /* deepest key + 1: walk stacks */
     ft_wl_rng base;
     pthread_mutex_t mu;     /* guards what follows */
     size_t next;            /* next unit to take */
-    wl_log *log;            /* phase 2: per unit */
-    size_t applied;         /* units whose logs are applied */
+    wl_log *log;            /* phase 2: per piece */
+    size_t applied;         /* pieces whose logs are applied */
     int merging;            /* a worker is applying logs */
 } wl_job;
 
@@ -1157,15 +1160,11 @@ static int count_unit(wl_job *jb, wl_unit *u)
     return FT_OK;
 }
 
+/* sample_unit walks unit u; the cursor is where u starts (jumped there, or
+ * left there by the unit before it in the same piece). */
 static int sample_unit(wl_job *jb, wl_cursor *cu, const wl_unit *u)
 {
     const ft_index *idx = jb->g->ix[u->shard];
-    cu->log = &jb->log[u - jb->u];
-    cu->rc = FT_OK;
-    cu->rng = jb->base;
-    ft_wl_rng_jump(&cu->rng, u->draws0);
-    cu->j = u->j0;
-    memcpy(cu->s, u->s0, sizeof cu->s);
     int rc;
     if (u->depth == 2) {
         cu->toks[0] = u->label1;
@@ -1218,7 +1217,7 @@ static void merge(wl_job *jb)
     if (jb->merging)
         return; /* the worker merging sees the new log before it stops */
     jb->merging = 1;
-    while (jb->applied < jb->n_u && jb->log[jb->applied].done) {
+    while (jb->applied < jb->n_p && jb->log[jb->applied].done) {
         wl_log *l = &jb->log[jb->applied++];
         pthread_mutex_unlock(&jb->mu);
         apply(jb, l);
@@ -1244,17 +1243,24 @@ static void *sample_worker(void *arg)
         pthread_mutex_lock(&jb->mu);
         if (rc != FT_OK && jb->rc == FT_OK)
             jb->rc = rc;
-        size_t i = jb->rc == FT_OK ? jb->next++ : jb->n_u;
+        size_t i = jb->rc == FT_OK ? jb->next++ : jb->n_items;
         pthread_mutex_unlock(&jb->mu);
-        if (i >= jb->n_u)
+        if (i >= jb->n_items)
             break;
         if (jb->phase == 1) {
             rc = count_unit(jb, &jb->u[i]);
             continue;
         }
-        rc = sample_unit(jb, &cu, &jb->u[i]);
-        if (rc == FT_OK)
-            rc = cu.rc;
+        const wl_unit *u0 = &jb->u[jb->piece[i]];
+        cu.log = &jb->log[i];
+        cu.rc = FT_OK;
+        cu.rng = jb->base;
+        ft_wl_rng_jump(&cu.rng, u0->draws0);
+        cu.j = u0->j0;
+        memcpy(cu.s, u0->s0, sizeof cu.s);
+        for (size_t k = jb->piece[i]; k < jb->piece[i + 1] && rc == FT_OK; k++)
+            if ((rc = sample_unit(jb, &cu, &jb->u[k])) == FT_OK)
+                rc = cu.rc;
         pthread_mutex_lock(&jb->mu);
         jb->log[i].done = 1;
         merge(jb);
@@ -1270,8 +1276,9 @@ static int run_phase(wl_job *jb, int phase, int threads)
 {
     jb->phase = phase;
     jb->next = 0;
-    if ((size_t)threads > jb->n_u)
-        threads = (int)jb->n_u;
+    jb->n_items = phase == 1 ? jb->n_u : jb->n_p;
+    if ((size_t)threads > jb->n_items)
+        threads = (int)jb->n_items;
     pthread_t th[256];
     int started = 0;
     for (int i = 1; i < threads && i < 256; i++) {
@@ -1314,7 +1321,9 @@ static int make_units(ft_wl_reqs *g, wl_unit **out, size_t *n_out)
         }
     if (rc)
         return rc;
-    uint64_t w = total / 1024 > 2048 ? total / 1024 : 2048;
+    /* Units are small (counting them costs little per unit); the walk
+     * takes them in pieces of about equal key counts (sample_library). */
+    uint64_t w = total / 16384 > 256 ? total / 16384 : 256;
     wl_unit *u = NULL, cur;
     size_t n = 0, cap = 0;
     for (size_t s = 0; s < g->n_ix && rc == FT_OK; s++) {
@@ -1411,8 +1420,24 @@ static int sample_library(ft_wl_reqs *g, char *errbuf, size_t errlen)
     }
     if (rc == FT_OK && j == 0)
         rc = FT_EINVAL;
+    /* Pieces: runs of consecutive units of about j / 2048 keys, so the
+     * walkers share the keys evenly and a piece's stream is jumped once. */
     if (rc == FT_OK) {
-        jb->log = calloc(jb->n_u, sizeof *jb->log);
+        jb->piece = malloc((jb->n_u + 1) * sizeof *jb->piece);
+        rc = jb->piece ? FT_OK : FT_ENOMEM;
+    }
+    if (rc == FT_OK) {
+        uint64_t want = j / 2048 > 4096 ? j / 2048 : 4096, acc = 0;
+        jb->n_p = 0;
+        for (size_t i = 0; i < jb->n_u; i++) {
+            if (acc == 0)
+                jb->piece[jb->n_p++] = i;
+            acc += jb->u[i].keys;
+            if (acc >= want)
+                acc = 0;
+        }
+        jb->piece[jb->n_p] = jb->n_u;
+        jb->log = calloc(jb->n_p, sizeof *jb->log);
         rc = jb->log ? FT_OK : FT_ENOMEM;
     }
     if (rc == FT_OK) {
@@ -1424,11 +1449,12 @@ static int sample_library(ft_wl_reqs *g, char *errbuf, size_t errlen)
         for (uint32_t t = 0; t < T; t++)
             p->n_marg[t] = s[t] < WL_MARG ? s[t] : WL_MARG;
     }
-    for (size_t i = 0; jb->log && i < jb->n_u; i++) {
+    for (size_t i = 0; jb->log && i < jb->n_p; i++) {
         free(jb->log[i].k); /* left by a failed run */
         free(jb->log[i].m);
     }
     free(jb->log);
+    free(jb->piece);
     free(jb->u);
     pthread_mutex_destroy(&jb->mu);
     free(jb);
