@@ -179,7 +179,38 @@ typedef struct run_stats {
     size_t n, rejected;
     double mean, p50, p90, p95, p99, hits;
     double qps[MAX_LIST];
+    uint64_t digest; /* FNV-1a of the b=1 results (results_digest) */
 } run_stats;
+
+/* fnv1a folds n bytes into h (64-bit FNV-1a). */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* results_digest folds one request's answer into h: status, hit count and
+ * per hit its tokens, value, score, sigma and order (not key_index, which
+ * numbers keys per shard): equal digests mean equal answers, so a group
+ * and the unsharded engine can be compared on the same requests. */
+static uint64_t results_digest(uint64_t h, const ft_result *r)
+{
+    int32_t st = r->status;
+    h = fnv1a(h, &st, sizeof st);
+    h = fnv1a(h, &r->n, sizeof r->n);
+    for (uint32_t i = 0; i < r->n && r->status == FT_OK; i++) {
+        const ft_hit *x = &r->hits[i];
+        h = fnv1a(h, &x->len, sizeof x->len);
+        h = fnv1a(h, r->tokens + x->tok_off, x->len * sizeof *r->tokens);
+        h = fnv1a(h, &x->value, sizeof x->value);
+        h = fnv1a(h, &x->score, sizeof x->score);
+        h = fnv1a(h, &x->sigma, sizeof x->sigma);
+        h = fnv1a(h, &x->order, sizeof x->order);
+    }
+    return h;
+}
 
 /* What run_engine measures: one engine or one shard group. */
 typedef struct searcher {
@@ -251,12 +282,14 @@ static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
             goto out;
     }
     size_t hits = 0, rejected = 0;
+    rs->digest = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < s->n; i++) {
         double t0 = now_s();
         rc = search_batch(eng, &s->r[i], 1, res);
         lat[i] = (now_s() - t0) * 1e3;
         if (rc)
             goto out;
+        rs->digest = results_digest(rs->digest, &res[0]);
         if (res[0].status)
             rejected++;
         hits += res[0].n;
@@ -414,6 +447,9 @@ static json_t *stats_json(const run_stats *r, const char *engine,
         json_object_set_new(q, k, json_real(r->qps[b]));
     }
     json_object_set_new(o, "throughput_qps", q);
+    char d[24];
+    snprintf(d, sizeof d, "%016" PRIx64, r->digest);
+    json_object_set_new(o, "results_fnv1a64", json_string(d));
     return o;
 }
 
@@ -457,6 +493,7 @@ typedef struct plot_in {
     int nsets;
     const u32_list *batches, *shards;
     int shard_gpu; /* the groups are of GPU engines */
+    size_t man_shards; /* rows 0 and 1 are groups over a manifest's shards */
     uint64_t keys, trie_bytes;
     const char *cpu, *gpu;
     long cores;
@@ -498,7 +535,9 @@ enum { PLOT_SPEEDUP = 1, PLOT_SHARDS = 2 };
 
 static const char *row_title(const plot_in *p, int e, char *buf, size_t len)
 {
-    if (e < 2)
+    if (e < 2 && p->man_shards)
+        snprintf(buf, len, "%zu %s shards", p->man_shards, e ? "GPU" : "CPU");
+    else if (e < 2)
         snprintf(buf, len, "%s", e ? "GPU" : "CPU");
     else
         snprintf(buf, len, "%u %s shards", p->shards->v[e - 2], p->shard_gpu ? "GPU" : "CPU");
@@ -782,7 +821,7 @@ int cmd_bench(int argc, char **argv)
         {"copy-lists", no_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
-        "usage: flashtrie bench (--index INDEX | --keys FILE | --gen-keys N [--seed S])\n"
+        "usage: flashtrie bench (--index INDEX|MANIFEST | --keys FILE | --gen-keys N [--seed S])\n"
         "         [--requests FILE.jsonl | --n-requests N [--T 8] [--beam 100,200,500,1000]\n"
         "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
@@ -793,6 +832,12 @@ int cmd_bench(int argc, char **argv)
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
         "  an index first (into a temporary file) and report the build rate.\n"
+        "  --index MANIFEST: its shards run as one group per engine (rows cpu/sN,\n"
+        "  gpu/sN), requests drawn over the whole library (the same as over the\n"
+        "  unsharded index); --shards is refused there.  Generated requests\n"
+        "  sample the library once, on --threads cores.  After the table, one\n"
+        "  'results' line per row: a digest of its b=1 answers (equal digests,\n"
+        "  equal answers).\n"
         "  --shards: also a group of N GPU engines (N = 1..8; CPU engines without\n"
         "  gpu in --engine) per count, over the index split by first token\n"
         "  in-process (rows gpu/sN, and sN/gpu: the group over the unsharded engine);\n"
@@ -1015,8 +1060,8 @@ int cmd_bench(int argc, char **argv)
         json_object_set_new(build, "keys_per_s", json_real((double)bst.keys / bst.seconds));
         index = tmp;
     }
-    ft_index *idx;
-    int rc = ft_index_open(&idx, index, 0, err, sizeof err);
+    ft_library *lib;
+    int rc = ft_library_open(&lib, index, 0, err, sizeof err);
     if (tmp[0])
         unlink(tmp); /* the mapping keeps it alive */
     if (rc) {
@@ -1024,11 +1069,34 @@ int cmd_bench(int argc, char **argv)
         json_decref(build);
         return 1;
     }
+    /* A manifest's shards run as one group per engine (rows cpu/sN,
+     * gpu/sN); --shards splits a single index and has nothing to split
+     * here. */
+    size_t man_shards = ft_library_is_manifest(lib) ? ft_library_shards(lib) : 0;
+    if (man_shards && shards.n) {
+        fprintf(stderr, "flashtrie bench: --shards: %s is a manifest of %zu shards "
+                        "already (its shards run as a group); --shards splits a "
+                        "single index\n", index, man_shards);
+        ft_library_close(lib);
+        json_decref(build);
+        return 2;
+    }
+    if (man_shards > 8) {
+        fprintf(stderr, "flashtrie bench: %s: a manifest of %zu shards; a group "
+                        "holds at most 8\n", index, man_shards);
+        ft_library_close(lib);
+        json_decref(build);
+        return 2;
+    }
+    const ft_index *idx = ft_library_shard(lib, 0);
     ft_index_info info;
     ft_index_info_init(&info);
-    ft_index_info_get(&info, idx);
-    printf("index: %" PRIu64 " keys, %" PRIu64 " nodes, %.3f trie bytes/key\n",
-           info.keys, info.nodes, (double)info.trie_bytes / (double)(info.keys ? info.keys : 1));
+    ft_library_info_get(&info, lib);
+    printf("index: %" PRIu64 " keys, %" PRIu64 " nodes, %.3f trie bytes/key", info.keys,
+           info.nodes, (double)info.trie_bytes / (double)(info.keys ? info.keys : 1));
+    if (man_shards)
+        printf(", manifest of %zu shards", man_shards);
+    printf("\n");
 
     /* 2. The requests, one set per beam. */
     req_set sets[MAX_LIST];
@@ -1037,11 +1105,19 @@ int cmd_bench(int argc, char **argv)
     if (requests != NULL) {
         rc = load_requests(sets, &nsets, requests, err, sizeof err);
     } else {
+        /* The library is sampled once (in parallel) for every beam: the
+         * sample depends on the seed and T only. */
+        ft_wl_reqs *src = NULL;
+        ro.threads = threads;
+        double t0 = now_s();
+        rc = ft_wl_reqs_open_library(&src, lib, &ro, err, sizeof err);
         for (int b = 0; b < beams.n && rc == FT_OK; b++) {
             ft_wl_req_opts o = ro;
             o.beam = beams.v[b];
             ft_wl_reqs *g;
-            rc = ft_wl_reqs_open(&g, idx, &o, err, sizeof err);
+            rc = ft_wl_reqs_derive(&g, src, &o, err, sizeof err);
+            if (rc)
+                break;
             sets[nsets].beam = o.beam;
             for (uint64_t i = 0; i < o.n && rc == FT_OK; i++) {
                 ft_request q;
@@ -1049,10 +1125,13 @@ int cmd_bench(int argc, char **argv)
                 if (rc == FT_OK)
                     rc = req_set_add(&sets[nsets], &q);
             }
-            if (rc == FT_OK)
-                ft_wl_reqs_close(g);
+            ft_wl_reqs_close(g);
             nsets++;
         }
+        ft_wl_reqs_close(src);
+        if (rc == FT_OK)
+            printf("requests: %" PRIu64 " per beam for %d beams, made in %.3f s\n", ro.n,
+                   nsets, now_s() - t0);
         if (rc && !err[0])
             snprintf(err, sizeof err, "making requests: %s", ft_strerror(rc));
     }
@@ -1060,7 +1139,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "flashtrie bench: %s\n", err);
         for (int i = 0; i < nsets; i++)
             req_set_free(&sets[i]);
-        ft_index_close(idx);
+        ft_library_close(lib);
         json_decref(build);
         return rc == FT_EINVAL || rc == FT_ENOTSUP ? 2 : 1;
     }
@@ -1085,6 +1164,13 @@ int cmd_bench(int argc, char **argv)
     for (int j = 0; j < shards.n; j++)
         snprintf(eng_names[2 + j], sizeof eng_names[2 + j], "%s/s%u",
                  use_gpu ? "gpu" : "cpu", shards.v[j]);
+    if (man_shards)
+        for (int e = 0; e < 2; e++)
+            snprintf(eng_names[e], sizeof eng_names[e], "%s/s%zu", e ? "gpu" : "cpu",
+                     man_shards);
+    /* Table labels: the engine kinds, or the groups' names. */
+    char row_names[NROWS][64];
+    memcpy(row_names, eng_names, sizeof row_names);
     int status = 0;
     for (int e = 0; e < 2 + shards.n; e++) {
         if ((e == 0 && !use_cpu) || (e == 1 && !use_gpu))
@@ -1105,7 +1191,17 @@ int cmd_bench(int argc, char **argv)
         eo.max_k = max_k;
         eo.max_t = max_t;
         err[0] = 0;
-        if (nsh) {
+        if (man_shards && e < 2) {
+            nsh = man_shards;
+            for (size_t j = 0; j < nsh; j++)
+                sh[j] = ft_library_shard(lib, j);
+            ft_group_opts go;
+            ft_group_opts_init(&go);
+            go.exchange = xchg;
+            go.split_grid = !full_grid;
+            go.shared_lists = !copy_lists;
+            rc = ft_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err, sizeof err);
+        } else if (nsh) {
             double t0 = now_s();
             rc = split_index(&shlib, idx, nsh, err, sizeof err);
             if (rc) {
@@ -1169,6 +1265,7 @@ int cmd_bench(int argc, char **argv)
         if (nsh) {
             ft_group_close(sr.grp);
             ft_library_close(shlib);
+            shlib = NULL;
         } else {
             ft_engine_close(sr.eng);
         }
@@ -1189,7 +1286,7 @@ int cmd_bench(int argc, char **argv)
             const run_stats *r = &st[e][i];
             if (!r->ran)
                 continue;
-            printf("%-6s %5u %5u %6zu %9.3f %9.3f %9.3f %9.3f %9.3f", e < 2 ? (e ? "gpu" : "cpu") : eng_names[e],
+            printf("%-6s %5u %5u %6zu %9.3f %9.3f %9.3f %9.3f %9.3f", row_names[e],
                    r->beam, r->K, r->n, r->mean, r->p50, r->p90, r->p95, r->p99);
             for (int b = 0; b < batches.n; b++)
                 printf(" %10.1f", r->qps[b]);
@@ -1236,6 +1333,15 @@ int cmd_bench(int argc, char **argv)
         }
     }
 
+    /* The answers' digests (FNV-1a of every b=1 result): rows that answer
+     * alike, a group and its unsharded engine among them, print the same. */
+    printf("\n");
+    for (int i = 0; i < nsets; i++)
+        for (int e = 0; e < 2 + shards.n; e++)
+            if (st[e][i].ran)
+                printf("results %-6s beam %5u: fnv1a64 %016" PRIx64 "\n", row_names[e],
+                       st[e][i].beam, st[e][i].digest);
+
     /* 5. The report. */
     if (report != NULL) {
         json_t *rep = json_object();
@@ -1259,6 +1365,8 @@ int cmd_bench(int argc, char **argv)
         json_object_set_new(ix, "nodes", json_integer((json_int_t)info.nodes));
         json_object_set_new(ix, "trie_bytes", json_integer((json_int_t)info.trie_bytes));
         json_object_set_new(ix, "value_bytes", json_integer((json_int_t)info.value_bytes));
+        if (man_shards)
+            json_object_set_new(ix, "manifest_shards", json_integer((json_int_t)man_shards));
         json_object_set_new(ix, "trie_bytes_per_key",
                             json_real((double)info.trie_bytes / (double)(info.keys ? info.keys : 1)));
         if (build)
@@ -1292,7 +1400,7 @@ int cmd_bench(int argc, char **argv)
             for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
                 dir[n - 1] = 0;
             plot_in pin = {dir, st, nsets, &batches, &shards, use_gpu,
-                           info.keys, info.trie_bytes, cpu, gpu,
+                           man_shards, info.keys, info.trie_bytes, cpu, gpu,
                            sysconf(_SC_NPROCESSORS_ONLN)};
             status = report_plots(&pin);
         }
@@ -1303,6 +1411,6 @@ int cmd_bench(int argc, char **argv)
     json_decref(build);
     for (int i = 0; i < nsets; i++)
         req_set_free(&sets[i]);
-    ft_index_close(idx);
+    ft_library_close(lib);
     return status;
 }

@@ -44,6 +44,9 @@ uint64_t ft_wl_mix(uint64_t a, uint64_t b);
  * Zipf law with exponent 1 (log-uniform rank), so that about a quarter of
  * the draws over 2.2M tokens are >= 65536. */
 uint32_t ft_wl_zipf_token(ft_wl_rng *r, uint32_t vocab);
+/* ft_wl_rng_jump advances r as n calls of ft_wl_next would, in time
+ * independent of n (a polynomial of the linear state map). */
+void ft_wl_rng_jump(ft_wl_rng *r, uint64_t n);
 
 /* ---- key libraries ---- */
 
@@ -110,6 +113,8 @@ typedef struct ft_wl_req_opts {
     float theta_tok, theta_sent;
     double alpha;
     uint32_t sample;   /* keys kept to draw heads and marginals from */
+    int threads;       /* sampling the index: 0 = all online cores; never
+                        * changes the output */
 } ft_wl_req_opts;
 
 void ft_wl_req_opts_init(ft_wl_req_opts *o);
@@ -118,9 +123,22 @@ void ft_wl_req_opts_init(ft_wl_req_opts *o);
 typedef struct ft_wl_reqs ft_wl_reqs;
 
 /* ft_wl_reqs_open samples the library of idx (which must outlive the
- * source) once: per-position token marginals and a sample of keys. */
+ * source) once: per-position token marginals and a sample of keys, as one
+ * pass over the keys in order would (o->threads walk it in parallel). */
 int ft_wl_reqs_open(ft_wl_reqs **out, const ft_index *idx,
                     const ft_wl_req_opts *o, char *errbuf, size_t errlen);
+/* ft_wl_reqs_open_library is ft_wl_reqs_open over a library: the keys of
+ * every shard, in token order.  Over a manifest it gives the same requests,
+ * byte for byte, as over the unsharded index. */
+int ft_wl_reqs_open_library(ft_wl_reqs **out, const ft_library *lib,
+                            const ft_wl_req_opts *o, char *errbuf,
+                            size_t errlen);
+/* ft_wl_reqs_derive makes a source with other grid options (n, K, beam,
+ * head, results, thresholds) over src's sample, without sampling again;
+ * seed, T and sample must be src's (FT_EINVAL otherwise).  src may be
+ * closed first. */
+int ft_wl_reqs_derive(ft_wl_reqs **out, const ft_wl_reqs *src,
+                      const ft_wl_req_opts *o, char *errbuf, size_t errlen);
 void ft_wl_reqs_close(ft_wl_reqs *g);
 
 /* ft_wl_reqs_make fills request number i (independent of the others) into
@@ -129,7 +147,8 @@ void ft_wl_reqs_close(ft_wl_reqs *g);
 int ft_wl_reqs_make(ft_wl_reqs *g, uint64_t i, unsigned slot,
                     ft_request *req);
 
-/* ft_wl_reqs_write writes o->n requests as SPEC section 7 JSON Lines. */
+/* ft_wl_reqs_write writes o->n requests as SPEC section 7 JSON Lines,
+ * formatted on o->threads threads (the same bytes for any count). */
 int ft_wl_reqs_write(ft_wl_reqs *g, FILE *f, char *errbuf, size_t errlen);
 
 #ifdef __cplusplus
