@@ -33,6 +33,8 @@
  * (ft_score_key, step) alone.
  */
 #include <cooperative_groups.h>
+#include <cub/block/block_scan.cuh>
+#include <cub/warp/warp_scan.cuh>
 #include <cuda_runtime.h>
 
 #include "ft_kernels.h"
@@ -66,7 +68,10 @@ struct gk_smem {
     uint64_t key[FT_GK_SORT_MAX];
     uint32_t idx[FT_GK_SORT_MAX];
     uint32_t hist[256];
-    uint32_t wsum[FT_GK_WARPS];
+    /* CUB's block and warp scans (the same algorithms as a hand-written
+     * shuffle scan, and no slower) */
+    cub::BlockScan<uint32_t, FT_GK_BLOCK>::TempStorage scan;
+    cub::WarpScan<uint32_t>::TempStorage wscan[FT_GK_WARPS];
     uint32_t count;
     uint32_t need;
     uint32_t bucket;
@@ -399,33 +404,13 @@ __device__ __forceinline__ uint64_t gk_term_rank(const ft_gk_params &P,
     return ft_term_rank(P.view.flags, P.term_rank, u);
 }
 
-/* Block-wide exclusive scan of one value per thread; returns the total. */
+/* Block-wide exclusive scan of one value per thread; returns the total.
+ * The whole CTA calls it; sm.scan is free again when it returns. */
 __device__ uint32_t gk_scan(gk_smem &sm, uint32_t v, uint32_t *excl)
 {
-    uint32_t lane = threadIdx.x & 31u, w = threadIdx.x >> 5;
-    uint32_t x = v;
-    for (int o = 1; o < 32; o <<= 1) {
-        uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
-        if ((int)lane >= o)
-            x += y;
-    }
-    if (lane == 31)
-        sm.wsum[w] = x;
-    __syncthreads();
-    if (w == 0) {
-        uint32_t s = lane < FT_GK_WARPS ? sm.wsum[lane] : 0;
-        for (int o = 1; o < 32; o <<= 1) {
-            uint32_t y = __shfl_up_sync(0xffffffffu, s, o);
-            if ((int)lane >= o)
-                s += y;
-        }
-        if (lane < FT_GK_WARPS)
-            sm.wsum[lane] = s; /* inclusive */
-    }
-    __syncthreads();
-    uint32_t wbase = w ? sm.wsum[w - 1] : 0;
-    *excl = wbase + x - v;
-    uint32_t total = sm.wsum[FT_GK_WARPS - 1];
+    uint32_t total;
+    cub::BlockScan<uint32_t, FT_GK_BLOCK>(sm.scan).ExclusiveSum(v, *excl,
+                                                                total);
     __syncthreads();
     return total;
 }
@@ -435,7 +420,8 @@ __device__ uint32_t gk_scan(gk_smem &sm, uint32_t v, uint32_t *excl)
  * through L2; else shared memory): the bucket where the running count
  * reaches need.  Every CTA computes the same. */
 template <bool G>
-__device__ void gk_gdecide(gk_gstate &st, const uint32_t *h, ft_gk_req *q)
+__device__ void gk_gdecide(gk_gstate &st, const uint32_t *h, ft_gk_req *q,
+                           cub::WarpScan<uint32_t>::TempStorage &ts)
 {
     uint32_t lane = threadIdx.x & 31u;
     uint32_t c[8], s = 0;
@@ -444,12 +430,8 @@ __device__ void gk_gdecide(gk_gstate &st, const uint32_t *h, ft_gk_req *q)
         c[j] = G ? __ldcg(&h[lane * 8 + j]) : h[lane * 8 + j];
         s += c[j];
     }
-    uint32_t incl = s;
-    for (int o = 1; o < 32; o <<= 1) {
-        uint32_t y = __shfl_up_sync(0xffffffffu, incl, o);
-        if ((int)lane >= o)
-            incl += y;
-    }
+    uint32_t incl;
+    cub::WarpScan<uint32_t>(ts).InclusiveSum(s, incl);
     uint32_t need = st.need;
     uint32_t before = incl - s;
     uint32_t bal = __ballot_sync(0xffffffffu, before < need && need <= incl);
@@ -587,7 +569,7 @@ __device__ uint32_t gk_smem_narrow(gk_smem &sm, uint32_t m, uint32_t lim)
         }
         __syncthreads();
         if (tid < 32)
-            gk_gdecide<false>(sm.loc, sm.hist, NULL);
+            gk_gdecide<false>(sm.loc, sm.hist, NULL, sm.wscan[0]);
         __syncthreads();
     }
     /* In place: every thread holds its (at most 8) entries first. */
@@ -925,7 +907,7 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                 uint32_t term = st.list & 1u;
                 gk_gdecide<true>(st,
                            q->slot.gsel + term * FT_GK_GSEL_WORDS + p * 256u,
-                           q);
+                           q, sm.wscan[warp]);
             }
             __syncthreads();
         }
