@@ -433,6 +433,8 @@ __device__ void gk_gdecide(gk_gstate &st, const uint32_t *h, ft_gk_req *q,
     uint32_t incl;
     cub::WarpScan<uint32_t>(ts).InclusiveSum(s, incl);
     uint32_t need = st.need;
+    /* Every lane reads need before the one winner rewrites st. */
+    __syncwarp();
     uint32_t before = incl - s;
     uint32_t bal = __ballot_sync(0xffffffffu, before < need && need <= incl);
     if (bal == 0) {
@@ -874,6 +876,9 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
             }
             __syncthreads();
             uint32_t M = sm.alive;
+            /* Everyone has read alive before thread 0 may rewrite it (in
+             * the survivor pass right after a break). */
+            __syncthreads();
             if (M == 0)
                 break;
             for (uint32_t j = 0; j < n; j++) {
