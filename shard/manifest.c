@@ -460,29 +460,33 @@ static int check_shard(const ft_manifest *m, uint32_t i, char *errbuf,
     return FT_OK;
 }
 
-int ft_manifest_open(ft_manifest **out, const char *path, unsigned flags,
-                     char *errbuf, size_t errlen)
+/* open_file is the ft_index_opener of the file opens. */
+static int open_file(ft_index **out, const char *path, unsigned flags,
+                     char *errbuf, size_t errlen, void *arg)
 {
-    *out = NULL;
-    unsigned char *buf;
-    size_t len;
-    int rc = read_whole(path, &buf, &len, errbuf, errlen);
-    if (rc)
-        return rc;
+    (void)arg;
+    return ft_index_open(out, path, flags, errbuf, errlen);
+}
+
+/* manifest_from checks the manifest whose bytes are buf (read from path)
+ * and opens its shards through open_index. */
+static int manifest_from(ft_manifest **out, const char *path,
+                         const unsigned char *buf, size_t len, unsigned flags,
+                         ft_index_opener open_index, void *arg, char *errbuf,
+                         size_t errlen)
+{
     ft_manifest *m = calloc(1, sizeof *m);
     if (m == NULL || (m->path = strdup(path)) == NULL) {
         free(m);
-        free(buf);
         return FT_ENOMEM;
     }
     m->is_manifest = 1;
-    rc = parse(m, path, buf, len, errbuf, errlen);
-    free(buf);
+    int rc = parse(m, path, buf, len, errbuf, errlen);
     for (uint32_t i = 0; rc == FT_OK && i < m->n_shards; i++) {
         ft_manifest_shard *s = &m->shards[i];
         char ierr[512];
         ierr[0] = 0;
-        rc = ft_index_open(&s->idx, s->path, flags, ierr, sizeof ierr);
+        rc = open_index(&s->idx, s->path, flags, ierr, sizeof ierr, arg);
         if (rc == FT_ENOMEM)
             break;
         if (rc != FT_OK) {
@@ -505,6 +509,21 @@ int ft_manifest_open(ft_manifest **out, const char *path, unsigned flags,
     return FT_OK;
 }
 
+int ft_manifest_open(ft_manifest **out, const char *path, unsigned flags,
+                     char *errbuf, size_t errlen)
+{
+    *out = NULL;
+    unsigned char *buf;
+    size_t len;
+    int rc = read_whole(path, &buf, &len, errbuf, errlen);
+    if (rc)
+        return rc;
+    rc = manifest_from(out, path, buf, len, flags, open_file, NULL, errbuf,
+                       errlen);
+    free(buf);
+    return rc;
+}
+
 uint32_t ft_shard_of_token(const ft_manifest *m, uint32_t tok)
 {
     /* The last shard whose lo is <= tok; shard 0 starts at 0. */
@@ -517,6 +536,50 @@ uint32_t ft_shard_of_token(const ft_manifest *m, uint32_t tok)
             hi = mid - 1;
     }
     return lo;
+}
+
+/* library_of_index opens path as a single index through open_index: a
+ * library of one shard [0, 2^32-1]. */
+static int library_of_index(ft_manifest **out, const char *path,
+                            unsigned flags, ft_index_opener open_index,
+                            void *arg, char *errbuf, size_t errlen)
+{
+    ft_manifest *m = calloc(1, sizeof *m);
+    ft_manifest_shard *s = m ? calloc(1, sizeof *s) : NULL;
+    if (s == NULL || (m->path = strdup(path)) == NULL ||
+        (s->path = strdup(path)) == NULL) {
+        free(s);
+        ft_manifest_close(m);
+        return FT_ENOMEM;
+    }
+    m->shards = s;
+    m->n_shards = 1;
+    int rc = open_index(&s->idx, path, flags, errbuf, errlen, arg);
+    if (rc) {
+        ft_manifest_close(m);
+        return rc;
+    }
+    const ft_trie *t = &s->idx->trie;
+    s->lo = 0;
+    s->hi = UINT32_MAX;
+    s->keys = m->keys = t->n_keys;
+    s->nodes = t->view.n_nodes;
+    s->trie_bytes = ft_index_trie_bytes(s->idx);
+    s->file_bytes = s->idx->map_len;
+    s->checksum = ft_index_head_checksum(s->idx);
+    m->value_bits = t->value_bits;
+    m->max_key_len = t->max_key_len;
+    *out = m;
+    return FT_OK;
+}
+
+/* neither says that a file is neither an index nor a manifest. */
+static int neither(const char *path, char *errbuf, size_t errlen)
+{
+    fti_errf(errbuf, errlen,
+             "%s: neither a FlashTrie index nor a shard manifest (bad "
+             "magic)", path);
+    return FT_EFORMAT;
 }
 
 int ft_library_open(ft_manifest **out, const char *path, unsigned flags,
@@ -536,39 +599,23 @@ int ft_library_open(ft_manifest **out, const char *path, unsigned flags,
     close(fd);
     if (got == 8 && memcmp(magic, FT_MANIFEST_MAGIC, 8) == 0)
         return ft_manifest_open(out, path, flags, errbuf, errlen);
-    if (got == 8 && memcmp(magic, "FLSHTRIE", 8) != 0) {
-        fti_errf(errbuf, errlen,
-                 "%s: neither a FlashTrie index nor a shard manifest (bad "
-                 "magic)", path);
-        return FT_EFORMAT;
-    }
-    ft_manifest *m = calloc(1, sizeof *m);
-    ft_manifest_shard *s = m ? calloc(1, sizeof *s) : NULL;
-    if (s == NULL || (m->path = strdup(path)) == NULL ||
-        (s->path = strdup(path)) == NULL) {
-        free(s);
-        ft_manifest_close(m);
-        return FT_ENOMEM;
-    }
-    m->shards = s;
-    m->n_shards = 1;
-    int rc = ft_index_open(&s->idx, path, flags, errbuf, errlen);
-    if (rc) {
-        ft_manifest_close(m);
-        return rc;
-    }
-    const ft_trie *t = &s->idx->trie;
-    s->lo = 0;
-    s->hi = UINT32_MAX;
-    s->keys = m->keys = t->n_keys;
-    s->nodes = t->view.n_nodes;
-    s->trie_bytes = ft_index_trie_bytes(s->idx);
-    s->file_bytes = s->idx->map_len;
-    s->checksum = ft_index_head_checksum(s->idx);
-    m->value_bits = t->value_bits;
-    m->max_key_len = t->max_key_len;
-    *out = m;
-    return FT_OK;
+    if (got == 8 && memcmp(magic, "FLSHTRIE", 8) != 0)
+        return neither(path, errbuf, errlen);
+    return library_of_index(out, path, flags, open_file, NULL, errbuf, errlen);
+}
+
+int ft_library_open_mem(ft_manifest **out, const char *path,
+                        const void *data, size_t len, unsigned flags,
+                        ft_index_opener open_index, void *arg, char *errbuf,
+                        size_t errlen)
+{
+    *out = NULL;
+    if (len >= 8 && memcmp(data, FT_MANIFEST_MAGIC, 8) == 0)
+        return manifest_from(out, path, data, len, flags, open_index, arg,
+                             errbuf, errlen);
+    if (len >= 8 && memcmp(data, "FLSHTRIE", 8) != 0)
+        return neither(path, errbuf, errlen);
+    return library_of_index(out, path, flags, open_index, arg, errbuf, errlen);
 }
 
 int ft_manifest_lookup(uint64_t *value, const ft_manifest *m,
