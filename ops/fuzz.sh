@@ -60,9 +60,9 @@ for t in $TARGETS; do
   art=$B/artifacts/$t
   mkdir -p "$work" "$art"
   log=$B/fuzz_$t.log
-  # -timeout: an input that runs 10 s is a hang.  -rss_limit_mb: no
-  # harness needs more than ~100 MB for one input (the rest is ASan's
-  # quarantine, capped at 64 MB below), so a process past 1 GiB, or one
+  # -timeout: an input that runs 10 s is a hang.  -rss_limit_mb: 10M-run
+  # processes peak at 130-270 MB (libFuzzer's corpus, ASan's quarantine
+  # above, config's libconfig leaks), so one past 1 GiB, or a single
   # allocation past 256 MB (-malloc_limit_mb), is a memory bug.
   # shellcheck disable=SC2046
   "$B/fuzz_${t}_libfuzzer" -max_total_time="$SECS" -timeout=10 \
