@@ -525,47 +525,37 @@ int fti_open_read(int *fd, struct stat *st, const char *path, char *errbuf,
     return FT_OK;
 }
 
+/* unmap releases what an open holds on the file's bytes. */
+static void unmap(ft_index *idx)
+{
+    if (idx->map && !idx->borrowed)
+        munmap(idx->map, idx->map_len);
+}
+
 static int fail_open(ft_index *idx, int err)
 {
-    if (idx->map)
-        munmap(idx->map, idx->map_len);
+    unmap(idx);
     free(idx);
     return err;
 }
 
-int ft_index_open(ft_index **out, const char *path, unsigned flags,
-                  char *errbuf, size_t errlen)
+/* parse checks the whole file at base (size bytes, FT_ALIGN-aligned: a
+ * mapping or ft_index_open_mem's buffer) and sets up idx->trie over it.
+ * Both opens run exactly this, so a file is accepted or refused the same
+ * way, with the same message, whichever way its bytes came in. */
+static int parse(ft_index *idx, const unsigned char *base, size_t size,
+                 const char *path, unsigned flags, char *errbuf,
+                 size_t errlen)
 {
-    *out = NULL;
-    int fd;
-    struct stat stt;
-    int rc = fti_open_read(&fd, &stt, path, errbuf, errlen);
-    if (rc != FT_OK)
-        return rc;
-    size_t size = (size_t)stt.st_size;
-    ft_index *idx = calloc(1, sizeof *idx);
-    if (idx == NULL) {
-        close(fd);
-        return FT_ENOMEM;
-    }
+    int rc;
     if (size < 8) {
-        close(fd);
         fti_errf(errbuf, errlen, "%s: not a FlashTrie index (file of %zu bytes)",
                  path, size);
-        return fail_open(idx, FT_EFORMAT);
+        return FT_EFORMAT;
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) {
-        fti_errf(errbuf, errlen, "%s: cannot map: %s", path, strerror(errno));
-        return fail_open(idx, FT_EIO);
-    }
-    idx->map = map;
-    idx->map_len = size;
-    const unsigned char *base = map;
     if (memcmp(base, FT_MAGIC, 8) != 0) {
         fti_errf(errbuf, errlen, "%s: not a FlashTrie index (bad magic)", path);
-        return fail_open(idx, FT_EFORMAT);
+        return FT_EFORMAT;
     }
     ft_file_header h;
     ft_file_section tab[FT_SEC_COUNT];
@@ -573,30 +563,30 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
         fti_errf(errbuf, errlen,
                  "%s: truncated: %zu bytes, the header and section table "
                  "alone need %zu", path, size, sizeof h + sizeof tab);
-        return fail_open(idx, FT_ETRUNC);
+        return FT_ETRUNC;
     }
     memcpy(&h, base, sizeof h);
     if (h.endian != FT_ENDIAN_PROBE) {
         fti_errf(errbuf, errlen, "%s: written with another byte order", path);
-        return fail_open(idx, FT_EFORMAT);
+        return FT_EFORMAT;
     }
     if (h.version != FT_FORMAT_VERSION) {
         fti_errf(errbuf, errlen,
                  "%s: index format version %u, this build reads version %u",
                  path, h.version, FT_FORMAT_VERSION);
-        return fail_open(idx, FT_EVERSION);
+        return FT_EVERSION;
     }
     if (h.header_bytes != sizeof h || h.n_sections != FT_SEC_COUNT) {
         fti_errf(errbuf, errlen, "%s: bad header (size %u, %u sections)", path,
                  h.header_bytes, h.n_sections);
-        return fail_open(idx, FT_EFORMAT);
+        return FT_EFORMAT;
     }
     memcpy(tab, base + sizeof h, sizeof tab);
     uint64_t want = h.checksum;
     h.checksum = 0;
     XXH3_state_t *st = XXH3_createState();
     if (st == NULL)
-        return fail_open(idx, FT_ENOMEM);
+        return FT_ENOMEM;
     XXH3_64bits_reset(st);
     XXH3_64bits_update(st, &h, sizeof h);
     XXH3_64bits_update(st, tab, sizeof tab);
@@ -605,18 +595,18 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
     if (got != want) {
         fti_errf(errbuf, errlen, "%s: header checksum mismatch (damaged header)",
                  path);
-        return fail_open(idx, FT_EFORMAT);
+        return FT_EFORMAT;
     }
     if (h.file_bytes != size) {
         int trunc = size < h.file_bytes;
         fti_errf(errbuf, errlen, "%s: %s: %zu bytes, the header says %llu",
                  path, trunc ? "truncated" : "trailing bytes", size,
                  (unsigned long long)h.file_bytes);
-        return fail_open(idx, trunc ? FT_ETRUNC : FT_EFORMAT);
+        return trunc ? FT_ETRUNC : FT_EFORMAT;
     }
     rc = check_header(&h, path, errbuf, errlen);
     if (rc != FT_OK)
-        return fail_open(idx, rc);
+        return rc;
     ft_trie *t = &idx->trie;
     t->view.n_nodes = h.n_nodes;
     t->view.louds_bits = h.louds_bits;
@@ -639,14 +629,14 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
                      "(id %u, offset %llu, %llu bytes)", path,
                      ft_section_names[s], e->id, ull(e->offset),
                      ull(e->bytes));
-            return fail_open(idx, FT_EFORMAT);
+            return FT_EFORMAT;
         }
         if (e->bytes != t->sec_bytes[s]) {
             fti_errf(errbuf, errlen,
                      "%s: section %s: %llu bytes, the counts need %llu", path,
                      ft_section_names[s], (unsigned long long)e->bytes,
                      (unsigned long long)t->sec_bytes[s]);
-            return fail_open(idx, FT_EFORMAT);
+            return FT_EFORMAT;
         }
         /* The alignment gap carries no checksum: the writer's zeros are
          * checked instead, so that no byte of a file goes unseen. */
@@ -655,7 +645,7 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
                 fti_errf(errbuf, errlen,
                          "%s: section %s: byte %llu of the gap before it is "
                          "not zero", path, ft_section_names[s], ull(g));
-                return fail_open(idx, FT_EFORMAT);
+                return FT_EFORMAT;
             }
         }
         t->sec[s] = base + e->offset;
@@ -664,17 +654,72 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
             XXH3_64bits(t->sec[s], e->bytes) != e->checksum) {
             fti_errf(errbuf, errlen, "%s: section %s: checksum mismatch", path,
                      ft_section_names[s]);
-            return fail_open(idx, FT_ECHECKSUM);
+            return FT_ECHECKSUM;
         }
     }
     ft_trie_bind_sections(t);
     rc = check_structure(idx, path, errbuf, errlen);
     if (rc != FT_OK)
-        return fail_open(idx, rc);
+        return rc;
     /* ft_children is bounded (nav.h), so the root walk is safe on any
      * bits the checks above let through. */
     idx->root = ft_children(&t->view, 0);
     rc = check_root(idx, path, errbuf, errlen);
+    if (rc != FT_OK)
+        return rc;
+    return FT_OK;
+}
+
+int ft_index_open(ft_index **out, const char *path, unsigned flags,
+                  char *errbuf, size_t errlen)
+{
+    *out = NULL;
+    int fd;
+    struct stat stt;
+    int rc = fti_open_read(&fd, &stt, path, errbuf, errlen);
+    if (rc != FT_OK)
+        return rc;
+    size_t size = (size_t)stt.st_size;
+    ft_index *idx = calloc(1, sizeof *idx);
+    if (idx == NULL) {
+        close(fd);
+        return FT_ENOMEM;
+    }
+    /* A file too short for the magic is refused by parse, unmapped. */
+    if (size >= 8) {
+        void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            fti_errf(errbuf, errlen, "%s: cannot map: %s", path,
+                     strerror(errno));
+            close(fd);
+            return fail_open(idx, FT_EIO);
+        }
+        idx->map = map;
+        idx->map_len = size;
+    }
+    close(fd);
+    rc = parse(idx, idx->map, size, path, flags, errbuf, errlen);
+    if (rc != FT_OK)
+        return fail_open(idx, rc);
+    *out = idx;
+    return FT_OK;
+}
+
+int ft_index_open_mem(ft_index **out, const void *data, size_t size,
+                      const char *name, unsigned flags, char *errbuf,
+                      size_t errlen)
+{
+    *out = NULL;
+    FT_RETURN_ERROR_IF((uintptr_t)data % FT_ALIGN != 0, FT_EINVAL,
+                       "%s: buffer at %p is not %u-byte aligned", name, data,
+                       FT_ALIGN);
+    ft_index *idx = calloc(1, sizeof *idx);
+    if (idx == NULL)
+        return FT_ENOMEM;
+    idx->map = (void *)data;
+    idx->map_len = size;
+    idx->borrowed = 1;
+    int rc = parse(idx, data, size, name, flags, errbuf, errlen);
     if (rc != FT_OK)
         return fail_open(idx, rc);
     *out = idx;
@@ -700,8 +745,7 @@ void ft_index_close(ft_index *idx)
 {
     if (idx == NULL)
         return;
-    if (idx->map)
-        munmap(idx->map, idx->map_len);
+    unmap(idx);
     ft_trie_free(&idx->trie);
     free(idx);
 }

@@ -460,32 +460,31 @@ static int check_shard(const ft_manifest *m, uint32_t i, char *errbuf,
     return FT_OK;
 }
 
-int ft_manifest_open(ft_manifest **out, const char *path, unsigned flags,
-                     char *errbuf, size_t errlen)
+/* open_file is the ft_index_opener of the file opens. */
+static int open_file(ft_index **out, const char *path, unsigned flags,
+                     char *errbuf, size_t errlen, void *arg)
 {
-    return ft_manifest_open_part(out, path, flags, 0, UINT32_MAX, errbuf,
-                                 errlen);
+    (void)arg;
+    return ft_index_open(out, path, flags, errbuf, errlen);
 }
 
-int ft_manifest_open_part(ft_manifest **out, const char *path, unsigned flags,
-                          uint32_t first, uint32_t count, char *errbuf,
-                          size_t errlen)
+/* manifest_from checks the manifest whose bytes are buf (read from path)
+ * and opens its shards through open_index: all of them, or with count !=
+ * UINT32_MAX only shards first .. first + count - 1 (a cluster rank's
+ * part; count 0: none, the entries alone). */
+static int manifest_from(ft_manifest **out, const char *path,
+                         const unsigned char *buf, size_t len, unsigned flags,
+                         uint32_t first, uint32_t count,
+                         ft_index_opener open_index, void *arg, char *errbuf,
+                         size_t errlen)
 {
-    *out = NULL;
-    unsigned char *buf;
-    size_t len;
-    int rc = read_whole(path, &buf, &len, errbuf, errlen);
-    if (rc)
-        return rc;
     ft_manifest *m = calloc(1, sizeof *m);
     if (m == NULL || (m->path = strdup(path)) == NULL) {
         free(m);
-        free(buf);
         return FT_ENOMEM;
     }
     m->is_manifest = 1;
-    rc = parse(m, path, buf, len, errbuf, errlen);
-    free(buf);
+    int rc = parse(m, path, buf, len, errbuf, errlen);
     if (rc == FT_OK && count != UINT32_MAX && count > 0 &&
         (first >= m->n_shards || count > m->n_shards - first)) {
         fti_errf(errbuf, errlen, "%s: shards %u..%u asked for, the manifest "
@@ -494,13 +493,12 @@ int ft_manifest_open_part(ft_manifest **out, const char *path, unsigned flags,
     }
     for (uint32_t i = 0; rc == FT_OK && i < m->n_shards; i++) {
         ft_manifest_shard *s = &m->shards[i];
-        /* A part opens only its shards (none for count 0: the entries
-         * alone); the others keep their entries. */
+        /* A part opens only its shards; the others keep their entries. */
         if (count != UINT32_MAX && (i < first || i - first >= count))
             continue;
         char ierr[512];
         ierr[0] = 0;
-        rc = ft_index_open(&s->idx, s->path, flags, ierr, sizeof ierr);
+        rc = open_index(&s->idx, s->path, flags, ierr, sizeof ierr, arg);
         if (rc == FT_ENOMEM)
             break;
         if (rc != FT_OK) {
@@ -523,6 +521,29 @@ int ft_manifest_open_part(ft_manifest **out, const char *path, unsigned flags,
     return FT_OK;
 }
 
+int ft_manifest_open(ft_manifest **out, const char *path, unsigned flags,
+                     char *errbuf, size_t errlen)
+{
+    return ft_manifest_open_part(out, path, flags, 0, UINT32_MAX, errbuf,
+                                 errlen);
+}
+
+int ft_manifest_open_part(ft_manifest **out, const char *path, unsigned flags,
+                          uint32_t first, uint32_t count, char *errbuf,
+                          size_t errlen)
+{
+    *out = NULL;
+    unsigned char *buf;
+    size_t len;
+    int rc = read_whole(path, &buf, &len, errbuf, errlen);
+    if (rc)
+        return rc;
+    rc = manifest_from(out, path, buf, len, flags, first, count, open_file,
+                       NULL, errbuf, errlen);
+    free(buf);
+    return rc;
+}
+
 uint32_t ft_shard_of_token(const ft_manifest *m, uint32_t tok)
 {
     /* The last shard whose lo is <= tok; shard 0 starts at 0. */
@@ -535,6 +556,50 @@ uint32_t ft_shard_of_token(const ft_manifest *m, uint32_t tok)
             hi = mid - 1;
     }
     return lo;
+}
+
+/* library_of_index opens path as a single index through open_index: a
+ * library of one shard [0, 2^32-1]. */
+static int library_of_index(ft_manifest **out, const char *path,
+                            unsigned flags, ft_index_opener open_index,
+                            void *arg, char *errbuf, size_t errlen)
+{
+    ft_manifest *m = calloc(1, sizeof *m);
+    ft_manifest_shard *s = m ? calloc(1, sizeof *s) : NULL;
+    if (s == NULL || (m->path = strdup(path)) == NULL ||
+        (s->path = strdup(path)) == NULL) {
+        free(s);
+        ft_manifest_close(m);
+        return FT_ENOMEM;
+    }
+    m->shards = s;
+    m->n_shards = 1;
+    int rc = open_index(&s->idx, path, flags, errbuf, errlen, arg);
+    if (rc) {
+        ft_manifest_close(m);
+        return rc;
+    }
+    const ft_trie *t = &s->idx->trie;
+    s->lo = 0;
+    s->hi = UINT32_MAX;
+    s->keys = m->keys = t->n_keys;
+    s->nodes = t->view.n_nodes;
+    s->trie_bytes = ft_index_trie_bytes(s->idx);
+    s->file_bytes = s->idx->map_len;
+    s->checksum = ft_index_head_checksum(s->idx);
+    m->value_bits = t->value_bits;
+    m->max_key_len = t->max_key_len;
+    *out = m;
+    return FT_OK;
+}
+
+/* neither says that a file is neither an index nor a manifest. */
+static int neither(const char *path, char *errbuf, size_t errlen)
+{
+    fti_errf(errbuf, errlen,
+             "%s: neither a FlashTrie index nor a shard manifest (bad "
+             "magic)", path);
+    return FT_EFORMAT;
 }
 
 int ft_library_open(ft_manifest **out, const char *path, unsigned flags,
@@ -554,39 +619,23 @@ int ft_library_open(ft_manifest **out, const char *path, unsigned flags,
     close(fd);
     if (got == 8 && memcmp(magic, FT_MANIFEST_MAGIC, 8) == 0)
         return ft_manifest_open(out, path, flags, errbuf, errlen);
-    if (got == 8 && memcmp(magic, "FLSHTRIE", 8) != 0) {
-        fti_errf(errbuf, errlen,
-                 "%s: neither a FlashTrie index nor a shard manifest (bad "
-                 "magic)", path);
-        return FT_EFORMAT;
-    }
-    ft_manifest *m = calloc(1, sizeof *m);
-    ft_manifest_shard *s = m ? calloc(1, sizeof *s) : NULL;
-    if (s == NULL || (m->path = strdup(path)) == NULL ||
-        (s->path = strdup(path)) == NULL) {
-        free(s);
-        ft_manifest_close(m);
-        return FT_ENOMEM;
-    }
-    m->shards = s;
-    m->n_shards = 1;
-    int rc = ft_index_open(&s->idx, path, flags, errbuf, errlen);
-    if (rc) {
-        ft_manifest_close(m);
-        return rc;
-    }
-    const ft_trie *t = &s->idx->trie;
-    s->lo = 0;
-    s->hi = UINT32_MAX;
-    s->keys = m->keys = t->n_keys;
-    s->nodes = t->view.n_nodes;
-    s->trie_bytes = ft_index_trie_bytes(s->idx);
-    s->file_bytes = s->idx->map_len;
-    s->checksum = ft_index_head_checksum(s->idx);
-    m->value_bits = t->value_bits;
-    m->max_key_len = t->max_key_len;
-    *out = m;
-    return FT_OK;
+    if (got == 8 && memcmp(magic, "FLSHTRIE", 8) != 0)
+        return neither(path, errbuf, errlen);
+    return library_of_index(out, path, flags, open_file, NULL, errbuf, errlen);
+}
+
+int ft_library_open_mem(ft_manifest **out, const char *path,
+                        const void *data, size_t len, unsigned flags,
+                        ft_index_opener open_index, void *arg, char *errbuf,
+                        size_t errlen)
+{
+    *out = NULL;
+    if (len >= 8 && memcmp(data, FT_MANIFEST_MAGIC, 8) == 0)
+        return manifest_from(out, path, data, len, flags, 0, UINT32_MAX,
+                             open_index, arg, errbuf, errlen);
+    if (len >= 8 && memcmp(data, "FLSHTRIE", 8) != 0)
+        return neither(path, errbuf, errlen);
+    return library_of_index(out, path, flags, open_index, arg, errbuf, errlen);
 }
 
 int ft_manifest_lookup(uint64_t *value, const ft_manifest *m,

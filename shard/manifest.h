@@ -83,6 +83,24 @@ uint32_t ft_shard_of_token(const ft_manifest *m, uint32_t tok);
 int ft_library_open(ft_manifest **out, const char *path, unsigned flags,
                     char *errbuf, size_t errlen);
 
+/* ft_index_opener opens the index file at path (a shard's path: the
+ * manifest's folder joined to its name) as ft_index_open does; arg is the
+ * caller's. */
+typedef int (*ft_index_opener)(ft_index **out, const char *path,
+                               unsigned flags, char *errbuf, size_t errlen,
+                               void *arg);
+
+/* ft_library_open_mem is ft_library_open of the file at path whose bytes
+ * are the len at data, with every index (the shards, or path itself when
+ * data is not a manifest) opened through open_index: the fuzz targets
+ * hand it files from memory (ft_index_open_mem).  The same checks and
+ * messages as ft_library_open, less the size cap of a manifest file read
+ * from disk. */
+int ft_library_open_mem(ft_manifest **out, const char *path,
+                        const void *data, size_t len, unsigned flags,
+                        ft_index_opener open_index, void *arg, char *errbuf,
+                        size_t errlen);
+
 /* ft_manifest_lookup is ft_index_lookup routed by the first token. */
 int ft_manifest_lookup(uint64_t *value, const ft_manifest *m,
                        const uint32_t *toks, size_t n);

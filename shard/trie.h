@@ -108,9 +108,19 @@ int ft_trie_write_mt(const ft_trie *t, const char *path, int threads,
 
 struct ft_index {
     ft_trie trie;
-    void *map;
+    void *map;           /* the file's bytes */
     size_t map_len;
     ft_child_range root; /* cached root child range */
+    int borrowed;        /* map is ft_index_open_mem's buffer, not unmapped */
 };
+
+/* ft_index_open_mem is ft_index_open over size bytes at data instead of a
+ * file, for the fuzz targets: the same checks and messages (name stands
+ * for the file's path in them), without a file and a mapping per input.
+ * data must be 64-byte aligned (a mapping is) and outlive the index;
+ * FT_EINVAL when it is not aligned. */
+int ft_index_open_mem(ft_index **out, const void *data, size_t size,
+                      const char *name, unsigned flags, char *errbuf,
+                      size_t errlen);
 
 #endif /* FT_TRIE_H */

@@ -5,11 +5,15 @@
  *
  *   repeated: u8 name length, name, u32 LE data length, data
  *
- * The first file is the manifest (written as "m" whatever its name); the
- * others are written under their names (bytes outside [A-Za-z0-9._-]
- * become '_', a leading '.' too) in a private temporary folder, so the
- * manifest's name table can point at them, at missing files or at each
- * other.  The manifest's file-size and checksum fields, and each entry's
+ * The first file is the manifest (named "m" whatever its name); the
+ * others go under their names (bytes outside [A-Za-z0-9._-] become '_', a
+ * leading '.' too) in a folder "fuzzlib" that exists only in memory, so
+ * the manifest's name table can point at them, at missing files or at
+ * each other.  The library is opened with ft_library_open_mem, which runs
+ * ft_library_open's checks with every index opened through a callback:
+ * here ft_index_open_mem over the file's bytes (a copy of exactly its
+ * size, aligned as a mapping is), or the refusal open(2) gives a missing
+ * file.  No input costs a file or a mapping.  The manifest's file-size and checksum fields, and each entry's
  * shard size and identity hash, are tried both as given and made to agree
  * with the files (otherwise almost every mutation stops at the checksum),
  * so mutations reach the entry, range and shard cross-checks.  A refusal
@@ -17,37 +21,34 @@
  * an accepted library must agree with itself: the shard keys sum to the
  * library's, and every key walked looks up to the value the walk gave.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <xxhash.h>
 
 #include "flashtrie.h"
 #include "fuzz.h"
+#include "manifest.h"
 
 #define MAXF 6
-
-static char g_dir[64];
-static char g_written[MAXF][300];
-static int g_nw;
+#define LIBDIR "fuzzlib"
 
 typedef struct file {
     char name[256];
     const uint8_t *p;
     size_t n;
+    void *copy; /* p's bytes, 64-byte aligned, exactly n of them */
 } file;
+
+static file g_fs[MAXF];
+static int g_nf;
 
 static uint32_t ld32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
            (uint32_t)p[3] << 24;
-}
-
-static uint64_t ld64(const uint8_t *p)
-{
-    return (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
 }
 
 static void st64(uint8_t *p, uint64_t v)
@@ -56,24 +57,32 @@ static void st64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static void put(const char *name, const uint8_t *p, size_t n)
+/* open_shard is the ft_index_opener over the files of the input: path is
+ * LIBDIR "/" and a name of the manifest's table (or LIBDIR "/m" for a library
+ * that is not a manifest). */
+static int open_shard(ft_index **out, const char *path, unsigned flags,
+                      char *errbuf, size_t errlen, void *arg)
 {
-    if (g_nw == MAXF)
-        return;
-    snprintf(g_written[g_nw], sizeof g_written[g_nw], "%s/%s", g_dir, name);
-    FILE *f = fopen(g_written[g_nw], "wb");
-    if (f == NULL)
-        return; /* e.g. a name too long: the manifest will miss it */
-    fwrite(p, 1, n, f);
-    fclose(f);
-    g_nw++;
-}
-
-static void clear(void)
-{
-    for (int i = 0; i < g_nw; i++)
-        unlink(g_written[i]);
-    g_nw = 0;
+    (void)arg;
+    const char *name = path + strlen(LIBDIR "/");
+    if (strncmp(path, LIBDIR "/", strlen(LIBDIR "/")) != 0)
+        abort(); /* the library joins names to the manifest's folder */
+    /* The last file of a name, as if each had been written over the one
+     * before. */
+    for (int i = g_nf - 1; i >= 0; i--) {
+        file *f = &g_fs[i];
+        if (strcmp(f->name, name) != 0)
+            continue;
+        if (f->copy == NULL) {
+            if (posix_memalign(&f->copy, 64, f->n ? f->n : 1) != 0)
+                abort();
+            memcpy(f->copy, f->p, f->n);
+        }
+        return ft_index_open_mem(out, f->copy, f->n, path, flags, errbuf,
+                                 errlen);
+    }
+    snprintf(errbuf, errlen, "%s: cannot open: %s", path, strerror(ENOENT));
+    return FT_EIO;
 }
 
 typedef struct walk {
@@ -92,16 +101,22 @@ static int check_key(const uint32_t *t, size_t n, uint64_t v, void *arg)
     return 0;
 }
 
-static void try_open(void)
+static void try_open(const uint8_t *m, size_t mn)
 {
-    char path[128], err[1024] = "";
-    snprintf(path, sizeof path, "%s/m", g_dir);
+    /* The file "m" holds these bytes now, for a table that names it and
+     * for a library that is a single index. */
+    free(g_fs[0].copy);
+    g_fs[0].copy = NULL;
+    g_fs[0].p = m;
+    g_fs[0].n = mn;
+    char err[1024] = "";
     ft_library *lib;
-    int rc = ft_library_open(&lib, path, 0, err, sizeof err);
+    int rc = ft_library_open_mem(&lib, LIBDIR "/m", m, mn, 0, open_shard, NULL,
+                                 err, sizeof err);
     if (rc != FT_OK) {
         if ((rc != FT_EMANIFEST && rc != FT_EFORMAT && rc != FT_ETRUNC &&
              rc != FT_ECHECKSUM && rc != FT_EVERSION && rc != FT_EIO) ||
-            strstr(err, g_dir) == NULL) {
+            strncmp(err, LIBDIR "/", strlen(LIBDIR "/")) != 0) {
             fprintf(stderr, "bad refusal %d: %s\n", rc, err);
             abort();
         }
@@ -134,13 +149,12 @@ static void try_open(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (g_dir[0] == 0) {
-        snprintf(g_dir, sizeof g_dir, "/tmp/ft_fuzz_manifest_XXXXXX");
-        if (mkdtemp(g_dir) == NULL)
-            abort();
+    static int ready;
+    if (!ready) {
         ft_log_set_level(FT_LOG_ERROR);
+        ready = 1;
     }
-    file fs[MAXF];
+    file *fs = g_fs;
     int nf = 0;
     size_t at = 0;
     while (nf < MAXF && at < size) {
@@ -165,6 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n = size - at;
         f->p = data + at;
         f->n = n;
+        f->copy = NULL;
         at += n;
         if (nf > 0 && (nl == 0 || strcmp(f->name, "m") == 0))
             continue; /* no name, or the manifest's own */
@@ -172,19 +187,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (nf == 0)
         return 0;
-    put("m", fs[0].p, fs[0].n);
-    for (int i = 1; i < nf; i++)
-        put(fs[i].name, fs[i].p, fs[i].n);
-    try_open();
+    /* The manifest is read into a buffer of its size, as from its file. */
+    strcpy(fs[0].name, "m");
+    g_nf = nf;
+    const uint8_t *orig = fs[0].p;
+    size_t mn = fs[0].n;
+    uint8_t *m = malloc(mn ? mn : 1);
+    if (m == NULL)
+        abort();
+    memcpy(m, orig, mn);
+    try_open(m, mn);
 
     /* Again with the sizes and hashes made right, if it has the shape of a
      * manifest: a 64-byte header and entries of 64 bytes. */
-    size_t mn = fs[0].n;
-    if (mn >= 64 && ld32(fs[0].p + 56) == 64) {
-        uint8_t *m = malloc(mn);
-        if (m == NULL)
-            abort();
-        memcpy(m, fs[0].p, mn);
+    if (mn >= 64 && ld32(orig + 56) == 64) {
         uint64_t shards = ld32(m + 20);
         for (uint64_t s = 0; s < shards && 64 + 64 * (s + 1) <= mn; s++) {
             uint8_t *e = m + 64 + 64 * s;
@@ -203,15 +219,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         st64(m + 40, mn);
         st64(m + 48, 0);
         st64(m + 48, XXH3_64bits(m, mn));
-        if (ld64(m + 48) != ld64(fs[0].p + 48) || memcmp(m, fs[0].p, mn)) {
-            clear();
-            put("m", m, mn);
-            for (int i = 1; i < nf; i++)
-                put(fs[i].name, fs[i].p, fs[i].n);
-            try_open();
-        }
-        free(m);
+        if (memcmp(m, orig, mn) != 0)
+            try_open(m, mn);
     }
-    clear();
+    free(m);
+    for (int i = 0; i < nf; i++)
+        free(fs[i].copy);
+    g_nf = 0;
     return 0;
 }
