@@ -649,7 +649,6 @@ static void keeper_reg(ft_cluster *c, nng_msg *m, cl_rd *rd, uint32_t from)
             c->r[from].pipe = p;
             c->r[from].why[0] = 0;
             c->r[from].seen_ms = now_ms();
-            c->r[from].rejoin_sent = 0;
         }
     }
     uint32_t down = 0;
@@ -706,7 +705,6 @@ static void keeper_drain(ft_cluster *c)
                    now - c->r[from].seen_ms >= FT_CLUSTER_REG_RETRY_MS) {
             /* seen_ms of a rank that is down: when it was last told */
             c->r[from].seen_ms = now;
-            c->r[from].rejoin_sent++;
             tell = 1;
         }
         pthread_mutex_unlock(&c->mu);

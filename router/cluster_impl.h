@@ -31,8 +31,8 @@ typedef struct cl_rank {
     int joined;            /* coordinator: registered */
     int up;                /* coordinator: serving (after the session) */
     char why[200];         /* why it is down */
-    uint64_t seen_ms;      /* coordinator: when it last answered */
-    int rejoin_sent;       /* coordinator: told to register again */
+    uint64_t seen_ms;      /* coordinator: when it last answered (down:
+                            * when it was last told to rejoin) */
 } cl_rank;
 
 /* cl_xport is one transport of a running batch's exchanges; every rank
