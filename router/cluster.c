@@ -931,6 +931,8 @@ void ft_cluster_close(ft_cluster *c)
         nng_msleep(50);
     }
     cl_nccl_close(c);
+    if (c->pending)
+        nng_msg_free(c->pending);
     if (c->sock_open)
         nng_close(c->sock);
     for (uint32_t j = 0; c->eng && j < c->count; j++)
@@ -1193,6 +1195,15 @@ static int wait_msg(ft_cluster *c, uint32_t r, int want, uint32_t seq,
             nng_msg_free(m);
             c->rejoin = 1;
             snprintf(why, whylen, "the coordinator took this rank out");
+            return FT_ECONN;
+        }
+        if (c->rank != 0 && type == CL_BATCH && s != seq) {
+            /* Rank 0 gave this batch up and began the next (its ABORT
+             * was lost): that one is served next, this one dropped. */
+            if (c->pending)
+                nng_msg_free(c->pending);
+            c->pending = m;
+            snprintf(why, whylen, "the coordinator began batch %u", s);
             return FT_ECONN;
         }
         if (c->rank != 0 && (type == CL_BYE || (type == CL_ABORT && s == seq))) {
@@ -1739,8 +1750,21 @@ int ft_cluster_serve(ft_cluster *c)
         int type;
         uint32_t from, seq;
         cl_rd rd;
-        if (cl_recv(c, &m, &type, &from, &seq, &rd) != FT_OK)
+        if (c->pending) {
+            /* A BATCH kept by wait_msg: its header was checked there. */
+            m = c->pending;
+            c->pending = NULL;
+            rd = (cl_rd){nng_msg_body(m), nng_msg_len(m), 0, 0};
+            cl_u32(&rd);
+            type = cl_u8(&rd);
+            cl_u8(&rd);
+            cl_u8(&rd);
+            cl_u8(&rd);
+            from = cl_u32(&rd);
+            seq = cl_u32(&rd);
+        } else if (cl_recv(c, &m, &type, &from, &seq, &rd) != FT_OK) {
             continue;
+        }
         int rc = FT_OK;
         if (type == CL_BYE) {
             nng_msg_free(m);

@@ -69,6 +69,7 @@ struct ft_cluster {
     pthread_t keeper;          /* rank 0: heartbeats and rejoins */
     int keeper_on;
     int rejoin;                /* ranks: told to register again */
+    nng_msg *pending;          /* ranks: a BATCH that came during another */
     int lost;                  /* ranks: the coordinator's connection went */
     int local_failed;          /* rank 0's own engines failed */
     int bye_sent;
