@@ -205,8 +205,12 @@ int cl_send(ft_cluster *c, uint32_t r, const ft_buf *b)
         nng_msg_free(m);
         return FT_ENOMEM;
     }
-    if (c->rank == 0)
+    if (c->rank == 0) {
+        /* nng's pipe events and the keeper change it (under mu) */
+        pthread_mutex_lock(&c->mu);
         nng_msg_set_pipe(m, c->r[r].pipe);
+        pthread_mutex_unlock(&c->mu);
+    }
     int rv = nng_sendmsg(c->sock, m, 0);
     if (rv != 0) {
         nng_msg_free(m);
