@@ -33,6 +33,7 @@
  *              gives up on SIGTERM (exit 1, saying how many are missing)
  * Everything listens on ipc:// in a temporary folder (and /healthz on
  * 127.0.0.1); every process is stopped by the case, or killed at exit.
+ * FT_KEEP=1 keeps the folder (the logs) for a look afterwards.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
