@@ -25,6 +25,10 @@
  *   FAIL     rank -> 0: u32 error code, u32 length, the message
  *   ABORT    0 -> rank: the batch of this sequence number is given up
  *   BYE      0 -> rank: the coordinator leaves
+ *   PING     0 -> rank: the idle heartbeat (no body)
+ *   PONG     rank -> 0: its answer (no body)
+ *   REJOIN   0 -> rank: it is down (it did not answer in time, or its
+ *            batch failed); it registers again on the same connection
  * A message of another sequence number than the batch under way is stale
  * (a batch given up) and dropped.
  *
@@ -90,8 +94,9 @@ const char *cl_type_name(int t)
 {
     static const char *n[] = {"?",     "REG",  "SESSION", "REFUSE",
                               "BATCH", "LISTS", "ALL",    "HITS",
-                              "FAIL",  "ABORT", "BYE"};
-    return t > 0 && t <= CL_BYE ? n[t] : "?";
+                              "FAIL",  "ABORT", "BYE",    "PING",
+                              "PONG",  "REJOIN"};
+    return t > 0 && t <= CL_LAST ? n[t] : "?";
 }
 
 /* ---- reading messages ---- */
@@ -172,10 +177,10 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
                              "rank %u: the connection was lost", r);
                     FT_LOGF(FT_LOG_ERROR, "cluster: %s", c->r[r].why);
                 }
-                c->r[r].joined = c->running; /* before the session: may
-                                              * register again */
-                if (!c->running)
-                    c->r[r].pipe = (nng_pipe)NNG_PIPE_INITIALIZER;
+                /* Its rank may register again: before the session, or
+                 * (a restarted process) to rejoin a running cluster. */
+                c->r[r].joined = 0;
+                c->r[r].pipe = (nng_pipe)NNG_PIPE_INITIALIZER;
             }
     }
     pthread_mutex_unlock(&c->mu);
@@ -200,8 +205,12 @@ int cl_send(ft_cluster *c, uint32_t r, const ft_buf *b)
         nng_msg_free(m);
         return FT_ENOMEM;
     }
-    if (c->rank == 0)
+    if (c->rank == 0) {
+        /* nng's pipe events and the keeper change it (under mu) */
+        pthread_mutex_lock(&c->mu);
         nng_msg_set_pipe(m, c->r[r].pipe);
+        pthread_mutex_unlock(&c->mu);
+    }
     int rv = nng_sendmsg(c->sock, m, 0);
     if (rv != 0) {
         nng_msg_free(m);
@@ -210,14 +219,13 @@ int cl_send(ft_cluster *c, uint32_t r, const ft_buf *b)
     return FT_OK;
 }
 
-/* cl_recv waits up to CL_POLL_MS for one message; FT_ETIMEDOUT when none
- * came.  *from is the sender's rank (the coordinator: from its pipe). */
-int cl_recv(ft_cluster *c, nng_msg **out, int *type, uint32_t *from,
-            uint32_t *seq, cl_rd *rd)
+/* recv_x is cl_recv; flags NNG_FLAG_NONBLOCK does not wait. */
+static int recv_x(ft_cluster *c, nng_msg **out, int *type, uint32_t *from,
+                  uint32_t *seq, cl_rd *rd, int flags)
 {
     nng_msg *m;
-    int rv = nng_recvmsg(c->sock, &m, 0);
-    if (rv == NNG_ETIMEDOUT)
+    int rv = nng_recvmsg(c->sock, &m, flags);
+    if (rv == NNG_ETIMEDOUT || rv == NNG_EAGAIN)
         return FT_ETIMEDOUT;
     if (rv != 0)
         return FT_ECONN;
@@ -230,7 +238,7 @@ int cl_recv(ft_cluster *c, nng_msg **out, int *type, uint32_t *from,
     cl_get(rd, t, 4);
     *from = cl_u32(rd);
     *seq = cl_u32(rd);
-    if (rd->bad || magic != CL_MAGIC || t[0] == 0 || t[0] > CL_BYE) {
+    if (rd->bad || magic != CL_MAGIC || t[0] == 0 || t[0] > CL_LAST) {
         FT_LOGF(FT_LOG_WARN, "cluster: dropped a message that is not a "
                 "cluster message (%zu bytes)", rd->len);
         nng_msg_free(m);
@@ -256,6 +264,14 @@ int cl_recv(ft_cluster *c, nng_msg **out, int *type, uint32_t *from,
     }
     *out = m;
     return FT_OK;
+}
+
+/* cl_recv waits up to CL_POLL_MS for one message; FT_ETIMEDOUT when none
+ * came.  *from is the sender's rank (the coordinator: from its pipe). */
+int cl_recv(ft_cluster *c, nng_msg **out, int *type, uint32_t *from,
+            uint32_t *seq, cl_rd *rd)
+{
+    return recv_x(c, out, type, from, seq, rd, 0);
 }
 
 /* ---- the bootstrap ---- */
@@ -342,7 +358,10 @@ static int check_reg(ft_cluster *c, cl_rd *rd, uint32_t rank, char *why,
                  "are 1..%u", rank, c->world - 1);
         return FT_ECONFIG;
     }
-    if (c->r[rank].joined) {
+    /* Before the session a rank registers once; in a running cluster a
+     * rank that is down may be replaced (a restarted process), one that
+     * is up may not. */
+    if (c->r[rank].joined && (c->r[rank].up || !c->running)) {
         snprintf(why, len, "rank %u: duplicate rank: rank %u is already "
                  "registered", rank, rank);
         return FT_ECONFIG;
@@ -368,7 +387,49 @@ static int check_reg(ft_cluster *c, cl_rd *rd, uint32_t rank, char *why,
                  c->eo.max_batch, c->eo.max_beam, c->eo.max_k, c->eo.max_t);
         return FT_ECONFIG;
     }
+    if (c->running && (c->nccl || c->eo.kind == FT_ENGINE_GPU)) {
+        /* The NCCL communicator is made once for the whole world; a new
+         * one would need every rank to re-initialise. */
+        snprintf(why, len, "rank %u: cannot rejoin: GPU ranks share one "
+                 "NCCL communicator, made at the start; restart every rank "
+                 "to bring the cluster back", rank);
+        return FT_ECONFIG;
+    }
     return FT_OK;
+}
+
+/* send_refuse answers a registration refused on the connection p. */
+static void send_refuse(ft_cluster *c, nng_pipe p, int crc, const char *why)
+{
+    ft_buf b;
+    ft_buf_init(&b);
+    cl_head(&b, CL_REFUSE, 0, 0);
+    ft_buf_put_u32(&b, (uint32_t)crc);
+    ft_buf_put_u32(&b, (uint32_t)strlen(why));
+    ft_buf_append(&b, why, strlen(why));
+    nng_msg *rm;
+    if (b.data && nng_msg_alloc(&rm, 0) == 0) {
+        nng_msg_append(rm, b.data, b.len);
+        nng_msg_set_pipe(rm, p);
+        if (nng_sendmsg(c->sock, rm, 0) != 0)
+            nng_msg_free(rm);
+    }
+    ft_buf_free(&b);
+}
+
+/* put_session builds the SESSION message. */
+static void put_session(ft_cluster *c, ft_buf *b)
+{
+    cl_head(b, CL_SESSION, 0, 0);
+    ft_buf_put_u32(b, c->world);
+    ft_buf_put_u32(b, c->S);
+    for (uint32_t r = 0; r < c->world; r++) {
+        ft_buf_put_u32(b, c->r[r].first);
+        ft_buf_put_u32(b, c->r[r].count);
+    }
+    ft_buf_put_u8(b, (uint8_t)c->has_id);
+    if (c->has_id)
+        ft_buf_append(b, c->nccl_id, sizeof c->nccl_id);
 }
 
 static int stop_asked(const ft_cluster *c)
@@ -423,6 +484,13 @@ static int join_coordinator(ft_cluster *c, char *errbuf, size_t errlen)
         nng_pipe p = nng_msg_get_pipe(m);
         char why[256];
         pthread_mutex_lock(&c->mu);
+        if (from > 0 && from < c->world && c->r[from].joined &&
+            nng_pipe_id(c->r[from].pipe) == nng_pipe_id(p)) {
+            /* Its registration repeated (ranks repeat it until answered). */
+            pthread_mutex_unlock(&c->mu);
+            nng_msg_free(m);
+            continue;
+        }
         int crc = check_reg(c, &rd, from, why, sizeof why);
         if (crc == FT_OK) {
             c->r[from].joined = 1;
@@ -439,35 +507,18 @@ static int join_coordinator(ft_cluster *c, char *errbuf, size_t errlen)
         FT_LOGF(FT_LOG_ERROR, "cluster: registration refused: %s", why);
         snprintf(last, sizeof last, "%s", why);
         /* Answer on the connection it came from. */
-        cl_head(&b, CL_REFUSE, 0, 0);
-        ft_buf_put_u32(&b, (uint32_t)crc);
-        ft_buf_put_u32(&b, (uint32_t)strlen(why));
-        ft_buf_append(&b, why, strlen(why));
-        nng_msg *rm;
-        if (nng_msg_alloc(&rm, 0) == 0) {
-            nng_msg_append(rm, b.data, b.len);
-            nng_msg_set_pipe(rm, p);
-            if (nng_sendmsg(c->sock, rm, 0) != 0)
-                nng_msg_free(rm);
-        }
+        send_refuse(c, p, crc, why);
     }
     /* Everyone is in: the session. */
     if ((rc = cl_nccl_session_id(c, errbuf, errlen)) != FT_OK)
         goto out;
-    cl_head(&b, CL_SESSION, 0, 0);
-    ft_buf_put_u32(&b, c->world);
-    ft_buf_put_u32(&b, c->S);
-    for (uint32_t r = 0; r < c->world; r++) {
-        ft_buf_put_u32(&b, c->r[r].first);
-        ft_buf_put_u32(&b, c->r[r].count);
-    }
-    ft_buf_put_u8(&b, (uint8_t)c->has_id);
-    if (c->has_id)
-        ft_buf_append(&b, c->nccl_id, sizeof c->nccl_id);
+    put_session(c, &b);
     pthread_mutex_lock(&c->mu);
     c->running = 1;
-    for (uint32_t r = 1; r < c->world; r++)
+    for (uint32_t r = 1; r < c->world; r++) {
         c->r[r].up = 1;
+        c->r[r].seen_ms = now_ms();
+    }
     pthread_mutex_unlock(&c->mu);
     for (uint32_t r = 1; r < c->world && rc == FT_OK; r++)
         if (cl_send(c, r, &b) != FT_OK) {
@@ -486,9 +537,15 @@ static int join_rank(ft_cluster *c, char *errbuf, size_t errlen)
     ft_buf b;
     ft_buf_init(&b);
     put_reg(c, &b);
-    uint64_t until = now_ms() + c->join_ms;
+    uint64_t until = now_ms() + c->join_ms, sent_ms = 0;
     int rc = FT_ETIMEDOUT, sent = 0;
     while (rc == FT_ETIMEDOUT) {
+        if (c->running && is_lost(c)) {
+            RT_ERRF(errbuf, errlen, "cluster: rank %u: the coordinator's "
+                    "connection was lost while registering again", c->rank);
+            rc = FT_ECONN;
+            break;
+        }
         if (stop_asked(c)) {
             RT_ERRF(errbuf, errlen, "cluster: rank %u: start given up (a "
                     "signal)", c->rank);
@@ -501,12 +558,17 @@ static int join_rank(ft_cluster *c, char *errbuf, size_t errlen)
                     c->join_ms, sent ? "registered" : "never reached it");
             break;
         }
-        if (!sent) {
+        if (!sent || now_ms() - sent_ms >= FT_CLUSTER_REG_RETRY_MS) {
             /* pair1 holds a message until a peer is there: a send that
-             * times out means the coordinator is not up yet. */
-            if (cl_send(c, 0, &b) == FT_OK)
+             * times out means the coordinator is not up yet.  A sent
+             * registration is repeated until answered: the coordinator
+             * drops one that comes during a batch. */
+            if (cl_send(c, 0, &b) == FT_OK) {
                 sent = 1;
-            continue;
+                sent_ms = now_ms();
+            } else if (!sent) {
+                continue;
+            }
         }
         nng_msg *m;
         int type;
@@ -523,6 +585,10 @@ static int join_rank(ft_cluster *c, char *errbuf, size_t errlen)
             RT_ERRF(errbuf, errlen, "cluster: the coordinator refused %s",
                     why);
             rc = code == FT_EPROTO ? FT_EPROTO : FT_ECONFIG;
+        } else if (type == CL_BYE && c->running) {
+            RT_ERRF(errbuf, errlen, "cluster: rank %u: the coordinator left "
+                    "while it registered again", c->rank);
+            rc = FT_ESHUTDOWN;
         } else if (type == CL_SESSION) {
             uint32_t world = cl_u32(&rd), S = cl_u32(&rd);
             int ok = world == c->world && S == c->S;
@@ -547,6 +613,158 @@ static int join_rank(ft_cluster *c, char *errbuf, size_t errlen)
     return rc;
 }
 
+/* ---- rank 0 while idle: the heartbeat and rejoins ---- */
+
+/* How often the keeper looks at the socket while idle: short, since a
+ * batch waits for the keeper to let go of it (a drain takes microseconds,
+ * the keeper never waits for a message). */
+#define CL_KEEP_MS 10
+
+static void send_head(ft_cluster *c, uint32_t r, int type)
+{
+    ft_buf b;
+    ft_buf_init(&b);
+    cl_head(&b, type, 0, 0);
+    if (b.data)
+        cl_send(c, r, &b);
+    ft_buf_free(&b);
+}
+
+/* keeper_reg takes a registration while the cluster runs: a rank that is
+ * down (restarted, or the same process told to by REJOIN) comes back
+ * after the same checks as at the start, and gets the session again. */
+static void keeper_reg(ft_cluster *c, nng_msg *m, cl_rd *rd, uint32_t from)
+{
+    nng_pipe p = nng_msg_get_pipe(m), old = NNG_PIPE_INITIALIZER;
+    char why[256];
+    int crc = FT_OK, again = 0;
+    pthread_mutex_lock(&c->mu);
+    if (from > 0 && from < c->world && c->r[from].joined &&
+        c->r[from].up && nng_pipe_id(c->r[from].pipe) == nng_pipe_id(p)) {
+        again = 1; /* repeated before the session reached it */
+    } else {
+        crc = check_reg(c, rd, from, why, sizeof why);
+        if (crc == FT_OK) {
+            if (c->r[from].joined &&
+                nng_pipe_id(c->r[from].pipe) != nng_pipe_id(p))
+                old = c->r[from].pipe; /* the process it replaces */
+            c->r[from].joined = 1;
+            c->r[from].up = 1;
+            c->r[from].pipe = p;
+            c->r[from].why[0] = 0;
+            c->r[from].seen_ms = now_ms();
+        }
+    }
+    uint32_t down = 0;
+    for (uint32_t r = 1; r < c->world; r++)
+        down += !c->r[r].up;
+    pthread_mutex_unlock(&c->mu);
+    if (crc != FT_OK) {
+        FT_LOGF(FT_LOG_ERROR, "cluster: registration refused: %s", why);
+        send_refuse(c, p, crc, why);
+        return;
+    }
+    if (nng_pipe_id(old) > 0)
+        nng_pipe_close(old);
+    ft_buf b;
+    ft_buf_init(&b);
+    put_session(c, &b);
+    if (b.data == NULL || cl_send(c, from, &b) != FT_OK)
+        cl_mark_down(c, from, "cannot send it the session");
+    ft_buf_free(&b);
+    if (again)
+        return;
+    FT_LOGF(FT_LOG_INFO, "cluster: rank %u joined again (shards %u..%u)%s",
+            from, c->r[from].first, c->r[from].first + c->r[from].count - 1,
+            down == 0 && !c->local_failed ? "; every rank is up" : "");
+}
+
+/* keeper_drain handles what came while idle: registrations, heartbeat
+ * answers, and anything from a rank that is down but still connected
+ * (it answers again): that rank is told to register again. */
+static void keeper_drain(ft_cluster *c)
+{
+    for (int i = 0; i < 256; i++) {
+        nng_msg *m;
+        int type;
+        uint32_t from, seq;
+        cl_rd rd;
+        int rc = recv_x(c, &m, &type, &from, &seq, &rd, NNG_FLAG_NONBLOCK);
+        if (rc == FT_ETIMEDOUT || rc == FT_ECONN)
+            return;
+        if (rc != FT_OK)
+            continue;
+        if (type == CL_REG) {
+            keeper_reg(c, m, &rd, from);
+            nng_msg_free(m);
+            continue;
+        }
+        nng_msg_free(m);
+        uint64_t now = now_ms();
+        int tell = 0;
+        pthread_mutex_lock(&c->mu);
+        if (c->r[from].up) {
+            c->r[from].seen_ms = now;
+        } else if (c->r[from].joined &&
+                   now - c->r[from].seen_ms >= FT_CLUSTER_REG_RETRY_MS) {
+            /* seen_ms of a rank that is down: when it was last told */
+            c->r[from].seen_ms = now;
+            tell = 1;
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (tell) {
+            FT_LOGF(FT_LOG_INFO, "cluster: rank %u answers again (%s): told "
+                    "to register again", from, cl_type_name(type));
+            send_head(c, from, CL_REJOIN);
+        }
+    }
+}
+
+/* keeper_ping takes down the ranks that missed the heartbeat and pings
+ * every rank still connected. */
+static void keeper_ping(ft_cluster *c)
+{
+    const uint64_t limit = (uint64_t)FT_CLUSTER_PING_MS * FT_CLUSTER_PING_MISSES;
+    for (uint32_t r = 1; r < c->world; r++) {
+        uint64_t now = now_ms();
+        pthread_mutex_lock(&c->mu);
+        int joined = c->r[r].joined;
+        int late = c->r[r].up && now - c->r[r].seen_ms > limit;
+        pthread_mutex_unlock(&c->mu);
+        if (late) {
+            cl_mark_down(c, r, "stopped answering: no heartbeat within %u ms",
+                         (unsigned)limit);
+            pthread_mutex_lock(&c->mu);
+            c->r[r].seen_ms = 0; /* it may be told to rejoin at once */
+            pthread_mutex_unlock(&c->mu);
+        }
+        if (joined)
+            send_head(c, r, CL_PING);
+    }
+}
+
+static void *keeper_main(void *arg)
+{
+    ft_cluster *c = arg;
+    uint64_t next = 0;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        int closing = c->closing;
+        pthread_mutex_unlock(&c->mu);
+        if (closing)
+            return NULL;
+        if (pthread_mutex_trylock(&c->run_mu) == 0) {
+            keeper_drain(c);
+            if (now_ms() >= next) {
+                keeper_ping(c);
+                next = now_ms() + FT_CLUSTER_PING_MS;
+            }
+            pthread_mutex_unlock(&c->run_mu);
+        }
+        nng_msleep(CL_KEEP_MS);
+    }
+}
+
 uint8_t cl_u8(cl_rd *r)
 {
     uint8_t v;
@@ -569,6 +787,7 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
     if (c == NULL)
         return FT_ENOMEM;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->run_mu, NULL);
     c->rank = o->rank;
     c->world = o->world;
     c->lib = lib;
@@ -675,6 +894,15 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
              kind_name(c->eo.kind), c->nccl ? "nccl" : "nng");
     FT_LOGF(FT_LOG_INFO, "cluster: rank %u: session started: %s", c->rank,
             c->note);
+    if (c->rank == 0) {
+        if (pthread_create(&c->keeper, NULL, keeper_main, c) != 0) {
+            RT_ERRF(errbuf, errlen, "cluster: rank 0: cannot start the "
+                    "heartbeat thread");
+            rc = FT_ENOMEM;
+            goto fail;
+        }
+        c->keeper_on = 1;
+    }
     *out = c;
     return FT_OK;
 fail:
@@ -690,6 +918,8 @@ void ft_cluster_close(ft_cluster *c)
     pthread_mutex_lock(&c->mu);
     c->closing = 1;
     pthread_mutex_unlock(&c->mu);
+    if (c->keeper_on)
+        pthread_join(c->keeper, NULL);
     if (c->sock_open && c->rank == 0 && c->running && !c->bye_sent) {
         ft_buf b;
         ft_buf_init(&b);
@@ -705,6 +935,8 @@ void ft_cluster_close(ft_cluster *c)
         nng_msleep(50);
     }
     cl_nccl_close(c);
+    if (c->pending)
+        nng_msg_free(c->pending);
     if (c->sock_open)
         nng_close(c->sock);
     for (uint32_t j = 0; c->eng && j < c->count; j++)
@@ -720,6 +952,7 @@ void ft_cluster_close(ft_cluster *c)
     ft_buf_free(&c->msg);
     ft_buf_free(&c->reqbuf);
     free(c->rq);
+    pthread_mutex_destroy(&c->run_mu);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }
@@ -962,6 +1195,21 @@ static int wait_msg(ft_cluster *c, uint32_t r, int want, uint32_t seq,
         uint32_t from, s;
         if (cl_recv(c, &m, &type, &from, &s, rd) != FT_OK)
             continue;
+        if (c->rank != 0 && type == CL_REJOIN) {
+            nng_msg_free(m);
+            c->rejoin = 1;
+            snprintf(why, whylen, "the coordinator took this rank out");
+            return FT_ECONN;
+        }
+        if (c->rank != 0 && type == CL_BATCH && s != seq) {
+            /* Rank 0 gave this batch up and began the next (its ABORT
+             * was lost): that one is served next, this one dropped. */
+            if (c->pending)
+                nng_msg_free(c->pending);
+            c->pending = m;
+            snprintf(why, whylen, "the coordinator began batch %u", s);
+            return FT_ECONN;
+        }
         if (c->rank != 0 && (type == CL_BYE || (type == CL_ABORT && s == seq))) {
             nng_msg_free(m);
             snprintf(why, whylen, "%s", type == CL_BYE ? "the coordinator "
@@ -1310,6 +1558,8 @@ static int run_chunk(ft_cluster *c, const ft_request *const *rq,
     ft_buf payload;
     ft_buf_init(&payload);
     int rc = put_requests(&payload, rq, m);
+    /* The batch reads the socket: the keeper lets go of it meanwhile. */
+    pthread_mutex_lock(&c->run_mu);
     if (rc == FT_OK)
         rc = cl_transport(c)->batch(c, seq, m, &payload);
     ft_buf_free(&payload);
@@ -1318,8 +1568,18 @@ static int run_chunk(ft_cluster *c, const ft_request *const *rq,
         rc = run_local(c, seq, reqs, m);
     if (rc == FT_OK)
         rc = cl_transport(c)->hits(c, seq, reqs, m);
-    if (rc != FT_OK) {
+    if (rc != FT_OK)
         abort_batch(c, seq);
+    /* Every rank that took part answered just now (the heartbeat is not
+     * answered during a batch). */
+    uint64_t now = now_ms();
+    pthread_mutex_lock(&c->mu);
+    for (uint32_t r = 1; r < c->world; r++)
+        if (c->r[r].up)
+            c->r[r].seen_ms = now;
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->run_mu);
+    if (rc != FT_OK) {
         if (c->engine_rc != FT_OK) {
             pthread_mutex_lock(&c->mu);
             c->local_failed = 1;
@@ -1494,8 +1754,21 @@ int ft_cluster_serve(ft_cluster *c)
         int type;
         uint32_t from, seq;
         cl_rd rd;
-        if (cl_recv(c, &m, &type, &from, &seq, &rd) != FT_OK)
+        if (c->pending) {
+            /* A BATCH kept by wait_msg: its header was checked there. */
+            m = c->pending;
+            c->pending = NULL;
+            rd = (cl_rd){nng_msg_body(m), nng_msg_len(m), 0, 0};
+            cl_u32(&rd);
+            type = cl_u8(&rd);
+            cl_u8(&rd);
+            cl_u8(&rd);
+            cl_u8(&rd);
+            from = cl_u32(&rd);
+            seq = cl_u32(&rd);
+        } else if (cl_recv(c, &m, &type, &from, &seq, &rd) != FT_OK) {
             continue;
+        }
         int rc = FT_OK;
         if (type == CL_BYE) {
             nng_msg_free(m);
@@ -1503,9 +1776,34 @@ int ft_cluster_serve(ft_cluster *c)
                     c->rank);
             return FT_OK;
         }
+        if (type == CL_PING) {
+            ft_buf b;
+            ft_buf_init(&b);
+            cl_head(&b, CL_PONG, c->rank, 0);
+            if (b.data)
+                cl_send(c, 0, &b);
+            ft_buf_free(&b);
+        }
+        if (type == CL_REJOIN)
+            c->rejoin = 1;
         if (type == CL_BATCH)
             rc = serve_batch(c, seq, &rd);
         nng_msg_free(m);
+        if (rc == FT_OK && c->rejoin) {
+            /* The coordinator took this rank out (it missed the heartbeat
+             * or a batch): it registers again, as at the start. */
+            c->rejoin = 0;
+            FT_LOGF(FT_LOG_WARN, "cluster: rank %u: the coordinator took "
+                    "it out; registering again", c->rank);
+            char e[512];
+            rc = join_rank(c, e, sizeof e);
+            if (rc != FT_OK) {
+                FT_LOGF(FT_LOG_ERROR, "%s", e);
+                return rc == FT_ESHUTDOWN ? FT_OK : rc;
+            }
+            FT_LOGF(FT_LOG_INFO, "cluster: rank %u: serving again", c->rank);
+            continue;
+        }
         if (rc == FT_ESHUTDOWN) {
             FT_LOGF(FT_LOG_INFO, "cluster: rank %u: the coordinator left",
                     c->rank);

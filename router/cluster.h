@@ -21,7 +21,12 @@
  *
  * A rank that leaves or does not answer within the step timeout fails the
  * batch under way and every later one with FT_ECONN naming the rank
- * (never a partial answer); ranks do not rejoin a running coordinator.
+ * (never a partial answer); so does one that misses the idle heartbeat.
+ * A rank that is down may register again (a restarted process, or the
+ * same one, told to by REJOIN once it answers again): the same checks as
+ * the first registration, then the session again; the cluster is up once
+ * every rank is.  GPU ranks (NCCL) cannot rejoin: their communicator is
+ * the whole world's.
  */
 #ifndef FT_CLUSTER_H
 #define FT_CLUSTER_H
@@ -37,6 +42,15 @@
 /* How long any rank waits for one message of a running batch (a step's
  * lists, the hits) before it gives the batch up. */
 #define FT_CLUSTER_STEP_MS 10000u
+/* While no batch runs, rank 0 pings every rank each FT_CLUSTER_PING_MS
+ * and takes a rank down that has not answered for FT_CLUSTER_PING_MISSES
+ * intervals (1.5 s): a rank stopped or hung while idle is reported within
+ * that, not by the next batch after the step timeout. */
+#define FT_CLUSTER_PING_MS 250u
+#define FT_CLUSTER_PING_MISSES 6u
+/* A rank registering repeats its registration this often until answered
+ * (a registration that reached rank 0 during a batch is dropped). */
+#define FT_CLUSTER_REG_RETRY_MS 1000u
 /* The most ranks a cluster has. */
 #define FT_CLUSTER_MAX_RANKS 1024u
 

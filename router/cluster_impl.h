@@ -15,7 +15,8 @@
 #include "cluster.h"
 
 enum { CL_REG = 1, CL_SESSION, CL_REFUSE, CL_BATCH, CL_LISTS, CL_ALL,
-       CL_HITS, CL_FAIL, CL_ABORT, CL_BYE };
+       CL_HITS, CL_FAIL, CL_ABORT, CL_BYE, CL_PING, CL_PONG, CL_REJOIN,
+       CL_LAST = CL_REJOIN };
 
 /* cl_rd reads a received message; bad is set once a read runs past it. */
 typedef struct cl_rd {
@@ -30,6 +31,8 @@ typedef struct cl_rank {
     int joined;            /* coordinator: registered */
     int up;                /* coordinator: serving (after the session) */
     char why[200];         /* why it is down */
+    uint64_t seen_ms;      /* coordinator: when it last answered (down:
+                            * when it was last told to rejoin) */
 } cl_rank;
 
 /* cl_xport is one transport of a running batch's exchanges; every rank
@@ -61,6 +64,12 @@ struct ft_cluster {
     int sock_open;
     pthread_mutex_t mu;        /* r[].joined/up/why/pipe, running, lost */
     int running;               /* the session started */
+    pthread_mutex_t run_mu;    /* rank 0: who reads the socket: a batch
+                                * or, while idle, the keeper */
+    pthread_t keeper;          /* rank 0: heartbeats and rejoins */
+    int keeper_on;
+    int rejoin;                /* ranks: told to register again */
+    nng_msg *pending;          /* ranks: a BATCH that came during another */
     int lost;                  /* ranks: the coordinator's connection went */
     int local_failed;          /* rank 0's own engines failed */
     int bye_sent;

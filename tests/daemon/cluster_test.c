@@ -12,11 +12,19 @@
  *              a random library with ties; then SIGTERM: every rank exits 0
  *   kill       a world of 3: rank 2 killed with SIGKILL; the next requests
  *              get FT_ECONN "cluster: rank 2: the connection was lost", INFO
- *              says which rank is down, /healthz answers 503 saying so, and
- *              the coordinator exits 0 on SIGTERM (rank 1 too, told so)
- *   stall      a rank stopped (SIGSTOP) is down after the step timeout:
- *              FT_ECONN "... stopped answering ...", no hang; it stays
- *              down once resumed; SIGTERM ends both with exit 0
+ *              says which rank is down, /healthz answers 503 saying so;
+ *              rank 2 restarted with the same config rejoins: INFO and
+ *              /healthz up again, every answer equal to the unsharded
+ *              index's; a second rank 2 is refused as a duplicate (exit
+ *              1, exact message); the coordinator exits 0 on SIGTERM
+ *              (ranks 1 and 2 too, told so)
+ *   stall      a rank stopped (SIGSTOP) while idle is down by the
+ *              heartbeat within its bound, no request sent (INFO and
+ *              /healthz say so); resumed (SIGCONT) it is told to register
+ *              again and does: up, answers equal; stopped during a batch
+ *              it is down after the step timeout: FT_ECONN "... stopped
+ *              answering ...", no hang; resumed, it rejoins the same way;
+ *              SIGTERM ends both with exit 0
  *   bootstrap  refused registrations, each with its exact message in the
  *              refused rank's log and exit 1: a different manifest, a
  *              duplicate rank, a wrong world; a frame without the magic
@@ -25,6 +33,7 @@
  *              gives up on SIGTERM (exit 1, saying how many are missing)
  * Everything listens on ipc:// in a temporary folder (and /healthz on
  * 127.0.0.1); every process is stopped by the case, or killed at exit.
+ * FT_KEEP=1 keeps the folder (the logs) for a look afterwards.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -58,7 +67,7 @@ static void cleanup(void)
 {
     for (int i = 1; i < MAX_PROCS; i++)
         th_kill(&g_pid[i], "", "cluster_test");
-    th_kill(&g_pid[0], g_dir, "cluster_test");
+    th_kill(&g_pid[0], getenv("FT_KEEP") ? "" : g_dir, "cluster_test");
 }
 
 /* file_has says whether DIR/name holds the line fragment s. */
@@ -176,6 +185,27 @@ static char *info(ft_client *c)
     char *text;
     FT_PASS(ft_client_info(c, &text, NULL, 0));
     return text;
+}
+
+/* wait_info polls INFO (limit_ms) until it holds s; returns the seconds
+ * it took, or exits when it never does. */
+static double wait_info(ft_client *c, const char *s, long limit_ms)
+{
+    double t0 = ft_test_now();
+    for (long t = 0; t <= limit_ms; t += 20) {
+        char *text = info(c);
+        int seen = strstr(text, s) != NULL;
+        if (!seen && t + 20 > limit_ms) {
+            fprintf(stderr, "INFO never held \"%s\" within %ld ms; it "
+                    "holds:\n%s\n", s, limit_ms, text);
+            exit(1);
+        }
+        ft_client_text_free(text);
+        if (seen)
+            return ft_test_now() - t0;
+        th_sleep_ms(20);
+    }
+    exit(1);
 }
 
 /* ---- the library ---- */
@@ -399,34 +429,116 @@ static void case_kill(void)
     FT_CHECK_EQ_U64(healthz(base, &body), 503);
     FT_CHECK_STR(body, "cluster: rank 2: the connection was lost\n");
     free(body);
+
+    /* Rank 2 restarted with the same config: it registers, passes the
+     * same checks, gets the session again; the cluster is up again and
+     * answers as before, bit for bit. */
+    start_rank(2, 2, "k2.conf");
+    wait_info(c, "# cluster\nworld: 3\nstate: up\n"
+                 "rank.0: up, shards 0..0\n"
+                 "rank.1: up, shards 1..1\n"
+                 "rank.2: up, shards 2..3\n", 10000);
+    expect_log("log", "cluster: rank 2 joined again (shards 2..3); every "
+                      "rank is up");
+    FT_CHECK_EQ_U64(healthz(base, &body), 200);
+    FT_CHECK_STR(body, "ok\n");
+    free(body);
+    check_answers(c, 8, "world 3 after rank 2 rejoined");
+    check_answers(c, 5, "world 3 after rank 2 rejoined, 5 per message");
+    /* A second process claiming rank 2, which is up: refused. */
+    start_rank(3, 2, "k2.conf");
+    FT_CHECK_EQ_U64(wait_exit(3, 10000), 1);
+    expect_log("log3", "cannot serve: cluster: the coordinator refused rank "
+                       "2: duplicate rank: rank 2 is already registered");
+    check_answers(c, 8, "world 3 after a duplicate was refused");
     ft_client_close(c);
     double ms;
     FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, &ms), 0);
     FT_CHECK(ms < 15000);
     FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+    FT_CHECK_EQ_U64(wait_exit(2, 10000), 0);
     expect_log("log", "cluster: rank 2: the connection was lost");
+    expect_log("log2", "cluster: rank 2: the coordinator left");
     su_cases_free(&g_cs);
 }
 
-/* case_stall: a rank that stops answering (SIGSTOP) is down after the
- * step timeout; its requests fail, never hang; it stays down after it
- * resumes (ranks do not rejoin); SIGTERM ends both ranks with exit 0. */
+/* stall_resume resumes rank 1 (stopped and down) and waits for it to be
+ * told to register again and be up. */
+static void stall_resume(ft_client *c, const char *base, int times)
+{
+    kill(g_pid[1], SIGCONT);
+    wait_info(c, "# cluster\nworld: 2\nstate: up\n"
+                 "rank.0: up, shards 0..0\nrank.1: up, shards 1..2\n", 10000);
+    char *body;
+    FT_CHECK_EQ_U64(healthz(base, &body), 200);
+    FT_CHECK_STR(body, "ok\n");
+    free(body);
+    /* Each resume: one "took it out" and one "serving again" in its log. */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "test $(grep -c 'cluster: rank 1: the "
+             "coordinator took it out; registering again' '%s/log1') -eq %d "
+             "&& test $(grep -c 'cluster: rank 1: serving again' '%s/log1') "
+             "-eq %d", g_dir, times, g_dir, times);
+    FT_CHECK(system(cmd) == 0);
+    expect_log("log", "cluster: rank 1 joined again (shards 1..2); every "
+                      "rank is up");
+    check_answers(c, 8, "world 2 after rank 1 rejoined");
+}
+
+/* case_stall: a rank that stops answering (SIGSTOP) is down: while idle
+ * by the heartbeat, during a batch after the step timeout; its requests
+ * fail, never hang; resumed, it is told to register again and rejoins;
+ * SIGTERM ends both ranks with exit 0. */
 static void case_stall(void)
 {
     make_lib();
     split(3);
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", free_port());
     const char *x = "step_timeout_ms = 300; ";
-    write_conf_x("s0.conf", "m3.ftm", 0, 2, 8, NULL, x);
+    write_conf_x("s0.conf", "m3.ftm", 0, 2, 8, base, x);
     write_conf_x("s1.conf", "m3.ftm", 1, 2, 8, NULL, x);
     start_rank(1, 1, "s1.conf");
     start_rank(0, 0, "s0.conf");
     ft_client *c = connect_coord();
     check_answers(c, 8, "world 2 before the stall");
+
+    /* Stopped while idle: no request is sent; the heartbeat (a ping each
+     * 250 ms, down after 1.5 s without an answer) reports it. */
+    th_sleep_ms(300);
+    kill(g_pid[1], SIGSTOP);
+    const char *hb = "rank 1: stopped answering: no heartbeat within 1500 ms";
+    char line[200];
+    snprintf(line, sizeof line, "rank.1: down, shards 1..2: %s\n", hb);
+    double took = wait_info(c, line, 5000);
+    FT_CHECK(took >= 1.0 && took < 4.0);
+    char *body, want[200];
+    FT_CHECK_EQ_U64(healthz(base, &body), 503);
+    snprintf(want, sizeof want, "cluster: %s\n", hb);
+    FT_CHECK_STR(body, want);
+    free(body);
+    /* A request now fails at once with the reason (the heartbeat's, not
+     * a step timeout's: no batch ran). */
+    ft_client_results *res;
+    double t0 = ft_test_now();
+    FT_PASS(ft_client_search(c, g_cs.batch, 2, &res, NULL, 0));
+    FT_CHECK(ft_test_now() - t0 < 1.0);
+    snprintf(want, sizeof want, "cluster: %s", hb);
+    for (size_t j = 0; j < 2; j++) {
+        FT_CHECK_EQ_U64(ft_client_results_get(res, j)->status, FT_ECONN);
+        FT_CHECK_EQ_U64(ft_client_results_get(res, j)->n, 0);
+        FT_CHECK_STR(ft_client_results_get(res, j)->error, want);
+    }
+    ft_client_results_free(res);
+    /* Resumed, it answers the pings again: the coordinator tells it to
+     * register again (REJOIN), it does, and is up. */
+    stall_resume(c, base, 1);
+
+    /* Stopped during a batch: the batch fails after the step timeout. */
     kill(g_pid[1], SIGSTOP);
     const char *why = "cluster: rank 1: stopped answering: no LISTS within "
                       "300 ms (step 0)";
-    double t0 = ft_test_now();
-    ft_client_results *res;
+    t0 = ft_test_now();
     FT_PASS(ft_client_search(c, g_cs.batch, 3, &res, NULL, 0));
     double waited = ft_test_now() - t0;
     FT_CHECK(waited >= 0.29 && waited < 5.0);
@@ -437,15 +549,14 @@ static void case_stall(void)
         FT_CHECK_STR(r->error, why);
     }
     ft_client_results_free(res);
-    kill(g_pid[1], SIGCONT);
-    th_sleep_ms(100);
-    FT_PASS(ft_client_search(c, g_cs.batch, 1, &res, NULL, 0));
-    FT_CHECK_STR(ft_client_results_get(res, 0)->error, why);
-    ft_client_results_free(res);
     char *t = info(c);
     FT_CHECK(strstr(t, "rank.1: down, shards 1..2: rank 1: stopped "
                        "answering: no LISTS within 300 ms (step 0)\n") != NULL);
     ft_client_text_free(t);
+    FT_PASS(ft_client_search(c, g_cs.batch, 1, &res, NULL, 0));
+    FT_CHECK_STR(ft_client_results_get(res, 0)->error, why);
+    ft_client_results_free(res);
+    stall_resume(c, base, 2);
     ft_client_close(c);
     FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, NULL), 0);
     FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
