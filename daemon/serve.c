@@ -614,6 +614,8 @@ int cmd_serve(int argc, char **argv)
     ft_log_set_level(FT_LOG_INFO);
     int st = parse_args(&srv->o, &g_cfg, argc, argv);
     if (st >= 0) {
+        g_dump_opts = NULL;
+        free(srv->o.config_dump);
         free(srv);
         return st;
     }
@@ -632,6 +634,8 @@ int cmd_serve(int argc, char **argv)
     int sfd = signalfd(-1, &set, SFD_CLOEXEC);
     if (sfd < 0) {
         fprintf(stderr, "flashtrie serve: signalfd: %s\n", strerror(errno));
+        g_dump_opts = NULL;
+        free(srv->o.config_dump);
         free(srv);
         return 1;
     }
@@ -658,6 +662,8 @@ int cmd_serve(int argc, char **argv)
     if (rc != FT_OK) {
         FT_LOGF(FT_LOG_ERROR, "cannot serve: %s", err);
         close(sfd);
+        g_dump_opts = NULL;
+        free(srv->o.config_dump);
         free(srv);
         return 1;
     }
