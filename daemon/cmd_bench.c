@@ -9,7 +9,8 @@
  * --shards N,...: also a shard group of N GPU engines per count, over the
  * index split by first token into N shards by ft_split (balanced trie
  * bytes; temporary files), exchanging on the one GPU (or as --exchange
- * says).
+ * says); --devices D,... puts shard j's engine on GPU D[j % n] (the
+ * manifest's groups too), so that N shards run on N GPUs.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -818,7 +819,7 @@ int cmd_bench(int argc, char **argv)
         {"device", required_argument, 0, 'd'},   {"report", required_argument, 0, 'r'},
         {"shards", required_argument, 0, 'S'},   {"exchange", required_argument, 0, 'X'},
         {"full-grid", no_argument, 0, 'F'},   {"timing", no_argument, 0, 'M'},
-        {"copy-lists", no_argument, 0, 'C'},
+        {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
         "usage: flashtrie bench (--index INDEX|MANIFEST | --keys FILE | --gen-keys N [--seed S])\n"
@@ -826,7 +827,8 @@ int cmd_bench(int argc, char **argv)
         "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json | DIR/]\n"
-        "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]]\n"
+        "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]\n"
+        "          [--devices 0,1,..]]\n"
         "         [--timing]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
@@ -842,7 +844,10 @@ int cmd_bench(int argc, char **argv)
         "  gpu in --engine) per count, over the index split by first token\n"
         "  in-process (rows gpu/sN, and sN/gpu: the group over the unsharded engine);\n"
         "  --full-grid: engines sharing the GPU each launch on all of it;\n"
-        "  --copy-lists: device copies into every shard's recv, not shared lists.  --timing:\n"
+        "  --copy-lists: device copies into every shard's recv, not shared lists.\n"
+        "  --devices D,...: shard j's engine on GPU D[j % n] (groups of --shards and of\n"
+        "  a manifest; default all on --device); --exchange auto takes NCCL when every\n"
+        "  shard has a GPU of its own.  --timing:\n"
         "  the GPU engine's host/event timings of b=1 calls, and the groups' per-step\n"
         "  split (kernels, exchange, wait) by CUDA events.  --report DIR/ (or an\n"
         "  existing folder): DIR/results.json, and with gnuplot DIR/plots.gp drawn\n"
@@ -855,6 +860,7 @@ int cmd_bench(int argc, char **argv)
     u32_list beams = {{100, 200, 500, 1000}, 4};
     u32_list batches = {{1, 4, 8, 16, 32}, 5};
     u32_list shards = {{0}, 0};
+    u32_list devlist = {{0}, 0};
     ft_exchange xchg = FT_EXCHANGE_AUTO;
     int full_grid = 0, timing = 0, copy_lists = 0;
     int use_cpu = 1, use_gpu = 1, threads = 0, device = 0, c;
@@ -896,6 +902,10 @@ int cmd_bench(int argc, char **argv)
             break;
         case 'S':
             if (parse_list("--shards", optarg, 1, 8, &shards))
+                return 2;
+            break;
+        case 'G':
+            if (parse_list("--devices", optarg, 0, 255, &devlist))
                 return 2;
             break;
         case 'F': full_grid = 1; break;
@@ -1184,6 +1194,10 @@ int cmd_bench(int argc, char **argv)
         eo.timing = timing;
         const ft_index *sh[8];
         size_t nsh = e >= 2 ? shards.v[e - 2] : 0;
+        /* --devices: shard j on devlist[j % n] */
+        int gdevs[8];
+        for (int j = 0; j < 8; j++)
+            gdevs[j] = devlist.n ? (int)devlist.v[j % devlist.n] : device;
         eo.threads = threads;
         eo.device = device;
         eo.max_batch = max_b;
@@ -1200,6 +1214,7 @@ int cmd_bench(int argc, char **argv)
             go.exchange = xchg;
             go.split_grid = !full_grid;
             go.shared_lists = !copy_lists;
+            go.devices = devlist.n ? gdevs : NULL;
             rc = ft_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err, sizeof err);
         } else if (nsh) {
             double t0 = now_s();
@@ -1222,6 +1237,7 @@ int cmd_bench(int argc, char **argv)
             go.exchange = xchg;
             go.split_grid = !full_grid;
             go.shared_lists = !copy_lists;
+            go.devices = devlist.n ? gdevs : NULL;
             rc = ft_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err,
                                   sizeof err);
         } else {
@@ -1244,6 +1260,16 @@ int cmd_bench(int argc, char **argv)
         }
         if (!nsh)
             snprintf(eng_names[e], sizeof eng_names[e], "%s", ft_engine_name(sr.eng));
+        if (sr.grp && eo.kind == FT_ENGINE_GPU) {
+            /* where the shards run and how they exchange: what a
+             * multi-GPU row measures (docs/sharding.md) */
+            ft_exchange gx = ft_group_exchange(sr.grp);
+            printf("%s: shards on GPUs", eng_names[e]);
+            for (size_t j = 0; j < nsh; j++)
+                printf("%s%d", j ? "," : " ", ft_engine_device(ft_group_engine(sr.grp, j)));
+            printf(", exchange %s\n", gx == FT_EXCHANGE_NCCL ? "nccl"
+                                      : gx == FT_EXCHANGE_DEVICE ? "device" : "host");
+        }
         for (int i = 0; i < nsets; i++) {
             run_stats *rs = &st[e][i];
             rs->beam = sets[i].beam;
