@@ -62,12 +62,13 @@ say() { echo "multigpu: $*"; }
 die() { say "FAILED: $*"; exit 1; }
 step() { case " $STEPS " in *" $1 "*) echo; echo "### $1 ($(( $(date +%s) - T0 )) s in)"; return 0 ;; esac; return 1; }
 # run CMD...: prints the command, runs it, prints its wall time; its status.
+# (On stderr, so that a command's own output can be redirected alone.)
 run() {
-  echo "+ $*"
+  echo "+ $*" >&2
   local t=$(date +%s.%N)
   "$@"
   local rc=$?
-  printf '  (%.1f s, exit %d)\n' "$(since "$t")" $rc
+  printf '  (%.1f s, exit %d)\n' "$(since "$t")" $rc >&2
   return $rc
 }
 # since T: seconds from date +%s.%N's T to now; calc EXPR: awk arithmetic.
@@ -301,6 +302,9 @@ if step serve && { [ "$NGPU" -ge 2 ] || { say "serve: skipped (1 GPU)"; false; }
   done
 fi
 
+[ -n "${OUT:-}" ] && [ -d "$OUT" ] && for f in bench.json bench_dev.json; do
+  [ -s "$WORK/$f" ] && cp "$WORK/$f" "$OUT/$f"
+done
 echo
 say "done in $(( $(date +%s) - T0 )) s, $FAILS failed check(s)${LOG:+; log $LOG}"
 [ "$FAILS" -eq 0 ]

@@ -6,8 +6,9 @@
  * (search_util.h), bit for bit (tokens, values, score and sigma bits,
  * order; key indexes against the CPU group):
  *
- *   - NCCL exchange forced, one shard per GPU, for every count of shards
- *     from 2 to min(8, GPUs), the shards placed on GPUs 0..n-1 and on a
+ *   - NCCL exchange forced, one shard per GPU, 2 shards, min(8, GPUs)
+ *     shards and (full run) a count between drawn per library, every count
+ *     from 2 to 8 over the run on 8 GPUs, placed on GPUs 0..n-1 and on a
  *     rotated set of GPUs (shard j on GPU (j + r) % GPUs), so that rank 0
  *     is not always GPU 0; the automatic exchange over distinct GPUs must
  *     choose NCCL where libnccl.so.2 loads;
@@ -231,10 +232,14 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     su_check_all(&c, one, NULL, what);
 
     int devs[8];
-    /* One shard per GPU, NCCL forced: every count, on GPUs 0..n-1 and on
-     * a rotation of them; quick runs take the counts 2 and ndev. */
-    for (int ns = 2; have_nccl && ns <= ndev && ns <= 8; ns++) {
-        if (quick && ns != 2 && ns != (ndev < 8 ? ndev : 8))
+    /* One shard per GPU, NCCL forced, on GPUs 0..n-1 and on a rotation
+     * of them: 2 shards, all GPUs (up to 8) and, in the full run, one
+     * count between drawn per library (every communicator costs an
+     * ncclCommInitAll, a second or so on 8 GPUs). */
+    int top = ndev < 8 ? ndev : 8;
+    int mid = top > 3 ? 3 + (int)(ft_test_rand(&s) % (uint64_t)(top - 3)) : 2;
+    for (int ns = 2; have_nccl && ns <= top; ns++) {
+        if (ns != 2 && ns != top && (quick || ns != mid))
             continue;
         int small = (int)(ft_test_rand(&s) % 3 == 0);
         int rot = (int)(ft_test_rand(&s) % (uint64_t)ndev);
