@@ -219,14 +219,37 @@ query_check() {
 if step capacity && { [ "$NGPU" -ge 2 ] || { say "capacity: skipped (1 GPU)"; false; }; }; then
   SB=$((TRIE / NGPU * 9 / 10))
   say "trie bytes $TRIE; one GPU's share $((TRIE / NGPU)); --shard-bytes $SB"
-  [ -s "$WORK/cap.ftm" ] || run "$FT" split "$IDX" --shard-bytes "$SB" --output "$WORK/cap.ftm" \
-    --threads "$CORES" --quiet > /dev/null || die "split --shard-bytes $SB"
+  if [ ! -s "$WORK/cap.ftm" ]; then
+    # One first token's subtree larger than the budget is refused
+    # (FT_ELIMIT, docs/sharding.md); then twice as many shards as GPUs.
+    if ! run "$FT" split "$IDX" --shard-bytes "$SB" --output "$WORK/cap.ftm" \
+         --threads "$CORES" --quiet > /dev/null; then
+      SB=
+      run "$FT" split "$IDX" --shards $((2 * NGPU)) --output "$WORK/cap.ftm" \
+        --threads "$CORES" --quiet > /dev/null || die "split --shards $((2 * NGPU))"
+    fi
+  fi
   "$FT" info "$WORK/cap.ftm" > "$WORK/cap.info"
   grep -E '^(shards|trie_bytes|shard_trie_bytes_max|shard_trie_bytes_mean|shard_balance):' "$WORK/cap.info" | sed 's/^/  /'
   S=$(grep -c '^shard\.[0-9]*:' "$WORK/cap.info")
   MAX=$(sed -n 's/^shard_trie_bytes_max: \([0-9]*\).*/\1/p' "$WORK/cap.info")
-  check [ "$MAX" -le "$SB" ] && check [ "$S" -gt "$NGPU" ] &&
-    say "capacity: $S shards, the largest $MAX trie bytes <= $SB < $TRIE / $NGPU"
+  [ -z "$SB" ] || check [ "$MAX" -le "$SB" ]
+  check [ "$S" -gt "$NGPU" ] && say "capacity: $S shards, the largest $MAX trie bytes (library $TRIE)"
+  # What each GPU is given: engine "shards" puts shard i on GPU i % N, a
+  # cluster gives rank r the block [r*S/N, (r+1)*S/N); each sum must be
+  # below the library's trie bytes.
+  for how in spread block; do
+    sed -n 's/^shard\.\([0-9]*\):.* trie_bytes \([0-9]*\) .*/\1 \2/p' "$WORK/cap.info" |
+      awk -v n="$NGPU" -v s="$S" -v how=$how -v all="$TRIE" '
+        { g = $1 % n
+          if (how == "block")
+            for (r = 0; r < n; r++) if (int(r * s / n) <= $1 && $1 < int((r + 1) * s / n)) g = r
+          b[g] += $2 }
+        END { bad = 0; line = "";
+              for (g = 0; g < n; g++) { line = line sprintf(" GPU%d %d", g, b[g]); if (b[g] >= all) bad = 1 }
+              print "  trie bytes per GPU (" how "):" line; exit bad }' ||
+      check false "a GPU holds the whole library ($how)"
+  done
   serve_conf cap "$WORK/cap.ftm" $ESHARDS "$DEVL"
   serve_start cap
   gpu_mem

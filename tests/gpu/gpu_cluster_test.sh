@@ -63,6 +63,13 @@ URL="ipc://$TMP/c.sock"
 printf '{"tokens": [[1]]}\n{"tokens": [[1,1]], "logp": [[-1,-2]]}\nnot json\n' >> "$TMP/req.jsonl"
 "$BIN" search --index "$TMP/lib.idx" --engine cpu < "$TMP/req.jsonl" > "$TMP/want.jsonl" ||
   fail "search (cpu, unsharded)"
+if [ $ENGINE = gpu ]; then
+  # A build without CUDA, or a driver the runtime cannot use, has no GPU
+  # engine: skipped as the C GPU tests skip.
+  head -1 "$TMP/req.jsonl" | "$BIN" search --index "$TMP/lib.idx" --engine gpu \
+    > /dev/null 2> "$TMP/probe.err" ||
+    { echo "SKIP: no usable GPU engine ($(tail -1 "$TMP/probe.err"))"; exit 77; }
+fi
 
 # conf R W MANIFEST: the config of rank R of a world of W.
 conf() {
