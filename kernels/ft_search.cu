@@ -79,18 +79,10 @@ struct gk_smem {
     gk_gstate gs[FT_GK_GRID_LISTS];
     gk_gstate loc;  /* gk_smem_narrow's race */
     uint64_t kmin, kmax;
-    uint32_t ngs;
-    uint32_t alive;
+    uint32_t laid; /* gk_end_to_end's total */
 };
 
 /* ---- list shapes, shared by every phase so that all agree ------------- */
-
-/* Expansion items of request q's step t. */
-__device__ __forceinline__ uint32_t gk_items_of(const ft_gk_req *q,
-                                                uint32_t t)
-{
-    return t == 0 ? q->items0 : q->steps[t].n_items;
-}
 
 /* Eager child ranges: in a launch of few requests (!lazy) the first
  * eager_max next candidates of a step get their child range and cut
@@ -337,7 +329,7 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t)
             q->slot.gsel[w] = 0;
         if (t >= q->T)
             continue;
-        uint32_t tot = gk_items_of(q, t);
+        uint32_t tot = t == 0 ? q->items0 : q->steps[t].n_items;
         uint32_t first = (uint32_t)((gw + nw - (acc % nw)) % nw);
         uint32_t last = t + 1 == q->T;
         for (uint32_t it = first; it < tot; it += nw)
@@ -413,6 +405,42 @@ __device__ uint32_t gk_scan(gk_smem &sm, uint32_t v, uint32_t *excl)
                                                                 total);
     __syncthreads();
     return total;
+}
+
+/* Adds keys[lo, hi) to sm.hist: the 8-bit digit at bit sh of every key
+ * whose bits under pmask equal prefix, U independent loads in flight per
+ * thread (the passes are bound by L2 latency, not bandwidth).  sm.hist is
+ * zeroed by the caller; the whole CTA calls it. */
+template <int U>
+__device__ void gk_hist_slice(gk_smem &sm, const uint64_t *keys, uint32_t lo,
+                              uint32_t hi, uint64_t prefix, uint64_t pmask,
+                              uint32_t sh)
+{
+    uint32_t n = hi - lo, nr = (n + 31u) & ~31u;
+    for (uint32_t i0 = threadIdx.x; i0 < nr; i0 += (uint32_t)U * blockDim.x) {
+        uint64_t kk[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            uint32_t i = i0 + (uint32_t)u * blockDim.x;
+            kk[u] = i < n ? keys[lo + i] : ~0ull;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            uint32_t i = i0 + (uint32_t)u * blockDim.x;
+            if (i >= nr) /* uniform per warp: nr % 32 == 0 */
+                break;
+            uint32_t b = 256u; /* no bucket */
+            if (i < n && (kk[u] & pmask) == prefix)
+                b = (uint32_t)(kk[u] >> sh) & 255u;
+            /* Candidates cluster in few buckets (close sigmas share their
+             * high bits): one shared atomic per bucket and warp, not per
+             * key, else lanes serialise on one counter. */
+            uint32_t peers = __match_any_sync(0xffffffffu, b);
+            if (b < 256u &&
+                (threadIdx.x & 31u) == (uint32_t)(__ffs(peers) - 1))
+                atomicAdd(&sm.hist[b], (uint32_t)__popc(peers));
+        }
+    }
 }
 
 /* One warp picks list st's next digit from the pass's histogram h (G:
@@ -491,6 +519,26 @@ __device__ void gk_gstate_init(gk_gstate &g, uint64_t lo, uint64_t hi,
     g.cap = cap > lim ? cap : lim;
     g.done = m <= g.cap;
     g.off = 0;
+}
+
+/* gk_end_to_end lays the round's n lists (racing: only those still in the
+ * race) end to end, setting each one's off, and returns their total
+ * length.  The whole CTA calls it; every thread has read the total before
+ * thread 0 may lay them out again. */
+__device__ uint32_t gk_end_to_end(gk_smem &sm, uint32_t n, int racing)
+{
+    if (threadIdx.x == 0) {
+        uint32_t a = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            sm.gs[j].off = a;
+            a += racing && sm.gs[j].done ? 0u : sm.gs[j].m;
+        }
+        sm.laid = a;
+    }
+    __syncthreads();
+    uint32_t M = sm.laid;
+    __syncthreads();
+    return M;
 }
 
 /* This CTA's slice [*lo, *hi) of a list at off..off+m of lists of M keys
@@ -626,33 +674,7 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
                 sm.hist[b] = 0;
             __syncthreads();
             uint32_t sh = (uint32_t)d * 8u;
-            /* Candidates cluster in few buckets (close sigmas share their
-             * high bits): aggregate equal buckets per warp before the
-             * shared-memory atomic, else lanes serialise on one counter. */
-            /* Eight independent loads in flight per thread: the pass is
-             * bound by L2 latency, not bandwidth. */
-            uint32_t mr = (m + 31u) & ~31u;
-            for (uint32_t i0 = tid; i0 < mr; i0 += 8u * blockDim.x) {
-                uint64_t kk[8];
-#pragma unroll
-                for (int u = 0; u < 8; u++) {
-                    uint32_t i = i0 + (uint32_t)u * blockDim.x;
-                    kk[u] = i < m ? keys[i] : ~0ull;
-                }
-#pragma unroll
-                for (int u = 0; u < 8; u++) {
-                    uint32_t i = i0 + (uint32_t)u * blockDim.x;
-                    if (i >= mr) /* uniform per warp: mr % 32 == 0 */
-                        break;
-                    uint32_t b = 256u; /* no bucket */
-                    if (i < m && (kk[u] & pmask) == prefix)
-                        b = (uint32_t)(kk[u] >> sh) & 255u;
-                    uint32_t peers = __match_any_sync(0xffffffffu, b);
-                    if (b < 256u &&
-                        (tid & 31u) == (uint32_t)(__ffs(peers) - 1))
-                        atomicAdd(&sm.hist[b], (uint32_t)__popc(peers));
-                }
-            }
+            gk_hist_slice<8>(sm, keys, 0, m, prefix, pmask, sh);
             __syncthreads();
             if (tid < 32) {
                 /* Find the bucket where the running count reaches need. */
@@ -771,38 +793,6 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
 
 /* ---- grid selection of long lists ------------------------------------ */
 
-/* Adds this CTA's slice keys[lo, hi) to sm.hist: the 8-bit digit at bit
- * sh of every key whose bits under pmask equal prefix.  sm.hist is zeroed
- * by the caller; the whole CTA calls it. */
-__device__ void gk_hist_slice(gk_smem &sm, const uint64_t *keys, uint32_t lo,
-                              uint32_t hi, uint64_t prefix, uint64_t pmask,
-                              uint32_t sh)
-{
-    uint32_t n = hi - lo, nr = (n + 31u) & ~31u;
-    for (uint32_t i0 = threadIdx.x; i0 < nr; i0 += 4u * blockDim.x) {
-        uint64_t kk[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            uint32_t i = i0 + (uint32_t)u * blockDim.x;
-            kk[u] = i < n ? keys[lo + i] : ~0ull;
-        }
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            uint32_t i = i0 + (uint32_t)u * blockDim.x;
-            if (i >= nr) /* uniform per warp: nr % 32 == 0 */
-                break;
-            uint32_t b = 256u; /* no bucket */
-            if (i < n && (kk[u] & pmask) == prefix)
-                b = (uint32_t)(kk[u] >> sh) & 255u;
-            /* Keys of one slice cluster in few buckets: one shared atomic
-             * per bucket and warp, not per key. */
-            uint32_t peers = __match_any_sync(0xffffffffu, b);
-            if (b < 256u &&
-                (threadIdx.x & 31u) == (uint32_t)(__ffs(peers) - 1))
-                atomicAdd(&sm.hist[b], (uint32_t)__popc(peers));
-        }
-    }
-}
 
 /* gk_grid_select narrows every long list of step t (gk_list_long) with
  * the whole grid: MSB radix passes over 8-bit digits, each CTA adding its
@@ -865,20 +855,7 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
         if (n == 0)
             continue;
         for (uint32_t p = 0; p < FT_GK_GSEL_PASSES; p++) {
-            if (tid == 0) {
-                /* The lists still in the race, end to end. */
-                uint32_t a = 0;
-                for (uint32_t j = 0; j < n; j++) {
-                    sm.gs[j].off = a;
-                    a += sm.gs[j].done ? 0u : sm.gs[j].m;
-                }
-                sm.alive = a;
-            }
-            __syncthreads();
-            uint32_t M = sm.alive;
-            /* Everyone has read alive before thread 0 may rewrite it (in
-             * the survivor pass right after a break). */
-            __syncthreads();
+            uint32_t M = gk_end_to_end(sm, n, 1);
             if (M == 0)
                 break;
             for (uint32_t j = 0; j < n; j++) {
@@ -894,8 +871,9 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                 for (uint32_t b = tid; b < 256; b += blockDim.x)
                     sm.hist[b] = 0;
                 __syncthreads();
-                gk_hist_slice(sm, term ? q->slot.term_key : q->slot.cand_key,
-                              lo, hi, st.prefix, st.pmask, st.sh);
+                gk_hist_slice<4>(sm,
+                                 term ? q->slot.term_key : q->slot.cand_key,
+                                 lo, hi, st.prefix, st.pmask, st.sh);
                 __syncthreads();
                 uint32_t *gh = q->slot.gsel + term * FT_GK_GSEL_WORDS + p * 256u;
                 for (uint32_t b = tid; b < 256; b += blockDim.x)
@@ -917,16 +895,7 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
             __syncthreads();
         }
         /* Survivors: this CTA's slice of every long list. */
-        if (tid == 0) {
-            uint32_t a = 0;
-            for (uint32_t j = 0; j < n; j++) {
-                sm.gs[j].off = a;
-                a += sm.gs[j].m;
-            }
-            sm.alive = a;
-        }
-        __syncthreads();
-        uint32_t M = sm.alive;
+        uint32_t M = gk_end_to_end(sm, n, 0);
         for (uint32_t j = 0; j < n; j++) {
             const gk_gstate &st = sm.gs[j];
             ft_gk_req *q = &P.reqs[st.list >> 1];
