@@ -44,22 +44,8 @@ void th_start(pid_t *pid, const char *bin, const char *dir, const char *url,
 {
     char log[300];
     snprintf(log, sizeof log, "%s/log", dir);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = bin;
-    argv[n++] = "serve";
-    for (int i = 0; args[i] && n < 63; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    pid_t p = fork();
-    FT_CHECK(p >= 0);
-    if (p == 0) {
-        if (freopen(log, "w", stderr) == NULL)
-            _exit(126);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    *pid = p;
+    th_spawn(pid, bin, dir, "log", args);
+    pid_t p = *pid;
     ft_client_opts o;
     ft_client_opts_init(&o);
     o.connect_wait_ms = 1;

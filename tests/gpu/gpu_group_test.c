@@ -27,35 +27,6 @@ static uint64_t n_cases, n_runs;
 static int ndev = 1;
 static int have_nccl = 1; /* the build has NCCL (found by contract()) */
 
-/* same_full is su_same_results plus the orders, and the key indexes when
- * both results number the keys alike (key indexes are terminal ranks in
- * level order: a group's, shard base + the shard's own, differ from one
- * index's over the same keys). */
-static int same_full(const ft_result *x, const ft_result *y, int key_index)
-{
-    if (!su_same_results(x, y))
-        return 0;
-    for (uint32_t i = 0; i < x->n && x->status == FT_OK; i++)
-        if (x->hits[i].order != y->hits[i].order ||
-            (key_index && x->hits[i].key_index != y->hits[i].key_index))
-            return 0;
-    return 1;
-}
-
-static void gpu_opts(ft_engine_opts *o, int small)
-{
-    ft_engine_opts_init(o);
-    o->kind = FT_ENGINE_GPU;
-    if (small) {
-        o->max_batch = 3;
-        o->max_k = 64;
-        o->max_t = 8;
-        /* and every list longer than its limit through the grid
-         * selection's radix passes, down to the exact limit */
-        o->select_grid_min = 1;
-    }
-}
-
 /* run_group answers batch[0..nreq) over ns shards of keys[0..m) with the
  * given exchange and checks every result against want[] (the unsharded
  * GPU engine, itself equal to the CPU engine), the reference, and a group
@@ -69,7 +40,7 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     ft_index *sh[8];
     su_split_build(s, keys, m, ns, dir, sh);
     ft_engine_opts o;
-    gpu_opts(&o, small);
+    su_gpu_opts(&o, small);
     ft_group_opts go;
     ft_group_opts_init(&go);
     go.exchange = x;
@@ -110,11 +81,11 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
                  "batch %u (T=%u K=%u B=%u n=%u)", (unsigned long long)seed, i,
                  ns, (int)x, small, shared, w, batch[i].T, batch[i].K, batch[i].beam,
                  batch[i].results);
-        if (!same_full(&got[i], &cg[i], 1)) {
+        if (!su_same_full(&got[i], &cg[i], 1)) {
             fprintf(stderr, "%s: GPU and CPU groups differ\n", what);
             exit(1);
         }
-        if (!same_full(&got[i], &want[i], 0)) {
+        if (!su_same_full(&got[i], &want[i], 0)) {
             fprintf(stderr, "%s: group and unsharded GPU engine differ "
                     "(status %d/%d, n %u/%u)\n", what, got[i].status,
                     want[i].status, got[i].n, want[i].n);
@@ -156,12 +127,12 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     ft_engine_opts o;
     ft_engine *eng;
     char err[256];
-    gpu_opts(&o, 0);
+    su_gpu_opts(&o, 0);
     FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
     FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, one));
     ft_engine_close(eng);
     for (uint32_t i = 0; i < nreq; i++)
-        if (!same_full(&one[i], &cpu[i], 1)) {
+        if (!su_same_full(&one[i], &cpu[i], 1)) {
             fprintf(stderr, "seed %llu case %u unsharded GPU: GPU and CPU "
                     "engines differ\n", (unsigned long long)seed, i);
             exit(1);
@@ -203,7 +174,7 @@ static void contract(const char *dir)
     snprintf(path, sizeof path, "%s/c1.idx", dir);
     su_build(&k[1], 2, path, &sh[1]);
     ft_engine_opts o;
-    gpu_opts(&o, 1);
+    su_gpu_opts(&o, 1);
     ft_group_opts go;
     ft_group_opts_init(&go);
     ft_group *g;
@@ -293,7 +264,7 @@ static int gpu_count(const char *dir)
     ft_index *idx;
     su_build(&k, 1, path, &idx);
     ft_engine_opts o;
-    gpu_opts(&o, 1);
+    su_gpu_opts(&o, 1);
     ft_engine *eng;
     char err[256] = "";
     int rc = ft_engine_open(&eng, idx, &o, err, sizeof err);

@@ -35,32 +35,6 @@ static uint64_t n_cases, n_runs, n_nccl, n_dev;
 static int ndev;
 static int have_nccl = 1;
 
-/* same_full is su_same_results plus the orders, and the key indexes when
- * both results number the keys alike (a group's key indexes, shard base +
- * the shard's own terminal rank, differ from one index's). */
-static int same_full(const ft_result *x, const ft_result *y, int key_index)
-{
-    if (!su_same_results(x, y))
-        return 0;
-    for (uint32_t i = 0; i < x->n && x->status == FT_OK; i++)
-        if (x->hits[i].order != y->hits[i].order ||
-            (key_index && x->hits[i].key_index != y->hits[i].key_index))
-            return 0;
-    return 1;
-}
-
-static void gpu_opts(ft_engine_opts *o, int small)
-{
-    ft_engine_opts_init(o);
-    o->kind = FT_ENGINE_GPU;
-    if (small) {
-        o->max_batch = 3;
-        o->max_k = 64;
-        o->max_t = 8;
-        o->select_grid_min = 1;
-    }
-}
-
 /* run_group answers batch[0..nreq) over ns shards of keys[0..m), shard j
  * on GPU devs[j], with exchange x (FT_EXCHANGE_AUTO: want_x is what the
  * group must choose), and checks every result against the CPU group over
@@ -88,7 +62,7 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     ft_group_close(g);
 
     ft_engine_opts o;
-    gpu_opts(&o, small);
+    su_gpu_opts(&o, small);
     ft_group_opts go;
     ft_group_opts_init(&go);
     go.exchange = x;
@@ -127,11 +101,11 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
                      (unsigned long long)seed, i, ns, place,
                      (int)ft_group_exchange(g), small, w, batch[i].T,
                      batch[i].K, batch[i].beam, batch[i].results);
-            if (!same_full(&got[i], &cg[i], 1)) {
+            if (!su_same_full(&got[i], &cg[i], 1)) {
                 fprintf(stderr, "%s: GPU and CPU groups differ\n", what);
                 exit(1);
             }
-            if (!same_full(&got[i], &want[i], 0)) {
+            if (!su_same_full(&got[i], &want[i], 0)) {
                 fprintf(stderr, "%s: group and unsharded GPU engine differ "
                         "(status %d/%d, n %u/%u)\n", what, got[i].status,
                         want[i].status, got[i].n, want[i].n);
@@ -167,7 +141,7 @@ static void refuse_nccl(const char *dir, const int *devs, size_t ns)
         su_build(&k[j], 1, path, &sh[j]);
     }
     ft_engine_opts o;
-    gpu_opts(&o, 1);
+    su_gpu_opts(&o, 1);
     ft_group_opts go;
     ft_group_opts_init(&go);
     go.exchange = FT_EXCHANGE_NCCL;
@@ -205,7 +179,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     ft_engine_opts o;
     ft_engine *eng;
     char err[256];
-    gpu_opts(&o, 0);
+    su_gpu_opts(&o, 0);
     FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
     FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, one));
     ft_engine_close(eng);
@@ -214,12 +188,12 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, last));
     ft_engine_close(eng);
     for (uint32_t i = 0; i < nreq; i++) {
-        if (!same_full(&one[i], &cpu[i], 1)) {
+        if (!su_same_full(&one[i], &cpu[i], 1)) {
             fprintf(stderr, "seed %llu case %u: unsharded GPU and CPU "
                     "engines differ\n", (unsigned long long)seed, i);
             exit(1);
         }
-        if (!same_full(&last[i], &one[i], 1)) {
+        if (!su_same_full(&last[i], &one[i], 1)) {
             fprintf(stderr, "seed %llu case %u: unsharded GPU engines on "
                     "GPU 0 and GPU %d differ\n", (unsigned long long)seed, i,
                     ndev - 1);
@@ -303,7 +277,7 @@ static int gpu_count(const char *dir, char *err, size_t errlen)
     ft_index *idx;
     su_build(&k, 1, path, &idx);
     ft_engine_opts o;
-    gpu_opts(&o, 1);
+    su_gpu_opts(&o, 1);
     int n = 0;
     ft_engine *eng;
     while (n < 8) {
@@ -334,7 +308,7 @@ static int probe_nccl(const char *dir)
     ft_index *idx;
     su_build(&k, 1, path, &idx);
     ft_engine_opts o;
-    gpu_opts(&o, 1);
+    su_gpu_opts(&o, 1);
     ft_group_opts go;
     ft_group_opts_init(&go);
     go.exchange = FT_EXCHANGE_NCCL;

@@ -288,35 +288,33 @@ static size_t load(ft_gen *gen, const size_t *fail, size_t nfail,
     run_init(&r, g_c.batch, g_c.n);
     producer p[2] = {{&q, &r, 0, 2}, {&q, &r, 1, 2}};
     pthread_t th[2];
-    for (int i = 0; i < 2; i++)
-        FT_CHECK(pthread_create(&th[i], NULL, produce, &p[i]) == 0);
-    for (int i = 0; atomic_load(&r.done) < after; i++) {
-        FT_CHECK(i < 60000);
-        sleep_ms(1);
-    }
-    for (size_t i = 0; i < nfail; i++)
-        ft_searcher_fault_arm(gen->eng[fail[i]], 0);
-    for (int i = 0; i < 2; i++)
-        pthread_join(th[i], NULL);
-    wait_done(&r);
-    check_once(&r);
-    check_offline(&r, g_c.res, what);
     /* An armed replica fails at its next batch; on a loaded machine the
-     * rest of the load can end before every armed replica got one.  More
-     * rounds of the same requests (each checked the same way) until each
-     * did, bounded. */
-    size_t rounds = 1;
-    for (; rounds < 100 && ft_gen_failed_replicas(gen) < nfail; rounds++) {
-        run_free(&r);
-        run_init(&r, g_c.batch, g_c.n);
+     * rest of the first round can end before every armed replica got one.
+     * More rounds of the same requests (each checked the same way) until
+     * each did, bounded. */
+    size_t rounds = 0;
+    do {
+        if (rounds > 0) {
+            run_free(&r);
+            run_init(&r, g_c.batch, g_c.n);
+        }
         for (int i = 0; i < 2; i++)
             FT_CHECK(pthread_create(&th[i], NULL, produce, &p[i]) == 0);
+        if (rounds == 0) {
+            for (int i = 0; atomic_load(&r.done) < after; i++) {
+                FT_CHECK(i < 60000);
+                sleep_ms(1);
+            }
+            for (size_t i = 0; i < nfail; i++)
+                ft_searcher_fault_arm(gen->eng[fail[i]], 0);
+        }
         for (int i = 0; i < 2; i++)
             pthread_join(th[i], NULL);
         wait_done(&r);
         check_once(&r);
         check_offline(&r, g_c.res, what);
-    }
+        rounds++;
+    } while (rounds < 100 && ft_gen_failed_replicas(gen) < nfail);
     ft_queue_close(&q);
     ft_batcher_stats_get(b, st);
     ft_batcher_stop(b);

@@ -442,6 +442,29 @@ int su_same_results(const ft_result *x, const ft_result *y)
     return 1;
 }
 
+int su_same_full(const ft_result *x, const ft_result *y, int key_index)
+{
+    if (!su_same_results(x, y))
+        return 0;
+    for (uint32_t i = 0; i < x->n && x->status == FT_OK; i++)
+        if (x->hits[i].order != y->hits[i].order ||
+            (key_index && x->hits[i].key_index != y->hits[i].key_index))
+            return 0;
+    return 1;
+}
+
+void su_gpu_opts(ft_engine_opts *o, int small)
+{
+    ft_engine_opts_init(o);
+    o->kind = FT_ENGINE_GPU;
+    if (small) {
+        o->max_batch = 3;
+        o->max_k = 64;
+        o->max_t = 8;
+        o->select_grid_min = 1;
+    }
+}
+
 void su_cases_make(su_cases *c, uint64_t *s, const su_lib_params *lp,
                    uint32_t n, uint32_t maxT, uint32_t maxK, uint32_t maxB,
                    const char *path, int with_ref)

@@ -93,6 +93,16 @@ int su_same_result(const ft_result *res, const su_hit *hits, uint32_t m,
 
 /* su_same_results compares two engine results bit for bit. */
 int su_same_results(const ft_result *x, const ft_result *y);
+/* su_same_full is su_same_results plus the orders, and the key indexes
+ * when both results number the keys alike (key indexes are terminal ranks
+ * in level order: a group's, shard base + the shard's own, differ from
+ * one index's over the same keys). */
+int su_same_full(const ft_result *x, const ft_result *y, int key_index);
+/* su_gpu_opts sets o to a GPU engine's options: the defaults, or (small)
+ * small slots (max_batch 3, K 64, T 8, so that larger requests take the
+ * big slot) with every list longer than its limit through the grid
+ * selection's radix passes, down to the exact limit. */
+void su_gpu_opts(ft_engine_opts *o, int small);
 
 /* ---- random cases (search_ref_test, gpu_equal_test) ---- */
 
