@@ -536,6 +536,12 @@ typedef struct ft_engine_opts {
                          * radix passes also run down to the exact limit
                          * (tests use it to put small lists through the
                          * grid path). */
+    uint32_t child_map_min; /* GPU: nodes with at least this many children
+                         * get their children in a hash table on the
+                         * device (a proposal is one probe instead of a
+                         * binary search); 0 = 256, UINT32_MAX = no table
+                         * (tests use small values to put every node
+                         * through it). */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;
@@ -624,7 +630,9 @@ typedef struct ft_prep ft_prep;
 int ft_prep_create(ft_prep **out);
 void ft_prep_destroy(ft_prep *p);
 /* ft_request_prepare prepares a request that ft_request_validate accepted;
- * *out points into p until p's next use. */
+ * *out points into p until p's next use, and into req's tokens and logp
+ * when every row arrives sorted (no copy is made then): keep them alive
+ * and unchanged while *out is used. */
 int ft_request_prepare(const ft_prepared **out, ft_prep *p,
                        const ft_request *req);
 
@@ -636,6 +644,18 @@ int ft_engine_run(ft_engine *eng, const ft_prepared *const *reqs,
 
 /* The most requests one ft_engine_run or step batch takes. */
 #define FT_ENGINE_CHUNK 64
+
+/* ft_engine_run_checked is ft_engine_run (n <= FT_ENGINE_CHUNK) that calls
+ * check(arg) once while the engine works: the GPU engine between issuing
+ * its launch and waiting for it, others before their search.  A result
+ * whose status check sets to an error keeps it (with check's message,
+ * no hits): the search's answer to that request is dropped.  The public
+ * search checks the duplicate tokens of a batch this way, on the host
+ * while the GPU runs.  Every result starts with status FT_OK. */
+typedef void (*ft_engine_check)(void *arg);
+int ft_engine_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
+                          ft_result *const *res, size_t n,
+                          ft_engine_check check, void *arg);
 
 int ft_engine_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
                          size_t n, uint32_t shard, uint32_t nshards);
@@ -777,6 +797,10 @@ ft_engine_kind ft_searcher_kind(const ft_searcher *s);
  * (ft_hit.key_index within this index); FT_ENOTFOUND past the end. */
 int ft_index_value_at(uint64_t *value, const ft_index *idx,
                       uint64_t key_index);
+/* ft_index_value_prefetch hints that the value of key_index will be read
+ * soon (a cache prefetch of its word; nothing past the end): issued a few
+ * dozen keys ahead, the misses of a result's values overlap. */
+void ft_index_value_prefetch(const ft_index *idx, uint64_t key_index);
 /* ft_index_keys is the number of keys of idx. */
 uint64_t ft_index_keys(const ft_index *idx);
 

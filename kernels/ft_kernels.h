@@ -168,9 +168,13 @@ typedef struct ft_gk_params {
     uint32_t pad_;
     const uint64_t *ctab;   /* child table (ft_gk_ctab_build), or NULL:
                              * ft_children from the succinct trie */
+    const uint64_t *cmap;   /* child map (ft_gk_cmap_build), or NULL */
+    uint64_t cmap_mask;     /* its entries - 1 */
+    uint32_t cmap_min;      /* nodes with this many children are in it */
+    uint32_t pad2_;
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 72,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 96,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange
@@ -193,9 +197,19 @@ FT_GK_STATIC_ASSERT(sizeof(ft_gk_xparams) == 40, "ft_gk_xparams layout");
  * and device.  The hash path (iterate children, look proposals up) is taken
  * when the beam has fewer children than passing proposals; position 0 has
  * no table (it is built during step 0). */
+/* The hash path (lanes take a beam's children and look their labels up in
+ * the position's token -> k table) or the proposal path (lanes take
+ * proposals and binary-search the beam's children): the same candidates
+ * either way.  A binary search is a chain of ~log2(deg) dependent loads
+ * (two per step above label 65535), a hash lookup two: the hash path
+ * wins until the children outnumber the passing proposals several times
+ * (FT_GK_HASH_FACTOR, docs/gpu-engine.md). */
+#ifndef FT_GK_HASH_FACTOR
+#define FT_GK_HASH_FACTOR 4u
+#endif
 FT_HD uint32_t ft_gk_use_hash(uint32_t t, uint64_t deg, uint32_t kcut)
 {
-    return t > 0 && deg < (uint64_t)kcut;
+    return t > 0 && deg < (uint64_t)kcut * FT_GK_HASH_FACTOR;
 }
 
 FT_HD uint32_t ft_gk_items(uint32_t t, uint64_t deg, uint32_t kcut)
@@ -211,6 +225,12 @@ FT_HD uint32_t ft_gk_items(uint32_t t, uint64_t deg, uint32_t kcut)
  * device.  Returns a cudaError_t as int (0 = success). */
 int ft_gk_config(int *grid, int *block, size_t *smem);
 
+#ifdef FT_GK_PROFILE
+/* ft_gk_prof_sub copies the selection's finer clock64 marks (profile
+ * builds only; ft_search.cu says which). */
+int ft_gk_prof_sub(uint64_t *out, size_t n);
+#endif
+
 /* ft_gk_launch launches the search kernel for a batch on stream (a
  * cudaStream_t).  Returns a cudaError_t as int. */
 int ft_gk_launch(const ft_gk_params *p, int grid, int block, size_t smem,
@@ -224,6 +244,23 @@ int ft_gk_launch(const ft_gk_params *p, int grid, int block, size_t smem,
  * differ (0 for a sound trie; the caller drops the table otherwise) in
  * *bad.  Synchronous.  Returns a cudaError_t as int. */
 int ft_gk_ctab_build(const ft_trie_view *view, uint64_t *ctab,
+                     unsigned long long *bad, void *stream);
+
+/* The child map: for every node but the root with at least min_deg
+ * children, an open-addressing table (2 words an entry: key, child index)
+ * from key = first child << 32 | label to the child's index in its
+ * parent's range; empty entries are all ones.  Only for tries of fewer
+ * than 2^32 - 1 nodes.  ft_gk_cmap_count stores the entries it needs in
+ * *entries; ft_gk_cmap_build fills cmap (mask + 1 entries, set to all
+ * ones by the caller) and then looks every child up again, storing the
+ * number that fail (0 for a sound trie; the caller drops the map
+ * otherwise) in *bad.  ctab may be NULL.  Synchronous.  Return a
+ * cudaError_t as int. */
+int ft_gk_cmap_count(const ft_trie_view *view, const uint64_t *ctab,
+                     uint32_t min_deg, unsigned long long *entries,
+                     void *stream);
+int ft_gk_cmap_build(const ft_trie_view *view, const uint64_t *ctab,
+                     uint64_t *cmap, uint64_t mask, uint32_t min_deg,
                      unsigned long long *bad, void *stream);
 
 /* ft_gk_step_config is ft_gk_config for the step kernel. */

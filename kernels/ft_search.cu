@@ -42,6 +42,22 @@
 
 namespace cg = cooperative_groups;
 
+#ifdef FT_GK_PROFILE
+/* Finer marks of the selection (profile builds): CTA 0's next-list
+ * selection (8 per step: entry, survivors in shared memory, sorted, list
+ * done, lazy ranges done, beams done) and CTA 1's terminal selection
+ * (slot 6: its whole duration, slot 7: the backtrace), b = 1 only. */
+__device__ uint64_t gk_sub[FT_GK_MAX_T * 8];
+__device__ uint32_t gk_sub_t;
+#define GK_SUB(j)                                                             \
+    do {                                                                      \
+        if (blockIdx.x == 0 && threadIdx.x == 0)                              \
+            gk_sub[gk_sub_t * 8 + (j)] = clock64();                           \
+    } while (0)
+#else
+#define GK_SUB(j) ((void)0)
+#endif
+
 #define FT_GK_BLOCK 512
 #ifndef FT_GK_MINB
 #define FT_GK_MINB 1 /* one CTA of 512 per SM, up to 128 registers: on the
@@ -133,6 +149,38 @@ __device__ __forceinline__ ft_child_range gk_children(const ft_gk_params &P,
 }
 
 /* A list the whole grid narrows before its CTA sorts the survivors. */
+/* ---- the child map (ft_gk_cmap_build) ---------------------------------- */
+
+__device__ __forceinline__ uint64_t gk_cmap_hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return k;
+}
+
+/* The child of the range labelled tok through the map (the range's node
+ * has at least cmap_min children), or FT_NONE: one 16-byte load for the
+ * usual first probe. */
+__device__ __forceinline__ uint64_t gk_cmap_find(const uint64_t *M,
+                                                 uint64_t mask,
+                                                 const ft_child_range &cr,
+                                                 uint32_t tok)
+{
+    uint64_t key = (cr.first << 32) | tok;
+    uint64_t h = gk_cmap_hash(key) & mask;
+    for (;;) {
+        ulonglong2 e = __ldg(reinterpret_cast<const ulonglong2 *>(M) + h);
+        if (e.x == key)
+            return cr.first + e.y;
+        if (e.x == ~0ull)
+            return FT_NONE;
+        h = (h + 1) & mask;
+    }
+}
+
 __device__ __forceinline__ int gk_list_long(const ft_gk_params &P,
                                             uint32_t m, uint32_t lim)
 {
@@ -263,6 +311,8 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                 /* The root's children through the label map. */
                 uint32_t c = tk < P.root_n ? P.root_map[tk] : 0u;
                 u = c ? cr.first + (c - 1u) : FT_NONE;
+            } else if (t > 0 && P.cmap && cr.deg >= P.cmap_min) {
+                u = gk_cmap_find(P.cmap, P.cmap_mask, cr, tk);
             } else {
                 u = ft_find_child(&P.view, &cr, tk);
             }
@@ -653,12 +703,110 @@ __device__ uint32_t gk_smem_narrow(gk_smem &sm, uint32_t m, uint32_t lim)
 
 /* Leaves the best min(m, lim) keys of keys[0, m) sorted ascending in
  * sm.key (with their index in sm.idx); returns how many. */
+/* ---- the bitonic sort of a selection's survivors ---------------------
+ *
+ * n keys in sm.key (with their indexes in sm.idx) are sorted ascending,
+ * padded with ~0 up to np = pow2(n), at least 64.  A warp owns blocks of 64
+ * consecutive elements, lane l holding elements l and l + 32 of a block in
+ * registers: the compare-exchanges of stride 32 are within a thread and
+ * those of strides 16..1 are shuffles, so only strides of 64 and more go
+ * through shared memory with a block barrier.  1024 keys: 15 barriers
+ * instead of 55. */
+
+/* One compare-exchange of stride s < 32 on element e held in (k, i): its
+ * partner e ^ s is in lane ^ s, same register. */
+__device__ __forceinline__ void gk_cx_lane(uint64_t &k, uint32_t &i,
+                                           uint32_t e, uint32_t s,
+                                           uint32_t size)
+{
+    uint64_t kp = __shfl_xor_sync(0xffffffffu, k, s);
+    uint32_t ip = __shfl_xor_sync(0xffffffffu, i, s);
+    bool keep_min = ((e & s) == 0) == ((e & size) == 0);
+    if (keep_min ? kp < k : kp > k) {
+        k = kp;
+        i = ip;
+    }
+}
+
+/* Every warp's blocks through bitonic sizes lo..hi (powers of two); for a
+ * size above 64 only its strides 32..1, in registers. */
+__device__ void gk_sort_regs(gk_smem &sm, uint32_t np, uint32_t lo,
+                             uint32_t hi)
+{
+    uint32_t lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    for (uint32_t b = warp; b < np / 64u; b += FT_GK_WARPS) {
+        uint32_t e0 = b * 64u + lane, e1 = e0 + 32u;
+        uint64_t k0 = sm.key[e0], k1 = sm.key[e1];
+        uint32_t i0 = sm.idx[e0], i1 = sm.idx[e1];
+        for (uint32_t size = lo; size <= hi; size <<= 1) {
+            uint32_t st = size >> 1;
+            if (st >= 32u) {
+                bool up = (e0 & size) == 0;
+                if ((k0 > k1) == up) {
+                    uint64_t tk = k0;
+                    k0 = k1;
+                    k1 = tk;
+                    uint32_t ti = i0;
+                    i0 = i1;
+                    i1 = ti;
+                }
+                st = 16u;
+            }
+            for (; st > 0; st >>= 1) {
+                gk_cx_lane(k0, i0, e0, st, size);
+                gk_cx_lane(k1, i1, e1, st, size);
+            }
+        }
+        sm.key[e0] = k0;
+        sm.key[e1] = k1;
+        sm.idx[e0] = i0;
+        sm.idx[e1] = i1;
+    }
+    __syncthreads();
+}
+
+__device__ void gk_sort(gk_smem &sm, uint32_t n)
+{
+    if (n <= 1)
+        return;
+    uint32_t np = 64;
+    while (np < n)
+        np <<= 1;
+    for (uint32_t i = n + threadIdx.x; i < np; i += blockDim.x) {
+        sm.key[i] = ~0ull;
+        sm.idx[i] = 0;
+    }
+    __syncthreads();
+    gk_sort_regs(sm, np, 2, 64);
+    for (uint32_t size = 128; size <= np; size <<= 1) {
+        for (uint32_t stride = size >> 1; stride >= 64u; stride >>= 1) {
+            for (uint32_t i = threadIdx.x; i < np / 2; i += blockDim.x) {
+                /* stride is a power of two: no division */
+                uint32_t lo = ((i & ~(stride - 1u)) << 1) | (i & (stride - 1u));
+                uint32_t hi = lo + stride;
+                bool up = (lo & size) == 0;
+                uint64_t a = sm.key[lo], b = sm.key[hi];
+                if ((a > b) == up) {
+                    sm.key[lo] = b;
+                    sm.key[hi] = a;
+                    uint32_t ti = sm.idx[lo];
+                    sm.idx[lo] = sm.idx[hi];
+                    sm.idx[hi] = ti;
+                }
+            }
+            __syncthreads();
+        }
+        gk_sort_regs(sm, np, size, size);
+    }
+}
+
 __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
                                      uint32_t m, uint32_t lim)
 {
     uint32_t tid = threadIdx.x;
     uint64_t prefix = 0, pmask = 0;
     uint32_t x = m < lim ? m : lim;
+    GK_SUB(0);
     /* A list that fits shared memory is sorted whole: one coalesced load
      * and a bitonic sort beat the radix passes (each a round trip to L2
      * and three block barriers).  Keys are distinct (they hold r and k),
@@ -759,35 +907,9 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
         }
     }
     __syncthreads();
-    /* Bitonic sort of the survivors, padded to a power of two. */
-    uint32_t ns = full ? nfull : x;
-    uint32_t np = 1;
-    while (np < ns)
-        np <<= 1;
-    for (uint32_t i = ns + tid; i < np; i += blockDim.x) {
-        sm.key[i] = ~0ull;
-        sm.idx[i] = 0;
-    }
-    __syncthreads();
-    for (uint32_t size = 2; size <= np; size <<= 1) {
-        for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
-            for (uint32_t i = tid; i < np / 2; i += blockDim.x) {
-                /* stride is a power of two: no division */
-                uint32_t lo = ((i & ~(stride - 1u)) << 1) | (i & (stride - 1u));
-                uint32_t hi = lo + stride;
-                bool up = (lo & size) == 0;
-                uint64_t a = sm.key[lo], b = sm.key[hi];
-                if ((a > b) == up) {
-                    sm.key[lo] = b;
-                    sm.key[hi] = a;
-                    uint32_t ti = sm.idx[lo];
-                    sm.idx[lo] = sm.idx[hi];
-                    sm.idx[hi] = ti;
-                }
-            }
-            __syncthreads();
-        }
-    }
+    GK_SUB(1);
+    gk_sort(sm, full ? nfull : x);
+    GK_SUB(2);
     return x;
 }
 
@@ -972,6 +1094,7 @@ __device__ uint32_t gk_select_list(const ft_gk_params &P, gk_smem &sm,
     for (uint32_t j = threadIdx.x; j < x; j += blockDim.x)
         sm.idx[j] = si[sm.idx[j]];
     __syncthreads();
+    GK_SUB(3);
     return x;
 }
 
@@ -1003,6 +1126,7 @@ __device__ void gk_build_beams(const ft_gk_params &P, gk_smem &sm,
         any = 1;
         __syncthreads();
     }
+    GK_SUB(4);
     /* Each thread handles up to 8 consecutive beams (x <= 4096). */
     uint32_t per = (x + blockDim.x - 1) / blockDim.x;
     uint32_t j0 = threadIdx.x * per;
@@ -1039,6 +1163,7 @@ __device__ void gk_build_beams(const ft_gk_params &P, gk_smem &sm,
         q->steps[t1].n_beam = x;
         q->steps[t1].n_items = total;
     }
+    GK_SUB(5);
 }
 
 /* The next list: new beams of step t+1. */
@@ -1055,6 +1180,9 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
                                ft_gk_req *q, uint32_t t)
 {
     const ft_gk_slot &S = q->slot;
+#ifdef FT_GK_PROFILE
+    uint64_t c0 = clock64();
+#endif
     uint32_t x = gk_select_list(P, sm, q, t, 1, q->n);
     const ft_gk_hit *prev = (const ft_gk_hit *)S.run[(t & 1u) ^ 1u];
     ft_gk_hit *dst = (ft_gk_hit *)S.run[t & 1u];
@@ -1115,6 +1243,12 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
     uint32_t nrun = nprev + x < q->n ? nprev + x : q->n;
     if (threadIdx.x == 0)
         q->steps[t].n_run = nrun;
+#ifdef FT_GK_PROFILE
+    if (blockIdx.x == 1 && threadIdx.x == 0) {
+        gk_sub[t * 8 + 6] = clock64() - c0;
+        gk_sub[t * 8 + 7] = 0;
+    }
+#endif
     if (t + 1 < q->T)
         return;
     __syncthreads();
@@ -1139,6 +1273,10 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
         head->n = nrun;
         head->err = q->steps[0].err;
     }
+#ifdef FT_GK_PROFILE
+    if (blockIdx.x == 1 && threadIdx.x == 0)
+        gk_sub[t * 8 + 7] = clock64() - c0 - gk_sub[t * 8 + 6];
+#endif
 }
 
 /* ---- the kernel ------------------------------------------------------- */
@@ -1172,6 +1310,10 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
         GK_MARK(2 + 4 * t);
         gk_grid_select(P, sm, grid, t);
         GK_MARK(3 + 4 * t);
+#ifdef FT_GK_PROFILE
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+            gk_sub_t = t;
+#endif
         /* Selection: items (request, list) spread over the CTAs. */
         for (uint32_t it = blockIdx.x; it < 2 * P.nreq; it += gridDim.x) {
             ft_gk_req *q = &P.reqs[it >> 1];
@@ -1376,6 +1518,119 @@ __global__ void gk_ctab_check(const ft_trie_view V, const uint64_t *T,
         atomicAdd(bad, mine);
 }
 
+__device__ __forceinline__ ft_child_range gk_range_of(const ft_trie_view &V,
+                                                    const uint64_t *T,
+                                                    uint64_t u)
+{
+    return T ? gk_ctab_range(T, u) : ft_children(&V, u);
+}
+
+__global__ void gk_cmap_count_k(const ft_trie_view V, const uint64_t *T,
+                                uint32_t min_deg, unsigned long long *out)
+{
+    uint64_t n = V.n_nodes;
+    unsigned long long mine = 0;
+    for (uint64_t u = 1 + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+         u < n; u += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t d = gk_range_of(V, T, u).deg;
+        mine += d >= min_deg ? d : 0;
+    }
+    if (mine)
+        atomicAdd(out, mine);
+}
+
+/* check = 0: insert every child of the nodes in the map (a warp a node);
+ * check = 1: look each up again and count those not found where they
+ * belong, and (when filling) keys met twice: labels of one node repeat
+ * only in a damaged trie. */
+__global__ void gk_cmap_fill_k(const ft_trie_view V, const uint64_t *T,
+                               uint64_t *M, uint64_t mask, uint32_t min_deg,
+                               int check, unsigned long long *bad)
+{
+    uint64_t n = V.n_nodes;
+    uint32_t lane = threadIdx.x & 31u;
+    uint64_t nw = (uint64_t)gridDim.x * (blockDim.x >> 5);
+    unsigned long long mine = 0;
+    for (uint64_t u = 1 + (blockIdx.x * (uint64_t)blockDim.x + threadIdx.x) / 32;
+         u < n; u += nw) {
+        ft_child_range cr = gk_range_of(V, T, u);
+        if (cr.deg < min_deg)
+            continue;
+        for (uint64_t j = lane; j < cr.deg; j += 32) {
+            uint32_t label = ft_child_label(&V, &cr, cr.first + j);
+            uint64_t key = (cr.first << 32) | label;
+            if (check) {
+                mine += gk_cmap_find(M, mask, cr, label) != cr.first + j;
+                continue;
+            }
+            uint64_t h = gk_cmap_hash(key) & mask;
+            for (;;) {
+                unsigned long long old = atomicCAS(
+                    (unsigned long long *)&M[2 * h], ~0ull,
+                    (unsigned long long)key);
+                if (old == ~0ull) {
+                    M[2 * h + 1] = j;
+                    break;
+                }
+                if (old == key) {
+                    mine++;
+                    break;
+                }
+                h = (h + 1) & mask;
+            }
+        }
+    }
+    if (mine)
+        atomicAdd(bad, mine);
+}
+
+extern "C" int ft_gk_cmap_count(const ft_trie_view *view,
+                                const uint64_t *ctab, uint32_t min_deg,
+                                unsigned long long *entries, void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    unsigned long long *d = NULL;
+    cudaError_t e = cudaMalloc((void **)&d, sizeof *d);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(d, 0, sizeof *d, st);
+    if (e == cudaSuccess) {
+        gk_cmap_count_k<<<4096, 256, 0, st>>>(*view, ctab, min_deg, d);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(entries, d, sizeof *d, cudaMemcpyDeviceToHost,
+                            st);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(st);
+    if (d)
+        cudaFree(d);
+    return (int)e;
+}
+
+extern "C" int ft_gk_cmap_build(const ft_trie_view *view,
+                                const uint64_t *ctab, uint64_t *cmap,
+                                uint64_t mask, uint32_t min_deg,
+                                unsigned long long *bad, void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    unsigned long long *d = NULL;
+    cudaError_t e = cudaMalloc((void **)&d, sizeof *d);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(d, 0, sizeof *d, st);
+    for (int check = 0; check < 2 && e == cudaSuccess; check++) {
+        gk_cmap_fill_k<<<4096, 256, 0, st>>>(*view, ctab, cmap, mask,
+                                             min_deg, check, d);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(bad, d, sizeof *d, cudaMemcpyDeviceToHost, st);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(st);
+    if (d)
+        cudaFree(d);
+    return (int)e;
+}
+
 extern "C" int ft_gk_ctab_build(const ft_trie_view *view, uint64_t *ctab,
                                 unsigned long long *bad, void *stream)
 {
@@ -1401,6 +1656,15 @@ extern "C" int ft_gk_ctab_build(const ft_trie_view *view, uint64_t *ctab,
         cudaFree(d_bad);
     return (int)e;
 }
+
+#ifdef FT_GK_PROFILE
+extern "C" int ft_gk_prof_sub(uint64_t *out, size_t n)
+{
+    if (n > FT_GK_MAX_T * 8)
+        n = FT_GK_MAX_T * 8;
+    return (int)cudaMemcpyFromSymbol(out, gk_sub, n * sizeof *out);
+}
+#endif
 
 extern "C" int ft_gk_config(int *grid, int *block, size_t *smem)
 {

@@ -1619,7 +1619,7 @@ int ft_cluster_search_batch(ft_cluster *c, const ft_request *reqs, size_t n,
     size_t i = 0;
     while (i < n) {
         size_t m = fti_admit_chunk(pool, reqs, n, &i, c->eo.max_beam, res,
-                                   vp, vres);
+                                   vp, vres, NULL);
         if (m == 0)
             continue;
         for (size_t j = 0; j < m; j++)

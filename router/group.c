@@ -794,7 +794,7 @@ int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
     size_t i = 0;
     while (i < n) {
         size_t m = fti_admit_chunk(pool, reqs, n, &i, g->max_beam, res, vp,
-                                   vres);
+                                   vres, NULL);
         if (m == 0)
             continue;
         int rc = run_fit(g, vp, vres, m);

@@ -11,6 +11,7 @@
 #include "flashtrie.h"
 #include "rt_impl.h"
 #include "rules.h"
+#include "search_impl.h"
 
 
 void ft_request_init(ft_request *req)
@@ -54,8 +55,10 @@ static inline int dup_insert(uint32_t tok, uint32_t mask, uint32_t shift,
     }
 }
 
-int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
-                        size_t errlen)
+/* The rules of one request's fields and of its rows but the duplicate
+ * tokens (SPEC section 3, in its order: fields, then row by row). */
+static int validate_fields(const ft_request *req, uint32_t max_beam,
+                           char *errbuf, size_t errlen)
 {
     uint32_t cap = max_beam && max_beam < FT_MAX_BEAM ? max_beam : FT_MAX_BEAM;
     RT_RETURN_ERROR_IF(req->T < 1 || req->T > FT_MAX_T, FT_EREQUEST,
@@ -80,45 +83,90 @@ int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
                        "theta_sent: not a number");
     RT_RETURN_ERROR_IF(!(req->alpha >= 0.0 && req->alpha <= 10.0), FT_EREQUEST,
                        "alpha: must be 0..10, got %.17g", req->alpha);
+    return FT_OK;
+}
+
+/* Row t's log-probs: exponent bits all ones = inf or nan; a branch-free
+ * OR over the row (vectorised), the exact message only on failure. */
+static int validate_finite(const ft_request *req, uint32_t t, char *errbuf,
+                           size_t errlen)
+{
+    const float *lp = req->logp + (size_t)t * req->K;
+    uint32_t bad = 0;
+    for (uint32_t k = 0; k < req->K; k++) {
+        uint32_t b;
+        memcpy(&b, &lp[k], 4);
+        bad |= (b & 0x7f800000u) == 0x7f800000u;
+    }
+    if (bad)
+        for (uint32_t k = 0; k < req->K; k++)
+            RT_RETURN_ERROR_IF(!isfinite(lp[k]), FT_EREQUEST,
+                               "logp: position %u, proposal %u: not finite",
+                               t, k);
+    return FT_OK;
+}
+
+/* Row t's tokens: no token twice. */
+static int validate_distinct(const ft_request *req, uint32_t t, char *errbuf,
+                             size_t errlen)
+{
     uint32_t size = 64, shift = 26;
     while (size < 4 * req->K) {
         size <<= 1; /* K <= 4096: at most DUP_SLOTS */
         shift--;
     }
     uint32_t mask = size - 1;
-    for (uint32_t t = 0; t < req->T; t++) {
-        const float *lp = req->logp + (size_t)t * req->K;
-        const uint32_t *tk = req->tokens + (size_t)t * req->K;
-        /* Exponent bits all ones = inf or nan; a branch-free OR over the
-         * row (vectorised), the exact message only on failure. */
-        uint32_t bad = 0;
-        for (uint32_t k = 0; k < req->K; k++) {
-            uint32_t b;
-            memcpy(&b, &lp[k], 4);
-            bad |= (b & 0x7f800000u) == 0x7f800000u;
-        }
-        if (bad)
-            for (uint32_t k = 0; k < req->K; k++)
-                RT_RETURN_ERROR_IF(!isfinite(lp[k]), FT_EREQUEST,
-                                   "logp: position %u, proposal %u: not "
-                                   "finite", t, k);
-        if (++dup_stamp == 0) { /* wrapped: reset the stamps once */
-            memset(dup_tab, 0, sizeof dup_tab);
-            dup_stamp = 1;
-        }
-        uint32_t stamp = dup_stamp;
-        for (uint32_t k = 0; k < req->K; k++) {
-            if (!dup_insert(tk[k], mask, shift, stamp))
-                continue;
-            uint32_t first = 0;
-            while (tk[first] != tk[k])
-                first++;
-            RT_RETURN_ERROR_IF(1, FT_EREQUEST,
-                               "tokens: position %u: token %u appears twice "
-                               "(proposals %u and %u)", t, tk[k], first, k);
-        }
+    const uint32_t *tk = req->tokens + (size_t)t * req->K;
+    if (++dup_stamp == 0) { /* wrapped: reset the stamps once */
+        memset(dup_tab, 0, sizeof dup_tab);
+        dup_stamp = 1;
+    }
+    uint32_t stamp = dup_stamp;
+    for (uint32_t k = 0; k < req->K; k++) {
+        if (!dup_insert(tk[k], mask, shift, stamp))
+            continue;
+        uint32_t first = 0;
+        while (tk[first] != tk[k])
+            first++;
+        RT_RETURN_ERROR_IF(1, FT_EREQUEST,
+                           "tokens: position %u: token %u appears twice "
+                           "(proposals %u and %u)", t, tk[k], first, k);
     }
     return FT_OK;
+}
+
+int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
+                        size_t errlen)
+{
+    int rc = validate_fields(req, max_beam, errbuf, errlen);
+    for (uint32_t t = 0; rc == FT_OK && t < req->T; t++) {
+        rc = validate_finite(req, t, errbuf, errlen);
+        if (rc == FT_OK)
+            rc = validate_distinct(req, t, errbuf, errlen);
+    }
+    return rc;
+}
+
+int fti_request_validate_early(const ft_request *req, uint32_t max_beam,
+                               char *errbuf, size_t errlen)
+{
+    int rc = validate_fields(req, max_beam, errbuf, errlen);
+    for (uint32_t t = 0; rc == FT_OK && t < req->T; t++)
+        rc = validate_finite(req, t, errbuf, errlen);
+    if (rc != FT_OK)
+        /* The one message ft_request_validate gives (a row fault: an
+         * earlier row's duplicate comes first). */
+        rc = ft_request_validate(req, max_beam, errbuf, errlen);
+    return rc;
+}
+
+int fti_request_validate_late(const ft_request *req, char *errbuf,
+                              size_t errlen)
+{
+    int rc = FT_OK;
+    for (uint32_t t = 0; rc == FT_OK && t < req->T; t++)
+        rc = validate_distinct(req, t, errbuf, errlen);
+    return rc;
 }
 
 /* ---- preparation ---- */
@@ -159,6 +207,15 @@ void ft_prep_destroy(ft_prep *p)
     free(p);
 }
 
+/* No proposal better than the one before it (branch-free: vectorised). */
+static int row_sorted(const float *lp, uint32_t K)
+{
+    uint32_t bad = 0;
+    for (uint32_t k = 1; k < K; k++)
+        bad |= lp[k] > lp[k - 1];
+    return !bad;
+}
+
 static int u64_cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -195,17 +252,22 @@ int ft_request_prepare(const ft_prepared **out, ft_prep *p,
     q->theta_tok = req->theta_tok;
     q->theta_sent = req->theta_sent;
     q->alpha = req->alpha;
-    for (uint32_t t = 0; t < T; t++) {
+    /* Model output usually arrives sorted: then the rows are used where
+     * they are, no copy.  Else every row is copied (sorted if need be):
+     * the key (descending logp, then input index) makes the sort stable. */
+    int all = 1;
+    for (uint32_t t = 0; t < T && all; t++)
+        all = row_sorted(req->logp + (size_t)t * K, K);
+    if (all) {
+        q->tok = req->tokens;
+        q->logp = req->logp;
+    }
+    for (uint32_t t = 0; t < T && !all; t++) {
         const float *lp = req->logp + (size_t)t * K;
         const uint32_t *tk = req->tokens + (size_t)t * K;
         uint32_t *otk = p->tok + (size_t)t * K;
         float *olp = p->logp + (size_t)t * K;
-        /* Model output usually arrives sorted: check before sorting.  The
-         * key (descending logp, then input index) makes the sort stable. */
-        int sorted = 1;
-        for (uint32_t k = 1; k < K && sorted; k++)
-            sorted = !(lp[k] > lp[k - 1]);
-        if (sorted) {
+        if (row_sorted(lp, K)) {
             memcpy(otk, tk, K * sizeof *tk);
             memcpy(olp, lp, K * sizeof *lp);
         } else {
@@ -218,10 +280,22 @@ int ft_request_prepare(const ft_prepared **out, ft_prep *p,
                 olp[k] = lp[src];
             }
         }
-        uint32_t ke = 0;
-        while (ke < K && olp[ke] > req->theta_tok)
-            ke++;
-        p->keff[t] = ke;
+    }
+    for (uint32_t t = 0; t < T; t++) {
+        /* keff: the rows are sorted descending, so the proposals with
+         * logp > theta_tok are a prefix, found by binary search. */
+        const float *olp = q->logp + (size_t)t * K;
+        uint32_t lo = 0, hi = K; /* olp[< lo] pass, olp[>= hi] do not */
+        if (req->theta_tok == -INFINITY)
+            lo = K;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (olp[mid] > req->theta_tok)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        p->keff[t] = lo;
         p->row[t] = t * K;
     }
     p->F[0] = 1.0;

@@ -47,16 +47,24 @@ ft_prep **fti_prep_pool(void)
 }
 
 int fti_search_admit(ft_prep **slot, const ft_prepared **out,
-                     const ft_request *req, uint32_t max_beam, ft_result *res)
+                     const ft_request *req, uint32_t max_beam, ft_result *res,
+                     int late)
 {
     res->n = 0;
     res->error[0] = 0;
-    res->status = ft_request_validate(req, max_beam, res->error,
-                                      sizeof res->error);
+    res->status =
+        late ? fti_request_validate_early(req, max_beam, res->error,
+                                          sizeof res->error)
+             : ft_request_validate(req, max_beam, res->error,
+                                   sizeof res->error);
     if (res->status != FT_OK)
         return res->status;
     uint32_t nres = req->results ? req->results : req->beam;
     if (res->cap_hits < nres || res->cap_tokens / req->T < nres) {
+        /* A request fault is said before this one. */
+        if (late && (res->status = fti_request_validate_late(
+                         req, res->error, sizeof res->error)) != FT_OK)
+            return res->status;
         res->status = FT_ELIMIT;
         snprintf(res->error, sizeof res->error,
                  "results: %u results of up to %u tokens do not fit the "
@@ -76,22 +84,58 @@ int fti_search_admit(ft_prep **slot, const ft_prepared **out,
 
 size_t fti_admit_chunk(ft_prep **pool, const ft_request *reqs, size_t n,
                        size_t *i, uint32_t max_beam, ft_result *res,
-                       const ft_prepared **vp, ft_result **vres)
+                       const ft_prepared **vp, ft_result **vres,
+                       const ft_request **vreq)
 {
     size_t m = 0;
     for (; *i < n && m < FT_ENGINE_CHUNK; (*i)++) {
         if (fti_search_admit(&pool[m], &vp[m], &reqs[*i], max_beam,
-                             &res[*i]) != FT_OK)
+                             &res[*i], vreq != NULL) != FT_OK)
             continue;
+        if (vreq)
+            vreq[m] = &reqs[*i];
         vres[m++] = &res[*i];
     }
     return m;
 }
 
+/* The late part of admission (duplicate tokens), run by the engine while
+ * it works: a request that fails gets its error, and the engine drops its
+ * answer. */
+typedef struct late_check {
+    const ft_request **reqs;
+    ft_result **res;
+    size_t n;
+} late_check;
+
+static void check_late(void *arg)
+{
+    late_check *c = arg;
+    for (size_t j = 0; j < c->n; j++) {
+        ft_result *r = c->res[j];
+        int st = fti_request_validate_late(c->reqs[j], r->error,
+                                           sizeof r->error);
+        if (st != FT_OK) {
+            r->n = 0;
+            r->status = st;
+        }
+    }
+}
+
+/* How many hits ahead attach prefetches a value: enough misses in flight
+ * to cover the memory latency, few enough for the line fill buffers. */
+#define VALUE_AHEAD 24u
+
 int fti_attach_values(ft_result *res, const ft_index *const *shards,
                       const uint64_t *key_base, size_t nshards)
 {
+    if (nshards == 1)
+        for (uint32_t j = 0; j < res->n && j < VALUE_AHEAD; j++)
+            ft_index_value_prefetch(shards[0], res->hits[j].key_index);
     for (uint32_t j = 0; j < res->n; j++) {
+        if (nshards == 1 && j + VALUE_AHEAD < res->n)
+            ft_index_value_prefetch(shards[0],
+                                    res->hits[j + VALUE_AHEAD].key_index);
         ft_hit *h = &res->hits[j];
         /* The shard holding the key: the last with key_base <= index. */
         size_t lo = 0, hi = nshards;
@@ -131,6 +175,7 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
 {
     const ft_prepared *vp[FT_ENGINE_CHUNK];
     ft_result *vres[FT_ENGINE_CHUNK];
+    const ft_request *vreq[FT_ENGINE_CHUNK];
     if (ft_engine_failed(eng))
         return FT_ESTATE;
     ft_prep **pool = fti_prep_pool();
@@ -143,10 +188,11 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
     size_t i = 0;
     while (i < n) {
         size_t m = fti_admit_chunk(pool, reqs, n, &i, o.max_beam, res, vp,
-                                   vres);
+                                   vres, vreq);
         if (m == 0)
             continue;
-        int rc = ft_engine_run(eng, vp, vres, m);
+        late_check lc = {vreq, vres, m};
+        int rc = ft_engine_run_checked(eng, vp, vres, m, check_late, &lc);
         if (rc != FT_OK)
             return rc;
         for (size_t j = 0; j < m; j++)

@@ -11,20 +11,34 @@
  * (NULL entries are created on first use); NULL when out of memory. */
 ft_prep **fti_prep_pool(void);
 
+/* ft_request_validate in two parts (request.c): _early is every rule
+ * but the duplicate tokens (on a fault, the message ft_request_validate
+ * gives), _late the duplicate tokens, for a request _early passed.
+ * Together they accept and refuse what ft_request_validate does, with
+ * its messages. */
+int fti_request_validate_early(const ft_request *req, uint32_t max_beam,
+                               char *errbuf, size_t errlen);
+int fti_request_validate_late(const ft_request *req, char *errbuf,
+                              size_t errlen);
+
 /* fti_search_admit validates req (beam capped at max_beam, 0 = SPEC's),
  * checks that its answer fits res and prepares it in *slot (created if
  * NULL).  On a fault res carries the status and message, which it
- * returns. */
+ * returns.  late: only fti_request_validate_early here, the caller
+ * checks the rest (fti_request_validate_late) before it answers. */
 int fti_search_admit(ft_prep **slot, const ft_prepared **out,
                      const ft_request *req, uint32_t max_beam,
-                     ft_result *res);
+                     ft_result *res, int late);
 
 /* fti_admit_chunk admits the requests from *i on into vp/vres until
  * FT_ENGINE_CHUNK are admitted or none is left (rejected ones get their
- * status in res), advancing *i; returns how many were admitted. */
+ * status in res), advancing *i; returns how many were admitted.  vreq
+ * (NULL: fully validated here) gets the admitted requests, whose
+ * duplicate tokens the caller then checks (fti_search_admit's late). */
 size_t fti_admit_chunk(ft_prep **pool, const ft_request *reqs, size_t n,
                        size_t *i, uint32_t max_beam, ft_result *res,
-                       const ft_prepared **vp, ft_result **vres);
+                       const ft_prepared **vp, ft_result **vres,
+                       const ft_request **vreq);
 
 /* fti_attach_values replaces every hit's value by the value of its key:
  * the key index is global over shards[0..nshards), shard s holding the

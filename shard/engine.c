@@ -111,6 +111,35 @@ int ft_engine_run(ft_engine *eng, const ft_prepared *const *reqs,
     return FT_OK;
 }
 
+int ft_engine_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
+                          ft_result *const *res, size_t n,
+                          ft_engine_check check, void *arg)
+{
+    if (eng->failed)
+        return FT_ESTATE;
+    if (n > FT_ENGINE_CHUNK)
+        return FT_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        res[i]->status = FT_OK;
+        res[i]->n = 0;
+        res[i]->error[0] = 0;
+    }
+    if (check == NULL)
+        return ft_engine_run(eng, reqs, res, n);
+    if (eng->ops->run_checked)
+        return eng->ops->run_checked(eng, reqs, res, n, check, arg);
+    check(arg);
+    const ft_prepared *vp[FT_ENGINE_CHUNK];
+    ft_result *vr[FT_ENGINE_CHUNK];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (res[i]->status == FT_OK) {
+            vp[m] = reqs[i];
+            vr[m++] = res[i];
+        }
+    return m ? ft_engine_run(eng, vp, vr, m) : FT_OK;
+}
+
 int ft_engine_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
                          size_t n, uint32_t shard, uint32_t nshards)
 {

@@ -106,11 +106,18 @@ typedef struct gpu_engine {
     unsigned char *h_in, *d_in; /* pinned / device input region */
     size_t in_cap;
     unsigned char *h_out, *d_out;
+    unsigned char *hd_out; /* h_out as the device sees it: the kernels write
+                            * results straight to the host (no copy out);
+                            * NULL where the host memory cannot be mapped */
     size_t out_cap;
     uint64_t *d_prof;
     uint32_t *d_root_map;       /* label -> 1 + root child index */
     uint64_t *d_ctab;           /* child table, or NULL (child_table) */
     size_t ctab_bytes;
+    uint64_t *d_cmap;           /* child map, or NULL (child_map) */
+    uint64_t cmap_mask;
+    uint32_t cmap_min;
+    size_t cmap_bytes;
     uint32_t root_n;
     size_t hash_bytes;          /* per slot of kmax/tmax; big slot aside */
     uint32_t epoch;
@@ -134,22 +141,30 @@ typedef struct gpu_engine {
                                   * of one GPU's group, by step parity */
     size_t blist_cap;            /* keys of each */
     ft_gk_params sprm;
-    /* FT_GPU_TIMING: host-side phase timings of b=1 launches, per beam. */
     uint32_t gsel_min;          /* lists longer than this: grid selection */
     int gsel_forced;            /* gsel_min came from the options */
     uint32_t lazy_min;          /* batches this large compute child ranges
                                  * of the selected beams only */
+    /* ft_engine_opts.timing: host-side phase timings of launches, per
+     * (beam of the first request, requests in the launch). */
     int timing;
+    /* ft_engine_run_checked: the check to call while the launch runs, and
+     * whether results it failed are left alone */
+    ft_engine_check check;
+    void *check_arg;
+    int skip_failed;
     cudaEvent_t ev[4];
     struct gpu_timing {
-        uint32_t beam;
+        uint32_t beam, n;
         uint64_t calls;
         double sum[10];
-    } tm[8];
+    } tm[16];
     uint32_t ntm;
 #ifdef FT_GK_PROFILE
     double prof_a[FT_MAX_T], prof_w[FT_MAX_T], prof_g[FT_MAX_T];
     double prof_b[FT_MAX_T];
+    double prof_s[FT_MAX_T][8]; /* the selection's finer marks, b = 1 */
+    uint64_t prof_sn;
                                 /* cycles summed per step and phase */
     uint64_t prof_launches;
     uint32_t prof_t;
@@ -289,6 +304,19 @@ static void gpu_close(ft_engine *eng)
                     "select %.2f (select ends with a grid.sync)", t,
                     g->prof_a[t] * us, g->prof_w[t] * us, g->prof_g[t] * us,
                     g->prof_b[t] * us);
+        double su = khz && g->prof_sn ? 1e3 / khz / (double)g->prof_sn : 0;
+        if (g->prof_sn)
+            FT_WARN("gpu selection profile over %llu b=1 launches (us; "
+                    "CTA 0 next list: load/narrow, sort, list end, lazy "
+                    "ranges, beams; CTA 1 terminal: merge, backtrace):",
+                    (unsigned long long)g->prof_sn);
+        for (uint32_t t = 0; g->prof_sn && t < g->prof_t; t++)
+            FT_WARN("  step %2u: load %.2f  sort %.2f  end %.2f  lazy %.2f  "
+                    "beams %.2f | term %.2f  backtrace %.2f", t,
+                    g->prof_s[t][0] * su, g->prof_s[t][1] * su,
+                    g->prof_s[t][2] * su, g->prof_s[t][3] * su,
+                    g->prof_s[t][4] * su, g->prof_s[t][5] * su,
+                    g->prof_s[t][6] * su);
     }
 #endif
     if (g->slots) {
@@ -303,6 +331,7 @@ static void gpu_close(ft_engine *eng)
     cudaFree(g->d_prof);
     cudaFree(g->d_root_map);
     cudaFree(g->d_ctab);
+    cudaFree(g->d_cmap);
     cudaFree(g->d_send);
     cudaFree(g->d_recv);
     cudaFreeHost(g->h_in);
@@ -317,6 +346,11 @@ static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
                    ft_result *const *res, size_t n);
 static cudaError_t abandon_steps(gpu_engine *g);
 static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len);
+static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
+                   ft_result *const *res, size_t n);
+static int gpu_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
+                           ft_result *const *res, size_t n,
+                           ft_engine_check check, void *arg);
 static void *gpu_stream(ft_engine *eng);
 static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
                           size_t n, uint32_t shard, uint32_t nshards);
@@ -329,6 +363,7 @@ static int gpu_step_finish(ft_engine *eng, ft_result *const *res);
 static const ft_engine_ops gpu_ops = {
     .name = "gpu",
     .run = gpu_run,
+    .run_checked = gpu_run_checked,
     .step_begin = gpu_step_begin,
     .step_buffers = gpu_step_buffers,
     .step_expand = gpu_step_expand,
@@ -444,6 +479,62 @@ static void child_table(gpu_engine *g, const ft_trie *t)
     g->ctab_bytes = bytes;
 }
 
+/* child_map builds the child map (ft_gk_cmap_build) for the nodes with at
+ * least cmap_min children: a proposal of such a beam is then one probe
+ * (a 16-byte load) instead of a binary search over its children, a chain
+ * of ~log2(deg) dependent loads, two per step above label 65535.  At
+ * load <= 1/2; used only when it takes at most a quarter of the memory
+ * still free, checked by looking every child up again, and dropped with
+ * a warning if one fails (a damaged index opened without verification):
+ * the search is the same either way. */
+static void child_map(gpu_engine *g, const ft_trie *t, uint32_t min_deg)
+{
+    if (min_deg == UINT32_MAX || t->view.n_nodes >= 0xffffffffull)
+        return;
+    unsigned long long entries = 0;
+    int e = ft_gk_cmap_count(&g->view, g->d_ctab, min_deg, &entries,
+                             g->stream);
+    if (e != 0 || entries == 0) {
+        (void)cudaGetLastError();
+        return;
+    }
+    uint64_t size = 1;
+    while (size < 2 * (uint64_t)entries)
+        size <<= 1;
+    size_t bytes = (size_t)size * 16, fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || bytes > fr / 4) {
+        (void)cudaGetLastError();
+        FT_INFO("GPU engine: no child map (%zu MB, %zu MB free)",
+                bytes >> 20, fr >> 20);
+        return;
+    }
+    if (cudaMalloc((void **)&g->d_cmap, bytes) != cudaSuccess ||
+        cudaMemsetAsync(g->d_cmap, 0xff, bytes, g->stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaFree(g->d_cmap);
+        g->d_cmap = NULL;
+        return;
+    }
+    unsigned long long bad = 0;
+    e = ft_gk_cmap_build(&g->view, g->d_ctab, g->d_cmap, size - 1, min_deg,
+                         &bad, g->stream);
+    if (e != 0 || bad != 0) {
+        if (e != 0)
+            FT_WARN("GPU engine: child map: %s (searching without it)",
+                    cudaGetErrorString((cudaError_t)e));
+        else
+            FT_WARN("GPU engine: child map: %llu children not found again "
+                    "(a damaged index?): searching without it", bad);
+        (void)cudaGetLastError();
+        cudaFree(g->d_cmap);
+        g->d_cmap = NULL;
+        return;
+    }
+    g->cmap_mask = size - 1;
+    g->cmap_min = min_deg;
+    g->cmap_bytes = bytes;
+}
+
 static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
                     size_t errlen)
 {
@@ -523,6 +614,11 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         rc = FT_ECUDA;
         goto cuda_fail;
     }
+    if (cudaHostGetDevicePointer((void **)&g->hd_out, g->h_out, 0) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        g->hd_out = NULL;
+    }
     /* Exchange lists for one shard; recv grows with the group's shard
      * count (at a step_begin, never per request). */
     g->send_cap = (size_t)g->nslots * g->bmax;
@@ -533,6 +629,7 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         goto cuda_fail;
     }
     child_table(g, t);
+    child_map(g, t, eng->opts.child_map_min ? eng->opts.child_map_min : 256);
     g->epoch = 0;
     g->timing = o->timing;
     /* Alone, a request leaves most of the grid idle: computing every next
@@ -550,11 +647,13 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
     cudaMemGetInfo(&mem_free, &mem_total);
     FT_INFO("GPU engine on device %d: %u slots (beam %u, K %u, T %u%s), "
             "candidate cap %llu per slot, grid %d x %d, %zu B shared, "
-            "child table %zu MB, %.1f GiB free of %.1f", g->device,
+            "child table %zu MB, child map %zu MB (nodes of %u+ children), "
+            "%.1f GiB free of %.1f", g->device,
             g->nslots, g->bmax, g->kmax, g->tmax,
             g->has_big ? ", one big slot" : "",
             (unsigned long long)g->slots[0].d.cap_cand, g->grid, g->block,
-            g->smem, g->ctab_bytes >> 20, mem_free / 1073741824.0,
+            g->smem, g->ctab_bytes >> 20, g->cmap_bytes >> 20, g->cmap_min,
+            mem_free / 1073741824.0,
             mem_total / 1073741824.0);
     return FT_OK;
 cuda_fail:
@@ -657,7 +756,8 @@ static void pack_req(gpu_engine *g, ft_gk_req *q, const ft_prepared *p,
     q->tok = (const uint32_t *)(g->d_in + tok_off);
     q->logp = (const float *)(g->d_in + lp_off);
     q->steps = (ft_gk_step *)(g->d_in + st_off);
-    q->out = (ft_gk_out_head *)(g->d_out + *out_off);
+    q->out = (ft_gk_out_head *)((g->hd_out ? g->hd_out : g->d_out) +
+                                *out_off);
     q->slot = slot->d;
     q->xoff = xoff;
     /* The all-T kernel indexes beams by their rank: no rank map. */
@@ -714,6 +814,9 @@ static cudaError_t next_params(gpu_engine *g, ft_gk_params *prm, size_t n)
     prm->root_n = g->root_n;
     prm->root_map = g->d_root_map;
     prm->ctab = g->d_ctab;
+    prm->cmap = g->d_cmap;
+    prm->cmap_mask = g->cmap_mask;
+    prm->cmap_min = g->cmap_min;
     return cudaSuccess;
 }
 
@@ -734,6 +837,8 @@ static void assemble(ft_engine *eng, const ft_prepared *const *reqs,
         const uint32_t *tok = (const uint32_t *)(hit + p->results);
         o += out_bytes(p);
         ft_result *r = res[i];
+        if (g->skip_failed && r->status != FT_OK)
+            continue; /* failed by the run's check: its answer is dropped */
         r->n = 0;
         r->status = FT_OK;
         r->error[0] = 0;
@@ -775,15 +880,13 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     /* Descriptors go first, as an array; rows and counters follow. */
     size_t in_off = ALIGN16(n * sizeof(ft_gk_req));
     size_t out_off = 0;
-    int timing = g->timing && n == 1;
+    int timing = g->timing;
     double tk[8] = {0};
     if (timing)
-        tk[0] = fti_now();
+        tk[0] = tk[1] = fti_now();
     for (size_t i = 0; i < n; i++) {
         const ft_prepared *p = reqs[i];
         gpu_slot *slot = big ? &g->slots[g->nslots] : &g->slots[i];
-        if (timing)
-            tk[1] = fti_now();
         pack_req(g, (ft_gk_req *)(g->h_in + i * sizeof(ft_gk_req)), p, slot,
                  &eng->idx->root, &in_off, &out_off, 0, 0);
     }
@@ -807,14 +910,23 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         goto cuda_fail_e;
     if (timing)
         cudaEventRecord(g->ev[2], g->stream);
-    e = cudaMemcpyAsync(g->h_out, g->d_out, out_off, cudaMemcpyDeviceToHost,
-                        g->stream);
+    if (g->hd_out == NULL)
+        e = cudaMemcpyAsync(g->h_out, g->d_out, out_off,
+                            cudaMemcpyDeviceToHost, g->stream);
     if (e != cudaSuccess)
         goto cuda_fail_e;
     if (timing)
         cudaEventRecord(g->ev[3], g->stream);
     if (timing)
         tk[3] = fti_now();
+    if (g->check) {
+        /* The host's part of the run, while the GPU works. */
+        ft_engine_check c = g->check;
+        g->check = NULL;
+        c(g->check_arg);
+    }
+    if (timing)
+        tk[6] = fti_now();
     e = cudaStreamSynchronize(g->stream);
     if (e != cudaSuccess)
         goto cuda_fail_e;
@@ -837,6 +949,19 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
             g->prof_t = tm > g->prof_t ? tm : g->prof_t;
             g->prof_launches++;
         }
+        uint64_t sub[FT_MAX_T * 8];
+        if (n == 1 && ft_gk_prof_sub(sub, (size_t)tm * 8) == 0) {
+            for (uint32_t s = 0; s + 1 < tm; s++) {
+                const uint64_t *a = sub + 8 * s;
+                for (int j = 0; j < 5; j++)
+                    g->prof_s[s][j] += (double)(a[j + 1] - a[j]);
+                g->prof_s[s][5] += (double)a[6];
+                g->prof_s[s][6] += (double)a[7];
+            }
+            g->prof_s[tm - 1][5] += (double)sub[8 * (tm - 1) + 6];
+            g->prof_s[tm - 1][6] += (double)sub[8 * (tm - 1) + 7];
+            g->prof_sn++;
+        }
     }
 #endif
     assemble(eng, reqs, res, n);
@@ -848,19 +973,22 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         cudaEventElapsedTime(&ms[2], g->ev[2], g->ev[3]);
         (void)cudaGetLastError();
         uint32_t b = 0;
-        while (b < g->ntm && g->tm[b].beam != reqs[0]->beam)
+        while (b < g->ntm && (g->tm[b].beam != reqs[0]->beam ||
+                              g->tm[b].n != (uint32_t)n))
             b++;
-        if (b < 8) {
+        if (b < 16) {
             if (b == g->ntm) {
                 g->ntm++;
                 g->tm[b].beam = reqs[0]->beam;
+                g->tm[b].n = (uint32_t)n;
             }
             struct gpu_timing *m = &g->tm[b];
             m->calls++;
             m->sum[0] += tk[1] - tk[0];
             m->sum[1] += tk[2] - tk[1];
             m->sum[2] += tk[3] - tk[2];
-            m->sum[3] += tk[4] - tk[3];
+            m->sum[3] += tk[4] - tk[6];
+            m->sum[9] += tk[6] - tk[3];
             m->sum[4] += ms[0] * 1e-3;
             m->sum[5] += ms[1] * 1e-3;
             m->sum[6] += ms[2] * 1e-3;
@@ -876,6 +1004,23 @@ cuda_fail:
     eng->failed = 1;
     fail_all(res, n, FT_ECUDA, "engine: CUDA error, the GPU engine failed");
     return FT_ECUDA;
+}
+
+static int gpu_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
+                           ft_result *const *res, size_t n,
+                           ft_engine_check check, void *arg)
+{
+    gpu_engine *g = eng->impl;
+    g->check = check;
+    g->check_arg = arg;
+    g->skip_failed = 1;
+    int rc = gpu_run(eng, reqs, res, n);
+    if (g->check) { /* no launch was issued: the check still runs */
+        g->check = NULL;
+        check(arg);
+    }
+    g->skip_failed = 0;
+    return rc;
 }
 
 static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
@@ -1146,7 +1291,7 @@ static int gpu_step_finish(ft_engine *eng, ft_result *const *res)
         return FT_ESTATE;
     }
     cudaError_t e = cudaSetDevice(g->device);
-    if (e == cudaSuccess)
+    if (e == cudaSuccess && g->hd_out == NULL)
         e = cudaMemcpyAsync(g->h_out, g->d_out, g->sout,
                             cudaMemcpyDeviceToHost, g->stream);
     if (e == cudaSuccess)
@@ -1170,22 +1315,26 @@ static void *gpu_stream(ft_engine *eng)
 
 static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len)
 {
-    static const char *const nm[9] = {
+    static const char *const nm[10] = {
         "prep", "pack", "h2d+launch+d2h issue", "wait", "h2d (events)",
         "kernel (events)", "d2h (events)", "assembly",
-        "total (validation excluded)"};
+        "launch total", "check while running"};
     const gpu_engine *g = eng->impl;
     size_t o = 0;
     buf[0] = 0;
     if (!g->timing)
         return;
     o += (size_t)snprintf(buf + o, len - o,
-                          "gpu host timing, b=1 launches, us per call:\n");
+                          "gpu host timing (child table %zu MB, child map "
+                          "%zu MB for nodes of %u+ children), us per "
+                          "launch:\n", g->ctab_bytes >> 20,
+                          g->cmap_bytes >> 20, g->cmap_min);
     for (uint32_t b = 0; b < g->ntm && o < len; b++) {
-        o += (size_t)snprintf(buf + o, len - o, "  beam %u, %llu calls:",
-                              g->tm[b].beam,
+        o += (size_t)snprintf(buf + o, len - o,
+                              "  beam %u, %u request(s), %llu launches:",
+                              g->tm[b].beam, g->tm[b].n,
                               (unsigned long long)g->tm[b].calls);
-        for (int i = 0; i < 9 && o < len; i++)
+        for (int i = 1; i < 10 && o < len; i++)
             o += (size_t)snprintf(buf + o, len - o, " %s %.1f;", nm[i],
                                   g->tm[b].sum[i] * 1e6 /
                                       (double)g->tm[b].calls);

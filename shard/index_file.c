@@ -937,4 +937,11 @@ int ft_index_value_at(uint64_t *value, const ft_index *idx,
     return FT_OK;
 }
 
+void ft_index_value_prefetch(const ft_index *idx, uint64_t key_index)
+{
+    const ft_trie *t = &idx->trie;
+    if (key_index < t->n_keys)
+        __builtin_prefetch(t->values + (key_index * t->value_bits) / 64u);
+}
+
 uint64_t ft_index_keys(const ft_index *idx) { return idx->trie.n_keys; }

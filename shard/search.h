@@ -29,6 +29,11 @@ typedef struct ft_engine_ops {
     const char *name;
     int (*run)(ft_engine *eng, const ft_prepared *const *reqs,
                ft_result *const *res, size_t n);
+    /* Optional: run calling check while the work is in flight (see
+     * ft_engine_run_checked); NULL: the check runs first. */
+    int (*run_checked)(ft_engine *eng, const ft_prepared *const *reqs,
+                       ft_result *const *res, size_t n,
+                       ft_engine_check check, void *arg);
     int (*step_begin)(ft_engine *eng, const ft_prepared *const *reqs,
                       size_t n, uint32_t shard, uint32_t nshards);
     int (*step_buffers)(ft_engine *eng, uint64_t **send, uint64_t **recv,

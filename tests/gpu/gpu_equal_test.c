@@ -39,6 +39,89 @@ static void check_one(const ft_result *got, const ft_result *cpu,
 }
 
 /* run_lib builds one library, makes nreq requests and checks them. */
+static uint64_t n_dups;
+
+/* Every third request of the cases gets a copy with one token repeated
+ * (checked on the host while the kernel runs, the GPU's answer dropped):
+ * in batches with the others, each copy must be refused with exactly
+ * ft_request_validate's message, and every other request answered as
+ * the CPU engine did. */
+static void run_dups(su_cases *c, uint64_t *s, ft_result *got,
+                     uint64_t seed)
+{
+    uint32_t nreq = c->n, nb = 0;
+    ft_request *batch = calloc(2 * nreq, sizeof *batch);
+    int *dup = calloc(2 * nreq, sizeof *dup);
+    uint32_t *src = calloc(2 * nreq, sizeof *src);
+    uint32_t **mem = calloc(nreq, sizeof *mem);
+    ft_result *res = calloc(2 * nreq, sizeof *res);
+    for (uint32_t i = 0; i < nreq; i++) {
+        ft_request q = c->cs[i].req;
+        src[nb] = i;
+        batch[nb++] = q;
+        if (i % 3 != 0 || q.K < 2)
+            continue;
+        size_t sz = (size_t)q.T * q.K;
+        mem[i] = malloc(sz * sizeof *mem[i]);
+        memcpy(mem[i], q.tokens, sz * sizeof *mem[i]);
+        uint32_t t = (uint32_t)(ft_test_rand(s) % q.T);
+        uint32_t k2 = 1 + (uint32_t)(ft_test_rand(s) % (q.K - 1));
+        uint32_t k1 = (uint32_t)(ft_test_rand(s) % k2);
+        mem[i][(size_t)t * q.K + k2] = mem[i][(size_t)t * q.K + k1];
+        q.tokens = mem[i];
+        src[nb] = i;
+        dup[nb] = 1;
+        batch[nb++] = q;
+    }
+    for (uint32_t i = 0; i < nb; i++)
+        FT_PASS(ft_result_alloc(&res[i], FT_MAX_RESULTS, batch[i].T));
+    ft_engine_opts o;
+    ft_engine_opts_init(&o);
+    o.kind = FT_ENGINE_GPU;
+    char err[256];
+    ft_engine *geng;
+    FT_PASS(ft_engine_open(&geng, c->idx, &o, err, sizeof err));
+    for (uint32_t i = 0; i < nb;) {
+        uint32_t w = 1 + (uint32_t)(ft_test_rand(s) % 64);
+        if (w > nb - i)
+            w = nb - i;
+        FT_PASS(ft_engine_search_batch(geng, batch + i, w, res + i));
+        for (uint32_t j = i; j < i + w; j++) {
+            char what[200];
+            snprintf(what, sizeof what, "seed %llu case %u %s, batch of %u",
+                     (unsigned long long)seed, src[j],
+                     dup[j] ? "with a duplicate token" : "beside them", w);
+            if (!dup[j]) {
+                check_one(&res[j], &c->res[src[j]], &c->cs[src[j]], what);
+                continue;
+            }
+            char want[sizeof res[j].error];
+            FT_FAIL(ft_request_validate(&batch[j], 0, want, sizeof want),
+                    FT_EREQUEST);
+            if (res[j].status != FT_EREQUEST || res[j].n != 0 ||
+                strcmp(res[j].error, want) != 0) {
+                fprintf(stderr, "%s: got status %d, %u hits, '%s'; want "
+                        "'%s'\n", what, res[j].status, res[j].n,
+                        res[j].error, want);
+                exit(1);
+            }
+            n_dups++;
+        }
+        i += w;
+    }
+    ft_engine_close(geng);
+    (void)got;
+    for (uint32_t i = 0; i < nb; i++)
+        ft_result_free(&res[i]);
+    for (uint32_t i = 0; i < nreq; i++)
+        free(mem[i]);
+    free(mem);
+    free(res);
+    free(src);
+    free(dup);
+    free(batch);
+}
+
 static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                     uint32_t maxT, uint32_t maxK, uint32_t maxB,
                     const char *path)
@@ -68,7 +151,9 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * Engine 2: every list longer than its limit goes through the grid
      * selection (radix passes over the whole grid down to the exact
      * limit, the survivors sorted by one CTA), which by default only
-     * lists over 4096 candidates take. */
+     * lists over 4096 candidates take, and every proposal of a beam is
+     * looked up in the child map, which by default only nodes of 256 or
+     * more children are in. */
     for (int e = 0; e < 3; e++) {
         ft_engine_opts_init(&o);
         o.kind = FT_ENGINE_GPU;
@@ -77,8 +162,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             o.max_k = 64;
             o.max_t = 8;
         }
-        if (e == 2)
+        if (e == 2) {
             o.select_grid_min = 1;
+            o.child_map_min = 1; /* every inner node's children mapped */
+        }
         ft_engine *geng;
         FT_PASS(ft_engine_open(&geng, c.idx, &o, err, sizeof err));
         /* alone */
@@ -121,6 +208,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         }
         ft_engine_close(geng);
     }
+    run_dups(&c, &s, got, seed);
     for (uint32_t i = 0; i < nreq; i++)
         ft_result_free(&got[i]);
     free(got);
@@ -210,10 +298,11 @@ int main(int argc, char **argv)
     }
     unlink(path);
     printf("gpu_equal_test: ok, %llu cases, %llu GPU runs passed (alone and "
-           "in batches of 1..64, 2 engine configs), %llu checked against the "
-           "reference too, %llu CPU hits, %.1f s\n",
+           "in batches of 1..64, 3 engine configs), %llu checked against the "
+           "reference too, %llu CPU hits, %llu requests with a duplicate "
+           "token refused in batches, %.1f s\n",
            (unsigned long long)n_cases, (unsigned long long)n_runs,
            (unsigned long long)n_ref, (unsigned long long)n_hits,
-           ft_test_now() - t0);
+           (unsigned long long)n_dups, ft_test_now() - t0);
     return 0;
 }

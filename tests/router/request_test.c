@@ -29,6 +29,18 @@ static ft_request base(uint32_t T, uint32_t K)
 static ft_engine *eng;
 static ft_result res;
 
+/* A check for ft_engine_run_checked: counts its calls, fails one result. */
+static void ck_fail(void *arg)
+{
+    struct ck {
+        int calls;
+        ft_result *fail;
+    } *c = arg;
+    c->calls++;
+    c->fail->status = FT_EREQUEST;
+    snprintf(c->fail->error, sizeof c->fail->error, "failed by the check");
+}
+
 static void reject(const ft_request *q, uint32_t max_beam, const char *want)
 {
     char err[160] = "";
@@ -135,6 +147,21 @@ int main(void)
            "tokens: position 2: token 8 appears twice (proposals 1 and 3)");
     q = base(1, 4096); /* the same token at different positions is fine */
     accept(&q, 0);
+    /* The search checks duplicates late (while its engine runs): the
+     * first fault in SPEC order is still the one said. */
+    q = base(3, 5);
+    toks[0 * 5 + 2] = toks[0 * 5 + 0]; /* a duplicate in row 0 */
+    lps[2 * 5 + 1] = NAN;              /* not finite in row 2 */
+    reject(&q, 0,
+           "tokens: position 0: token 1 appears twice (proposals 0 and 2)");
+    q = base(3, 5);
+    lps[0 * 5 + 3] = INFINITY;         /* not finite in row 0 */
+    toks[1 * 5 + 4] = toks[1 * 5 + 1]; /* a duplicate in row 1 */
+    reject(&q, 0, "logp: position 0, proposal 3: not finite");
+    q = base(3, 5);
+    toks[1 * 5 + 4] = toks[1 * 5 + 1];
+    q.alpha = 11; /* a field fault before any row */
+    reject(&q, 0, "alpha: must be 0..10, got 11");
     /* a rejected request does not poison its batch neighbours */
     ft_request qs[3] = {base(1, 2), base(1, 2), base(1, 2)};
     qs[1].beam = 0;
@@ -150,10 +177,69 @@ int main(void)
     FT_CHECK_STR(rs[1].error, "beam: must be 1..4096, got 0");
     FT_CHECK_EQ_U64(rs[2].status, FT_OK);
     FT_CHECK_EQ_U64(rs[2].n, 1);
+    /* a duplicate in the middle of a batch: its own error, the others
+     * answered (the check runs while the engine works) */
+    ft_request qd[3] = {base(1, 3), base(1, 3), base(1, 3)};
+    toks[0] = 1;
+    static uint32_t dtoks[3] = {1, 15, 1};
+    static float dlps[3] = {0, -1, -2};
+    qd[1].tokens = dtoks;
+    qd[1].logp = dlps;
+    FT_PASS(ft_engine_search_batch(eng, qd, 3, rs));
+    FT_CHECK_EQ_U64(rs[0].status, FT_OK);
+    FT_CHECK_EQ_U64(rs[0].n, 1);
+    FT_CHECK_EQ_U64(rs[0].hits[0].value, 5);
+    FT_CHECK_EQ_U64(rs[1].status, FT_EREQUEST);
+    FT_CHECK_EQ_U64(rs[1].n, 0);
+    FT_CHECK_STR(rs[1].error,
+                 "tokens: position 0: token 1 appears twice (proposals 0 "
+                 "and 2)");
+    FT_CHECK_EQ_U64(rs[2].status, FT_OK);
+    FT_CHECK_EQ_U64(rs[2].n, 1);
     /* a result buffer too small is the request's error, not a crash */
     ft_request big = base(1, 2);
     big.beam = 200;
     FT_FAIL(ft_engine_search(eng, &big, &rs[0]), FT_ELIMIT);
+    /* ... unless the request is refused first: a duplicate is said */
+    big.tokens = dtoks;
+    big.logp = dlps;
+    big.K = 3;
+    FT_FAIL(ft_engine_search(eng, &big, &rs[0]), FT_EREQUEST);
+    FT_CHECK_STR(rs[0].error,
+                 "tokens: position 0: token 1 appears twice (proposals 0 "
+                 "and 2)");
+    /* ft_engine_run_checked: the check runs once; a result it fails keeps
+     * its status and message and gets no hits; the others are answered */
+    {
+        ft_prep *pp[2] = {NULL, NULL};
+        const ft_prepared *pq[2];
+        ft_request a = base(1, 2);
+        toks[0] = 1;
+        for (int i = 0; i < 2; i++) {
+            FT_PASS(ft_prep_create(&pp[i]));
+            FT_PASS(ft_request_prepare(&pq[i], pp[i], &a));
+        }
+        ft_result *pr[2] = {&rs[0], &rs[1]};
+        struct ck {
+            int calls;
+            ft_result *fail;
+        } ck = {0, &rs[1]};
+        FT_PASS(ft_engine_run_checked(eng, pq, pr, 2, ck_fail, &ck));
+        FT_CHECK_EQ_U64(ck.calls, 1);
+        FT_CHECK_EQ_U64(rs[0].status, FT_OK);
+        FT_CHECK_EQ_U64(rs[0].n, 1);
+        FT_CHECK_EQ_U64(rs[1].status, FT_EREQUEST);
+        FT_CHECK_EQ_U64(rs[1].n, 0);
+        FT_CHECK_STR(rs[1].error, "failed by the check");
+        /* a NULL check is ft_engine_run */
+        FT_PASS(ft_engine_run_checked(eng, pq, pr, 2, NULL, NULL));
+        FT_CHECK_EQ_U64(rs[1].status, FT_OK);
+        FT_CHECK_EQ_U64(rs[1].n, 1);
+        FT_FAIL(ft_engine_run_checked(eng, pq, pr, FT_ENGINE_CHUNK + 1,
+                                      NULL, NULL), FT_EINVAL);
+        for (int i = 0; i < 2; i++)
+            ft_prep_destroy(pp[i]);
+    }
     for (int i = 0; i < 3; i++)
         ft_result_free(&rs[i]);
 

@@ -462,6 +462,7 @@ void su_gpu_opts(ft_engine_opts *o, int small)
         o->max_k = 64;
         o->max_t = 8;
         o->select_grid_min = 1;
+        o->child_map_min = 2;
     }
 }
 

@@ -101,7 +101,8 @@ int su_same_full(const ft_result *x, const ft_result *y, int key_index);
 /* su_gpu_opts sets o to a GPU engine's options: the defaults, or (small)
  * small slots (max_batch 3, K 64, T 8, so that larger requests take the
  * big slot) with every list longer than its limit through the grid
- * selection's radix passes, down to the exact limit. */
+ * selection's radix passes, down to the exact limit, and every node of
+ * two or more children in the child map. */
 void su_gpu_opts(ft_engine_opts *o, int small);
 
 /* ---- random cases (search_ref_test, gpu_equal_test) ---- */
