@@ -17,6 +17,8 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,7 @@
 #include "workload.h"
 
 #define MAX_LIST 16
+#define MAX_REPLICAS 8
 
 typedef struct u32_list {
     uint32_t v[MAX_LIST];
@@ -218,7 +221,61 @@ typedef struct searcher {
     ft_engine *eng;
     ft_group *grp;
     int timing; /* print the group's per-step split after each part */
+    /* --replicas: rep[0] = eng and more engines over the same index and
+     * device; the batch runs drive one each, from a thread of its own */
+    ft_engine *rep[MAX_REPLICAS];
+    int nrep;
 } searcher;
+
+/* One replica's thread of a batch run: takes the next chunk of bs
+ * requests until none is left. */
+typedef struct rep_run {
+    ft_engine *eng;
+    const req_set *s;
+    uint32_t bs;
+    atomic_size_t *next;
+    ft_result *res;
+    int rc;
+    pthread_t th;
+} rep_run;
+
+static void *rep_main(void *arg)
+{
+    rep_run *r = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(r->next, r->bs);
+        if (i >= r->s->n || r->rc)
+            break;
+        size_t m = r->s->n - i < r->bs ? r->s->n - i : r->bs;
+        r->rc = ft_engine_search_batch(r->eng, &r->s->r[i], m, r->res);
+    }
+    return NULL;
+}
+
+/* run_replicas answers the set in batches of bs on every replica at once
+ * (res: max_b results per replica) and returns the first error. */
+static int run_replicas(const searcher *sr, const req_set *s, uint32_t bs,
+                        ft_result *res, uint32_t max_b)
+{
+    rep_run r[MAX_REPLICAS];
+    atomic_size_t next = 0;
+    int started = 0, rc = FT_OK;
+    for (int j = 0; j < sr->nrep; j++) {
+        r[j] = (rep_run){sr->rep[j], s, bs, &next, res + (size_t)j * max_b,
+                         FT_OK, 0};
+        if (pthread_create(&r[j].th, NULL, rep_main, &r[j]) != 0) {
+            rc = FT_ENOMEM;
+            break;
+        }
+        started++;
+    }
+    for (int j = 0; j < started; j++) {
+        pthread_join(r[j].th, NULL);
+        if (rc == FT_OK)
+            rc = r[j].rc;
+    }
+    return rc;
+}
 
 static void print_timing(const searcher *sr, const char *what)
 {
@@ -307,10 +364,11 @@ static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
         if (s->r[i].T > max_t)
             max_t = s->r[i].T;
     }
-    ft_result *res = calloc(max_b, sizeof *res);
+    uint32_t nres = max_b * (uint32_t)(eng->nrep > 1 ? eng->nrep : 1);
+    ft_result *res = calloc(nres, sizeof *res);
     double *lat = calloc(s->n ? s->n : 1, sizeof *lat);
     int rc = res && lat ? FT_OK : FT_ENOMEM;
-    for (uint32_t i = 0; i < max_b && rc == FT_OK; i++)
+    for (uint32_t i = 0; i < nres && rc == FT_OK; i++)
         rc = ft_result_alloc(&res[i], max_res, max_t);
     if (rc)
         goto out;
@@ -349,7 +407,11 @@ static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
     for (int b = 0; b < batches->n; b++) {
         uint32_t bs = batches->v[b];
         double t0 = now_s();
-        for (size_t i = 0; i < s->n; i += bs) {
+        if (eng->nrep > 1) {
+            if ((rc = run_replicas(eng, s, bs, res, max_b)) != FT_OK)
+                goto out;
+        }
+        for (size_t i = 0; eng->nrep <= 1 && i < s->n; i += bs) {
             size_t m = s->n - i < bs ? s->n - i : bs;
             rc = search_batch(eng, &s->r[i], m, res);
             if (rc)
@@ -367,7 +429,7 @@ static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
     rs->ran = 1;
 out:
     if (res)
-        for (uint32_t i = 0; i < max_b; i++)
+        for (uint32_t i = 0; i < nres; i++)
             ft_result_free(&res[i]);
     free(res);
     free(lat);
@@ -856,6 +918,7 @@ int cmd_bench(int argc, char **argv)
         {"device", required_argument, 0, 'd'},   {"report", required_argument, 0, 'r'},
         {"shards", required_argument, 0, 'S'},   {"exchange", required_argument, 0, 'X'},
         {"full-grid", no_argument, 0, 'F'},   {"timing", no_argument, 0, 'M'},
+        {"replicas", required_argument, 0, 'P'},
         {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
@@ -866,7 +929,7 @@ int cmd_bench(int argc, char **argv)
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json | DIR/]\n"
         "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]\n"
         "          [--devices 0,1,..]]\n"
-        "         [--timing]\n"
+        "         [--timing] [--replicas R]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -887,7 +950,10 @@ int cmd_bench(int argc, char **argv)
         "  shard has a GPU of its own.  --timing:\n"
         "  validation and preparation per request, the GPU engine's host/event\n"
         "  timings per launch size, and the groups' per-step split (kernels,\n"
-        "  exchange, wait) by CUDA events.  --report DIR/ (or an\n"
+        "  exchange, wait) by CUDA events.  --replicas R (1..8): the cpu and gpu\n"
+        "  rows run R engines each (the GPU ones on --device; rows cpu/rR, gpu/rR),\n"
+        "  their batch runs driving them from R threads at once, as serve's\n"
+        "  replicas = R does; latency stays on one.  --report DIR/ (or an\n"
         "  existing folder): DIR/results.json, and with gnuplot DIR/plots.gp drawn\n"
         "  into latency, throughput, speedup and shards PNGs.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
@@ -900,7 +966,7 @@ int cmd_bench(int argc, char **argv)
     u32_list shards = {{0}, 0};
     u32_list devlist = {{0}, 0};
     ft_exchange xchg = FT_EXCHANGE_AUTO;
-    int full_grid = 0, timing = 0, copy_lists = 0;
+    int full_grid = 0, timing = 0, copy_lists = 0, replicas = 1;
     int use_cpu = 1, use_gpu = 1, threads = 0, device = 0, c;
     uint32_t warmup = 10;
     unsigned long long v;
@@ -948,6 +1014,17 @@ int cmd_bench(int argc, char **argv)
             break;
         case 'F': full_grid = 1; break;
         case 'M': timing = 1; break;
+        case 'P':
+            if (ft_cli_parse_count("flashtrie bench", "--replicas", optarg, 1,
+                                   &v))
+                return 2;
+            if (v > MAX_REPLICAS) {
+                fprintf(stderr, "flashtrie bench: --replicas: at most %d, "
+                        "got %llu\n", MAX_REPLICAS, v);
+                return 2;
+            }
+            replicas = (int)v;
+            break;
         case 'C': copy_lists = 1; break;
         case 'X':
             if (!strcmp(optarg, "device"))
@@ -1230,7 +1307,7 @@ int cmd_bench(int argc, char **argv)
         ft_engine_opts_init(&eo);
         /* Groups are of GPU engines, or of CPU engines without --engine gpu. */
         eo.kind = e == 0 || (e >= 2 && !use_gpu) ? FT_ENGINE_CPU : FT_ENGINE_GPU;
-        searcher sr = {NULL, NULL, timing};
+        searcher sr = {NULL, NULL, timing, {NULL}, 0};
         ft_library *shlib = NULL;
         eo.timing = timing;
         const ft_index *sh[8];
@@ -1283,6 +1360,20 @@ int cmd_bench(int argc, char **argv)
                                   sizeof err);
         } else {
             rc = ft_engine_open(&sr.eng, idx, &eo, err, sizeof err);
+            /* --replicas: more engines beside it on the same GPU */
+            sr.rep[0] = sr.eng;
+            sr.nrep = 1;
+            for (int j = 1; rc == FT_OK && e < 2 && j < replicas; j++) {
+                rc = ft_engine_open(&sr.rep[j], idx, &eo, err, sizeof err);
+                if (rc == FT_OK)
+                    sr.nrep++;
+            }
+            if (rc && sr.eng) {
+                for (int j = 0; j < sr.nrep; j++)
+                    ft_engine_close(sr.rep[j]);
+                sr.eng = NULL;
+                sr.nrep = 0;
+            }
         }
         if (rc && shlib) {
             ft_library_close(shlib);
@@ -1299,7 +1390,12 @@ int cmd_bench(int argc, char **argv)
             status = 1;
             continue;
         }
-        if (!nsh)
+        if (!nsh && sr.nrep > 1) {
+            snprintf(eng_names[e], sizeof eng_names[e], "%s/r%d",
+                     ft_engine_name(sr.eng), sr.nrep);
+            snprintf(row_names[e], sizeof row_names[e], "%s", eng_names[e]);
+        }
+        else if (!nsh)
             snprintf(eng_names[e], sizeof eng_names[e], "%s", ft_engine_name(sr.eng));
         if (sr.grp && eo.kind == FT_ENGINE_GPU) {
             /* where the shards run and how they exchange: what a
@@ -1334,6 +1430,8 @@ int cmd_bench(int argc, char **argv)
             ft_library_close(shlib);
             shlib = NULL;
         } else {
+            for (int j = 1; j < sr.nrep; j++)
+                ft_engine_close(sr.rep[j]);
             ft_engine_close(sr.eng);
         }
     }

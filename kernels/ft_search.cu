@@ -148,7 +148,6 @@ __device__ __forceinline__ ft_child_range gk_children(const ft_gk_params &P,
     return P.ctab ? gk_ctab_range(P.ctab, u) : ft_children(&P.view, u);
 }
 
-/* A list the whole grid narrows before its CTA sorts the survivors. */
 /* ---- the child map (ft_gk_cmap_build) ---------------------------------- */
 
 __device__ __forceinline__ uint64_t gk_cmap_hash(uint64_t k)
@@ -181,6 +180,7 @@ __device__ __forceinline__ uint64_t gk_cmap_find(const uint64_t *M,
     }
 }
 
+/* A list the whole grid narrows before its CTA sorts the survivors. */
 __device__ __forceinline__ int gk_list_long(const ft_gk_params &P,
                                             uint32_t m, uint32_t lim)
 {
@@ -1584,27 +1584,35 @@ __global__ void gk_cmap_fill_k(const ft_trie_view V, const uint64_t *T,
         atomicAdd(bad, mine);
 }
 
-extern "C" int ft_gk_cmap_count(const ft_trie_view *view,
-                                const uint64_t *ctab, uint32_t min_deg,
-                                unsigned long long *entries, void *stream)
+/* gk_counted runs enqueue(counter) on stream with a zeroed device
+ * counter and stores the counter's final value in *out.  Synchronous. */
+template <typename F>
+static int gk_counted(unsigned long long *out, cudaStream_t st, F enqueue)
 {
-    cudaStream_t st = (cudaStream_t)stream;
     unsigned long long *d = NULL;
     cudaError_t e = cudaMalloc((void **)&d, sizeof *d);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(d, 0, sizeof *d, st);
-    if (e == cudaSuccess) {
-        gk_cmap_count_k<<<4096, 256, 0, st>>>(*view, ctab, min_deg, d);
-        e = cudaGetLastError();
-    }
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(entries, d, sizeof *d, cudaMemcpyDeviceToHost,
-                            st);
+        e = enqueue(d);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(out, d, sizeof *d, cudaMemcpyDeviceToHost, st);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(st);
     if (d)
         cudaFree(d);
     return (int)e;
+}
+
+extern "C" int ft_gk_cmap_count(const ft_trie_view *view,
+                                const uint64_t *ctab, uint32_t min_deg,
+                                unsigned long long *entries, void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    return gk_counted(entries, st, [&](unsigned long long *d) {
+        gk_cmap_count_k<<<4096, 256, 0, st>>>(*view, ctab, min_deg, d);
+        return cudaGetLastError();
+    });
 }
 
 extern "C" int ft_gk_cmap_build(const ft_trie_view *view,
@@ -1613,48 +1621,30 @@ extern "C" int ft_gk_cmap_build(const ft_trie_view *view,
                                 unsigned long long *bad, void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
-    unsigned long long *d = NULL;
-    cudaError_t e = cudaMalloc((void **)&d, sizeof *d);
-    if (e == cudaSuccess)
-        e = cudaMemsetAsync(d, 0, sizeof *d, st);
-    for (int check = 0; check < 2 && e == cudaSuccess; check++) {
-        gk_cmap_fill_k<<<4096, 256, 0, st>>>(*view, ctab, cmap, mask,
-                                             min_deg, check, d);
-        e = cudaGetLastError();
-    }
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(bad, d, sizeof *d, cudaMemcpyDeviceToHost, st);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(st);
-    if (d)
-        cudaFree(d);
-    return (int)e;
+    return gk_counted(bad, st, [&](unsigned long long *d) {
+        cudaError_t e = cudaSuccess;
+        for (int check = 0; check < 2 && e == cudaSuccess; check++) {
+            gk_cmap_fill_k<<<4096, 256, 0, st>>>(*view, ctab, cmap, mask,
+                                                 min_deg, check, d);
+            e = cudaGetLastError();
+        }
+        return e;
+    });
 }
 
 extern "C" int ft_gk_ctab_build(const ft_trie_view *view, uint64_t *ctab,
                                 unsigned long long *bad, void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
-    unsigned long long *d_bad = NULL;
-    cudaError_t e = cudaMalloc((void **)&d_bad, sizeof *d_bad);
-    if (e == cudaSuccess)
-        e = cudaMemsetAsync(d_bad, 0, sizeof *d_bad, st);
-    if (e == cudaSuccess) {
+    return gk_counted(bad, st, [&](unsigned long long *d) {
         gk_ctab_fill<<<4096, 256, 0, st>>>(*view, ctab);
-        e = cudaGetLastError();
-    }
-    if (e == cudaSuccess) {
-        gk_ctab_check<<<4096, 256, 0, st>>>(*view, ctab, d_bad);
-        e = cudaGetLastError();
-    }
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(bad, d_bad, sizeof *d_bad, cudaMemcpyDeviceToHost,
-                            st);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(st);
-    if (d_bad)
-        cudaFree(d_bad);
-    return (int)e;
+        cudaError_t e = cudaGetLastError();
+        if (e == cudaSuccess) {
+            gk_ctab_check<<<4096, 256, 0, st>>>(*view, ctab, d);
+            e = cudaGetLastError();
+        }
+        return e;
+    });
 }
 
 #ifdef FT_GK_PROFILE

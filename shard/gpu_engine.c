@@ -438,55 +438,82 @@ static int root_map(gpu_engine *g, ft_engine *eng)
     return FT_OK;
 }
 
+/* The derived tables (child table, child map) are built on the device
+ * at open and only make the search faster.  aux_alloc allocates one if it
+ * takes at most a quarter of the memory still free (else NULL, said at
+ * INFO); aux_built keeps it after its build only if the build ran and
+ * found nothing wrong (bad == 0; else a warning, and *p is freed and set
+ * to NULL). */
+static void *aux_alloc(size_t bytes, const char *what)
+{
+    size_t fr = 0, tot = 0;
+    void *p = NULL;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || bytes > fr / 4) {
+        (void)cudaGetLastError();
+        FT_INFO("GPU engine: no %s (%zu MB, %zu MB free)", what, bytes >> 20,
+                fr >> 20);
+        return NULL;
+    }
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static int aux_built(void **p, int e, unsigned long long bad,
+                     const char *what, const char *bad_what)
+{
+    if (e == 0 && bad == 0)
+        return 1;
+    if (e != 0)
+        FT_WARN("GPU engine: %s: %s (searching without it)", what,
+                cudaGetErrorString((cudaError_t)e));
+    else
+        FT_WARN("GPU engine: %s: %llu %s (a damaged index?): searching "
+                "without it", what, bad, bad_what);
+    (void)cudaGetLastError();
+    cudaFree(*p);
+    *p = NULL;
+    return 0;
+}
+
 /* child_table builds the per-node child table (16 B per node: first child
  * and high labels before it) that turns a child range, the chain of about
  * six dependent select/rank misses every next beam needs, into two
  * adjacent loads.  Built on the device from the copied trie and checked
  * there against ft_children for every node; only used when it takes at
- * most a quarter of the memory still free (3 GB at 100M keys, 24 GB at
+ * most a quarter of the memory still free (3 GB at 100M keys, 21 GB at
  * 800M), and dropped with a warning if any node differs (a damaged
  * index opened without verification): the search is the same either
  * way, the table only makes it faster. */
 static void child_table(gpu_engine *g, const ft_trie *t)
 {
     size_t bytes = (size_t)(t->view.n_nodes + 1) * 16;
-    size_t fr = 0, tot = 0;
-    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || bytes > fr / 4) {
-        (void)cudaGetLastError();
-        FT_INFO("GPU engine: no child table (%zu MB, %zu MB free)",
-                bytes >> 20, fr >> 20);
+    if ((g->d_ctab = aux_alloc(bytes, "child table")) == NULL)
         return;
-    }
-    if (cudaMalloc((void **)&g->d_ctab, bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        g->d_ctab = NULL;
-        return;
-    }
     unsigned long long bad = 0;
     int e = ft_gk_ctab_build(&g->view, g->d_ctab, &bad, g->stream);
-    if (e != 0 || bad != 0) {
-        if (e != 0)
-            FT_WARN("GPU engine: child table: %s (searching without it)",
-                    cudaGetErrorString((cudaError_t)e));
-        else
-            FT_WARN("GPU engine: child table: %llu nodes differ from the "
-                    "trie (a damaged index?): searching without it", bad);
-        (void)cudaGetLastError();
-        cudaFree(g->d_ctab);
-        g->d_ctab = NULL;
-        return;
-    }
-    g->ctab_bytes = bytes;
+    if (aux_built((void **)&g->d_ctab, e, bad, "child table",
+                  "nodes differ from the trie"))
+        g->ctab_bytes = bytes;
 }
 
+/* Nodes with at least this many children are in the child map unless the
+ * options say otherwise (docs/gpu-engine.md, "child map"). */
+#ifndef FT_CMAP_MIN_DEFAULT
+#define FT_CMAP_MIN_DEFAULT 256u
+#endif
+
 /* child_map builds the child map (ft_gk_cmap_build) for the nodes with at
- * least cmap_min children: a proposal of such a beam is then one probe
+ * least min_deg children: a proposal of such a beam is then one probe
  * (a 16-byte load) instead of a binary search over its children, a chain
  * of ~log2(deg) dependent loads, two per step above label 65535.  At
- * load <= 1/2; used only when it takes at most a quarter of the memory
- * still free, checked by looking every child up again, and dropped with
- * a warning if one fails (a damaged index opened without verification):
- * the search is the same either way. */
+ * load <= 1/2 (1 GB at 100M keys, 8 GB at 800M); used only when it takes
+ * at most a quarter of the memory still free, checked by looking every
+ * child up again, and dropped with a warning if one fails (a damaged
+ * index opened without verification): the search is the same either
+ * way. */
 static void child_map(gpu_engine *g, const ft_trie *t, uint32_t min_deg)
 {
     if (min_deg == UINT32_MAX || t->view.n_nodes >= 0xffffffffull)
@@ -501,35 +528,17 @@ static void child_map(gpu_engine *g, const ft_trie *t, uint32_t min_deg)
     uint64_t size = 1;
     while (size < 2 * (uint64_t)entries)
         size <<= 1;
-    size_t bytes = (size_t)size * 16, fr = 0, tot = 0;
-    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || bytes > fr / 4) {
-        (void)cudaGetLastError();
-        FT_INFO("GPU engine: no child map (%zu MB, %zu MB free)",
-                bytes >> 20, fr >> 20);
+    size_t bytes = (size_t)size * 16;
+    if ((g->d_cmap = aux_alloc(bytes, "child map")) == NULL)
         return;
-    }
-    if (cudaMalloc((void **)&g->d_cmap, bytes) != cudaSuccess ||
-        cudaMemsetAsync(g->d_cmap, 0xff, bytes, g->stream) != cudaSuccess) {
-        (void)cudaGetLastError();
-        cudaFree(g->d_cmap);
-        g->d_cmap = NULL;
-        return;
-    }
     unsigned long long bad = 0;
-    e = ft_gk_cmap_build(&g->view, g->d_ctab, g->d_cmap, size - 1, min_deg,
-                         &bad, g->stream);
-    if (e != 0 || bad != 0) {
-        if (e != 0)
-            FT_WARN("GPU engine: child map: %s (searching without it)",
-                    cudaGetErrorString((cudaError_t)e));
-        else
-            FT_WARN("GPU engine: child map: %llu children not found again "
-                    "(a damaged index?): searching without it", bad);
-        (void)cudaGetLastError();
-        cudaFree(g->d_cmap);
-        g->d_cmap = NULL;
+    e = cudaMemsetAsync(g->d_cmap, 0xff, bytes, g->stream);
+    if (e == cudaSuccess)
+        e = ft_gk_cmap_build(&g->view, g->d_ctab, g->d_cmap, size - 1,
+                             min_deg, &bad, g->stream);
+    if (!aux_built((void **)&g->d_cmap, e, bad, "child map",
+                   "children not found again"))
         return;
-    }
     g->cmap_mask = size - 1;
     g->cmap_min = min_deg;
     g->cmap_bytes = bytes;
@@ -629,7 +638,8 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         goto cuda_fail;
     }
     child_table(g, t);
-    child_map(g, t, eng->opts.child_map_min ? eng->opts.child_map_min : 256);
+    child_map(g, t, eng->opts.child_map_min ? eng->opts.child_map_min
+                                            : FT_CMAP_MIN_DEFAULT);
     g->epoch = 0;
     g->timing = o->timing;
     /* Alone, a request leaves most of the grid idle: computing every next

@@ -15,7 +15,9 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # Bad arguments: exit 2 with a message naming the option.
 for args in "gen keys" "gen keys --n x" "gen keys --n 10 --format xml" \
             "gen requests --n 5" "gen nothing" "bench" "bench --index a --keys b" \
-            "bench --gen-keys 10 --beam 0" "bench --gen-keys 10 --engine tpu"; do
+            "bench --gen-keys 10 --beam 0" "bench --gen-keys 10 --engine tpu" \
+            "bench --gen-keys 10 --replicas 0" "bench --gen-keys 10 --replicas 9" \
+            "bench --gen-keys 10 --replicas x"; do
     set +e
     $FT $args >/dev/null 2>"$D/err"
     rc=$?
@@ -70,6 +72,17 @@ grep -q '"throughput_qps"' "$D/rep.json" || fail "bench report lacks throughput"
 grep -q '"cpu_model"' "$D/rep.json" || fail "bench report lacks machine info"
 $FT bench --index "$IDX" --requests "$D/r1.jsonl" --batch 1,2 --warmup 0 --engine cpu \
     > "$D/bench2.out" || fail "bench --requests failed"
+
+# --replicas: the row runs two engines (row cpu/r2), its b=1 answers the
+# same as one engine's (equal digests).
+$FT bench --index "$IDX" --requests "$D/r1.jsonl" --batch 1,4 --warmup 0 --engine cpu \
+    --threads 1 --replicas 2 > "$D/bench3.out" || fail "bench --replicas failed"
+grep -q '^cpu/r2 ' "$D/bench3.out" || fail "bench --replicas: no cpu/r2 row"
+d1=$(grep '^results' "$D/bench2.out" | awk '{print $NF}' | sort | tr '\n' ' ')
+d2=$(grep '^results' "$D/bench3.out" | awk '{print $NF}' | sort | tr '\n' ' ')
+[ -n "$d1" ] && [ "$d1" = "$d2" ] || fail "bench --replicas: digests '$d2', want '$d1'"
+$FT bench --gen-keys 10 --replicas 9 2>"$D/err" && fail "--replicas 9 accepted"
+grep -q -- '--replicas: at most 8, got 9' "$D/err" || fail "--replicas 9: message '$(cat "$D/err")'"
 
 # MARISA-Int answers exactly like the CPU engine.
 if [ -n "$MB" ]; then
