@@ -46,8 +46,10 @@ expect "$C/cpu.conf" engine cpu
 expect "$C/cpu.conf" replicas 2
 expect "$C/gpu.conf" engine gpu
 expect "$C/gpu.conf" devices 0
+expect "$C/gpu.conf" replicas 2
 expect "$C/replicas.conf" engine gpu
 expect "$C/replicas.conf" devices 0,1,2,3
+expect "$C/replicas.conf" replicas 2
 expect "$C/replicas.conf" 'listeners\[0\].tls.verify_client' true
 expect "$C/shards.conf" engine shards
 expect "$C/shards.conf" devices 0,1,2,3
