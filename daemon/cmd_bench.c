@@ -1206,6 +1206,14 @@ int cmd_bench(int argc, char **argv)
         json_decref(build);
         return 2;
     }
+    if (man_shards && replicas > 1) {
+        fprintf(stderr, "flashtrie bench: --replicas: %s is a manifest (its "
+                        "shards run as one group); replicas are of a single "
+                        "index's engines\n", index);
+        ft_library_close(lib);
+        json_decref(build);
+        return 2;
+    }
     if (man_shards > 8) {
         fprintf(stderr, "flashtrie bench: %s: a manifest of %zu shards; a group "
                         "holds at most 8\n", index, man_shards);

@@ -62,4 +62,11 @@ rc=$?
 set -e
 [ $rc -eq 2 ] || fail "bench --index MANIFEST --shards exited $rc, want 2"
 grep -q "is a manifest of 3 shards already" "$D/err" || fail "wrong message: $(cat "$D/err")"
+# Nor are replicas of a manifest's group.
+set +e
+$FT bench --index "$D/g.ftm" --replicas 2 --engine cpu > /dev/null 2> "$D/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "bench --index MANIFEST --replicas 2 exited $rc, want 2"
+grep -q -- "--replicas: .* is a manifest" "$D/err" || fail "wrong message: $(cat "$D/err")"
 echo ok
