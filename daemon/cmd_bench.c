@@ -410,15 +410,16 @@ static int run_engine(run_stats *rs, const searcher *eng, const req_set *s,
         if (eng->nrep > 1) {
             if ((rc = run_replicas(eng, s, bs, res, max_b)) != FT_OK)
                 goto out;
-        }
-        for (size_t i = 0; eng->nrep <= 1 && i < s->n; i += bs) {
-            size_t m = s->n - i < bs ? s->n - i : bs;
-            rc = search_batch(eng, &s->r[i], m, res);
-            if (rc)
-                goto out;
-            char ph[32];
-            snprintf(ph, sizeof ph, "b=%u", bs);
-            progress(&last, s, ph, i + m);
+        } else {
+            for (size_t i = 0; i < s->n; i += bs) {
+                size_t m = s->n - i < bs ? s->n - i : bs;
+                rc = search_batch(eng, &s->r[i], m, res);
+                if (rc)
+                    goto out;
+                char ph[32];
+                snprintf(ph, sizeof ph, "b=%u", bs);
+                progress(&last, s, ph, i + m);
+            }
         }
         double dt = now_s() - t0;
         rs->qps[b] = dt > 0 ? (double)s->n / dt : 0;

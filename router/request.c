@@ -228,22 +228,9 @@ int ft_request_prepare(const ft_prepared **out, ft_prep *p,
     uint32_t T = req->T, K = req->K;
     if (T < 1 || T > FT_MAX_T || K < 1 || K > FT_MAX_K)
         return FT_EINVAL;
-    if ((size_t)T * K > p->cap) {
-        uint32_t *a = realloc(p->tok, (size_t)T * K * sizeof *a);
-        if (a == NULL)
-            return FT_ENOMEM;
-        p->tok = a;
-        float *b = realloc(p->logp, (size_t)T * K * sizeof *b);
-        if (b == NULL)
-            return FT_ENOMEM;
-        p->logp = b;
-        p->cap = T * K;
-    }
     ft_prepared *q = &p->pub;
     q->T = T;
     q->K = K;
-    q->tok = p->tok;
-    q->logp = p->logp;
     q->keff = p->keff;
     q->row = p->row;
     q->F = p->F;
@@ -253,21 +240,35 @@ int ft_request_prepare(const ft_prepared **out, ft_prep *p,
     q->theta_sent = req->theta_sent;
     q->alpha = req->alpha;
     /* Model output usually arrives sorted: then the rows are used where
-     * they are, no copy.  Else every row is copied (sorted if need be):
-     * the key (descending logp, then input index) makes the sort stable. */
-    int all = 1;
-    for (uint32_t t = 0; t < T && all; t++)
-        all = row_sorted(req->logp + (size_t)t * K, K);
-    if (all) {
-        q->tok = req->tokens;
-        q->logp = req->logp;
+     * they are, no copy.  Else every row is copied into p (sorted if need
+     * be; rows before the first unsorted one are known sorted): the key
+     * (descending logp, then input index) makes the sort stable. */
+    uint32_t first = 0; /* the first unsorted row, T if none */
+    while (first < T && row_sorted(req->logp + (size_t)first * K, K))
+        first++;
+    q->tok = req->tokens;
+    q->logp = req->logp;
+    if (first < T) {
+        if ((size_t)T * K > p->cap) {
+            uint32_t *a = realloc(p->tok, (size_t)T * K * sizeof *a);
+            if (a == NULL)
+                return FT_ENOMEM;
+            p->tok = a;
+            float *b = realloc(p->logp, (size_t)T * K * sizeof *b);
+            if (b == NULL)
+                return FT_ENOMEM;
+            p->logp = b;
+            p->cap = T * K;
+        }
+        q->tok = p->tok;
+        q->logp = p->logp;
     }
-    for (uint32_t t = 0; t < T && !all; t++) {
+    for (uint32_t t = 0; t < T && first < T; t++) {
         const float *lp = req->logp + (size_t)t * K;
         const uint32_t *tk = req->tokens + (size_t)t * K;
         uint32_t *otk = p->tok + (size_t)t * K;
         float *olp = p->logp + (size_t)t * K;
-        if (row_sorted(lp, K)) {
+        if (t < first || (t > first && row_sorted(lp, K))) {
             memcpy(otk, tk, K * sizeof *tk);
             memcpy(olp, lp, K * sizeof *lp);
         } else {

@@ -157,7 +157,7 @@ typedef struct gpu_engine {
     struct gpu_timing {
         uint32_t beam, n;
         uint64_t calls;
-        double sum[10];
+        double sum[9]; /* the phases of gpu_timing_report, in its order */
     } tm[16];
     uint32_t ntm;
 #ifdef FT_GK_PROFILE
@@ -346,8 +346,6 @@ static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
                    ft_result *const *res, size_t n);
 static cudaError_t abandon_steps(gpu_engine *g);
 static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len);
-static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
-                   ft_result *const *res, size_t n);
 static int gpu_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
                            ft_result *const *res, size_t n,
                            ft_engine_check check, void *arg);
@@ -891,9 +889,10 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     size_t in_off = ALIGN16(n * sizeof(ft_gk_req));
     size_t out_off = 0;
     int timing = g->timing;
-    double tk[8] = {0};
+    /* start, packed, issued, checked, synchronised, assembled */
+    double tk[6] = {0};
     if (timing)
-        tk[0] = tk[1] = fti_now();
+        tk[0] = fti_now();
     for (size_t i = 0; i < n; i++) {
         const ft_prepared *p = reqs[i];
         gpu_slot *slot = big ? &g->slots[g->nslots] : &g->slots[i];
@@ -901,7 +900,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
                  &eng->idx->root, &in_off, &out_off, 0, 0);
     }
     if (timing)
-        tk[2] = fti_now();
+        tk[1] = fti_now();
     ft_gk_params prm;
     if (next_params(g, &prm, n) != cudaSuccess)
         goto cuda_fail;
@@ -928,7 +927,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     if (timing)
         cudaEventRecord(g->ev[3], g->stream);
     if (timing)
-        tk[3] = fti_now();
+        tk[2] = fti_now();
     if (g->check) {
         /* The host's part of the run, while the GPU works. */
         ft_engine_check c = g->check;
@@ -936,7 +935,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         c(g->check_arg);
     }
     if (timing)
-        tk[6] = fti_now();
+        tk[3] = fti_now();
     e = cudaStreamSynchronize(g->stream);
     if (e != cudaSuccess)
         goto cuda_fail_e;
@@ -986,7 +985,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         while (b < g->ntm && (g->tm[b].beam != reqs[0]->beam ||
                               g->tm[b].n != (uint32_t)n))
             b++;
-        if (b < 16) {
+        if (b < sizeof g->tm / sizeof g->tm[0]) {
             if (b == g->ntm) {
                 g->ntm++;
                 g->tm[b].beam = reqs[0]->beam;
@@ -994,15 +993,11 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
             }
             struct gpu_timing *m = &g->tm[b];
             m->calls++;
-            m->sum[0] += tk[1] - tk[0];
-            m->sum[1] += tk[2] - tk[1];
-            m->sum[2] += tk[3] - tk[2];
-            m->sum[3] += tk[4] - tk[6];
-            m->sum[9] += tk[6] - tk[3];
-            m->sum[4] += ms[0] * 1e-3;
-            m->sum[5] += ms[1] * 1e-3;
-            m->sum[6] += ms[2] * 1e-3;
-            m->sum[7] += tk[5] - tk[4];
+            for (int k = 0; k < 4; k++) /* pack, issue, check, wait */
+                m->sum[k] += tk[k + 1] - tk[k];
+            for (int k = 0; k < 3; k++) /* h2d, kernel, d2h by events */
+                m->sum[4 + k] += ms[k] * 1e-3;
+            m->sum[7] += tk[5] - tk[4]; /* assembly */
             m->sum[8] += tk[5] - tk[0];
         }
     }
@@ -1325,10 +1320,10 @@ static void *gpu_stream(ft_engine *eng)
 
 static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len)
 {
-    static const char *const nm[10] = {
-        "prep", "pack", "h2d+launch+d2h issue", "wait", "h2d (events)",
-        "kernel (events)", "d2h (events)", "assembly",
-        "launch total", "check while running"};
+    static const char *const nm[9] = {
+        "pack", "h2d+launch+d2h issue", "check while running", "wait",
+        "h2d (events)", "kernel (events)", "d2h (events)", "assembly",
+        "launch total"};
     const gpu_engine *g = eng->impl;
     size_t o = 0;
     buf[0] = 0;
@@ -1344,7 +1339,7 @@ static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len)
                               "  beam %u, %u request(s), %llu launches:",
                               g->tm[b].beam, g->tm[b].n,
                               (unsigned long long)g->tm[b].calls);
-        for (int i = 1; i < 10 && o < len; i++)
+        for (int i = 0; i < 9 && o < len; i++)
             o += (size_t)snprintf(buf + o, len - o, " %s %.1f;", nm[i],
                                   g->tm[b].sum[i] * 1e6 /
                                       (double)g->tm[b].calls);

@@ -53,16 +53,7 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     }
     ft_group *g;
     char err[256] = "";
-    ft_engine_opts co;
-    ft_engine_opts_init(&co);
-    co.threads = 1;
-    ft_result *cg = calloc(nreq, sizeof *cg);
-    for (uint32_t i = 0; i < nreq; i++)
-        FT_PASS(ft_result_alloc(&cg[i], FT_MAX_RESULTS, batch[i].T));
-    FT_PASS(ft_group_open(&g, (const ft_index *const *)sh, ns, &co, err,
-                          sizeof err));
-    FT_PASS(ft_group_search_batch(g, batch, nreq, cg));
-    ft_group_close(g);
+    ft_result *cg = su_cpu_group(sh, ns, batch, nreq);
     int rc = ft_group_open_ex(&g, (const ft_index *const *)sh, ns, &o, &go,
                               err, sizeof err);
     if (rc != FT_OK) {
@@ -81,27 +72,13 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
                  "batch %u (T=%u K=%u B=%u n=%u)", (unsigned long long)seed, i,
                  ns, (int)x, small, shared, w, batch[i].T, batch[i].K, batch[i].beam,
                  batch[i].results);
-        if (!su_same_full(&got[i], &cg[i], 1)) {
-            fprintf(stderr, "%s: GPU and CPU groups differ\n", what);
-            exit(1);
-        }
-        if (!su_same_full(&got[i], &want[i], 0)) {
-            fprintf(stderr, "%s: group and unsharded GPU engine differ "
-                    "(status %d/%d, n %u/%u)\n", what, got[i].status,
-                    want[i].status, got[i].n, want[i].n);
-            su_same_result(&got[i], cs[i].ref, cs[i].nref, what);
-            exit(1);
-        }
-        if (!su_same_result(&got[i], cs[i].ref, cs[i].nref, what))
-            exit(1);
+        su_check_group(&got[i], &cg[i], &want[i], &cs[i], what);
         n_runs++;
     }
     ft_group_close(g);
     for (size_t j = 0; j < ns; j++)
         ft_index_close(sh[j]);
-    for (uint32_t i = 0; i < nreq; i++)
-        ft_result_free(&cg[i]);
-    free(cg);
+    su_results_free(cg, nreq);
 }
 
 static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,

@@ -47,19 +47,9 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
 {
     ft_index *sh[8];
     su_split_build(s, keys, m, ns, dir, sh);
-    ft_engine_opts co;
-    ft_engine_opts_init(&co);
-    co.threads = 1;
-    ft_result *cg = calloc(nreq, sizeof *cg);
-    FT_CHECK(cg != NULL);
-    for (uint32_t i = 0; i < nreq; i++)
-        FT_PASS(ft_result_alloc(&cg[i], FT_MAX_RESULTS, batch[i].T));
+    ft_result *cg = su_cpu_group(sh, ns, batch, nreq);
     ft_group *g;
     char err[256] = "";
-    FT_PASS(ft_group_open(&g, (const ft_index *const *)sh, ns, &co, err,
-                          sizeof err));
-    FT_PASS(ft_group_search_batch(g, batch, nreq, cg));
-    ft_group_close(g);
 
     ft_engine_opts o;
     su_gpu_opts(&o, small);
@@ -101,19 +91,7 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
                      (unsigned long long)seed, i, ns, place,
                      (int)ft_group_exchange(g), small, w, batch[i].T,
                      batch[i].K, batch[i].beam, batch[i].results);
-            if (!su_same_full(&got[i], &cg[i], 1)) {
-                fprintf(stderr, "%s: GPU and CPU groups differ\n", what);
-                exit(1);
-            }
-            if (!su_same_full(&got[i], &want[i], 0)) {
-                fprintf(stderr, "%s: group and unsharded GPU engine differ "
-                        "(status %d/%d, n %u/%u)\n", what, got[i].status,
-                        want[i].status, got[i].n, want[i].n);
-                su_same_result(&got[i], cs[i].ref, cs[i].nref, what);
-                exit(1);
-            }
-            if (!su_same_result(&got[i], cs[i].ref, cs[i].nref, what))
-                exit(1);
+            su_check_group(&got[i], &cg[i], &want[i], &cs[i], what);
             n_runs++;
         }
     }
@@ -124,9 +102,7 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     ft_group_close(g);
     for (size_t j = 0; j < ns; j++)
         ft_index_close(sh[j]);
-    for (uint32_t i = 0; i < nreq; i++)
-        ft_result_free(&cg[i]);
-    free(cg);
+    su_results_free(cg, nreq);
 }
 
 /* refuse_nccl checks that NCCL is refused for shards sharing a GPU. */

@@ -453,6 +453,51 @@ int su_same_full(const ft_result *x, const ft_result *y, int key_index)
     return 1;
 }
 
+ft_result *su_cpu_group(ft_index *const *sh, size_t ns,
+                        const ft_request *batch, uint32_t n)
+{
+    ft_engine_opts co;
+    ft_engine_opts_init(&co);
+    co.threads = 1;
+    ft_result *cg = calloc(n, sizeof *cg);
+    FT_CHECK(cg != NULL);
+    for (uint32_t i = 0; i < n; i++)
+        FT_PASS(ft_result_alloc(&cg[i], FT_MAX_RESULTS, batch[i].T));
+    ft_group *g;
+    char err[256] = "";
+    FT_PASS(ft_group_open(&g, (const ft_index *const *)sh, ns, &co, err,
+                          sizeof err));
+    FT_PASS(ft_group_search_batch(g, batch, n, cg));
+    ft_group_close(g);
+    return cg;
+}
+
+void su_results_free(ft_result *res, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        ft_result_free(&res[i]);
+    free(res);
+}
+
+void su_check_group(const ft_result *got, const ft_result *cg,
+                    const ft_result *want, const su_case *c,
+                    const char *what)
+{
+    if (!su_same_full(got, cg, 1)) {
+        fprintf(stderr, "%s: GPU and CPU groups differ\n", what);
+        exit(1);
+    }
+    if (!su_same_full(got, want, 0)) {
+        fprintf(stderr, "%s: group and unsharded GPU engine differ "
+                "(status %d/%d, n %u/%u)\n", what, got->status,
+                want->status, got->n, want->n);
+        su_same_result(got, c->ref, c->nref, what);
+        exit(1);
+    }
+    if (!su_same_result(got, c->ref, c->nref, what))
+        exit(1);
+}
+
 void su_gpu_opts(ft_engine_opts *o, int small)
 {
     ft_engine_opts_init(o);

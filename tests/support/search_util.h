@@ -183,6 +183,21 @@ void su_split_build(uint64_t *s, const su_key *keys, size_t m, size_t ns,
 void su_run_widths(ft_engine *eng, ft_group *g, const ft_request *reqs,
                    uint32_t n, uint32_t w, ft_result *res);
 
+/* su_cpu_group answers batch[0..n) with a group of one-thread CPU engines
+ * over sh[0..ns) into a new array of n results (su_results_free frees
+ * it): what a GPU group over the same shards must equal, key indexes
+ * too. */
+ft_result *su_cpu_group(ft_index *const *sh, size_t ns,
+                        const ft_request *batch, uint32_t n);
+void su_results_free(ft_result *res, uint32_t n);
+
+/* su_check_group checks a GPU group's result got against the CPU group's
+ * (cg, key indexes too), the unsharded GPU engine's (want) and the
+ * reference of case c, and exits on the first difference, naming what. */
+void su_check_group(const ft_result *got, const ft_result *cg,
+                    const ft_result *want, const su_case *c,
+                    const char *what);
+
 /* su_check_all checks res[i] against the reference of case perm[i] (case i
  * when perm is NULL) for i < c->n and exits on the first difference; the
  * failure names the case after prefix. */
