@@ -542,6 +542,13 @@ typedef struct ft_engine_opts {
                          * binary search); 0 = 256, UINT32_MAX = no table
                          * (tests use small values to put every node
                          * through it). */
+    uint32_t expand_pair_items; /* GPU: a step with at least this many
+                         * expansion items (32 proposals or children of
+                         * a beam each) has each warp take two at a time,
+                         * a lane's two lookups in flight together; 0 =
+                         * one item per warp of the grid, UINT32_MAX =
+                         * never (tests use 1 to put every step through
+                         * it). */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;

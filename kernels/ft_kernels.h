@@ -32,6 +32,7 @@ extern "C" {
 #define FT_GK_MAX_T 64u
 #define FT_GK_LIST_MAX 4096u /* most beams or results one request keeps */
 #define FT_GK_WARP_ITEM 32u  /* proposals or children per expansion item */
+#define FT_GK_LANE_PROPS 2u  /* items one warp may expand at once */
 
 /* ft_gk_slot holds one slot's device arenas (device pointers). */
 typedef struct ft_gk_slot {
@@ -165,13 +166,19 @@ typedef struct ft_gk_params {
     uint32_t eager_max;     /* in a launch of few requests, the first this
                              * many next candidates of a step get their
                              * child range in the expansion */
-    uint32_t pad_;
+    uint32_t spread;        /* 1: every list selected by many CTAs
+                             * (gk_select_spread): not lazy, every short
+                             * list within FT_GK_LIST_MAX, every next
+                             * candidate's range eager or from the grid
+                             * selection */
     const uint64_t *ctab;   /* child table (ft_gk_ctab_build), or NULL:
                              * ft_children from the succinct trie */
     const uint64_t *cmap;   /* child map (ft_gk_cmap_build), or NULL */
     uint64_t cmap_mask;     /* its entries - 1 */
     uint32_t cmap_min;      /* nodes with this many children are in it */
-    uint32_t pad2_;
+    uint32_t pair_items;    /* a step of at least this many expansion
+                             * items takes them two at a time (0: one per
+                             * warp of the grid) */
 } ft_gk_params;
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 96,

@@ -67,6 +67,9 @@ __device__ uint32_t gk_sub_t;
 #define FT_GK_WARPS (FT_GK_BLOCK / 32)
 #define FT_GK_SORT_MAX FT_GK_LIST_MAX
 #define FT_GK_GRID_LISTS 64u /* lists one round of the grid select takes */
+#ifndef FT_GK_TERM_CUT
+#define FT_GK_TERM_CUT 1 /* 0: every terminal candidate is appended */
+#endif
 
 /* gk_gstate is the grid selection's state of one long list, kept (the
  * same) by every CTA: the keys still in the race are those whose bits
@@ -77,6 +80,22 @@ struct gk_gstate {
     uint32_t done, list;       /* list = 2 * request + (1: terminal) */
     uint32_t cap, off;         /* off: where the list starts among the
                                 * round's lists laid end to end */
+};
+
+/* The spread selection's shared memory (gk_spread_list): survivors'
+ * expansion items, owned survivors (their place in key), their ranks,
+ * their first items (next list) or the running results' shifts
+ * (terminal).  Last in gk_smem: a launch that does not spread (lazy, and
+ * the step kernel) leaves it out of its dynamic shared memory, which
+ * leaves the SM that much more L1 (b = 32: 5-10% of the kernel). */
+struct gk_spread_smem {
+    union {
+        uint32_t items[FT_GK_SORT_MAX];
+        uint64_t pk[FT_GK_SORT_MAX / 2]; /* terminal: running score keys */
+    };
+    uint32_t ocs[FT_GK_SORT_MAX];
+    uint16_t own[FT_GK_SORT_MAX];
+    uint16_t orank[FT_GK_SORT_MAX];
 };
 
 /* Shared memory of the selection phase. */
@@ -96,7 +115,16 @@ struct gk_smem {
     gk_gstate loc;  /* gk_smem_narrow's race */
     uint64_t kmin, kmax;
     uint32_t laid; /* gk_end_to_end's total */
+    gk_spread_smem sp; /* last (gk_launch_smem) */
 };
+
+/* Dynamic shared memory a launch needs: all of gk_smem (smem, from
+ * gk_config_of) when it spreads its selection, else all but sp. */
+static size_t gk_launch_smem(size_t smem, int spread)
+{
+    size_t base = sizeof(gk_smem) - sizeof(gk_spread_smem);
+    return spread || smem < base ? smem : base;
+}
 
 /* ---- list shapes, shared by every phase so that all agree ------------- */
 
@@ -197,27 +225,42 @@ __device__ __forceinline__ uint32_t gk_hash(uint32_t x)
     return x;
 }
 
-/* Two warp-aggregated appends at once (the two atomics are in flight
- * together): slots of this lane in the terminal and the next list.  The
+/* Warp-aggregated appends of every lane's FT_GK_LANE_PROPS elements to
+ * the terminal (wt) and the next (wn) list at once: one atomic per list
+ * and warp, both in flight together; pt / pn get this lane's slots.  The
  * whole warp calls it. */
-__device__ __forceinline__ void gk_append2(uint32_t *ct, int wt, uint32_t *cn,
-                                           int wn, uint32_t *pt, uint32_t *pn)
+__device__ __forceinline__ void gk_append_lanes(uint32_t *ct, const int *wt,
+                                                uint32_t *cn, const int *wn,
+                                                uint32_t *pt, uint32_t *pn)
 {
-    uint32_t mt = __ballot_sync(0xffffffffu, wt);
-    uint32_t mn = __ballot_sync(0xffffffffu, wn);
+    const uint32_t U = FT_GK_LANE_PROPS;
+    uint32_t mt[FT_GK_LANE_PROPS], mn[FT_GK_LANE_PROPS];
+    uint32_t st = 0, sn = 0;
+#pragma unroll
+    for (uint32_t v = 0; v < U; v++) {
+        mt[v] = __ballot_sync(0xffffffffu, wt[v]);
+        mn[v] = __ballot_sync(0xffffffffu, wn[v]);
+        st += (uint32_t)__popc(mt[v]);
+        sn += (uint32_t)__popc(mn[v]);
+    }
     uint32_t lane = threadIdx.x & 31u;
     uint32_t bt = 0, bn = 0;
     if (lane == 0) {
-        if (mt)
-            bt = atomicAdd(ct, (uint32_t)__popc(mt));
-        if (mn)
-            bn = atomicAdd(cn, (uint32_t)__popc(mn));
+        if (st)
+            bt = atomicAdd(ct, st);
+        if (sn)
+            bn = atomicAdd(cn, sn);
     }
     bt = __shfl_sync(0xffffffffu, bt, 0);
     bn = __shfl_sync(0xffffffffu, bn, 0);
     uint32_t below = (1u << lane) - 1u;
-    *pt = bt + (uint32_t)__popc(mt & below);
-    *pn = bn + (uint32_t)__popc(mn & below);
+#pragma unroll
+    for (uint32_t v = 0; v < U; v++) {
+        pt[v] = bt + (uint32_t)__popc(mt[v] & below);
+        pn[v] = bn + (uint32_t)__popc(mn[v] & below);
+        bt += (uint32_t)__popc(mt[v]);
+        bn += (uint32_t)__popc(mn[v]);
+    }
 }
 
 /* Warp-aggregated append: returns the slot of this lane (if want). */
@@ -237,13 +280,18 @@ __device__ __forceinline__ uint32_t gk_append(uint32_t *ctr, int want)
 
 /* ---- phase A ---------------------------------------------------------- */
 
-__device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
-                               uint32_t t, uint32_t item, uint32_t last,
-                               int eager)
+/* Expands item (and, with pair, item + 1 too when it is the same beam's
+ * next chunk: then each lane takes two elements, 32 apart, their loads
+ * in flight together).  Returns the items done (1 or 2).  The whole warp
+ * calls it. */
+__device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
+                                   uint32_t t, uint32_t item, uint32_t tot,
+                                   int pair, uint32_t last, int eager,
+                                   uint64_t tcut)
 {
     const ft_gk_slot &S = q->slot;
     uint32_t lane = threadIdx.x & 31u;
-    uint32_t r, chunk, kcut;
+    uint32_t r, chunk, kcut, two;
     float sigma;
     ft_child_range cr;
     if (t == 0) {
@@ -252,6 +300,7 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         sigma = 0.0f;
         cr = q->root;
         kcut = q->kcut0;
+        two = pair && item + 1 < tot;
     } else {
         uint32_t nb = q->steps[t].n_beam;
         /* Last r with cstart[r] <= item, a 32-way search by the warp:
@@ -268,99 +317,189 @@ __device__ void gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         }
         r = lo;
         chunk = item - S.beam_cstart[r];
+        uint32_t end = r + 1 < nb ? S.beam_cstart[r + 1] : tot;
         sigma = S.beam_sigma[r];
         cr = S.beam_cr[r];
         kcut = S.beam_kcut[r];
+        two = pair && item + 1 < end;
     }
     const uint32_t *tok = q->tok + q->row[t];
     const float *lp = q->logp + q->row[t];
     /* Keys carry the entry's global rank (a shard group's beams are
      * indexed locally); alone, rank and index are the same. */
     uint32_t rk = (t > 0 && S.beam_rank) ? S.beam_rank[r] : r;
-    int found = 0;
-    uint32_t k = 0;
-    uint32_t flags = 0;
-    uint64_t u = FT_NONE;
+    /* Each lane takes one element of each of the 1 + two chunks, 32
+     * apart, and every phase below issues their loads together: the
+     * chains of dependent misses of one lane overlap instead of adding
+     * up. */
+    const uint32_t U = FT_GK_LANE_PROPS;
+    uint32_t ub = 1u + two;
+    int found[FT_GK_LANE_PROPS];
+    uint32_t k[FT_GK_LANE_PROPS], flags[FT_GK_LANE_PROPS];
+    uint64_t u[FT_GK_LANE_PROPS];
+    uint64_t e0 = (uint64_t)chunk * FT_GK_WARP_ITEM + lane;
     if (ft_gk_use_hash(t, cr.deg, kcut)) {
-        uint64_t j = (uint64_t)chunk * FT_GK_WARP_ITEM + lane;
-        if (j < cr.deg) {
-            u = cr.first + j;
-            /* u is known now: its flags load overlaps the label's. */
-            flags = ft_node_flags(&P.view, u);
-            uint32_t label = ft_child_label(&P.view, &cr, u);
-            const uint64_t *tab = S.hash + q->hoff[t];
-            uint32_t mask = q->hmask[t];
-            uint32_t h = gk_hash(label) & mask;
+        uint32_t label[FT_GK_LANE_PROPS] = {};
+        const uint64_t *tab = S.hash + q->hoff[t];
+        uint32_t mask = q->hmask[t];
+#pragma unroll
+        for (uint32_t v = 0; v < U; v++) {
+            uint64_t j = e0 + 32u * v;
+            found[v] = 0;
+            k[v] = 0;
+            flags[v] = 0;
+            u[v] = v < ub && j < cr.deg ? cr.first + j : FT_NONE;
+            if (u[v] != FT_NONE) {
+                /* u is known now: its flags load overlaps the label's. */
+                flags[v] = ft_node_flags(&P.view, u[v]);
+                label[v] = ft_child_label(&P.view, &cr, u[v]);
+            }
+        }
+        uint64_t e[FT_GK_LANE_PROPS];
+        uint32_t h[FT_GK_LANE_PROPS];
+#pragma unroll
+        for (uint32_t v = 0; v < U; v++) {
+            h[v] = gk_hash(label[v]) & mask;
+            e[v] = u[v] != FT_NONE ? tab[h[v]] : 0;
+        }
+#pragma unroll
+        for (uint32_t v = 0; v < U; v++) {
+            if (u[v] == FT_NONE)
+                continue;
             for (;;) {
-                uint64_t e = tab[h];
-                if ((uint32_t)((e >> 12) & 0xfffffu) != P.epoch)
+                if ((uint32_t)((e[v] >> 12) & 0xfffffu) != P.epoch)
                     break;
-                if ((uint32_t)(e >> 32) == label) {
-                    k = (uint32_t)(e & 0xfffu);
-                    found = k < kcut;
+                if ((uint32_t)(e[v] >> 32) == label[v]) {
+                    k[v] = (uint32_t)(e[v] & 0xfffu);
+                    found[v] = k[v] < kcut;
                     break;
                 }
-                h = (h + 1) & mask;
+                h[v] = (h[v] + 1) & mask;
+                e[v] = tab[h[v]];
             }
         }
     } else {
-        k = chunk * FT_GK_WARP_ITEM + lane;
-        if (k < kcut) {
-            uint32_t tk = tok[k];
-            if (t == 0 && P.root_n) {
-                /* The root's children through the label map. */
-                uint32_t c = tk < P.root_n ? P.root_map[tk] : 0u;
-                u = c ? cr.first + (c - 1u) : FT_NONE;
-            } else if (t > 0 && P.cmap && cr.deg >= P.cmap_min) {
-                u = gk_cmap_find(P.cmap, P.cmap_mask, cr, tk);
-            } else {
-                u = ft_find_child(&P.view, &cr, tk);
+        uint32_t tk[FT_GK_LANE_PROPS];
+#pragma unroll
+        for (uint32_t v = 0; v < U; v++) {
+            k[v] = v < ub ? (uint32_t)(e0 + 32u * v) : kcut;
+            u[v] = FT_NONE;
+            flags[v] = 0;
+            tk[v] = k[v] < kcut ? tok[k[v]] : 0u;
+        }
+        if (t == 0 && P.root_n) {
+            /* The root's children through the label map. */
+#pragma unroll
+            for (uint32_t v = 0; v < U; v++) {
+                uint32_t c = k[v] < kcut && tk[v] < P.root_n
+                                 ? P.root_map[tk[v]] : 0u;
+                u[v] = c ? cr.first + (c - 1u) : FT_NONE;
             }
-            found = u != FT_NONE;
-            if (found)
-                flags = ft_node_flags(&P.view, u);
+        } else if (t > 0 && P.cmap && cr.deg >= P.cmap_min) {
+            /* The child map: every lane's first probes in flight
+             * together (load <= 1/2: usually the only ones). */
+            uint64_t key[FT_GK_LANE_PROPS], h[FT_GK_LANE_PROPS];
+            ulonglong2 e[FT_GK_LANE_PROPS];
+            const ulonglong2 *M = reinterpret_cast<const ulonglong2 *>(P.cmap);
+#pragma unroll
+            for (uint32_t v = 0; v < U; v++) {
+                key[v] = (cr.first << 32) | tk[v];
+                h[v] = gk_cmap_hash(key[v]) & P.cmap_mask;
+                if (k[v] < kcut)
+                    e[v] = __ldg(M + h[v]);
+            }
+#pragma unroll
+            for (uint32_t v = 0; v < U; v++) {
+                if (k[v] >= kcut)
+                    continue;
+                for (;;) {
+                    if (e[v].x == key[v]) {
+                        u[v] = cr.first + e[v].y;
+                        break;
+                    }
+                    if (e[v].x == ~0ull)
+                        break;
+                    h[v] = (h[v] + 1) & P.cmap_mask;
+                    e[v] = __ldg(M + h[v]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (uint32_t v = 0; v < U; v++)
+                if (k[v] < kcut)
+                    u[v] = ft_find_child(&P.view, &cr, tk[v]);
+        }
+#pragma unroll
+        for (uint32_t v = 0; v < U; v++) {
+            found[v] = u[v] != FT_NONE;
+            if (found[v])
+                flags[v] = ft_node_flags(&P.view, u[v]);
         }
     }
-    float sig = 0.0f;
-    if (found)
-        sig = FT_FADD(sigma, lp[k]);
-    else
-        flags = 0;
-    uint64_t key = ft_cand_key(sig, rk, k);
+    uint64_t key[FT_GK_LANE_PROPS];
+    int term[FT_GK_LANE_PROPS], nxt[FT_GK_LANE_PROPS];
+    float sig[FT_GK_LANE_PROPS];
+#pragma unroll
+    for (uint32_t v = 0; v < U; v++) {
+        sig[v] = 0.0f;
+        if (found[v])
+            sig[v] = FT_FADD(sigma, lp[k[v]]);
+        else
+            flags[v] = 0;
+        key[v] = ft_cand_key(sig[v], rk, k[v]);
+        term[v] = found[v] && (flags[v] & FT_TERMINAL);
+        /* A terminal candidate whose score key is not below the worst
+         * of n running results cannot enter them (earlier steps win
+         * ties): it is not appended (gk_expand). */
+        if (term[v] && tcut != ~0ull)
+            term[v] = ft_score_key(ft_score(sig[v], q->F[t + 1])) < tcut;
+        nxt[v] = !last && found[v] && (flags[v] & FT_HAS_CHILD);
+    }
     ft_gk_step *st = &q->steps[t];
-    int term = found && (flags & FT_TERMINAL);
-    int nxt = !last && found && (flags & FT_HAS_CHILD);
-    uint32_t pos, posn;
-    gk_append2(&st->n_term, term, &st->n_next, nxt, &pos, &posn);
-    if (term) {
-        if (pos < S.cap_cand) {
-            S.term_key[pos] = key;
-            S.term_node[pos] = u;
+    uint32_t pos[FT_GK_LANE_PROPS], posn[FT_GK_LANE_PROPS];
+    gk_append_lanes(&st->n_term, term, &st->n_next, nxt, pos, posn);
+#pragma unroll
+    for (uint32_t v = 0; v < U; v++) {
+        if (!term[v])
+            continue;
+        if (pos[v] < S.cap_cand) {
+            S.term_key[pos[v]] = key[v];
+            S.term_node[pos[v]] = u[v];
         } else {
             atomicOr(&q->steps[0].err, 1u);
         }
     }
-    if (!last) {
-        pos = posn;
-        if (nxt) {
-            if (pos < S.cap_cand) {
-                /* The new beam's child range and theta_sent cut are
-                 * computed here, by all warps of the grid, rather than by
-                 * the one selecting CTA: their chains of dependent loads
-                 * then overlap instead of adding up. */
-                S.cand_key[pos] = key;
-                S.cand_node[pos] = u;
-                if (eager && gk_eager(P, pos)) {
-                    S.cand_cr[pos] = gk_children(P, u);
-                    S.cand_kcut[pos] = ft_kcut(q->logp + q->row[t + 1],
-                                               q->keff[t + 1], sig,
-                                               q->theta_sent);
-                }
-            } else {
-                atomicOr(&q->steps[0].err, 1u);
-            }
+    if (last)
+        return ub;
+    /* The new beams' child ranges and theta_sent cuts are computed here,
+     * by all warps of the grid, rather than by the selecting CTA: their
+     * chains of dependent loads then overlap instead of adding up. */
+    ft_child_range ncr[FT_GK_LANE_PROPS];
+    int ea[FT_GK_LANE_PROPS];
+#pragma unroll
+    for (uint32_t v = 0; v < U; v++) {
+        ea[v] = nxt[v] && posn[v] < S.cap_cand && eager && gk_eager(P, posn[v]);
+        if (ea[v])
+            ncr[v] = gk_children(P, u[v]);
+    }
+#pragma unroll
+    for (uint32_t v = 0; v < U; v++) {
+        if (!nxt[v])
+            continue;
+        if (posn[v] >= S.cap_cand) {
+            atomicOr(&q->steps[0].err, 1u);
+            continue;
+        }
+        S.cand_key[posn[v]] = key[v];
+        S.cand_node[posn[v]] = u[v];
+        if (ea[v]) {
+            S.cand_cr[posn[v]] = ncr[v];
+            S.cand_kcut[posn[v]] = ft_kcut(q->logp + q->row[t + 1],
+                                           q->keff[t + 1], sig[v],
+                                           q->theta_sent);
         }
     }
+    return ub;
 }
 
 __device__ void gk_expand(const ft_gk_params &P, uint32_t t)
@@ -369,7 +508,18 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t)
     uint32_t gw = blockIdx.x * FT_GK_WARPS + (threadIdx.x >> 5);
     uint32_t nt = gridDim.x * blockDim.x;
     uint32_t gt = blockIdx.x * blockDim.x + threadIdx.x;
-    uint64_t acc = 0; /* items of the requests before this one */
+    uint64_t acc = 0; /* units of the requests before this one */
+    /* A launch of many items per warp takes them in pairs (a lane then
+     * has two elements' chains in flight); one of few items one at a
+     * time (each warp's chain is the step's latency then, and pairs
+     * would halve the warps at work). */
+    uint64_t all = 0;
+    for (uint32_t i = 0; i < P.nreq; i++) {
+        const ft_gk_req *q = &P.reqs[i];
+        if (t < q->T)
+            all += t == 0 ? q->items0 : q->steps[t].n_items;
+    }
+    int pair = all >= (P.pair_items ? (uint64_t)P.pair_items : nw);
     for (uint32_t i = 0; i < P.nreq; i++) {
         ft_gk_req *q = &P.reqs[i];
         /* The grid selection's histograms and counters of this step
@@ -380,11 +530,28 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t)
         if (t >= q->T)
             continue;
         uint32_t tot = t == 0 ? q->items0 : q->steps[t].n_items;
+        uint32_t units = pair ? (tot + 1u) >> 1 : tot;
         uint32_t first = (uint32_t)((gw + nw - (acc % nw)) % nw);
         uint32_t last = t + 1 == q->T;
-        for (uint32_t it = first; it < tot; it += nw)
-            gk_expand_item(P, q, t, it, last, !P.lazy);
-        acc += tot;
+        /* Once n results run, a terminal candidate must beat the worst
+         * of them: the others would land at n or later in the merge
+         * (gk_select_term, gk_spread_list), so the lists only hold
+         * candidates that can enter (and every rank among them, and
+         * every running result's place, stays what it was). */
+        uint64_t tcut = ~0ull;
+        if (FT_GK_TERM_CUT && t > 0 && units > first &&
+            q->steps[t - 1].n_run >= q->n)
+            tcut = ((const ft_gk_hit *)q->slot.run[(t & 1u) ^ 1u])[q->n - 1]
+                       .skey;
+        for (uint32_t un = first; un < units; un += nw) {
+            uint32_t it = pair ? 2u * un : un;
+            uint32_t done = gk_expand_item(P, q, t, it, tot, pair, last,
+                                           !P.lazy, tcut);
+            if (done < 1u + (uint32_t)pair && it + 1 < tot)
+                gk_expand_item(P, q, t, it + 1, tot, 0, last, !P.lazy,
+                               tcut);
+        }
+        acc += units;
     }
 }
 
@@ -617,7 +784,9 @@ __device__ __forceinline__ uint32_t gk_pow2(uint32_t x)
 /* gk_smem_narrow: of the m keys in sm.key / sm.idx (lim < m <= 4096),
  * keeps at most pow2(lim) that hold the best lim, compacted to the front
  * (radix passes over shared memory), and returns how many: the bitonic
- * sort after it then sorts ~lim keys instead of 4096. */
+ * sort after it then sorts ~lim keys instead of 4096.  ITEMS: sm.sp.items
+ * moves with them. */
+template <bool ITEMS>
 __device__ uint32_t gk_smem_narrow(gk_smem &sm, uint32_t m, uint32_t lim)
 {
     uint32_t tid = threadIdx.x;
@@ -675,12 +844,15 @@ __device__ uint32_t gk_smem_narrow(gk_smem &sm, uint32_t m, uint32_t lim)
     /* In place: every thread holds its (at most 8) entries first. */
     uint64_t kk[FT_GK_SORT_MAX / FT_GK_BLOCK];
     uint32_t ii[FT_GK_SORT_MAX / FT_GK_BLOCK];
+    uint32_t tt[ITEMS ? FT_GK_SORT_MAX / FT_GK_BLOCK : 1];
     uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
 #pragma unroll
     for (uint32_t u = 0; u < FT_GK_SORT_MAX / FT_GK_BLOCK; u++) {
         uint32_t i = tid + u * FT_GK_BLOCK;
         kk[u] = i < m ? sm.key[i] : ~0ull;
         ii[u] = i < m ? sm.idx[i] : 0u;
+        if (ITEMS)
+            tt[ITEMS ? u : 0] = i < m ? sm.sp.items[i] : 0u;
     }
     if (tid == 0)
         sm.count = 0;
@@ -693,6 +865,8 @@ __device__ uint32_t gk_smem_narrow(gk_smem &sm, uint32_t m, uint32_t lim)
         if (want) {
             sm.key[p] = kk[u];
             sm.idx[p] = ii[u];
+            if (ITEMS)
+                sm.sp.items[p] = tt[ITEMS ? u : 0];
         }
     }
     __syncthreads();
@@ -871,7 +1045,7 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
             sm.idx[i] = i;
         }
         __syncthreads();
-        nfull = gk_smem_narrow(sm, m, lim);
+        nfull = gk_smem_narrow<false>(sm, m, lim);
     }
     if (tid == 0)
         sm.count = 0;
@@ -1279,6 +1453,303 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
 #endif
 }
 
+/* ---- the selection spread over the grid (launches of few requests) ----
+ *
+ * With few requests one CTA per list leaves the grid idle while it sorts
+ * (~17 us a step at B = 1000, the sort alone 7.5).  Here every active list
+ * (request, next or terminal) gets every nl-th CTA of the grid instead.
+ * Each CTA of a list loads its keys (a long list's grid-selection
+ * survivors) into shared memory and narrows them to at most pow2(lim)
+ * that hold the best lim (gk_smem_narrow: the same set in every CTA, in
+ * another order); it then takes its share of the survivors (by a hash of
+ * their candidate index) and ranks each by counting: its rank is the
+ * number of survivors with a smaller key (keys are distinct), and a
+ * beam's first expansion item is the sum of the items of the survivors
+ * with a smaller key (the selected are the best, so these are exactly the
+ * beams before it).  No sort and no scan: every beam, result and history
+ * entry is written at its rank directly.  The terminal list merges into
+ * the running results the same way: a new entry of rank r lands at r +
+ * (running entries with a score key <= its own), a running entry i at i +
+ * min(x, survivors with a smaller score key) -- the survivors with a
+ * smaller score key are a prefix of the key order, so at most x of them
+ * are selected.  In the last step each result is backtraced where it is
+ * written.  Requires every list to fit shared memory and every next
+ * candidate's child range to be ready (P.spread: the host sets it for a
+ * launch that is not lazy and whose short lists hold at most
+ * FT_GK_LIST_MAX candidates). */
+
+/* Member g of G owns the survivors whose candidate index hashes to g: the
+ * best candidates of a step cluster in index (they are appended by the
+ * warps of the best beams), so a range of indexes would give one CTA
+ * most of the work. */
+__device__ __forceinline__ int gk_spread_owns(uint32_t c, uint32_t g,
+                                              uint32_t G)
+{
+    return (uint32_t)(((uint64_t)(c * 0x9e3779b1u) * G) >> 32) == g;
+}
+
+/* Ranks the survivors this CTA owns (gk_spread_owns) among the s
+ * survivors in sm.key: sm.sp.orank[o] for own entry o, and for a next list
+ * (items) sm.sp.ocs[o], the items of the survivors before it.  Returns how
+ * many it owns. */
+__device__ uint32_t gk_spread_rank(gk_smem &sm, uint32_t s, uint32_t g,
+                                   uint32_t G, int items)
+{
+    uint32_t tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    if (tid == 0)
+        sm.count = 0;
+    __syncthreads();
+    uint32_t sr = (s + 31u) & ~31u;
+    for (uint32_t p = tid; p < sr; p += blockDim.x) {
+        int want = p < s && gk_spread_owns(sm.idx[p], g, G);
+        uint32_t o = gk_append(&sm.count, want); /* whole warps */
+        if (want)
+            sm.sp.own[o] = (uint16_t)p;
+    }
+    __syncthreads();
+    uint32_t no = sm.count;
+    /* One warp an owned survivor, its lanes over all s. */
+    for (uint32_t o = warp; o < no; o += FT_GK_WARPS) {
+        uint64_t k = sm.key[sm.sp.own[o]];
+        uint32_t r = 0, c = 0;
+        for (uint32_t j = lane; j < s; j += 32u) {
+            int lt = sm.key[j] < k;
+            r += (uint32_t)lt;
+            if (items && lt)
+                c += sm.sp.items[j];
+        }
+        r = __reduce_add_sync(0xffffffffu, r);
+        if (items)
+            c = __reduce_add_sync(0xffffffffu, c);
+        if (lane == 0) {
+            sm.sp.orank[o] = (uint16_t)r;
+            sm.sp.ocs[o] = c;
+        }
+    }
+    __syncthreads();
+    return no;
+}
+
+/* Member g of G of the CTAs that select request q's list (0: next, 1:
+ * terminal) at step t. */
+__device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
+                               ft_gk_req *q, uint32_t t, uint32_t term,
+                               uint32_t g, uint32_t G)
+{
+    const ft_gk_slot &S = q->slot;
+    uint32_t tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    uint32_t lim = term ? q->n : q->B;
+    uint32_t m = gk_list_len(q, t, term);
+#ifdef FT_GK_PROFILE
+    uint64_t c0 = clock64();
+    int pc = g == 0 && P.nreq == 1;
+    if (pc && !term && threadIdx.x == 0)
+        gk_sub[t * 8 + 0] = c0;
+#endif
+    /* The source: the list, or a long list's survivors. */
+    const uint64_t *keys = term ? S.term_key : S.cand_key;
+    const uint32_t *si = NULL;
+    uint32_t ns = m;
+    if (gk_list_long(P, m, lim)) {
+        ns = __ldcg(&S.gsel[term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV]);
+        keys = S.surv_key + term * FT_GK_LIST_MAX;
+        si = S.surv_idx + term * FT_GK_LIST_MAX;
+    }
+    if (ns > FT_GK_SORT_MAX)
+        ns = FT_GK_SORT_MAX; /* cannot happen (P.spread; reported by
+                              * gk_grid_select for survivors) */
+    /* Terminal list: the running results' score keys go to shared memory
+     * too when they fit, their loads beside the list's. */
+    const ft_gk_hit *prev = (const ft_gk_hit *)S.run[(t & 1u) ^ 1u];
+    uint32_t nprev = term && t ? q->steps[t - 1].n_run : 0;
+    int staged = nprev <= FT_GK_SORT_MAX / 2;
+    if (term && staged)
+        for (uint32_t i = tid; i < nprev; i += blockDim.x)
+            sm.sp.pk[i] = prev[i].skey;
+    /* A next list's survivors carry their expansion items at step t + 1
+     * (the child range came from the expansion or the grid selection),
+     * gathered beside the keys. */
+#pragma unroll 4
+    for (uint32_t i = tid; i < ns; i += blockDim.x) {
+        uint32_t c = si ? si[i] : i;
+        sm.key[i] = keys[i];
+        sm.idx[i] = c;
+        if (!term)
+            sm.sp.items[i] =
+                ft_gk_items(t + 1, S.cand_cr[c].deg, S.cand_kcut[c]);
+    }
+    __syncthreads();
+    uint32_t s = term ? gk_smem_narrow<false>(sm, ns, lim)
+                      : gk_smem_narrow<true>(sm, ns, lim);
+    uint32_t x = s < lim ? s : lim;
+    if (!term) {
+#ifdef FT_GK_PROFILE
+        if (pc && threadIdx.x == 0)
+            gk_sub[t * 8 + 1] = clock64();
+#endif
+        uint32_t no = gk_spread_rank(sm, s, g, G, 1);
+#ifdef FT_GK_PROFILE
+        if (pc && threadIdx.x == 0)
+            gk_sub[t * 8 + 2] = gk_sub[t * 8 + 3] = gk_sub[t * 8 + 4] =
+                clock64();
+#endif
+        uint32_t t1 = t + 1;
+        for (uint32_t o = tid; o < no; o += blockDim.x) {
+            uint32_t r = sm.sp.orank[o];
+            if (r >= x)
+                continue;
+            uint32_t p = sm.sp.own[o], c = sm.idx[p];
+            uint64_t key = sm.key[p];
+            ft_child_range cr = S.cand_cr[c];
+            uint32_t kcut = S.cand_kcut[c];
+            S.beam_cr[r] = cr;
+            S.beam_kcut[r] = kcut;
+            S.beam_sigma[r] = ft_cand_sigma(key);
+            S.beam_cstart[r] = sm.sp.ocs[o];
+            S.hist[(size_t)t * S.bmax + r] = ft_hist_entry(key);
+            if (r + 1 == x) {
+                q->steps[t1].n_beam = x;
+                q->steps[t1].n_items = sm.sp.ocs[o] + sm.sp.items[p];
+            }
+        }
+#ifdef FT_GK_PROFILE
+        __syncthreads();
+        if (pc && threadIdx.x == 0)
+            gk_sub[t * 8 + 5] = clock64();
+#endif
+        return;
+    }
+    /* Terminal list. */
+    ft_gk_hit *dst = (ft_gk_hit *)S.run[t & 1u];
+    uint32_t nrun = nprev + x < q->n ? nprev + x : q->n;
+    double F = q->F[t + 1];
+    int last = t + 1 == q->T;
+    ft_gk_out_head *head = q->out;
+    ft_gk_out_hit *oh = (ft_gk_out_hit *)(head + 1);
+    uint32_t *otok = (uint32_t *)(oh + q->n);
+    const uint64_t *pk = sm.sp.pk;
+    uint32_t no = gk_spread_rank(sm, s, g, G, 0);
+    for (uint32_t o = tid; o < no; o += blockDim.x) {
+        uint32_t r = sm.sp.orank[o];
+        if (r >= x)
+            continue;
+        uint32_t p = sm.sp.own[o];
+        uint64_t key = sm.key[p];
+        float sigma = ft_cand_sigma(key);
+        double score = ft_score(sigma, F);
+        uint64_t skey = ft_score_key(score);
+        /* Earlier steps win ties: count prev entries with skey <= ours. */
+        uint32_t lo = 0, hi = nprev;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) >> 1;
+            if ((staged ? pk[mid] : prev[mid].skey) <= skey)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        uint32_t pos = r + lo;
+        if (pos >= q->n)
+            continue;
+        ft_gk_hit h;
+        h.skey = skey;
+        h.node = S.term_node[sm.idx[p]];
+        h.score = score;
+        h.sigma = sigma;
+        h.order = ft_order(t, ft_cand_rank(key), ft_cand_k(key));
+        dst[pos] = h;
+        if (last) {
+            ft_gk_out_hit oo;
+            oo.len = ft_backtrace(otok + (size_t)pos * q->T, h.order, S.hist,
+                                  S.bmax, q->tok, q->row);
+            oo.rank = gk_term_rank(P, h.node);
+            oo.score = h.score;
+            oo.sigma = h.sigma;
+            oo.order = h.order;
+            oo.pad_ = 0;
+            oh[pos] = oo;
+        }
+    }
+    __syncthreads();
+    /* The survivors' score keys, for this CTA's share of the running
+     * results: i lands at i + min(x, survivors with a smaller one). */
+    for (uint32_t j = tid; j < s; j += blockDim.x)
+        sm.key[j] = ft_score_key(ft_score(ft_cand_sigma(sm.key[j]), F));
+    __syncthreads();
+    uint32_t pa = (uint32_t)((uint64_t)nprev * g / G);
+    uint32_t pb = (uint32_t)((uint64_t)nprev * (g + 1) / G);
+    for (uint32_t i = pa + warp; i < pb; i += FT_GK_WARPS) {
+        uint64_t k = staged ? pk[i] : prev[i].skey;
+        uint32_t c = 0;
+        for (uint32_t j = lane; j < s; j += 32u)
+            c += (uint32_t)(sm.key[j] < k);
+        c = __reduce_add_sync(0xffffffffu, c);
+        if (lane == 0)
+            sm.sp.ocs[i - pa] = c < x ? c : x;
+    }
+    __syncthreads();
+    for (uint32_t i = pa + tid; i < pb; i += blockDim.x) {
+        uint32_t pos = i + sm.sp.ocs[i - pa];
+        if (pos >= q->n)
+            continue;
+        ft_gk_hit h = prev[i];
+        dst[pos] = h;
+        if (last) {
+            ft_gk_out_hit oo;
+            oo.len = ft_backtrace(otok + (size_t)pos * q->T, h.order, S.hist,
+                                  S.bmax, q->tok, q->row);
+            oo.rank = gk_term_rank(P, h.node);
+            oo.score = h.score;
+            oo.sigma = h.sigma;
+            oo.order = h.order;
+            oo.pad_ = 0;
+            oh[pos] = oo;
+        }
+    }
+    if (g == 0 && tid == 0) {
+        q->steps[t].n_run = nrun;
+        if (last) {
+            head->n = nrun;
+            head->err = q->steps[0].err;
+        }
+    }
+#ifdef FT_GK_PROFILE
+    if (pc && threadIdx.x == 0) {
+        gk_sub[t * 8 + 6] = clock64() - c0;
+        gk_sub[t * 8 + 7] = 0;
+    }
+#endif
+}
+
+/* Selection of step t with the lists spread over the grid (P.spread). */
+__device__ void gk_select_spread(const ft_gk_params &P, gk_smem &sm,
+                                 uint32_t t)
+{
+    uint32_t nl = 0;
+    for (uint32_t i = 0; i < P.nreq; i++) {
+        uint32_t T = P.reqs[i].T;
+        nl += (t < T) + (t + 1 < T);
+    }
+    if (nl == 0)
+        return;
+    /* Units: at least one per list, list u % nl, member u / nl. */
+    uint32_t W = gridDim.x > nl ? gridDim.x : nl;
+    for (uint32_t u = blockIdx.x; u < W; u += gridDim.x) {
+        uint32_t L = u % nl, g = u / nl, G = (W - L + nl - 1) / nl;
+        for (uint32_t i = 0; i < P.nreq; i++) {
+            ft_gk_req *q = &P.reqs[i];
+            uint32_t c = (t < q->T) + (t + 1 < q->T);
+            if (L < c) {
+                /* the next list first, then the terminal one */
+                uint32_t term = c == 1 || L == 1;
+                gk_spread_list(P, sm, q, t, term, g, G);
+                break;
+            }
+            L -= c;
+        }
+        __syncthreads();
+    }
+}
+
 /* ---- the kernel ------------------------------------------------------- */
 
 #ifdef FT_GK_PROFILE
@@ -1314,16 +1785,22 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
         if (blockIdx.x == 0 && threadIdx.x == 0)
             gk_sub_t = t;
 #endif
-        /* Selection: items (request, list) spread over the CTAs. */
-        for (uint32_t it = blockIdx.x; it < 2 * P.nreq; it += gridDim.x) {
-            ft_gk_req *q = &P.reqs[it >> 1];
-            if (t >= q->T)
-                continue;
-            if (it & 1u)
-                gk_select_term(P, sm, q, t);
-            else if (t + 1 < q->T)
-                gk_select_next(P, sm, q, t);
-            __syncthreads();
+        /* Selection: every list over many CTAs (few requests), or one
+         * CTA a list (items (request, list) spread over the CTAs). */
+        if (P.spread) {
+            gk_select_spread(P, sm, t);
+        } else {
+            for (uint32_t it = blockIdx.x; it < 2 * P.nreq;
+                 it += gridDim.x) {
+                ft_gk_req *q = &P.reqs[it >> 1];
+                if (t >= q->T)
+                    continue;
+                if (it & 1u)
+                    gk_select_term(P, sm, q, t);
+                else if (t + 1 < q->T)
+                    gk_select_next(P, sm, q, t);
+                __syncthreads();
+            }
         }
         GK_MARK(4 + 4 * t);
         if (t + 1 < tmax)
@@ -1485,7 +1962,8 @@ extern "C" int ft_gk_step_launch(const ft_gk_params *p,
     void *args[] = {&cp, &cx};
     return (int)cudaLaunchCooperativeKernel((const void *)ft_gk_step_kernel,
                                             dim3(grid), dim3(block), args,
-                                            smem, (cudaStream_t)stream);
+                                            gk_launch_smem(smem, 0),
+                                            (cudaStream_t)stream);
 }
 
 /* ---- the child table --------------------------------------------------- */
@@ -1668,5 +2146,6 @@ extern "C" int ft_gk_launch(const ft_gk_params *p, int grid, int block,
     void *args[] = {&copy};
     return (int)cudaLaunchCooperativeKernel((const void *)ft_gk_search,
                                             dim3(grid), dim3(block), args,
-                                            smem, (cudaStream_t)stream);
+                                            gk_launch_smem(smem, p->spread),
+                                            (cudaStream_t)stream);
 }

@@ -143,6 +143,7 @@ typedef struct gpu_engine {
     ft_gk_params sprm;
     uint32_t gsel_min;          /* lists longer than this: grid selection */
     int gsel_forced;            /* gsel_min came from the options */
+    uint32_t pair_items;        /* ft_engine_opts.expand_pair_items */
     uint32_t lazy_min;          /* batches this large compute child ranges
                                  * of the selected beams only */
     /* ft_engine_opts.timing: host-side phase timings of launches, per
@@ -649,6 +650,7 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
      * the length (tests force the grid path on small lists). */
     g->gsel_min = o->select_grid_min ? o->select_grid_min : FT_GK_LIST_MAX;
     g->gsel_forced = o->select_grid_min != 0;
+    g->pair_items = o->expand_pair_items;
     for (int i = 0; i < 4 && g->timing; i++)
         FT_CUDA_CHECK(cudaEventCreate(&g->ev[i]));
     size_t mem_free = 0, mem_total = 0;
@@ -819,12 +821,19 @@ static cudaError_t next_params(gpu_engine *g, ft_gk_params *prm, size_t n)
      * few thousand, a waste of the step's bandwidth for a million (the
      * grid selection computes its survivors' instead). */
     prm->eager_max = 8192;
+    /* A launch of few requests selects every list with many CTAs (no
+     * sort, no one CTA per list while the grid waits): it needs every
+     * short list in shared memory and every next candidate's child range
+     * ready, which a select_grid_min above FT_GK_LIST_MAX would break. */
+    prm->spread = !prm->lazy && prm->gsel_min <= FT_GK_LIST_MAX &&
+                  prm->eager_max >= FT_GK_LIST_MAX;
     prm->root_n = g->root_n;
     prm->root_map = g->d_root_map;
     prm->ctab = g->d_ctab;
     prm->cmap = g->d_cmap;
     prm->cmap_mask = g->cmap_mask;
     prm->cmap_min = g->cmap_min;
+    prm->pair_items = g->pair_items;
     return cudaSuccess;
 }
 

@@ -151,8 +151,12 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * limit, the survivors sorted by one CTA), which by default only
      * lists over 4096 candidates take, and every proposal of a beam is
      * looked up in the child map, which by default only nodes of 256 or
-     * more children are in. */
-    for (int e = 0; e < 3; e++) {
+     * more children are in, and every step's expansion items are taken
+     * two at a time, which by default only a step of at least one item
+     * per warp of the grid does.  Engine 3: no grid selection at all, which
+     * also turns the spread selection of launches of 1..3 requests off
+     * (every list then goes to one CTA, as in a lazy launch). */
+    for (int e = 0; e < 4; e++) {
         ft_engine_opts_init(&o);
         o.kind = FT_ENGINE_GPU;
         if (e == 1) {
@@ -163,7 +167,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         if (e == 2) {
             o.select_grid_min = 1;
             o.child_map_min = 1; /* every inner node's children mapped */
+            o.expand_pair_items = 1; /* every step's items in pairs */
         }
+        if (e == 3)
+            o.select_grid_min = UINT32_MAX;
         ft_engine *geng;
         FT_PASS(ft_engine_open(&geng, c.idx, &o, err, sizeof err));
         /* alone */
@@ -296,7 +303,7 @@ int main(int argc, char **argv)
     }
     unlink(path);
     printf("gpu_equal_test: ok, %llu cases, %llu GPU runs passed (alone and "
-           "in batches of 1..64, 3 engine configs), %llu checked against the "
+           "in batches of 1..64, 4 engine configs), %llu checked against the "
            "reference too, %llu CPU hits, %llu requests with a duplicate "
            "token refused in batches, %.1f s\n",
            (unsigned long long)n_cases, (unsigned long long)n_runs,

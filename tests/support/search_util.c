@@ -508,6 +508,7 @@ void su_gpu_opts(ft_engine_opts *o, int small)
         o->max_t = 8;
         o->select_grid_min = 1;
         o->child_map_min = 2;
+        o->expand_pair_items = 1;
     }
 }
 
