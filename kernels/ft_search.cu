@@ -1348,6 +1348,58 @@ __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
     gk_build_beams(P, sm, q, t, x, NULL);
 }
 
+/* ---- terminal entries, shared by both selections ------------------- */
+
+/* Running entries (sorted by score key) with a score key <= skey: where a
+ * new entry lands among them (earlier steps win ties).  pk: their keys in
+ * shared memory, or NULL to read them from prev. */
+__device__ __forceinline__ uint32_t gk_prev_le(const uint64_t *pk,
+                                               const ft_gk_hit *prev,
+                                               uint32_t nprev, uint64_t skey)
+{
+    uint32_t lo = 0, hi = nprev;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) >> 1;
+        if ((pk ? pk[mid] : prev[mid].skey) <= skey)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The kept entry of terminal candidate key (node u) at step t. */
+__device__ __forceinline__ ft_gk_hit gk_new_hit(uint64_t key, uint64_t u,
+                                                double score, uint32_t t)
+{
+    ft_gk_hit h;
+    h.skey = ft_score_key(score);
+    h.node = u;
+    h.score = score;
+    h.sigma = ft_cand_sigma(key);
+    h.order = ft_order(t, ft_cand_rank(key), ft_cand_k(key));
+    return h;
+}
+
+/* Writes result j of request q (its tokens backtraced through the
+ * history) to the output. */
+__device__ __forceinline__ void gk_write_result(const ft_gk_params &P,
+                                                ft_gk_req *q, uint32_t j,
+                                                const ft_gk_hit &h)
+{
+    ft_gk_out_hit *oh = (ft_gk_out_hit *)(q->out + 1);
+    uint32_t *otok = (uint32_t *)(oh + q->n);
+    ft_gk_out_hit o;
+    o.len = ft_backtrace(otok + (size_t)j * q->T, h.order, q->slot.hist,
+                         q->slot.bmax, q->tok, q->row);
+    o.rank = gk_term_rank(P, h.node);
+    o.score = h.score;
+    o.sigma = h.sigma;
+    o.order = h.order;
+    o.pad_ = 0;
+    oh[j] = o;
+}
+
 /* The terminal list: merge into the running best n; in the last step
  * write the results. */
 __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
@@ -1373,31 +1425,14 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
     __syncthreads();
     for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
         uint64_t key = sm.key[j];
-        float sigma = ft_cand_sigma(key);
-        double score = ft_score(sigma, F);
+        double score = ft_score(ft_cand_sigma(key), F);
         uint64_t skey = ft_score_key(score);
-        /* Earlier steps win ties: count prev entries with skey <= ours. */
-        uint32_t lo = 0, hi = nprev;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) >> 1;
-            if ((staged ? pk[mid] : prev[mid].skey) <= skey)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        uint32_t pos = j + gk_prev_le(staged ? pk : NULL, prev, nprev, skey);
         /* Only this thread reads sm.key[j]: it becomes the score key
          * the other side's searches need. */
         sm.key[j] = skey;
-        uint32_t pos = j + lo;
-        if (pos < q->n) {
-            ft_gk_hit h;
-            h.skey = skey;
-            h.node = S.term_node[sm.idx[j]];
-            h.score = score;
-            h.sigma = sigma;
-            h.order = ft_order(t, ft_cand_rank(key), ft_cand_k(key));
-            dst[pos] = h;
-        }
+        if (pos < q->n)
+            dst[pos] = gk_new_hit(key, S.term_node[sm.idx[j]], score, t);
     }
     __syncthreads();
     for (uint32_t i = threadIdx.x; i < nprev; i += blockDim.x) {
@@ -1428,21 +1463,8 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
     __syncthreads();
     /* Last step: backtrace and write the results. */
     ft_gk_out_head *head = q->out;
-    ft_gk_out_hit *oh = (ft_gk_out_hit *)(head + 1);
-    uint32_t *otok = (uint32_t *)(oh + q->n);
-    for (uint32_t j = threadIdx.x; j < nrun; j += blockDim.x) {
-        ft_gk_hit h = dst[j];
-        uint32_t len = ft_backtrace(otok + (size_t)j * q->T, h.order, S.hist,
-                                    S.bmax, q->tok, q->row);
-        ft_gk_out_hit o;
-        o.rank = gk_term_rank(P, h.node);
-        o.score = h.score;
-        o.sigma = h.sigma;
-        o.order = h.order;
-        o.len = len;
-        o.pad_ = 0;
-        oh[j] = o;
-    }
+    for (uint32_t j = threadIdx.x; j < nrun; j += blockDim.x)
+        gk_write_result(P, q, j, dst[j]);
     if (threadIdx.x == 0) {
         head->n = nrun;
         head->err = q->steps[0].err;
@@ -1624,9 +1646,6 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     uint32_t nrun = nprev + x < q->n ? nprev + x : q->n;
     double F = q->F[t + 1];
     int last = t + 1 == q->T;
-    ft_gk_out_head *head = q->out;
-    ft_gk_out_hit *oh = (ft_gk_out_hit *)(head + 1);
-    uint32_t *otok = (uint32_t *)(oh + q->n);
     const uint64_t *pk = sm.sp.pk;
     uint32_t no = gk_spread_rank(sm, s, g, G, 0);
     for (uint32_t o = tid; o < no; o += blockDim.x) {
@@ -1635,39 +1654,15 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
             continue;
         uint32_t p = sm.sp.own[o];
         uint64_t key = sm.key[p];
-        float sigma = ft_cand_sigma(key);
-        double score = ft_score(sigma, F);
-        uint64_t skey = ft_score_key(score);
-        /* Earlier steps win ties: count prev entries with skey <= ours. */
-        uint32_t lo = 0, hi = nprev;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) >> 1;
-            if ((staged ? pk[mid] : prev[mid].skey) <= skey)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        uint32_t pos = r + lo;
+        double score = ft_score(ft_cand_sigma(key), F);
+        uint32_t pos = r + gk_prev_le(staged ? pk : NULL, prev, nprev,
+                                      ft_score_key(score));
         if (pos >= q->n)
             continue;
-        ft_gk_hit h;
-        h.skey = skey;
-        h.node = S.term_node[sm.idx[p]];
-        h.score = score;
-        h.sigma = sigma;
-        h.order = ft_order(t, ft_cand_rank(key), ft_cand_k(key));
+        ft_gk_hit h = gk_new_hit(key, S.term_node[sm.idx[p]], score, t);
         dst[pos] = h;
-        if (last) {
-            ft_gk_out_hit oo;
-            oo.len = ft_backtrace(otok + (size_t)pos * q->T, h.order, S.hist,
-                                  S.bmax, q->tok, q->row);
-            oo.rank = gk_term_rank(P, h.node);
-            oo.score = h.score;
-            oo.sigma = h.sigma;
-            oo.order = h.order;
-            oo.pad_ = 0;
-            oh[pos] = oo;
-        }
+        if (last)
+            gk_write_result(P, q, pos, h);
     }
     __syncthreads();
     /* The survivors' score keys, for this CTA's share of the running
@@ -1693,23 +1688,14 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
             continue;
         ft_gk_hit h = prev[i];
         dst[pos] = h;
-        if (last) {
-            ft_gk_out_hit oo;
-            oo.len = ft_backtrace(otok + (size_t)pos * q->T, h.order, S.hist,
-                                  S.bmax, q->tok, q->row);
-            oo.rank = gk_term_rank(P, h.node);
-            oo.score = h.score;
-            oo.sigma = h.sigma;
-            oo.order = h.order;
-            oo.pad_ = 0;
-            oh[pos] = oo;
-        }
+        if (last)
+            gk_write_result(P, q, pos, h);
     }
     if (g == 0 && tid == 0) {
         q->steps[t].n_run = nrun;
         if (last) {
-            head->n = nrun;
-            head->err = q->steps[0].err;
+            q->out->n = nrun;
+            q->out->err = q->steps[0].err;
         }
     }
 #ifdef FT_GK_PROFILE
