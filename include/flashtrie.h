@@ -549,6 +549,12 @@ typedef struct ft_engine_opts {
                          * one item per warp of the grid, UINT32_MAX =
                          * never (tests use 1 to put every step through
                          * it). */
+    uint32_t mapped_input_max; /* GPU: a launch of 1..3 requests whose
+                         * input region (descriptors and proposal rows)
+                         * has at most this many bytes is read by the
+                         * kernel itself from pinned host memory, with no
+                         * copy before the launch; 0 = 1 MiB, UINT32_MAX
+                         * = never (always the copy). */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;

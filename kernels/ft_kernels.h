@@ -179,9 +179,15 @@ typedef struct ft_gk_params {
     uint32_t pair_items;    /* a step of at least this many expansion
                              * items takes them two at a time (0: one per
                              * warp of the grid) */
+    uint32_t in_n16;        /* with in_src: 16-byte words of the input */
+    uint32_t pad_;
+    const void *in_src;     /* NULL: the host copied the input region to
+                             * reqs; else the pinned host input region as
+                             * the device sees it (mapped): the kernel
+                             * copies in_n16 words of it to reqs first */
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 96,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 112,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange

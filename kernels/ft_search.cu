@@ -67,6 +67,15 @@ __device__ uint32_t gk_sub_t;
 #define FT_GK_WARPS (FT_GK_BLOCK / 32)
 #define FT_GK_SORT_MAX FT_GK_LIST_MAX
 #define FT_GK_GRID_LISTS 64u /* lists one round of the grid select takes */
+#ifndef FT_GK_BUCKETS
+#define FT_GK_BUCKETS 1 /* 0: next lists narrowed, then ranked by counting */
+#endif
+#ifndef FT_GK_BUCKET_MIN
+#define FT_GK_BUCKET_MIN 256u /* next lists this long rank by buckets */
+#endif
+#ifndef FT_GK_LOAD_U
+#define FT_GK_LOAD_U 4u /* list entries a thread loads at once (spread) */
+#endif
 #ifndef FT_GK_TERM_CUT
 #define FT_GK_TERM_CUT 1 /* 0: every terminal candidate is appended */
 #endif
@@ -82,10 +91,36 @@ struct gk_gstate {
                                 * round's lists laid end to end */
 };
 
+/* The counting ranks of gk_spread_rank and the terminal merge: owned
+ * survivors (their place in key), their ranks, their first items (next
+ * list) or the running results' shifts (terminal). */
+struct gk_rank_smem {
+    uint32_t ocs[FT_GK_SORT_MAX];
+    uint16_t own[FT_GK_SORT_MAX];
+    uint16_t orank[FT_GK_SORT_MAX];
+};
+
+/* A next list ranked by buckets (gk_spread_next): per bucket of a 10-bit
+ * digit its count, its first item and its first place (after the scan),
+ * the scatter's cursor, and the list's places grouped by bucket; the
+ * warps' key bounds. */
+#define GK_NB 1024u
+struct gk_bucket_smem {
+    uint32_t cnt[GK_NB];
+    uint32_t isum[GK_NB];
+    uint32_t st[GK_NB];
+    uint32_t cur[GK_NB];
+    uint16_t pos[FT_GK_SORT_MAX];
+    uint64_t wmin[FT_GK_WARPS], wmax[FT_GK_WARPS];
+    /* here, not beside gk_smem's scan: a launch that does not spread
+     * leaves sp out of its shared memory, and 4 KB less of it is 4 KB
+     * more L1 */
+    cub::BlockScan<uint64_t, FT_GK_BLOCK>::TempStorage scan64;
+};
+
 /* The spread selection's shared memory (gk_spread_list): survivors'
- * expansion items, owned survivors (their place in key), their ranks,
- * their first items (next list) or the running results' shifts
- * (terminal).  Last in gk_smem: a launch that does not spread (lazy, and
+ * expansion items (or the running results' score keys), then the
+ * counting ranks or the buckets.  Last in gk_smem: a launch that does not spread (lazy, and
  * the step kernel) leaves it out of its dynamic shared memory, which
  * leaves the SM that much more L1 (b = 32: 5-10% of the kernel). */
 struct gk_spread_smem {
@@ -93,9 +128,10 @@ struct gk_spread_smem {
         uint32_t items[FT_GK_SORT_MAX];
         uint64_t pk[FT_GK_SORT_MAX / 2]; /* terminal: running score keys */
     };
-    uint32_t ocs[FT_GK_SORT_MAX];
-    uint16_t own[FT_GK_SORT_MAX];
-    uint16_t orank[FT_GK_SORT_MAX];
+    union {
+        gk_rank_smem r;   /* gk_spread_rank and the terminal merge */
+        gk_bucket_smem b; /* gk_spread_next */
+    } u;
 };
 
 /* Shared memory of the selection phase. */
@@ -1143,13 +1179,14 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                 }
             }
         }
+        /* Mostly no list is long: one barrier says so, no scan. */
+        if (!__syncthreads_or(mine))
+            continue;
         uint32_t at;
         uint32_t n = gk_scan(sm, mine, &at);
         if (mine)
             sm.gs[at] = g;
         __syncthreads();
-        if (n == 0)
-            continue;
         for (uint32_t p = 0; p < FT_GK_GSEL_PASSES; p++) {
             uint32_t M = gk_end_to_end(sm, n, 1);
             if (M == 0)
@@ -1246,6 +1283,36 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
     }
 }
 
+/* What a selection reads of request q's list (0: next, 1: terminal) at
+ * step t: the list itself, or a long list's survivors of the grid
+ * selection (si: their candidate indexes).  n: at most 4096 survivors (an
+ * overflow is reported by gk_grid_select); a short list has at most
+ * select_grid_min keys (so at most 4096 in a spread launch). */
+struct gk_src {
+    const uint64_t *keys;
+    const uint32_t *si;
+    uint32_t n;
+};
+
+__device__ __forceinline__ gk_src gk_list_src(const ft_gk_params &P,
+                                              const ft_gk_req *q, uint32_t t,
+                                              uint32_t term, uint32_t lim)
+{
+    const ft_gk_slot &S = q->slot;
+    gk_src r;
+    r.n = gk_list_len(q, t, term);
+    r.keys = term ? S.term_key : S.cand_key;
+    r.si = NULL;
+    if (gk_list_long(P, r.n, lim)) {
+        r.n = __ldcg(&S.gsel[term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV]);
+        r.keys = S.surv_key + term * FT_GK_LIST_MAX;
+        r.si = S.surv_idx + term * FT_GK_LIST_MAX;
+        if (r.n > FT_GK_SORT_MAX)
+            r.n = FT_GK_SORT_MAX;
+    }
+    return r;
+}
+
 /* The best min(m, lim) of request q's list (0: next, 1: terminal) at step
  * t, sorted ascending in sm.key with their candidate indexes in sm.idx;
  * returns how many.  A long list is sorted from the grid selection's
@@ -1254,19 +1321,12 @@ __device__ uint32_t gk_select_list(const ft_gk_params &P, gk_smem &sm,
                                    ft_gk_req *q, uint32_t t, uint32_t term,
                                    uint32_t lim)
 {
-    const ft_gk_slot &S = q->slot;
-    uint32_t m = gk_list_len(q, t, term);
-    if (!gk_list_long(P, m, lim))
-        return gk_select_sorted(sm, term ? S.term_key : S.cand_key, m, lim);
-    uint32_t ns =
-        __ldcg(&S.gsel[term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV]);
-    if (ns > FT_GK_SORT_MAX)
-        ns = FT_GK_SORT_MAX; /* reported by gk_grid_select */
-    uint32_t x = gk_select_sorted(sm, S.surv_key + term * FT_GK_LIST_MAX, ns,
-                                  lim);
-    const uint32_t *si = S.surv_idx + term * FT_GK_LIST_MAX;
+    gk_src src = gk_list_src(P, q, t, term, lim);
+    uint32_t x = gk_select_sorted(sm, src.keys, src.n, lim);
+    if (src.si == NULL)
+        return x;
     for (uint32_t j = threadIdx.x; j < x; j += blockDim.x)
-        sm.idx[j] = si[sm.idx[j]];
+        sm.idx[j] = src.si[sm.idx[j]];
     __syncthreads();
     GK_SUB(3);
     return x;
@@ -1511,9 +1571,9 @@ __device__ __forceinline__ int gk_spread_owns(uint32_t c, uint32_t g,
 }
 
 /* Ranks the survivors this CTA owns (gk_spread_owns) among the s
- * survivors in sm.key: sm.sp.orank[o] for own entry o, and for a next list
- * (items) sm.sp.ocs[o], the items of the survivors before it.  Returns how
- * many it owns. */
+ * survivors in sm.key: sm.sp.u.r.orank[o] for own entry o, and for a next
+ * list (items) sm.sp.u.r.ocs[o], the items of the survivors before it.
+ * Returns how many it owns. */
 __device__ uint32_t gk_spread_rank(gk_smem &sm, uint32_t s, uint32_t g,
                                    uint32_t G, int items)
 {
@@ -1526,13 +1586,13 @@ __device__ uint32_t gk_spread_rank(gk_smem &sm, uint32_t s, uint32_t g,
         int want = p < s && gk_spread_owns(sm.idx[p], g, G);
         uint32_t o = gk_append(&sm.count, want); /* whole warps */
         if (want)
-            sm.sp.own[o] = (uint16_t)p;
+            sm.sp.u.r.own[o] = (uint16_t)p;
     }
     __syncthreads();
     uint32_t no = sm.count;
     /* One warp an owned survivor, its lanes over all s. */
     for (uint32_t o = warp; o < no; o += FT_GK_WARPS) {
-        uint64_t k = sm.key[sm.sp.own[o]];
+        uint64_t k = sm.key[sm.sp.u.r.own[o]];
         uint32_t r = 0, c = 0;
         for (uint32_t j = lane; j < s; j += 32u) {
             int lt = sm.key[j] < k;
@@ -1544,12 +1604,128 @@ __device__ uint32_t gk_spread_rank(gk_smem &sm, uint32_t s, uint32_t g,
         if (items)
             c = __reduce_add_sync(0xffffffffu, c);
         if (lane == 0) {
-            sm.sp.orank[o] = (uint16_t)r;
-            sm.sp.ocs[o] = c;
+            sm.sp.u.r.orank[o] = (uint16_t)r;
+            sm.sp.u.r.ocs[o] = c;
         }
     }
     __syncthreads();
     return no;
+}
+
+/* gk_spread_next: member g of G of the CTAs that select request q's next
+ * list of step t, its s keys in sm.key (their candidates in sm.idx, their
+ * items at step t + 1 in sm.sp.items, every warp's key bounds in
+ * sm.sp.u.b), keeping the best x.  A key's rank is the number of keys
+ * below it, its first item the items of those: every key shares the bits
+ * above the highest one in which the list's least and greatest key
+ * differ, so the 10-bit digit from there is monotone in the key; counted
+ * and scanned per bucket, the keys below one are those of the buckets
+ * before its own plus those below it in its own, which the warp ranking
+ * it counts (the keys are grouped by bucket first).  No narrowing, no
+ * pass over all s keys per ranked key. */
+__device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
+                               ft_gk_req *q, uint32_t t, uint32_t s,
+                               uint32_t x, uint32_t g, uint32_t G)
+{
+    const ft_gk_slot &S = q->slot;
+    gk_bucket_smem &B = sm.sp.u.b;
+    uint32_t tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    uint64_t mn = B.wmin[0], mx = B.wmax[0];
+    for (uint32_t w = 1; w < FT_GK_WARPS; w++) {
+        mn = B.wmin[w] < mn ? B.wmin[w] : mn;
+        mx = B.wmax[w] > mx ? B.wmax[w] : mx;
+    }
+    uint64_t diff = mn ^ mx;
+    uint32_t hb = diff ? 63u - (uint32_t)__clzll(diff) : 0u;
+    uint32_t sh = hb >= 9u ? hb - 9u : 0u;
+    for (uint32_t i = tid; i < s; i += blockDim.x) {
+        uint32_t b = (uint32_t)(sm.key[i] >> sh) & (GK_NB - 1u);
+        atomicAdd(&B.cnt[b], 1u);
+        atomicAdd(&B.isum[b], sm.sp.items[i]);
+    }
+    __syncthreads();
+    {
+        /* count << 32 | items per bucket: one scan for both (a step's
+         * items fit 32 bits, n_items) */
+        uint64_t v[GK_NB / FT_GK_BLOCK], e[GK_NB / FT_GK_BLOCK];
+#pragma unroll
+        for (uint32_t j = 0; j < GK_NB / FT_GK_BLOCK; j++) {
+            uint32_t b = tid * (GK_NB / FT_GK_BLOCK) + j;
+            v[j] = (uint64_t)B.cnt[b] << 32 | B.isum[b];
+        }
+        cub::BlockScan<uint64_t, FT_GK_BLOCK>(B.scan64).ExclusiveSum(v, e);
+#pragma unroll
+        for (uint32_t j = 0; j < GK_NB / FT_GK_BLOCK; j++) {
+            uint32_t b = tid * (GK_NB / FT_GK_BLOCK) + j;
+            B.st[b] = B.cur[b] = (uint32_t)(e[j] >> 32);
+            B.isum[b] = (uint32_t)e[j];
+        }
+    }
+    __syncthreads();
+    /* Grouped by bucket: only buckets that start below x (the others'
+     * keys all rank x or later, and none is counted for a kept one). */
+    for (uint32_t i = tid; i < s; i += blockDim.x) {
+        uint32_t b = (uint32_t)(sm.key[i] >> sh) & (GK_NB - 1u);
+        if (B.st[b] < x)
+            B.pos[atomicAdd(&B.cur[b], 1u)] = (uint16_t)i;
+    }
+    __syncthreads();
+#ifdef FT_GK_PROFILE
+    if (g == 0 && P.nreq == 1 && threadIdx.x == 0)
+        gk_sub[t * 8 + 1] = clock64();
+#endif
+    /* A warp takes 32 places at a time and ranks the ones this CTA owns
+     * in buckets that start below x, one after the other, all lanes over
+     * the key's bucket; each owner lane then writes its beam. */
+    uint32_t t1 = t + 1;
+    uint32_t sr = (s + 31u) & ~31u;
+    for (uint32_t p0 = warp * 32u; p0 < sr; p0 += FT_GK_BLOCK) {
+        uint32_t p = p0 + lane;
+        int own = p < s &&
+                  B.st[(uint32_t)(sm.key[p] >> sh) & (GK_NB - 1u)] < x &&
+                  gk_spread_owns(sm.idx[p], g, G);
+        uint32_t bal = __ballot_sync(0xffffffffu, own);
+        uint32_t myr = 0, myc = 0;
+        while (bal) {
+            uint32_t l = (uint32_t)__ffs(bal) - 1u;
+            bal &= bal - 1u;
+            uint64_t k = sm.key[p0 + l];
+            uint32_t b = (uint32_t)(k >> sh) & (GK_NB - 1u);
+            uint32_t lo = B.st[b], end = lo + B.cnt[b];
+            uint32_t r = 0, c = 0;
+            for (uint32_t j = lo + lane; j < end; j += 32u) {
+                uint32_t o = B.pos[j];
+                if (sm.key[o] < k) {
+                    r++;
+                    c += sm.sp.items[o];
+                }
+            }
+            r = __reduce_add_sync(0xffffffffu, r);
+            c = __reduce_add_sync(0xffffffffu, c);
+            if (lane == l) {
+                myr = lo + r;
+                myc = B.isum[b] + c;
+            }
+        }
+        if (own && myr < x) {
+            uint32_t c = sm.idx[p];
+            uint64_t key = sm.key[p];
+            S.beam_cr[myr] = S.cand_cr[c];
+            S.beam_kcut[myr] = S.cand_kcut[c];
+            S.beam_sigma[myr] = ft_cand_sigma(key);
+            S.beam_cstart[myr] = myc;
+            S.hist[(size_t)t * S.bmax + myr] = ft_hist_entry(key);
+            if (myr + 1 == x) {
+                q->steps[t1].n_beam = x;
+                q->steps[t1].n_items = myc + sm.sp.items[p];
+            }
+        }
+    }
+#ifdef FT_GK_PROFILE
+    if (g == 0 && P.nreq == 1 && threadIdx.x == 0)
+        gk_sub[t * 8 + 2] = gk_sub[t * 8 + 3] = gk_sub[t * 8 + 4] =
+            clock64();
+#endif
 }
 
 /* Member g of G of the CTAs that select request q's list (0: next, 1:
@@ -1561,25 +1737,18 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     const ft_gk_slot &S = q->slot;
     uint32_t tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     uint32_t lim = term ? q->n : q->B;
-    uint32_t m = gk_list_len(q, t, term);
 #ifdef FT_GK_PROFILE
     uint64_t c0 = clock64();
     int pc = g == 0 && P.nreq == 1;
     if (pc && !term && threadIdx.x == 0)
         gk_sub[t * 8 + 0] = c0;
 #endif
-    /* The source: the list, or a long list's survivors. */
-    const uint64_t *keys = term ? S.term_key : S.cand_key;
-    const uint32_t *si = NULL;
-    uint32_t ns = m;
-    if (gk_list_long(P, m, lim)) {
-        ns = __ldcg(&S.gsel[term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV]);
-        keys = S.surv_key + term * FT_GK_LIST_MAX;
-        si = S.surv_idx + term * FT_GK_LIST_MAX;
-    }
-    if (ns > FT_GK_SORT_MAX)
-        ns = FT_GK_SORT_MAX; /* cannot happen (P.spread; reported by
-                              * gk_grid_select for survivors) */
+    /* The source: the list, or a long list's survivors (P.spread: a
+     * short list is within FT_GK_LIST_MAX). */
+    gk_src src = gk_list_src(P, q, t, term, lim);
+    const uint64_t *keys = src.keys;
+    const uint32_t *si = src.si;
+    uint32_t ns = src.n < FT_GK_SORT_MAX ? src.n : FT_GK_SORT_MAX;
     /* Terminal list: the running results' score keys go to shared memory
      * too when they fit, their loads beside the list's. */
     const ft_gk_hit *prev = (const ft_gk_hit *)S.run[(t & 1u) ^ 1u];
@@ -1591,16 +1760,67 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     /* A next list's survivors carry their expansion items at step t + 1
      * (the child range came from the expansion or the grid selection),
      * gathered beside the keys. */
-#pragma unroll 4
-    for (uint32_t i = tid; i < ns; i += blockDim.x) {
-        uint32_t c = si ? si[i] : i;
-        sm.key[i] = keys[i];
-        sm.idx[i] = c;
+    int bk = !term && FT_GK_BUCKETS && ns > FT_GK_BUCKET_MIN;
+    uint64_t mn = ~0ull, mx = 0;
+    if (bk) /* the bucket counts start at 0 */
+        for (uint32_t b = tid; b < GK_NB; b += blockDim.x) {
+            sm.sp.u.b.cnt[b] = 0;
+            sm.sp.u.b.isum[b] = 0;
+        }
+    /* FT_GK_LOAD_U entries a thread in flight at once (L2 round trips,
+     * not bandwidth, bound this). */
+    const uint32_t U = FT_GK_LOAD_U;
+    for (uint32_t i0 = tid; i0 < ns; i0 += U * blockDim.x) {
+        uint32_t c[U], kc[U];
+        uint64_t k[U], deg[U];
+#pragma unroll
+        for (uint32_t u = 0; u < U; u++) {
+            uint32_t i = i0 + u * blockDim.x;
+            c[u] = i < ns ? (si ? si[i] : i) : 0u;
+            k[u] = i < ns ? keys[i] : 0ull;
+        }
         if (!term)
-            sm.sp.items[i] =
-                ft_gk_items(t + 1, S.cand_cr[c].deg, S.cand_kcut[c]);
+#pragma unroll
+            for (uint32_t u = 0; u < U; u++) {
+                uint32_t i = i0 + u * blockDim.x;
+                deg[u] = i < ns ? S.cand_cr[c[u]].deg : 0ull;
+                kc[u] = i < ns ? S.cand_kcut[c[u]] : 0u;
+            }
+#pragma unroll
+        for (uint32_t u = 0; u < U; u++) {
+            uint32_t i = i0 + u * blockDim.x;
+            if (i >= ns)
+                break;
+            sm.key[i] = k[u];
+            sm.idx[i] = c[u];
+            mn = k[u] < mn ? k[u] : mn;
+            mx = k[u] > mx ? k[u] : mx;
+            if (!term)
+                sm.sp.items[i] = ft_gk_items(t + 1, deg[u], kc[u]);
+        }
+    }
+    if (bk) {
+        for (int o = 16; o > 0; o >>= 1) {
+            uint64_t a = __shfl_xor_sync(0xffffffffu, mn, o);
+            uint64_t b = __shfl_xor_sync(0xffffffffu, mx, o);
+            mn = a < mn ? a : mn;
+            mx = b > mx ? b : mx;
+        }
+        if (lane == 0) {
+            sm.sp.u.b.wmin[warp] = mn;
+            sm.sp.u.b.wmax[warp] = mx;
+        }
     }
     __syncthreads();
+    if (bk) {
+        gk_spread_next(P, sm, q, t, ns, ns < lim ? ns : lim, g, G);
+#ifdef FT_GK_PROFILE
+        __syncthreads();
+        if (pc && threadIdx.x == 0)
+            gk_sub[t * 8 + 5] = clock64();
+#endif
+        return;
+    }
     uint32_t s = term ? gk_smem_narrow<false>(sm, ns, lim)
                       : gk_smem_narrow<true>(sm, ns, lim);
     uint32_t x = s < lim ? s : lim;
@@ -1617,21 +1837,21 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
 #endif
         uint32_t t1 = t + 1;
         for (uint32_t o = tid; o < no; o += blockDim.x) {
-            uint32_t r = sm.sp.orank[o];
+            uint32_t r = sm.sp.u.r.orank[o];
             if (r >= x)
                 continue;
-            uint32_t p = sm.sp.own[o], c = sm.idx[p];
+            uint32_t p = sm.sp.u.r.own[o], c = sm.idx[p];
             uint64_t key = sm.key[p];
             ft_child_range cr = S.cand_cr[c];
             uint32_t kcut = S.cand_kcut[c];
             S.beam_cr[r] = cr;
             S.beam_kcut[r] = kcut;
             S.beam_sigma[r] = ft_cand_sigma(key);
-            S.beam_cstart[r] = sm.sp.ocs[o];
+            S.beam_cstart[r] = sm.sp.u.r.ocs[o];
             S.hist[(size_t)t * S.bmax + r] = ft_hist_entry(key);
             if (r + 1 == x) {
                 q->steps[t1].n_beam = x;
-                q->steps[t1].n_items = sm.sp.ocs[o] + sm.sp.items[p];
+                q->steps[t1].n_items = sm.sp.u.r.ocs[o] + sm.sp.items[p];
             }
         }
 #ifdef FT_GK_PROFILE
@@ -1649,10 +1869,10 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     const uint64_t *pk = sm.sp.pk;
     uint32_t no = gk_spread_rank(sm, s, g, G, 0);
     for (uint32_t o = tid; o < no; o += blockDim.x) {
-        uint32_t r = sm.sp.orank[o];
+        uint32_t r = sm.sp.u.r.orank[o];
         if (r >= x)
             continue;
-        uint32_t p = sm.sp.own[o];
+        uint32_t p = sm.sp.u.r.own[o];
         uint64_t key = sm.key[p];
         double score = ft_score(ft_cand_sigma(key), F);
         uint32_t pos = r + gk_prev_le(staged ? pk : NULL, prev, nprev,
@@ -1679,11 +1899,11 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
             c += (uint32_t)(sm.key[j] < k);
         c = __reduce_add_sync(0xffffffffu, c);
         if (lane == 0)
-            sm.sp.ocs[i - pa] = c < x ? c : x;
+            sm.sp.u.r.ocs[i - pa] = c < x ? c : x;
     }
     __syncthreads();
     for (uint32_t i = pa + tid; i < pb; i += blockDim.x) {
-        uint32_t pos = i + sm.sp.ocs[i - pa];
+        uint32_t pos = i + sm.sp.u.r.ocs[i - pa];
         if (pos >= q->n)
             continue;
         ft_gk_hit h = prev[i];
@@ -1748,12 +1968,30 @@ __device__ void gk_select_spread(const ft_gk_params &P, gk_smem &sm,
 #define GK_MARK(i) ((void)0)
 #endif
 
+/* Two instances: SPREAD for launches of 1..3 requests (P.spread, the
+ * selection spread over the grid), the other for lazy launches and for
+ * launches with the spread selection off.  Each gets its own register
+ * allocation: the spread selection's code does not weigh on the batch
+ * kernel's expansion, nor the one-CTA selection on the latency kernel. */
+template <bool SPREAD>
 __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     ft_gk_search(const ft_gk_params P)
 {
     extern __shared__ __align__(16) unsigned char gk_raw[];
     gk_smem &sm = *reinterpret_cast<gk_smem *>(gk_raw);
     cg::grid_group grid = cg::this_grid();
+    if (P.in_src) {
+        /* The input region from mapped host memory: one PCIe round trip
+         * spread over the grid and one barrier instead of a copy that the
+         * launch waits for (and its API call). */
+        const uint4 *src = (const uint4 *)P.in_src;
+        uint4 *dst = (uint4 *)P.reqs;
+        uint32_t n = P.in_n16, stride = gridDim.x * blockDim.x;
+        for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+             i += stride)
+            dst[i] = __ldcv(src + i); /* never a stale line */
+        grid.sync();
+    }
     uint32_t tmax = 0;
     for (uint32_t i = 0; i < P.nreq; i++)
         tmax = P.reqs[i].T > tmax ? P.reqs[i].T : tmax;
@@ -1773,7 +2011,7 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
 #endif
         /* Selection: every list over many CTAs (few requests), or one
          * CTA a list (items (request, list) spread over the CTAs). */
-        if (P.spread) {
+        if (SPREAD) {
             gk_select_spread(P, sm, t);
         } else {
             for (uint32_t it = blockIdx.x; it < 2 * P.nreq;
@@ -2122,7 +2360,15 @@ extern "C" int ft_gk_prof_sub(uint64_t *out, size_t n)
 
 extern "C" int ft_gk_config(int *grid, int *block, size_t *smem)
 {
-    return gk_config_of((const void *)ft_gk_search, grid, block, smem);
+    int g2 = 0, b2 = 0;
+    size_t s2 = 0;
+    int e = gk_config_of((const void *)ft_gk_search<false>, grid, block,
+                         smem);
+    if (e == 0)
+        e = gk_config_of((const void *)ft_gk_search<true>, &g2, &b2, &s2);
+    if (e == 0 && g2 < *grid)
+        *grid = g2; /* a grid both instances hold at once */
+    return e;
 }
 
 extern "C" int ft_gk_launch(const ft_gk_params *p, int grid, int block,
@@ -2130,8 +2376,9 @@ extern "C" int ft_gk_launch(const ft_gk_params *p, int grid, int block,
 {
     ft_gk_params copy = *p;
     void *args[] = {&copy};
-    return (int)cudaLaunchCooperativeKernel((const void *)ft_gk_search,
-                                            dim3(grid), dim3(block), args,
+    const void *fn = p->spread ? (const void *)ft_gk_search<true>
+                               : (const void *)ft_gk_search<false>;
+    return (int)cudaLaunchCooperativeKernel(fn, dim3(grid), dim3(block), args,
                                             gk_launch_smem(smem, p->spread),
                                             (cudaStream_t)stream);
 }

@@ -104,7 +104,9 @@ typedef struct gpu_engine {
     gpu_slot *slots;            /* nslots (+1 big slot) */
     int has_big;
     unsigned char *h_in, *d_in; /* pinned / device input region */
+    unsigned char *hd_in; /* h_in as the device sees it, or NULL */
     size_t in_cap;
+    size_t mapped_in_max; /* mapped_input_max in bytes (0: never) */
     unsigned char *h_out, *d_out;
     unsigned char *hd_out; /* h_out as the device sees it: the kernels write
                             * results straight to the host (no copy out);
@@ -627,6 +629,14 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         (void)cudaGetLastError();
         g->hd_out = NULL;
     }
+    if (cudaHostGetDevicePointer((void **)&g->hd_in, g->h_in, 0) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        g->hd_in = NULL;
+    }
+    g->mapped_in_max = o->mapped_input_max == UINT32_MAX ? 0
+                       : o->mapped_input_max ? o->mapped_input_max
+                                             : ((size_t)1 << 20);
     /* Exchange lists for one shard; recv grows with the group's shard
      * count (at a step_begin, never per request). */
     g->send_cap = (size_t)g->nslots * g->bmax;
@@ -916,10 +926,16 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     cudaError_t e;
     if (timing)
         cudaEventRecord(g->ev[0], g->stream);
-    e = cudaMemcpyAsync(g->d_in, g->h_in, in_off, cudaMemcpyHostToDevice,
-                        g->stream);
-    if (e != cudaSuccess)
-        goto cuda_fail_e;
+    if (!prm.lazy && g->hd_in && in_off <= g->mapped_in_max) {
+        /* A latency launch: the kernel reads the input itself. */
+        prm.in_src = g->hd_in;
+        prm.in_n16 = (uint32_t)(in_off / 16);
+    } else {
+        e = cudaMemcpyAsync(g->d_in, g->h_in, in_off,
+                            cudaMemcpyHostToDevice, g->stream);
+        if (e != cudaSuccess)
+            goto cuda_fail_e;
+    }
     if (timing)
         cudaEventRecord(g->ev[1], g->stream);
     e = (cudaError_t)ft_gk_launch(&prm, g->grid, g->block, g->smem,
@@ -1177,6 +1193,7 @@ static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
         g->sreq[i] = reqs[i];
     }
     cudaError_t e = next_params(g, &g->sprm, n);
+    g->sprm.spread = 0; /* the step kernel selects one CTA a list */
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(g->d_in, g->h_in, in_off, cudaMemcpyHostToDevice,
                             g->stream);

@@ -155,7 +155,9 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * two at a time, which by default only a step of at least one item
      * per warp of the grid does.  Engine 3: no grid selection at all, which
      * also turns the spread selection of launches of 1..3 requests off
-     * (every list then goes to one CTA, as in a lazy launch). */
+     * (every list then goes to one CTA, as in a lazy launch), and the
+     * input always copied to the device before the launch (the others
+     * have launches of 1..3 requests read it from mapped host memory). */
     for (int e = 0; e < 4; e++) {
         ft_engine_opts_init(&o);
         o.kind = FT_ENGINE_GPU;
@@ -169,8 +171,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             o.child_map_min = 1; /* every inner node's children mapped */
             o.expand_pair_items = 1; /* every step's items in pairs */
         }
-        if (e == 3)
+        if (e == 3) {
             o.select_grid_min = UINT32_MAX;
+            o.mapped_input_max = UINT32_MAX; /* the input copied in */
+        }
         ft_engine *geng;
         FT_PASS(ft_engine_open(&geng, c.idx, &o, err, sizeof err));
         /* alone */
