@@ -817,6 +817,18 @@ __device__ __forceinline__ uint32_t gk_pow2(uint32_t x)
     return p;
 }
 
+/* The warp's least and greatest of every lane's mn and mx, in every
+ * lane. */
+__device__ __forceinline__ void gk_warp_minmax(uint64_t &mn, uint64_t &mx)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        uint64_t a = __shfl_xor_sync(0xffffffffu, mn, o);
+        uint64_t b = __shfl_xor_sync(0xffffffffu, mx, o);
+        mn = a < mn ? a : mn;
+        mx = b > mx ? b : mx;
+    }
+}
+
 /* gk_smem_narrow: of the m keys in sm.key / sm.idx (lim < m <= 4096),
  * keeps at most pow2(lim) that hold the best lim, compacted to the front
  * (radix passes over shared memory), and returns how many: the bitonic
@@ -835,12 +847,7 @@ __device__ uint32_t gk_smem_narrow(gk_smem &sm, uint32_t m, uint32_t lim)
         mn = k < mn ? k : mn;
         mx = k > mx ? k : mx;
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        uint64_t a = __shfl_xor_sync(0xffffffffu, mn, o);
-        uint64_t b = __shfl_xor_sync(0xffffffffu, mx, o);
-        mn = a < mn ? a : mn;
-        mx = b > mx ? b : mx;
-    }
+    gk_warp_minmax(mn, mx);
     if (tid == 0) {
         sm.kmin = ~0ull;
         sm.kmax = 0;
@@ -1800,12 +1807,7 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
         }
     }
     if (bk) {
-        for (int o = 16; o > 0; o >>= 1) {
-            uint64_t a = __shfl_xor_sync(0xffffffffu, mn, o);
-            uint64_t b = __shfl_xor_sync(0xffffffffu, mx, o);
-            mn = a < mn ? a : mn;
-            mx = b > mx ? b : mx;
-        }
+        gk_warp_minmax(mn, mx);
         if (lane == 0) {
             sm.sp.u.b.wmin[warp] = mn;
             sm.sp.u.b.wmax[warp] = mx;
