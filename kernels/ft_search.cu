@@ -120,9 +120,10 @@ struct gk_bucket_smem {
 
 /* The spread selection's shared memory (gk_spread_list): survivors'
  * expansion items (or the running results' score keys), then the
- * counting ranks or the buckets.  Last in gk_smem: a launch that does not spread (lazy, and
- * the step kernel) leaves it out of its dynamic shared memory, which
- * leaves the SM that much more L1 (b = 32: 5-10% of the kernel). */
+ * counting ranks or the buckets.  Last in gk_smem: a launch that does
+ * not spread (lazy, and the step kernel) leaves it out of its dynamic
+ * shared memory, which leaves the SM that much more L1 (b = 32: 5-10% of
+ * the kernel). */
 struct gk_spread_smem {
     union {
         uint32_t items[FT_GK_SORT_MAX];
@@ -224,6 +225,24 @@ __device__ __forceinline__ uint64_t gk_cmap_hash(uint64_t k)
     return k;
 }
 
+/* The child map's probe for key from entry h, already loaded as e (the
+ * expansion issues every lane's first loads together): the child of
+ * first's range it maps to, or FT_NONE. */
+__device__ __forceinline__ uint64_t gk_cmap_probe(const ulonglong2 *E,
+                                                  uint64_t mask, uint64_t key,
+                                                  uint64_t h, ulonglong2 e,
+                                                  uint64_t first)
+{
+    for (;;) {
+        if (e.x == key)
+            return first + e.y;
+        if (e.x == ~0ull)
+            return FT_NONE;
+        h = (h + 1) & mask;
+        e = __ldg(E + h);
+    }
+}
+
 /* The child of the range labelled tok through the map (the range's node
  * has at least cmap_min children), or FT_NONE: one 16-byte load for the
  * usual first probe. */
@@ -234,14 +253,8 @@ __device__ __forceinline__ uint64_t gk_cmap_find(const uint64_t *M,
 {
     uint64_t key = (cr.first << 32) | tok;
     uint64_t h = gk_cmap_hash(key) & mask;
-    for (;;) {
-        ulonglong2 e = __ldg(reinterpret_cast<const ulonglong2 *>(M) + h);
-        if (e.x == key)
-            return cr.first + e.y;
-        if (e.x == ~0ull)
-            return FT_NONE;
-        h = (h + 1) & mask;
-    }
+    const ulonglong2 *E = reinterpret_cast<const ulonglong2 *>(M);
+    return gk_cmap_probe(E, mask, key, h, __ldg(E + h), cr.first);
 }
 
 /* A list the whole grid narrows before its CTA sorts the survivors. */
@@ -445,20 +458,10 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                     e[v] = __ldg(M + h[v]);
             }
 #pragma unroll
-            for (uint32_t v = 0; v < U; v++) {
-                if (k[v] >= kcut)
-                    continue;
-                for (;;) {
-                    if (e[v].x == key[v]) {
-                        u[v] = cr.first + e[v].y;
-                        break;
-                    }
-                    if (e[v].x == ~0ull)
-                        break;
-                    h[v] = (h[v] + 1) & P.cmap_mask;
-                    e[v] = __ldg(M + h[v]);
-                }
-            }
+            for (uint32_t v = 0; v < U; v++)
+                if (k[v] < kcut)
+                    u[v] = gk_cmap_probe(M, P.cmap_mask, key[v], h[v], e[v],
+                                         cr.first);
         } else {
 #pragma unroll
             for (uint32_t v = 0; v < U; v++)
@@ -514,7 +517,8 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     int ea[FT_GK_LANE_PROPS];
 #pragma unroll
     for (uint32_t v = 0; v < U; v++) {
-        ea[v] = nxt[v] && posn[v] < S.cap_cand && eager && gk_eager(P, posn[v]);
+        ea[v] = nxt[v] && posn[v] < S.cap_cand && eager &&
+                gk_eager(P, posn[v]);
         if (ea[v])
             ncr[v] = gk_children(P, u[v]);
     }
@@ -1548,15 +1552,17 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
  * (~17 us a step at B = 1000, the sort alone 7.5).  Here every active list
  * (request, next or terminal) gets every nl-th CTA of the grid instead.
  * Each CTA of a list loads its keys (a long list's grid-selection
- * survivors) into shared memory and narrows them to at most pow2(lim)
- * that hold the best lim (gk_smem_narrow: the same set in every CTA, in
- * another order); it then takes its share of the survivors (by a hash of
- * their candidate index) and ranks each by counting: its rank is the
- * number of survivors with a smaller key (keys are distinct), and a
- * beam's first expansion item is the sum of the items of the survivors
- * with a smaller key (the selected are the best, so these are exactly the
- * beams before it).  No sort and no scan: every beam, result and history
- * entry is written at its rank directly.  The terminal list merges into
+ * survivors) into shared memory and takes its share of them (by a hash of
+ * their candidate index).  A next list of more than FT_GK_BUCKET_MIN
+ * keys ranks its share by buckets (gk_spread_next); a terminal list, or a
+ * short next list, is first narrowed to at most pow2(lim) keys that hold
+ * the best lim (gk_smem_narrow: the same set in every CTA, in another
+ * order) and ranks each by counting (gk_spread_rank).  Either way a key's
+ * rank is the number of keys below it (keys are distinct), and a beam's
+ * first expansion item is the sum of the items of the keys below it (the
+ * selected are the best, so these are exactly the beams before it).  No
+ * sort: every beam, result and history entry is written at its rank
+ * directly.  The terminal list merges into
  * the running results the same way: a new entry of rank r lands at r +
  * (running entries with a score key <= its own), a running entry i at i +
  * min(x, survivors with a smaller score key) -- the survivors with a
@@ -1619,6 +1625,29 @@ __device__ uint32_t gk_spread_rank(gk_smem &sm, uint32_t s, uint32_t g,
     return no;
 }
 
+/* Beam r (of x) of step t + 1 from the next candidate at place p of the
+ * spread selection's shared memory, its first expansion item cs: child
+ * range and cut (from the expansion or the grid selection), sigma, the
+ * history entry; the last beam also sets the step's counts. */
+__device__ __forceinline__ void gk_spread_beam(const gk_smem &sm,
+                                               ft_gk_req *q, uint32_t t,
+                                               uint32_t p, uint32_t r,
+                                               uint32_t x, uint32_t cs)
+{
+    const ft_gk_slot &S = q->slot;
+    uint32_t c = sm.idx[p];
+    uint64_t key = sm.key[p];
+    S.beam_cr[r] = S.cand_cr[c];
+    S.beam_kcut[r] = S.cand_kcut[c];
+    S.beam_sigma[r] = ft_cand_sigma(key);
+    S.beam_cstart[r] = cs;
+    S.hist[(size_t)t * S.bmax + r] = ft_hist_entry(key);
+    if (r + 1 == x) {
+        q->steps[t + 1].n_beam = x;
+        q->steps[t + 1].n_items = cs + sm.sp.items[p];
+    }
+}
+
 /* gk_spread_next: member g of G of the CTAs that select request q's next
  * list of step t, its s keys in sm.key (their candidates in sm.idx, their
  * items at step t + 1 in sm.sp.items, every warp's key bounds in
@@ -1634,7 +1663,6 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
                                ft_gk_req *q, uint32_t t, uint32_t s,
                                uint32_t x, uint32_t g, uint32_t G)
 {
-    const ft_gk_slot &S = q->slot;
     gk_bucket_smem &B = sm.sp.u.b;
     uint32_t tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     uint64_t mn = B.wmin[0], mx = B.wmax[0];
@@ -1684,7 +1712,6 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
     /* A warp takes 32 places at a time and ranks the ones this CTA owns
      * in buckets that start below x, one after the other, all lanes over
      * the key's bucket; each owner lane then writes its beam. */
-    uint32_t t1 = t + 1;
     uint32_t sr = (s + 31u) & ~31u;
     for (uint32_t p0 = warp * 32u; p0 < sr; p0 += FT_GK_BLOCK) {
         uint32_t p = p0 + lane;
@@ -1714,24 +1741,26 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
                 myc = B.isum[b] + c;
             }
         }
-        if (own && myr < x) {
-            uint32_t c = sm.idx[p];
-            uint64_t key = sm.key[p];
-            S.beam_cr[myr] = S.cand_cr[c];
-            S.beam_kcut[myr] = S.cand_kcut[c];
-            S.beam_sigma[myr] = ft_cand_sigma(key);
-            S.beam_cstart[myr] = myc;
-            S.hist[(size_t)t * S.bmax + myr] = ft_hist_entry(key);
-            if (myr + 1 == x) {
-                q->steps[t1].n_beam = x;
-                q->steps[t1].n_items = myc + sm.sp.items[p];
-            }
-        }
+        if (own && myr < x)
+            gk_spread_beam(sm, q, t, p, myr, x, myc);
     }
 #ifdef FT_GK_PROFILE
     if (g == 0 && P.nreq == 1 && threadIdx.x == 0)
         gk_sub[t * 8 + 2] = gk_sub[t * 8 + 3] = gk_sub[t * 8 + 4] =
             clock64();
+#endif
+}
+
+/* Profile builds: CTA 0 (pc) marks the end of step t's next list. */
+__device__ __forceinline__ void gk_mark_next_end(int pc, uint32_t t)
+{
+#ifdef FT_GK_PROFILE
+    __syncthreads();
+    if (pc && threadIdx.x == 0)
+        gk_sub[t * 8 + 5] = clock64();
+#else
+    (void)pc;
+    (void)t;
 #endif
 }
 
@@ -1816,11 +1845,7 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     __syncthreads();
     if (bk) {
         gk_spread_next(P, sm, q, t, ns, ns < lim ? ns : lim, g, G);
-#ifdef FT_GK_PROFILE
-        __syncthreads();
-        if (pc && threadIdx.x == 0)
-            gk_sub[t * 8 + 5] = clock64();
-#endif
+        gk_mark_next_end(g == 0 && P.nreq == 1, t);
         return;
     }
     uint32_t s = term ? gk_smem_narrow<false>(sm, ns, lim)
@@ -1837,30 +1862,13 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
             gk_sub[t * 8 + 2] = gk_sub[t * 8 + 3] = gk_sub[t * 8 + 4] =
                 clock64();
 #endif
-        uint32_t t1 = t + 1;
         for (uint32_t o = tid; o < no; o += blockDim.x) {
             uint32_t r = sm.sp.u.r.orank[o];
-            if (r >= x)
-                continue;
-            uint32_t p = sm.sp.u.r.own[o], c = sm.idx[p];
-            uint64_t key = sm.key[p];
-            ft_child_range cr = S.cand_cr[c];
-            uint32_t kcut = S.cand_kcut[c];
-            S.beam_cr[r] = cr;
-            S.beam_kcut[r] = kcut;
-            S.beam_sigma[r] = ft_cand_sigma(key);
-            S.beam_cstart[r] = sm.sp.u.r.ocs[o];
-            S.hist[(size_t)t * S.bmax + r] = ft_hist_entry(key);
-            if (r + 1 == x) {
-                q->steps[t1].n_beam = x;
-                q->steps[t1].n_items = sm.sp.u.r.ocs[o] + sm.sp.items[p];
-            }
+            if (r < x)
+                gk_spread_beam(sm, q, t, sm.sp.u.r.own[o], r, x,
+                               sm.sp.u.r.ocs[o]);
         }
-#ifdef FT_GK_PROFILE
-        __syncthreads();
-        if (pc && threadIdx.x == 0)
-            gk_sub[t * 8 + 5] = clock64();
-#endif
+        gk_mark_next_end(g == 0 && P.nreq == 1, t);
         return;
     }
     /* Terminal list. */
