@@ -2013,6 +2013,14 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
         GK_MARK(1 + 4 * t);
         grid.sync();
         GK_MARK(2 + 4 * t);
+#ifdef FT_GK_PROFILE
+        /* request 0's list lengths of the step (slots 512 + 2 t, + 1) */
+        if (P.prof && blockIdx.x == 0 && threadIdx.x == 0 &&
+            t < P.reqs[0].T) {
+            P.prof[512 + 2 * t] = P.reqs[0].steps[t].n_next;
+            P.prof[513 + 2 * t] = P.reqs[0].steps[t].n_term;
+        }
+#endif
         gk_grid_select(P, sm, grid, t);
         GK_MARK(3 + 4 * t);
 #ifdef FT_GK_PROFILE

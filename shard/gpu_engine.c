@@ -164,13 +164,15 @@ typedef struct gpu_engine {
     } tm[16];
     uint32_t ntm;
 #ifdef FT_GK_PROFILE
-    double prof_a[FT_MAX_T], prof_w[FT_MAX_T], prof_g[FT_MAX_T];
-    double prof_b[FT_MAX_T];
+    /* [0]: launches of one request, [1]: of more */
+    double prof_a[2][FT_MAX_T], prof_w[2][FT_MAX_T], prof_g[2][FT_MAX_T];
+    double prof_b[2][FT_MAX_T];
+    double prof_len[2][FT_MAX_T][2]; /* request 0's next / terminal lists */
     double prof_s[FT_MAX_T][8]; /* the selection's finer marks, b = 1 */
     uint64_t prof_sn;
                                 /* cycles summed per step and phase */
-    uint64_t prof_launches;
-    uint32_t prof_t;
+    uint64_t prof_launches[2];
+    uint32_t prof_t[2];
 #endif
 } gpu_engine;
 
@@ -293,27 +295,36 @@ static void gpu_close(ft_engine *eng)
         for (int i = 0; i < 4; i++)
             cudaEventDestroy(g->ev[i]);
 #ifdef FT_GK_PROFILE
-    if (g->prof_launches) {
+    for (int c = 0; c < 2; c++) {
+        if (!g->prof_launches[c])
+            continue;
         int khz = 0;
         cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->device);
-        double us = khz ? 1e3 / khz / (double)g->prof_launches : 0;
+        double nl = (double)g->prof_launches[c];
+        double us = khz ? 1e3 / khz / nl : 0;
         /* A profile build exists to print this: at WARN, so that the
          * default log level shows it. */
-        FT_WARN("gpu profile over %llu launches (us per launch, CTA 0's "
-                "view, clock %d MHz):", (unsigned long long)g->prof_launches,
-                khz / 1000);
-        for (uint32_t t = 0; t < g->prof_t; t++)
+        FT_WARN("gpu profile over %llu launches of %s (us per launch, CTA "
+                "0's view, clock %d MHz; lists: request 0's mean "
+                "candidates):", (unsigned long long)g->prof_launches[c],
+                c ? "2+ requests" : "1 request", khz / 1000);
+        for (uint32_t t = 0; t < g->prof_t[c]; t++)
             FT_WARN("  step %2u: expand %.2f  wait %.2f  grid select %.2f  "
-                    "select %.2f (select ends with a grid.sync)", t,
-                    g->prof_a[t] * us, g->prof_w[t] * us, g->prof_g[t] * us,
-                    g->prof_b[t] * us);
-        double su = khz && g->prof_sn ? 1e3 / khz / (double)g->prof_sn : 0;
-        if (g->prof_sn)
-            FT_WARN("gpu selection profile over %llu b=1 launches (us; "
-                    "CTA 0 next list: load/narrow, sort, list end, lazy "
-                    "ranges, beams; CTA 1 terminal: merge, backtrace):",
-                    (unsigned long long)g->prof_sn);
-        for (uint32_t t = 0; g->prof_sn && t < g->prof_t; t++)
+                    "select %.2f (select ends with a grid.sync)  lists "
+                    "next %.0f term %.0f", t, g->prof_a[c][t] * us,
+                    g->prof_w[c][t] * us, g->prof_g[c][t] * us,
+                    g->prof_b[c][t] * us, g->prof_len[c][t][0] / nl,
+                    g->prof_len[c][t][1] / nl);
+    }
+    if (g->prof_sn) {
+        int khz = 0;
+        cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->device);
+        double su = khz ? 1e3 / khz / (double)g->prof_sn : 0;
+        FT_WARN("gpu selection profile over %llu b=1 launches (us; "
+                "CTA 0 next list: load/narrow, sort, list end, lazy "
+                "ranges, beams; CTA 1 terminal: merge, backtrace):",
+                (unsigned long long)g->prof_sn);
+        for (uint32_t t = 0; t < g->prof_t[0]; t++)
             FT_WARN("  step %2u: load %.2f  sort %.2f  end %.2f  lazy %.2f  "
                     "beams %.2f | term %.2f  backtrace %.2f", t,
                     g->prof_s[t][0] * su, g->prof_s[t][1] * su,
@@ -968,20 +979,25 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         tk[4] = fti_now();
 #ifdef FT_GK_PROFILE
     {
-        uint64_t mk[4 * FT_MAX_T + 2];
+        uint64_t mk[512 + 2 * FT_MAX_T];
+        int c = n > 1;
         uint32_t tm = 0;
         for (size_t i = 0; i < n; i++)
             tm = reqs[i]->T > tm ? reqs[i]->T : tm;
         if (cudaMemcpy(mk, g->d_prof, sizeof mk, cudaMemcpyDeviceToHost) ==
             cudaSuccess) {
             for (uint32_t s = 0; s < tm; s++) {
-                g->prof_a[s] += (double)(mk[1 + 4 * s] - mk[4 * s]);
-                g->prof_w[s] += (double)(mk[2 + 4 * s] - mk[1 + 4 * s]);
-                g->prof_g[s] += (double)(mk[3 + 4 * s] - mk[2 + 4 * s]);
-                g->prof_b[s] += (double)(mk[4 + 4 * s] - mk[3 + 4 * s]);
+                g->prof_a[c][s] += (double)(mk[1 + 4 * s] - mk[4 * s]);
+                g->prof_w[c][s] += (double)(mk[2 + 4 * s] - mk[1 + 4 * s]);
+                g->prof_g[c][s] += (double)(mk[3 + 4 * s] - mk[2 + 4 * s]);
+                g->prof_b[c][s] += (double)(mk[4 + 4 * s] - mk[3 + 4 * s]);
+                if (s < reqs[0]->T) {
+                    g->prof_len[c][s][0] += (double)mk[512 + 2 * s];
+                    g->prof_len[c][s][1] += (double)mk[513 + 2 * s];
+                }
             }
-            g->prof_t = tm > g->prof_t ? tm : g->prof_t;
-            g->prof_launches++;
+            g->prof_t[c] = tm > g->prof_t[c] ? tm : g->prof_t[c];
+            g->prof_launches[c]++;
         }
         uint64_t sub[FT_MAX_T * 8];
         if (n == 1 && ft_gk_prof_sub(sub, (size_t)tm * 8) == 0) {
