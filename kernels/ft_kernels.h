@@ -238,6 +238,14 @@ FT_HD uint32_t ft_gk_items(uint32_t t, uint64_t deg, uint32_t kcut)
  * device.  Returns a cudaError_t as int (0 = success). */
 int ft_gk_config(int *grid, int *block, size_t *smem);
 
+/* The profile marks (P.prof, FT_GK_PROFILE builds): 4 clock64 marks a
+ * step from slot 0, then from FT_GK_PROF_LEN request 0's next and
+ * terminal list lengths, 2 a step; FT_GK_PROF_WORDS in all. */
+#define FT_GK_PROF_LEN 512u
+#define FT_GK_PROF_WORDS (FT_GK_PROF_LEN + 2u * FT_GK_MAX_T)
+FT_GK_STATIC_ASSERT(4u * FT_GK_MAX_T + 2u <= FT_GK_PROF_LEN,
+                    "profile marks overlap the list lengths");
+
 #ifdef FT_GK_PROFILE
 /* ft_gk_prof_sub copies the selection's finer clock64 marks (profile
  * builds only; ft_search.cu says which). */

@@ -1648,6 +1648,12 @@ __device__ __forceinline__ void gk_spread_beam(const gk_smem &sm,
     }
 }
 
+/* Key k's bucket: its 10-bit digit from bit sh. */
+__device__ __forceinline__ uint32_t gk_bucket(uint64_t k, uint32_t sh)
+{
+    return (uint32_t)(k >> sh) & (GK_NB - 1u);
+}
+
 /* gk_spread_next: member g of G of the CTAs that select request q's next
  * list of step t, its s keys in sm.key (their candidates in sm.idx, their
  * items at step t + 1 in sm.sp.items, every warp's key bounds in
@@ -1674,7 +1680,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
     uint32_t hb = diff ? 63u - (uint32_t)__clzll(diff) : 0u;
     uint32_t sh = hb >= 9u ? hb - 9u : 0u;
     for (uint32_t i = tid; i < s; i += blockDim.x) {
-        uint32_t b = (uint32_t)(sm.key[i] >> sh) & (GK_NB - 1u);
+        uint32_t b = gk_bucket(sm.key[i], sh);
         atomicAdd(&B.cnt[b], 1u);
         atomicAdd(&B.isum[b], sm.sp.items[i]);
     }
@@ -1700,7 +1706,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
     /* Grouped by bucket: only buckets that start below x (the others'
      * keys all rank x or later, and none is counted for a kept one). */
     for (uint32_t i = tid; i < s; i += blockDim.x) {
-        uint32_t b = (uint32_t)(sm.key[i] >> sh) & (GK_NB - 1u);
+        uint32_t b = gk_bucket(sm.key[i], sh);
         if (B.st[b] < x)
             B.pos[atomicAdd(&B.cur[b], 1u)] = (uint16_t)i;
     }
@@ -1716,7 +1722,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
     for (uint32_t p0 = warp * 32u; p0 < sr; p0 += FT_GK_BLOCK) {
         uint32_t p = p0 + lane;
         int own = p < s &&
-                  B.st[(uint32_t)(sm.key[p] >> sh) & (GK_NB - 1u)] < x &&
+                  B.st[gk_bucket(sm.key[p], sh)] < x &&
                   gk_spread_owns(sm.idx[p], g, G);
         uint32_t bal = __ballot_sync(0xffffffffu, own);
         uint32_t myr = 0, myc = 0;
@@ -1724,7 +1730,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
             uint32_t l = (uint32_t)__ffs(bal) - 1u;
             bal &= bal - 1u;
             uint64_t k = sm.key[p0 + l];
-            uint32_t b = (uint32_t)(k >> sh) & (GK_NB - 1u);
+            uint32_t b = gk_bucket(k, sh);
             uint32_t lo = B.st[b], end = lo + B.cnt[b];
             uint32_t r = 0, c = 0;
             for (uint32_t j = lo + lane; j < end; j += 32u) {
@@ -2014,11 +2020,11 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
         grid.sync();
         GK_MARK(2 + 4 * t);
 #ifdef FT_GK_PROFILE
-        /* request 0's list lengths of the step (slots 512 + 2 t, + 1) */
+        /* request 0's list lengths of the step */
         if (P.prof && blockIdx.x == 0 && threadIdx.x == 0 &&
             t < P.reqs[0].T) {
-            P.prof[512 + 2 * t] = P.reqs[0].steps[t].n_next;
-            P.prof[513 + 2 * t] = P.reqs[0].steps[t].n_term;
+            P.prof[FT_GK_PROF_LEN + 2 * t] = P.reqs[0].steps[t].n_next;
+            P.prof[FT_GK_PROF_LEN + 2 * t + 1] = P.reqs[0].steps[t].n_term;
         }
 #endif
         gk_grid_select(P, sm, grid, t);

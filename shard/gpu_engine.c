@@ -295,11 +295,11 @@ static void gpu_close(ft_engine *eng)
         for (int i = 0; i < 4; i++)
             cudaEventDestroy(g->ev[i]);
 #ifdef FT_GK_PROFILE
+    int khz = 0;
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->device);
     for (int c = 0; c < 2; c++) {
         if (!g->prof_launches[c])
             continue;
-        int khz = 0;
-        cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->device);
         double nl = (double)g->prof_launches[c];
         double us = khz ? 1e3 / khz / nl : 0;
         /* A profile build exists to print this: at WARN, so that the
@@ -317,8 +317,6 @@ static void gpu_close(ft_engine *eng)
                     g->prof_len[c][t][1] / nl);
     }
     if (g->prof_sn) {
-        int khz = 0;
-        cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, g->device);
         double su = khz ? 1e3 / khz / (double)g->prof_sn : 0;
         FT_WARN("gpu selection profile over %llu b=1 launches (us; "
                 "CTA 0 next list: load/narrow, sort, list end, lazy "
@@ -631,7 +629,7 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         cudaMallocHost((void **)&g->h_out, g->out_cap) != cudaSuccess ||
         cudaMalloc((void **)&g->d_in, g->in_cap) != cudaSuccess ||
         cudaMalloc((void **)&g->d_out, g->out_cap) != cudaSuccess ||
-        cudaMalloc((void **)&g->d_prof, 1024 * 8) != cudaSuccess) {
+        cudaMalloc((void **)&g->d_prof, FT_GK_PROF_WORDS * 8) != cudaSuccess) {
         rc = FT_ECUDA;
         goto cuda_fail;
     }
@@ -979,7 +977,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         tk[4] = fti_now();
 #ifdef FT_GK_PROFILE
     {
-        uint64_t mk[512 + 2 * FT_MAX_T];
+        uint64_t mk[FT_GK_PROF_WORDS];
         int c = n > 1;
         uint32_t tm = 0;
         for (size_t i = 0; i < n; i++)
@@ -992,8 +990,9 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
                 g->prof_g[c][s] += (double)(mk[3 + 4 * s] - mk[2 + 4 * s]);
                 g->prof_b[c][s] += (double)(mk[4 + 4 * s] - mk[3 + 4 * s]);
                 if (s < reqs[0]->T) {
-                    g->prof_len[c][s][0] += (double)mk[512 + 2 * s];
-                    g->prof_len[c][s][1] += (double)mk[513 + 2 * s];
+                    const uint64_t *len = mk + FT_GK_PROF_LEN + 2 * s;
+                    g->prof_len[c][s][0] += (double)len[0];
+                    g->prof_len[c][s][1] += (double)len[1];
                 }
             }
             g->prof_t[c] = tm > g->prof_t[c] ? tm : g->prof_t[c];
