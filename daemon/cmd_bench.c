@@ -919,7 +919,7 @@ int cmd_bench(int argc, char **argv)
         {"device", required_argument, 0, 'd'},   {"report", required_argument, 0, 'r'},
         {"shards", required_argument, 0, 'S'},   {"exchange", required_argument, 0, 'X'},
         {"full-grid", no_argument, 0, 'F'},   {"timing", no_argument, 0, 'M'},
-        {"replicas", required_argument, 0, 'P'},
+        {"replicas", required_argument, 0, 'P'}, {"fuse-term", required_argument, 0, 'U'},
         {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
@@ -930,7 +930,7 @@ int cmd_bench(int argc, char **argv)
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json | DIR/]\n"
         "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]\n"
         "          [--devices 0,1,..]]\n"
-        "         [--timing] [--replicas R]\n"
+        "         [--timing] [--replicas R] [--fuse-term N|off]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -954,10 +954,13 @@ int cmd_bench(int argc, char **argv)
         "  exchange, wait) by CUDA events.  --replicas R (1..8): the cpu and gpu\n"
         "  rows run R engines each (the GPU ones on --device; rows cpu/rR, gpu/rR),\n"
         "  their batch runs driving them from R threads at once, as serve's\n"
-        "  replicas = R does; latency stays on one.  --report DIR/ (or an\n"
+        "  replicas = R does; latency stays on one.  --fuse-term N|off: the GPU\n"
+        "  engine's launches of one request with N terminal CTAs, or not fused\n"
+        "  (ft_engine_opts.fuse_term; default the engine's choice).  --report DIR/ (or an\n"
         "  existing folder): DIR/results.json, and with gnuplot DIR/plots.gp drawn\n"
         "  into latency, throughput, speedup and shards PNGs.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
+    uint32_t fuse_term = 0;
     uint64_t gen_keys = 0, seed = 1;
     ft_wl_req_opts ro;
     ft_wl_req_opts_init(&ro);
@@ -1025,6 +1028,16 @@ int cmd_bench(int argc, char **argv)
                 return 2;
             }
             replicas = (int)v;
+            break;
+        case 'U':
+            if (strcmp(optarg, "off") == 0) {
+                fuse_term = UINT32_MAX;
+            } else {
+                uint32_t ft;
+                if (ft_cli_parse_u32("--fuse-term", optarg, 1, 1024, &ft))
+                    return 2;
+                fuse_term = ft;
+            }
             break;
         case 'C': copy_lists = 1; break;
         case 'X':
@@ -1328,6 +1341,7 @@ int cmd_bench(int argc, char **argv)
         eo.threads = threads;
         eo.device = device;
         eo.max_batch = max_b;
+        eo.fuse_term = fuse_term;
         eo.max_beam = max_beam;
         eo.max_k = max_k;
         eo.max_t = max_t;

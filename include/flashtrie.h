@@ -555,6 +555,14 @@ typedef struct ft_engine_opts {
                          * kernel itself from pinned host memory, with no
                          * copy before the launch; 0 = 1 MiB, UINT32_MAX
                          * = never (always the copy). */
+    uint32_t fuse_term; /* GPU: a launch of one request runs fused steps,
+                         * one grid barrier a step: this many CTAs merge
+                         * each step's terminal list into the results
+                         * while every other CTA selects the next list on
+                         * its own and expands the next step from it;
+                         * 0 = the engine's choice (from the result
+                         * count), UINT32_MAX = no fused steps (two
+                         * barriers a step, one beam table for all). */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;

@@ -144,6 +144,22 @@ FT_GK_STATIC_ASSERT(offsetof(ft_gk_req, root) == 32, "ft_gk_req layout");
 FT_GK_STATIC_ASSERT(offsetof(ft_gk_req, F) % 8 == 0, "ft_gk_req layout");
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_req) % 16 == 0, "ft_gk_req layout");
 
+/* ft_gk_lists is a second set of a slot's step lists: a launch of one
+ * request with fused steps (ft_gk_params.fuse) keeps step t's candidate
+ * lists and grid-selection counters in its slot when t is even and here
+ * when t is odd, so that step t + 1's expansion can fill its lists while
+ * a slower CTA still reads step t's. */
+typedef struct ft_gk_lists {
+    uint64_t *cand_key, *cand_node;
+    ft_child_range *cand_cr;
+    uint32_t *cand_kcut;
+    uint64_t *term_key, *term_node;
+    uint32_t *gsel;
+    uint32_t *pad_;
+} ft_gk_lists;
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_lists) == 64, "ft_gk_lists layout");
+
 /* ft_gk_params is the kernel's one argument, passed by value. */
 typedef struct ft_gk_params {
     ft_trie_view view;      /* device pointers */
@@ -185,9 +201,17 @@ typedef struct ft_gk_params {
                              * reqs; else the pinned host input region as
                              * the device sees it (mapped): the kernel
                              * copies in_n16 words of it to reqs first */
+    uint32_t fuse;          /* 1 (a spread launch of one request): one grid
+                             * barrier a step, every CTA but the last
+                             * fuse_term selecting the next list on its
+                             * own and expanding the next step from it
+                             * while those merge the terminal list; step
+                             * t's lists in alt when t is odd */
+    uint32_t fuse_term;     /* CTAs that merge the terminal lists */
+    ft_gk_lists alt;
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 112,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 184,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange

@@ -118,6 +118,16 @@ struct gk_bucket_smem {
     cub::BlockScan<uint64_t, FT_GK_BLOCK>::TempStorage scan64;
 };
 
+/* A fused launch's beams of the next step, as every selecting CTA keeps
+ * them (gk_spread_next<true>): beam r is the next candidate at place p[r]
+ * of sm.key / sm.idx, its first expansion item cs[r]; n beams, tot items
+ * in all. */
+struct gk_local_beams {
+    uint32_t cs[FT_GK_SORT_MAX];
+    uint16_t p[FT_GK_SORT_MAX];
+    uint32_t n, tot;
+};
+
 /* The spread selection's shared memory (gk_spread_list): survivors'
  * expansion items (or the running results' score keys), then the
  * counting ranks or the buckets.  Last in gk_smem: a launch that does
@@ -133,6 +143,7 @@ struct gk_spread_smem {
         gk_rank_smem r;   /* gk_spread_rank and the terminal merge */
         gk_bucket_smem b; /* gk_spread_next */
     } u;
+    gk_local_beams lb; /* fused launches */
 };
 
 /* Shared memory of the selection phase. */
@@ -152,6 +163,7 @@ struct gk_smem {
     gk_gstate loc;  /* gk_smem_narrow's race */
     uint64_t kmin, kmax;
     uint32_t laid; /* gk_end_to_end's total */
+    uint32_t glen[2]; /* a fused launch's list lengths (gk_grid_select) */
     gk_spread_smem sp; /* last (gk_launch_smem) */
 };
 
@@ -175,6 +187,28 @@ static size_t gk_launch_smem(size_t smem, int spread)
 __device__ __forceinline__ int gk_eager(const ft_gk_params &P, uint32_t c)
 {
     return !P.lazy && c < P.eager_max;
+}
+
+/* Step t's candidate lists and grid-selection counters: the slot's, or
+ * in a fused launch (FUSE) alt's when t is odd (ft_gk_lists). */
+template <bool FUSE>
+__device__ __forceinline__ ft_gk_lists gk_lists(const ft_gk_params &P,
+                                                const ft_gk_req *q,
+                                                uint32_t t)
+{
+    if (FUSE && (t & 1u))
+        return P.alt;
+    const ft_gk_slot &S = q->slot;
+    ft_gk_lists L;
+    L.cand_key = S.cand_key;
+    L.cand_node = S.cand_node;
+    L.cand_cr = S.cand_cr;
+    L.cand_kcut = S.cand_kcut;
+    L.term_key = S.term_key;
+    L.term_node = S.term_node;
+    L.gsel = S.gsel;
+    L.pad_ = NULL;
+    return L;
 }
 
 /* Candidates of request q's list (0: next, 1: terminal) at step t, capped
@@ -333,10 +367,11 @@ __device__ __forceinline__ uint32_t gk_append(uint32_t *ctr, int want)
  * next chunk: then each lane takes two elements, 32 apart, their loads
  * in flight together).  Returns the items done (1 or 2).  The whole warp
  * calls it. */
+template <bool FUSE>
 __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                                    uint32_t t, uint32_t item, uint32_t tot,
                                    int pair, uint32_t last, int eager,
-                                   uint64_t tcut)
+                                   uint64_t tcut, const gk_smem *sm)
 {
     const ft_gk_slot &S = q->slot;
     uint32_t lane = threadIdx.x & 31u;
@@ -350,6 +385,30 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         cr = q->root;
         kcut = q->kcut0;
         two = pair && item + 1 < tot;
+    } else if (FUSE) {
+        /* The beams this CTA selected (gk_spread_next<true>): the same
+         * 32-way search over their first items, in shared memory, then
+         * the candidate's range and cut from step t - 1's lists. */
+        const gk_local_beams &lb = sm->sp.lb;
+        uint32_t nb = lb.n;
+        uint32_t lo = 0, hi = nb;
+        while (hi - lo > 1) {
+            uint32_t step = (hi - lo + 31u) >> 5;
+            uint32_t idx = lo + lane * step;
+            int ok = idx < hi && lb.cs[idx] <= item;
+            uint32_t b = __ballot_sync(0xffffffffu, ok);
+            lo += (31u - (uint32_t)__clz(b)) * step;
+            hi = lo + step < hi ? lo + step : hi;
+        }
+        r = lo;
+        chunk = item - lb.cs[r];
+        uint32_t end = r + 1 < nb ? lb.cs[r + 1] : tot;
+        uint32_t p = lb.p[r], c = sm->idx[p];
+        sigma = ft_cand_sigma(sm->key[p]);
+        const ft_gk_lists Lp = gk_lists<FUSE>(P, q, t - 1);
+        cr = Lp.cand_cr[c];
+        kcut = Lp.cand_kcut[c];
+        two = pair && item + 1 < end;
     } else {
         uint32_t nb = q->steps[t].n_beam;
         /* Last r with cstart[r] <= item, a 32-way search by the warp:
@@ -502,8 +561,9 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         if (!term[v])
             continue;
         if (pos[v] < S.cap_cand) {
-            S.term_key[pos[v]] = key[v];
-            S.term_node[pos[v]] = u[v];
+            const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
+            L.term_key[pos[v]] = key[v];
+            L.term_node[pos[v]] = u[v];
         } else {
             atomicOr(&q->steps[0].err, 1u);
         }
@@ -530,11 +590,12 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
             atomicOr(&q->steps[0].err, 1u);
             continue;
         }
-        S.cand_key[posn[v]] = key[v];
-        S.cand_node[posn[v]] = u[v];
+        const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
+        L.cand_key[posn[v]] = key[v];
+        L.cand_node[posn[v]] = u[v];
         if (ea[v]) {
-            S.cand_cr[posn[v]] = ncr[v];
-            S.cand_kcut[posn[v]] = ft_kcut(q->logp + q->row[t + 1],
+            L.cand_cr[posn[v]] = ncr[v];
+            L.cand_kcut[posn[v]] = ft_kcut(q->logp + q->row[t + 1],
                                            q->keff[t + 1], sig[v],
                                            q->theta_sent);
         }
@@ -542,11 +603,20 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     return ub;
 }
 
-__device__ void gk_expand(const ft_gk_params &P, uint32_t t)
+/* Step t's expansion by CTAs 0 .. ncta - 1 (all but the terminal ones
+ * in a fused launch past step 0; there sm holds the beams, each CTA's
+ * own copy). */
+template <bool FUSE>
+__device__ void gk_expand(const ft_gk_params &P, uint32_t t, uint32_t ncta,
+                          const gk_smem *sm)
 {
-    uint32_t nw = gridDim.x * FT_GK_WARPS;
-    uint32_t gw = blockIdx.x * FT_GK_WARPS + (threadIdx.x >> 5);
-    uint32_t nt = gridDim.x * blockDim.x;
+    /* Warps numbered across the CTAs first: a step of fewer units than
+     * warps (BW = 100: ~400 of 2,112) spreads them over every SM instead
+     * of filling the first CTAs' SMs (run S3: b = 32 +1-10%, b = 1 the
+     * same or better). */
+    uint32_t nw = ncta * FT_GK_WARPS;
+    uint32_t gw = (threadIdx.x >> 5) * ncta + blockIdx.x;
+    uint32_t nt = ncta * blockDim.x;
     uint32_t gt = blockIdx.x * blockDim.x + threadIdx.x;
     uint64_t acc = 0; /* units of the requests before this one */
     /* A launch of many items per warp takes them in pairs (a lane then
@@ -557,7 +627,8 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t)
     for (uint32_t i = 0; i < P.nreq; i++) {
         const ft_gk_req *q = &P.reqs[i];
         if (t < q->T)
-            all += t == 0 ? q->items0 : q->steps[t].n_items;
+            all += t == 0 ? q->items0
+                   : FUSE ? sm->sp.lb.tot : q->steps[t].n_items;
     }
     int pair = all >= (P.pair_items ? (uint64_t)P.pair_items : nw);
     for (uint32_t i = 0; i < P.nreq; i++) {
@@ -565,11 +636,13 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t)
         /* The grid selection's histograms and counters of this step
          * start at zero (the last step's selection is over: a grid
          * barrier lies between). */
+        uint32_t *gsel = gk_lists<FUSE>(P, q, t).gsel;
         for (uint32_t w = gt; w < 2 * FT_GK_GSEL_WORDS; w += nt)
-            q->slot.gsel[w] = 0;
+            gsel[w] = 0;
         if (t >= q->T)
             continue;
-        uint32_t tot = t == 0 ? q->items0 : q->steps[t].n_items;
+        uint32_t tot = t == 0 ? q->items0
+                       : FUSE ? sm->sp.lb.tot : q->steps[t].n_items;
         uint32_t units = pair ? (tot + 1u) >> 1 : tot;
         uint32_t first = (uint32_t)((gw + nw - (acc % nw)) % nw);
         uint32_t last = t + 1 == q->T;
@@ -578,18 +651,23 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t)
          * (gk_select_term, gk_spread_list), so the lists only hold
          * candidates that can enter (and every rank among them, and
          * every running result's place, stays what it was). */
+        /* A fused launch merges step t - 1's terminal list while step t
+         * expands: its cut is the worst of step t - 2's results (no
+         * tighter, and as exact: a candidate it lets in that cannot
+         * enter lands at n or later). */
+        uint32_t lag = FUSE ? 2u : 1u;
         uint64_t tcut = ~0ull;
-        if (FT_GK_TERM_CUT && t > 0 && units > first &&
-            q->steps[t - 1].n_run >= q->n)
-            tcut = ((const ft_gk_hit *)q->slot.run[(t & 1u) ^ 1u])[q->n - 1]
+        if (FT_GK_TERM_CUT && t >= lag && units > first &&
+            q->steps[t - lag].n_run >= q->n)
+            tcut = ((const ft_gk_hit *)q->slot.run[(t - lag) & 1u])[q->n - 1]
                        .skey;
         for (uint32_t un = first; un < units; un += nw) {
             uint32_t it = pair ? 2u * un : un;
-            uint32_t done = gk_expand_item(P, q, t, it, tot, pair, last,
-                                           !P.lazy, tcut);
+            uint32_t done = gk_expand_item<FUSE>(P, q, t, it, tot, pair,
+                                                 last, !P.lazy, tcut, sm);
             if (done < 1u + (uint32_t)pair && it + 1 < tot)
-                gk_expand_item(P, q, t, it + 1, tot, 0, last, !P.lazy,
-                               tcut);
+                gk_expand_item<FUSE>(P, q, t, it + 1, tot, 0, last,
+                                     !P.lazy, tcut, sm);
         }
         acc += units;
     }
@@ -1157,6 +1235,7 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
  * at a time; a round without a long list costs no barrier.  Every branch
  * depends only on what all CTAs read after the same barrier, so all take
  * the same barriers. */
+template <bool FUSE>
 __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                                cg::grid_group &grid, uint32_t t)
 {
@@ -1171,6 +1250,8 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
             if (t < q->T && (term || t + 1 < q->T)) {
                 uint32_t lim = term ? q->n : q->B;
                 uint32_t m = gk_list_len(q, t, term);
+                if (FUSE)
+                    sm.glen[term] = m; /* one request: L = term */
                 if (gk_list_long(P, m, lim)) {
                     float smax = 0.0f, smin = 0.0f;
                     if (t > 0) {
@@ -1212,14 +1293,14 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                     continue;
                 ft_gk_req *q = &P.reqs[st.list >> 1];
                 uint32_t term = st.list & 1u;
+                const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
                 for (uint32_t b = tid; b < 256; b += blockDim.x)
                     sm.hist[b] = 0;
                 __syncthreads();
-                gk_hist_slice<4>(sm,
-                                 term ? q->slot.term_key : q->slot.cand_key,
-                                 lo, hi, st.prefix, st.pmask, st.sh);
+                gk_hist_slice<4>(sm, term ? L.term_key : L.cand_key, lo, hi,
+                                 st.prefix, st.pmask, st.sh);
                 __syncthreads();
-                uint32_t *gh = q->slot.gsel + term * FT_GK_GSEL_WORDS + p * 256u;
+                uint32_t *gh = L.gsel + term * FT_GK_GSEL_WORDS + p * 256u;
                 for (uint32_t b = tid; b < 256; b += blockDim.x)
                     if (sm.hist[b])
                         atomicAdd(&gh[b], sm.hist[b]);
@@ -1233,8 +1314,9 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                 ft_gk_req *q = &P.reqs[st.list >> 1];
                 uint32_t term = st.list & 1u;
                 gk_gdecide<true>(st,
-                           q->slot.gsel + term * FT_GK_GSEL_WORDS + p * 256u,
-                           q, sm.wscan[warp]);
+                                 gk_lists<FUSE>(P, q, t).gsel +
+                                     term * FT_GK_GSEL_WORDS + p * 256u,
+                                 q, sm.wscan[warp]);
             }
             __syncthreads();
         }
@@ -1244,12 +1326,13 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
             const gk_gstate &st = sm.gs[j];
             ft_gk_req *q = &P.reqs[st.list >> 1];
             const ft_gk_slot &S = q->slot;
+            const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
             uint32_t term = st.list & 1u;
             if (!st.done && tid == 0)
                 atomicOr(&q->steps[0].err, 2u); /* cannot happen */
-            const uint64_t *keys = term ? S.term_key : S.cand_key;
+            const uint64_t *keys = term ? L.term_key : L.cand_key;
             int ranges = !term;
-            uint32_t *ns = S.gsel + term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV;
+            uint32_t *ns = L.gsel + term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV;
             uint64_t *sk = S.surv_key + term * FT_GK_LIST_MAX;
             uint32_t *si = S.surv_idx + term * FT_GK_LIST_MAX;
             uint32_t lo, hi;
@@ -1282,8 +1365,8 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                         /* Only the survivors' ranges: a few thousand
                          * chains side by side over the grid instead of
                          * one per candidate in the expansion. */
-                        S.cand_cr[c] = gk_children(P, S.cand_node[c]);
-                        S.cand_kcut[c] = ft_kcut(
+                        L.cand_cr[c] = gk_children(P, L.cand_node[c]);
+                        L.cand_kcut[c] = ft_kcut(
                             q->logp + q->row[t + 1], q->keff[t + 1],
                             ft_cand_sigma(kk[u]), q->theta_sent);
                     }
@@ -1305,17 +1388,21 @@ struct gk_src {
     uint32_t n;
 };
 
+template <bool FUSE>
 __device__ __forceinline__ gk_src gk_list_src(const ft_gk_params &P,
+                                              const gk_smem &sm,
                                               const ft_gk_req *q, uint32_t t,
                                               uint32_t term, uint32_t lim)
 {
     const ft_gk_slot &S = q->slot;
+    const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
     gk_src r;
-    r.n = gk_list_len(q, t, term);
-    r.keys = term ? S.term_key : S.cand_key;
+    /* (a fused launch's grid selection read it already) */
+    r.n = FUSE ? sm.glen[term] : gk_list_len(q, t, term);
+    r.keys = term ? L.term_key : L.cand_key;
     r.si = NULL;
     if (gk_list_long(P, r.n, lim)) {
-        r.n = __ldcg(&S.gsel[term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV]);
+        r.n = __ldcg(&L.gsel[term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV]);
         r.keys = S.surv_key + term * FT_GK_LIST_MAX;
         r.si = S.surv_idx + term * FT_GK_LIST_MAX;
         if (r.n > FT_GK_SORT_MAX)
@@ -1332,7 +1419,7 @@ __device__ uint32_t gk_select_list(const ft_gk_params &P, gk_smem &sm,
                                    ft_gk_req *q, uint32_t t, uint32_t term,
                                    uint32_t lim)
 {
-    gk_src src = gk_list_src(P, q, t, term, lim);
+    gk_src src = gk_list_src<false>(P, sm, q, t, term, lim);
     uint32_t x = gk_select_sorted(sm, src.keys, src.n, lim);
     if (src.si == NULL)
         return x;
@@ -1629,18 +1716,23 @@ __device__ uint32_t gk_spread_rank(gk_smem &sm, uint32_t s, uint32_t g,
  * spread selection's shared memory, its first expansion item cs: child
  * range and cut (from the expansion or the grid selection), sigma, the
  * history entry; the last beam also sets the step's counts. */
+template <bool FUSE>
 __device__ __forceinline__ void gk_spread_beam(const gk_smem &sm,
                                                ft_gk_req *q, uint32_t t,
                                                uint32_t p, uint32_t r,
                                                uint32_t x, uint32_t cs)
 {
     const ft_gk_slot &S = q->slot;
-    uint32_t c = sm.idx[p];
     uint64_t key = sm.key[p];
-    S.beam_cr[r] = S.cand_cr[c];
-    S.beam_kcut[r] = S.cand_kcut[c];
+    if (!FUSE) {
+        /* (a fused launch's expansion reads its CTA's own beams; the
+         * grid selection only their sigma) */
+        uint32_t c = sm.idx[p];
+        S.beam_cr[r] = S.cand_cr[c];
+        S.beam_kcut[r] = S.cand_kcut[c];
+        S.beam_cstart[r] = cs;
+    }
     S.beam_sigma[r] = ft_cand_sigma(key);
-    S.beam_cstart[r] = cs;
     S.hist[(size_t)t * S.bmax + r] = ft_hist_entry(key);
     if (r + 1 == x) {
         q->steps[t + 1].n_beam = x;
@@ -1654,6 +1746,22 @@ __device__ __forceinline__ uint32_t gk_bucket(uint64_t k, uint32_t sh)
     return (uint32_t)(k >> sh) & (GK_NB - 1u);
 }
 
+/* Beam r of a fused launch's next step: this CTA's copy (gk_local_beams),
+ * and the global entries (gk_spread_beam) if this CTA owns it. */
+__device__ __forceinline__ void gk_local_beam(gk_smem &sm, ft_gk_req *q,
+                                              uint32_t t, uint32_t p,
+                                              uint32_t r, uint32_t x,
+                                              uint32_t cs, uint32_t g,
+                                              uint32_t G)
+{
+    sm.sp.lb.cs[r] = cs;
+    sm.sp.lb.p[r] = (uint16_t)p;
+    if (r + 1 == x)
+        sm.sp.lb.tot = cs + sm.sp.items[p];
+    if (gk_spread_owns(sm.idx[p], g, G))
+        gk_spread_beam<true>(sm, q, t, p, r, x, cs);
+}
+
 /* gk_spread_next: member g of G of the CTAs that select request q's next
  * list of step t, its s keys in sm.key (their candidates in sm.idx, their
  * items at step t + 1 in sm.sp.items, every warp's key bounds in
@@ -1664,7 +1772,10 @@ __device__ __forceinline__ uint32_t gk_bucket(uint64_t k, uint32_t sh)
  * and scanned per bucket, the keys below one are those of the buckets
  * before its own plus those below it in its own, which the warp ranking
  * it counts (the keys are grouped by bucket first).  No narrowing, no
- * pass over all s keys per ranked key. */
+ * pass over all s keys per ranked key.  LOCAL (a fused launch): every
+ * member ranks every key of those buckets, one lane a key, and keeps all
+ * x beams (gk_local_beam); the owners also write the global ones. */
+template <bool LOCAL>
 __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
                                ft_gk_req *q, uint32_t t, uint32_t s,
                                uint32_t x, uint32_t g, uint32_t G)
@@ -1702,7 +1813,14 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
             B.isum[b] = (uint32_t)e[j];
         }
     }
+    if (LOCAL && tid == 0)
+        sm.count = s; /* the keys grouped below: those of buckets that
+                       * start below x */
     __syncthreads();
+    if (LOCAL)
+        for (uint32_t b = tid; b < GK_NB; b += blockDim.x)
+            if (B.st[b] >= x && (b == 0 || B.st[b - 1] < x))
+                sm.count = B.st[b];
     /* Grouped by bucket: only buckets that start below x (the others'
      * keys all rank x or later, and none is counted for a kept one). */
     for (uint32_t i = tid; i < s; i += blockDim.x) {
@@ -1715,14 +1833,48 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
     if (g == 0 && P.nreq == 1 && threadIdx.x == 0)
         gk_sub[t * 8 + 1] = clock64();
 #endif
+    if (LOCAL) {
+        /* Every CTA ranks every key of a bucket that starts below x (it
+         * keeps all x beams): a lane a key, in bucket order, so that a
+         * warp's lanes mostly count over one bucket, reading the same
+         * places (broadcasts). */
+        if (tid == 0) {
+            sm.sp.lb.n = x;
+            if (x == 0)
+                sm.sp.lb.tot = 0;
+        }
+        uint32_t m = sm.count;
+        for (uint32_t j = tid; j < m; j += blockDim.x) {
+            uint32_t i = B.pos[j];
+            uint64_t k = sm.key[i];
+            uint32_t b = gk_bucket(k, sh);
+            uint32_t lo = B.st[b], end = lo + B.cnt[b];
+            uint32_t r = lo, c = B.isum[b];
+            for (uint32_t jj = lo; jj < end; jj++) {
+                uint32_t o = B.pos[jj];
+                if (sm.key[o] < k) {
+                    r++;
+                    c += sm.sp.items[o];
+                }
+            }
+            if (r < x)
+                gk_local_beam(sm, q, t, i, r, x, c, g, G);
+        }
+        __syncthreads(); /* the beams, for this CTA's expansion */
+#ifdef FT_GK_PROFILE
+        if (g == 0 && P.nreq == 1 && threadIdx.x == 0)
+            gk_sub[t * 8 + 2] = gk_sub[t * 8 + 3] = gk_sub[t * 8 + 4] =
+                clock64();
+#endif
+        return;
+    }
     /* A warp takes 32 places at a time and ranks the ones this CTA owns
      * in buckets that start below x, one after the other, all lanes over
      * the key's bucket; each owner lane then writes its beam. */
     uint32_t sr = (s + 31u) & ~31u;
     for (uint32_t p0 = warp * 32u; p0 < sr; p0 += FT_GK_BLOCK) {
         uint32_t p = p0 + lane;
-        int own = p < s &&
-                  B.st[gk_bucket(sm.key[p], sh)] < x &&
+        int own = p < s && B.st[gk_bucket(sm.key[p], sh)] < x &&
                   gk_spread_owns(sm.idx[p], g, G);
         uint32_t bal = __ballot_sync(0xffffffffu, own);
         uint32_t myr = 0, myc = 0;
@@ -1748,7 +1900,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
             }
         }
         if (own && myr < x)
-            gk_spread_beam(sm, q, t, p, myr, x, myc);
+            gk_spread_beam<false>(sm, q, t, p, myr, x, myc);
     }
 #ifdef FT_GK_PROFILE
     if (g == 0 && P.nreq == 1 && threadIdx.x == 0)
@@ -1771,7 +1923,10 @@ __device__ __forceinline__ void gk_mark_next_end(int pc, uint32_t t)
 }
 
 /* Member g of G of the CTAs that select request q's list (0: next, 1:
- * terminal) at step t. */
+ * terminal) at step t.  FUSE: a fused launch's lists (gk_lists), and a
+ * next list selected whole by every member for its own expansion
+ * (gk_spread_next<true>). */
+template <bool FUSE>
 __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
                                ft_gk_req *q, uint32_t t, uint32_t term,
                                uint32_t g, uint32_t G)
@@ -1787,7 +1942,7 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
 #endif
     /* The source: the list, or a long list's survivors (P.spread: a
      * short list is within FT_GK_LIST_MAX). */
-    gk_src src = gk_list_src(P, q, t, term, lim);
+    gk_src src = gk_list_src<FUSE>(P, sm, q, t, term, lim);
     const uint64_t *keys = src.keys;
     const uint32_t *si = src.si;
     uint32_t ns = src.n < FT_GK_SORT_MAX ? src.n : FT_GK_SORT_MAX;
@@ -1802,7 +1957,7 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     /* A next list's survivors carry their expansion items at step t + 1
      * (the child range came from the expansion or the grid selection),
      * gathered beside the keys. */
-    int bk = !term && FT_GK_BUCKETS && ns > FT_GK_BUCKET_MIN;
+    int bk = !term && (FUSE || (FT_GK_BUCKETS && ns > FT_GK_BUCKET_MIN));
     uint64_t mn = ~0ull, mx = 0;
     if (bk) /* the bucket counts start at 0 */
         for (uint32_t b = tid; b < GK_NB; b += blockDim.x) {
@@ -1821,13 +1976,15 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
             c[u] = i < ns ? (si ? si[i] : i) : 0u;
             k[u] = i < ns ? keys[i] : 0ull;
         }
-        if (!term)
+        if (!term) {
+            const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
 #pragma unroll
             for (uint32_t u = 0; u < U; u++) {
                 uint32_t i = i0 + u * blockDim.x;
-                deg[u] = i < ns ? S.cand_cr[c[u]].deg : 0ull;
-                kc[u] = i < ns ? S.cand_kcut[c[u]] : 0u;
+                deg[u] = i < ns ? L.cand_cr[c[u]].deg : 0ull;
+                kc[u] = i < ns ? L.cand_kcut[c[u]] : 0u;
             }
+        }
 #pragma unroll
         for (uint32_t u = 0; u < U; u++) {
             uint32_t i = i0 + u * blockDim.x;
@@ -1850,7 +2007,7 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     }
     __syncthreads();
     if (bk) {
-        gk_spread_next(P, sm, q, t, ns, ns < lim ? ns : lim, g, G);
+        gk_spread_next<FUSE>(P, sm, q, t, ns, ns < lim ? ns : lim, g, G);
         gk_mark_next_end(g == 0 && P.nreq == 1, t);
         return;
     }
@@ -1871,8 +2028,8 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
         for (uint32_t o = tid; o < no; o += blockDim.x) {
             uint32_t r = sm.sp.u.r.orank[o];
             if (r < x)
-                gk_spread_beam(sm, q, t, sm.sp.u.r.own[o], r, x,
-                               sm.sp.u.r.ocs[o]);
+                gk_spread_beam<false>(sm, q, t, sm.sp.u.r.own[o], r, x,
+                                      sm.sp.u.r.ocs[o]);
         }
         gk_mark_next_end(g == 0 && P.nreq == 1, t);
         return;
@@ -1895,7 +2052,8 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
                                       ft_score_key(score));
         if (pos >= q->n)
             continue;
-        ft_gk_hit h = gk_new_hit(key, S.term_node[sm.idx[p]], score, t);
+        ft_gk_hit h = gk_new_hit(
+            key, gk_lists<FUSE>(P, q, t).term_node[sm.idx[p]], score, t);
         dst[pos] = h;
         if (last)
             gk_write_result(P, q, pos, h);
@@ -1963,7 +2121,7 @@ __device__ void gk_select_spread(const ft_gk_params &P, gk_smem &sm,
             if (L < c) {
                 /* the next list first, then the terminal one */
                 uint32_t term = c == 1 || L == 1;
-                gk_spread_list(P, sm, q, t, term, g, G);
+                gk_spread_list<false>(P, sm, q, t, term, g, G);
                 break;
             }
             L -= c;
@@ -1984,12 +2142,71 @@ __device__ void gk_select_spread(const ft_gk_params &P, gk_smem &sm,
 #define GK_MARK(i) ((void)0)
 #endif
 
-/* Two instances: SPREAD for launches of 1..3 requests (P.spread, the
- * selection spread over the grid), the other for lazy launches and for
+/* Request 0's list lengths of step t (profile builds). */
+__device__ __forceinline__ void gk_prof_len(const ft_gk_params &P, uint32_t t)
+{
+#ifdef FT_GK_PROFILE
+    if (P.prof && blockIdx.x == 0 && threadIdx.x == 0 && t < P.reqs[0].T) {
+        P.prof[FT_GK_PROF_LEN + 2 * t] = P.reqs[0].steps[t].n_next;
+        P.prof[FT_GK_PROF_LEN + 2 * t + 1] = P.reqs[0].steps[t].n_term;
+    }
+#else
+    (void)P;
+    (void)t;
+#endif
+}
+
+/* The steps of a fused launch (P.fuse: one request, spread): one grid
+ * barrier a step.  After step t's expansion and its grid selection, CTAs
+ * 0 .. ne - 1 each select the whole next list (every one the same beams,
+ * in its own shared memory) and expand step t + 1 from them, no barrier
+ * and no global beam table between, while the last fuse_term CTAs merge
+ * step t's terminal list into the running results.  Step t's lists sit
+ * in the slot or in P.alt by t's parity (gk_lists), so that step t + 1's
+ * appends never meet a CTA still reading step t's. */
+__device__ void gk_fused(const ft_gk_params &P, gk_smem &sm,
+                         cg::grid_group &grid)
+{
+    ft_gk_req *q = &P.reqs[0];
+    uint32_t T = q->T;
+    uint32_t ne = gridDim.x - P.fuse_term;
+    GK_MARK(0);
+    gk_expand<true>(P, 0, gridDim.x, &sm);
+    gk_build_hash(P);
+    GK_MARK(1);
+    for (uint32_t t = 0; t < T; t++) {
+        grid.sync();
+        GK_MARK(2 + 4 * t);
+        gk_prof_len(P, t);
+        gk_grid_select<true>(P, sm, grid, t);
+        GK_MARK(3 + 4 * t);
+#ifdef FT_GK_PROFILE
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+            gk_sub_t = t;
+#endif
+        if (t + 1 == T) {
+            /* the last terminal list, by the whole grid */
+            gk_spread_list<true>(P, sm, q, t, 1, blockIdx.x, gridDim.x);
+            GK_MARK(4 + 4 * t);
+        } else if (blockIdx.x < ne) {
+            gk_spread_list<true>(P, sm, q, t, 0, blockIdx.x, ne);
+            GK_MARK(4 + 4 * t);
+            gk_expand<true>(P, t + 1, ne, &sm);
+            GK_MARK(1 + 4 * (t + 1));
+        } else {
+            gk_spread_list<true>(P, sm, q, t, 1, blockIdx.x - ne,
+                                 gridDim.x - ne);
+        }
+    }
+}
+
+/* Three instances: SPREAD for launches of 1..3 requests (P.spread, the
+ * selection spread over the grid), SPREAD and FUSE for those of one
+ * request (P.fuse, gk_fused), the other for lazy launches and for
  * launches with the spread selection off.  Each gets its own register
  * allocation: the spread selection's code does not weigh on the batch
  * kernel's expansion, nor the one-CTA selection on the latency kernel. */
-template <bool SPREAD>
+template <bool SPREAD, bool FUSE>
 __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     ft_gk_search(const ft_gk_params P)
 {
@@ -2008,26 +2225,23 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
             dst[i] = __ldcv(src + i); /* never a stale line */
         grid.sync();
     }
+    if (FUSE) {
+        gk_fused(P, sm, grid);
+        return;
+    }
     uint32_t tmax = 0;
     for (uint32_t i = 0; i < P.nreq; i++)
         tmax = P.reqs[i].T > tmax ? P.reqs[i].T : tmax;
     GK_MARK(0);
     for (uint32_t t = 0; t < tmax; t++) {
-        gk_expand(P, t);
+        gk_expand<false>(P, t, gridDim.x, NULL);
         if (t == 0)
             gk_build_hash(P);
         GK_MARK(1 + 4 * t);
         grid.sync();
         GK_MARK(2 + 4 * t);
-#ifdef FT_GK_PROFILE
-        /* request 0's list lengths of the step */
-        if (P.prof && blockIdx.x == 0 && threadIdx.x == 0 &&
-            t < P.reqs[0].T) {
-            P.prof[FT_GK_PROF_LEN + 2 * t] = P.reqs[0].steps[t].n_next;
-            P.prof[FT_GK_PROF_LEN + 2 * t + 1] = P.reqs[0].steps[t].n_term;
-        }
-#endif
-        gk_grid_select(P, sm, grid, t);
+        gk_prof_len(P, t);
+        gk_grid_select<false>(P, sm, grid, t);
         GK_MARK(3 + 4 * t);
 #ifdef FT_GK_PROFILE
         if (blockIdx.x == 0 && threadIdx.x == 0)
@@ -2154,11 +2368,11 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
         }
         grid.sync();
     }
-    gk_expand(P, t);
+    gk_expand<false>(P, t, gridDim.x, NULL);
     if (t == 0)
         gk_build_hash(P);
     grid.sync();
-    gk_grid_select(P, sm, grid, t);
+    gk_grid_select<false>(P, sm, grid, t);
     for (uint32_t it = blockIdx.x; it < 2 * P.nreq; it += gridDim.x) {
         ft_gk_req *q = &P.reqs[it >> 1];
         if (it & 1u) {
@@ -2386,12 +2600,18 @@ extern "C" int ft_gk_config(int *grid, int *block, size_t *smem)
 {
     int g2 = 0, b2 = 0;
     size_t s2 = 0;
-    int e = gk_config_of((const void *)ft_gk_search<false>, grid, block,
-                         smem);
+    int e = gk_config_of((const void *)ft_gk_search<false, false>, grid,
+                         block, smem);
     if (e == 0)
-        e = gk_config_of((const void *)ft_gk_search<true>, &g2, &b2, &s2);
+        e = gk_config_of((const void *)ft_gk_search<true, false>, &g2, &b2,
+                         &s2);
     if (e == 0 && g2 < *grid)
-        *grid = g2; /* a grid both instances hold at once */
+        *grid = g2; /* a grid every instance holds at once */
+    if (e == 0)
+        e = gk_config_of((const void *)ft_gk_search<true, true>, &g2, &b2,
+                         &s2);
+    if (e == 0 && g2 < *grid)
+        *grid = g2;
     return e;
 }
 
@@ -2400,8 +2620,9 @@ extern "C" int ft_gk_launch(const ft_gk_params *p, int grid, int block,
 {
     ft_gk_params copy = *p;
     void *args[] = {&copy};
-    const void *fn = p->spread ? (const void *)ft_gk_search<true>
-                               : (const void *)ft_gk_search<false>;
+    const void *fn = p->fuse     ? (const void *)ft_gk_search<true, true>
+                     : p->spread ? (const void *)ft_gk_search<true, false>
+                                 : (const void *)ft_gk_search<false, false>;
     return (int)cudaLaunchCooperativeKernel(fn, dim3(grid), dim3(block), args,
                                             gk_launch_smem(smem, p->spread),
                                             (cudaStream_t)stream);

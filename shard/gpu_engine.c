@@ -107,6 +107,14 @@ typedef struct gpu_engine {
     unsigned char *hd_in; /* h_in as the device sees it, or NULL */
     size_t in_cap;
     size_t mapped_in_max; /* mapped_input_max in bytes (0: never) */
+    uint32_t fuse_term;   /* ft_engine_opts.fuse_term (UINT32_MAX: off) */
+    /* The lists a fused launch keeps its odd steps in: slot 1's (idle
+     * while a launch of one request runs: launches on one engine's stream
+     * never overlap), or with one slot alt's, a slot of its own (NULL: no
+     * fused launches) */
+    const gpu_slot *fuse_lists;
+    gpu_slot alt;
+    int has_alt;
     unsigned char *h_out, *d_out;
     unsigned char *hd_out; /* h_out as the device sees it: the kernels write
                             * results straight to the host (no copy out);
@@ -336,6 +344,8 @@ static void gpu_close(ft_engine *eng)
             slot_free(&g->slots[i]);
         free(g->slots);
     }
+    if (g->has_alt)
+        slot_free(&g->alt);
     for (int i = 0; i < FT_SEC_COUNT; i++)
         cudaFree(g->dsec[i]);
     cudaFree(g->d_in);
@@ -643,6 +653,25 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         (void)cudaGetLastError();
         g->hd_in = NULL;
     }
+    g->fuse_term = o->fuse_term;
+    g->fuse_lists = NULL;
+    if (g->fuse_term != UINT32_MAX && g->nslots >= 2) {
+        g->fuse_lists = &g->slots[1];
+    } else if (g->fuse_term != UINT32_MAX) {
+        /* One slot (max_batch 1, a latency setup): fused launches need a
+         * second set of lists; without the memory they are not fused. */
+        g->has_alt = 1;
+        if (slot_alloc(g, &g->alt, g->kmax, g->tmax) == FT_OK) {
+            g->fuse_lists = &g->alt;
+        } else {
+            (void)cudaGetLastError();
+            slot_free(&g->alt);
+            g->has_alt = 0;
+            FT_WARN("GPU engine on device %d: no memory for a second set "
+                    "of step lists: launches of one request not fused",
+                    g->device);
+        }
+    }
     g->mapped_in_max = o->mapped_input_max == UINT32_MAX ? 0
                        : o->mapped_input_max ? o->mapped_input_max
                                              : ((size_t)1 << 20);
@@ -856,6 +885,42 @@ static cudaError_t next_params(gpu_engine *g, ft_gk_params *prm, size_t n)
     return cudaSuccess;
 }
 
+/* fuse_params turns a spread launch of request p alone into a fused one
+ * (ft_gk_params.fuse) when the option allows it (g->fuse_lists) and, by
+ * default, its beam is at most FT_GPU_FUSE_MAX_BEAM: every selecting CTA
+ * then ranks all of the next list's best, which at BW = 1000 costs more
+ * than the barrier it saves (run S3, docs/BENCHMARKS.md 3g).  The
+ * terminal CTAs: by default one for each 64 results, 4 to a quarter of
+ * the grid. */
+#define FT_GPU_FUSE_MAX_BEAM 512u
+
+static void fuse_params(const gpu_engine *g, ft_gk_params *prm,
+                        const ft_prepared *p)
+{
+    if (!prm->spread || g->fuse_lists == NULL ||
+        (p->beam > FT_GPU_FUSE_MAX_BEAM && g->fuse_term == 0))
+        return;
+    uint32_t nt = g->fuse_term;
+    if (nt == 0) {
+        nt = p->results / 64;
+        nt = nt < 4 ? 4 : nt;
+        if (nt > (uint32_t)g->grid / 4)
+            nt = (uint32_t)g->grid / 4;
+    }
+    if (nt < 1 || nt + 1 > (uint32_t)g->grid)
+        return;
+    const ft_gk_slot *a = &g->fuse_lists->d;
+    prm->fuse = 1;
+    prm->fuse_term = nt;
+    prm->alt.cand_key = a->cand_key;
+    prm->alt.cand_node = a->cand_node;
+    prm->alt.cand_cr = a->cand_cr;
+    prm->alt.cand_kcut = a->cand_kcut;
+    prm->alt.term_key = a->term_key;
+    prm->alt.term_node = a->term_node;
+    prm->alt.gsel = a->gsel;
+}
+
 /* assemble turns the output region (copied back) of reqs[0..n) into
  * their results.  The kernel reports each hit's terminal rank (its key
  * index): values stay in host memory and are attached by the public
@@ -933,6 +998,8 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     if (next_params(g, &prm, n) != cudaSuccess)
         goto cuda_fail;
     cudaError_t e;
+    if (n == 1 && !big)
+        fuse_params(g, &prm, reqs[0]);
     if (timing)
         cudaEventRecord(g->ev[0], g->stream);
     if (!prm.lazy && g->hd_in && in_off <= g->mapped_in_max) {

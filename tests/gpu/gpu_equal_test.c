@@ -157,8 +157,11 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * also turns the spread selection of launches of 1..3 requests off
      * (every list then goes to one CTA, as in a lazy launch), and the
      * input always copied to the device before the launch (the others
-     * have launches of 1..3 requests read it from mapped host memory). */
-    for (int e = 0; e < 4; e++) {
+     * have launches of 1..3 requests read it from mapped host memory).
+     * Engines 0-2 run a request alone with fused steps (one barrier a
+     * step, every CTA its own copy of the beams, step lists by parity in
+     * two slots; engine 2 with one terminal CTA), engine 4 without. */
+    for (int e = 0; e < 5; e++) {
         ft_engine_opts_init(&o);
         o.kind = FT_ENGINE_GPU;
         if (e == 1) {
@@ -170,11 +173,15 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             o.select_grid_min = 1;
             o.child_map_min = 1; /* every inner node's children mapped */
             o.expand_pair_items = 1; /* every step's items in pairs */
+            o.fuse_term = 1; /* one CTA merges a fused launch's results */
         }
         if (e == 3) {
             o.select_grid_min = UINT32_MAX;
             o.mapped_input_max = UINT32_MAX; /* the input copied in */
         }
+        if (e == 4)
+            o.fuse_term = UINT32_MAX; /* requests alone: two barriers a
+                                       * step, as launches of 2..3 */
         ft_engine *geng;
         FT_PASS(ft_engine_open(&geng, c.idx, &o, err, sizeof err));
         /* alone */
@@ -307,7 +314,7 @@ int main(int argc, char **argv)
     }
     unlink(path);
     printf("gpu_equal_test: ok, %llu cases, %llu GPU runs passed (alone and "
-           "in batches of 1..64, 4 engine configs), %llu checked against the "
+           "in batches of 1..64, 5 engine configs), %llu checked against the "
            "reference too, %llu CPU hits, %llu requests with a duplicate "
            "token refused in batches, %.1f s\n",
            (unsigned long long)n_cases, (unsigned long long)n_runs,
