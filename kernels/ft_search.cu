@@ -363,6 +363,26 @@ __device__ __forceinline__ uint32_t gk_append(uint32_t *ctr, int want)
 
 /* ---- phase A ---------------------------------------------------------- */
 
+/* The beam of expansion item `item`: the last r with cstart[r] <= item
+ * of nb beams, a 32-way search by the warp: log32(nb) dependent loads
+ * instead of log2(nb).  Invariant: cstart[lo] <= item, and hi == nb or
+ * cstart[hi] > item.  The whole warp calls it. */
+__device__ __forceinline__ uint32_t gk_beam_of(const uint32_t *cstart,
+                                               uint32_t nb, uint32_t item)
+{
+    uint32_t lane = threadIdx.x & 31u;
+    uint32_t lo = 0, hi = nb;
+    while (hi - lo > 1) {
+        uint32_t step = (hi - lo + 31u) >> 5;
+        uint32_t idx = lo + lane * step;
+        int ok = idx < hi && cstart[idx] <= item;
+        uint32_t b = __ballot_sync(0xffffffffu, ok);
+        lo += (31u - (uint32_t)__clz(b)) * step;
+        hi = lo + step < hi ? lo + step : hi;
+    }
+    return lo;
+}
+
 /* Expands item (and, with pair, item + 1 too when it is the same beam's
  * next chunk: then each lane takes two elements, 32 apart, their loads
  * in flight together).  Returns the items done (1 or 2).  The whole warp
@@ -391,16 +411,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
          * the candidate's range and cut from step t - 1's lists. */
         const gk_local_beams &lb = sm->sp.lb;
         uint32_t nb = lb.n;
-        uint32_t lo = 0, hi = nb;
-        while (hi - lo > 1) {
-            uint32_t step = (hi - lo + 31u) >> 5;
-            uint32_t idx = lo + lane * step;
-            int ok = idx < hi && lb.cs[idx] <= item;
-            uint32_t b = __ballot_sync(0xffffffffu, ok);
-            lo += (31u - (uint32_t)__clz(b)) * step;
-            hi = lo + step < hi ? lo + step : hi;
-        }
-        r = lo;
+        r = gk_beam_of(lb.cs, nb, item);
         chunk = item - lb.cs[r];
         uint32_t end = r + 1 < nb ? lb.cs[r + 1] : tot;
         uint32_t p = lb.p[r], c = sm->idx[p];
@@ -411,19 +422,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         two = pair && item + 1 < end;
     } else {
         uint32_t nb = q->steps[t].n_beam;
-        /* Last r with cstart[r] <= item, a 32-way search by the warp:
-         * log32(nb) dependent loads instead of log2(nb).  Invariant:
-         * cstart[lo] <= item, and hi == nb or cstart[hi] > item. */
-        uint32_t lo = 0, hi = nb;
-        while (hi - lo > 1) {
-            uint32_t step = (hi - lo + 31u) >> 5;
-            uint32_t idx = lo + lane * step;
-            int ok = idx < hi && S.beam_cstart[idx] <= item;
-            uint32_t b = __ballot_sync(0xffffffffu, ok);
-            lo += (31u - (uint32_t)__clz(b)) * step;
-            hi = lo + step < hi ? lo + step : hi;
-        }
-        r = lo;
+        r = gk_beam_of(S.beam_cstart, nb, item);
         chunk = item - S.beam_cstart[r];
         uint32_t end = r + 1 < nb ? S.beam_cstart[r + 1] : tot;
         sigma = S.beam_sigma[r];
@@ -2156,6 +2155,25 @@ __device__ __forceinline__ void gk_prof_len(const ft_gk_params &P, uint32_t t)
 #endif
 }
 
+/* The grid barrier after step t's expansion, then the grid selection of
+ * its long lists (the step's profile marks 2 and 3). */
+template <bool FUSE>
+__device__ __forceinline__ void gk_after_expand(const ft_gk_params &P,
+                                                gk_smem &sm,
+                                                cg::grid_group &grid,
+                                                uint32_t t)
+{
+    grid.sync();
+    GK_MARK(2 + 4 * t);
+    gk_prof_len(P, t);
+    gk_grid_select<FUSE>(P, sm, grid, t);
+    GK_MARK(3 + 4 * t);
+#ifdef FT_GK_PROFILE
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        gk_sub_t = t;
+#endif
+}
+
 /* The steps of a fused launch (P.fuse: one request, spread): one grid
  * barrier a step.  After step t's expansion and its grid selection, CTAs
  * 0 .. ne - 1 each select the whole next list (every one the same beams,
@@ -2175,15 +2193,7 @@ __device__ void gk_fused(const ft_gk_params &P, gk_smem &sm,
     gk_build_hash(P);
     GK_MARK(1);
     for (uint32_t t = 0; t < T; t++) {
-        grid.sync();
-        GK_MARK(2 + 4 * t);
-        gk_prof_len(P, t);
-        gk_grid_select<true>(P, sm, grid, t);
-        GK_MARK(3 + 4 * t);
-#ifdef FT_GK_PROFILE
-        if (blockIdx.x == 0 && threadIdx.x == 0)
-            gk_sub_t = t;
-#endif
+        gk_after_expand<true>(P, sm, grid, t);
         if (t + 1 == T) {
             /* the last terminal list, by the whole grid */
             gk_spread_list<true>(P, sm, q, t, 1, blockIdx.x, gridDim.x);
@@ -2238,15 +2248,7 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
         if (t == 0)
             gk_build_hash(P);
         GK_MARK(1 + 4 * t);
-        grid.sync();
-        GK_MARK(2 + 4 * t);
-        gk_prof_len(P, t);
-        gk_grid_select<false>(P, sm, grid, t);
-        GK_MARK(3 + 4 * t);
-#ifdef FT_GK_PROFILE
-        if (blockIdx.x == 0 && threadIdx.x == 0)
-            gk_sub_t = t;
-#endif
+        gk_after_expand<false>(P, sm, grid, t);
         /* Selection: every list over many CTAs (few requests), or one
          * CTA a list (items (request, list) spread over the CTAs). */
         if (SPREAD) {
