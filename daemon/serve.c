@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -602,6 +604,41 @@ static int drain(server *srv)
     return 0;
 }
 
+/* The teardown after a complete drain closes nng sockets, the HTTP
+ * server and the batcher's threads.  Every request has been answered by
+ * then, but nng_close can hang under load (a closing pipe of a peer that
+ * stopped reading; seen once in CI as a server that did not exit within
+ * 15 s of SIGTERM): a watchdog then logs the phase it is stuck in and
+ * exits with the status the server would have returned instead of
+ * hanging the process. */
+#define TEARDOWN_LIMIT_MS 5000
+static _Atomic(const char *) g_teardown_phase;
+static atomic_int g_teardown_done, g_teardown_status;
+
+static void *teardown_watchdog(void *arg)
+{
+    (void)arg;
+    for (int waited = 0; waited < TEARDOWN_LIMIT_MS; waited += 10) {
+        if (atomic_load(&g_teardown_done))
+            return NULL;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&g_teardown_done))
+        return NULL;
+    FT_LOGF(FT_LOG_ERROR, "shutdown: %s has not returned after %d ms (every "
+            "request was answered); exiting without the rest of the teardown",
+            atomic_load(&g_teardown_phase), TEARDOWN_LIMIT_MS);
+    fflush(stderr);
+    _exit(atomic_load(&g_teardown_status));
+    return NULL;
+}
+
+static void teardown_phase(const char *what)
+{
+    atomic_store(&g_teardown_phase, what);
+}
+
 int cmd_serve(int argc, char **argv)
 {
     server *srv = calloc(1, sizeof *srv);
@@ -766,14 +803,23 @@ int cmd_serve(int argc, char **argv)
             _exit(1);
         }
     }
+    pthread_t wd;
+    atomic_store(&g_teardown_status, st);
+    int wd_on = pthread_create(&wd, NULL, teardown_watchdog, NULL) == 0;
     /* The HTTP handlers read the queue and the batcher: stop them first. */
+    teardown_phase("stopping the HTTP server");
     srv_http_stop(srv);
+    teardown_phase("stopping the batcher");
     ft_queue_close(&srv->queue);
     ft_batcher_stop(srv->batcher);
+    teardown_phase("closing the nng sockets (nng_close)");
     for (size_t i = 0; i < srv->n_socks; i++)
         srv_socket_close(&srv->socks[i]);
     ft_queue_destroy(&srv->queue);
     close(sfd);
+    atomic_store(&g_teardown_done, 1);
+    if (wd_on)
+        pthread_join(wd, NULL);
     FT_LOGF(FT_LOG_INFO, "stopped");
     pthread_mutex_lock(&g_dump_mu);
     g_dump_opts = NULL;
