@@ -956,8 +956,9 @@ int cmd_bench(int argc, char **argv)
         "  their batch runs driving them from R threads at once, as serve's\n"
         "  replicas = R does; latency stays on one.  --fuse-term N|off: the GPU\n"
         "  engine's launches of one request with N terminal CTAs, or not fused\n"
-        "  (ft_engine_opts.fuse_term; default the engine's choice).  --report DIR/ (or an\n"
-        "  existing folder): DIR/results.json, and with gnuplot DIR/plots.gp drawn\n"
+        "  (ft_engine_opts.fuse_term; default the engine's choice).\n"
+        "  --report DIR/ (or an existing folder): DIR/results.json, and with\n"
+        "  gnuplot DIR/plots.gp drawn\n"
         "  into latency, throughput, speedup and shards PNGs.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
     uint32_t fuse_term = 0;

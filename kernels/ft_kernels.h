@@ -160,6 +160,22 @@ typedef struct ft_gk_lists {
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_lists) == 64, "ft_gk_lists layout");
 
+/* A slot's step lists as one ft_gk_lists: the kernel's even steps, and
+ * the second set the host lends a fused launch. */
+FT_HD ft_gk_lists ft_gk_lists_of(const ft_gk_slot *s)
+{
+    ft_gk_lists l;
+    l.cand_key = s->cand_key;
+    l.cand_node = s->cand_node;
+    l.cand_cr = s->cand_cr;
+    l.cand_kcut = s->cand_kcut;
+    l.term_key = s->term_key;
+    l.term_node = s->term_node;
+    l.gsel = s->gsel;
+    l.pad_ = NULL;
+    return l;
+}
+
 /* ft_gk_params is the kernel's one argument, passed by value. */
 typedef struct ft_gk_params {
     ft_trie_view view;      /* device pointers */

@@ -196,19 +196,7 @@ __device__ __forceinline__ ft_gk_lists gk_lists(const ft_gk_params &P,
                                                 const ft_gk_req *q,
                                                 uint32_t t)
 {
-    if (FUSE && (t & 1u))
-        return P.alt;
-    const ft_gk_slot &S = q->slot;
-    ft_gk_lists L;
-    L.cand_key = S.cand_key;
-    L.cand_node = S.cand_node;
-    L.cand_cr = S.cand_cr;
-    L.cand_kcut = S.cand_kcut;
-    L.term_key = S.term_key;
-    L.term_node = S.term_node;
-    L.gsel = S.gsel;
-    L.pad_ = NULL;
-    return L;
+    return FUSE && (t & 1u) ? P.alt : ft_gk_lists_of(&q->slot);
 }
 
 /* Candidates of request q's list (0: next, 1: terminal) at step t, capped
@@ -649,11 +637,11 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t, uint32_t ncta,
          * of them: the others would land at n or later in the merge
          * (gk_select_term, gk_spread_list), so the lists only hold
          * candidates that can enter (and every rank among them, and
-         * every running result's place, stays what it was). */
-        /* A fused launch merges step t - 1's terminal list while step t
-         * expands: its cut is the worst of step t - 2's results (no
-         * tighter, and as exact: a candidate it lets in that cannot
-         * enter lands at n or later). */
+         * every running result's place, stays what it was).  A fused
+         * launch merges step t - 1's terminal list while step t expands:
+         * its cut is the worst of step t - 2's results (no tighter, and
+         * as exact: a candidate it lets in that cannot enter lands at n
+         * or later). */
         uint32_t lag = FUSE ? 2u : 1u;
         uint64_t tcut = ~0ull;
         if (FT_GK_TERM_CUT && t >= lag && units > first &&
@@ -2600,20 +2588,17 @@ extern "C" int ft_gk_prof_sub(uint64_t *out, size_t n)
 
 extern "C" int ft_gk_config(int *grid, int *block, size_t *smem)
 {
-    int g2 = 0, b2 = 0;
-    size_t s2 = 0;
-    int e = gk_config_of((const void *)ft_gk_search<false, false>, grid,
-                         block, smem);
-    if (e == 0)
-        e = gk_config_of((const void *)ft_gk_search<true, false>, &g2, &b2,
-                         &s2);
-    if (e == 0 && g2 < *grid)
-        *grid = g2; /* a grid every instance holds at once */
-    if (e == 0)
-        e = gk_config_of((const void *)ft_gk_search<true, true>, &g2, &b2,
-                         &s2);
-    if (e == 0 && g2 < *grid)
-        *grid = g2;
+    const void *fns[] = {(const void *)ft_gk_search<false, false>,
+                         (const void *)ft_gk_search<true, false>,
+                         (const void *)ft_gk_search<true, true>};
+    int e = gk_config_of(fns[0], grid, block, smem);
+    for (int i = 1; e == 0 && i < 3; i++) {
+        int g2 = 0, b2 = 0;
+        size_t s2 = 0;
+        e = gk_config_of(fns[i], &g2, &b2, &s2);
+        if (e == 0 && g2 < *grid)
+            *grid = g2; /* a grid every instance holds at once */
+    }
     return e;
 }
 

@@ -114,7 +114,6 @@ typedef struct gpu_engine {
      * fused launches) */
     const gpu_slot *fuse_lists;
     gpu_slot alt;
-    int has_alt;
     unsigned char *h_out, *d_out;
     unsigned char *hd_out; /* h_out as the device sees it: the kernels write
                             * results straight to the host (no copy out);
@@ -344,7 +343,7 @@ static void gpu_close(ft_engine *eng)
             slot_free(&g->slots[i]);
         free(g->slots);
     }
-    if (g->has_alt)
+    if (g->fuse_lists == &g->alt)
         slot_free(&g->alt);
     for (int i = 0; i < FT_SEC_COUNT; i++)
         cudaFree(g->dsec[i]);
@@ -660,13 +659,11 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
     } else if (g->fuse_term != UINT32_MAX) {
         /* One slot (max_batch 1, a latency setup): fused launches need a
          * second set of lists; without the memory they are not fused. */
-        g->has_alt = 1;
         if (slot_alloc(g, &g->alt, g->kmax, g->tmax) == FT_OK) {
             g->fuse_lists = &g->alt;
         } else {
             (void)cudaGetLastError();
-            slot_free(&g->alt);
-            g->has_alt = 0;
+            slot_free(&g->alt); /* what it got before it failed */
             FT_WARN("GPU engine on device %d: no memory for a second set "
                     "of step lists: launches of one request not fused",
                     g->device);
@@ -909,16 +906,9 @@ static void fuse_params(const gpu_engine *g, ft_gk_params *prm,
     }
     if (nt < 1 || nt + 1 > (uint32_t)g->grid)
         return;
-    const ft_gk_slot *a = &g->fuse_lists->d;
     prm->fuse = 1;
     prm->fuse_term = nt;
-    prm->alt.cand_key = a->cand_key;
-    prm->alt.cand_node = a->cand_node;
-    prm->alt.cand_cr = a->cand_cr;
-    prm->alt.cand_kcut = a->cand_kcut;
-    prm->alt.term_key = a->term_key;
-    prm->alt.term_node = a->term_node;
-    prm->alt.gsel = a->gsel;
+    prm->alt = ft_gk_lists_of(&g->fuse_lists->d);
 }
 
 /* assemble turns the output region (copied back) of reqs[0..n) into
