@@ -920,6 +920,7 @@ int cmd_bench(int argc, char **argv)
         {"shards", required_argument, 0, 'S'},   {"exchange", required_argument, 0, 'X'},
         {"full-grid", no_argument, 0, 'F'},   {"timing", no_argument, 0, 'M'},
         {"replicas", required_argument, 0, 'P'}, {"fuse-term", required_argument, 0, 'U'},
+        {"round1", required_argument, 0, 'Q'},
         {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
@@ -930,7 +931,7 @@ int cmd_bench(int argc, char **argv)
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json | DIR/]\n"
         "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]\n"
         "          [--devices 0,1,..]]\n"
-        "         [--timing] [--replicas R] [--fuse-term N|off]\n"
+        "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -956,12 +957,14 @@ int cmd_bench(int argc, char **argv)
         "  their batch runs driving them from R threads at once, as serve's\n"
         "  replicas = R does; latency stays on one.  --fuse-term N|off: the GPU\n"
         "  engine's launches of one request with N terminal CTAs, or not fused\n"
-        "  (ft_engine_opts.fuse_term; default the engine's choice).\n"
+        "  (ft_engine_opts.fuse_term; default the engine's choice).  --round1\n"
+        "  N|off: a step of a request alone first expands its best ~N x beam\n"
+        "  proposals, or always the whole step (ft_engine_opts.round1; default 128).\n"
         "  --report DIR/ (or an existing folder): DIR/results.json, and with\n"
         "  gnuplot DIR/plots.gp drawn\n"
         "  into latency, throughput, speedup and shards PNGs.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
-    uint32_t fuse_term = 0;
+    uint32_t fuse_term = 0, round1 = 0;
     uint64_t gen_keys = 0, seed = 1;
     ft_wl_req_opts ro;
     ft_wl_req_opts_init(&ro);
@@ -1038,6 +1041,13 @@ int cmd_bench(int argc, char **argv)
                 if (ft_cli_parse_u32("--fuse-term", optarg, 1, 1024, &ft))
                     return 2;
                 fuse_term = ft;
+            }
+            break;
+        case 'Q':
+            if (strcmp(optarg, "off") == 0) {
+                round1 = UINT32_MAX;
+            } else if (ft_cli_parse_u32("--round1", optarg, 1, 4096, &round1)) {
+                return 2;
             }
             break;
         case 'C': copy_lists = 1; break;
@@ -1343,6 +1353,7 @@ int cmd_bench(int argc, char **argv)
         eo.device = device;
         eo.max_batch = max_b;
         eo.fuse_term = fuse_term;
+        eo.round1 = round1;
         eo.max_beam = max_beam;
         eo.max_k = max_k;
         eo.max_t = max_t;

@@ -563,6 +563,16 @@ typedef struct ft_engine_opts {
                          * 0 = the engine's choice (from the result
                          * count), UINT32_MAX = no fused steps (two
                          * barriers a step, one beam table for all). */
+    uint32_t round1;    /* GPU: in a launch of one request, a step whose
+                         * beams' passing proposals come to at least
+                         * twice round1 x max(beam, results) first
+                         * expands only the best ~round1 x max(beam,
+                         * results) of them by sigma, and the rest only if
+                         * those did not find enough; 0 = 128, UINT32_MAX
+                         * = never (every step whole). */
+    uint32_t round1_items; /* GPU: only a step of at least this many
+                         * expansion items runs in rounds (round1); 0 =
+                         * eight per warp of the grid (tests use 1). */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;

@@ -91,7 +91,8 @@ typedef struct ft_gk_step {
     uint32_t n_run;   /* running results after this step */
     uint32_t err;     /* step 0 only: an arena overflowed (a bug) */
     uint32_t n_sel;   /* steps: local best next candidates (<= B) */
-    uint32_t pad_;
+    uint32_t r1;      /* ft_sigma_key(theta) when this step ran a first
+                       * round (ft_gk_params.r1), else 0 */
 } ft_gk_step;
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_step) == 32, "ft_gk_step layout");
@@ -212,7 +213,12 @@ typedef struct ft_gk_params {
                              * items takes them two at a time (0: one per
                              * warp of the grid) */
     uint32_t in_n16;        /* with in_src: 16-byte words of the input */
-    uint32_t pad_;
+    uint32_t r1;            /* a launch of one request (spread): a step
+                             * whose proposals come to at least twice r1
+                             * x max(B, n) first expands only the best
+                             * ~r1 x max(B, n) of them, the rest only if
+                             * those were not enough, if the step has at
+                             * least r1_items expansion items; 0: never */
     const void *in_src;     /* NULL: the host copied the input region to
                              * reqs; else the pinned host input region as
                              * the device sees it (mapped): the kernel
@@ -225,9 +231,11 @@ typedef struct ft_gk_params {
                              * t's lists in alt when t is odd */
     uint32_t fuse_term;     /* CTAs that merge the terminal lists */
     ft_gk_lists alt;
+    uint32_t r1_items;      /* see r1 */
+    uint32_t pad2_;
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 184,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 192,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange

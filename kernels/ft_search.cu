@@ -128,6 +128,24 @@ struct gk_local_beams {
     uint32_t n, tot;
 };
 
+/* A step's first round (gk_r1_setup): when the whole step would examine
+ * many more candidates than its lists need, it first expands only those
+ * whose sigma is above theta (each beam's cut from theta, kc, its first
+ * item in that numbering, cs), and a second round only runs if that did
+ * not find enough (gk_r1_check).  Per beam also its sigma and its child
+ * count (capped), from which the cuts and items are computed. */
+#define GK_R1_MAX 2048u
+struct gk_r1_smem {
+    uint32_t cs[GK_R1_MAX];
+    float sig[GK_R1_MAX];
+    uint32_t deg[GK_R1_MAX];
+    uint16_t kc[GK_R1_MAX];
+    uint32_t tot, on;
+    float theta;
+    uint32_t rc; /* gk_r1_check: running results that beat theta */
+    uint32_t est[FT_GK_WARPS]; /* gk_r1_setup's probes */
+};
+
 /* The spread selection's shared memory (gk_spread_list): survivors'
  * expansion items (or the running results' score keys), then the
  * counting ranks or the buckets.  Last in gk_smem: a launch that does
@@ -142,6 +160,7 @@ struct gk_spread_smem {
     union {
         gk_rank_smem r;   /* gk_spread_rank and the terminal merge */
         gk_bucket_smem b; /* gk_spread_next */
+        gk_r1_smem r1;    /* the expansion's first round (gk_r1_setup) */
     } u;
     gk_local_beams lb; /* fused launches */
 };
@@ -374,16 +393,20 @@ __device__ __forceinline__ uint32_t gk_beam_of(const uint32_t *cstart,
 /* Expands item (and, with pair, item + 1 too when it is the same beam's
  * next chunk: then each lane takes two elements, 32 apart, their loads
  * in flight together).  Returns the items done (1 or 2).  The whole warp
- * calls it. */
-template <bool FUSE>
+ * calls it.  round (gk_r1_setup): 0 the whole step; 1 its first round,
+ * items numbered by the beams' cuts from theta (sm->sp.u.r1); 2 the rest
+ * of the step after a first round, the usual items, each beam's
+ * proposals below the first round's cut left out. */
+template <bool FUSE, uint32_t ROUND>
 __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                                    uint32_t t, uint32_t item, uint32_t tot,
                                    int pair, uint32_t last, int eager,
                                    uint64_t tcut, const gk_smem *sm)
 {
+    const uint32_t round = ROUND;
     const ft_gk_slot &S = q->slot;
     uint32_t lane = threadIdx.x & 31u;
-    uint32_t r, chunk, kcut, two;
+    uint32_t r, chunk, kcut, two, kmin = 0;
     float sigma;
     ft_child_range cr;
     if (t == 0) {
@@ -398,24 +421,29 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
          * 32-way search over their first items, in shared memory, then
          * the candidate's range and cut from step t - 1's lists. */
         const gk_local_beams &lb = sm->sp.lb;
+        const gk_r1_smem &R1 = sm->sp.u.r1;
         uint32_t nb = lb.n;
-        r = gk_beam_of(lb.cs, nb, item);
-        chunk = item - lb.cs[r];
-        uint32_t end = r + 1 < nb ? lb.cs[r + 1] : tot;
+        const uint32_t *cs = round == 1 ? R1.cs : lb.cs;
+        r = gk_beam_of(cs, nb, item);
+        chunk = item - cs[r];
+        uint32_t end = r + 1 < nb ? cs[r + 1] : tot;
         uint32_t p = lb.p[r], c = sm->idx[p];
         sigma = ft_cand_sigma(sm->key[p]);
         const ft_gk_lists Lp = gk_lists<FUSE>(P, q, t - 1);
         cr = Lp.cand_cr[c];
-        kcut = Lp.cand_kcut[c];
+        kcut = round == 1 ? R1.kc[r] : Lp.cand_kcut[c];
+        kmin = round == 2 ? R1.kc[r] : 0u;
         two = pair && item + 1 < end;
     } else {
         uint32_t nb = q->steps[t].n_beam;
-        r = gk_beam_of(S.beam_cstart, nb, item);
-        chunk = item - S.beam_cstart[r];
-        uint32_t end = r + 1 < nb ? S.beam_cstart[r + 1] : tot;
+        const uint32_t *cs = round == 1 ? sm->sp.u.r1.cs : S.beam_cstart;
+        r = gk_beam_of(cs, nb, item);
+        chunk = item - cs[r];
+        uint32_t end = r + 1 < nb ? cs[r + 1] : tot;
         sigma = S.beam_sigma[r];
         cr = S.beam_cr[r];
-        kcut = S.beam_kcut[r];
+        kcut = round == 1 ? sm->sp.u.r1.kc[r] : S.beam_kcut[r];
+        kmin = round == 2 ? sm->sp.u.r1.kc[r] : 0u;
         two = pair && item + 1 < end;
     }
     const uint32_t *tok = q->tok + q->row[t];
@@ -466,7 +494,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                     break;
                 if ((uint32_t)(e[v] >> 32) == label[v]) {
                     k[v] = (uint32_t)(e[v] & 0xfffu);
-                    found[v] = k[v] < kcut;
+                    found[v] = k[v] < kcut && k[v] >= kmin;
                     break;
                 }
                 h[v] = (h[v] + 1) & mask;
@@ -478,6 +506,8 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
 #pragma unroll
         for (uint32_t v = 0; v < U; v++) {
             k[v] = v < ub ? (uint32_t)(e0 + 32u * v) : kcut;
+            if (k[v] < kmin) /* the first round's */
+                k[v] = kcut;
             u[v] = FT_NONE;
             flags[v] = 0;
             tk[v] = k[v] < kcut ? tok[k[v]] : 0u;
@@ -592,11 +622,13 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
 
 /* Step t's expansion by CTAs 0 .. ncta - 1 (all but the terminal ones
  * in a fused launch past step 0; there sm holds the beams, each CTA's
- * own copy). */
-template <bool FUSE>
-__device__ void gk_expand(const ft_gk_params &P, uint32_t t, uint32_t ncta,
-                          const gk_smem *sm)
+ * own copy).  round: gk_expand_item's (1 and 2 only in a launch of one
+ * request, whose first round sm->sp.u.r1 holds). */
+template <bool FUSE, uint32_t ROUND>
+__device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
+                            uint32_t ncta, const gk_smem *sm)
 {
+    const uint32_t round = ROUND;
     /* Warps numbered across the CTAs first: a step of fewer units than
      * warps (BW = 100: ~400 of 2,112) spreads them over every SM instead
      * of filling the first CTAs' SMs (run S3: b = 32 +1-10%, b = 1 the
@@ -615,6 +647,7 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t, uint32_t ncta,
         const ft_gk_req *q = &P.reqs[i];
         if (t < q->T)
             all += t == 0 ? q->items0
+                   : round == 1 ? sm->sp.u.r1.tot
                    : FUSE ? sm->sp.lb.tot : q->steps[t].n_items;
     }
     int pair = all >= (P.pair_items ? (uint64_t)P.pair_items : nw);
@@ -629,6 +662,7 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t, uint32_t ncta,
         if (t >= q->T)
             continue;
         uint32_t tot = t == 0 ? q->items0
+                       : round == 1 ? sm->sp.u.r1.tot
                        : FUSE ? sm->sp.lb.tot : q->steps[t].n_items;
         uint32_t units = pair ? (tot + 1u) >> 1 : tot;
         uint32_t first = (uint32_t)((gw + nw - (acc % nw)) % nw);
@@ -650,14 +684,30 @@ __device__ void gk_expand(const ft_gk_params &P, uint32_t t, uint32_t ncta,
                        .skey;
         for (uint32_t un = first; un < units; un += nw) {
             uint32_t it = pair ? 2u * un : un;
-            uint32_t done = gk_expand_item<FUSE>(P, q, t, it, tot, pair,
-                                                 last, !P.lazy, tcut, sm);
+            uint32_t done = gk_expand_item<FUSE, ROUND>(
+                P, q, t, it, tot, pair, last, !P.lazy, tcut, sm);
             if (done < 1u + (uint32_t)pair && it + 1 < tot)
-                gk_expand_item<FUSE>(P, q, t, it + 1, tot, 0, last,
-                                     !P.lazy, tcut, sm);
+                gk_expand_item<FUSE, ROUND>(P, q, t, it + 1, tot, 0, last,
+                                            !P.lazy, tcut, sm);
         }
         acc += units;
     }
+}
+
+/* gk_expand_r by round (each its own code: the rounds' extra loads and
+ * bounds stay out of the plain expansion's registers). */
+template <bool FUSE>
+__device__ __forceinline__ void gk_expand(const ft_gk_params &P,
+                                          uint32_t t, uint32_t ncta,
+                                          const gk_smem *sm,
+                                          uint32_t round = 0)
+{
+    if (round == 1)
+        gk_expand_r<FUSE, 1>(P, t, ncta, sm);
+    else if (round == 2)
+        gk_expand_r<FUSE, 2>(P, t, ncta, sm);
+    else
+        gk_expand_r<FUSE, 0>(P, t, ncta, sm);
 }
 
 /* Builds the token -> k tables of positions 1..T-1 (during step 0). */
@@ -727,6 +777,239 @@ __device__ uint32_t gk_scan(gk_smem &sm, uint32_t v, uint32_t *excl)
                                                                 total);
     __syncthreads();
     return total;
+}
+
+/* ---- a step in two rounds (launches of one request) ------------------
+ *
+ * Step t examines every beam's passing proposals (or children): at BW =
+ * 1000, step 1 is 1000 root children x 1000 proposals, 10^6 lookups
+ * for 215,000 next candidates of which 1000 are kept.  A step whose
+ * beams' cuts come to many more proposals than its lists need first
+ * expands only the candidates whose sigma is above theta, chosen so that
+ * about P.r1 x max(B, n) proposals pass (gk_r1_setup); when that found B
+ * next candidates and enough terminal ones (gk_r1_check), every
+ * candidate it left out is beaten by those and the step is complete; else
+ * a second round expands the rest.  Exact either way: both rounds
+ * together are the whole step, and what the first alone keeps is what
+ * the whole step keeps (docs/gpu-engine.md, Search 6.). */
+
+/* The first round of step t (t >= 1) of request q, the launch's only one,
+ * by every CTA that expands it (each computes the same): a step of at
+ * least P.r1_items items whose proposals (at most nb x keff) may come to
+ * 2C, C = P.r1 x max(B, n), loads the beams' sigma, child counts and cuts
+ * (from this CTA's own beams in a fused launch); when their proposals do
+ * come to 2C, a 17-way search on sampled beams estimates the highest
+ * theta with C proposals above it; then each beam's exact cut at theta
+ * (kc) and its first item in the numbering by those cuts (cs).  The round
+ * runs (R.on) when it takes at most a quarter of the step's items; CTA 0
+ * then records theta for gk_r1_check (steps[t].r1).  The whole CTA calls
+ * it. */
+template <bool FUSE>
+__device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
+                            ft_gk_req *q, uint32_t t)
+{
+    gk_r1_smem &R = sm.sp.u.r1;
+    const ft_gk_slot &S = q->slot;
+    uint32_t tid = threadIdx.x;
+    uint32_t nb = FUSE ? sm.sp.lb.n : __ldcg(&q->steps[t].n_beam);
+    uint32_t B = q->B > q->n ? q->B : q->n;
+    uint64_t C = (uint64_t)P.r1 * B;
+    /* Only a step of at least r1_items items (by default 8 a warp of the
+     * grid: BW = 1000's step 1 has 32,000), whose proposals (at most nb x
+     * keff) may come to 2C, and (but with r1_items 1, for tests) whose
+     * items are mostly proposals, not children (the hash path's items a
+     * first round does not shorten: BW = 1000's step 2 cost 4.7 us more
+     * for nothing without this): the others cost no loads here. */
+    uint32_t items_all = FUSE ? sm.sp.lb.tot : __ldcg(&q->steps[t].n_items);
+    uint64_t prop_items = (uint64_t)nb * ((q->keff[t] + 31u) >> 5);
+    if (t == 0 || nb == 0 || nb > GK_R1_MAX ||
+        (uint64_t)nb * q->keff[t] < 2 * C || items_all < P.r1_items ||
+        (P.r1_items > 1 && 4 * (uint64_t)items_all < 3 * prop_items)) {
+        if (tid == 0)
+            R.on = 0;
+        __syncthreads();
+        return;
+    }
+    uint32_t per = (nb + blockDim.x - 1) / blockDim.x, j0 = tid * per;
+    uint32_t cells = 0, items = 0;
+    for (uint32_t j = j0; j < j0 + per && j < nb; j++) {
+        float sg;
+        uint64_t deg;
+        uint32_t kc;
+        if (FUSE) {
+            uint32_t p = sm.sp.lb.p[j], c = sm.idx[p];
+            const ft_gk_lists Lp = gk_lists<FUSE>(P, q, t - 1);
+            sg = ft_cand_sigma(sm.key[p]);
+            deg = __ldcg((const unsigned long long *)&Lp.cand_cr[c].deg);
+            kc = __ldcg(&Lp.cand_kcut[c]);
+        } else {
+            sg = __ldcg(&S.beam_sigma[j]);
+            deg = __ldcg((const unsigned long long *)&S.beam_cr[j].deg);
+            kc = __ldcg(&S.beam_kcut[j]);
+        }
+        R.sig[j] = sg;
+        R.deg[j] = deg > 0xffffffffull ? 0xffffffffu : (uint32_t)deg;
+        cells += kc;
+        items += ft_gk_items(t, deg, kc);
+    }
+    uint32_t ex;
+    uint32_t call = gk_scan(sm, cells, &ex);
+    uint32_t iall = gk_scan(sm, items, &ex);
+    const float *lp = q->logp + q->row[t];
+    uint32_t keff = q->keff[t];
+    float th0 = q->theta_sent;
+    int on = (uint64_t)call >= 2 * C;
+    float lo = th0;
+    if (on) {
+        /* theta by three rounds of a 17-way search between the least
+         * candidate's sigma (or theta_sent) and the greatest's: warp w
+         * probes the w + 1-th of 16 inner points, its lanes each one of 32
+         * beams spread over the list (all beams when fewer), the count
+         * scaled to all; the next bracket is between the highest probe
+         * counting at least C and the one above.  An estimate: the cuts
+         * below are exact, and theta only decides how much the first
+         * round takes. */
+        uint32_t lane = tid & 31u, warp = tid >> 5;
+        float hi = FT_FADD(R.sig[0], lp[0]);
+        float least = FT_FADD(R.sig[nb - 1], lp[keff - 1]);
+        if (least > lo)
+            lo = least;
+        /* 128 beams, the middles of 128 equal strata (all when fewer) */
+        uint32_t ns = nb < 128u ? nb : 128u;
+        uint32_t rl[4];
+#pragma unroll
+        for (uint32_t v = 0; v < 4; v++) {
+            uint32_t i = lane + 32u * v;
+            rl[v] = i >= ns ? nb
+                    : nb < 128u ? i
+                    : (uint32_t)(((uint64_t)(2 * i + 1) * nb) / 256u);
+        }
+        for (uint32_t it = 0; it < 3; it++) {
+            float th = __fadd_rn(lo, __fmul_rn(__fadd_rn(hi, -lo),
+                                               (float)(warp + 1) / 17.0f));
+            if (!(th > lo))
+                th = lo;
+            uint32_t j = 0;
+#pragma unroll
+            for (uint32_t v = 0; v < 4; v++)
+                j += rl[v] < nb ? ft_kcut(lp, keff, R.sig[rl[v]], th) : 0u;
+            j = __reduce_add_sync(0xffffffffu, j);
+            if (lane == 0) {
+                uint64_t e = (uint64_t)j * nb / ns;
+                R.est[warp] = e > 0xffffffffull ? 0xffffffffu : (uint32_t)e;
+            }
+            __syncthreads();
+            float nlo = lo, nhi = hi;
+            for (uint32_t w = 0; w < FT_GK_WARPS; w++) {
+                float tw = __fadd_rn(lo, __fmul_rn(__fadd_rn(hi, -lo),
+                                                   (float)(w + 1) / 17.0f));
+                if (!(tw > lo))
+                    tw = lo;
+                if (R.est[w] >= C) {
+                    nlo = tw;
+                } else {
+                    nhi = tw;
+                    break;
+                }
+            }
+            lo = nlo;
+            hi = nhi;
+            __syncthreads();
+        }
+    }
+    if (on) {
+        uint32_t mine = 0;
+        for (uint32_t j = j0; j < j0 + per && j < nb; j++) {
+            uint32_t kc = ft_kcut(lp, keff, R.sig[j], lo);
+            R.kc[j] = (uint16_t)kc;
+            uint32_t c = ft_gk_items(t, R.deg[j], kc);
+            R.cs[j] = c;
+            mine += c;
+        }
+        uint32_t tot = gk_scan(sm, mine, &ex);
+        for (uint32_t j = j0; j < j0 + per && j < nb; j++) {
+            uint32_t c = R.cs[j];
+            R.cs[j] = ex;
+            ex += c;
+        }
+        on = lo > th0 && (uint64_t)tot * 4 <= iall;
+        if (tid == 0) {
+            R.tot = tot;
+            R.theta = lo;
+        }
+    }
+    if (tid == 0) {
+        R.on = (uint32_t)on;
+        if (on && blockIdx.x == 0)
+            q->steps[t].r1 = ft_sigma_key(lo);
+    }
+    __syncthreads();
+}
+
+/* Running results i < n (sorted by score key) whose score key is at most
+ * sk: a 32-way search by the warp (the whole warp calls it). */
+__device__ __forceinline__ uint32_t gk_hits_le(const ft_gk_hit *h,
+                                               uint32_t n, uint64_t sk)
+{
+    uint32_t lane = threadIdx.x & 31u;
+    uint32_t lo = 0, hi = n; /* entries < lo are <= sk, entries >= hi not */
+    while (lo < hi) {
+        uint32_t step = (hi - lo + 31u) >> 5;
+        uint32_t idx = lo + lane * step;
+        int ok = idx < hi &&
+                 __ldcg((const unsigned long long *)&h[idx].skey) <= sk;
+        uint32_t m = (uint32_t)__popc(__ballot_sync(0xffffffffu, ok));
+        if (m == 0)
+            break;
+        uint32_t nhi = lo + m * step;
+        lo = lo + (m - 1u) * step + 1u;
+        hi = nhi < hi ? nhi : hi;
+    }
+    return lo;
+}
+
+/* After step t's first round and the grid barrier, every CTA: the step
+ * is complete when the round found B next candidates (all above theta,
+ * so every one left out ranks after them) and, with the running results
+ * of step t - 1 whose score is at least theta's (a terminal candidate
+ * left out has sigma <= theta, so no higher a score, and loses ties to
+ * earlier steps), n terminal ones or more (those it found have a higher
+ * sigma than any it left out, so a higher score).  Else the CTAs that
+ * expanded it run the second round (ncta of them), and one more grid
+ * barrier.  Every CTA reads the same counts, so all decide alike. */
+template <bool FUSE>
+__device__ void gk_r1_check(const ft_gk_params &P, gk_smem &sm,
+                            cg::grid_group &grid, uint32_t t, uint32_t ncta)
+{
+    if (!P.r1 || P.nreq != 1 || t == 0)
+        return;
+    ft_gk_req *q = &P.reqs[0];
+    if (t >= q->T)
+        return;
+    uint32_t key = __ldcg(&q->steps[t].r1);
+    if (!key)
+        return;
+    uint32_t nn = __ldcg(&q->steps[t].n_next);
+    uint32_t nt = __ldcg(&q->steps[t].n_term);
+    int ok = t + 1 == q->T || nn >= q->B;
+    if (ok && nt < q->n) {
+        if (threadIdx.x < 32) {
+            uint32_t nr = __ldcg(&q->steps[t - 1].n_run);
+            uint64_t sk = ft_score_key(
+                ft_score(ft_sigma_of_key(key), q->F[t + 1]));
+            uint32_t c = gk_hits_le(
+                (const ft_gk_hit *)q->slot.run[(t - 1) & 1u], nr, sk);
+            if (threadIdx.x == 0)
+                sm.sp.u.r1.rc = c;
+        }
+        __syncthreads();
+        ok = nt + sm.sp.u.r1.rc >= q->n;
+    }
+    if (ok)
+        return;
+    if (!FUSE || blockIdx.x < ncta)
+        gk_expand<FUSE>(P, t, ncta, &sm, 2);
+    grid.sync();
 }
 
 /* Adds keys[lo, hi) to sm.hist: the 8-bit digit at bit sh of every key
@@ -2143,15 +2426,19 @@ __device__ __forceinline__ void gk_prof_len(const ft_gk_params &P, uint32_t t)
 #endif
 }
 
-/* The grid barrier after step t's expansion, then the grid selection of
- * its long lists (the step's profile marks 2 and 3). */
-template <bool FUSE>
+/* The grid barrier after step t's expansion (and its second round, if
+ * its first was not enough: R1, the instances that spread), then the grid
+ * selection of its long lists (the step's profile marks 2 and 3). */
+template <bool FUSE, bool R1>
 __device__ __forceinline__ void gk_after_expand(const ft_gk_params &P,
                                                 gk_smem &sm,
                                                 cg::grid_group &grid,
                                                 uint32_t t)
 {
     grid.sync();
+    if (R1)
+        gk_r1_check<FUSE>(P, sm, grid, t,
+                          FUSE ? gridDim.x - P.fuse_term : gridDim.x);
     GK_MARK(2 + 4 * t);
     gk_prof_len(P, t);
     gk_grid_select<FUSE>(P, sm, grid, t);
@@ -2170,8 +2457,8 @@ __device__ __forceinline__ void gk_after_expand(const ft_gk_params &P,
  * step t's terminal list into the running results.  Step t's lists sit
  * in the slot or in P.alt by t's parity (gk_lists), so that step t + 1's
  * appends never meet a CTA still reading step t's. */
-__device__ void gk_fused(const ft_gk_params &P, gk_smem &sm,
-                         cg::grid_group &grid)
+__device__ __forceinline__ void gk_fused(const ft_gk_params &P,
+                                         gk_smem &sm, cg::grid_group &grid)
 {
     ft_gk_req *q = &P.reqs[0];
     uint32_t T = q->T;
@@ -2181,7 +2468,7 @@ __device__ void gk_fused(const ft_gk_params &P, gk_smem &sm,
     gk_build_hash(P);
     GK_MARK(1);
     for (uint32_t t = 0; t < T; t++) {
-        gk_after_expand<true>(P, sm, grid, t);
+        gk_after_expand<true, true>(P, sm, grid, t);
         if (t + 1 == T) {
             /* the last terminal list, by the whole grid */
             gk_spread_list<true>(P, sm, q, t, 1, blockIdx.x, gridDim.x);
@@ -2189,7 +2476,12 @@ __device__ void gk_fused(const ft_gk_params &P, gk_smem &sm,
         } else if (blockIdx.x < ne) {
             gk_spread_list<true>(P, sm, q, t, 0, blockIdx.x, ne);
             GK_MARK(4 + 4 * t);
-            gk_expand<true>(P, t + 1, ne, &sm);
+            uint32_t round = 0;
+            if (P.r1) {
+                gk_r1_setup<true>(P, sm, q, t + 1);
+                round = sm.sp.u.r1.on;
+            }
+            gk_expand<true>(P, t + 1, ne, &sm, round);
             GK_MARK(1 + 4 * (t + 1));
         } else {
             gk_spread_list<true>(P, sm, q, t, 1, blockIdx.x - ne,
@@ -2232,11 +2524,17 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
         tmax = P.reqs[i].T > tmax ? P.reqs[i].T : tmax;
     GK_MARK(0);
     for (uint32_t t = 0; t < tmax; t++) {
-        gk_expand<false>(P, t, gridDim.x, NULL);
+        /* (a launch of one request: the step's first round, maybe) */
+        uint32_t round = 0;
+        if (SPREAD && P.r1 && P.nreq == 1 && t > 0 && t < P.reqs[0].T) {
+            gk_r1_setup<false>(P, sm, &P.reqs[0], t);
+            round = sm.sp.u.r1.on;
+        }
+        gk_expand<false>(P, t, gridDim.x, &sm, round);
         if (t == 0)
             gk_build_hash(P);
         GK_MARK(1 + 4 * t);
-        gk_after_expand<false>(P, sm, grid, t);
+        gk_after_expand<false, SPREAD>(P, sm, grid, t);
         /* Selection: every list over many CTAs (few requests), or one
          * CTA a list (items (request, list) spread over the CTAs). */
         if (SPREAD) {

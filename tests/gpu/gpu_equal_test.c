@@ -160,11 +160,17 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * have launches of 1..3 requests read it from mapped host memory).
      * Engines 0-2 run a request alone with fused steps (one barrier a
      * step, every CTA its own copy of the beams, step lists by parity in
-     * two slots; engine 2 with one terminal CTA), engine 4 without. */
+     * two slots; engine 2 with one terminal CTA), engine 4 without.
+     * Engines 1, 2 and 4 run a request alone's steps in two rounds
+     * whenever its proposals come to twice max(B, n) (round1 1 or 2, by
+     * default 64): a first round over the best ~max(B, n) by sigma,
+     * often too few, so the second round runs too. */
     for (int e = 0; e < 5; e++) {
         ft_engine_opts_init(&o);
         o.kind = FT_ENGINE_GPU;
         if (e == 1) {
+            o.round1 = 1;
+            o.round1_items = 1;
             o.max_batch = 3;
             o.max_k = 64;
             o.max_t = 8;
@@ -174,14 +180,19 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             o.child_map_min = 1; /* every inner node's children mapped */
             o.expand_pair_items = 1; /* every step's items in pairs */
             o.fuse_term = 1; /* one CTA merges a fused launch's results */
+            o.round1 = 2;
+            o.round1_items = 1;
         }
         if (e == 3) {
             o.select_grid_min = UINT32_MAX;
             o.mapped_input_max = UINT32_MAX; /* the input copied in */
         }
-        if (e == 4)
+        if (e == 4) {
             o.fuse_term = UINT32_MAX; /* requests alone: two barriers a
                                        * step, as launches of 2..3 */
+            o.round1 = 1;
+            o.round1_items = 1;
+        }
         ft_engine *geng;
         FT_PASS(ft_engine_open(&geng, c.idx, &o, err, sizeof err));
         /* alone */
