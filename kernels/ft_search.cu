@@ -141,9 +141,9 @@ struct gk_r1_smem {
     uint32_t deg[GK_R1_MAX];
     uint16_t kc[GK_R1_MAX];
     uint32_t tot, on;
-    float theta;
     uint32_t rc; /* gk_r1_check: running results that beat theta */
-    uint32_t est[FT_GK_WARPS]; /* gk_r1_setup's probes */
+    float th[FT_GK_WARPS];     /* gk_r1_setup's probes: theta, */
+    uint32_t est[FT_GK_WARPS]; /* and the proposals above it */
 };
 
 /* The spread selection's shared memory (gk_spread_list): survivors'
@@ -863,7 +863,7 @@ __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
     if (on) {
         /* theta by three rounds of a 17-way search between the least
          * candidate's sigma (or theta_sent) and the greatest's: warp w
-         * probes the w + 1-th of 16 inner points, its lanes each one of 32
+         * probes the w + 1-th of 16 inner points, its lanes over 128
          * beams spread over the list (all beams when fewer), the count
          * scaled to all; the next bracket is between the highest probe
          * counting at least C and the one above.  An estimate: the cuts
@@ -897,18 +897,15 @@ __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
             if (lane == 0) {
                 uint64_t e = (uint64_t)j * nb / ns;
                 R.est[warp] = e > 0xffffffffull ? 0xffffffffu : (uint32_t)e;
+                R.th[warp] = th;
             }
             __syncthreads();
             float nlo = lo, nhi = hi;
             for (uint32_t w = 0; w < FT_GK_WARPS; w++) {
-                float tw = __fadd_rn(lo, __fmul_rn(__fadd_rn(hi, -lo),
-                                                   (float)(w + 1) / 17.0f));
-                if (!(tw > lo))
-                    tw = lo;
                 if (R.est[w] >= C) {
-                    nlo = tw;
+                    nlo = R.th[w];
                 } else {
-                    nhi = tw;
+                    nhi = R.th[w];
                     break;
                 }
             }
@@ -933,10 +930,8 @@ __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
             ex += c;
         }
         on = lo > th0 && (uint64_t)tot * 4 <= iall;
-        if (tid == 0) {
+        if (tid == 0)
             R.tot = tot;
-            R.theta = lo;
-        }
     }
     if (tid == 0) {
         R.on = (uint32_t)on;

@@ -154,7 +154,8 @@ typedef struct gpu_engine {
     int gsel_forced;            /* gsel_min came from the options */
     uint32_t pair_items;        /* ft_engine_opts.expand_pair_items */
     uint32_t round1;            /* ft_engine_opts.round1 (0: never) */
-    uint32_t round1_items;      /* ft_engine_opts.round1_items */
+    uint32_t round1_items;      /* ft_engine_opts.round1_items, or eight
+                                 * per warp of the grid for its 0 */
     uint32_t lazy_min;          /* batches this large compute child ranges
                                  * of the selected beams only */
     /* ft_engine_opts.timing: host-side phase timings of launches, per
@@ -700,7 +701,9 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
     g->pair_items = o->expand_pair_items;
     g->round1 = o->round1 == 0 ? 128u
                 : o->round1 == UINT32_MAX ? 0u : o->round1;
-    g->round1_items = o->round1_items;
+    g->round1_items = o->round1_items
+                          ? o->round1_items
+                          : 8u * (uint32_t)g->grid * (uint32_t)(g->block / 32);
     for (int i = 0; i < 4 && g->timing; i++)
         FT_CUDA_CHECK(cudaEventCreate(&g->ev[i]));
     size_t mem_free = 0, mem_total = 0;
@@ -999,9 +1002,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
      * in two rounds (ft_gk_params.r1, gk_r1_setup). */
     if (n == 1 && prm.spread) {
         prm.r1 = g->round1;
-        prm.r1_items = g->round1_items ? g->round1_items
-                                       : 8u * (uint32_t)g->grid *
-                                             (uint32_t)(g->block / 32);
+        prm.r1_items = g->round1_items;
     }
     if (timing)
         cudaEventRecord(g->ev[0], g->stream);
