@@ -1208,27 +1208,21 @@ __device__ uint32_t gk_smem_narrow(gk_smem &sm, uint32_t m, uint32_t lim)
     if (tid == 0)
         gk_gstate_init(sm.loc, sm.kmin, sm.kmax, m, lim, cap, 0);
     __syncthreads();
-    uint32_t mr = (m + 31u) & ~31u;
     for (uint32_t p = 0; p < FT_GK_GSEL_PASSES && !sm.loc.done; p++) {
         uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
         uint32_t sh = sm.loc.sh;
         for (uint32_t b = tid; b < 256; b += blockDim.x)
             sm.hist[b] = 0;
         __syncthreads();
-        for (uint32_t i = tid; i < mr; i += blockDim.x) {
-            uint32_t b = 256u;
-            if (i < m) {
-                uint64_t k = sm.key[i];
-                if ((k & pmask) == prefix)
-                    b = (uint32_t)(k >> sh) & 255u;
-            }
-            /* One shared atomic a key: over up to 4096 keys of one CTA
-             * no slower than aggregating each warp's equal buckets with
-             * __match_any_sync, and 0.2-0.9 us faster a terminal merge
-             * (docs/gpu-engine.md); the grid selection's slices, a few
-             * keys a thread, keep the aggregation. */
-            if (b < 256u)
-                atomicAdd(&sm.hist[b], 1u);
+        /* One shared atomic a key: over up to 4096 keys of one CTA no
+         * slower than aggregating each warp's equal buckets with
+         * __match_any_sync, and 0.2-0.9 us faster a terminal merge
+         * (docs/gpu-engine.md); the grid selection's slices, a few keys
+         * a thread, keep the aggregation. */
+        for (uint32_t i = tid; i < m; i += blockDim.x) {
+            uint64_t k = sm.key[i];
+            if ((k & pmask) == prefix)
+                atomicAdd(&sm.hist[(uint32_t)(k >> sh) & 255u], 1u);
         }
         __syncthreads();
         if (tid < 32)
