@@ -57,12 +57,17 @@ typedef struct ft_gk_slot {
                              * 256-bin histogram, then the survivor count) */
     uint64_t *surv_key;     /* its survivors' keys, FT_GK_LIST_MAX per list */
     uint32_t *surv_idx;     /* and their candidate indexes */
+    uint32_t *r1_cs;        /* lazy launches: a step's first round, beam
+                             * j's first item in the numbering by the
+                             * cuts from theta, [bmax + 1] (the last: the
+                             * round's items); gk_r1_setup */
+    uint32_t *r1_kc;        /* and beam j's cut at theta, [bmax] */
     uint64_t cap_cand;      /* entries of cand_* and of term_* */
     uint32_t bmax;          /* beams the slot holds */
     uint32_t tmax;          /* positions the slot holds */
 } ft_gk_slot;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 168, "ft_gk_slot layout");
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 184, "ft_gk_slot layout");
 
 /* Grid selection arena of one list: FT_GK_GSEL_PASSES histograms of 256
  * bins, then the survivor counter (padded to 128 bytes). */
@@ -213,12 +218,13 @@ typedef struct ft_gk_params {
                              * items takes them two at a time (0: one per
                              * warp of the grid) */
     uint32_t in_n16;        /* with in_src: 16-byte words of the input */
-    uint32_t r1;            /* a launch of one request (spread): a step
-                             * whose proposals come to at least twice r1
-                             * x max(B, n) first expands only the best
-                             * ~r1 x max(B, n) of them, the rest only if
-                             * those were not enough, if the step has at
-                             * least r1_items expansion items; 0: never */
+    uint32_t r1;            /* a launch of one request (spread) or a
+                             * lazy one: a step whose proposals come to
+                             * at least twice r1 x max(B, n) first
+                             * expands only the best ~r1 x max(B, n) of
+                             * them, the rest only if those were not
+                             * enough, if the step has at least r1_items
+                             * expansion items (per request); 0: never */
     const void *in_src;     /* NULL: the host copied the input region to
                              * reqs; else the pinned host input region as
                              * the device sees it (mapped): the kernel

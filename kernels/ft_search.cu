@@ -435,15 +435,20 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         kmin = round == 2 ? R1.kc[r] : 0u;
         two = pair && item + 1 < end;
     } else {
+        /* A lazy launch's first round sits in the slot (one per request,
+         * gk_r1_setup<false, true>), a request alone's in shared memory. */
         uint32_t nb = q->steps[t].n_beam;
-        const uint32_t *cs = round == 1 ? sm->sp.u.r1.cs : S.beam_cstart;
+        const uint32_t *cs = round != 1 ? S.beam_cstart
+                             : P.lazy ? S.r1_cs : sm->sp.u.r1.cs;
         r = gk_beam_of(cs, nb, item);
         chunk = item - cs[r];
         uint32_t end = r + 1 < nb ? cs[r + 1] : tot;
         sigma = S.beam_sigma[r];
         cr = S.beam_cr[r];
-        kcut = round == 1 ? sm->sp.u.r1.kc[r] : S.beam_kcut[r];
-        kmin = round == 2 ? sm->sp.u.r1.kc[r] : 0u;
+        uint32_t kc1 = round == 0 ? 0u
+                       : P.lazy ? S.r1_kc[r] : (uint32_t)sm->sp.u.r1.kc[r];
+        kcut = round == 1 ? kc1 : S.beam_kcut[r];
+        kmin = round == 2 ? kc1 : 0u;
         two = pair && item + 1 < end;
     }
     const uint32_t *tok = q->tok + q->row[t];
@@ -624,11 +629,65 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
  * in a fused launch past step 0; there sm holds the beams, each CTA's
  * own copy).  round: gk_expand_item's (1 and 2 only in a launch of one
  * request, whose first round sm->sp.u.r1 holds). */
-template <bool FUSE, uint32_t ROUND>
-__device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
-                            uint32_t ncta, const gk_smem *sm)
+/* The round request q's step t takes in this pass: in a launch whose
+ * rounds are per request (LZ: lazy, gk_r1_setup<false, true>) the first
+ * pass (ROUND 0) is round 1 for the requests whose step has one, the
+ * second (ROUND 2) only for those that the check marked in need (bits of
+ * sm->hist, gk_r1_check_lazy); 3: none. */
+template <uint32_t ROUND, bool LZ>
+__device__ __forceinline__ uint32_t gk_round_of(const ft_gk_params &P,
+                                                const ft_gk_req *q,
+                                                uint32_t i, uint32_t t,
+                                                const gk_smem *sm)
 {
-    const uint32_t round = ROUND;
+    if (!LZ || !P.lazy || !P.r1 || t == 0 || t >= q->T)
+        return ROUND;
+    int on = __ldcg(&q->steps[t].r1) != 0u;
+    if (ROUND == 0)
+        return on ? 1u : 0u;
+    return on && ((sm->hist[i >> 5] >> (i & 31u)) & 1u) ? ROUND : 3u;
+}
+
+/* Items of request q's step t in round rq. */
+__device__ __forceinline__ uint32_t gk_round_items(const ft_gk_params &P,
+                                                   const ft_gk_req *q,
+                                                   uint32_t t, uint32_t rq,
+                                                   bool fuse,
+                                                   const gk_smem *sm)
+{
+    if (t == 0)
+        return q->items0;
+    if (rq == 3)
+        return 0;
+    if (rq == 1)
+        return P.lazy ? __ldcg(&q->slot.r1_cs[__ldcg(&q->steps[t].n_beam)])
+                      : sm->sp.u.r1.tot;
+    return fuse ? sm->sp.lb.tot : q->steps[t].n_items;
+}
+
+template <bool FUSE, uint32_t ROUND, bool LZ>
+__device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
+                            uint32_t ncta, gk_smem *sm)
+{
+    /* A lazy launch (LZ: its instance and the step kernel): every
+     * request's round and items of this pass are read once, by the CTA's
+     * threads together, into sm->idx (free between the selections), as
+     * tot | round << 30 (round 3: nothing this pass, or no step t),
+     * instead of a chain of dependent loads a request in every warp's
+     * loops below (b = 32: ~1 us a request a step). */
+    const bool stage = LZ && P.lazy && P.nreq <= FT_GK_SORT_MAX;
+    if (stage) {
+        for (uint32_t i = threadIdx.x; i < P.nreq; i += blockDim.x) {
+            const ft_gk_req *q = &P.reqs[i];
+            uint32_t rq = 3u, tot = 0;
+            if (t < q->T) {
+                rq = gk_round_of<ROUND, LZ>(P, q, i, t, sm);
+                tot = gk_round_items(P, q, t, rq, FUSE, sm);
+            }
+            sm->idx[i] = tot | rq << 30;
+        }
+        __syncthreads();
+    }
     /* Warps numbered across the CTAs first: a step of fewer units than
      * warps (BW = 100: ~400 of 2,112) spreads them over every SM instead
      * of filling the first CTAs' SMs (run S3: b = 32 +1-10%, b = 1 the
@@ -645,10 +704,12 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
     uint64_t all = 0;
     for (uint32_t i = 0; i < P.nreq; i++) {
         const ft_gk_req *q = &P.reqs[i];
-        if (t < q->T)
-            all += t == 0 ? q->items0
-                   : round == 1 ? sm->sp.u.r1.tot
-                   : FUSE ? sm->sp.lb.tot : q->steps[t].n_items;
+        if (stage)
+            all += sm->idx[i] & 0x3fffffffu;
+        else if (t < q->T)
+            all += gk_round_items(P, q, t, gk_round_of<ROUND, LZ>(P, q, i, t,
+                                                                  sm),
+                                  FUSE, sm);
     }
     int pair = all >= (P.pair_items ? (uint64_t)P.pair_items : nw);
     for (uint32_t i = 0; i < P.nreq; i++) {
@@ -656,14 +717,17 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
         /* The grid selection's histograms and counters of this step
          * start at zero (the last step's selection is over: a grid
          * barrier lies between). */
-        uint32_t *gsel = gk_lists<FUSE>(P, q, t).gsel;
-        for (uint32_t w = gt; w < 2 * FT_GK_GSEL_WORDS; w += nt)
-            gsel[w] = 0;
-        if (t >= q->T)
-            continue;
-        uint32_t tot = t == 0 ? q->items0
-                       : round == 1 ? sm->sp.u.r1.tot
-                       : FUSE ? sm->sp.lb.tot : q->steps[t].n_items;
+        if (gt < 2 * FT_GK_GSEL_WORDS) {
+            uint32_t *gsel = gk_lists<FUSE>(P, q, t).gsel;
+            for (uint32_t w = gt; w < 2 * FT_GK_GSEL_WORDS; w += nt)
+                gsel[w] = 0;
+        }
+        if (stage ? sm->idx[i] >> 30 == 3u : t >= q->T)
+            continue; /* (staged: no step t, or no items this pass) */
+        uint32_t rq = stage ? sm->idx[i] >> 30
+                            : gk_round_of<ROUND, LZ>(P, q, i, t, sm);
+        uint32_t tot = stage ? sm->idx[i] & 0x3fffffffu
+                             : gk_round_items(P, q, t, rq, FUSE, sm);
         uint32_t units = pair ? (tot + 1u) >> 1 : tot;
         uint32_t first = (uint32_t)((gw + nw - (acc % nw)) % nw);
         uint32_t last = t + 1 == q->T;
@@ -682,13 +746,24 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
             q->steps[t - lag].n_run >= q->n)
             tcut = ((const ft_gk_hit *)q->slot.run[(t - lag) & 1u])[q->n - 1]
                        .skey;
-        for (uint32_t un = first; un < units; un += nw) {
-            uint32_t it = pair ? 2u * un : un;
-            uint32_t done = gk_expand_item<FUSE, ROUND>(
-                P, q, t, it, tot, pair, last, !P.lazy, tcut, sm);
-            if (done < 1u + (uint32_t)pair && it + 1 < tot)
-                gk_expand_item<FUSE, ROUND>(P, q, t, it + 1, tot, 0, last,
+        if (LZ && ROUND == 0 && rq == 1) {
+            for (uint32_t un = first; un < units; un += nw) {
+                uint32_t it = pair ? 2u * un : un;
+                uint32_t done = gk_expand_item<FUSE, 1>(
+                    P, q, t, it, tot, pair, last, !P.lazy, tcut, sm);
+                if (done < 1u + (uint32_t)pair && it + 1 < tot)
+                    gk_expand_item<FUSE, 1>(P, q, t, it + 1, tot, 0, last,
                                             !P.lazy, tcut, sm);
+            }
+        } else {
+            for (uint32_t un = first; un < units; un += nw) {
+                uint32_t it = pair ? 2u * un : un;
+                uint32_t done = gk_expand_item<FUSE, ROUND>(
+                    P, q, t, it, tot, pair, last, !P.lazy, tcut, sm);
+                if (done < 1u + (uint32_t)pair && it + 1 < tot)
+                    gk_expand_item<FUSE, ROUND>(P, q, t, it + 1, tot, 0,
+                                                last, !P.lazy, tcut, sm);
+            }
         }
         acc += units;
     }
@@ -696,30 +771,47 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
 
 /* gk_expand_r by round (each its own code: the rounds' extra loads and
  * bounds stay out of the plain expansion's registers). */
-template <bool FUSE>
+template <bool FUSE, bool LZ = false>
 __device__ __forceinline__ void gk_expand(const ft_gk_params &P,
                                           uint32_t t, uint32_t ncta,
-                                          const gk_smem *sm,
-                                          uint32_t round = 0)
+                                          gk_smem *sm, uint32_t round = 0)
 {
-    if (round == 1)
-        gk_expand_r<FUSE, 1>(P, t, ncta, sm);
+    if (round == 1 && !LZ)
+        gk_expand_r<FUSE, 1, LZ>(P, t, ncta, sm);
     else if (round == 2)
-        gk_expand_r<FUSE, 2>(P, t, ncta, sm);
+        gk_expand_r<FUSE, 2, LZ>(P, t, ncta, sm);
     else
-        gk_expand_r<FUSE, 0>(P, t, ncta, sm);
+        gk_expand_r<FUSE, 0, LZ>(P, t, ncta, sm);
 }
 
 /* Builds the token -> k tables of positions 1..T-1 (during step 0). */
-__device__ void gk_build_hash(const ft_gk_params &P)
+__device__ void gk_build_hash(const ft_gk_params &P, gk_smem *sm)
 {
     uint32_t nt = gridDim.x * blockDim.x;
     uint32_t gt = blockIdx.x * blockDim.x + threadIdx.x;
     uint64_t acc = 0;
+    /* Many requests (sm: a lazy launch): each one's first row and row
+     * count read once, by the CTA's threads together, into sm->idx,
+     * instead of a chain of dependent loads a request in every thread
+     * (after the expansion's own use of sm->idx). */
+    const bool stage = sm != NULL && P.nreq > 1 &&
+                       2 * P.nreq <= FT_GK_SORT_MAX;
+    if (stage) {
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < P.nreq; i += blockDim.x) {
+            const ft_gk_req *q = &P.reqs[i];
+            uint32_t base = q->row[1 < q->T ? 1 : q->T];
+            sm->idx[2 * i] = base;
+            sm->idx[2 * i + 1] = q->rows_total - base;
+        }
+        __syncthreads();
+    }
     for (uint32_t i = 0; i < P.nreq; i++) {
         ft_gk_req *q = &P.reqs[i];
-        uint32_t base = q->row[1 < q->T ? 1 : q->T];
-        uint32_t tot = q->rows_total - base;
+        uint32_t base = stage ? sm->idx[2 * i] : q->row[1 < q->T ? 1 : q->T];
+        uint32_t tot = stage ? sm->idx[2 * i + 1] : q->rows_total - base;
+        if (tot == 0)
+            continue;
         uint32_t first = (uint32_t)((gt + nt - (acc % nt)) % nt);
         for (uint32_t e = first; e < tot; e += nt) {
             uint32_t g = base + e;
@@ -804,14 +896,18 @@ __device__ uint32_t gk_scan(gk_smem &sm, uint32_t v, uint32_t *excl)
  * runs (R.on) when it takes at most a quarter of the step's items; CTA 0
  * then records theta for gk_r1_check (steps[t].r1).  The whole CTA calls
  * it. */
-template <bool FUSE>
+template <bool FUSE, bool GLB = false>
 __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
-                            ft_gk_req *q, uint32_t t)
+                            ft_gk_req *q, uint32_t t, uint32_t gnb = 0,
+                            uint32_t gitems = 0)
 {
-    gk_r1_smem &R = sm.sp.u.r1;
+    gk_r1_smem &R = sm.sp.u.r1; /* (never touched with GLB: a lazy
+                                 * launch's shared memory lacks sp) */
     const ft_gk_slot &S = q->slot;
     uint32_t tid = threadIdx.x;
-    uint32_t nb = FUSE ? sm.sp.lb.n : __ldcg(&q->steps[t].n_beam);
+    /* GLB: gnb beams of gitems items, just built by this CTA */
+    uint32_t nb = GLB ? gnb
+                  : FUSE ? sm.sp.lb.n : __ldcg(&q->steps[t].n_beam);
     uint32_t B = q->B > q->n ? q->B : q->n;
     uint64_t C = (uint64_t)P.r1 * B;
     /* Only a step of at least r1_items items (by default 8 a warp of the
@@ -820,16 +916,23 @@ __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
      * items are mostly proposals, not children (the hash path's items a
      * first round does not shorten: BW = 1000's step 2 cost 4.7 us more
      * for nothing without this): the others cost no loads here. */
-    uint32_t items_all = FUSE ? sm.sp.lb.tot : __ldcg(&q->steps[t].n_items);
+    uint32_t items_all = GLB ? gitems
+                         : FUSE ? sm.sp.lb.tot : __ldcg(&q->steps[t].n_items);
     uint64_t prop_items = (uint64_t)nb * ((q->keff[t] + 31u) >> 5);
-    if (t == 0 || nb == 0 || nb > GK_R1_MAX ||
+    if (t == 0 || t >= q->T || nb == 0 || (!GLB && nb > GK_R1_MAX) ||
         (uint64_t)nb * q->keff[t] < 2 * C || items_all < P.r1_items ||
         (P.r1_items > 1 && 4 * (uint64_t)items_all < 3 * prop_items)) {
-        if (tid == 0)
-            R.on = 0;
-        __syncthreads();
+        if (!GLB) {
+            if (tid == 0)
+                R.on = 0;
+            __syncthreads();
+        }
         return;
     }
+    if (GLB)
+        __syncthreads(); /* gk_build_beams's ranges and cuts */
+    /* A lazy launch's selecting CTA (GLB) has the beams' sigma in sm.key
+     * (gk_build_beams, sorted) and writes the round to the slot. */
     uint32_t per = (nb + blockDim.x - 1) / blockDim.x, j0 = tid * per;
     uint32_t cells = 0, items = 0;
     for (uint32_t j = j0; j < j0 + per && j < nb; j++) {
@@ -843,12 +946,14 @@ __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
             deg = __ldcg((const unsigned long long *)&Lp.cand_cr[c].deg);
             kc = __ldcg(&Lp.cand_kcut[c]);
         } else {
-            sg = __ldcg(&S.beam_sigma[j]);
+            sg = GLB ? ft_cand_sigma(sm.key[j]) : __ldcg(&S.beam_sigma[j]);
             deg = __ldcg((const unsigned long long *)&S.beam_cr[j].deg);
             kc = __ldcg(&S.beam_kcut[j]);
         }
-        R.sig[j] = sg;
-        R.deg[j] = deg > 0xffffffffull ? 0xffffffffu : (uint32_t)deg;
+        if (!GLB) {
+            R.sig[j] = sg;
+            R.deg[j] = deg > 0xffffffffull ? 0xffffffffu : (uint32_t)deg;
+        }
         cells += kc;
         items += ft_gk_items(t, deg, kc);
     }
@@ -860,6 +965,11 @@ __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
     float th0 = q->theta_sent;
     int on = (uint64_t)call >= 2 * C;
     float lo = th0;
+    /* the probes' counts and thetas (sm.hist is free in a lazy launch's
+     * selection once the beams are built) */
+    uint32_t *est = GLB ? sm.hist : R.est;
+    float *thp = GLB ? reinterpret_cast<float *>(sm.hist + FT_GK_WARPS)
+                     : R.th;
     if (on) {
         /* theta by three rounds of a 17-way search between the least
          * candidate's sigma (or theta_sent) and the greatest's: warp w
@@ -870,8 +980,10 @@ __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
          * below are exact, and theta only decides how much the first
          * round takes. */
         uint32_t lane = tid & 31u, warp = tid >> 5;
-        float hi = FT_FADD(R.sig[0], lp[0]);
-        float least = FT_FADD(R.sig[nb - 1], lp[keff - 1]);
+        float s0 = GLB ? ft_cand_sigma(sm.key[0]) : R.sig[0];
+        float sl = GLB ? ft_cand_sigma(sm.key[nb - 1]) : R.sig[nb - 1];
+        float hi = FT_FADD(s0, lp[0]);
+        float least = FT_FADD(sl, lp[keff - 1]);
         if (least > lo)
             lo = least;
         /* 128 beams, the middles of 128 equal strata (all when fewer) */
@@ -891,21 +1003,25 @@ __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
                 th = lo;
             uint32_t j = 0;
 #pragma unroll
-            for (uint32_t v = 0; v < 4; v++)
-                j += rl[v] < nb ? ft_kcut(lp, keff, R.sig[rl[v]], th) : 0u;
+            for (uint32_t v = 0; v < 4; v++) {
+                if (rl[v] >= nb)
+                    continue;
+                float sg = GLB ? ft_cand_sigma(sm.key[rl[v]]) : R.sig[rl[v]];
+                j += ft_kcut(lp, keff, sg, th);
+            }
             j = __reduce_add_sync(0xffffffffu, j);
             if (lane == 0) {
                 uint64_t e = (uint64_t)j * nb / ns;
-                R.est[warp] = e > 0xffffffffull ? 0xffffffffu : (uint32_t)e;
-                R.th[warp] = th;
+                est[warp] = e > 0xffffffffull ? 0xffffffffu : (uint32_t)e;
+                thp[warp] = th;
             }
             __syncthreads();
             float nlo = lo, nhi = hi;
             for (uint32_t w = 0; w < FT_GK_WARPS; w++) {
-                if (R.est[w] >= C) {
-                    nlo = R.th[w];
+                if (est[w] >= C) {
+                    nlo = thp[w];
                 } else {
-                    nhi = R.th[w];
+                    nhi = thp[w];
                     break;
                 }
             }
@@ -914,31 +1030,61 @@ __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
             __syncthreads();
         }
     }
+    uint32_t tot = 0;
     if (on) {
         uint32_t mine = 0;
         for (uint32_t j = j0; j < j0 + per && j < nb; j++) {
-            uint32_t kc = ft_kcut(lp, keff, R.sig[j], lo);
-            R.kc[j] = (uint16_t)kc;
-            uint32_t c = ft_gk_items(t, R.deg[j], kc);
-            R.cs[j] = c;
+            uint32_t c;
+            if (GLB) {
+                uint32_t kc = ft_kcut(lp, keff, ft_cand_sigma(sm.key[j]), lo);
+                S.r1_kc[j] = kc;
+                c = ft_gk_items(
+                    t, __ldcg((const unsigned long long *)&S.beam_cr[j].deg),
+                    kc);
+                S.r1_cs[j] = c;
+            } else {
+                uint32_t kc = ft_kcut(lp, keff, R.sig[j], lo);
+                R.kc[j] = (uint16_t)kc;
+                c = ft_gk_items(t, R.deg[j], kc);
+                R.cs[j] = c;
+            }
             mine += c;
         }
-        uint32_t tot = gk_scan(sm, mine, &ex);
+        tot = gk_scan(sm, mine, &ex);
         for (uint32_t j = j0; j < j0 + per && j < nb; j++) {
-            uint32_t c = R.cs[j];
-            R.cs[j] = ex;
+            uint32_t *cs = GLB ? S.r1_cs : R.cs;
+            uint32_t c = cs[j];
+            cs[j] = ex;
             ex += c;
         }
         on = lo > th0 && (uint64_t)tot * 4 <= iall;
-        if (tid == 0)
+        if (!GLB && tid == 0)
             R.tot = tot;
     }
     if (tid == 0) {
-        R.on = (uint32_t)on;
-        if (on && blockIdx.x == 0)
+        if (!GLB)
+            R.on = (uint32_t)on;
+        if (GLB) {
+            /* the round's items past the last beam's first; steps[t].r1
+             * (zeroed by the host) says the round runs */
+            S.r1_cs[nb] = tot;
+            if (on)
+                q->steps[t].r1 = ft_sigma_key(lo);
+        } else if (on && blockIdx.x == 0) {
             q->steps[t].r1 = ft_sigma_key(lo);
+        }
     }
     __syncthreads();
+}
+
+/* gk_r1_setup for a lazy launch's selecting CTA, out of line (its
+ * registers apart from the selection's). */
+__device__ __noinline__ void gk_r1_setup_lazy(const ft_gk_params &P,
+                                              gk_smem &sm, ft_gk_req *q,
+                                              uint32_t t, uint32_t nb,
+                                              uint32_t items)
+{
+    gk_r1_setup<false, true>(P, sm, q, t, nb, items);
 }
 
 /* Running results i < n (sorted by score key) whose score key is at most
@@ -972,6 +1118,53 @@ __device__ __forceinline__ uint32_t gk_hits_le(const ft_gk_hit *h,
  * sigma than any it left out, so a higher score).  Else the CTAs that
  * expanded it run the second round (ncta of them), and one more grid
  * barrier.  Every CTA reads the same counts, so all decide alike. */
+/* gk_r1_check for a lazy launch, whose requests had their first rounds
+ * on their own (gk_r1_setup<false, true>): every CTA checks every request
+ * whose step t had one (warp w the requests w, w + 16, ...), marks those
+ * that need the rest in bits of sm.hist, and when any does, the whole
+ * grid expands their second rounds and one more grid barrier follows.
+ * Every CTA reads the same counts, so all decide alike. */
+__device__ void gk_r1_check_lazy(const ft_gk_params &P, gk_smem &sm,
+                                 cg::grid_group &grid, uint32_t t)
+{
+    if (!P.lazy || !P.r1 || t == 0 || P.nreq > 256u * 32u)
+        return;
+    uint32_t lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    uint32_t words = (P.nreq + 31u) >> 5;
+    for (uint32_t w = threadIdx.x; w < words; w += blockDim.x)
+        sm.hist[w] = 0;
+    __syncthreads();
+    int need = 0;
+    for (uint32_t i = warp; i < P.nreq; i += FT_GK_WARPS) {
+        ft_gk_req *q = &P.reqs[i];
+        if (t >= q->T)
+            continue;
+        uint32_t key = __ldcg(&q->steps[t].r1);
+        if (!key)
+            continue;
+        uint32_t nn = __ldcg(&q->steps[t].n_next);
+        uint32_t nt = __ldcg(&q->steps[t].n_term);
+        int ok = t + 1 == q->T || nn >= q->B;
+        if (ok && nt < q->n) {
+            uint32_t nr = __ldcg(&q->steps[t - 1].n_run);
+            uint64_t sk = ft_score_key(
+                ft_score(ft_sigma_of_key(key), q->F[t + 1]));
+            uint32_t c = gk_hits_le(
+                (const ft_gk_hit *)q->slot.run[(t - 1) & 1u], nr, sk);
+            ok = nt + c >= q->n;
+        }
+        if (!ok) {
+            need = 1;
+            if (lane == 0)
+                atomicOr(&sm.hist[i >> 5], 1u << (i & 31u));
+        }
+    }
+    if (!__syncthreads_or(need))
+        return;
+    gk_expand<false, true>(P, t, gridDim.x, &sm, 2);
+    grid.sync();
+}
+
 template <bool FUSE>
 __device__ void gk_r1_check(const ft_gk_params &P, gk_smem &sm,
                             cg::grid_group &grid, uint32_t t, uint32_t ncta)
@@ -1697,9 +1890,9 @@ __device__ uint32_t gk_select_list(const ft_gk_params &P, gk_smem &sm,
  * (sorted) and sm.idx (their candidate indexes): child ranges, cuts, item
  * prefix sums, and the history entry at the entry's global rank
  * (rank[j], or j when rank is NULL). */
-__device__ void gk_build_beams(const ft_gk_params &P, gk_smem &sm,
-                               ft_gk_req *q, uint32_t t, uint32_t x,
-                               const uint32_t *rank)
+__device__ uint32_t gk_build_beams(const ft_gk_params &P, gk_smem &sm,
+                                   ft_gk_req *q, uint32_t t, uint32_t x,
+                                   const uint32_t *rank)
 {
     const ft_gk_slot &S = q->slot;
     uint32_t t1 = t + 1;
@@ -1759,6 +1952,7 @@ __device__ void gk_build_beams(const ft_gk_params &P, gk_smem &sm,
         q->steps[t1].n_items = total;
     }
     GK_SUB(5);
+    return total;
 }
 
 /* The next list: new beams of step t+1. */
@@ -1766,7 +1960,12 @@ __device__ void gk_select_next(const ft_gk_params &P, gk_smem &sm,
                                ft_gk_req *q, uint32_t t)
 {
     uint32_t x = gk_select_list(P, sm, q, t, 0, q->B);
-    gk_build_beams(P, sm, q, t, x, NULL);
+    uint32_t items = gk_build_beams(P, sm, q, t, x, NULL);
+    /* A lazy launch: the first round of step t + 1, if it has one, from
+     * the beams just built (every request's on its own, by the CTA that
+     * selected them: no barrier of its own). */
+    if (P.lazy && P.r1)
+        gk_r1_setup_lazy(P, sm, q, t + 1, x, items);
 }
 
 /* ---- terminal entries, shared by both selections ------------------- */
@@ -2432,6 +2631,8 @@ __device__ __forceinline__ void gk_after_expand(const ft_gk_params &P,
     if (R1)
         gk_r1_check<FUSE>(P, sm, grid, t,
                           FUSE ? gridDim.x - P.fuse_term : gridDim.x);
+    else
+        gk_r1_check_lazy(P, sm, grid, t);
     GK_MARK(2 + 4 * t);
     gk_prof_len(P, t);
     gk_grid_select<FUSE>(P, sm, grid, t);
@@ -2458,7 +2659,7 @@ __device__ __forceinline__ void gk_fused(const ft_gk_params &P,
     uint32_t ne = gridDim.x - P.fuse_term;
     GK_MARK(0);
     gk_expand<true>(P, 0, gridDim.x, &sm);
-    gk_build_hash(P);
+    gk_build_hash(P, NULL);
     GK_MARK(1);
     for (uint32_t t = 0; t < T; t++) {
         gk_after_expand<true, true>(P, sm, grid, t);
@@ -2523,9 +2724,9 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
             gk_r1_setup<false>(P, sm, &P.reqs[0], t);
             round = sm.sp.u.r1.on;
         }
-        gk_expand<false>(P, t, gridDim.x, &sm, round);
+        gk_expand<false, !SPREAD>(P, t, gridDim.x, &sm, round);
         if (t == 0)
-            gk_build_hash(P);
+            gk_build_hash(P, P.lazy ? &sm : NULL);
         GK_MARK(1 + 4 * t);
         gk_after_expand<false, SPREAD>(P, sm, grid, t);
         /* Selection: every list over many CTAs (few requests), or one
@@ -2649,9 +2850,9 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
         }
         grid.sync();
     }
-    gk_expand<false>(P, t, gridDim.x, NULL);
+    gk_expand<false, true>(P, t, gridDim.x, &sm);
     if (t == 0)
-        gk_build_hash(P);
+        gk_build_hash(P, P.lazy ? &sm : NULL);
     grid.sync();
     gk_grid_select<false>(P, sm, grid, t);
     for (uint32_t it = blockIdx.x; it < 2 * P.nreq; it += gridDim.x) {

@@ -244,6 +244,8 @@ static int slot_alloc(gpu_engine *g, gpu_slot *s, uint32_t kmax,
     FT_CUDA_CHECK(cudaMalloc((void **)&d->hist, (size_t)g->bmax * tmax * 4));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->beam_rank, (size_t)g->bmax * 4));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->sel_idx, (size_t)g->bmax * 4));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->r1_cs, ((size_t)g->bmax + 1) * 4));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->r1_kc, (size_t)g->bmax * 4));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->gsel, 2 * FT_GK_GSEL_WORDS * 4));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->surv_key, 2 * FT_GK_LIST_MAX * 8));
     FT_CUDA_CHECK(cudaMalloc((void **)&d->surv_idx, 2 * FT_GK_LIST_MAX * 4));
@@ -272,6 +274,8 @@ static void slot_free(gpu_slot *s)
     cudaFree(d->hist);
     cudaFree(d->beam_rank);
     cudaFree(d->sel_idx);
+    cudaFree(d->r1_cs);
+    cudaFree(d->r1_kc);
     cudaFree(d->gsel);
     cudaFree(d->surv_key);
     cudaFree(d->surv_idx);
@@ -998,11 +1002,19 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     cudaError_t e;
     if (n == 1 && !big)
         fuse_params(g, &prm, reqs[0]);
-    /* A request alone: a step of many more proposals than its lists need
-     * in two rounds (ft_gk_params.r1, gk_r1_setup). */
+    /* A request alone, or a lazy launch: a step of many more proposals
+     * than its lists need in two rounds (ft_gk_params.r1, gk_r1_setup).
+     * In a lazy launch the requests share the grid, so a request's step
+     * qualifies with its share of the items (at least 2: 1, which turns
+     * the proposals-mostly test off, only where asked for); the kernel
+     * marks the requests of a second round in a bit map of 8192. */
     if (n == 1 && prm.spread) {
         prm.r1 = g->round1;
         prm.r1_items = g->round1_items;
+    } else if (prm.lazy && n <= 8192) {
+        prm.r1 = g->round1;
+        uint32_t share = g->round1_items / (uint32_t)n;
+        prm.r1_items = g->round1_items == 1 ? 1u : share < 2u ? 2u : share;
     }
     if (timing)
         cudaEventRecord(g->ev[0], g->stream);

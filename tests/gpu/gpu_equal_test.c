@@ -163,8 +163,11 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * two slots; engine 2 with one terminal CTA), engine 4 without.
      * Engines 1, 2 and 4 run a request alone's steps in two rounds
      * whenever its proposals come to twice max(B, n) (round1 1 or 2, by
-     * default 64): a first round over the best ~max(B, n) by sigma,
-     * often too few, so the second round runs too. */
+     * default 128): a first round over the best ~max(B, n) by sigma,
+     * often too few, so the second round runs too.  Engines 2 and 4 do
+     * the same in lazy launches (batches of 4 or more), every request's
+     * step on its own: some requests of a launch then take a second
+     * round and others not. */
     for (int e = 0; e < 5; e++) {
         ft_engine_opts_init(&o);
         o.kind = FT_ENGINE_GPU;
