@@ -38,21 +38,34 @@ typedef struct dup_slot {
 static _Thread_local dup_slot dup_tab[DUP_SLOTS];
 static _Thread_local uint32_t dup_stamp;
 
-static inline int dup_insert(uint32_t tok, uint32_t mask, uint32_t shift,
-                             uint32_t stamp)
+/* The first k of tk[0..K) whose token an earlier k holds, or K.  The
+ * position-independent build computes a thread-local address with a
+ * __tls_get_addr call (relaxed by the linker, but the registers it
+ * clobbers are spilled anyway), and the compiler put it inside the loop,
+ * with the loop's state on the stack (~5 ns a token): the table's address
+ * is taken once and hidden from the optimiser (the empty asm), so the
+ * loop runs in registers. */
+static uint32_t dup_first(const uint32_t *tk, uint32_t K, uint32_t mask,
+                          uint32_t shift, uint32_t stamp)
 {
-    uint32_t h = (tok * 0x9e3779b1u) >> shift; /* the table's bits */
-    for (;;) {
-        dup_slot *s = &dup_tab[h & mask];
-        if (s->stamp != stamp) {
-            s->stamp = stamp;
-            s->tok = tok;
-            return 0;
+    dup_slot *tab = dup_tab;
+    __asm__("" : "+r"(tab));
+    for (uint32_t k = 0; k < K; k++) {
+        uint32_t tok = tk[k];
+        uint32_t h = (tok * 0x9e3779b1u) >> shift; /* the table's bits */
+        for (;;) {
+            dup_slot *s = &tab[h & mask];
+            if (s->stamp != stamp) {
+                s->stamp = stamp;
+                s->tok = tok;
+                break;
+            }
+            if (s->tok == tok)
+                return k;
+            h++;
         }
-        if (s->tok == tok)
-            return 1;
-        h++;
     }
+    return K;
 }
 
 /* The rules of one request's fields and of its rows but the duplicate
@@ -121,17 +134,15 @@ static int validate_distinct(const ft_request *req, uint32_t t, char *errbuf,
         memset(dup_tab, 0, sizeof dup_tab);
         dup_stamp = 1;
     }
-    uint32_t stamp = dup_stamp;
-    for (uint32_t k = 0; k < req->K; k++) {
-        if (!dup_insert(tk[k], mask, shift, stamp))
-            continue;
-        uint32_t first = 0;
-        while (tk[first] != tk[k])
-            first++;
-        RT_RETURN_ERROR_IF(1, FT_EREQUEST,
-                           "tokens: position %u: token %u appears twice "
-                           "(proposals %u and %u)", t, tk[k], first, k);
-    }
+    uint32_t k = dup_first(tk, req->K, mask, shift, dup_stamp);
+    if (k == req->K)
+        return FT_OK;
+    uint32_t first = 0;
+    while (tk[first] != tk[k])
+        first++;
+    RT_RETURN_ERROR_IF(1, FT_EREQUEST,
+                       "tokens: position %u: token %u appears twice "
+                       "(proposals %u and %u)", t, tk[k], first, k);
     return FT_OK;
 }
 
