@@ -297,7 +297,14 @@ int ft_gk_config(int *grid, int *block, size_t *smem);
  * terminal list lengths, 2 a step; FT_GK_PROF_WORDS in all. */
 #define FT_GK_PROF_LEN 512u
 #define FT_GK_PROF_WORDS (FT_GK_PROF_LEN + 2u * FT_GK_MAX_T)
-FT_GK_STATIC_ASSERT(4u * FT_GK_MAX_T + 2u <= FT_GK_PROF_LEN,
+/* Profile builds, launches that do not fuse: %globaltimer (ns, one clock
+ * for every SM) at FT_GK_PROF_GT + 0 the first CTA's entry (atomicMin;
+ * the host sets it to ~0 before the launch), + 1 the last CTA's entry, + 2
+ * the last CTA's end of step 0's expansion, + 3 of the token tables
+ * (gk_build_hash), + 4 CTA 0's first mark, + 5 the last CTA's exit
+ * (atomicMax; the host zeroes them). */
+#define FT_GK_PROF_GT (FT_GK_PROF_LEN - 8u)
+FT_GK_STATIC_ASSERT(4u * FT_GK_MAX_T + 2u <= FT_GK_PROF_GT,
                     "profile marks overlap the list lengths");
 
 #ifdef FT_GK_PROFILE

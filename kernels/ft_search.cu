@@ -2604,6 +2604,26 @@ __device__ void gk_select_spread(const ft_gk_params &P, gk_smem &sm,
 #define GK_MARK(i) ((void)0)
 #endif
 
+/* Profile builds: the latest (or with MIN, the earliest) %globaltimer of
+ * every CTA at word w of the launch marks (FT_GK_PROF_GT). */
+#ifdef FT_GK_PROFILE
+#define GK_GT(w, MIN)                                                         \
+    do {                                                                      \
+        if (P.prof && threadIdx.x == 0) {                                     \
+            unsigned long long gt_;                                           \
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt_));           \
+            unsigned long long *a_ =                                          \
+                (unsigned long long *)&P.prof[FT_GK_PROF_GT + (w)];           \
+            if (MIN)                                                          \
+                atomicMin(a_, gt_);                                           \
+            else                                                              \
+                atomicMax(a_, gt_);                                           \
+        }                                                                     \
+    } while (0)
+#else
+#define GK_GT(w, MIN) ((void)0)
+#endif
+
 /* Request 0's list lengths of step t (profile builds). */
 __device__ __forceinline__ void gk_prof_len(const ft_gk_params &P, uint32_t t)
 {
@@ -2713,10 +2733,14 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
         gk_fused(P, sm, grid);
         return;
     }
+    GK_GT(0, 1);
+    GK_GT(1, 0);
     uint32_t tmax = 0;
     for (uint32_t i = 0; i < P.nreq; i++)
         tmax = P.reqs[i].T > tmax ? P.reqs[i].T : tmax;
     GK_MARK(0);
+    if (blockIdx.x == 0)
+        GK_GT(4, 0);
     for (uint32_t t = 0; t < tmax; t++) {
         /* (a launch of one request: the step's first round, maybe) */
         uint32_t round = 0;
@@ -2725,8 +2749,11 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
             round = sm.sp.u.r1.on;
         }
         gk_expand<false, !SPREAD>(P, t, gridDim.x, &sm, round);
-        if (t == 0)
+        if (t == 0) {
+            GK_GT(2, 0);
             gk_build_hash(P, P.lazy ? &sm : NULL);
+            GK_GT(3, 0);
+        }
         GK_MARK(1 + 4 * t);
         gk_after_expand<false, SPREAD>(P, sm, grid, t);
         /* Selection: every list over many CTAs (few requests), or one
@@ -2750,6 +2777,7 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
         if (t + 1 < tmax)
             grid.sync();
     }
+    GK_GT(5, 0);
 }
 
 /* ---- the step kernel (shard groups) ------------------------------------

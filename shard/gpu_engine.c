@@ -179,6 +179,8 @@ typedef struct gpu_engine {
     double prof_b[2][FT_MAX_T];
     double prof_len[2][FT_MAX_T][2]; /* request 0's next / terminal lists */
     double prof_s[FT_MAX_T][8]; /* the selection's finer marks, b = 1 */
+    double prof_gt[2][5]; /* FT_GK_PROF_GT: from the first CTA's entry */
+    uint64_t prof_gtn[2];
     uint64_t prof_sn;
                                 /* cycles summed per step and phase */
     uint64_t prof_launches[2];
@@ -329,6 +331,19 @@ static void gpu_close(ft_engine *eng)
                     g->prof_w[c][t] * us, g->prof_g[c][t] * us,
                     g->prof_b[c][t] * us, g->prof_len[c][t][0] / nl,
                     g->prof_len[c][t][1] / nl);
+    }
+    for (int c = 0; c < 2; c++) {
+        if (!g->prof_gtn[c])
+            continue;
+        double nl = (double)g->prof_gtn[c] * 1e3;
+        FT_WARN("gpu launch profile over %llu unfused launches of %s (us "
+                "from the first CTA's entry, %%globaltimer): last CTA's "
+                "entry %.2f, CTA 0's first mark %.2f, last CTA's end of "
+                "step 0's expansion %.2f, of its token tables %.2f, last "
+                "CTA's exit %.2f", (unsigned long long)g->prof_gtn[c],
+                c ? "2+ requests" : "1 request", g->prof_gt[c][0] / nl,
+                g->prof_gt[c][3] / nl, g->prof_gt[c][1] / nl,
+                g->prof_gt[c][2] / nl, g->prof_gt[c][4] / nl);
     }
     if (g->prof_sn) {
         double su = khz ? 1e3 / khz / (double)g->prof_sn : 0;
@@ -1016,6 +1031,11 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         uint32_t share = g->round1_items / (uint32_t)n;
         prm.r1_items = g->round1_items == 1 ? 1u : share < 2u ? 2u : share;
     }
+#ifdef FT_GK_PROFILE
+    /* the %globaltimer words: the earliest entry from ~0, the rest 0 */
+    cudaMemsetAsync(g->d_prof + FT_GK_PROF_GT, 0xff, 8, g->stream);
+    cudaMemsetAsync(g->d_prof + FT_GK_PROF_GT + 1, 0, 7 * 8, g->stream);
+#endif
     if (timing)
         cudaEventRecord(g->ev[0], g->stream);
     if (!prm.lazy && g->hd_in && in_off <= g->mapped_in_max) {
@@ -1080,6 +1100,13 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
             }
             g->prof_t[c] = tm > g->prof_t[c] ? tm : g->prof_t[c];
             g->prof_launches[c]++;
+            const uint64_t *gt = mk + FT_GK_PROF_GT;
+            if (!prm.fuse && gt[0] != UINT64_MAX && gt[5] >= gt[0]) {
+                static const int at[5] = {1, 2, 3, 4, 5};
+                for (int j = 0; j < 5; j++)
+                    g->prof_gt[c][j] += (double)(gt[at[j]] - gt[0]);
+                g->prof_gtn[c]++;
+            }
         }
         uint64_t sub[FT_MAX_T * 8];
         if (n == 1 && ft_gk_prof_sub(sub, (size_t)tm * 8) == 0) {
