@@ -35,6 +35,7 @@
 #include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
 #include <cub/warp/warp_scan.cuh>
+#include <cub/warp/warp_reduce.cuh>
 #include <cuda_runtime.h>
 
 #include "ft_kernels.h"
@@ -141,7 +142,7 @@ struct gk_r1_smem {
     uint32_t deg[GK_R1_MAX];
     uint16_t kc[GK_R1_MAX];
     uint32_t tot, on;
-    uint32_t rc; /* gk_r1_check: running results that beat theta */
+    uint32_t rc; /* gk_r1_check: the first round found enough */
     float th[FT_GK_WARPS];     /* gk_r1_setup's probes: theta, */
     uint32_t est[FT_GK_WARPS]; /* and the proposals above it */
 };
@@ -665,6 +666,38 @@ __device__ __forceinline__ uint32_t gk_round_items(const ft_gk_params &P,
     return fuse ? sm->sp.lb.tot : q->steps[t].n_items;
 }
 
+/* Staged launches (many requests): request i's first unit, acc mod m
+ * (acc: the units of the requests before it), written by warp 0 to
+ * out[i] for i < n, the units of request i being unit(i); the other warps
+ * then start their loops at (g - out[i]) mod m without a 64-bit modulo a
+ * request (b = 32: ~200 instructions a request in every warp or thread,
+ * a step's 10-25 us on the SM's four schedulers).  Warp 0 calls it. */
+template <typename U>
+__device__ __forceinline__ void gk_first_units(uint32_t n, uint32_t m,
+                                               uint32_t *out, U unit)
+{
+    typedef cub::WarpScan<unsigned long long> scan_t;
+    __shared__ typename scan_t::TempStorage ts;
+    uint32_t lane = threadIdx.x & 31u;
+    unsigned long long carry = 0;
+    for (uint32_t b = 0; b < n; b += 32) {
+        uint32_t i = b + lane;
+        unsigned long long u = i < n ? unit(i) : 0ull, ex, tot;
+        scan_t(ts).ExclusiveSum(u, ex, tot);
+        if (i < n)
+            out[i] = (uint32_t)((carry + ex) % m);
+        carry += tot;
+    }
+}
+
+/* The first of units g, g + m, ... that lands in a request whose first
+ * unit is a (a < m, g < m): (g - a) mod m. */
+__device__ __forceinline__ uint32_t gk_first_of(uint32_t g, uint32_t a,
+                                                uint32_t m)
+{
+    return g >= a ? g - a : g + m - a;
+}
+
 template <bool FUSE, uint32_t ROUND, bool LZ>
 __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
                             uint32_t ncta, gk_smem *sm)
@@ -675,7 +708,19 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
      * tot | round << 30 (round 3: nothing this pass, or no step t),
      * instead of a chain of dependent loads a request in every warp's
      * loops below (b = 32: ~1 us a request a step). */
-    const bool stage = LZ && P.lazy && P.nreq <= FT_GK_SORT_MAX;
+    /* Warps numbered across the CTAs first: a step of fewer units than
+     * warps (BW = 100: ~400 of 2,112) spreads them over every SM instead
+     * of filling the first CTAs' SMs (run S3: b = 32 +1-10%, b = 1 the
+     * same or better). */
+    uint32_t nw = ncta * FT_GK_WARPS;
+    uint32_t gw = (threadIdx.x >> 5) * ncta + blockIdx.x;
+    uint32_t nt = ncta * blockDim.x;
+    uint32_t gt = blockIdx.x * blockDim.x + threadIdx.x;
+    uint64_t acc = 0; /* units of the requests before this one */
+    /* sm->idx: [0, nreq) each request's items and round, [H, H + nreq)
+     * its first unit mod nw (gk_first_units), [H - 1] pair */
+    const uint32_t H = FT_GK_SORT_MAX / 2;
+    const bool stage = LZ && P.lazy && P.nreq + 1 < H;
     if (stage) {
         for (uint32_t i = threadIdx.x; i < P.nreq; i += blockDim.x) {
             const ft_gk_req *q = &P.reqs[i];
@@ -687,31 +732,43 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
             sm->idx[i] = tot | rq << 30;
         }
         __syncthreads();
+        if (threadIdx.x < 32) {
+            unsigned long long a = 0;
+            for (uint32_t i = threadIdx.x; i < P.nreq; i += 32)
+                a += sm->idx[i] & 0x3fffffffu;
+            typedef cub::WarpReduce<unsigned long long> red_t;
+            __shared__ typename red_t::TempStorage rts;
+            a = red_t(rts).Sum(a);
+            a = __shfl_sync(0xffffffffu, a, 0);
+            uint32_t pr =
+                a >= (P.pair_items ? (uint64_t)P.pair_items : nw);
+            gk_first_units(P.nreq, nw, sm->idx + H, [&](uint32_t i) {
+                uint32_t tot = sm->idx[i] & 0x3fffffffu;
+                return (unsigned long long)(pr ? (tot + 1u) >> 1 : tot);
+            });
+            if (threadIdx.x == 0)
+                sm->idx[H - 1] = pr;
+        }
+        __syncthreads();
     }
-    /* Warps numbered across the CTAs first: a step of fewer units than
-     * warps (BW = 100: ~400 of 2,112) spreads them over every SM instead
-     * of filling the first CTAs' SMs (run S3: b = 32 +1-10%, b = 1 the
-     * same or better). */
-    uint32_t nw = ncta * FT_GK_WARPS;
-    uint32_t gw = (threadIdx.x >> 5) * ncta + blockIdx.x;
-    uint32_t nt = ncta * blockDim.x;
-    uint32_t gt = blockIdx.x * blockDim.x + threadIdx.x;
-    uint64_t acc = 0; /* units of the requests before this one */
     /* A launch of many items per warp takes them in pairs (a lane then
      * has two elements' chains in flight); one of few items one at a
      * time (each warp's chain is the step's latency then, and pairs
      * would halve the warps at work). */
-    uint64_t all = 0;
-    for (uint32_t i = 0; i < P.nreq; i++) {
-        const ft_gk_req *q = &P.reqs[i];
-        if (stage)
-            all += sm->idx[i] & 0x3fffffffu;
-        else if (t < q->T)
-            all += gk_round_items(P, q, t, gk_round_of<ROUND, LZ>(P, q, i, t,
-                                                                  sm),
-                                  FUSE, sm);
+    int pair;
+    if (stage) {
+        pair = (int)sm->idx[H - 1];
+    } else {
+        uint64_t all = 0;
+        for (uint32_t i = 0; i < P.nreq; i++) {
+            const ft_gk_req *q = &P.reqs[i];
+            if (t < q->T)
+                all += gk_round_items(
+                    P, q, t, gk_round_of<ROUND, LZ>(P, q, i, t, sm), FUSE,
+                    sm);
+        }
+        pair = all >= (P.pair_items ? (uint64_t)P.pair_items : nw);
     }
-    int pair = all >= (P.pair_items ? (uint64_t)P.pair_items : nw);
     for (uint32_t i = 0; i < P.nreq; i++) {
         ft_gk_req *q = &P.reqs[i];
         /* The grid selection's histograms and counters of this step
@@ -729,7 +786,8 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
         uint32_t tot = stage ? sm->idx[i] & 0x3fffffffu
                              : gk_round_items(P, q, t, rq, FUSE, sm);
         uint32_t units = pair ? (tot + 1u) >> 1 : tot;
-        uint32_t first = (uint32_t)((gw + nw - (acc % nw)) % nw);
+        uint32_t first = stage ? gk_first_of(gw, sm->idx[H + i], nw)
+                               : (uint32_t)((gw + nw - (acc % nw)) % nw);
         uint32_t last = t + 1 == q->T;
         /* Once n results run, a terminal candidate must beat the worst
          * of them: the others would land at n or later in the merge
@@ -794,25 +852,33 @@ __device__ void gk_build_hash(const ft_gk_params &P, gk_smem *sm)
      * count read once, by the CTA's threads together, into sm->idx,
      * instead of a chain of dependent loads a request in every thread
      * (after the expansion's own use of sm->idx). */
-    const bool stage = sm != NULL && P.nreq > 1 &&
-                       2 * P.nreq <= FT_GK_SORT_MAX;
+    /* sm->idx: [0, n) first rows, [n, 2n) row counts, [2n, 3n) each
+     * request's first entry mod nt (gk_first_units) */
+    const uint32_t n = P.nreq;
+    const bool stage = sm != NULL && n > 1 && 3 * n <= FT_GK_SORT_MAX;
     if (stage) {
         __syncthreads();
-        for (uint32_t i = threadIdx.x; i < P.nreq; i += blockDim.x) {
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
             const ft_gk_req *q = &P.reqs[i];
             uint32_t base = q->row[1 < q->T ? 1 : q->T];
-            sm->idx[2 * i] = base;
-            sm->idx[2 * i + 1] = q->rows_total - base;
+            sm->idx[i] = base;
+            sm->idx[n + i] = q->rows_total - base;
         }
+        __syncthreads();
+        if (threadIdx.x < 32)
+            gk_first_units(n, nt, sm->idx + 2 * n, [&](uint32_t i) {
+                return (unsigned long long)sm->idx[n + i];
+            });
         __syncthreads();
     }
     for (uint32_t i = 0; i < P.nreq; i++) {
         ft_gk_req *q = &P.reqs[i];
-        uint32_t base = stage ? sm->idx[2 * i] : q->row[1 < q->T ? 1 : q->T];
-        uint32_t tot = stage ? sm->idx[2 * i + 1] : q->rows_total - base;
+        uint32_t base = stage ? sm->idx[i] : q->row[1 < q->T ? 1 : q->T];
+        uint32_t tot = stage ? sm->idx[n + i] : q->rows_total - base;
         if (tot == 0)
             continue;
-        uint32_t first = (uint32_t)((gt + nt - (acc % nt)) % nt);
+        uint32_t first = stage ? gk_first_of(gt, sm->idx[2 * n + i], nt)
+                               : (uint32_t)((gt + nt - (acc % nt)) % nt);
         for (uint32_t e = first; e < tot; e += nt) {
             uint32_t g = base + e;
             uint32_t lo = 1, hi = q->T; /* last t with row[t] <= g */
@@ -1118,6 +1184,28 @@ __device__ __forceinline__ uint32_t gk_hits_le(const ft_gk_hit *h,
  * sigma than any it left out, so a higher score).  Else the CTAs that
  * expanded it run the second round (ncta of them), and one more grid
  * barrier.  Every CTA reads the same counts, so all decide alike. */
+/* Whether request q's first round of step t (theta's key: key) found
+ * enough: B next candidates (or t is its last step), and n terminal ones
+ * counting the running results of step t - 1 whose score is at least
+ * theta x F[t + 1].  The whole warp calls it; every lane gets the
+ * answer. */
+__device__ __forceinline__ int gk_r1_enough(const ft_gk_req *q, uint32_t t,
+                                            uint32_t key)
+{
+    uint32_t nn = __ldcg(&q->steps[t].n_next);
+    uint32_t nt = __ldcg(&q->steps[t].n_term);
+    int ok = t + 1 == q->T || nn >= q->B;
+    if (ok && nt < q->n) {
+        uint32_t nr = __ldcg(&q->steps[t - 1].n_run);
+        uint64_t sk =
+            ft_score_key(ft_score(ft_sigma_of_key(key), q->F[t + 1]));
+        uint32_t c = gk_hits_le(
+            (const ft_gk_hit *)q->slot.run[(t - 1) & 1u], nr, sk);
+        ok = nt + c >= q->n;
+    }
+    return ok;
+}
+
 /* gk_r1_check for a lazy launch, whose requests had their first rounds
  * on their own (gk_r1_setup<false, true>): every CTA checks every request
  * whose step t had one (warp w the requests w, w + 16, ...), marks those
@@ -1142,18 +1230,7 @@ __device__ void gk_r1_check_lazy(const ft_gk_params &P, gk_smem &sm,
         uint32_t key = __ldcg(&q->steps[t].r1);
         if (!key)
             continue;
-        uint32_t nn = __ldcg(&q->steps[t].n_next);
-        uint32_t nt = __ldcg(&q->steps[t].n_term);
-        int ok = t + 1 == q->T || nn >= q->B;
-        if (ok && nt < q->n) {
-            uint32_t nr = __ldcg(&q->steps[t - 1].n_run);
-            uint64_t sk = ft_score_key(
-                ft_score(ft_sigma_of_key(key), q->F[t + 1]));
-            uint32_t c = gk_hits_le(
-                (const ft_gk_hit *)q->slot.run[(t - 1) & 1u], nr, sk);
-            ok = nt + c >= q->n;
-        }
-        if (!ok) {
+        if (!gk_r1_enough(q, t, key)) {
             need = 1;
             if (lane == 0)
                 atomicOr(&sm.hist[i >> 5], 1u << (i & 31u));
@@ -1177,23 +1254,13 @@ __device__ void gk_r1_check(const ft_gk_params &P, gk_smem &sm,
     uint32_t key = __ldcg(&q->steps[t].r1);
     if (!key)
         return;
-    uint32_t nn = __ldcg(&q->steps[t].n_next);
-    uint32_t nt = __ldcg(&q->steps[t].n_term);
-    int ok = t + 1 == q->T || nn >= q->B;
-    if (ok && nt < q->n) {
-        if (threadIdx.x < 32) {
-            uint32_t nr = __ldcg(&q->steps[t - 1].n_run);
-            uint64_t sk = ft_score_key(
-                ft_score(ft_sigma_of_key(key), q->F[t + 1]));
-            uint32_t c = gk_hits_le(
-                (const ft_gk_hit *)q->slot.run[(t - 1) & 1u], nr, sk);
-            if (threadIdx.x == 0)
-                sm.sp.u.r1.rc = c;
-        }
-        __syncthreads();
-        ok = nt + sm.sp.u.r1.rc >= q->n;
+    if (threadIdx.x < 32) {
+        int ok = gk_r1_enough(q, t, key);
+        if (threadIdx.x == 0)
+            sm.sp.u.r1.rc = (uint32_t)ok;
     }
-    if (ok)
+    __syncthreads();
+    if (sm.sp.u.r1.rc)
         return;
     if (!FUSE || blockIdx.x < ncta)
         gk_expand<FUSE>(P, t, ncta, &sm, 2);
