@@ -626,10 +626,6 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     return ub;
 }
 
-/* Step t's expansion by CTAs 0 .. ncta - 1 (all but the terminal ones
- * in a fused launch past step 0; there sm holds the beams, each CTA's
- * own copy).  round: gk_expand_item's (1 and 2 only in a launch of one
- * request, whose first round sm->sp.u.r1 holds). */
 /* The round request q's step t takes in this pass: in a launch whose
  * rounds are per request (LZ: lazy, gk_r1_setup<false, true>) the first
  * pass (ROUND 0) is round 1 for the requests whose step has one, the
@@ -698,16 +694,16 @@ __device__ __forceinline__ uint32_t gk_first_of(uint32_t g, uint32_t a,
     return g >= a ? g - a : g + m - a;
 }
 
+/* Step t's expansion by CTAs 0 .. ncta - 1 (all but the terminal ones
+ * in a fused launch past step 0; there sm holds the beams, each CTA's
+ * own copy).  ROUND: gk_expand_item's (1 and 2 in a launch of one
+ * request, whose first round sm->sp.u.r1 holds; with LZ, a lazy launch,
+ * pass 0 also takes round 1 for the requests whose step has one, and
+ * pass 2 the second rounds of those gk_r1_check_lazy marked). */
 template <bool FUSE, uint32_t ROUND, bool LZ>
 __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
                             uint32_t ncta, gk_smem *sm)
 {
-    /* A lazy launch (LZ: its instance and the step kernel): every
-     * request's round and items of this pass are read once, by the CTA's
-     * threads together, into sm->idx (free between the selections), as
-     * tot | round << 30 (round 3: nothing this pass, or no step t),
-     * instead of a chain of dependent loads a request in every warp's
-     * loops below (b = 32: ~1 us a request a step). */
     /* Warps numbered across the CTAs first: a step of fewer units than
      * warps (BW = 100: ~400 of 2,112) spreads them over every SM instead
      * of filling the first CTAs' SMs (run S3: b = 32 +1-10%, b = 1 the
@@ -717,8 +713,14 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
     uint32_t nt = ncta * blockDim.x;
     uint32_t gt = blockIdx.x * blockDim.x + threadIdx.x;
     uint64_t acc = 0; /* units of the requests before this one */
-    /* sm->idx: [0, nreq) each request's items and round, [H, H + nreq)
-     * its first unit mod nw (gk_first_units), [H - 1] pair */
+    /* A lazy launch (LZ: its instance and the step kernel): every
+     * request's round and items of this pass are read once, by the CTA's
+     * threads together, into sm->idx (free between the selections), as
+     * tot | round << 30 (round 3: nothing this pass, or no step t),
+     * instead of a chain of dependent loads a request in every warp's
+     * loops below; then warp 0 decides pairs and every request's first
+     * unit.  sm->idx: [0, nreq) each request's items and round, [H, H +
+     * nreq) its first unit mod nw (gk_first_units), [H - 1] pair. */
     const uint32_t H = FT_GK_SORT_MAX / 2;
     const bool stage = LZ && P.lazy && P.nreq + 1 < H;
     if (stage) {
@@ -849,11 +851,11 @@ __device__ void gk_build_hash(const ft_gk_params &P, gk_smem *sm)
     uint32_t gt = blockIdx.x * blockDim.x + threadIdx.x;
     uint64_t acc = 0;
     /* Many requests (sm: a lazy launch): each one's first row and row
-     * count read once, by the CTA's threads together, into sm->idx,
-     * instead of a chain of dependent loads a request in every thread
-     * (after the expansion's own use of sm->idx). */
-    /* sm->idx: [0, n) first rows, [n, 2n) row counts, [2n, 3n) each
-     * request's first entry mod nt (gk_first_units) */
+     * count read once, by the CTA's threads together, into sm->idx
+     * (after the expansion's own use of it), instead of a chain of
+     * dependent loads a request in every thread, and each one's first
+     * entry by warp 0.  sm->idx: [0, n) first rows, [n, 2n) row counts,
+     * [2n, 3n) each request's first entry mod nt (gk_first_units). */
     const uint32_t n = P.nreq;
     const bool stage = sm != NULL && n > 1 && 3 * n <= FT_GK_SORT_MAX;
     if (stage) {
