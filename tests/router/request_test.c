@@ -62,6 +62,63 @@ static void accept(const ft_request *q, uint32_t max_beam)
     FT_PASS(rc);
 }
 
+/* Randomized rows against a quadratic reference: the first proposal k
+ * whose token an earlier proposal holds, and that earlier one, in the
+ * exact message; rows without one accepted.  Tokens drawn from small
+ * ranges (many duplicates), from multiples of the table's size (all
+ * hashing alike: long probe runs) and at random; K up to FT_MAX_K. */
+static void dup_random(void)
+{
+    uint64_t s = 1234;
+    int n_dup = 0, n_ok = 0;
+    for (int c = 0; c < 3000; c++) {
+        uint32_t T = 1 + (uint32_t)(ft_test_rand(&s) % 3);
+        uint32_t K = 1 + (uint32_t)(ft_test_rand(&s) % 64);
+        if (c % 10 == 0)
+            K = 1 + (uint32_t)(ft_test_rand(&s) % FT_MAX_K);
+        uint32_t kind = (uint32_t)(ft_test_rand(&s) % 3);
+        uint64_t span = kind == 0 ? 2ull * K + 1 : 1ull << 32;
+        ft_request q = base(T, K);
+        for (uint32_t i = 0; i < T * K; i++) {
+            uint64_t r = ft_test_rand(&s) % span;
+            toks[i] = kind == 1 ? (uint32_t)(r << 14) : (uint32_t)r;
+        }
+        if (kind != 0 && ft_test_rand(&s) % 2) { /* one planted pair */
+            uint32_t t = (uint32_t)(ft_test_rand(&s) % T);
+            uint32_t a = (uint32_t)(ft_test_rand(&s) % K);
+            uint32_t b = (uint32_t)(ft_test_rand(&s) % K);
+            toks[t * K + b] = toks[t * K + a];
+        }
+        char want[160] = "";
+        for (uint32_t t = 0; t < T && !want[0]; t++) {
+            const uint32_t *tk = toks + (size_t)t * K;
+            for (uint32_t k = 1; k < K && !want[0]; k++)
+                for (uint32_t j = 0; j < k; j++)
+                    if (tk[j] == tk[k]) {
+                        snprintf(want, sizeof want,
+                                 "tokens: position %u: token %u appears "
+                                 "twice (proposals %u and %u)",
+                                 t, tk[k], j, k);
+                        break;
+                    }
+        }
+        char err[160] = "";
+        int rc = ft_request_validate(&q, 0, err, sizeof err);
+        if (want[0]) {
+            FT_CHECK_EQ_U64((uint64_t)rc, (uint64_t)FT_EREQUEST);
+            FT_CHECK_STR(err, want);
+            n_dup++;
+        } else {
+            if (rc != FT_OK)
+                fprintf(stderr, "case %d: unexpected: %s\n", c, err);
+            FT_PASS(rc);
+            n_ok++;
+        }
+    }
+    /* both kinds of rows occur, or the test proves nothing */
+    FT_CHECK(n_dup > 100 && n_ok > 100);
+}
+
 int main(void)
 {
     char path[] = "/tmp/ft_request_test_XXXXXX";
@@ -242,6 +299,8 @@ int main(void)
     }
     for (int i = 0; i < 3; i++)
         ft_result_free(&rs[i]);
+
+    dup_random();
 
     ft_result_free(&res);
     ft_engine_close(eng);
