@@ -69,6 +69,11 @@ typedef struct ft_gk_slot {
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 184, "ft_gk_slot layout");
 
+/* Lazy launches of at most this many requests take first rounds
+ * (ft_gk_params.r1): the kernel marks those that need a second round in
+ * a bit map of this many bits in shared memory. */
+#define FT_GK_R1_LAZY_MAX 8192u
+
 /* Grid selection arena of one list: FT_GK_GSEL_PASSES histograms of 256
  * bins, then the survivor counter (padded to 128 bytes). */
 #define FT_GK_GSEL_PASSES 8u

@@ -1130,16 +1130,16 @@ __device__ void gk_r1_setup(const ft_gk_params &P, gk_smem &sm,
             R.tot = tot;
     }
     if (tid == 0) {
-        if (!GLB)
-            R.on = (uint32_t)on;
         if (GLB) {
             /* the round's items past the last beam's first; steps[t].r1
              * (zeroed by the host) says the round runs */
             S.r1_cs[nb] = tot;
             if (on)
                 q->steps[t].r1 = ft_sigma_key(lo);
-        } else if (on && blockIdx.x == 0) {
-            q->steps[t].r1 = ft_sigma_key(lo);
+        } else {
+            R.on = (uint32_t)on;
+            if (on && blockIdx.x == 0)
+                q->steps[t].r1 = ft_sigma_key(lo);
         }
     }
     __syncthreads();
@@ -1177,15 +1177,6 @@ __device__ __forceinline__ uint32_t gk_hits_le(const ft_gk_hit *h,
     return lo;
 }
 
-/* After step t's first round and the grid barrier, every CTA: the step
- * is complete when the round found B next candidates (all above theta,
- * so every one left out ranks after them) and, with the running results
- * of step t - 1 whose score is at least theta's (a terminal candidate
- * left out has sigma <= theta, so no higher a score, and loses ties to
- * earlier steps), n terminal ones or more (those it found have a higher
- * sigma than any it left out, so a higher score).  Else the CTAs that
- * expanded it run the second round (ncta of them), and one more grid
- * barrier.  Every CTA reads the same counts, so all decide alike. */
 /* Whether request q's first round of step t (theta's key: key) found
  * enough: B next candidates (or t is its last step), and n terminal ones
  * counting the running results of step t - 1 whose score is at least
@@ -1214,10 +1205,12 @@ __device__ __forceinline__ int gk_r1_enough(const ft_gk_req *q, uint32_t t,
  * that need the rest in bits of sm.hist, and when any does, the whole
  * grid expands their second rounds and one more grid barrier follows.
  * Every CTA reads the same counts, so all decide alike. */
+static_assert(FT_GK_R1_LAZY_MAX <= 32u * sizeof(((gk_smem *)0)->hist) / 4u,
+              "the lazy check's bit map outgrows sm.hist");
 __device__ void gk_r1_check_lazy(const ft_gk_params &P, gk_smem &sm,
                                  cg::grid_group &grid, uint32_t t)
 {
-    if (!P.lazy || !P.r1 || t == 0 || P.nreq > 256u * 32u)
+    if (!P.lazy || !P.r1 || t == 0 || P.nreq > FT_GK_R1_LAZY_MAX)
         return;
     uint32_t lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     uint32_t words = (P.nreq + 31u) >> 5;
@@ -1244,6 +1237,15 @@ __device__ void gk_r1_check_lazy(const ft_gk_params &P, gk_smem &sm,
     grid.sync();
 }
 
+/* After step t's first round and the grid barrier, every CTA: the step
+ * is complete when the round found B next candidates (all above theta,
+ * so every one left out ranks after them) and, with the running results
+ * of step t - 1 whose score is at least theta's (a terminal candidate
+ * left out has sigma <= theta, so no higher a score, and loses ties to
+ * earlier steps), n terminal ones or more (those it found have a higher
+ * sigma than any it left out, so a higher score).  Else the CTAs that
+ * expanded it run the second round (ncta of them), and one more grid
+ * barrier.  Every CTA reads the same counts, so all decide alike. */
 template <bool FUSE>
 __device__ void gk_r1_check(const ft_gk_params &P, gk_smem &sm,
                             cg::grid_group &grid, uint32_t t, uint32_t ncta)
@@ -2674,21 +2676,25 @@ __device__ void gk_select_spread(const ft_gk_params &P, gk_smem &sm,
 #endif
 
 /* Profile builds: the latest (or with MIN, the earliest) %globaltimer of
- * every CTA at word w of the launch marks (FT_GK_PROF_GT). */
+ * every CTA at word w of the launch marks (FT_GK_PROF_GT).  A function,
+ * not a do-while macro: after the fused instance's return the loop was
+ * "not reachable" (nvcc #128-D). */
 #ifdef FT_GK_PROFILE
-#define GK_GT(w, MIN)                                                         \
-    do {                                                                      \
-        if (P.prof && threadIdx.x == 0) {                                     \
-            unsigned long long gt_;                                           \
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt_));           \
-            unsigned long long *a_ =                                          \
-                (unsigned long long *)&P.prof[FT_GK_PROF_GT + (w)];           \
-            if (MIN)                                                          \
-                atomicMin(a_, gt_);                                           \
-            else                                                              \
-                atomicMax(a_, gt_);                                           \
-        }                                                                     \
-    } while (0)
+__device__ __forceinline__ void gk_gt(const ft_gk_params &P, uint32_t w,
+                                      bool min)
+{
+    if (P.prof && threadIdx.x == 0) {
+        unsigned long long gt;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt));
+        unsigned long long *a =
+            (unsigned long long *)&P.prof[FT_GK_PROF_GT + w];
+        if (min)
+            atomicMin(a, gt);
+        else
+            atomicMax(a, gt);
+    }
+}
+#define GK_GT(w, MIN) gk_gt(P, (w), (MIN))
 #else
 #define GK_GT(w, MIN) ((void)0)
 #endif

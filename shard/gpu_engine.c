@@ -1022,11 +1022,12 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
      * In a lazy launch the requests share the grid, so a request's step
      * qualifies with its share of the items (at least 2: 1, which turns
      * the proposals-mostly test off, only where asked for); the kernel
-     * marks the requests of a second round in a bit map of 8192. */
+     * marks the requests of a second round in a bit map of
+     * FT_GK_R1_LAZY_MAX. */
     if (n == 1 && prm.spread) {
         prm.r1 = g->round1;
         prm.r1_items = g->round1_items;
-    } else if (prm.lazy && n <= 8192) {
+    } else if (prm.lazy && n <= FT_GK_R1_LAZY_MAX) {
         prm.r1 = g->round1;
         uint32_t share = g->round1_items / (uint32_t)n;
         prm.r1_items = g->round1_items == 1 ? 1u : share < 2u ? 2u : share;
@@ -1102,9 +1103,8 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
             g->prof_launches[c]++;
             const uint64_t *gt = mk + FT_GK_PROF_GT;
             if (!prm.fuse && gt[0] != UINT64_MAX && gt[5] >= gt[0]) {
-                static const int at[5] = {1, 2, 3, 4, 5};
                 for (int j = 0; j < 5; j++)
-                    g->prof_gt[c][j] += (double)(gt[at[j]] - gt[0]);
+                    g->prof_gt[c][j] += (double)(gt[j + 1] - gt[0]);
                 g->prof_gtn[c]++;
             }
         }
