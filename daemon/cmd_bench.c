@@ -921,6 +921,7 @@ int cmd_bench(int argc, char **argv)
         {"full-grid", no_argument, 0, 'F'},   {"timing", no_argument, 0, 'M'},
         {"replicas", required_argument, 0, 'P'}, {"fuse-term", required_argument, 0, 'U'},
         {"round1", required_argument, 0, 'Q'},
+        {"launch", required_argument, 0, 'L'},
         {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
@@ -932,6 +933,7 @@ int cmd_bench(int argc, char **argv)
         "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]\n"
         "          [--devices 0,1,..]]\n"
         "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
+        "         [--launch graph|plain]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -960,11 +962,14 @@ int cmd_bench(int argc, char **argv)
         "  (ft_engine_opts.fuse_term; default the engine's choice).  --round1\n"
         "  N|off: a step of a request alone first expands its best ~N x beam\n"
         "  proposals, or always the whole step (ft_engine_opts.round1; default 128).\n"
+        "  --launch graph|plain: the GPU engine's launches through a CUDA graph ended\n"
+        "  by a completion word (default), or plain cooperative launches ended by a\n"
+        "  stream synchronisation (ft_engine_opts.launch_graph).\n"
         "  --report DIR/ (or an existing folder): DIR/results.json, and with\n"
         "  gnuplot DIR/plots.gp drawn\n"
         "  into latency, throughput, speedup and shards PNGs.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
-    uint32_t fuse_term = 0, round1 = 0;
+    uint32_t fuse_term = 0, round1 = 0, launch_graph = 0;
     uint64_t gen_keys = 0, seed = 1;
     ft_wl_req_opts ro;
     ft_wl_req_opts_init(&ro);
@@ -1047,6 +1052,17 @@ int cmd_bench(int argc, char **argv)
             if (strcmp(optarg, "off") == 0) {
                 round1 = UINT32_MAX;
             } else if (ft_cli_parse_u32("--round1", optarg, 1, 4096, &round1)) {
+                return 2;
+            }
+            break;
+        case 'L':
+            if (strcmp(optarg, "plain") == 0) {
+                launch_graph = UINT32_MAX;
+            } else if (strcmp(optarg, "graph") == 0) {
+                launch_graph = 0;
+            } else {
+                fprintf(stderr, "flashtrie bench: --launch: expected graph or "
+                        "plain, got '%s'\n", optarg);
                 return 2;
             }
             break;
@@ -1354,6 +1370,7 @@ int cmd_bench(int argc, char **argv)
         eo.max_batch = max_b;
         eo.fuse_term = fuse_term;
         eo.round1 = round1;
+        eo.launch_graph = launch_graph;
         eo.max_beam = max_beam;
         eo.max_k = max_k;
         eo.max_t = max_t;

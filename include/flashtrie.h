@@ -573,6 +573,13 @@ typedef struct ft_engine_opts {
     uint32_t round1_items; /* GPU: only a step of at least this many
                          * expansion items runs in rounds (round1); 0 =
                          * eight per warp of the grid (tests use 1). */
+    uint32_t launch_graph; /* GPU: 0 = the search kernel goes through a
+                         * CUDA graph (its parameters set per launch) and
+                         * the host waits on a completion word the kernel
+                         * writes to mapped memory; UINT32_MAX = plain
+                         * cooperative launches ended by a stream
+                         * synchronisation.  The same results either
+                         * way; the default is ~5 us sooner a launch. */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;

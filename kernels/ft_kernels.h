@@ -243,10 +243,19 @@ typedef struct ft_gk_params {
     uint32_t fuse_term;     /* CTAs that merge the terminal lists */
     ft_gk_lists alt;
     uint32_t r1_items;      /* see r1 */
-    uint32_t pad2_;
+    uint32_t done_seq;      /* see done */
+    uint32_t *done_ctr;     /* with done: a device word, 0 between
+                             * launches, that counts the CTAs out */
+    uint32_t *done;         /* NULL, or a word of mapped pinned host memory
+                             * that the last CTA to finish sets to
+                             * done_seq once every CTA's writes (the
+                             * results, to mapped memory too) are visible
+                             * to the host: the host spins on it instead of
+                             * waiting for the kernel's end to reach the
+                             * stream */
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 192,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 208,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange
@@ -318,10 +327,28 @@ FT_GK_STATIC_ASSERT(4u * FT_GK_MAX_T + 2u <= FT_GK_PROF_GT,
 int ft_gk_prof_sub(uint64_t *out, size_t n);
 #endif
 
+/* ft_gk_graphs holds one engine's launch graphs: per instance of the
+ * search kernel a CUDA graph of its one cooperative kernel node, made at
+ * its first launch; each launch then sets the node's parameters and
+ * launches the graph (on the H200 ~2.5 us sooner at the GPU than
+ * cudaLaunchCooperativeKernel, docs/BENCHMARKS.md 3k).  If a graph cannot
+ * be made, the launches fall back to cudaLaunchCooperativeKernel. */
+typedef struct ft_gk_graphs ft_gk_graphs;
+
+/* ft_gk_graphs_new returns a set with every instance's graph made for the
+ * launch shape (ft_gk_config's) on the current device, so that no search
+ * pays for making one; NULL if out of memory (then launch without), a
+ * set that launches plainly if the graphs cannot be made.
+ * ft_gk_graphs_free frees one (NULL: nothing), on the device it was made
+ * on. */
+ft_gk_graphs *ft_gk_graphs_new(int grid, int block, size_t smem);
+void ft_gk_graphs_free(ft_gk_graphs *gs);
+
 /* ft_gk_launch launches the search kernel for a batch on stream (a
- * cudaStream_t).  Returns a cudaError_t as int. */
+ * cudaStream_t), through gs's graphs (gs NULL: a plain cooperative
+ * launch).  Returns a cudaError_t as int. */
 int ft_gk_launch(const ft_gk_params *p, int grid, int block, size_t smem,
-                 void *stream);
+                 void *stream, ft_gk_graphs *gs);
 
 /* ft_gk_ctab_build fills the child table ctab (2 x (n_nodes + 1) words,
  * device memory) of the trie view: per node its first child and the high

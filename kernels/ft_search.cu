@@ -37,6 +37,8 @@
 #include <cub/warp/warp_scan.cuh>
 #include <cub/warp/warp_reduce.cuh>
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ft_kernels.h"
 #include "rules.h"
@@ -2779,6 +2781,26 @@ __device__ __forceinline__ void gk_fused(const ft_gk_params &P,
     }
 }
 
+/* The launch's completion word (ft_gk_params.done): every CTA, once its
+ * writes are done, counts itself out (thread 0, after the block barrier
+ * and a system-scope fence, the pattern of the grid barrier itself);
+ * the last one, fenced after every other's count, sets the word.  The
+ * counter wraps to 0 at the last count (atomicInc), ready for the next
+ * launch. */
+__device__ __forceinline__ void gk_done(const ft_gk_params &P)
+{
+    if (P.done == NULL)
+        return;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        if (atomicInc(P.done_ctr, gridDim.x - 1u) == gridDim.x - 1u) {
+            __threadfence_system();
+            *(volatile uint32_t *)P.done = P.done_seq;
+        }
+    }
+}
+
 /* Three instances: SPREAD for launches of 1..3 requests (P.spread, the
  * selection spread over the grid), SPREAD and FUSE for those of one
  * request (P.fuse, gk_fused), the other for lazy launches and for
@@ -2806,6 +2828,7 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     }
     if (FUSE) {
         gk_fused(P, sm, grid);
+        gk_done(P);
         return;
     }
     GK_GT(0, 1);
@@ -2853,6 +2876,7 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
             grid.sync();
     }
     GK_GT(5, 0);
+    gk_done(P);
 }
 
 /* ---- the step kernel (shard groups) ------------------------------------
@@ -3197,15 +3221,127 @@ extern "C" int ft_gk_config(int *grid, int *block, size_t *smem)
     return e;
 }
 
+/* One graph per kernel instance (by its index in ft_gk_launch); dead:
+ * a graph could not be made, launch without. */
+struct ft_gk_graphs {
+    int dead;
+    struct {
+        cudaGraph_t g;
+        cudaGraphExec_t x;
+        cudaGraphNode_t node;
+    } e[3];
+};
+
+static cudaError_t gk_graph_make(ft_gk_graphs *gs, int i,
+                                 const cudaKernelNodeParams *kp);
+static const void *gk_instance(int i);
+
+extern "C" ft_gk_graphs *ft_gk_graphs_new(int grid, int block, size_t smem)
+{
+    ft_gk_graphs *gs = (ft_gk_graphs *)calloc(1, sizeof(ft_gk_graphs));
+    if (gs == NULL)
+        return NULL;
+    /* made with zeroed parameters, never launched with them */
+    ft_gk_params zero;
+    memset(&zero, 0, sizeof zero);
+    void *args[] = {&zero};
+    for (int i = 0; i < 3 && !gs->dead; i++) {
+        cudaKernelNodeParams kp;
+        memset(&kp, 0, sizeof kp);
+        kp.func = (void *)gk_instance(i);
+        kp.gridDim = dim3(grid);
+        kp.blockDim = dim3(block);
+        kp.sharedMemBytes = (unsigned int)gk_launch_smem(smem, i > 0);
+        kp.kernelParams = args;
+        if (gk_graph_make(gs, i, &kp) != cudaSuccess) {
+            (void)cudaGetLastError();
+            gs->dead = 1;
+        }
+    }
+    return gs;
+}
+
+extern "C" void ft_gk_graphs_free(ft_gk_graphs *gs)
+{
+    if (gs == NULL)
+        return;
+    for (int i = 0; i < 3; i++) {
+        if (gs->e[i].x)
+            cudaGraphExecDestroy(gs->e[i].x);
+        if (gs->e[i].g)
+            cudaGraphDestroy(gs->e[i].g);
+    }
+    free(gs);
+}
+
+/* Instance i's graph of one cooperative kernel node with kp (its first
+ * launch's parameters; each launch sets its own). */
+static cudaError_t gk_graph_make(ft_gk_graphs *gs, int i,
+                                 const cudaKernelNodeParams *kp)
+{
+    cudaError_t e = cudaGraphCreate(&gs->e[i].g, 0);
+    if (e == cudaSuccess)
+        e = cudaGraphAddKernelNode(&gs->e[i].node, gs->e[i].g, NULL, 0, kp);
+    if (e == cudaSuccess) {
+        cudaLaunchAttributeValue v;
+        memset(&v, 0, sizeof v);
+        v.cooperative = 1;
+        e = cudaGraphKernelNodeSetAttribute(
+            gs->e[i].node, cudaLaunchAttributeCooperative, &v);
+    }
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate(&gs->e[i].x, gs->e[i].g, 0);
+    if (e != cudaSuccess) {
+        if (gs->e[i].g)
+            cudaGraphDestroy(gs->e[i].g);
+        gs->e[i].g = NULL;
+        gs->e[i].x = NULL;
+    }
+    return e;
+}
+
+/* Kernel instance i: 0 lazy (or not spread), 1 spread, 2 fused. */
+static const void *gk_instance(int i)
+{
+    return i == 2   ? (const void *)ft_gk_search<true, true>
+           : i == 1 ? (const void *)ft_gk_search<true, false>
+                    : (const void *)ft_gk_search<false, false>;
+}
+
 extern "C" int ft_gk_launch(const ft_gk_params *p, int grid, int block,
-                            size_t smem, void *stream)
+                            size_t smem, void *stream, ft_gk_graphs *gs)
 {
     ft_gk_params copy = *p;
     void *args[] = {&copy};
-    const void *fn = p->fuse     ? (const void *)ft_gk_search<true, true>
-                     : p->spread ? (const void *)ft_gk_search<true, false>
-                                 : (const void *)ft_gk_search<false, false>;
-    return (int)cudaLaunchCooperativeKernel(fn, dim3(grid), dim3(block), args,
-                                            gk_launch_smem(smem, p->spread),
+    int i = p->fuse ? 2 : p->spread ? 1 : 0;
+    size_t sm = gk_launch_smem(smem, p->spread);
+    if (gs != NULL && !gs->dead) {
+        cudaKernelNodeParams kp;
+        memset(&kp, 0, sizeof kp);
+        kp.func = (void *)gk_instance(i);
+        kp.gridDim = dim3(grid);
+        kp.blockDim = dim3(block);
+        kp.sharedMemBytes = (unsigned int)sm;
+        kp.kernelParams = args;
+        cudaError_t e = cudaSuccess;
+        if (gs->e[i].x == NULL) {
+            e = gk_graph_make(gs, i, &kp);
+            if (e != cudaSuccess) {
+                /* no graphs here: every launch goes without */
+                (void)cudaGetLastError();
+                gs->dead = 1;
+            }
+        } else {
+            /* (the arguments are copied into the graph) */
+            e = cudaGraphExecKernelNodeSetParams(gs->e[i].x, gs->e[i].node,
+                                                 &kp);
+            if (e != cudaSuccess)
+                return (int)e;
+        }
+        if (!gs->dead)
+            return (int)cudaGraphLaunch(gs->e[i].x, (cudaStream_t)stream);
+    }
+    return (int)cudaLaunchCooperativeKernel(gk_instance(i), dim3(grid),
+                                            dim3(block), args, sm,
                                             (cudaStream_t)stream);
 }

@@ -119,6 +119,13 @@ typedef struct gpu_engine {
                             * results straight to the host (no copy out);
                             * NULL where the host memory cannot be mapped */
     size_t out_cap;
+    /* The launches' completion word (ft_gk_params.done): pinned host
+     * memory, as the device sees it, and the kernel's counter; NULL where
+     * the host memory cannot be mapped (then the wait is a stream
+     * synchronisation) */
+    uint32_t *h_done, *hd_done, *d_done_ctr;
+    uint32_t done_seq;
+    ft_gk_graphs *graphs; /* the search kernel's launch graphs, or NULL */
     uint64_t *d_prof;
     uint32_t *d_root_map;       /* label -> 1 + root child index */
     uint64_t *d_ctab;           /* child table, or NULL (child_table) */
@@ -379,6 +386,9 @@ static void gpu_close(ft_engine *eng)
     cudaFree(g->d_recv);
     cudaFreeHost(g->h_in);
     cudaFreeHost(g->h_out);
+    cudaFreeHost(g->h_done);
+    cudaFree(g->d_done_ctr);
+    ft_gk_graphs_free(g->graphs);
     if (g->stream)
         cudaStreamDestroy(g->stream);
     free(g);
@@ -674,6 +684,23 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         (void)cudaGetLastError();
         g->hd_in = NULL;
     }
+    /* The completion word and its counter: without them (or without the
+     * mapped output, which its wait stands for) launches end with a
+     * stream synchronisation. */
+    if (o->launch_graph != UINT32_MAX && g->hd_out &&
+        cudaMallocHost((void **)&g->h_done, 64) == cudaSuccess &&
+        cudaHostGetDevicePointer((void **)&g->hd_done, g->h_done, 0) ==
+            cudaSuccess &&
+        cudaMalloc((void **)&g->d_done_ctr, 4) == cudaSuccess &&
+        cudaMemset(g->d_done_ctr, 0, 4) == cudaSuccess) {
+        *(volatile uint32_t *)g->h_done = 0;
+    } else {
+        (void)cudaGetLastError();
+        g->hd_done = NULL;
+    }
+    g->graphs = o->launch_graph != UINT32_MAX
+                    ? ft_gk_graphs_new(g->grid, g->block, g->smem)
+                    : NULL;
     g->fuse_term = o->fuse_term;
     g->fuse_lists = NULL;
     if (g->fuse_term != UINT32_MAX && g->nslots >= 2) {
@@ -990,6 +1017,37 @@ static void assemble(ft_engine *eng, const ft_prepared *const *reqs,
     }
 }
 
+/* wait_done waits for the launch whose completion word (ft_gk_params.done)
+ * is seq: it spins on the mapped word, which the kernel sets ~2.5 us
+ * before its end reaches the stream (docs/BENCHMARKS.md 3k), and every
+ * 1,024 turns asks the stream, so that a launch that failed (and never
+ * sets the word) ends the wait with its error. */
+static cudaError_t wait_done(gpu_engine *g, uint32_t seq)
+{
+    for (uint32_t spin = 1;; spin++) {
+        if (__atomic_load_n(g->h_done, __ATOMIC_ACQUIRE) == seq)
+            return cudaSuccess;
+        if ((spin & 1023u) == 0) {
+            cudaError_t e = cudaStreamQuery(g->stream);
+            if (e == cudaErrorNotReady)
+                continue;
+            if (e != cudaSuccess)
+                return e;
+            /* the stream is idle: the word is set by now, or never */
+            if (__atomic_load_n(g->h_done, __ATOMIC_ACQUIRE) == seq)
+                return cudaSuccess;
+            FT_ERROR("GPU engine on device %d: a launch ended without "
+                     "setting its completion word (%u)", g->device, seq);
+            return cudaErrorUnknown;
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ volatile("yield");
+#endif
+    }
+}
+
 /* Runs reqs[0..n) (all fitting the chosen slots) in one launch. */
 static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
                       ft_result *const *res, size_t n, int big)
@@ -1051,8 +1109,15 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     }
     if (timing)
         cudaEventRecord(g->ev[1], g->stream);
+    if (g->hd_done) {
+        if (++g->done_seq == 0)
+            g->done_seq = 1; /* (0: the word's value before any launch) */
+        prm.done = g->hd_done;
+        prm.done_ctr = g->d_done_ctr;
+        prm.done_seq = g->done_seq;
+    }
     e = (cudaError_t)ft_gk_launch(&prm, g->grid, g->block, g->smem,
-                                  g->stream);
+                                  g->stream, g->graphs);
     if (e != cudaSuccess)
         goto cuda_fail_e;
     if (timing)
@@ -1074,12 +1139,16 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     }
     if (timing)
         tk[3] = fti_now();
-    e = cudaStreamSynchronize(g->stream);
+    /* (the results are in mapped memory when the word is set; a launch
+     * that copies them out ends with the stream) */
+    e = prm.done ? wait_done(g, prm.done_seq)
+                 : cudaStreamSynchronize(g->stream);
     if (e != cudaSuccess)
         goto cuda_fail_e;
     if (timing)
         tk[4] = fti_now();
 #ifdef FT_GK_PROFILE
+    cudaStreamSynchronize(g->stream); /* the marks: the kernel's end */
     {
         uint64_t mk[FT_GK_PROF_WORDS];
         int c = n > 1;
@@ -1126,6 +1195,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     assemble(eng, reqs, res, n);
     if (timing) {
         tk[5] = fti_now();
+        cudaStreamSynchronize(g->stream); /* the events */
         float ms[3] = {0, 0, 0};
         cudaEventElapsedTime(&ms[0], g->ev[0], g->ev[1]);
         cudaEventElapsedTime(&ms[1], g->ev[1], g->ev[2]);

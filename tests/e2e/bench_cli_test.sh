@@ -17,7 +17,7 @@ for args in "gen keys" "gen keys --n x" "gen keys --n 10 --format xml" \
             "gen requests --n 5" "gen nothing" "bench" "bench --index a --keys b" \
             "bench --gen-keys 10 --beam 0" "bench --gen-keys 10 --engine tpu" \
             "bench --gen-keys 10 --replicas 0" "bench --gen-keys 10 --replicas 9" \
-            "bench --gen-keys 10 --replicas x"; do
+            "bench --gen-keys 10 --replicas x" "bench --gen-keys 10 --launch fast"; do
     set +e
     $FT $args >/dev/null 2>"$D/err"
     rc=$?
@@ -83,6 +83,9 @@ d2=$(grep '^results' "$D/bench3.out" | awk '{print $NF}' | sort | tr '\n' ' ')
 [ -n "$d1" ] && [ "$d1" = "$d2" ] || fail "bench --replicas: digests '$d2', want '$d1'"
 $FT bench --gen-keys 10 --replicas 9 2>"$D/err" && fail "--replicas 9 accepted"
 grep -q -- '--replicas: at most 8, got 9' "$D/err" || fail "--replicas 9: message '$(cat "$D/err")'"
+$FT bench --gen-keys 10 --launch fast 2>"$D/err" && fail "--launch fast accepted"
+grep -q -- "--launch: expected graph or plain, got 'fast'" "$D/err" ||
+    fail "--launch fast: message '$(cat "$D/err")'"
 
 # MARISA-Int answers exactly like the CPU engine.
 if [ -n "$MB" ]; then

@@ -157,7 +157,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * also turns the spread selection of launches of 1..3 requests off
      * (every list then goes to one CTA, as in a lazy launch), and the
      * input always copied to the device before the launch (the others
-     * have launches of 1..3 requests read it from mapped host memory).
+     * have launches of 1..3 requests read it from mapped host memory),
+     * and plain cooperative launches ended by a stream synchronisation
+     * (the others go through launch graphs and wait on the kernel's
+     * completion word in mapped memory).
      * Engines 0-2 run a request alone with fused steps (one barrier a
      * step, every CTA its own copy of the beams, step lists by parity in
      * two slots; engine 2 with one terminal CTA), engine 4 without.
@@ -189,6 +192,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         if (e == 3) {
             o.select_grid_min = UINT32_MAX;
             o.mapped_input_max = UINT32_MAX; /* the input copied in */
+            o.launch_graph = UINT32_MAX; /* plain launches, stream sync */
         }
         if (e == 4) {
             o.fuse_term = UINT32_MAX; /* requests alone: two barriers a
