@@ -921,6 +921,7 @@ int cmd_bench(int argc, char **argv)
         {"full-grid", no_argument, 0, 'F'},   {"timing", no_argument, 0, 'M'},
         {"replicas", required_argument, 0, 'P'}, {"fuse-term", required_argument, 0, 'U'},
         {"round1", required_argument, 0, 'Q'},
+        {"select-local", required_argument, 0, 'Y'},
         {"launch", required_argument, 0, 'L'},
         {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
@@ -933,7 +934,7 @@ int cmd_bench(int argc, char **argv)
         "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]\n"
         "          [--devices 0,1,..]]\n"
         "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
-        "         [--launch graph|plain]\n"
+        "         [--launch graph|plain] [--select-local N|off]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -964,12 +965,15 @@ int cmd_bench(int argc, char **argv)
         "  proposals, or always the whole step (ft_engine_opts.round1; default 128).\n"
         "  --launch graph|plain: the GPU engine's launches through a CUDA graph ended\n"
         "  by a completion word (default), or plain cooperative launches ended by a\n"
-        "  stream synchronisation (ft_engine_opts.launch_graph).\n"
+        "  stream synchronisation (ft_engine_opts.launch_graph).  --select-local\n"
+        "  N|off: a fused launch narrows a list of 4097..N candidates in each CTA\n"
+        "  that selects it, or always over the whole grid\n"
+        "  (ft_engine_opts.select_local_max; default 8192, at most 65536).\n"
         "  --report DIR/ (or an existing folder): DIR/results.json, and with\n"
         "  gnuplot DIR/plots.gp drawn\n"
         "  into latency, throughput, speedup and shards PNGs.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
-    uint32_t fuse_term = 0, round1 = 0, launch_graph = 0;
+    uint32_t fuse_term = 0, round1 = 0, launch_graph = 0, local_max = 0;
     uint64_t gen_keys = 0, seed = 1;
     ft_wl_req_opts ro;
     ft_wl_req_opts_init(&ro);
@@ -1063,6 +1067,14 @@ int cmd_bench(int argc, char **argv)
             } else {
                 fprintf(stderr, "flashtrie bench: --launch: expected graph or "
                         "plain, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'Y':
+            if (strcmp(optarg, "off") == 0) {
+                local_max = UINT32_MAX;
+            } else if (ft_cli_parse_u32("--select-local", optarg, 1, 65536,
+                                        &local_max)) {
                 return 2;
             }
             break;
@@ -1371,6 +1383,7 @@ int cmd_bench(int argc, char **argv)
         eo.fuse_term = fuse_term;
         eo.round1 = round1;
         eo.launch_graph = launch_graph;
+        eo.select_local_max = local_max;
         eo.max_beam = max_beam;
         eo.max_k = max_k;
         eo.max_t = max_t;

@@ -253,9 +253,13 @@ typedef struct ft_gk_params {
                              * to the host: the host spins on it instead of
                              * waiting for the kernel's end to reach the
                              * stream */
+    uint32_t local_max;     /* with fuse: a long list of at most this
+                             * many candidates (<= eager_max) is narrowed
+                             * by each CTA that selects it, alone, not by
+                             * the grid (gk_local_narrow); 0: never */
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 208,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 216,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange

@@ -308,6 +308,16 @@ __device__ __forceinline__ int gk_list_long(const ft_gk_params &P,
     return m > lim && m > P.gsel_min;
 }
 
+/* A long list of a fused launch short enough (P.local_max, at most
+ * P.eager_max: every candidate's child range is ready; 0 in the other
+ * launches) that each CTA selecting it narrows it alone
+ * (gk_local_narrow) instead of the grid with a barrier a pass. */
+__device__ __forceinline__ int gk_list_medium(const ft_gk_params &P,
+                                              uint32_t m)
+{
+    return P.spread && m <= P.local_max;
+}
+
 __device__ __forceinline__ uint32_t gk_hash(uint32_t x)
 {
     x ^= x >> 16;
@@ -1781,7 +1791,7 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                 uint32_t m = gk_list_len(q, t, term);
                 if (FUSE)
                     sm.glen[term] = m; /* one request: L = term */
-                if (gk_list_long(P, m, lim)) {
+                if (gk_list_long(P, m, lim) && !gk_list_medium(P, m)) {
                     float smax = 0.0f, smin = 0.0f;
                     if (t > 0) {
                         uint32_t nb = q->steps[t].n_beam;
@@ -1915,6 +1925,7 @@ struct gk_src {
     const uint64_t *keys;
     const uint32_t *si;
     uint32_t n;
+    int medium; /* the whole list, to narrow first (gk_local_narrow) */
 };
 
 template <bool FUSE>
@@ -1930,7 +1941,10 @@ __device__ __forceinline__ gk_src gk_list_src(const ft_gk_params &P,
     r.n = FUSE ? sm.glen[term] : gk_list_len(q, t, term);
     r.keys = term ? L.term_key : L.cand_key;
     r.si = NULL;
-    if (gk_list_long(P, r.n, lim)) {
+    r.medium = 0;
+    if (gk_list_long(P, r.n, lim) && gk_list_medium(P, r.n)) {
+        r.medium = 1;
+    } else if (gk_list_long(P, r.n, lim)) {
         r.n = __ldcg(&L.gsel[term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV]);
         r.keys = S.surv_key + term * FT_GK_LIST_MAX;
         r.si = S.surv_idx + term * FT_GK_LIST_MAX;
@@ -2457,6 +2471,143 @@ __device__ __forceinline__ void gk_mark_next_end(int pc, uint32_t t)
 #endif
 }
 
+/* Place i of a list of m read by member g of G of its selecting CTAs in
+ * gk_local_narrow's passes: each member starts at its own offset (a
+ * multiple of 32 places), so that the members do not all ask L2 for the
+ * same lines at once (docs/BENCHMARKS.md 3l: step 1 of BW = 1000 17.7
+ * -> 15.8 us; the short lists' one load, 1..4096 keys, was 0.2 us slower
+ * a step that way and reads in place). */
+__device__ __forceinline__ uint32_t gk_rot(uint32_t i, uint32_t off,
+                                           uint32_t m)
+{
+    uint32_t j = i + off;
+    return j >= m ? j - m : j;
+}
+
+__device__ __forceinline__ uint32_t gk_rot_off(uint32_t m, uint32_t g,
+                                               uint32_t G)
+{
+    return G > 1 ? (uint32_t)((uint64_t)m * g / G) & ~31u : 0u;
+}
+
+/* A medium list (gk_list_medium), m keys, narrowed by this CTA alone,
+ * with no grid barrier: every CTA that selects it reads the whole list
+ * through L2 -- its least and greatest key, then the grid selection's
+ * 8-bit radix passes into a shared histogram (gk_gdecide; every CTA
+ * computes the same digits from the same keys), then the survivors (at
+ * most max(lim, cap) keys: those on or below the prefix) appended to
+ * sm.key / sm.idx, and for a next list their expansion items at step t +
+ * 1 to sm.sp.items, as a short list's are loaded.  mn / mx: this
+ * thread's bounds of what it appended.  Returns the survivors.  The
+ * bounds come from the keys, not from the beams' sigma as in the grid
+ * selection: with no barrier after it, another CTA may already be
+ * writing the next step's beams.  The whole CTA calls it. */
+template <bool FUSE>
+__device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
+                                    ft_gk_req *q, uint32_t t, uint32_t term,
+                                    const uint64_t *keys, uint32_t m,
+                                    uint32_t lim, uint32_t off, uint64_t &mn,
+                                    uint64_t &mx)
+{
+    uint32_t tid = threadIdx.x;
+    const uint32_t U = FT_GK_LOAD_U;
+    if (tid == 0) {
+        sm.kmin = ~0ull;
+        sm.kmax = 0;
+        sm.count = 0;
+    }
+    uint64_t a = ~0ull, b = 0;
+    for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
+        uint64_t k[U];
+#pragma unroll
+        for (uint32_t u = 0; u < U; u++) {
+            uint32_t i = i0 + u * blockDim.x;
+            k[u] = i < m ? __ldcg(keys + gk_rot(i, off, m)) : 0ull;
+        }
+#pragma unroll
+        for (uint32_t u = 0; u < U; u++) {
+            if (i0 + u * blockDim.x < m) {
+                a = k[u] < a ? k[u] : a;
+                b = k[u] > b ? k[u] : b;
+            }
+        }
+    }
+    gk_warp_minmax(a, b);
+    __syncthreads();
+    if ((tid & 31u) == 0) {
+        atomicMin((unsigned long long *)&sm.kmin, (unsigned long long)a);
+        atomicMax((unsigned long long *)&sm.kmax, (unsigned long long)b);
+    }
+    __syncthreads();
+    if (tid == 0)
+        gk_gstate_init(sm.loc, sm.kmin, sm.kmax, m, lim,
+                       P.gsel_cap ? P.gsel_cap : gk_pow2(lim), term);
+    __syncthreads();
+    for (uint32_t p = 0; p < FT_GK_GSEL_PASSES && !sm.loc.done; p++) {
+        uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
+        uint32_t sh = sm.loc.sh;
+        for (uint32_t j = tid; j < 256; j += blockDim.x)
+            sm.hist[j] = 0;
+        __syncthreads();
+        for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
+            uint64_t k[U];
+#pragma unroll
+            for (uint32_t u = 0; u < U; u++) {
+                uint32_t i = i0 + u * blockDim.x;
+                k[u] = i < m ? __ldcg(keys + gk_rot(i, off, m)) : 0ull;
+            }
+#pragma unroll
+            for (uint32_t u = 0; u < U; u++)
+                if (i0 + u * blockDim.x < m && (k[u] & pmask) == prefix)
+                    atomicAdd(&sm.hist[(uint32_t)(k[u] >> sh) & 255u], 1u);
+        }
+        __syncthreads();
+        if (tid < 32)
+            gk_gdecide<false>(sm.loc, sm.hist, q, sm.wscan[0]);
+        __syncthreads();
+    }
+    if (!sm.loc.done && tid == 0)
+        atomicOr(&q->steps[0].err, 2u); /* cannot happen */
+    uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
+    const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
+    uint32_t mr = (m + 31u) & ~31u;
+    mn = ~0ull;
+    mx = 0;
+    for (uint32_t i0 = tid; i0 < mr; i0 += U * blockDim.x) {
+        uint64_t k[U];
+#pragma unroll
+        for (uint32_t u = 0; u < U; u++) {
+            uint32_t i = i0 + u * blockDim.x;
+            k[u] = i < m ? __ldcg(keys + gk_rot(i, off, m)) : ~0ull;
+        }
+#pragma unroll
+        for (uint32_t u = 0; u < U; u++) {
+            uint32_t i = i0 + u * blockDim.x;
+            if (i >= mr) /* uniform per warp: mr % 32 == 0 */
+                break;
+            int want = i < m && (k[u] & pmask) <= prefix;
+            uint32_t pos = gk_append(&sm.count, want);
+            if (!want)
+                continue;
+            if (pos >= FT_GK_SORT_MAX) {
+                atomicOr(&q->steps[0].err, 2u); /* cannot happen */
+                continue;
+            }
+            uint32_t c = gk_rot(i, off, m);
+            sm.key[pos] = k[u];
+            sm.idx[pos] = c;
+            mn = k[u] < mn ? k[u] : mn;
+            mx = k[u] > mx ? k[u] : mx;
+            if (!term)
+                sm.sp.items[pos] = ft_gk_items(t + 1, L.cand_cr[c].deg,
+                                               L.cand_kcut[c]);
+        }
+    }
+    __syncthreads();
+    uint32_t s = sm.count;
+    return s < FT_GK_SORT_MAX ? s : FT_GK_SORT_MAX;
+}
+
 /* Member g of G of the CTAs that select request q's list (0: next, 1:
  * terminal) at step t.  FUSE: a fused launch's lists (gk_lists), and a
  * next list selected whole by every member for its own expansion
@@ -2480,7 +2631,12 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     gk_src src = gk_list_src<FUSE>(P, sm, q, t, term, lim);
     const uint64_t *keys = src.keys;
     const uint32_t *si = src.si;
+    uint64_t mn = ~0ull, mx = 0;
     uint32_t ns = src.n < FT_GK_SORT_MAX ? src.n : FT_GK_SORT_MAX;
+    if (FUSE && src.medium)
+        ns = gk_local_narrow<FUSE>(P, sm, q, t, term, keys, src.n, lim,
+                                   gk_rot_off(src.n, g, G), mn, mx);
+
     /* Terminal list: the running results' score keys go to shared memory
      * too when they fit, their loads beside the list's. */
     const ft_gk_hit *prev = (const ft_gk_hit *)S.run[(t & 1u) ^ 1u];
@@ -2493,7 +2649,6 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
      * (the child range came from the expansion or the grid selection),
      * gathered beside the keys. */
     int bk = !term && (FUSE || (FT_GK_BUCKETS && ns > FT_GK_BUCKET_MIN));
-    uint64_t mn = ~0ull, mx = 0;
     if (bk) /* the bucket counts start at 0 */
         for (uint32_t b = tid; b < GK_NB; b += blockDim.x) {
             sm.sp.u.b.cnt[b] = 0;
@@ -2502,7 +2657,8 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     /* FT_GK_LOAD_U entries a thread in flight at once (L2 round trips,
      * not bandwidth, bound this). */
     const uint32_t U = FT_GK_LOAD_U;
-    for (uint32_t i0 = tid; i0 < ns; i0 += U * blockDim.x) {
+    for (uint32_t i0 = tid; !(FUSE && src.medium) && i0 < ns;
+         i0 += U * blockDim.x) {
         uint32_t c[U], kc[U];
         uint64_t k[U], deg[U];
 #pragma unroll

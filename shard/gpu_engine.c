@@ -161,6 +161,8 @@ typedef struct gpu_engine {
     int gsel_forced;            /* gsel_min came from the options */
     uint32_t pair_items;        /* ft_engine_opts.expand_pair_items */
     uint32_t round1;            /* ft_engine_opts.round1 (0: never) */
+    uint32_t local_max;         /* ft_engine_opts.select_local_max (0:
+                                 * never) */
     uint32_t round1_items;      /* ft_engine_opts.round1_items, or eight
                                  * per warp of the grid for its 0 */
     uint32_t lazy_min;          /* batches this large compute child ranges
@@ -745,6 +747,12 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
     g->gsel_min = o->select_grid_min ? o->select_grid_min : FT_GK_LIST_MAX;
     g->gsel_forced = o->select_grid_min != 0;
     g->pair_items = o->expand_pair_items;
+    /* (at most 65536: every candidate of such a list gets its child
+     * range in the expansion) */
+    g->local_max = o->select_local_max == 0 ? 8192u
+                   : o->select_local_max == UINT32_MAX ? 0u
+                   : o->select_local_max > 65536u ? 65536u
+                                                  : o->select_local_max;
     g->round1 = o->round1 == 0 ? 128u
                 : o->round1 == UINT32_MAX ? 0u : o->round1;
     g->round1_items = o->round1_items
@@ -962,6 +970,13 @@ static void fuse_params(const gpu_engine *g, ft_gk_params *prm,
         return;
     prm->fuse = 1;
     prm->fuse_term = nt;
+    /* Medium lists narrowed by each selecting CTA alone (fused launches
+     * only: in the others, 66 CTAs a list, BW = 1000 measured 0.261
+     * against 0.251 ms, docs/BENCHMARKS.md 3l); such a list needs every
+     * candidate's child range from the expansion. */
+    prm->local_max = g->local_max;
+    if (prm->local_max > prm->eager_max)
+        prm->eager_max = prm->local_max;
     prm->alt = ft_gk_lists_of(&g->fuse_lists->d);
 }
 
@@ -1389,6 +1404,7 @@ static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
     }
     cudaError_t e = next_params(g, &g->sprm, n);
     g->sprm.spread = 0; /* the step kernel selects one CTA a list */
+    g->sprm.local_max = 0;
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(g->d_in, g->h_in, in_off, cudaMemcpyHostToDevice,
                             g->stream);

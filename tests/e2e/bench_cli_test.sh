@@ -86,6 +86,9 @@ grep -q -- '--replicas: at most 8, got 9' "$D/err" || fail "--replicas 9: messag
 $FT bench --gen-keys 10 --launch fast 2>"$D/err" && fail "--launch fast accepted"
 grep -q -- "--launch: expected graph or plain, got 'fast'" "$D/err" ||
     fail "--launch fast: message '$(cat "$D/err")'"
+$FT bench --gen-keys 10 --select-local 70000 2>"$D/err" && fail "--select-local 70000 accepted"
+grep -q -- "--select-local: expected an integer in 1..65536, got '70000'" "$D/err" ||
+    fail "--select-local 70000: message '$(cat "$D/err")'"
 
 # MARISA-Int answers exactly like the CPU engine.
 if [ -n "$MB" ]; then

@@ -170,7 +170,13 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * often too few, so the second round runs too.  Engines 2 and 4 do
      * the same in lazy launches (batches of 4 or more), every request's
      * step on its own: some requests of a launch then take a second
-     * round and others not. */
+     * round and others not.  Engine 1 narrows every list over its limit
+     * (select_grid_min 2) in its fused launches in each selecting CTA
+     * alone (select_local_max, by default 8192: every list of these
+     * tries), down to the limit (select_grid_min below 4096 runs the
+     * passes that far); engine 2 with select_local_max off sends every
+     * such list through the grid selection instead, as engine 4 (not
+     * fused, select_grid_min 1) does. */
     for (int e = 0; e < 5; e++) {
         ft_engine_opts_init(&o);
         o.kind = FT_ENGINE_GPU;
@@ -180,6 +186,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             o.max_batch = 3;
             o.max_k = 64;
             o.max_t = 8;
+            o.select_grid_min = 2;
         }
         if (e == 2) {
             o.select_grid_min = 1;
@@ -188,6 +195,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             o.fuse_term = 1; /* one CTA merges a fused launch's results */
             o.round1 = 2;
             o.round1_items = 1;
+            o.select_local_max = UINT32_MAX; /* the grid's passes */
         }
         if (e == 3) {
             o.select_grid_min = UINT32_MAX;
@@ -199,6 +207,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                                        * step, as launches of 2..3 */
             o.round1 = 1;
             o.round1_items = 1;
+            o.select_grid_min = 1;
         }
         ft_engine *geng;
         FT_PASS(ft_engine_open(&geng, c.idx, &o, err, sizeof err));
