@@ -581,7 +581,7 @@ typedef struct ft_engine_opts {
                          * synchronisation.  The same results either
                          * way; the default is ~5 us sooner a launch. */
     uint32_t select_local_max; /* GPU: in a fused launch (fuse_term), a
-                         * list longer than select_grid_min and at most
+                         * next list longer than select_grid_min and at most
                          * this long is narrowed by each CTA that selects
                          * it on its own (the list read through L2 once a
                          * radix pass) instead of by the whole grid with a

@@ -253,7 +253,7 @@ typedef struct ft_gk_params {
                              * to the host: the host spins on it instead of
                              * waiting for the kernel's end to reach the
                              * stream */
-    uint32_t local_max;     /* with fuse: a long list of at most this
+    uint32_t local_max;     /* with fuse: a long next list of at most this
                              * many candidates (<= eager_max) is narrowed
                              * by each CTA that selects it, alone, not by
                              * the grid (gk_local_narrow); 0: never */

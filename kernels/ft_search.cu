@@ -308,14 +308,16 @@ __device__ __forceinline__ int gk_list_long(const ft_gk_params &P,
     return m > lim && m > P.gsel_min;
 }
 
-/* A long list of a fused launch short enough (P.local_max, at most
- * P.eager_max: every candidate's child range is ready; 0 in the other
- * launches) that each CTA selecting it narrows it alone
- * (gk_local_narrow) instead of the grid with a barrier a pass. */
+/* A long next list (not terminal) of a fused launch short enough
+ * (P.local_max, at most P.eager_max: every candidate's child range is
+ * ready; 0 in the other launches) that each CTA selecting it narrows it
+ * alone (gk_local_narrow) instead of the grid with a barrier a pass.  A
+ * terminal list keeps the grid: its few merging CTAs (fuse_term) would
+ * each read it whole while the next step waits for them. */
 __device__ __forceinline__ int gk_list_medium(const ft_gk_params &P,
-                                              uint32_t m)
+                                              uint32_t m, uint32_t term)
 {
-    return P.spread && m <= P.local_max;
+    return P.spread && !term && m <= P.local_max;
 }
 
 __device__ __forceinline__ uint32_t gk_hash(uint32_t x)
@@ -1452,6 +1454,52 @@ __device__ __forceinline__ void gk_warp_minmax(uint64_t &mn, uint64_t &mx)
     }
 }
 
+/* The CTA's least of every thread's mn and greatest of its mx, in
+ * sm.kmin / sm.kmax for every thread after it.  The whole CTA calls it. */
+__device__ void gk_block_minmax(gk_smem &sm, uint64_t mn, uint64_t mx)
+{
+    gk_warp_minmax(mn, mx);
+    if (threadIdx.x == 0) {
+        sm.kmin = ~0ull;
+        sm.kmax = 0;
+    }
+    __syncthreads();
+    if ((threadIdx.x & 31u) == 0) {
+        atomicMin((unsigned long long *)&sm.kmin, (unsigned long long)mn);
+        atomicMax((unsigned long long *)&sm.kmax, (unsigned long long)mx);
+    }
+    __syncthreads();
+}
+
+/* One CTA's race for the best lim of m keys (sm.loc), every thread's
+ * least and greatest key in mn / mx: the first digit from the CTA's
+ * bounds, then a pass a digit, hist(prefix, pmask, sh) adding the digit
+ * at sh of every key whose bits under pmask equal prefix to the zeroed
+ * sm.hist, until at most max(lim, cap) keys are left (q: where an
+ * impossible state is reported, or NULL).  The whole CTA calls it. */
+template <typename H>
+__device__ void gk_narrow_race(gk_smem &sm, ft_gk_req *q, uint64_t mn,
+                               uint64_t mx, uint32_t m, uint32_t lim,
+                               uint32_t cap, uint32_t list, H hist)
+{
+    gk_block_minmax(sm, mn, mx);
+    if (threadIdx.x == 0)
+        gk_gstate_init(sm.loc, sm.kmin, sm.kmax, m, lim, cap, list);
+    __syncthreads();
+    for (uint32_t p = 0; p < FT_GK_GSEL_PASSES && !sm.loc.done; p++) {
+        uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
+        uint32_t sh = sm.loc.sh;
+        for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x)
+            sm.hist[b] = 0;
+        __syncthreads();
+        hist(prefix, pmask, sh);
+        __syncthreads();
+        if (threadIdx.x < 32)
+            gk_gdecide<false>(sm.loc, sm.hist, q, sm.wscan[0]);
+        __syncthreads();
+    }
+}
+
 /* gk_smem_narrow: of the m keys in sm.key / sm.idx (lim < m <= 4096),
  * keeps at most pow2(lim) that hold the best lim, compacted to the front
  * (radix passes over shared memory), and returns how many: the bitonic
@@ -1470,41 +1518,20 @@ __device__ uint32_t gk_smem_narrow(gk_smem &sm, uint32_t m, uint32_t lim)
         mn = k < mn ? k : mn;
         mx = k > mx ? k : mx;
     }
-    gk_warp_minmax(mn, mx);
-    if (tid == 0) {
-        sm.kmin = ~0ull;
-        sm.kmax = 0;
-    }
-    __syncthreads();
-    if ((tid & 31u) == 0) {
-        atomicMin((unsigned long long *)&sm.kmin, (unsigned long long)mn);
-        atomicMax((unsigned long long *)&sm.kmax, (unsigned long long)mx);
-    }
-    __syncthreads();
-    if (tid == 0)
-        gk_gstate_init(sm.loc, sm.kmin, sm.kmax, m, lim, cap, 0);
-    __syncthreads();
-    for (uint32_t p = 0; p < FT_GK_GSEL_PASSES && !sm.loc.done; p++) {
-        uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
-        uint32_t sh = sm.loc.sh;
-        for (uint32_t b = tid; b < 256; b += blockDim.x)
-            sm.hist[b] = 0;
-        __syncthreads();
-        /* One shared atomic a key: over up to 4096 keys of one CTA no
-         * slower than aggregating each warp's equal buckets with
-         * __match_any_sync, and 0.2-0.9 us faster a terminal merge
-         * (docs/gpu-engine.md); the grid selection's slices, a few keys
-         * a thread, keep the aggregation. */
-        for (uint32_t i = tid; i < m; i += blockDim.x) {
-            uint64_t k = sm.key[i];
-            if ((k & pmask) == prefix)
-                atomicAdd(&sm.hist[(uint32_t)(k >> sh) & 255u], 1u);
-        }
-        __syncthreads();
-        if (tid < 32)
-            gk_gdecide<false>(sm.loc, sm.hist, NULL, sm.wscan[0]);
-        __syncthreads();
-    }
+    /* One shared atomic a key: over up to 4096 keys of one CTA no slower
+     * than aggregating each warp's equal buckets with __match_any_sync,
+     * and 0.2-0.9 us faster a terminal merge (docs/gpu-engine.md); the
+     * grid selection's slices, a few keys a thread, keep the
+     * aggregation. */
+    gk_narrow_race(sm, NULL, mn, mx, m, lim, cap, 0,
+                   [&](uint64_t prefix, uint64_t pmask, uint32_t sh) {
+                       for (uint32_t i = tid; i < m; i += blockDim.x) {
+                           uint64_t k = sm.key[i];
+                           if ((k & pmask) == prefix)
+                               atomicAdd(
+                                   &sm.hist[(uint32_t)(k >> sh) & 255u], 1u);
+                       }
+                   });
     /* In place: every thread holds its (at most 8) entries first. */
     uint64_t kk[FT_GK_SORT_MAX / FT_GK_BLOCK];
     uint32_t ii[FT_GK_SORT_MAX / FT_GK_BLOCK];
@@ -1791,7 +1818,8 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                 uint32_t m = gk_list_len(q, t, term);
                 if (FUSE)
                     sm.glen[term] = m; /* one request: L = term */
-                if (gk_list_long(P, m, lim) && !gk_list_medium(P, m)) {
+                if (gk_list_long(P, m, lim) &&
+                    !gk_list_medium(P, m, term)) {
                     float smax = 0.0f, smin = 0.0f;
                     if (t > 0) {
                         uint32_t nb = q->steps[t].n_beam;
@@ -1942,7 +1970,7 @@ __device__ __forceinline__ gk_src gk_list_src(const ft_gk_params &P,
     r.keys = term ? L.term_key : L.cand_key;
     r.si = NULL;
     r.medium = 0;
-    if (gk_list_long(P, r.n, lim) && gk_list_medium(P, r.n)) {
+    if (gk_list_long(P, r.n, lim) && gk_list_medium(P, r.n, term)) {
         r.medium = 1;
     } else if (gk_list_long(P, r.n, lim)) {
         r.n = __ldcg(&L.gsel[term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV]);
@@ -2490,6 +2518,21 @@ __device__ __forceinline__ uint32_t gk_rot_off(uint32_t m, uint32_t g,
     return G > 1 ? (uint32_t)((uint64_t)m * g / G) & ~31u : 0u;
 }
 
+/* Places i0, i0 + blockDim.x, .. (U of them) of a list of m keys, read
+ * from offset off (gk_rot); a place past m reads as fill. */
+template <uint32_t U>
+__device__ __forceinline__ void gk_load_rot(uint64_t (&k)[U],
+                                            const uint64_t *keys,
+                                            uint32_t i0, uint32_t m,
+                                            uint32_t off, uint64_t fill)
+{
+#pragma unroll
+    for (uint32_t u = 0; u < U; u++) {
+        uint32_t i = i0 + u * blockDim.x;
+        k[u] = i < m ? __ldcg(keys + gk_rot(i, off, m)) : fill;
+    }
+}
+
 /* A medium list (gk_list_medium), m keys, narrowed by this CTA alone,
  * with no grid barrier: every CTA that selects it reads the whole list
  * through L2 -- its least and greatest key, then the grid selection's
@@ -2511,19 +2554,12 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
 {
     uint32_t tid = threadIdx.x;
     const uint32_t U = FT_GK_LOAD_U;
-    if (tid == 0) {
-        sm.kmin = ~0ull;
-        sm.kmax = 0;
+    if (tid == 0)
         sm.count = 0;
-    }
     uint64_t a = ~0ull, b = 0;
     for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
         uint64_t k[U];
-#pragma unroll
-        for (uint32_t u = 0; u < U; u++) {
-            uint32_t i = i0 + u * blockDim.x;
-            k[u] = i < m ? __ldcg(keys + gk_rot(i, off, m)) : 0ull;
-        }
+        gk_load_rot<U>(k, keys, i0, m, off, 0ull);
 #pragma unroll
         for (uint32_t u = 0; u < U; u++) {
             if (i0 + u * blockDim.x < m) {
@@ -2532,40 +2568,19 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
             }
         }
     }
-    gk_warp_minmax(a, b);
-    __syncthreads();
-    if ((tid & 31u) == 0) {
-        atomicMin((unsigned long long *)&sm.kmin, (unsigned long long)a);
-        atomicMax((unsigned long long *)&sm.kmax, (unsigned long long)b);
-    }
-    __syncthreads();
-    if (tid == 0)
-        gk_gstate_init(sm.loc, sm.kmin, sm.kmax, m, lim,
-                       P.gsel_cap ? P.gsel_cap : gk_pow2(lim), term);
-    __syncthreads();
-    for (uint32_t p = 0; p < FT_GK_GSEL_PASSES && !sm.loc.done; p++) {
-        uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
-        uint32_t sh = sm.loc.sh;
-        for (uint32_t j = tid; j < 256; j += blockDim.x)
-            sm.hist[j] = 0;
-        __syncthreads();
-        for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
-            uint64_t k[U];
+    gk_narrow_race(
+        sm, q, a, b, m, lim, P.gsel_cap ? P.gsel_cap : gk_pow2(lim), term,
+        [&](uint64_t prefix, uint64_t pmask, uint32_t sh) {
+            for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
+                uint64_t k[U];
+                gk_load_rot<U>(k, keys, i0, m, off, 0ull);
 #pragma unroll
-            for (uint32_t u = 0; u < U; u++) {
-                uint32_t i = i0 + u * blockDim.x;
-                k[u] = i < m ? __ldcg(keys + gk_rot(i, off, m)) : 0ull;
+                for (uint32_t u = 0; u < U; u++)
+                    if (i0 + u * blockDim.x < m && (k[u] & pmask) == prefix)
+                        atomicAdd(&sm.hist[(uint32_t)(k[u] >> sh) & 255u],
+                                  1u);
             }
-#pragma unroll
-            for (uint32_t u = 0; u < U; u++)
-                if (i0 + u * blockDim.x < m && (k[u] & pmask) == prefix)
-                    atomicAdd(&sm.hist[(uint32_t)(k[u] >> sh) & 255u], 1u);
-        }
-        __syncthreads();
-        if (tid < 32)
-            gk_gdecide<false>(sm.loc, sm.hist, q, sm.wscan[0]);
-        __syncthreads();
-    }
+        });
     if (!sm.loc.done && tid == 0)
         atomicOr(&q->steps[0].err, 2u); /* cannot happen */
     uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
@@ -2575,11 +2590,7 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
     mx = 0;
     for (uint32_t i0 = tid; i0 < mr; i0 += U * blockDim.x) {
         uint64_t k[U];
-#pragma unroll
-        for (uint32_t u = 0; u < U; u++) {
-            uint32_t i = i0 + u * blockDim.x;
-            k[u] = i < m ? __ldcg(keys + gk_rot(i, off, m)) : ~0ull;
-        }
+        gk_load_rot<U>(k, keys, i0, m, off, ~0ull);
 #pragma unroll
         for (uint32_t u = 0; u < U; u++) {
             uint32_t i = i0 + u * blockDim.x;

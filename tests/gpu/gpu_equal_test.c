@@ -170,9 +170,9 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * often too few, so the second round runs too.  Engines 2 and 4 do
      * the same in lazy launches (batches of 4 or more), every request's
      * step on its own: some requests of a launch then take a second
-     * round and others not.  Engine 1 narrows every list over its limit
-     * (select_grid_min 2) in its fused launches in each selecting CTA
-     * alone (select_local_max, by default 8192: every list of these
+     * round and others not.  Engine 1 narrows every next list over its
+     * limit (select_grid_min 2) in its fused launches in each selecting
+     * CTA alone (select_local_max, by default 8192: every list of these
      * tries), down to the limit (select_grid_min below 4096 runs the
      * passes that far); engine 2 with select_local_max off sends every
      * such list through the grid selection instead, as engine 4 (not
