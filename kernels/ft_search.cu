@@ -1969,10 +1969,10 @@ __device__ __forceinline__ gk_src gk_list_src(const ft_gk_params &P,
     r.n = FUSE ? sm.glen[term] : gk_list_len(q, t, term);
     r.keys = term ? L.term_key : L.cand_key;
     r.si = NULL;
-    r.medium = 0;
-    if (gk_list_long(P, r.n, lim) && gk_list_medium(P, r.n, term)) {
-        r.medium = 1;
-    } else if (gk_list_long(P, r.n, lim)) {
+    /* a long list: the grid selection's survivors, or whole when
+     * medium */
+    r.medium = gk_list_long(P, r.n, lim) && gk_list_medium(P, r.n, term);
+    if (gk_list_long(P, r.n, lim) && !r.medium) {
         r.n = __ldcg(&L.gsel[term * FT_GK_GSEL_WORDS + FT_GK_GSEL_NSURV]);
         r.keys = S.surv_key + term * FT_GK_LIST_MAX;
         r.si = S.surv_idx + term * FT_GK_LIST_MAX;
@@ -2533,21 +2533,21 @@ __device__ __forceinline__ void gk_load_rot(uint64_t (&k)[U],
     }
 }
 
-/* A medium list (gk_list_medium), m keys, narrowed by this CTA alone,
+/* A medium next list (gk_list_medium), m keys, narrowed by this CTA alone,
  * with no grid barrier: every CTA that selects it reads the whole list
  * through L2 -- its least and greatest key, then the grid selection's
  * 8-bit radix passes into a shared histogram (gk_gdecide; every CTA
  * computes the same digits from the same keys), then the survivors (at
  * most max(lim, cap) keys: those on or below the prefix) appended to
- * sm.key / sm.idx, and for a next list their expansion items at step t +
- * 1 to sm.sp.items, as a short list's are loaded.  mn / mx: this
+ * sm.key / sm.idx, and their expansion items at step t + 1 to
+ * sm.sp.items, as a short list's are loaded.  mn / mx: this
  * thread's bounds of what it appended.  Returns the survivors.  The
  * bounds come from the keys, not from the beams' sigma as in the grid
  * selection: with no barrier after it, another CTA may already be
  * writing the next step's beams.  The whole CTA calls it. */
 template <bool FUSE>
 __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
-                                    ft_gk_req *q, uint32_t t, uint32_t term,
+                                    ft_gk_req *q, uint32_t t,
                                     const uint64_t *keys, uint32_t m,
                                     uint32_t lim, uint32_t off, uint64_t &mn,
                                     uint64_t &mx)
@@ -2569,7 +2569,7 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
         }
     }
     gk_narrow_race(
-        sm, q, a, b, m, lim, P.gsel_cap ? P.gsel_cap : gk_pow2(lim), term,
+        sm, q, a, b, m, lim, P.gsel_cap ? P.gsel_cap : gk_pow2(lim), 0,
         [&](uint64_t prefix, uint64_t pmask, uint32_t sh) {
             for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
                 uint64_t k[U];
@@ -2609,9 +2609,8 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
             sm.idx[pos] = c;
             mn = k[u] < mn ? k[u] : mn;
             mx = k[u] > mx ? k[u] : mx;
-            if (!term)
-                sm.sp.items[pos] = ft_gk_items(t + 1, L.cand_cr[c].deg,
-                                               L.cand_kcut[c]);
+            sm.sp.items[pos] =
+                ft_gk_items(t + 1, L.cand_cr[c].deg, L.cand_kcut[c]);
         }
     }
     __syncthreads();
@@ -2645,9 +2644,8 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     uint64_t mn = ~0ull, mx = 0;
     uint32_t ns = src.n < FT_GK_SORT_MAX ? src.n : FT_GK_SORT_MAX;
     if (FUSE && src.medium)
-        ns = gk_local_narrow<FUSE>(P, sm, q, t, term, keys, src.n, lim,
+        ns = gk_local_narrow<FUSE>(P, sm, q, t, keys, src.n, lim,
                                    gk_rot_off(src.n, g, G), mn, mx);
-
     /* Terminal list: the running results' score keys go to shared memory
      * too when they fit, their loads beside the list's. */
     const ft_gk_hit *prev = (const ft_gk_hit *)S.run[(t & 1u) ^ 1u];

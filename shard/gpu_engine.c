@@ -1404,7 +1404,6 @@ static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
     }
     cudaError_t e = next_params(g, &g->sprm, n);
     g->sprm.spread = 0; /* the step kernel selects one CTA a list */
-    g->sprm.local_max = 0;
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(g->d_in, g->h_in, in_off, cudaMemcpyHostToDevice,
                             g->stream);
