@@ -921,6 +921,7 @@ int cmd_bench(int argc, char **argv)
         {"full-grid", no_argument, 0, 'F'},   {"timing", no_argument, 0, 'M'},
         {"replicas", required_argument, 0, 'P'}, {"fuse-term", required_argument, 0, 'U'},
         {"round1", required_argument, 0, 'Q'},
+        {"round1-items", required_argument, 0, 'I'},
         {"select-local", required_argument, 0, 'Y'},
         {"launch", required_argument, 0, 'L'},
         {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
@@ -934,7 +935,7 @@ int cmd_bench(int argc, char **argv)
         "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]\n"
         "          [--devices 0,1,..]]\n"
         "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
-        "         [--launch graph|plain] [--select-local N|off]\n"
+        "         [--round1-items N] [--launch graph|plain] [--select-local N|off]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -963,6 +964,9 @@ int cmd_bench(int argc, char **argv)
         "  (ft_engine_opts.fuse_term; default the engine's choice).  --round1\n"
         "  N|off: a step of a request alone first expands its best ~N x beam\n"
         "  proposals, or always the whole step (ft_engine_opts.round1; default 128).\n"
+        "  --round1-items N: only a step of at least N expansion items (1: any,\n"
+        "  even one mostly of children) is tried in two rounds\n"
+        "  (ft_engine_opts.round1_items; default eight a warp of the grid).\n"
         "  --launch graph|plain: the GPU engine's launches through a CUDA graph ended\n"
         "  by a completion word (default), or plain cooperative launches ended by a\n"
         "  stream synchronisation (ft_engine_opts.launch_graph).  --select-local\n"
@@ -974,6 +978,7 @@ int cmd_bench(int argc, char **argv)
         "  into latency, throughput, speedup and shards PNGs.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
     uint32_t fuse_term = 0, round1 = 0, launch_graph = 0, local_max = 0;
+    uint32_t round1_items = 0;
     uint64_t gen_keys = 0, seed = 1;
     ft_wl_req_opts ro;
     ft_wl_req_opts_init(&ro);
@@ -1058,6 +1063,11 @@ int cmd_bench(int argc, char **argv)
             } else if (ft_cli_parse_u32("--round1", optarg, 1, 4096, &round1)) {
                 return 2;
             }
+            break;
+        case 'I':
+            if (ft_cli_parse_u32("--round1-items", optarg, 1, 1u << 24,
+                                 &round1_items))
+                return 2;
             break;
         case 'L':
             if (strcmp(optarg, "plain") == 0) {
@@ -1382,6 +1392,7 @@ int cmd_bench(int argc, char **argv)
         eo.max_batch = max_b;
         eo.fuse_term = fuse_term;
         eo.round1 = round1;
+        eo.round1_items = round1_items;
         eo.launch_graph = launch_graph;
         eo.select_local_max = local_max;
         eo.max_beam = max_beam;
