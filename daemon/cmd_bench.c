@@ -923,6 +923,7 @@ int cmd_bench(int argc, char **argv)
         {"round1", required_argument, 0, 'Q'},
         {"round1-items", required_argument, 0, 'I'},
         {"select-local", required_argument, 0, 'Y'},
+        {"prefetch", required_argument, 0, 'W'},
         {"launch", required_argument, 0, 'L'},
         {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
@@ -936,6 +937,7 @@ int cmd_bench(int argc, char **argv)
         "          [--devices 0,1,..]]\n"
         "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
         "         [--round1-items N] [--launch graph|plain] [--select-local N|off]\n"
+        "         [--prefetch on|off]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -973,12 +975,15 @@ int cmd_bench(int argc, char **argv)
         "  N|off: a fused launch narrows a next list of 4097..N candidates in each\n"
         "  CTA that selects it, or always over the whole grid\n"
         "  (ft_engine_opts.select_local_max; default 8192, at most 65536).\n"
+        "  --prefetch on|off: the GPU expansion's prefetches of the new beams'\n"
+        "  child table entries and next-level lines (ft_engine_opts.prefetch;\n"
+        "  default on).\n"
         "  --report DIR/ (or an existing folder): DIR/results.json, and with\n"
         "  gnuplot DIR/plots.gp drawn\n"
         "  into latency, throughput, speedup and shards PNGs.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
     uint32_t fuse_term = 0, round1 = 0, launch_graph = 0, local_max = 0;
-    uint32_t round1_items = 0;
+    uint32_t round1_items = 0, prefetch = 0;
     uint64_t gen_keys = 0, seed = 1;
     ft_wl_req_opts ro;
     ft_wl_req_opts_init(&ro);
@@ -1061,6 +1066,17 @@ int cmd_bench(int argc, char **argv)
             if (strcmp(optarg, "off") == 0) {
                 round1 = UINT32_MAX;
             } else if (ft_cli_parse_u32("--round1", optarg, 1, 4096, &round1)) {
+                return 2;
+            }
+            break;
+        case 'W':
+            if (strcmp(optarg, "off") == 0) {
+                prefetch = UINT32_MAX;
+            } else if (strcmp(optarg, "on") == 0) {
+                prefetch = 0;
+            } else {
+                fprintf(stderr, "flashtrie bench: --prefetch: expected on or "
+                        "off, got '%s'\n", optarg);
                 return 2;
             }
             break;
@@ -1395,6 +1411,7 @@ int cmd_bench(int argc, char **argv)
         eo.round1_items = round1_items;
         eo.launch_graph = launch_graph;
         eo.select_local_max = local_max;
+        eo.prefetch = prefetch;
         eo.max_beam = max_beam;
         eo.max_k = max_k;
         eo.max_t = max_t;

@@ -588,6 +588,13 @@ typedef struct ft_engine_opts {
                          * barrier a pass; 0 = 8192, at most 65536,
                          * UINT32_MAX = never.  The same results either
                          * way. */
+    uint32_t prefetch;  /* GPU: 0 = where the expansion computes the new
+                         * beams' child ranges (launches of 1..3
+                         * requests), it prefetches each examined child's
+                         * child table entries to L1 with the child's
+                         * flags, and each new beam's first label and flag
+                         * lines to L2 for the next step; UINT32_MAX = no
+                         * prefetch.  The same results either way. */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;

@@ -257,6 +257,11 @@ typedef struct ft_gk_params {
                              * many candidates (<= eager_max) is narrowed
                              * by each CTA that selects it, alone, not by
                              * the grid (gk_local_narrow); 0: never */
+    uint32_t pf_ranges;     /* 1 / 2: the expansion prefetches to L2 / L1
+                             * the child table entries of every child it
+                             * examines, with the child's flags, when the
+                             * launch computes the new beams' ranges
+                             * (gk_eager); 0: no prefetch */
 } ft_gk_params;
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 216,

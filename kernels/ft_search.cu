@@ -251,6 +251,38 @@ __device__ __forceinline__ ft_child_range gk_ctab_range(const uint64_t *T,
     return cr;
 }
 
+/* Node u's child table entries (gk_ctab_range's two) on their way to L2
+ * (P.pf_ranges 1) or to this SM's L1 (2) while the expansion's other
+ * loads of u are in flight: the new beam's range (gk_children, after the
+ * append) then costs a hit, not a miss. */
+__device__ __forceinline__ void gk_pf_range(const ft_gk_params &P, int on,
+                                            uint64_t u)
+{
+    if (!on)
+        return;
+    const uint64_t *a = P.ctab + 2 * u;
+    if ((P.pf_ranges & 3u) == 1u) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(a + 2));
+    } else {
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(a + 2));
+    }
+}
+
+/* A new next candidate's children (range cr): the first lines of their
+ * labels and flags on their way to L2 (P.pf_ranges & 4), which the next
+ * step's expansion reads if it becomes a beam. */
+__device__ __forceinline__ void gk_pf_next(const ft_gk_params &P,
+                                           const ft_child_range &cr)
+{
+    if (!(P.pf_ranges & 4u) || cr.deg == 0)
+        return;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(P.view.label_lo + cr.first));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(P.view.flags +
+                                                   (cr.first >> 5)));
+}
+
 __device__ __forceinline__ ft_child_range gk_children(const ft_gk_params &P,
                                                       uint64_t u)
 {
@@ -481,6 +513,9 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     uint32_t k[FT_GK_LANE_PROPS], flags[FT_GK_LANE_PROPS];
     uint64_t u[FT_GK_LANE_PROPS];
     uint64_t e0 = (uint64_t)chunk * FT_GK_WARP_ITEM + lane;
+    /* the new beams' ranges are computed below: their child table entries
+     * prefetched with the flags (gk_pf_range) */
+    const int pf = (P.pf_ranges & 3u) && eager && !last && P.ctab;
     if (ft_gk_use_hash(t, cr.deg, kcut)) {
         uint32_t label[FT_GK_LANE_PROPS] = {};
         const uint64_t *tab = S.hash + q->hoff[t];
@@ -496,6 +531,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                 /* u is known now: its flags load overlaps the label's. */
                 flags[v] = ft_node_flags(&P.view, u[v]);
                 label[v] = ft_child_label(&P.view, &cr, u[v]);
+                gk_pf_range(P, pf, u[v]);
             }
         }
         uint64_t e[FT_GK_LANE_PROPS];
@@ -567,8 +603,10 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
 #pragma unroll
         for (uint32_t v = 0; v < U; v++) {
             found[v] = u[v] != FT_NONE;
-            if (found[v])
+            if (found[v]) {
                 flags[v] = ft_node_flags(&P.view, u[v]);
+                gk_pf_range(P, pf, u[v]);
+            }
         }
     }
     uint64_t key[FT_GK_LANE_PROPS];
@@ -631,6 +669,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         L.cand_key[posn[v]] = key[v];
         L.cand_node[posn[v]] = u[v];
         if (ea[v]) {
+            gk_pf_next(P, ncr[v]);
             L.cand_cr[posn[v]] = ncr[v];
             L.cand_kcut[posn[v]] = ft_kcut(q->logp + q->row[t + 1],
                                            q->keff[t + 1], sig[v],

@@ -160,6 +160,9 @@ typedef struct gpu_engine {
     uint32_t gsel_min;          /* lists longer than this: grid selection */
     int gsel_forced;            /* gsel_min came from the options */
     uint32_t pair_items;        /* ft_engine_opts.expand_pair_items */
+    uint32_t pf_ranges;         /* ft_engine_opts.prefetch: 6 (child table
+                                 * entries to L1, the next level's lines
+                                 * to L2) or 0 (off) */
     uint32_t round1;            /* ft_engine_opts.round1 (0: never) */
     uint32_t local_max;         /* ft_engine_opts.select_local_max (0:
                                  * never) */
@@ -747,6 +750,9 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
     g->gsel_min = o->select_grid_min ? o->select_grid_min : FT_GK_LIST_MAX;
     g->gsel_forced = o->select_grid_min != 0;
     g->pair_items = o->expand_pair_items;
+    /* (ft_gk_params.pf_ranges: 1 / 2 the entries to L2 / L1, 4 the next
+     * level's lines; 6 measured best, docs/BENCHMARKS.md 3m) */
+    g->pf_ranges = o->prefetch == UINT32_MAX ? 0u : 6u;
     /* (at most 65536: every candidate of such a list gets its child
      * range in the expansion) */
     g->local_max = o->select_local_max == 0 ? 8192u
@@ -941,6 +947,7 @@ static cudaError_t next_params(gpu_engine *g, ft_gk_params *prm, size_t n)
     prm->cmap_mask = g->cmap_mask;
     prm->cmap_min = g->cmap_min;
     prm->pair_items = g->pair_items;
+    prm->pf_ranges = g->pf_ranges;
     return cudaSuccess;
 }
 

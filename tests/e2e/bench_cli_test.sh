@@ -89,6 +89,9 @@ grep -q -- "--launch: expected graph or plain, got 'fast'" "$D/err" ||
 $FT bench --gen-keys 10 --select-local 70000 2>"$D/err" && fail "--select-local 70000 accepted"
 grep -q -- "--select-local: expected an integer in 1..65536, got '70000'" "$D/err" ||
     fail "--select-local 70000: message '$(cat "$D/err")'"
+$FT bench --gen-keys 10 --prefetch maybe 2>"$D/err" && fail "--prefetch maybe accepted"
+grep -q -- "--prefetch: expected on or off, got 'maybe'" "$D/err" ||
+    fail "--prefetch maybe: message '$(cat "$D/err")'"
 $FT bench --gen-keys 10 --round1-items 0 2>"$D/err" && fail "--round1-items 0 accepted"
 grep -q -- "--round1-items: expected an integer in 1..16777216, got '0'" "$D/err" ||
     fail "--round1-items 0: message '$(cat "$D/err")'"

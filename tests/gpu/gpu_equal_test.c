@@ -176,7 +176,8 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * tries), down to the limit (select_grid_min below 4096 runs the
      * passes that far); engine 2 with select_local_max off sends every
      * such list through the grid selection instead, as engine 4 (not
-     * fused, select_grid_min 1) does. */
+     * fused, select_grid_min 1) does.  Engine 2 also runs without the
+     * expansion's prefetches (the others with them). */
     for (int e = 0; e < 5; e++) {
         ft_engine_opts_init(&o);
         o.kind = FT_ENGINE_GPU;
@@ -196,6 +197,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             o.round1 = 2;
             o.round1_items = 1;
             o.select_local_max = UINT32_MAX; /* the grid's passes */
+            o.prefetch = UINT32_MAX; /* no prefetches */
         }
         if (e == 3) {
             o.select_grid_min = UINT32_MAX;
