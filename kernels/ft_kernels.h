@@ -257,11 +257,17 @@ typedef struct ft_gk_params {
                              * many candidates (<= eager_max) is narrowed
                              * by each CTA that selects it, alone, not by
                              * the grid (gk_local_narrow); 0: never */
-    uint32_t pf_ranges;     /* 1 / 2: the expansion prefetches to L2 / L1
-                             * the child table entries of every child it
-                             * examines, with the child's flags, when the
-                             * launch computes the new beams' ranges
-                             * (gk_eager); 0: no prefetch */
+    uint32_t pf_ranges;     /* bits 0-1, 1 / 2: the expansion prefetches
+                             * to L2 / L1 the child table entries of every
+                             * child it examines, with the child's flags,
+                             * when the launch computes the new beams'
+                             * ranges (gk_eager); bit 2: and the first
+                             * label and flag lines of every new beam's
+                             * children to L2 (gk_pf_next).  The engine
+                             * sets 6 (ft_engine_opts.prefetch) or 0; the
+                             * other levels were measured against 6
+                             * (docs/BENCHMARKS.md 3m) and stay for such
+                             * comparisons */
 } ft_gk_params;
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 216,
