@@ -63,6 +63,20 @@ static int parse_list(const char *opt, const char *s, uint32_t lo, uint32_t hi,
     return 0;
 }
 
+/* A two-way option's value: 0 for a, 1 for b, else -1 after a message
+ * naming the option. */
+static int bench_choice(const char *opt, const char *arg, const char *a,
+                        const char *b)
+{
+    if (strcmp(arg, a) == 0)
+        return 0;
+    if (strcmp(arg, b) == 0)
+        return 1;
+    fprintf(stderr, "flashtrie bench: %s: expected %s or %s, got '%s'\n", opt,
+            a, b, arg);
+    return -1;
+}
+
 /* A request set that owns its grids. */
 typedef struct req_set {
     uint32_t beam; /* the beam every request of the set asks for */
@@ -1069,33 +1083,25 @@ int cmd_bench(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'W':
-            if (strcmp(optarg, "off") == 0) {
-                prefetch = UINT32_MAX;
-            } else if (strcmp(optarg, "on") == 0) {
-                prefetch = 0;
-            } else {
-                fprintf(stderr, "flashtrie bench: --prefetch: expected on or "
-                        "off, got '%s'\n", optarg);
+        case 'W': {
+            int v = bench_choice("--prefetch", optarg, "on", "off");
+            if (v < 0)
                 return 2;
-            }
+            prefetch = v ? UINT32_MAX : 0; /* off: ft_engine_opts' UINT32_MAX */
             break;
+        }
         case 'I':
             if (ft_cli_parse_u32("--round1-items", optarg, 1, 1u << 24,
                                  &round1_items))
                 return 2;
             break;
-        case 'L':
-            if (strcmp(optarg, "plain") == 0) {
-                launch_graph = UINT32_MAX;
-            } else if (strcmp(optarg, "graph") == 0) {
-                launch_graph = 0;
-            } else {
-                fprintf(stderr, "flashtrie bench: --launch: expected graph or "
-                        "plain, got '%s'\n", optarg);
+        case 'L': {
+            int v = bench_choice("--launch", optarg, "graph", "plain");
+            if (v < 0)
                 return 2;
-            }
+            launch_graph = v ? UINT32_MAX : 0; /* plain: UINT32_MAX */
             break;
+        }
         case 'Y':
             if (strcmp(optarg, "off") == 0) {
                 local_max = UINT32_MAX;
