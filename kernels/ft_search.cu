@@ -907,11 +907,10 @@ __device__ __forceinline__ void gk_expand(const ft_gk_params &P,
 __device__ void gk_build_hash(const ft_gk_params &P, gk_smem *sm)
 {
     uint32_t nt = gridDim.x * blockDim.x;
-    uint32_t w0 = blockDim.x - 32u; /* threads a CTA has past warp 0 */
-    uint32_t gt = threadIdx.x >= 32u
-                      ? (threadIdx.x - 32u) * gridDim.x + blockIdx.x
-                      : w0 * gridDim.x + threadIdx.x * gridDim.x +
-                            blockIdx.x;
+    /* this thread's place in its CTA with warp 0 rotated to the end */
+    uint32_t r = threadIdx.x >= 32u ? threadIdx.x - 32u
+                                    : threadIdx.x + blockDim.x - 32u;
+    uint32_t gt = r * gridDim.x + blockIdx.x;
     uint64_t acc = 0;
     /* Many requests (sm: a lazy launch): each one's first row and row
      * count read once, by the CTA's threads together, into sm->idx
