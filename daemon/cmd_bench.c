@@ -938,6 +938,7 @@ int cmd_bench(int argc, char **argv)
         {"round1-items", required_argument, 0, 'I'},
         {"select-local", required_argument, 0, 'Y'},
         {"prefetch", required_argument, 0, 'W'},
+        {"select-local-cache", required_argument, 0, 'V'},
         {"launch", required_argument, 0, 'L'},
         {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
@@ -951,7 +952,7 @@ int cmd_bench(int argc, char **argv)
         "          [--devices 0,1,..]]\n"
         "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
         "         [--round1-items N] [--launch graph|plain] [--select-local N|off]\n"
-        "         [--prefetch on|off]\n"
+        "         [--prefetch on|off] [--select-local-cache N|off]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -991,13 +992,15 @@ int cmd_bench(int argc, char **argv)
         "  (ft_engine_opts.select_local_max; default 8192, at most 65536).\n"
         "  --prefetch on|off: the GPU expansion's prefetches of the new beams'\n"
         "  child table entries and next-level lines (ft_engine_opts.prefetch;\n"
-        "  default on).\n"
+        "  default on).  --select-local-cache N|off: of such a list each CTA keeps\n"
+        "  its first N places (as many as fit by default) or none in shared\n"
+        "  memory for its radix passes (ft_engine_opts.select_local_cache).\n"
         "  --report DIR/ (or an existing folder): DIR/results.json, and with\n"
         "  gnuplot DIR/plots.gp drawn\n"
         "  into latency, throughput, speedup and shards PNGs.\n";
     const char *index = NULL, *keys = NULL, *requests = NULL, *report = NULL;
     uint32_t fuse_term = 0, round1 = 0, launch_graph = 0, local_max = 0;
-    uint32_t round1_items = 0, prefetch = 0;
+    uint32_t round1_items = 0, prefetch = 0, local_cache = 0;
     uint64_t gen_keys = 0, seed = 1;
     ft_wl_req_opts ro;
     ft_wl_req_opts_init(&ro);
@@ -1090,6 +1093,14 @@ int cmd_bench(int argc, char **argv)
             prefetch = v ? UINT32_MAX : 0; /* off: ft_engine_opts' UINT32_MAX */
             break;
         }
+        case 'V':
+            if (strcmp(optarg, "off") == 0) {
+                local_cache = UINT32_MAX;
+            } else if (ft_cli_parse_u32("--select-local-cache", optarg, 1,
+                                        65536, &local_cache)) {
+                return 2;
+            }
+            break;
         case 'I':
             if (ft_cli_parse_u32("--round1-items", optarg, 1, 1u << 24,
                                  &round1_items))
@@ -1418,6 +1429,7 @@ int cmd_bench(int argc, char **argv)
         eo.launch_graph = launch_graph;
         eo.select_local_max = local_max;
         eo.prefetch = prefetch;
+        eo.select_local_cache = local_cache;
         eo.max_beam = max_beam;
         eo.max_k = max_k;
         eo.max_t = max_t;

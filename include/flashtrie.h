@@ -595,6 +595,13 @@ typedef struct ft_engine_opts {
                          * flags, and each new beam's first label and flag
                          * lines to L2 for the next step; UINT32_MAX = no
                          * prefetch.  The same results either way. */
+    uint32_t select_local_cache; /* GPU: of such a list (select_local_max),
+                         * each CTA keeps the first this many places in
+                         * shared memory after its first read, for the
+                         * radix passes and the survivors; 0 = as many as
+                         * fit (7,170), UINT32_MAX = none (every pass
+                         * reads the list through L2).  The same results
+                         * either way (tests mix the two). */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;

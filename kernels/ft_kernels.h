@@ -49,6 +49,9 @@ typedef struct ft_gk_slot {
     uint32_t *hist;         /* [t * bmax + rank] = parent rank << 16 | k */
     void *run[2];           /* running best results, ft_gk_hit [4096] each */
     uint64_t *hash;         /* token -> k tables, one per position */
+    float *hash_lp;         /* beside each entry of hash, the log-prob of
+                             * its (t, k): the expansion loads it with the
+                             * entry instead of after it */
     uint32_t *beam_rank;    /* steps: global rank of local beam j, [bmax];
                              * NULL in the all-T kernel (rank = j) */
     uint32_t *sel_idx;      /* steps: candidate index of local best j */
@@ -67,7 +70,7 @@ typedef struct ft_gk_slot {
     uint32_t tmax;          /* positions the slot holds */
 } ft_gk_slot;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 184, "ft_gk_slot layout");
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_slot) == 192, "ft_gk_slot layout");
 
 /* Lazy launches of at most this many requests take first rounds
  * (ft_gk_params.r1): the kernel marks those that need a second round in
@@ -148,7 +151,6 @@ typedef struct ft_gk_req {
     ft_gk_step *steps;      /* [T] */
     ft_gk_out_head *out;    /* then hits, then tokens */
     ft_gk_slot slot;
-    uint64_t pad3_;
 } ft_gk_req;
 
 FT_GK_STATIC_ASSERT(offsetof(ft_gk_req, root) == 32, "ft_gk_req layout");
@@ -268,9 +270,14 @@ typedef struct ft_gk_params {
                              * other levels were measured against 6
                              * (docs/BENCHMARKS.md 3m) and stay for such
                              * comparisons */
+    uint32_t local_cache;   /* with local_max: the first this many places
+                             * of such a list each CTA keeps in shared
+                             * memory for its passes (capped at what fits,
+                             * GK_LCACHE: 7,170 places); the
+                             * rest it reads through L2 each pass */
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 216,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 224,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange

@@ -50,7 +50,11 @@ namespace cg = cooperative_groups;
  * selection (8 per step: entry, survivors in shared memory, sorted, list
  * done, lazy ranges done, beams done) and CTA 1's terminal selection
  * (slot 6: its whole duration, slot 7: the backtrace), b = 1 only. */
-__device__ uint64_t gk_sub[FT_GK_MAX_T * 8];
+__device__ uint64_t gk_sub[FT_GK_MAX_T * 12];
+/* from FT_GK_MAX_T * 8: CTA 0's local narrowing (gk_local_narrow), 4 per
+ * step: the first read done, the radix passes done, the survivors done,
+ * the passes run */
+#define GK_NSUB(t, j) gk_sub[FT_GK_MAX_T * 8 + (t) * 4 + (j)]
 __device__ uint32_t gk_sub_t;
 #define GK_SUB(j)                                                             \
     do {                                                                      \
@@ -511,6 +515,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     uint32_t ub = 1u + two;
     int found[FT_GK_LANE_PROPS];
     uint32_t k[FT_GK_LANE_PROPS], flags[FT_GK_LANE_PROPS];
+    float lpk[FT_GK_LANE_PROPS]; /* proposal k's log-prob */
     uint64_t u[FT_GK_LANE_PROPS];
     uint64_t e0 = (uint64_t)chunk * FT_GK_WARP_ITEM + lane;
     /* the new beams' ranges are computed below: their child table entries
@@ -534,12 +539,17 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                 gk_pf_range(P, pf, u[v]);
             }
         }
+        const float *tlp = S.hash_lp + q->hoff[t];
         uint64_t e[FT_GK_LANE_PROPS];
         uint32_t h[FT_GK_LANE_PROPS];
+        /* the entry's log-prob is loaded with it: one dependent load
+         * fewer in the lane's chain (it is read only on a match, which
+         * its inserter wrote before the grid barrier) */
 #pragma unroll
         for (uint32_t v = 0; v < U; v++) {
             h[v] = gk_hash(label[v]) & mask;
             e[v] = u[v] != FT_NONE ? tab[h[v]] : 0;
+            lpk[v] = u[v] != FT_NONE ? tlp[h[v]] : 0.0f;
         }
 #pragma unroll
         for (uint32_t v = 0; v < U; v++) {
@@ -555,6 +565,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                 }
                 h[v] = (h[v] + 1) & mask;
                 e[v] = tab[h[v]];
+                lpk[v] = tlp[h[v]];
             }
         }
     } else {
@@ -567,6 +578,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
             u[v] = FT_NONE;
             flags[v] = 0;
             tk[v] = k[v] < kcut ? tok[k[v]] : 0u;
+            lpk[v] = k[v] < kcut ? lp[k[v]] : 0.0f;
         }
         if (t == 0 && P.root_n) {
             /* The root's children through the label map. */
@@ -616,7 +628,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     for (uint32_t v = 0; v < U; v++) {
         sig[v] = 0.0f;
         if (found[v])
-            sig[v] = FT_FADD(sigma, lp[k[v]]);
+            sig[v] = FT_FADD(sigma, lpk[v]);
         else
             flags[v] = 0;
         key[v] = ft_cand_key(sig[v], rk, k[v]);
@@ -955,6 +967,7 @@ __device__ void gk_build_hash(const ft_gk_params &P, gk_smem *sm)
             }
             uint32_t t = lo, k = g - q->row[t];
             uint32_t tok = q->tok[g];
+            float lpg = q->logp[g];
             uint64_t *tab = q->slot.hash + q->hoff[t];
             uint32_t mask = q->hmask[t];
             uint32_t h = gk_hash(tok) & mask;
@@ -967,8 +980,11 @@ __device__ void gk_build_hash(const ft_gk_params &P, gk_smem *sm)
                 if ((uint32_t)((e0 >> 12) & 0xfffffu) != P.epoch) {
                     unsigned long long old = atomicCAS(
                         (unsigned long long *)&tab[h], e0, nv);
-                    if (old == e0)
+                    if (old == e0) {
+                        /* read with the entry (gk_expand_item) */
+                        q->slot.hash_lp[q->hoff[t] + h] = lpg;
                         break;
+                    }
                     e0 = old; /* someone took it: look again */
                     continue;
                 }
@@ -2581,6 +2597,38 @@ __device__ __forceinline__ void gk_load_rot(uint64_t (&k)[U],
     }
 }
 
+/* gk_local_narrow's copy of the list's first places in shared memory:
+ * the spread selection's arrays from sp.u on (the ranks or buckets, the
+ * first round's, this CTA's beams) are free while it runs -- the beams
+ * were expanded before the barrier and are rebuilt after it -- and
+ * hold GK_LCACHE keys. */
+#define GK_LCACHE                                                            \
+    ((uint32_t)((sizeof(gk_spread_smem) - offsetof(gk_spread_smem, u)) /   \
+                sizeof(uint64_t)))
+
+__device__ __forceinline__ uint64_t *gk_lcache(gk_smem &sm)
+{
+    return reinterpret_cast<uint64_t *>(&sm.sp.u);
+}
+
+/* gk_load_rot, places below nc from the copy c. */
+template <uint32_t U>
+__device__ __forceinline__ void gk_load_cached(uint64_t (&k)[U],
+                                               const uint64_t *c,
+                                               uint32_t nc,
+                                               const uint64_t *keys,
+                                               uint32_t i0, uint32_t m,
+                                               uint32_t off, uint64_t fill)
+{
+#pragma unroll
+    for (uint32_t u = 0; u < U; u++) {
+        uint32_t i = i0 + u * blockDim.x;
+        k[u] = i >= m   ? fill
+               : i < nc ? c[i]
+                        : __ldcg(keys + gk_rot(i, off, m));
+    }
+}
+
 /* A medium next list (gk_list_medium), m keys, narrowed by this CTA alone,
  * with no grid barrier: every CTA that selects it reads the whole list
  * through L2 -- its least and greatest key, then the grid selection's
@@ -2604,24 +2652,47 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
     const uint32_t U = FT_GK_LOAD_U;
     if (tid == 0)
         sm.count = 0;
+    /* The first read (the bounds) keeps the first GK_LCACHE places in
+     * shared memory for the passes and the survivors: one read of the
+     * list through L2 instead of three or four (128 CTAs read the same
+     * lines at once, ~23 GB/s each). */
+    uint64_t *lc = gk_lcache(sm);
+    const uint32_t nc = P.local_cache < GK_LCACHE ? P.local_cache : GK_LCACHE;
     uint64_t a = ~0ull, b = 0;
     for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
         uint64_t k[U];
         gk_load_rot<U>(k, keys, i0, m, off, 0ull);
 #pragma unroll
         for (uint32_t u = 0; u < U; u++) {
-            if (i0 + u * blockDim.x < m) {
+            uint32_t i = i0 + u * blockDim.x;
+            if (i < m) {
                 a = k[u] < a ? k[u] : a;
                 b = k[u] > b ? k[u] : b;
+                if (i < nc)
+                    lc[i] = k[u];
             }
         }
     }
+#ifdef FT_GK_PROFILE
+    const int pc = blockIdx.x == 0 && P.nreq == 1 && threadIdx.x == 0;
+    uint32_t npass = 0;
+    if (pc)
+        GK_NSUB(t, 0) = clock64();
+#endif
     gk_narrow_race(
         sm, q, a, b, m, lim, P.gsel_cap ? P.gsel_cap : gk_pow2(lim), 0,
         [&](uint64_t prefix, uint64_t pmask, uint32_t sh) {
+#ifdef FT_GK_PROFILE
+            npass++;
+#endif
+            /* (one shared atomic a key: with a warp's equal digits
+             * aggregated by __match_any_sync, as gk_hist_slice does over
+             * L2, together with a wider first read and the survivors'
+             * items gathered after their pass, BW = 100's narrowing took
+             * 9.0 us against 7.0, docs/BENCHMARKS.md 3n) */
             for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
                 uint64_t k[U];
-                gk_load_rot<U>(k, keys, i0, m, off, 0ull);
+                gk_load_cached<U>(k, lc, nc, keys, i0, m, off, 0ull);
 #pragma unroll
                 for (uint32_t u = 0; u < U; u++)
                     if (i0 + u * blockDim.x < m && (k[u] & pmask) == prefix)
@@ -2631,6 +2702,12 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
         });
     if (!sm.loc.done && tid == 0)
         atomicOr(&q->steps[0].err, 2u); /* cannot happen */
+#ifdef FT_GK_PROFILE
+    if (pc) {
+        GK_NSUB(t, 1) = clock64();
+        GK_NSUB(t, 3) = npass;
+    }
+#endif
     uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
     const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
     uint32_t mr = (m + 31u) & ~31u;
@@ -2638,7 +2715,7 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
     mx = 0;
     for (uint32_t i0 = tid; i0 < mr; i0 += U * blockDim.x) {
         uint64_t k[U];
-        gk_load_rot<U>(k, keys, i0, m, off, ~0ull);
+        gk_load_cached<U>(k, lc, nc, keys, i0, m, off, ~0ull);
 #pragma unroll
         for (uint32_t u = 0; u < U; u++) {
             uint32_t i = i0 + u * blockDim.x;
@@ -2662,6 +2739,10 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
         }
     }
     __syncthreads();
+#ifdef FT_GK_PROFILE
+    if (pc)
+        GK_NSUB(t, 2) = clock64();
+#endif
     uint32_t s = sm.count;
     return s < FT_GK_SORT_MAX ? s : FT_GK_SORT_MAX;
 }
@@ -3412,8 +3493,8 @@ extern "C" int ft_gk_ctab_build(const ft_trie_view *view, uint64_t *ctab,
 #ifdef FT_GK_PROFILE
 extern "C" int ft_gk_prof_sub(uint64_t *out, size_t n)
 {
-    if (n > FT_GK_MAX_T * 8)
-        n = FT_GK_MAX_T * 8;
+    if (n > FT_GK_MAX_T * 12)
+        n = FT_GK_MAX_T * 12;
     return (int)cudaMemcpyFromSymbol(out, gk_sub, n * sizeof *out);
 }
 #endif

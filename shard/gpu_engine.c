@@ -17,8 +17,9 @@
  *          candidate of one step is a distinct node of one depth, so the
  *          widest level bounds them; overflow is impossible, checked anyway);
  *   beams 48 B x bmax, history 4 B x bmax x tmax, running results
- *          2 x 32 B x 4096, hash tables 8 B x tmax x pow2(2 kmax).
- * With the defaults that is about 7 MB + 68 B x cap per slot, and
+ *          2 x 32 B x 4096, hash tables 12 B x tmax x pow2(2 kmax) (the
+ *          entry and its log-prob beside it).
+ * With the defaults that is about 9 MB + 68 B x cap per slot, and
  * opts.max_batch (default 32) slots.  When max_k or max_t are set below the
  * SPEC maxima, one more slot sized for the maxima takes, alone, the
  * requests that do not fit the others: a valid request is never refused.
@@ -166,6 +167,7 @@ typedef struct gpu_engine {
     uint32_t round1;            /* ft_engine_opts.round1 (0: never) */
     uint32_t local_max;         /* ft_engine_opts.select_local_max (0:
                                  * never) */
+    uint32_t local_cache;       /* ft_engine_opts.select_local_cache */
     uint32_t round1_items;      /* ft_engine_opts.round1_items, or eight
                                  * per warp of the grid for its 0 */
     uint32_t lazy_min;          /* batches this large compute child ranges
@@ -191,6 +193,8 @@ typedef struct gpu_engine {
     double prof_b[2][FT_MAX_T];
     double prof_len[2][FT_MAX_T][2]; /* request 0's next / terminal lists */
     double prof_s[FT_MAX_T][8]; /* the selection's finer marks, b = 1 */
+    double prof_n[FT_MAX_T][5]; /* local narrowing: read, passes,
+                                 * survivors, passes run, launches */
     double prof_gt[2][5]; /* FT_GK_PROF_GT: from the first CTA's entry */
     uint64_t prof_gtn[2];
     uint64_t prof_sn;
@@ -269,6 +273,7 @@ static int slot_alloc(gpu_engine *g, gpu_slot *s, uint32_t kmax,
     size_t he = slot_hash_entries(kmax, tmax);
     FT_CUDA_CHECK(cudaMalloc((void **)&d->hash, he * 8));
     FT_CUDA_CHECK(cudaMemset(d->hash, 0, he * 8));
+    FT_CUDA_CHECK(cudaMalloc((void **)&d->hash_lp, he * 4));
     return FT_OK;
 }
 
@@ -296,6 +301,7 @@ static void slot_free(gpu_slot *s)
     cudaFree(d->run[0]);
     cudaFree(d->run[1]);
     cudaFree(d->hash);
+    cudaFree(d->hash_lp);
     memset(d, 0, sizeof *d);
 }
 
@@ -370,6 +376,17 @@ static void gpu_close(ft_engine *eng)
                     g->prof_s[t][2] * su, g->prof_s[t][3] * su,
                     g->prof_s[t][4] * su, g->prof_s[t][5] * su,
                     g->prof_s[t][6] * su);
+        for (uint32_t t = 0; t < g->prof_t[0]; t++) {
+            double nn = g->prof_n[t][4];
+            if (nn == 0)
+                continue;
+            double nu = khz ? 1e3 / khz / nn : 0;
+            FT_WARN("  step %2u: local narrowing in %.0f of %llu launches: "
+                    "first read %.2f  passes %.2f (%.2f of them)  survivors "
+                    "%.2f", t, nn, (unsigned long long)g->prof_sn,
+                    g->prof_n[t][0] * nu, g->prof_n[t][1] * nu,
+                    g->prof_n[t][3] / nn, g->prof_n[t][2] * nu);
+        }
     }
 #endif
     if (g->slots) {
@@ -759,6 +776,9 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
                    : o->select_local_max == UINT32_MAX ? 0u
                    : o->select_local_max > 65536u ? 65536u
                                                   : o->select_local_max;
+    g->local_cache = o->select_local_cache == 0 ? UINT32_MAX
+                     : o->select_local_cache == UINT32_MAX ? 0u
+                                                           : o->select_local_cache;
     g->round1 = o->round1 == 0 ? 128u
                 : o->round1 == UINT32_MAX ? 0u : o->round1;
     g->round1_items = o->round1_items
@@ -982,6 +1002,7 @@ static void fuse_params(const gpu_engine *g, ft_gk_params *prm,
      * against 0.251 ms, docs/BENCHMARKS.md 3l); such a list needs every
      * candidate's child range from the expansion. */
     prm->local_max = g->local_max;
+    prm->local_cache = g->local_cache;
     if (prm->local_max > prm->eager_max)
         prm->eager_max = prm->local_max;
     prm->alt = ft_gk_lists_of(&g->fuse_lists->d);
@@ -1199,14 +1220,25 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
                 g->prof_gtn[c]++;
             }
         }
-        uint64_t sub[FT_MAX_T * 8];
-        if (n == 1 && ft_gk_prof_sub(sub, (size_t)tm * 8) == 0) {
+        uint64_t sub[FT_MAX_T * 12];
+        if (n == 1 && ft_gk_prof_sub(sub, (size_t)FT_MAX_T * 12) == 0) {
             for (uint32_t s = 0; s + 1 < tm; s++) {
                 const uint64_t *a = sub + 8 * s;
                 for (int j = 0; j < 5; j++)
                     g->prof_s[s][j] += (double)(a[j + 1] - a[j]);
                 g->prof_s[s][5] += (double)a[6];
                 g->prof_s[s][6] += (double)a[7];
+                /* this launch's narrowing of step s (marks of an earlier
+                 * launch lie outside the step's interval) */
+                const uint64_t *nm = sub + FT_MAX_T * 8 + 4 * s;
+                if (a[0] <= nm[0] && nm[0] <= nm[1] && nm[1] <= nm[2] &&
+                    nm[2] <= a[1]) {
+                    g->prof_n[s][0] += (double)(nm[0] - a[0]);
+                    g->prof_n[s][1] += (double)(nm[1] - nm[0]);
+                    g->prof_n[s][2] += (double)(nm[2] - nm[1]);
+                    g->prof_n[s][3] += (double)nm[3];
+                    g->prof_n[s][4] += 1.0;
+                }
             }
             g->prof_s[tm - 1][5] += (double)sub[8 * (tm - 1) + 6];
             g->prof_s[tm - 1][6] += (double)sub[8 * (tm - 1) + 7];

@@ -95,6 +95,8 @@ refused "bench --gen-keys 10 --select-local 70000" \
 refused "bench --gen-keys 10 --prefetch maybe" "--prefetch: expected on or off, got 'maybe'"
 refused "bench --gen-keys 10 --round1-items 0" \
     "--round1-items: expected an integer in 1..16777216, got '0'"
+refused "bench --gen-keys 10 --select-local-cache 0" \
+    "--select-local-cache: expected an integer in 1..65536, got '0'"
 
 # MARISA-Int answers exactly like the CPU engine.
 if [ -n "$MB" ]; then
