@@ -992,9 +992,10 @@ int cmd_bench(int argc, char **argv)
         "  (ft_engine_opts.select_local_max; default 8192, at most 65536).\n"
         "  --prefetch on|off: the GPU expansion's prefetches of the new beams'\n"
         "  child table entries and next-level lines (ft_engine_opts.prefetch;\n"
-        "  default on).  --select-local-cache N|off: of such a list each CTA keeps\n"
-        "  its first N places (as many as fit by default) or none in shared\n"
-        "  memory for its radix passes (ft_engine_opts.select_local_cache).\n"
+        "  default on).  --select-local-cache N|off: each CTA that narrows a list\n"
+        "  on its own (--select-local) keeps its first N places (by default as\n"
+        "  many as fit, 7,170) or none in shared memory for the radix passes\n"
+        "  (ft_engine_opts.select_local_cache).\n"
         "  --report DIR/ (or an existing folder): DIR/results.json, and with\n"
         "  gnuplot DIR/plots.gp drawn\n"
         "  into latency, throughput, speedup and shards PNGs.\n";
