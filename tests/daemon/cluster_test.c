@@ -88,8 +88,13 @@ static int file_has(const char *name, const char *s)
 
 static void expect_log(const char *name, const char *s)
 {
-    if (file_has(name, s))
-        return;
+    /* A line may follow the state it reports by a moment (the daemon
+     * sets the cluster's state, then logs it): up to 5 s for it. */
+    for (int i = 0; i < 500; i++) {
+        if (file_has(name, s))
+            return;
+        th_sleep_ms(10);
+    }
     fprintf(stderr, "%s/%s lacks \"%s\"; it holds:\n", g_dir, name, s);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "cat '%s/%s' >&2", g_dir, name);
