@@ -63,6 +63,18 @@ static int parse_list(const char *opt, const char *s, uint32_t lo, uint32_t hi,
     return 0;
 }
 
+/* An "N|off" option: off is UINT32_MAX (ft_engine_opts' "never"), else
+ * an integer in lo..hi; non-zero after a message naming the option. */
+static int bench_n_or_off(const char *opt, const char *arg, uint32_t lo,
+                          uint32_t hi, uint32_t *out)
+{
+    if (strcmp(arg, "off") == 0) {
+        *out = UINT32_MAX;
+        return 0;
+    }
+    return ft_cli_parse_u32(opt, arg, lo, hi, out);
+}
+
 /* A two-way option's value: 0 for a, 1 for b, else -1 after a message
  * naming the option. */
 static int bench_choice(const char *opt, const char *arg, const char *a,
@@ -1071,21 +1083,12 @@ int cmd_bench(int argc, char **argv)
             replicas = (int)v;
             break;
         case 'U':
-            if (strcmp(optarg, "off") == 0) {
-                fuse_term = UINT32_MAX;
-            } else {
-                uint32_t ft;
-                if (ft_cli_parse_u32("--fuse-term", optarg, 1, 1024, &ft))
-                    return 2;
-                fuse_term = ft;
-            }
+            if (bench_n_or_off("--fuse-term", optarg, 1, 1024, &fuse_term))
+                return 2;
             break;
         case 'Q':
-            if (strcmp(optarg, "off") == 0) {
-                round1 = UINT32_MAX;
-            } else if (ft_cli_parse_u32("--round1", optarg, 1, 4096, &round1)) {
+            if (bench_n_or_off("--round1", optarg, 1, 4096, &round1))
                 return 2;
-            }
             break;
         case 'W': {
             int v = bench_choice("--prefetch", optarg, "on", "off");
@@ -1095,12 +1098,9 @@ int cmd_bench(int argc, char **argv)
             break;
         }
         case 'V':
-            if (strcmp(optarg, "off") == 0) {
-                local_cache = UINT32_MAX;
-            } else if (ft_cli_parse_u32("--select-local-cache", optarg, 1,
-                                        65536, &local_cache)) {
+            if (bench_n_or_off("--select-local-cache", optarg, 1, 65536,
+                               &local_cache))
                 return 2;
-            }
             break;
         case 'I':
             if (ft_cli_parse_u32("--round1-items", optarg, 1, 1u << 24,
@@ -1115,12 +1115,8 @@ int cmd_bench(int argc, char **argv)
             break;
         }
         case 'Y':
-            if (strcmp(optarg, "off") == 0) {
-                local_max = UINT32_MAX;
-            } else if (ft_cli_parse_u32("--select-local", optarg, 1, 65536,
-                                        &local_max)) {
+            if (bench_n_or_off("--select-local", optarg, 1, 65536, &local_max))
                 return 2;
-            }
             break;
         case 'C': copy_lists = 1; break;
         case 'X':
