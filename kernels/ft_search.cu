@@ -2582,21 +2582,6 @@ __device__ __forceinline__ uint32_t gk_rot_off(uint32_t m, uint32_t g,
     return G > 1 ? (uint32_t)((uint64_t)m * g / G) & ~31u : 0u;
 }
 
-/* Places i0, i0 + blockDim.x, .. (U of them) of a list of m keys, read
- * from offset off (gk_rot); a place past m reads as fill. */
-template <uint32_t U>
-__device__ __forceinline__ void gk_load_rot(uint64_t (&k)[U],
-                                            const uint64_t *keys,
-                                            uint32_t i0, uint32_t m,
-                                            uint32_t off, uint64_t fill)
-{
-#pragma unroll
-    for (uint32_t u = 0; u < U; u++) {
-        uint32_t i = i0 + u * blockDim.x;
-        k[u] = i < m ? __ldcg(keys + gk_rot(i, off, m)) : fill;
-    }
-}
-
 /* gk_local_narrow's copy of the list's first places in shared memory:
  * the spread selection's arrays from sp.u on (the ranks or buckets, the
  * first round's, this CTA's beams) are free while it runs -- the beams
@@ -2611,7 +2596,9 @@ __device__ __forceinline__ uint64_t *gk_lcache(gk_smem &sm)
     return reinterpret_cast<uint64_t *>(&sm.sp.u);
 }
 
-/* gk_load_rot, places below nc from the copy c. */
+/* Places i0, i0 + blockDim.x, .. (U of them) of a list of m keys: those
+ * below nc from the copy c, the others read from offset off (gk_rot); a
+ * place past m reads as fill. */
 template <uint32_t U>
 __device__ __forceinline__ void gk_load_cached(uint64_t (&k)[U],
                                                const uint64_t *c,
@@ -2661,7 +2648,7 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
     uint64_t a = ~0ull, b = 0;
     for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
         uint64_t k[U];
-        gk_load_rot<U>(k, keys, i0, m, off, 0ull);
+        gk_load_cached<U>(k, lc, 0u, keys, i0, m, off, 0ull);
 #pragma unroll
         for (uint32_t u = 0; u < U; u++) {
             uint32_t i = i0 + u * blockDim.x;
