@@ -37,6 +37,7 @@
 #include <cub/warp/warp_scan.cuh>
 #include <cub/warp/warp_reduce.cuh>
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +64,36 @@ __device__ uint32_t gk_sub_t;
     } while (0)
 #else
 #define GK_SUB(j) ((void)0)
+#endif
+
+#ifdef FT_GK_PROFILE
+/* The chain profile of fused launches (profile builds): per step t and
+ * CTA, clock64 at [0] the release from step t's grid barrier, [1] the
+ * end of its selection of step t, [2] the end of its expansion of step t
+ * (step 0: with the token tables); per step and warp (numbered as the
+ * expansion numbers them), lane 0's clock64 on its first item of the
+ * step: [0] entry, [1] the beam's range and cut in hand, [2] the lookups
+ * (labels, flags, probes) resolved, [3] the appends' positions back, [4]
+ * the new beams' ranges and cuts stored, [5] the beam's children, [6]
+ * the path (1 hash, 2 proposals) | items << 8, [7] 1. */
+#define GK_CH_T 16u
+#define GK_CH_CTAS 256u
+#define GK_CH_WARPS (GK_CH_CTAS * 16u)
+__device__ unsigned long long gk_chc[GK_CH_T][GK_CH_CTAS][3];
+__device__ unsigned long long gk_chw[GK_CH_T][GK_CH_WARPS][8];
+#define GK_CHC(t, j)                                                          \
+    do {                                                                      \
+        if (threadIdx.x == 0 && (t) < GK_CH_T && blockIdx.x < GK_CH_CTAS)     \
+            gk_chc[t][blockIdx.x][j] = clock64();                             \
+    } while (0)
+#define GK_CHS(t, j)                                                          \
+    do {                                                                      \
+        __syncthreads();                                                      \
+        GK_CHC(t, j);                                                         \
+    } while (0)
+#else
+#define GK_CHC(t, j) ((void)0)
+#define GK_CHS(t, j) ((void)0)
 #endif
 
 #define FT_GK_BLOCK 512
@@ -452,9 +483,25 @@ template <bool FUSE, uint32_t ROUND>
 __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                                    uint32_t t, uint32_t item, uint32_t tot,
                                    int pair, uint32_t last, int eager,
-                                   uint64_t tcut, const gk_smem *sm)
+                                   uint64_t tcut, const gk_smem *sm,
+                                   int pw = -1)
 {
     const uint32_t round = ROUND;
+#ifdef FT_GK_PROFILE
+    unsigned long long pm[5] = {};
+    const bool pon = FUSE && pw >= 0 && (threadIdx.x & 31u) == 0 &&
+                     t < GK_CH_T && (uint32_t)pw < GK_CH_WARPS;
+    uint32_t ppath = 0;
+#define GK_PM(j)                                                              \
+    do {                                                                      \
+        if (pon)                                                              \
+            pm[j] = clock64();                                                \
+    } while (0)
+    GK_PM(0);
+#else
+#define GK_PM(j) ((void)0)
+    (void)pw;
+#endif
     const ft_gk_slot &S = q->slot;
     uint32_t lane = threadIdx.x & 31u;
     uint32_t r, chunk, kcut, two, kmin = 0;
@@ -522,6 +569,10 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
      * prefetched with the flags (gk_pf_range) */
     const int pf = (P.pf_ranges & 3u) && eager && !last && P.ctab;
     if (ft_gk_use_hash(t, cr.deg, kcut)) {
+        GK_PM(1);
+#ifdef FT_GK_PROFILE
+        ppath = 1;
+#endif
         uint32_t label[FT_GK_LANE_PROPS] = {};
         const uint64_t *tab = S.hash + q->hoff[t];
         uint32_t mask = q->hmask[t];
@@ -569,6 +620,10 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
             }
         }
     } else {
+        GK_PM(1);
+#ifdef FT_GK_PROFILE
+        ppath = 2;
+#endif
         uint32_t tk[FT_GK_LANE_PROPS];
 #pragma unroll
         for (uint32_t v = 0; v < U; v++) {
@@ -640,9 +695,18 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
             term[v] = ft_score_key(ft_score(sig[v], q->F[t + 1])) < tcut;
         nxt[v] = !last && found[v] && (flags[v] & FT_HAS_CHILD);
     }
+    GK_PM(2);
     ft_gk_step *st = &q->steps[t];
     uint32_t pos[FT_GK_LANE_PROPS], posn[FT_GK_LANE_PROPS];
     gk_append_lanes(&st->n_term, term, &st->n_next, nxt, pos, posn);
+#ifdef FT_GK_PROFILE
+    if (pon) {
+        uint32_t dep = pos[0] + posn[0];
+        if (dep == 0xdeadbeefu)
+            pm[0] = 0;
+        pm[3] = clock64();
+    }
+#endif
 #pragma unroll
     for (uint32_t v = 0; v < U; v++) {
         if (!term[v])
@@ -688,6 +752,19 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                                            q->theta_sent);
         }
     }
+#ifdef FT_GK_PROFILE
+    if (pon) {
+        __threadfence_block();
+        pm[4] = clock64();
+        unsigned long long *w = gk_chw[t][pw];
+        for (int j = 0; j < 5; j++)
+            w[j] = pm[j];
+        w[5] = cr.deg;
+        w[6] = ppath | (unsigned long long)tot << 8;
+        w[7] = 1;
+    }
+#endif
+#undef GK_PM
     return ub;
 }
 
@@ -884,7 +961,8 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
             for (uint32_t un = first; un < units; un += nw) {
                 uint32_t it = pair ? 2u * un : un;
                 uint32_t done = gk_expand_item<FUSE, ROUND>(
-                    P, q, t, it, tot, pair, last, !P.lazy, tcut, sm);
+                    P, q, t, it, tot, pair, last, !P.lazy, tcut, sm,
+                    un == first && i == 0 ? (int)gw : -1);
                 if (done < 1u + (uint32_t)pair && it + 1 < tot)
                     gk_expand_item<FUSE, ROUND>(P, q, t, it + 1, tot, 0,
                                                 last, !P.lazy, tcut, sm);
@@ -3006,6 +3084,8 @@ __device__ __forceinline__ void gk_after_expand(const ft_gk_params &P,
                                                 uint32_t t)
 {
     grid.sync();
+    if (FUSE)
+        GK_CHC(t, 0);
     if (R1)
         gk_r1_check<FUSE>(P, sm, grid, t,
                           FUSE ? gridDim.x - P.fuse_term : gridDim.x);
@@ -3039,15 +3119,18 @@ __device__ __forceinline__ void gk_fused(const ft_gk_params &P,
     gk_expand<true>(P, 0, gridDim.x, &sm);
     gk_build_hash(P, NULL);
     GK_MARK(1);
+    GK_CHS(0, 2);
     for (uint32_t t = 0; t < T; t++) {
         gk_after_expand<true, true>(P, sm, grid, t);
         if (t + 1 == T) {
             /* the last terminal list, by the whole grid */
             gk_spread_list<true>(P, sm, q, t, 1, blockIdx.x, gridDim.x);
             GK_MARK(4 + 4 * t);
+            GK_CHS(t, 1);
         } else if (blockIdx.x < ne) {
             gk_spread_list<true>(P, sm, q, t, 0, blockIdx.x, ne);
             GK_MARK(4 + 4 * t);
+            GK_CHS(t, 1);
             uint32_t round = 0;
             if (P.r1) {
                 gk_r1_setup<true>(P, sm, q, t + 1);
@@ -3055,9 +3138,11 @@ __device__ __forceinline__ void gk_fused(const ft_gk_params &P,
             }
             gk_expand<true>(P, t + 1, ne, &sm, round);
             GK_MARK(1 + 4 * (t + 1));
+            GK_CHS(t + 1, 2);
         } else {
             gk_spread_list<true>(P, sm, q, t, 1, blockIdx.x - ne,
                                  gridDim.x - ne);
+            GK_CHS(t, 1);
         }
     }
 }
@@ -3626,3 +3711,215 @@ extern "C" int ft_gk_launch(const ft_gk_params *p, int grid, int block,
                                             dim3(block), args, sm,
                                             (cudaStream_t)stream);
 }
+
+#ifdef FT_GK_PROFILE
+/* ---- the chain profile's host side (profile builds) ------------------- */
+
+#define GK_CHS_N 24
+static double gk_chs_sum[GK_CH_T][GK_CHS_N];
+static double gk_chs_cnt[GK_CH_T];
+static unsigned gk_chs_slow[GK_CH_T][GK_CH_CTAS];
+static double gk_chs_pp[GK_CH_T][4]; /* warps' start after the CTA's
+                                      * selection: median, max; the CTA's
+                                      * end after the warp's: median */
+
+extern "C" int ft_gk_prof_chain_reset(void *stream)
+{
+    void *a, *b;
+    if (cudaGetSymbolAddress(&a, gk_chc) != cudaSuccess ||
+        cudaGetSymbolAddress(&b, gk_chw) != cudaSuccess)
+        return 1;
+    cudaMemsetAsync(a, 0, sizeof gk_chc, (cudaStream_t)stream);
+    cudaMemsetAsync(b, 0, sizeof gk_chw, (cudaStream_t)stream);
+    return 0;
+}
+
+static int gk_cmp_d(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+static double gk_med(double *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, gk_cmp_d);
+    return v[n / 2];
+}
+
+static double gk_max(const double *v, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+/* After a fused launch of T steps on grid CTAs, ne of them expanding. */
+extern "C" int ft_gk_prof_chain_take(uint32_t T, uint32_t ne, uint32_t grid)
+{
+    static unsigned long long c[GK_CH_T][GK_CH_CTAS][3];
+    static unsigned long long w[GK_CH_T][GK_CH_WARPS][8];
+    if (cudaMemcpyFromSymbol(c, gk_chc, sizeof c) != cudaSuccess ||
+        cudaMemcpyFromSymbol(w, gk_chw, sizeof w) != cudaSuccess)
+        return 1;
+    if (grid > GK_CH_CTAS)
+        grid = GK_CH_CTAS;
+    if (T > GK_CH_T)
+        T = GK_CH_T;
+    static double v[6][GK_CH_WARPS];
+    for (uint32_t t = 0; t < T; t++) {
+        double *S = gk_chs_sum[t];
+        size_t n = 0, nt = 0;
+        double tmax = 0, twmin = 1e30;
+        uint32_t slow = 0;
+        double slowv = -1;
+        for (uint32_t i = 0; i < grid; i++) {
+            double A = (double)c[t][i][0];
+            double C = (double)c[t][i][2];
+            if (t == 0) {
+                if (C == 0 || A == 0)
+                    continue;
+                v[3][n++] = A - C;
+                continue;
+            }
+            double A0 = (double)c[t - 1][i][0], B0 = (double)c[t - 1][i][1];
+            if (i < ne) {
+                if (A0 == 0 || B0 == 0 || C == 0 || A == 0)
+                    continue;
+                v[0][n] = B0 - A0;
+                v[1][n] = C - B0;
+                v[2][n] = C - A0;
+                v[3][n] = A - C;
+                if (C - A0 > slowv) {
+                    slowv = C - A0;
+                    slow = i;
+                }
+                n++;
+            } else {
+                if (A0 == 0 || B0 == 0 || A == 0)
+                    continue;
+                tmax = B0 - A0 > tmax ? B0 - A0 : tmax;
+                twmin = A - B0 < twmin ? A - B0 : twmin;
+                nt++;
+            }
+        }
+        if (n == 0)
+            continue;
+        gk_chs_cnt[t] += 1;
+        if (t > 0) {
+            S[0] += gk_max(v[0], n);
+            S[1] += gk_med(v[0], n);
+            S[2] += gk_max(v[1], n);
+            S[3] += gk_med(v[1], n);
+            S[4] += gk_max(v[2], n);
+            S[5] += gk_med(v[2], n);
+            gk_chs_slow[t][slow]++;
+        }
+        double wmin = 1e30;
+        for (size_t i = 0; i < n; i++)
+            wmin = v[3][i] < wmin ? v[3][i] : wmin;
+        S[6] += wmin;
+        S[7] += gk_med(v[3], n);
+        S[8] += nt ? tmax : 0;
+        S[9] += nt ? twmin : 0;
+        /* warps */
+        size_t m = 0;
+        double best = -1;
+        uint32_t bw = 0;
+        static double pre[GK_CH_WARPS], post[GK_CH_WARPS];
+        size_t npp = 0;
+        for (uint32_t j = 0; j < GK_CH_WARPS; j++) {
+            const unsigned long long *x = w[t][j];
+            if (x[7] != 1)
+                continue;
+            uint32_t ct = t == 0 ? j % grid : j % ne;
+            if (t > 0 && ct < grid && c[t - 1][ct][1] && c[t][ct][2] &&
+                x[0] >= c[t - 1][ct][1] && c[t][ct][2] >= x[4]) {
+                pre[npp] = (double)(x[0] - c[t - 1][ct][1]);
+                post[npp++] = (double)(c[t][ct][2] - x[4]);
+            }
+            for (int k = 0; k < 4; k++)
+                v[k][m] = (double)(x[k + 1] - x[k]);
+            v[4][m] = (double)(x[4] - x[0]);
+            if (v[4][m] > best) {
+                best = v[4][m];
+                bw = j;
+            }
+            m++;
+        }
+        S[10] += (double)m;
+        if (m) {
+            const unsigned long long *x = w[t][bw];
+            for (int k = 0; k < 4; k++)
+                S[16 + k] += (double)(x[k + 1] - x[k]);
+            S[20] += (double)x[5];
+            S[21] += (double)(x[6] & 0xffu);
+            static double mx[5], md[5];
+            for (int k = 0; k < 5; k++) {
+                mx[k] = gk_max(v[k], m);
+                md[k] = gk_med(v[k], m);
+            }
+            /* medians 11..15 (range, lookup, append, store, total); the
+             * maxima of each phase in the second half of the row */
+            for (int k = 0; k < 5; k++)
+                S[11 + k] += md[k];
+            S[22] += mx[4];
+            S[23] += mx[2];
+        }
+        if (npp) {
+            gk_chs_pp[t][0] += gk_med(pre, npp);
+            gk_chs_pp[t][1] += gk_max(pre, npp);
+            gk_chs_pp[t][2] += gk_med(post, npp);
+            gk_chs_pp[t][3] += 1;
+        }
+    }
+    return 0;
+}
+
+extern "C" void ft_gk_prof_chain_print(int khz)
+{
+    double us = khz ? 1e3 / khz : 0;
+    fprintf(stderr, "gpu chain profile of fused launches (us, clock64 at "
+                    "%d MHz; CTA = expanding CTAs; per launch, then mean):\n",
+            khz / 1000);
+    for (uint32_t t = 0; t < GK_CH_T; t++) {
+        double n = gk_chs_cnt[t];
+        if (n == 0)
+            continue;
+        const double *S = gk_chs_sum[t];
+        unsigned bs = 0, bc = 0;
+        for (uint32_t i = 0; i < GK_CH_CTAS; i++)
+            if (gk_chs_slow[t][i] > bc) {
+                bc = gk_chs_slow[t][i];
+                bs = i;
+            }
+        double u = us / n;
+        fprintf(stderr,
+                "  step %2u: CTA sel max %.2f med %.2f | exp max %.2f med "
+                "%.2f | sel+exp max %.2f med %.2f (slowest most often CTA "
+                "%u, %u of %.0f) | wait min %.2f med %.2f | term merge max "
+                "%.2f, its wait min %.2f\n",
+                t, S[0] * u, S[1] * u, S[2] * u, S[3] * u, S[4] * u,
+                S[5] * u, bs, bc, n, S[6] * u, S[7] * u, S[8] * u, S[9] * u);
+        fprintf(stderr,
+                "           warps %.0f: median range %.2f lookup %.2f "
+                "append %.2f store %.2f total %.2f | max total %.2f, max "
+                "append %.2f | slowest warp: range %.2f lookup %.2f append "
+                "%.2f store %.2f (children %.0f, path %.2f)\n",
+                S[10] / n, S[11] * u, S[12] * u, S[13] * u, S[14] * u,
+                S[15] * u, S[22] * u, S[23] * u, S[16] * u, S[17] * u,
+                S[18] * u, S[19] * u, S[20] / n, S[21] / n);
+        if (gk_chs_pp[t][3] > 0) {
+            double pu = us / gk_chs_pp[t][3];
+            fprintf(stderr,
+                    "           a warp's first item starts after its CTA's "
+                    "selection: median %.2f max %.2f; the CTA's expansion "
+                    "ends after the item: median %.2f\n",
+                    gk_chs_pp[t][0] * pu, gk_chs_pp[t][1] * pu,
+                    gk_chs_pp[t][2] * pu);
+        }
+    }
+}
+#endif

@@ -363,6 +363,7 @@ static void gpu_close(ft_engine *eng)
                 g->prof_gt[c][3] / nl, g->prof_gt[c][1] / nl,
                 g->prof_gt[c][2] / nl, g->prof_gt[c][4] / nl);
     }
+    ft_gk_prof_chain_print(khz);
     if (g->prof_sn) {
         double su = khz ? 1e3 / khz / (double)g->prof_sn : 0;
         FT_WARN("gpu selection profile over %llu b=1 launches (us; "
@@ -1137,6 +1138,8 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     /* the %globaltimer words: the earliest entry from ~0, the rest 0 */
     cudaMemsetAsync(g->d_prof + FT_GK_PROF_GT, 0xff, 8, g->stream);
     cudaMemsetAsync(g->d_prof + FT_GK_PROF_GT + 1, 0, 7 * 8, g->stream);
+    if (n == 1 && prm.fuse)
+        ft_gk_prof_chain_reset(g->stream);
 #endif
     if (timing)
         cudaEventRecord(g->ev[0], g->stream);
@@ -1220,6 +1223,9 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
                 g->prof_gtn[c]++;
             }
         }
+        if (n == 1 && prm.fuse)
+            ft_gk_prof_chain_take(reqs[0]->T, (uint32_t)g->grid - prm.fuse_term,
+                                  (uint32_t)g->grid);
         uint64_t sub[FT_MAX_T * 12];
         if (n == 1 && ft_gk_prof_sub(sub, (size_t)FT_MAX_T * 12) == 0) {
             for (uint32_t s = 0; s + 1 < tm; s++) {
