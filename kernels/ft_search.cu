@@ -79,7 +79,7 @@ __device__ uint32_t gk_sub_t;
 #define GK_CH_T 16u
 #define GK_CH_CTAS 256u
 #define GK_CH_WARPS (GK_CH_CTAS * 16u)
-__device__ unsigned long long gk_chc[GK_CH_T][GK_CH_CTAS][3];
+__device__ unsigned long long gk_chc[GK_CH_T][GK_CH_CTAS][6];
 __device__ unsigned long long gk_chw[GK_CH_T][GK_CH_WARPS][8];
 #define GK_CHC(t, j)                                                          \
     do {                                                                      \
@@ -221,15 +221,31 @@ struct gk_smem {
     uint64_t kmin, kmax;
     uint32_t laid; /* gk_end_to_end's total */
     uint32_t glen[2]; /* a fused launch's list lengths (gk_grid_select) */
-    gk_spread_smem sp; /* last (gk_launch_smem) */
+    uint64_t tcut;    /* a fused launch's terminal cut of the next step */
+    gk_spread_smem sp; /* last but rq (gk_launch_smem) */
+    /* A fused launch's request descriptor, copied from P.reqs[0] once at
+     * its start (gk_fused): the descriptor is read-only in the kernel, and
+     * every grid barrier's fence empties the L1, so each chain of loads
+     * that starts at a descriptor field (a list's pointer, a row, the
+     * step counters' address) paid an L2 round trip at every step. */
+    ft_gk_req rq;
 };
 
 /* Dynamic shared memory a launch needs: all of gk_smem (smem, from
- * gk_config_of) when it spreads its selection, else all but sp. */
+ * gk_config_of) when it spreads its selection, else all but sp and rq. */
 static size_t gk_launch_smem(size_t smem, int spread)
 {
-    size_t base = sizeof(gk_smem) - sizeof(gk_spread_smem);
+    size_t base = offsetof(gk_smem, sp);
     return spread || smem < base ? smem : base;
+}
+
+/* Request i of the launch: a fused launch's one request from its copy in
+ * shared memory (gk_smem.rq), any other from P.reqs. */
+template <bool FUSE>
+__device__ __forceinline__ ft_gk_req *gk_req(const ft_gk_params &P,
+                                             gk_smem *sm, uint32_t i)
+{
+    return FUSE ? &sm->rq : &P.reqs[i];
 }
 
 /* ---- list shapes, shared by every phase so that all agree ------------- */
@@ -696,6 +712,23 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         nxt[v] = !last && found[v] && (flags[v] & FT_HAS_CHILD);
     }
     GK_PM(2);
+    /* The new beams' child ranges and theta_sent cuts are computed here,
+     * by all warps of the grid, rather than by the selecting CTA: their
+     * chains of dependent loads then overlap instead of adding up.  Their
+     * loads go out before the appends' atomics (whose positions only say
+     * whether a candidate is among the first eager_max), so that the two
+     * round trips overlap too. */
+    ft_child_range ncr[FT_GK_LANE_PROPS];
+    uint32_t nkc[FT_GK_LANE_PROPS];
+    if (!last && eager) {
+#pragma unroll
+        for (uint32_t v = 0; v < U; v++)
+            if (nxt[v]) {
+                ncr[v] = gk_children(P, u[v]);
+                nkc[v] = ft_kcut(q->logp + q->row[t + 1], q->keff[t + 1],
+                                 sig[v], q->theta_sent);
+            }
+    }
     ft_gk_step *st = &q->steps[t];
     uint32_t pos[FT_GK_LANE_PROPS], posn[FT_GK_LANE_PROPS];
     gk_append_lanes(&st->n_term, term, &st->n_next, nxt, pos, posn);
@@ -721,18 +754,11 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     }
     if (last)
         return ub;
-    /* The new beams' child ranges and theta_sent cuts are computed here,
-     * by all warps of the grid, rather than by the selecting CTA: their
-     * chains of dependent loads then overlap instead of adding up. */
-    ft_child_range ncr[FT_GK_LANE_PROPS];
     int ea[FT_GK_LANE_PROPS];
 #pragma unroll
-    for (uint32_t v = 0; v < U; v++) {
+    for (uint32_t v = 0; v < U; v++)
         ea[v] = nxt[v] && posn[v] < S.cap_cand && eager &&
                 gk_eager(P, posn[v]);
-        if (ea[v])
-            ncr[v] = gk_children(P, u[v]);
-    }
 #pragma unroll
     for (uint32_t v = 0; v < U; v++) {
         if (!nxt[v])
@@ -747,9 +773,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         if (ea[v]) {
             gk_pf_next(P, ncr[v]);
             L.cand_cr[posn[v]] = ncr[v];
-            L.cand_kcut[posn[v]] = ft_kcut(q->logp + q->row[t + 1],
-                                           q->keff[t + 1], sig[v],
-                                           q->theta_sent);
+            L.cand_kcut[posn[v]] = nkc[v];
         }
     }
 #ifdef FT_GK_PROFILE
@@ -867,7 +891,7 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
     const bool stage = LZ && P.lazy && P.nreq + 1 < H;
     if (stage) {
         for (uint32_t i = threadIdx.x; i < P.nreq; i += blockDim.x) {
-            const ft_gk_req *q = &P.reqs[i];
+            const ft_gk_req *q = gk_req<FUSE>(P, sm, i);
             uint32_t rq = 3u, tot = 0;
             if (t < q->T) {
                 rq = gk_round_of<ROUND, LZ>(P, q, i, t, sm);
@@ -905,7 +929,7 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
     } else {
         uint64_t all = 0;
         for (uint32_t i = 0; i < P.nreq; i++) {
-            const ft_gk_req *q = &P.reqs[i];
+            const ft_gk_req *q = gk_req<FUSE>(P, sm, i);
             if (t < q->T)
                 all += gk_round_items(
                     P, q, t, gk_round_of<ROUND, LZ>(P, q, i, t, sm), FUSE,
@@ -914,7 +938,7 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
         pair = all >= (P.pair_items ? (uint64_t)P.pair_items : nw);
     }
     for (uint32_t i = 0; i < P.nreq; i++) {
-        ft_gk_req *q = &P.reqs[i];
+        ft_gk_req *q = gk_req<FUSE>(P, sm, i);
         /* The grid selection's histograms and counters of this step
          * start at zero (the last step's selection is over: a grid
          * barrier lies between). */
@@ -944,10 +968,16 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
          * or later). */
         uint32_t lag = FUSE ? 2u : 1u;
         uint64_t tcut = ~0ull;
-        if (FT_GK_TERM_CUT && t >= lag && units > first &&
-            q->steps[t - lag].n_run >= q->n)
+        if (FUSE) {
+            /* (loaded during the selection, gk_fused) */
+            if (FT_GK_TERM_CUT && t >= lag)
+                tcut = sm->tcut;
+        } else if (FT_GK_TERM_CUT && t >= lag && units > first &&
+                   q->steps[t - lag].n_run >= q->n)
             tcut = ((const ft_gk_hit *)q->slot.run[(t - lag) & 1u])[q->n - 1]
                        .skey;
+        if (FUSE)
+            GK_CHC(t, 5);
         if (LZ && ROUND == 0 && rq == 1) {
             for (uint32_t un = first; un < units; un += nw) {
                 uint32_t it = pair ? 2u * un : un;
@@ -1408,8 +1438,13 @@ __device__ void gk_r1_check(const ft_gk_params &P, gk_smem &sm,
 {
     if (!P.r1 || P.nreq != 1 || t == 0)
         return;
-    ft_gk_req *q = &P.reqs[0];
+    ft_gk_req *q = gk_req<FUSE>(P, &sm, 0);
     if (t >= q->T)
+        return;
+    /* An expanding CTA of a fused launch knows from its own gk_r1_setup
+     * whether step t ran a first round (every one decides alike, and CTA
+     * 0 wrote steps[t].r1 from the same decision): no round trip to ask. */
+    if (FUSE && blockIdx.x < ncta && !sm.sp.u.r1.on)
         return;
     uint32_t key = __ldcg(&q->steps[t].r1);
     if (!key)
@@ -1954,7 +1989,7 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
         gk_gstate g;
         if (tid < FT_GK_GRID_LISTS && L0 + tid < nl) {
             uint32_t L = L0 + tid, term = L & 1u;
-            ft_gk_req *q = &P.reqs[L >> 1];
+            ft_gk_req *q = gk_req<FUSE>(P, &sm, L >> 1);
             if (t < q->T && (term || t + 1 < q->T)) {
                 uint32_t lim = term ? q->n : q->B;
                 uint32_t m = gk_list_len(q, t, term);
@@ -2000,7 +2035,7 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                 gk_slice(M, st.off, st.m, &lo, &hi);
                 if (lo == hi)
                     continue;
-                ft_gk_req *q = &P.reqs[st.list >> 1];
+                ft_gk_req *q = gk_req<FUSE>(P, &sm, st.list >> 1);
                 uint32_t term = st.list & 1u;
                 const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
                 for (uint32_t b = tid; b < 256; b += blockDim.x)
@@ -2020,7 +2055,7 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                 gk_gstate &st = sm.gs[j];
                 if (st.done)
                     continue;
-                ft_gk_req *q = &P.reqs[st.list >> 1];
+                ft_gk_req *q = gk_req<FUSE>(P, &sm, st.list >> 1);
                 uint32_t term = st.list & 1u;
                 gk_gdecide<true>(st,
                                  gk_lists<FUSE>(P, q, t).gsel +
@@ -2033,7 +2068,7 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
         uint32_t M = gk_end_to_end(sm, n, 0);
         for (uint32_t j = 0; j < n; j++) {
             const gk_gstate &st = sm.gs[j];
-            ft_gk_req *q = &P.reqs[st.list >> 1];
+            ft_gk_req *q = gk_req<FUSE>(P, &sm, st.list >> 1);
             const ft_gk_slot &S = q->slot;
             const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
             uint32_t term = st.list & 1u;
@@ -3112,7 +3147,17 @@ __device__ __forceinline__ void gk_after_expand(const ft_gk_params &P,
 __device__ __forceinline__ void gk_fused(const ft_gk_params &P,
                                          gk_smem &sm, cg::grid_group &grid)
 {
-    ft_gk_req *q = &P.reqs[0];
+    {
+        /* the descriptor into shared memory (gk_smem.rq), read from L2:
+         * the grid barrier after the input's copy lies before */
+        const uint2 *src = reinterpret_cast<const uint2 *>(&P.reqs[0]);
+        uint2 *dst = reinterpret_cast<uint2 *>(&sm.rq);
+        for (uint32_t i = threadIdx.x; i < sizeof(ft_gk_req) / 8;
+             i += blockDim.x)
+            dst[i] = __ldcg(src + i);
+        __syncthreads();
+    }
+    ft_gk_req *q = &sm.rq;
     uint32_t T = q->T;
     uint32_t ne = gridDim.x - P.fuse_term;
     GK_MARK(0);
@@ -3128,14 +3173,32 @@ __device__ __forceinline__ void gk_fused(const ft_gk_params &P,
             GK_MARK(4 + 4 * t);
             GK_CHS(t, 1);
         } else if (blockIdx.x < ne) {
+            /* Step t + 1's terminal cut (gk_expand_r): the worst of step
+             * t - 1's results, final since this step's barrier; loaded
+             * now, with the entry read whether or not it is used, so
+             * that its round trip overlaps the selection instead of
+             * preceding the expansion. */
+            uint32_t tc_run = 0;
+            uint64_t tc_key = ~0ull;
+            if (FT_GK_TERM_CUT && t >= 1 && threadIdx.x == 0) {
+                tc_run = __ldcg(&q->steps[t - 1].n_run);
+                tc_key = __ldcg(&((const ft_gk_hit *)
+                                      q->slot.run[(t - 1) & 1u])[q->n - 1]
+                                     .skey);
+            }
             gk_spread_list<true>(P, sm, q, t, 0, blockIdx.x, ne);
             GK_MARK(4 + 4 * t);
+            if (threadIdx.x == 0)
+                sm.tcut = tc_run >= q->n ? tc_key : ~0ull;
+            __syncthreads();
+            GK_CHC(t + 1, 3);
             GK_CHS(t, 1);
             uint32_t round = 0;
             if (P.r1) {
                 gk_r1_setup<true>(P, sm, q, t + 1);
                 round = sm.sp.u.r1.on;
             }
+            GK_CHC(t + 1, 4);
             gk_expand<true>(P, t + 1, ne, &sm, round);
             GK_MARK(1 + 4 * (t + 1));
             GK_CHS(t + 1, 2);
@@ -3719,6 +3782,8 @@ extern "C" int ft_gk_launch(const ft_gk_params *p, int grid, int block,
 static double gk_chs_sum[GK_CH_T][GK_CHS_N];
 static double gk_chs_cnt[GK_CH_T];
 static unsigned gk_chs_slow[GK_CH_T][GK_CH_CTAS];
+static double gk_chs_pre[GK_CH_T][4]; /* selection end -> cut stored,
+                                       * -> r1 setup, -> the items' loop */
 static double gk_chs_pp[GK_CH_T][4]; /* warps' start after the CTA's
                                       * selection: median, max; the CTA's
                                       * end after the warp's: median */
@@ -3759,7 +3824,7 @@ static double gk_max(const double *v, size_t n)
 /* After a fused launch of T steps on grid CTAs, ne of them expanding. */
 extern "C" int ft_gk_prof_chain_take(uint32_t T, uint32_t ne, uint32_t grid)
 {
-    static unsigned long long c[GK_CH_T][GK_CH_CTAS][3];
+    static unsigned long long c[GK_CH_T][GK_CH_CTAS][6];
     static unsigned long long w[GK_CH_T][GK_CH_WARPS][8];
     if (cudaMemcpyFromSymbol(c, gk_chc, sizeof c) != cudaSuccess ||
         cudaMemcpyFromSymbol(w, gk_chw, sizeof w) != cudaSuccess)
@@ -3868,6 +3933,25 @@ extern "C" int ft_gk_prof_chain_take(uint32_t T, uint32_t ne, uint32_t grid)
             S[22] += mx[4];
             S[23] += mx[2];
         }
+        if (t > 0) {
+            size_t k3 = 0;
+            for (uint32_t i = 0; i < ne && i < grid; i++) {
+                unsigned long long b0 = c[t - 1][i][1], m3 = c[t][i][3],
+                                   m4 = c[t][i][4], m5 = c[t][i][5];
+                if (!b0 || !m3 || !m4 || !m5 || m3 < b0 || m4 < m3 || m5 < m4)
+                    continue;
+                v[0][k3] = (double)(m3 - b0);
+                v[1][k3] = (double)(m4 - m3);
+                v[2][k3] = (double)(m5 - m4);
+                k3++;
+            }
+            if (k3) {
+                gk_chs_pre[t][0] += gk_med(v[0], k3);
+                gk_chs_pre[t][1] += gk_med(v[1], k3);
+                gk_chs_pre[t][2] += gk_med(v[2], k3);
+                gk_chs_pre[t][3] += 1;
+            }
+        }
         if (npp) {
             gk_chs_pp[t][0] += gk_med(pre, npp);
             gk_chs_pp[t][1] += gk_max(pre, npp);
@@ -3919,6 +4003,14 @@ extern "C" void ft_gk_prof_chain_print(int khz)
                     "ends after the item: median %.2f\n",
                     gk_chs_pp[t][0] * pu, gk_chs_pp[t][1] * pu,
                     gk_chs_pp[t][2] * pu);
+        }
+        if (gk_chs_pre[t][3] > 0) {
+            double pu = us / gk_chs_pre[t][3];
+            fprintf(stderr,
+                    "           after the selection (median CTA): cut "
+                    "stored %.2f, r1 setup %.2f, to the items' loop %.2f\n",
+                    gk_chs_pre[t][0] * pu, gk_chs_pre[t][1] * pu,
+                    gk_chs_pre[t][2] * pu);
         }
     }
 }
