@@ -204,6 +204,10 @@ struct gk_spread_smem {
 };
 
 /* Shared memory of the selection phase. */
+/* Requests of a launch that spreads its selection: at most 3 (the engine's
+ * lazy_min is 4), their descriptors in shared memory (gk_smem.rq). */
+#define GK_RQ_MAX 3u
+
 struct gk_smem {
     uint64_t key[FT_GK_SORT_MAX];
     uint32_t idx[FT_GK_SORT_MAX];
@@ -223,12 +227,13 @@ struct gk_smem {
     uint32_t glen[2]; /* a fused launch's list lengths (gk_grid_select) */
     uint64_t tcut;    /* a fused launch's terminal cut of the next step */
     gk_spread_smem sp; /* last but rq (gk_launch_smem) */
-    /* A fused launch's request descriptor, copied from P.reqs[0] once at
-     * its start (gk_fused): the descriptor is read-only in the kernel, and
-     * every grid barrier's fence empties the L1, so each chain of loads
-     * that starts at a descriptor field (a list's pointer, a row, the
-     * step counters' address) paid an L2 round trip at every step. */
-    ft_gk_req rq;
+    /* The request descriptors of a spread (or fused) launch, copied from
+     * P.reqs once at its start (ft_gk_search): a descriptor is read-only
+     * in the kernel, and every grid barrier's fence empties the L1, so
+     * each chain of loads that starts at a descriptor field (a list's
+     * pointer, a row, the step counters' address) paid an L2 round trip
+     * at every step. */
+    ft_gk_req rq[GK_RQ_MAX];
 };
 
 /* Dynamic shared memory a launch needs: all of gk_smem (smem, from
@@ -239,13 +244,16 @@ static size_t gk_launch_smem(size_t smem, int spread)
     return spread || smem < base ? smem : base;
 }
 
-/* Request i of the launch: a fused launch's one request from its copy in
- * shared memory (gk_smem.rq), any other from P.reqs. */
+/* Request i of the launch: a spread (or fused) launch's from its copy in
+ * shared memory (gk_smem.rq, which only those launches have), any other
+ * from P.reqs. */
 template <bool FUSE>
 __device__ __forceinline__ ft_gk_req *gk_req(const ft_gk_params &P,
                                              gk_smem *sm, uint32_t i)
 {
-    return FUSE ? &sm->rq : &P.reqs[i];
+    if (FUSE)
+        return &sm->rq[0];
+    return P.spread && i < GK_RQ_MAX ? &sm->rq[i] : &P.reqs[i];
 }
 
 /* ---- list shapes, shared by every phase so that all agree ------------- */
@@ -3035,7 +3043,7 @@ __device__ void gk_select_spread(const ft_gk_params &P, gk_smem &sm,
 {
     uint32_t nl = 0;
     for (uint32_t i = 0; i < P.nreq; i++) {
-        uint32_t T = P.reqs[i].T;
+        uint32_t T = gk_req<false>(P, &sm, i)->T;
         nl += (t < T) + (t + 1 < T);
     }
     if (nl == 0)
@@ -3045,7 +3053,7 @@ __device__ void gk_select_spread(const ft_gk_params &P, gk_smem &sm,
     for (uint32_t u = blockIdx.x; u < W; u += gridDim.x) {
         uint32_t L = u % nl, g = u / nl, G = (W - L + nl - 1) / nl;
         for (uint32_t i = 0; i < P.nreq; i++) {
-            ft_gk_req *q = &P.reqs[i];
+            ft_gk_req *q = gk_req<false>(P, &sm, i);
             uint32_t c = (t < q->T) + (t + 1 < q->T);
             if (L < c) {
                 /* the next list first, then the terminal one */
@@ -3147,17 +3155,7 @@ __device__ __forceinline__ void gk_after_expand(const ft_gk_params &P,
 __device__ __forceinline__ void gk_fused(const ft_gk_params &P,
                                          gk_smem &sm, cg::grid_group &grid)
 {
-    {
-        /* the descriptor into shared memory (gk_smem.rq), read from L2:
-         * the grid barrier after the input's copy lies before */
-        const uint2 *src = reinterpret_cast<const uint2 *>(&P.reqs[0]);
-        uint2 *dst = reinterpret_cast<uint2 *>(&sm.rq);
-        for (uint32_t i = threadIdx.x; i < sizeof(ft_gk_req) / 8;
-             i += blockDim.x)
-            dst[i] = __ldcg(src + i);
-        __syncthreads();
-    }
-    ft_gk_req *q = &sm.rq;
+    ft_gk_req *q = &sm.rq[0];
     uint32_t T = q->T;
     uint32_t ne = gridDim.x - P.fuse_term;
     GK_MARK(0);
@@ -3255,6 +3253,17 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
             dst[i] = __ldcv(src + i); /* never a stale line */
         grid.sync();
     }
+    if (SPREAD) {
+        /* The descriptors into shared memory (gk_smem.rq), read from L2
+         * (the grid barrier after the input's copy lies before). */
+        uint32_t nq = P.nreq < GK_RQ_MAX ? P.nreq : GK_RQ_MAX;
+        const uint2 *src = reinterpret_cast<const uint2 *>(P.reqs);
+        uint2 *dst = reinterpret_cast<uint2 *>(sm.rq);
+        for (uint32_t i = threadIdx.x; i < nq * (sizeof(ft_gk_req) / 8);
+             i += blockDim.x)
+            dst[i] = __ldcg(src + i);
+        __syncthreads();
+    }
     if (FUSE) {
         gk_fused(P, sm, grid);
         gk_done(P);
@@ -3271,8 +3280,8 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     for (uint32_t t = 0; t < tmax; t++) {
         /* (a launch of one request: the step's first round, maybe) */
         uint32_t round = 0;
-        if (SPREAD && P.r1 && P.nreq == 1 && t > 0 && t < P.reqs[0].T) {
-            gk_r1_setup<false>(P, sm, &P.reqs[0], t);
+        if (SPREAD && P.r1 && P.nreq == 1 && t > 0 && t < sm.rq[0].T) {
+            gk_r1_setup<false>(P, sm, &sm.rq[0], t);
             round = sm.sp.u.r1.on;
         }
         gk_expand<false, !SPREAD>(P, t, gridDim.x, &sm, round);
