@@ -3186,11 +3186,11 @@ __device__ __forceinline__ void gk_fused(const ft_gk_params &P,
             }
             gk_spread_list<true>(P, sm, q, t, 0, blockIdx.x, ne);
             GK_MARK(4 + 4 * t);
+            GK_CHS(t, 1);
             if (threadIdx.x == 0)
                 sm.tcut = tc_run >= q->n ? tc_key : ~0ull;
             __syncthreads();
             GK_CHC(t + 1, 3);
-            GK_CHS(t, 1);
             uint32_t round = 0;
             if (P.r1) {
                 gk_r1_setup<true>(P, sm, q, t + 1);
