@@ -3971,12 +3971,15 @@ extern "C" int ft_gk_prof_chain_take(uint32_t T, uint32_t ne, uint32_t grid)
     return 0;
 }
 
-extern "C" void ft_gk_prof_chain_print(int khz)
+extern "C" void ft_gk_prof_chain_print(int khz, void (*emit)(const char *line))
 {
     double us = khz ? 1e3 / khz : 0;
-    fprintf(stderr, "gpu chain profile of fused launches (us, clock64 at "
-                    "%d MHz; CTA = expanding CTAs; per launch, then mean):\n",
-            khz / 1000);
+    char line[512];
+    snprintf(line, sizeof line,
+             "gpu chain profile of fused launches (us, clock64 at %d MHz; "
+             "CTA = expanding CTAs; per launch, then mean):",
+             khz / 1000);
+    emit(line);
     for (uint32_t t = 0; t < GK_CH_T; t++) {
         double n = gk_chs_cnt[t];
         if (n == 0)
@@ -3989,37 +3992,41 @@ extern "C" void ft_gk_prof_chain_print(int khz)
                 bs = i;
             }
         double u = us / n;
-        fprintf(stderr,
-                "  step %2u: CTA sel max %.2f med %.2f | exp max %.2f med "
-                "%.2f | sel+exp max %.2f med %.2f (slowest most often CTA "
-                "%u, %u of %.0f) | wait min %.2f med %.2f | term merge max "
-                "%.2f, its wait min %.2f\n",
-                t, S[0] * u, S[1] * u, S[2] * u, S[3] * u, S[4] * u,
-                S[5] * u, bs, bc, n, S[6] * u, S[7] * u, S[8] * u, S[9] * u);
-        fprintf(stderr,
-                "           warps %.0f: median range %.2f lookup %.2f "
-                "append %.2f store %.2f total %.2f | max total %.2f, max "
-                "append %.2f | slowest warp: range %.2f lookup %.2f append "
-                "%.2f store %.2f (children %.0f, path %.2f)\n",
-                S[10] / n, S[11] * u, S[12] * u, S[13] * u, S[14] * u,
-                S[15] * u, S[22] * u, S[23] * u, S[16] * u, S[17] * u,
-                S[18] * u, S[19] * u, S[20] / n, S[21] / n);
+        snprintf(line, sizeof line,
+                 "  step %2u: CTA sel max %.2f med %.2f | exp max %.2f med "
+                 "%.2f | sel+exp max %.2f med %.2f (slowest most often CTA "
+                 "%u, %u of %.0f) | wait min %.2f med %.2f | term merge max "
+                 "%.2f, its wait min %.2f",
+                 t, S[0] * u, S[1] * u, S[2] * u, S[3] * u, S[4] * u, S[5] * u,
+                 bs, bc, n, S[6] * u, S[7] * u, S[8] * u, S[9] * u);
+        emit(line);
+        snprintf(line, sizeof line,
+                 "           warps %.0f: median range %.2f lookup %.2f "
+                 "append %.2f store %.2f total %.2f | max total %.2f, max "
+                 "append %.2f | slowest warp: range %.2f lookup %.2f append "
+                 "%.2f store %.2f (children %.0f, path %.2f)",
+                 S[10] / n, S[11] * u, S[12] * u, S[13] * u, S[14] * u,
+                 S[15] * u, S[22] * u, S[23] * u, S[16] * u, S[17] * u,
+                 S[18] * u, S[19] * u, S[20] / n, S[21] / n);
+        emit(line);
         if (gk_chs_pp[t][3] > 0) {
             double pu = us / gk_chs_pp[t][3];
-            fprintf(stderr,
-                    "           a warp's first item starts after its CTA's "
-                    "selection: median %.2f max %.2f; the CTA's expansion "
-                    "ends after the item: median %.2f\n",
-                    gk_chs_pp[t][0] * pu, gk_chs_pp[t][1] * pu,
-                    gk_chs_pp[t][2] * pu);
+            snprintf(line, sizeof line,
+                     "           a warp's first item starts after its CTA's "
+                     "selection: median %.2f max %.2f; the CTA's expansion "
+                     "ends after the item: median %.2f",
+                     gk_chs_pp[t][0] * pu, gk_chs_pp[t][1] * pu,
+                     gk_chs_pp[t][2] * pu);
+            emit(line);
         }
         if (gk_chs_pre[t][3] > 0) {
             double pu = us / gk_chs_pre[t][3];
-            fprintf(stderr,
-                    "           after the selection (median CTA): cut "
-                    "stored %.2f, r1 setup %.2f, to the items' loop %.2f\n",
-                    gk_chs_pre[t][0] * pu, gk_chs_pre[t][1] * pu,
-                    gk_chs_pre[t][2] * pu);
+            snprintf(line, sizeof line,
+                     "           after the selection (median CTA): cut "
+                     "stored %.2f, r1 setup %.2f, to the items' loop %.2f",
+                     gk_chs_pre[t][0] * pu, gk_chs_pre[t][1] * pu,
+                     gk_chs_pre[t][2] * pu);
+            emit(line);
         }
     }
 }

@@ -319,6 +319,15 @@ static size_t req_out_bytes(uint32_t tmax)
                    (size_t)FT_GK_LIST_MAX * tmax * 4);
 }
 
+#ifdef FT_GK_PROFILE
+/* A line of the kernel's chain profile, at WARN like the other profile
+ * lines (ft_gk_prof_chain_print). */
+static void prof_line(const char *line)
+{
+    FT_WARN("%s", line);
+}
+#endif
+
 static void gpu_close(ft_engine *eng)
 {
     gpu_engine *g = eng->impl;
@@ -363,7 +372,7 @@ static void gpu_close(ft_engine *eng)
                 g->prof_gt[c][3] / nl, g->prof_gt[c][1] / nl,
                 g->prof_gt[c][2] / nl, g->prof_gt[c][4] / nl);
     }
-    ft_gk_prof_chain_print(khz);
+    ft_gk_prof_chain_print(khz, prof_line);
     if (g->prof_sn) {
         double su = khz ? 1e3 / khz / (double)g->prof_sn : 0;
         FT_WARN("gpu selection profile over %llu b=1 launches (us; "
@@ -1224,7 +1233,8 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
             }
         }
         if (n == 1 && prm.fuse)
-            ft_gk_prof_chain_take(reqs[0]->T, (uint32_t)g->grid - prm.fuse_term,
+            ft_gk_prof_chain_take(reqs[0]->T,
+                                  (uint32_t)g->grid - prm.fuse_term,
                                   (uint32_t)g->grid);
         uint64_t sub[FT_MAX_T * 12];
         if (n == 1 && ft_gk_prof_sub(sub, (size_t)FT_MAX_T * 12) == 0) {
