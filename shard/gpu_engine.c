@@ -1138,6 +1138,18 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     if (n == 1 && prm.spread) {
         prm.r1 = g->round1;
         prm.r1_items = g->round1_items;
+        /* A step runs in rounds only when its beams' passing proposals
+         * (at most beam x keff) come to 2 x round1 x max(beam, results)
+         * (gk_r1_setup): when no step can, the kernel skips the setup
+         * and the check (and their block barriers) altogether -- every
+         * request of K < 2 x round1 (BW = 100). */
+        const ft_prepared *p = reqs[0];
+        uint32_t kmax = 0;
+        for (uint32_t t = 0; t < p->T; t++)
+            kmax = p->keff[t] > kmax ? p->keff[t] : kmax;
+        uint64_t bmax = p->beam > p->results ? p->beam : p->results;
+        if ((uint64_t)p->beam * kmax < 2ull * prm.r1 * bmax)
+            prm.r1 = 0;
     } else if (prm.lazy && n <= FT_GK_R1_LAZY_MAX) {
         prm.r1 = g->round1;
         uint32_t share = g->round1_items / (uint32_t)n;
