@@ -962,8 +962,15 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
         uint32_t tot = stage ? sm->idx[i] & 0x3fffffffu
                              : gk_round_items(P, q, t, rq, FUSE, sm);
         uint32_t units = pair ? (tot + 1u) >> 1 : tot;
-        uint32_t first = stage ? gk_first_of(gw, sm->idx[H + i], nw)
-                               : (uint32_t)((gw + nw - (acc % nw)) % nw);
+        /* (a fused launch: one request, acc 0, first gw -- no 64-bit
+         * modulo in the one warp's serial path to its item; the others
+         * take the 32-bit one while acc fits) */
+        uint32_t first =
+            FUSE ? gw
+            : stage ? gk_first_of(gw, sm->idx[H + i], nw)
+            : acc < 0x100000000ull
+                ? gk_first_of(gw, (uint32_t)acc % nw, nw)
+                : (uint32_t)((gw + nw - (acc % nw)) % nw);
         uint32_t last = t + 1 == q->T;
         /* Once n results run, a terminal candidate must beat the worst
          * of them: the others would land at n or later in the merge
