@@ -2559,8 +2559,19 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
     uint64_t diff = mn ^ mx;
     uint32_t hb = diff ? 63u - (uint32_t)__clzll(diff) : 0u;
     uint32_t sh = hb >= 9u ? hb - 9u : 0u;
+    /* Step 0: every candidate is a child of the root (r = 0), one per
+     * proposal k, and a row is sorted by log-prob descending, so the keys'
+     * order is the order of k (equal log-probs: k breaks the tie in the
+     * key as well).  With every k below GK_NB, bucket k then holds one key
+     * and a rank needs no count within its bucket (the sigma digit put the
+     * tail's close log-probs in few buckets: step 0's ranking took 1.9 us
+     * at BW = 100, docs/BENCHMARKS.md 3n). */
+    const bool byk = t == 0 && q->kcut0 <= GK_NB;
+    auto bkt = [&](uint64_t key) -> uint32_t {
+        return byk ? (uint32_t)key & 0xffffu : gk_bucket(key, sh);
+    };
     for (uint32_t i = tid; i < s; i += blockDim.x) {
-        uint32_t b = gk_bucket(sm.key[i], sh);
+        uint32_t b = bkt(sm.key[i]);
         atomicAdd(&B.cnt[b], 1u);
         atomicAdd(&B.isum[b], sm.sp.items[i]);
     }
@@ -2593,7 +2604,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
     /* Grouped by bucket: only buckets that start below x (the others'
      * keys all rank x or later, and none is counted for a kept one). */
     for (uint32_t i = tid; i < s; i += blockDim.x) {
-        uint32_t b = gk_bucket(sm.key[i], sh);
+        uint32_t b = bkt(sm.key[i]);
         if (B.st[b] < x)
             B.pos[atomicAdd(&B.cur[b], 1u)] = (uint16_t)i;
     }
@@ -2616,7 +2627,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
         for (uint32_t j = tid; j < m; j += blockDim.x) {
             uint32_t i = B.pos[j];
             uint64_t k = sm.key[i];
-            uint32_t b = gk_bucket(k, sh);
+            uint32_t b = bkt(k);
             uint32_t lo = B.st[b], end = lo + B.cnt[b];
             uint32_t r = lo, c = B.isum[b];
             for (uint32_t jj = lo; jj < end; jj++) {
@@ -2643,7 +2654,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
     uint32_t sr = (s + 31u) & ~31u;
     for (uint32_t p0 = warp * 32u; p0 < sr; p0 += FT_GK_BLOCK) {
         uint32_t p = p0 + lane;
-        int own = p < s && B.st[gk_bucket(sm.key[p], sh)] < x &&
+        int own = p < s && B.st[bkt(sm.key[p])] < x &&
                   gk_spread_owns(sm.idx[p], g, G);
         uint32_t bal = __ballot_sync(0xffffffffu, own);
         uint32_t myr = 0, myc = 0;
@@ -2651,7 +2662,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
             uint32_t l = (uint32_t)__ffs(bal) - 1u;
             bal &= bal - 1u;
             uint64_t k = sm.key[p0 + l];
-            uint32_t b = gk_bucket(k, sh);
+            uint32_t b = bkt(k);
             uint32_t lo = B.st[b], end = lo + B.cnt[b];
             uint32_t r = 0, c = 0;
             for (uint32_t j = lo + lane; j < end; j += 32u) {
