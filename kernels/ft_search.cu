@@ -1669,16 +1669,13 @@ __device__ void gk_block_minmax(gk_smem &sm, uint64_t mn, uint64_t mx)
  * at sh of every key whose bits under pmask equal prefix to the zeroed
  * sm.hist, until at most max(lim, cap) keys are left (q: where an
  * impossible state is reported, or NULL).  The whole CTA calls it. */
+/* The passes of a race whose state sm.loc holds (every thread past a
+ * block barrier since it was written). */
 template <typename H>
-__device__ void gk_narrow_race(gk_smem &sm, ft_gk_req *q, uint64_t mn,
-                               uint64_t mx, uint32_t m, uint32_t lim,
-                               uint32_t cap, uint32_t list, H hist)
+__device__ void gk_narrow_passes(gk_smem &sm, ft_gk_req *q, uint32_t p0,
+                                 H hist)
 {
-    gk_block_minmax(sm, mn, mx);
-    if (threadIdx.x == 0)
-        gk_gstate_init(sm.loc, sm.kmin, sm.kmax, m, lim, cap, list);
-    __syncthreads();
-    for (uint32_t p = 0; p < FT_GK_GSEL_PASSES && !sm.loc.done; p++) {
+    for (uint32_t p = p0; p < FT_GK_GSEL_PASSES && !sm.loc.done; p++) {
         uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
         uint32_t sh = sm.loc.sh;
         for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x)
@@ -1690,6 +1687,18 @@ __device__ void gk_narrow_race(gk_smem &sm, ft_gk_req *q, uint64_t mn,
             gk_gdecide<false>(sm.loc, sm.hist, q, sm.wscan[0]);
         __syncthreads();
     }
+}
+
+template <typename H>
+__device__ void gk_narrow_race(gk_smem &sm, ft_gk_req *q, uint64_t mn,
+                               uint64_t mx, uint32_t m, uint32_t lim,
+                               uint32_t cap, uint32_t list, H hist)
+{
+    gk_block_minmax(sm, mn, mx);
+    if (threadIdx.x == 0)
+        gk_gstate_init(sm.loc, sm.kmin, sm.kmax, m, lim, cap, list);
+    __syncthreads();
+    gk_narrow_passes(sm, q, 0, hist);
 }
 
 /* gk_smem_narrow: of the m keys in sm.key / sm.idx (lim < m <= 4096),
@@ -2784,29 +2793,71 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
      * lines at once, ~23 GB/s each). */
     uint64_t *lc = gk_lcache(sm);
     const uint32_t nc = P.local_cache < GK_LCACHE ? P.local_cache : GK_LCACHE;
-    uint64_t a = ~0ull, b = 0;
-    for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
-        uint64_t k[U];
-        gk_load_cached<U>(k, lc, 0u, keys, i0, m, off, 0ull);
+    /* The race's first digit comes from bounds every key of the list lies
+     * within, so that the first read also counts it (one pass over the
+     * copy fewer): step t's beams are this CTA's (gk_local_beams, in rank
+     * order, their sigma in sm.key, both untouched since they were
+     * expanded and read here before the copy overwrites sp), and a
+     * candidate's sigma lies between the worst beam's plus the worst
+     * passing proposal's log-prob and the best beam's plus the best's
+     * (binary32 addition rounds monotonically), as the grid selection's
+     * bounds do from the slot's beams. */
+    {
+        float smax = 0.0f, smin = 0.0f;
+        if (t > 0) {
+            const gk_local_beams &lb = sm.sp.lb;
+            uint32_t nb = lb.n;
+            smax = ft_cand_sigma(sm.key[lb.p[0]]);
+            smin = ft_cand_sigma(sm.key[lb.p[nb > 0 ? nb - 1 : 0]]);
+        }
+        const float *lp = q->logp + q->row[t];
+        uint32_t ke = q->keff[t];
+        uint64_t lo = ft_cand_key(FT_FADD(smax, lp[0]), 0, 0);
+        uint64_t hi = ft_cand_key(FT_FADD(smin, lp[ke > 0 ? ke - 1 : 0]),
+                                  0xffffu, 0xffffu);
+        for (uint32_t b = tid; b < 256; b += blockDim.x)
+            sm.hist[b] = 0;
+        if (tid == 0)
+            gk_gstate_init(sm.loc, lo, hi, m, lim,
+                           P.gsel_cap ? P.gsel_cap : gk_pow2(lim), 0);
+        __syncthreads();
+    }
+    {
+        uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
+        uint32_t sh = sm.loc.sh;
+        int out = 0;
+        for (uint32_t i0 = tid; i0 < m; i0 += U * blockDim.x) {
+            uint64_t k[U];
+            gk_load_cached<U>(k, lc, 0u, keys, i0, m, off, 0ull);
 #pragma unroll
-        for (uint32_t u = 0; u < U; u++) {
-            uint32_t i = i0 + u * blockDim.x;
-            if (i < m) {
-                a = k[u] < a ? k[u] : a;
-                b = k[u] > b ? k[u] : b;
-                if (i < nc)
-                    lc[i] = k[u];
+            for (uint32_t u = 0; u < U; u++) {
+                uint32_t i = i0 + u * blockDim.x;
+                if (i < m) {
+                    if (i < nc)
+                        lc[i] = k[u];
+                    if ((k[u] & pmask) == prefix)
+                        atomicAdd(&sm.hist[(uint32_t)(k[u] >> sh) & 255u],
+                                  1u);
+                    else
+                        out = 1;
+                }
             }
         }
+        if (out)
+            atomicOr(&q->steps[0].err, 2u); /* cannot happen */
+        __syncthreads();
+        if (!sm.loc.done && tid < 32)
+            gk_gdecide<false>(sm.loc, sm.hist, q, sm.wscan[0]);
+        __syncthreads();
     }
 #ifdef FT_GK_PROFILE
     const int pc = blockIdx.x == 0 && P.nreq == 1 && threadIdx.x == 0;
-    uint32_t npass = 0;
+    uint32_t npass = 1;
     if (pc)
         GK_NSUB(t, 0) = clock64();
 #endif
-    gk_narrow_race(
-        sm, q, a, b, m, lim, P.gsel_cap ? P.gsel_cap : gk_pow2(lim), 0,
+    gk_narrow_passes(
+        sm, q, 1u,
         [&](uint64_t prefix, uint64_t pmask, uint32_t sh) {
 #ifdef FT_GK_PROFILE
             npass++;
