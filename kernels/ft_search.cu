@@ -1663,12 +1663,6 @@ __device__ void gk_block_minmax(gk_smem &sm, uint64_t mn, uint64_t mx)
     __syncthreads();
 }
 
-/* One CTA's race for the best lim of m keys (sm.loc), every thread's
- * least and greatest key in mn / mx: the first digit from the CTA's
- * bounds, then a pass a digit, hist(prefix, pmask, sh) adding the digit
- * at sh of every key whose bits under pmask equal prefix to the zeroed
- * sm.hist, until at most max(lim, cap) keys are left (q: where an
- * impossible state is reported, or NULL).  The whole CTA calls it. */
 /* The passes of a race whose state sm.loc holds (every thread past a
  * block barrier since it was written). */
 template <typename H>
@@ -1689,6 +1683,12 @@ __device__ void gk_narrow_passes(gk_smem &sm, ft_gk_req *q, uint32_t p0,
     }
 }
 
+/* One CTA's race for the best lim of m keys (sm.loc), every thread's
+ * least and greatest key in mn / mx: the first digit from the CTA's
+ * bounds, then a pass a digit, hist(prefix, pmask, sh) adding the digit
+ * at sh of every key whose bits under pmask equal prefix to the zeroed
+ * sm.hist, until at most max(lim, cap) keys are left (q: where an
+ * impossible state is reported, or NULL).  The whole CTA calls it. */
 template <typename H>
 __device__ void gk_narrow_race(gk_smem &sm, ft_gk_req *q, uint64_t mn,
                                uint64_t mx, uint32_t m, uint32_t lim,
