@@ -868,6 +868,51 @@ __device__ __forceinline__ uint32_t gk_first_of(uint32_t g, uint32_t a,
     return g >= a ? g - a : g + m - a;
 }
 
+/* Request q's units first, first + nw, .. below units of step t (pair:
+ * a unit is two items), for gk_expand_r.  One call site of the item (the
+ * item's code is the step's largest: two inlined copies, the pair's and
+ * a single second item's, doubled the code a fused step runs through, and
+ * its warps stall on instruction fetch more than on any load but the
+ * barriers -- ncu, docs/BENCHMARKS.md 3q): a pair whose second item
+ * starts another beam takes it alone, as the loop's second turn.  pw:
+ * the profile's warp number for the first unit of request 0. */
+template <bool FUSE, uint32_t ROUND>
+__device__ __forceinline__ void gk_expand_units(const ft_gk_params &P,
+                                                ft_gk_req *q, uint32_t t,
+                                                uint32_t first,
+                                                uint32_t units, uint32_t nw,
+                                                uint32_t tot, int pair,
+                                                uint32_t last, uint64_t tcut,
+                                                gk_smem *sm, int pw)
+{
+    for (uint32_t un = first; un < units; un += nw) {
+        uint32_t it = pair ? 2u * un : un;
+        if (!FUSE) {
+            /* (the other instances keep both call sites: one spilled 4
+             * bytes more each way) */
+            uint32_t done = gk_expand_item<FUSE, ROUND>(
+                P, q, t, it, tot, pair, last, !P.lazy, tcut, sm, pw);
+            if (done < 1u + (uint32_t)pair && it + 1 < tot)
+                gk_expand_item<FUSE, ROUND>(P, q, t, it + 1, tot, 0, last,
+                                            !P.lazy, tcut, sm);
+            pw = -1;
+            continue;
+        }
+        int pp = pair;
+#pragma unroll 1
+        for (;;) {
+            uint32_t done = gk_expand_item<FUSE, ROUND>(
+                P, q, t, it, tot, pp, last, !P.lazy, tcut, sm, pw);
+            if (!pp || done >= 2u || it + 1 >= tot)
+                break;
+            it++;
+            pp = 0;
+            pw = -1;
+        }
+        pw = -1;
+    }
+}
+
 /* Step t's expansion by CTAs 0 .. ncta - 1 (all but the terminal ones
  * in a fused launch past step 0; there sm holds the beams, each CTA's
  * own copy).  ROUND: gk_expand_item's (1 and 2 in a launch of one
@@ -886,6 +931,34 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
     uint32_t gw = (threadIdx.x >> 5) * ncta + blockIdx.x;
     uint32_t nt = ncta * blockDim.x;
     uint32_t gt = blockIdx.x * blockDim.x + threadIdx.x;
+    if (FUSE) {
+        /* A fused launch: one request, its descriptor in shared memory,
+         * its round ROUND; no loops over requests, no offsets (every
+         * warp of an expanding CTA runs this before its item, and the
+         * general form's code was one more stretch to fetch, ncu) --
+         * the same as the general form below with nreq = 1. */
+        ft_gk_req *q = &sm->rq[0];
+        if (gt < 2 * FT_GK_GSEL_WORDS) {
+            uint32_t *gsel = gk_lists<FUSE>(P, q, t).gsel;
+            for (uint32_t w = gt; w < 2 * FT_GK_GSEL_WORDS; w += nt)
+                gsel[w] = 0;
+        }
+        if (t >= q->T)
+            return;
+        uint32_t tot = gk_round_items(P, q, t, ROUND, true, sm);
+        int pair = tot >= (P.pair_items ? P.pair_items : nw);
+        uint32_t units = pair ? (tot + 1u) >> 1 : tot;
+        /* The terminal cut (below): a fused launch merges step t - 1's
+         * terminal list while step t expands, so its cut is the worst of
+         * step t - 2's results (no tighter, and as exact: a candidate it
+         * lets in that cannot enter lands at n or later), loaded during
+         * the selection (gk_fused). */
+        uint64_t tcut = FT_GK_TERM_CUT && t >= 2u ? sm->tcut : ~0ull;
+        GK_CHC(t, 5);
+        gk_expand_units<FUSE, ROUND>(P, q, t, gw, units, nw, tot, pair,
+                                     t + 1 == q->T, tcut, sm, (int)gw);
+        return;
+    }
     uint64_t acc = 0; /* units of the requests before this one */
     /* A lazy launch (LZ: its instance and the step kernel): every
      * request's round and items of this pass are read once, by the CTA's
@@ -962,12 +1035,10 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
         uint32_t tot = stage ? sm->idx[i] & 0x3fffffffu
                              : gk_round_items(P, q, t, rq, FUSE, sm);
         uint32_t units = pair ? (tot + 1u) >> 1 : tot;
-        /* (a fused launch: one request, acc 0, first gw -- no 64-bit
-         * modulo in the one warp's serial path to its item; the others
-         * take the 32-bit one while acc fits) */
+        /* (a 32-bit modulo while acc fits: the one warp that runs an
+         * item computes it serially before its first load) */
         uint32_t first =
-            FUSE ? gw
-            : stage ? gk_first_of(gw, sm->idx[H + i], nw)
+            stage ? gk_first_of(gw, sm->idx[H + i], nw)
             : acc < 0x100000000ull
                 ? gk_first_of(gw, (uint32_t)acc % nw, nw)
                 : (uint32_t)((gw + nw - (acc % nw)) % nw);
@@ -976,23 +1047,14 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
          * of them: the others would land at n or later in the merge
          * (gk_select_term, gk_spread_list), so the lists only hold
          * candidates that can enter (and every rank among them, and
-         * every running result's place, stays what it was).  A fused
-         * launch merges step t - 1's terminal list while step t expands:
-         * its cut is the worst of step t - 2's results (no tighter, and
-         * as exact: a candidate it lets in that cannot enter lands at n
-         * or later). */
-        uint32_t lag = FUSE ? 2u : 1u;
+         * every running result's place, stays what it was).  (A fused
+         * launch's cut lags a step more: above.) */
+        uint32_t lag = 1u;
         uint64_t tcut = ~0ull;
-        if (FUSE) {
-            /* (loaded during the selection, gk_fused) */
-            if (FT_GK_TERM_CUT && t >= lag)
-                tcut = sm->tcut;
-        } else if (FT_GK_TERM_CUT && t >= lag && units > first &&
-                   q->steps[t - lag].n_run >= q->n)
+        if (FT_GK_TERM_CUT && t >= lag && units > first &&
+            q->steps[t - lag].n_run >= q->n)
             tcut = ((const ft_gk_hit *)q->slot.run[(t - lag) & 1u])[q->n - 1]
                        .skey;
-        if (FUSE)
-            GK_CHC(t, 5);
         if (LZ && ROUND == 0 && rq == 1) {
             for (uint32_t un = first; un < units; un += nw) {
                 uint32_t it = pair ? 2u * un : un;
@@ -1003,15 +1065,9 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
                                             !P.lazy, tcut, sm);
             }
         } else {
-            for (uint32_t un = first; un < units; un += nw) {
-                uint32_t it = pair ? 2u * un : un;
-                uint32_t done = gk_expand_item<FUSE, ROUND>(
-                    P, q, t, it, tot, pair, last, !P.lazy, tcut, sm,
-                    un == first && i == 0 ? (int)gw : -1);
-                if (done < 1u + (uint32_t)pair && it + 1 < tot)
-                    gk_expand_item<FUSE, ROUND>(P, q, t, it + 1, tot, 0,
-                                                last, !P.lazy, tcut, sm);
-            }
+            gk_expand_units<FUSE, ROUND>(P, q, t, first, units, nw, tot,
+                                         pair, last, tcut, sm,
+                                         i == 0 ? (int)gw : -1);
         }
         acc += units;
     }
@@ -1982,6 +2038,25 @@ __device__ uint32_t gk_select_sorted(gk_smem &sm, const uint64_t *keys,
 /* ---- grid selection of long lists ------------------------------------ */
 
 
+/* Bounds every candidate key of request q's step t lies within, from
+ * its beams' best and worst sigma (smax, smin; 0 at step 0): a
+ * candidate's sigma lies between the worst beam's plus the row's worst
+ * passing log-prob and the best beam's plus its best (binary32 addition
+ * rounds monotonically), and the key's order is the sigma's, descending.
+ * The grid selection takes them from the slot's beams, a fused CTA's
+ * local narrowing from its own (gk_local_narrow). */
+__device__ __forceinline__ void gk_key_bounds(const ft_gk_req *q,
+                                              uint32_t t, float smax,
+                                              float smin, uint64_t &lo,
+                                              uint64_t &hi)
+{
+    const float *lp = q->logp + q->row[t];
+    uint32_t ke = q->keff[t];
+    lo = ft_cand_key(FT_FADD(smax, lp[0]), 0, 0);
+    hi = ft_cand_key(FT_FADD(smin, lp[ke > 0 ? ke - 1 : 0]), 0xffffu,
+                     0xffffu);
+}
+
 /* gk_grid_select narrows every long list of step t (gk_list_long) with
  * the whole grid: MSB radix passes over 8-bit digits, each CTA adding its
  * slice of the list to a global histogram (one grid barrier per pass;
@@ -2027,10 +2102,8 @@ __device__ void gk_grid_select(const ft_gk_params &P, gk_smem &sm,
                         smax = q->slot.beam_sigma[0];
                         smin = q->slot.beam_sigma[nb - 1];
                     }
-                    const float *lp = q->logp + q->row[t];
-                    uint64_t lo = ft_cand_key(FT_FADD(smax, lp[0]), 0, 0);
-                    uint64_t hi = ft_cand_key(
-                        FT_FADD(smin, lp[q->keff[t] - 1]), 0xffffu, 0xffffu);
+                    uint64_t lo, hi;
+                    gk_key_bounds(q, t, smax, smin, lo, hi);
                     /* Survivors: about lim, so that their sort is
                      * short (tests: exactly lim). */
                     gk_gstate_init(g, lo, hi, m, lim,
@@ -2773,9 +2846,10 @@ __device__ __forceinline__ void gk_load_cached(uint64_t (&k)[U],
  * sm.key / sm.idx, and their expansion items at step t + 1 to
  * sm.sp.items, as a short list's are loaded.  mn / mx: this
  * thread's bounds of what it appended.  Returns the survivors.  The
- * bounds come from the keys, not from the beams' sigma as in the grid
- * selection: with no barrier after it, another CTA may already be
- * writing the next step's beams.  The whole CTA calls it. */
+ * first digit's bounds come from this CTA's own beams (gk_key_bounds),
+ * not from the slot's as in the grid selection: with no barrier after
+ * it, another CTA may already be writing the next step's beams.  The
+ * whole CTA calls it. */
 template <bool FUSE>
 __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
                                     ft_gk_req *q, uint32_t t,
@@ -2797,11 +2871,7 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
      * within, so that the first read also counts it (one pass over the
      * copy fewer): step t's beams are this CTA's (gk_local_beams, in rank
      * order, their sigma in sm.key, both untouched since they were
-     * expanded and read here before the copy overwrites sp), and a
-     * candidate's sigma lies between the worst beam's plus the worst
-     * passing proposal's log-prob and the best beam's plus the best's
-     * (binary32 addition rounds monotonically), as the grid selection's
-     * bounds do from the slot's beams. */
+     * expanded and read here before the copy overwrites sp). */
     {
         float smax = 0.0f, smin = 0.0f;
         if (t > 0) {
@@ -2810,11 +2880,8 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
             smax = ft_cand_sigma(sm.key[lb.p[0]]);
             smin = ft_cand_sigma(sm.key[lb.p[nb > 0 ? nb - 1 : 0]]);
         }
-        const float *lp = q->logp + q->row[t];
-        uint32_t ke = q->keff[t];
-        uint64_t lo = ft_cand_key(FT_FADD(smax, lp[0]), 0, 0);
-        uint64_t hi = ft_cand_key(FT_FADD(smin, lp[ke > 0 ? ke - 1 : 0]),
-                                  0xffffu, 0xffffu);
+        uint64_t lo, hi;
+        gk_key_bounds(q, t, smax, smin, lo, hi);
         for (uint32_t b = tid; b < 256; b += blockDim.x)
             sm.hist[b] = 0;
         if (tid == 0)
