@@ -869,13 +869,14 @@ __device__ __forceinline__ uint32_t gk_first_of(uint32_t g, uint32_t a,
 }
 
 /* Request q's units first, first + nw, .. below units of step t (pair:
- * a unit is two items), for gk_expand_r.  One call site of the item (the
- * item's code is the step's largest: two inlined copies, the pair's and
- * a single second item's, doubled the code a fused step runs through, and
- * its warps stall on instruction fetch more than on any load but the
- * barriers -- ncu, docs/BENCHMARKS.md 3q): a pair whose second item
- * starts another beam takes it alone, as the loop's second turn.  pw:
- * the profile's warp number for the first unit of request 0. */
+ * a unit is two items), for gk_expand_r.  The fused instance has one call
+ * site of the item, whose code is the step's largest: a pair whose second
+ * item starts another beam takes it alone, as the loop's second turn,
+ * instead of a second inlined copy -- another stretch of code to fetch
+ * once pairs run (a fused step's warps wait on instruction fetch more
+ * than on any load, ncu, docs/BENCHMARKS.md 3q), and with it the
+ * instance spilled 8 bytes.  pw: the profile's warp number for the first
+ * unit of request 0. */
 template <bool FUSE, uint32_t ROUND>
 __device__ __forceinline__ void gk_expand_units(const ft_gk_params &P,
                                                 ft_gk_req *q, uint32_t t,
