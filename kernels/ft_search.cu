@@ -868,6 +868,22 @@ __device__ __forceinline__ uint32_t gk_first_of(uint32_t g, uint32_t a,
     return g >= a ? g - a : g + m - a;
 }
 
+/* The grid selection's histograms and counters of request q's step t
+ * start at zero, cleared by threads gt < 2 x FT_GK_GSEL_WORDS of the nt
+ * expanding ones (the last step's selection is over: a grid barrier lies
+ * between). */
+template <bool FUSE>
+__device__ __forceinline__ void gk_gsel_clear(const ft_gk_params &P,
+                                              ft_gk_req *q, uint32_t t,
+                                              uint32_t gt, uint32_t nt)
+{
+    if (gt < 2 * FT_GK_GSEL_WORDS) {
+        uint32_t *gsel = gk_lists<FUSE>(P, q, t).gsel;
+        for (uint32_t w = gt; w < 2 * FT_GK_GSEL_WORDS; w += nt)
+            gsel[w] = 0;
+    }
+}
+
 /* Request q's units first, first + nw, .. below units of step t (pair:
  * a unit is two items), for gk_expand_r.  The fused instance has one call
  * site of the item, whose code is the step's largest: a pair whose second
@@ -939,11 +955,7 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
          * general form's code was one more stretch to fetch, ncu) --
          * the same as the general form below with nreq = 1. */
         ft_gk_req *q = &sm->rq[0];
-        if (gt < 2 * FT_GK_GSEL_WORDS) {
-            uint32_t *gsel = gk_lists<FUSE>(P, q, t).gsel;
-            for (uint32_t w = gt; w < 2 * FT_GK_GSEL_WORDS; w += nt)
-                gsel[w] = 0;
-        }
+        gk_gsel_clear<FUSE>(P, q, t, gt, nt);
         if (t >= q->T)
             return;
         uint32_t tot = gk_round_items(P, q, t, ROUND, true, sm);
@@ -1021,14 +1033,7 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
     }
     for (uint32_t i = 0; i < P.nreq; i++) {
         ft_gk_req *q = gk_req<FUSE>(P, sm, i);
-        /* The grid selection's histograms and counters of this step
-         * start at zero (the last step's selection is over: a grid
-         * barrier lies between). */
-        if (gt < 2 * FT_GK_GSEL_WORDS) {
-            uint32_t *gsel = gk_lists<FUSE>(P, q, t).gsel;
-            for (uint32_t w = gt; w < 2 * FT_GK_GSEL_WORDS; w += nt)
-                gsel[w] = 0;
-        }
+        gk_gsel_clear<FUSE>(P, q, t, gt, nt);
         if (stage ? sm->idx[i] >> 30 == 3u : t >= q->T)
             continue; /* (staged: no step t, or no items this pass) */
         uint32_t rq = stage ? sm->idx[i] >> 30
@@ -1050,21 +1055,14 @@ __device__ void gk_expand_r(const ft_gk_params &P, uint32_t t,
          * candidates that can enter (and every rank among them, and
          * every running result's place, stays what it was).  (A fused
          * launch's cut lags a step more: above.) */
-        uint32_t lag = 1u;
         uint64_t tcut = ~0ull;
-        if (FT_GK_TERM_CUT && t >= lag && units > first &&
-            q->steps[t - lag].n_run >= q->n)
-            tcut = ((const ft_gk_hit *)q->slot.run[(t - lag) & 1u])[q->n - 1]
+        if (FT_GK_TERM_CUT && t >= 1u && units > first &&
+            q->steps[t - 1].n_run >= q->n)
+            tcut = ((const ft_gk_hit *)q->slot.run[(t - 1) & 1u])[q->n - 1]
                        .skey;
         if (LZ && ROUND == 0 && rq == 1) {
-            for (uint32_t un = first; un < units; un += nw) {
-                uint32_t it = pair ? 2u * un : un;
-                uint32_t done = gk_expand_item<FUSE, 1>(
-                    P, q, t, it, tot, pair, last, !P.lazy, tcut, sm);
-                if (done < 1u + (uint32_t)pair && it + 1 < tot)
-                    gk_expand_item<FUSE, 1>(P, q, t, it + 1, tot, 0, last,
-                                            !P.lazy, tcut, sm);
-            }
+            gk_expand_units<FUSE, 1>(P, q, t, first, units, nw, tot, pair,
+                                     last, tcut, sm, -1);
         } else {
             gk_expand_units<FUSE, ROUND>(P, q, t, first, units, nw, tot,
                                          pair, last, tcut, sm,
