@@ -108,6 +108,30 @@ static void lb_spin(const volatile unsigned *w, unsigned v)
         __builtin_ia32_pause();
 }
 
+/* n round trips, printed as one row (the mean of those after warm): each
+ * runs prep() untimed, then launch(), which returns the value the
+ * completion word will take, timed as the API's share, then waits for
+ * the word. */
+template <typename Prep, typename Launch>
+static void lb_trips(const char *in_s, const char *name, int n, int warm,
+                     const volatile unsigned *done, Prep prep, Launch launch)
+{
+    double trip = 0, api = 0;
+    for (int i = 0; i < n; i++) {
+        prep();
+        double a = lb_now();
+        unsigned want = launch();
+        double b = lb_now();
+        lb_spin(done, want);
+        if (i >= warm) {
+            trip += lb_now() - a;
+            api += b - a;
+        }
+    }
+    printf("%-6s %-26s %10.2f %10.2f\n", in_s, name,
+           trip / (n - warm) * 1e6, api / (n - warm) * 1e6);
+}
+
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 3000;
@@ -161,21 +185,13 @@ int main(int argc, char **argv)
         p.n16 = with_in ? 9216 / 16 : 0;
         void *args[] = {&p};
         const char *in_s = with_in ? "9 KB" : "none";
-        double trip = 0, api = 0;
-        for (int i = 0; i < n; i++) {
+        auto none = [] {};
+        lb_trips(in_s, "cooperative, plain", n, warm, h_done, none, [&] {
             p.seq = ++seq;
-            double a = lb_now();
             CK(cudaLaunchCooperativeKernel((void *)lb_once, sms, 512, args,
                                            smem, st));
-            double b = lb_now();
-            lb_spin(h_done, seq);
-            if (i >= warm) {
-                trip += lb_now() - a;
-                api += b - a;
-            }
-        }
-        printf("%-6s %-26s %10.2f %10.2f\n", in_s, "cooperative, plain",
-               trip / (n - warm) * 1e6, api / (n - warm) * 1e6);
+            return p.seq;
+        });
         cudaGraph_t gr;
         cudaGraphExec_t gx;
         cudaGraphNode_t nd;
@@ -194,38 +210,22 @@ int main(int argc, char **argv)
         CK(cudaGraphKernelNodeSetAttribute(nd, cudaLaunchAttributeCooperative,
                                            &v));
         CK(cudaGraphInstantiate(&gx, gr, 0));
-        trip = api = 0;
-        for (int i = 0; i < n; i++) {
+        lb_trips(in_s, "graph, parameters set", n, warm, h_done, none, [&] {
             p.seq = ++seq;
-            double a = lb_now();
             CK(cudaGraphExecKernelNodeSetParams(gx, nd, &kp));
             CK(cudaGraphLaunch(gx, st));
-            double b = lb_now();
-            lb_spin(h_done, seq);
-            if (i >= warm) {
-                trip += lb_now() - a;
-                api += b - a;
-            }
-        }
-        printf("%-6s %-26s %10.2f %10.2f\n", in_s, "graph, parameters set",
-               trip / (n - warm) * 1e6, api / (n - warm) * 1e6);
+            return p.seq;
+        });
         /* as it is: one sequence number, the word reset by the host */
         p.seq = ++seq;
         CK(cudaGraphExecKernelNodeSetParams(gx, nd, &kp));
-        trip = api = 0;
-        for (int i = 0; i < n; i++) {
-            __atomic_store_n(h_done, 0u, __ATOMIC_SEQ_CST);
-            double a = lb_now();
-            CK(cudaGraphLaunch(gx, st));
-            double b = lb_now();
-            lb_spin(h_done, p.seq);
-            if (i >= warm) {
-                trip += lb_now() - a;
-                api += b - a;
-            }
-        }
-        printf("%-6s %-26s %10.2f %10.2f\n", in_s, "graph, as it is",
-               trip / (n - warm) * 1e6, api / (n - warm) * 1e6);
+        lb_trips(
+            in_s, "graph, as it is", n, warm, h_done,
+            [&] { __atomic_store_n(h_done, 0u, __ATOMIC_SEQ_CST); },
+            [&] {
+                CK(cudaGraphLaunch(gx, st));
+                return p.seq;
+            });
         CK(cudaStreamSynchronize(st));
         CK(cudaGraphExecDestroy(gx));
         CK(cudaGraphDestroy(gr));
@@ -239,7 +239,7 @@ int main(int argc, char **argv)
         void *pargs[] = {&p, (void *)&gop, &iters};
         CK(cudaLaunchCooperativeKernel((void *)lb_persistent, sms, 512,
                                        pargs, smem, st));
-        trip = 0;
+        double trip = 0;
         for (int i = 1; i <= n; i++) {
             double a = lb_now();
             __atomic_store_n(h_go, (unsigned)i, __ATOMIC_SEQ_CST);
