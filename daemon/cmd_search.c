@@ -1,5 +1,5 @@
 /* cmd_search.c - "flashtrie search": answers a JSON Lines file of requests
- * offline (SPEC section 7).
+ * offline (docs/specification.md section 7).
  *
  * Every input line gets exactly one output line, in input order, so that
  * line N of the output answers line N of the input: a rejected request, a
@@ -73,12 +73,14 @@ static const char *usage_text =
     "         [--max-line-bytes N]\n"
     "         < requests.jsonl > results.jsonl\n"
     "  answers one JSON request per input line with one result line, in\n"
-    "  INDEX is an index file or a shard manifest (flashtrie split).\n"
-    "  input order (SPEC section 7).  --engine auto (default) uses the GPU\n"
-    "  when one is usable, else the CPU; --threads sets the CPU workers\n"
-    "  (0 = all cores); --batch sets how many lines go to the engine at\n"
-    "  once (default 32); --max-beam caps the beam (default 4096);\n"
-    "  --max-line-bytes rejects longer request lines (default 67108864).\n";
+    "  input order (docs/specification.md section 7).  INDEX is an index\n"
+    "  file or a shard manifest (flashtrie split).  --engine auto (default)\n"
+    "  uses the GPU when one is usable, else the CPU; --threads sets the\n"
+    "  CPU workers (0 = all cores); --batch sets how many lines go to the\n"
+    "  engine at once (default 32); --max-beam caps the beam (default\n"
+    "  4096); --max-line-bytes rejects longer request lines (default\n"
+    "  67108864).  Exit 0 even when some lines were rejected, 1 for an\n"
+    "  unusable index, 2 for unusable arguments.\n";
 
 static int parse_num(const char *opt, const char *s, unsigned long long max,
                      unsigned long long *out)

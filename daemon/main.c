@@ -1,5 +1,10 @@
-/* main.c - the flashtrie program: dispatches to its subcommands. */
+/* main.c - the flashtrie program: dispatches to its subcommands.
+ *
+ * Besides the commands it answers --help/-h, --version/-V, "help CMD
+ * [SUB]" (the same as "CMD [SUB] --help") and "CMD ... --version" (the
+ * program's version, whatever the command). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -24,13 +29,47 @@ static const command commands[] = {
     {"loadtest", cmd_loadtest, "load a loopback server with good, bad and oversize messages, every answer checked"},
     {"check-config", cmd_check_config, "check a serve configuration file and print its settings"},
 };
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: flashtrie <command> [options]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n'flashtrie <command> --help' describes a command.\n");
+    int w = (int)strlen("help");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if ((int)strlen(commands[i].name) > w)
+            w = (int)strlen(commands[i].name);
+    fprintf(f, "usage: flashtrie <command> [options]\n"
+               "       flashtrie help <command>\n"
+               "       flashtrie --help | --version\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-*s  %s\n", w, commands[i].name, commands[i].help);
+    fprintf(f, "  %-*s  %s\n", w, "help",
+            "describe a command (the same as 'flashtrie <command> --help')");
+    fprintf(f, "\noptions:\n"
+               "  -h, --help     print this help\n"
+               "  -V, --version  print the version (also after any command)\n"
+               "\n'flashtrie <command> --help' describes a command; the search"
+               " rules are\ndocs/specification.md.\n");
+}
+
+static const command *find(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(name, commands[i].name))
+            return &commands[i];
+    return NULL;
+}
+
+static int unknown(const char *name)
+{
+    fprintf(stderr, "flashtrie: unknown command '%s'\n", name);
+    usage(stderr);
+    return 2;
+}
+
+static int version(void)
+{
+    printf("flashtrie %s\n", FT_VERSION_STRING);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -43,14 +82,35 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "--version")) {
-        printf("flashtrie %s\n", FT_VERSION_STRING);
-        return 0;
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
+        return version();
+    if (!strcmp(argv[1], "help")) {
+        /* help [CMD [SUB...]]: CMD [SUB...] --help */
+        if (argc < 3) {
+            usage(stdout);
+            return 0;
+        }
+        const command *c = find(argv[2]);
+        if (!c)
+            return unknown(argv[2]);
+        char **av = calloc((size_t)argc, sizeof *av);
+        if (!av) {
+            fprintf(stderr, "flashtrie: out of memory\n");
+            return 1;
+        }
+        for (int i = 2; i < argc; i++)
+            av[i - 2] = argv[i];
+        av[argc - 2] = "--help";
+        int rc = c->run(argc - 1, av);
+        free(av);
+        return rc;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "flashtrie: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    const command *c = find(argv[1]);
+    if (!c)
+        return unknown(argv[1]);
+    /* CMD ... --version, up to a "--" that ends the options. */
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--version"))
+            return version();
+    return c->run(argc - 1, argv + 1);
 }

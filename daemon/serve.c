@@ -38,10 +38,13 @@ static const char *usage_text =
     "         [--queue-depth N] [--max-message-bytes N] [--contexts N]\n"
     "         [--deadline-ms N] [--drain-timeout-ms N] [--admin-reload]\n"
     "         [--tls-cert F --tls-key F [--tls-ca F] [--tls-verify]]\n"
-    "         [--metrics URL] [--no-verify] [--log-level L]\n"
+    "         [--max-beam N] [--metrics URL] [--no-verify]\n"
+    "         [--log-level L] [--log-file F]\n"
     "  serves searches over nng (tcp://, ipc://, tls+tcp://) in the\n"
     "  foreground (default listener: the config table's).  Binary frames\n"
-    "  (docs/protocol.md) and SPEC section 7 JSON lines are both answered.\n"
+    "  (docs/protocol.md) and JSON lines (docs/specification.md section 7)\n"
+    "  are both answered.  --log-file appends the log to F (reopened on\n"
+    "  SIGHUP) instead of stderr.\n"
     "  SIGHUP reloads the index; SIGTERM or SIGINT drains and exits.\n"
     "  docs/daemon.md describes every option.\n";
 
