@@ -29,6 +29,16 @@ LIB=$(dirname "$(find "$P" -name libflashtrie.a | head -n 1)")
     fail "unexpected headers: $(ls "$P/include")"
 "$P/bin/flashtrie" --version | grep -qx "flashtrie $VERSION" ||
     fail "flashtrie --version does not say $VERSION"
+# The man page (written from the help texts) and the bash completion.
+MANP=$(find "$P" -path '*/man1/flashtrie.1')
+[ -f "$MANP" ] || fail "man1/flashtrie.1 not installed"
+grep -q "flashtrie $VERSION" "$MANP" || fail "flashtrie.1 does not say $VERSION"
+grep -qx ".I $P/[^ ]*/specification.md" "$MANP" ||
+    fail "flashtrie.1 does not name the installed docs/specification.md"
+DOCS=$(dirname "$(grep -x ".I $P/[^ ]*/specification.md" "$MANP" | sed 's/^\.I //')")
+[ -f "$DOCS/specification.md" ] || fail "$DOCS/specification.md not installed"
+[ -f "$P/share/bash-completion/completions/flashtrie" ] ||
+    fail "share/bash-completion/completions/flashtrie not installed"
 
 run() { # run NAME: the consumer NAME must build and read its index
     out=$("$@" "$D/$(basename "$1").idx" "$VERSION") ||
