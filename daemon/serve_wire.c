@@ -148,9 +148,9 @@ int srv_wire_decode(srv_wire *w, const srv_wire_ctx *wc,
                     const unsigned char *p, size_t len, ft_buf *out)
 {
     w->n_jobs = 0;
-    /* A JSON line starts with '{' (SPEC section 7 requests are objects);
-     * leading blanks are allowed too, so a hand-typed line works.  Binary
-     * frames begin with their magic, which is neither. */
+    /* A JSON line starts with '{' (docs/specification.md section 7 requests are
+     * objects); leading blanks are allowed too, so a hand-typed line works.
+     * Binary frames begin with their magic, which is neither. */
     size_t i = 0;
     while (i < len && (p[i] == ' ' || p[i] == '\t'))
         i++;

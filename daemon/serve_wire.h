@@ -1,8 +1,8 @@
 /*
  * serve_wire.h - the server's protocol layer: a received message (a binary
- * frame, or a SPEC section 7 JSON line when its first byte is '{') becomes
- * either an immediate reply (errors, INFO, PING, RELOAD) or jobs for the
- * queue; answered jobs become the reply in the message's own dialect.
+ * frame, or a docs/specification.md section 7 JSON line when its first byte is
+ * '{') becomes either an immediate reply (errors, INFO, PING, RELOAD) or jobs
+ * for the queue; answered jobs become the reply in the message's own dialect.
  */
 #ifndef FT_SERVE_WIRE_H
 #define FT_SERVE_WIRE_H

@@ -3,7 +3,8 @@
  *
  * FlashTrie keeps a library of integer-token keys as a succinct LOUDS trie
  * and runs trie-constrained beam search over model output grids, on a
- * multi-threaded CPU engine or on a GPU.  Semantics follow SPEC.md.
+ * multi-threaded CPU engine or on a GPU.  Semantics follow
+ * docs/specification.md.
  *
  * Conventions (see docs/architecture.md):
  *  - Every public symbol starts with ft_; functions return an int error code
@@ -72,7 +73,8 @@ typedef enum ft_err {
     FT_ETRUNC = 8,     /* an index file is shorter than its header says */
     FT_ELIMIT = 9,     /* a size limit was exceeded */
     FT_ENOTFOUND = 10, /* a key or prefix is not in the index */
-    FT_EREQUEST = 11,  /* a search request breaks a rule of SPEC section 3 */
+    FT_EREQUEST = 11,  /* a search request breaks a rule of
+                        * docs/specification.md section 3 */
     FT_ENODEV = 12,    /* no usable GPU */
     FT_ECUDA = 13,     /* a CUDA call failed */
     FT_ENCCL = 14,     /* an NCCL call failed */
@@ -127,7 +129,7 @@ void ft_log_write(ft_log_level level, const char *file, int line,
             ft_log_write((level), __FILE__, __LINE__, __VA_ARGS__);           \
     } while (0)
 
-/* ---- Limits (SPEC sections 1 and 3) ------------------------------------ */
+/* ---- Limits (docs/specification.md sections 1 and 3) ------------------ */
 
 #define FT_MAX_KEY_LEN_DEFAULT 64u
 #define FT_MAX_KEY_LEN_LIMIT 255u
@@ -220,9 +222,9 @@ void ft_build_opts_init(ft_build_opts *opts);
 /* ft_build_stats_init zeroes stats and sets its struct_size. */
 void ft_build_stats_init(ft_build_stats *stats);
 
-/* ft_build builds an index file from a keys file (SPEC section 2).  On a bad
- * line it fails with FT_EPARSE and errbuf names the file, the line (or
- * record) number counted from 1 and the reason.  stats may be NULL. */
+/* ft_build builds an index file from a keys file (docs/specification.md section
+ * 2).  On a bad line it fails with FT_EPARSE and errbuf names the file, the
+ * line (or record) number counted from 1 and the reason.  stats may be NULL. */
 int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
              size_t errlen);
 
@@ -238,8 +240,8 @@ int ft_build_clean(uint64_t *removed, const char *output, const char *tmp_dir,
                    char *errbuf, size_t errlen);
 
 /* ft_builder builds an index from keys handed over one at a time, in any
- * order, with the same rules as a keys file (SPEC section 2): a key given
- * twice keeps its first value, an empty key or one longer than
+ * order, with the same rules as a keys file (docs/specification.md section 2):
+ * a key given twice keeps its first value, an empty key or one longer than
  * max_key_len is rejected (or skipped and counted with skip_invalid), and
  * the index depends only on the distinct keys and their first values. */
 typedef struct ft_builder ft_builder;
@@ -454,7 +456,7 @@ typedef struct ft_split_stats {
 int ft_split(ft_split_stats *st, const ft_index *idx, const ft_split_opts *o,
              char *errbuf, size_t errlen);
 
-/* ---- Search requests and results (SPEC sections 3 to 5) ---------------- */
+/* ---- Search requests and results (docs/specification.md sections 3-5) - */
 
 typedef struct ft_request {
     uint32_t T;             /* positions, 1..64 */
@@ -468,13 +470,15 @@ typedef struct ft_request {
     double alpha;           /* 0..10, default 1.0 */
 } ft_request;
 
-/* ft_request_init fills the defaults of SPEC section 3 (results = 0 means
- * "as many as beam" until ft_request_validate resolves it). */
+/* ft_request_init fills the defaults of docs/specification.md section 3
+ * (results = 0 means "as many as beam" until ft_request_validate resolves
+ * it). */
 void ft_request_init(ft_request *req);
 
-/* ft_request_validate checks every rule of SPEC section 3.  On a fault it
- * returns FT_EREQUEST and writes "<field>: <reason>" (with the position for
- * grid faults) into errbuf.  max_beam caps beam (0 = FT_MAX_BEAM). */
+/* ft_request_validate checks every rule of docs/specification.md
+ * section 3.  On a fault it returns FT_EREQUEST and writes "<field>:
+ * <reason>" (with the position for grid faults) into errbuf.  max_beam caps
+ * beam (0 = FT_MAX_BEAM). */
 int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
                         size_t errlen);
 
@@ -484,8 +488,9 @@ typedef struct ft_hit {
     uint64_t value;
     double score;
     float sigma;
-    uint32_t order;     /* SPEC section 4's order (t, r, k), packed as
-                         * t << 24 | r << 12 | k: breaks score ties */
+    uint32_t order;     /* docs/specification.md section 4's order
+                         * (t, r, k), packed as t << 24 | r << 12 | k:
+                         * breaks score ties */
     uint64_t key_index; /* the key's number in the library: its place in
                          * the value table of its shard (the trie's
                          * terminal order) plus the keys of the shards
@@ -643,9 +648,9 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
 /* ---- Prepared requests and the engine steps ------------------------------
  *
  * Below the public search, engines see only prepared requests: validated,
- * the proposals of every position stable-sorted by logp descending (SPEC
- * section 4's k) and cut to those with logp > theta_tok, with the length
- * normalisation table F.  ft_request_prepare makes them.
+ * the proposals of every position stable-sorted by logp descending
+ * (docs/specification.md section 4's k) and cut to those with logp > theta_tok,
+ * with the length normalisation table F.  ft_request_prepare makes them.
  *
  * Engines answer prepared requests whole (ft_engine_run: on one GPU all T
  * steps in one launch), and also one decode step at a time, which is what
@@ -662,10 +667,10 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
  *       ft_engine_step_keep(eng, t)     <- recv
  *   ft_engine_step_finish(eng, res)     -> local top-n hits per request
  *
- * Keys are SPEC section 4's (sigma desc, r asc, k asc) packed in a u64
- * with r the *global* rank of the parent entry (shard/device/rules.h), padded with
- * UINT64_MAX.  Request i's list is at offset off[i] = beam[0] + ... +
- * beam[i-1] of length beam[i].  The exchange buffers live in the engine's
+ * Keys are docs/specification.md section 4's (sigma desc, r asc, k asc) packed
+ * in a u64 with r the *global* rank of the parent entry (shard/device/rules.h),
+ * padded with UINT64_MAX.  Request i's list is at offset off[i] = beam[0] + ...
+ * + beam[i-1] of length beam[i].  The exchange buffers live in the engine's
  * memory: host memory for the CPU engine, device memory for the GPU engine
  * (ft_engine_stream gives the stream the steps are enqueued on; no host
  * wait happens between steps).  Engine results (ft_engine_run and
@@ -760,8 +765,8 @@ int ft_engine_device(const ft_engine *eng);
  * a group of engines, one per shard, all advancing one decode step at a
  * time and exchanging their local top-B keys after every step.  Results
  * are identical, bit for bit, to one engine over the unsharded index
- * (SPEC section 6).  The exchange backend follows from the engines
- * (ft_exchange): host memory for CPU engines, device copies or NCCL for
+ * (docs/specification.md section 6).  The exchange backend follows from the
+ * engines (ft_exchange): host memory for CPU engines, device copies or NCCL for
  * GPU engines. */
 
 typedef struct ft_group ft_group;

@@ -24,9 +24,9 @@
  *      the terminal CTA also backtraces its results and writes them out.
  *   -- grid.sync -- (not after the last step)
  *
- * Exactness (SPEC section 4): sigma only by __fadd_rn, score by one
- * __dmul_rn with F from the host, every order by the packed integer keys;
- * within one step score order equals sigma order (F > 0 is the same for
+ * Exactness (docs/specification.md section 4): sigma only by __fadd_rn, score
+ * by one __dmul_rn with F from the host, every order by the packed integer
+ * keys; within one step score order equals sigma order (F > 0 is the same for
  * every candidate and distinct binary32 sigmas give distinct binary64
  * products), so the terminal list sorted by ft_cand_key is sorted by
  * (score desc, order asc) and can be merged with earlier steps by

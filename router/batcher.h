@@ -20,8 +20,8 @@
  *
  * A request whose deadline has passed when its batch is about to run is
  * answered FT_EDEADLINE and not run.  Answers do not depend on the batch a
- * request rides in (SPEC section 6): the slot runs the same engine call as
- * `flashtrie search`.
+ * request rides in (docs/specification.md section 6): the slot runs the same
+ * engine call as `flashtrie search`.
  */
 #ifndef FT_BATCHER_H
 #define FT_BATCHER_H

@@ -31,8 +31,8 @@
  * (aligned, valid until the next decode into it or ft_frame_msg_free).
  * They do not validate requests beyond framing (T <= 64, K <= 4096 bound
  * the memory a frame can make us take): ft_request_validate does that and
- * produces the SPEC section 3 messages.  A malformed frame returns
- * FT_EPROTO with "<field>: <reason> at byte <offset>" in errbuf.
+ * produces the docs/specification.md section 3 messages.  A malformed frame
+ * returns FT_EPROTO with "<field>: <reason> at byte <offset>" in errbuf.
  *
  * Encoders append one whole frame to an ft_buf and always set the checksum
  * flag.  On failure they return the error (FT_ENOMEM; FT_EINVAL for bad
@@ -76,9 +76,9 @@ enum {
 #define FT_FRAME_F_CHECKSUM 0x1u /* checksum field holds XXH32, see below */
 #define FT_FRAME_F_ALL 0x1u
 
-/* Field mask of one SEARCH request: which optional SPEC section 3 fields
- * were given.  A field left out takes the default of ft_request_init and
- * must be zero on the wire. */
+/* Field mask of one SEARCH request: which optional docs/specification.md
+ * section 3 fields were given.  A field left out takes the default of
+ * ft_request_init and must be zero on the wire. */
 #define FT_FRAME_HAS_BEAM 0x01u
 #define FT_FRAME_HAS_RESULTS 0x02u
 #define FT_FRAME_HAS_THETA_TOK 0x04u
@@ -181,10 +181,10 @@ int ft_frame_decode_result_into(ft_frame_hdr *h, ft_result *res, size_t nres,
 int ft_frame_check_request(const ft_frame_hdr *h, char *errbuf,
                            size_t errlen);
 
-/* ft_frame_search_fault checks the one SPEC section 3 rule that only the
- * wire form can break: "results" given as 0 (ft_request carries 0 as "not
- * given, as many as beam").  It returns FT_EREQUEST with "results: must be
- * 1..4096, got 0" for request i of a decoded SEARCH, else FT_OK.  Servers
+/* ft_frame_search_fault checks the one docs/specification.md section 3 rule
+ * that only the wire form can break: "results" given as 0 (ft_request carries 0
+ * as "not given, as many as beam").  It returns FT_EREQUEST with "results: must
+ * be 1..4096, got 0" for request i of a decoded SEARCH, else FT_OK.  Servers
  * call it before ft_request_validate. */
 int ft_frame_search_fault(const ft_frame_msg *m, uint32_t i, char *errbuf,
                           size_t errlen);

@@ -4,8 +4,8 @@
  * steps").
  *
  * Per step every shard expands its own beams and reports its local top-B
- * keys (SPEC section 4's order with global parent ranks); the exchange
- * puts every shard's list in every shard's receive buffer; every shard
+ * keys (docs/specification.md section 4's order with global parent ranks); the
+ * exchange puts every shard's list in every shard's receive buffer; every shard
  * then keeps exactly its members of the global top-B.  That is exact: the
  * global top-B is a subset of the union of the local top-Bs, since a key
  * that B keys of its own shard beat is beaten by B keys globally.  At the

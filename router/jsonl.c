@@ -1,14 +1,15 @@
 /*
- * jsonl.c - SPEC section 7's request parser and result encoder (jsonl.h).
+ * jsonl.c - docs/specification.md section 7's request parser and result encoder
+ * (jsonl.h).
  *
  * The parser is a small validating reader for this one fixed schema, not a
  * general JSON library: jansson (used here before) builds the whole tree
  * before any check, so a 200 MB line cost gigabytes before its first row
  * was refused, and it cannot represent 1e400 or a 20-digit integer, both of
- * which SPEC section 7 reads as strtod does.  This reader walks the bytes
- * once, bounded by the length it is given (it never needs a NUL), checks
- * the exact JSON grammar (RFC 8259: string escapes, \u surrogate pairs,
- * UTF-8, number syntax) and the schema as it goes, and stores at most
+ * which docs/specification.md section 7 reads as strtod does.  This reader
+ * walks the bytes once, bounded by the length it is given (it never needs a
+ * NUL), checks the exact JSON grammar (RFC 8259: string escapes, \u surrogate
+ * pairs, UTF-8, number syntax) and the schema as it goes, and stores at most
  * FT_MAX_T x FT_MAX_K grid elements: past a fault it only checks syntax.
  * Numbers are read by strtod on a bounded, NUL-terminated copy of their
  * text.  Nothing is left for jansson in this file (string escaping on

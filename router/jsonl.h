@@ -1,9 +1,10 @@
 /*
- * jsonl.h - the JSON Lines codec of SPEC section 7: one request per input
- * line, one result (or error) line per request.  The CLI, the server and
- * the client share it; it reads and writes byte buffers, never a FILE *.
+ * jsonl.h - the JSON Lines codec of docs/specification.md section 7: one
+ * request per input line, one result (or error) line per request.  The CLI, the
+ * server and the client share it; it reads and writes byte buffers, never a
+ * FILE *.
  *
- * Choices SPEC leaves open (docs/search-cli.md repeats them):
+ * Choices docs/specification.md leaves open (docs/search-cli.md repeats them):
  *  - "id" is optional: a JSON string, or a JSON integer of at most
  *    FT_JSONL_MAX_ID_DIGITS characters (sign included), whatever its
  *    value; an integer id is echoed back exactly as written (its digits
@@ -19,8 +20,8 @@
  *    checks that need the whole line (missing fields, shapes of tokens and
  *    logp that differ) come last.
  *  - theta_tok / theta_sent may be (or round to) -inf or +inf as binary32
- *    (SPEC section 3 forbids only NaN, which JSON cannot write); logp may
- *    not.  Numbers of any length read as strtod reads them.
+ *    (docs/specification.md section 3 forbids only NaN, which JSON cannot
+ *    write); logp may not.  Numbers of any length read as strtod reads them.
  *  - Range rules shared with ft_request_validate (T, K, beam, results) give
  *    the validator's exact strings; the parser does not run the validator
  *    (duplicate tokens, alpha's range and the server's beam cap are its).

@@ -1,7 +1,8 @@
 /*
- * request.c - the one request validator (SPEC section 3) and request
- * preparation (SPEC section 4's proposal order, the theta_tok cut and the
- * F table): what turns a request into the ft_prepared an engine searches.
+ * request.c - the one request validator (docs/specification.md section 3) and
+ * request preparation (docs/specification.md section 4's proposal order, the
+ * theta_tok cut and the F table): what turns a request into the ft_prepared an
+ * engine searches.
  */
 #include <math.h>
 #include <stdio.h>
@@ -69,7 +70,8 @@ static uint32_t dup_first(const uint32_t *tk, uint32_t K, uint32_t mask,
 }
 
 /* The rules of one request's fields and of its rows but the duplicate
- * tokens (SPEC section 3, in its order: fields, then row by row). */
+ * tokens (docs/specification.md section 3, in its order: fields, then row by
+ * row). */
 static int validate_fields(const ft_request *req, uint32_t max_beam,
                            char *errbuf, size_t errlen)
 {

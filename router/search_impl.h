@@ -21,9 +21,9 @@ int fti_request_validate_early(const ft_request *req, uint32_t max_beam,
 int fti_request_validate_late(const ft_request *req, char *errbuf,
                               size_t errlen);
 
-/* fti_search_admit validates req (beam capped at max_beam, 0 = SPEC's),
- * checks that its answer fits res and prepares it in *slot (created if
- * NULL).  On a fault res carries the status and message, which it
+/* fti_search_admit validates req (beam capped at max_beam, 0 = the
+ * specification's), checks that its answer fits res and prepares it in *slot
+ * (created if NULL).  On a fault res carries the status and message, which it
  * returns.  late: only fti_request_validate_early here, the caller
  * checks the rest (fti_request_validate_late) before it answers. */
 int fti_search_admit(ft_prep **slot, const ft_prepared **out,

@@ -46,7 +46,8 @@ typedef struct ft_slot_opts {
                                         * CPU engines for the CPU (0 = 1) */
     int cpu_threads;                   /* workers per CPU engine, 0 = all */
     uint32_t max_batch;                /* GPU launch size (0 = 32) */
-    uint32_t max_beam, max_k, max_t;   /* GPU arena sizing (0 = SPEC's) */
+    uint32_t max_beam, max_k, max_t;   /* GPU arena sizing (0 = the
+                                        * specification's maxima) */
     int no_verify;                     /* skip section checksums */
     int spread;                        /* engine = shards: each replica is
                                         * one shard group whose shards are

@@ -1,5 +1,6 @@
 /*
- * builder.c - ft_build: keys file in, index file out (SPEC section 2).
+ * builder.c - ft_build: keys file in, index file out (docs/specification.md
+ * section 2).
  *
  * The pipeline, per batch of input that fits the memory budget:
  *

@@ -1,5 +1,6 @@
 /*
- * cpu_engine.c - the multi-threaded CPU engine (SPEC section 4).
+ * cpu_engine.c - the multi-threaded CPU engine (docs/specification.md section
+ * 4).
  *
  * Design (a MARISA-Opt-style engine, paper appendix B.2, and a bit more):
  *  - State is carried across steps: a beam entry holds its trie node and
@@ -101,8 +102,8 @@ typedef struct cpu_engine cpu_engine;
 
 /* sreq is one request of a step-wise batch: its own context and buffers
  * (its terminal candidates accumulate over the steps, whichever worker
- * runs a step), the candidates of its current step in SPEC order, and the
- * offset of its list in the exchange buffers. */
+ * runs a step), the candidates of its current step in the specification's
+ * order, and the offset of its list in the exchange buffers. */
 typedef struct sreq {
     rctx c;
     wbuf wb;
@@ -425,8 +426,8 @@ static void sort_by_token(rctx *c, uint32_t t)
         memcpy(c->bytok, a, ke * sizeof *a);
 }
 
-/* sel_key is a terminal candidate's key: SPEC section 4's result order
- * (score desc, order asc) in one ascending integer. */
+/* sel_key is a terminal candidate's key: docs/specification.md section 4's
+ * result order (score desc, order asc) in one ascending integer. */
 static inline u128 sel_key(double score, uint32_t t, uint32_t r, uint32_t k)
 {
     return ((u128)ft_score_key(score) << 32) | ft_order(t, r, k);
@@ -691,7 +692,8 @@ static int req_ready(rctx *c, wbuf *wb, int nw, const ft_prepared *p,
 }
 
 /* step_best merges the step's surviving candidates of wb[0..nw) and
- * returns the first min(B, all) of them in SPEC order (*m of them). */
+ * returns the first min(B, all) of them in the specification's order (*m of
+ * them). */
 static cand *step_best(rctx *c, wbuf *wb, int nw, size_t B, size_t *m)
 {
     cand *all;
@@ -716,8 +718,8 @@ static cand *step_best(rctx *c, wbuf *wb, int nw, size_t B, size_t *m)
 }
 
 /* emit_results merges the terminal candidates of wb[0..nw), takes the
- * first n in SPEC order and writes them with their backtraced tokens and
- * key indexes (values are attached by the public search). */
+ * first n in the specification's order and writes them with their backtraced
+ * tokens and key indexes (values are attached by the public search). */
 static int emit_results(cpu_engine *ce, rctx *c, wbuf *wb, int nw,
                         ft_result *res)
 {

@@ -21,8 +21,8 @@
  *          entry and its log-prob beside it).
  * With the defaults that is about 9 MB + 68 B x cap per slot, and
  * opts.max_batch (default 32) slots.  When max_k or max_t are set below the
- * SPEC maxima, one more slot sized for the maxima takes, alone, the
- * requests that do not fit the others: a valid request is never refused.
+ * the specification's maxima, one more slot sized for the maxima takes, alone,
+ * the requests that do not fit the others: a valid request is never refused.
  *
  * A search: take the requests prepared by router/ (ft_prepared), pack
  * descriptors, proposal rows and zeroed step counters into one pinned

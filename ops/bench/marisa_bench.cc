@@ -9,8 +9,9 @@
 //       answers requests with MARISA-Int: single-threaded, every (beam,
 //       proposal) pair walks from the root on the full prefix (a marisa
 //       predictive search for "exists / has children", a lookup for "is a
-//       key"), std::partial_sort pruning, SPEC section 4 semantics exactly.
-//       Prints per-request latency; writes results as 'flashtrie search'.
+//       key"), std::partial_sort pruning, docs/specification.md section 4
+//       semantics exactly. Prints per-request latency; writes results as
+//       'flashtrie search'.
 //
 // Token encoding: marisa keys are byte strings, so every token becomes a
 // prefix-free base-128 varint, most significant group first, high bit set
@@ -80,8 +81,9 @@ std::vector<uint32_t> dec_key(const char *p, size_t n)
     std::exit(code);
 }
 
-// Library holds the marisa trie and the value of every key (SPEC
-// section 2: explicit, or the 0-based line/record of first occurrence).
+// Library holds the marisa trie and the value of every key
+// (docs/specification.md section 2: explicit, or the 0-based line/record of
+// first occurrence).
 struct Library {
     marisa::Trie trie;
     std::vector<uint64_t> values; // by marisa key id
@@ -194,7 +196,7 @@ void build_library(Library &lib, const char *keys, int num_tries)
     }
 }
 
-// ---- MARISA-Int search (SPEC section 4) ----
+// ---- MARISA-Int search (docs/specification.md section 4) ----
 
 struct Beam {
     float sigma;

@@ -7,9 +7,9 @@
 //   node realdata-tokenize.js PKGDIR --check < sample   (self-test)
 //
 // Each input line (a phrase, encoded as text at the start of a document,
-// so without a leading space) becomes one key line of SPEC section 2: its
-// token ids separated by one space.  Empty lines are refused (a key has at
-// least one token).
+// so without a leading space) becomes one key line of docs/specification.md
+// section 2: its token ids separated by one space.  Empty lines are refused (a
+// key has at least one token).
 //
 // This is GPT-2's encoder (the pre-tokenizing regular expression, bytes to
 // printable code points, rank-ordered merges) written anew rather than the

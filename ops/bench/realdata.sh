@@ -14,9 +14,10 @@
 #      vocab.bpe from disk);
 #   2. OUTDIR/phrases.txt    ops/bench/realdata-phrases.js (sources, rules);
 #   3. OUTDIR/keys.txt       ops/bench/realdata-tokenize.js: one key line
-#                            (SPEC section 2, values = line numbers) per
-#                            phrase, after checking the tokenizer against the
-#                            package's own encode() on 20,000 phrases;
+#                            (docs/specification.md section 2, values = line
+#                            numbers) per phrase, after checking the tokenizer
+#                            against the package's own encode() on 20,000
+#                            phrases;
 #   4. OUTDIR/real.idx       flashtrie build; OUTDIR/info.txt its info;
 #   5. OUTDIR/req-BW.jsonl   flashtrie gen requests --index real.idx: FT_R
 #                            requests (default 100) per BW in FT_BEAMS

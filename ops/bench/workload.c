@@ -1641,7 +1641,7 @@ static int cmp_desc_f32(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-/* req_defaults fills SPEC section 3's defaults (the library's
+/* req_defaults fills docs/specification.md section 3's defaults (the library's
  * ft_request_init may not be linked into every tool that generates). */
 static void req_defaults(ft_request *req)
 {

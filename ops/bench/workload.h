@@ -51,8 +51,10 @@ void ft_wl_rng_jump(ft_wl_rng *r, uint64_t n);
 /* ---- key libraries ---- */
 
 typedef enum ft_wl_format {
-    FT_WL_TEXT = 0, /* SPEC section 2 text: tokens separated by one space */
-    FT_WL_FTK = 1   /* SPEC section 2 binary: u32 n, u32 tok[n] (LE) */
+    FT_WL_TEXT = 0, /* docs/specification.md section 2 text: tokens
+                     * separated by one space */
+    FT_WL_FTK = 1   /* docs/specification.md section 2 binary: u32 n,
+                     * u32 tok[n] (LE) */
 } ft_wl_format;
 
 typedef struct ft_wl_keys_opts {
@@ -147,8 +149,8 @@ void ft_wl_reqs_close(ft_wl_reqs *g);
 int ft_wl_reqs_make(ft_wl_reqs *g, uint64_t i, unsigned slot,
                     ft_request *req);
 
-/* ft_wl_reqs_write writes o->n requests as SPEC section 7 JSON Lines,
- * formatted on o->threads threads (the same bytes for any count). */
+/* ft_wl_reqs_write writes o->n requests as docs/specification.md section 7 JSON
+ * Lines, formatted on o->threads threads (the same bytes for any count). */
 int ft_wl_reqs_write(ft_wl_reqs *g, FILE *f, char *errbuf, size_t errlen);
 
 #ifdef __cplusplus

@@ -75,8 +75,9 @@ class Error(Exception):
 
 
 class RequestError(Error):
-    """The server rejected a request (FT_EREQUEST): a rule of SPEC section 3
-    or a server cap was broken; the message names the field."""
+    """The server rejected a request (FT_EREQUEST): a rule of
+    docs/specification.md section 3 or a server cap was broken; the message
+    names the field."""
 
 
 class BusyError(Error):

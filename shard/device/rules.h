@@ -1,7 +1,7 @@
 /*
- * rules.h - SPEC section 4's search rules, written once for the CPU engine,
- * the GPU engine's host side and the CUDA kernels (host+device, like
- * nav.h): the packed candidate keys and their order, the theta_sent cut,
+ * rules.h - docs/specification.md section 4's search rules, written once for
+ * the CPU engine, the GPU engine's host side and the CUDA kernels (host+device,
+ * like nav.h): the packed candidate keys and their order, the theta_sent cut,
  * the score, and the backtrace of a hit's tokens through the beam history.
  *
  * Keys.  A beam candidate (child u of the entry of rank r, reached through
@@ -11,7 +11,7 @@
  *     ft_cand_key = sigma key (32) | r (16) | k (16)
  *
  * r is the entry's rank in the *global* beam (all shards together), so
- * keys of different shards compare as SPEC's order does and no two
+ * keys of different shards compare as the specification's order does and no two
  * candidates of one step share a key: a step-0 candidate (r = 0) is
  * identified by k, which names one token and so one child of the root, and
  * a later entry lives in exactly one shard.  A terminal candidate is
@@ -72,8 +72,8 @@ FT_HD float ft_sigma_of_key(uint32_t skey)
     return c.f;
 }
 
-/* ft_cand_key packs SPEC section 4's beam order (sigma desc, r asc, k asc)
- * into one u64 that sorts ascending. */
+/* ft_cand_key packs docs/specification.md section 4's beam order (sigma desc, r
+ * asc, k asc) into one u64 that sorts ascending. */
 FT_HD uint64_t ft_cand_key(float sigma, uint32_t r, uint32_t k)
 {
     return ((uint64_t)ft_sigma_key(sigma) << 32) | ((uint64_t)r << 16) | k;
@@ -132,8 +132,9 @@ FT_HD int ft_hit_before(uint64_t skey_a, uint32_t order_a, uint64_t skey_b,
     return skey_a < skey_b || (skey_a == skey_b && order_a < order_b);
 }
 
-/* ft_score is SPEC section 4's score: one binary64 multiplication of the
- * widened sigma by F[len] (computed on the host with pow). */
+/* ft_score is docs/specification.md section 4's score: one binary64
+ * multiplication of the widened sigma by F[len] (computed on the host with
+ * pow). */
 FT_HD double ft_score(float sigma, double F)
 {
     return FT_DMUL((double)sigma, F);

@@ -8,8 +8,9 @@
  *              requests in one message, one of them rejected): every
  *              answer equal, bit for bit,
  *              to the unsharded CPU engine's (what `flashtrie search
- *              --index INDEX` answers) and to SPEC's reference search, on
- *              a random library with ties; then SIGTERM: every rank exits 0
+ *              --index INDEX` answers) and to the specification's reference
+ *              search, on a random library with ties; then SIGTERM: every rank
+ *              exits 0
  *   kill       a world of 3: rank 2 killed with SIGKILL; the next requests
  *              get FT_ECONN "cluster: rank 2: the connection was lost", INFO
  *              says which rank is down, /healthz answers 503 saying so;

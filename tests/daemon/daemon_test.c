@@ -139,7 +139,7 @@ static void gen_req(greq *g, uint64_t *seed)
     g->r.T = 1 + (uint32_t)(ft_test_rand(seed) % 4);
     g->r.K = 1 + (uint32_t)(ft_test_rand(seed) % 4);
     for (uint32_t t = 0; t < g->r.T; t++) {
-        /* Distinct tokens per position (SPEC section 3). */
+        /* Distinct tokens per position (docs/specification.md section 3). */
         uint32_t start = (uint32_t)(ft_test_rand(seed) % 11);
         for (uint32_t k = 0; k < g->r.K; k++) {
             g->tok[t * g->r.K + k] = pool[(start + k) % 11];
@@ -439,7 +439,8 @@ static void case_proto(void)
     FT_PASS(ft_frame_encode_reload(&b, 4, NULL));
     expect_error(s, b.data, b.len, FT_EPERM,
                  "reload: not allowed (admin_reload is off)");
-    /* a request that breaks SPEC section 3 is answered in its RESULT */
+    /* a request that breaks docs/specification.md section 3 is answered in its
+     * RESULT */
     ft_request bad = g.r;
     bad.beam = 0;
     b.len = 0;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # search_manifest_test.sh BIN - `flashtrie search --index MANIFEST` answers
-# byte for byte as `flashtrie search --index INDEX` (SPEC section 6), for
-# 1, 2, 3, 5 and 8 shards, generated NAR-style requests with thresholds,
-# batches of 1 and 32 and 1 or 2 threads.
+# byte for byte as `flashtrie search --index INDEX` (docs/specification.md
+# section 6), for 1, 2, 3, 5 and 8 shards, generated NAR-style requests with
+# thresholds, batches of 1 and 32 and 1 or 2 threads.
 set -u
 BIN=$1
 TMP=$(mktemp -d)

@@ -1,9 +1,9 @@
 /*
- * fuzz_request.c - a request line through the SPEC section 7 parser, the
- * validator and, when accepted, the CPU engine over a small built-in index
- * with prefix keys and tokens on both sides of 2^16: whatever the bytes,
- * nothing may crash, hang or read out of bounds, and an accepted request
- * must give a result that fits its buffers.  The input is copied to a
+ * fuzz_request.c - a request line through the docs/specification.md section 7
+ * parser, the validator and, when accepted, the CPU engine over a small
+ * built-in index with prefix keys and tokens on both sides of 2^16: whatever
+ * the bytes, nothing may crash, hang or read out of bounds, and an accepted
+ * request must give a result that fits its buffers.  The input is copied to a
  * buffer of exactly its size (no NUL after it), so that a sanitizer build
  * catches any read past the length; every answer line (result or error)
  * must be one line of valid JSON, an object, with the id echoed.

@@ -1,15 +1,15 @@
 /*
  * gpu_equal_test.c - the GPU engine against the CPU engine and against the
- * brute-force reference of SPEC section 4 (search_util.h), bit for bit:
- * tokens, values, score and sigma bits, order.
+ * brute-force reference of docs/specification.md section 4 (search_util.h), bit
+ * for bit: tokens, values, score and sigma bits, order.
  *
  * Random libraries are built in memory-sized index files with the builder
  * core: tiny vocabularies and quantised log-probs make exact ties frequent;
  * thresholds, alpha, prefix keys, beams 1..4096, K up to 4096, T up to 64.
  * Every request runs alone and inside mixed batches of 1..64 requests
- * (SPEC section 6: the batch must not matter), on an engine with the
- * default arenas, on one with small slots plus the big slot, and on one
- * that puts every list through the grid-wide selection.
+ * (docs/specification.md section 6: the batch must not matter), on an engine
+ * with the default arenas, on one with small slots plus the big slot, and on
+ * one that puts every list through the grid-wide selection.
  *
  *   gpu_equal_test            the full run (thousands of cases)
  *   gpu_equal_test --quick    a small representative run, for

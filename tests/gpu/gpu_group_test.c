@@ -1,7 +1,7 @@
 /*
  * gpu_group_test.c - shard groups of GPU engines against one unsharded GPU
- * engine, the CPU engine and the brute-force reference of SPEC section 4
- * (search_util.h), bit for bit (tokens, values, score and sigma bits,
+ * engine, the CPU engine and the brute-force reference of docs/specification.md
+ * section 4 (search_util.h), bit for bit (tokens, values, score and sigma bits,
  * order; key indexes against the unsharded engine):
  *
  *   - device exchange, 1, 2, 4 and 8 shards on one GPU, split by first
@@ -11,7 +11,7 @@
  *     shard per GPU when the machine has several;
  *   - engines with the default slots and with small slots (max_batch 3,
  *     K 64, T 8) so that the group cuts batches and uses the big slot;
- *   - batches of 1, 3 and all requests (SPEC section 6);
+ *   - batches of 1, 3 and all requests (docs/specification.md section 6);
  *   - the step contract: out-of-order steps are FT_ESTATE, a batch larger
  *     than the slots FT_ELIMIT, forced exchanges the engines cannot use
  *     FT_ENOTSUP with their message.

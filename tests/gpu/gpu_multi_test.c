@@ -2,7 +2,7 @@
  * gpu_multi_test.c - shard groups spread over several GPUs of one process
  * (issue 12, run mode (a): router/group.c with ft_group_opts.devices),
  * against one unsharded GPU engine, the CPU engine, a CPU group over the
- * same shards and the brute-force reference of SPEC section 4
+ * same shards and the brute-force reference of docs/specification.md section 4
  * (search_util.h), bit for bit (tokens, values, score and sigma bits,
  * order; key indexes against the CPU group):
  *

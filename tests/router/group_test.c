@@ -1,11 +1,11 @@
 /*
  * group_test.c - shard groups against the unsharded engine and the
- * brute-force reference of SPEC section 4 (search_util.h), bit for bit:
- * random libraries with ties split by first token into 1, 2, 3, 5 and 8
- * shards at random cut points (shards with one key, empty shards, one
+ * brute-force reference of docs/specification.md section 4 (search_util.h), bit
+ * for bit: random libraries with ties split by first token into 1, 2, 3, 5 and
+ * 8 shards at random cut points (shards with one key, empty shards, one
  * giant first-token subtree, requests whose beams all fall in one shard or
  * that leave a shard without a beam at some step), requests in batches of
- * 1, 3 and all (SPEC section 6).
+ * 1, 3 and all (docs/specification.md section 6).
  */
 #include <unistd.h>
 
@@ -61,8 +61,9 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     su_cases_free(&c);
 }
 
-/* A request that breaks SPEC section 3 is refused by the group with the
- * validator's message, and the other requests of its batch are answered. */
+/* A request that breaks docs/specification.md section 3 is refused by the group
+ * with the validator's message, and the other requests of its batch are
+ * answered. */
 static void bad_request(const char *dir)
 {
     su_key k[2] = {{1, {5}, 9}, {2, {6, 7}, 11}};

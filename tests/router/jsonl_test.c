@@ -1,8 +1,8 @@
 /*
- * jsonl_test.c - the JSON Lines codec against SPEC section 7: what the
- * parser accepts and rejects (with the exact message and the id echoed),
- * numbers read exactly as strtod reads them, bounded reading (every prefix
- * of a valid line, a line-size cap, early shape checks that allocate no
+ * jsonl_test.c - the JSON Lines codec against docs/specification.md section 7:
+ * what the parser accepts and rejects (with the exact message and the id
+ * echoed), numbers read exactly as strtod reads them, bounded reading (every
+ * prefix of a valid line, a line-size cap, early shape checks that allocate no
  * more than one grid), and result lines that parse back to the identical
  * binary values.  Every line is parsed from a heap copy of exactly its
  * length, with no NUL after it, so that a sanitizer build catches any read
@@ -93,9 +93,9 @@ static uint64_t d2u(double d)
 /* G is a minimal valid grid, to build lines around one field. */
 #define G "\"tokens\": [[1]], \"logp\": [[0]]"
 
-/* SPEC section 7: every JSON number for logp, theta_tok and theta_sent is
- * read as binary64 (integers of any length, and numbers beyond binary64's
- * range as +-inf) then rounded to binary32; alpha stays binary64. */
+/* docs/specification.md section 7: every JSON number for logp, theta_tok and
+ * theta_sent is read as binary64 (integers of any length, and numbers beyond
+ * binary64's range as +-inf) then rounded to binary32; alpha stays binary64. */
 static void spec7_numbers(void)
 {
     ok("{\"tokens\": [[1, 2]], \"logp\": [[-100000000000000000000, -1]]}");
@@ -801,8 +801,8 @@ int main(void)
         "logp: shape 2x2 does not match tokens 1x2");
     bad("{\"tokens\": [[1, 2]], \"logp\": [[0]]}",
         "logp: shape 1x1 does not match tokens 1x2");
-    /* SPEC section 7: a field given twice names the field (was jansson's
-     * "json: duplicate object key near '"beam"' at column 50") */
+    /* docs/specification.md section 7: a field given twice names the field (was
+     * jansson's "json: duplicate object key near '"beam"' at column 50") */
     bad("{\"tokens\": [[1]], \"logp\": [[0]], \"beam\": 2, \"beam\": 3}",
         "beam: given twice");
     bad("{\"tokens\": [[1]], \"logp\": [[0]], \"bema\": 2}",

@@ -1,7 +1,8 @@
 /*
- * request_test.c - ft_request_validate against every rule of SPEC section
- * 3: each violation gives FT_EREQUEST and exactly the expected message, and
- * the same message comes back through ft_engine_search on a CPU engine.
+ * request_test.c - ft_request_validate against every rule of
+ * docs/specification.md section 3: each violation gives FT_EREQUEST and exactly
+ * the expected message, and the same message comes back through
+ * ft_engine_search on a CPU engine.
  */
 #include <math.h>
 
@@ -205,7 +206,7 @@ int main(void)
     q = base(1, 4096); /* the same token at different positions is fine */
     accept(&q, 0);
     /* The search checks duplicates late (while its engine runs): the
-     * first fault in SPEC order is still the one said. */
+     * first fault in the specification's order is still the one said. */
     q = base(3, 5);
     toks[0 * 5 + 2] = toks[0 * 5 + 0]; /* a duplicate in row 0 */
     lps[2 * 5 + 1] = NAN;              /* not finite in row 2 */

@@ -1,9 +1,9 @@
 /*
  * builder_api_test.c - the public incremental builder (ft_builder), the
- * node navigation calls and ft_version, against ft_build and SPEC
- * section 2: keys in any order give the file a keys file gives, duplicates
- * keep their first value, bad keys fail with their number (or are skipped
- * and counted), thread count and memory budget change no byte.
+ * node navigation calls and ft_version, against ft_build and
+ * docs/specification.md section 2: keys in any order give the file a keys file
+ * gives, duplicates keep their first value, bad keys fail with their number (or
+ * are skipped and counted), thread count and memory budget change no byte.
  */
 #include <sys/stat.h>
 #include <unistd.h>

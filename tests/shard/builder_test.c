@@ -1,5 +1,6 @@
 /*
- * builder_test.c - ft_build and "flashtrie build" against SPEC section 2.
+ * builder_test.c - ft_build and "flashtrie build" against docs/specification.md
+ * section 2.
  *
  * Every input error is asserted by its exact code (FT_EPARSE), line or
  * record number and reason text, for text and .ftk input; then the values

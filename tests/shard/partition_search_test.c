@@ -1,8 +1,8 @@
 /*
  * partition_search_test.c - what ft_split writes, opened through its
  * manifest and searched by a shard group, answers exactly as one engine
- * over the unsharded index and as the reference of SPEC section 4 (SPEC
- * section 6), for 1, 2, 3, 5 and 8 shards.
+ * over the unsharded index and as the reference of
+ * docs/specification.md section 4 (section 6), for 1, 2, 3, 5 and 8 shards.
  */
 #include "partition_util.h"
 

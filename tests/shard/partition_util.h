@@ -16,7 +16,7 @@
  * with probability giant_pct percent the single value giant_tok; later
  * tokens from vocab values, some above 65536 so high labels occur.
  * line_values gives every key its input index as value (the default of
- * SPEC section 2), else a random 40-bit value. */
+ * docs/specification.md section 2), else a random 40-bit value. */
 typedef struct pu_lib {
     size_t n;
     uint32_t maxlen;

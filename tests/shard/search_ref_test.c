@@ -1,12 +1,12 @@
 /*
  * search_ref_test.c - the CPU engine against the brute-force reference of
- * SPEC section 4 (search_util.h), bit for bit, on thousands of random
- * cases built to tie: quantised log-probs, tiny vocabularies, -0, positive
- * log-probs, thresholds, keys that are prefixes of others, beams wider than
- * the candidates, results fewer and more than the beam.  Every case runs on
- * engines with 1, 2, 3, 4 and 8 threads, both matching strategies and every
+ * docs/specification.md section 4 (search_util.h), bit for bit, on thousands of
+ * random cases built to tie: quantised log-probs, tiny vocabularies, -0,
+ * positive log-probs, thresholds, keys that are prefixes of others, beams wider
+ * than the candidates, results fewer and more than the beam.  Every case runs
+ * on engines with 1, 2, 3, 4 and 8 threads, both matching strategies and every
  * way of splitting work, and in batches of 1, 3 and all requests shuffled with
- * the requests of other cases (SPEC section 6).
+ * the requests of other cases (docs/specification.md section 6).
  */
 #include "cpu_engine.h"
 #include "search_util.h"

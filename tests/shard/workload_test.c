@@ -1,6 +1,6 @@
 /* workload_test.c - the synthetic workload generator: byte-identical
  * output for a seed whatever the threads, distinct sorted keys with the
- * documented shape, and requests that pass SPEC section 3. */
+ * documented shape, and requests that pass docs/specification.md section 3. */
 #include <jansson.h>
 #include <math.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 /*
  * search_util.c - the search test helpers of search_util.h: random
- * libraries, the pointer trie and the reference search of SPEC section 4
- * (compiled with -ffp-contract=off, like the engines).
+ * libraries, the pointer trie and the reference search of docs/specification.md
+ * section 4 (compiled with -ffp-contract=off, like the engines).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -134,7 +134,8 @@ int su_prop_cmp(const void *a, const void *b)
     return x->in < y->in ? -1 : x->in > y->in;
 }
 
-/* su_fadd is SPEC's fp32_add: volatile keeps it one rounded binary32 add. */
+/* su_fadd is the specification's fp32_add: volatile keeps it one rounded
+ * binary32 add. */
 static float su_fadd(float a, float b)
 {
     volatile float s = a + b;

@@ -1,8 +1,9 @@
 /*
  * search_util.h - helpers for the search tests: random libraries written as
  * index files with the public builder (ft_builder), and a brute-force
- * reference search that follows SPEC section 4's pseudo-code literally over
- * a plain pointer trie.  Compiled once, in ft_test_support (search_util.c).
+ * reference search that follows docs/specification.md section 4's pseudo-code
+ * literally over a plain pointer trie.  Compiled once, in ft_test_support
+ * (search_util.c).
  *
  * The reference is written for clarity, not speed: full candidate lists,
  * full sorts with comparators on the floats themselves, parent pointers.
@@ -81,8 +82,8 @@ typedef struct su_prop {
 int su_prop_cmp(const void *a, const void *b);
 
 
-/* su_search runs SPEC section 4 on a valid request; returns the hit count
- * written to hits (capacity FT_MAX_RESULTS). */
+/* su_search runs docs/specification.md section 4 on a valid request; returns
+ * the hit count written to hits (capacity FT_MAX_RESULTS). */
 uint32_t su_search(const su_node *root, const ft_request *req,
                    su_hit *hits);
 
