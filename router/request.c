@@ -10,7 +10,7 @@
 
 #include "flashtrie.h"
 #include "rt_impl.h"
-#include "rules.h"
+#include "flashtrie/internal/rules.h"
 #include "search_impl.h"
 
 
