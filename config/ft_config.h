@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "flashtrie.h"
 
 #define FT_CONFIG_PATH_MAX 1024    /* bytes of a path, NUL included */

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "commands.h"
 #include "ft_config.h"
 

@@ -43,7 +43,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "commands.h"
 #include "flashtrie_client.h"
 #include "frame.h"

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "commands.h"
 #include "flashtrie_client.h"
 #include "jsonl.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "commands.h"
 #include "flashtrie.h"
 #include "jsonl.h"

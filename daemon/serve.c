@@ -500,7 +500,7 @@ static void *open_tick_main(void *arg)
             continue;
         FT_LOGF(FT_LOG_INFO, "still opening %s (%lld bytes): %.0f s so far "
                 "(verifying it, opening the engines, copying it to each GPU)",
-                t->path, bytes, (double)(ft_now_ns() - t->t0) / 1e9);
+                t->path, bytes, (double)(fti_now_ns() - t->t0) / 1e9);
     }
     pthread_mutex_unlock(&t->mu);
     return NULL;
@@ -510,7 +510,7 @@ static void *open_tick_main(void *arg)
 static int gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
                     uint64_t id, char *errbuf, size_t errlen)
 {
-    open_ticker t = {.path = path, .t0 = ft_now_ns()};
+    open_ticker t = {.path = path, .t0 = fti_now_ns()};
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -529,9 +529,9 @@ static int gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
     }
     pthread_cond_destroy(&t.cv);
     pthread_mutex_destroy(&t.mu);
-    if (rc == FT_OK && ft_now_ns() - t.t0 >= (uint64_t)OPEN_TICK_S * 1000000000u)
+    if (rc == FT_OK && fti_now_ns() - t.t0 >= (uint64_t)OPEN_TICK_S * 1000000000u)
         FT_LOGF(FT_LOG_INFO, "opened %s in %.1f s", path,
-                (double)(ft_now_ns() - t.t0) / 1e9);
+                (double)(fti_now_ns() - t.t0) / 1e9);
     return rc;
 }
 
@@ -592,8 +592,8 @@ static int drain(server *srv)
     long n0 = atomic_load(&srv->inflight);
     FT_LOGF(FT_LOG_INFO, "draining: no new connections or requests; %ld in flight, up to "
             "%u ms", n0, srv->o.drain_timeout_ms);
-    uint64_t until = ft_now_ns() + (uint64_t)srv->o.drain_timeout_ms * 1000000u;
-    while (atomic_load(&srv->inflight) > 0 && ft_now_ns() < until) {
+    uint64_t until = fti_now_ns() + (uint64_t)srv->o.drain_timeout_ms * 1000000u;
+    while (atomic_load(&srv->inflight) > 0 && fti_now_ns() < until) {
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
@@ -680,7 +680,7 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
 
-    srv->start_ns = ft_now_ns();
+    srv->start_ns = fti_now_ns();
     pthread_mutex_init(&srv->reload_mu, NULL);
     atomic_init(&srv->next_gen, 2);
     char err[512];

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "batcher.h"
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "cluster.h"
 #include "flashtrie.h"
 #include "jsonl.h"

@@ -94,14 +94,14 @@ static void job_done(ft_job *j)
     if (atomic_fetch_sub(&c->pending, 1) != 1)
         return;
     server *srv = c->s->srv;
-    uint64_t ns = ft_now_ns() - c->t0;
+    uint64_t ns = fti_now_ns() - c->t0;
     for (size_t i = 0; i < c->w.n_jobs; i++)
         srv_count(srv, c->w.res[i].status, ns);
     c->out.len = 0;
     srv_wire_encode_results(&c->w, &c->out);
 #ifdef FT_SERVE_TRACE
     if (c->w.n_jobs == 1) {
-        uint64_t t = ft_now_ns();
+        uint64_t t = fti_now_ns();
         atomic_fetch_add(&tr_n, 1);
         atomic_fetch_add(&tr_decode, c->t_dec - c->t0);
         atomic_fetch_add(&tr_answer, c->t0 + ns - c->t_dec);
@@ -136,7 +136,7 @@ static void handle(srv_ctx *c)
     c->state = CTX_WAIT;
     atomic_store(&c->pending, n);
 #ifdef FT_SERVE_TRACE
-    c->t_dec = ft_now_ns();
+    c->t_dec = fti_now_ns();
     c->inl = 1;
 #endif
 #ifdef FT_SERVE_INLINE
@@ -159,7 +159,7 @@ static void handle(srv_ctx *c)
     c->state = CTX_RECV;
     size_t qcap = srv->queue.cap;
     for (size_t i = 0; i < n; i++)
-        srv_count(srv, rc, ft_now_ns() - c->t0);
+        srv_count(srv, rc, fti_now_ns() - c->t0);
     c->out.len = 0;
     if (rc == FT_EBUSY)
         srv_wire_encode_error(&c->w, &c->out, FT_EBUSY,
@@ -186,7 +186,7 @@ static void ctx_cb(void *arg)
         }
         c->msg = nng_aio_get_msg(c->aio);
         c->pipe = nng_msg_get_pipe(c->msg);
-        c->t0 = ft_now_ns();
+        c->t0 = fti_now_ns();
         FT_LOGF(FT_LOG_DEBUG, "context %p: message of %zu bytes", (void *)c,
                  nng_msg_len(c->msg));
         atomic_fetch_add(&srv->inflight, 1);

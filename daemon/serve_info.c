@@ -57,7 +57,7 @@ static const char *status_key(int s)
 
 int srv_info(server *srv, ft_buf *o)
 {
-    uint64_t now = ft_now_ns();
+    uint64_t now = fti_now_ns();
     ft_buf_printf(o, "# server\n");
     ft_buf_printf(o, "version: %s\n", FT_VERSION_STRING);
     ft_buf_printf(o, "pid: %ld\n", (long)getpid());

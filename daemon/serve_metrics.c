@@ -74,7 +74,7 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
 {
     memset(s, 0, sizeof *s);
     s->version = FT_VERSION_STRING;
-    s->uptime_s = (double)(ft_now_ns() - srv->start_ns) / 1e9;
+    s->uptime_s = (double)(fti_now_ns() - srv->start_ns) / 1e9;
     s->draining = atomic_load(&srv->draining);
     s->starting = srv->http != NULL && !atomic_load(&srv->http->ready);
     s->in_flight = atomic_load(&srv->inflight);

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "batcher.h"
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "serve.h"
 #include "slot.h"
 

@@ -115,7 +115,7 @@ uint64_t srv_wire_deadline(struct server *srv, uint32_t ms)
 {
     if (ms == 0)
         ms = srv->o.default_deadline_ms;
-    return ms ? ft_now_ns() + (uint64_t)ms * 1000000u : 0;
+    return ms ? fti_now_ns() + (uint64_t)ms * 1000000u : 0;
 }
 
 static int decode_json(srv_wire *w, const srv_wire_ctx *wc,

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "batcher.h"
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "jsonl.h"
 
 struct server;

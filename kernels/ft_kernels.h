@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nav.h"
+#include "flashtrie/internal/nav.h"
 
 #ifdef __cplusplus
 #define FT_GK_STATIC_ASSERT(c, m) static_assert(c, m)

@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "ft_kernels.h"
-#include "rules.h"
+#include "flashtrie/internal/rules.h"
 
 namespace cg = cooperative_groups;
 

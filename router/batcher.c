@@ -179,9 +179,9 @@ static int failover(replica *r, size_t m, int rc)
             break;
         for (size_t i = 0; i < m; i++)
             r->res[i] = *r->run[i]->res;
-        uint64_t t0 = ft_now_ns();
+        uint64_t t0 = fti_now_ns();
         rc = ft_slot_search(g, h->index, r->reqs, m, r->res);
-        uint64_t t1 = ft_now_ns();
+        uint64_t t1 = fti_now_ns();
         pthread_mutex_lock(&b->mu);
         h->busy_ns += t1 - t0;
         h->runs++;
@@ -210,7 +210,7 @@ static void run_batch(replica *r)
                               (long)(b->delay_us % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
-    uint64_t now = ft_now_ns();
+    uint64_t now = fti_now_ns();
     size_t m = 0;
     uint64_t late = 0;
     for (size_t i = 0; i < r->n; i++) {
@@ -237,7 +237,7 @@ static void run_batch(replica *r)
     uint64_t t1 = now;
     if (m > 0) {
         rc = ft_slot_search(r->gen, r->index, r->reqs, m, r->res);
-        t1 = ft_now_ns();
+        t1 = fti_now_ns();
         /* A device error took the replica out of service (ft_slot_search
          * marked it): the batch goes to a healthy replica, whole. */
         device = rc != FT_OK && ft_gen_replica_failed(r->gen, r->index, NULL);

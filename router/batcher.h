@@ -40,7 +40,7 @@
 typedef struct ft_job {
     ft_request req;
     ft_result *res;
-    uint64_t deadline_ns; /* ft_now_ns() clock; 0 = none */
+    uint64_t deadline_ns; /* fti_now_ns() clock; 0 = none */
     uint64_t gen_id;      /* the generation that answered (0: not run) */
     void (*done)(struct ft_job *job);
     void *arg;

@@ -16,7 +16,8 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
 
-#include "buf.h"
+#include "flashtrie/internal/errmsg.h"
+#include "flashtrie/internal/buf.h"
 #include "flashtrie_client.h"
 #include "frame.h"
 
@@ -34,17 +35,6 @@ struct ft_client_results {
     ft_frame_msg m;
 };
 
-static void errf(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *buf, size_t len, const char *fmt, ...)
-{
-    if (buf == NULL || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
 void ft_client_opts_init(ft_client_opts *o)
 {
@@ -65,7 +55,7 @@ static int tls_client(ft_client *c, const char *url, const ft_client_opts *o,
     if (rv == 0 && o->tls_cert) {
         /* nng reads one PEM holding both the certificate and the key. */
         if (o->tls_key && strcmp(o->tls_key, o->tls_cert) != 0) {
-            errf(errbuf, errlen, "%s: TLS: give the client certificate and "
+            fti_errf(errbuf, errlen, "%s: TLS: give the client certificate and "
                  "key in one PEM file (tls_cert = tls_key)", url);
             return FT_EINVAL;
         }
@@ -76,7 +66,7 @@ static int tls_client(ft_client *c, const char *url, const ft_client_opts *o,
     if (rv == 0)
         rv = nng_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, c->tls);
     if (rv != 0) {
-        errf(errbuf, errlen, "%s: TLS setup: %s", url, nng_strerror(rv));
+        fti_errf(errbuf, errlen, "%s: TLS setup: %s", url, nng_strerror(rv));
         return FT_ECONN;
     }
     return FT_OK;
@@ -93,7 +83,7 @@ int ft_client_connect(ft_client **out, const char *url,
     }
     ft_client *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        errf(errbuf, errlen, "client: out of memory");
+        fti_errf(errbuf, errlen, "client: out of memory");
         return FT_ENOMEM;
     }
     c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
@@ -102,7 +92,7 @@ int ft_client_connect(ft_client **out, const char *url,
     snprintf(c->url, sizeof c->url, "%s", url);
     int rv = nng_req0_open(&c->sock);
     if (rv != 0) {
-        errf(errbuf, errlen, "%s: socket: %s", url, nng_strerror(rv));
+        fti_errf(errbuf, errlen, "%s: socket: %s", url, nng_strerror(rv));
         free(c);
         return FT_ECONN;
     }
@@ -116,7 +106,7 @@ int ft_client_connect(ft_client **out, const char *url,
     int rc = FT_OK;
     rv = nng_dialer_create(&c->dialer, c->sock, url);
     if (rv != 0) {
-        errf(errbuf, errlen, "%s: %s", url, nng_strerror(rv));
+        fti_errf(errbuf, errlen, "%s: %s", url, nng_strerror(rv));
         rc = FT_EINVAL;
     }
     if (rc == FT_OK && !strncmp(url, "tls+", 4))
@@ -125,7 +115,7 @@ int ft_client_connect(ft_client **out, const char *url,
         rv = nng_dialer_start(c->dialer,
                               opts->connect_wait_ms > 0 ? NNG_FLAG_NONBLOCK : 0);
         if (rv != 0) {
-            errf(errbuf, errlen, "%s: cannot connect: %s", url,
+            fti_errf(errbuf, errlen, "%s: cannot connect: %s", url,
                  nng_strerror(rv));
             rc = FT_ECONN;
         }
@@ -155,15 +145,15 @@ static int nng_err(int rv, const ft_client *c, const char *what,
                    char *errbuf, size_t errlen)
 {
     if (rv == NNG_ETIMEDOUT) {
-        errf(errbuf, errlen, "%s: no answer to %s within %d ms", c->url, what,
+        fti_errf(errbuf, errlen, "%s: no answer to %s within %d ms", c->url, what,
              c->timeout_ms);
         return FT_ETIMEDOUT;
     }
     if (rv == NNG_ENOMEM) {
-        errf(errbuf, errlen, "%s: out of memory", what);
+        fti_errf(errbuf, errlen, "%s: out of memory", what);
         return FT_ENOMEM;
     }
-    errf(errbuf, errlen, "%s: %s: %s", c->url, what, nng_strerror(rv));
+    fti_errf(errbuf, errlen, "%s: %s: %s", c->url, what, nng_strerror(rv));
     return FT_ECONN;
 }
 
@@ -174,16 +164,16 @@ static int check_reply(const ft_frame_msg *m, uint64_t id, uint16_t want,
                        char *errbuf, size_t errlen)
 {
     if (m->hdr.type == FT_FRAME_ERROR) {
-        errf(errbuf, errlen, "%s", m->text);
+        fti_errf(errbuf, errlen, "%s", m->text);
         return m->status ? m->status : FT_EPROTO;
     }
     if (m->hdr.id != id) {
-        errf(errbuf, errlen, "reply: id %llu answers another request (%llu)",
+        fti_errf(errbuf, errlen, "reply: id %llu answers another request (%llu)",
              (unsigned long long)m->hdr.id, (unsigned long long)id);
         return FT_EPROTO;
     }
     if (m->hdr.type != want) {
-        errf(errbuf, errlen, "reply: a %s frame where %s was expected",
+        fti_errf(errbuf, errlen, "reply: a %s frame where %s was expected",
              ft_frame_type_name(m->hdr.type), ft_frame_type_name(want));
         return FT_EPROTO;
     }
@@ -237,7 +227,7 @@ static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
                              sizeof err);
     nng_msg_free(msg);
     if (rc != FT_OK) {
-        errf(errbuf, errlen, "reply: %s", err);
+        fti_errf(errbuf, errlen, "reply: %s", err);
         return rc;
     }
     return check_reply(m, id, want, errbuf, errlen);
@@ -248,13 +238,13 @@ static int encode_search(ft_client *c, ft_buf *b, uint64_t id,
                          size_t errlen)
 {
     if (n == 0 || n > FT_FRAME_MAX_BATCH) {
-        errf(errbuf, errlen, "search: expected 1..%u requests, got %zu",
+        fti_errf(errbuf, errlen, "search: expected 1..%u requests, got %zu",
              FT_FRAME_MAX_BATCH, n);
         return FT_EINVAL;
     }
     int rc = ft_frame_encode_search(b, id, c->deadline_ms, reqs, NULL, n);
     if (rc != FT_OK)
-        errf(errbuf, errlen, "search: cannot encode the request (%s)",
+        fti_errf(errbuf, errlen, "search: cannot encode the request (%s)",
              ft_strerror(rc));
     return rc;
 }
@@ -274,14 +264,14 @@ int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
     ft_client_results *r = calloc(1, sizeof *r);
     if (r == NULL) {
         ft_buf_free(&b);
-        errf(errbuf, errlen, "search: out of memory");
+        fti_errf(errbuf, errlen, "search: out of memory");
         return FT_ENOMEM;
     }
     ft_frame_msg_init(&r->m);
     rc = roundtrip(c, &b, id, FT_FRAME_RESULT, &r->m, errbuf, errlen);
     ft_buf_free(&b);
     if (rc == FT_OK && r->m.count != n) {
-        errf(errbuf, errlen, "reply: %u results for %zu requests",
+        fti_errf(errbuf, errlen, "reply: %u results for %zu requests",
              r->m.count, n);
         rc = FT_EPROTO;
     }
@@ -387,7 +377,7 @@ int ft_client_search_async(ft_client *c, const ft_request *reqs, size_t n,
 {
     acall *a = calloc(1, sizeof *a);
     if (a == NULL) {
-        errf(errbuf, errlen, "search: out of memory");
+        fti_errf(errbuf, errlen, "search: out of memory");
         return FT_ENOMEM;
     }
     a->c = c;
@@ -436,7 +426,7 @@ int ft_client_ping(ft_client *c, char *errbuf, size_t errlen)
     if (rc == FT_OK)
         rc = roundtrip(c, &b, id, FT_FRAME_PONG, &m, errbuf, errlen);
     else
-        errf(errbuf, errlen, "ping: out of memory");
+        fti_errf(errbuf, errlen, "ping: out of memory");
     ft_frame_msg_free(&m);
     ft_buf_free(&b);
     return rc;
@@ -454,11 +444,11 @@ int ft_client_info(ft_client *c, char **text, char *errbuf, size_t errlen)
     if (rc == FT_OK)
         rc = roundtrip(c, &b, id, FT_FRAME_INFO_REPLY, &m, errbuf, errlen);
     else
-        errf(errbuf, errlen, "info: out of memory");
+        fti_errf(errbuf, errlen, "info: out of memory");
     if (rc == FT_OK) {
         *text = strdup(m.text);
         if (*text == NULL) {
-            errf(errbuf, errlen, "info: out of memory");
+            fti_errf(errbuf, errlen, "info: out of memory");
             rc = FT_ENOMEM;
         }
     }
@@ -484,10 +474,10 @@ int ft_client_reload(ft_client *c, const char *path, char *errbuf,
     if (rc == FT_OK)
         rc = roundtrip(c, &b, id, FT_FRAME_RELOAD_REPLY, &m, errbuf, errlen);
     else
-        errf(errbuf, errlen, "reload: cannot encode the request (%s)",
+        fti_errf(errbuf, errlen, "reload: cannot encode the request (%s)",
              ft_strerror(rc));
     if (rc == FT_OK) {
-        errf(errbuf, errlen, "%s", m.text);
+        fti_errf(errbuf, errlen, "%s", m.text);
         rc = m.status;
     }
     ft_frame_msg_free(&m);

@@ -41,6 +41,7 @@
  * timeout or on the closed connection.  (The mode is deprecated after nng
  * 1.x; per-rank sockets would replace it.)
  */
+#include "flashtrie/internal/clock.h"
 #include "cluster.h"
 
 #include <inttypes.h>
@@ -56,7 +57,7 @@
 #include <nng/supplemental/util/platform.h>
 #include <xxhash.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "cluster_impl.h"
 #include "rt_impl.h"
 #include "search_impl.h"
@@ -67,12 +68,6 @@
 
 static int ops_failed(void *arg);
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 void ft_cluster_opts_init(ft_cluster_opts *o)
 {
@@ -441,7 +436,7 @@ static int stop_asked(const ft_cluster *c)
  * session. */
 static int join_coordinator(ft_cluster *c, char *errbuf, size_t errlen)
 {
-    uint64_t until = now_ms() + c->join_ms;
+    uint64_t until = fti_now_ms() + c->join_ms;
     char last[256] = "";
     ft_buf b;
     ft_buf_init(&b);
@@ -463,7 +458,7 @@ static int join_coordinator(ft_cluster *c, char *errbuf, size_t errlen)
             rc = FT_ESHUTDOWN;
             goto out;
         }
-        if (now_ms() >= until) {
+        if (fti_now_ms() >= until) {
             RT_ERRF(errbuf, errlen, "cluster: %u of %u ranks did not join "
                     "within %u ms (rank %u first)%s%s", missing,
                     c->world - 1, c->join_ms, first_missing,
@@ -517,7 +512,7 @@ static int join_coordinator(ft_cluster *c, char *errbuf, size_t errlen)
     c->running = 1;
     for (uint32_t r = 1; r < c->world; r++) {
         c->r[r].up = 1;
-        c->r[r].seen_ms = now_ms();
+        c->r[r].seen_ms = fti_now_ms();
     }
     pthread_mutex_unlock(&c->mu);
     for (uint32_t r = 1; r < c->world && rc == FT_OK; r++)
@@ -537,7 +532,7 @@ static int join_rank(ft_cluster *c, char *errbuf, size_t errlen)
     ft_buf b;
     ft_buf_init(&b);
     put_reg(c, &b);
-    uint64_t until = now_ms() + c->join_ms, sent_ms = 0;
+    uint64_t until = fti_now_ms() + c->join_ms, sent_ms = 0;
     int rc = FT_ETIMEDOUT, sent = 0;
     while (rc == FT_ETIMEDOUT) {
         if (c->running && is_lost(c)) {
@@ -552,20 +547,20 @@ static int join_rank(ft_cluster *c, char *errbuf, size_t errlen)
             rc = FT_ESHUTDOWN;
             break;
         }
-        if (now_ms() >= until) {
+        if (fti_now_ms() >= until) {
             RT_ERRF(errbuf, errlen, "cluster: rank %u: no session from the "
                     "coordinator %s within %u ms (%s)", c->rank, c->url,
                     c->join_ms, sent ? "registered" : "never reached it");
             break;
         }
-        if (!sent || now_ms() - sent_ms >= FT_CLUSTER_REG_RETRY_MS) {
+        if (!sent || fti_now_ms() - sent_ms >= FT_CLUSTER_REG_RETRY_MS) {
             /* pair1 holds a message until a peer is there: a send that
              * times out means the coordinator is not up yet.  A sent
              * registration is repeated until answered: the coordinator
              * drops one that comes during a batch. */
             if (cl_send(c, 0, &b) == FT_OK) {
                 sent = 1;
-                sent_ms = now_ms();
+                sent_ms = fti_now_ms();
             } else if (!sent) {
                 continue;
             }
@@ -652,7 +647,7 @@ static void keeper_reg(ft_cluster *c, nng_msg *m, cl_rd *rd, uint32_t from)
             c->r[from].up = 1;
             c->r[from].pipe = p;
             c->r[from].why[0] = 0;
-            c->r[from].seen_ms = now_ms();
+            c->r[from].seen_ms = fti_now_ms();
         }
     }
     uint32_t down = 0;
@@ -700,7 +695,7 @@ static void keeper_drain(ft_cluster *c)
             continue;
         }
         nng_msg_free(m);
-        uint64_t now = now_ms();
+        uint64_t now = fti_now_ms();
         int tell = 0;
         pthread_mutex_lock(&c->mu);
         if (c->r[from].up) {
@@ -726,7 +721,7 @@ static void keeper_ping(ft_cluster *c)
 {
     const uint64_t limit = (uint64_t)FT_CLUSTER_PING_MS * FT_CLUSTER_PING_MISSES;
     for (uint32_t r = 1; r < c->world; r++) {
-        uint64_t now = now_ms();
+        uint64_t now = fti_now_ms();
         pthread_mutex_lock(&c->mu);
         int joined = c->r[r].joined;
         int late = c->r[r].up && now - c->r[r].seen_ms > limit;
@@ -755,9 +750,9 @@ static void *keeper_main(void *arg)
             return NULL;
         if (pthread_mutex_trylock(&c->run_mu) == 0) {
             keeper_drain(c);
-            if (now_ms() >= next) {
+            if (fti_now_ms() >= next) {
                 keeper_ping(c);
-                next = now_ms() + FT_CLUSTER_PING_MS;
+                next = fti_now_ms() + FT_CLUSTER_PING_MS;
             }
             pthread_mutex_unlock(&c->run_mu);
         }
@@ -1171,7 +1166,7 @@ int cl_get_hits(ft_cluster *c, uint32_t r, cl_rd *rd,
 static int wait_msg(ft_cluster *c, uint32_t r, int want, uint32_t seq,
                     nng_msg **out, cl_rd *rd, char *why, size_t whylen)
 {
-    uint64_t until = now_ms() + c->step_ms;
+    uint64_t until = fti_now_ms() + c->step_ms;
     for (;;) {
         if (c->rank == 0) {
             pthread_mutex_lock(&c->mu);
@@ -1185,7 +1180,7 @@ static int wait_msg(ft_cluster *c, uint32_t r, int want, uint32_t seq,
             snprintf(why, whylen, "the coordinator's connection was lost");
             return FT_ECONN;
         }
-        if (now_ms() >= until) {
+        if (fti_now_ms() >= until) {
             snprintf(why, whylen, "no %s within %u ms", cl_type_name(want),
                      c->step_ms);
             return FT_ETIMEDOUT;
@@ -1250,7 +1245,7 @@ static int wait_msg(ft_cluster *c, uint32_t r, int want, uint32_t seq,
 static int gather_msgs(ft_cluster *c, int want, uint32_t seq, nng_msg **got,
                        cl_rd *rd, uint32_t t)
 {
-    uint64_t until = now_ms() + c->step_ms;
+    uint64_t until = fti_now_ms() + c->step_ms;
     uint32_t left = c->world - 1;
     for (uint32_t r = 0; r < c->world; r++)
         got[r] = NULL;
@@ -1265,7 +1260,7 @@ static int gather_msgs(ft_cluster *c, int want, uint32_t seq, nng_msg **got,
                 goto out;
             }
         }
-        if (now_ms() >= until) {
+        if (fti_now_ms() >= until) {
             for (uint32_t r = 1; r < c->world; r++)
                 if (got[r] == NULL)
                     cl_mark_down(c, r, "stopped answering: no %s within %u "
@@ -1572,7 +1567,7 @@ static int run_chunk(ft_cluster *c, const ft_request *const *rq,
         abort_batch(c, seq);
     /* Every rank that took part answered just now (the heartbeat is not
      * answered during a batch). */
-    uint64_t now = now_ms();
+    uint64_t now = fti_now_ms();
     pthread_mutex_lock(&c->mu);
     for (uint32_t r = 1; r < c->world; r++)
         if (c->r[r].up)

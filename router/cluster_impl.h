@@ -11,7 +11,7 @@
 
 #include <nng/nng.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "cluster.h"
 
 enum { CL_REG = 1, CL_SESSION, CL_REFUSE, CL_BATCH, CL_LISTS, CL_ALL,

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flashtrie/internal/clock.h"
 #include "cluster_impl.h"
 #include "rt_impl.h"
 
@@ -80,12 +81,6 @@ typedef struct nx {
     int broken;                  /* aborted: nothing more is enqueued */
 } nx;
 
-static uint64_t ms_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* broken aborts the communicator once: a peer that is gone leaves the
  * collectives hanging on the GPU, and an abort is what ends them. */
@@ -111,9 +106,9 @@ static int settle_call(ft_cluster *c, ncclResult_t r, uint32_t ms,
                        const char *what)
 {
     nx *x = c->nx;
-    uint64_t until = ms_now() + ms;
+    uint64_t until = fti_now_ms() + ms;
     while (r == ncclInProgress) {
-        if (ms_now() >= until) {
+        if (fti_now_ms() >= until) {
             char w[160];
             snprintf(w, sizeof w, "%s did not complete within %u ms", what,
                      ms);
@@ -139,7 +134,7 @@ static int wait_stream(ft_cluster *c, const char *what)
     nx *x = c->nx;
     if (cudaEventRecord(x->xdone, x->xs) != cudaSuccess)
         return broken(c, "cudaEventRecord failed");
-    uint64_t until = ms_now() + c->step_ms;
+    uint64_t until = fti_now_ms() + c->step_ms;
     for (;;) {
         cudaError_t e = cudaEventQuery(x->xdone);
         if (e == cudaSuccess)
@@ -155,7 +150,7 @@ static int wait_stream(ft_cluster *c, const char *what)
             snprintf(w, sizeof w, "%s: %s", what, x->N->error_string(r));
             return broken(c, w);
         }
-        if (ms_now() >= until) {
+        if (fti_now_ms() >= until) {
             char w[200];
             snprintf(w, sizeof w, "%s did not complete within %u ms (a rank "
                      "is gone or stalled)", what, c->step_ms);

@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "flashtrie.h"
 
 #define FT_FRAME_MAGIC "FTRP"

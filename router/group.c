@@ -30,18 +30,21 @@
 
 #include "flashtrie.h"
 #include "rt_impl.h"
-#include "rules.h"
+#include "flashtrie/internal/clock.h"
+#include "flashtrie/internal/rules.h"
 #include "search_impl.h"
 
-#ifdef FT_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 #ifdef FT_HAVE_NCCL
 #include <dlfcn.h>
 #include <nccl.h>
 #include <pthread.h>
 
 #include "cluster_nccl.h"
+/* NCCL is loaded at run time: its error string comes through the table. */
+#define FT_NCCL_ERRSTR(r_) N.error_string(r_)
+#endif
+#ifdef FT_HAVE_CUDA
+#include "flashtrie/internal/check.h"
 #endif
 
 struct ft_group {
@@ -72,34 +75,6 @@ struct ft_group {
 #endif
 };
 
-#ifdef FT_HAVE_CUDA
-/* FT_CUDA_CHECK_GOTO logs a failed CUDA call, clears the error and jumps
- * to the label with rc = FT_ECUDA (a local copy until shard/ft_cuda.h
- * lands). */
-#define FT_CUDA_CHECK_GOTO(call, label)                                       \
-    do {                                                                      \
-        cudaError_t e_ = (call);                                              \
-        if (e_ != cudaSuccess) {                                              \
-            FT_LOGF(FT_LOG_ERROR, "CUDA: %s failed: %s", #call,                \
-                    cudaGetErrorString(e_));                                  \
-            (void)cudaGetLastError();                                         \
-            rc = FT_ECUDA;                                                    \
-            goto label;                                                       \
-        }                                                                     \
-    } while (0)
-#endif
-#ifdef FT_HAVE_NCCL
-#define FT_NCCL_CHECK_GOTO(call, label)                                       \
-    do {                                                                      \
-        ncclResult_t r_ = (call);                                             \
-        if (r_ != ncclSuccess) {                                              \
-            FT_LOGF(FT_LOG_ERROR, "NCCL: %s failed: %s", #call,                \
-                    N.error_string(r_));                                      \
-            rc = FT_ECUDA;                                                    \
-            goto label;                                                       \
-        }                                                                     \
-    } while (0)
-#endif
 
 #ifdef FT_HAVE_NCCL
 /* NCCL is loaded at run time (libnccl.so.2), not linked: programs then
@@ -144,16 +119,6 @@ const fti_nccl_api *fti_nccl(void)
 {
     pthread_once(&nccl_once, nccl_load);
     return N_mp ? &N : NULL;
-}
-#endif
-
-#ifdef FT_HAVE_CUDA
-/* rt_now is a monotonic clock in seconds (the timing report's host time). */
-static double rt_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 #endif
 
@@ -300,18 +265,18 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
         if (g->ev == NULL)
             return FT_ENOMEM;
         for (size_t s = 0; s < g->n; s++) {
-            FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[s])),
+            FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[s])), rc,
                                fail);
             FT_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(
-                                   &g->ev[s], cudaEventDisableTiming),
+                                   &g->ev[s], cudaEventDisableTiming), rc,
                                fail);
         }
-        FT_CUDA_CHECK_GOTO(cudaSetDevice(g->xdev), fail);
+        FT_CUDA_CHECK_GOTO(cudaSetDevice(g->xdev), rc, fail);
         FT_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&g->xs,
-                                                     cudaStreamNonBlocking),
+                                                     cudaStreamNonBlocking), rc,
                            fail);
         FT_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&g->xdone,
-                                                    cudaEventDisableTiming),
+                                                    cudaEventDisableTiming), rc,
                            fail);
         if (shared && same) {
             /* One list buffer per step parity for all shards: room for a
@@ -323,7 +288,7 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
                               : FT_MAX_BEAM;
             size_t cap = g->n * slots * bmax;
             for (int i = 0; i < 2; i++)
-                FT_CUDA_CHECK_GOTO(cudaMalloc((void **)&g->lists[i], cap * 8),
+                FT_CUDA_CHECK_GOTO(cudaMalloc((void **)&g->lists[i], cap * 8), rc,
                                    fail);
             for (size_t s = 0; s < g->n; s++)
                 ft_engine_gpu_bind_lists(g->eng[s], g->lists[0], g->lists[1],
@@ -334,7 +299,7 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
             if (g->tev == NULL)
                 return FT_ENOMEM;
             for (int i = 0; i < 3 * (int)FT_MAX_T; i++)
-                FT_CUDA_CHECK_GOTO(cudaEventCreate(&g->tev[i]), fail);
+                FT_CUDA_CHECK_GOTO(cudaEventCreate(&g->tev[i]), rc, fail);
         }
     }
 #endif
@@ -498,38 +463,38 @@ static int exchange_device(ft_group *g, uint32_t t)
         } else if (l != len) {
             return FT_EINTERNAL;
         }
-        FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[s])), fail);
+        FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[s])), rc, fail);
         FT_CUDA_CHECK_GOTO(cudaEventRecord(g->ev[s], (cudaStream_t)
-                                           ft_engine_stream(g->eng[s])),
+                                           ft_engine_stream(g->eng[s])), rc,
                            fail);
     }
-    FT_CUDA_CHECK_GOTO(cudaSetDevice(g->xdev), fail);
+    FT_CUDA_CHECK_GOTO(cudaSetDevice(g->xdev), rc, fail);
     for (size_t s = 0; s < g->n; s++)
-        FT_CUDA_CHECK_GOTO(cudaStreamWaitEvent(g->xs, g->ev[s], 0), fail);
+        FT_CUDA_CHECK_GOTO(cudaStreamWaitEvent(g->xs, g->ev[s], 0), rc, fail);
     if (g->tev)
-        FT_CUDA_CHECK_GOTO(cudaEventRecord(g->tev[3 * t + 1], g->xs), fail);
+        FT_CUDA_CHECK_GOTO(cudaEventRecord(g->tev[3 * t + 1], g->xs), rc, fail);
     /* Shared lists: every shard already wrote its list where all read it;
      * the group stream only orders the streams. */
     for (size_t s = 0; s < g->n && g->lists[0] == NULL; s++) {
         ft_engine_step_buffers(g->eng[s], &send, &recv, &l);
         FT_CUDA_CHECK_GOTO(cudaMemcpyAsync(recv0 + s * len, send, len * 8,
-                                           cudaMemcpyDefault, g->xs),
+                                           cudaMemcpyDefault, g->xs), rc,
                            fail);
     }
     for (size_t d = 1; d < g->n && g->lists[0] == NULL; d++) {
         ft_engine_step_buffers(g->eng[d], &send, &recv, &l);
         FT_CUDA_CHECK_GOTO(cudaMemcpyAsync(recv, recv0, g->n * len * 8,
-                                           cudaMemcpyDefault, g->xs),
+                                           cudaMemcpyDefault, g->xs), rc,
                            fail);
     }
     if (g->tev)
-        FT_CUDA_CHECK_GOTO(cudaEventRecord(g->tev[3 * t + 2], g->xs), fail);
-    FT_CUDA_CHECK_GOTO(cudaEventRecord(g->xdone, g->xs), fail);
+        FT_CUDA_CHECK_GOTO(cudaEventRecord(g->tev[3 * t + 2], g->xs), rc, fail);
+    FT_CUDA_CHECK_GOTO(cudaEventRecord(g->xdone, g->xs), rc, fail);
     for (size_t d = 0; d < g->n; d++) {
-        FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[d])), fail);
+        FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[d])), rc, fail);
         FT_CUDA_CHECK_GOTO(cudaStreamWaitEvent((cudaStream_t)ft_engine_stream(
                                                    g->eng[d]),
-                                               g->xdone, 0),
+                                               g->xdone, 0), rc,
                            fail);
     }
 fail:
@@ -543,7 +508,7 @@ fail:
 static int exchange_nccl(ft_group *g)
 {
     int rc = FT_OK;
-    FT_NCCL_CHECK_GOTO(N.group_start(), fail);
+    FT_NCCL_CHECK_GOTO(N.group_start(), rc, fail);
     for (size_t s = 0; s < g->n; s++) {
         uint64_t *send, *recv;
         size_t len;
@@ -555,10 +520,10 @@ static int exchange_nccl(ft_group *g)
         FT_NCCL_CHECK_GOTO(N.all_gather(send, recv, len, ncclUint64,
                                          g->comm[s],
                                          (cudaStream_t)ft_engine_stream(
-                                             g->eng[s])),
+                                             g->eng[s])), rc,
                            end);
     }
-    FT_NCCL_CHECK_GOTO(N.group_end(), fail);
+    FT_NCCL_CHECK_GOTO(N.group_end(), rc, fail);
     return FT_OK;
 end:
     N.group_end();
@@ -686,7 +651,7 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
                                       (uint32_t)g->n);
     }
 #ifdef FT_HAVE_CUDA
-    double h0 = g->tev ? rt_now() : 0;
+    double h0 = g->tev ? fti_now() : 0;
 #endif
     for (uint32_t t = 0; t < tmax && rc == FT_OK; t++) {
 #ifdef FT_HAVE_CUDA
@@ -725,7 +690,7 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
                 g->tsum[2] += ms * 1e-3;
         }
         (void)cudaGetLastError();
-        g->tsum[3] += rt_now() - h0;
+        g->tsum[3] += fti_now() - h0;
         g->tsteps += tmax;
         g->tbatches++;
     }

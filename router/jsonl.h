@@ -35,7 +35,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "flashtrie.h"
 
 /* FT_JSONL_MAX_LINE_DEFAULT is the default line-size cap: 64 MiB holds a

@@ -15,12 +15,6 @@
 
 #include "flashtrie.h"
 
-uint64_t ft_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int ft_queue_init(ft_queue *q, size_t cap)
 {
@@ -89,19 +83,6 @@ int ft_queue_push_n(ft_queue *q, void *const *items, size_t n)
     return FT_OK;
 }
 
-/* abs_after returns the CLOCK_MONOTONIC time ns from now. */
-static struct timespec abs_after(int64_t ns)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ns / 1000000000;
-    ts.tv_nsec += ns % 1000000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    return ts;
-}
 
 size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
                     int64_t more_wait_ns)
@@ -118,11 +99,11 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
          * ring, so the lock is not taken while spinning. */
         unsigned ev = atomic_load_explicit(&q->events, memory_order_acquire);
         pthread_mutex_unlock(&q->mu);
-        uint64_t until = ft_now_ns() + FT_QUEUE_SPIN_NS;
+        uint64_t until = fti_now_ns() + FT_QUEUE_SPIN_NS;
         for (unsigned i = 0;; i++) {
             if (atomic_load_explicit(&q->events, memory_order_acquire) != ev)
                 break;
-            if ((i & 63) == 63 && ft_now_ns() >= until)
+            if ((i & 63) == 63 && fti_now_ns() >= until)
                 break;
             CPU_RELAX();
         }
@@ -131,7 +112,7 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
             pthread_cond_wait(&q->cv, &q->mu);
     }
     if (q->len == 0 && !q->closed && first_wait_ns != 0) {
-        struct timespec until = abs_after(first_wait_ns > 0 ? first_wait_ns : 0);
+        struct timespec until = fti_abs_after(first_wait_ns > 0 ? first_wait_ns : 0);
         /* Only while the consumer waits here with nothing taken may it be
          * paused (ft_queue_pause_if_idle). */
         q->waiting = 1;
@@ -147,7 +128,7 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
     if (q->len > 0 && q->len < max && more_wait_ns > 0 && !q->closed) {
         /* The batching window opens with the first request: wait for the
          * batch to fill, but never longer than more_wait_ns. */
-        struct timespec until = abs_after(more_wait_ns);
+        struct timespec until = fti_abs_after(more_wait_ns);
         while (q->len < max && !q->closed)
             if (pthread_cond_timedwait(&q->cv, &q->mu, &until) == ETIMEDOUT)
                 break;

@@ -82,7 +82,7 @@ void ft_queue_close(ft_queue *q);
 void ft_queue_stats(ft_queue *q, size_t *len, size_t *cap, uint64_t *busy,
                     uint64_t *pushed, size_t *high_water);
 
-/* ft_now_ns is CLOCK_MONOTONIC in nanoseconds: the clock of deadlines. */
-uint64_t ft_now_ns(void);
+/* The clock of deadlines: fti_now_ns() (CLOCK_MONOTONIC, nanoseconds). */
+#include "flashtrie/internal/clock.h"
 
 #endif /* FT_QUEUE_H */

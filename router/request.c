@@ -11,7 +11,7 @@
 
 #include "flashtrie.h"
 #include "rt_impl.h"
-#include "rules.h"
+#include "flashtrie/internal/rules.h"
 #include "search_impl.h"
 
 

@@ -177,7 +177,7 @@ int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
         free(g);
         return rc;
     }
-    g->opened_ns = ft_now_ns();
+    g->opened_ns = fti_now_ns();
     *out = g;
     return FT_OK;
 }
@@ -201,7 +201,7 @@ int ft_gen_wrap(ft_gen **out, const char *path, ft_library *lib,
     g->eng[0] = s;
     g->kind[0] = ft_searcher_kind(s);
     g->device[0] = -1;
-    g->opened_ns = ft_now_ns();
+    g->opened_ns = fti_now_ns();
     *out = g;
     return FT_OK;
 }

@@ -557,12 +557,6 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
 
 static int spinw_init(spinw *s)
 {
@@ -593,7 +587,7 @@ static unsigned spinw_wait(spinw *s, unsigned old, long spin_ns)
     if (v != old)
         return v;
     if (spin_ns > 0) {
-        long t0 = now_ns();
+        long t0 = (long)fti_now_ns();
         for (uint32_t i = 1;; i++) {
             if (i < 256u)
                 cpu_relax();
@@ -602,7 +596,7 @@ static unsigned spinw_wait(spinw *s, unsigned old, long spin_ns)
             v = atomic_load_explicit(&s->val, memory_order_acquire);
             if (v != old)
                 return v;
-            if ((i & 63u) == 0 && now_ns() - t0 > spin_ns)
+            if ((i & 63u) == 0 && (long)fti_now_ns() - t0 > spin_ns)
                 break;
         }
     }

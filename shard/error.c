@@ -35,12 +35,3 @@ const char *ft_strerror(int err)
     }
 }
 
-void fti_errf(char *buf, size_t len, const char *fmt, ...)
-{
-    if (buf == NULL || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}

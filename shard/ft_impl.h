@@ -18,7 +18,9 @@
 #include <string.h>
 
 #include "flashtrie.h"
-#include "nav.h"
+#include "flashtrie/internal/nav.h"
+#include "flashtrie/internal/clock.h"
+#include "flashtrie/internal/errmsg.h"
 
 /* ---- logging ---- */
 #define FT_LOG(lvl, ...) FT_LOGF(lvl, __VA_ARGS__)
@@ -42,19 +44,7 @@ int fti_open_read(int *fd, struct stat *st, const char *path, char *errbuf,
 int fti_commit_tmp(int *err, int fd, int bad, const char *tmp,
                    const char *path);
 
-/* fti_errf writes a formatted message into an optional error buffer. */
-void fti_errf(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* FT_RETURN_ERROR_IF returns err (after writing the message to errbuf)
- * when cond holds.  Expects errbuf/errlen in scope. */
-#define FT_RETURN_ERROR_IF(cond, err, ...)                                    \
-    do {                                                                      \
-        if (cond) {                                                           \
-            fti_errf(errbuf, errlen, __VA_ARGS__);                            \
-            return (err);                                                     \
-        }                                                                     \
-    } while (0)
+/* fti_errf and FT_RETURN_ERROR_IF: the ground floor's errmsg.h. */
 
 /* ---- growable arrays ---- */
 typedef struct fti_vec {
@@ -112,6 +102,5 @@ void fti_packed_set(uint64_t *words, uint32_t width, uint64_t i, uint64_t v);
 
 /* ---- threads ---- */
 int fti_online_cores(void);
-double fti_now(void); /* monotonic seconds */
 
 #endif /* FT_IMPL_H */

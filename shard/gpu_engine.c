@@ -76,17 +76,7 @@ int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
 
 #include "ft_kernels.h"
 
-/* FT_CUDA_CHECK logs a failed CUDA call with its message, clears the
- * sticky-free error state and returns FT_ECUDA. */
-#define FT_CUDA_CHECK(call)                                                   \
-    do {                                                                      \
-        cudaError_t e_ = (call);                                              \
-        if (e_ != cudaSuccess) {                                              \
-            FT_ERROR("CUDA: %s failed: %s", #call, cudaGetErrorString(e_));   \
-            (void)cudaGetLastError();                                         \
-            return FT_ECUDA;                                                  \
-        }                                                                     \
-    } while (0)
+#include "flashtrie/internal/check.h"
 
 #define ALIGN16(x) (((x) + 15u) & ~(size_t)15u)
 

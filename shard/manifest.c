@@ -96,6 +96,17 @@ static const char *name_problem(const char *name, size_t len)
         return "absolute file name";
     if (memchr(name, 0, len) != NULL)
         return "NUL in file name";
+    /* A ".." component would let a manifest name any file of the host
+     * (docs/sharding.md: shard files live in the manifest's folder or
+     * below it). */
+    for (size_t i = 0; i < len;) {
+        size_t j = i;
+        while (j < len && name[j] != '/')
+            j++;
+        if (j - i == 2 && name[i] == '.' && name[i + 1] == '.')
+            return "file name leaves the manifest's folder (\"..\")";
+        i = j + 1;
+    }
     return NULL;
 }
 

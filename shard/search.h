@@ -8,7 +8,7 @@
 #ifndef FT_SEARCH_H
 #define FT_SEARCH_H
 
-#include "rules.h"
+#include "flashtrie/internal/rules.h"
 #include "trie.h"
 
 /* fti_result_put appends one hit (tokens, score, sigma, order, key index;

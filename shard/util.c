@@ -192,9 +192,3 @@ int fti_online_cores(void)
     return n > 0 ? (int)n : 1;
 }
 
-double fti_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "ft_config.h"
 #include "ft_test.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "ft_config.h"
 #include "fuzz.h"
 

@@ -39,7 +39,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "flashtrie_client.h"
 #include "frame.h"
 #include "ft_test.h"

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "flashtrie.h"
 #include "fuzz.h"
 #include "jsonl.h"

@@ -13,7 +13,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "buf.h"
+#include "flashtrie/internal/buf.h"
 #include "ft_test.h"
 #include "jsonl.h"
 

@@ -266,6 +266,16 @@ static void entry_problems(void)
     snprintf(want, sizeof want, "%s: shard 0: absolute file name", M);
     expect(b, orig_len, FT_EFORMAT, want);
     memcpy(b, orig, orig_len);
+    memcpy(b + 64 + 64 * 3 + off, "../", 3);
+    reseal(b, orig_len);
+    snprintf(want, sizeof want,
+             "%s: shard 0: file name leaves the manifest's folder (\"..\")", M);
+    expect(b, orig_len, FT_EFORMAT, want);
+    memcpy(b, orig, orig_len);
+    memcpy(b + 64 + 64 * 3 + off + 1, "/../", 4);
+    reseal(b, orig_len);
+    expect(b, orig_len, FT_EFORMAT, want);
+    memcpy(b, orig, orig_len);
     put32(entry(b, 2) + 52, 1000);
     reseal(b, orig_len);
     snprintf(want, sizeof want,

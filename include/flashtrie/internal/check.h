@@ -1,29 +1,35 @@
 /*
- * ft_cuda.h - the one way host code checks CUDA and NCCL calls.
+ * check.h - the one way host code checks CUDA and NCCL calls.  Ground
+ * floor: uses nothing but the CUDA runtime's and NCCL's own headers and the
+ * logger and error codes of flashtrie.h.
  *
  * Every check logs the failed call with the library's own message
- * (cudaGetErrorString, ncclGetErrorString), the file and the line, clears
+ * (cudaGetErrorString / cudaGetErrorName, NCCL's error string), clears
  * CUDA's sticky last error so that the next call starts clean, and turns
  * the failure into the stable error code (FT_ECUDA, FT_ENCCL):
  *
- *   FT_CUDA_CHECK(cudaMemcpy(...));              returns FT_ECUDA
+ *   FT_CUDA_CHECK(cudaMemcpy(...));               returns FT_ECUDA
  *   FT_CUDA_CHECK_GOTO(cudaMalloc(...), rc, out); rc = FT_ECUDA; goto out
+ *   FT_NCCL_CHECK(...), FT_NCCL_CHECK_GOTO(...)    the same with FT_ENCCL
  *
  * Include it only from files built with CUDA (FT_HAVE_CUDA); the NCCL
- * macros need FT_HAVE_NCCL as well.
+ * macros need FT_HAVE_NCCL as well.  NCCL is loaded at run time (dlopen)
+ * by the code that uses it, so the NCCL macros name NCCL's error string
+ * through FT_NCCL_ERRSTR(res), which such a file defines before including
+ * this header (the default calls ncclGetErrorString directly).
  */
-#ifndef FT_CUDA_H
-#define FT_CUDA_H
+#ifndef FTI_CHECK_H
+#define FTI_CHECK_H
 
 #include <cuda_runtime.h>
 
-#include "ft_impl.h"
+#include "flashtrie.h"
 
 /* FT_CUDA_FAILED logs a failed CUDA call and clears the error. */
 #define FT_CUDA_FAILED(call, err_)                                            \
     do {                                                                      \
-        FT_ERROR("CUDA call %s failed: %s (%s)", #call,                       \
-                 cudaGetErrorString(err_), cudaGetErrorName(err_));           \
+        FT_LOGF(FT_LOG_ERROR, "CUDA call %s failed: %s (%s)", #call,          \
+                cudaGetErrorString(err_), cudaGetErrorName(err_));            \
         (void)cudaGetLastError();                                             \
     } while (0)
 
@@ -53,10 +59,14 @@
 #ifdef FT_HAVE_NCCL
 #include <nccl.h>
 
-/* FT_NCCL_FAILED logs a failed NCCL call with NCCL's last message. */
+#ifndef FT_NCCL_ERRSTR
+#define FT_NCCL_ERRSTR(res_) ncclGetErrorString(res_)
+#endif
+
+/* FT_NCCL_FAILED logs a failed NCCL call with NCCL's message. */
 #define FT_NCCL_FAILED(call, res_)                                            \
-    FT_ERROR("NCCL call %s failed: %s (%s)", #call,                           \
-             ncclGetErrorString(res_), ncclGetLastError(NULL))
+    FT_LOGF(FT_LOG_ERROR, "NCCL call %s failed: %s", #call,                   \
+            FT_NCCL_ERRSTR(res_))
 
 /* FT_NCCL_CHECK returns FT_ENCCL when call does not return ncclSuccess. */
 #define FT_NCCL_CHECK(call)                                                   \
@@ -80,4 +90,4 @@
     } while (0)
 #endif /* FT_HAVE_NCCL */
 
-#endif /* FT_CUDA_H */
+#endif /* FTI_CHECK_H */
