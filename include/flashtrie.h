@@ -668,8 +668,8 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
  *   ft_engine_step_finish(eng, res)     -> local top-n hits per request
  *
  * Keys are docs/specification.md section 4's (sigma desc, r asc, k asc) packed
- * in a u64 with r the *global* rank of the parent entry (shard/device/rules.h),
- * padded with UINT64_MAX.  Request i's list is at offset off[i] = beam[0] + ...
+ * in a u64 with r the *global* rank of the parent entry
+ * (include/flashtrie/internal/rules.h), padded with UINT64_MAX.  Request i's list is at offset off[i] = beam[0] + ...
  * + beam[i-1] of length beam[i].  The exchange buffers live in the engine's
  * memory: host memory for the CPU engine, device memory for the GPU engine
  * (ft_engine_stream gives the stream the steps are enqueued on; no host
