@@ -1,8 +1,8 @@
 /*
  * launch_bench.cu - what one launch of the GPU engine's shape costs with
- * nothing in it (docs/BENCHMARKS.md 3q): the round trip from the host's
- * launch call to the host seeing the kernel's completion word in mapped
- * memory, for an empty cooperative kernel of one 512-thread CTA per SM
+ * nothing in it (docs/BENCHMARKS.md, "GPU launch floor"): the round trip
+ * from the host's launch call to the host seeing the kernel's completion
+ * word in mapped memory, for an empty cooperative kernel of one 512-thread CTA per SM
  * and 200 KB of dynamic shared memory, launched
  *   - plainly (cudaLaunchCooperativeKernel),
  *   - through a graph whose kernel node's parameters are set every time

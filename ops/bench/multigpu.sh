@@ -7,7 +7,7 @@
 #
 # It counts the GPUs (nvidia-smi -L) and does what fits:
 #   1. data: 100M seeded keys, the index (flashtrie gen keys / build, as in
-#      docs/BENCHMARKS.md section 3) and request files at BW 100 and 1000
+#      docs/BENCHMARKS.md, "Workload and data sets") and request files at BW 100 and 1000
 #      (gen requests --threads); kept in FT_WORK between runs;
 #   2. tests: gpu_multi_test (one process, shards on several GPUs, NCCL
 #      and device exchange; --quick unless FT_FULL=1), gpu_cluster_test.sh

@@ -5,7 +5,7 @@
 #
 # For each N it generates a seeded library ('flashtrie gen keys', .ftk, in
 # a temporary folder), builds it with 'flashtrie build' (wall time of the
-# whole command, as in docs/BENCHMARKS.md section 1), reads 'flashtrie
+# whole command, as in docs/BENCHMARKS.md, "Index build rate"), reads 'flashtrie
 # info', and then draws with gnuplot OUTDIR/index_build.png (build seconds
 # and keys/s) and OUTDIR/index_size.png (trie and value bytes per key, and
 # the file in MB).  OUTDIR also gets index.dat (the numbers) and index.gp
