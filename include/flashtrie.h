@@ -741,6 +741,11 @@ void *ft_engine_stream(ft_engine *eng);
  * GPU run side by side rather than one after another (1: the whole grid).
  * FT_ENOTSUP for other engines.  Shard groups call it. */
 int ft_engine_gpu_share(ft_engine *eng, uint32_t ways);
+/* ft_engine_gpu_index_refs returns how many GPU engines of this process
+ * use the device copy of the index that eng uses (engines opened on the
+ * same index and GPU share one copy), 0 for an engine that is not a GPU
+ * engine. */
+int ft_engine_gpu_index_refs(const ft_engine *eng);
 /* ft_engine_gpu_bind_lists makes a GPU engine's step lists live in two
  * device buffers of cap keys shared by a group on one GPU (NULL unbinds):
  * at step t shard s writes its list at list[t % 2] + s * len and keeps

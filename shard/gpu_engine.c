@@ -38,6 +38,12 @@
 
 #ifndef FT_HAVE_CUDA
 
+int ft_engine_gpu_index_refs(const ft_engine *eng)
+{
+    (void)eng;
+    return 0;
+}
+
 int ft_engine_gpu_share(ft_engine *eng, uint32_t ways)
 {
     (void)eng;
@@ -73,6 +79,7 @@ int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
 #else
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #include "ft_kernels.h"
 
@@ -85,8 +92,38 @@ typedef struct gpu_slot {
     uint32_t kmax;
 } gpu_slot;
 
+/* gpu_index is one device copy of an index's trie and its derived tables
+ * (root map, child table, child map), shared by every engine of the
+ * process that opens the same index on the same GPU with the same child
+ * map threshold: R replicas of an engine use one copy of the index and R
+ * sets of search buffers.  Counted; the last engine to close frees it.
+ * The list is short (an index per generation and device) and is touched
+ * only at open and close. */
+typedef struct gpu_index {
+    struct gpu_index *next;
+    int device;
+    uint64_t index_uid; /* ft_index.uid */
+    uint32_t cmap_req; /* the child map threshold asked for */
+    unsigned refs;
+    void *dsec[FT_SEC_COUNT];
+    ft_trie_view view;
+    uint32_t *d_root_map;
+    uint32_t root_n;
+    uint64_t *d_ctab;
+    size_t ctab_bytes;
+    uint64_t *d_cmap;
+    uint64_t cmap_mask;
+    uint32_t cmap_min;
+    size_t cmap_bytes;
+} gpu_index;
+
+static pthread_mutex_t gpu_index_mu = PTHREAD_MUTEX_INITIALIZER;
+static gpu_index *gpu_index_list;
+
 typedef struct gpu_engine {
     int device;
+    gpu_index *xidx; /* the shared device copy of the index, or NULL while
+                      * this engine still owns what it uploaded */
     cudaStream_t stream;
     ft_trie_view view;          /* device pointers */
     void *dsec[FT_SEC_COUNT];
@@ -318,6 +355,8 @@ static void prof_line(const char *line)
 }
 #endif
 
+static void index_release(gpu_engine *g);
+
 static void gpu_close(ft_engine *eng)
 {
     gpu_engine *g = eng->impl;
@@ -396,14 +435,10 @@ static void gpu_close(ft_engine *eng)
     }
     if (g->fuse_lists == &g->alt)
         slot_free(&g->alt);
-    for (int i = 0; i < FT_SEC_COUNT; i++)
-        cudaFree(g->dsec[i]);
+    index_release(g);
     cudaFree(g->d_in);
     cudaFree(g->d_out);
     cudaFree(g->d_prof);
-    cudaFree(g->d_root_map);
-    cudaFree(g->d_ctab);
-    cudaFree(g->d_cmap);
     cudaFree(g->d_send);
     cudaFree(g->d_recv);
     cudaFreeHost(g->h_in);
@@ -446,6 +481,117 @@ static const ft_engine_ops gpu_ops = {
     .timing_report = gpu_timing_report,
     .close = gpu_close,
 };
+
+/* ---- the shared device copy of an index (gpu_index) ------------------ */
+
+/* index_adopt points the engine at a shared copy. */
+static void index_adopt(gpu_engine *g, gpu_index *x)
+{
+    g->xidx = x;
+    memcpy(g->dsec, x->dsec, sizeof g->dsec);
+    g->view = x->view;
+    g->d_root_map = x->d_root_map;
+    g->root_n = x->root_n;
+    g->d_ctab = x->d_ctab;
+    g->ctab_bytes = x->ctab_bytes;
+    g->d_cmap = x->d_cmap;
+    g->cmap_mask = x->cmap_mask;
+    g->cmap_min = x->cmap_min;
+    g->cmap_bytes = x->cmap_bytes;
+}
+
+/* index_find takes a reference on the copy of t on g's device, or
+ * returns NULL when there is none yet. */
+static gpu_index *index_find(gpu_engine *g, uint64_t uid, uint32_t cmap_req)
+{
+    pthread_mutex_lock(&gpu_index_mu);
+    gpu_index *x = gpu_index_list;
+    while (x && !(x->device == g->device && x->index_uid == uid &&
+                  x->cmap_req == cmap_req))
+        x = x->next;
+    if (x)
+        x->refs++;
+    pthread_mutex_unlock(&gpu_index_mu);
+    return x;
+}
+
+/* index_publish hands what this engine uploaded to a new shared copy
+ * (one reference: this engine's).  Without memory for the record the
+ * engine keeps owning its upload, unshared. */
+static void index_publish(gpu_engine *g, uint64_t uid, uint32_t cmap_req)
+{
+    gpu_index *x = calloc(1, sizeof *x);
+    if (x == NULL)
+        return;
+    x->device = g->device;
+    x->index_uid = uid;
+    x->cmap_req = cmap_req;
+    x->refs = 1;
+    memcpy(x->dsec, g->dsec, sizeof x->dsec);
+    x->view = g->view;
+    x->d_root_map = g->d_root_map;
+    x->root_n = g->root_n;
+    x->d_ctab = g->d_ctab;
+    x->ctab_bytes = g->ctab_bytes;
+    x->d_cmap = g->d_cmap;
+    x->cmap_mask = g->cmap_mask;
+    x->cmap_min = g->cmap_min;
+    x->cmap_bytes = g->cmap_bytes;
+    pthread_mutex_lock(&gpu_index_mu);
+    x->next = gpu_index_list;
+    gpu_index_list = x;
+    pthread_mutex_unlock(&gpu_index_mu);
+    g->xidx = x;
+}
+
+/* index_free releases the device memory of an index copy (the engine's
+ * own, or a shared one whose last reference is gone). */
+static void index_free(void *dsec[FT_SEC_COUNT], uint32_t *root_map,
+                       uint64_t *ctab, uint64_t *cmap)
+{
+    for (int i = 0; i < FT_SEC_COUNT; i++)
+        cudaFree(dsec[i]);
+    cudaFree(root_map);
+    cudaFree(ctab);
+    cudaFree(cmap);
+}
+
+/* index_release drops the engine's hold on its index copy. */
+static void index_release(gpu_engine *g)
+{
+    gpu_index *x = g->xidx;
+    if (x == NULL) {
+        index_free(g->dsec, g->d_root_map, g->d_ctab, g->d_cmap);
+        return;
+    }
+    pthread_mutex_lock(&gpu_index_mu);
+    int last = --x->refs == 0;
+    if (last) {
+        gpu_index **pp = &gpu_index_list;
+        while (*pp != x)
+            pp = &(*pp)->next;
+        *pp = x->next;
+    }
+    pthread_mutex_unlock(&gpu_index_mu);
+    if (last) {
+        index_free(x->dsec, x->d_root_map, x->d_ctab, x->d_cmap);
+        free(x);
+    }
+    g->xidx = NULL;
+}
+
+int ft_engine_gpu_index_refs(const ft_engine *eng)
+{
+    if (eng == NULL || eng->ops != &gpu_ops || eng->impl == NULL)
+        return 0;
+    const gpu_engine *g = eng->impl;
+    if (g->xidx == NULL)
+        return 1;
+    pthread_mutex_lock(&gpu_index_mu);
+    int n = (int)g->xidx->refs;
+    pthread_mutex_unlock(&gpu_index_mu);
+    return n;
+}
 
 /* Copies the sections the kernels read and points the device view at them. */
 static int copy_trie(gpu_engine *g, const ft_trie *t)
@@ -656,10 +802,21 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         return FT_ECUDA;
     }
     g->sgrid_use = g->sgrid;
-    if ((rc = copy_trie(g, t)) != FT_OK)
-        return rc;
-    if ((rc = root_map(g, eng)) != FT_OK)
-        return rc;
+    /* One device copy of the index per GPU and index, whatever the
+     * number of engines (replicas) on it: adopt the one there is, or
+     * upload it and share it once it is whole (below). */
+    uint32_t cmap_req = o->child_map_min ? o->child_map_min
+                                         : FT_CMAP_MIN_DEFAULT;
+    uint64_t uid = eng->idx->uid;
+    gpu_index *shared = uid ? index_find(g, uid, cmap_req) : NULL;
+    if (shared != NULL) {
+        index_adopt(g, shared);
+    } else {
+        if ((rc = copy_trie(g, t)) != FT_OK)
+            return rc;
+        if ((rc = root_map(g, eng)) != FT_OK)
+            return rc;
+    }
     g->wmax = widest_level(t);
     g->nslots = o->max_batch ? o->max_batch : 32;
     if (g->nslots > FT_ENGINE_CHUNK)
@@ -752,9 +909,12 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         rc = FT_ECUDA;
         goto cuda_fail;
     }
-    child_table(g, t);
-    child_map(g, t, eng->opts.child_map_min ? eng->opts.child_map_min
-                                            : FT_CMAP_MIN_DEFAULT);
+    if (shared == NULL) {
+        child_table(g, t);
+        child_map(g, t, cmap_req);
+        if (uid)
+            index_publish(g, uid, cmap_req);
+    }
     g->epoch = 0;
     g->timing = o->timing;
     /* Alone, a request leaves most of the grid idle: computing every next

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -670,6 +671,13 @@ static int parse(ft_index *idx, const unsigned char *base, size_t size,
     return FT_OK;
 }
 
+/* index_uid numbers the indexes a process opens, from 1. */
+static uint64_t index_uid(void)
+{
+    static atomic_uint_fast64_t next = 1;
+    return (uint64_t)atomic_fetch_add(&next, 1);
+}
+
 int ft_index_open(ft_index **out, const char *path, unsigned flags,
                   char *errbuf, size_t errlen)
 {
@@ -681,6 +689,8 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
         return rc;
     size_t size = (size_t)stt.st_size;
     ft_index *idx = calloc(1, sizeof *idx);
+    if (idx != NULL)
+        idx->uid = index_uid();
     if (idx == NULL) {
         close(fd);
         return FT_ENOMEM;
@@ -714,6 +724,8 @@ int ft_index_open_mem(ft_index **out, const void *data, size_t size,
                        "%s: buffer at %p is not %u-byte aligned", name, data,
                        FT_ALIGN);
     ft_index *idx = calloc(1, sizeof *idx);
+    if (idx != NULL)
+        idx->uid = index_uid();
     if (idx == NULL)
         return FT_ENOMEM;
     idx->map = (void *)data;

@@ -112,6 +112,9 @@ struct ft_index {
     size_t map_len;
     ft_child_range root; /* cached root child range */
     int borrowed;        /* map is ft_index_open_mem's buffer, not unmapped */
+    uint64_t uid;        /* unique in the process: the GPU engines' shared
+                          * device copies are keyed by it, never by an
+                          * address a later index may reuse */
 };
 
 /* ft_index_open_mem is ft_index_open over size bytes at data instead of a
