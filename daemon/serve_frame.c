@@ -204,6 +204,9 @@ void srv_frame_encode_results(srv_wire *w, ft_buf *out)
                  ft_strerror(rc));
         reply_error(out, m->hdr.id, rc, msg);
     }
+    /* Answered: a context keeps at most 1 MiB per array of what a large
+     * frame made it allocate (grids decoded in place take none). */
+    ft_frame_msg_trim(m, (size_t)1 << 20);
 }
 
 void srv_frame_encode_error(srv_wire *w, ft_buf *out, int code,

@@ -161,6 +161,34 @@ void ft_frame_msg_free(ft_frame_msg *m)
     ft_frame_msg_init(m);
 }
 
+void ft_frame_msg_trim(ft_frame_msg *m, size_t keep)
+{
+    if (m->grid_cap * 4 > keep) {
+        free(m->grid_tok);
+        free(m->grid_logp);
+        m->grid_tok = NULL;
+        m->grid_logp = NULL;
+        m->grid_cap = 0;
+    }
+    if (m->hit_cap * sizeof *m->hit_pool > keep) {
+        free(m->hit_pool);
+        m->hit_pool = NULL;
+        m->hit_cap = 0;
+    }
+    if (m->tok_cap * 4 > keep) {
+        free(m->tok_pool);
+        m->tok_pool = NULL;
+        m->tok_cap = 0;
+    }
+    if (m->text_cap > keep) {
+        free(m->text);
+        m->text = NULL;
+        m->text_cap = 0;
+        m->text_len = 0;
+    }
+    m->count = 0;
+}
+
 /* ---- header ------------------------------------------------------------ */
 
 int ft_frame_decode_header(ft_frame_hdr *h, const void *buf, size_t len,
@@ -323,21 +351,30 @@ static int dec_search(ft_frame_msg *m, rd *r, uint32_t max_batch)
     if (grow((void **)&m->masks, &cap, count, sizeof *m->masks, 0) != FT_OK)
         return FT_ENOMEM;
     m->req_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
-    /* The grids are the bulk of the payload (8 bytes per element), so a
-     * pool of left/8 elements holds them all: one allocation, and the
-     * pointers handed out stay valid. */
-    size_t gneed = left(r) / 8 + 1;
-    cap = m->grid_cap;
-    if (grow((void **)&m->grid_tok, &cap, gneed, 4, 0) != FT_OK)
-        return FT_ENOMEM;
-    cap = m->grid_cap;
-    if (grow((void **)&m->grid_logp, &cap, gneed, 4, 0) != FT_OK) {
-        free(m->grid_tok);
-        m->grid_tok = NULL;
-        m->grid_cap = 0;
-        return FT_ENOMEM;
+    /* The grids are the bulk of the payload (8 bytes per element).  Every
+     * offset of a grid in a SEARCH is a multiple of 4, so when the wire
+     * order is the host's and the frame itself is 4-byte aligned (an nng
+     * message's body is) the requests point into the frame: no copy, no
+     * memory of the decoder's own, and the frame must outlive them.
+     * Otherwise one pool of left/8 elements holds them all (one
+     * allocation, so the pointers handed out stay valid), given back
+     * after a large frame by ft_frame_msg_trim. */
+    int inplace = FRAME_LE && ((uintptr_t)(r->p + r->off) & 3u) == 0;
+    m->inplace = inplace;
+    if (!inplace) {
+        size_t gneed = left(r) / 8 + 1;
+        cap = m->grid_cap;
+        if (grow((void **)&m->grid_tok, &cap, gneed, 4, 0) != FT_OK)
+            return FT_ENOMEM;
+        cap = m->grid_cap;
+        if (grow((void **)&m->grid_logp, &cap, gneed, 4, 0) != FT_OK) {
+            free(m->grid_tok);
+            m->grid_tok = NULL;
+            m->grid_cap = 0;
+            return FT_ENOMEM;
+        }
+        m->grid_cap = cap;
     }
-    m->grid_cap = cap;
     size_t used = 0;
     for (uint32_t i = 0; i < count; i++) {
         size_t o = r->off;
@@ -402,10 +439,16 @@ static int dec_search(ft_frame_msg *m, rd *r, uint32_t max_batch)
             req->theta_sent = u2f(ts);
         if (mask & FT_FRAME_HAS_ALPHA)
             req->alpha = u2d(alpha);
-        load32s(m->grid_tok + used, r->p + r->off, elems);
-        load32s(m->grid_logp + used, r->p + r->off + elems * 4, elems);
-        req->tokens = m->grid_tok + used;
-        req->logp = m->grid_logp + used;
+        if (inplace) {
+            req->tokens = (const uint32_t *)(const void *)(r->p + r->off);
+            req->logp = (const float *)(const void *)(r->p + r->off +
+                                                      elems * 4);
+        } else {
+            load32s(m->grid_tok + used, r->p + r->off, elems);
+            load32s(m->grid_logp + used, r->p + r->off + elems * 4, elems);
+            req->tokens = m->grid_tok + used;
+            req->logp = m->grid_logp + used;
+        }
         m->masks[i] = mask;
         used += elems;
         r->off += elems * 8;

@@ -129,7 +129,11 @@ typedef struct ft_frame_msg {
     int status;
     char *text;
     size_t text_len;
-    /* storage, grown as needed and kept for the next decode */
+    /* 1 when the last SEARCH's grids point into the decoded frame (see
+     * ft_frame_decode), 0 when they were copied into grid_tok/grid_logp */
+    int inplace;
+    /* storage, grown as needed and kept for the next decode (up to
+     * ft_frame_msg_trim's bound) */
     uint32_t req_cap;
     uint32_t res_cap;
     uint32_t *grid_tok;
@@ -151,6 +155,10 @@ const char *ft_frame_type_name(uint16_t type);
 
 void ft_frame_msg_init(ft_frame_msg *m);
 void ft_frame_msg_free(ft_frame_msg *m);
+/* ft_frame_msg_trim gives back the storage m kept from earlier decodes
+ * beyond keep bytes per array (the decoded contents are gone after it):
+ * one large frame must not pin its memory for the rest of a connection. */
+void ft_frame_msg_trim(ft_frame_msg *m, size_t keep);
 
 /* ft_frame_decode_header checks and decodes the header of the frame in
  * buf: magic, version, a known type, known flags, a payload length equal to
@@ -162,7 +170,12 @@ int ft_frame_decode_header(ft_frame_hdr *h, const void *buf, size_t len,
 
 /* ft_frame_decode decodes a whole frame of any type into m.  max_batch
  * bounds the count of a SEARCH or RESULT (0 = FT_FRAME_MAX_BATCH).
- * FT_EPROTO for a malformed frame, FT_ENOMEM when out of memory. */
+ * FT_EPROTO for a malformed frame, FT_ENOMEM when out of memory.
+ * A SEARCH's grids are decoded in place when buf is 4-byte aligned on a
+ * little-endian host (m->inplace): the requests' tokens and logp then
+ * point into buf, which must outlive them (the server keeps the received
+ * nng message until its answer is sent); otherwise they are copied into
+ * m's own storage. */
 int ft_frame_decode(ft_frame_msg *m, const void *buf, size_t len,
                     uint32_t max_batch, char *errbuf, size_t errlen);
 

@@ -353,6 +353,63 @@ static void test_search(void)
     FT_CHECK_EQ_U64(B.len, before);
 }
 
+/* test_inplace: a SEARCH decoded from an aligned buffer points into it
+ * (no copy), one at an odd address is copied, the last grid may end
+ * exactly at the frame's end, one byte short is refused at either
+ * alignment, and ft_frame_msg_trim gives a large copy's pool back. */
+static void test_inplace(void)
+{
+    static const uint32_t tok0[6] = {7, 9, 11, 7, 8, 9};
+    static const float lp0[6] = {-0.5f, -1.0f, -2.0f, -0.25f, -0.75f, -3.0f};
+    static const uint32_t tok1[1] = {42};
+    static const float lp1[1] = {-0.125f};
+    ft_request q[2];
+    ft_request_init(&q[0]);
+    ft_request_init(&q[1]);
+    q[0].T = 2;
+    q[0].K = 3;
+    q[0].tokens = tok0;
+    q[0].logp = lp0;
+    q[1].T = 1;
+    q[1].K = 1;
+    q[1].tokens = tok1;
+    q[1].logp = lp1;
+    B.len = 0;
+    FT_PASS(ft_frame_encode_search(&B, 5, 0, q, NULL, 2));
+    /* header 32, count and reserved 8, request headers 40 each, grids 8
+     * bytes per element: 32 + 8 + 40 + 48 + 40 + 8 */
+    FT_CHECK_EQ_U64(B.len, 176);
+    for (size_t shift = 0; shift < 4; shift++) {
+        unsigned char *raw = malloc(B.len + 8), *p = raw + shift;
+        FT_CHECK(raw != NULL && ((uintptr_t)raw & 7u) == 0);
+        memcpy(p, B.data, B.len);
+        FT_PASS(ft_frame_decode(&M, p, B.len, 4, err, sizeof err));
+        FT_CHECK_EQ_U64(M.count, 2);
+        FT_CHECK(M.inplace == (shift == 0));
+        if (shift == 0) {
+            FT_CHECK((const unsigned char *)M.reqs[0].tokens == p + 80);
+            FT_CHECK((const unsigned char *)M.reqs[0].logp == p + 104);
+            FT_CHECK((const unsigned char *)M.reqs[1].tokens == p + 168);
+            /* the last grid ends exactly at the frame's end */
+            FT_CHECK((const unsigned char *)(M.reqs[1].logp + 1) ==
+                     p + B.len);
+        } else {
+            FT_CHECK(M.grid_cap > 0);
+        }
+        FT_CHECK(memcmp(M.reqs[0].tokens, tok0, sizeof tok0) == 0);
+        FT_CHECK(memcmp(M.reqs[0].logp, lp0, sizeof lp0) == 0);
+        FT_CHECK(M.reqs[1].tokens[0] == 42 && M.reqs[1].logp[0] == -0.125f);
+        /* one byte short, the header made to agree */
+        fix(p, B.len - 1);
+        bad_at(__LINE__, p, B.len - 1, FT_EPROTO,
+               "search[1]: truncated: the 1x1 grid needs 8 bytes, 7 left "
+               "at byte 168");
+        ft_frame_msg_trim(&M, 0);
+        FT_CHECK(M.grid_cap == 0 && M.grid_tok == NULL && M.count == 0);
+        free(raw);
+    }
+}
+
 static void test_result(void)
 {
     ft_result res[6];
@@ -1213,6 +1270,7 @@ int main(int argc, char **argv)
     if (argc == 2)
         check_golden(argv[1]);
     test_search();
+    test_inplace();
     test_result();
     test_small_types();
     test_header_errors();
