@@ -463,14 +463,15 @@ typedef struct ft_split_stats {
     double seconds;
 } ft_split_stats;
 
-/* ft_split writes idx as the shards ft_partition_make chooses:
- * OUTPUT.shard-III-of-NNN.idx for shard III of NNN (three digits at
- * least), each built from the index's keys in order (values kept), written
- * aside, then all renamed into place, then the manifest at OUTPUT, so a
- * failed build leaves neither a half shard nor a manifest naming one
- * (only a failing rename can leave some new shards in place, which an old
- * manifest then refuses by their checksums).  Each shard written is
- * logged at FT_LOG_INFO. */
+/* ft_split writes idx as shards of contiguous first-token ranges
+ * (exactly o->shards, or as few as fit o->shard_bytes each; see
+ * docs/sharding.md): OUTPUT.shard-III-of-NNN.idx for shard III of NNN
+ * (three digits at least), each built from the index's keys in order
+ * (values kept), written aside, then all renamed into place, then the
+ * manifest at OUTPUT, so a failed build leaves neither a half shard nor a
+ * manifest naming one (only a failing rename can leave some new shards in
+ * place, which an old manifest then refuses by their checksums).  Each
+ * shard written is logged at FT_LOG_INFO. */
 FT_API int ft_split(ft_split_stats *st, const ft_index *idx,
                     const ft_split_opts *o, char *errbuf, size_t errlen);
 

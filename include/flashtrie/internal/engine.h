@@ -69,9 +69,10 @@ extern "C" {
  * off[i] = beam[0] + ... + beam[i-1] of length beam[i].  The exchange
  * buffers live in the engine's memory: host memory for the CPU engine,
  * device memory for the GPU engine (fti_engine_stream gives the stream
- * the steps are enqueued on; no host wait happens between steps).  Engine results (fti_engine_run and
- * fti_engine_step_finish) carry key_index and order but no value: the
- * values are attached once, after any merge, by the public search. */
+ * the steps are enqueued on; no host wait happens between steps).
+ * Engine results (fti_engine_run and fti_engine_step_finish) carry
+ * key_index and order but no value: the values are attached once, after
+ * any merge, by the public search. */
 
 typedef struct fti_prepared {
     uint32_t T, K;          /* positions; row stride of tok and logp */
