@@ -29,6 +29,7 @@
 
 #include "commands.h"
 #include "flashtrie.h"
+#include "flashtrie/internal/engine.h"
 #include "jsonl.h"
 #include "workload.h"
 
@@ -245,7 +246,7 @@ static uint64_t results_digest(uint64_t h, const ft_result *r)
 /* What run_engine measures: one engine or one shard group. */
 typedef struct searcher {
     ft_engine *eng;
-    ft_group *grp;
+    fti_group *grp;
     int timing; /* print the group's per-step split after each part */
     /* --replicas: rep[0] = eng and more engines over the same index and
      * device; the batch runs drive one each, from a thread of its own */
@@ -308,7 +309,7 @@ static void print_timing(const searcher *sr, const char *what)
     char buf[1024];
     if (!sr->timing || sr->grp == NULL)
         return;
-    ft_group_timing_report(sr->grp, buf, sizeof buf);
+    fti_group_timing_report(sr->grp, buf, sizeof buf);
     if (buf[0])
         printf("  %s: %s", what, buf);
 }
@@ -318,8 +319,8 @@ static void print_timing(const searcher *sr, const char *what)
  * set (the best of three passes over the set). */
 static void print_admission(const req_set *sets, int nsets)
 {
-    ft_prep *p = NULL;
-    if (ft_prep_create(&p) != FT_OK)
+    fti_prep *p = NULL;
+    if (fti_prep_create(&p) != FT_OK)
         return;
     for (int i = 0; i < nsets; i++) {
         const req_set *s = &sets[i];
@@ -328,12 +329,12 @@ static void print_admission(const req_set *sets, int nsets)
         for (int pass = 0; pass < 3 && s->n; pass++) {
             double tv = 0, tp = 0;
             for (size_t j = 0; j < s->n; j++) {
-                const ft_prepared *q;
+                const fti_prepared *q;
                 double t0 = now_s();
                 int rc = ft_request_validate(&s->r[j], 0, err, sizeof err);
                 double t1 = now_s();
                 if (rc == FT_OK)
-                    (void)ft_request_prepare(&q, p, &s->r[j]);
+                    (void)fti_request_prepare(&q, p, &s->r[j]);
                 tv += t1 - t0;
                 tp += now_s() - t1;
             }
@@ -347,14 +348,14 @@ static void print_admission(const req_set *sets, int nsets)
                    "us per request\n", s->beam, bv / (double)s->n * 1e6,
                    bp / (double)s->n * 1e6);
     }
-    ft_prep_destroy(p);
+    fti_prep_destroy(p);
 }
 
 static int search_batch(const searcher *sr, const ft_request *r, size_t n,
                         ft_result *res)
 {
     if (sr->grp)
-        return ft_group_search_batch(sr->grp, r, n, res);
+        return fti_group_search_batch(sr->grp, r, n, res);
     return ft_engine_search_batch(sr->eng, r, n, res);
 }
 
@@ -1022,7 +1023,7 @@ int cmd_bench(int argc, char **argv)
     u32_list batches = {{1, 4, 8, 16, 32}, 5};
     u32_list shards = {{0}, 0};
     u32_list devlist = {{0}, 0};
-    ft_exchange xchg = FT_EXCHANGE_AUTO;
+    fti_exchange xchg = FTI_EXCHANGE_AUTO;
     int full_grid = 0, timing = 0, copy_lists = 0, replicas = 1;
     int use_cpu = 1, use_gpu = 1, threads = 0, device = 0, c;
     uint32_t warmup = 10;
@@ -1121,9 +1122,9 @@ int cmd_bench(int argc, char **argv)
         case 'C': copy_lists = 1; break;
         case 'X':
             if (!strcmp(optarg, "device"))
-                xchg = FT_EXCHANGE_DEVICE;
+                xchg = FTI_EXCHANGE_DEVICE;
             else if (!strcmp(optarg, "nccl"))
-                xchg = FT_EXCHANGE_NCCL;
+                xchg = FTI_EXCHANGE_NCCL;
             else {
                 fprintf(stderr, "flashtrie bench: --exchange: expected device or nccl, got '%s'\n", optarg);
                 return 2;
@@ -1435,13 +1436,13 @@ int cmd_bench(int argc, char **argv)
             nsh = man_shards;
             for (size_t j = 0; j < nsh; j++)
                 sh[j] = ft_library_shard(lib, j);
-            ft_group_opts go;
-            ft_group_opts_init(&go);
+            fti_group_opts go;
+            fti_group_opts_init(&go);
             go.exchange = xchg;
             go.split_grid = !full_grid;
             go.shared_lists = !copy_lists;
             go.devices = devlist.n ? gdevs : NULL;
-            rc = ft_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err, sizeof err);
+            rc = fti_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err, sizeof err);
         } else if (nsh) {
             double t0 = now_s();
             rc = split_index(&shlib, idx, nsh, err, sizeof err);
@@ -1458,13 +1459,13 @@ int cmd_bench(int argc, char **argv)
             for (size_t j = 0; j < nsh; j++)
                 printf(" %" PRIu64, ft_index_keys(sh[j]));
             printf(")\n");
-            ft_group_opts go;
-            ft_group_opts_init(&go);
+            fti_group_opts go;
+            fti_group_opts_init(&go);
             go.exchange = xchg;
             go.split_grid = !full_grid;
             go.shared_lists = !copy_lists;
             go.devices = devlist.n ? gdevs : NULL;
-            rc = ft_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err,
+            rc = fti_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err,
                                   sizeof err);
         } else {
             rc = ft_engine_open(&sr.eng, idx, &eo, err, sizeof err);
@@ -1508,12 +1509,12 @@ int cmd_bench(int argc, char **argv)
         if (sr.grp && eo.kind == FT_ENGINE_GPU) {
             /* where the shards run and how they exchange: what a
              * multi-GPU row measures (docs/sharding.md) */
-            ft_exchange gx = ft_group_exchange(sr.grp);
+            fti_exchange gx = fti_group_exchange(sr.grp);
             printf("%s: shards on GPUs", eng_names[e]);
             for (size_t j = 0; j < nsh; j++)
-                printf("%s%d", j ? "," : " ", ft_engine_device(ft_group_engine(sr.grp, j)));
-            printf(", exchange %s\n", gx == FT_EXCHANGE_NCCL ? "nccl"
-                                      : gx == FT_EXCHANGE_DEVICE ? "device" : "host");
+                printf("%s%d", j ? "," : " ", fti_engine_device(fti_group_engine(sr.grp, j)));
+            printf(", exchange %s\n", gx == FTI_EXCHANGE_NCCL ? "nccl"
+                                      : gx == FTI_EXCHANGE_DEVICE ? "device" : "host");
         }
         for (int i = 0; i < nsets; i++) {
             run_stats *rs = &st[e][i];
@@ -1534,7 +1535,7 @@ int cmd_bench(int argc, char **argv)
             printf("%s", buf);
         }
         if (nsh) {
-            ft_group_close(sr.grp);
+            fti_group_close(sr.grp);
             ft_library_close(shlib);
             shlib = NULL;
         } else {

@@ -105,7 +105,8 @@ int cmd_search(int argc, char **argv)
         {"max-line-bytes", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    const char *index = NULL, *engine = "auto";
+    const char *index = NULL, *engine = NULL;
+    ft_engine_kind kind = FT_ENGINE_AUTO;
     unsigned long long threads = 0, batch = 32, max_beam = 0;
     unsigned long long max_line = FT_JSONL_MAX_LINE_DEFAULT;
     int no_verify = 0, c;
@@ -156,8 +157,7 @@ int cmd_search(int argc, char **argv)
         fputs(usage_text, stderr);
         return 2;
     }
-    if (strcmp(engine, "auto") && strcmp(engine, "cpu") &&
-        strcmp(engine, "gpu")) {
+    if (engine != NULL && ft_engine_kind_parse(engine, &kind) != FT_OK) {
         fprintf(stderr,
                 "flashtrie search: --engine: expected auto, cpu or gpu, got "
                 "'%s'\n", engine);
@@ -173,9 +173,7 @@ int cmd_search(int argc, char **argv)
     }
     ft_searcher_opts so;
     ft_searcher_opts_init(&so);
-    so.engine.kind = strcmp(engine, "cpu") == 0   ? FT_ENGINE_CPU
-                     : strcmp(engine, "gpu") == 0 ? FT_ENGINE_GPU
-                                                  : FT_ENGINE_AUTO;
+    so.engine.kind = kind;
     so.engine.threads = (int)threads;
     so.engine.max_beam = (uint32_t)max_beam;
     so.engine.max_batch = (uint32_t)(batch < 1024 ? batch : 1024);

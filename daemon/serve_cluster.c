@@ -13,6 +13,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "flashtrie/internal/engine.h"
 #include "serve.h"
 #include "serve_cluster.h"
 
@@ -66,7 +67,7 @@ static void cluster_opts(ft_cluster_opts *co, const srv_opts *o)
     else if (o->slot.engine == FT_SLOT_GPU || o->slot.spread)
         e->kind = FT_ENGINE_GPU;
     else
-        e->kind = ft_gpu_memory(&used, &total, e->device) == FT_OK
+        e->kind = fti_gpu_memory(&used, &total, e->device) == FT_OK
                       ? FT_ENGINE_GPU
                       : FT_ENGINE_CPU;
     e->threads = o->slot.cpu_threads;

@@ -128,7 +128,7 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
         while (k < s->n_gpu && s->gpu[k].device != e->device)
             k++;
         if (e->device >= 0 && k == s->n_gpu &&
-            ft_gpu_memory(&s->gpu[k].used, &s->gpu[k].total, e->device) ==
+            fti_gpu_memory(&s->gpu[k].used, &s->gpu[k].total, e->device) ==
                 FT_OK) {
             s->gpu[k].device = e->device;
             s->n_gpu++;

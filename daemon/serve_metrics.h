@@ -19,6 +19,7 @@
 
 #include "batcher.h"
 #include "flashtrie/internal/buf.h"
+#include "flashtrie/internal/engine.h"
 #include "serve.h"
 #include "slot.h"
 
@@ -57,7 +58,7 @@ typedef struct srv_metrics_snap {
     size_t n_gpu;                     /* distinct GPUs the engines use */
     struct {
         int device;
-        uint64_t used, total;         /* bytes (ft_gpu_memory) */
+        uint64_t used, total;         /* bytes (fti_gpu_memory) */
     } gpu[FT_SLOT_MAX_REPLICAS];
     char cluster_down[240];           /* a cluster rank is down: why */
 } srv_metrics_snap;

@@ -7,8 +7,12 @@
  * docs/specification.md.
  *
  * Conventions (see docs/architecture.md):
- *  - Every public symbol starts with ft_; functions return an int error code
- *    (FT_OK = 0) and hand results back through out-pointers given first.
+ *  - Every public symbol starts with ft_ (macros FT_) and every public
+ *    function is declared here (or in flashtrie_client.h) with FT_API:
+ *    libflashtrie.so exports those and nothing else.  The library's own
+ *    private calls start with fti_ and are not part of this API.
+ *  - Functions return an int error code (FT_OK = 0) and hand results back
+ *    through out-pointers given first.
  *  - Functions that can fail for reasons a user must read take an error
  *    buffer (errbuf, errlen) that receives one line naming what is wrong and
  *    where.  The buffer may be NULL.
@@ -21,10 +25,11 @@
  *  - An ft_engine serves one caller at a time (its own worker threads are
  *    internal); use one engine per calling thread, or serialise the calls.
  *  - An ft_builder is used by one thread at a time.
- *  - ft_build, ft_version*, ft_strerror and the *_init functions are safe
- *    from any thread.  The logger's level and sink are process-wide: set
- *    them before other threads use the library.  Callbacks (log sink,
- *    build progress) may run on a library thread, one call at a time.
+ *  - ft_build, ft_version*, ft_strerror, ft_err_name, ft_engine_kind_*
+ *    and the *_init functions are safe from any thread.  The logger's
+ *    level and sink are process-wide: set them before other threads use
+ *    the library.  Callbacks (log sink, build progress) may run on a
+ *    library thread, one call at a time.
  *
  * Ownership and lifetimes:
  *  - Every object the library creates (ft_index, ft_engine, ft_builder)
@@ -52,6 +57,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* FT_API marks the library's public functions: the library is built with
+ * hidden visibility, so only these are exported from the shared library. */
+#ifndef FT_API
+#if defined(__GNUC__) || defined(__clang__)
+#define FT_API __attribute__((visibility("default")))
+#else
+#define FT_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -73,8 +88,7 @@ typedef enum ft_err {
     FT_ETRUNC = 8,     /* an index file is shorter than its header says */
     FT_ELIMIT = 9,     /* a size limit was exceeded */
     FT_ENOTFOUND = 10, /* a key or prefix is not in the index */
-    FT_EREQUEST = 11,  /* a search request breaks a rule of
-                        * docs/specification.md section 3 */
+    FT_EREQUEST = 11,  /* a search request breaks a rule of docs/specification.md section 3 */
     FT_ENODEV = 12,    /* no usable GPU */
     FT_ECUDA = 13,     /* a CUDA call failed */
     FT_ENCCL = 14,     /* an NCCL call failed */
@@ -94,14 +108,17 @@ typedef enum ft_err {
 } ft_err;
 
 /* ft_strerror returns a short, static, English description of err. */
-const char *ft_strerror(int err);
+FT_API const char *ft_strerror(int err);
+/* ft_err_name returns the name of err's constant ("FT_EINVAL"), static;
+ * NULL for a value that is no ft_err. */
+FT_API const char *ft_err_name(int err);
 
 /* ft_version reports the version of the library that is linked (which can
  * differ from FT_VERSION_STRING of the header a program was built with,
  * for a shared library).  Any pointer may be NULL. */
-void ft_version(int *major, int *minor, int *patch);
+FT_API void ft_version(int *major, int *minor, int *patch);
 /* ft_version_string returns the linked library's version, "0.1.0". */
-const char *ft_version_string(void);
+FT_API const char *ft_version_string(void);
 
 /* ---- Logging ---------------------------------------------------------- */
 
@@ -114,22 +131,23 @@ typedef enum ft_log_level {
 
 /* ft_log_set_level sets the most verbose level that is printed (to stderr,
  * or to the sink given to ft_log_set_sink).  The default is FT_LOG_WARN. */
-void ft_log_set_level(ft_log_level level);
-ft_log_level ft_log_get_level(void);
+FT_API void ft_log_set_level(ft_log_level level);
+FT_API ft_log_level ft_log_get_level(void);
 typedef void (*ft_log_sink)(ft_log_level level, const char *line, void *arg);
 /* ft_log_set_sink redirects log lines; NULL restores stderr. */
-void ft_log_set_sink(ft_log_sink sink, void *arg);
+FT_API void ft_log_set_sink(ft_log_sink sink, void *arg);
 /* ft_log_write formats and emits one log line (timestamp, level, file:line,
  * message) to the sink.  Use FT_LOGF, which checks the level first. */
-void ft_log_write(ft_log_level level, const char *file, int line,
-                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+FT_API void ft_log_write(ft_log_level level, const char *file, int line,
+                         const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 #define FT_LOGF(level, ...)                                                   \
     do {                                                                      \
         if ((level) <= ft_log_get_level())                                    \
             ft_log_write((level), __FILE__, __LINE__, __VA_ARGS__);           \
     } while (0)
 
-/* ---- Limits (docs/specification.md sections 1 and 3) ------------------ */
+/* ---- Limits (docs/specification.md sections 1 and 3) ------------------------------------ */
 
 #define FT_MAX_KEY_LEN_DEFAULT 64u
 #define FT_MAX_KEY_LEN_LIMIT 255u
@@ -176,8 +194,8 @@ typedef void (*ft_build_progress_fn)(const ft_build_progress *p, void *arg);
 
 /* ft_build_progress_format writes the one-line English form of a report
  * (no newline), the line "flashtrie build --progress" prints. */
-int ft_build_progress_format(char *buf, size_t len,
-                             const ft_build_progress *p);
+FT_API int ft_build_progress_format(char *buf, size_t len,
+                                    const ft_build_progress *p);
 
 typedef struct ft_build_opts {
     uint32_t struct_size;  /* set by ft_build_opts_init */
@@ -218,15 +236,15 @@ typedef struct ft_build_stats {
 } ft_build_stats;
 
 /* ft_build_opts_init fills opts with the defaults. */
-void ft_build_opts_init(ft_build_opts *opts);
+FT_API void ft_build_opts_init(ft_build_opts *opts);
 /* ft_build_stats_init zeroes stats and sets its struct_size. */
-void ft_build_stats_init(ft_build_stats *stats);
+FT_API void ft_build_stats_init(ft_build_stats *stats);
 
-/* ft_build builds an index file from a keys file (docs/specification.md section
- * 2).  On a bad line it fails with FT_EPARSE and errbuf names the file, the
- * line (or record) number counted from 1 and the reason.  stats may be NULL. */
-int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
-             size_t errlen);
+/* ft_build builds an index file from a keys file (docs/specification.md section 2).  On a bad
+ * line it fails with FT_EPARSE and errbuf names the file, the line (or
+ * record) number counted from 1 and the reason.  stats may be NULL. */
+FT_API int ft_build(ft_build_stats *stats, const ft_build_opts *opts,
+                    char *errbuf, size_t errlen);
 
 /* ft_build_clean removes what builds killed before they could clean up
  * (SIGKILL, a crash, power loss) left behind: OUTPUT.tmp.<pid> and the
@@ -236,12 +254,12 @@ int ft_build(ft_build_stats *stats, const ft_build_opts *opts, char *errbuf,
  * FT_LOG_WARN and counted in *removed (may be NULL).  output may be NULL
  * (runs only).  ft_build and ft_builder_create do this themselves first.
  * FT_EIO when a directory cannot be read or a file removed. */
-int ft_build_clean(uint64_t *removed, const char *output, const char *tmp_dir,
-                   char *errbuf, size_t errlen);
+FT_API int ft_build_clean(uint64_t *removed, const char *output,
+                          const char *tmp_dir, char *errbuf, size_t errlen);
 
 /* ft_builder builds an index from keys handed over one at a time, in any
- * order, with the same rules as a keys file (docs/specification.md section 2):
- * a key given twice keeps its first value, an empty key or one longer than
+ * order, with the same rules as a keys file (docs/specification.md section 2): a key given
+ * twice keeps its first value, an empty key or one longer than
  * max_key_len is rejected (or skipped and counted with skip_invalid), and
  * the index depends only on the distinct keys and their first values. */
 typedef struct ft_builder ft_builder;
@@ -250,8 +268,8 @@ typedef struct ft_builder ft_builder;
  * max_key_len, skip_invalid, max_memory, threads, progress, tmp_dir,
  * output (for the tmp_dir default) and profile are used.  opts is copied;
  * its strings must stay valid until ft_builder_destroy. */
-int ft_builder_create(ft_builder **out, const ft_build_opts *opts,
-                      char *errbuf, size_t errlen);
+FT_API int ft_builder_create(ft_builder **out, const ft_build_opts *opts,
+                             char *errbuf, size_t errlen);
 
 /* ft_builder_add adds key number i (0-based: the number of earlier add
  * calls, rejected keys included) with value.  An empty key or one longer
@@ -260,24 +278,24 @@ int ft_builder_create(ft_builder **out, const ft_build_opts *opts,
  * builder stays usable.  With skip_invalid such a key is counted in
  * stats.skipped and FT_OK is returned.  FT_ENOMEM and FT_EIO (a run could
  * not be spilled) are final: the builder can then only be destroyed. */
-int ft_builder_add(ft_builder *b, const uint32_t *toks, size_t n,
-                   uint64_t value);
+FT_API int ft_builder_add(ft_builder *b, const uint32_t *toks, size_t n,
+                          uint64_t value);
 /* ft_builder_add_auto adds a key whose value is its own 0-based number, as
  * a keys file line without a value gets the line number. */
-int ft_builder_add_auto(ft_builder *b, const uint32_t *toks, size_t n);
+FT_API int ft_builder_add_auto(ft_builder *b, const uint32_t *toks, size_t n);
 
 /* ft_builder_error returns the message of the last failed call ("" if
  * none); it lives until the next call on b. */
-const char *ft_builder_error(const ft_builder *b);
+FT_API const char *ft_builder_error(const ft_builder *b);
 
 /* ft_builder_finish writes the index to output (aside, then renamed).
  * stats may be NULL.  Afterwards the builder can only be destroyed
  * (FT_ESTATE otherwise). */
-int ft_builder_finish(ft_builder *b, ft_build_stats *stats,
-                      const char *output, char *errbuf, size_t errlen);
+FT_API int ft_builder_finish(ft_builder *b, ft_build_stats *stats,
+                             const char *output, char *errbuf, size_t errlen);
 
 /* ft_builder_destroy frees b and removes any sorted run it left. */
-void ft_builder_destroy(ft_builder *b);
+FT_API void ft_builder_destroy(ft_builder *b);
 
 /* ---- Opening and inspecting an index ----------------------------------- */
 
@@ -287,9 +305,9 @@ typedef struct ft_index ft_index;
 
 /* ft_index_open maps an index file read-only and checks its header, section
  * table and (unless FT_OPEN_NO_VERIFY) every section's checksum. */
-int ft_index_open(ft_index **out, const char *path, unsigned flags,
-                  char *errbuf, size_t errlen);
-void ft_index_close(ft_index *idx);
+FT_API int ft_index_open(ft_index **out, const char *path, unsigned flags,
+                         char *errbuf, size_t errlen);
+FT_API void ft_index_close(ft_index *idx);
 
 #define FT_INFO_MAX_SECTIONS 16
 
@@ -317,16 +335,16 @@ typedef struct ft_index_info {
 } ft_index_info;
 
 /* ft_index_info_init zeroes info and sets its struct_size. */
-void ft_index_info_init(ft_index_info *info);
+FT_API void ft_index_info_init(ft_index_info *info);
 /* ft_index_info_get describes idx; info must have been initialised with
  * ft_index_info_init (FT_EINVAL otherwise). */
-int ft_index_info_get(ft_index_info *info, const ft_index *idx);
+FT_API int ft_index_info_get(ft_index_info *info, const ft_index *idx);
 
 /* ft_index_lookup finds a whole key; FT_ENOTFOUND when it is not a key.
  * FT_EFORMAT (here and in ft_index_prefix) when the index is found damaged
  * on the way, which only an open with FT_OPEN_NO_VERIFY lets happen. */
-int ft_index_lookup(uint64_t *value, const ft_index *idx, const uint32_t *toks,
-                    size_t n);
+FT_API int ft_index_lookup(uint64_t *value, const ft_index *idx,
+                           const uint32_t *toks, size_t n);
 
 /* ft_prefix_cb receives one key under a prefix; return non-zero to stop. */
 typedef int (*ft_prefix_cb)(const uint32_t *toks, size_t n, uint64_t value,
@@ -335,9 +353,9 @@ typedef int (*ft_prefix_cb)(const uint32_t *toks, size_t n, uint64_t value,
 /* ft_index_prefix walks, in lexicographic order, the keys that start with
  * prefix (n may be 0: all keys), at most limit of them (0 = no limit).
  * FT_ENOTFOUND when no node spells the prefix. */
-int ft_index_prefix(uint64_t *visited, const ft_index *idx,
-                    const uint32_t *prefix, size_t n, uint64_t limit,
-                    ft_prefix_cb cb, void *arg);
+FT_API int ft_index_prefix(uint64_t *visited, const ft_index *idx,
+                           const uint32_t *prefix, size_t n, uint64_t limit,
+                           ft_prefix_cb cb, void *arg);
 
 /* ---- Libraries: an index or a sharded manifest --------------------------
  *
@@ -349,33 +367,33 @@ int ft_index_prefix(uint64_t *visited, const ft_index *idx,
 
 typedef struct ft_manifest ft_library;
 
-int ft_library_open(ft_library **out, const char *path, unsigned flags,
-                    char *errbuf, size_t errlen);
-void ft_library_close(ft_library *lib);
+FT_API int ft_library_open(ft_library **out, const char *path, unsigned flags,
+                           char *errbuf, size_t errlen);
+FT_API void ft_library_close(ft_library *lib);
 /* ft_library_open_part opens a manifest (never a plain index) but only
  * its shards first .. first + count - 1, checked as ft_library_open checks
  * them (count 0: none, only the manifest's entries): what a rank of a
  * multi-process cluster serves (docs/sharding.md).
  * ft_library_shard is NULL for the others; the info call gives the
  * manifest's counts (keys, nodes, bytes) for the whole library. */
-int ft_library_open_part(ft_library **out, const char *path, unsigned flags,
-                         uint32_t first, uint32_t count, char *errbuf,
-                         size_t errlen);
+FT_API int ft_library_open_part(ft_library **out, const char *path,
+                                unsigned flags, uint32_t first, uint32_t count,
+                                char *errbuf, size_t errlen);
 /* ft_library_shards is 1 for a plain index. */
-size_t ft_library_shards(const ft_library *lib);
+FT_API size_t ft_library_shards(const ft_library *lib);
 /* ft_library_shard returns shard s's index (in token order). */
-const ft_index *ft_library_shard(const ft_library *lib, size_t s);
+FT_API const ft_index *ft_library_shard(const ft_library *lib, size_t s);
 /* ft_library_is_manifest is non-zero when the library came from a
  * manifest (even one of one shard). */
-int ft_library_is_manifest(const ft_library *lib);
+FT_API int ft_library_is_manifest(const ft_library *lib);
 /* ft_library_info_get, _lookup and _prefix are the ft_index_ calls over
  * the whole library (counts summed, lookups routed by first token). */
-int ft_library_info_get(ft_index_info *info, const ft_library *lib);
-int ft_library_lookup(uint64_t *value, const ft_library *lib,
-                      const uint32_t *toks, size_t n);
-int ft_library_prefix(uint64_t *visited, const ft_library *lib,
-                      const uint32_t *prefix, size_t n, uint64_t limit,
-                      ft_prefix_cb cb, void *arg);
+FT_API int ft_library_info_get(ft_index_info *info, const ft_library *lib);
+FT_API int ft_library_lookup(uint64_t *value, const ft_library *lib,
+                             const uint32_t *toks, size_t n);
+FT_API int ft_library_prefix(uint64_t *visited, const ft_library *lib,
+                             const uint32_t *prefix, size_t n, uint64_t limit,
+                             ft_prefix_cb cb, void *arg);
 
 /* ---- Navigating an index ------------------------------------------------ */
 
@@ -394,22 +412,23 @@ typedef struct ft_node_children {
 } ft_node_children;
 
 /* ft_index_children fills ch for node; FT_EINVAL if node is out of range. */
-int ft_index_children(ft_node_children *ch, const ft_index *idx,
-                      uint64_t node);
+FT_API int ft_index_children(ft_node_children *ch, const ft_index *idx,
+                             uint64_t node);
 
 /* ft_index_child_label returns the label (token) of child i (0-based,
  * i < ch->count) of ch. */
-uint32_t ft_index_child_label(const ft_index *idx,
-                              const ft_node_children *ch, uint64_t i);
+FT_API uint32_t ft_index_child_label(const ft_index *idx,
+                                     const ft_node_children *ch, uint64_t i);
 
 /* ft_index_child_find sets *i to the position of the child labelled tok;
  * FT_ENOTFOUND when there is none. */
-int ft_index_child_find(uint64_t *i, const ft_index *idx,
-                        const ft_node_children *ch, uint32_t tok);
+FT_API int ft_index_child_find(uint64_t *i, const ft_index *idx,
+                               const ft_node_children *ch, uint32_t tok);
 
 /* ft_index_node_value gives the value of node when it ends a key;
  * FT_ENOTFOUND when it does not, FT_EINVAL when node is out of range. */
-int ft_index_node_value(uint64_t *value, const ft_index *idx, uint64_t node);
+FT_API int ft_index_node_value(uint64_t *value, const ft_index *idx,
+                               uint64_t node);
 
 /* The most shards a manifest holds. */
 #define FT_MAX_SHARDS 65536u
@@ -425,8 +444,8 @@ typedef struct ft_library_shard_info {
 } ft_library_shard_info;
 
 /* ft_library_shard_get fills out for shard s; FT_EINVAL past the end. */
-int ft_library_shard_get(ft_library_shard_info *out, const ft_library *lib,
-                         size_t s);
+FT_API int ft_library_shard_get(ft_library_shard_info *out,
+                                const ft_library *lib, size_t s);
 
 /* ---- Splitting an index into shards (docs/sharding.md) ------------------ */
 
@@ -445,18 +464,19 @@ typedef struct ft_split_stats {
     double seconds;
 } ft_split_stats;
 
-/* ft_split writes idx as the shards ft_partition_make chooses:
- * OUTPUT.shard-III-of-NNN.idx for shard III of NNN (three digits at
- * least), each built from the index's keys in order (values kept), written
- * aside, then all renamed into place, then the manifest at OUTPUT, so a
- * failed build leaves neither a half shard nor a manifest naming one
- * (only a failing rename can leave some new shards in place, which an old
- * manifest then refuses by their checksums).  Each shard written is
- * logged at FT_LOG_INFO. */
-int ft_split(ft_split_stats *st, const ft_index *idx, const ft_split_opts *o,
-             char *errbuf, size_t errlen);
+/* ft_split writes idx as shards of contiguous first-token ranges
+ * (exactly o->shards, or as few as fit o->shard_bytes each; see
+ * docs/sharding.md): OUTPUT.shard-III-of-NNN.idx for shard III of NNN
+ * (three digits at least), each built from the index's keys in order
+ * (values kept), written aside, then all renamed into place, then the
+ * manifest at OUTPUT, so a failed build leaves neither a half shard nor a
+ * manifest naming one (only a failing rename can leave some new shards in
+ * place, which an old manifest then refuses by their checksums).  Each
+ * shard written is logged at FT_LOG_INFO. */
+FT_API int ft_split(ft_split_stats *st, const ft_index *idx,
+                    const ft_split_opts *o, char *errbuf, size_t errlen);
 
-/* ---- Search requests and results (docs/specification.md sections 3-5) - */
+/* ---- Search requests and results (docs/specification.md sections 3 to 5) ---------------- */
 
 typedef struct ft_request {
     uint32_t T;             /* positions, 1..64 */
@@ -470,17 +490,15 @@ typedef struct ft_request {
     double alpha;           /* 0..10, default 1.0 */
 } ft_request;
 
-/* ft_request_init fills the defaults of docs/specification.md section 3
- * (results = 0 means "as many as beam" until ft_request_validate resolves
- * it). */
-void ft_request_init(ft_request *req);
+/* ft_request_init fills the defaults of docs/specification.md section 3 (results = 0 means
+ * "as many as beam" until ft_request_validate resolves it). */
+FT_API void ft_request_init(ft_request *req);
 
-/* ft_request_validate checks every rule of docs/specification.md
- * section 3.  On a fault it returns FT_EREQUEST and writes "<field>:
- * <reason>" (with the position for grid faults) into errbuf.  max_beam caps
- * beam (0 = FT_MAX_BEAM). */
-int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
-                        size_t errlen);
+/* ft_request_validate checks every rule of docs/specification.md section 3.  On a fault it
+ * returns FT_EREQUEST and writes "<field>: <reason>" (with the position for
+ * grid faults) into errbuf.  max_beam caps beam (0 = FT_MAX_BEAM). */
+FT_API int ft_request_validate(const ft_request *req, uint32_t max_beam,
+                               char *errbuf, size_t errlen);
 
 typedef struct ft_hit {
     uint32_t len;     /* tokens in the key */
@@ -488,9 +506,8 @@ typedef struct ft_hit {
     uint64_t value;
     double score;
     float sigma;
-    uint32_t order;     /* docs/specification.md section 4's order
-                         * (t, r, k), packed as t << 24 | r << 12 | k:
-                         * breaks score ties */
+    uint32_t order;     /* docs/specification.md section 4's order (t, r, k), packed as
+                         * t << 24 | r << 12 | k: breaks score ties */
     uint64_t key_index; /* the key's number in the library: its place in
                          * the value table of its shard (the trie's
                          * terminal order) plus the keys of the shards
@@ -509,8 +526,8 @@ typedef struct ft_result {
     char error[160];     /* "<field>: <reason>" when status != FT_OK */
 } ft_result;
 
-int ft_result_alloc(ft_result *res, uint32_t max_hits, uint32_t max_len);
-void ft_result_free(ft_result *res);
+FT_API int ft_result_alloc(ft_result *res, uint32_t max_hits, uint32_t max_len);
+FT_API void ft_result_free(ft_result *res);
 
 /* ---- Engines ----------------------------------------------------------- */
 
@@ -520,6 +537,14 @@ typedef enum ft_engine_kind {
     FT_ENGINE_AUTO = 2 /* the GPU engine when one is usable, else the CPU
                         * engine; ft_engine_note says which and why */
 } ft_engine_kind;
+
+/* ft_engine_kind_name returns "cpu", "gpu" or "auto" (static), the names
+ * the command line and the configuration use; NULL for a value that is no
+ * ft_engine_kind. */
+FT_API const char *ft_engine_kind_name(ft_engine_kind kind);
+/* ft_engine_kind_parse reads one of those names (exactly, lower case) into
+ * *kind; FT_EINVAL, *kind untouched, for anything else. */
+FT_API int ft_engine_kind_parse(const char *name, ft_engine_kind *kind);
 
 typedef struct ft_engine_opts {
     ft_engine_kind kind;
@@ -611,224 +636,42 @@ typedef struct ft_engine_opts {
 
 typedef struct ft_engine ft_engine;
 
-void ft_engine_opts_init(ft_engine_opts *opts);
+FT_API void ft_engine_opts_init(ft_engine_opts *opts);
 
 /* ft_engine_open creates an engine over idx (which must outlive it).  The
  * GPU engine returns FT_ENODEV when no GPU is usable, FT_ENOTSUP when the
  * library was built without CUDA.  An engine serves one caller at a time:
  * calls on one engine must not overlap (use one engine per thread, or a
  * lock); different engines over one index may run at once. */
-int ft_engine_open(ft_engine **out, const ft_index *idx,
-                   const ft_engine_opts *opts, char *errbuf, size_t errlen);
-void ft_engine_close(ft_engine *eng);
-const char *ft_engine_name(const ft_engine *eng);
+FT_API int ft_engine_open(ft_engine **out, const ft_index *idx,
+                          const ft_engine_opts *opts, char *errbuf,
+                          size_t errlen);
+FT_API void ft_engine_close(ft_engine *eng);
+FT_API const char *ft_engine_name(const ft_engine *eng);
 /* ft_engine_note says in one line which engine runs and why (for
  * FT_ENGINE_AUTO: the GPU's name, or why no GPU engine could start). */
-const char *ft_engine_note(const ft_engine *eng);
+FT_API const char *ft_engine_note(const ft_engine *eng);
 /* ft_engine_get_opts copies the options the engine was opened with (with
  * its defaults resolved where it resolves them). */
-void ft_engine_get_opts(ft_engine_opts *opts, const ft_engine *eng);
+FT_API void ft_engine_get_opts(ft_engine_opts *opts, const ft_engine *eng);
 /* ft_engine_failed is non-zero once an engine error (a CUDA error) took the
  * engine out of service; it then answers every call with FT_ESTATE. */
-int ft_engine_failed(const ft_engine *eng);
+FT_API int ft_engine_failed(const ft_engine *eng);
 /* ft_engine_timing_report writes the engine's host-side phase timings (opened
  * with opts.timing) as text into buf; an empty string when it keeps none. */
-void ft_engine_timing_report(const ft_engine *eng, char *buf, size_t len);
+FT_API void ft_engine_timing_report(const ft_engine *eng, char *buf,
+                                    size_t len);
 
 /* ft_engine_search validates and answers one request.  A rejected request
  * returns FT_EREQUEST with res->error set; res->n is then 0. */
-int ft_engine_search(ft_engine *eng, const ft_request *req, ft_result *res);
+FT_API int ft_engine_search(ft_engine *eng, const ft_request *req,
+                            ft_result *res);
 
 /* ft_engine_search_batch answers n requests: validates each, runs the
  * valid ones and attaches the values of the hits.  Each result carries its
  * own status.  Returns FT_OK unless the engine itself failed. */
-int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
-                           ft_result *res);
-
-/* ---- Prepared requests and the engine steps ------------------------------
- *
- * Below the public search, engines see only prepared requests: validated,
- * the proposals of every position stable-sorted by logp descending
- * (docs/specification.md section 4's k) and cut to those with logp > theta_tok,
- * with the length normalisation table F.  ft_request_prepare makes them.
- *
- * Engines answer prepared requests whole (ft_engine_run: on one GPU all T
- * steps in one launch), and also one decode step at a time, which is what
- * a shard group drives (router/: every shard expands, the shards exchange
- * their local top-B candidate keys, each keeps its members of the global
- * top-B):
- *
- *   ft_engine_step_begin(eng, preps, n, shard, nshards)
- *   for t in 0 .. Tmax-1:
- *       ft_engine_step_expand(eng, t)   -> send: per request its local
- *                                          top-B keys, sorted, padded
- *       (exchange: every shard's send lands in every shard's recv, in
- *        shard order: recv[s * len .. (s + 1) * len) is shard s's send)
- *       ft_engine_step_keep(eng, t)     <- recv
- *   ft_engine_step_finish(eng, res)     -> local top-n hits per request
- *
- * Keys are docs/specification.md section 4's (sigma desc, r asc, k asc) packed
- * in a u64 with r the *global* rank of the parent entry
- * (include/flashtrie/internal/rules.h), padded with UINT64_MAX.  Request i's list is at offset off[i] = beam[0] + ...
- * + beam[i-1] of length beam[i].  The exchange buffers live in the engine's
- * memory: host memory for the CPU engine, device memory for the GPU engine
- * (ft_engine_stream gives the stream the steps are enqueued on; no host
- * wait happens between steps).  Engine results (ft_engine_run and
- * ft_engine_step_finish) carry key_index and order but no value: the
- * values are attached once, after any merge, by the public search. */
-
-typedef struct ft_prepared {
-    uint32_t T, K;          /* positions; row stride of tok and logp */
-    const uint32_t *tok;    /* [t * K + k], k after the stable sort */
-    const float *logp;      /* [t * K + k] */
-    const uint32_t *keff;   /* [t]: proposals with logp > theta_tok */
-    const uint32_t *row;    /* [t] = t * K: row starts (for backtraces) */
-    const double *F;        /* [d], d = 0..T: pow(6 / (5 + d), alpha) */
-    uint32_t beam, results; /* B and n (n resolved: never 0) */
-    float theta_tok, theta_sent;
-    double alpha;
-} ft_prepared;
-
-/* ft_prep owns the buffers of one prepared request; reuse it across
- * requests (it grows to the largest grid it has seen). */
-typedef struct ft_prep ft_prep;
-int ft_prep_create(ft_prep **out);
-void ft_prep_destroy(ft_prep *p);
-/* ft_request_prepare prepares a request that ft_request_validate accepted;
- * *out points into p until p's next use, and into req's tokens and logp
- * when every row arrives sorted (no copy is made then): keep them alive
- * and unchanged while *out is used. */
-int ft_request_prepare(const ft_prepared **out, ft_prep *p,
-                       const ft_request *req);
-
-/* ft_engine_run answers n prepared requests whole; each result gets
- * status, hits with tokens, score, sigma, order and key_index (no value).
- * Returns FT_OK unless the engine failed. */
-int ft_engine_run(ft_engine *eng, const ft_prepared *const *reqs,
-                  ft_result *const *res, size_t n);
-
-/* The most requests one ft_engine_run or step batch takes. */
-#define FT_ENGINE_CHUNK 64
-
-/* ft_engine_run_checked is ft_engine_run (n <= FT_ENGINE_CHUNK) that calls
- * check(arg) once while the engine works: the GPU engine between issuing
- * its launch and waiting for it, others before their search.  A result
- * whose status check sets to an error keeps it (with check's message,
- * no hits): the search's answer to that request is dropped.  The public
- * search checks the duplicate tokens of a batch this way, on the host
- * while the GPU runs.  Every result starts with status FT_OK. */
-typedef void (*ft_engine_check)(void *arg);
-int ft_engine_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
-                          ft_result *const *res, size_t n,
-                          ft_engine_check check, void *arg);
-
-int ft_engine_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
-                         size_t n, uint32_t shard, uint32_t nshards);
-/* ft_engine_step_buffers gives the current batch's exchange buffers: send
- * holds len keys, recv nshards * len (engine memory, see above). */
-int ft_engine_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
-                           size_t *len);
-int ft_engine_step_expand(ft_engine *eng, uint32_t t);
-int ft_engine_step_keep(ft_engine *eng, uint32_t t);
-/* ft_engine_step_finish writes each request's local top-n hits, sorted by
- * (score desc, order asc), key_index local to this engine's index. */
-int ft_engine_step_finish(ft_engine *eng, ft_result *const *res);
-/* ft_engine_stream returns the cudaStream_t a GPU engine enqueues its steps
- * on, NULL for the CPU engine (its steps are done when they return). */
-void *ft_engine_stream(ft_engine *eng);
-/* ft_engine_gpu_share makes a GPU engine's steps use 1/ways of its
- * cooperative grid, so that the step kernels of `ways` engines sharing one
- * GPU run side by side rather than one after another (1: the whole grid).
- * FT_ENOTSUP for other engines.  Shard groups call it. */
-int ft_engine_gpu_share(ft_engine *eng, uint32_t ways);
-/* ft_engine_gpu_index_refs returns how many GPU engines of this process
- * use the device copy of the index that eng uses (engines opened on the
- * same index and GPU share one copy), 0 for an engine that is not a GPU
- * engine. */
-int ft_engine_gpu_index_refs(const ft_engine *eng);
-/* ft_engine_gpu_bind_lists makes a GPU engine's step lists live in two
- * device buffers of cap keys shared by a group on one GPU (NULL unbinds):
- * at step t shard s writes its list at list[t % 2] + s * len and keeps
- * from list[t % 2] whole, so the exchange copies nothing; the caller
- * orders the engines' streams.  FT_ENOTSUP for other engines. */
-int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
-                             uint64_t *list1, size_t cap);
-/* ft_gpu_memory reports a GPU's memory in use and in all (bytes, the
- * device's view: every process's allocations).  FT_ENODEV for a device
- * that does not exist, FT_ENOTSUP in a build without CUDA. */
-int ft_gpu_memory(uint64_t *used, uint64_t *total, int device);
-
-/* ft_engine_index returns the index the engine was opened over. */
-const ft_index *ft_engine_index(const ft_engine *eng);
-/* ft_engine_device returns the GPU ordinal of a GPU engine, -1 for CPU. */
-int ft_engine_device(const ft_engine *eng);
-
-/* ---- Shard groups -------------------------------------------------------
- *
- * A library split by first token into shards (contiguous token ranges, in
- * order; shard s holds the keys from key index base[s] on) is searched by
- * a group of engines, one per shard, all advancing one decode step at a
- * time and exchanging their local top-B keys after every step.  Results
- * are identical, bit for bit, to one engine over the unsharded index
- * (docs/specification.md section 6).  The exchange backend follows from the
- * engines (ft_exchange): host memory for CPU engines, device copies or NCCL for
- * GPU engines. */
-
-typedef struct ft_group ft_group;
-
-/* ft_group_open opens one engine per shard (opts for each; the shards
- * must outlive the group and be given in token order). */
-int ft_group_open(ft_group **out, const ft_index *const *shards,
-                  size_t nshards, const ft_engine_opts *opts, char *errbuf,
-                  size_t errlen);
-void ft_group_close(ft_group *g);
-/* How a group's shards exchange their candidate lists after each step. */
-typedef enum ft_exchange {
-    FT_EXCHANGE_AUTO = 0, /* from the engines: host for CPU engines, device
-                           * for GPU engines on one GPU, NCCL for GPU
-                           * engines on distinct GPUs (device copies when
-                           * built without NCCL) */
-    FT_EXCHANGE_HOST,     /* CPU engines: memcpy between host buffers */
-    FT_EXCHANGE_DEVICE,   /* GPU engines: device copies on a group stream,
-                           * ordered by events, no host wait */
-    FT_EXCHANGE_NCCL      /* GPU engines, one per GPU: ncclAllGather */
-} ft_exchange;
-
-typedef struct ft_group_opts {
-    ft_exchange exchange; /* FT_EXCHANGE_AUTO, or force one (tests) */
-    const int *devices;   /* [nshards]: GPU of each shard's engine; NULL:
-                           * opts->device for every shard */
-    int split_grid;       /* GPU engines sharing a GPU split its grid, so
-                           * that their step kernels run side by side (1,
-                           * the default) or each takes the whole grid and
-                           * they run in turn (0) */
-    int shared_lists;     /* device exchange, one GPU: the shards write one
-                           * list buffer (two, by step parity) and nothing
-                           * is copied (1, the default), or each has its
-                           * own recv filled by device copies (0) */
-} ft_group_opts;
-
-void ft_group_opts_init(ft_group_opts *gopts);
-/* ft_group_open_ex is ft_group_open with group options (gopts may be
- * NULL).  A forced exchange the engines or the build cannot use is
- * FT_ENOTSUP, with the reason in errbuf. */
-int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
-                     size_t nshards, const ft_engine_opts *opts,
-                     const ft_group_opts *gopts, char *errbuf,
-                     size_t errlen);
-/* ft_group_exchange says which exchange the group uses. */
-ft_exchange ft_group_exchange(const ft_group *g);
-/* ft_group_timing_report writes, for GPU groups with device copies opened
- * with opts.timing, the per-step split (kernels, exchange, wait for the
- * next launch, by CUDA events) since the last report, as text, and starts
- * new sums; an empty string otherwise. */
-void ft_group_timing_report(ft_group *g, char *buf, size_t len);
-/* ft_group_search_batch is ft_engine_search_batch over the group. */
-int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
-                          ft_result *res);
-/* ft_group_engine returns the engine of shard s. */
-ft_engine *ft_group_engine(ft_group *g, size_t s);
-size_t ft_group_shards(const ft_group *g);
+FT_API int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs,
+                                  size_t n, ft_result *res);
 
 /* ---- Searchers: the search over a whole library --------------------------
  *
@@ -847,32 +690,29 @@ typedef struct ft_searcher_opts {
     size_t n_devices;
 } ft_searcher_opts;
 
-void ft_searcher_opts_init(ft_searcher_opts *o);
+FT_API void ft_searcher_opts_init(ft_searcher_opts *o);
 /* ft_searcher_open opens the engine(s) over lib (which must outlive the
  * searcher).  With FT_ENGINE_AUTO the GPU is taken when its engine opens,
  * else the CPU; ft_searcher_note says which and why. */
-int ft_searcher_open(ft_searcher **out, const ft_library *lib,
-                     const ft_searcher_opts *o, char *errbuf, size_t errlen);
-void ft_searcher_close(ft_searcher *s);
+FT_API int ft_searcher_open(ft_searcher **out, const ft_library *lib,
+                            const ft_searcher_opts *o, char *errbuf,
+                            size_t errlen);
+FT_API void ft_searcher_close(ft_searcher *s);
 /* ft_searcher_search_batch is ft_engine_search_batch over the library. */
-int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs, size_t n,
-                             ft_result *res);
-const char *ft_searcher_note(const ft_searcher *s);
+FT_API int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs,
+                                    size_t n, ft_result *res);
+FT_API const char *ft_searcher_note(const ft_searcher *s);
 /* ft_searcher_failed is non-zero once an engine of the searcher failed. */
-int ft_searcher_failed(const ft_searcher *s);
+FT_API int ft_searcher_failed(const ft_searcher *s);
 /* ft_searcher_kind is the engine kind the searcher runs (CPU or GPU). */
-ft_engine_kind ft_searcher_kind(const ft_searcher *s);
+FT_API ft_engine_kind ft_searcher_kind(const ft_searcher *s);
 
 /* ft_index_value_at gives the value of the key with the given key index
  * (ft_hit.key_index within this index); FT_ENOTFOUND past the end. */
-int ft_index_value_at(uint64_t *value, const ft_index *idx,
-                      uint64_t key_index);
-/* ft_index_value_prefetch hints that the value of key_index will be read
- * soon (a cache prefetch of its word; nothing past the end): issued a few
- * dozen keys ahead, the misses of a result's values overlap. */
-void ft_index_value_prefetch(const ft_index *idx, uint64_t key_index);
+FT_API int ft_index_value_at(uint64_t *value, const ft_index *idx,
+                             uint64_t key_index);
 /* ft_index_keys is the number of keys of idx. */
-uint64_t ft_index_keys(const ft_index *idx);
+FT_API uint64_t ft_index_keys(const ft_index *idx);
 
 #ifdef __cplusplus
 }

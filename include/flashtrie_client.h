@@ -14,7 +14,14 @@
  *
  * The request and result types are those of flashtrie.h (ft_request,
  * ft_result, ft_hit); results are owned by an ft_client_results that the
- * caller frees.
+ * caller frees.  The client library also carries four calls of
+ * flashtrie.h, so that a client program needs nothing of libflashtrie:
+ * ft_strerror, ft_err_name, ft_request_init and ft_request_validate.  It
+ * exports those and the FT_API functions below, nothing else.
+ *
+ * Installed: libflashtrie_client.a and .so, this header (beside
+ * flashtrie.h), flashtrie_client.pc, and the CMake targets
+ * flashtrie::flashtrie_client and flashtrie::flashtrie_client_static.
  */
 #ifndef FLASHTRIE_CLIENT_H
 #define FLASHTRIE_CLIENT_H
@@ -48,16 +55,16 @@ typedef struct ft_client_opts {
 } ft_client_opts;
 
 /* ft_client_opts_init fills opts with the defaults. */
-void ft_client_opts_init(ft_client_opts *opts);
+FT_API void ft_client_opts_init(ft_client_opts *opts);
 
 /* ft_client_connect opens a handle to the server at url.  opts may be
  * NULL (defaults). */
-int ft_client_connect(ft_client **out, const char *url,
-                      const ft_client_opts *opts, char *errbuf,
-                      size_t errlen);
+FT_API int ft_client_connect(ft_client **out, const char *url,
+                             const ft_client_opts *opts, char *errbuf,
+                             size_t errlen);
 /* ft_client_close closes the handle: calls still waiting fail with
  * FT_ECONN (their callbacks run), so close only after the last of them. */
-void ft_client_close(ft_client *c);
+FT_API void ft_client_close(ft_client *c);
 
 /* ft_client_search sends n >= 1 requests in one SEARCH frame and waits
  * for the answer: *out holds one ft_result per request, in order, each
@@ -66,8 +73,9 @@ void ft_client_close(ft_client *c);
  * passed before it ran).  The call itself fails only when the whole
  * message was refused (FT_EBUSY: the server's queue is full; FT_EPROTO;
  * FT_ESHUTDOWN: the server is draining) or never answered. */
-int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
-                     ft_client_results **out, char *errbuf, size_t errlen);
+FT_API int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
+                            ft_client_results **out, char *errbuf,
+                            size_t errlen);
 
 /* ft_client_cb receives the outcome of an asynchronous search: status as
  * ft_client_search would return it, the results on FT_OK (the callback
@@ -79,33 +87,35 @@ typedef void (*ft_client_cb)(int status, ft_client_results *res,
 /* ft_client_search_async encodes the requests at once (the caller may
  * reuse them when it returns) and calls cb exactly once, unless it fails
  * itself (then cb is not called). */
-int ft_client_search_async(ft_client *c, const ft_request *reqs, size_t n,
-                           ft_client_cb cb, void *arg, char *errbuf,
-                           size_t errlen);
+FT_API int ft_client_search_async(ft_client *c, const ft_request *reqs,
+                                  size_t n, ft_client_cb cb, void *arg,
+                                  char *errbuf, size_t errlen);
 
-size_t ft_client_results_count(const ft_client_results *r);
+FT_API size_t ft_client_results_count(const ft_client_results *r);
 /* ft_client_results_get returns result i (valid until the results are
  * freed): its hits, tokens, status and error. */
-const ft_result *ft_client_results_get(const ft_client_results *r, size_t i);
-void ft_client_results_free(ft_client_results *r);
+FT_API const ft_result *ft_client_results_get(const ft_client_results *r,
+                                              size_t i);
+FT_API void ft_client_results_free(ft_client_results *r);
 
 /* ft_client_ping succeeds when the server answers a PING. */
-int ft_client_ping(ft_client *c, char *errbuf, size_t errlen);
+FT_API int ft_client_ping(ft_client *c, char *errbuf, size_t errlen);
 
 /* ft_client_info fetches the server's INFO text: sectioned "key: value"
  * lines, NUL-terminated, in *text (free() it). */
-int ft_client_info(ft_client *c, char **text, char *errbuf, size_t errlen);
+FT_API int ft_client_info(ft_client *c, char **text, char *errbuf,
+                          size_t errlen);
 /* ft_client_text_free frees a text the library returned (INFO's), for
  * callers that cannot reach this library's free() (bindings through an
  * FFI).  NULL is ignored. */
-void ft_client_text_free(char *text);
+FT_API void ft_client_text_free(char *text);
 
 /* ft_client_reload asks the server to reload its index (path NULL or "":
  * the configured one).  Allowed only on a listener marked admin of a
  * server with admin_reload on (else FT_EPERM); errbuf gets the server's
  * message either way. */
-int ft_client_reload(ft_client *c, const char *path, char *errbuf,
-                     size_t errlen);
+FT_API int ft_client_reload(ft_client *c, const char *path, char *errbuf,
+                            size_t errlen);
 
 #ifdef __cplusplus
 }

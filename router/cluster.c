@@ -327,7 +327,8 @@ static void put_reg(ft_cluster *c, ft_buf *b)
 
 static const char *kind_name(uint32_t k)
 {
-    return k == FT_ENGINE_GPU ? "gpu" : "cpu";
+    const char *n = ft_engine_kind_name((ft_engine_kind)k);
+    return n ? n : "?";
 }
 
 /* check_reg says why a registration is refused ("" when it is not). */
@@ -797,7 +798,7 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
     RT_ERRF(errbuf, errlen, "cluster: rank %u: out of memory", c->rank);
     c->r = calloc(c->world, sizeof *c->r);
     c->base = calloc(c->S, sizeof *c->base);
-    c->part = calloc((size_t)c->S * FT_ENGINE_CHUNK, sizeof *c->part);
+    c->part = calloc((size_t)c->S * FTI_ENGINE_CHUNK, sizeof *c->part);
     if (c->r == NULL || c->base == NULL || c->part == NULL)
         goto fail;
     for (uint32_t r = 0; r < c->world; r++)
@@ -843,7 +844,7 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
             goto fail;
         }
         if (eo.kind == FT_ENGINE_GPU)
-            ft_engine_gpu_share(c->eng[j], c->count);
+            fti_engine_gpu_share(c->eng[j], c->count);
     }
     /* The bootstrap socket. */
     int rv = nng_pair1_open_poly(&c->sock);
@@ -936,7 +937,7 @@ void ft_cluster_close(ft_cluster *c)
         nng_close(c->sock);
     for (uint32_t j = 0; c->eng && j < c->count; j++)
         ft_engine_close(c->eng[j]);
-    for (size_t i = 0; c->part && i < (size_t)c->S * FT_ENGINE_CHUNK; i++)
+    for (size_t i = 0; c->part && i < (size_t)c->S * FTI_ENGINE_CHUNK; i++)
         ft_result_free(&c->part[i]);
     free(c->part);
     free(c->eng);
@@ -1041,7 +1042,7 @@ static int put_requests(ft_buf *b, const ft_request *const *rq, size_t m)
 static int get_requests(ft_cluster *c, const unsigned char *p, size_t len,
                         size_t m)
 {
-    if (m == 0 || m > FT_ENGINE_CHUNK)
+    if (m == 0 || m > FTI_ENGINE_CHUNK)
         return FT_EPROTO;
     free(c->rq);
     c->rq = calloc(m, sizeof *c->rq);
@@ -1052,7 +1053,7 @@ static int get_requests(ft_cluster *c, const unsigned char *p, size_t len,
         return FT_ENOMEM;
     /* The grids are read into aligned arrays in reqbuf. */
     cl_rd rd = {p, len, 0, 0};
-    size_t off[FT_ENGINE_CHUNK];
+    size_t off[FTI_ENGINE_CHUNK];
     for (size_t i = 0; i < m; i++) {
         ft_request *q = &c->rq[i];
         ft_request_init(q);
@@ -1101,7 +1102,8 @@ int cl_put_hits(ft_cluster *c, ft_buf *b, size_t m)
 {
     for (uint32_t j = 0; j < c->count; j++)
         for (size_t i = 0; i < m; i++) {
-            const ft_result *r = &c->part[(c->first + j) * FT_ENGINE_CHUNK + i];
+            const ft_result *r =
+                &c->part[(c->first + j) * FTI_ENGINE_CHUNK + i];
             ft_buf_put_u32(b, (uint32_t)r->status);
             ft_buf_put_u32(b, r->status == FT_OK ? r->n : 0);
             for (uint32_t h = 0; r->status == FT_OK && h < r->n; h++) {
@@ -1120,12 +1122,12 @@ int cl_put_hits(ft_cluster *c, ft_buf *b, size_t m)
 }
 
 int cl_get_hits(ft_cluster *c, uint32_t r, cl_rd *rd,
-                const ft_prepared *const *reqs, size_t m)
+                const fti_prepared *const *reqs, size_t m)
 {
     for (uint32_t j = 0; j < c->r[r].count; j++)
         for (size_t i = 0; i < m; i++) {
             ft_result *res =
-                &c->part[(c->r[r].first + j) * FT_ENGINE_CHUNK + i];
+                &c->part[(c->r[r].first + j) * FTI_ENGINE_CHUNK + i];
             if (part_ready(res, reqs[i]->results) != FT_OK)
                 return FT_ENOMEM;
             res->status = (int)cl_u32(rd);
@@ -1345,7 +1347,7 @@ static int nng_lists(ft_cluster *c, uint32_t seq, uint32_t t, size_t len)
         for (uint32_t j = 0; j < c->count; j++) {
             uint64_t *send, *recv;
             size_t l;
-            ft_engine_step_buffers(c->eng[j], &send, &recv, &l);
+            fti_engine_step_buffers(c->eng[j], &send, &recv, &l);
             ft_buf_append(b, send, l * 8);
         }
         if (b->data == NULL || cl_send(c, 0, b) != FT_OK)
@@ -1369,7 +1371,7 @@ static int nng_lists(ft_cluster *c, uint32_t seq, uint32_t t, size_t len)
         for (uint32_t j = 0; j < c->count; j++) {
             uint64_t *send, *recv;
             size_t l;
-            ft_engine_step_buffers(c->eng[j], &send, &recv, &l);
+            fti_engine_step_buffers(c->eng[j], &send, &recv, &l);
             memcpy(c->all + (size_t)(c->first + j) * len, send, len * 8);
         }
         nng_msg *got[FT_CLUSTER_MAX_RANKS];
@@ -1406,7 +1408,7 @@ static int nng_lists(ft_cluster *c, uint32_t seq, uint32_t t, size_t len)
     for (uint32_t j = 0; j < c->count; j++) {
         uint64_t *send, *recv;
         size_t l;
-        ft_engine_step_buffers(c->eng[j], &send, &recv, &l);
+        fti_engine_step_buffers(c->eng[j], &send, &recv, &l);
         memcpy(recv, c->all, need * 8);
     }
     return FT_OK;
@@ -1414,8 +1416,8 @@ static int nng_lists(ft_cluster *c, uint32_t seq, uint32_t t, size_t len)
 
 /* nng_hits: a rank sends its encoded hits; the coordinator decodes every
  * rank's into c->part. */
-static int nng_hits(ft_cluster *c, uint32_t seq, const ft_prepared *const *reqs,
-                    size_t m)
+static int nng_hits(ft_cluster *c, uint32_t seq,
+                    const fti_prepared *const *reqs, size_t m)
 {
     ft_buf *b = &c->msg;
     if (c->rank != 0) {
@@ -1455,7 +1457,7 @@ const cl_xport *cl_transport(const ft_cluster *c)
  * Tmax steps of expand, exchange, keep, then its local hits (values
  * attached) in c->part. */
 static int run_local(ft_cluster *c, uint32_t seq,
-                     const ft_prepared *const *reqs, size_t m)
+                     const fti_prepared *const *reqs, size_t m)
 {
     const cl_xport *x = cl_transport(c);
     uint32_t tmax = 0;
@@ -1464,10 +1466,10 @@ static int run_local(ft_cluster *c, uint32_t seq,
     int rc = FT_OK;
     for (uint32_t j = 0; j < c->count && rc == FT_OK; j++) {
         for (size_t i = 0; i < m && rc == FT_OK; i++)
-            rc = part_ready(&c->part[(c->first + j) * FT_ENGINE_CHUNK + i],
+            rc = part_ready(&c->part[(c->first + j) * FTI_ENGINE_CHUNK + i],
                             reqs[i]->results);
         if (rc == FT_OK)
-            rc = ft_engine_step_begin(c->eng[j], reqs, m, c->first + j, c->S);
+            rc = fti_engine_step_begin(c->eng[j], reqs, m, c->first + j, c->S);
     }
     if (rc != FT_OK) {
         c->engine_rc = rc;
@@ -1475,18 +1477,18 @@ static int run_local(ft_cluster *c, uint32_t seq,
     }
     for (uint32_t t = 0; t < tmax; t++) {
         for (uint32_t j = 0; j < c->count && rc == FT_OK; j++)
-            rc = ft_engine_step_expand(c->eng[j], t);
+            rc = fti_engine_step_expand(c->eng[j], t);
         if (rc != FT_OK) {
             c->engine_rc = rc;
             return rc;
         }
         uint64_t *send, *recv;
         size_t len;
-        ft_engine_step_buffers(c->eng[0], &send, &recv, &len);
+        fti_engine_step_buffers(c->eng[0], &send, &recv, &len);
         if ((rc = x->lists(c, seq, t, len)) != FT_OK)
             return rc;
         for (uint32_t j = 0; j < c->count && rc == FT_OK; j++)
-            rc = ft_engine_step_keep(c->eng[j], t);
+            rc = fti_engine_step_keep(c->eng[j], t);
         if (rc != FT_OK) {
             c->engine_rc = rc;
             return rc;
@@ -1494,11 +1496,11 @@ static int run_local(ft_cluster *c, uint32_t seq,
     }
     if ((rc = cl_nccl_settle(c)) != FT_OK)
         return rc;
-    ft_result *part[FT_ENGINE_CHUNK];
+    ft_result *part[FTI_ENGINE_CHUNK];
     for (uint32_t j = 0; j < c->count && rc == FT_OK; j++) {
         for (size_t i = 0; i < m; i++)
-            part[i] = &c->part[(c->first + j) * FT_ENGINE_CHUNK + i];
-        rc = ft_engine_step_finish(c->eng[j], part);
+            part[i] = &c->part[(c->first + j) * FTI_ENGINE_CHUNK + i];
+        rc = fti_engine_step_finish(c->eng[j], part);
         uint64_t base0 = 0;
         for (size_t i = 0; i < m && rc == FT_OK; i++)
             if (part[i]->status == FT_OK)
@@ -1537,7 +1539,7 @@ static void abort_batch(ft_cluster *c, uint32_t seq)
 }
 
 static int run_chunk(ft_cluster *c, const ft_request *const *rq,
-                     const ft_prepared *const *reqs, ft_result *const *res,
+                     const fti_prepared *const *reqs, ft_result *const *res,
                      size_t m)
 {
     char why[240];
@@ -1594,7 +1596,7 @@ static int run_chunk(ft_cluster *c, const ft_request *const *rq,
     const ft_result *parts[FT_MAX_SHARDS > 4096 ? 4096 : FT_MAX_SHARDS];
     for (size_t i = 0; i < m; i++) {
         for (uint32_t s = 0; s < c->S && s < 4096; s++)
-            parts[s] = &c->part[(size_t)s * FT_ENGINE_CHUNK + i];
+            parts[s] = &c->part[(size_t)s * FTI_ENGINE_CHUNK + i];
         fti_merge_parts(res[i], parts, c->base, c->S, reqs[i]->results);
     }
     return FT_OK;
@@ -1605,12 +1607,12 @@ int ft_cluster_search_batch(ft_cluster *c, const ft_request *reqs, size_t n,
 {
     if (c->rank != 0 || c->S > 4096 || ops_failed(c))
         return FT_ESTATE;
-    ft_prep **pool = fti_prep_pool();
+    fti_prep **pool = fti_prep_pool();
     if (pool == NULL)
         return FT_ENOMEM;
-    const ft_prepared *vp[FT_ENGINE_CHUNK];
-    ft_result *vres[FT_ENGINE_CHUNK];
-    const ft_request *vq[FT_ENGINE_CHUNK];
+    const fti_prepared *vp[FTI_ENGINE_CHUNK];
+    ft_result *vres[FTI_ENGINE_CHUNK];
+    const ft_request *vq[FTI_ENGINE_CHUNK];
     size_t i = 0;
     while (i < n) {
         size_t m = fti_admit_chunk(pool, reqs, n, &i, c->eo.max_beam, res,
@@ -1621,17 +1623,17 @@ int ft_cluster_search_batch(ft_cluster *c, const ft_request *reqs, size_t n,
             vq[j] = &reqs[vres[j] - res];
         /* GPU engines take what fits their slots (group.c's run_fit):
          * up to max_batch within the caps, a larger request alone. */
-        size_t slots = FT_ENGINE_CHUNK;
+        size_t slots = FTI_ENGINE_CHUNK;
         uint32_t kmax = FT_MAX_K, tmax = FT_MAX_T;
         if (c->eo.kind == FT_ENGINE_GPU) {
             slots = c->eo.max_batch ? c->eo.max_batch : 32;
-            slots = slots < FT_ENGINE_CHUNK ? slots : FT_ENGINE_CHUNK;
+            slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
             kmax = c->eo.max_k ? c->eo.max_k : FT_MAX_K;
             tmax = c->eo.max_t ? c->eo.max_t : FT_MAX_T;
         }
-        const ft_request *bq[FT_ENGINE_CHUNK];
-        const ft_prepared *bp[FT_ENGINE_CHUNK];
-        ft_result *br[FT_ENGINE_CHUNK];
+        const ft_request *bq[FTI_ENGINE_CHUNK];
+        const fti_prepared *bp[FTI_ENGINE_CHUNK];
+        ft_result *br[FTI_ENGINE_CHUNK];
         size_t k = 0;
         int rc = FT_OK;
         for (size_t j = 0; j < m && rc == FT_OK; j++) {
@@ -1673,7 +1675,7 @@ static int serve_batch(ft_cluster *c, uint32_t seq, cl_rd *rd)
 {
     uint32_t m = cl_u32(rd), bytes = cl_u32(rd);
     uint8_t inl = cl_u8(rd);
-    if (rd->bad || m == 0 || m > FT_ENGINE_CHUNK) {
+    if (rd->bad || m == 0 || m > FTI_ENGINE_CHUNK) {
         send_fail(c, seq, FT_EPROTO, "malformed batch");
         return FT_OK;
     }
@@ -1692,21 +1694,21 @@ static int serve_batch(ft_cluster *c, uint32_t seq, cl_rd *rd)
             rc = get_requests(c, pl.data, pl.len, m);
         ft_buf_free(&pl);
     }
-    ft_prep **pool = fti_prep_pool();
-    const ft_prepared *vp[FT_ENGINE_CHUNK];
+    fti_prep **pool = fti_prep_pool();
+    const fti_prepared *vp[FTI_ENGINE_CHUNK];
     char e[160];
     for (uint32_t i = 0; rc == FT_OK && i < m; i++) {
         if (pool == NULL) {
             rc = FT_ENOMEM;
             break;
         }
-        if (pool[i] == NULL && (rc = ft_prep_create(&pool[i])) != FT_OK)
+        if (pool[i] == NULL && (rc = fti_prep_create(&pool[i])) != FT_OK)
             break;
         if (ft_request_validate(&c->rq[i], 0, e, sizeof e) != FT_OK) {
             rc = FT_EPROTO;
             break;
         }
-        rc = ft_request_prepare(&vp[i], pool[i], &c->rq[i]);
+        rc = fti_request_prepare(&vp[i], pool[i], &c->rq[i]);
     }
     if (rc != FT_OK) {
         send_fail(c, seq, rc, "cannot decode the batch");

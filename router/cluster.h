@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "flashtrie.h"
+#include "flashtrie/internal/engine.h"
 
 /* How long the coordinator waits for every rank to register, and a rank
  * for its session, in milliseconds. */
@@ -98,7 +99,7 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
 void ft_cluster_close(ft_cluster *c);
 
 /* ft_cluster_search_batch (rank 0) answers n requests over the whole
- * cluster, as ft_group_search_batch: each result carries its status; a
+ * cluster, as fti_group_search_batch: each result carries its status; a
  * rank that is down makes every admitted request FT_ECONN with a message
  * naming it.  Returns FT_OK unless the local engines failed. */
 int ft_cluster_search_batch(ft_cluster *c, const ft_request *reqs, size_t n,

@@ -45,7 +45,7 @@ typedef struct cl_xport {
     const char *name;
     int (*batch)(ft_cluster *c, uint32_t seq, size_t m, const ft_buf *payload);
     int (*lists)(ft_cluster *c, uint32_t seq, uint32_t t, size_t len);
-    int (*hits)(ft_cluster *c, uint32_t seq, const ft_prepared *const *reqs,
+    int (*hits)(ft_cluster *c, uint32_t seq, const fti_prepared *const *reqs,
                 size_t m);
 } cl_xport;
 
@@ -79,7 +79,7 @@ struct ft_cluster {
     ft_cluster_stop_fn stop;
     void *stop_arg;
     uint32_t seq;              /* the batch under way */
-    ft_result *part;           /* [S * FT_ENGINE_CHUNK] local hits */
+    ft_result *part;           /* [S * FTI_ENGINE_CHUNK] local hits */
     uint64_t *all;             /* nng: every shard's list of a step */
     size_t all_cap;
     ft_buf msg;                /* the message being built */
@@ -108,7 +108,7 @@ void cl_mark_down(ft_cluster *c, uint32_t r, const char *fmt, ...)
 int cl_put_hits(ft_cluster *c, ft_buf *b, size_t m);
 /* cl_get_hits decodes rank r's HITS body into c->part. */
 int cl_get_hits(ft_cluster *c, uint32_t r, cl_rd *rd,
-                const ft_prepared *const *reqs, size_t m);
+                const fti_prepared *const *reqs, size_t m);
 
 /* cluster_nccl.c: the NCCL transport (GPU ranks).  In a build without
  * NCCL, GPU ranks are refused at open and the rest are no-ops. */

@@ -366,8 +366,8 @@ static int nccl_lists(ft_cluster *c, uint32_t seq, uint32_t t, size_t len)
     for (uint32_t j = 0; j < c->count; j++) {
         uint64_t *send, *recv;
         size_t l;
-        ft_engine_step_buffers(c->eng[j], &send, &recv, &l);
-        cudaStream_t es = (cudaStream_t)ft_engine_stream(c->eng[j]);
+        fti_engine_step_buffers(c->eng[j], &send, &recv, &l);
+        cudaStream_t es = (cudaStream_t)fti_engine_stream(c->eng[j]);
         if (cudaEventRecord(x->ev[j], es) != cudaSuccess ||
             cudaStreamWaitEvent(x->xs, x->ev[j], 0) != cudaSuccess ||
             cudaMemcpyAsync(x->dsend + (size_t)j * len, send, len * 8,
@@ -386,7 +386,7 @@ static int nccl_lists(ft_cluster *c, uint32_t seq, uint32_t t, size_t len)
             for (uint32_t k = 0; k < c->count; k++) {
                 uint64_t *send, *recv;
                 size_t l;
-                ft_engine_step_buffers(c->eng[k], &send, &recv, &l);
+                fti_engine_step_buffers(c->eng[k], &send, &recv, &l);
                 if (cudaMemcpyAsync(recv + s * len, src, len * 8,
                                     cudaMemcpyDeviceToDevice, x->xs) !=
                     cudaSuccess)
@@ -396,7 +396,7 @@ static int nccl_lists(ft_cluster *c, uint32_t seq, uint32_t t, size_t len)
     if (cudaEventRecord(x->xdone, x->xs) != cudaSuccess)
         return broken(c, "cudaEventRecord failed");
     for (uint32_t k = 0; k < c->count; k++)
-        if (cudaStreamWaitEvent((cudaStream_t)ft_engine_stream(c->eng[k]),
+        if (cudaStreamWaitEvent((cudaStream_t)fti_engine_stream(c->eng[k]),
                                 x->xdone, 0) != cudaSuccess)
             return broken(c, "ordering the engines after the exchange failed");
     return FT_OK;
@@ -405,8 +405,8 @@ static int nccl_lists(ft_cluster *c, uint32_t seq, uint32_t t, size_t len)
 /* nccl_hits: every rank's encoded hits reach rank 0: an all-gather of
  * their sizes, then one ncclSend per rank and ncclRecv per peer into one
  * staging buffer, in one NCCL group. */
-static int nccl_hits(ft_cluster *c, uint32_t seq, const ft_prepared *const *reqs,
-                     size_t m)
+static int nccl_hits(ft_cluster *c, uint32_t seq,
+                     const fti_prepared *const *reqs, size_t m)
 {
     nx *x = c->nx;
     if (x->broken)

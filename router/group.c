@@ -14,7 +14,7 @@
  * them by (score desc, order asc), which is a total order across shards
  * (orders hold global ranks), and attaches the values once.
  *
- * Exchanges (ft_exchange): CPU engines' lists are host memory, copied with
+ * Exchanges (fti_exchange): CPU engines' lists are host memory, copied with
  * memcpy.  GPU engines' lists are device memory and their steps are
  * enqueued on their streams; the exchange is enqueued too, so nothing waits
  * on the host until the results: either device copies on a group stream
@@ -47,21 +47,21 @@
 #include "flashtrie/internal/check.h"
 #endif
 
-struct ft_group {
+struct fti_group {
     size_t n;                  /* shards */
     ft_engine **eng;           /* [n] */
     const ft_index **idx;      /* [n] */
     uint64_t *base;            /* [n]: key index of each shard's first key */
     uint32_t max_beam;
     ft_engine_opts o;          /* every engine's options */
-    ft_result *part;           /* [n * FT_ENGINE_CHUNK] local hits */
-    ft_exchange xk;            /* the exchange in use */
+    ft_result *part;           /* [n * FTI_ENGINE_CHUNK] local hits */
+    fti_exchange xk;           /* the exchange in use */
 #ifdef FT_HAVE_CUDA
     int xdev;                  /* device of the group stream */
-    cudaStream_t xs;           /* FT_EXCHANGE_DEVICE: the copies */
+    cudaStream_t xs;           /* FTI_EXCHANGE_DEVICE: the copies */
     cudaEvent_t *ev;           /* [n]: engine s's expand done */
     cudaEvent_t xdone;         /* the copies done */
-    uint64_t *lists[2];        /* shared lists (ft_group_opts.shared_lists) */
+    uint64_t *lists[2];        /* shared lists (fti_group_opts.shared_lists) */
     /* opts.timing with device copies: per step, events at shard 0's
      * launch (A), at the last expand's end (B) and at the copies' end (C)
      * on the group stream; sums of B-A (kernels), C-B (exchange) and
@@ -74,7 +74,6 @@ struct ft_group {
     ncclComm_t *comm;          /* [n]: rank s = shard s */
 #endif
 };
-
 
 #ifdef FT_HAVE_NCCL
 /* NCCL is loaded at run time (libnccl.so.2), not linked: programs then
@@ -122,17 +121,17 @@ const fti_nccl_api *fti_nccl(void)
 }
 #endif
 
-void ft_group_opts_init(ft_group_opts *gopts)
+void fti_group_opts_init(fti_group_opts *gopts)
 {
     memset(gopts, 0, sizeof *gopts);
-    gopts->exchange = FT_EXCHANGE_AUTO;
+    gopts->exchange = FTI_EXCHANGE_AUTO;
     gopts->split_grid = 1;
     gopts->shared_lists = 1;
 }
 
-ft_exchange ft_group_exchange(const ft_group *g) { return g->xk; }
+fti_exchange fti_group_exchange(const fti_group *g) { return g->xk; }
 
-void ft_group_timing_report(ft_group *g, char *buf, size_t len)
+void fti_group_timing_report(fti_group *g, char *buf, size_t len)
 {
     if (len)
         buf[0] = 0;
@@ -154,14 +153,14 @@ void ft_group_timing_report(ft_group *g, char *buf, size_t len)
 #endif
 }
 
-ft_engine *ft_group_engine(ft_group *g, size_t s)
+ft_engine *fti_group_engine(fti_group *g, size_t s)
 {
     return s < g->n ? g->eng[s] : NULL;
 }
 
-size_t ft_group_shards(const ft_group *g) { return g->n; }
+size_t fti_group_shards(const fti_group *g) { return g->n; }
 
-void ft_group_close(ft_group *g)
+void fti_group_close(fti_group *g)
 {
     if (g == NULL)
         return;
@@ -176,7 +175,7 @@ void ft_group_close(ft_group *g)
     if (g->xs || g->ev) {
         for (size_t s = 0; g->ev && s < g->n; s++)
             if (g->ev[s]) {
-                cudaSetDevice(ft_engine_device(g->eng[s]));
+                cudaSetDevice(fti_engine_device(g->eng[s]));
                 cudaEventDestroy(g->ev[s]);
             }
         cudaSetDevice(g->xdev);
@@ -196,7 +195,7 @@ void ft_group_close(ft_group *g)
     for (size_t s = 0; s < g->n; s++)
         ft_engine_close(g->eng ? g->eng[s] : NULL);
     if (g->part)
-        for (size_t i = 0; i < g->n * FT_ENGINE_CHUNK; i++)
+        for (size_t i = 0; i < g->n * FTI_ENGINE_CHUNK; i++)
             ft_result_free(&g->part[i]);
     free(g->part);
     free(g->eng);
@@ -207,65 +206,65 @@ void ft_group_close(ft_group *g)
 
 /* exchange_setup chooses (or checks the forced) exchange and makes what
  * it needs: streams and events, or the NCCL communicators. */
-static int exchange_setup(ft_group *g, ft_exchange want, int shared,
+static int exchange_setup(fti_group *g, fti_exchange want, int shared,
                           char *errbuf, size_t errlen)
 {
     size_t ngpu = 0, distinct = 1;
     for (size_t s = 0; s < g->n; s++) {
-        int d = ft_engine_device(g->eng[s]);
+        int d = fti_engine_device(g->eng[s]);
         ngpu += d >= 0;
         for (size_t r = 0; r < s; r++)
-            if (ft_engine_device(g->eng[r]) == d)
+            if (fti_engine_device(g->eng[r]) == d)
                 distinct = 0;
     }
     int same = 1;
     for (size_t s = 1; s < g->n; s++)
-        same &= ft_engine_device(g->eng[s]) == ft_engine_device(g->eng[0]);
+        same &= fti_engine_device(g->eng[s]) == fti_engine_device(g->eng[0]);
     RT_RETURN_ERROR_IF(ngpu != 0 && ngpu != g->n, FT_ENOTSUP,
                        "shards: a group cannot mix CPU and GPU engines");
-    ft_exchange x = want;
-    if (x == FT_EXCHANGE_AUTO) {
+    fti_exchange x = want;
+    if (x == FTI_EXCHANGE_AUTO) {
         if (ngpu == 0)
-            x = FT_EXCHANGE_HOST;
+            x = FTI_EXCHANGE_HOST;
         else if (same)
-            x = FT_EXCHANGE_DEVICE;
+            x = FTI_EXCHANGE_DEVICE;
         else {
 #ifdef FT_HAVE_NCCL
-            x = distinct && nccl_available() ? FT_EXCHANGE_NCCL
-                                             : FT_EXCHANGE_DEVICE;
+            x = distinct && nccl_available() ? FTI_EXCHANGE_NCCL
+                                             : FTI_EXCHANGE_DEVICE;
 #else
-            x = FT_EXCHANGE_DEVICE;
+            x = FTI_EXCHANGE_DEVICE;
 #endif
         }
     }
-    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_HOST && ngpu > 0, FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_HOST && ngpu > 0, FT_ENOTSUP,
                        "exchange: host needs CPU engines (GPU lists are in "
                        "device memory)");
-    RT_RETURN_ERROR_IF(x != FT_EXCHANGE_HOST && ngpu == 0, FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(x != FTI_EXCHANGE_HOST && ngpu == 0, FT_ENOTSUP,
                        "exchange: %s needs GPU engines",
-                       x == FT_EXCHANGE_NCCL ? "nccl" : "device");
+                       x == FTI_EXCHANGE_NCCL ? "nccl" : "device");
 #ifndef FT_HAVE_NCCL
-    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL, FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_NCCL, FT_ENOTSUP,
                        "exchange: nccl: this build has no NCCL");
 #endif
-    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL && !distinct, FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_NCCL && !distinct, FT_ENOTSUP,
                        "exchange: nccl needs one shard per GPU");
 #ifdef FT_HAVE_NCCL
-    RT_RETURN_ERROR_IF(x == FT_EXCHANGE_NCCL && !nccl_available(), FT_ENOTSUP,
+    RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_NCCL && !nccl_available(), FT_ENOTSUP,
                        "exchange: nccl: libnccl.so.2 cannot be loaded");
 #endif
     g->xk = x;
-    if (x == FT_EXCHANGE_HOST)
+    if (x == FTI_EXCHANGE_HOST)
         return FT_OK;
 #ifdef FT_HAVE_CUDA
     int rc = FT_OK;
-    g->xdev = ft_engine_device(g->eng[0]);
-    if (x == FT_EXCHANGE_DEVICE) {
+    g->xdev = fti_engine_device(g->eng[0]);
+    if (x == FTI_EXCHANGE_DEVICE) {
         g->ev = calloc(g->n, sizeof *g->ev);
         if (g->ev == NULL)
             return FT_ENOMEM;
         for (size_t s = 0; s < g->n; s++) {
-            FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[s])), rc,
+            FT_CUDA_CHECK_GOTO(cudaSetDevice(fti_engine_device(g->eng[s])), rc,
                                fail);
             FT_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(
                                    &g->ev[s], cudaEventDisableTiming), rc,
@@ -282,7 +281,7 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
             /* One list buffer per step parity for all shards: room for a
              * full batch of full beams from every shard. */
             size_t slots = g->o.max_batch ? g->o.max_batch : 32;
-            slots = slots < FT_ENGINE_CHUNK ? slots : FT_ENGINE_CHUNK;
+            slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
             size_t bmax = g->o.max_beam && g->o.max_beam < FT_MAX_BEAM
                               ? g->o.max_beam
                               : FT_MAX_BEAM;
@@ -291,8 +290,8 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
                 FT_CUDA_CHECK_GOTO(cudaMalloc((void **)&g->lists[i], cap * 8), rc,
                                    fail);
             for (size_t s = 0; s < g->n; s++)
-                ft_engine_gpu_bind_lists(g->eng[s], g->lists[0], g->lists[1],
-                                         cap);
+                fti_engine_gpu_bind_lists(g->eng[s], g->lists[0], g->lists[1],
+                                          cap);
         }
         if (g->o.timing) {
             g->tev = calloc(3 * FT_MAX_T, sizeof *g->tev);
@@ -304,7 +303,7 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
     }
 #endif
 #ifdef FT_HAVE_NCCL
-    if (x == FT_EXCHANGE_NCCL) {
+    if (x == FTI_EXCHANGE_NCCL) {
         int *devs = calloc(g->n, sizeof *devs);
         g->comm = calloc(g->n, sizeof *g->comm);
         if (devs == NULL || g->comm == NULL) {
@@ -312,7 +311,7 @@ static int exchange_setup(ft_group *g, ft_exchange want, int shared,
             return FT_ENOMEM;
         }
         for (size_t s = 0; s < g->n; s++)
-            devs[s] = ft_engine_device(g->eng[s]);
+            devs[s] = fti_engine_device(g->eng[s]);
         ncclResult_t r = N.init_all(g->comm, (int)g->n, devs);
         free(devs);
         if (r != ncclSuccess) {
@@ -333,18 +332,16 @@ fail:
 #endif
 }
 
-int ft_group_open(ft_group **out, const ft_index *const *shards,
-                  size_t nshards, const ft_engine_opts *opts, char *errbuf,
-                  size_t errlen)
+int fti_group_open(fti_group **out, const ft_index *const *shards,
+                   size_t nshards, const ft_engine_opts *opts, char *errbuf,
+                   size_t errlen)
 {
-    return ft_group_open_ex(out, shards, nshards, opts, NULL, errbuf,
-                            errlen);
+    return fti_group_open_ex(out, shards, nshards, opts, NULL, errbuf, errlen);
 }
 
-int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
-                     size_t nshards, const ft_engine_opts *opts,
-                     const ft_group_opts *gopts, char *errbuf,
-                     size_t errlen)
+int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
+                      size_t nshards, const ft_engine_opts *opts,
+                      const fti_group_opts *gopts, char *errbuf, size_t errlen)
 {
     *out = NULL;
     if (nshards == 0 || nshards > 4096) {
@@ -353,16 +350,16 @@ int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
                                      "got %zu", nshards);
         return FT_EINVAL;
     }
-    ft_group *g = calloc(1, sizeof *g);
+    fti_group *g = calloc(1, sizeof *g);
     if (g == NULL)
         return FT_ENOMEM;
     g->n = nshards;
     g->eng = calloc(nshards, sizeof *g->eng);
     g->idx = calloc(nshards, sizeof *g->idx);
     g->base = calloc(nshards, sizeof *g->base);
-    g->part = calloc(nshards * FT_ENGINE_CHUNK, sizeof *g->part);
+    g->part = calloc(nshards * FTI_ENGINE_CHUNK, sizeof *g->part);
     if (!g->eng || !g->idx || !g->base || !g->part) {
-        ft_group_close(g);
+        fti_group_close(g);
         return FT_ENOMEM;
     }
     ft_engine_opts o;
@@ -388,25 +385,25 @@ int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
         if (rc != FT_OK) {
             if (errbuf && errlen)
                 snprintf(errbuf, errlen, "shard %zu: %s", s, e);
-            ft_group_close(g);
+            fti_group_close(g);
             return rc;
         }
     }
     g->o = o;
     if (o.kind == FT_ENGINE_GPU && (gopts == NULL || gopts->split_grid)) {
-        /* Engines that share a GPU share its grid (see ft_group_opts). */
+        /* Engines that share a GPU share its grid (see fti_group_opts). */
         for (size_t s = 0; s < nshards; s++) {
             uint32_t ways = 0;
             for (size_t r = 0; r < nshards; r++)
-                ways += ft_engine_device(g->eng[r]) ==
-                        ft_engine_device(g->eng[s]);
-            ft_engine_gpu_share(g->eng[s], ways);
+                ways += fti_engine_device(g->eng[r]) ==
+                        fti_engine_device(g->eng[s]);
+            fti_engine_gpu_share(g->eng[s], ways);
         }
     }
-    int rc = exchange_setup(g, gopts ? gopts->exchange : FT_EXCHANGE_AUTO,
+    int rc = exchange_setup(g, gopts ? gopts->exchange : FTI_EXCHANGE_AUTO,
                             gopts ? gopts->shared_lists : 1, errbuf, errlen);
     if (rc != FT_OK) {
-        ft_group_close(g);
+        fti_group_close(g);
         return rc;
     }
     *out = g;
@@ -415,18 +412,18 @@ int ft_group_open_ex(ft_group **out, const ft_index *const *shards,
 
 /* exchange_host copies every shard's send list into every shard's recv
  * buffer at the sender's place. */
-static int exchange_host(ft_group *g)
+static int exchange_host(fti_group *g)
 {
     for (size_t s = 0; s < g->n; s++) {
         uint64_t *send, *recv;
         size_t len;
-        int rc = ft_engine_step_buffers(g->eng[s], &send, &recv, &len);
+        int rc = fti_engine_step_buffers(g->eng[s], &send, &recv, &len);
         if (rc != FT_OK)
             return rc;
         for (size_t d = 0; d < g->n; d++) {
             uint64_t *dsend, *drecv;
             size_t dlen;
-            rc = ft_engine_step_buffers(g->eng[d], &dsend, &drecv, &dlen);
+            rc = fti_engine_step_buffers(g->eng[d], &dsend, &drecv, &dlen);
             if (rc != FT_OK)
                 return rc;
             if (dlen != len)
@@ -448,13 +445,13 @@ static int exchange_host(ft_group *g)
  * with shared lists the other parity's buffer, which nobody reads any
  * more, since every shard's keep from it ran in the launch the group
  * stream waited for. */
-static int exchange_device(ft_group *g, uint32_t t)
+static int exchange_device(fti_group *g, uint32_t t)
 {
     int rc = FT_OK;
     uint64_t *send, *recv, *recv0 = NULL;
     size_t len = 0, l;
     for (size_t s = 0; s < g->n; s++) {
-        if ((rc = ft_engine_step_buffers(g->eng[s], &send, &recv, &l)) !=
+        if ((rc = fti_engine_step_buffers(g->eng[s], &send, &recv, &l)) !=
             FT_OK)
             return rc;
         if (s == 0) {
@@ -463,10 +460,12 @@ static int exchange_device(ft_group *g, uint32_t t)
         } else if (l != len) {
             return FT_EINTERNAL;
         }
-        FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[s])), rc, fail);
-        FT_CUDA_CHECK_GOTO(cudaEventRecord(g->ev[s], (cudaStream_t)
-                                           ft_engine_stream(g->eng[s])), rc,
+        FT_CUDA_CHECK_GOTO(cudaSetDevice(fti_engine_device(g->eng[s])), rc,
                            fail);
+        FT_CUDA_CHECK_GOTO(
+            cudaEventRecord(g->ev[s],
+                            (cudaStream_t)fti_engine_stream(g->eng[s])),
+            rc, fail);
     }
     FT_CUDA_CHECK_GOTO(cudaSetDevice(g->xdev), rc, fail);
     for (size_t s = 0; s < g->n; s++)
@@ -476,13 +475,13 @@ static int exchange_device(ft_group *g, uint32_t t)
     /* Shared lists: every shard already wrote its list where all read it;
      * the group stream only orders the streams. */
     for (size_t s = 0; s < g->n && g->lists[0] == NULL; s++) {
-        ft_engine_step_buffers(g->eng[s], &send, &recv, &l);
+        fti_engine_step_buffers(g->eng[s], &send, &recv, &l);
         FT_CUDA_CHECK_GOTO(cudaMemcpyAsync(recv0 + s * len, send, len * 8,
                                            cudaMemcpyDefault, g->xs), rc,
                            fail);
     }
     for (size_t d = 1; d < g->n && g->lists[0] == NULL; d++) {
-        ft_engine_step_buffers(g->eng[d], &send, &recv, &l);
+        fti_engine_step_buffers(g->eng[d], &send, &recv, &l);
         FT_CUDA_CHECK_GOTO(cudaMemcpyAsync(recv, recv0, g->n * len * 8,
                                            cudaMemcpyDefault, g->xs), rc,
                            fail);
@@ -491,11 +490,12 @@ static int exchange_device(ft_group *g, uint32_t t)
         FT_CUDA_CHECK_GOTO(cudaEventRecord(g->tev[3 * t + 2], g->xs), rc, fail);
     FT_CUDA_CHECK_GOTO(cudaEventRecord(g->xdone, g->xs), rc, fail);
     for (size_t d = 0; d < g->n; d++) {
-        FT_CUDA_CHECK_GOTO(cudaSetDevice(ft_engine_device(g->eng[d])), rc, fail);
-        FT_CUDA_CHECK_GOTO(cudaStreamWaitEvent((cudaStream_t)ft_engine_stream(
-                                                   g->eng[d]),
-                                               g->xdone, 0), rc,
+        FT_CUDA_CHECK_GOTO(cudaSetDevice(fti_engine_device(g->eng[d])), rc,
                            fail);
+        FT_CUDA_CHECK_GOTO(
+            cudaStreamWaitEvent((cudaStream_t)fti_engine_stream(g->eng[d]),
+                                g->xdone, 0),
+            rc, fail);
     }
 fail:
     return rc;
@@ -505,23 +505,22 @@ fail:
 #ifdef FT_HAVE_NCCL
 /* exchange_nccl enqueues one all-gather per rank on its engine's stream,
  * in one NCCL group (one thread drives every rank). */
-static int exchange_nccl(ft_group *g)
+static int exchange_nccl(fti_group *g)
 {
     int rc = FT_OK;
     FT_NCCL_CHECK_GOTO(N.group_start(), rc, fail);
     for (size_t s = 0; s < g->n; s++) {
         uint64_t *send, *recv;
         size_t len;
-        if ((rc = ft_engine_step_buffers(g->eng[s], &send, &recv, &len)) !=
+        if ((rc = fti_engine_step_buffers(g->eng[s], &send, &recv, &len)) !=
             FT_OK) {
             N.group_end();
             return rc;
         }
-        FT_NCCL_CHECK_GOTO(N.all_gather(send, recv, len, ncclUint64,
-                                         g->comm[s],
-                                         (cudaStream_t)ft_engine_stream(
-                                             g->eng[s])), rc,
-                           end);
+        FT_NCCL_CHECK_GOTO(
+            N.all_gather(send, recv, len, ncclUint64, g->comm[s],
+                         (cudaStream_t)fti_engine_stream(g->eng[s])),
+            rc, end);
     }
     FT_NCCL_CHECK_GOTO(N.group_end(), rc, fail);
     return FT_OK;
@@ -532,18 +531,18 @@ fail:
 }
 #endif
 
-static int exchange(ft_group *g, uint32_t t)
+static int exchange(fti_group *g, uint32_t t)
 {
     switch (g->xk) {
 #ifdef FT_HAVE_CUDA
-    case FT_EXCHANGE_DEVICE:
+    case FTI_EXCHANGE_DEVICE:
         return exchange_device(g, t);
 #endif
 #ifdef FT_HAVE_NCCL
-    case FT_EXCHANGE_NCCL:
+    case FTI_EXCHANGE_NCCL:
         return exchange_nccl(g);
 #endif
-    case FT_EXCHANGE_HOST:
+    case FTI_EXCHANGE_HOST:
         return exchange_host(g);
     default:
         return FT_EINTERNAL;
@@ -551,9 +550,9 @@ static int exchange(ft_group *g, uint32_t t)
 }
 
 /* part_ready sizes shard s's local result for request i. */
-static int part_ready(ft_group *g, size_t s, size_t i, const ft_prepared *p)
+static int part_ready(fti_group *g, size_t s, size_t i, const fti_prepared *p)
 {
-    ft_result *r = &g->part[s * FT_ENGINE_CHUNK + i];
+    ft_result *r = &g->part[s * FTI_ENGINE_CHUNK + i];
     if (r->cap_hits >= p->results && r->cap_tokens / FT_MAX_T >= p->results)
         return FT_OK;
     ft_result_free(r);
@@ -620,14 +619,14 @@ int fti_merge_parts(ft_result *res, const ft_result *const *parts,
 
 /* merge_parts merges the shards' local hits of request i into res (the
  * merge every group shares, fti_merge_parts) and attaches the values. */
-static int merge_parts(ft_group *g, size_t i, const ft_prepared *p,
+static int merge_parts(fti_group *g, size_t i, const fti_prepared *p,
                        ft_result *res)
 {
     const ft_result *parts[4096];
     if (g->n > 4096)
         return FT_EINTERNAL;
     for (size_t s = 0; s < g->n; s++)
-        parts[s] = &g->part[s * FT_ENGINE_CHUNK + i];
+        parts[s] = &g->part[s * FTI_ENGINE_CHUNK + i];
     int rc = fti_merge_parts(res, parts, g->base, g->n, p->results);
     if (rc != FT_OK)
         return rc;
@@ -635,20 +634,20 @@ static int merge_parts(ft_group *g, size_t i, const ft_prepared *p,
 }
 
 /* run_chunk runs prepared requests reqs[0..m) over the group. */
-static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
+static int run_chunk(fti_group *g, const fti_prepared *const *reqs,
                      ft_result *const *res, size_t m)
 {
     uint32_t tmax = 0;
     for (size_t i = 0; i < m; i++)
         tmax = reqs[i]->T > tmax ? reqs[i]->T : tmax;
-    ft_result *part[FT_ENGINE_CHUNK];
+    ft_result *part[FTI_ENGINE_CHUNK];
     int rc = FT_OK;
     for (size_t s = 0; s < g->n && rc == FT_OK; s++) {
         for (size_t i = 0; i < m && rc == FT_OK; i++)
             rc = part_ready(g, s, i, reqs[i]);
         if (rc == FT_OK)
-            rc = ft_engine_step_begin(g->eng[s], reqs, m, (uint32_t)s,
-                                      (uint32_t)g->n);
+            rc = fti_engine_step_begin(g->eng[s], reqs, m, (uint32_t)s,
+                                       (uint32_t)g->n);
     }
 #ifdef FT_HAVE_CUDA
     double h0 = g->tev ? fti_now() : 0;
@@ -657,22 +656,22 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
 #ifdef FT_HAVE_CUDA
         if (g->tev) {
             cudaSetDevice(g->xdev);
-            if (cudaEventRecord(g->tev[3 * t], (cudaStream_t)ft_engine_stream(
+            if (cudaEventRecord(g->tev[3 * t], (cudaStream_t)fti_engine_stream(
                                                    g->eng[0])) != cudaSuccess)
                 rc = FT_ECUDA;
         }
 #endif
         for (size_t s = 0; s < g->n && rc == FT_OK; s++)
-            rc = ft_engine_step_expand(g->eng[s], t);
+            rc = fti_engine_step_expand(g->eng[s], t);
         if (rc == FT_OK)
             rc = exchange(g, t);
         for (size_t s = 0; s < g->n && rc == FT_OK; s++)
-            rc = ft_engine_step_keep(g->eng[s], t);
+            rc = fti_engine_step_keep(g->eng[s], t);
     }
     for (size_t s = 0; s < g->n && rc == FT_OK; s++) {
         for (size_t i = 0; i < m; i++)
-            part[i] = &g->part[s * FT_ENGINE_CHUNK + i];
-        rc = ft_engine_step_finish(g->eng[s], part);
+            part[i] = &g->part[s * FTI_ENGINE_CHUNK + i];
+        rc = fti_engine_step_finish(g->eng[s], part);
     }
 #ifdef FT_HAVE_CUDA
     if (g->tev && rc == FT_OK && cudaStreamSynchronize(g->xs) == cudaSuccess) {
@@ -713,17 +712,17 @@ static int run_chunk(ft_group *g, const ft_prepared *const *reqs,
  * requests within max_k and max_t, or one larger request alone in its big
  * slot (shard/gpu_engine.c's slot rules).  run_fit cuts reqs[0..m) into
  * such batches; CPU engines take any batch. */
-static int run_fit(ft_group *g, const ft_prepared *const *reqs,
+static int run_fit(fti_group *g, const fti_prepared *const *reqs,
                    ft_result *const *res, size_t m)
 {
     if (g->o.kind != FT_ENGINE_GPU)
         return run_chunk(g, reqs, res, m);
     size_t slots = g->o.max_batch ? g->o.max_batch : 32;
-    slots = slots < FT_ENGINE_CHUNK ? slots : FT_ENGINE_CHUNK;
+    slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
     uint32_t kmax = g->o.max_k ? g->o.max_k : FT_MAX_K;
     uint32_t tmax = g->o.max_t ? g->o.max_t : FT_MAX_T;
-    const ft_prepared *b[FT_ENGINE_CHUNK];
-    ft_result *br[FT_ENGINE_CHUNK];
+    const fti_prepared *b[FTI_ENGINE_CHUNK];
+    ft_result *br[FTI_ENGINE_CHUNK];
     size_t k = 0;
     for (size_t i = 0; i < m; i++) {
         int rc;
@@ -745,15 +744,15 @@ static int run_fit(ft_group *g, const ft_prepared *const *reqs,
     return FT_OK;
 }
 
-int ft_group_search_batch(ft_group *g, const ft_request *reqs, size_t n,
-                          ft_result *res)
+int fti_group_search_batch(fti_group *g, const ft_request *reqs, size_t n,
+                           ft_result *res)
 {
-    const ft_prepared *vp[FT_ENGINE_CHUNK];
-    ft_result *vres[FT_ENGINE_CHUNK];
+    const fti_prepared *vp[FTI_ENGINE_CHUNK];
+    ft_result *vres[FTI_ENGINE_CHUNK];
     for (size_t s = 0; s < g->n; s++)
         if (ft_engine_failed(g->eng[s]))
             return FT_ESTATE;
-    ft_prep **pool = fti_prep_pool();
+    fti_prep **pool = fti_prep_pool();
     if (pool == NULL)
         return FT_ENOMEM;
     size_t i = 0;

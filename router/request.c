@@ -1,8 +1,8 @@
 /*
  * request.c - the one request validator (docs/specification.md section 3) and
  * request preparation (docs/specification.md section 4's proposal order, the
- * theta_tok cut and the F table): what turns a request into the ft_prepared an
- * engine searches.
+ * theta_tok cut and the F table): what turns a request into the
+ * fti_prepared an engine searches.
  */
 #include <math.h>
 #include <stdio.h>
@@ -184,8 +184,8 @@ int fti_request_validate_late(const ft_request *req, char *errbuf,
 
 /* ---- preparation ---- */
 
-struct ft_prep {
-    ft_prepared pub;
+struct fti_prep {
+    fti_prepared pub;
     uint32_t cap; /* elements of tok and logp */
     uint32_t *tok;
     float *logp;
@@ -195,10 +195,10 @@ struct ft_prep {
     uint64_t *keys; /* sort keys, FT_MAX_K */
 };
 
-int ft_prep_create(ft_prep **out)
+int fti_prep_create(fti_prep **out)
 {
     *out = NULL;
-    ft_prep *p = calloc(1, sizeof *p);
+    fti_prep *p = calloc(1, sizeof *p);
     if (p == NULL)
         return FT_ENOMEM;
     p->keys = malloc(FT_MAX_K * sizeof *p->keys);
@@ -210,7 +210,7 @@ int ft_prep_create(ft_prep **out)
     return FT_OK;
 }
 
-void ft_prep_destroy(ft_prep *p)
+void fti_prep_destroy(fti_prep *p)
 {
     if (p == NULL)
         return;
@@ -235,13 +235,13 @@ static int u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int ft_request_prepare(const ft_prepared **out, ft_prep *p,
-                       const ft_request *req)
+int fti_request_prepare(const fti_prepared **out, fti_prep *p,
+                        const ft_request *req)
 {
     uint32_t T = req->T, K = req->K;
     if (T < 1 || T > FT_MAX_T || K < 1 || K > FT_MAX_K)
         return FT_EINVAL;
-    ft_prepared *q = &p->pub;
+    fti_prepared *q = &p->pub;
     q->T = T;
     q->K = K;
     q->keff = p->keff;

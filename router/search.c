@@ -16,7 +16,7 @@
  * serves one caller at a time, but callers of different engines run at
  * once), made on first use and freed when the thread ends. */
 typedef struct prep_pool {
-    ft_prep *p[FT_ENGINE_CHUNK];
+    fti_prep *p[FTI_ENGINE_CHUNK];
 } prep_pool;
 
 static pthread_key_t pool_key;
@@ -25,14 +25,14 @@ static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static void pool_free(void *arg)
 {
     prep_pool *pp = arg;
-    for (int i = 0; i < FT_ENGINE_CHUNK; i++)
-        ft_prep_destroy(pp->p[i]);
+    for (int i = 0; i < FTI_ENGINE_CHUNK; i++)
+        fti_prep_destroy(pp->p[i]);
     free(pp);
 }
 
 static void pool_init(void) { (void)pthread_key_create(&pool_key, pool_free); }
 
-ft_prep **fti_prep_pool(void)
+fti_prep **fti_prep_pool(void)
 {
     pthread_once(&pool_once, pool_init);
     prep_pool *pp = pthread_getspecific(pool_key);
@@ -46,7 +46,7 @@ ft_prep **fti_prep_pool(void)
     return pp->p;
 }
 
-int fti_search_admit(ft_prep **slot, const ft_prepared **out,
+int fti_search_admit(fti_prep **slot, const fti_prepared **out,
                      const ft_request *req, uint32_t max_beam, ft_result *res,
                      int late)
 {
@@ -71,9 +71,9 @@ int fti_search_admit(ft_prep **slot, const ft_prepared **out,
                  "result buffer", nres, req->T);
         return res->status;
     }
-    int rc = *slot ? FT_OK : ft_prep_create(slot);
+    int rc = *slot ? FT_OK : fti_prep_create(slot);
     if (rc == FT_OK)
-        rc = ft_request_prepare(out, *slot, req);
+        rc = fti_request_prepare(out, *slot, req);
     if (rc != FT_OK) {
         res->status = rc;
         snprintf(res->error, sizeof res->error,
@@ -82,13 +82,13 @@ int fti_search_admit(ft_prep **slot, const ft_prepared **out,
     return rc;
 }
 
-size_t fti_admit_chunk(ft_prep **pool, const ft_request *reqs, size_t n,
+size_t fti_admit_chunk(fti_prep **pool, const ft_request *reqs, size_t n,
                        size_t *i, uint32_t max_beam, ft_result *res,
-                       const ft_prepared **vp, ft_result **vres,
+                       const fti_prepared **vp, ft_result **vres,
                        const ft_request **vreq)
 {
     size_t m = 0;
-    for (; *i < n && m < FT_ENGINE_CHUNK; (*i)++) {
+    for (; *i < n && m < FTI_ENGINE_CHUNK; (*i)++) {
         if (fti_search_admit(&pool[m], &vp[m], &reqs[*i], max_beam,
                              &res[*i], vreq != NULL) != FT_OK)
             continue;
@@ -131,11 +131,11 @@ int fti_attach_values(ft_result *res, const ft_index *const *shards,
 {
     if (nshards == 1)
         for (uint32_t j = 0; j < res->n && j < VALUE_AHEAD; j++)
-            ft_index_value_prefetch(shards[0], res->hits[j].key_index);
+            fti_index_value_prefetch(shards[0], res->hits[j].key_index);
     for (uint32_t j = 0; j < res->n; j++) {
         if (nshards == 1 && j + VALUE_AHEAD < res->n)
-            ft_index_value_prefetch(shards[0],
-                                    res->hits[j + VALUE_AHEAD].key_index);
+            fti_index_value_prefetch(shards[0],
+                                     res->hits[j + VALUE_AHEAD].key_index);
         ft_hit *h = &res->hits[j];
         /* The shard holding the key: the last with key_base <= index. */
         size_t lo = 0, hi = nshards;
@@ -173,17 +173,17 @@ int ft_engine_search(ft_engine *eng, const ft_request *req, ft_result *res)
 int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
                            ft_result *res)
 {
-    const ft_prepared *vp[FT_ENGINE_CHUNK];
-    ft_result *vres[FT_ENGINE_CHUNK];
-    const ft_request *vreq[FT_ENGINE_CHUNK];
+    const fti_prepared *vp[FTI_ENGINE_CHUNK];
+    ft_result *vres[FTI_ENGINE_CHUNK];
+    const ft_request *vreq[FTI_ENGINE_CHUNK];
     if (ft_engine_failed(eng))
         return FT_ESTATE;
-    ft_prep **pool = fti_prep_pool();
+    fti_prep **pool = fti_prep_pool();
     if (pool == NULL)
         return FT_ENOMEM;
     ft_engine_opts o;
     ft_engine_get_opts(&o, eng);
-    const ft_index *idx = ft_engine_index(eng);
+    const ft_index *idx = fti_engine_index(eng);
     uint64_t base0 = 0;
     size_t i = 0;
     while (i < n) {
@@ -192,7 +192,7 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
         if (m == 0)
             continue;
         late_check lc = {vreq, vres, m};
-        int rc = ft_engine_run_checked(eng, vp, vres, m, check_late, &lc);
+        int rc = fti_engine_run_checked(eng, vp, vres, m, check_late, &lc);
         if (rc != FT_OK)
             return rc;
         for (size_t j = 0; j < m; j++)

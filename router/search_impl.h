@@ -6,10 +6,11 @@
 #define FT_SEARCH_IMPL_H
 
 #include "flashtrie.h"
+#include "flashtrie/internal/engine.h"
 
-/* fti_prep_pool returns the calling thread's FT_ENGINE_CHUNK prep slots
+/* fti_prep_pool returns the calling thread's FTI_ENGINE_CHUNK prep slots
  * (NULL entries are created on first use); NULL when out of memory. */
-ft_prep **fti_prep_pool(void);
+fti_prep **fti_prep_pool(void);
 
 /* ft_request_validate in two parts (request.c): _early is every rule
  * but the duplicate tokens (on a fault, the message ft_request_validate
@@ -26,18 +27,18 @@ int fti_request_validate_late(const ft_request *req, char *errbuf,
  * (created if NULL).  On a fault res carries the status and message, which it
  * returns.  late: only fti_request_validate_early here, the caller
  * checks the rest (fti_request_validate_late) before it answers. */
-int fti_search_admit(ft_prep **slot, const ft_prepared **out,
-                     const ft_request *req, uint32_t max_beam,
-                     ft_result *res, int late);
+int fti_search_admit(fti_prep **slot, const fti_prepared **out,
+                     const ft_request *req, uint32_t max_beam, ft_result *res,
+                     int late);
 
 /* fti_admit_chunk admits the requests from *i on into vp/vres until
- * FT_ENGINE_CHUNK are admitted or none is left (rejected ones get their
+ * FTI_ENGINE_CHUNK are admitted or none is left (rejected ones get their
  * status in res), advancing *i; returns how many were admitted.  vreq
  * (NULL: fully validated here) gets the admitted requests, whose
  * duplicate tokens the caller then checks (fti_search_admit's late). */
-size_t fti_admit_chunk(ft_prep **pool, const ft_request *reqs, size_t n,
+size_t fti_admit_chunk(fti_prep **pool, const ft_request *reqs, size_t n,
                        size_t *i, uint32_t max_beam, ft_result *res,
-                       const ft_prepared **vp, ft_result **vres,
+                       const fti_prepared **vp, ft_result **vres,
                        const ft_request **vreq);
 
 /* fti_attach_values replaces every hit's value by the value of its key:

@@ -14,7 +14,7 @@
 
 struct ft_searcher {
     ft_engine *eng;  /* one shard */
-    ft_group *grp;   /* several shards */
+    fti_group *grp;  /* several shards */
     ft_engine_kind kind;
     char note[320];
     /* The fault hook (ft_searcher_fault_arm, tests only): calls counts the
@@ -62,10 +62,10 @@ static int open_group(ft_searcher *s, const ft_library *lib,
         sh[i] = ft_library_shard(lib, i);
         dev[i] = o->n_devices ? o->devices[i % o->n_devices] : eo->device;
     }
-    ft_group_opts go;
-    ft_group_opts_init(&go);
+    fti_group_opts go;
+    fti_group_opts_init(&go);
     go.devices = eo->kind == FT_ENGINE_GPU ? dev : NULL;
-    int rc = ft_group_open_ex(&s->grp, sh, n, eo, &go, errbuf, errlen);
+    int rc = fti_group_open_ex(&s->grp, sh, n, eo, &go, errbuf, errlen);
     free(sh);
     free(dev);
     return rc;
@@ -158,7 +158,7 @@ void ft_searcher_close(ft_searcher *s)
     if (s->ops)
         s->ops->close(s->ops_arg);
     ft_engine_close(s->eng);
-    ft_group_close(s->grp);
+    fti_group_close(s->grp);
     free(s);
 }
 
@@ -197,7 +197,7 @@ int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs, size_t n,
         return s->ops->search(s->ops_arg, reqs, n, res);
     if (s->eng)
         return ft_engine_search_batch(s->eng, reqs, n, res);
-    return ft_group_search_batch(s->grp, reqs, n, res);
+    return fti_group_search_batch(s->grp, reqs, n, res);
 }
 
 const char *ft_searcher_note(const ft_searcher *s)
@@ -213,8 +213,8 @@ int ft_searcher_failed(const ft_searcher *s)
         return s->ops->failed(s->ops_arg);
     if (s->eng)
         return ft_engine_failed(s->eng);
-    for (size_t i = 0; i < ft_group_shards(s->grp); i++)
-        if (ft_engine_failed(ft_group_engine(s->grp, i)))
+    for (size_t i = 0; i < fti_group_shards(s->grp); i++)
+        if (ft_engine_failed(fti_group_engine(s->grp, i)))
             return 1;
     return 0;
 }

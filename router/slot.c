@@ -15,20 +15,11 @@ void ft_slot_opts_init(ft_slot_opts *o)
     o->replicas = 1;
 }
 
-int ft_slot_engine_parse(const char *s)
-{
-    if (!strcmp(s, "auto"))
-        return FT_SLOT_AUTO;
-    if (!strcmp(s, "cpu"))
-        return FT_SLOT_CPU;
-    if (!strcmp(s, "gpu"))
-        return FT_SLOT_GPU;
-    return -1;
-}
-
 const char *ft_slot_engine_str(ft_slot_engine e)
 {
-    return e == FT_SLOT_CPU ? "cpu" : e == FT_SLOT_GPU ? "gpu" : "auto";
+    return ft_engine_kind_name(e == FT_SLOT_CPU   ? FT_ENGINE_CPU
+                               : e == FT_SLOT_GPU ? FT_ENGINE_GPU
+                                                  : FT_ENGINE_AUTO);
 }
 
 static void gen_close(ft_gen *g)
@@ -41,7 +32,7 @@ static void gen_close(ft_gen *g)
 
 const char *ft_gen_kind_name(const ft_gen *g, size_t r)
 {
-    return g->kind[r] == FT_ENGINE_GPU ? "gpu" : "cpu";
+    return ft_engine_kind_name((ft_engine_kind)g->kind[r]);
 }
 
 /* open_one opens the searcher of one replica. */

@@ -56,8 +56,7 @@ typedef struct ft_slot_opts {
 
 void ft_slot_opts_init(ft_slot_opts *o);
 
-/* ft_slot_engine_parse reads "auto", "cpu" or "gpu"; -1 otherwise. */
-int ft_slot_engine_parse(const char *s);
+/* ft_slot_engine_str is the engine's name (ft_engine_kind_name). */
 const char *ft_slot_engine_str(ft_slot_engine e);
 
 typedef struct ft_gen {

@@ -84,7 +84,7 @@ typedef struct wbuf {
 /* rctx is the state of the request one thread drives. */
 typedef struct rctx {
     _Alignas(128) char pad_;
-    const ft_prepared *prep;
+    const fti_prepared *prep;
     bent *cur, *nxt;
     uint32_t ncur;
     size_t bcap;     /* capacity of cur, nxt and each history row */
@@ -107,7 +107,7 @@ typedef struct cpu_engine cpu_engine;
 typedef struct sreq {
     rctx c;
     wbuf wb;
-    const ft_prepared *p;
+    const fti_prepared *p;
     size_t off;
     cand *pend;      /* this step's local best, sorted (points into wb) */
     size_t npend;
@@ -139,7 +139,7 @@ typedef struct grp {
     uint32_t t, chunk;
     int stop;
     int w0, nw;
-    const ft_prepared *req;
+    const fti_prepared *req;
     ft_result *res;
 } grp;
 
@@ -166,7 +166,7 @@ struct cpu_engine {
     job_fn fn;
     /* current job's arguments */
     atomic_uint jnext;   /* next request to take */
-    const ft_prepared *const *jreqs;
+    const fti_prepared *const *jreqs;
     ft_result *const *jres;
     size_t jn;
     /* step-wise batch (a shard group drives it) */
@@ -340,7 +340,7 @@ static void wbuf_free(wbuf *wb)
     memset(wb, 0, sizeof *wb);
 }
 
-static int rctx_ready(rctx *c, const ft_prepared *req, size_t nw)
+static int rctx_ready(rctx *c, const fti_prepared *req, size_t nw)
 {
     size_t B = req->beam;
     size_t n = req->results;
@@ -394,7 +394,7 @@ static void rctx_free(rctx *c)
  * validation excludes anyway). */
 static void sort_by_token(rctx *c, uint32_t t)
 {
-    const ft_prepared *p = c->prep;
+    const fti_prepared *p = c->prep;
     uint32_t ke = p->keff[t];
     const uint32_t *tk = p->tok + (size_t)t * p->K;
     uint64_t *a = c->bytok, *b = c->tmp;
@@ -456,7 +456,7 @@ static void expand_entry(const cpu_engine *ce, const rctx *c, wbuf *wb,
                          uint32_t t, uint32_t r)
 {
     const ft_trie_view *v = ce->view;
-    const ft_prepared *p = c->prep;
+    const fti_prepared *p = c->prep;
     const bent *b = &c->cur[r];
     uint32_t ke = p->keff[t];
     if (ke == 0)
@@ -663,7 +663,7 @@ static void *worker_main(void *arg)
 }
 
 /* req_ready sizes c and wb[0..nw) for p and puts the root in the beam. */
-static int req_ready(rctx *c, wbuf *wb, int nw, const ft_prepared *p,
+static int req_ready(rctx *c, wbuf *wb, int nw, const fti_prepared *p,
                      ft_result *res)
 {
     int rc = rctx_ready(c, p, (size_t)nw);
@@ -717,7 +717,7 @@ static cand *step_best(rctx *c, wbuf *wb, int nw, size_t B, size_t *m)
 static int emit_results(cpu_engine *ce, rctx *c, wbuf *wb, int nw,
                         ft_result *res)
 {
-    const ft_prepared *p = c->prep;
+    const fti_prepared *p = c->prep;
     size_t n = p->results;
     selc *all;
     size_t m = 0;
@@ -791,7 +791,7 @@ static void grp_member(cpu_engine *ce, grp *g, int w)
  * wb[0..nw): alone when nw == 1, else as the leader of group g (whose
  * members wait in grp_member). */
 static int run_request(cpu_engine *ce, rctx *c, wbuf *wb, int nw, grp *g,
-                       const ft_prepared *p, ft_result *res)
+                       const fti_prepared *p, ft_result *res)
 {
     int rc = req_ready(c, wb, nw, p, res);
     if (rc != FT_OK)
@@ -883,13 +883,13 @@ static uint32_t small_work_for(int nthreads)
     return w < 4096u ? 4096u : w;
 }
 
-static int is_small(const cpu_engine *ce, const ft_prepared *r)
+static int is_small(const cpu_engine *ce, const fti_prepared *r)
 {
     return (uint64_t)r->beam * r->K < ce->small_work;
 }
 
 /* run_requests runs reqs[0..n) one per worker. */
-static void run_requests(cpu_engine *ce, const ft_prepared *const *reqs,
+static void run_requests(cpu_engine *ce, const fti_prepared *const *reqs,
                          ft_result *const *res, size_t n)
 {
     if (n == 1) {
@@ -906,7 +906,7 @@ static void run_requests(cpu_engine *ce, const ft_prepared *const *reqs,
 /* run_groups runs reqs[0..n), n <= nthreads, at once: request i on the
  * workers of group i, whose size is size[i] (sizes sum to at most
  * nthreads; workers left over idle). */
-static void run_groups(cpu_engine *ce, const ft_prepared *const *reqs,
+static void run_groups(cpu_engine *ce, const fti_prepared *const *reqs,
                        ft_result *const *res, size_t n, const int *size)
 {
     int w = 0;
@@ -926,8 +926,8 @@ static void run_groups(cpu_engine *ce, const ft_prepared *const *reqs,
     pool_run(ce, job_groups);
 }
 
-static int cpu_run(ft_engine *eng, const ft_prepared *const *reqs,
-                            ft_result *const *res, size_t n)
+static int cpu_run(ft_engine *eng, const fti_prepared *const *reqs,
+                   ft_result *const *res, size_t n)
 {
     cpu_engine *ce = eng->impl;
     int nw = ce->nthreads;
@@ -936,7 +936,7 @@ static int cpu_run(ft_engine *eng, const ft_prepared *const *reqs,
             run_request(ce, &ce->ctx[0], ce->wb, 1, NULL, reqs[i], res[i]);
         return FT_OK;
     }
-    int size[FT_ENGINE_CHUNK];
+    int size[FTI_ENGINE_CHUNK];
     if (ce->split == FT_CPU_SPLIT_REQUESTS) {
         run_requests(ce, reqs, res, n);
         return FT_OK;
@@ -983,7 +983,7 @@ static int cpu_run(ft_engine *eng, const ft_prepared *const *reqs,
 static void step_expand_one(cpu_engine *ce, size_t i, uint32_t t)
 {
     sreq *q = &ce->sr[i];
-    const ft_prepared *p = q->p;
+    const fti_prepared *p = q->p;
     uint64_t *out = ce->send + q->off;
     q->npend = 0;
     if (t < p->T && q->c.ncur > 0 && p->keff[t] > 0) {
@@ -1022,7 +1022,7 @@ static size_t lower_bound(const uint64_t *a, size_t n, uint64_t key)
 static void step_keep_one(cpu_engine *ce, size_t i, uint32_t t)
 {
     sreq *q = &ce->sr[i];
-    const ft_prepared *p = q->p;
+    const fti_prepared *p = q->p;
     rctx *c = &q->c;
     uint32_t B = p->beam;
     uint32_t *h = c->hist + (size_t)t * c->bcap;
@@ -1077,15 +1077,15 @@ static void run_steps(cpu_engine *ce, int kind, uint32_t t)
         pool_run(ce, job_steps);
 }
 
-static int cpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
+static int cpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
                           size_t n, uint32_t shard, uint32_t nshards)
 {
     cpu_engine *ce = eng->impl;
     if (ce->sr == NULL) {
-        ce->sr = aligned_alloc(128, FT_ENGINE_CHUNK * sizeof *ce->sr);
+        ce->sr = aligned_alloc(128, FTI_ENGINE_CHUNK * sizeof *ce->sr);
         if (ce->sr == NULL)
             return FT_ENOMEM;
-        memset(ce->sr, 0, FT_ENGINE_CHUNK * sizeof *ce->sr);
+        memset(ce->sr, 0, FTI_ENGINE_CHUNK * sizeof *ce->sr);
     }
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1198,7 +1198,7 @@ static void cpu_close(ft_engine *eng)
 }
 
 static const ft_engine_ops cpu_ops = {
-    .name = "cpu",
+    .kind = FT_ENGINE_CPU,
     .run = cpu_run,
     .step_begin = cpu_step_begin,
     .step_buffers = cpu_step_buffers,

@@ -11,6 +11,33 @@
  * library a weak definition in engine.o satisfies the reference, so the
  * linker would never pull gpu_engine.o out of the archive. */
 
+/* The one map between engine kinds and their names (the command line's
+ * --engine, the configuration's engine, INFO, metrics and logs). */
+static const char *const kind_names[] = {
+    [FT_ENGINE_CPU] = "cpu",
+    [FT_ENGINE_GPU] = "gpu",
+    [FT_ENGINE_AUTO] = "auto",
+};
+
+const char *ft_engine_kind_name(ft_engine_kind kind)
+{
+    if ((unsigned)kind >= sizeof kind_names / sizeof kind_names[0])
+        return NULL;
+    return kind_names[kind];
+}
+
+int ft_engine_kind_parse(const char *name, ft_engine_kind *kind)
+{
+    if (name == NULL || kind == NULL)
+        return FT_EINVAL;
+    for (size_t i = 0; i < sizeof kind_names / sizeof kind_names[0]; i++)
+        if (strcmp(name, kind_names[i]) == 0) {
+            *kind = (ft_engine_kind)i;
+            return FT_OK;
+        }
+    return FT_EINVAL;
+}
+
 void ft_engine_opts_init(ft_engine_opts *opts)
 {
     memset(opts, 0, sizeof *opts);
@@ -75,7 +102,10 @@ void ft_engine_close(ft_engine *eng)
     free(eng);
 }
 
-const char *ft_engine_name(const ft_engine *eng) { return eng->ops->name; }
+const char *ft_engine_name(const ft_engine *eng)
+{
+    return ft_engine_kind_name(eng->ops->kind);
+}
 
 const char *ft_engine_note(const ft_engine *eng) { return eng->note; }
 
@@ -86,7 +116,7 @@ void ft_engine_get_opts(ft_engine_opts *opts, const ft_engine *eng)
 
 int ft_engine_failed(const ft_engine *eng) { return eng->failed; }
 
-int ft_engine_device(const ft_engine *eng) { return eng->device; }
+int fti_engine_device(const ft_engine *eng) { return eng->device; }
 
 void ft_engine_timing_report(const ft_engine *eng, char *buf, size_t len)
 {
@@ -97,13 +127,13 @@ void ft_engine_timing_report(const ft_engine *eng, char *buf, size_t len)
         eng->ops->timing_report(eng, buf, len);
 }
 
-int ft_engine_run(ft_engine *eng, const ft_prepared *const *reqs,
-                  ft_result *const *res, size_t n)
+int fti_engine_run(ft_engine *eng, const fti_prepared *const *reqs,
+                   ft_result *const *res, size_t n)
 {
     if (eng->failed)
         return FT_ESTATE;
-    for (size_t i = 0; i < n; i += FT_ENGINE_CHUNK) {
-        size_t m = n - i < FT_ENGINE_CHUNK ? n - i : FT_ENGINE_CHUNK;
+    for (size_t i = 0; i < n; i += FTI_ENGINE_CHUNK) {
+        size_t m = n - i < FTI_ENGINE_CHUNK ? n - i : FTI_ENGINE_CHUNK;
         int rc = eng->ops->run(eng, reqs + i, res + i, m);
         if (rc != FT_OK)
             return rc;
@@ -111,13 +141,13 @@ int ft_engine_run(ft_engine *eng, const ft_prepared *const *reqs,
     return FT_OK;
 }
 
-int ft_engine_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
-                          ft_result *const *res, size_t n,
-                          ft_engine_check check, void *arg)
+int fti_engine_run_checked(ft_engine *eng, const fti_prepared *const *reqs,
+                           ft_result *const *res, size_t n,
+                           fti_engine_check check, void *arg)
 {
     if (eng->failed)
         return FT_ESTATE;
-    if (n > FT_ENGINE_CHUNK)
+    if (n > FTI_ENGINE_CHUNK)
         return FT_EINVAL;
     for (size_t i = 0; i < n; i++) {
         res[i]->status = FT_OK;
@@ -125,42 +155,42 @@ int ft_engine_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
         res[i]->error[0] = 0;
     }
     if (check == NULL)
-        return ft_engine_run(eng, reqs, res, n);
+        return fti_engine_run(eng, reqs, res, n);
     if (eng->ops->run_checked)
         return eng->ops->run_checked(eng, reqs, res, n, check, arg);
     check(arg);
-    const ft_prepared *vp[FT_ENGINE_CHUNK];
-    ft_result *vr[FT_ENGINE_CHUNK];
+    const fti_prepared *vp[FTI_ENGINE_CHUNK];
+    ft_result *vr[FTI_ENGINE_CHUNK];
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         if (res[i]->status == FT_OK) {
             vp[m] = reqs[i];
             vr[m++] = res[i];
         }
-    return m ? ft_engine_run(eng, vp, vr, m) : FT_OK;
+    return m ? fti_engine_run(eng, vp, vr, m) : FT_OK;
 }
 
-int ft_engine_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
-                         size_t n, uint32_t shard, uint32_t nshards)
+int fti_engine_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
+                          size_t n, uint32_t shard, uint32_t nshards)
 {
     if (eng->failed)
         return FT_ESTATE;
     if (eng->ops->step_begin == NULL)
         return FT_ENOTSUP;
-    if (n == 0 || n > FT_ENGINE_CHUNK || nshards == 0 || shard >= nshards)
+    if (n == 0 || n > FTI_ENGINE_CHUNK || nshards == 0 || shard >= nshards)
         return FT_EINVAL;
     return eng->ops->step_begin(eng, reqs, n, shard, nshards);
 }
 
-int ft_engine_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
-                           size_t *len)
+int fti_engine_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
+                            size_t *len)
 {
     if (eng->ops->step_buffers == NULL)
         return FT_ENOTSUP;
     return eng->ops->step_buffers(eng, send, recv, len);
 }
 
-int ft_engine_step_expand(ft_engine *eng, uint32_t t)
+int fti_engine_step_expand(ft_engine *eng, uint32_t t)
 {
     if (eng->failed)
         return FT_ESTATE;
@@ -169,7 +199,7 @@ int ft_engine_step_expand(ft_engine *eng, uint32_t t)
     return eng->ops->step_expand(eng, t);
 }
 
-int ft_engine_step_keep(ft_engine *eng, uint32_t t)
+int fti_engine_step_keep(ft_engine *eng, uint32_t t)
 {
     if (eng->failed)
         return FT_ESTATE;
@@ -178,7 +208,7 @@ int ft_engine_step_keep(ft_engine *eng, uint32_t t)
     return eng->ops->step_keep(eng, t);
 }
 
-int ft_engine_step_finish(ft_engine *eng, ft_result *const *res)
+int fti_engine_step_finish(ft_engine *eng, ft_result *const *res)
 {
     if (eng->failed)
         return FT_ESTATE;
@@ -187,9 +217,9 @@ int ft_engine_step_finish(ft_engine *eng, ft_result *const *res)
     return eng->ops->step_finish(eng, res);
 }
 
-void *ft_engine_stream(ft_engine *eng)
+void *fti_engine_stream(ft_engine *eng)
 {
     return eng->ops->stream ? eng->ops->stream(eng) : NULL;
 }
 
-const ft_index *ft_engine_index(const ft_engine *eng) { return eng->idx; }
+const ft_index *fti_engine_index(const ft_engine *eng) { return eng->idx; }

@@ -35,3 +35,20 @@ const char *ft_strerror(int err)
     }
 }
 
+const char *ft_err_name(int err)
+{
+    /* Indexed by value: ft_err's values are stable and dense. */
+    static const char *const names[] = {
+        "FT_OK",        "FT_ENOMEM",    "FT_EINVAL",    "FT_EIO",
+        "FT_EPARSE",    "FT_EFORMAT",   "FT_ECHECKSUM", "FT_EVERSION",
+        "FT_ETRUNC",    "FT_ELIMIT",    "FT_ENOTFOUND", "FT_EREQUEST",
+        "FT_ENODEV",    "FT_ECUDA",     "FT_ENCCL",     "FT_ENOTSUP",
+        "FT_EBUSY",     "FT_EINTERNAL", "FT_ESTATE",    "FT_EPROTO",
+        "FT_EDEADLINE", "FT_ETIMEDOUT", "FT_ECONN",     "FT_EPERM",
+        "FT_ECONFIG",   "FT_ESHUTDOWN", "FT_EMANIFEST"};
+    _Static_assert(sizeof names / sizeof names[0] == FT_EMANIFEST + 1,
+                   "ft_err_name: one name per ft_err");
+    if (err < 0 || (size_t)err >= sizeof names / sizeof names[0])
+        return NULL;
+    return names[err];
+}

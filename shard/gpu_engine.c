@@ -24,7 +24,7 @@
  * the specification's maxima, one more slot sized for the maxima takes, alone,
  * the requests that do not fit the others: a valid request is never refused.
  *
- * A search: take the requests prepared by router/ (ft_prepared), pack
+ * A search: take the requests prepared by router/ (fti_prepared), pack
  * descriptors, proposal rows and zeroed step counters into one pinned
  * buffer, one copy in, one cooperative launch for the whole batch (all T
  * steps), one copy out, then assemble the results.  A CUDA error marks the
@@ -38,21 +38,21 @@
 
 #ifndef FT_HAVE_CUDA
 
-int ft_engine_gpu_index_refs(const ft_engine *eng)
+int fti_engine_gpu_index_refs(const ft_engine *eng)
 {
     (void)eng;
     return 0;
 }
 
-int ft_engine_gpu_share(ft_engine *eng, uint32_t ways)
+int fti_engine_gpu_share(ft_engine *eng, uint32_t ways)
 {
     (void)eng;
     (void)ways;
     return FT_ENOTSUP;
 }
 
-int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
-                             uint64_t *list1, size_t cap)
+int fti_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0, uint64_t *list1,
+                              size_t cap)
 {
     (void)eng;
     (void)list0;
@@ -61,7 +61,7 @@ int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
     return FT_ENOTSUP;
 }
 
-int ft_gpu_memory(uint64_t *used, uint64_t *total, int device)
+int fti_gpu_memory(uint64_t *used, uint64_t *total, int device)
 {
     (void)device;
     *used = *total = 0;
@@ -176,7 +176,7 @@ typedef struct gpu_engine {
     size_t ssmem;
     uint64_t *d_send, *d_recv;
     size_t send_cap, recv_cap;   /* keys */
-    const ft_prepared *sreq[FT_ENGINE_CHUNK];
+    const fti_prepared *sreq[FTI_ENGINE_CHUNK];
     size_t sn, slen, sout;
     uint32_t shard, nshards, stmax;
     uint32_t snext;              /* the step the next expand must be */
@@ -202,9 +202,9 @@ typedef struct gpu_engine {
     /* ft_engine_opts.timing: host-side phase timings of launches, per
      * (beam of the first request, requests in the launch). */
     int timing;
-    /* ft_engine_run_checked: the check to call while the launch runs, and
+    /* fti_engine_run_checked: the check to call while the launch runs, and
      * whether results it failed are left alone */
-    ft_engine_check check;
+    fti_engine_check check;
     void *check_arg;
     int skip_failed;
     cudaEvent_t ev[4];
@@ -452,15 +452,15 @@ static void gpu_close(ft_engine *eng)
     eng->impl = NULL;
 }
 
-static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
+static int gpu_run(ft_engine *eng, const fti_prepared *const *reqs,
                    ft_result *const *res, size_t n);
 static cudaError_t abandon_steps(gpu_engine *g);
 static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len);
-static int gpu_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
+static int gpu_run_checked(ft_engine *eng, const fti_prepared *const *reqs,
                            ft_result *const *res, size_t n,
-                           ft_engine_check check, void *arg);
+                           fti_engine_check check, void *arg);
 static void *gpu_stream(ft_engine *eng);
-static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
+static int gpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
                           size_t n, uint32_t shard, uint32_t nshards);
 static int gpu_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
                             size_t *len);
@@ -469,7 +469,7 @@ static int gpu_step_keep(ft_engine *eng, uint32_t t);
 static int gpu_step_finish(ft_engine *eng, ft_result *const *res);
 
 static const ft_engine_ops gpu_ops = {
-    .name = "gpu",
+    .kind = FT_ENGINE_GPU,
     .run = gpu_run,
     .run_checked = gpu_run_checked,
     .step_begin = gpu_step_begin,
@@ -580,7 +580,7 @@ static void index_release(gpu_engine *g)
     g->xidx = NULL;
 }
 
-int ft_engine_gpu_index_refs(const ft_engine *eng)
+int fti_engine_gpu_index_refs(const ft_engine *eng)
 {
     if (eng == NULL || eng->ops != &gpu_ops || eng->impl == NULL)
         return 0;
@@ -819,8 +819,8 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
     }
     g->wmax = widest_level(t);
     g->nslots = o->max_batch ? o->max_batch : 32;
-    if (g->nslots > FT_ENGINE_CHUNK)
-        g->nslots = FT_ENGINE_CHUNK;
+    if (g->nslots > FTI_ENGINE_CHUNK)
+        g->nslots = FTI_ENGINE_CHUNK;
     g->bmax = o->max_beam && o->max_beam < FT_MAX_BEAM ? o->max_beam
                                                         : FT_MAX_BEAM;
     g->kmax = o->max_k && o->max_k < FT_MAX_K ? o->max_k : FT_MAX_K;
@@ -1003,7 +1003,7 @@ int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
 /* ---- search ----------------------------------------------------------- */
 
 /* Output bytes one prepared request takes. */
-static size_t out_bytes(const ft_prepared *p)
+static size_t out_bytes(const fti_prepared *p)
 {
     return ALIGN16(sizeof(ft_gk_out_head) +
                    (size_t)p->results * sizeof(ft_gk_out_hit) +
@@ -1013,10 +1013,9 @@ static size_t out_bytes(const ft_prepared *p)
 /* Packs one prepared request: its descriptor into q (host side of the
  * descriptor array), its rows and step counters at *in_off; reserves its
  * output at *out_off. */
-static void pack_req(gpu_engine *g, ft_gk_req *q, const ft_prepared *p,
+static void pack_req(gpu_engine *g, ft_gk_req *q, const fti_prepared *p,
                      const gpu_slot *slot, const ft_child_range *root,
-                     size_t *in_off, size_t *out_off, int steps,
-                     uint32_t xoff)
+                     size_t *in_off, size_t *out_off, int steps, uint32_t xoff)
 {
     size_t off = *in_off;
     memset(q, 0, sizeof *q);
@@ -1141,7 +1140,7 @@ static cudaError_t next_params(gpu_engine *g, ft_gk_params *prm, size_t n)
 #define FT_GPU_FUSE_MAX_BEAM 512u
 
 static void fuse_params(const gpu_engine *g, ft_gk_params *prm,
-                        const ft_prepared *p)
+                        const fti_prepared *p)
 {
     if (!prm->spread || g->fuse_lists == NULL ||
         (p->beam > FT_GPU_FUSE_MAX_BEAM && g->fuse_term == 0))
@@ -1172,14 +1171,14 @@ static void fuse_params(const gpu_engine *g, ft_gk_params *prm,
  * their results.  The kernel reports each hit's terminal rank (its key
  * index): values stay in host memory and are attached by the public
  * search. */
-static void assemble(ft_engine *eng, const ft_prepared *const *reqs,
+static void assemble(ft_engine *eng, const fti_prepared *const *reqs,
                      ft_result *const *res, size_t n)
 {
     gpu_engine *g = eng->impl;
     const ft_trie *t = &eng->idx->trie;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        const ft_prepared *p = reqs[i];
+        const fti_prepared *p = reqs[i];
         const ft_gk_out_head *h = (const ft_gk_out_head *)(g->h_out + o);
         const ft_gk_out_hit *hit = (const ft_gk_out_hit *)(h + 1);
         const uint32_t *tok = (const uint32_t *)(hit + p->results);
@@ -1252,7 +1251,7 @@ static cudaError_t wait_done(gpu_engine *g, uint32_t seq)
 }
 
 /* Runs reqs[0..n) (all fitting the chosen slots) in one launch. */
-static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
+static int run_launch(ft_engine *eng, const fti_prepared *const *reqs,
                       ft_result *const *res, size_t n, int big)
 {
     gpu_engine *g = eng->impl;
@@ -1265,7 +1264,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
     if (timing)
         tk[0] = fti_now();
     for (size_t i = 0; i < n; i++) {
-        const ft_prepared *p = reqs[i];
+        const fti_prepared *p = reqs[i];
         gpu_slot *slot = big ? &g->slots[g->nslots] : &g->slots[i];
         pack_req(g, (ft_gk_req *)(g->h_in + i * sizeof(ft_gk_req)), p, slot,
                  &eng->idx->root, &in_off, &out_off, 0, 0);
@@ -1293,7 +1292,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
          * (gk_r1_setup): when no step can, the kernel skips the setup
          * and the check (and their block barriers) altogether -- every
          * request of K < 2 x round1 (BW = 100). */
-        const ft_prepared *p = reqs[0];
+        const fti_prepared *p = reqs[0];
         uint32_t kmax = 0;
         for (uint32_t t = 0; t < p->T; t++)
             kmax = p->keff[t] > kmax ? p->keff[t] : kmax;
@@ -1350,7 +1349,7 @@ static int run_launch(ft_engine *eng, const ft_prepared *const *reqs,
         tk[2] = fti_now();
     if (g->check) {
         /* The host's part of the run, while the GPU works. */
-        ft_engine_check c = g->check;
+        fti_engine_check c = g->check;
         g->check = NULL;
         c(g->check_arg);
     }
@@ -1463,9 +1462,9 @@ cuda_fail:
     return FT_ECUDA;
 }
 
-static int gpu_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
+static int gpu_run_checked(ft_engine *eng, const fti_prepared *const *reqs,
                            ft_result *const *res, size_t n,
-                           ft_engine_check check, void *arg)
+                           fti_engine_check check, void *arg)
 {
     gpu_engine *g = eng->impl;
     g->check = check;
@@ -1480,12 +1479,12 @@ static int gpu_run_checked(ft_engine *eng, const ft_prepared *const *reqs,
     return rc;
 }
 
-static int gpu_run(ft_engine *eng, const ft_prepared *const *reqs,
+static int gpu_run(ft_engine *eng, const fti_prepared *const *reqs,
                    ft_result *const *res, size_t n)
 {
     gpu_engine *g = eng->impl;
-    const ft_prepared *batch[FT_ENGINE_CHUNK];
-    ft_result *bres[FT_ENGINE_CHUNK];
+    const fti_prepared *batch[FTI_ENGINE_CHUNK];
+    ft_result *bres[FTI_ENGINE_CHUNK];
     size_t m = 0;
     if (eng->failed) {
         fail_all(res, n, FT_ECUDA, "engine: the GPU engine failed earlier");
@@ -1563,16 +1562,15 @@ static int step_fail(ft_engine *eng, cudaError_t e, const char *what)
     return FT_ECUDA;
 }
 
-static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
+static int gpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
                           size_t n, uint32_t shard, uint32_t nshards)
 {
     gpu_engine *g = eng->impl;
     if (eng->failed)
         return FT_ECUDA;
-    STEP_CHECK(n == 0 || n > FT_ENGINE_CHUNK || nshards == 0 ||
-                           shard >= nshards,
-                       FT_EINVAL, "steps: %zu requests, shard %u of %u", n,
-                       shard, nshards);
+    STEP_CHECK(
+        n == 0 || n > FTI_ENGINE_CHUNK || nshards == 0 || shard >= nshards,
+        FT_EINVAL, "steps: %zu requests, shard %u of %u", n, shard, nshards);
     /* The batch rides in the slots: up to max_batch requests that fit
      * them, or one request alone in the big slot. */
     int big = 0;
@@ -1637,7 +1635,7 @@ static int gpu_step_begin(ft_engine *eng, const ft_prepared *const *reqs,
     return FT_OK;
 }
 
-int ft_engine_gpu_share(ft_engine *eng, uint32_t ways)
+int fti_engine_gpu_share(ft_engine *eng, uint32_t ways)
 {
     if (eng->ops != &gpu_ops)
         return FT_ENOTSUP;
@@ -1647,8 +1645,8 @@ int ft_engine_gpu_share(ft_engine *eng, uint32_t ways)
     return FT_OK;
 }
 
-int ft_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0,
-                             uint64_t *list1, size_t cap)
+int fti_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0, uint64_t *list1,
+                              size_t cap)
 {
     if (eng->ops != &gpu_ops)
         return FT_ENOTSUP;
@@ -1801,7 +1799,7 @@ static void gpu_timing_report(const ft_engine *eng, char *buf, size_t len)
     }
 }
 
-int ft_gpu_memory(uint64_t *used, uint64_t *total, int device)
+int fti_gpu_memory(uint64_t *used, uint64_t *total, int device)
 {
     *used = *total = 0;
     int count = 0;

@@ -8,6 +8,7 @@
  * carries an XXH3-64 checksum, and the header and table carry one more.
  */
 #include "trie.h"
+#include "flashtrie/internal/engine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -949,7 +950,7 @@ int ft_index_value_at(uint64_t *value, const ft_index *idx,
     return FT_OK;
 }
 
-void ft_index_value_prefetch(const ft_index *idx, uint64_t key_index)
+void fti_index_value_prefetch(const ft_index *idx, uint64_t key_index)
 {
     const ft_trie *t = &idx->trie;
     if (key_index < t->n_keys)

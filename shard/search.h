@@ -3,11 +3,12 @@
  * operations table, the engine object and the result assembly.  The
  * search rules themselves (keys, order, cut, score, backtrace) are in
  * rules.h, shared with the kernels; requests arrive prepared
- * (ft_prepared, include/flashtrie.h), made by router/.
+ * (fti_prepared, include/flashtrie.h), made by router/.
  */
 #ifndef FT_SEARCH_H
 #define FT_SEARCH_H
 
+#include "flashtrie/internal/engine.h"
 #include "flashtrie/internal/rules.h"
 #include "trie.h"
 
@@ -21,21 +22,21 @@ int fti_result_put(ft_result *res, uint64_t key_index, uint32_t order,
 void fti_result_fail(ft_result *res, int status, const char *msg);
 
 /* Engine implementations plug in through this table.  run gets at most
- * FT_ENGINE_CHUNK prepared requests and fills each result (status FT_OK,
+ * FTI_ENGINE_CHUNK prepared requests and fills each result (status FT_OK,
  * or an error of that request); it returns an error only when the engine
  * itself failed.  The step operations follow include/flashtrie.h's
  * "engine steps" contract; an engine without them leaves them NULL. */
 typedef struct ft_engine_ops {
-    const char *name;
-    int (*run)(ft_engine *eng, const ft_prepared *const *reqs,
+    ft_engine_kind kind; /* CPU or GPU: ft_engine_name is its name */
+    int (*run)(ft_engine *eng, const fti_prepared *const *reqs,
                ft_result *const *res, size_t n);
     /* Optional: run calling check while the work is in flight (see
-     * ft_engine_run_checked); NULL: the check runs first. */
-    int (*run_checked)(ft_engine *eng, const ft_prepared *const *reqs,
-                       ft_result *const *res, size_t n,
-                       ft_engine_check check, void *arg);
-    int (*step_begin)(ft_engine *eng, const ft_prepared *const *reqs,
-                      size_t n, uint32_t shard, uint32_t nshards);
+     * fti_engine_run_checked); NULL: the check runs first. */
+    int (*run_checked)(ft_engine *eng, const fti_prepared *const *reqs,
+                       ft_result *const *res, size_t n, fti_engine_check check,
+                       void *arg);
+    int (*step_begin)(ft_engine *eng, const fti_prepared *const *reqs, size_t n,
+                      uint32_t shard, uint32_t nshards);
     int (*step_buffers)(ft_engine *eng, uint64_t **send, uint64_t **recv,
                         size_t *len);
     int (*step_expand)(ft_engine *eng, uint32_t t);

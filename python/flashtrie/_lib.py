@@ -72,10 +72,26 @@ class ClientOpts(ctypes.Structure):
     ]
 
 
+def _install_prefix(here):
+    """_install_prefix returns the prefix a package installed at
+    PREFIX/lib*/pythonX.Y/{site,dist}-packages/flashtrie lives in (where
+    "cmake --install" into the same prefix put libflashtrie_client), or
+    None for a package elsewhere (a source tree)."""
+    pkgs = os.path.dirname(here)
+    if os.path.basename(pkgs) not in ("site-packages", "dist-packages"):
+        return None
+    pydir = os.path.dirname(pkgs)
+    if not os.path.basename(pydir).startswith("python"):
+        return None
+    return os.path.dirname(os.path.dirname(pydir))
+
+
 def _candidates():
     """_candidates yields the places to load the library from, in order:
-    $FLASHTRIE_CLIENT_LIB, a copy next to this package, the system's
-    search path."""
+    $FLASHTRIE_CLIENT_LIB, a copy next to this package, the library
+    directories of the prefix the package is installed in (lib, lib64,
+    lib/<multiarch>), the system's search path (ldconfig's cache and
+    $LD_LIBRARY_PATH)."""
     env = os.environ.get(ENV)
     if env:
         yield env
@@ -85,6 +101,15 @@ def _candidates():
                     "libflashtrie_client.dylib"):
         for path in sorted(glob.glob(os.path.join(here, pattern))):
             yield path
+    prefix = _install_prefix(here)
+    if prefix:
+        for libdir in ("lib", "lib64", os.path.join("lib", "*")):
+            for name in ("libflashtrie_client.so.0",
+                         "libflashtrie_client.so",
+                         "libflashtrie_client.dylib"):
+                for path in sorted(glob.glob(
+                        os.path.join(prefix, libdir, name))):
+                    yield path
     found = ctypes.util.find_library("flashtrie_client")
     if found:
         yield found

@@ -32,36 +32,36 @@ static int have_nccl = 1; /* the build has NCCL (found by contract()) */
  * GPU engine, itself equal to the CPU engine), the reference, and a group
  * of CPU engines over the same shards (key indexes too). */
 static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
-                      ft_exchange x, int small, int shared,
-                      const ft_request *batch,
-                      uint32_t nreq, su_case *cs, const ft_result *want,
-                      ft_result *got, const char *dir, uint64_t seed)
+                      fti_exchange x, int small, int shared,
+                      const ft_request *batch, uint32_t nreq, su_case *cs,
+                      const ft_result *want, ft_result *got, const char *dir,
+                      uint64_t seed)
 {
     ft_index *sh[8];
     su_split_build(s, keys, m, ns, dir, sh);
     ft_engine_opts o;
     su_gpu_opts(&o, small);
-    ft_group_opts go;
-    ft_group_opts_init(&go);
+    fti_group_opts go;
+    fti_group_opts_init(&go);
     go.exchange = x;
     go.shared_lists = shared;
     int devs[8];
-    if (x == FT_EXCHANGE_NCCL) {
+    if (x == FTI_EXCHANGE_NCCL) {
         for (size_t j = 0; j < ns; j++)
             devs[j] = (int)j;
         go.devices = devs;
     }
-    ft_group *g;
+    fti_group *g;
     char err[256] = "";
     ft_result *cg = su_cpu_group(sh, ns, batch, nreq);
-    int rc = ft_group_open_ex(&g, (const ft_index *const *)sh, ns, &o, &go,
-                              err, sizeof err);
+    int rc = fti_group_open_ex(&g, (const ft_index *const *)sh, ns, &o, &go,
+                               err, sizeof err);
     if (rc != FT_OK) {
         fprintf(stderr, "group of %zu shards (exchange %d): %s: %s\n", ns,
                 (int)x, ft_strerror(rc), err);
         exit(1);
     }
-    FT_CHECK(ft_group_exchange(g) == x);
+    FT_CHECK(fti_group_exchange(g) == x);
     static const uint32_t widths[] = {1, 3, 1u << 30};
     uint32_t w = widths[ft_test_rand(s) % 3];
     su_run_widths(NULL, g, batch, nreq, w, got);
@@ -75,7 +75,7 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
         su_check_group(&got[i], &cg[i], &want[i], &cs[i], what);
         n_runs++;
     }
-    ft_group_close(g);
+    fti_group_close(g);
     for (size_t j = 0; j < ns; j++)
         ft_index_close(sh[j]);
     su_results_free(cg, nreq);
@@ -122,14 +122,14 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     for (size_t ci = 0; ci < 4; ci++) {
         int small = (int)(ft_test_rand(&s) % 3 == 0);
         int shared = (int)((ci + seed) % 2);
-        run_group(&s, c.keys, c.m, counts[ci], FT_EXCHANGE_DEVICE, small,
+        run_group(&s, c.keys, c.m, counts[ci], FTI_EXCHANGE_DEVICE, small,
                   shared, c.batch, nreq, c.cs, one, got, dir, seed);
     }
     if (have_nccl && (!quick || seed % 2 == 0))
-        run_group(&s, c.keys, c.m, 1, FT_EXCHANGE_NCCL, 0, 0, c.batch, nreq,
+        run_group(&s, c.keys, c.m, 1, FTI_EXCHANGE_NCCL, 0, 0, c.batch, nreq,
                   c.cs, one, got, dir, seed);
     for (size_t ns = 2; have_nccl && ns <= 8 && ns <= (size_t)ndev; ns *= 2)
-        run_group(&s, c.keys, c.m, ns, FT_EXCHANGE_NCCL, 0, 0, c.batch, nreq,
+        run_group(&s, c.keys, c.m, ns, FTI_EXCHANGE_NCCL, 0, 0, c.batch, nreq,
                   c.cs, one, got, dir, seed);
     for (uint32_t i = 0; i < nreq; i++) {
         ft_result_free(&one[i]);
@@ -152,35 +152,37 @@ static void contract(const char *dir)
     su_build(&k[1], 2, path, &sh[1]);
     ft_engine_opts o;
     su_gpu_opts(&o, 1);
-    ft_group_opts go;
-    ft_group_opts_init(&go);
-    ft_group *g;
+    fti_group_opts go;
+    fti_group_opts_init(&go);
+    fti_group *g;
     char err[256] = "";
     int rc;
     /* auto: one GPU, device exchange */
-    FT_PASS(ft_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go,
-                             err, sizeof err));
-    FT_CHECK(ft_group_exchange(g) == FT_EXCHANGE_DEVICE);
-    ft_group_close(g);
-    go.exchange = FT_EXCHANGE_HOST;
-    FT_FAIL(ft_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go,
-                             err, sizeof err), FT_ENOTSUP);
+    FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
+                              sizeof err));
+    FT_CHECK(fti_group_exchange(g) == FTI_EXCHANGE_DEVICE);
+    fti_group_close(g);
+    go.exchange = FTI_EXCHANGE_HOST;
+    FT_FAIL(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
+                              sizeof err),
+            FT_ENOTSUP);
     FT_CHECK_STR(err, "exchange: host needs CPU engines (GPU lists are in "
                       "device memory)");
-    go.exchange = FT_EXCHANGE_NCCL;
-    FT_FAIL(ft_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go,
-                             err, sizeof err), FT_ENOTSUP);
+    go.exchange = FTI_EXCHANGE_NCCL;
+    FT_FAIL(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
+                              sizeof err),
+            FT_ENOTSUP);
     if (strcmp(err, "exchange: nccl: this build has no NCCL") == 0) {
         have_nccl = 0;
         printf("NOTE: this build has no NCCL: NCCL groups not tested\n");
     } else {
         FT_CHECK_STR(err, "exchange: nccl needs one shard per GPU");
         /* NCCL is loaded at run time: a host without it answers so. */
-        rc = ft_group_open_ex(&g, (const ft_index *const *)sh, 1, &o, &go,
-                              err, sizeof err);
+        rc = fti_group_open_ex(&g, (const ft_index *const *)sh, 1, &o, &go, err,
+                               sizeof err);
         if (rc == FT_OK) {
-            FT_CHECK(ft_group_exchange(g) == FT_EXCHANGE_NCCL);
-            ft_group_close(g);
+            FT_CHECK(fti_group_exchange(g) == FTI_EXCHANGE_NCCL);
+            fti_group_close(g);
         } else {
             FT_CHECK(rc == FT_ENOTSUP);
             FT_CHECK_STR(err, "exchange: nccl: libnccl.so.2 cannot be "
@@ -191,9 +193,10 @@ static void contract(const char *dir)
     }
     ft_engine_opts c;
     ft_engine_opts_init(&c);
-    go.exchange = FT_EXCHANGE_DEVICE;
-    FT_FAIL(ft_group_open_ex(&g, (const ft_index *const *)sh, 2, &c, &go,
-                             err, sizeof err), FT_ENOTSUP);
+    go.exchange = FTI_EXCHANGE_DEVICE;
+    FT_FAIL(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &c, &go, err,
+                              sizeof err),
+            FT_ENOTSUP);
     FT_CHECK_STR(err, "exchange: device needs GPU engines");
 
     /* The steps of one engine, driven by hand: out of order is
@@ -208,25 +211,25 @@ static void contract(const char *dir)
     r.K = 2;
     r.tokens = toks;
     r.logp = lps;
-    ft_prep *pp[4];
-    const ft_prepared *p[4];
+    fti_prep *pp[4];
+    const fti_prepared *p[4];
     for (int i = 0; i < 4; i++) {
-        FT_PASS(ft_prep_create(&pp[i]));
-        FT_PASS(ft_request_prepare(&p[i], pp[i], &r));
+        FT_PASS(fti_prep_create(&pp[i]));
+        FT_PASS(fti_request_prepare(&p[i], pp[i], &r));
     }
-    FT_FAIL(ft_engine_step_begin(eng, p, 4, 0, 1), FT_ELIMIT);
-    FT_PASS(ft_engine_step_begin(eng, p, 2, 0, 1));
-    FT_FAIL(ft_engine_step_keep(eng, 0), FT_ESTATE);
-    FT_FAIL(ft_engine_step_expand(eng, 1), FT_ESTATE);
-    FT_PASS(ft_engine_step_expand(eng, 0));
-    FT_FAIL(ft_engine_step_expand(eng, 1), FT_ESTATE);
+    FT_FAIL(fti_engine_step_begin(eng, p, 4, 0, 1), FT_ELIMIT);
+    FT_PASS(fti_engine_step_begin(eng, p, 2, 0, 1));
+    FT_FAIL(fti_engine_step_keep(eng, 0), FT_ESTATE);
+    FT_FAIL(fti_engine_step_expand(eng, 1), FT_ESTATE);
+    FT_PASS(fti_engine_step_expand(eng, 0));
+    FT_FAIL(fti_engine_step_expand(eng, 1), FT_ESTATE);
     uint64_t *send, *recv;
     size_t len;
-    FT_PASS(ft_engine_step_buffers(eng, &send, &recv, &len));
+    FT_PASS(fti_engine_step_buffers(eng, &send, &recv, &len));
     FT_CHECK(len == (size_t)p[0]->beam + p[1]->beam);
     ft_engine_close(eng);
     for (int i = 0; i < 4; i++)
-        ft_prep_destroy(pp[i]);
+        fti_prep_destroy(pp[i]);
     ft_index_close(sh[0]);
     ft_index_close(sh[1]);
 }

@@ -1,6 +1,6 @@
 /*
  * gpu_multi_test.c - shard groups spread over several GPUs of one process
- * (issue 12, run mode (a): router/group.c with ft_group_opts.devices),
+ * (issue 12, run mode (a): router/group.c with fti_group_opts.devices),
  * against one unsharded GPU engine, the CPU engine, a CPU group over the
  * same shards and the brute-force reference of docs/specification.md section 4
  * (search_util.h), bit for bit (tokens, values, score and sigma bits,
@@ -36,11 +36,11 @@ static int ndev;
 static int have_nccl = 1;
 
 /* run_group answers batch[0..nreq) over ns shards of keys[0..m), shard j
- * on GPU devs[j], with exchange x (FT_EXCHANGE_AUTO: want_x is what the
+ * on GPU devs[j], with exchange x (FTI_EXCHANGE_AUTO: want_x is what the
  * group must choose), and checks every result against the CPU group over
  * the same shards, want[] (the unsharded GPU engine) and the reference. */
 static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
-                      const int *devs, ft_exchange x, ft_exchange want_x,
+                      const int *devs, fti_exchange x, fti_exchange want_x,
                       int small, const ft_request *batch, uint32_t nreq,
                       su_case *cs, const ft_result *want, ft_result *got,
                       const char *dir, uint64_t seed)
@@ -48,35 +48,37 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     ft_index *sh[8];
     su_split_build(s, keys, m, ns, dir, sh);
     ft_result *cg = su_cpu_group(sh, ns, batch, nreq);
-    ft_group *g;
+    fti_group *g;
     char err[256] = "";
 
     ft_engine_opts o;
     su_gpu_opts(&o, small);
-    ft_group_opts go;
-    ft_group_opts_init(&go);
+    fti_group_opts go;
+    fti_group_opts_init(&go);
     go.exchange = x;
     go.devices = devs;
     char place[64] = "";
     for (size_t j = 0; j < ns; j++)
         snprintf(place + strlen(place), sizeof place - strlen(place), "%s%d",
                  j ? "," : "", devs[j]);
-    int rc = ft_group_open_ex(&g, (const ft_index *const *)sh, ns, &o, &go,
-                              err, sizeof err);
+    int rc = fti_group_open_ex(&g, (const ft_index *const *)sh, ns, &o, &go,
+                               err, sizeof err);
     if (rc != FT_OK) {
         fprintf(stderr, "seed %llu: group of %zu shards on GPUs %s "
                 "(exchange %d): %s: %s\n", (unsigned long long)seed, ns,
                 place, (int)x, ft_strerror(rc), err);
         exit(1);
     }
-    if (ft_group_exchange(g) != want_x) {
-        fprintf(stderr, "seed %llu: group of %zu shards on GPUs %s: exchange "
-                "%d, want %d\n", (unsigned long long)seed, ns, place,
-                (int)ft_group_exchange(g), (int)want_x);
+    if (fti_group_exchange(g) != want_x) {
+        fprintf(stderr,
+                "seed %llu: group of %zu shards on GPUs %s: exchange "
+                "%d, want %d\n",
+                (unsigned long long)seed, ns, place, (int)fti_group_exchange(g),
+                (int)want_x);
         exit(1);
     }
     for (size_t j = 0; j < ns; j++)
-        FT_CHECK(ft_engine_device(ft_group_engine(g, j)) == devs[j]);
+        FT_CHECK(fti_engine_device(fti_group_engine(g, j)) == devs[j]);
     /* batches of 1, then of 3 or of all requests: the per-step lists of
      * every batch width cross the GPUs */
     uint32_t widths[2] = {1, ft_test_rand(s) % 2 ? 3 : 1u << 30};
@@ -89,17 +91,17 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
                      "seed %llu case %u shards %zu GPUs %s exchange %d small "
                      "%d batch %u (T=%u K=%u B=%u n=%u)",
                      (unsigned long long)seed, i, ns, place,
-                     (int)ft_group_exchange(g), small, w, batch[i].T,
+                     (int)fti_group_exchange(g), small, w, batch[i].T,
                      batch[i].K, batch[i].beam, batch[i].results);
             su_check_group(&got[i], &cg[i], &want[i], &cs[i], what);
             n_runs++;
         }
     }
-    if (ft_group_exchange(g) == FT_EXCHANGE_NCCL)
+    if (fti_group_exchange(g) == FTI_EXCHANGE_NCCL)
         n_nccl++;
     else
         n_dev++;
-    ft_group_close(g);
+    fti_group_close(g);
     for (size_t j = 0; j < ns; j++)
         ft_index_close(sh[j]);
     su_results_free(cg, nreq);
@@ -118,14 +120,15 @@ static void refuse_nccl(const char *dir, const int *devs, size_t ns)
     }
     ft_engine_opts o;
     su_gpu_opts(&o, 1);
-    ft_group_opts go;
-    ft_group_opts_init(&go);
-    go.exchange = FT_EXCHANGE_NCCL;
+    fti_group_opts go;
+    fti_group_opts_init(&go);
+    go.exchange = FTI_EXCHANGE_NCCL;
     go.devices = devs;
-    ft_group *g;
+    fti_group *g;
     char err[256] = "";
-    FT_FAIL(ft_group_open_ex(&g, (const ft_index *const *)sh, ns, &o, &go,
-                             err, sizeof err), FT_ENOTSUP);
+    FT_FAIL(fti_group_open_ex(&g, (const ft_index *const *)sh, ns, &o, &go, err,
+                              sizeof err),
+            FT_ENOTSUP);
     FT_CHECK_STR(err, "exchange: nccl needs one shard per GPU");
     for (size_t j = 0; j < ns; j++)
         ft_index_close(sh[j]);
@@ -195,16 +198,16 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         int rot = (int)(ft_test_rand(&s) % (uint64_t)ndev);
         for (int j = 0; j < ns; j++)
             devs[j] = j;
-        run_group(&s, c.keys, c.m, (size_t)ns, devs, FT_EXCHANGE_NCCL,
-                  FT_EXCHANGE_NCCL, small, c.batch, nreq, c.cs, one, got,
-                  dir, seed);
+        run_group(&s, c.keys, c.m, (size_t)ns, devs, FTI_EXCHANGE_NCCL,
+                  FTI_EXCHANGE_NCCL, small, c.batch, nreq, c.cs, one, got, dir,
+                  seed);
         for (int j = 0; j < ns; j++)
             devs[j] = (j + rot) % ndev;
         /* the automatic choice over distinct GPUs is NCCL */
         run_group(&s, c.keys, c.m, (size_t)ns, devs,
-                  seed % 2 ? FT_EXCHANGE_AUTO : FT_EXCHANGE_NCCL,
-                  FT_EXCHANGE_NCCL, small, c.batch, nreq, c.cs, one, got,
-                  dir, seed);
+                  seed % 2 ? FTI_EXCHANGE_AUTO : FTI_EXCHANGE_NCCL,
+                  FTI_EXCHANGE_NCCL, small, c.batch, nreq, c.cs, one, got, dir,
+                  seed);
     }
     /* Several shards per GPU: 2 GPUs, and all of them (up to 8 shards),
      * shard j on GPU j % g; the device exchange copies between GPUs. */
@@ -218,8 +221,8 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             devs[j] = j % ng;
         int small = (int)(ft_test_rand(&s) % 3 == 0);
         run_group(&s, c.keys, c.m, (size_t)ns, devs,
-                  seed % 2 ? FT_EXCHANGE_AUTO : FT_EXCHANGE_DEVICE,
-                  FT_EXCHANGE_DEVICE, small, c.batch, nreq, c.cs, one, got,
+                  seed % 2 ? FTI_EXCHANGE_AUTO : FTI_EXCHANGE_DEVICE,
+                  FTI_EXCHANGE_DEVICE, small, c.batch, nreq, c.cs, one, got,
                   dir, seed);
     }
     /* One shard per GPU over the device exchange too: the same lists by
@@ -228,8 +231,8 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         int ns = ndev < 8 ? ndev : 8;
         for (int j = 0; j < ns; j++)
             devs[j] = j;
-        run_group(&s, c.keys, c.m, (size_t)ns, devs, FT_EXCHANGE_DEVICE,
-                  FT_EXCHANGE_DEVICE, 0, c.batch, nreq, c.cs, one, got, dir,
+        run_group(&s, c.keys, c.m, (size_t)ns, devs, FTI_EXCHANGE_DEVICE,
+                  FTI_EXCHANGE_DEVICE, 0, c.batch, nreq, c.cs, one, got, dir,
                   seed);
     }
     for (uint32_t i = 0; i < nreq; i++) {
@@ -285,16 +288,16 @@ static int probe_nccl(const char *dir)
     su_build(&k, 1, path, &idx);
     ft_engine_opts o;
     su_gpu_opts(&o, 1);
-    ft_group_opts go;
-    ft_group_opts_init(&go);
-    go.exchange = FT_EXCHANGE_NCCL;
-    ft_group *g;
+    fti_group_opts go;
+    fti_group_opts_init(&go);
+    go.exchange = FTI_EXCHANGE_NCCL;
+    fti_group *g;
     char err[256] = "";
     const ft_index *sh[1] = {idx};
-    int rc = ft_group_open_ex(&g, sh, 1, &o, &go, err, sizeof err);
+    int rc = fti_group_open_ex(&g, sh, 1, &o, &go, err, sizeof err);
     ft_index_close(idx);
     if (rc == FT_OK) {
-        ft_group_close(g);
+        fti_group_close(g);
         return 1;
     }
     FT_CHECK(rc == FT_ENOTSUP);

@@ -69,40 +69,40 @@ int main(void)
     ft_engine *e[3], *other, *diff;
     uint64_t used0 = 0, used1 = 0, used3 = 0, total = 0;
     open_gpu(&e[0], a.idx, 0);
-    FT_PASS(ft_gpu_memory(&used1, &total, 0));
-    FT_CHECK(ft_engine_gpu_index_refs(e[0]) == 1);
+    FT_PASS(fti_gpu_memory(&used1, &total, 0));
+    FT_CHECK(fti_engine_gpu_index_refs(e[0]) == 1);
     open_gpu(&e[1], a.idx, 0);
     open_gpu(&e[2], a.idx, 0);
-    FT_PASS(ft_gpu_memory(&used3, &total, 0));
+    FT_PASS(fti_gpu_memory(&used3, &total, 0));
     for (int i = 0; i < 3; i++)
-        FT_CHECK(ft_engine_gpu_index_refs(e[i]) == 3);
+        FT_CHECK(fti_engine_gpu_index_refs(e[i]) == 3);
     /* Another index, and another child map threshold: copies of their
      * own, the shared one untouched. */
     open_gpu(&other, b.idx, 0);
-    FT_CHECK(ft_engine_gpu_index_refs(other) == 1);
+    FT_CHECK(fti_engine_gpu_index_refs(other) == 1);
     open_gpu(&diff, a.idx, 1);
-    FT_CHECK(ft_engine_gpu_index_refs(diff) == 1);
-    FT_CHECK(ft_engine_gpu_index_refs(e[0]) == 3);
+    FT_CHECK(fti_engine_gpu_index_refs(diff) == 1);
+    FT_CHECK(fti_engine_gpu_index_refs(e[0]) == 3);
     for (int i = 0; i < 3; i++)
         answer(e[i], &a, a.res, "replica");
     answer(other, &b, b.res, "other index");
     answer(diff, &a, a.res, "child map 1");
     /* The engine that uploaded the copy goes first; the others keep it. */
     ft_engine_close(e[0]);
-    FT_CHECK(ft_engine_gpu_index_refs(e[1]) == 2);
+    FT_CHECK(fti_engine_gpu_index_refs(e[1]) == 2);
     answer(e[1], &a, a.res, "replica after the first closed");
     ft_engine_close(e[1]);
-    FT_CHECK(ft_engine_gpu_index_refs(e[2]) == 1);
+    FT_CHECK(fti_engine_gpu_index_refs(e[2]) == 1);
     answer(e[2], &a, a.res, "last replica");
     /* A new engine after all but one closed adopts the survivor's copy. */
     open_gpu(&e[0], a.idx, 0);
-    FT_CHECK(ft_engine_gpu_index_refs(e[0]) == 2);
+    FT_CHECK(fti_engine_gpu_index_refs(e[0]) == 2);
     answer(e[0], &a, a.res, "reopened replica");
     ft_engine_close(e[0]);
     ft_engine_close(e[2]);
     ft_engine_close(other);
     ft_engine_close(diff);
-    FT_PASS(ft_gpu_memory(&used0, &total, 0));
+    FT_PASS(fti_gpu_memory(&used0, &total, 0));
     printf("gpu_replica_test: 3 engines on one index share one copy; device "
            "memory used %.1f MiB with 1 engine, %.1f MiB with 3, %.1f MiB "
            "after closing all\n", used1 / 1048576.0, used3 / 1048576.0,

@@ -32,11 +32,11 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         ft_engine_opts o;
         ft_engine_opts_init(&o);
         o.threads = 1 + (int)(ft_test_rand(&s) % 3);
-        ft_group *g;
+        fti_group *g;
         char err[256] = "";
-        FT_PASS(ft_group_open(&g, (const ft_index *const *)sh, ns, &o, err,
-                              sizeof err));
-        FT_CHECK(ft_group_shards(g) == ns);
+        FT_PASS(fti_group_open(&g, (const ft_index *const *)sh, ns, &o, err,
+                               sizeof err));
+        FT_CHECK(fti_group_shards(g) == ns);
         static const uint32_t widths[] = {1, 3, 1u << 30};
         uint32_t w = widths[ft_test_rand(&s) % 3];
         su_run_widths(NULL, g, c.batch, nreq, w, c.res);
@@ -54,7 +54,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                              c.res[i].hits[j].key_index);
             }
         n_runs += nreq;
-        ft_group_close(g);
+        fti_group_close(g);
         for (size_t j = 0; j < ns; j++)
             ft_index_close(sh[j]);
     }
@@ -73,8 +73,8 @@ static void bad_request(const char *dir)
     su_build(&k[0], 1, path, &sh[0]);
     snprintf(path, sizeof path, "%s/bad1.idx", dir);
     su_build(&k[1], 1, path, &sh[1]);
-    ft_group *g;
-    FT_PASS(ft_group_open(&g, (const ft_index *const *)sh, 2, NULL, NULL, 0));
+    fti_group *g;
+    FT_PASS(fti_group_open(&g, (const ft_index *const *)sh, 2, NULL, NULL, 0));
     uint32_t tok[2] = {6, 5};
     float lp[2] = {-1.0f, -2.0f};
     uint32_t tok2[2] = {7, 7};
@@ -89,7 +89,7 @@ static void bad_request(const char *dir)
     ft_result res[2];
     FT_PASS(ft_result_alloc(&res[0], 100, 1));
     FT_PASS(ft_result_alloc(&res[1], 100, 1));
-    FT_PASS(ft_group_search_batch(g, r, 2, res));
+    FT_PASS(fti_group_search_batch(g, r, 2, res));
     FT_CHECK(res[0].status == FT_OK && res[0].n == 1);
     FT_CHECK(res[0].hits[0].value == 9 && res[0].tokens[0] == 5);
     FT_CHECK(res[1].status == FT_EREQUEST);
@@ -98,10 +98,10 @@ static void bad_request(const char *dir)
                  "and 1)");
     ft_result_free(&res[0]);
     ft_result_free(&res[1]);
-    ft_group_close(g);
+    fti_group_close(g);
     ft_index_close(sh[0]);
     ft_index_close(sh[1]);
-    FT_FAIL(ft_group_open(&g, NULL, 0, NULL, NULL, 0), FT_EINVAL);
+    FT_FAIL(fti_group_open(&g, NULL, 0, NULL, NULL, 0), FT_EINVAL);
 }
 
 int main(void)

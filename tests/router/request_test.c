@@ -30,7 +30,7 @@ static ft_request base(uint32_t T, uint32_t K)
 static ft_engine *eng;
 static ft_result res;
 
-/* A check for ft_engine_run_checked: counts its calls, fails one result. */
+/* A check for fti_engine_run_checked: counts its calls, fails one result. */
 static void ck_fail(void *arg)
 {
     struct ck {
@@ -266,37 +266,38 @@ int main(void)
     FT_CHECK_STR(rs[0].error,
                  "tokens: position 0: token 1 appears twice (proposals 0 "
                  "and 2)");
-    /* ft_engine_run_checked: the check runs once; a result it fails keeps
+    /* fti_engine_run_checked: the check runs once; a result it fails keeps
      * its status and message and gets no hits; the others are answered */
     {
-        ft_prep *pp[2] = {NULL, NULL};
-        const ft_prepared *pq[2];
+        fti_prep *pp[2] = {NULL, NULL};
+        const fti_prepared *pq[2];
         ft_request a = base(1, 2);
         toks[0] = 1;
         for (int i = 0; i < 2; i++) {
-            FT_PASS(ft_prep_create(&pp[i]));
-            FT_PASS(ft_request_prepare(&pq[i], pp[i], &a));
+            FT_PASS(fti_prep_create(&pp[i]));
+            FT_PASS(fti_request_prepare(&pq[i], pp[i], &a));
         }
         ft_result *pr[2] = {&rs[0], &rs[1]};
         struct ck {
             int calls;
             ft_result *fail;
         } ck = {0, &rs[1]};
-        FT_PASS(ft_engine_run_checked(eng, pq, pr, 2, ck_fail, &ck));
+        FT_PASS(fti_engine_run_checked(eng, pq, pr, 2, ck_fail, &ck));
         FT_CHECK_EQ_U64(ck.calls, 1);
         FT_CHECK_EQ_U64(rs[0].status, FT_OK);
         FT_CHECK_EQ_U64(rs[0].n, 1);
         FT_CHECK_EQ_U64(rs[1].status, FT_EREQUEST);
         FT_CHECK_EQ_U64(rs[1].n, 0);
         FT_CHECK_STR(rs[1].error, "failed by the check");
-        /* a NULL check is ft_engine_run */
-        FT_PASS(ft_engine_run_checked(eng, pq, pr, 2, NULL, NULL));
+        /* a NULL check is fti_engine_run */
+        FT_PASS(fti_engine_run_checked(eng, pq, pr, 2, NULL, NULL));
         FT_CHECK_EQ_U64(rs[1].status, FT_OK);
         FT_CHECK_EQ_U64(rs[1].n, 1);
-        FT_FAIL(ft_engine_run_checked(eng, pq, pr, FT_ENGINE_CHUNK + 1,
-                                      NULL, NULL), FT_EINVAL);
+        FT_FAIL(fti_engine_run_checked(eng, pq, pr, FTI_ENGINE_CHUNK + 1, NULL,
+                                       NULL),
+                FT_EINVAL);
         for (int i = 0; i < 2; i++)
-            ft_prep_destroy(pp[i]);
+            fti_prep_destroy(pp[i]);
     }
     for (int i = 0; i < 3; i++)
         ft_result_free(&rs[i]);

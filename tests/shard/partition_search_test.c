@@ -31,14 +31,14 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         ft_engine_opts_init(&o);
         o.kind = FT_ENGINE_CPU;
         o.threads = 1 + (int)(ft_test_rand(&s) % 2);
-        ft_group *g;
-        FT_PASS(ft_group_open(&g, sh, ns, &o, err, sizeof err));
-        FT_PASS(ft_group_search_batch(g, c.batch, nreq, c.res));
+        fti_group *g;
+        FT_PASS(fti_group_open(&g, sh, ns, &o, err, sizeof err));
+        FT_PASS(fti_group_search_batch(g, c.batch, nreq, c.res));
         char what[120];
         snprintf(what, sizeof what, "seed %llu shards %u",
                  (unsigned long long)seed, ns);
         su_check_all(&c, c.res, NULL, what);
-        ft_group_close(g);
+        fti_group_close(g);
         ft_manifest_close(mf);
     }
     su_cases_free(&c);

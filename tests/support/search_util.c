@@ -464,12 +464,12 @@ ft_result *su_cpu_group(ft_index *const *sh, size_t ns,
     FT_CHECK(cg != NULL);
     for (uint32_t i = 0; i < n; i++)
         FT_PASS(ft_result_alloc(&cg[i], FT_MAX_RESULTS, batch[i].T));
-    ft_group *g;
+    fti_group *g;
     char err[256] = "";
-    FT_PASS(ft_group_open(&g, (const ft_index *const *)sh, ns, &co, err,
-                          sizeof err));
-    FT_PASS(ft_group_search_batch(g, batch, n, cg));
-    ft_group_close(g);
+    FT_PASS(fti_group_open(&g, (const ft_index *const *)sh, ns, &co, err,
+                           sizeof err));
+    FT_PASS(fti_group_search_batch(g, batch, n, cg));
+    fti_group_close(g);
     return cg;
 }
 
@@ -617,7 +617,7 @@ void su_split_build(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     }
 }
 
-void su_run_widths(ft_engine *eng, ft_group *g, const ft_request *reqs,
+void su_run_widths(ft_engine *eng, fti_group *g, const ft_request *reqs,
                    uint32_t n, uint32_t w, ft_result *res)
 {
     for (uint32_t i = 0; i < n; i += w) {
@@ -625,7 +625,7 @@ void su_run_widths(ft_engine *eng, ft_group *g, const ft_request *reqs,
         if (eng)
             FT_PASS(ft_engine_search_batch(eng, reqs + i, k, res + i));
         else
-            FT_PASS(ft_group_search_batch(g, reqs + i, k, res + i));
+            FT_PASS(fti_group_search_batch(g, reqs + i, k, res + i));
     }
 }
 

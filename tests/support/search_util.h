@@ -14,6 +14,7 @@
 #include <math.h>
 #include <unistd.h>
 
+#include "flashtrie/internal/engine.h"
 #include "ft_test.h"
 
 #define SU_MAX_LEN 64
@@ -181,7 +182,7 @@ void su_split_build(uint64_t *s, const su_key *keys, size_t m, size_t ns,
 
 /* su_run_widths answers reqs[0..n) into res[0..n) in batches of w (the last
  * may be shorter), through eng or, when eng is NULL, through g. */
-void su_run_widths(ft_engine *eng, ft_group *g, const ft_request *reqs,
+void su_run_widths(ft_engine *eng, fti_group *g, const ft_request *reqs,
                    uint32_t n, uint32_t w, ft_result *res);
 
 /* su_cpu_group answers batch[0..n) with a group of one-thread CPU engines

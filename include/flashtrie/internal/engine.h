@@ -1,0 +1,238 @@
+/*
+ * flashtrie/internal/engine.h - the library's private engine interface:
+ * what flashtrie.h kept until the library was sealed (issue 34), and what
+ * no program outside this tree may call.
+ *
+ *  - prepared requests (fti_prepared, fti_prep, fti_request_prepare),
+ *  - whole runs of prepared requests (fti_engine_run, _run_checked),
+ *  - the step protocol a shard group drives (fti_engine_step_*), the GPU
+ *    engine's stream, grid share and shared step lists, the GPU memory
+ *    probe, an engine's index and device,
+ *  - shard groups (fti_group_*) and their exchange and test knobs
+ *    (fti_group_opts: a forced exchange, split_grid, shared_lists),
+ *  - the value prefetch hint of the public search.
+ *
+ * shard/ implements it, router/ (search, groups, searchers, the cluster)
+ * drives it, and the daemon and the tests use parts of it.  It lives
+ * here, beside the ground floor, because every one of them already sees
+ * include/ (the ft_headers and ft_base targets): a single #include of
+ * this header is the only change a user of these calls needed.  It is
+ * never installed (only flashtrie.h, flashtrie_version.h and
+ * flashtrie_client.h are), and its symbols are hidden in libflashtrie.so
+ * (the library is built with -fvisibility=hidden; only FT_API
+ * declarations are exported): the program and the tests link the static
+ * library, where hidden symbols still resolve.
+ *
+ * Naming (docs/architecture.md): public symbols are ft_ / FT_ and carry
+ * FT_API in flashtrie.h or flashtrie_client.h; private ones are fti_ /
+ * FTI_.  Private symbols of the library's rooms that still start with
+ * ft_<module>_ (ft_tb_, ft_cpu_, ft_gpu_, ...) are hidden all the same;
+ * they are to be renamed fti_ in one mechanical change.
+ */
+#ifndef FLASHTRIE_INTERNAL_ENGINE_H
+#define FLASHTRIE_INTERNAL_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flashtrie.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Prepared requests and the engine steps ------------------------------
+ *
+ * Below the public search, engines see only prepared requests: validated,
+ * the proposals of every position stable-sorted by logp descending (docs/specification.md
+ * section 4's k) and cut to those with logp > theta_tok, with the length
+ * normalisation table F.  fti_request_prepare makes them.
+ *
+ * Engines answer prepared requests whole (fti_engine_run: on one GPU all T
+ * steps in one launch), and also one decode step at a time, which is what
+ * a shard group drives (router/: every shard expands, the shards exchange
+ * their local top-B candidate keys, each keeps its members of the global
+ * top-B):
+ *
+ *   fti_engine_step_begin(eng, preps, n, shard, nshards)
+ *   for t in 0 .. Tmax-1:
+ *       fti_engine_step_expand(eng, t)   -> send: per request its local
+ *                                           top-B keys, sorted, padded
+ *       (exchange: every shard's send lands in every shard's recv, in
+ *        shard order: recv[s * len .. (s + 1) * len) is shard s's send)
+ *       fti_engine_step_keep(eng, t)     <- recv
+ *   fti_engine_step_finish(eng, res)     -> local top-n hits per request
+ *
+ * Keys are docs/specification.md section 4's (sigma desc, r asc, k asc) packed in a u64
+ * with r the *global* rank of the parent entry (flashtrie/internal/
+ * rules.h), padded with UINT64_MAX.  Request i's list is at offset
+ * off[i] = beam[0] + ... + beam[i-1] of length beam[i].  The exchange
+ * buffers live in the engine's memory: host memory for the CPU engine,
+ * device memory for the GPU engine (fti_engine_stream gives the stream
+ * the steps are enqueued on; no host wait happens between steps).
+ * Engine results (fti_engine_run and fti_engine_step_finish) carry
+ * key_index and order but no value: the values are attached once, after
+ * any merge, by the public search. */
+
+typedef struct fti_prepared {
+    uint32_t T, K;          /* positions; row stride of tok and logp */
+    const uint32_t *tok;    /* [t * K + k], k after the stable sort */
+    const float *logp;      /* [t * K + k] */
+    const uint32_t *keff;   /* [t]: proposals with logp > theta_tok */
+    const uint32_t *row;    /* [t] = t * K: row starts (for backtraces) */
+    const double *F;        /* [d], d = 0..T: pow(6 / (5 + d), alpha) */
+    uint32_t beam, results; /* B and n (n resolved: never 0) */
+    float theta_tok, theta_sent;
+    double alpha;
+} fti_prepared;
+
+/* fti_prep owns the buffers of one prepared request; reuse it across
+ * requests (it grows to the largest grid it has seen). */
+typedef struct fti_prep fti_prep;
+int fti_prep_create(fti_prep **out);
+void fti_prep_destroy(fti_prep *p);
+/* fti_request_prepare prepares a request that ft_request_validate accepted;
+ * *out points into p until p's next use, and into req's tokens and logp
+ * when every row arrives sorted (no copy is made then): keep them alive
+ * and unchanged while *out is used. */
+int fti_request_prepare(const fti_prepared **out, fti_prep *p,
+                        const ft_request *req);
+
+/* fti_engine_run answers n prepared requests whole; each result gets
+ * status, hits with tokens, score, sigma, order and key_index (no value).
+ * Returns FT_OK unless the engine failed. */
+int fti_engine_run(ft_engine *eng, const fti_prepared *const *reqs,
+                   ft_result *const *res, size_t n);
+
+/* The most requests one fti_engine_run or step batch takes. */
+#define FTI_ENGINE_CHUNK 64
+
+/* fti_engine_run_checked is fti_engine_run (n <= FTI_ENGINE_CHUNK) that calls
+ * check(arg) once while the engine works: the GPU engine between issuing
+ * its launch and waiting for it, others before their search.  A result
+ * whose status check sets to an error keeps it (with check's message,
+ * no hits): the search's answer to that request is dropped.  The public
+ * search checks the duplicate tokens of a batch this way, on the host
+ * while the GPU runs.  Every result starts with status FT_OK. */
+typedef void (*fti_engine_check)(void *arg);
+int fti_engine_run_checked(ft_engine *eng, const fti_prepared *const *reqs,
+                           ft_result *const *res, size_t n,
+                           fti_engine_check check, void *arg);
+
+int fti_engine_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
+                          size_t n, uint32_t shard, uint32_t nshards);
+/* fti_engine_step_buffers gives the current batch's exchange buffers: send
+ * holds len keys, recv nshards * len (engine memory, see above). */
+int fti_engine_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
+                            size_t *len);
+int fti_engine_step_expand(ft_engine *eng, uint32_t t);
+int fti_engine_step_keep(ft_engine *eng, uint32_t t);
+/* fti_engine_step_finish writes each request's local top-n hits, sorted by
+ * (score desc, order asc), key_index local to this engine's index. */
+int fti_engine_step_finish(ft_engine *eng, ft_result *const *res);
+/* fti_engine_stream returns the cudaStream_t a GPU engine enqueues its steps
+ * on, NULL for the CPU engine (its steps are done when they return). */
+void *fti_engine_stream(ft_engine *eng);
+/* fti_engine_gpu_share makes a GPU engine's steps use 1/ways of its
+ * cooperative grid, so that the step kernels of `ways` engines sharing one
+ * GPU run side by side rather than one after another (1: the whole grid).
+ * FT_ENOTSUP for other engines.  Shard groups call it. */
+int fti_engine_gpu_share(ft_engine *eng, uint32_t ways);
+/* fti_engine_gpu_index_refs returns how many GPU engines of this process
+ * use the device copy of the index that eng uses (engines opened on the
+ * same index and GPU share one copy), 0 for an engine that is not a GPU
+ * engine. */
+int fti_engine_gpu_index_refs(const ft_engine *eng);
+/* fti_engine_gpu_bind_lists makes a GPU engine's step lists live in two
+ * device buffers of cap keys shared by a group on one GPU (NULL unbinds):
+ * at step t shard s writes its list at list[t % 2] + s * len and keeps
+ * from list[t % 2] whole, so the exchange copies nothing; the caller
+ * orders the engines' streams.  FT_ENOTSUP for other engines. */
+int fti_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0, uint64_t *list1,
+                              size_t cap);
+/* fti_gpu_memory reports a GPU's memory in use and in all (bytes, the
+ * device's view: every process's allocations).  FT_ENODEV for a device
+ * that does not exist, FT_ENOTSUP in a build without CUDA. */
+int fti_gpu_memory(uint64_t *used, uint64_t *total, int device);
+
+/* fti_engine_index returns the index the engine was opened over. */
+const ft_index *fti_engine_index(const ft_engine *eng);
+/* fti_engine_device returns the GPU ordinal of a GPU engine, -1 for CPU. */
+int fti_engine_device(const ft_engine *eng);
+
+/* ---- Shard groups -------------------------------------------------------
+ *
+ * A library split by first token into shards (contiguous token ranges, in
+ * order; shard s holds the keys from key index base[s] on) is searched by
+ * a group of engines, one per shard, all advancing one decode step at a
+ * time and exchanging their local top-B keys after every step.  Results
+ * are identical, bit for bit, to one engine over the unsharded index
+ * (docs/specification.md section 6).  The exchange backend follows from the engines
+ * (fti_exchange): host memory for CPU engines, device copies or NCCL for
+ * GPU engines. */
+
+typedef struct fti_group fti_group;
+
+/* fti_group_open opens one engine per shard (opts for each; the shards
+ * must outlive the group and be given in token order). */
+int fti_group_open(fti_group **out, const ft_index *const *shards,
+                   size_t nshards, const ft_engine_opts *opts, char *errbuf,
+                   size_t errlen);
+void fti_group_close(fti_group *g);
+/* How a group's shards exchange their candidate lists after each step. */
+typedef enum fti_exchange {
+    FTI_EXCHANGE_AUTO = 0, /* from the engines: host for CPU engines, device
+                           * for GPU engines on one GPU, NCCL for GPU
+                           * engines on distinct GPUs (device copies when
+                           * built without NCCL) */
+    FTI_EXCHANGE_HOST,     /* CPU engines: memcpy between host buffers */
+    FTI_EXCHANGE_DEVICE,   /* GPU engines: device copies on a group stream,
+                           * ordered by events, no host wait */
+    FTI_EXCHANGE_NCCL      /* GPU engines, one per GPU: ncclAllGather */
+} fti_exchange;
+
+typedef struct fti_group_opts {
+    fti_exchange exchange; /* FTI_EXCHANGE_AUTO, or force one (tests) */
+    const int *devices;   /* [nshards]: GPU of each shard's engine; NULL:
+                           * opts->device for every shard */
+    int split_grid;       /* GPU engines sharing a GPU split its grid, so
+                           * that their step kernels run side by side (1,
+                           * the default) or each takes the whole grid and
+                           * they run in turn (0) */
+    int shared_lists;     /* device exchange, one GPU: the shards write one
+                           * list buffer (two, by step parity) and nothing
+                           * is copied (1, the default), or each has its
+                           * own recv filled by device copies (0) */
+} fti_group_opts;
+
+void fti_group_opts_init(fti_group_opts *gopts);
+/* fti_group_open_ex is fti_group_open with group options (gopts may be
+ * NULL).  A forced exchange the engines or the build cannot use is
+ * FT_ENOTSUP, with the reason in errbuf. */
+int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
+                      size_t nshards, const ft_engine_opts *opts,
+                      const fti_group_opts *gopts, char *errbuf, size_t errlen);
+/* fti_group_exchange says which exchange the group uses. */
+fti_exchange fti_group_exchange(const fti_group *g);
+/* fti_group_timing_report writes, for GPU groups with device copies opened
+ * with opts.timing, the per-step split (kernels, exchange, wait for the
+ * next launch, by CUDA events) since the last report, as text, and starts
+ * new sums; an empty string otherwise. */
+void fti_group_timing_report(fti_group *g, char *buf, size_t len);
+/* fti_group_search_batch is ft_engine_search_batch over the group. */
+int fti_group_search_batch(fti_group *g, const ft_request *reqs, size_t n,
+                           ft_result *res);
+/* fti_group_engine returns the engine of shard s. */
+ft_engine *fti_group_engine(fti_group *g, size_t s);
+size_t fti_group_shards(const fti_group *g);
+
+
+/* fti_index_value_prefetch hints that the value of key_index will be read
+ * soon (a cache prefetch of its word; nothing past the end): issued a few
+ * dozen keys ahead, the misses of a result's values overlap. */
+void fti_index_value_prefetch(const ft_index *idx, uint64_t key_index);
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHTRIE_INTERNAL_ENGINE_H */
