@@ -30,6 +30,7 @@
 #include "commands.h"
 #include "flashtrie.h"
 #include "jsonl.h"
+#include "gen.h"
 #include "workload.h"
 
 #define MAX_LIST 16

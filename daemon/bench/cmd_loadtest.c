@@ -48,6 +48,7 @@
 #include "flashtrie_client.h"
 #include "frame.h"
 #include "jsonl.h"
+#include "gen.h"
 #include "workload.h"
 
 static const char *usage_text =
