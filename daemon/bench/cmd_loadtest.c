@@ -22,22 +22,14 @@
  * never someone else's.  The run stops by itself after --seconds.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
-#include <unistd.h>
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "flashtrie/internal/clock.h"
