@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "flashtrie.h"
 
@@ -20,31 +21,6 @@ static const char build_usage[] =
     "  are written beside it (see flashtrie split).\n"
     "  --clean removes what killed builds left (INDEX.tmp.<pid>, sorted runs\n"
     "  in the tmp dir) first; without --input it only cleans.\n";
-
-int ft_cli_parse_bytes(const char *s, unsigned long long *out)
-{
-    size_t n = strlen(s);
-    unsigned shift = 0;
-    if (n > 0) {
-        switch (s[n - 1]) {
-        case 'k': case 'K': shift = 10; break;
-        case 'm': case 'M': shift = 20; break;
-        case 'g': case 'G': shift = 30; break;
-        default: break;
-        }
-    }
-    char num[64];
-    if (n == 0 || n >= sizeof num)
-        return -1;
-    memcpy(num, s, n + 1);
-    if (shift)
-        num[n - 1] = 0;
-    unsigned long long v;
-    if (ft_cli_parse_u64(num, &v) || (shift && v > (~0ull >> shift)))
-        return -1;
-    *out = v << shift;
-    return 0;
-}
 
 /* print_progress prints the library's progress reports (and, at the end,
  * its phase profile) on stderr, one line each. */

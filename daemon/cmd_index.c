@@ -9,45 +9,6 @@
 #include "commands.h"
 #include "flashtrie.h"
 
-int ft_cli_parse_u64(const char *s, unsigned long long *out)
-{
-    if (s == NULL || *s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int ft_cli_parse_tokens(const char *s, unsigned *toks, int cap)
-{
-    int n = 0;
-    while (*s) {
-        while (*s == ' ' || *s == '\t')
-            s++;
-        if (!*s)
-            break;
-        if (*s < '0' || *s > '9')
-            return -1;
-        unsigned long long v = 0;
-        while (*s >= '0' && *s <= '9') {
-            v = v * 10 + (unsigned)(*s - '0');
-            if (v > 4294967295ull)
-                return -1;
-            s++;
-        }
-        if (*s && *s != ' ' && *s != '\t')
-            return -1;
-        if (n == cap)
-            return -2;
-        toks[n++] = (unsigned)v;
-    }
-    return n;
-}
-
 /* open_library opens an index or a shard manifest (told apart by magic). */
 static int open_library(const char *path, int no_verify, ft_library **m)
 {

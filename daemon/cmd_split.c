@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "flashtrie.h"
 
@@ -16,40 +17,6 @@ static const char split_usage[] =
     "  cuts INDEX by first token into N shards of balanced trie bytes, or\n"
     "  into as few shards as fit B trie bytes each; writes the shards as\n"
     "  MANIFEST.shard-III-of-NNN.idx beside the manifest.\n";
-
-int ft_cli_split(const char *cmd, const char *index_path, const char *output,
-                 uint32_t shards, uint64_t shard_bytes, int threads,
-                 int no_verify, int quiet)
-{
-    char err[1024];
-    ft_index *idx;
-    int rc = ft_index_open(&idx, index_path, no_verify ? FT_OPEN_NO_VERIFY : 0,
-                           err, sizeof err);
-    if (rc != FT_OK) {
-        fprintf(stderr, "flashtrie: %s\n", err);
-        return 1;
-    }
-    ft_split_opts o = {output, shards, shard_bytes, threads};
-    ft_split_stats st;
-    err[0] = 0;
-    rc = ft_split(&st, idx, &o, err, sizeof err);
-    ft_index_close(idx);
-    if (rc != FT_OK) {
-        fprintf(stderr, "flashtrie %s: %s\n", cmd,
-                err[0] ? err : ft_strerror(rc));
-        return rc == FT_EINVAL ? 2 : 1;
-    }
-    if (!quiet) {
-        double mean = (double)st.total_bytes / (double)st.shards;
-        fprintf(stderr,
-                "flashtrie %s: %u shards, %" PRIu64 " keys, trie bytes max %"
-                PRIu64 " mean %.0f (balance %.3f), %.2f s -> %s\n",
-                cmd, st.shards, st.keys, st.max_bytes, mean,
-                mean > 0 ? (double)st.max_bytes / mean : 1.0, st.seconds,
-                output);
-    }
-    return 0;
-}
 
 int cmd_split(int argc, char **argv)
 {

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "flashtrie.h"
+#include "flashtrie/internal/clock.h"
 #include "flashtrie_client.h"
 #include "jsonl.h"
 
@@ -43,13 +44,6 @@ typedef struct bench {
     atomic_ulong done, mismatch, failed;
     atomic_int stop;
 } bench;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -230,9 +224,9 @@ int main(int argc, char **argv)
     ft_result tmp0;
     ft_result_alloc(&tmp0, FT_MAX_BEAM, FT_MAX_T);
     for (size_t k = 0; k < m; k++) {
-        double t0 = now_s();
+        double t0 = fti_now();
         ft_engine_search(eng, &b.reqs[k % b.n], &tmp0);
-        la[k] = (now_s() - t0) * 1e6;
+        la[k] = (fti_now() - t0) * 1e6;
     }
     ft_result_free(&tmp0);
     double *le = malloc(m * sizeof *le), *ld = malloc(m * sizeof *ld),
@@ -242,16 +236,16 @@ int main(int argc, char **argv)
     unsigned long mismatch = 0, failed = 0;
     for (size_t k = 0; k < m; k++) {
         size_t i = k % b.n;
-        double t0 = now_s();
+        double t0 = fti_now();
         ft_engine_search(eng, &b.reqs[i], &tmp);
-        double t1 = now_s();
+        double t1 = fti_now();
         ft_client_results *res;
         int rc = ft_client_search(b.cli, &b.reqs[i], 1, &res, err, sizeof err);
-        double t2 = now_s();
+        double t2 = fti_now();
         /* A PING is answered on nng's thread without the queue: nng's
          * round trip and the client's call alone. */
         ft_client_ping(b.cli, err, sizeof err);
-        lp[k] = (now_s() - t2) * 1e6;
+        lp[k] = (fti_now() - t2) * 1e6;
         if (rc != FT_OK) {
             if (failed++ == 0)
                 fprintf(stderr, "ft_daemon_bench: search: %s\n", err);
@@ -280,19 +274,19 @@ int main(int argc, char **argv)
     for (int i = 0; i < batch; i++)
         ft_result_alloc(&bres[i], FT_MAX_BEAM, FT_MAX_T);
     size_t total = 0;
-    double t0 = now_s();
-    for (int r = 0; r < rounds || now_s() - t0 < 1.0; r++)
+    double t0 = fti_now();
+    for (int r = 0; r < rounds || fti_now() - t0 < 1.0; r++)
         for (size_t i = 0; i < b.n; i += (size_t)batch) {
             size_t k = b.n - i < (size_t)batch ? b.n - i : (size_t)batch;
             ft_engine_search_batch(eng, &b.reqs[i], k, bres);
             total += k;
         }
-    double eng_qps = (double)total / (now_s() - t0);
+    double eng_qps = (double)total / (fti_now() - t0);
     printf("engine.batch%d_qps: %.0f\n", batch, eng_qps);
 
     /* C clients on one handle. */
     pthread_t *th = calloc((size_t)clients, sizeof *th);
-    double c0 = now_s();
+    double c0 = fti_now();
     for (int i = 0; i < clients; i++)
         pthread_create(&th[i], NULL, client_main, &b);
     struct timespec ts = {(time_t)seconds,
@@ -301,7 +295,7 @@ int main(int argc, char **argv)
     atomic_store(&b.stop, 1);
     for (int i = 0; i < clients; i++)
         pthread_join(th[i], NULL);
-    double cq = (double)atomic_load(&b.done) / (now_s() - c0);
+    double cq = (double)atomic_load(&b.done) / (fti_now() - c0);
     printf("daemon.clients%d_qps: %.0f (%.0f%% of the engine's batch %d)\n",
            clients, cq, 100 * cq / eng_qps, batch);
     mismatch += atomic_load(&b.mismatch);

@@ -1,5 +1,5 @@
 /*
- * reqgen_test.c - request generation (ops/bench/workload.c) made parallel:
+ * reqgen_test.c - request generation (router/workload/) made parallel:
  * the jumped random stream equals stepping; sampling an index with 1, 2
  * or 5 threads gives the requests the serial sampler gave (digests taken
  * from that sampler before it was replaced); a manifest of the same keys

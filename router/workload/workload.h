@@ -7,7 +7,8 @@
  * pieces whose random streams derive from the seed and the piece's trie
  * path, never from the thread that runs it).  docs/workload.md describes
  * the processes and the statistics they produce.  This library
- * (ft_workload, ops/bench/) uses only the public API of flashtrie.h.
+ * (ft_workload, router/workload/) uses only the public API of flashtrie.h
+ * and the ground floor (include/flashtrie/internal/).
  */
 #ifndef FT_WORKLOAD_H
 #define FT_WORKLOAD_H
@@ -34,7 +35,9 @@ typedef struct ft_wl_rng {
     uint64_t s[4];
 } ft_wl_rng;
 
+/* ft_wl_rng_seed sets r's state from seed (four splitmix64 outputs). */
 void ft_wl_rng_seed(ft_wl_rng *r, uint64_t seed);
+/* ft_wl_next returns r's next 64 random bits and advances it one step. */
 uint64_t ft_wl_next(ft_wl_rng *r);
 /* ft_wl_u01 returns a double uniform in [0, 1). */
 double ft_wl_u01(ft_wl_rng *r);
@@ -74,6 +77,8 @@ typedef struct ft_wl_keys_stats {
     double seconds;
 } ft_wl_keys_stats;
 
+/* ft_wl_keys_opts_init sets o to the defaults: 1,000,000 keys, seed 1,
+ * all online cores, the FT_WL_VOCAB vocabulary. */
 void ft_wl_keys_opts_init(ft_wl_keys_opts *o);
 
 /* ft_wl_sink receives the output bytes in order; non-zero stops the run
@@ -119,6 +124,9 @@ typedef struct ft_wl_req_opts {
                         * changes the output */
 } ft_wl_req_opts;
 
+/* ft_wl_req_opts_init sets o to the defaults: 1000 requests, seed 1,
+ * T = 8, FT_DEFAULT_BEAM, K = beam, head K/10, a sample of 2^20 keys, all
+ * online cores; no results count, thresholds or alpha in the requests. */
 void ft_wl_req_opts_init(ft_wl_req_opts *o);
 
 /* ft_wl_reqs is a source of request grids over one index. */
@@ -141,6 +149,8 @@ int ft_wl_reqs_open_library(ft_wl_reqs **out, const ft_library *lib,
  * closed first. */
 int ft_wl_reqs_derive(ft_wl_reqs **out, const ft_wl_reqs *src,
                       const ft_wl_req_opts *o, char *errbuf, size_t errlen);
+/* ft_wl_reqs_close frees g (NULL is a no-op); the sample it shares with
+ * derived sources lives until the last of them is closed. */
 void ft_wl_reqs_close(ft_wl_reqs *g);
 
 /* ft_wl_reqs_make fills request number i (independent of the others) into

@@ -1,5 +1,5 @@
 /* cmd_gen.c - "flashtrie gen keys" and "flashtrie gen requests": seeded
- * synthetic libraries and request grids (daemon/workload.h). */
+ * synthetic libraries and request grids (router/workload/workload.h). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -11,46 +11,8 @@
 
 #include "commands.h"
 #include "flashtrie.h"
+#include "gen.h"
 #include "workload.h"
-
-int ft_cli_parse_f64(const char *s, double *out)
-{
-    if (s == NULL || *s == '\0')
-        return -1;
-    errno = 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (errno || *end || isnan(v))
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int ft_cli_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi,
-                     uint32_t *out)
-{
-    unsigned long long v;
-    if (ft_cli_parse_u64(s, &v) || v < lo || v > hi) {
-        fprintf(stderr, "flashtrie: %s: expected an integer in %u..%u, got '%s'\n",
-                opt, lo, hi, s);
-        return -1;
-    }
-    *out = (uint32_t)v;
-    return 0;
-}
-
-int ft_cli_parse_count(const char *cmd, const char *opt, const char *s,
-                       int positive, unsigned long long *out)
-{
-    unsigned long long v;
-    if (ft_cli_parse_u64(s, &v) || (positive && v == 0)) {
-        fprintf(stderr, "%s: %s: expected %s, got '%s'\n", cmd, opt,
-                positive ? "a positive integer" : "an integer", s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
 /* keys_opt parses one option that "gen keys" and "gen index" share (--n,
  * --seed, --threads, --stats); returns 1 when c was one, -1 on a bad value,

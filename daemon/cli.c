@@ -1,0 +1,148 @@
+/* cli.c - what the subcommands share: the parsers of their option values
+ * and the split that "flashtrie split" and "flashtrie build --shards" both
+ * run (cli.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int ft_cli_parse_u64(const char *s, unsigned long long *out)
+{
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int ft_cli_parse_tokens(const char *s, unsigned *toks, int cap)
+{
+    int n = 0;
+    while (*s) {
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (!*s)
+            break;
+        if (*s < '0' || *s > '9')
+            return -1;
+        unsigned long long v = 0;
+        while (*s >= '0' && *s <= '9') {
+            v = v * 10 + (unsigned)(*s - '0');
+            if (v > 4294967295ull)
+                return -1;
+            s++;
+        }
+        if (*s && *s != ' ' && *s != '\t')
+            return -1;
+        if (n == cap)
+            return -2;
+        toks[n++] = (unsigned)v;
+    }
+    return n;
+}
+
+int ft_cli_parse_bytes(const char *s, unsigned long long *out)
+{
+    size_t n = strlen(s);
+    unsigned shift = 0;
+    if (n > 0) {
+        switch (s[n - 1]) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        default: break;
+        }
+    }
+    char num[64];
+    if (n == 0 || n >= sizeof num)
+        return -1;
+    memcpy(num, s, n + 1);
+    if (shift)
+        num[n - 1] = 0;
+    unsigned long long v;
+    if (ft_cli_parse_u64(num, &v) || (shift && v > (~0ull >> shift)))
+        return -1;
+    *out = v << shift;
+    return 0;
+}
+
+int ft_cli_parse_f64(const char *s, double *out)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || *end || isnan(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int ft_cli_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi,
+                     uint32_t *out)
+{
+    unsigned long long v;
+    if (ft_cli_parse_u64(s, &v) || v < lo || v > hi) {
+        fprintf(stderr, "flashtrie: %s: expected an integer in %u..%u, got '%s'\n",
+                opt, lo, hi, s);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int ft_cli_parse_count(const char *cmd, const char *opt, const char *s,
+                       int positive, unsigned long long *out)
+{
+    unsigned long long v;
+    if (ft_cli_parse_u64(s, &v) || (positive && v == 0)) {
+        fprintf(stderr, "%s: %s: expected %s, got '%s'\n", cmd, opt,
+                positive ? "a positive integer" : "an integer", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int ft_cli_split(const char *cmd, const char *index_path, const char *output,
+                 uint32_t shards, uint64_t shard_bytes, int threads,
+                 int no_verify, int quiet)
+{
+    char err[1024];
+    ft_index *idx;
+    int rc = ft_index_open(&idx, index_path, no_verify ? FT_OPEN_NO_VERIFY : 0,
+                           err, sizeof err);
+    if (rc != FT_OK) {
+        fprintf(stderr, "flashtrie: %s\n", err);
+        return 1;
+    }
+    ft_split_opts o = {output, shards, shard_bytes, threads};
+    ft_split_stats st;
+    err[0] = 0;
+    rc = ft_split(&st, idx, &o, err, sizeof err);
+    ft_index_close(idx);
+    if (rc != FT_OK) {
+        fprintf(stderr, "flashtrie %s: %s\n", cmd,
+                err[0] ? err : ft_strerror(rc));
+        return rc == FT_EINVAL ? 2 : 1;
+    }
+    if (!quiet) {
+        double mean = (double)st.total_bytes / (double)st.shards;
+        fprintf(stderr,
+                "flashtrie %s: %u shards, %" PRIu64 " keys, trie bytes max %"
+                PRIu64 " mean %.0f (balance %.3f), %.2f s -> %s\n",
+                cmd, st.shards, st.keys, st.max_bytes, mean,
+                mean > 0 ? (double)st.max_bytes / mean : 1.0, st.seconds,
+                output);
+    }
+    return 0;
+}
