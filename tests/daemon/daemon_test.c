@@ -497,7 +497,10 @@ static void case_proto(void)
     ft_client_results *res;
     char err[256];
     FT_FAIL(ft_client_search(c, &big, 1, &res, err, sizeof err), FT_ECONN);
-    FT_CHECK(strstr(err, "SEARCH: ") != NULL);
+    char want[400];
+    snprintf(want, sizeof want, "%s: connection lost: no answer to SEARCH",
+             url);
+    FT_CHECK_STR(err, want);
     int rc = FT_ETIMEDOUT;
     for (int i = 0; i < 20 && rc != FT_OK; i++)
         rc = ft_client_ping(c, NULL, 0);
