@@ -1173,15 +1173,43 @@ static void case_tls(void)
         ft_client_results_free(res);
     }
     ft_client_close(c);
-    /* A client that verifies against the wrong name gets no connection. */
+    char want[600], host[64];
+    snprintf(host, sizeof host, "127.0.0.1:%d", 20000 + (getpid() + 7) % 20000);
+    /* A client that verifies against the wrong name gets no connection,
+     * and is told why: at once from connect... */
     o.tls_server_name = "not-this-host";
-    o.timeout_ms = 1000;
-    int rc = ft_client_connect(&c, url, &o, err, sizeof err);
-    if (rc == FT_OK) {
-        rc = ft_client_ping(c, err, sizeof err);
-        ft_client_close(c);
-    }
-    FT_CHECK(rc == FT_ECONN || rc == FT_ETIMEDOUT);
+    o.timeout_ms = 10000;
+    FT_FAIL(ft_client_connect(&c, url, &o, err, sizeof err), FT_ECONN);
+    snprintf(want, sizeof want, "%s: TLS handshake with %s failed: "
+             "Cryptographic error (the server's certificate was not "
+             "accepted, or the peer does not speak TLS)", url, host);
+    FT_CHECK_STR(err, want);
+    /* ...and from the first call of a handle that keeps dialing, as soon
+     * as a handshake failed, not after its timeout. */
+    o.connect_wait_ms = 1;
+    FT_PASS(ft_client_connect(&c, url, &o, err, sizeof err));
+    double t0 = ft_test_now();
+    FT_FAIL(ft_client_ping(c, err, sizeof err), FT_ECONN);
+    FT_CHECK(ft_test_now() - t0 < 3.0);
+    snprintf(want, sizeof want, "%s: TLS handshake with %s failed (the "
+             "server's certificate was not accepted, or the peer does not "
+             "speak TLS)", url, host);
+    FT_CHECK_STR(err, want);
+    ft_client_close(c);
+    /* No CA: refused, unless the caller says to connect unverified. */
+    ft_client_opts_init(&o);
+    FT_FAIL(ft_client_connect(&c, url, &o, err, sizeof err), FT_EINVAL);
+    snprintf(want, sizeof want, "%s: TLS: no CA to verify the server with: "
+             "give tls_ca, or set tls_insecure to connect without verifying "
+             "the server", url);
+    FT_CHECK_STR(err, want);
+    o.tls_insecure = 1;
+    FT_PASS(ft_client_connect(&c, url, &o, err, sizeof err));
+    ft_client_results *res;
+    FT_PASS(ft_client_search(c, &g.r, 1, &res, err, sizeof err));
+    check_same(&l, &g.r, ft_client_results_get(res, 0));
+    ft_client_results_free(res);
+    ft_client_close(c);
     local_close(&l);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
 }
