@@ -194,10 +194,9 @@ static int wait_pipe(ft_client *c, const char *what, int *left_ms,
  * The send starts under mu, so that no loss goes unseen between the check
  * and the send.  On failure msg is still the caller's. */
 static int start_send(ft_client *c, pending *p, nng_ctx ctx, nng_aio *aio,
-                      nng_msg *msg, const char *what, char *errbuf,
-                      size_t errlen)
+                      nng_msg *msg, const char *what, int left,
+                      char *errbuf, size_t errlen)
 {
-    int left = c->timeout_ms;
     pthread_mutex_lock(&c->mu);
     int rc = wait_pipe(c, what, &left, errbuf, errlen);
     if (rc == FT_OK) {
@@ -430,15 +429,30 @@ static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
         return nng_err(rv, c, "request", errbuf, errlen);
     }
     pending p;
-    int rc = start_send(c, &p, ctx, aio, msg, what, errbuf, errlen);
-    if (rc != FT_OK) {
-        nng_msg_free(msg);
-        nng_aio_free(aio);
-        nng_ctx_close(ctx);
-        return rc;
+    uint64_t t0 = fti_now_ms();
+    int rc;
+    for (;;) {
+        int left = c->timeout_ms - (int)(fti_now_ms() - t0);
+        rc = start_send(c, &p, ctx, aio, msg, what, left > 1 ? left : 1,
+                        errbuf, errlen);
+        if (rc != FT_OK) {
+            nng_msg_free(msg);
+            nng_aio_free(aio);
+            nng_ctx_close(ctx);
+            return rc;
+        }
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+        if (rv != NNG_ECONNRESET)
+            break;
+        /* The connection went before the request was handed to it (only
+         * pipe_cb fails a send so): it was never sent, and the message is
+         * ours again: send it once connected again. */
+        msg = nng_aio_get_msg(aio);
+        nng_aio_set_msg(aio, NULL);
+        end_call(c, &p);
     }
-    nng_aio_wait(aio);
-    if ((rv = nng_aio_result(aio)) == 0) {
+    if (rv == 0) {
         nng_ctx_recv(ctx, aio);
         nng_aio_wait(aio);
         rv = nng_aio_result(aio);
@@ -562,12 +576,15 @@ static void acall_finish(acall *a, int rc, ft_client_results *r,
 static void acall_cb(void *arg)
 {
     acall *a = arg;
-    char err[512];
+    char err[1024];
     int rv = nng_aio_result(a->aio);
     if (rv != 0) {
         if (!a->sent)
             nng_msg_free(nng_aio_get_msg(a->aio));
         int rc = nng_err(rv, a->c, "SEARCH", err, sizeof err);
+        if (!a->sent && rv == NNG_ECONNRESET)
+            snprintf(err, sizeof err, "%s: connection lost: SEARCH not sent",
+                     a->c->url);
         acall_finish(a, rc, NULL, err);
         return;
     }
@@ -639,7 +656,8 @@ int ft_client_search_async(ft_client *c, const ft_request *reqs, size_t n,
         free(a);
         return rc;
     }
-    rc = start_send(c, &a->p, a->ctx, a->aio, msg, "SEARCH", errbuf, errlen);
+    rc = start_send(c, &a->p, a->ctx, a->aio, msg, "SEARCH", c->timeout_ms,
+                    errbuf, errlen);
     if (rc != FT_OK) {
         nng_msg_free(msg);
         nng_aio_free(a->aio);
