@@ -15,13 +15,15 @@
  * Lost connections: the handle follows its connection.  When it breaks
  * (the server exited, drained, was restarted), every call in flight fails
  * at once with FT_ECONN ("URL: connection lost: no answer to SEARCH"):
- * the request may or may not have run, and the client never resends one.
- * The handle keeps dialing in the background (every 10 to 200 ms); a call
+ * the request may or may not have run, and the client never resends one
+ * (a request that had not gone out yet is sent once reconnected).  The
+ * handle keeps dialing in the background (every 10 to 200 ms); a call
  * made while it is not connected waits up to reconnect_wait_ms (default
  * 1000, within its timeout) for the server to come back, then fails with
  * FT_ECONN ("URL: connection lost: SEARCH not sent (no server for N
- * ms)").  Once the server is back, calls succeed again on the same
- * handle, so a restart costs about its own downtime.
+ * ms)"); an asynchronous call does not block its caller for it: its
+ * callback gets that error.  Once the server is back, calls succeed again
+ * on the same handle, so a restart costs about its own downtime.
  *
  * TLS: tls+tcp:// verifies the server against tls_ca; without one the
  * handle is refused (FT_EINVAL) unless tls_insecure says to connect

@@ -189,16 +189,34 @@ static int wait_pipe(ft_client *c, const char *what, int *left_ms,
     return FT_ECONN;
 }
 
-/* start_send sends msg on ctx through aio once a pipe is connected, the
- * call registered in c->calls (p) so that losing the connection fails it.
- * The send starts under mu, so that no loss goes unseen between the check
- * and the send.  On failure msg is still the caller's. */
+/* start_send sends msg on ctx through aio, the call registered in
+ * c->calls (p) so that losing the connection fails it.  A blocking call
+ * (block) first waits for a pipe (wait_pipe).  An asynchronous one never
+ * waits here: while the connection is lost its send is queued with the
+ * reconnect wait as its timeout (*queued set: a send that times out was
+ * never sent), or fails at once when that wait is 0.  The send starts
+ * under mu, so that no loss goes unseen between the check and the send.
+ * On failure msg is still the caller's. */
 static int start_send(ft_client *c, pending *p, nng_ctx ctx, nng_aio *aio,
-                      nng_msg *msg, const char *what, int left,
-                      char *errbuf, size_t errlen)
+                      nng_msg *msg, const char *what, int left, int block,
+                      int *queued, char *errbuf, size_t errlen)
 {
+    int rc = FT_OK;
     pthread_mutex_lock(&c->mu);
-    int rc = wait_pipe(c, what, &left, errbuf, errlen);
+    if (block) {
+        rc = wait_pipe(c, what, &left, errbuf, errlen);
+    } else if (c->npipes == 0 && (c->ever || !c->wait_first)) {
+        if (c->reconnect_wait_ms == 0) {
+            fti_errf(errbuf, errlen, "%s: connection lost: %s not sent (no "
+                     "server for %llu ms)", c->url, what,
+                     (unsigned long long)(fti_now_ms() - c->lost_ms));
+            rc = FT_ECONN;
+        } else {
+            if (c->reconnect_wait_ms < left)
+                left = c->reconnect_wait_ms;
+            *queued = 1;
+        }
+    }
     if (rc == FT_OK) {
         p->aio = aio;
         p->next = c->calls.next;
@@ -433,8 +451,8 @@ static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
     int rc;
     for (;;) {
         int left = c->timeout_ms - (int)(fti_now_ms() - t0);
-        rc = start_send(c, &p, ctx, aio, msg, what, left > 1 ? left : 1,
-                        errbuf, errlen);
+        rc = start_send(c, &p, ctx, aio, msg, what, left > 1 ? left : 1, 1,
+                        NULL, errbuf, errlen);
         if (rc != FT_OK) {
             nng_msg_free(msg);
             nng_aio_free(aio);
@@ -557,6 +575,8 @@ typedef struct acall {
     ft_client_cb cb;
     void *arg;
     pending p;
+    int queued;         /* sent while the connection was lost */
+    uint64_t t0_ms;     /* when the call was made */
 } acall;
 
 static void acall_finish(acall *a, int rc, ft_client_results *r,
@@ -582,14 +602,27 @@ static void acall_cb(void *arg)
         if (!a->sent)
             nng_msg_free(nng_aio_get_msg(a->aio));
         int rc = nng_err(rv, a->c, "SEARCH", err, sizeof err);
-        if (!a->sent && rv == NNG_ECONNRESET)
+        if (!a->sent && rv == NNG_ECONNRESET) {
             snprintf(err, sizeof err, "%s: connection lost: SEARCH not sent",
                      a->c->url);
+        } else if (!a->sent && rv == NNG_ETIMEDOUT && a->queued) {
+            /* Its send waited for a reconnect that did not come. */
+            pthread_mutex_lock(&a->c->mu);
+            uint64_t lost = a->c->lost_ms;
+            pthread_mutex_unlock(&a->c->mu);
+            snprintf(err, sizeof err, "%s: connection lost: SEARCH not sent "
+                     "(no server for %llu ms)", a->c->url,
+                     (unsigned long long)(fti_now_ms() - lost));
+            rc = FT_ECONN;
+        }
         acall_finish(a, rc, NULL, err);
         return;
     }
     if (!a->sent) {
         a->sent = 1;
+        /* The answer gets what is left of the timeout. */
+        int left = a->c->timeout_ms - (int)(fti_now_ms() - a->t0_ms);
+        nng_aio_set_timeout(a->aio, left > 1 ? left : 1);
         nng_ctx_recv(a->ctx, a->aio);
         return;
     }
@@ -656,8 +689,9 @@ int ft_client_search_async(ft_client *c, const ft_request *reqs, size_t n,
         free(a);
         return rc;
     }
+    a->t0_ms = fti_now_ms();
     rc = start_send(c, &a->p, a->ctx, a->aio, msg, "SEARCH", c->timeout_ms,
-                    errbuf, errlen);
+                    0, &a->queued, errbuf, errlen);
     if (rc != FT_OK) {
         nng_msg_free(msg);
         nng_aio_free(a->aio);

@@ -1044,6 +1044,20 @@ static void case_lost(void)
              "%s: connection lost: PING not sent (no server for ", url);
     check_prefix(err, want);
     FT_CHECK(strcmp(err + strlen(err) - 4, " ms)") == 0);
+    /* An asynchronous call never blocks its caller: its callback says so
+     * once the reconnect wait is over. */
+    memset(&s[0], 0, sizeof s[0]);
+    t0 = ft_test_now();
+    FT_PASS(ft_client_search_async(c, &g[0].r, 1, async_cb, &s[0], err,
+                                   sizeof err));
+    FT_CHECK(ft_test_now() - t0 < 0.2);
+    wait_all(s, 1, 3.0);
+    el = ft_test_now() - t0;
+    FT_CHECK(el > 0.9 && el < 3.0);
+    FT_CHECK_EQ_U64(s[0].status, FT_ECONN);
+    snprintf(want, sizeof want,
+             "%s: connection lost: SEARCH not sent (no server for ", url);
+    check_prefix(s[0].error, want);
     t0 = ft_test_now();
     ft_client_results *res = NULL;
     FT_FAIL(ft_client_search(now, &g[0].r, 1, &res, err, sizeof err),
