@@ -362,6 +362,11 @@ int ft_client_connect(ft_client **out, const char *url,
         free(c);
         return rc;
     }
+    /* "Lost" since now, should the first pipe be refused (a peer that does
+     * not speak REP) or go before a call. */
+    pthread_mutex_lock(&c->mu);
+    c->lost_ms = fti_now_ms();
+    pthread_mutex_unlock(&c->mu);
     *out = c;
     return FT_OK;
 }

@@ -535,7 +535,7 @@ def test_busy_deadline_shutdown_closed(env, tmp_path):
         t0 = time.monotonic()
         with pytest.raises(flashtrie.ConnectionError) as ei:
             c.search(r["tokens"], r["logp"])
-        assert time.monotonic() - t0 < 2.5
+        assert time.monotonic() - t0 < 8
         assert ei.value.message.startswith(
             url + ": connection lost: SEARCH not sent (no server for ")
         c.close()
@@ -581,18 +581,18 @@ def test_lost_connection(env, tmp_path):
         assert isinstance(e, ConnectionError)      # the builtin too
         assert e.code == 22 and e.name == "FT_ECONN"
         assert e.message == url + ": connection lost: no answer to SEARCH"
-        assert got["s"] < 2.0
+        assert got["s"] < 8
         time.sleep(0.2)
         t0 = time.monotonic()
         with pytest.raises(flashtrie.ConnectionError) as ei:
             c.ping()
-        assert 0.9 < time.monotonic() - t0 < 3.0
+        assert 0.9 < time.monotonic() - t0 < 8
         assert ei.value.message.startswith(
             url + ": connection lost: PING not sent (no server for ")
         t0 = time.monotonic()
         with pytest.raises(flashtrie.ConnectionError) as ei:
             c0.search(r["tokens"], r["logp"])
-        assert time.monotonic() - t0 < 0.5
+        assert time.monotonic() - t0 < 0.9
         assert ei.value.message.startswith(
             url + ": connection lost: SEARCH not sent (no server for ")
         # Back at the same address: the same clients are answered.
@@ -668,7 +668,7 @@ def test_tls(env, tmp_path):
             t0 = time.monotonic()
             with pytest.raises(flashtrie.ConnectionError) as ei:
                 c.ping()
-            assert time.monotonic() - t0 < 3
+            assert time.monotonic() - t0 < 8
             assert ei.value.message == "%s: TLS handshake with %s failed " \
                 "%s" % (url, host, why)
         # No CA: refused, unless insecure (then a warning says so).

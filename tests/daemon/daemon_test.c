@@ -1020,7 +1020,7 @@ static void case_lost(void)
     /* Killed with five calls in flight: each fails at once, naming the
      * lost connection (not "no answer within 20000 ms"). */
     FT_CHECK_EQ_U64(stop_server(SIGKILL), 128 + SIGKILL);
-    wait_all(s, N, 2.0);
+    wait_all(s, N, 8.0);
     pthread_join(th, NULL);
     snprintf(want, sizeof want, "%s: connection lost: no answer to SEARCH",
              url);
@@ -1030,7 +1030,7 @@ static void case_lost(void)
     }
     FT_CHECK_EQ_U64(sc.rc, FT_ECONN);
     FT_CHECK_STR(sc.err, want);
-    FT_CHECK(sc.ms < 2000);
+    FT_CHECK(sc.ms < 8000);
 
     /* New calls while no server is there: FT_ECONN after the reconnect
      * wait (1 s by default, none when it is negative), not the timeout;
@@ -1039,7 +1039,7 @@ static void case_lost(void)
     double t0 = ft_test_now();
     FT_FAIL(ft_client_ping(c, err, sizeof err), FT_ECONN);
     double el = ft_test_now() - t0;
-    FT_CHECK(el > 0.9 && el < 3.0);
+    FT_CHECK(el > 0.9 && el < 8.0);
     snprintf(want, sizeof want,
              "%s: connection lost: PING not sent (no server for ", url);
     check_prefix(err, want);
@@ -1050,10 +1050,10 @@ static void case_lost(void)
     t0 = ft_test_now();
     FT_PASS(ft_client_search_async(c, &g[0].r, 1, async_cb, &s[0], err,
                                    sizeof err));
-    FT_CHECK(ft_test_now() - t0 < 0.2);
-    wait_all(s, 1, 3.0);
+    FT_CHECK(ft_test_now() - t0 < 0.9);
+    wait_all(s, 1, 8.0);
     el = ft_test_now() - t0;
-    FT_CHECK(el > 0.9 && el < 3.0);
+    FT_CHECK(el > 0.9 && el < 8.0);
     FT_CHECK_EQ_U64(s[0].status, FT_ECONN);
     snprintf(want, sizeof want,
              "%s: connection lost: SEARCH not sent (no server for ", url);
@@ -1062,7 +1062,7 @@ static void case_lost(void)
     ft_client_results *res = NULL;
     FT_FAIL(ft_client_search(now, &g[0].r, 1, &res, err, sizeof err),
             FT_ECONN);
-    FT_CHECK(ft_test_now() - t0 < 0.5);
+    FT_CHECK(ft_test_now() - t0 < 0.9);
     snprintf(want, sizeof want,
              "%s: connection lost: SEARCH not sent (no server for ", url);
     check_prefix(err, want);
@@ -1101,7 +1101,7 @@ static void case_lost(void)
     t0 = ft_test_now();
     FT_FAIL(ft_client_search(c, &g[0].r, 1, &res, err, sizeof err),
             FT_ECONN);
-    FT_CHECK(ft_test_now() - t0 < 3.0);
+    FT_CHECK(ft_test_now() - t0 < 8.0);
     check_prefix(err, want);
     ft_client_close(c);
     ft_client_close(now);
@@ -1131,7 +1131,7 @@ static void case_recvmax(void)
     ft_client_results *res = NULL;
     double t0 = ft_test_now();
     FT_FAIL(ft_client_search(c, &g.r, 1, &res, err, sizeof err), FT_ECONN);
-    FT_CHECK(ft_test_now() - t0 < 2.0);
+    FT_CHECK(ft_test_now() - t0 < 8.0);
     snprintf(want, sizeof want, "%s: connection lost: no answer to SEARCH",
              url);
     FT_CHECK_STR(err, want);
@@ -1212,7 +1212,7 @@ static void case_tls(void)
     FT_PASS(ft_client_connect(&c, url, &o, err, sizeof err));
     double t0 = ft_test_now();
     FT_FAIL(ft_client_ping(c, err, sizeof err), FT_ECONN);
-    FT_CHECK(ft_test_now() - t0 < 3.0);
+    FT_CHECK(ft_test_now() - t0 < 8.0);
     snprintf(want, sizeof want, "%s: TLS handshake with %s failed (the "
              "server's certificate was not accepted, or the peer does not "
              "speak TLS)", url, host);
