@@ -8,8 +8,11 @@
  * them at a time, and every answer is printed with the same encoder.  The
  * output is therefore byte-identical to search's on the same index: one
  * line per input line, in input order.  A request the server could not
- * take (it stayed busy, timed out, went away) gets an error line naming
- * why, never a gap; the exit status is then 1.
+ * take (it stayed busy, timed out) gets an error line naming why, never a
+ * gap; the exit status is then 1.  A lost connection (or a server that
+ * drains) stops the run: the lines before the first one it left
+ * unanswered are printed, then one line on stderr names the error and
+ * that input line, and the exit status is 1.
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -26,7 +29,7 @@
 static const char *usage_text =
     "usage: flashtrie query --url URL [--batch N] [--concurrency C]\n"
     "         [--timeout-ms N] [--deadline-ms N] [--tls-ca F]\n"
-    "         [--tls-cert F] [--tls-server-name NAME]\n"
+    "         [--tls-cert F] [--tls-server-name NAME] [--tls-insecure]\n"
     "         < requests.jsonl > results.jsonl\n"
     "       flashtrie query --url URL --ping | --info | --reload [PATH]\n"
     "  sends one JSON request per input line to a flashtrie server and\n"
@@ -35,11 +38,16 @@ static const char *usage_text =
     "  (default 1), --concurrency frames are in flight at once (default 4).\n"
     "  --ping waits (up to --timeout-ms) until the server answers and exits\n"
     "  0; --info prints the server's INFO; --reload asks an admin listener\n"
-    "  to reload the index (PATH, or the configured one).\n";
+    "  to reload the index (PATH, or the configured one).  A lost\n"
+    "  connection stops the run (exit 1) after the lines answered before it.\n"
+    "  tls+tcp:// verifies the server with --tls-ca; --tls-insecure connects\n"
+    "  without verifying it (a warning says so).\n";
 
 typedef struct line {
     ft_jsonl_req q;
     int ok;             /* parsed: it goes to the server */
+    int lost;           /* its batch failed on a lost connection or a
+                         * draining server */
     char error[512];    /* the error line's message when it fails */
     const ft_result *res;
 } line;
@@ -55,6 +63,9 @@ typedef struct chunk {
     pthread_mutex_t mu;
     ft_client_results **held; /* one per batch, freed after printing */
     int failed;
+    int stop;           /* the connection was lost or the server drains:
+                         * take no more batches */
+    char stop_err[512]; /* the first such error */
 } chunk;
 
 /* run_batches takes batches until none is left.  A BUSY answer means the
@@ -67,9 +78,10 @@ static void *run_batches(void *arg)
     for (;;) {
         pthread_mutex_lock(&ch->mu);
         size_t b = ch->next++;
+        int stop = ch->stop;
         pthread_mutex_unlock(&ch->mu);
         size_t first = b * ch->batch;
-        if (first >= ch->n_todo)
+        if (stop || first >= ch->n_todo)
             break;
         size_t m = ch->n_todo - first < ch->batch ? ch->n_todo - first
                                                   : ch->batch;
@@ -93,6 +105,8 @@ static void *run_batches(void *arg)
             line *l = &ch->lines[ch->todo[first + i]];
             if (rc == FT_OK) {
                 l->res = ft_client_results_get(r, i);
+            } else if (rc == FT_ECONN || rc == FT_ESHUTDOWN) {
+                l->lost = 1;
             } else {
                 l->ok = 0;
                 snprintf(l->error, sizeof l->error, "%s", err);
@@ -101,6 +115,10 @@ static void *run_batches(void *arg)
         if (rc != FT_OK) {
             pthread_mutex_lock(&ch->mu);
             ch->failed = 1;
+            if ((rc == FT_ECONN || rc == FT_ESHUTDOWN) && !ch->stop) {
+                ch->stop = 1;
+                snprintf(ch->stop_err, sizeof ch->stop_err, "%s", err);
+            }
             pthread_mutex_unlock(&ch->mu);
         }
     }
@@ -134,7 +152,10 @@ static int admin_call(ft_client *cl, int ping, int info, int reload,
     (void)reload;
     rc = ft_client_reload(cl, path, err, sizeof err);
     if (rc != FT_OK) {
-        fprintf(stderr, "flashtrie query: reload: %s (%s)\n", err,
+        /* The server's messages name the operation already ("reload:
+         * not allowed ..."); the client's own do not. */
+        fprintf(stderr, "flashtrie query: %s%s (%s)\n",
+                strncmp(err, "reload: ", 8) ? "reload: " : "", err,
                 ft_strerror(rc));
         return 1;
     }
@@ -145,7 +166,7 @@ static int admin_call(ft_client *cl, int ping, int info, int reload,
 int cmd_query(int argc, char **argv)
 {
     enum { O_URL = 256, O_BATCH, O_CONC, O_TIMEOUT, O_DEADLINE, O_PING,
-           O_INFO, O_RELOAD, O_CA, O_CERT, O_NAME };
+           O_INFO, O_RELOAD, O_CA, O_CERT, O_NAME, O_INSECURE };
     static const struct option opts[] = {
         {"url", required_argument, 0, O_URL},
         {"batch", required_argument, 0, O_BATCH},
@@ -158,6 +179,7 @@ int cmd_query(int argc, char **argv)
         {"tls-ca", required_argument, 0, O_CA},
         {"tls-cert", required_argument, 0, O_CERT},
         {"tls-server-name", required_argument, 0, O_NAME},
+        {"tls-insecure", no_argument, 0, O_INSECURE},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *url = NULL, *reload_path = NULL;
@@ -194,10 +216,15 @@ int cmd_query(int argc, char **argv)
         case O_CA: co.tls_ca = optarg; break;
         case O_CERT: co.tls_cert = co.tls_key = optarg; break;
         case O_NAME: co.tls_server_name = optarg; break;
+        case O_INSECURE: co.tls_insecure = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }
     }
+    /* "--reload PATH": getopt takes an optional argument only as
+     * "--reload=PATH", and leaves PATH (moved to the end) as an operand. */
+    if (reload && reload_path == NULL && optind == argc - 1)
+        reload_path = argv[optind++];
     if (optind != argc) {
         fprintf(stderr, "flashtrie query: unexpected argument '%s'\n",
                 argv[optind]);
@@ -212,6 +239,16 @@ int cmd_query(int argc, char **argv)
         fprintf(stderr, "flashtrie query: --ping, --info and --reload "
                 "exclude each other\n");
         return 2;
+    }
+    if (!strncmp(url, "tls+", 4) && co.tls_ca == NULL) {
+        if (!co.tls_insecure) {
+            fprintf(stderr, "flashtrie query: %s: give --tls-ca F to verify "
+                    "the server, or --tls-insecure to connect without "
+                    "verifying it\n", url);
+            return 2;
+        }
+        fprintf(stderr, "flashtrie query: warning: --tls-insecure: the "
+                "server's certificate is not verified\n");
     }
     co.timeout_ms = (int)timeout;
     co.deadline_ms = deadline;
@@ -254,6 +291,7 @@ int cmd_query(int argc, char **argv)
     char *buf = NULL;
     size_t bcap = 0;
     int eof = 0, status = 0;
+    size_t done = 0;    /* input lines of the chunks before this one */
     while (!eof && status == 0) {
         ch.n = ch.n_todo = ch.next = 0;
         while (ch.n < cap) {
@@ -266,6 +304,7 @@ int cmd_query(int argc, char **argv)
                 buf[--len] = 0;
             line *l = &ch.lines[ch.n];
             l->res = NULL;
+            l->lost = 0;
             int rc = ft_jsonl_parse(&l->q, buf, (size_t)len, l->error,
                                     sizeof l->error);
             l->ok = rc == FT_OK;
@@ -284,6 +323,14 @@ int cmd_query(int argc, char **argv)
         out.len = 0;
         for (size_t i = 0; i < ch.n; i++) {
             line *l = &ch.lines[i];
+            if (ch.stop && l->ok && l->res == NULL) {
+                /* Lost, or never sent: stop at the first such line. */
+                fprintf(stderr, "flashtrie query: %s; stopped at input line "
+                        "%zu (the lines before it are answered)\n",
+                        ch.stop_err, done + i + 1);
+                status = 1;
+                break;
+            }
             int rc = l->ok && l->res
                          ? ft_jsonl_encode_result(&out, &l->q, l->res)
                          : ft_jsonl_encode_error(&out, &l->q, l->error);
@@ -299,9 +346,7 @@ int cmd_query(int argc, char **argv)
         }
         for (size_t i = 0; i < nb; i++)
             ft_client_results_free(ch.held[i]);
-        if (ch.failed && status == 0) {
-            /* Keep going: every line still gets its line; report at end. */
-        }
+        done += ch.n;
     }
     if (fflush(stdout) != 0 && status == 0) {
         fprintf(stderr, "flashtrie query: cannot write the output\n");

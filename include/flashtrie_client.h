@@ -12,6 +12,26 @@
  * answer came within the timeout, FT_ECONN when the peer cannot be
  * reached or the connection broke.
  *
+ * Lost connections: the handle follows its connection.  When it breaks
+ * (the server exited, drained, was restarted), every call in flight fails
+ * at once with FT_ECONN ("URL: connection lost: no answer to SEARCH"):
+ * the request may or may not have run, and the client never resends one
+ * (a request that had not gone out yet is sent once reconnected).  The
+ * handle keeps dialing in the background (every 10 to 200 ms); a call
+ * made while it is not connected waits up to reconnect_wait_ms (default
+ * 1000, within its timeout) for the server to come back, then fails with
+ * FT_ECONN ("URL: connection lost: SEARCH not sent (no server for N
+ * ms)"); an asynchronous call does not block its caller for it: its
+ * callback gets that error.  Once the server is back, calls succeed again
+ * on the same handle, so a restart costs about its own downtime.
+ *
+ * TLS: tls+tcp:// verifies the server against tls_ca; without one the
+ * handle is refused (FT_EINVAL) unless tls_insecure says to connect
+ * without verifying.  A failed handshake (a certificate that is not
+ * accepted, a peer that does not speak TLS) is FT_ECONN "URL: TLS
+ * handshake with HOST:PORT failed ...", from ft_client_connect, or from a
+ * call of a connect_wait handle as soon as nng reports it.
+ *
  * The request and result types are those of flashtrie.h (ft_request,
  * ft_result, ft_hit); results are owned by an ft_client_results that the
  * caller frees.  The client library also carries four calls of
@@ -47,11 +67,25 @@ typedef struct ft_client_opts {
                               * starting server) */
     uint32_t deadline_ms;    /* deadline sent with SEARCH; 0 = server's */
     const char *tls_ca;      /* PEM CA to verify the server (tls+tcp://);
-                              * NULL = do not verify */
+                              * NULL: refused, unless tls_insecure */
     const char *tls_cert;    /* PEM client certificate, with tls_key */
     const char *tls_key;
     const char *tls_server_name; /* name checked in the server's
                                   * certificate; NULL = the URL's host */
+    int tls_insecure;        /* 1: tls+tcp:// without tls_ca connects and
+                              * accepts any server certificate (tests,
+                              * trusted networks only); 0 (default):
+                              * without tls_ca ft_client_connect fails
+                              * with FT_EINVAL */
+    int reconnect_wait_ms;   /* how long a call made while the connection
+                              * is lost waits for it to come back before
+                              * failing with FT_ECONN; 0 = 1000, < 0 =
+                              * fail at once */
+    size_t recv_max_bytes;   /* largest reply accepted; a larger one drops
+                              * the connection (its call fails with
+                              * FT_ECONN).  0 = the largest reply protocol
+                              * version 1 allows (1024 results of 4096
+                              * hits of 64 tokens: 1 174 584 352 bytes) */
 } ft_client_opts;
 
 /* ft_client_opts_init fills opts with the defaults. */

@@ -6,6 +6,7 @@
  * context.  Frames are built and read by router/frame.c, the codec the
  * server uses too.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,19 +17,44 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
 
-#include "flashtrie/internal/errmsg.h"
 #include "flashtrie/internal/buf.h"
+#include "flashtrie/internal/clock.h"
+#include "flashtrie/internal/errmsg.h"
 #include "flashtrie_client.h"
 #include "frame.h"
+
+/* pending is one call in flight: registered while its aio may be
+ * waiting on the connection, so that losing the connection can fail it
+ * at once. */
+typedef struct pending {
+    nng_aio *aio;
+    struct pending *prev, *next;
+} pending;
+
+#define CLIENT_MAX_PIPES 8
 
 struct ft_client {
     nng_socket sock;
     nng_dialer dialer;
     nng_tls_config *tls;
     int timeout_ms;
+    int reconnect_wait_ms;   /* how long a call waits for a lost
+                              * connection to come back */
+    int wait_first;          /* connect_wait: calls wait (up to their
+                              * timeout) for the first connection */
     uint32_t deadline_ms;
     atomic_uint_fast64_t next_id;
+    /* The connection's state, kept by the pipe notifications (pipe_cb)
+     * under mu; cv is signalled when a pipe comes. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int npipes;
+    uint32_t pipes[CLIENT_MAX_PIPES]; /* ids of the connected pipes */
+    int ever;                /* a pipe was connected once */
+    uint64_t lost_ms;        /* when the last pipe went (fti_now_ms) */
+    pending calls;           /* list head of the calls in flight */
     char url[512];
+    char host[256];          /* HOST:PORT of a tls+tcp:// url */
 };
 
 struct ft_client_results {
@@ -36,15 +62,198 @@ struct ft_client_results {
 };
 
 
+/* The largest reply protocol version 1 allows: a RESULT of
+ * FT_FRAME_MAX_BATCH entries, each with its longest message and
+ * FT_MAX_RESULTS hits of FT_MAX_T tokens (INFO's text is smaller).  The
+ * default bound of what the client receives. */
+#define CLIENT_RECV_MAX_DEFAULT                                               \
+    ((size_t)FT_FRAME_HDR_SIZE +                                              \
+     (size_t)FT_FRAME_MAX_BATCH *                                             \
+         ((size_t)FT_FRAME_RESULT_REQ_SIZE + FT_FRAME_MAX_RESULT_MSG +        \
+          (size_t)FT_MAX_RESULTS * (FT_FRAME_HIT_SIZE + 4u * FT_MAX_T)))
+#define CLIENT_RECONNECT_WAIT_DEFAULT 1000
+
 void ft_client_opts_init(ft_client_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->timeout_ms = 10000;
 }
 
+/* dialer_auth_errors returns how many TLS handshakes of the dialer failed
+ * (nng counts them in its "auth" statistic: a certificate that was not
+ * accepted, or a peer that does not speak TLS); 0 without statistics. */
+static uint64_t dialer_auth_errors(ft_client *c)
+{
+    nng_stat *all;
+    if (nng_stats_get(&all) != 0)
+        return 0;
+    uint64_t n = 0;
+    nng_stat *d = nng_stat_find_dialer(all, c->dialer);
+    nng_stat *a = d ? nng_stat_find(d, "auth") : NULL;
+    if (a != NULL)
+        n = nng_stat_value(a);
+    nng_stats_free(all);
+    return n;
+}
+
+static void tls_failed(const ft_client *c, int rv, char *errbuf, size_t errlen)
+{
+    fti_errf(errbuf, errlen,
+             "%s: TLS handshake with %s failed%s%s (the server's certificate "
+             "was not accepted, or the peer does not speak TLS)",
+             c->url, c->host, rv ? ": " : "", rv ? nng_strerror(rv) : "");
+}
+
+/* pipe_cb follows the connection: a pipe that comes wakes the calls that
+ * wait for one; when the last one goes, every call in flight is failed at
+ * once (nng would keep a request that was not on the wire yet until the
+ * dialer reconnects, and the one on the wire can no longer be answered). */
+static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    ft_client *c = arg;
+    uint32_t id = (uint32_t)nng_pipe_id(p);
+    pthread_mutex_lock(&c->mu);
+    if (ev == NNG_PIPE_EV_ADD_POST) {
+        if (c->npipes < CLIENT_MAX_PIPES) {
+            c->pipes[c->npipes++] = id;
+            c->ever = 1;
+            pthread_cond_broadcast(&c->cv);
+        }
+    } else {
+        int i = 0;
+        while (i < c->npipes && c->pipes[i] != id)
+            i++;
+        if (i < c->npipes) {
+            c->pipes[i] = c->pipes[--c->npipes];
+            if (c->npipes == 0) {
+                c->lost_ms = fti_now_ms();
+                for (pending *q = c->calls.next; q != &c->calls; q = q->next)
+                    nng_aio_abort(q->aio, NNG_ECONNRESET);
+            }
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* wait_pipe returns, with mu held, once a pipe is connected: at once when
+ * one is; else it waits up to the call's time left (*left_ms, reduced by
+ * the wait) for the first connection of a connect_wait handle, or up to
+ * reconnect_wait_ms for a lost one to come back.  A TLS handshake that
+ * failed meanwhile ends the wait with its own error. */
+static int wait_pipe(ft_client *c, const char *what, int *left_ms,
+                     char *errbuf, size_t errlen)
+{
+    if (c->npipes > 0)
+        return FT_OK;
+    int first = !c->ever && c->wait_first;
+    int limit = *left_ms;
+    if (!first && c->reconnect_wait_ms < limit)
+        limit = c->reconnect_wait_ms;
+    uint64_t t0 = fti_now_ms();
+    uint64_t auth0 = c->tls ? dialer_auth_errors(c) : 0;
+    int tls_bad = 0;
+    for (;;) {
+        uint64_t el = fti_now_ms() - t0;
+        if (c->npipes > 0 || el >= (uint64_t)limit)
+            break;
+        uint64_t slice = (uint64_t)limit - el;
+        /* A failed handshake is seen in nng's statistics only: look at
+         * them every 50 ms (the dialer retries within 200 ms). */
+        if (c->tls && slice > 50)
+            slice = 50;
+        struct timespec ts = fti_abs_after((int64_t)slice * 1000000);
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        if (c->tls && c->npipes == 0 && dialer_auth_errors(c) > auth0) {
+            tls_bad = 1;
+            break;
+        }
+    }
+    uint64_t now = fti_now_ms();
+    *left_ms -= (int)(now - t0);
+    if (*left_ms < 1)
+        *left_ms = 1;
+    if (c->npipes > 0)
+        return FT_OK;
+    if (tls_bad) {
+        tls_failed(c, 0, errbuf, errlen);
+        return FT_ECONN;
+    }
+    if (first) {
+        fti_errf(errbuf, errlen, "%s: no answer to %s within %d ms", c->url,
+                 what, c->timeout_ms);
+        return FT_ETIMEDOUT;
+    }
+    fti_errf(errbuf, errlen,
+             "%s: connection lost: %s not sent (no server for %llu ms)",
+             c->url, what, (unsigned long long)(now - c->lost_ms));
+    return FT_ECONN;
+}
+
+/* start_send sends msg on ctx through aio, the call registered in
+ * c->calls (p) so that losing the connection fails it.  A blocking call
+ * (block) first waits for a pipe (wait_pipe).  An asynchronous one never
+ * waits here: while the connection is lost its send is queued with the
+ * reconnect wait as its timeout (*queued set: a send that times out was
+ * never sent), or fails at once when that wait is 0.  The send starts
+ * under mu, so that no loss goes unseen between the check and the send.
+ * On failure msg is still the caller's. */
+static int start_send(ft_client *c, pending *p, nng_ctx ctx, nng_aio *aio,
+                      nng_msg *msg, const char *what, int left, int block,
+                      int *queued, char *errbuf, size_t errlen)
+{
+    int rc = FT_OK;
+    pthread_mutex_lock(&c->mu);
+    if (block) {
+        rc = wait_pipe(c, what, &left, errbuf, errlen);
+    } else if (c->npipes == 0 && (c->ever || !c->wait_first)) {
+        if (c->reconnect_wait_ms == 0) {
+            fti_errf(errbuf, errlen, "%s: connection lost: %s not sent (no "
+                     "server for %llu ms)", c->url, what,
+                     (unsigned long long)(fti_now_ms() - c->lost_ms));
+            rc = FT_ECONN;
+        } else {
+            if (c->reconnect_wait_ms < left)
+                left = c->reconnect_wait_ms;
+            *queued = 1;
+        }
+    }
+    if (rc == FT_OK) {
+        p->aio = aio;
+        p->next = c->calls.next;
+        p->prev = &c->calls;
+        c->calls.next->prev = p;
+        c->calls.next = p;
+        nng_aio_set_timeout(aio, left);
+        nng_aio_set_msg(aio, msg);
+        nng_ctx_send(ctx, aio);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* end_call unregisters a call that start_send registered. */
+static void end_call(ft_client *c, pending *p)
+{
+    pthread_mutex_lock(&c->mu);
+    p->prev->next = p->next;
+    p->next->prev = p->prev;
+    p->next = p->prev = p;
+    pthread_mutex_unlock(&c->mu);
+}
+
 static int tls_client(ft_client *c, const char *url, const ft_client_opts *o,
                       char *errbuf, size_t errlen)
 {
+    if (o->tls_ca == NULL && !o->tls_insecure) {
+        fti_errf(errbuf, errlen, "%s: TLS: no CA to verify the server with: "
+                 "give tls_ca, or set tls_insecure to connect without "
+                 "verifying the server", url);
+        return FT_EINVAL;
+    }
+    /* HOST:PORT, for the messages. */
+    const char *h = strstr(url, "://");
+    h = h ? h + 3 : url;
+    snprintf(c->host, sizeof c->host, "%.*s", (int)strcspn(h, "/"), h);
     int rv = nng_tls_config_alloc(&c->tls, NNG_TLS_MODE_CLIENT);
     if (rv == 0 && o->tls_ca)
         rv = nng_tls_config_ca_file(c->tls, o->tls_ca);
@@ -87,34 +296,58 @@ int ft_client_connect(ft_client **out, const char *url,
         return FT_ENOMEM;
     }
     c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
+    c->reconnect_wait_ms = opts->reconnect_wait_ms > 0
+                               ? opts->reconnect_wait_ms
+                           : opts->reconnect_wait_ms < 0
+                               ? 0
+                               : CLIENT_RECONNECT_WAIT_DEFAULT;
+    c->wait_first = opts->connect_wait_ms > 0;
     c->deadline_ms = opts->deadline_ms;
     atomic_init(&c->next_id, 1);
     snprintf(c->url, sizeof c->url, "%s", url);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    c->calls.next = c->calls.prev = &c->calls;
     int rv = nng_req0_open(&c->sock);
     if (rv != 0) {
         fti_errf(errbuf, errlen, "%s: socket: %s", url, nng_strerror(rv));
+        pthread_cond_destroy(&c->cv);
+        pthread_mutex_destroy(&c->mu);
         free(c);
         return FT_ECONN;
     }
-    /* Answers may be large (a batch of 4096-hit results), and a request
-     * must never be sent twice: the server has no way to tell a resend
-     * from a new request, so a timeout is the caller's to handle. */
-    nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0);
+    /* A request must never be sent twice: the server has no way to tell a
+     * resend from a new request, so a timeout is the caller's to handle,
+     * and a request the lost connection held fails (pipe_cb). */
+    size_t recv_max = opts->recv_max_bytes ? opts->recv_max_bytes
+                                           : CLIENT_RECV_MAX_DEFAULT;
+    nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, recv_max);
     nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 10);
     nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 200);
+    nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, c);
+    nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, pipe_cb, c);
     int rc = FT_OK;
     rv = nng_dialer_create(&c->dialer, c->sock, url);
     if (rv != 0) {
         fti_errf(errbuf, errlen, "%s: %s", url, nng_strerror(rv));
         rc = FT_EINVAL;
     }
+    if (rc == FT_OK)
+        nng_dialer_set_size(c->dialer, NNG_OPT_RECVMAXSZ, recv_max);
     if (rc == FT_OK && !strncmp(url, "tls+", 4))
         rc = tls_client(c, url, opts, errbuf, errlen);
     if (rc == FT_OK) {
         rv = nng_dialer_start(c->dialer,
                               opts->connect_wait_ms > 0 ? NNG_FLAG_NONBLOCK : 0);
-        if (rv != 0) {
+        if (rv == NNG_ECRYPTO || rv == NNG_EPEERAUTH) {
+            tls_failed(c, rv, errbuf, errlen);
+            rc = FT_ECONN;
+        } else if (rv != 0) {
             fti_errf(errbuf, errlen, "%s: cannot connect: %s", url,
                  nng_strerror(rv));
             rc = FT_ECONN;
@@ -124,9 +357,16 @@ int ft_client_connect(ft_client **out, const char *url,
         nng_close(c->sock);
         if (c->tls)
             nng_tls_config_free(c->tls);
+        pthread_cond_destroy(&c->cv);
+        pthread_mutex_destroy(&c->mu);
         free(c);
         return rc;
     }
+    /* "Lost" since now, should the first pipe be refused (a peer that does
+     * not speak REP) or go before a call. */
+    pthread_mutex_lock(&c->mu);
+    c->lost_ms = fti_now_ms();
+    pthread_mutex_unlock(&c->mu);
     *out = c;
     return FT_OK;
 }
@@ -135,9 +375,12 @@ void ft_client_close(ft_client *c)
 {
     if (c == NULL)
         return;
+    /* nng_close returns once the last pipe notification has run. */
     nng_close(c->sock);
     if (c->tls)
         nng_tls_config_free(c->tls);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
@@ -152,6 +395,11 @@ static int nng_err(int rv, const ft_client *c, const char *what,
     if (rv == NNG_ENOMEM) {
         fti_errf(errbuf, errlen, "%s: out of memory", what);
         return FT_ENOMEM;
+    }
+    if (rv == NNG_ECONNRESET) {
+        fti_errf(errbuf, errlen, "%s: connection lost: no answer to %s",
+                 c->url, what);
+        return FT_ECONN;
     }
     fti_errf(errbuf, errlen, "%s: %s: %s", c->url, what, nng_strerror(rv));
     return FT_ECONN;
@@ -186,6 +434,7 @@ static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
                      uint16_t want, ft_frame_msg *m, char *errbuf,
                      size_t errlen)
 {
+    const char *what = ft_frame_type_name(want & 0x7fff);
     nng_ctx ctx;
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
@@ -202,29 +451,47 @@ static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
         nng_ctx_close(ctx);
         return nng_err(rv, c, "request", errbuf, errlen);
     }
-    nng_aio_set_timeout(aio, c->timeout_ms);
-    nng_aio_set_msg(aio, msg);
-    nng_ctx_send(ctx, aio);
-    nng_aio_wait(aio);
-    if ((rv = nng_aio_result(aio)) != 0) {
-        nng_msg_free(nng_aio_get_msg(aio));
-        nng_aio_free(aio);
-        nng_ctx_close(ctx);
-        return nng_err(rv, c, ft_frame_type_name(want & 0x7fff), errbuf,
-                       errlen);
+    pending p;
+    uint64_t t0 = fti_now_ms();
+    int rc;
+    for (;;) {
+        int left = c->timeout_ms - (int)(fti_now_ms() - t0);
+        rc = start_send(c, &p, ctx, aio, msg, what, left > 1 ? left : 1, 1,
+                        NULL, errbuf, errlen);
+        if (rc != FT_OK) {
+            nng_msg_free(msg);
+            nng_aio_free(aio);
+            nng_ctx_close(ctx);
+            return rc;
+        }
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+        if (rv != NNG_ECONNRESET)
+            break;
+        /* The connection went before the request was handed to it (only
+         * pipe_cb fails a send so): it was never sent, and the message is
+         * ours again: send it once connected again. */
+        msg = nng_aio_get_msg(aio);
+        nng_aio_set_msg(aio, NULL);
+        end_call(c, &p);
     }
-    nng_ctx_recv(ctx, aio);
-    nng_aio_wait(aio);
-    rv = nng_aio_result(aio);
-    msg = rv == 0 ? nng_aio_get_msg(aio) : NULL;
+    if (rv == 0) {
+        nng_ctx_recv(ctx, aio);
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+        msg = rv == 0 ? nng_aio_get_msg(aio) : NULL;
+    } else {
+        nng_msg_free(nng_aio_get_msg(aio));
+        msg = NULL;
+    }
+    end_call(c, &p);
     nng_aio_free(aio);
     nng_ctx_close(ctx);
     if (rv != 0)
-        return nng_err(rv, c, ft_frame_type_name(want & 0x7fff), errbuf,
-                       errlen);
+        return nng_err(rv, c, what, errbuf, errlen);
     char err[256];
-    int rc = ft_frame_decode(m, nng_msg_body(msg), nng_msg_len(msg), 0, err,
-                             sizeof err);
+    rc = ft_frame_decode(m, nng_msg_body(msg), nng_msg_len(msg), 0, err,
+                         sizeof err);
     nng_msg_free(msg);
     if (rc != FT_OK) {
         fti_errf(errbuf, errlen, "reply: %s", err);
@@ -312,6 +579,9 @@ typedef struct acall {
     size_t n;
     ft_client_cb cb;
     void *arg;
+    pending p;
+    int queued;         /* sent while the connection was lost */
+    uint64_t t0_ms;     /* when the call was made */
 } acall;
 
 static void acall_finish(acall *a, int rc, ft_client_results *r,
@@ -319,6 +589,7 @@ static void acall_finish(acall *a, int rc, ft_client_results *r,
 {
     ft_client_cb cb = a->cb;
     void *arg = a->arg;
+    end_call(a->c, &a->p);
     nng_ctx_close(a->ctx);
     /* The aio cannot be freed from its own callback (nng_aio_free waits
      * for it); nng_aio_reap frees it once the callback has returned. */
@@ -330,17 +601,33 @@ static void acall_finish(acall *a, int rc, ft_client_results *r,
 static void acall_cb(void *arg)
 {
     acall *a = arg;
-    char err[512];
+    char err[1024];
     int rv = nng_aio_result(a->aio);
     if (rv != 0) {
         if (!a->sent)
             nng_msg_free(nng_aio_get_msg(a->aio));
         int rc = nng_err(rv, a->c, "SEARCH", err, sizeof err);
+        if (!a->sent && rv == NNG_ECONNRESET) {
+            snprintf(err, sizeof err, "%s: connection lost: SEARCH not sent",
+                     a->c->url);
+        } else if (!a->sent && rv == NNG_ETIMEDOUT && a->queued) {
+            /* Its send waited for a reconnect that did not come. */
+            pthread_mutex_lock(&a->c->mu);
+            uint64_t lost = a->c->lost_ms;
+            pthread_mutex_unlock(&a->c->mu);
+            snprintf(err, sizeof err, "%s: connection lost: SEARCH not sent "
+                     "(no server for %llu ms)", a->c->url,
+                     (unsigned long long)(fti_now_ms() - lost));
+            rc = FT_ECONN;
+        }
         acall_finish(a, rc, NULL, err);
         return;
     }
     if (!a->sent) {
         a->sent = 1;
+        /* The answer gets what is left of the timeout. */
+        int left = a->c->timeout_ms - (int)(fti_now_ms() - a->t0_ms);
+        nng_aio_set_timeout(a->aio, left > 1 ? left : 1);
         nng_ctx_recv(a->ctx, a->aio);
         return;
     }
@@ -407,10 +694,16 @@ int ft_client_search_async(ft_client *c, const ft_request *reqs, size_t n,
         free(a);
         return rc;
     }
-    nng_aio_set_timeout(a->aio, c->timeout_ms);
-    nng_aio_set_msg(a->aio, msg);
-    nng_ctx_send(a->ctx, a->aio);
-    return FT_OK;
+    a->t0_ms = fti_now_ms();
+    rc = start_send(c, &a->p, a->ctx, a->aio, msg, "SEARCH", c->timeout_ms,
+                    0, &a->queued, errbuf, errlen);
+    if (rc != FT_OK) {
+        nng_msg_free(msg);
+        nng_aio_free(a->aio);
+        nng_ctx_close(a->ctx);
+        free(a);
+    }
+    return rc;
 }
 
 /* ---- admin and health ---- */

@@ -967,15 +967,43 @@ cuda_fail:
     return rc == FT_ENOMEM ? FT_ENOMEM : FT_ECUDA;
 }
 
+/* no_gpu_reason says why cudaGetDeviceCount found no GPU, in words: the
+ * runtime reports a host without a driver as cudaErrorInsufficientDriver
+ * ("CUDA driver version is insufficient for CUDA runtime version"), which
+ * reads like an upgrade would help; cudaDriverGetVersion tells the two
+ * apart (0: no driver). */
+static void no_gpu_reason(cudaError_t e, char *buf, size_t len)
+{
+    int drv = 0, rt = 0;
+    if (e == cudaSuccess || e == cudaErrorNoDevice) {
+        snprintf(buf, len, "no CUDA device found (the NVIDIA driver sees "
+                 "none)");
+    } else if (e == cudaErrorInsufficientDriver) {
+        if (cudaDriverGetVersion(&drv) != cudaSuccess)
+            drv = 0;
+        if (cudaRuntimeGetVersion(&rt) != cudaSuccess)
+            rt = 0;
+        if (drv == 0)
+            snprintf(buf, len, "no NVIDIA driver found (no GPU, or its "
+                     "driver is not installed)");
+        else
+            snprintf(buf, len, "the NVIDIA driver (CUDA %d.%d) is older than "
+                     "this build's CUDA runtime (%d.%d)", drv / 1000,
+                     drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    } else {
+        snprintf(buf, len, "%s", cudaGetErrorString(e));
+    }
+}
+
 int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
 {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         (void)cudaGetLastError();
-        fti_errf(errbuf, errlen, "no usable GPU: %s",
-                 e != cudaSuccess ? cudaGetErrorString(e)
-                                  : "no CUDA device found");
+        char why[160];
+        no_gpu_reason(e, why, sizeof why);
+        fti_errf(errbuf, errlen, "no usable GPU: %s", why);
         return FT_ENODEV;
     }
     FT_RETURN_ERROR_IF(eng->opts.device < 0 || eng->opts.device >= count,

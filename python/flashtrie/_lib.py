@@ -69,6 +69,9 @@ class ClientOpts(ctypes.Structure):
         ("tls_cert", ctypes.c_char_p),
         ("tls_key", ctypes.c_char_p),
         ("tls_server_name", ctypes.c_char_p),
+        ("tls_insecure", ctypes.c_int),
+        ("reconnect_wait_ms", ctypes.c_int),
+        ("recv_max_bytes", ctypes.c_size_t),
     ]
 
 

@@ -15,6 +15,7 @@ import math
 import operator
 import re
 import threading
+import warnings
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
@@ -42,13 +43,15 @@ class Hit(NamedTuple):
 
 class TLS(NamedTuple):
     """TLS settings of a tls+tcp:// connection: ca (a PEM file to verify the
-    server with; None: the server is not verified), cert (one PEM holding
-    the client certificate and its key), server_name (the name checked in
-    the server's certificate; None: the URL's host)."""
+    server with; required unless insecure), cert (one PEM holding the
+    client certificate and its key), server_name (the name checked in the
+    server's certificate; None: the URL's host), insecure (True: connect
+    without a ca, accepting any server certificate; a warning says so)."""
 
     ca: Optional[str] = None
     cert: Optional[str] = None
     server_name: Optional[str] = None
+    insecure: bool = False
 
 
 def hit_dtype(max_len: int) -> np.dtype:
@@ -239,23 +242,34 @@ Grid = Union[np.ndarray, Sequence]
 
 
 class Client:
-    """Client(url, timeout=10.0, tls=None, deadline=None, connect_wait=False)
-    connects to a FlashTrie server ("flashtrie serve") at url: tcp://,
-    ipc:// or tls+tcp://.
+    """Client(url, timeout=10.0, tls=None, deadline=None, connect_wait=False,
+    reconnect_wait=1.0, recv_max_bytes=None) connects to a FlashTrie server
+    ("flashtrie serve") at url: tcp://, ipc:// or tls+tcp://.
 
     timeout: seconds each call waits for its answer.  deadline: seconds
     sent with every search (None: the server's default); a request still
     queued when it passes is answered DeadlineError.  tls: a TLS tuple (or
-    a dict with its keys) for tls+tcp://.  connect_wait: False fails at
-    once (ConnectionError) when no server listens at url; True keeps
-    dialing in the background, each call waiting up to its timeout: for
-    scripts that start a server and wait on ping().
+    a dict with its keys) for tls+tcp://: without a ca it is refused
+    (Error, FT_EINVAL) unless insecure=True (then a warning says so).
+    connect_wait: False fails at once (ConnectionError) when no server
+    listens at url; True keeps dialing in the background, each call
+    waiting up to its timeout: for scripts that start a server and wait on
+    ping().
+
+    A lost connection fails the calls in flight at once (ConnectionError,
+    "connection lost"); a call made while it is lost waits up to
+    reconnect_wait seconds (0: not at all) for the server to come back,
+    then raises ConnectionError; once the server is back, calls succeed
+    again.  recv_max_bytes bounds a reply (None: the largest the protocol
+    allows); a larger one drops the connection.
     """
 
     def __init__(self, url: str, timeout: float = 10.0,
-                 tls: Union[TLS, Dict[str, str], None] = None,
+                 tls: Union[TLS, Dict[str, Any], None] = None,
                  deadline: Optional[float] = None,
-                 connect_wait: bool = False):
+                 connect_wait: bool = False,
+                 reconnect_wait: float = 1.0,
+                 recv_max_bytes: Optional[int] = None):
         self._lib = _lib.load()
         self._cv = threading.Condition()
         self._busy = 0
@@ -271,14 +285,28 @@ class Client:
         opts.connect_wait_ms = 1 if connect_wait else 0
         if deadline is not None:
             opts.deadline_ms = _seconds_ms("deadline", deadline, False)
+        rw = _seconds_ms("reconnect_wait", reconnect_wait, True)
+        opts.reconnect_wait_ms = rw if rw > 0 else -1
+        if recv_max_bytes is not None:
+            opts.recv_max_bytes = _uint("recv_max_bytes", recv_max_bytes, 1,
+                                        2 ** 63 - 1)
+        t = None
         if tls is not None:
             t = TLS(**tls) if isinstance(tls, dict) else tls
             if not isinstance(t, TLS):
                 raise TypeError("tls: must be a flashtrie.TLS or a dict, got "
                                 "%s" % type(tls).__name__)
-            enc = [None if v is None else str(v).encode() for v in t]
+            enc = [None if v is None else str(v).encode() for v in t[:3]]
             opts.tls_ca, opts.tls_cert, opts.tls_server_name = enc
             opts.tls_key = enc[1]
+            opts.tls_insecure = 1 if t.insecure else 0
+        # Without a CA the C library refuses tls+tcp:// (Error, FT_EINVAL)
+        # unless insecure is set; then it connects, and the caller is told.
+        if url.startswith("tls+") and t is not None and t.ca is None \
+                and t.insecure:
+            warnings.warn("flashtrie: %s: TLS with insecure=True: the "
+                          "server's certificate is not verified" % url,
+                          stacklevel=2)
         h = ctypes.c_void_p()
         err = ctypes.create_string_buffer(_ERRLEN)
         rc = self._lib.ft_client_connect(ctypes.byref(h), url.encode(),

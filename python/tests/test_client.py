@@ -420,7 +420,11 @@ def test_bad_arguments_refused_before_sending(env):
             ({"deadline": -1}, ValueError,
              "deadline: must be a positive number of seconds, got -1"),
             ({"tls": 3}, TypeError,
-             "tls: must be a flashtrie.TLS or a dict, got int")]:
+             "tls: must be a flashtrie.TLS or a dict, got int"),
+            ({"reconnect_wait": -1}, ValueError,
+             "reconnect_wait: must be a positive number of seconds, got -1"),
+            ({"recv_max_bytes": 0}, ValueError,
+             "recv_max_bytes: must be 1..9223372036854775807, got 0")]:
         with pytest.raises(exc) as ei:
             flashtrie.Client(env["urls"][0], **kw)
         assert str(ei.value) == msg
@@ -525,17 +529,104 @@ def test_busy_deadline_shutdown_closed(env, tmp_path):
         check_hits(slow["hits"], want)   # the one in flight is answered
         assert srv.proc.wait(timeout=30) == 0
         assert "drained: every request answered" in srv.tail()
-        # The server is gone: the open client fails, it does not hang.
+        # The server is gone: the open client fails with ConnectionError
+        # once its reconnect wait (1 s) is over, it does not hang; one that
+        # never connected waits its timeout for a server.
+        t0 = time.monotonic()
+        with pytest.raises(flashtrie.ConnectionError) as ei:
+            c.search(r["tokens"], r["logp"])
+        assert time.monotonic() - t0 < 8
+        assert ei.value.message.startswith(
+            url + ": connection lost: SEARCH not sent (no server for ")
+        c.close()
         c2 = flashtrie.Client(url, timeout=1, connect_wait=True)
-        for cl in (c, c2):
-            t0 = time.monotonic()
-            with pytest.raises((flashtrie.ConnectionError,
-                                flashtrie.TimeoutError)):
-                cl.search(r["tokens"], r["logp"])
-            assert time.monotonic() - t0 < 25
-            cl.close()
+        with pytest.raises(flashtrie.TimeoutError) as ei:
+            c2.search(r["tokens"], r["logp"])
+        assert ei.value.message == url + ": no answer to SEARCH within 1000 ms"
+        c2.close()
     finally:
         srv.kill()
+
+
+def test_lost_connection(env, tmp_path):
+    """A server killed with a call in flight, gone, then back at the same
+    address: the call fails at once with ConnectionError naming the lost
+    connection (not TimeoutError after 20 s); new calls fail after the
+    reconnect wait; the same Client is answered once the server is back."""
+    url = "tcp://127.0.0.1:%d" % free_port()
+    slow = Server(str(tmp_path), "slow", env["big"], [url], "--max-batch", "1",
+                  "--test-delay-us", "2000000").start()
+    r = env["requests"][0]
+    want = expected(env["big"], [r])[0]
+    c = flashtrie.Client(url, timeout=20)
+    c0 = flashtrie.Client(url, timeout=20, reconnect_wait=0)
+    try:
+        got = {}
+
+        def call():
+            t0 = time.monotonic()
+            try:
+                c.search(r["tokens"], r["logp"], **kwargs_of(r))
+            except flashtrie.Error as e:
+                got["e"] = e
+            got["s"] = time.monotonic() - t0
+
+        t = threading.Thread(target=call)
+        t.start()
+        time.sleep(0.3)
+        slow.kill()
+        t.join(timeout=30)
+        e = got["e"]
+        assert isinstance(e, flashtrie.ConnectionError), repr(e)
+        assert isinstance(e, ConnectionError)      # the builtin too
+        assert e.code == 22 and e.name == "FT_ECONN"
+        assert e.message == url + ": connection lost: no answer to SEARCH"
+        assert got["s"] < 8
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        with pytest.raises(flashtrie.ConnectionError) as ei:
+            c.ping()
+        assert 0.9 < time.monotonic() - t0 < 8
+        assert ei.value.message.startswith(
+            url + ": connection lost: PING not sent (no server for ")
+        t0 = time.monotonic()
+        with pytest.raises(flashtrie.ConnectionError) as ei:
+            c0.search(r["tokens"], r["logp"])
+        assert time.monotonic() - t0 < 0.9
+        assert ei.value.message.startswith(
+            url + ": connection lost: SEARCH not sent (no server for ")
+        # Back at the same address: the same clients are answered.
+        back = Server(str(tmp_path), "back", env["big"], [url]).start()
+        try:
+            check_hits(c.search(r["tokens"], r["logp"], **kwargs_of(r)),
+                       want)
+            # c0 does not wait: it is answered once its own dialer is back
+            # (within its 200 ms backoff).
+            for _ in range(50):
+                try:
+                    c0.ping()
+                    break
+                except flashtrie.ConnectionError:
+                    time.sleep(0.02)
+            c0.ping()
+        finally:
+            back.stop()
+    finally:
+        c.close()
+        c0.close()
+        slow.kill()
+
+
+def test_recv_max_bytes(env, client):
+    """A reply above recv_max_bytes drops the connection: ConnectionError;
+    a small reply (PONG) still comes once the client has reconnected."""
+    r = env["requests"][0]
+    with flashtrie.Client(client.url, timeout=20, recv_max_bytes=64) as c:
+        with pytest.raises(flashtrie.ConnectionError) as ei:
+            c.search(r["tokens"], r["logp"], **kwargs_of(r))
+        assert ei.value.message == \
+            client.url + ": connection lost: no answer to SEARCH"
+        c.ping()
 
 
 def test_tls(env, tmp_path):
@@ -562,11 +653,41 @@ def test_tls(env, tmp_path):
             for r, w in zip(reqs, want):
                 check_hits(c.search(r["tokens"], r["logp"], **kwargs_of(r)),
                            w)
-        with pytest.raises((flashtrie.ConnectionError,
-                            flashtrie.TimeoutError)):
-            with flashtrie.Client(url, timeout=1, tls=flashtrie.TLS(
-                    ca=cert, server_name="not-this-host")) as c:
+        # A wrong server name: the failed handshake is named, at connect
+        # or (connect_wait) on the first call, not after the timeout.
+        host = url[len("tls+tcp://"):]
+        why = ("(the server's certificate was not accepted, or the peer "
+               "does not speak TLS)")
+        bad = flashtrie.TLS(ca=cert, server_name="not-this-host")
+        with pytest.raises(flashtrie.ConnectionError) as ei:
+            flashtrie.Client(url, timeout=10, tls=bad)
+        assert ei.value.message == "%s: TLS handshake with %s failed: " \
+            "Cryptographic error %s" % (url, host, why)
+        with flashtrie.Client(url, timeout=10, tls=bad,
+                              connect_wait=True) as c:
+            t0 = time.monotonic()
+            with pytest.raises(flashtrie.ConnectionError) as ei:
                 c.ping()
+            assert time.monotonic() - t0 < 8
+            assert ei.value.message == "%s: TLS handshake with %s failed " \
+                "%s" % (url, host, why)
+        # No CA: refused, unless insecure (then a warning says so).
+        for tls in (None, flashtrie.TLS(server_name="localhost")):
+            with pytest.raises(flashtrie.Error) as ei:
+                flashtrie.Client(url, tls=tls)
+            assert ei.value.code == 2
+            assert ei.value.message == (
+                "%s: TLS: no CA to verify the server with: give tls_ca, or "
+                "set tls_insecure to connect without verifying the server"
+                % url)
+        with pytest.warns(UserWarning) as rec:
+            c = flashtrie.Client(url, tls={"insecure": True})
+        assert str(rec[0].message) == (
+            "flashtrie: %s: TLS with insecure=True: the server's "
+            "certificate is not verified" % url)
+        with c:
+            check_hits(c.search(reqs[0]["tokens"], reqs[0]["logp"],
+                                **kwargs_of(reqs[0])), want[0])
     finally:
         srv.stop()
 

@@ -11,7 +11,12 @@
  *               index is refused and the old one keeps answering
  *   drain       SIGTERM with requests in flight: all answered, exit 0; a
  *               drain that times out exits 1 and says how many were cut
- *   tls         a round trip over tls+tcp:// with a certificate made here
+ *   tls         a round trip over tls+tcp:// with a certificate made here;
+ *               no CA refused, tls_insecure, handshake failures named
+ *   lost        a server killed with calls in flight, gone, back: calls
+ *               fail at once with FT_ECONN naming the lost connection,
+ *               and the same handle is answered once it is back
+ *   recvmax     a reply above recv_max_bytes drops the connection
  * Servers listen on ipc:// in a temporary folder or on 127.0.0.1, and are
  * stopped by the case (and killed at exit if a check failed first).
  */
@@ -498,7 +503,10 @@ static void case_proto(void)
     ft_client_results *res;
     char err[256];
     FT_FAIL(ft_client_search(c, &big, 1, &res, err, sizeof err), FT_ECONN);
-    FT_CHECK(strstr(err, "SEARCH: ") != NULL);
+    char want[400];
+    snprintf(want, sizeof want, "%s: connection lost: no answer to SEARCH",
+             url);
+    FT_CHECK_STR(err, want);
     int rc = FT_ETIMEDOUT;
     for (int i = 0; i < 20 && rc != FT_OK; i++)
         rc = ft_client_ping(c, NULL, 0);
@@ -935,6 +943,210 @@ static void case_drain(void)
     ft_client_close(c);
 }
 
+/* ---- lost ---- */
+
+typedef struct sync_call {
+    ft_client *c;
+    greq *g;
+    int rc;
+    char err[400];
+    double ms;
+} sync_call;
+
+static void *sync_search(void *arg)
+{
+    sync_call *sc = arg;
+    ft_client_results *res = NULL;
+    double t0 = ft_test_now();
+    sc->rc = ft_client_search(sc->c, &sc->g->r, 1, &res, sc->err,
+                              sizeof sc->err);
+    sc->ms = (ft_test_now() - t0) * 1000.0;
+    ft_client_results_free(res);
+    return NULL;
+}
+
+static ft_client *connect_wait(const char *url, int timeout_ms,
+                               int reconnect_wait_ms)
+{
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = timeout_ms;
+    o.reconnect_wait_ms = reconnect_wait_ms;
+    ft_client *c;
+    char err[256];
+    if (ft_client_connect(&c, url, &o, err, sizeof err) != FT_OK) {
+        fprintf(stderr, "connect %s: %s\n", url, err);
+        exit(1);
+    }
+    return c;
+}
+
+static void check_prefix(const char *got, const char *want)
+{
+    if (strncmp(got, want, strlen(want)) != 0) {
+        fprintf(stderr, "got '%s', want '%s...'\n", got, want);
+        exit(1);
+    }
+}
+
+static void case_lost(void)
+{
+    char idx[300], url[300], want[400], err[400];
+    make_index("a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d",
+             20000 + (getpid() + 13) % 20000);
+    /* Every batch takes 2 s: the calls are in flight when it is killed. */
+    const char *slow[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--max-batch", "1",
+                          "--test-delay-us", "2000000", NULL};
+    start_server(url, slow);
+    /* Timeouts of 20 s: every failure below must come long before. */
+    ft_client *c = connect_wait(url, 20000, 0);       /* default: 1000 ms */
+    ft_client *now = connect_wait(url, 20000, -1);    /* no wait */
+    ft_client *patient = connect_wait(url, 20000, 15000);
+    enum { N = 4 };
+    static async_slot s[N];
+    greq g[N + 1];
+    uint64_t seed = 5;
+    for (int i = 0; i < N; i++) {
+        gen_req(&g[i], &seed);
+        FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s[i], NULL,
+                                       0));
+    }
+    gen_req(&g[N], &seed);
+    sync_call sc = {c, &g[N], 0, "", 0};
+    pthread_t th;
+    FT_CHECK(pthread_create(&th, NULL, sync_search, &sc) == 0);
+    th_sleep_ms(300);
+    /* Killed with five calls in flight: each fails at once, naming the
+     * lost connection (not "no answer within 20000 ms"). */
+    FT_CHECK_EQ_U64(stop_server(SIGKILL), 128 + SIGKILL);
+    wait_all(s, N, 8.0);
+    pthread_join(th, NULL);
+    snprintf(want, sizeof want, "%s: connection lost: no answer to SEARCH",
+             url);
+    for (int i = 0; i < N; i++) {
+        FT_CHECK_EQ_U64(s[i].status, FT_ECONN);
+        FT_CHECK_STR(s[i].error, want);
+    }
+    FT_CHECK_EQ_U64(sc.rc, FT_ECONN);
+    FT_CHECK_STR(sc.err, want);
+    FT_CHECK(sc.ms < 8000);
+
+    /* New calls while no server is there: FT_ECONN after the reconnect
+     * wait (1 s by default, none when it is negative), not the timeout;
+     * synchronous and asynchronous alike. */
+    th_sleep_ms(200);
+    double t0 = ft_test_now();
+    FT_FAIL(ft_client_ping(c, err, sizeof err), FT_ECONN);
+    double el = ft_test_now() - t0;
+    FT_CHECK(el > 0.9 && el < 8.0);
+    snprintf(want, sizeof want,
+             "%s: connection lost: PING not sent (no server for ", url);
+    check_prefix(err, want);
+    FT_CHECK(strcmp(err + strlen(err) - 4, " ms)") == 0);
+    /* An asynchronous call never blocks its caller: its callback says so
+     * once the reconnect wait is over. */
+    memset(&s[0], 0, sizeof s[0]);
+    t0 = ft_test_now();
+    FT_PASS(ft_client_search_async(c, &g[0].r, 1, async_cb, &s[0], err,
+                                   sizeof err));
+    FT_CHECK(ft_test_now() - t0 < 0.9);
+    wait_all(s, 1, 8.0);
+    el = ft_test_now() - t0;
+    FT_CHECK(el > 0.9 && el < 8.0);
+    FT_CHECK_EQ_U64(s[0].status, FT_ECONN);
+    snprintf(want, sizeof want,
+             "%s: connection lost: SEARCH not sent (no server for ", url);
+    check_prefix(s[0].error, want);
+    t0 = ft_test_now();
+    ft_client_results *res = NULL;
+    FT_FAIL(ft_client_search(now, &g[0].r, 1, &res, err, sizeof err),
+            FT_ECONN);
+    FT_CHECK(ft_test_now() - t0 < 0.9);
+    snprintf(want, sizeof want,
+             "%s: connection lost: SEARCH not sent (no server for ", url);
+    check_prefix(err, want);
+    FT_FAIL(ft_client_search_async(now, &g[0].r, 1, async_cb, &s[0], err,
+                                   sizeof err), FT_ECONN);
+    check_prefix(err, want);
+
+    /* The server comes back at the same address: a call made while it
+     * starts waits for it (reconnect_wait_ms 15000) and is answered, and
+     * the other handles are answered again at once. */
+    const char *fast[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", NULL};
+    th_spawn(&g_pid, g_bin, g_dir, "log", fast);
+    FT_PASS(ft_client_ping(patient, err, sizeof err));
+    local l;
+    local_open(&l, idx);
+    for (int i = 0; i < N; i++) {
+        FT_PASS(ft_client_search(c, &g[i].r, 1, &res, err, sizeof err));
+        check_same(&l, &g[i].r, ft_client_results_get(res, 0));
+        ft_client_results_free(res);
+    }
+    /* The handle that does not wait is answered once its own dialer is
+     * back (within its 200 ms backoff). */
+    int rc = FT_ECONN;
+    for (int i = 0; i < 50 && rc != FT_OK; i++) {
+        rc = ft_client_ping(now, err, sizeof err);
+        if (rc != FT_OK)
+            th_sleep_ms(20);
+    }
+    FT_PASS(rc);
+    local_close(&l);
+
+    /* Drained and gone: the next call fails within the reconnect wait. */
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+    th_sleep_ms(200);
+    t0 = ft_test_now();
+    FT_FAIL(ft_client_search(c, &g[0].r, 1, &res, err, sizeof err),
+            FT_ECONN);
+    FT_CHECK(ft_test_now() - t0 < 8.0);
+    check_prefix(err, want);
+    ft_client_close(c);
+    ft_client_close(now);
+    ft_client_close(patient);
+}
+
+/* ---- recvmax ---- */
+
+/* A reply above recv_max_bytes is dropped with its connection: the call
+ * fails with FT_ECONN; small replies still come (the dialer reconnects). */
+static void case_recvmax(void)
+{
+    char idx[300], url[300], want[400], err[400];
+    make_index("a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", NULL};
+    start_server(url, args);
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = 20000;
+    o.recv_max_bytes = 64; /* a PONG is 32 bytes, a RESULT with hits more */
+    ft_client *c;
+    FT_PASS(ft_client_connect(&c, url, &o, err, sizeof err));
+    greq g;
+    base_req(&g);
+    ft_client_results *res = NULL;
+    double t0 = ft_test_now();
+    FT_FAIL(ft_client_search(c, &g.r, 1, &res, err, sizeof err), FT_ECONN);
+    FT_CHECK(ft_test_now() - t0 < 8.0);
+    snprintf(want, sizeof want, "%s: connection lost: no answer to SEARCH",
+             url);
+    FT_CHECK_STR(err, want);
+    FT_PASS(ft_client_ping(c, err, sizeof err));
+    ft_client_close(c);
+    /* The default takes it. */
+    c = connect_to(url, 20000);
+    FT_PASS(ft_client_search(c, &g.r, 1, &res, err, sizeof err));
+    FT_CHECK(ft_client_results_get(res, 0)->n >= 1);
+    ft_client_results_free(res);
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+}
+
 /* ---- tls ---- */
 
 static void case_tls(void)
@@ -984,15 +1196,43 @@ static void case_tls(void)
         ft_client_results_free(res);
     }
     ft_client_close(c);
-    /* A client that verifies against the wrong name gets no connection. */
+    char want[600], host[64];
+    snprintf(host, sizeof host, "127.0.0.1:%d", 20000 + (getpid() + 7) % 20000);
+    /* A client that verifies against the wrong name gets no connection,
+     * and is told why: at once from connect... */
     o.tls_server_name = "not-this-host";
-    o.timeout_ms = 1000;
-    int rc = ft_client_connect(&c, url, &o, err, sizeof err);
-    if (rc == FT_OK) {
-        rc = ft_client_ping(c, err, sizeof err);
-        ft_client_close(c);
-    }
-    FT_CHECK(rc == FT_ECONN || rc == FT_ETIMEDOUT);
+    o.timeout_ms = 10000;
+    FT_FAIL(ft_client_connect(&c, url, &o, err, sizeof err), FT_ECONN);
+    snprintf(want, sizeof want, "%s: TLS handshake with %s failed: "
+             "Cryptographic error (the server's certificate was not "
+             "accepted, or the peer does not speak TLS)", url, host);
+    FT_CHECK_STR(err, want);
+    /* ...and from the first call of a handle that keeps dialing, as soon
+     * as a handshake failed, not after its timeout. */
+    o.connect_wait_ms = 1;
+    FT_PASS(ft_client_connect(&c, url, &o, err, sizeof err));
+    double t0 = ft_test_now();
+    FT_FAIL(ft_client_ping(c, err, sizeof err), FT_ECONN);
+    FT_CHECK(ft_test_now() - t0 < 8.0);
+    snprintf(want, sizeof want, "%s: TLS handshake with %s failed (the "
+             "server's certificate was not accepted, or the peer does not "
+             "speak TLS)", url, host);
+    FT_CHECK_STR(err, want);
+    ft_client_close(c);
+    /* No CA: refused, unless the caller says to connect unverified. */
+    ft_client_opts_init(&o);
+    FT_FAIL(ft_client_connect(&c, url, &o, err, sizeof err), FT_EINVAL);
+    snprintf(want, sizeof want, "%s: TLS: no CA to verify the server with: "
+             "give tls_ca, or set tls_insecure to connect without verifying "
+             "the server", url);
+    FT_CHECK_STR(err, want);
+    o.tls_insecure = 1;
+    FT_PASS(ft_client_connect(&c, url, &o, err, sizeof err));
+    ft_client_results *res;
+    FT_PASS(ft_client_search(c, &g.r, 1, &res, err, sizeof err));
+    check_same(&l, &g.r, ft_client_results_get(res, 0));
+    ft_client_results_free(res);
+    ft_client_close(c);
     local_close(&l);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
 }
@@ -1015,6 +1255,8 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "reload")) case_reload();
     else if (!strcmp(argv[1], "drain")) case_drain();
     else if (!strcmp(argv[1], "tls")) case_tls();
+    else if (!strcmp(argv[1], "lost")) case_lost();
+    else if (!strcmp(argv[1], "recvmax")) case_recvmax();
     else {
         fprintf(stderr, "daemon_test: unknown case '%s'\n", argv[1]);
         return 2;

@@ -3,7 +3,9 @@
 # answers through the server, over ipc:// and tcp://127.0.0.1 with batch 1
 # and 32, are byte-identical to "flashtrie search" on the same index and
 # requests (the tests' file and a generated larger one); --ping, --info;
-# the nngcat JSON round trip; config errors by line; SIGTERM exits 0.
+# the nngcat JSON round trip; config errors by line; SIGTERM exits 0;
+# --reload PATH; a server lost mid-run; TLS without a CA, --tls-insecure
+# and a failed handshake.
 # usage: query_test.sh FLASHTRIE DATA_DIR
 set -u
 BIN=$1 DATA=$2
@@ -157,4 +159,101 @@ grep -q "refused: .*queue_depth" "$TMP/log" || fail "a restart-only change was n
 "$BIN" query --url "$URL" --batch 8 < "$TMP/big_req.jsonl" > "$TMP/got.jsonl" || fail "query after refused SIGHUP"
 cmp -s "$TMP/got.jsonl" "$TMP/want_big.jsonl" || fail "after a refused SIGHUP: answers changed"
 stop_server
+
+# --reload PATH (a separate argument, as --help writes it) and --reload=PATH;
+# a plain listener's refusal is printed once, not "reload: reload: ...".
+URL="ipc://$TMP/sock"
+ADMIN="ipc://$TMP/admin"
+start_server --index "$TMP/small.fti" --listen "$URL" --admin-listen "$ADMIN" \
+  --admin-reload --engine cpu --threads 1
+"$BIN" query --url "$URL" --reload "$TMP/big.fti" > /dev/null 2> "$TMP/err"
+rc=$?
+[ $rc -eq 1 ] || fail "--reload PATH on a plain listener: exit $rc, want 1: $(cat "$TMP/err")"
+[ "$(cat "$TMP/err")" = "flashtrie query: reload: not allowed on this listener (not admin) (not permitted)" ] ||
+  fail "--reload refusal: '$(cat "$TMP/err")'"
+"$BIN" query --url "$ADMIN" --reload "$TMP/big.fti" > "$TMP/out" 2> "$TMP/err" ||
+  fail "--reload PATH: $(cat "$TMP/err")"
+grep -q "^reloaded " "$TMP/out" || fail "--reload PATH printed '$(cat "$TMP/out")'"
+"$BIN" query --url "$URL" --batch 8 < "$TMP/big_req.jsonl" > "$TMP/got.jsonl" || fail "query after --reload PATH"
+cmp -s "$TMP/got.jsonl" "$TMP/want_big.jsonl" || fail "after --reload PATH: not the new index's answers"
+"$BIN" query --url "$ADMIN" --reload="$TMP/small.fti" > "$TMP/out" 2> "$TMP/err" ||
+  fail "--reload=PATH: $(cat "$TMP/err")"
+"$BIN" query --url "$ADMIN" --reload > "$TMP/out" 2> "$TMP/err" ||
+  fail "--reload (the configured index): $(cat "$TMP/err")"
+"$BIN" query --url "$ADMIN" --reload a b > /dev/null 2> "$TMP/err"
+[ $? -eq 2 ] || fail "--reload a b: want exit 2"
+stop_server
+
+# A server that goes away mid-run: query stops at once (not one timeout per
+# batch), prints the answers it got, in order, and says on one line where
+# it stopped and why.
+"$BIN" gen requests --index "$TMP/big.fti" --n 1200 --beam 20 --seed 4 \
+  > "$TMP/req1200.jsonl" 2> /dev/null || fail "gen requests 1200"
+"$BIN" search --index "$TMP/big.fti" --engine cpu < "$TMP/req1200.jsonl" > "$TMP/want.jsonl"
+URL="tcp://127.0.0.1:$((PORT + 1))"
+for sig in KILL TERM; do
+  start_server --index "$TMP/big.fti" --listen "$URL" --engine cpu --threads 1 \
+    --max-batch 8 --test-delay-us 20000
+  ( sleep 0.5; kill -$sig "$PID" ) &
+  t0=$(date +%s%N)
+  "$BIN" query --url "$URL" --batch 8 --concurrency 8 < "$TMP/req1200.jsonl" \
+    > "$TMP/got.jsonl" 2> "$TMP/err"
+  rc=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  wait "$PID" 2> /dev/null
+  PID=
+  [ $rc -eq 1 ] || fail "SIG$sig mid-run: query exited $rc, want 1"
+  [ $ms -lt 8000 ] || fail "SIG$sig mid-run: query took $ms ms"
+  [ "$(wc -l < "$TMP/err")" -eq 1 ] || fail "SIG$sig mid-run: stderr: $(head -3 "$TMP/err")"
+  n=$(wc -l < "$TMP/got.jsonl")
+  E="flashtrie query: (${URL//./\\.}: connection lost: (no answer to SEARCH|SEARCH not sent \(no server for [0-9]+ ms\))|server: draining; no new requests taken); stopped at input line $((n + 1)) \(the lines before it are answered\)"
+  grep -Eqx "$E" "$TMP/err" || fail "SIG$sig mid-run: stderr '$(cat "$TMP/err")'"
+  [ "$n" -lt 1200 ] || fail "SIG$sig mid-run: all 1200 lines answered; the server was not stopped mid-run"
+  head -n "$n" "$TMP/want.jsonl" | cmp -s - "$TMP/got.jsonl" ||
+    fail "SIG$sig mid-run: the lines printed are not search's first $n"
+done
+
+# TLS: no --tls-ca is refused (exit 2) unless --tls-insecure (a warning);
+# a failed handshake is named at once, not after --timeout-ms.
+if command -v openssl > /dev/null; then
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$TMP/key.pem" -out "$TMP/cert.pem" -days 2 -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 > /dev/null 2>&1 || fail "openssl"
+  HOST="127.0.0.1:$((PORT + 2))"
+  URL="tls+tcp://$HOST"
+  "$BIN" serve --index "$TMP/small.fti" --listen "$URL" --engine cpu --threads 1 \
+    --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem" 2> "$TMP/log" &
+  PID=$!
+  "$BIN" query --url "$URL" --ping --timeout-ms 20000 --tls-ca "$TMP/cert.pem" \
+    --tls-server-name localhost || fail "TLS server did not answer a ping"
+  "$BIN" query --url "$URL" --ping 2> "$TMP/err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "tls without --tls-ca: exit $rc, want 2"
+  [ "$(cat "$TMP/err")" = "flashtrie query: $URL: give --tls-ca F to verify the server, or --tls-insecure to connect without verifying it" ] ||
+    fail "tls without --tls-ca: '$(cat "$TMP/err")'"
+  "$BIN" query --url "$URL" --ping --tls-insecure 2> "$TMP/err" || fail "--tls-insecure ping: $(cat "$TMP/err")"
+  [ "$(cat "$TMP/err")" = "flashtrie query: warning: --tls-insecure: the server's certificate is not verified" ] ||
+    fail "--tls-insecure warning: '$(cat "$TMP/err")'"
+  "$BIN" query --url "$URL" --tls-ca "$TMP/cert.pem" --tls-server-name localhost \
+    < "$DATA/cli_requests.jsonl" > "$TMP/got.jsonl" || fail "query over TLS"
+  "$BIN" search --index "$TMP/small.fti" --engine cpu < "$DATA/cli_requests.jsonl" > "$TMP/want.jsonl"
+  cmp -s "$TMP/got.jsonl" "$TMP/want.jsonl" || fail "TLS: output differs from search"
+  t0=$(date +%s%N)
+  "$BIN" query --url "$URL" --ping --timeout-ms 10000 --tls-ca "$TMP/cert.pem" \
+    --tls-server-name not-this-host 2> "$TMP/err"
+  rc=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  [ $rc -eq 1 ] || fail "wrong server name: exit $rc, want 1"
+  [ $ms -lt 8000 ] || fail "wrong server name: took $ms ms"
+  [ "$(cat "$TMP/err")" = "flashtrie query: ping: $URL: TLS handshake with $HOST failed (the server's certificate was not accepted, or the peer does not speak TLS)" ] ||
+    fail "wrong server name: '$(cat "$TMP/err")'"
+  "$BIN" query --url "$URL" --tls-ca "$TMP/cert.pem" --tls-server-name not-this-host \
+    < "$DATA/cli_requests.jsonl" > /dev/null 2> "$TMP/err"
+  [ $? -eq 1 ] || fail "wrong server name (query): want exit 1"
+  [ "$(cat "$TMP/err")" = "flashtrie query: $URL: TLS handshake with $HOST failed: Cryptographic error (the server's certificate was not accepted, or the peer does not speak TLS)" ] ||
+    fail "wrong server name (query): '$(cat "$TMP/err")'"
+  kill -TERM "$PID"; wait "$PID"; PID=
+else
+  echo "query_test: openssl not installed; the TLS checks skipped"
+fi
 echo "query_test: ok"
