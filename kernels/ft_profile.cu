@@ -277,4 +277,3 @@ extern "C" void ft_gk_prof_chain_print(int khz, void (*emit)(const char *line))
     }
 }
 #endif
-

@@ -44,21 +44,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                                    int pw = -1)
 {
     const uint32_t round = ROUND;
-#ifdef FT_GK_PROFILE
-    unsigned long long pm[5] = {};
-    const bool pon = FUSE && pw >= 0 && (threadIdx.x & 31u) == 0 &&
-                     t < GK_CH_T && (uint32_t)pw < GK_CH_WARPS;
-    uint32_t ppath = 0;
-#define GK_PM(j)                                                              \
-    do {                                                                      \
-        if (pon)                                                              \
-            pm[j] = clock64();                                                \
-    } while (0)
-    GK_PM(0);
-#else
-#define GK_PM(j) ((void)0)
-    (void)pw;
-#endif
+    GK_PM_BEGIN(FUSE, t, pw);
     const ft_gk_slot &S = q->slot;
     uint32_t lane = threadIdx.x & 31u;
     uint32_t r, chunk, kcut, two, kmin = 0;
@@ -127,9 +113,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     const int pf = (P.pf_ranges & 3u) && eager && !last && P.ctab;
     if (ft_gk_use_hash(t, cr.deg, kcut)) {
         GK_PM(1);
-#ifdef FT_GK_PROFILE
-        ppath = 1;
-#endif
+        GK_PM_PATH(1);
         uint32_t label[FT_GK_LANE_PROPS] = {};
         const uint64_t *tab = S.hash + q->hoff[t];
         uint32_t mask = q->hmask[t];
@@ -178,9 +162,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         }
     } else {
         GK_PM(1);
-#ifdef FT_GK_PROFILE
-        ppath = 2;
-#endif
+        GK_PM_PATH(2);
         uint32_t tk[FT_GK_LANE_PROPS];
 #pragma unroll
         for (uint32_t v = 0; v < U; v++) {
@@ -273,14 +255,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     ft_gk_step *st = &q->steps[t];
     uint32_t pos[FT_GK_LANE_PROPS], posn[FT_GK_LANE_PROPS];
     gk_append_lanes(&st->n_term, term, &st->n_next, nxt, pos, posn);
-#ifdef FT_GK_PROFILE
-    if (pon) {
-        uint32_t dep = pos[0] + posn[0];
-        if (dep == 0xdeadbeefu)
-            pm[0] = 0;
-        pm[3] = clock64();
-    }
-#endif
+    GK_PM_AFTER(pos[0] + posn[0], 3);
 #pragma unroll
     for (uint32_t v = 0; v < U; v++) {
         if (!term[v])
@@ -317,19 +292,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
             L.cand_kcut[posn[v]] = nkc[v];
         }
     }
-#ifdef FT_GK_PROFILE
-    if (pon) {
-        __threadfence_block();
-        pm[4] = clock64();
-        unsigned long long *w = gk_chw[t][pw];
-        for (int j = 0; j < 5; j++)
-            w[j] = pm[j];
-        w[5] = cr.deg;
-        w[6] = ppath | (unsigned long long)tot << 8;
-        w[7] = 1;
-    }
-#endif
-#undef GK_PM
+    GK_PM_END(t, pw, cr.deg, tot);
     return ub;
 }
 

@@ -31,10 +31,7 @@ __device__ __forceinline__ void gk_after_expand(const ft_gk_params &P,
     gk_prof_len(P, t);
     gk_grid_select<FUSE>(P, sm, grid, t);
     GK_MARK(3 + 4 * t);
-#ifdef FT_GK_PROFILE
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-        gk_sub_t = t;
-#endif
+    GK_SUB_STEP(t);
 }
 
 /* The steps of a fused launch (P.fuse: one request, spread): one grid

@@ -214,10 +214,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
             B.pos[atomicAdd(&B.cur[b], 1u)] = (uint16_t)i;
     }
     __syncthreads();
-#ifdef FT_GK_PROFILE
-    if (g == 0 && P.nreq == 1 && threadIdx.x == 0)
-        gk_sub[t * 8 + 1] = clock64();
-#endif
+    GK_SUB_AT(g == 0 && P.nreq == 1 && threadIdx.x == 0, t, 1);
     if (LOCAL) {
         /* Every CTA ranks every key of a bucket that starts below x (it
          * keeps all x beams): a lane a key, in bucket order, so that a
@@ -246,11 +243,7 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
                 gk_local_beam(sm, q, t, i, r, x, c, g, G);
         }
         __syncthreads(); /* the beams, for this CTA's expansion */
-#ifdef FT_GK_PROFILE
-        if (g == 0 && P.nreq == 1 && threadIdx.x == 0)
-            gk_sub[t * 8 + 2] = gk_sub[t * 8 + 3] = gk_sub[t * 8 + 4] =
-                clock64();
-#endif
+        GK_SUB_RANKED(g == 0 && P.nreq == 1 && threadIdx.x == 0, t);
         return;
     }
     /* A warp takes 32 places at a time and ranks the ones this CTA owns
@@ -287,24 +280,13 @@ __device__ void gk_spread_next(const ft_gk_params &P, gk_smem &sm,
         if (own && myr < x)
             gk_spread_beam<false>(sm, q, t, p, myr, x, myc);
     }
-#ifdef FT_GK_PROFILE
-    if (g == 0 && P.nreq == 1 && threadIdx.x == 0)
-        gk_sub[t * 8 + 2] = gk_sub[t * 8 + 3] = gk_sub[t * 8 + 4] =
-            clock64();
-#endif
+    GK_SUB_RANKED(g == 0 && P.nreq == 1 && threadIdx.x == 0, t);
 }
 
 /* Profile builds: CTA 0 (pc) marks the end of step t's next list. */
 __device__ __forceinline__ void gk_mark_next_end(int pc, uint32_t t)
 {
-#ifdef FT_GK_PROFILE
-    __syncthreads();
-    if (pc && threadIdx.x == 0)
-        gk_sub[t * 8 + 5] = clock64();
-#else
-    (void)pc;
-    (void)t;
-#endif
+    GK_SUB_NEXT_END(pc, t);
 }
 
 /* Place i of a list of m read by member g of G of its selecting CTAs in
@@ -440,18 +422,14 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
             gk_gdecide<false>(sm.loc, sm.hist, q, sm.wscan[0]);
         __syncthreads();
     }
-#ifdef FT_GK_PROFILE
-    const int pc = blockIdx.x == 0 && P.nreq == 1 && threadIdx.x == 0;
-    uint32_t npass = 1;
-    if (pc)
-        GK_NSUB(t, 0) = clock64();
-#endif
+    GK_PROF_ONLY(const int pc =
+                     blockIdx.x == 0 && P.nreq == 1 && threadIdx.x == 0;
+                 uint32_t npass = 1;)
+    GK_NSUB_AT(pc, t, 0);
     gk_narrow_passes(
         sm, q, 1u,
         [&](uint64_t prefix, uint64_t pmask, uint32_t sh) {
-#ifdef FT_GK_PROFILE
-            npass++;
-#endif
+            GK_PROF_ONLY(npass++;)
             /* (one shared atomic a key: with a warp's equal digits
              * aggregated by __match_any_sync, as gk_hist_slice does over
              * L2, together with a wider first read and the survivors'
@@ -469,12 +447,7 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
         });
     if (!sm.loc.done && tid == 0)
         atomicOr(&q->steps[0].err, 2u); /* cannot happen */
-#ifdef FT_GK_PROFILE
-    if (pc) {
-        GK_NSUB(t, 1) = clock64();
-        GK_NSUB(t, 3) = npass;
-    }
-#endif
+    GK_NSUB_PASSES(pc, t, npass);
     uint64_t prefix = sm.loc.prefix, pmask = sm.loc.pmask;
     const ft_gk_lists L = gk_lists<FUSE>(P, q, t);
     uint32_t mr = (m + 31u) & ~31u;
@@ -506,10 +479,7 @@ __device__ uint32_t gk_local_narrow(const ft_gk_params &P, gk_smem &sm,
         }
     }
     __syncthreads();
-#ifdef FT_GK_PROFILE
-    if (pc)
-        GK_NSUB(t, 2) = clock64();
-#endif
+    GK_NSUB_AT(pc, t, 2);
     uint32_t s = sm.count;
     return s < FT_GK_SORT_MAX ? s : FT_GK_SORT_MAX;
 }
@@ -526,12 +496,8 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
     const ft_gk_slot &S = q->slot;
     uint32_t tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
     uint32_t lim = term ? q->n : q->B;
-#ifdef FT_GK_PROFILE
-    uint64_t c0 = clock64();
-    int pc = g == 0 && P.nreq == 1;
-    if (pc && !term && threadIdx.x == 0)
-        gk_sub[t * 8 + 0] = c0;
-#endif
+    GK_PROF_ONLY(uint64_t c0 = clock64(); int pc = g == 0 && P.nreq == 1;)
+    GK_SUB_SET(pc && !term && threadIdx.x == 0, t, 0, c0);
     /* The source: the list, or a long list's survivors (P.spread: a
      * short list is within FT_GK_LIST_MAX). */
     gk_src src = gk_list_src<FUSE>(P, sm, q, t, term, lim);
@@ -611,16 +577,9 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
                       : gk_smem_narrow<true>(sm, ns, lim);
     uint32_t x = s < lim ? s : lim;
     if (!term) {
-#ifdef FT_GK_PROFILE
-        if (pc && threadIdx.x == 0)
-            gk_sub[t * 8 + 1] = clock64();
-#endif
+        GK_SUB_AT(pc && threadIdx.x == 0, t, 1);
         uint32_t no = gk_spread_rank(sm, s, g, G, 1);
-#ifdef FT_GK_PROFILE
-        if (pc && threadIdx.x == 0)
-            gk_sub[t * 8 + 2] = gk_sub[t * 8 + 3] = gk_sub[t * 8 + 4] =
-                clock64();
-#endif
+        GK_SUB_RANKED(pc && threadIdx.x == 0, t);
         for (uint32_t o = tid; o < no; o += blockDim.x) {
             uint32_t r = sm.sp.u.r.orank[o];
             if (r < x)
@@ -688,12 +647,7 @@ __device__ void gk_spread_list(const ft_gk_params &P, gk_smem &sm,
             q->out->err = q->steps[0].err;
         }
     }
-#ifdef FT_GK_PROFILE
-    if (pc && threadIdx.x == 0) {
-        gk_sub[t * 8 + 6] = clock64() - c0;
-        gk_sub[t * 8 + 7] = 0;
-    }
-#endif
+    GK_SUB_TERM(pc && threadIdx.x == 0, t, c0);
 }
 
 /* Selection of step t with the lists spread over the grid (P.spread). */

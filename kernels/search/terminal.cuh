@@ -65,9 +65,7 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
                                ft_gk_req *q, uint32_t t)
 {
     const ft_gk_slot &S = q->slot;
-#ifdef FT_GK_PROFILE
-    uint64_t c0 = clock64();
-#endif
+    GK_PROF_ONLY(uint64_t c0 = clock64();)
     uint32_t x = gk_select_list(P, sm, q, t, 1, q->n);
     const ft_gk_hit *prev = (const ft_gk_hit *)S.run[(t & 1u) ^ 1u];
     ft_gk_hit *dst = (ft_gk_hit *)S.run[t & 1u];
@@ -111,12 +109,7 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
     uint32_t nrun = nprev + x < q->n ? nprev + x : q->n;
     if (threadIdx.x == 0)
         q->steps[t].n_run = nrun;
-#ifdef FT_GK_PROFILE
-    if (blockIdx.x == 1 && threadIdx.x == 0) {
-        gk_sub[t * 8 + 6] = clock64() - c0;
-        gk_sub[t * 8 + 7] = 0;
-    }
-#endif
+    GK_SUB_TERM(blockIdx.x == 1 && threadIdx.x == 0, t, c0);
     if (t + 1 < q->T)
         return;
     __syncthreads();
@@ -128,10 +121,7 @@ __device__ void gk_select_term(const ft_gk_params &P, gk_smem &sm,
         head->n = nrun;
         head->err = q->steps[0].err;
     }
-#ifdef FT_GK_PROFILE
-    if (blockIdx.x == 1 && threadIdx.x == 0)
-        gk_sub[t * 8 + 7] = clock64() - c0 - gk_sub[t * 8 + 6];
-#endif
+    GK_SUB_BACKTRACE(blockIdx.x == 1 && threadIdx.x == 0, t, c0);
 }
 
 #endif /* FT_SEARCH_TERMINAL_CUH */
