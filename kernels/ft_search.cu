@@ -45,13 +45,14 @@
 
 #include "search/state.cuh"    /* tunables, shared memory, list shapes */
 #include "search/expand.cuh"   /* phase A: the expansion */
-#include "search/tokens.cuh"   /* token -> k tables, child table and map */
+#include "search/tokens.cuh"   /* token -> k tables */
 #include "search/rounds.cuh"   /* a step in two rounds */
 #include "search/narrow.cuh"   /* radix races and the bitonic sort */
 #include "search/select.cuh"   /* phase B: one CTA a list */
 #include "search/terminal.cuh" /* the terminal merge */
 #include "search/spread.cuh"   /* phase B spread over the grid */
 #include "search/kernel.cuh"   /* the kernels' entry points */
+#include "search/ctab.cuh"     /* child table and map kernels */
 
 /* The host launchers' view of this translation unit (search/entry.h):
  * the instances of the template kernel exist only here, and so do the

@@ -44,7 +44,7 @@ struct gk_entry {
 
 const gk_entry *gk_entry_get(void);
 
-/* The child table's and child map's kernels (search/tokens.cuh). */
+/* The child table's and child map's kernels (search/ctab.cuh). */
 __global__ void gk_ctab_fill(const ft_trie_view V, uint64_t *T);
 __global__ void gk_ctab_check(const ft_trie_view V, const uint64_t *T,
                               unsigned long long *bad);
