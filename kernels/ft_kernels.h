@@ -345,11 +345,11 @@ FT_GK_STATIC_ASSERT(4u * FT_GK_MAX_T + 2u <= FT_GK_PROF_GT,
 
 #ifdef FT_GK_PROFILE
 /* ft_gk_prof_sub copies the selection's finer clock64 marks (profile
- * builds only; ft_search.cu says which). */
+ * builds only; kernels/search/profile.cuh says which). */
 int ft_gk_prof_sub(uint64_t *out, size_t n);
 /* The chain profile of fused launches: zeroed before a launch, taken
  * after it, and at the end handed line by line to emit (the engine logs
- * them; ft_search.cu says what they hold). */
+ * them; kernels/search/profile.cuh says what they hold). */
 int ft_gk_prof_chain_reset(void *stream);
 int ft_gk_prof_chain_take(uint32_t T, uint32_t ne, uint32_t grid);
 void ft_gk_prof_chain_print(int khz, void (*emit)(const char *line));
