@@ -255,10 +255,14 @@ static void test_cli(void)
     FT_CHECK_EQ_U64(cfg.admin_reload, 1);
     FT_PASS(ft_config_validate(&cfg, err, sizeof err));
 
-    /* The flags of serve map onto settings. */
+    /* The flags of serve map onto settings; check-config takes four. */
     int n = 0;
-    for (; ft_config_flags[n].flag != NULL; n++)
-        FT_CHECK(ft_config_find(ft_config_flags[n].setting) != NULL);
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
+        if (ft_config_rows[i].flag) {
+            FT_CHECK(ft_config_find_flag(ft_config_rows[i].flag) ==
+                     &ft_config_rows[i]);
+            n += (ft_config_rows[i].show & FT_CONFIG_SHOW_CHECK) != 0;
+        }
     FT_CHECK_EQ_U64(n, 4);
 
     struct {

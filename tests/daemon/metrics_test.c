@@ -401,7 +401,7 @@ static void case_render(void)
     s.hist[93] = 14;
     s.latency_ns_sum = 1500000000ull;
     s.queue_depth = 3;
-    s.queue_capacity = 8;
+    s.conf[FT_CONFIG_S_QUEUE_DEPTH] = 8;
     s.busy_rejections = 5;
     s.batches = 9;
     s.batch_requests = 42;
