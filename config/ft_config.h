@@ -214,10 +214,11 @@ const ft_config_row *ft_config_find_flag(const char *flag);
  * rewrite (ft_config_take_reloadable) while another thread reads it. */
 #define FT_CONFIG_LIVE(cfg, field) __atomic_load_n(&(cfg)->field, __ATOMIC_RELAXED)
 
-/* ft_config_take_reloadable copies the values (and sources) of the
- * reloadable rows of next into live; scalars are stored atomically, so a
- * reader using FT_CONFIG_LIVE sees each one old or new.  The caller
- * serialises writers and the readers of strings. */
+/* ft_config_take_reloadable copies the values of the reloadable rows of
+ * next (one that passed ft_config_reload_check against live) into live,
+ * and every row's source; scalars are stored atomically, so a reader
+ * using FT_CONFIG_LIVE sees each one old or new.  The caller serialises
+ * writers and the readers of strings. */
 void ft_config_take_reloadable(ft_config *live, const ft_config *next);
 
 /* ft_config_hook_fn applies a hook's settings to the running server: ctx
@@ -282,7 +283,8 @@ int ft_config_reload_check(const ft_config *running, const ft_config *next,
 
 /* ft_config_dump appends one line "name: value (source)" per setting shown
  * in INFO (FT_CONFIG_SHOW_INFO), in table order, source being default,
- * file:LINE or cli; a listener's fields follow as "listeners[i].field: value (source)". */
+ * file:LINE or cli; a listener's fields follow as
+ * "listeners[i].field: value (source)". */
 int ft_config_dump(const ft_config *cfg, ft_buf *out);
 
 /* ft_config_doc appends the table as Markdown (setting, type, default,

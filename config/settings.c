@@ -919,6 +919,17 @@ void ft_config_take_reloadable(ft_config *live, const ft_config *next)
 {
     for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
         const ft_config_row *r = &ft_config_rows[i];
+        /* The other rows keep their values (equal to next's when it passed
+         * ft_config_reload_check) and take next's sources, so that the
+         * dump names the lines of the file now loaded. */
+        live->src[i] = next->src[i];
+        if (r->type == FT_CONFIG_LISTENERS)
+            for (uint32_t l = 0; l < live->n_listeners && l < next->n_listeners;
+                 l++) {
+                memcpy(live->listeners[l].src, next->listeners[l].src,
+                       sizeof live->listeners[l].src);
+                live->listeners[l].at = next->listeners[l].at;
+            }
         if (!r->reloadable)
             continue;
         unsigned char *d = (unsigned char *)live + r->off;
@@ -945,7 +956,6 @@ void ft_config_take_reloadable(ft_config *live, const ft_config *next)
                        sizeof(uint32_t));
             break;
         }
-        live->src[i] = next->src[i];
     }
 }
 
