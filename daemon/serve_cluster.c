@@ -46,34 +46,35 @@ static int sig_stop(void *arg)
     return w->stop;
 }
 
-/* cluster_opts fills the engines every rank runs from the slot options:
+/* cluster_opts fills the cluster's options from the settings and the
+ * engines every rank runs from the slot options:
  * engine = cpu gives CPU ranks, gpu and shards GPU ranks (the first
  * listed device), auto a GPU rank when the device is usable. */
-static void cluster_opts(ft_cluster_opts *co, const server *o)
+static void cluster_opts(ft_cluster_opts *co, const server *srv)
 {
     ft_cluster_opts_init(co);
-    co->rank = o->cfg.cluster_rank;
-    co->world = o->cfg.cluster_world;
-    co->coordinator = o->cfg.cluster_coordinator;
-    co->manifest = o->index;
-    co->join_ms = o->cfg.cluster_join_timeout_ms;
-    co->step_ms = o->cfg.cluster_step_timeout_ms;
+    co->rank = srv->cfg.cluster_rank;
+    co->world = srv->cfg.cluster_world;
+    co->coordinator = srv->cfg.cluster_coordinator;
+    co->manifest = srv->index;
+    co->join_ms = srv->cfg.cluster_join_timeout_ms;
+    co->step_ms = srv->cfg.cluster_step_timeout_ms;
     ft_engine_opts *e = &co->engine;
-    e->device = o->slot.n_devices ? o->slot.devices[0] : 0;
+    e->device = srv->slot.n_devices ? srv->slot.devices[0] : 0;
     uint64_t used, total;
-    if (o->slot.engine == FT_SLOT_CPU)
+    if (srv->slot.engine == FT_SLOT_CPU)
         e->kind = FT_ENGINE_CPU;
-    else if (o->slot.engine == FT_SLOT_GPU || o->slot.spread)
+    else if (srv->slot.engine == FT_SLOT_GPU || srv->slot.spread)
         e->kind = FT_ENGINE_GPU;
     else
         e->kind = ft_gpu_memory(&used, &total, e->device) == FT_OK
                       ? FT_ENGINE_GPU
                       : FT_ENGINE_CPU;
-    e->threads = o->slot.cpu_threads;
-    e->max_batch = o->slot.max_batch;
-    e->max_beam = o->slot.max_beam;
-    e->max_k = o->slot.max_k;
-    e->max_t = o->slot.max_t;
+    e->threads = srv->slot.cpu_threads;
+    e->max_batch = srv->slot.max_batch;
+    e->max_beam = srv->slot.max_beam;
+    e->max_k = srv->slot.max_k;
+    e->max_t = srv->slot.max_t;
 }
 
 /* open_rank opens this rank's shards and joins the cluster. */
