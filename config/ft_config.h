@@ -1,9 +1,12 @@
 /*
  * ft_config.h - the settings of "flashtrie serve": one typed table
  * (ft_config_rows) drives parsing a libconfig file, the command-line
- * overrides, the checks, the generated documentation and the INFO dump,
- * the way valkey's static_configs[] does.  Public to daemon/ only: nothing
- * below daemon/ reads a configuration file.
+ * overrides and serve's flags, the checks, the generated documentation,
+ * INFO's config section and the config gauges of /metrics, and each row
+ * names the apply hook its value needs, the way valkey's static_configs[]
+ * does.  Adding a setting is one row (settings.c) and one paragraph in
+ * flashtrie.conf.example (docs/config.md, "Adding a setting").  Public to
+ * daemon/ only: nothing below daemon/ reads a configuration file.
  *
  * The life of a configuration:
  *
@@ -111,8 +114,10 @@ enum {
     FT_CONFIG_NSETTINGS
 };
 
-/* ft_config is the typed result the daemon reads.  Strings are never NULL
- * (an unset string is ""). */
+/* ft_config is the typed result the daemon reads, and the daemon's live
+ * settings: the server reads each value here (reloadable scalars with
+ * FT_CONFIG_LIVE), nowhere else.  Strings are never NULL (an unset string
+ * is ""). */
 typedef struct ft_config {
     char index_path[FT_CONFIG_PATH_MAX];
     ft_config_listener listeners[FT_CONFIG_MAX_LISTENERS];
@@ -150,7 +155,26 @@ typedef enum ft_config_type {
     FT_CONFIG_LISTENERS  /* list of listener groups */
 } ft_config_type;
 
-/* ft_config_row is one setting of the table. */
+/* ft_config_hook names what a setting's new value must do to the running
+ * server beyond being read (reopen the log, resize the batch window).  The
+ * daemon supplies one function per hook (ft_config_hook_fn); several rows
+ * may share one, which then runs once. */
+typedef enum ft_config_hook {
+    FT_CONFIG_HOOK_NONE = 0,     /* the server reads the value where it uses it */
+    FT_CONFIG_HOOK_BATCH_WINDOW, /* max_batch, max_wait_us: the batcher's window */
+    FT_CONFIG_HOOK_LOG_LEVEL,    /* log_level */
+    FT_CONFIG_HOOK_LOG_FILE,     /* log_file: (re)open the log */
+    FT_CONFIG_NHOOKS
+} ft_config_hook;
+
+/* What a row is shown in or taken by, besides files and serve's flag. */
+enum {
+    FT_CONFIG_SHOW_INFO = 1,   /* INFO's "# config" and check-config's listing */
+    FT_CONFIG_SHOW_CHECK = 2   /* check-config takes its flag too */
+};
+
+/* ft_config_row is one setting of the table: everything that reads,
+ * writes, shows or applies a setting goes through its row. */
 typedef struct ft_config_row {
     const char *name;            /* dotted path: "caps.max_beam" */
     ft_config_type type;
@@ -160,10 +184,17 @@ typedef struct ft_config_row {
     int reloadable;              /* takes effect on SIGHUP / RELOAD */
     int must_exist;              /* STRING naming a file that must exist */
     int url;                     /* STRING: kind of URL checked (settings.c) */
-    size_t off, size;            /* where the value lives in its struct */
+    size_t off, size;            /* where the value lives in ft_config */
     size_t count_off;            /* INT_LIST, LISTENERS: the count field */
     size_t max_count;            /* INT_LIST, LISTENERS: capacity */
     const char *doc;             /* one line */
+    const char *flag;            /* serve's --FLAG (no dashes); NULL: none */
+    const char *flag_arg;        /* its argument in serve --help ("N");
+                                    NULL: a bool switch that sets true */
+    unsigned show;               /* FT_CONFIG_SHOW_* bits */
+    const char *gauge;           /* /metrics config gauge; NULL: none */
+    const char *gauge_help;      /* its # HELP text */
+    int hook;                    /* ft_config_hook, run on start and reload */
 } ft_config_row;
 
 /* ft_config_rows is the settings table; ft_config_listener_rows the fields
@@ -175,13 +206,40 @@ extern const ft_config_row ft_config_listener_rows[FT_CONFIG_L_NFIELDS];
  * names a listener field), or NULL. */
 const ft_config_row *ft_config_find(const char *name);
 
-/* ft_config_flag maps a command-line flag of serve (and check-config) to
- * the setting it overrides; ft_config_flags ends with a NULL flag. */
-typedef struct ft_config_flag {
-    const char *flag;    /* without dashes: "index" for --index */
-    const char *setting; /* row name */
-} ft_config_flag;
-extern const ft_config_flag ft_config_flags[];
+/* ft_config_find_flag returns the row whose serve flag is flag (without
+ * dashes), or NULL. */
+const ft_config_row *ft_config_find_flag(const char *flag);
+
+/* FT_CONFIG_LIVE reads a scalar of the live settings that a reload may
+ * rewrite (ft_config_take_reloadable) while another thread reads it. */
+#define FT_CONFIG_LIVE(cfg, field) __atomic_load_n(&(cfg)->field, __ATOMIC_RELAXED)
+
+/* ft_config_take_reloadable copies the values of the reloadable rows of
+ * next (one that passed ft_config_reload_check against live) into live,
+ * and every row's source; scalars are stored atomically, so a reader
+ * using FT_CONFIG_LIVE sees each one old or new.  The caller serialises
+ * writers and the readers of strings. */
+void ft_config_take_reloadable(ft_config *live, const ft_config *next);
+
+/* ft_config_hook_fn applies a hook's settings to the running server: ctx
+ * is the caller's, live the settings now in force, old those before a
+ * reload (NULL on start).  A failure on start stops the server (err says
+ * why); on a reload the hook logs it and may put the old value back. */
+typedef int (*ft_config_hook_fn)(void *ctx, ft_config *live,
+                                 const ft_config *old, char *err,
+                                 size_t errlen);
+
+/* ft_config_run_hooks runs, in table order and once each, the hooks of the
+ * rows (of the reloadable rows when old is not NULL); hooks[h] may be NULL.
+ * Stops at the first failure and returns it. */
+int ft_config_run_hooks(ft_config *live, const ft_config *old,
+                        const ft_config_hook_fn hooks[FT_CONFIG_NHOOKS],
+                        void *ctx, char *err, size_t errlen);
+
+/* ft_config_number is the value of an INT, BOOL or ENUM row of cfg as a
+ * number (a bool 0 or 1, an enum its index), read as FT_CONFIG_LIVE does;
+ * 0 for other types. */
+uint64_t ft_config_number(const ft_config_row *row, const ft_config *cfg);
 
 /* ft_config_init sets every setting to its default, source "default". */
 void ft_config_init(ft_config *cfg);
@@ -223,9 +281,10 @@ int ft_config_check_files(const ft_config *cfg, char *errbuf, size_t errlen);
 int ft_config_reload_check(const ft_config *running, const ft_config *next,
                            char *errbuf, size_t errlen);
 
-/* ft_config_dump appends one line "name: value (source)" per setting, in
- * table order, source being default, file:LINE or cli; a listener's
- * fields follow as "listeners[i].field: value (source)". */
+/* ft_config_dump appends one line "name: value (source)" per setting shown
+ * in INFO (FT_CONFIG_SHOW_INFO), in table order, source being default,
+ * file:LINE or cli; a listener's fields follow as
+ * "listeners[i].field: value (source)". */
 int ft_config_dump(const ft_config *cfg, ft_buf *out);
 
 /* ft_config_doc appends the table as Markdown (setting, type, default,

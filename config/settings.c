@@ -22,109 +22,164 @@ static const char *const engine_choices[] = {"auto", "cpu", "gpu", "shards",
 static const char *const log_choices[] = {"error", "warn", "info", "debug",
                                           NULL};
 
-#define CF(f) offsetof(ft_config, f), sizeof(((ft_config *)0)->f)
-#define LF(f) offsetof(ft_config_listener, f), sizeof(((ft_config_listener *)0)->f)
+/* AT(f) says where a row's value lives in ft_config, STRMAX(f) the longest
+ * string it holds; SHOWN rows appear in INFO and check-config's listing. */
+#define AT(f) .off = offsetof(ft_config, f), .size = sizeof(((ft_config *)0)->f)
+#define STRMAX(f) .max = sizeof(((ft_config *)0)->f) - 1
+#define LAT(f)                                                                \
+    .off = offsetof(ft_config_listener, f),                                   \
+    .size = sizeof(((ft_config_listener *)0)->f)
+#define LSTRMAX(f) .max = sizeof(((ft_config_listener *)0)->f) - 1
+#define SHOWN FT_CONFIG_SHOW_INFO
 
-/* INT(name, field, lo, hi, default, reload, doc) and friends build one row. */
-#define INT(n, f, lo, hi, d, rl, doc)                                         \
-    {n, FT_CONFIG_INT, lo, hi, d, NULL, rl, 0, 0, CF(f), 0, 0, doc}
-#define BOOL(n, f, d, rl, doc)                                                \
-    {n, FT_CONFIG_BOOL, 0, 1, d, NULL, rl, 0, 0, CF(f), 0, 0, doc}
-#define STR(n, f, d, rl, exist, url, doc)                                     \
-    {n, FT_CONFIG_STRING, 0, sizeof(((ft_config *)0)->f) - 1, d, NULL, rl,   \
-     exist, url, CF(f), 0, 0, doc}
-#define ENUM(n, f, ch, d, rl, doc)                                            \
-    {n, FT_CONFIG_ENUM, 0, 0, d, ch, rl, 0, 0, CF(f), 0, 0, doc}
-
+/* One row per setting, in the order of FT_CONFIG_S_*: its name, type,
+ * bounds or choices, default, whether it reloads, where it lives, serve's
+ * flag (and whether check-config takes it), whether INFO shows it, its
+ * config gauge on /metrics, its apply hook and its one-line description.
+ * Each also has its paragraph in flashtrie.conf.example (config_test
+ * checks both). */
 const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
-    [FT_CONFIG_S_INDEX] = STR("index", index_path, "", 1, 1, FTI_URL_NONE,
-        "path of the index file to serve; required (here or --index); a reload reopens it"),
-    [FT_CONFIG_S_LISTENERS] = {"listeners", FT_CONFIG_LISTENERS, 1,
-        FT_CONFIG_MAX_LISTENERS, "tcp://127.0.0.1:7710", NULL, 0, 0, 0,
-        CF(listeners), offsetof(ft_config, n_listeners), FT_CONFIG_MAX_LISTENERS,
-        "the nng addresses the server listens on (list of groups, see listeners[] rows)"},
-    [FT_CONFIG_S_ENGINE] = ENUM("engine", engine, engine_choices, "auto", 0,
-        "auto: GPU when one is usable, else CPU; cpu; gpu; shards: the index split over devices"),
-    [FT_CONFIG_S_DEVICES] = {"devices", FT_CONFIG_INT_LIST, 0, 255, "0", NULL,
-        0, 0, 0, CF(devices), offsetof(ft_config, n_devices),
-        FT_CONFIG_MAX_DEVICES, "GPU ordinals the GPU and shards engines use"},
-    [FT_CONFIG_S_REPLICAS] = INT("replicas", replicas, 1, 64, "1", 0,
-        "engines per device group, for throughput"),
-    [FT_CONFIG_S_CPU_THREADS] = INT("cpu_threads", cpu_threads, 0, 4096, "0", 0,
-        "CPU engine worker threads; 0 = one per core"),
-    [FT_CONFIG_S_MAX_BATCH] = INT("max_batch", max_batch, 1, 64, "32", 1,
-        "most requests the batcher hands an engine at once"),
-    [FT_CONFIG_S_MAX_WAIT_US] = INT("max_wait_us", max_wait_us, 0, 1000000,
-        "200", 1, "longest a request waits for its batch to fill, in microseconds"),
-    [FT_CONFIG_S_QUEUE_DEPTH] = INT("queue_depth", queue_depth, 1, 1000000,
-        "1024", 0, "requests queued before the server answers BUSY"),
-    [FT_CONFIG_S_MAX_MESSAGE_BYTES] = INT("max_message_bytes",
-        max_message_bytes, 1024, 4294967295LL, "67108864", 0,
-        "largest request message accepted, in bytes (larger ones are refused)"),
-    [FT_CONFIG_S_MAX_BEAM] = INT("caps.max_beam", max_beam, 1, 4096, "4096", 1,
-        "largest beam a request may ask for"),
-    [FT_CONFIG_S_MAX_K] = INT("caps.max_k", max_k, 1, 4096, "4096", 1,
-        "largest K (proposals per position) a request may carry"),
-    [FT_CONFIG_S_MAX_T] = INT("caps.max_t", max_t, 1, 64, "64", 1,
-        "largest T (positions) a request may carry"),
-    [FT_CONFIG_S_MAX_RESULTS] = INT("caps.max_results", max_results, 1, 4096,
-        "4096", 1, "most results a request may ask for"),
-    [FT_CONFIG_S_DEFAULT_DEADLINE_MS] = INT("default_deadline_ms",
-        default_deadline_ms, 0, 86400000, "0", 1,
-        "deadline of a request that sets none, in milliseconds; 0 = none"),
-    [FT_CONFIG_S_DRAIN_TIMEOUT_MS] = INT("drain_timeout_ms", drain_timeout_ms,
-        0, 3600000, "10000", 1,
-        "on shutdown, how long queued requests may still run, in milliseconds"),
-    [FT_CONFIG_S_ADMIN_RELOAD] = BOOL("admin_reload", admin_reload, "false", 1,
-        "allow RELOAD over the wire, on admin listeners only"),
-    [FT_CONFIG_S_LOG_LEVEL] = ENUM("log_level", log_level, log_choices, "info",
-        1, "least severe message logged"),
-    [FT_CONFIG_S_LOG_FILE] = STR("log_file", log_file, "", 1, 0, FTI_URL_NONE,
-        "file the log is appended to; empty = stderr; reopened on reload (log rotation)"),
-    [FT_CONFIG_S_METRICS] = STR("metrics", metrics, "", 0, 0, FTI_URL_HTTP,
-        "http:// address serving /metrics and /healthz; empty = off"),
-    [FT_CONFIG_S_CLUSTER_RANK] = INT("cluster.rank", cluster_rank, 0, 65535,
-        "0", 0, "this process's rank in a multi-process shard group"),
-    [FT_CONFIG_S_CLUSTER_WORLD] = INT("cluster.world", cluster_world, 1, 65536,
-        "1", 0, "number of processes in the shard group; 1 = no cluster"),
-    [FT_CONFIG_S_CLUSTER_COORDINATOR] = STR("cluster.coordinator",
-        cluster_coordinator, "", 0, 0, FTI_URL_NNG,
-        "nng address of rank 0's bootstrap listener; required when world > 1"),
-    [FT_CONFIG_S_CLUSTER_JOIN_TIMEOUT_MS] = INT("cluster.join_timeout_ms",
-        cluster_join_timeout_ms, 100, 86400000, "60000", 0,
-        "at start, how long rank 0 waits for every rank to register (and a rank for its session), in milliseconds"),
-    [FT_CONFIG_S_CLUSTER_STEP_TIMEOUT_MS] = INT("cluster.step_timeout_ms",
-        cluster_step_timeout_ms, 10, 600000, "10000", 0,
-        "how long a rank waits for one message of a running batch before the rank that owes it is down, in milliseconds"),
+    [FT_CONFIG_S_INDEX] = {.name = "index", .type = FT_CONFIG_STRING,
+        STRMAX(index_path), .def = "", .reloadable = 1, .must_exist = 1,
+        AT(index_path), .flag = "index", .flag_arg = "PATH",
+        .show = SHOWN | FT_CONFIG_SHOW_CHECK,
+        .doc = "path of the index file to serve; required (here or --index); a reload reopens it"},
+    [FT_CONFIG_S_LISTENERS] = {.name = "listeners", .type = FT_CONFIG_LISTENERS,
+        .min = 1, .max = FT_CONFIG_MAX_LISTENERS, .def = "tcp://127.0.0.1:7710",
+        AT(listeners), .count_off = offsetof(ft_config, n_listeners),
+        .max_count = FT_CONFIG_MAX_LISTENERS, .flag = "listen",
+        .flag_arg = "URL", .show = SHOWN | FT_CONFIG_SHOW_CHECK,
+        .doc = "the nng addresses the server listens on (list of groups, see listeners[] rows)"},
+    [FT_CONFIG_S_ENGINE] = {.name = "engine", .type = FT_CONFIG_ENUM,
+        .def = "auto", .choices = engine_choices, AT(engine), .flag = "engine",
+        .flag_arg = "auto|cpu|gpu", .show = SHOWN | FT_CONFIG_SHOW_CHECK,
+        .doc = "auto: GPU when one is usable, else CPU; cpu; gpu; shards: the index split over devices"},
+    [FT_CONFIG_S_DEVICES] = {.name = "devices", .type = FT_CONFIG_INT_LIST,
+        .min = 0, .max = 255, .def = "0", AT(devices),
+        .count_off = offsetof(ft_config, n_devices),
+        .max_count = FT_CONFIG_MAX_DEVICES, .flag = "devices",
+        .flag_arg = "0,1,..", .show = SHOWN,
+        .doc = "GPU ordinals the GPU and shards engines use"},
+    [FT_CONFIG_S_REPLICAS] = {.name = "replicas", .type = FT_CONFIG_INT,
+        .min = 1, .max = 64, .def = "1", AT(replicas), .flag = "replicas",
+        .flag_arg = "N", .show = SHOWN,
+        .doc = "engines per device group, for throughput"},
+    [FT_CONFIG_S_CPU_THREADS] = {.name = "cpu_threads", .type = FT_CONFIG_INT,
+        .min = 0, .max = 4096, .def = "0", AT(cpu_threads), .flag = "threads",
+        .flag_arg = "N", .show = SHOWN,
+        .doc = "CPU engine worker threads; 0 = one per core"},
+    [FT_CONFIG_S_MAX_BATCH] = {.name = "max_batch", .type = FT_CONFIG_INT,
+        .min = 1, .max = 64, .def = "32", .reloadable = 1, AT(max_batch),
+        .flag = "max-batch", .flag_arg = "N", .show = SHOWN,
+        .hook = FT_CONFIG_HOOK_BATCH_WINDOW,
+        .doc = "most requests the batcher hands an engine at once"},
+    [FT_CONFIG_S_MAX_WAIT_US] = {.name = "max_wait_us", .type = FT_CONFIG_INT,
+        .min = 0, .max = 1000000, .def = "200", .reloadable = 1,
+        AT(max_wait_us), .flag = "max-wait-us", .flag_arg = "N", .show = SHOWN,
+        .hook = FT_CONFIG_HOOK_BATCH_WINDOW,
+        .doc = "longest a request waits for its batch to fill, in microseconds"},
+    [FT_CONFIG_S_QUEUE_DEPTH] = {.name = "queue_depth", .type = FT_CONFIG_INT,
+        .min = 1, .max = 1000000, .def = "1024", AT(queue_depth),
+        .flag = "queue-depth", .flag_arg = "N", .show = SHOWN,
+        .gauge = "flashtrie_queue_capacity",
+        .gauge_help = "Requests the queue holds before the server answers BUSY (queue_depth).",
+        .doc = "requests queued before the server answers BUSY"},
+    [FT_CONFIG_S_MAX_MESSAGE_BYTES] = {.name = "max_message_bytes",
+        .type = FT_CONFIG_INT, .min = 1024, .max = 4294967295LL,
+        .def = "67108864", AT(max_message_bytes), .flag = "max-message-bytes",
+        .flag_arg = "N", .show = SHOWN,
+        .doc = "largest request message accepted, in bytes (larger ones are refused)"},
+    [FT_CONFIG_S_MAX_BEAM] = {.name = "caps.max_beam", .type = FT_CONFIG_INT,
+        .min = 1, .max = 4096, .def = "4096", .reloadable = 1, AT(max_beam),
+        .flag = "max-beam", .flag_arg = "N", .show = SHOWN,
+        .doc = "largest beam a request may ask for"},
+    [FT_CONFIG_S_MAX_K] = {.name = "caps.max_k", .type = FT_CONFIG_INT,
+        .min = 1, .max = 4096, .def = "4096", .reloadable = 1, AT(max_k),
+        .show = SHOWN,
+        .doc = "largest K (proposals per position) a request may carry"},
+    [FT_CONFIG_S_MAX_T] = {.name = "caps.max_t", .type = FT_CONFIG_INT,
+        .min = 1, .max = 64, .def = "64", .reloadable = 1, AT(max_t),
+        .show = SHOWN,
+        .doc = "largest T (positions) a request may carry"},
+    [FT_CONFIG_S_MAX_RESULTS] = {.name = "caps.max_results",
+        .type = FT_CONFIG_INT, .min = 1, .max = 4096, .def = "4096",
+        .reloadable = 1, AT(max_results), .show = SHOWN,
+        .doc = "most results a request may ask for"},
+    [FT_CONFIG_S_DEFAULT_DEADLINE_MS] = {.name = "default_deadline_ms",
+        .type = FT_CONFIG_INT, .min = 0, .max = 86400000, .def = "0",
+        .reloadable = 1, AT(default_deadline_ms), .flag = "deadline-ms",
+        .flag_arg = "N", .show = SHOWN,
+        .doc = "deadline of a request that sets none, in milliseconds; 0 = none"},
+    [FT_CONFIG_S_DRAIN_TIMEOUT_MS] = {.name = "drain_timeout_ms",
+        .type = FT_CONFIG_INT, .min = 0, .max = 3600000, .def = "10000",
+        .reloadable = 1, AT(drain_timeout_ms), .flag = "drain-timeout-ms",
+        .flag_arg = "N", .show = SHOWN,
+        .doc = "on shutdown, how long queued requests may still run, in milliseconds"},
+    [FT_CONFIG_S_ADMIN_RELOAD] = {.name = "admin_reload", .type = FT_CONFIG_BOOL,
+        .max = 1, .def = "false", .reloadable = 1, AT(admin_reload),
+        .flag = "admin-reload", .show = SHOWN,
+        .doc = "allow RELOAD over the wire, on admin listeners only"},
+    [FT_CONFIG_S_LOG_LEVEL] = {.name = "log_level", .type = FT_CONFIG_ENUM,
+        .def = "info", .choices = log_choices, .reloadable = 1, AT(log_level),
+        .flag = "log-level", .flag_arg = "L", .show = SHOWN,
+        .hook = FT_CONFIG_HOOK_LOG_LEVEL,
+        .doc = "least severe message logged"},
+    [FT_CONFIG_S_LOG_FILE] = {.name = "log_file", .type = FT_CONFIG_STRING,
+        STRMAX(log_file), .def = "", .reloadable = 1, AT(log_file),
+        .flag = "log-file", .flag_arg = "F", .show = SHOWN,
+        .hook = FT_CONFIG_HOOK_LOG_FILE,
+        .doc = "file the log is appended to; empty = stderr; reopened on reload (log rotation)"},
+    [FT_CONFIG_S_METRICS] = {.name = "metrics", .type = FT_CONFIG_STRING,
+        STRMAX(metrics), .def = "", .url = FTI_URL_HTTP, AT(metrics),
+        .flag = "metrics", .flag_arg = "URL",
+        .show = SHOWN | FT_CONFIG_SHOW_CHECK,
+        .doc = "http:// address serving /metrics and /healthz; empty = off"},
+    [FT_CONFIG_S_CLUSTER_RANK] = {.name = "cluster.rank", .type = FT_CONFIG_INT,
+        .min = 0, .max = 65535, .def = "0", AT(cluster_rank), .show = SHOWN,
+        .doc = "this process's rank in a multi-process shard group"},
+    [FT_CONFIG_S_CLUSTER_WORLD] = {.name = "cluster.world",
+        .type = FT_CONFIG_INT, .min = 1, .max = 65536, .def = "1",
+        AT(cluster_world), .show = SHOWN,
+        .doc = "number of processes in the shard group; 1 = no cluster"},
+    [FT_CONFIG_S_CLUSTER_COORDINATOR] = {.name = "cluster.coordinator",
+        .type = FT_CONFIG_STRING, STRMAX(cluster_coordinator), .def = "",
+        .url = FTI_URL_NNG, AT(cluster_coordinator), .show = SHOWN,
+        .doc = "nng address of rank 0's bootstrap listener; required when world > 1"},
+    [FT_CONFIG_S_CLUSTER_JOIN_TIMEOUT_MS] = {.name = "cluster.join_timeout_ms",
+        .type = FT_CONFIG_INT, .min = 100, .max = 86400000, .def = "60000",
+        AT(cluster_join_timeout_ms), .show = SHOWN,
+        .doc = "at start, how long rank 0 waits for every rank to register (and a rank for its session), in milliseconds"},
+    [FT_CONFIG_S_CLUSTER_STEP_TIMEOUT_MS] = {.name = "cluster.step_timeout_ms",
+        .type = FT_CONFIG_INT, .min = 10, .max = 600000, .def = "10000",
+        AT(cluster_step_timeout_ms), .show = SHOWN,
+        .doc = "how long a rank waits for one message of a running batch before the rank that owes it is down, in milliseconds"},
 };
 
-#define LSTR(n, f, exist, url, doc)                                           \
-    {n, FT_CONFIG_STRING, 0, sizeof(((ft_config_listener *)0)->f) - 1, "",    \
-     NULL, 0, exist, url, LF(f), 0, 0, doc}
-#define LBOOL(n, f, doc)                                                      \
-    {n, FT_CONFIG_BOOL, 0, 1, "false", NULL, 0, 0, 0, LF(f), 0, 0, doc}
-
+/* The fields of one listeners element: not settings of their own (no
+ * flag, gauge or hook), shown in INFO with their listener. */
 const ft_config_row ft_config_listener_rows[FT_CONFIG_L_NFIELDS] = {
-    [FT_CONFIG_L_URL] = LSTR("url", url, 0, FTI_URL_NNG,
-        "tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH; required"),
-    [FT_CONFIG_L_ADMIN] = LBOOL("admin", admin,
-        "admin commands (RELOAD) are accepted on this listener"),
-    [FT_CONFIG_L_TLS_CERT] = LSTR("tls.cert", tls_cert, 1, FTI_URL_NONE,
-        "PEM certificate (chain) of the server; required for tls+tcp://"),
-    [FT_CONFIG_L_TLS_KEY] = LSTR("tls.key", tls_key, 1, FTI_URL_NONE,
-        "PEM private key of tls.cert; required for tls+tcp://"),
-    [FT_CONFIG_L_TLS_CA] = LSTR("tls.ca", tls_ca, 1, FTI_URL_NONE,
-        "PEM CA bundle client certificates are checked against"),
-    [FT_CONFIG_L_TLS_VERIFY] = LBOOL("tls.verify_client", tls_verify,
-        "require and verify a client certificate (needs tls.ca)"),
-};
-
-const ft_config_flag ft_config_flags[] = {
-    {"index", "index"},
-    {"listen", "listeners"},
-    {"engine", "engine"},
-    {"metrics", "metrics"},
-    {NULL, NULL},
+    [FT_CONFIG_L_URL] = {.name = "url", .type = FT_CONFIG_STRING, LSTRMAX(url),
+        .def = "", .url = FTI_URL_NNG, LAT(url), .show = SHOWN,
+        .doc = "tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH; required"},
+    [FT_CONFIG_L_ADMIN] = {.name = "admin", .type = FT_CONFIG_BOOL, .max = 1,
+        .def = "false", LAT(admin), .show = SHOWN,
+        .doc = "admin commands (RELOAD) are accepted on this listener"},
+    [FT_CONFIG_L_TLS_CERT] = {.name = "tls.cert", .type = FT_CONFIG_STRING,
+        LSTRMAX(tls_cert), .def = "", .must_exist = 1, LAT(tls_cert),
+        .show = SHOWN,
+        .doc = "PEM certificate (chain) of the server; required for tls+tcp://"},
+    [FT_CONFIG_L_TLS_KEY] = {.name = "tls.key", .type = FT_CONFIG_STRING,
+        LSTRMAX(tls_key), .def = "", .must_exist = 1, LAT(tls_key),
+        .show = SHOWN,
+        .doc = "PEM private key of tls.cert; required for tls+tcp://"},
+    [FT_CONFIG_L_TLS_CA] = {.name = "tls.ca", .type = FT_CONFIG_STRING,
+        LSTRMAX(tls_ca), .def = "", .must_exist = 1, LAT(tls_ca),
+        .show = SHOWN,
+        .doc = "PEM CA bundle client certificates are checked against"},
+    [FT_CONFIG_L_TLS_VERIFY] = {.name = "tls.verify_client",
+        .type = FT_CONFIG_BOOL, .max = 1, .def = "false", LAT(tls_verify),
+        .show = SHOWN,
+        .doc = "require and verify a client certificate (needs tls.ca)"},
 };
 
 void fti_cfg_errf(char *buf, size_t len, const char *fmt, ...)
@@ -518,6 +573,14 @@ const ft_config_row *ft_config_find(const char *name)
     return NULL;
 }
 
+const ft_config_row *ft_config_find_flag(const char *flag)
+{
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
+        if (ft_config_rows[i].flag && strcmp(flag, ft_config_rows[i].flag) == 0)
+            return &ft_config_rows[i];
+    return NULL;
+}
+
 int ft_config_set(ft_config *cfg, const char *name, const char *value,
                   ft_config_source src, char *errbuf, size_t errlen)
 {
@@ -594,6 +657,8 @@ int ft_config_dump(const ft_config *cfg, ft_buf *out)
 {
     for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
         const ft_config_row *r = &ft_config_rows[i];
+        if (!(r->show & FT_CONFIG_SHOW_INFO))
+            continue;
         if (dump_line(out, r->name, r, cfg, cfg->src[i]))
             return FT_ENOMEM;
         if (r->type != FT_CONFIG_LISTENERS)
@@ -601,6 +666,8 @@ int ft_config_dump(const ft_config *cfg, ft_buf *out)
         for (uint32_t l = 0; l < cfg->n_listeners; l++)
             for (int f = 0; f < FT_CONFIG_L_NFIELDS; f++) {
                 char name[64];
+                if (!(ft_config_listener_rows[f].show & FT_CONFIG_SHOW_INFO))
+                    continue;
                 snprintf(name, sizeof name, "listeners[%u].%s", l,
                          ft_config_listener_rows[f].name);
                 if (dump_line(out, name, &ft_config_listener_rows[f],
@@ -829,4 +896,84 @@ int ft_config_reload_check(const ft_config *running, const ft_config *next,
     ft_buf_free(&a);
     ft_buf_free(&b);
     return rc;
+}
+
+/* ---- the live settings ---- */
+
+uint64_t ft_config_number(const ft_config_row *r, const ft_config *cfg)
+{
+    const unsigned char *p = (const unsigned char *)cfg + r->off;
+    switch (r->type) {
+    case FT_CONFIG_INT:
+        if (r->size == sizeof(uint64_t))
+            return __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+        return __atomic_load_n((const uint32_t *)p, __ATOMIC_RELAXED);
+    case FT_CONFIG_BOOL:
+    case FT_CONFIG_ENUM:
+        return (uint64_t)__atomic_load_n((const int *)p, __ATOMIC_RELAXED);
+    default: return 0;
+    }
+}
+
+void ft_config_take_reloadable(ft_config *live, const ft_config *next)
+{
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const ft_config_row *r = &ft_config_rows[i];
+        /* The other rows keep their values (equal to next's when it passed
+         * ft_config_reload_check) and take next's sources, so that the
+         * dump names the lines of the file now loaded. */
+        live->src[i] = next->src[i];
+        if (r->type == FT_CONFIG_LISTENERS)
+            for (uint32_t l = 0; l < live->n_listeners && l < next->n_listeners;
+                 l++) {
+                memcpy(live->listeners[l].src, next->listeners[l].src,
+                       sizeof live->listeners[l].src);
+                live->listeners[l].at = next->listeners[l].at;
+            }
+        if (!r->reloadable)
+            continue;
+        unsigned char *d = (unsigned char *)live + r->off;
+        const unsigned char *s = (const unsigned char *)next + r->off;
+        switch (r->type) {
+        case FT_CONFIG_INT:
+            if (r->size == sizeof(uint64_t))
+                __atomic_store_n((uint64_t *)d, *(const uint64_t *)s,
+                                 __ATOMIC_RELAXED);
+            else
+                __atomic_store_n((uint32_t *)d, *(const uint32_t *)s,
+                                 __ATOMIC_RELAXED);
+            break;
+        case FT_CONFIG_BOOL:
+        case FT_CONFIG_ENUM:
+            __atomic_store_n((int *)d, *(const int *)s, __ATOMIC_RELAXED);
+            break;
+        default:
+            /* Strings and lists: the caller keeps their readers out. */
+            memcpy(d, s, r->size);
+            if (r->count_off)
+                memcpy((unsigned char *)live + r->count_off,
+                       (const unsigned char *)next + r->count_off,
+                       sizeof(uint32_t));
+            break;
+        }
+    }
+}
+
+int ft_config_run_hooks(ft_config *live, const ft_config *old,
+                        const ft_config_hook_fn hooks[FT_CONFIG_NHOOKS],
+                        void *ctx, char *err, size_t errlen)
+{
+    int done[FT_CONFIG_NHOOKS] = {0};
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const ft_config_row *r = &ft_config_rows[i];
+        int h = r->hook;
+        if (h <= FT_CONFIG_HOOK_NONE || h >= FT_CONFIG_NHOOKS || done[h] ||
+            hooks[h] == NULL || (old != NULL && !r->reloadable))
+            continue;
+        done[h] = 1;
+        int rc = hooks[h](ctx, live, old, err, errlen);
+        if (rc != FT_OK)
+            return rc;
+    }
+    return FT_OK;
 }

@@ -33,15 +33,20 @@ static int print_buf(FILE *f, const ft_buf *b)
 int cmd_check_config(int argc, char **argv)
 {
     enum { OPT_NO_FILES = 1000, OPT_DOC, OPT_FLAG };
-    static const struct option opts[] = {
+    /* The override flags are the table's rows marked for check-config. */
+    struct option opts[FT_CONFIG_NSETTINGS + 4] = {
         {"no-files", no_argument, 0, OPT_NO_FILES},
         {"doc", no_argument, 0, OPT_DOC},
-        {"index", required_argument, 0, OPT_FLAG},
-        {"listen", required_argument, 0, OPT_FLAG},
-        {"engine", required_argument, 0, OPT_FLAG},
-        {"metrics", required_argument, 0, OPT_FLAG},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'}};
+    int nopt = 3;
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
+        if (ft_config_rows[i].flag &&
+            (ft_config_rows[i].show & FT_CONFIG_SHOW_CHECK))
+            opts[nopt++] = (struct option){
+                ft_config_rows[i].flag,
+                ft_config_rows[i].flag_arg ? required_argument : no_argument,
+                0, OPT_FLAG};
+    opts[nopt] = (struct option){0, 0, 0, 0};
     /* Overrides are applied after the file, in the order given. */
     const char *set_name[16], *set_value[16], *set_flag[16];
     int nset = 0, no_files = 0, doc = 0, c, li;
@@ -56,11 +61,9 @@ int cmd_check_config(int argc, char **argv)
                 fprintf(stderr, "flashtrie check-config: too many overrides\n");
                 return 2;
             }
-            for (int i = 0; ft_config_flags[i].flag != NULL; i++)
-                if (!strcmp(opts[li].name, ft_config_flags[i].flag))
-                    set_name[nset] = ft_config_flags[i].setting;
+            set_name[nset] = ft_config_find_flag(opts[li].name)->name;
             set_flag[nset] = opts[li].name;
-            set_value[nset++] = optarg;
+            set_value[nset++] = optarg ? optarg : "true";
             break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;

@@ -6,6 +6,11 @@
  * SIGHUP reloads the index, SIGTERM and SIGINT drain and exit.  nng's
  * threads receive and reply (serve_ctx.c), the batcher and one worker per
  * replica run the searches (router/batcher.c).
+ *
+ * The settings are the table's (config/settings.c): its rows give serve
+ * its flags, and the server reads the one live ft_config (srv->cfg) that
+ * the file and the flags fill; what a new value must do to the running
+ * server is an apply hook here (hooks[]), run on start and on reload.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,19 +32,19 @@
 
 #include "serve.h"
 #include "serve_cluster.h"
+#include "serve_ctx.h"
 #include "serve_metrics.h"
+#include "serve_priv.h"
 
+/* The flags of serve that are no settings: they shape the listeners given
+ * by flags, or the server itself (contexts, checksums; the test hooks are
+ * left out of the usage). */
+static const char *const own_flags[] = {
+    "[--admin-listen URL]...",
+    "[--tls-cert F --tls-key F [--tls-ca F] [--tls-verify]]",
+    "[--contexts N]", "[--no-verify]"};
 
-static const char *usage_text =
-    "usage: flashtrie serve --config FILE\n"
-    "       flashtrie serve --index PATH [--listen URL]... [--admin-listen URL]...\n"
-    "         [--engine auto|cpu|gpu] [--devices 0,1,..] [--replicas N]\n"
-    "         [--threads N] [--max-batch N] [--max-wait-us N]\n"
-    "         [--queue-depth N] [--max-message-bytes N] [--contexts N]\n"
-    "         [--deadline-ms N] [--drain-timeout-ms N] [--admin-reload]\n"
-    "         [--tls-cert F --tls-key F [--tls-ca F] [--tls-verify]]\n"
-    "         [--max-beam N] [--metrics URL] [--no-verify]\n"
-    "         [--log-level L] [--log-file F]\n"
+static const char *const usage_tail =
     "  serves searches over nng (tcp://, ipc://, tls+tcp://) in the\n"
     "  foreground (default listener: the config table's).  Binary frames\n"
     "  (docs/protocol.md) and JSON lines (docs/specification.md section 7)\n"
@@ -48,39 +53,43 @@ static const char *usage_text =
     "  SIGHUP reloads the index; SIGTERM or SIGINT drains and exits.\n"
     "  docs/daemon.md describes every option.\n";
 
-/* The flags of serve that override a setting of the table; the rest of
- * the options (admin listeners, TLS files for command-line listeners,
- * contexts, the test hook) shape the listeners or the server itself. */
-static const struct {
-    const char *flag, *setting;
-    int is_bool;
-} flag_rows[] = {
-    {"index", "index", 0},
-    {"engine", "engine", 0},
-    {"devices", "devices", 0},
-    {"replicas", "replicas", 0},
-    {"threads", "cpu_threads", 0},
-    {"max-batch", "max_batch", 0},
-    {"max-wait-us", "max_wait_us", 0},
-    {"queue-depth", "queue_depth", 0},
-    {"max-message-bytes", "max_message_bytes", 0},
-    {"max-beam", "caps.max_beam", 0},
-    {"deadline-ms", "default_deadline_ms", 0},
-    {"drain-timeout-ms", "drain_timeout_ms", 0},
-    {"admin-reload", "admin_reload", 1},
-    {"metrics", "metrics", 0},
-    {"log-level", "log_level", 0},
-    {"log-file", "log_file", 0},
-};
-#define N_FLAG_ROWS (sizeof flag_rows / sizeof flag_rows[0])
+/* usage writes serve's usage: the settings' flags from the table, then
+ * its own, wrapped at 78 columns. */
+static void usage(FILE *f)
+{
+    fputs("usage: flashtrie serve --config FILE\n"
+          "       flashtrie serve", f);
+    size_t col = 22, n_own = sizeof own_flags / sizeof own_flags[0];
+    for (size_t i = 0; i < FT_CONFIG_NSETTINGS + n_own; i++) {
+        char item[160];
+        const ft_config_row *r = &ft_config_rows[i];
+        if (i >= FT_CONFIG_NSETTINGS)
+            snprintf(item, sizeof item, "%s", own_flags[i - FT_CONFIG_NSETTINGS]);
+        else if (r->flag == NULL)
+            continue;
+        else if (r->flag_arg == NULL)
+            snprintf(item, sizeof item, "[--%s]", r->flag);
+        else
+            snprintf(item, sizeof item, "[--%s %s]%s", r->flag, r->flag_arg,
+                     r->type == FT_CONFIG_LISTENERS ? "..." : "");
+        if (col + 1 + strlen(item) > 78) {
+            fputs("\n        ", f);
+            col = 8;
+        }
+        fprintf(f, " %s", item);
+        col += 1 + strlen(item);
+    }
+    fputs("\n", f);
+    fputs(usage_tail, f);
+}
 
 /* srv_args is what the command line said, kept for a SIGHUP that reloads
  * the config file: the flags override the file again. */
 typedef struct srv_args {
-    const char *set_name[64], *set_value[64];
+    const char *set_name[64], *set_value[64]; /* row names, values */
     int nset;
-    char listen[4096];   /* --listen URLs, comma-separated */
-    const char *admin_listen[SRV_MAX_LISTENERS];
+    char listen[4096];   /* the LISTENERS row's flag: URLs, comma-separated */
+    const char *admin_listen[FT_CONFIG_MAX_LISTENERS];
     int n_admin;
     const char *cert, *key, *ca;
     int verify;
@@ -119,6 +128,53 @@ static int open_log(const char *path, char *err, size_t errlen)
     return FT_OK;
 }
 
+/* ---- the apply hooks of the settings table (ft_config_hook) ---- */
+
+static int hook_batch_window(void *ctx, ft_config *live, const ft_config *old,
+                             char *err, size_t errlen)
+{
+    server *srv = ctx;
+    (void)old, (void)err, (void)errlen;
+    /* On start the batcher does not run yet: it starts with these. */
+    if (srv->batcher)
+        ft_batcher_set_window(srv->batcher, live->max_batch,
+                              live->max_wait_us);
+    return FT_OK;
+}
+
+static int hook_log_level(void *ctx, ft_config *live, const ft_config *old,
+                          char *err, size_t errlen)
+{
+    (void)ctx, (void)old, (void)err, (void)errlen;
+    ft_log_set_level((ft_log_level)live->log_level);
+    return FT_OK;
+}
+
+/* hook_log_file opens the log on start (a failure stops the server) and
+ * reopens it on a reload that names one or changes it; one that cannot be
+ * opened then leaves the log where it was. */
+static int hook_log_file(void *ctx, ft_config *live, const ft_config *old,
+                         char *err, size_t errlen)
+{
+    (void)ctx;
+    if (old == NULL)
+        return open_log(live->log_file, err, errlen);
+    if (strcmp(live->log_file, old->log_file) == 0 && !live->log_file[0])
+        return FT_OK;
+    char why[FT_CONFIG_PATH_MAX + 128];
+    if (open_log(live->log_file, why, sizeof why) != FT_OK) {
+        FT_LOGF(FT_LOG_ERROR, "reload: %s; logging stays where it was", why);
+        snprintf(live->log_file, sizeof live->log_file, "%s", old->log_file);
+    }
+    return FT_OK;
+}
+
+static const ft_config_hook_fn hooks[FT_CONFIG_NHOOKS] = {
+    [FT_CONFIG_HOOK_BATCH_WINDOW] = hook_batch_window,
+    [FT_CONFIG_HOOK_LOG_LEVEL] = hook_log_level,
+    [FT_CONFIG_HOOK_LOG_FILE] = hook_log_file,
+};
+
 /* build_config loads the file (if any) and applies the command line. */
 static int build_config(ft_config *cfg, const char *path, const srv_args *a,
                         char *err, size_t errlen, int *is_arg)
@@ -138,8 +194,9 @@ static int build_config(ft_config *cfg, const char *path, const srv_args *a,
             return rc;
         }
     if (a->listen[0] &&
-        (rc = ft_config_set(cfg, "listeners", a->listen, FT_CONFIG_SRC_CLI_AT,
-                            err, errlen)) != FT_OK)
+        (rc = ft_config_set(cfg, ft_config_rows[FT_CONFIG_S_LISTENERS].name,
+                            a->listen, FT_CONFIG_SRC_CLI_AT, err, errlen)) !=
+            FT_OK)
         return rc;
     for (int i = 0; i < a->n_admin; i++) {
         if (cfg->n_listeners == FT_CONFIG_MAX_LISTENERS) {
@@ -172,102 +229,85 @@ static int build_config(ft_config *cfg, const char *path, const srv_args *a,
 }
 
 static pthread_mutex_t g_dump_mu = PTHREAD_MUTEX_INITIALIZER;
-static srv_opts *g_dump_opts;
 
-int srv_config_dump(ft_buf *out)
+int srv_config_dump(server *srv, ft_buf *out)
 {
     pthread_mutex_lock(&g_dump_mu);
     int rc = ft_buf_printf(out, "%s",
-                           g_dump_opts && g_dump_opts->config_dump
-                               ? g_dump_opts->config_dump
-                               : "");
+                           srv->config_dump ? srv->config_dump : "");
     pthread_mutex_unlock(&g_dump_mu);
     return rc;
 }
 
-/* apply_config copies the settings the server runs with into o; full is 0
- * on a reload, which changes only the reloadable ones. */
-static int apply_config(srv_opts *o, const ft_config *cfg, int full,
-                        char *err, size_t errlen)
+/* make_dump renders INFO's config section from the live settings: the
+ * table's rows, then what serve's own flags set. */
+static int make_dump(server *srv, char *err, size_t errlen)
 {
-    if (full) {
-        o->cl_rank = cfg->cluster_rank;
-        o->cl_world = cfg->cluster_world;
-        snprintf(o->cl_coordinator, sizeof o->cl_coordinator, "%s",
-                 cfg->cluster_coordinator);
-        o->cl_join_ms = cfg->cluster_join_timeout_ms;
-        o->cl_step_ms = cfg->cluster_step_timeout_ms;
-        ft_slot_opts_init(&o->slot);
-        /* engine = shards: the manifest's shards spread over the listed
-         * GPUs (one group per replica), or a CPU group without a GPU. */
-        o->slot.spread = cfg->engine == FT_CONFIG_ENGINE_SHARDS;
-        o->slot.engine = cfg->engine == FT_CONFIG_ENGINE_CPU   ? FT_SLOT_CPU
-                         : cfg->engine == FT_CONFIG_ENGINE_GPU ? FT_SLOT_GPU
-                                                               : FT_SLOT_AUTO;
-        if (cfg->n_devices > FT_SLOT_MAX_REPLICAS) {
-            snprintf(err, errlen, "devices: at most %d GPUs are served",
-                     FT_SLOT_MAX_REPLICAS);
-            return FT_ECONFIG;
-        }
-        o->slot.n_devices = cfg->n_devices;
-        for (uint32_t i = 0; i < cfg->n_devices; i++)
-            o->slot.devices[i] = (int)cfg->devices[i];
-        o->slot.replicas = (int)cfg->replicas;
-        if (o->slot.replicas > FT_SLOT_MAX_REPLICAS)
-            o->slot.replicas = FT_SLOT_MAX_REPLICAS;
-        o->slot.cpu_threads = (int)cfg->cpu_threads;
-        o->queue_depth = cfg->queue_depth;
-        o->max_message_bytes = cfg->max_message_bytes;
-        o->n_ls = 0;
-        for (uint32_t i = 0; i < cfg->n_listeners; i++) {
-            const ft_config_listener *l = &cfg->listeners[i];
-            srv_listener_opts *d = &o->ls[o->n_ls++];
-            memset(d, 0, sizeof *d);
-            snprintf(d->url, sizeof d->url, "%s", l->url);
-            d->admin = l->admin;
-            snprintf(d->tls_cert, sizeof d->tls_cert, "%s", l->tls_cert);
-            snprintf(d->tls_key, sizeof d->tls_key, "%s", l->tls_key);
-            snprintf(d->tls_ca, sizeof d->tls_ca, "%s", l->tls_ca);
-            d->tls_verify = l->tls_verify;
-        }
-        o->max_batch = cfg->max_batch;
-        if (o->max_batch > o->queue_depth)
-            o->max_batch = o->queue_depth;
-        o->slot.max_batch = o->max_batch;
-        /* GPU arenas are sized for the caps at start; a request beyond
-         * them after a reload raised a cap takes the engine's big slot. */
-        o->slot.max_beam = cfg->max_beam;
-        o->slot.max_k = cfg->max_k;
-        o->slot.max_t = cfg->max_t;
-    }
-    snprintf(o->index, sizeof o->index, "%s", cfg->index_path);
-    o->max_wait_us = cfg->max_wait_us;
-    o->cap_beam = cfg->max_beam;
-    o->cap_k = cfg->max_k;
-    o->cap_t = cfg->max_t;
-    o->cap_results = cfg->max_results;
-    o->default_deadline_ms = cfg->default_deadline_ms;
-    o->drain_timeout_ms = cfg->drain_timeout_ms;
-    o->admin_reload = cfg->admin_reload;
-    o->log_level = cfg->log_level;
     ft_buf b;
     ft_buf_init(&b);
-    int rc = ft_config_dump(cfg, &b);
-    if (rc == FT_OK && o->test_delay_us)
+    int rc = ft_config_dump(&srv->cfg, &b);
+    if (rc == FT_OK && srv->test_delay_us)
         rc = ft_buf_printf(&b, "test_delay_us: %u (cli, test hook)\n",
-                           o->test_delay_us);
+                           srv->test_delay_us);
     if (rc == FT_OK)
-        rc = ft_buf_printf(&b, "contexts: %u (cli)\n", o->contexts);
+        rc = ft_buf_printf(&b, "contexts: %u (cli)\n", srv->contexts);
     if (rc != FT_OK) {
         ft_buf_free(&b);
         snprintf(err, errlen, "config: out of memory");
         return rc;
     }
     pthread_mutex_lock(&g_dump_mu);
-    free(o->config_dump);
-    o->config_dump = (char *)b.data; /* NUL-terminated by ft_buf_printf */
+    free(srv->config_dump);
+    srv->config_dump = (char *)b.data; /* NUL-terminated by ft_buf_printf */
     pthread_mutex_unlock(&g_dump_mu);
     return FT_OK;
+}
+
+/* batch_cap is the most requests of a batch: max_batch, within the
+ * queue. */
+static uint32_t batch_cap(const ft_config *c)
+{
+    return c->max_batch < c->queue_depth ? c->max_batch : c->queue_depth;
+}
+
+/* start_config makes, from the live settings, the engines' options (the
+ * slot's: ft_slot_opts is the router's own shape of them) and INFO's
+ * section, and runs every apply hook. */
+static int start_config(server *srv, char *err, size_t errlen)
+{
+    const ft_config *cfg = &srv->cfg;
+    ft_slot_opts *so = &srv->slot;
+    ft_slot_opts_init(so);
+    /* engine = shards: the manifest's shards spread over the listed GPUs
+     * (one group per replica), or a CPU group without a GPU. */
+    so->spread = cfg->engine == FT_CONFIG_ENGINE_SHARDS;
+    so->engine = cfg->engine == FT_CONFIG_ENGINE_CPU   ? FT_SLOT_CPU
+                 : cfg->engine == FT_CONFIG_ENGINE_GPU ? FT_SLOT_GPU
+                                                       : FT_SLOT_AUTO;
+    if (cfg->n_devices > FT_SLOT_MAX_REPLICAS) {
+        snprintf(err, errlen, "devices: at most %d GPUs are served",
+                 FT_SLOT_MAX_REPLICAS);
+        return FT_ECONFIG;
+    }
+    so->n_devices = cfg->n_devices;
+    for (uint32_t i = 0; i < cfg->n_devices; i++)
+        so->devices[i] = (int)cfg->devices[i];
+    so->replicas = (int)cfg->replicas;
+    if (so->replicas > FT_SLOT_MAX_REPLICAS)
+        so->replicas = FT_SLOT_MAX_REPLICAS;
+    so->cpu_threads = (int)cfg->cpu_threads;
+    so->max_batch = batch_cap(cfg);
+    /* GPU arenas are sized for the caps at start; a request beyond them
+     * after a reload raised a cap takes the engine's big slot. */
+    so->max_beam = cfg->max_beam;
+    so->max_k = cfg->max_k;
+    so->max_t = cfg->max_t;
+    so->no_verify = srv->no_verify;
+    snprintf(srv->index, sizeof srv->index, "%s", cfg->index_path);
+    int rc = make_dump(srv, err, errlen);
+    if (rc != FT_OK)
+        return rc;
+    return ft_config_run_hooks(&srv->cfg, NULL, hooks, srv, err, errlen);
 }
 
 static int parse_uint(const char *opt, const char *s, unsigned long long lo,
@@ -281,15 +321,15 @@ static int parse_uint(const char *opt, const char *s, unsigned long long lo,
     return 0;
 }
 
-/* parse_args reads the command line and the config file into o; returns
- * -1 to go on, else the exit status. */
-static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
+/* parse_args reads the command line and the config file into srv->cfg;
+ * returns -1 to go on, else the exit status. */
+static int parse_args(server *srv, int argc, char **argv)
 {
-    enum { O_ROW = 256, O_CONFIG, O_LISTEN, O_ADMIN, O_CERT, O_KEY, O_CA,
+    enum { O_ROW = 256, O_CONFIG, O_ADMIN, O_CERT, O_KEY, O_CA,
            O_VERIFY, O_CTX, O_NOVERIFY, O_DELAY, O_FAULT, O_HELP };
-    static const struct option opts[] = {
+    /* serve's own flags, then one per row of the table with a flag. */
+    struct option opts[16 + FT_CONFIG_NSETTINGS] = {
         {"config", required_argument, 0, O_CONFIG},
-        {"listen", required_argument, 0, O_LISTEN},
         {"admin-listen", required_argument, 0, O_ADMIN},
         {"tls-cert", required_argument, 0, O_CERT},
         {"tls-key", required_argument, 0, O_KEY},
@@ -304,24 +344,15 @@ static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
          * engine call on, as on a CUDA error (the failover tests). */
         {"test-fault", required_argument, 0, O_FAULT},
         {"foreground", no_argument, 0, 'f'},
-        {"help", no_argument, 0, O_HELP},
-        {"index", required_argument, 0, O_ROW},
-        {"engine", required_argument, 0, O_ROW},
-        {"devices", required_argument, 0, O_ROW},
-        {"replicas", required_argument, 0, O_ROW},
-        {"threads", required_argument, 0, O_ROW},
-        {"max-batch", required_argument, 0, O_ROW},
-        {"max-wait-us", required_argument, 0, O_ROW},
-        {"queue-depth", required_argument, 0, O_ROW},
-        {"max-message-bytes", required_argument, 0, O_ROW},
-        {"max-beam", required_argument, 0, O_ROW},
-        {"deadline-ms", required_argument, 0, O_ROW},
-        {"drain-timeout-ms", required_argument, 0, O_ROW},
-        {"admin-reload", no_argument, 0, O_ROW},
-        {"metrics", required_argument, 0, O_ROW},
-        {"log-level", required_argument, 0, O_ROW},
-        {"log-file", required_argument, 0, O_ROW},
-        {0, 0, 0, 0}};
+        {"help", no_argument, 0, O_HELP}};
+    int nopt = 12;
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
+        if (ft_config_rows[i].flag)
+            opts[nopt++] = (struct option){
+                ft_config_rows[i].flag,
+                ft_config_rows[i].flag_arg ? required_argument : no_argument,
+                0, O_ROW};
+    opts[nopt] = (struct option){0, 0, 0, 0};
     srv_args *a = &g_args;
     memset(a, 0, sizeof *a);
     const char *config = NULL;
@@ -331,31 +362,31 @@ static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
     opterr = 1;
     while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
         switch (c) {
-        case O_ROW:
-            for (size_t i = 0; i < N_FLAG_ROWS; i++)
-                if (!strcmp(opts[li].name, flag_rows[i].flag)) {
-                    if (a->nset == 64) {
-                        fprintf(stderr, "flashtrie serve: too many flags\n");
-                        return 2;
-                    }
-                    a->set_name[a->nset] = flag_rows[i].setting;
-                    a->set_value[a->nset++] =
-                        flag_rows[i].is_bool ? "true" : optarg;
+        case O_ROW: {
+            const ft_config_row *r = ft_config_find_flag(opts[li].name);
+            if (r->type == FT_CONFIG_LISTENERS) {
+                /* Repeatable: the URLs add up to one list. */
+                size_t n = strlen(a->listen);
+                if (n + strlen(optarg) + 2 > sizeof a->listen) {
+                    fprintf(stderr, "flashtrie serve: --%s: too many URLs\n",
+                            r->flag);
+                    return 2;
                 }
-            break;
-        case O_CONFIG: config = optarg; break;
-        case O_LISTEN: {
-            size_t n = strlen(a->listen);
-            if (n + strlen(optarg) + 2 > sizeof a->listen) {
-                fprintf(stderr, "flashtrie serve: --listen: too many URLs\n");
+                snprintf(a->listen + n, sizeof a->listen - n, "%s%s",
+                         n ? "," : "", optarg);
+                break;
+            }
+            if (a->nset == 64) {
+                fprintf(stderr, "flashtrie serve: too many flags\n");
                 return 2;
             }
-            snprintf(a->listen + n, sizeof a->listen - n, "%s%s",
-                     n ? "," : "", optarg);
+            a->set_name[a->nset] = r->name;
+            a->set_value[a->nset++] = r->flag_arg ? optarg : "true";
             break;
         }
+        case O_CONFIG: config = optarg; break;
         case O_ADMIN:
-            if (a->n_admin == SRV_MAX_LISTENERS) {
+            if (a->n_admin == FT_CONFIG_MAX_LISTENERS) {
                 fprintf(stderr, "flashtrie serve: too many --admin-listen\n");
                 return 2;
             }
@@ -368,13 +399,13 @@ static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
         case O_CTX:
             if (parse_uint("--contexts", optarg, 1, 4096, &v))
                 return 2;
-            o->contexts = (uint32_t)v;
+            srv->contexts = (uint32_t)v;
             break;
-        case O_NOVERIFY: o->no_verify = 1; break;
+        case O_NOVERIFY: srv->no_verify = 1; break;
         case O_DELAY:
             if (parse_uint("--test-delay-us", optarg, 0, 60000000, &v))
                 return 2;
-            o->test_delay_us = (uint32_t)v;
+            srv->test_delay_us = (uint32_t)v;
             break;
         case O_FAULT: {
             unsigned long long rr, nn;
@@ -390,85 +421,70 @@ static int parse_args(srv_opts *o, ft_config *cfg, int argc, char **argv)
                            FT_SLOT_MAX_REPLICAS - 1, &rr) ||
                 parse_uint("--test-fault call", colon + 1, 1, 1ull << 40, &nn))
                 return 2;
-            o->test_fault[rr] = nn;
+            srv->test_fault[rr] = nn;
             break;
         }
         case 'f': break;
         case 'h':
-        case O_HELP: fputs(usage_text, stdout); return 0;
-        default: fputs(usage_text, stderr); return 2;
+        case O_HELP: usage(stdout); return 0;
+        default: usage(stderr); return 2;
         }
     }
     if (optind != argc) {
         fprintf(stderr, "flashtrie serve: unexpected argument '%s'\n",
                 argv[optind]);
-        fputs(usage_text, stderr);
+        usage(stderr);
         return 2;
     }
     int has_index = 0;
     for (int i = 0; i < a->nset; i++)
-        has_index |= !strcmp(a->set_name[i], "index");
+        has_index |= !strcmp(a->set_name[i],
+                             ft_config_rows[FT_CONFIG_S_INDEX].name);
     if (!config && !has_index) {
         fprintf(stderr, "flashtrie serve: --index (or --config) is required\n");
-        fputs(usage_text, stderr);
+        usage(stderr);
         return 2;
     }
-    if (config)
-        snprintf(o->config_path, sizeof o->config_path, "%s", config);
     char err[2048];
     int is_arg;
-    if (build_config(cfg, config, a, err, sizeof err, &is_arg) != FT_OK) {
+    if (build_config(&srv->cfg, config, a, err, sizeof err, &is_arg) !=
+        FT_OK) {
         fprintf(stderr, "flashtrie serve: %s\n", err);
         return is_arg ? 2 : 1;
     }
-    if (apply_config(o, cfg, 1, err, sizeof err) != FT_OK) {
-        fprintf(stderr, "flashtrie serve: %s\n", err);
-        return 1;
-    }
-    o->slot.no_verify = o->no_verify;
-    if (open_log(cfg->log_file, err, sizeof err) != FT_OK) {
+    if (start_config(srv, err, sizeof err) != FT_OK) {
         fprintf(stderr, "flashtrie serve: %s\n", err);
         return 1;
     }
     return -1;
 }
 
-static ft_config g_cfg; /* the running configuration (60 KiB: not stack) */
-
-int srv_metrics_configured(const server *srv)
+/* reload_config re-reads the config file, with the command line's
+ * overrides, and applies its reloadable settings: they are copied into
+ * the live ones, then their apply hooks run. */
+static void reload_config(server *srv)
 {
-    (void)srv;
-    return g_cfg.metrics[0] != 0;
-}
-
-void srv_reload_config(server *srv)
-{
-    static ft_config next;
+    static ft_config next, old; /* 60 KiB each: not on the stack */
     char err[2048];
     int is_arg;
-    int rc = build_config(&next, srv->o.config_path, &g_args, err, sizeof err,
+    int rc = build_config(&next, srv->cfg.path, &g_args, err, sizeof err,
                           &is_arg);
     if (rc == FT_OK)
-        rc = ft_config_reload_check(&g_cfg, &next, err, sizeof err);
+        rc = ft_config_reload_check(&srv->cfg, &next, err, sizeof err);
     if (rc != FT_OK) {
         FT_LOGF(FT_LOG_ERROR, "reload: config %s refused: %s; the running settings stay",
-                 srv->o.config_path, err);
+                 srv->cfg.path, err);
         return;
     }
-    if (strcmp(next.log_file, g_cfg.log_file) != 0 || next.log_file[0]) {
-        if (open_log(next.log_file, err, sizeof err) != FT_OK) {
-            FT_LOGF(FT_LOG_ERROR, "reload: %s; logging stays where it was", err);
-            snprintf(next.log_file, sizeof next.log_file, "%s",
-                     g_cfg.log_file);
-        }
-    }
+    old = srv->cfg; /* only this thread writes srv->cfg */
     pthread_mutex_lock(&srv->reload_mu);
-    apply_config(&srv->o, &next, 0, err, sizeof err);
+    ft_config_take_reloadable(&srv->cfg, &next);
+    snprintf(srv->index, sizeof srv->index, "%s", srv->cfg.index_path);
     pthread_mutex_unlock(&srv->reload_mu);
-    ft_log_set_level((ft_log_level)srv->o.log_level);
-    ft_batcher_set_window(srv->batcher, next.max_batch, next.max_wait_us);
-    g_cfg = next;
-    FT_LOGF(FT_LOG_INFO, "reload: settings of %s applied", srv->o.config_path);
+    ft_config_run_hooks(&srv->cfg, &old, hooks, srv, err, sizeof err);
+    if (make_dump(srv, err, sizeof err) != FT_OK)
+        FT_LOGF(FT_LOG_ERROR, "reload: %s", err);
+    FT_LOGF(FT_LOG_INFO, "reload: settings of %s applied", srv->cfg.path);
 }
 
 /* The opening of an index (reading, verifying, and for the GPU engine
@@ -547,13 +563,13 @@ int srv_reload(server *srv, const char *path, char *errbuf, size_t errlen)
         return FT_ENOTSUP;
     }
     pthread_mutex_lock(&srv->reload_mu);
-    char p[sizeof srv->o.index];
-    snprintf(p, sizeof p, "%s", path && *path ? path : srv->o.index);
+    char p[sizeof srv->index];
+    snprintf(p, sizeof p, "%s", path && *path ? path : srv->index);
     ft_gen *cur = ft_batcher_current(srv->batcher);
     uint64_t id = atomic_fetch_add(&srv->next_gen, 1);
     char err[1400];
     ft_gen *g = NULL;
-    int rc = gen_open(&g, p, &srv->o.slot, id, err, sizeof err);
+    int rc = gen_open(&g, p, &srv->slot, id, err, sizeof err);
     if (rc == FT_OK && g->n_eng != cur->n_eng) {
         snprintf(err, sizeof err, "%s: opened %zu engines where %zu serve",
                  p, g->n_eng, cur->n_eng);
@@ -570,7 +586,7 @@ int srv_reload(server *srv, const char *path, char *errbuf, size_t errlen)
         return rc;
     }
     ft_gen *old = ft_batcher_swap(srv->batcher, g);
-    snprintf(srv->o.index, sizeof srv->o.index, "%s", p);
+    snprintf(srv->index, sizeof srv->index, "%s", p);
     atomic_fetch_add(&srv->reloads, 1);
     FT_LOGF(FT_LOG_INFO, "reloaded: now serving generation %llu: %s (%llu keys, %llu "
             "nodes); generation %llu closes after its last request",
@@ -591,8 +607,8 @@ static int drain(server *srv)
     atomic_store(&srv->draining, 1);
     long n0 = atomic_load(&srv->inflight);
     FT_LOGF(FT_LOG_INFO, "draining: no new connections or requests; %ld in flight, up to "
-            "%u ms", n0, srv->o.drain_timeout_ms);
-    uint64_t until = fti_now_ns() + (uint64_t)srv->o.drain_timeout_ms * 1000000u;
+            "%u ms", n0, FT_CONFIG_LIVE(&srv->cfg, drain_timeout_ms));
+    uint64_t until = fti_now_ns() + (uint64_t)FT_CONFIG_LIVE(&srv->cfg, drain_timeout_ms) * 1000000u;
     while (atomic_load(&srv->inflight) > 0 && fti_now_ns() < until) {
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
@@ -600,7 +616,7 @@ static int drain(server *srv)
     long left = atomic_load(&srv->inflight);
     if (left > 0) {
         FT_LOGF(FT_LOG_ERROR, "drain timed out after %u ms: %ld requests cut unanswered",
-                 srv->o.drain_timeout_ms, left);
+                 FT_CONFIG_LIVE(&srv->cfg, drain_timeout_ms), left);
         return 1;
     }
     FT_LOGF(FT_LOG_INFO, "drained: every request answered");
@@ -649,17 +665,14 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "flashtrie serve: out of memory\n");
         return 1;
     }
-    srv->o.contexts = 64;
-    g_dump_opts = &srv->o;
+    srv->contexts = 64;
     ft_log_set_level(FT_LOG_INFO);
-    int st = parse_args(&srv->o, &g_cfg, argc, argv);
+    int st = parse_args(srv, argc, argv);
     if (st >= 0) {
-        g_dump_opts = NULL;
-        free(srv->o.config_dump);
+        free(srv->config_dump);
         free(srv);
         return st;
     }
-    ft_log_set_level((ft_log_level)srv->o.log_level);
 
     /* Block the signals before any thread starts (engines and nng start
      * threads), so that every thread inherits the mask and they arrive
@@ -674,8 +687,7 @@ int cmd_serve(int argc, char **argv)
     int sfd = signalfd(-1, &set, SFD_CLOEXEC);
     if (sfd < 0) {
         fprintf(stderr, "flashtrie serve: signalfd: %s\n", strerror(errno));
-        g_dump_opts = NULL;
-        free(srv->o.config_dump);
+        free(srv->config_dump);
         free(srv);
         return 1;
     }
@@ -685,25 +697,22 @@ int cmd_serve(int argc, char **argv)
     atomic_init(&srv->next_gen, 2);
     char err[512];
     ft_gen *g = NULL;
-    srv->o.slot.max_batch = srv->o.max_batch;
-    if (srv->o.cl_world > 1 && srv->o.cl_rank > 0) {
+    if (srv->cfg.cluster_world > 1 && srv->cfg.cluster_rank > 0) {
         /* A worker rank: no listeners, no queue; its shards serve the
          * coordinator. */
         st = srv_cluster_worker(srv, sfd);
         close(sfd);
-        g_dump_opts = NULL;
-        free(srv->o.config_dump);
+        free(srv->config_dump);
         free(srv);
         return st;
     }
-    int rc = srv->o.cl_world > 1
+    int rc = srv->cfg.cluster_world > 1
                  ? srv_cluster_gen(srv, sfd, &g, err, sizeof err)
-                 : gen_open(&g, srv->o.index, &srv->o.slot, 1, err, sizeof err);
+                 : gen_open(&g, srv->index, &srv->slot, 1, err, sizeof err);
     if (rc != FT_OK) {
         FT_LOGF(FT_LOG_ERROR, "cannot serve: %s", err);
         close(sfd);
-        g_dump_opts = NULL;
-        free(srv->o.config_dump);
+        free(srv->config_dump);
         free(srv);
         return 1;
     }
@@ -714,11 +723,11 @@ int cmd_serve(int argc, char **argv)
     FT_LOGF(FT_LOG_INFO, "engine %s x%zu: %s", ft_gen_kind_name(g, 0), g->n_eng, g->why);
     for (size_t i = 0; i < g->n_eng; i++)
         FT_LOGF(FT_LOG_INFO, "replica %zu: %s", i, ft_searcher_note(g->eng[i]));
-    if (srv->o.test_delay_us)
+    if (srv->test_delay_us)
         FT_LOGF(FT_LOG_WARN, "test hook: every batch waits %u us before it runs",
-                srv->o.test_delay_us);
+                srv->test_delay_us);
     for (size_t i = 0; i < FT_SLOT_MAX_REPLICAS; i++) {
-        if (srv->o.test_fault[i] == 0)
+        if (srv->test_fault[i] == 0)
             continue;
         if (i >= g->n_eng) {
             FT_LOGF(FT_LOG_ERROR, "cannot serve: --test-fault: replica %zu: "
@@ -728,14 +737,14 @@ int cmd_serve(int argc, char **argv)
             free(srv);
             return 1;
         }
-        ft_searcher_fault_arm(g->eng[i], srv->o.test_fault[i] - 1);
+        ft_searcher_fault_arm(g->eng[i], srv->test_fault[i] - 1);
         FT_LOGF(FT_LOG_WARN, "test hook: replica %zu fails from its engine "
                 "call %llu on (injected fault)", i,
-                (unsigned long long)srv->o.test_fault[i]);
+                (unsigned long long)srv->test_fault[i]);
     }
-    if (ft_queue_init(&srv->queue, srv->o.queue_depth) != FT_OK ||
-        ft_batcher_start(&srv->batcher, &srv->queue, g, srv->o.max_batch,
-                         srv->o.max_wait_us, srv->o.test_delay_us) != FT_OK) {
+    if (ft_queue_init(&srv->queue, srv->cfg.queue_depth) != FT_OK ||
+        ft_batcher_start(&srv->batcher, &srv->queue, g, batch_cap(&srv->cfg),
+                         srv->cfg.max_wait_us, srv->test_delay_us) != FT_OK) {
         FT_LOGF(FT_LOG_ERROR, "cannot serve: out of memory for the queue or the batcher");
         ft_gen_unref(g);
         close(sfd);
@@ -746,26 +755,26 @@ int cmd_serve(int argc, char **argv)
     /* The metrics listener opens first, so that a client that can reach
      * the server can also scrape it; /healthz says "starting" until the
      * request listeners below are open. */
-    if (g_cfg.metrics[0]) {
-        if (srv_http_start(srv, g_cfg.metrics, err, sizeof err) != FT_OK) {
+    if (srv->cfg.metrics[0]) {
+        if (srv_http_start(srv, srv->cfg.metrics, err, sizeof err) != FT_OK) {
             FT_LOGF(FT_LOG_ERROR, "cannot listen: %s", err);
             st = 1;
         } else {
-            FT_LOGF(FT_LOG_INFO, "metrics on %s (/metrics, /healthz)", g_cfg.metrics);
+            FT_LOGF(FT_LOG_INFO, "metrics on %s (/metrics, /healthz)", srv->cfg.metrics);
         }
     }
-    for (size_t i = 0; st == 0 && i < srv->o.n_ls; i++) {
+    for (size_t i = 0; st == 0 && i < srv->cfg.n_listeners; i++) {
         srv_socket *s = &srv->socks[srv->n_socks++];
         s->srv = srv;
-        s->lo = srv->o.ls[i];
+        s->lo = srv->cfg.listeners[i];
         if (srv_socket_start(s, err, sizeof err) != FT_OK) {
             FT_LOGF(FT_LOG_ERROR, "cannot listen: %s", err);
             st = 1;
             break;
         }
         FT_LOGF(FT_LOG_INFO, "listening on %s%s (%u contexts, messages up to %llu bytes)",
-                s->lo.url, s->lo.admin ? " (admin)" : "", srv->o.contexts,
-                (unsigned long long)srv->o.max_message_bytes);
+                s->lo.url, s->lo.admin ? " (admin)" : "", srv->contexts,
+                (unsigned long long)srv->cfg.max_message_bytes);
     }
     if (st == 0)
         srv_http_ready(srv);
@@ -783,13 +792,13 @@ int cmd_serve(int argc, char **argv)
             if (si.ssi_signo == SIGHUP) {
                 /* A RELOAD frame rewrites the path on an nng thread,
                  * under reload_mu: read it under the lock too. */
-                char cur[sizeof srv->o.index];
+                char cur[sizeof srv->index];
                 pthread_mutex_lock(&srv->reload_mu);
-                snprintf(cur, sizeof cur, "%s", srv->o.index);
+                snprintf(cur, sizeof cur, "%s", srv->index);
                 pthread_mutex_unlock(&srv->reload_mu);
                 FT_LOGF(FT_LOG_INFO, "SIGHUP: reloading %s", cur);
-                if (srv->o.config_path[0])
-                    srv_reload_config(srv);
+                if (srv->cfg.path[0])
+                    reload_config(srv);
                 char msg[512];
                 srv_reload(srv, NULL, msg, sizeof msg);
                 continue;
@@ -825,8 +834,8 @@ int cmd_serve(int argc, char **argv)
         pthread_join(wd, NULL);
     FT_LOGF(FT_LOG_INFO, "stopped");
     pthread_mutex_lock(&g_dump_mu);
-    g_dump_opts = NULL;
-    free(srv->o.config_dump);
+    free(srv->config_dump);
+    srv->config_dump = NULL;
     pthread_mutex_unlock(&g_dump_mu);
     free(srv);
     return st;

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "flashtrie/internal/engine.h"
-#include "serve.h"
 #include "serve_cluster.h"
+#include "serve_priv.h"
 
 typedef struct sig_watch {
     int sfd;
@@ -47,34 +47,35 @@ static int sig_stop(void *arg)
     return w->stop;
 }
 
-/* cluster_opts fills the engines every rank runs from the slot options:
+/* cluster_opts fills the cluster's options from the settings and the
+ * engines every rank runs from the slot options:
  * engine = cpu gives CPU ranks, gpu and shards GPU ranks (the first
  * listed device), auto a GPU rank when the device is usable. */
-static void cluster_opts(ft_cluster_opts *co, const srv_opts *o)
+static void cluster_opts(ft_cluster_opts *co, const server *srv)
 {
     ft_cluster_opts_init(co);
-    co->rank = o->cl_rank;
-    co->world = o->cl_world;
-    co->coordinator = o->cl_coordinator;
-    co->manifest = o->index;
-    co->join_ms = o->cl_join_ms;
-    co->step_ms = o->cl_step_ms;
+    co->rank = srv->cfg.cluster_rank;
+    co->world = srv->cfg.cluster_world;
+    co->coordinator = srv->cfg.cluster_coordinator;
+    co->manifest = srv->index;
+    co->join_ms = srv->cfg.cluster_join_timeout_ms;
+    co->step_ms = srv->cfg.cluster_step_timeout_ms;
     ft_engine_opts *e = &co->engine;
-    e->device = o->slot.n_devices ? o->slot.devices[0] : 0;
+    e->device = srv->slot.n_devices ? srv->slot.devices[0] : 0;
     uint64_t used, total;
-    if (o->slot.engine == FT_SLOT_CPU)
+    if (srv->slot.engine == FT_SLOT_CPU)
         e->kind = FT_ENGINE_CPU;
-    else if (o->slot.engine == FT_SLOT_GPU || o->slot.spread)
+    else if (srv->slot.engine == FT_SLOT_GPU || srv->slot.spread)
         e->kind = FT_ENGINE_GPU;
     else
         e->kind = fti_gpu_memory(&used, &total, e->device) == FT_OK
                       ? FT_ENGINE_GPU
                       : FT_ENGINE_CPU;
-    e->threads = o->slot.cpu_threads;
-    e->max_batch = o->slot.max_batch;
-    e->max_beam = o->slot.max_beam;
-    e->max_k = o->slot.max_k;
-    e->max_t = o->slot.max_t;
+    e->threads = srv->slot.cpu_threads;
+    e->max_batch = srv->slot.max_batch;
+    e->max_beam = srv->slot.max_beam;
+    e->max_k = srv->slot.max_k;
+    e->max_t = srv->slot.max_t;
 }
 
 /* open_rank opens this rank's shards and joins the cluster. */
@@ -82,11 +83,11 @@ static int open_rank(server *srv, sig_watch *w, ft_library **lib,
                      ft_cluster **c, char *err, size_t errlen)
 {
     ft_cluster_opts co;
-    cluster_opts(&co, &srv->o);
+    cluster_opts(&co, srv);
     co.stop = sig_stop;
     co.stop_arg = w;
-    int rc = ft_cluster_open_library(lib, srv->o.index,
-                                     srv->o.no_verify ? FT_OPEN_NO_VERIFY : 0,
+    int rc = ft_cluster_open_library(lib, srv->index,
+                                     srv->no_verify ? FT_OPEN_NO_VERIFY : 0,
                                      co.rank, co.world, err, errlen);
     if (rc != FT_OK)
         return rc;
@@ -118,7 +119,7 @@ int srv_cluster_gen(server *srv, int sfd, ft_gen **out, char *err,
     snprintf(why, sizeof why, "%s: cluster rank 0 of %u",
              ft_cluster_kind(c) == FT_ENGINE_GPU ? "gpu" : "cpu",
              ft_cluster_world(c));
-    if ((rc = ft_gen_wrap(out, srv->o.index, lib, s, 1, why)) != FT_OK) {
+    if ((rc = ft_gen_wrap(out, srv->index, lib, s, 1, why)) != FT_OK) {
         ft_searcher_close(s);
         ft_library_close(lib);
         snprintf(err, errlen, "cluster: out of memory");
@@ -131,9 +132,9 @@ int srv_cluster_gen(server *srv, int sfd, ft_gen **out, char *err,
 int srv_cluster_worker(server *srv, int sfd)
 {
     sig_watch w = {sfd, 0};
-    if (srv->o.n_ls > 0 || srv_metrics_configured(srv))
+    if (srv->cfg.n_listeners > 0 || srv->cfg.metrics[0])
         FT_LOGF(FT_LOG_WARN, "cluster rank %u: listeners and metrics are "
-                "rank 0's; this rank opens none", srv->o.cl_rank);
+                "rank 0's; this rank opens none", srv->cfg.cluster_rank);
     ft_library *lib;
     ft_cluster *c;
     char err[1024];
@@ -143,8 +144,8 @@ int srv_cluster_worker(server *srv, int sfd)
         return w.stop ? 0 : 1;
     }
     FT_LOGF(FT_LOG_INFO, "flashtrie %s cluster rank %u of %u serving (pid "
-            "%ld); SIGTERM leaves", FT_VERSION_STRING, srv->o.cl_rank,
-            srv->o.cl_world, (long)getpid());
+            "%ld); SIGTERM leaves", FT_VERSION_STRING, srv->cfg.cluster_rank,
+            srv->cfg.cluster_world, (long)getpid());
     rc = ft_cluster_serve(c);
     ft_cluster_close(c);
     ft_library_close(lib);
@@ -152,7 +153,7 @@ int srv_cluster_worker(server *srv, int sfd)
         FT_LOGF(FT_LOG_INFO, "stopped");
         return 0;
     }
-    FT_LOGF(FT_LOG_ERROR, "cluster rank %u stopped: %s", srv->o.cl_rank,
+    FT_LOGF(FT_LOG_ERROR, "cluster rank %u stopped: %s", srv->cfg.cluster_rank,
             ft_strerror(rc));
     return 1;
 }

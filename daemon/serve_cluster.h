@@ -5,7 +5,9 @@
 #ifndef FT_SERVE_CLUSTER_H
 #define FT_SERVE_CLUSTER_H
 
-#include "serve.h"
+#include <stddef.h>
+
+#include "serve_priv.h"
 
 /* srv_cluster_gen (rank 0) opens its shards, waits for every rank and
  * makes the generation whose searcher is the cluster (srv->cluster is
@@ -15,8 +17,5 @@ int srv_cluster_gen(server *srv, int sfd, ft_gen **out, char *err,
 /* srv_cluster_worker (ranks above 0) joins and serves until the
  * coordinator leaves or SIGTERM; returns the exit status. */
 int srv_cluster_worker(server *srv, int sfd);
-/* srv_metrics_configured says whether the config asks for a metrics
- * listener (serve.c). */
-int srv_metrics_configured(const server *srv);
 
 #endif /* FT_SERVE_CLUSTER_H */

@@ -17,7 +17,9 @@
 #include <string.h>
 
 
-#include "serve.h"
+#include "serve_ctx.h"
+#include "serve_info.h"
+#include "serve_priv.h"
 #include "serve_wire.h"
 
 enum { CTX_RECV, CTX_WAIT, CTX_SEND };
@@ -256,7 +258,7 @@ static char *read_pem(const char *path)
 
 static int tls_setup(srv_socket *s, char *err, size_t errlen)
 {
-    const srv_listener_opts *lo = &s->lo;
+    const ft_config_listener *lo = &s->lo;
     if (!lo->tls_cert[0] || !lo->tls_key[0]) {
         snprintf(err, errlen, "%s: a TLS listener needs a certificate and a "
                  "key", lo->url);
@@ -310,7 +312,7 @@ int srv_socket_start(srv_socket *s, char *err, size_t errlen)
     }
     s->open = 1;
     nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ,
-                        (size_t)srv->o.max_message_bytes);
+                        (size_t)srv->cfg.max_message_bytes);
     nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, srv);
     nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, srv);
     nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_cb, srv);
@@ -320,7 +322,7 @@ int srv_socket_start(srv_socket *s, char *err, size_t errlen)
         return FT_ECONFIG;
     }
     nng_listener_set_size(s->lst, NNG_OPT_RECVMAXSZ,
-                          (size_t)srv->o.max_message_bytes);
+                          (size_t)srv->cfg.max_message_bytes);
     if (!strncmp(s->lo.url, "tls+", 4)) {
         int rc = tls_setup(s, err, errlen);
         if (rc != FT_OK)
@@ -331,7 +333,7 @@ int srv_socket_start(srv_socket *s, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", s->lo.url, nng_strerror(rv));
         return FT_ECONN;
     }
-    s->n_ctx = srv->o.contexts ? srv->o.contexts : 1;
+    s->n_ctx = srv->contexts ? srv->contexts : 1;
     s->ctx = calloc(s->n_ctx, sizeof *s->ctx);
     if (s->ctx == NULL) {
         snprintf(err, errlen, "%s: out of memory", s->lo.url);

@@ -8,13 +8,9 @@
 #include "frame.h"
 
 #include "serve.h"
-#include "serve_wire.h"
-
-int srv_wire_reserve(srv_wire *w, size_t n);
-int srv_wire_check(struct server *srv, const ft_request *r, char *err,
-                   size_t errlen);
-int srv_wire_add_job(srv_wire *w, const ft_request *r, uint64_t deadline_ns);
-uint64_t srv_wire_deadline(struct server *srv, uint32_t ms);
+#include "serve_frame.h"
+#include "serve_info.h"
+#include "serve_priv.h"
 
 /* frame_state is what a context keeps for frames: the decoded message
  * (whose storage the queued requests point into) and, for a batch with
@@ -166,11 +162,11 @@ int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
         return SRV_WIRE_REPLY;
     }
     case FT_FRAME_RELOAD: {
-        if (!srv->o.admin_reload || !wc->admin) {
+        if (!FT_CONFIG_LIVE(&srv->cfg, admin_reload) || !wc->admin) {
             srv_count(srv, FT_EPERM, 0);
             return reply_error(
                 out, m->hdr.id, FT_EPERM,
-                !srv->o.admin_reload
+                !FT_CONFIG_LIVE(&srv->cfg, admin_reload)
                     ? "reload: not allowed (admin_reload is off)"
                     : "reload: not allowed on this listener (not admin)");
         }

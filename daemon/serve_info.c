@@ -4,8 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
-
 #include "serve.h"
+#include "serve_info.h"
+#include "serve_priv.h"
 
 /* bucket_of maps a latency to its histogram bucket: bucket i holds
  * latencies below 2^((i+1)/4) microseconds, so p50/p99 are read to within
@@ -166,6 +167,6 @@ int srv_info(server *srv, ft_buf *o)
     ft_buf_printf(o, "latency_p99_us: %.1f\n", percentile(h, total, 0.99));
 
     ft_buf_printf(o, "\n# config\n");
-    srv_config_dump(o);
+    srv_config_dump(srv, o);
     return o->data ? FT_OK : FT_ENOMEM;
 }

@@ -12,6 +12,8 @@
 
 #include <nng/supplemental/http/http.h>
 
+#include "serve_info.h"
+
 /* The le bounds of flashtrie_request_duration_seconds are bounds of the
  * latency table INFO reads its percentiles from (bucket i ends at
  * 2^((i+1)/4) us), so the cumulative counts are exact, not re-binned:
@@ -91,9 +93,14 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
         s->hist[b] = atomic_load(&srv->hist[b]);
     for (size_t i = 0; i < SRV_ERR_COUNT; i++)
         s->status[i] = atomic_load(&srv->status[i]);
-    ft_queue_stats(&srv->queue, &s->queue_depth, &s->queue_capacity,
+    size_t capacity; /* queue_depth: a config gauge, from the table */
+    ft_queue_stats(&srv->queue, &s->queue_depth, &capacity,
                    &s->busy_rejections, &s->queued_total,
                    &s->queue_high_water);
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
+        if (ft_config_rows[i].gauge)
+            s->conf[i] = ft_config_number(&ft_config_rows[i], &srv->cfg);
+    (void)capacity;
     ft_batcher_stats bs;
     ft_batcher_stats_get(srv->batcher, &bs);
     s->batches = bs.batches;
@@ -259,15 +266,26 @@ static void render_requests(render *r, const srv_metrics_snap *s)
     put(r, "flashtrie_in_flight_messages %ld\n", s->in_flight);
 }
 
+/* render_config writes the config gauges: one per row of the settings
+ * table that names one, in table order, where the first of them
+ * (flashtrie_queue_capacity, of queue_depth) has always been. */
+static void render_config(render *r, const srv_metrics_snap *s)
+{
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const ft_config_row *row = &ft_config_rows[i];
+        if (row->gauge == NULL)
+            continue;
+        family(r, row->gauge, "gauge", row->gauge_help);
+        u64_sample(r, row->gauge, s->conf[i]);
+    }
+}
+
 static void render_queue(render *r, const srv_metrics_snap *s)
 {
     family(r, "flashtrie_queue_depth", "gauge",
            "Requests waiting in the queue for a batch.");
     u64_sample(r, "flashtrie_queue_depth", s->queue_depth);
-    family(r, "flashtrie_queue_capacity", "gauge",
-           "Requests the queue holds before the server answers BUSY "
-           "(queue_depth).");
-    u64_sample(r, "flashtrie_queue_capacity", s->queue_capacity);
+    render_config(r, s);
     family(r, "flashtrie_queue_high_water", "gauge",
            "The most requests ever queued at once.");
     u64_sample(r, "flashtrie_queue_high_water", s->queue_high_water);

@@ -20,7 +20,8 @@
 #include "batcher.h"
 #include "flashtrie/internal/buf.h"
 #include "flashtrie/internal/engine.h"
-#include "serve.h"
+#include "ft_config.h"
+#include "serve_priv.h"
 #include "slot.h"
 
 /* srv_metrics_engine is one replica's state. */
@@ -46,7 +47,10 @@ typedef struct srv_metrics_snap {
     uint64_t status[SRV_ERR_COUNT];  /* answered requests by ft_err */
     uint64_t hist[SRV_HIST_BUCKETS]; /* their latencies (serve_info.c) */
     uint64_t latency_ns_sum;
-    size_t queue_depth, queue_capacity, queue_high_water;
+    size_t queue_depth, queue_high_water;
+    /* The config gauges: conf[i] is the value of ft_config_rows[i] when
+     * that row names a gauge (ft_config_number), else 0. */
+    uint64_t conf[FT_CONFIG_NSETTINGS];
     uint64_t queued_total, busy_rejections;
     uint64_t batches, batch_requests, engine_failed_requests;
     uint64_t failovers;              /* batches re-run on another replica */

@@ -7,7 +7,9 @@
 #include <string.h>
 
 
-#include "serve.h"
+#include "serve_frame.h"
+#include "serve_info.h"
+#include "serve_priv.h"
 
 void srv_wire_init(srv_wire *w)
 {
@@ -71,24 +73,26 @@ static int result_fit(ft_result *res, const ft_request *r)
 int srv_wire_check(struct server *srv, const ft_request *r, char *err,
                    size_t errlen)
 {
-    const srv_opts *o = &srv->o;
-    int rc = ft_request_validate(r, o->cap_beam, err, errlen);
+    const ft_config *c = &srv->cfg;
+    int rc = ft_request_validate(r, FT_CONFIG_LIVE(c, max_beam), err, errlen);
     if (rc != FT_OK)
         return rc;
     uint32_t nres = r->results ? r->results : r->beam;
-    if (o->cap_k && r->K > o->cap_k) {
+    uint32_t cap_k = FT_CONFIG_LIVE(c, max_k), cap_t = FT_CONFIG_LIVE(c, max_t);
+    uint32_t cap_results = FT_CONFIG_LIVE(c, max_results);
+    if (cap_k && r->K > cap_k) {
         snprintf(err, errlen, "K: %u exceeds this server's cap of %u", r->K,
-                 o->cap_k);
+                 cap_k);
         return FT_EREQUEST;
     }
-    if (o->cap_t && r->T > o->cap_t) {
+    if (cap_t && r->T > cap_t) {
         snprintf(err, errlen, "T: %u exceeds this server's cap of %u", r->T,
-                 o->cap_t);
+                 cap_t);
         return FT_EREQUEST;
     }
-    if (o->cap_results && nres > o->cap_results) {
+    if (cap_results && nres > cap_results) {
         snprintf(err, errlen, "results: %u exceeds this server's cap of %u",
-                 nres, o->cap_results);
+                 nres, cap_results);
         return FT_EREQUEST;
     }
     return FT_OK;
@@ -114,7 +118,7 @@ int srv_wire_add_job(srv_wire *w, const ft_request *r, uint64_t deadline_ns)
 uint64_t srv_wire_deadline(struct server *srv, uint32_t ms)
 {
     if (ms == 0)
-        ms = srv->o.default_deadline_ms;
+        ms = FT_CONFIG_LIVE(&srv->cfg, default_deadline_ms);
     return ms ? fti_now_ns() + (uint64_t)ms * 1000000u : 0;
 }
 

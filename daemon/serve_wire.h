@@ -53,12 +53,16 @@ void srv_wire_encode_error(srv_wire *w, ft_buf *out, int code,
                            const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* The binary half (serve_frame.c). */
-int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
-                     const unsigned char *p, size_t len, ft_buf *out);
-void srv_frame_encode_results(srv_wire *w, ft_buf *out);
-void srv_frame_encode_error(srv_wire *w, ft_buf *out, int code,
-                            const char *msg);
-void srv_frame_state_free(srv_wire *w);
+/* What the binary half (serve_frame.h) uses of this one. */
+/* srv_wire_reserve makes room for n jobs. */
+int srv_wire_reserve(srv_wire *w, size_t n);
+/* srv_wire_check checks a request against the server's caps. */
+int srv_wire_check(struct server *srv, const ft_request *r, char *err,
+                   size_t errlen);
+/* srv_wire_add_job appends a validated request as a job. */
+int srv_wire_add_job(srv_wire *w, const ft_request *r, uint64_t deadline_ns);
+/* srv_wire_deadline is the deadline of a request arriving now that asks
+ * for ms milliseconds (0: the server's default_deadline_ms). */
+uint64_t srv_wire_deadline(struct server *srv, uint32_t ms);
 
 #endif /* FT_SERVE_WIRE_H */

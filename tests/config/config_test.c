@@ -255,10 +255,14 @@ static void test_cli(void)
     FT_CHECK_EQ_U64(cfg.admin_reload, 1);
     FT_PASS(ft_config_validate(&cfg, err, sizeof err));
 
-    /* The flags of serve map onto settings. */
+    /* The flags of serve map onto settings; check-config takes four. */
     int n = 0;
-    for (; ft_config_flags[n].flag != NULL; n++)
-        FT_CHECK(ft_config_find(ft_config_flags[n].setting) != NULL);
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
+        if (ft_config_rows[i].flag) {
+            FT_CHECK(ft_config_find_flag(ft_config_rows[i].flag) ==
+                     &ft_config_rows[i]);
+            n += (ft_config_rows[i].show & FT_CONFIG_SHOW_CHECK) != 0;
+        }
     FT_CHECK_EQ_U64(n, 4);
 
     struct {
@@ -581,8 +585,24 @@ static void test_example(const char *path)
         const char *leaf = dot ? dot + 1 : ft_config_rows[i].name;
         char pat[96];
         snprintf(pat, sizeof pat, "# %s: ", leaf);
-        if (strstr(text, pat) == NULL) {
+        const char *para = strstr(text, pat);
+        if (para == NULL) {
             fprintf(stderr, "%s has no paragraph '%s'\n", path, pat);
+            exit(1);
+        }
+        /* ...followed by the setting itself, after only comment lines. */
+        const char *p = para;
+        for (;;) {
+            p = strchr(p, '\n');
+            FT_CHECK(p != NULL);
+            p += strspn(p, "\n ");
+            if (*p != '#')
+                break;
+        }
+        snprintf(pat, sizeof pat, "%s = ", leaf);
+        if (strncmp(p, pat, strlen(pat)) != 0) {
+            fprintf(stderr, "%s: the paragraph of %s is not right above it\n",
+                    path, ft_config_rows[i].name);
             exit(1);
         }
     }
@@ -593,6 +613,107 @@ static void test_example(const char *path)
              line_of(text, "\nindex = ") + 1, cfg.index_path);
     FT_CHECK_STR(err, want);
     free(text);
+}
+
+/* test_table walks the rows for what the daemon relies on: serve's flags
+ * are distinct, a bool switch is the only flag without an argument, a
+ * config gauge is a Prometheus gauge name with its help, a number, and a
+ * hook is one the daemon supplies. */
+static void test_table(void)
+{
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const ft_config_row *r = &ft_config_rows[i];
+        FT_CHECK(r->name != NULL && r->name[0] && r->doc && r->doc[0]);
+        FT_CHECK(r->def != NULL);
+        FT_CHECK(r->hook >= FT_CONFIG_HOOK_NONE && r->hook < FT_CONFIG_NHOOKS);
+        if (r->flag) {
+            FT_CHECK(r->flag[0] != '-' && r->flag[0] != 0);
+            FT_CHECK((r->flag_arg == NULL) == (r->type == FT_CONFIG_BOOL));
+            for (int j = 0; j < i; j++)
+                FT_CHECK(ft_config_rows[j].flag == NULL ||
+                         strcmp(ft_config_rows[j].flag, r->flag) != 0);
+        } else {
+            FT_CHECK(!(r->show & FT_CONFIG_SHOW_CHECK));
+        }
+        if (r->gauge) {
+            FT_CHECK(strncmp(r->gauge, "flashtrie_", 10) == 0);
+            FT_CHECK(strspn(r->gauge, "abcdefghijklmnopqrstuvwxyz_") ==
+                     strlen(r->gauge));
+            FT_CHECK(r->gauge_help && r->gauge_help[0]);
+            FT_CHECK(strpbrk(r->gauge_help, "\\\n") == NULL);
+            FT_CHECK(r->type == FT_CONFIG_INT || r->type == FT_CONFIG_BOOL ||
+                     r->type == FT_CONFIG_ENUM);
+        }
+    }
+    /* Every hook is some row's. */
+    for (int h = FT_CONFIG_HOOK_NONE + 1; h < FT_CONFIG_NHOOKS; h++) {
+        int used = 0;
+        for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
+            used |= ft_config_rows[i].hook == h;
+        FT_CHECK(used);
+    }
+}
+
+/* A hook that counts its calls and what it saw. */
+static int g_calls[FT_CONFIG_NHOOKS], g_saw_old;
+static int count_batch(void *ctx, ft_config *live, const ft_config *old,
+                       char *e, size_t el)
+{
+    (void)ctx, (void)live, (void)e, (void)el;
+    g_calls[FT_CONFIG_HOOK_BATCH_WINDOW]++;
+    g_saw_old = old != NULL;
+    return FT_OK;
+}
+static int count_level(void *ctx, ft_config *live, const ft_config *old,
+                       char *e, size_t el)
+{
+    (void)ctx, (void)live, (void)old, (void)e, (void)el;
+    g_calls[FT_CONFIG_HOOK_LOG_LEVEL]++;
+    return FT_OK;
+}
+static int fail_file(void *ctx, ft_config *live, const ft_config *old,
+                     char *e, size_t el)
+{
+    (void)ctx, (void)live, (void)old;
+    g_calls[FT_CONFIG_HOOK_LOG_FILE]++;
+    snprintf(e, el, "log_file: no");
+    return FT_EIO;
+}
+
+/* test_live: a reload takes the reloadable values (and every source) into
+ * the live settings and leaves the others; each hook runs once, however
+ * many of its rows there are; a failing hook stops the run. */
+static void test_live(void)
+{
+    load_ok("index = \"a\";\nmax_batch = 4;\nqueue_depth = 9;\n");
+    cfg2 = cfg;
+    load_ok("\nindex = \"b\";\nmax_batch = 8;\nmax_wait_us = 5;\n"
+            "queue_depth = 9;\nlog_level = \"debug\";\n");
+    FT_PASS(ft_config_reload_check(&cfg2, &cfg, err, sizeof err));
+    ft_config_take_reloadable(&cfg2, &cfg);
+    FT_CHECK_STR(cfg2.index_path, "b");
+    FT_CHECK_EQ_U64(cfg2.max_batch, 8);
+    FT_CHECK_EQ_U64(FT_CONFIG_LIVE(&cfg2, max_wait_us), 5);
+    FT_CHECK_EQ_U64(cfg2.log_level, 3);
+    FT_CHECK_EQ_U64(cfg2.queue_depth, 9);
+    FT_CHECK_EQ_U64(cfg2.src[FT_CONFIG_S_QUEUE_DEPTH].line, 5);
+    FT_CHECK_EQ_U64(ft_config_number(&ft_config_rows[FT_CONFIG_S_MAX_BATCH],
+                                     &cfg2), 8);
+    FT_CHECK_EQ_U64(ft_config_number(&ft_config_rows[FT_CONFIG_S_LOG_LEVEL],
+                                     &cfg2), 3);
+    ft_config_hook_fn hooks[FT_CONFIG_NHOOKS] = {
+        [FT_CONFIG_HOOK_BATCH_WINDOW] = count_batch,
+        [FT_CONFIG_HOOK_LOG_LEVEL] = count_level};
+    FT_PASS(ft_config_run_hooks(&cfg2, &cfg, hooks, NULL, err, sizeof err));
+    FT_CHECK_EQ_U64(g_calls[FT_CONFIG_HOOK_BATCH_WINDOW], 1);
+    FT_CHECK_EQ_U64(g_calls[FT_CONFIG_HOOK_LOG_LEVEL], 1);
+    FT_CHECK(g_saw_old);
+    hooks[FT_CONFIG_HOOK_LOG_FILE] = fail_file;
+    FT_FAIL(ft_config_run_hooks(&cfg2, NULL, hooks, NULL, err, sizeof err),
+            FT_EIO);
+    FT_CHECK_STR(err, "log_file: no");
+    FT_CHECK_EQ_U64(g_calls[FT_CONFIG_HOOK_BATCH_WINDOW], 2);
+    FT_CHECK(!g_saw_old);
 }
 
 /* test_doc checks that docs/config.md holds the generated table as is. */
@@ -629,6 +750,8 @@ int main(int argc, char **argv)
     test_validate();
     test_files();
     test_reload();
+    test_table();
+    test_live();
     test_example(argv[1]);
     test_doc(argv[2]);
     printf("config_test: ok\n");

@@ -17,6 +17,12 @@
  * 0.0.4 (comments, names, labels with their escapes, values): a line it
  * does not accept fails the test.
  *
+ *   settings (e2e) the settings table (config/settings.c) walked against
+ *            the program: every row's flag is in serve --help and parsed
+ *            (a bad value refused naming the setting), every row INFO
+ *            shows has its line in INFO's config section, every config
+ *            gauge is on /metrics under its exact name and value
+ *
  *   failover (e2e) servers of 2 and 3 CPU replicas started with the
  *            test-only --test-fault hook (a replica's engine fails as on a
  *            CUDA error from its N-th call on): under load from several
@@ -401,7 +407,7 @@ static void case_render(void)
     s.hist[93] = 14;
     s.latency_ns_sum = 1500000000ull;
     s.queue_depth = 3;
-    s.queue_capacity = 8;
+    s.conf[FT_CONFIG_S_QUEUE_DEPTH] = 8;
     s.busy_rejections = 5;
     s.batches = 9;
     s.batch_requests = 42;
@@ -1207,10 +1213,169 @@ static void case_failover(void)
         ft_result_free(&g_fo_want[v]);
 }
 
+/* ---- settings: the settings table against the running program ---- */
+
+/* run_serve runs "BIN serve ARGS..." to its end, its stdout and stderr
+ * into out (NUL-terminated); returns its exit status. */
+static int run_serve(const char *const *args, char *out, size_t len)
+{
+    const char *argv[40] = {g_bin, "serve"};
+    int n = 2;
+    for (; args[n - 2] != NULL; n++) {
+        FT_CHECK(n < 39);
+        argv[n] = args[n - 2];
+    }
+    argv[n] = NULL;
+    int fd[2];
+    FT_CHECK(pipe(fd) == 0);
+    pid_t pid = fork();
+    FT_CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        execv(g_bin, (char *const *)argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    ssize_t r;
+    while ((r = read(fd[0], out + got, len - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = '\0';
+    close(fd[0]);
+    int st;
+    FT_CHECK(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* want_has fails the test when text lacks s. */
+static void want_has(const char *what, const char *text, const char *s)
+{
+    if (strstr(text, s) == NULL) {
+        fprintf(stderr, "%s lacks '%s':\n%s\n", what, s, text);
+        exit(1);
+    }
+}
+
+/* case_settings walks the settings table (config/settings.c): every row
+ * with a flag is in serve --help and is parsed by serve (a bad value is
+ * refused naming the setting; a bool switch is taken); on a live server
+ * every row shown in INFO has its line in INFO's config section, and
+ * every row with a config gauge is on /metrics under that exact name
+ * with the value the flags gave it.  (config_test checks that every row
+ * has its paragraph in flashtrie.conf.example.) */
+static void case_settings(void)
+{
+    static char out[1 << 16];
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/none.fti", g_dir);
+    const char *help[] = {"--help", NULL};
+    FT_CHECK_EQ_U64(run_serve(help, out, sizeof out), 0);
+    int flags = 0;
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const ft_config_row *r = &ft_config_rows[i];
+        if (r->flag == NULL)
+            continue;
+        flags++;
+        char pat[128], bad[1100], name[128];
+        snprintf(pat, sizeof pat, "[--%s%s%s]", r->flag,
+                 r->flag_arg ? " " : "", r->flag_arg ? r->flag_arg : "");
+        want_has("serve --help", out, pat);
+        snprintf(pat, sizeof pat, "--%s", r->flag);
+        if (r->flag_arg == NULL) {
+            /* A switch: taken, so the run goes on to the missing index. */
+            const char *a[] = {pat, "--index", missing, NULL};
+            static char o2[1 << 14];
+            FT_CHECK_EQ_U64(run_serve(a, o2, sizeof o2), 1);
+            snprintf(bad, sizeof bad, "index: %s does not exist", missing);
+            want_has(pat, o2, bad);
+            continue;
+        }
+        /* A value the row refuses. */
+        switch (r->type) {
+        case FT_CONFIG_INT:
+            snprintf(bad, sizeof bad, "%lld", r->max + 1);
+            break;
+        case FT_CONFIG_STRING:
+            if (r->url != 0) {
+                snprintf(bad, sizeof bad, "nowhere");
+            } else {
+                memset(bad, 'x', (size_t)r->max + 1);
+                bad[r->max + 1] = '\0';
+            }
+            break;
+        default: snprintf(bad, sizeof bad, "x,"); break;
+        }
+        const char *a[] = {"--index", missing, pat, bad, NULL};
+        static char o2[1 << 14];
+        FT_CHECK_EQ_U64(run_serve(a, o2, sizeof o2), 2);
+        snprintf(name, sizeof name, "cli: %s: ", r->name);
+        want_has(pat, o2, name);
+    }
+    FT_CHECK(flags >= 16);
+
+    /* A live server: the flags give some rows values of their own. */
+    char idx[300], url[300], murl[64];
+    make_index(idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    snprintf(murl, sizeof murl, "http://127.0.0.1:%d", free_port());
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--queue-depth", "7",
+                          "--max-batch", "3", "--metrics", murl, NULL};
+    static ft_config want;
+    char err[512];
+    ft_config_init(&want);
+    for (int i = 0; args[i] != NULL; i += 2) {
+        const ft_config_row *r = ft_config_find_flag(args[i] + 2);
+        FT_CHECK(r != NULL);
+        FT_PASS(ft_config_set(&want, r->name, args[i + 1],
+                              FT_CONFIG_SRC_CLI_AT, err, sizeof err));
+    }
+    start_server(url, args);
+    char *info = fo_info(url);
+    const char *conf = strstr(info, "\n# config\n");
+    FT_CHECK(conf != NULL);
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const ft_config_row *r = &ft_config_rows[i];
+        if (!(r->show & FT_CONFIG_SHOW_INFO))
+            continue;
+        ft_buf line;
+        ft_buf_init(&line);
+        FT_PASS(ft_buf_printf(&line, "\n%s: ", r->name));
+        size_t at = line.len;
+        FT_PASS(ft_config_value(r, &want, &line));
+        if (line.len == at)
+            FT_PASS(ft_buf_printf(&line, "\"\""));
+        FT_PASS(ft_buf_printf(&line, " (%s)\n", want.src[i].kind ==
+                              FT_CONFIG_SRC_CLI ? "cli" : "default"));
+        want_has("INFO's config section", conf, (const char *)line.data);
+        ft_buf_free(&line);
+    }
+    free(info);
+    static scrape sc;
+    get_metrics(murl, &sc);
+    int gauges = 0;
+    for (int i = 0; i < FT_CONFIG_NSETTINGS; i++) {
+        const ft_config_row *r = &ft_config_rows[i];
+        if (r->gauge == NULL)
+            continue;
+        gauges++;
+        int f = find_family(&sc, r->gauge);
+        FT_CHECK(f >= 0);
+        FT_CHECK_STR(sc.fam[f].type, "gauge");
+        FT_CHECK_EQ_U64((uint64_t)value_of(&sc, r->gauge, ""),
+                        ft_config_number(r, &want));
+    }
+    FT_CHECK(gauges >= 1);
+    FT_CHECK_EQ_U64((uint64_t)value_of(&sc, "flashtrie_queue_capacity", ""), 7);
+    FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 15000, NULL), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: metrics_test render|scrape|failover\n");
+        fprintf(stderr, "usage: metrics_test render|scrape|failover|settings\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -1230,6 +1395,13 @@ int main(int argc, char **argv)
         FT_CHECK(mkdtemp(g_dir) != NULL);
         atexit(cleanup);
         case_failover();
+    } else if (!strcmp(argv[1], "settings")) {
+        g_bin = getenv("FT_BIN");
+        FT_CHECK(g_bin != NULL);
+        snprintf(g_dir, sizeof g_dir, "/tmp/ft_metrics_test.XXXXXX");
+        FT_CHECK(mkdtemp(g_dir) != NULL);
+        atexit(cleanup);
+        case_settings();
     } else {
         fprintf(stderr, "metrics_test: unknown case '%s'\n", argv[1]);
         return 2;

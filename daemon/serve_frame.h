@@ -1,0 +1,21 @@
+/*
+ * serve_frame.h - the binary half of the server's protocol layer
+ * (serve_frame.c): the frames of router/frame.h decoded into jobs or an
+ * immediate reply, and answered jobs encoded as frames.
+ */
+#ifndef FT_SERVE_FRAME_H
+#define FT_SERVE_FRAME_H
+
+#include <stddef.h>
+
+#include "flashtrie/internal/buf.h"
+#include "serve_wire.h"
+
+int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
+                     const unsigned char *p, size_t len, ft_buf *out);
+void srv_frame_encode_results(srv_wire *w, ft_buf *out);
+void srv_frame_encode_error(srv_wire *w, ft_buf *out, int code,
+                            const char *msg);
+void srv_frame_state_free(srv_wire *w);
+
+#endif /* FT_SERVE_FRAME_H */

@@ -1,0 +1,82 @@
+/*
+ * serve_priv.h - the server struct that the files of "flashtrie serve"
+ * share, private to them: the live settings (ft_config, the table's
+ * struct: nothing copies them), what serve's own flags set, the sockets,
+ * the queue and the batcher, and the statistics INFO and /metrics read.
+ *
+ * Each serve_*.h declares what its serve_*.c provides and includes this
+ * header at most; none includes another's, except serve_frame.h the wire
+ * layer it is half of.
+ */
+#ifndef FT_SERVE_PRIV_H
+#define FT_SERVE_PRIV_H
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/supplemental/tls/tls.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "batcher.h"
+#include "cluster.h"
+#include "flashtrie.h"
+#include "ft_config.h"
+#include "queue.h"
+#include "slot.h"
+
+#define SRV_ERR_COUNT 32      /* status counters: ft_err values 0..31 */
+#define SRV_HIST_BUCKETS 128  /* latency buckets: 2^(i/4) microseconds */
+
+typedef struct server server;
+
+typedef struct srv_socket {
+    server *srv;
+    ft_config_listener lo;     /* its listeners element */
+    nng_socket sock;
+    nng_listener lst;
+    nng_tls_config *tls;
+    int open;
+    struct srv_ctx **ctx;
+    size_t n_ctx;
+} srv_socket;
+
+struct server {
+    /* The live settings: read where they are used; a reload rewrites the
+     * reloadable ones (ft_config_take_reloadable under reload_mu), so
+     * threads other than the main one read those with FT_CONFIG_LIVE. */
+    ft_config cfg;
+    /* What serve's own flags set: they are no settings (no file key, no
+     * reload). */
+    uint32_t contexts;            /* nng contexts per socket */
+    uint32_t test_delay_us;       /* test hook: slow every batch */
+    /* test hook (--test-fault R:N): replica R's engine fails, as on a CUDA
+     * error, from its N-th batch call on; 0 = never. */
+    uint64_t test_fault[FT_SLOT_MAX_REPLICAS];
+    int no_verify;                /* skip index checksums */
+    /* What the server made of them. */
+    ft_slot_opts slot;            /* the engines' options, from cfg */
+    char index[FT_CONFIG_PATH_MAX]; /* the index served now (a RELOAD may
+                                       name another): under reload_mu */
+    char *config_dump;            /* INFO's config section (serve.c) */
+    ft_queue queue;
+    ft_batcher *batcher;
+    srv_socket socks[FT_CONFIG_MAX_LISTENERS];
+    size_t n_socks;
+    uint64_t start_ns;
+    pthread_mutex_t reload_mu; /* one reload at a time */
+    atomic_uint_fast64_t next_gen;
+    atomic_int draining;
+    atomic_long inflight;      /* messages received, reply not yet sent */
+    /* statistics */
+    atomic_uint_fast64_t messages, json_messages, frame_messages;
+    atomic_uint_fast64_t status[SRV_ERR_COUNT]; /* per request */
+    atomic_uint_fast64_t hist[SRV_HIST_BUCKETS];
+    atomic_uint_fast64_t latency_ns_sum; /* the histogram's sum */
+    atomic_uint_fast64_t reloads, reload_failures;
+    atomic_uint_fast64_t pipes_added, pipes_removed;
+    struct srv_http *http;     /* the metrics listener (NULL: none) */
+    ft_cluster *cluster;       /* rank 0 of a cluster: its searcher's */
+};
+
+#endif /* FT_SERVE_PRIV_H */
