@@ -55,6 +55,12 @@ __device__ __forceinline__ float ark_x(const ft_ark_params &p, uint32_t r,
 
 /* ark_lse computes beam r's normalisation in the calling CTA (256
  * threads, all of them); false when no entry can be taken. */
+__device__ __forceinline__ bool ark_child_driven(const ft_ark_params &p,
+                                                 const ft_child_range *cr)
+{
+    return p.form == FT_ARR_DENSE && p.vocab == NULL && cr->deg <= p.width;
+}
+
 __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
                         const ft_child_range *cr, double *lse)
 {
@@ -62,12 +68,24 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
     __shared__ double lanes[ARK_EXP_THREADS];
     uint32_t l = threadIdx.x;
     bool allowed = p.norm == FT_ARR_NORM_ALLOWED;
+    bool cd = allowed && ark_child_driven(p, cr);
     float mx = -INFINITY;
-    for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
-        float x = ark_x(p, r, j);
-        if (x > mx &&
-            (!allowed || ft_find_child(&p.view, cr, ark_tok(p, r, j)) != FT_NONE))
-            mx = x;
+    if (cd) {
+        for (uint64_t i = l; i < cr->deg; i += ARK_EXP_THREADS) {
+            uint32_t lab = ft_child_label(&p.view, cr, cr->first + i);
+            if (lab < p.width) {
+                float x = ark_x(p, r, lab);
+                if (x > mx)
+                    mx = x;
+            }
+        }
+    } else {
+        for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
+            float x = ark_x(p, r, j);
+            if (x > mx &&
+                (!allowed || ft_find_child(&p.view, cr, ark_tok(p, r, j)) != FT_NONE))
+                mx = x;
+        }
     }
     smx[l] = mx;
     __syncthreads();
@@ -80,10 +98,22 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
     if (!(mx > -INFINITY))
         return false;
     double s = 0.0;
-    for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
-        if (allowed && ft_find_child(&p.view, cr, ark_tok(p, r, j)) == FT_NONE)
-            continue;
-        s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, j), (double)mx)));
+    if (cd) {
+        /* lane l: its children (label % 256 == l) in ascending label */
+        for (uint64_t i = 0; i < cr->deg; i++) {
+            uint32_t lab = ft_child_label(&p.view, cr, cr->first + i);
+            if (lab >= p.width)
+                break;
+            if (lab % ARK_EXP_THREADS != l)
+                continue;
+            s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, lab), (double)mx)));
+        }
+    } else {
+        for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
+            if (allowed && ft_find_child(&p.view, cr, ark_tok(p, r, j)) == FT_NONE)
+                continue;
+            s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, j), (double)mx)));
+        }
     }
     lanes[l] = s;
     __syncthreads();
@@ -160,7 +190,7 @@ ark_expand(ft_ark_params p)
     float s = p.cur_sigma[r];
     uint32_t len = p.cur_len[r];
     uint32_t l = threadIdx.x;
-    if (p.form == FT_ARR_DENSE && p.vocab == NULL && cr.deg <= p.width) {
+    if (ark_child_driven(p, &cr)) {
         for (uint64_t i = l; i < cr.deg; i += ARK_EXP_THREADS) {
             uint64_t u = cr.first + i;
             uint32_t lab = ft_child_label(&p.view, &cr, u);
@@ -193,7 +223,7 @@ ark_select(ft_ark_params p)
     uint64_t *s1 = sm, *s2 = sm + FT_ARK_SORT_MAX;
     uint32_t *si = (uint32_t *)(sm + 2 * FT_ARK_SORT_MAX);
     __shared__ uint32_t hist[256];
-    __shared__ uint32_t sh_n, sh_need;
+    __shared__ uint32_t sh_n, sh_need, sh_stop;
     __shared__ uint64_t pre1, pre2, msk1, msk2;
     int which = blockIdx.x;
     if (which == 1 && p.h_count == NULL)
@@ -219,6 +249,7 @@ ark_select(ft_ark_params p)
             pre1 = pre2 = msk1 = msk2 = 0;
             sh_need = take;
             sh_n = 0;
+            sh_stop = 0;
         }
         __syncthreads();
         for (int pass = 0; pass < 16; pass++) {
@@ -250,13 +281,22 @@ ark_select(ft_ark_params p)
                     pre2 |= (uint64_t)d << sh;
                     msk2 |= 255ull << sh;
                 }
+                /* Enough: the keys below the prefix (take - need) and
+                 * the prefix's own bucket fit one sort. */
+                if (take - sh_need + hist[d] <= FT_ARK_SORT_MAX)
+                    sh_stop = 1;
             }
             __syncthreads();
+            if (sh_stop)
+                break;
         }
-        uint64_t t1 = pre1, t2 = pre2; /* the take-th key itself */
+        /* Every key whose decided bits are at most the prefix: the first
+         * take - need keys and the bucket that holds the take-th (after 16
+         * passes, exactly the first take). */
+        uint64_t t1 = pre1, t2 = pre2, m1 = msk1, m2 = msk2;
         for (uint64_t i = tid; i < n; i += ARK_SEL_THREADS) {
             uint64_t a = L.k1[i], b = L.k2[i];
-            if (ark_gt(a, b, t1, t2))
+            if (ark_gt(a & m1, b & m2, t1, t2))
                 continue;
             uint32_t slot = atomicAdd(&sh_n, 1u);
             if (slot < FT_ARK_SORT_MAX) {
@@ -266,7 +306,7 @@ ark_select(ft_ark_params p)
             }
         }
         __syncthreads();
-        nsel = take;
+        nsel = sh_n < FT_ARK_SORT_MAX ? sh_n : FT_ARK_SORT_MAX;
     }
     uint32_t P = 1;
     while (P < nsel)
@@ -406,9 +446,15 @@ ark_topk_kernel(ft_ark_params p, uint32_t k, uint32_t *out_entry,
         return;
     float s = p.cur_sigma[r];
     unsigned long long prev = 0;
+    bool cd = ark_child_driven(p, &cr);
+    uint64_t nit = cd ? cr.deg : p.width;
     for (uint32_t i = 0; i < k; i++) {
         unsigned long long best = UINT64_MAX;
-        for (uint32_t j = threadIdx.x; j < p.width; j += ARK_EXP_THREADS) {
+        for (uint64_t it = threadIdx.x; it < nit; it += ARK_EXP_THREADS) {
+            uint32_t j = cd ? ft_child_label(&p.view, &cr, cr.first + it)
+                            : (uint32_t)it;
+            if (j >= p.width)
+                continue;
             float x = ark_x(p, r, j);
             float rho = p.norm ? ft_ar_norm(x, lse) : x;
             if (!(rho > p.theta_tok) || !(FT_FADD(s, rho) > p.theta_sent))
@@ -416,7 +462,7 @@ ark_topk_kernel(ft_ark_params p, uint32_t k, uint32_t *out_entry,
             unsigned long long key = ft_ar_tail(0, rho, j);
             if ((i > 0 && key <= prev) || key >= best)
                 continue;
-            if (ft_find_child(&p.view, &cr, ark_tok(p, r, j)) == FT_NONE)
+            if (!cd && ft_find_child(&p.view, &cr, ark_tok(p, r, j)) == FT_NONE)
                 continue;
             best = key;
         }

@@ -361,12 +361,47 @@ static inline float row_x(const row *w, uint32_t j)
 
 /* row_lse computes a beam's normalisation (ar_rules.h); 0 = no entry can
  * be taken (no maximum). */
+/* child_driven says whether a beam's entries are found from its children
+ * (dense rows without a vocabulary: child label = column) rather than
+ * from its row; both give the same entries, the GPU chooses alike. */
+static int child_driven(const ft_ar_input *in, const ft_child_range *cr)
+{
+    return in->form == FT_AR_IN_DENSE && in->vocab == NULL &&
+           cr->deg <= in->width;
+}
+
 static int row_lse(ft_ar *ar, const row *w, const ft_trie_view *v,
                    const ft_child_range *cr, double *lse)
 {
     const ft_ar_input *in = w->in;
     int allowed = in->norm == FT_AR_NORM_ALLOWED;
+    double *p = ar->lanes;
     float mx = -INFINITY;
+    if (allowed && child_driven(in, cr)) {
+        /* the same sums: a lane's children come in ascending label */
+        uint64_t end = cr->first + cr->deg;
+        for (uint64_t u = cr->first; u < end; u++) {
+            uint32_t lab = ft_child_label(v, cr, u);
+            if (lab >= in->width)
+                break;
+            float x = row_x(w, lab);
+            if (x > mx)
+                mx = x;
+        }
+        if (!(mx > -INFINITY))
+            return 0;
+        for (uint32_t l = 0; l < FT_AR_LANES; l++)
+            p[l] = 0.0;
+        for (uint64_t u = cr->first; u < end; u++) {
+            uint32_t lab = ft_child_label(v, cr, u);
+            if (lab >= in->width)
+                break;
+            double *s = &p[lab % FT_AR_LANES];
+            *s = FT_DADD(*s, ft_ar_exp(FT_DSUB((double)row_x(w, lab), (double)mx)));
+        }
+        *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
+        return 1;
+    }
     for (uint32_t j = 0; j < in->width; j++) {
         float x = row_x(w, j);
         if (x > mx && (!allowed || ft_find_child(v, cr, row_tok(w, j)) != FT_NONE))
@@ -374,7 +409,6 @@ static int row_lse(ft_ar *ar, const row *w, const ft_trie_view *v,
     }
     if (!(mx > -INFINITY))
         return 0;
-    double *p = ar->lanes;
     for (uint32_t l = 0; l < FT_AR_LANES; l++) {
         double s = 0.0;
         for (uint32_t j = l; j < in->width; j += FT_AR_LANES) {
@@ -485,9 +519,7 @@ static int cpu_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
             continue;
         float s = cur->sigma[r];
         uint32_t len = cur->len[r];
-        int child_driven = in->form == FT_AR_IN_DENSE && in->vocab == NULL &&
-                           cr.deg <= in->width;
-        if (child_driven) {
+        if (child_driven(in, &cr)) {
             /* Labels ascend: those below width are a prefix. */
             for (uint64_t u = cr.first; u < cr.first + cr.deg; u++) {
                 uint32_t lab = ft_child_label(v, &cr, u);
@@ -651,12 +683,22 @@ int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
         double lse = 0.0;
         int live = r < m && cr.deg > 0 &&
                    (in->norm == FT_AR_NORM_NONE || row_lse(ar, &w, v, &cr, &lse));
-        for (uint32_t j = 0; live && j < in->width; j++) {
+        int cd = live && child_driven(in, &cr);
+        uint64_t nit = !live ? 0 : cd ? cr.deg : in->width;
+        for (uint64_t it = 0; it < nit; it++) {
+            uint32_t j;
+            if (cd) { /* children in label order: those below width */
+                j = ft_child_label(v, &cr, cr.first + it);
+                if (j >= in->width)
+                    break;
+            } else {
+                j = (uint32_t)it;
+            }
             float x = row_x(&w, j);
             float rho = in->norm ? ft_ar_norm(x, lse) : x;
             if (!(rho > ar->o.theta_tok) ||
                 !(FT_FADD(cur->sigma[r], rho) > ar->o.theta_sent) ||
-                ft_find_child(v, &cr, row_tok(&w, j)) == FT_NONE)
+                (!cd && ft_find_child(v, &cr, row_tok(&w, j)) == FT_NONE))
                 continue;
             uint64_t key = ft_ar_tail(0, rho, j);
             /* insertion into the sorted best k (a full list drops its last) */

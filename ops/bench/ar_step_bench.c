@@ -234,6 +234,7 @@ int main(int argc, char **argv)
                 CHECK(ft_ar_step(ar, cur, &F->in, out, &hits, NULL));
                 CHECK(ft_ar_memcpy(ar, ref, out->node, (size_t)B * 8, 0));
                 cudaMemset(out->node, 0xff, (size_t)B * 8);
+                cudaDeviceSynchronize(); /* st does not wait for the legacy stream */
                 cudaGraphLaunch(ge, st);
                 cudaStreamSynchronize(st);
                 CHECK(ft_ar_memcpy(ar, got, out->node, (size_t)B * 8, 0));

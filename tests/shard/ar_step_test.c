@@ -107,7 +107,8 @@ static void dec_open(dec *d, const ft_index *idx, ft_engine_kind kind,
     FT_PASS(ft_ar_alloc(d->ar, &d->d_lp, cells * 4));
     FT_PASS(ft_ar_alloc(d->ar, &d->d_ids, cells * 4));
     FT_PASS(ft_ar_alloc(d->ar, &d->d_vocab, (size_t)width * 4));
-    FT_PASS(ft_ar_alloc(d->ar, &d->d_mask, (size_t)beam * ((width + 31) / 32) * 4));
+    /* masks are always V columns wide */
+    FT_PASS(ft_ar_alloc(d->ar, &d->d_mask, (size_t)beam * ((V + 31) / 32) * 4));
     FT_PASS(ft_ar_alloc(d->ar, &d->d_te, (size_t)beam * 8 * 4));
     FT_PASS(ft_ar_alloc(d->ar, &d->d_tt, (size_t)beam * 8 * 4));
     FT_PASS(ft_ar_alloc(d->ar, &d->d_tl, (size_t)beam * 8 * 4));
