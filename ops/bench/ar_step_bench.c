@@ -4,6 +4,7 @@
  *
  *   ar_step_bench --index INDEX [--engine gpu|cpu] [--beams 256]
  *                 [--vocab 32768] [--iters 200] [--sparse-k 64]
+ *                 [--warm-steps N]
  *
  * Decodes from the root with random dense bf16 rows until the beam is full
  * (or 8 steps), then times, from that fixed state, each form of a step:
@@ -82,7 +83,7 @@ static void run_form(ft_ar *ar, form *F, ft_ar_beams *cur, ft_ar_beams *out,
 int main(int argc, char **argv)
 {
     const char *index = NULL, *engine = "gpu";
-    uint32_t B = 256, V = 32768, iters = 200, SK = 64;
+    uint32_t B = 256, V = 32768, iters = 200, SK = 64, warm = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--index"))
             index = argv[i + 1];
@@ -94,6 +95,8 @@ int main(int argc, char **argv)
             V = (uint32_t)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--iters"))
             iters = (uint32_t)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warm-steps"))
+            warm = (uint32_t)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--sparse-k"))
             SK = (uint32_t)atoi(argv[i + 1]);
         else {
@@ -165,7 +168,9 @@ int main(int argc, char **argv)
     /* fill the beam */
     CHECK(ft_ar_reset(ar, &bs[0], NULL));
     uint32_t m = 1, t = 0;
-    for (; t < 8 && m < B; t++) {
+    /* --warm-steps N: exactly N steps (while beams live); default: until
+     * the beam is full, at most 8 */
+    for (; warm ? (t < warm && m > 0) : (t < 8 && m < B); t++) {
         CHECK(ft_ar_step(ar, &bs[t & 1], &dense, &bs[(t + 1) & 1], &hits, NULL));
         CHECK(ft_ar_memcpy(ar, &m, bs[(t + 1) & 1].count, 4, 0));
     }
@@ -231,14 +236,19 @@ int main(int argc, char **argv)
                 return 1;
             }
             if (F->kind == 0) { /* the graph's answer equals the stream's */
+                uint32_t nref, ngot;
                 CHECK(ft_ar_step(ar, cur, &F->in, out, &hits, NULL));
-                CHECK(ft_ar_memcpy(ar, ref, out->node, (size_t)B * 8, 0));
+                CHECK(ft_ar_memcpy(ar, &nref, out->count, 4, 0));
+                CHECK(ft_ar_memcpy(ar, ref, out->node, (size_t)nref * 8, 0));
                 cudaMemset(out->node, 0xff, (size_t)B * 8);
+                cudaMemset(out->count, 0xff, 4);
                 cudaDeviceSynchronize(); /* st does not wait for the legacy stream */
                 cudaGraphLaunch(ge, st);
                 cudaStreamSynchronize(st);
-                CHECK(ft_ar_memcpy(ar, got, out->node, (size_t)B * 8, 0));
-                if (memcmp(ref, got, (size_t)B * 8)) {
+                CHECK(ft_ar_memcpy(ar, &ngot, out->count, 4, 0));
+                CHECK(ft_ar_memcpy(ar, got, out->node, (size_t)ngot * 8, 0));
+                /* only the first count entries are the step's */
+                if (nref != ngot || memcmp(ref, got, (size_t)nref * 8)) {
                     fprintf(stderr, "ar_step_bench: graph replay differs\n");
                     return 1;
                 }
