@@ -892,7 +892,12 @@ uint64_t ft_index_keys(const ft_index *idx);
  * steps' keys by (score desc, t asc, place in the step) gives SPEC's
  * search of that grid, bit for bit (flashtrie search --ar checks it).
  * Entries that are NaN or -inf are never taken; a token twice in one
- * sparse row gives two candidates. */
+ * sparse row gives two candidates.
+ *
+ * A session serves one caller at a time (like an engine); sessions over
+ * one index may run at once.  Steps of a GPU session are ordered by the
+ * stream they are given: the caller orders the streams of consecutive
+ * steps if it changes them. */
 
 typedef struct ft_ar ft_ar;
 
