@@ -70,7 +70,7 @@ static int read_line(FILE *f, char **buf, size_t *cap, size_t keep,
 static const char *usage_text =
     "usage: flashtrie search --index INDEX [--engine auto|cpu|gpu]\n"
     "         [--threads N] [--batch N] [--max-beam N] [--no-verify]\n"
-    "         [--max-line-bytes N]\n"
+    "         [--max-line-bytes N] [--ar [sparse|dense]]\n"
     "         < requests.jsonl > results.jsonl\n"
     "  answers one JSON request per input line with one result line, in\n"
     "  input order (docs/specification.md section 7).  INDEX is an index\n"
@@ -80,7 +80,11 @@ static const char *usage_text =
     "  engine at once (default 32); --max-beam caps the beam (default\n"
     "  4096); --max-line-bytes rejects longer request lines (default\n"
     "  67108864).  Exit 0 even when some lines were rejected, 1 for an\n"
-    "  unusable index, 2 for unusable arguments.\n";
+    "  unusable index, 2 for unusable arguments.\n"
+    "  --ar answers through the autoregressive step API, one decode step\n"
+    "  at a time, each beam given row t of its grid as a sparse row (the\n"
+    "  default) or a dense row over the grid's tokens (--ar dense); the\n"
+    "  answers are the same bytes (a plain index only, not a manifest).\n";
 
 static int parse_num(const char *opt, const char *s, unsigned long long max,
                      unsigned long long *out)
@@ -103,13 +107,14 @@ int cmd_search(int argc, char **argv)
         {"max-beam", required_argument, 0, 'm'},
         {"no-verify", no_argument, 0, 'n'},
         {"max-line-bytes", required_argument, 0, 'L'},
+        {"ar", optional_argument, 0, 'a'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *index = NULL, *engine = NULL;
     ft_engine_kind kind = FT_ENGINE_AUTO;
     unsigned long long threads = 0, batch = 32, max_beam = 0;
     unsigned long long max_line = FT_JSONL_MAX_LINE_DEFAULT;
-    int no_verify = 0, c;
+    int no_verify = 0, c, ar = 0; /* 1 sparse, 2 dense */
     optind = 1;
     opterr = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -133,6 +138,24 @@ int cmd_search(int argc, char **argv)
                 return 2;
             break;
         case 'n': no_verify = 1; break;
+        case 'a': {
+            const char *form = optarg;
+            /* "--ar dense" as well as "--ar=dense" */
+            if (form == NULL && optind < argc &&
+                (!strcmp(argv[optind], "sparse") ||
+                 !strcmp(argv[optind], "dense")))
+                form = argv[optind++];
+            if (form == NULL || !strcmp(form, "sparse"))
+                ar = 1;
+            else if (!strcmp(form, "dense"))
+                ar = 2;
+            else {
+                fprintf(stderr, "flashtrie search: --ar: expected sparse or "
+                        "dense, got '%s'\n", form);
+                return 2;
+            }
+            break;
+        }
         case 'L':
             if (parse_num("--max-line-bytes", optarg, 1ull << 40, &max_line))
                 return 2;
@@ -171,14 +194,36 @@ int cmd_search(int argc, char **argv)
         fprintf(stderr, "flashtrie search: %s\n", err);
         return 1;
     }
+    ft_searcher *eng = NULL;
+    ft_cli_ar *cli_ar = NULL;
+    int rc;
+    if (ar) {
+        if (ft_library_shards(lib) != 1 || ft_library_is_manifest(lib)) {
+            fprintf(stderr, "flashtrie search: --ar: %s is a shard manifest; "
+                    "the step API takes a plain index\n", index);
+            ft_library_close(lib);
+            return 2;
+        }
+        ft_engine_kind kind = strcmp(engine, "cpu") == 0   ? FT_ENGINE_CPU
+                              : strcmp(engine, "gpu") == 0 ? FT_ENGINE_GPU
+                                                           : FT_ENGINE_AUTO;
+        rc = ft_cli_ar_open(&cli_ar, ft_library_shard(lib, 0), ar == 2, kind,
+                            (uint32_t)max_beam, err, sizeof err);
+        if (rc != FT_OK) {
+            fprintf(stderr, "flashtrie search: --ar: %s\n", err);
+            ft_library_close(lib);
+            return 1;
+        }
+        FT_LOGF(FT_LOG_INFO, "search: %s", ft_cli_ar_note(cli_ar));
+        goto opened;
+    }
     ft_searcher_opts so;
     ft_searcher_opts_init(&so);
     so.engine.kind = kind;
     so.engine.threads = (int)threads;
     so.engine.max_beam = (uint32_t)max_beam;
     so.engine.max_batch = (uint32_t)(batch < 1024 ? batch : 1024);
-    ft_searcher *eng = NULL;
-    int rc = ft_searcher_open(&eng, lib, &so, err, sizeof err);
+    rc = ft_searcher_open(&eng, lib, &so, err, sizeof err);
     if (rc != FT_OK) {
         fprintf(stderr, "flashtrie search: %s engine: %s\n",
                 so.engine.kind == FT_ENGINE_GPU ? "GPU" : "CPU", err);
@@ -187,6 +232,7 @@ int cmd_search(int argc, char **argv)
     }
     FT_LOGF(FT_LOG_INFO, "search: %s", ft_searcher_note(eng));
 
+opened:;
     int status = 0;
     slot *slots = calloc(batch, sizeof *slots);
     ft_request *reqs = calloc(batch, sizeof *reqs);
@@ -241,7 +287,20 @@ int cmd_search(int argc, char **argv)
         }
         if (status != 0)
             break;
-        if (m > 0) {
+        for (size_t i = 0; cli_ar && i < m; i++) {
+            rc = ft_cli_ar_search(cli_ar, &reqs[i], (uint32_t)max_beam,
+                                  &res[i]);
+            if (rc != FT_OK) {
+                fprintf(stderr, "flashtrie search: %s failed: %s (%s)\n",
+                        ft_cli_ar_note(cli_ar), ft_strerror(rc),
+                        res[i].error);
+                status = 1;
+                break;
+            }
+        }
+        if (status != 0)
+            break;
+        if (m > 0 && !cli_ar) {
             rc = ft_searcher_search_batch(eng, reqs, m, res);
             if (rc != FT_OK) {
                 fprintf(stderr, "flashtrie search: %s failed: %s\n",
@@ -286,6 +345,7 @@ done:
     free(reqs);
     free(res);
     ft_searcher_close(eng);
+    ft_cli_ar_close(cli_ar);
     ft_library_close(lib);
     return status;
 }

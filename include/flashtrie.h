@@ -714,6 +714,184 @@ FT_API int ft_index_value_at(uint64_t *value, const ft_index *idx,
 /* ft_index_keys is the number of keys of idx. */
 FT_API uint64_t ft_index_keys(const ft_index *idx);
 
+/* ---- Autoregressive steps (docs/autoregressive.md) ----------------------
+ *
+ * An autoregressive decoder produces, at every step, one log-prob row per
+ * live beam.  An ft_ar session keeps each beam inside the library: one
+ * ft_ar_step turns the current beams and their rows into the next beams,
+ * pruned to B by docs/specification.md section 4's order and thresholds, and the keys that
+ * the step completed.  A GPU session works on the caller's CUDA stream with
+ * device pointers in and out, never waits on the host and allocates
+ * nothing per step, so steps can be captured in a CUDA graph; a CPU
+ * session (the reference) takes host pointers and is done when it returns.
+ * CPU and GPU steps give the same bits.
+ *
+ * Beams are kept sorted (index = rank r).  Beam r reads row r of the step's
+ * input.  A row is either sparse (width entries: library token ids and
+ * log-probs, f32) or dense (width columns of f32, f16 or bf16; column j
+ * stands for library token vocab[j], or j when vocab is NULL).  Entry j of
+ * a row with log-prob rho (after the optional normalisation) extends beam r
+ * to child u of its node labelled by the entry's token when rho >
+ * theta_tok and sigma + rho > theta_sent (binary32 addition).  Candidates
+ * are ordered by (sigma desc, r asc, rho desc, j asc) - the specification's (sigma desc,
+ * r asc, k asc) when all beams read the same row - and the first B with
+ * children become the next beams; a terminal u is a completed key with
+ * score (double)sigma * F[len], F[d] = pow(6 / (5 + d), alpha), and the
+ * step keeps its first n completed keys by (score desc, r asc, rho desc,
+ * j asc).  Decoding row t of a NAR grid at every step t and merging the
+ * steps' keys by (score desc, t asc, place in the step) gives the specification's
+ * search of that grid, bit for bit (flashtrie search --ar checks it).
+ * Entries that are NaN or -inf are never taken; a token twice in one
+ * sparse row gives two candidates.
+ *
+ * A session serves one caller at a time (like an engine); sessions over
+ * one index may run at once.  Steps of a GPU session are ordered by the
+ * stream they are given: the caller orders the streams of consecutive
+ * steps if it changes them. */
+
+typedef struct ft_ar ft_ar;
+
+typedef struct ft_ar_opts {
+    uint32_t struct_size; /* set by ft_ar_opts_init */
+    ft_engine_kind kind;  /* CPU, GPU or AUTO (GPU when usable) */
+    int device;           /* GPU ordinal */
+    uint32_t beam;        /* B, 1..4096; default 100: the most beams a
+                           * step keeps (buffers are sized by it) */
+    uint32_t results;     /* n: completed keys kept per step, 1..4096;
+                           * 0 = beam */
+    float theta_tok;      /* default -inf */
+    float theta_sent;     /* default -inf */
+    double alpha;         /* 0..10, default 1.0 */
+    uint32_t max_width;   /* widest row a step takes, 1..FT_AR_WIDTH_MAX;
+                           * 0 = 4096 */
+} ft_ar_opts;
+
+#define FT_AR_WIDTH_MAX (1u << 20)
+
+FT_API void ft_ar_opts_init(ft_ar_opts *o);
+
+/* ft_ar_open starts a session over idx (which must outlive it).  A GPU
+ * session copies the trie and the values to the device once; FT_ENODEV
+ * without a usable GPU, FT_ENOTSUP in a build without CUDA.  Bad options
+ * are FT_EINVAL naming the field. */
+FT_API int ft_ar_open(ft_ar **out, const ft_index *idx, const ft_ar_opts *o,
+               char *errbuf, size_t errlen);
+FT_API void ft_ar_close(ft_ar *ar);
+/* ft_ar_kind is the engine kind the session runs (CPU or GPU). */
+FT_API ft_engine_kind ft_ar_kind(const ft_ar *ar);
+/* ft_ar_get_opts copies the session's options, defaults resolved. */
+FT_API void ft_ar_get_opts(ft_ar_opts *o, const ft_ar *ar);
+/* ft_ar_configure changes the search parameters between decodes: beam
+ * and results at most the opened ones (buffers keep their size),
+ * thresholds and alpha as in ft_ar_opts.  A GPU session waits for the
+ * device here (its F table is copied): not a call for the step path. */
+FT_API int ft_ar_configure(ft_ar *ar, uint32_t beam, uint32_t results,
+                    float theta_tok, float theta_sent, double alpha);
+/* ft_ar_memcpy copies bytes between host memory and the session's memory
+ * (to_session non-zero: src is host memory, dst the session's), and
+ * waits for it: a convenience for drivers and tests (memcpy on the CPU). */
+FT_API int ft_ar_memcpy(ft_ar *ar, void *dst, const void *src, size_t bytes,
+                 int to_session);
+/* ft_ar_error returns the message of the session's last failed call, one
+ * line naming the field ("input.width: ..."); "" if none. */
+const char *ft_ar_error(const ft_ar *ar);
+
+/* ft_ar_beams is the state of up to B beams, structure of arrays, in the
+ * session's memory (host for CPU sessions, device for GPU sessions).
+ * count[0] is the number of live beams; entries 0 .. count-1 are valid. */
+typedef struct ft_ar_beams {
+    uint32_t *count;  /* [1] */
+    uint64_t *node;   /* [B] trie node */
+    float *sigma;     /* [B] */
+    uint32_t *len;    /* [B] tokens so far */
+    uint32_t *parent; /* [B] rank of the beam it extends (step output) */
+    uint32_t *entry;  /* [B] entry j of the parent's row it took */
+    uint32_t *token;  /* [B] library token of that entry */
+} ft_ar_beams;
+
+/* ft_ar_hits is the keys completed at one step, best first (ascending
+ * step order), at most n; count[0] says how many. */
+typedef struct ft_ar_hits {
+    uint32_t *count;     /* [1] */
+    uint32_t *parent;    /* [n] rank of the beam the key extends */
+    uint32_t *entry;     /* [n] entry of that beam's row */
+    uint32_t *token;     /* [n] its token: the key's last */
+    uint32_t *len;       /* [n] key length */
+    uint64_t *key_index; /* [n] the key's number in the index */
+    uint64_t *value;     /* [n] the key's value */
+    double *score;       /* [n] */
+    float *sigma;        /* [n] */
+} ft_ar_hits;
+
+/* ft_ar_input is one step's rows; beam r reads row r (rows must hold the
+ * live beams: at least count[0] rows). */
+typedef struct ft_ar_input {
+    int form;            /* FT_AR_IN_SPARSE or FT_AR_IN_DENSE */
+    int dtype;           /* dense: FT_AR_IN_F32, _F16 or _BF16 */
+    int norm;            /* FT_AR_NORM_NONE, _FULL (log-softmax over the
+                          * row) or _ALLOWED (over the entries that label
+                          * a child of the beam's node) */
+    uint32_t width;      /* entries (sparse) or columns (dense) per row */
+    uint64_t stride;     /* elements from one row to the next; 0 = width */
+    const uint32_t *ids; /* sparse: [row * stride + j] library tokens */
+    const void *logp;    /* [row * stride + j]: f32 for sparse */
+    const uint32_t *vocab; /* dense: [width] column -> library token, NULL:
+                          * column j is token j */
+} ft_ar_input;
+
+#define FT_AR_IN_SPARSE 0
+#define FT_AR_IN_DENSE 1
+#define FT_AR_IN_F32 0
+#define FT_AR_IN_F16 1
+#define FT_AR_IN_BF16 2
+#define FT_AR_NORM_NONE 0
+#define FT_AR_NORM_FULL 1
+#define FT_AR_NORM_ALLOWED 2
+
+/* ft_ar_beams_alloc allocates a beam state of B entries (and
+ * ft_ar_hits_alloc one of n hits) in the session's memory; the _free calls
+ * release them.  Callers may use their own buffers instead. */
+FT_API int ft_ar_beams_alloc(ft_ar *ar, ft_ar_beams *b);
+FT_API void ft_ar_beams_free(ft_ar *ar, ft_ar_beams *b);
+FT_API int ft_ar_hits_alloc(ft_ar *ar, ft_ar_hits *h);
+FT_API void ft_ar_hits_free(ft_ar *ar, ft_ar_hits *h);
+
+/* ft_ar_alloc allocates bytes of the session's memory (device memory for
+ * a GPU session, zeroed host memory for a CPU session); ft_ar_free frees
+ * it (NULL is fine). */
+FT_API int ft_ar_alloc(ft_ar *ar, void **p, size_t bytes);
+FT_API void ft_ar_free(ft_ar *ar, void *p);
+
+/* ft_ar_reset makes b one beam at the root (count 1, sigma 0, len 0). */
+FT_API int ft_ar_reset(ft_ar *ar, ft_ar_beams *b, void *stream);
+
+/* ft_ar_step expands cur by in into next (cur and next must differ) and
+ * writes the step's completed keys to hits (may be NULL).  stream is the
+ * cudaStream_t of a GPU session (NULL: the default stream), ignored by a
+ * CPU session.  FT_EINVAL for a bad input description (naming the field),
+ * FT_ECUDA when a launch failed (the session is then failed). */
+FT_API int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
+               ft_ar_beams *next, ft_ar_hits *hits, void *stream);
+
+/* ft_ar_mask writes, for engines that choose beams themselves, the tokens
+ * each live beam may take: bit j of mask[r * words + j / 32] (words =
+ * (width + 31) / 32) is set when column j's token (vocab[j], or j) labels a
+ * child of beam r's node, and bit eos is set when the node ends a key (eos
+ * >= width: no such bit).  Rows of dead beams (r >= count, r < B) are
+ * zeroed: mask holds B * words words (B: the opened beam). */
+FT_API int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
+               const uint32_t *vocab, uint32_t eos, uint32_t *mask,
+               void *stream);
+
+/* ft_ar_topk writes each beam's best k allowed entries (after the
+ * normalisation, rho > theta_tok and sigma + rho > theta_sent), ordered
+ * by (rho desc, j asc): out_entry[r * k + i], out_token, out_logp (the
+ * normalised rho, -0 as +0), r < B; missing places and dead beams get entry
+ * and token UINT32_MAX and logp -inf.  k is 1..64. */
+FT_API int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
+               uint32_t k, uint32_t *out_entry, uint32_t *out_token,
+               float *out_logp, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

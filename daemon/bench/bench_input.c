@@ -50,7 +50,7 @@ static int req_set_add(req_set *s, const ft_request *q)
     return FT_OK;
 }
 
-/* load_requests reads a SPEC section 7 request file into sets by beam.  It
+/* load_requests reads a docs/specification.md section 7 request file into sets by beam.  It
  * uses the router's JSON Lines parser, the one every tool shares. */
 static int load_requests(req_set *sets, int *nsets, const char *path,
                          char *errbuf, size_t errlen)

@@ -108,7 +108,7 @@ static int gen_keys(int argc, char **argv)
     const char *use =
         "usage: flashtrie gen keys --n N [--seed S] [--format text|ftk]\n"
         "                          [--output FILE|-] [--threads T] [--vocab V] [--stats]\n"
-        "  writes N distinct keys (SPEC section 2), sorted, deterministic in S;\n"
+        "  writes N distinct keys (docs/specification.md section 2), sorted, deterministic in S;\n"
         "  --format defaults to ftk for a FILE ending in .ftk, else text;\n"
         "  --stats prints nodes/key, fan-out and lengths on stderr.\n";
     ft_wl_keys_opts o;
@@ -227,7 +227,7 @@ static int gen_requests(int argc, char **argv)
         "         [--T 8] [--K K] [--beam B] [--head r] [--seed S] [--results n]\n"
         "         [--theta-tok x] [--theta-sent x] [--alpha a] [--output FILE|-]\n"
         "         [--threads T]\n"
-        "  writes N NAR-style request grids (SPEC section 7 JSON Lines): per\n"
+        "  writes N NAR-style request grids (docs/specification.md section 7 JSON Lines): per\n"
         "  position r head proposals follow a library key and its siblings, the\n"
         "  other K-r come from the library's per-position token marginals;\n"
         "  K defaults to B, r to K/10.  --threads (default: all cores) sample\n"

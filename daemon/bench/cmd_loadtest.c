@@ -12,7 +12,7 @@
  * every bad message with the answer it must get: a malformed frame an
  * ERROR with FT_EPROTO and the decoder's own message (the same decoder
  * runs here on the same bytes), a bad JSON line the error line "flashtrie
- * search" prints for it, a request breaking SPEC section 3 its RESULT
+ * search" prints for it, a request breaking docs/specification.md section 3 its RESULT
  * entry FT_EREQUEST with the validator's message, an oversize message a
  * closed connection.  A BUSY answer (the server's queue was full) is
  * counted apart: it is a right answer to overload, not a wrong one.
@@ -46,9 +46,9 @@ static const char *usage_text =
     "  ipc://, tcp:// or tls+tcp:// on 127.0.0.0/8 or localhost) for\n"
     "  --seconds, each sending a mix of good requests (--requests FILE, or\n"
     "  --pool requests generated from INDEX as 'gen requests' does),\n"
-    "  malformed ones (bad frames, bad JSON lines, requests breaking SPEC\n"
-    "  section 3) and oversize ones (above the server's max_message_bytes,\n"
-    "  read from INFO unless given).  --mix takes kinds with optional\n"
+    "  malformed ones (bad frames, bad JSON lines, requests breaking\n"
+    "  docs/specification.md section 3) and oversize ones (above the\n"
+    "  server's max_message_bytes, read from INFO unless given).  --mix takes kinds with optional\n"
     "  weights (good:90,bad:9,oversize:1 is what good,bad,oversize means).\n"
     "  Every good answer is checked bit for bit against INDEX searched here,\n"
     "  every bad one against its expected error.  It prints q/s, latency\n"

@@ -40,7 +40,7 @@ enum {
     K_BAD_GARBAGE,
     K_BAD_REPLY_TYPE,
     K_BAD_JSON,     /* a JSON line the parser or validator rejects */
-    K_BAD_SPEC,     /* a frame with requests breaking SPEC section 3 */
+    K_BAD_SPEC,     /* a frame with requests breaking docs/specification.md section 3 */
     K_BAD_RESULTS0, /* results given as 0 (wire form only) */
     K_OVERSIZE,
     K_COUNT
@@ -71,7 +71,7 @@ typedef struct bad_line {
     size_t want_len;
 } bad_line;
 
-/* a SPEC section 3 violation made from a good request */
+/* a docs/specification.md section 3 violation made from a good request */
 typedef struct bad_req {
     ft_request r;
     uint32_t *tok;

@@ -1,6 +1,6 @@
 /* loadtest_run.c - "flashtrie loadtest": one client (loadtest.h): its
  * latencies, the messages of each kind (good frames, batches and JSON
- * lines, malformed frames, bad JSON lines, SPEC violations, oversize
+ * lines, malformed frames, bad JSON lines, specification violations, oversize
  * messages) and the check of every answer against the expected one. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

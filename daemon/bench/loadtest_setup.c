@@ -320,7 +320,7 @@ int lt_expect(shared *sh, ft_searcher *eng, uint32_t max_beam)
     ft_jsonl_req_free(&q);
     ft_buf_free(&out);
 
-    /* SPEC section 3 violations built from the first good request. */
+    /* docs/specification.md section 3 violations built from the first good request. */
     const ft_request *base = &sh->pool[0].q.req;
     size_t cells = (size_t)base->T * base->K;
     enum { NB = 7 };

@@ -14,6 +14,11 @@ from .errors import (CODES, BusyError, ConnectionError, DeadlineError, Error,
                      LimitError, PermissionError, ProtocolError, RequestError,
                      ShutdownError, StateError, TimeoutError, error_for)
 
+# The autoregressive step API (libflashtrie itself, loaded on first use):
+# flashtrie.ar (Index, Session), flashtrie.hf (TrieLogitsProcessor for
+# transformers), flashtrie.vllm and flashtrie.sglang (serving adapters).
+from . import ar  # noqa: E402  (imports no library until used)
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -21,5 +26,5 @@ __all__ = [
     "MAX_BATCH", "CODES", "Error", "RequestError", "BusyError",
     "DeadlineError", "TimeoutError", "ConnectionError", "ProtocolError",
     "ShutdownError", "PermissionError", "LimitError", "StateError",
-    "error_for",
+    "error_for", "ar",
 ]

@@ -1,7 +1,7 @@
 /*
  * requests.c - making NAR-style requests from a sampled source (see
  * workload.h and docs/workload.md): request i alone from its own stream,
- * and the SPEC section 7 JSON Lines of n requests formatted in parallel.
+ * and the docs/specification.md section 7 JSON Lines of n requests formatted in parallel.
  */
 #include <math.h>
 #include <pthread.h>
@@ -42,7 +42,7 @@ static int cmp_desc_f32(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-/* req_defaults fills SPEC section 3's defaults (the library's
+/* req_defaults fills docs/specification.md section 3's defaults (the library's
  * ft_request_init may not be linked into every tool that generates). */
 static void req_defaults(ft_request *req)
 {

@@ -101,7 +101,7 @@ for f in --log-file --log-level --max-beam --metrics; do
 done
 # The help texts point at docs/specification.md, not at a file users
 # do not have.
-for c in build split info lookup search serve query check-config; do
+for c in build split info lookup search serve query check-config gen bench loadtest; do
     "$BIN" "$c" --help 2>&1 | grep -q 'SPEC' && fail "$c --help says SPEC"
 done
 

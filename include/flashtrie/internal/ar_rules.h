@@ -1,0 +1,222 @@
+/*
+ * ar_rules.h - the rules of one autoregressive step (include/flashtrie.h,
+ * "Autoregressive steps"), written once for the CPU step (shard/ar_step.c)
+ * and the CUDA step (kernels/ft_ar_step.cu), like nav.h and rules.h.
+ *
+ * Order.  A beam candidate is the child of the beam of rank r reached by
+ * entry j of its row with log-prob rho.  docs/specification.md section 4 orders the next
+ * beam by (sigma desc, r asc, k asc), k the entry's place in its row
+ * stable-sorted by logp descending; within one row that is (rho desc,
+ * j asc).  So a candidate's key is the pair
+ *
+ *     (ft_sigma_key(sigma), tail),  tail = r << 52 | ft_sigma_key(rho) << 20 | j
+ *
+ * compared lexicographically, ascending; a completed key's is
+ * (ft_score_key(score), tail) (the specification's order (t, r, k) within one step).
+ * Rows are at most FT_AR_MAX_WIDTH entries wide and ranks below 4096, so
+ * the tail packs without loss, and no two candidates of a step share it.
+ * When every beam reads the same row (a NAR grid's row t), the step makes
+ * exactly the specification's choices.
+ *
+ * Normalisation.  A log-softmax over a row (the whole row, or only the
+ * entries that label a child of the beam's node) must give the same bits
+ * on the host and on the device, so it uses its own exp and log in binary64
+ * (FT_DADD / FT_DMUL / FT_DDIV, no contraction) and one summation shape:
+ * lane l of FT_AR_LANES sums the terms of the entries j = l, l + LANES, ...
+ * in ascending j, then the lanes are added pairwise (l += l + h for
+ * h = LANES/2 .. 1).  An entry outside the set adds 0.  The maximum is
+ * taken over the set (NaN entries are never a maximum).
+ *   lse = max + log(sum exp(x - max)),   rho = (float)((double)x - lse)
+ */
+#ifndef FT_AR_RULES_H
+#define FT_AR_RULES_H
+
+#include <stdint.h>
+
+#include "rules.h"
+
+#if defined(__CUDA_ARCH__)
+#define FT_DADD(a, b) __dadd_rn((a), (b))
+#define FT_DSUB(a, b) __dsub_rn((a), (b))
+#define FT_DDIV(a, b) __ddiv_rn((a), (b))
+#define FT_D2F(a) __double2float_rn(a)
+#else
+#define FT_DADD(a, b) ((double)((a) + (b)))
+#define FT_DSUB(a, b) ((double)((a) - (b)))
+#define FT_DDIV(a, b) ((double)((a) / (b)))
+#define FT_D2F(a) ((float)(a))
+#endif
+
+/* The widest row a step reads (the tail's j field) and the summation
+ * lanes of a normalisation. */
+#define FT_AR_MAX_WIDTH (1u << 20)
+#define FT_AR_LANES 256u
+
+/* Input forms, dtypes and normalisations: the values of
+ * include/flashtrie.h's FT_AR_IN_* and FT_AR_NORM_* (ar_step.c asserts it). */
+#define FT_ARR_SPARSE 0
+#define FT_ARR_DENSE 1
+#define FT_ARR_F32 0
+#define FT_ARR_F16 1
+#define FT_ARR_BF16 2
+#define FT_ARR_NORM_NONE 0
+#define FT_ARR_NORM_FULL 1
+#define FT_ARR_NORM_ALLOWED 2
+
+/* ft_ar_tail packs (r, rho, j). */
+FT_HD uint64_t ft_ar_tail(uint32_t r, float rho, uint32_t j)
+{
+    return ((uint64_t)r << 52) | ((uint64_t)ft_sigma_key(rho) << 20) | j;
+}
+
+FT_HD uint32_t ft_ar_tail_rank(uint64_t tail) { return (uint32_t)(tail >> 52); }
+FT_HD uint32_t ft_ar_tail_entry(uint64_t tail)
+{
+    return (uint32_t)tail & (FT_AR_MAX_WIDTH - 1u);
+}
+
+/* ft_ar_before says whether key (a1, a2) comes before (b1, b2). */
+FT_HD int ft_ar_before(uint64_t a1, uint64_t a2, uint64_t b1, uint64_t b2)
+{
+    return a1 < b1 || (a1 == b1 && a2 < b2);
+}
+
+FT_HD float ft_f32_of_bits(uint32_t u)
+{
+    union {
+        uint32_t u;
+        float f;
+    } c;
+    c.u = u;
+    return c.f;
+}
+
+/* ft_bf16_to_f32 and ft_f16_to_f32 widen exactly (integer code only). */
+FT_HD float ft_bf16_to_f32(uint16_t h) { return ft_f32_of_bits((uint32_t)h << 16); }
+
+FT_HD float ft_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    uint32_t u;
+    if (e == 0x1fu) {
+        u = sign | 0x7f800000u | (m << 13); /* inf, NaN */
+    } else if (e != 0) {
+        u = sign | ((e + 112u) << 23) | (m << 13);
+    } else if (m == 0) {
+        u = sign; /* +-0 */
+    } else {      /* subnormal: normalise */
+        uint32_t sh = 0;
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            sh++;
+        }
+        u = sign | ((113u - sh) << 23) | ((m & 0x3ffu) << 13);
+    }
+    return ft_f32_of_bits(u);
+}
+
+/* ft_ar_load reads entry j of a dense row of the given dtype. */
+FT_HD float ft_ar_load(const void *row, int dtype, uint64_t j)
+{
+    if (dtype == FT_ARR_F32)
+        return ((const float *)row)[j];
+    uint16_t h = ((const uint16_t *)row)[j];
+    return dtype == FT_ARR_BF16 ? ft_bf16_to_f32(h) : ft_f16_to_f32(h);
+}
+
+FT_HD double ft_d_of_bits(uint64_t u)
+{
+    union {
+        uint64_t u;
+        double d;
+    } c;
+    c.u = u;
+    return c.d;
+}
+
+FT_HD uint64_t ft_bits_of_d(double d)
+{
+    union {
+        double d;
+        uint64_t u;
+    } c;
+    c.d = d;
+    return c.u;
+}
+
+/* ft_ar_exp is exp(d) for d <= 0 (NaN passes through), a few ulp off the
+ * true value, the same bits everywhere: d = n ln2 + f, |f| <= ln2 / 2,
+ * a degree-13 Taylor polynomial of f by Horner, scaled by 2^n. */
+FT_HD double ft_ar_exp(double d)
+{
+    if (d != d)
+        return d;
+    if (d < -708.0)
+        return 0.0;
+    double q = FT_DMUL(d, 1.4426950408889634);   /* 1 / ln 2 */
+    /* q <= 0: truncating q - 1/2 toward zero rounds q to a nearest
+     * integer, so |q - nf| <= 1/2. */
+    double nf = (double)(int64_t)FT_DSUB(q, 0.5);
+    double f = FT_DSUB(d, FT_DMUL(nf, 6.93147180369123816490e-01));
+    f = FT_DSUB(f, FT_DMUL(nf, 1.90821492927058770002e-10));
+    double p = 1.0 / 6227020800.0; /* 1/13! */
+    const double c[13] = {1.0 / 479001600.0, 1.0 / 39916800.0,
+                          1.0 / 3628800.0,   1.0 / 362880.0,
+                          1.0 / 40320.0,     1.0 / 5040.0,
+                          1.0 / 720.0,       1.0 / 120.0,
+                          1.0 / 24.0,        1.0 / 6.0,
+                          0.5,               1.0,
+                          1.0};
+    for (int i = 0; i < 13; i++)
+        p = FT_DADD(FT_DMUL(p, f), c[i]);
+    int64_t n = (int64_t)nf; /* -1022 <= n <= 0 */
+    return FT_DMUL(p, ft_d_of_bits((uint64_t)(1023 + n) << 52));
+}
+
+/* ft_ar_log is log(s) for s >= 1 (NaN and +inf pass through): s = 2^e m,
+ * m in [sqrt(1/2), sqrt(2)), log m = 2 atanh((m - 1) / (m + 1)). */
+FT_HD double ft_ar_log(double s)
+{
+    if (s != s || s > 1.7976931348623157e308)
+        return s;
+    uint64_t b = ft_bits_of_d(s);
+    int64_t e = (int64_t)((b >> 52) & 0x7ffu) - 1023;
+    double m = ft_d_of_bits((b & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
+    if (m > 1.4142135623730951) {
+        m = FT_DMUL(m, 0.5);
+        e++;
+    }
+    double f = FT_DDIV(FT_DSUB(m, 1.0), FT_DADD(m, 1.0));
+    double f2 = FT_DMUL(f, f);
+    double p = 1.0 / 25.0;
+    for (int i = 23; i >= 1; i -= 2)
+        p = FT_DADD(FT_DMUL(p, f2), FT_DDIV(1.0, (double)i));
+    double lm = FT_DMUL(FT_DMUL(2.0, f), p);
+    return FT_DADD(FT_DMUL((double)e, 6.93147180369123816490e-01),
+                   FT_DADD(lm, FT_DMUL((double)e, 1.90821492927058770002e-10)));
+}
+
+/* ft_ar_lanes_sum adds the FT_AR_LANES partial sums in place, pairwise
+ * (the device does the same in shared memory), and returns the total. */
+FT_HD double ft_ar_lanes_sum(double *p)
+{
+    for (uint32_t h = FT_AR_LANES / 2; h > 0; h >>= 1)
+        for (uint32_t l = 0; l < h; l++)
+            p[l] = FT_DADD(p[l], p[l + h]);
+    return p[0];
+}
+
+/* ft_ar_norm applies a row's lse to one entry. */
+FT_HD float ft_ar_norm(float x, double lse)
+{
+    return FT_D2F(FT_DSUB((double)x, lse));
+}
+
+/* ft_ar_lse finishes a normalisation: the maximum and the lane total. */
+FT_HD double ft_ar_lse(float mx, double total)
+{
+    return FT_DADD((double)mx, ft_ar_log(total));
+}
+
+#endif /* FT_AR_RULES_H */

@@ -1,0 +1,117 @@
+/*
+ * ft_ar_kernels.h - the contract between the GPU autoregressive step's host
+ * side (shard/gpu_ar_step.c, C11) and its device code
+ * (kernels/ft_ar_step.cu): plain structs and C-callable launchers that
+ * enqueue on the caller's stream and never wait.
+ *
+ * One step is three launches: the counters are cleared; one CTA per beam
+ * expands it (normalisation, thresholds, child search) into two candidate
+ * lists (next beams, completed keys) in scratch; one CTA per list selects
+ * its first B (or n) by ar_rules.h's keys, sorts them and writes the
+ * outputs.  The rules are ar_rules.h's, shared with the CPU step.
+ */
+#ifndef FT_AR_KERNELS_H
+#define FT_AR_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flashtrie/internal/nav.h"
+
+#ifdef __cplusplus
+#define FT_ARK_STATIC_ASSERT(c, m) static_assert(c, m)
+extern "C" {
+#else
+#define FT_ARK_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
+/* The most entries one selection sorts in shared memory (a list's B or n
+ * is at most this). */
+#define FT_ARK_SORT_MAX 4096u
+#define FT_ARK_F_LEN 256u
+
+/* ft_ark_list is one candidate list in device scratch (structure of
+ * arrays); count lives in the step's counter pair. */
+typedef struct ft_ark_list {
+    uint64_t *k1, *k2;  /* key: ar_rules.h */
+    uint64_t *node;
+    double *score;      /* completed keys only (NULL for beams) */
+    float *sigma;
+    uint32_t *token;
+    uint32_t *len;
+    uint64_t cap;       /* entries */
+} ft_ark_list;
+
+FT_ARK_STATIC_ASSERT(sizeof(ft_ark_list) == 64, "ft_ark_list layout");
+
+/* ft_ark_params is everything one step (or a mask or top-k launch) reads
+ * and writes; device pointers. */
+typedef struct ft_ark_params {
+    ft_trie_view view;
+    const uint64_t *term_rank;
+    const uint64_t *values;
+    uint64_t n_keys;
+    uint32_t value_bits;
+    uint32_t cap_beam;     /* rows of the state arrays */
+    const double *F;       /* [FT_ARK_F_LEN] */
+    /* search parameters */
+    uint32_t beam, results;
+    float theta_tok, theta_sent;
+    /* input */
+    int32_t form, dtype, norm;
+    uint32_t width;
+    uint64_t stride;
+    const uint32_t *ids;
+    const void *logp;
+    const uint32_t *vocab;
+    /* current beams */
+    const uint32_t *cur_count;
+    const uint64_t *cur_node;
+    const float *cur_sigma;
+    const uint32_t *cur_len;
+    /* next beams */
+    uint32_t *nx_count;
+    uint64_t *nx_node;
+    float *nx_sigma;
+    uint32_t *nx_len, *nx_parent, *nx_entry, *nx_token;
+    /* completed keys (h_count NULL: none wanted) */
+    uint32_t *h_count;
+    uint32_t *h_parent, *h_entry, *h_token, *h_len;
+    uint64_t *h_key_index, *h_value;
+    double *h_score;
+    float *h_sigma;
+    /* scratch */
+    uint32_t *counts;      /* [2]: entries in lists[0] (beams), [1] (keys) */
+    ft_ark_list lists[2];
+} ft_ark_params;
+
+/* ft_ark_step_smem is the dynamic shared memory one selection CTA needs
+ * (the host raises the kernel's limit to it once, ft_ark_init). */
+size_t ft_ark_step_smem(void);
+
+/* ft_ark_init sets the kernels' attributes (shared memory); once per
+ * device, before any launch.  Returns a cudaError_t as int. */
+int ft_ark_init(void);
+
+/* ft_ark_step enqueues one step.  Returns the launch's cudaError_t. */
+int ft_ark_step(const ft_ark_params *p, void *stream);
+
+/* ft_ark_reset writes the root beam (count 1, node 0, sigma 0, len 0). */
+int ft_ark_reset(uint32_t *count, uint64_t *node, float *sigma, uint32_t *len,
+                 uint32_t *parent, uint32_t *entry, uint32_t *token,
+                 void *stream);
+
+/* ft_ark_mask enqueues the mask form (include/flashtrie.h ft_ar_mask):
+ * p's view, cap_beam and cur_* are read; width, vocab from p. */
+int ft_ark_mask(const ft_ark_params *p, uint32_t eos, uint32_t *mask,
+                void *stream);
+
+/* ft_ark_topk enqueues the top-k form (ft_ar_topk). */
+int ft_ark_topk(const ft_ark_params *p, uint32_t k, uint32_t *out_entry,
+                uint32_t *out_token, float *out_logp, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FT_AR_KERNELS_H */

@@ -1,0 +1,534 @@
+/*
+ * ft_ar_step.cu - the GPU autoregressive step (ft_ar_kernels.h): device
+ * code only.  The rules are include/flashtrie/internal/ar_rules.h's, the same code the
+ * CPU step (shard/ar_step.c) runs, so both give the same bits:
+ *
+ *  - ark_expand: one CTA per live beam.  With a normalisation, the row's
+ *    maximum (exact in any order) and the lane sums of ar_rules.h (thread l
+ *    is lane l: entries l, l + 256, ... in ascending order, then the same
+ *    pairwise tree in shared memory).  Then every entry (or, for dense rows
+ *    without a vocabulary, every child) that passes theta_tok, theta_sent
+ *    and has a child is appended to the next-beam list and/or the
+ *    completed-key list (slots by atomics: the order of the lists does not
+ *    matter, their keys are unique and totally ordered).
+ *  - ark_select: one CTA per list.  A list of at most FT_ARK_SORT_MAX
+ *    entries is sorted whole in shared memory (bitonic, on the 128-bit key);
+ *    a longer one is first cut to its first B (or n) by an exact radix
+ *    select of the B-th key (16 passes of 8 bits), then sorted.  The first
+ *    B are written out, with their key's index and value for completed
+ *    keys.
+ */
+#include <cuda_runtime.h>
+
+#include <cub/block/block_reduce.cuh>
+
+#include "flashtrie/internal/ar_rules.h"
+#include "ft_ar_kernels.h"
+
+#define ARK_EXP_THREADS 256
+#define ARK_SEL_THREADS 1024
+
+static_assert(ARK_EXP_THREADS == FT_AR_LANES, "one thread per lane");
+
+__device__ __forceinline__ uint64_t ark_stride(const ft_ark_params &p)
+{
+    return p.stride ? p.stride : p.width;
+}
+
+__device__ __forceinline__ uint32_t ark_tok(const ft_ark_params &p,
+                                            uint32_t r, uint32_t j)
+{
+    if (p.form == FT_ARR_SPARSE)
+        return p.ids[(uint64_t)r * ark_stride(p) + j];
+    return p.vocab ? p.vocab[j] : j;
+}
+
+__device__ __forceinline__ float ark_x(const ft_ark_params &p, uint32_t r,
+                                       uint32_t j)
+{
+    uint64_t off = (uint64_t)r * ark_stride(p);
+    if (p.form == FT_ARR_SPARSE)
+        return ((const float *)p.logp)[off + j];
+    size_t esz = p.dtype == FT_ARR_F32 ? 4 : 2;
+    return ft_ar_load((const char *)p.logp + off * esz, p.dtype, j);
+}
+
+/* ark_lse computes beam r's normalisation in the calling CTA (256
+ * threads, all of them); false when no entry can be taken. */
+__device__ __forceinline__ bool ark_child_driven(const ft_ark_params &p,
+                                                 const ft_child_range *cr)
+{
+    return p.form == FT_ARR_DENSE && p.vocab == NULL && cr->deg <= p.width;
+}
+
+__device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
+                        const ft_child_range *cr, double *lse)
+{
+    __shared__ float smx[ARK_EXP_THREADS];
+    __shared__ double lanes[ARK_EXP_THREADS];
+    uint32_t l = threadIdx.x;
+    bool allowed = p.norm == FT_ARR_NORM_ALLOWED;
+    bool cd = allowed && ark_child_driven(p, cr);
+    float mx = -INFINITY;
+    if (cd) {
+        for (uint64_t i = l; i < cr->deg; i += ARK_EXP_THREADS) {
+            uint32_t lab = ft_child_label(&p.view, cr, cr->first + i);
+            if (lab < p.width) {
+                float x = ark_x(p, r, lab);
+                if (x > mx)
+                    mx = x;
+            }
+        }
+    } else {
+        for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
+            float x = ark_x(p, r, j);
+            if (x > mx &&
+                (!allowed || ft_find_child(&p.view, cr, ark_tok(p, r, j)) != FT_NONE))
+                mx = x;
+        }
+    }
+    smx[l] = mx;
+    __syncthreads();
+    for (uint32_t h = ARK_EXP_THREADS / 2; h > 0; h >>= 1) {
+        if (l < h && smx[l + h] > smx[l])
+            smx[l] = smx[l + h];
+        __syncthreads();
+    }
+    mx = smx[0];
+    if (!(mx > -INFINITY))
+        return false;
+    double s = 0.0;
+    if (cd) {
+        /* lane l: its children (label % 256 == l) in ascending label */
+        for (uint64_t i = 0; i < cr->deg; i++) {
+            uint32_t lab = ft_child_label(&p.view, cr, cr->first + i);
+            if (lab >= p.width)
+                break;
+            if (lab % ARK_EXP_THREADS != l)
+                continue;
+            s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, lab), (double)mx)));
+        }
+    } else {
+        for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
+            if (allowed && ft_find_child(&p.view, cr, ark_tok(p, r, j)) == FT_NONE)
+                continue;
+            s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, j), (double)mx)));
+        }
+    }
+    lanes[l] = s;
+    __syncthreads();
+    for (uint32_t h = ARK_EXP_THREADS / 2; h > 0; h >>= 1) {
+        if (l < h)
+            lanes[l] = FT_DADD(lanes[l], lanes[l + h]);
+        __syncthreads();
+    }
+    *lse = ft_ar_lse(mx, lanes[0]);
+    return true;
+}
+
+__device__ __forceinline__ void ark_push(const ft_ark_params &p, int which,
+                                         uint64_t k1, uint64_t k2, uint64_t u,
+                                         double score, float sig, uint32_t tok,
+                                         uint32_t len)
+{
+    const ft_ark_list &L = p.lists[which];
+    uint32_t slot = atomicAdd(&p.counts[which], 1u);
+    if (slot >= L.cap)
+        return; /* cannot happen: lists hold beams x their widest fan-out */
+    L.k1[slot] = k1;
+    L.k2[slot] = k2;
+    L.node[slot] = u;
+    if (L.score)
+        L.score[slot] = score;
+    L.sigma[slot] = sig;
+    L.token[slot] = tok;
+    L.len[slot] = len;
+}
+
+/* ark_offer is shard/ar_step.c's offer. */
+__device__ __forceinline__ void ark_offer(const ft_ark_params &p,
+                                          const ft_child_range *cr, uint32_t r,
+                                          float s, uint32_t len, uint32_t j,
+                                          uint32_t tok, float rho, uint64_t u)
+{
+    if (!(rho > p.theta_tok))
+        return;
+    float sig = FT_FADD(s, rho);
+    if (!(sig > p.theta_sent))
+        return;
+    if (u == FT_NONE)
+        u = ft_find_child(&p.view, cr, tok);
+    if (u == FT_NONE)
+        return;
+    uint32_t fl = ft_node_flags(&p.view, u);
+    uint32_t d = len + 1 < FT_ARK_F_LEN ? len + 1 : FT_ARK_F_LEN - 1;
+    uint64_t k2 = ft_ar_tail(r, rho, j);
+    if (fl & FT_HAS_CHILD)
+        ark_push(p, 0, ft_sigma_key(sig), k2, u, 0.0, sig, tok, len + 1);
+    if ((fl & FT_TERMINAL) && p.h_count) {
+        double score = ft_score(sig, p.F[d]);
+        ark_push(p, 1, ft_score_key(score), k2, u, score, sig, tok, len + 1);
+    }
+}
+
+__global__ void __launch_bounds__(ARK_EXP_THREADS)
+ark_expand(ft_ark_params p)
+{
+    uint32_t r = blockIdx.x;
+    uint32_t m = min(*p.cur_count, p.cap_beam);
+    if (r >= m)
+        return;
+    uint64_t node = p.cur_node[r];
+    if (node >= p.view.n_nodes)
+        return;
+    ft_child_range cr = ft_children(&p.view, node);
+    if (cr.deg == 0)
+        return;
+    double lse = 0.0;
+    if (p.norm != FT_ARR_NORM_NONE && !ark_lse(p, r, &cr, &lse))
+        return;
+    float s = p.cur_sigma[r];
+    uint32_t len = p.cur_len[r];
+    uint32_t l = threadIdx.x;
+    if (ark_child_driven(p, &cr)) {
+        for (uint64_t i = l; i < cr.deg; i += ARK_EXP_THREADS) {
+            uint64_t u = cr.first + i;
+            uint32_t lab = ft_child_label(&p.view, &cr, u);
+            if (lab >= p.width)
+                continue;
+            float x = ark_x(p, r, lab);
+            float rho = p.norm ? ft_ar_norm(x, lse) : x;
+            ark_offer(p, &cr, r, s, len, lab, lab, rho, u);
+        }
+        return;
+    }
+    for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
+        float x = ark_x(p, r, j);
+        float rho = p.norm ? ft_ar_norm(x, lse) : x;
+        ark_offer(p, &cr, r, s, len, j, ark_tok(p, r, j), rho, FT_NONE);
+    }
+}
+
+__device__ __forceinline__ bool ark_gt(uint64_t a1, uint64_t a2, uint64_t b1,
+                                       uint64_t b2)
+{
+    return ft_ar_before(b1, b2, a1, a2);
+}
+
+/* ark_select: block 0 the next beams, block 1 the completed keys. */
+__global__ void __launch_bounds__(ARK_SEL_THREADS)
+ark_select(ft_ark_params p)
+{
+    extern __shared__ uint64_t sm[];
+    uint64_t *s1 = sm, *s2 = sm + FT_ARK_SORT_MAX;
+    uint32_t *si = (uint32_t *)(sm + 2 * FT_ARK_SORT_MAX);
+    __shared__ uint32_t hist[256];
+    __shared__ uint32_t sh_n, sh_need, sh_stop;
+    __shared__ uint64_t pre1, pre2, msk1, msk2;
+    int which = blockIdx.x;
+    if (which == 1 && p.h_count == NULL)
+        return;
+    const ft_ark_list &L = p.lists[which];
+    uint32_t tid = threadIdx.x;
+    uint32_t want = which ? p.results : p.beam;
+    uint64_t n = p.counts[which];
+    if (n > L.cap)
+        n = L.cap;
+    uint32_t take = n < want ? (uint32_t)n : want;
+    uint32_t nsel;
+    if (n <= FT_ARK_SORT_MAX) {
+        for (uint32_t i = tid; i < n; i += ARK_SEL_THREADS) {
+            s1[i] = L.k1[i];
+            s2[i] = L.k2[i];
+            si[i] = i;
+        }
+        nsel = (uint32_t)n;
+    } else {
+        /* Radix select of the take-th smallest key, 8 bits a pass. */
+        if (tid == 0) {
+            pre1 = pre2 = msk1 = msk2 = 0;
+            sh_need = take;
+            sh_n = 0;
+            sh_stop = 0;
+        }
+        __syncthreads();
+        for (int pass = 0; pass < 16; pass++) {
+            int sh = 56 - 8 * (pass & 7);
+            for (uint32_t i = tid; i < 256; i += ARK_SEL_THREADS)
+                hist[i] = 0;
+            __syncthreads();
+            uint64_t m1 = msk1, m2 = msk2, q1 = pre1, q2 = pre2;
+            for (uint64_t i = tid; i < n; i += ARK_SEL_THREADS) {
+                uint64_t a = L.k1[i], b = L.k2[i];
+                if ((a & m1) != q1 || (b & m2) != q2)
+                    continue;
+                uint32_t dg = (uint32_t)(((pass < 8) ? a : b) >> sh) & 255u;
+                atomicAdd(&hist[dg], 1u);
+            }
+            __syncthreads();
+            if (tid == 0) {
+                uint32_t cum = 0, need = sh_need, d = 0;
+                for (; d < 255; d++) {
+                    if (cum + hist[d] >= need)
+                        break;
+                    cum += hist[d];
+                }
+                sh_need = need - cum;
+                if (pass < 8) {
+                    pre1 |= (uint64_t)d << sh;
+                    msk1 |= 255ull << sh;
+                } else {
+                    pre2 |= (uint64_t)d << sh;
+                    msk2 |= 255ull << sh;
+                }
+                /* Enough: the keys below the prefix (take - need) and
+                 * the prefix's own bucket fit one sort. */
+                if (take - sh_need + hist[d] <= FT_ARK_SORT_MAX)
+                    sh_stop = 1;
+            }
+            __syncthreads();
+            if (sh_stop)
+                break;
+        }
+        /* Every key whose decided bits are at most the prefix: the first
+         * take - need keys and the bucket that holds the take-th (after 16
+         * passes, exactly the first take). */
+        uint64_t t1 = pre1, t2 = pre2, m1 = msk1, m2 = msk2;
+        for (uint64_t i = tid; i < n; i += ARK_SEL_THREADS) {
+            uint64_t a = L.k1[i], b = L.k2[i];
+            if (ark_gt(a & m1, b & m2, t1, t2))
+                continue;
+            uint32_t slot = atomicAdd(&sh_n, 1u);
+            if (slot < FT_ARK_SORT_MAX) {
+                s1[slot] = a;
+                s2[slot] = b;
+                si[slot] = (uint32_t)i;
+            }
+        }
+        __syncthreads();
+        nsel = sh_n < FT_ARK_SORT_MAX ? sh_n : FT_ARK_SORT_MAX;
+    }
+    uint32_t P = 1;
+    while (P < nsel)
+        P <<= 1;
+    for (uint32_t i = nsel + tid; i < P; i += ARK_SEL_THREADS) {
+        s1[i] = UINT64_MAX;
+        s2[i] = UINT64_MAX;
+        si[i] = UINT32_MAX;
+    }
+    __syncthreads();
+    for (uint32_t k = 2; k <= P; k <<= 1) {
+        for (uint32_t j = k >> 1; j > 0; j >>= 1) {
+            for (uint32_t i = tid; i < P; i += ARK_SEL_THREADS) {
+                uint32_t ixj = i ^ j;
+                if (ixj <= i)
+                    continue;
+                bool up = (i & k) == 0;
+                bool gt = ark_gt(s1[i], s2[i], s1[ixj], s2[ixj]);
+                if (up == gt) {
+                    uint64_t a = s1[i], b = s2[i];
+                    uint32_t c = si[i];
+                    s1[i] = s1[ixj];
+                    s2[i] = s2[ixj];
+                    si[i] = si[ixj];
+                    s1[ixj] = a;
+                    s2[ixj] = b;
+                    si[ixj] = c;
+                }
+            }
+            __syncthreads();
+        }
+    }
+    for (uint32_t i = tid; i < take; i += ARK_SEL_THREADS) {
+        uint32_t x = si[i];
+        uint64_t k2 = s2[i];
+        uint64_t u = L.node[x];
+        if (which == 0) {
+            p.nx_node[i] = u;
+            p.nx_sigma[i] = L.sigma[x];
+            p.nx_len[i] = L.len[x];
+            p.nx_parent[i] = ft_ar_tail_rank(k2);
+            p.nx_entry[i] = ft_ar_tail_entry(k2);
+            p.nx_token[i] = L.token[x];
+        } else {
+            uint64_t ki = ft_term_rank(p.view.flags, p.term_rank, u);
+            p.h_parent[i] = ft_ar_tail_rank(k2);
+            p.h_entry[i] = ft_ar_tail_entry(k2);
+            p.h_token[i] = L.token[x];
+            p.h_len[i] = L.len[x];
+            p.h_key_index[i] = ki;
+            p.h_value[i] = ft_packed_get(p.values, p.value_bits,
+                                         ki < p.n_keys ? ki : 0);
+            p.h_score[i] = L.score[x];
+            p.h_sigma[i] = L.sigma[x];
+        }
+    }
+    if (tid == 0)
+        *(which ? p.h_count : p.nx_count) = take;
+}
+
+__global__ void ark_reset_kernel(uint32_t *count, uint64_t *node, float *sigma,
+                                 uint32_t *len, uint32_t *parent,
+                                 uint32_t *entry, uint32_t *token)
+{
+    *count = 1;
+    *node = 0;
+    *sigma = 0.0f;
+    *len = 0;
+    *parent = 0;
+    *entry = 0;
+    *token = 0;
+}
+
+__global__ void __launch_bounds__(ARK_EXP_THREADS)
+ark_mask_kernel(ft_ark_params p, uint32_t eos, uint32_t *mask)
+{
+    uint32_t r = blockIdx.x, words = (p.width + 31) / 32;
+    uint32_t *row = mask + (uint64_t)r * words;
+    for (uint32_t w = threadIdx.x; w < words; w += ARK_EXP_THREADS)
+        row[w] = 0;
+    __syncthreads();
+    uint32_t m = min(*p.cur_count, p.cap_beam);
+    if (r >= m)
+        return;
+    uint64_t node = p.cur_node[r];
+    if (node >= p.view.n_nodes)
+        return;
+    ft_child_range cr = ft_children(&p.view, node);
+    if (p.vocab == NULL) {
+        for (uint64_t i = threadIdx.x; i < cr.deg; i += ARK_EXP_THREADS) {
+            uint32_t lab = ft_child_label(&p.view, &cr, cr.first + i);
+            if (lab < p.width)
+                atomicOr(&row[lab / 32], 1u << (lab % 32));
+        }
+    } else if (cr.deg > 0) {
+        for (uint32_t j = threadIdx.x; j < p.width; j += ARK_EXP_THREADS)
+            if (ft_find_child(&p.view, &cr, p.vocab[j]) != FT_NONE)
+                atomicOr(&row[j / 32], 1u << (j % 32));
+    }
+    if (threadIdx.x == 0 && eos < p.width && node != 0 &&
+        (ft_node_flags(&p.view, node) & FT_TERMINAL))
+        atomicOr(&row[eos / 32], 1u << (eos % 32));
+}
+
+struct ArkMin {
+    __device__ __forceinline__ unsigned long long
+    operator()(unsigned long long a, unsigned long long b) const
+    {
+        return a < b ? a : b;
+    }
+};
+
+__global__ void __launch_bounds__(ARK_EXP_THREADS)
+ark_topk_kernel(ft_ark_params p, uint32_t k, uint32_t *out_entry,
+                uint32_t *out_token, float *out_logp)
+{
+    typedef cub::BlockReduce<unsigned long long, ARK_EXP_THREADS> Reduce;
+    __shared__ typename Reduce::TempStorage tmp;
+    __shared__ unsigned long long best_sh;
+    uint32_t r = blockIdx.x;
+    for (uint32_t i = threadIdx.x; i < k; i += ARK_EXP_THREADS) {
+        out_entry[(uint64_t)r * k + i] = UINT32_MAX;
+        out_token[(uint64_t)r * k + i] = UINT32_MAX;
+        out_logp[(uint64_t)r * k + i] = -INFINITY;
+    }
+    uint32_t m = min(*p.cur_count, p.cap_beam);
+    if (r >= m)
+        return;
+    uint64_t node = p.cur_node[r];
+    if (node >= p.view.n_nodes)
+        return;
+    ft_child_range cr = ft_children(&p.view, node);
+    if (cr.deg == 0)
+        return;
+    double lse = 0.0;
+    if (p.norm != FT_ARR_NORM_NONE && !ark_lse(p, r, &cr, &lse))
+        return;
+    float s = p.cur_sigma[r];
+    unsigned long long prev = 0;
+    bool cd = ark_child_driven(p, &cr);
+    uint64_t nit = cd ? cr.deg : p.width;
+    for (uint32_t i = 0; i < k; i++) {
+        unsigned long long best = UINT64_MAX;
+        for (uint64_t it = threadIdx.x; it < nit; it += ARK_EXP_THREADS) {
+            uint32_t j = cd ? ft_child_label(&p.view, &cr, cr.first + it)
+                            : (uint32_t)it;
+            if (j >= p.width)
+                continue;
+            float x = ark_x(p, r, j);
+            float rho = p.norm ? ft_ar_norm(x, lse) : x;
+            if (!(rho > p.theta_tok) || !(FT_FADD(s, rho) > p.theta_sent))
+                continue;
+            unsigned long long key = ft_ar_tail(0, rho, j);
+            if ((i > 0 && key <= prev) || key >= best)
+                continue;
+            if (!cd && ft_find_child(&p.view, &cr, ark_tok(p, r, j)) == FT_NONE)
+                continue;
+            best = key;
+        }
+        unsigned long long b = Reduce(tmp).Reduce(best, ArkMin());
+        if (threadIdx.x == 0)
+            best_sh = b;
+        __syncthreads();
+        b = best_sh;
+        __syncthreads();
+        if (b == UINT64_MAX)
+            return;
+        if (threadIdx.x == 0) {
+            uint32_t j = ft_ar_tail_entry(b);
+            out_entry[(uint64_t)r * k + i] = j;
+            out_token[(uint64_t)r * k + i] = ark_tok(p, r, j);
+            out_logp[(uint64_t)r * k + i] = ft_sigma_of_key((uint32_t)(b >> 20));
+        }
+        prev = b;
+    }
+}
+
+extern "C" size_t ft_ark_step_smem(void)
+{
+    return (size_t)FT_ARK_SORT_MAX * (8 + 8 + 4);
+}
+
+extern "C" int ft_ark_init(void)
+{
+    return (int)cudaFuncSetAttribute(ark_select,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)ft_ark_step_smem());
+}
+
+extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaError_t e = cudaMemsetAsync(p->counts, 0, 2 * sizeof(uint32_t), st);
+    if (e != cudaSuccess)
+        return (int)e;
+    ark_expand<<<p->cap_beam, ARK_EXP_THREADS, 0, st>>>(*p);
+    ark_select<<<2, ARK_SEL_THREADS, ft_ark_step_smem(), st>>>(*p);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int ft_ark_reset(uint32_t *count, uint64_t *node, float *sigma,
+                            uint32_t *len, uint32_t *parent, uint32_t *entry,
+                            uint32_t *token, void *stream)
+{
+    ark_reset_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(count, node, sigma, len,
+                                                        parent, entry, token);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int ft_ark_mask(const ft_ark_params *p, uint32_t eos,
+                           uint32_t *mask, void *stream)
+{
+    ark_mask_kernel<<<p->cap_beam, ARK_EXP_THREADS, 0, (cudaStream_t)stream>>>(
+        *p, eos, mask);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int ft_ark_topk(const ft_ark_params *p, uint32_t k,
+                           uint32_t *out_entry, uint32_t *out_token,
+                           float *out_logp, void *stream)
+{
+    ark_topk_kernel<<<p->cap_beam, ARK_EXP_THREADS, 0, (cudaStream_t)stream>>>(
+        *p, k, out_entry, out_token, out_logp);
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,285 @@
+/*
+ * ar_step_bench.c - per-step latency of the autoregressive step API
+ * (docs/autoregressive.md, docs/BENCHMARKS.md "Autoregressive steps").
+ *
+ *   ar_step_bench --index INDEX [--engine gpu|cpu] [--beams 256]
+ *                 [--vocab 32768] [--iters 200] [--sparse-k 64]
+ *                 [--warm-steps N]
+ *
+ * Decodes from the root with random dense bf16 rows until the beam is full
+ * (or 8 steps), then times, from that fixed state, each form of a step:
+ * the fused step on dense bf16 rows (no normalisation, log-softmax over the
+ * row, over the allowed children), the mask form, the top-k form (k = 8)
+ * and the step on sparse top-K rows.  A GPU session's calls are enqueued
+ * on one stream and timed by the host clock around iters calls and one
+ * wait ("stream" rows: launch costs included); with CUDA they are also
+ * captured once into a CUDA graph, replayed iters times and timed by
+ * events ("graph" rows), and the graph's next beams are checked equal to
+ * the stream's.  Prints one line per form: microseconds per step.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "flashtrie.h"
+
+#ifdef FT_BENCH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static uint16_t bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+#define CHECK(x)                                                              \
+    do {                                                                      \
+        int rc_ = (x);                                                        \
+        if (rc_ != FT_OK) {                                                   \
+            fprintf(stderr, "ar_step_bench: %s: %s (%s)\n", #x,               \
+                    ft_strerror(rc_), ar ? ft_ar_error(ar) : "");             \
+            exit(1);                                                          \
+        }                                                                     \
+    } while (0)
+
+typedef struct form {
+    const char *name;
+    int kind; /* 0 step, 1 mask, 2 top-k */
+    ft_ar_input in;
+} form;
+
+static void run_form(ft_ar *ar, form *F, ft_ar_beams *cur, ft_ar_beams *out,
+                     ft_ar_hits *hits, uint32_t V, void *d_mask, void *d_te,
+                     void *d_tt, void *d_tl, void *stream)
+{
+    if (F->kind == 0)
+        CHECK(ft_ar_step(ar, cur, &F->in, out, hits, stream));
+    else if (F->kind == 1)
+        CHECK(ft_ar_mask(ar, cur, V, NULL, UINT32_MAX, d_mask, stream));
+    else
+        CHECK(ft_ar_topk(ar, cur, &F->in, 8, d_te, d_tt, d_tl, stream));
+}
+
+int main(int argc, char **argv)
+{
+    const char *index = NULL, *engine = "gpu";
+    uint32_t B = 256, V = 32768, iters = 200, SK = 64, warm = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--index"))
+            index = argv[i + 1];
+        else if (!strcmp(argv[i], "--engine"))
+            engine = argv[i + 1];
+        else if (!strcmp(argv[i], "--beams"))
+            B = (uint32_t)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--vocab"))
+            V = (uint32_t)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--iters"))
+            iters = (uint32_t)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warm-steps"))
+            warm = (uint32_t)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--sparse-k"))
+            SK = (uint32_t)atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "ar_step_bench: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (index == NULL || B == 0 || V == 0 || iters == 0 || SK == 0 || SK > V) {
+        fprintf(stderr, "usage: ar_step_bench --index INDEX [--engine gpu|cpu] "
+                "[--beams B] [--vocab V] [--iters N] [--sparse-k K]\n");
+        return 2;
+    }
+    ft_ar *ar = NULL;
+    char err[256];
+    ft_index *idx;
+    if (ft_index_open(&idx, index, FT_OPEN_NO_VERIFY, err, sizeof err)) {
+        fprintf(stderr, "ar_step_bench: %s\n", err);
+        return 1;
+    }
+    ft_ar_opts o;
+    ft_ar_opts_init(&o);
+    o.kind = strcmp(engine, "cpu") ? FT_ENGINE_GPU : FT_ENGINE_CPU;
+    o.beam = B;
+    o.results = B;
+    o.max_width = V;
+    int rc = ft_ar_open(&ar, idx, &o, err, sizeof err);
+    if (rc != FT_OK) {
+        fprintf(stderr, "ar_step_bench: %s\n", err);
+        return rc == FT_ENODEV || rc == FT_ENOTSUP ? 77 : 1;
+    }
+    size_t cells = (size_t)B * V;
+    uint16_t *h = malloc(cells * 2);
+    uint32_t *sid = malloc((size_t)B * SK * 4);
+    float *slp = malloc((size_t)B * SK * 4);
+    if (!h || !sid || !slp)
+        return 1;
+    /* logits-like rows: a few large, most small */
+    for (size_t i = 0; i < cells; i++) {
+        double u = (double)(next_rand() >> 11) / 9007199254740992.0;
+        h[i] = bf16((float)(-12.0 * u * u));
+    }
+    for (size_t r = 0; r < B; r++)
+        for (uint32_t k = 0; k < SK; k++) {
+            sid[r * SK + k] = (uint32_t)(next_rand() % V);
+            slp[r * SK + k] = -(float)k * 0.1f;
+        }
+    void *d_rows, *d_ids, *d_lp, *d_mask, *d_te, *d_tt, *d_tl;
+    CHECK(ft_ar_alloc(ar, &d_rows, cells * 2));
+    CHECK(ft_ar_alloc(ar, &d_ids, (size_t)B * SK * 4));
+    CHECK(ft_ar_alloc(ar, &d_lp, (size_t)B * SK * 4));
+    CHECK(ft_ar_alloc(ar, &d_mask, (size_t)B * ((V + 31) / 32) * 4));
+    CHECK(ft_ar_alloc(ar, &d_te, (size_t)B * 8 * 4));
+    CHECK(ft_ar_alloc(ar, &d_tt, (size_t)B * 8 * 4));
+    CHECK(ft_ar_alloc(ar, &d_tl, (size_t)B * 8 * 4));
+    CHECK(ft_ar_memcpy(ar, d_rows, h, cells * 2, 1));
+    CHECK(ft_ar_memcpy(ar, d_ids, sid, (size_t)B * SK * 4, 1));
+    CHECK(ft_ar_memcpy(ar, d_lp, slp, (size_t)B * SK * 4, 1));
+    ft_ar_beams bs[3];
+    ft_ar_hits hits;
+    for (int i = 0; i < 3; i++)
+        CHECK(ft_ar_beams_alloc(ar, &bs[i]));
+    CHECK(ft_ar_hits_alloc(ar, &hits));
+    ft_ar_input dense;
+    memset(&dense, 0, sizeof dense);
+    dense.form = FT_AR_IN_DENSE;
+    dense.dtype = FT_AR_IN_BF16;
+    dense.width = V;
+    dense.logp = d_rows;
+    /* fill the beam */
+    CHECK(ft_ar_reset(ar, &bs[0], NULL));
+    uint32_t m = 1, t = 0;
+    /* --warm-steps N: exactly N steps (while beams live); default: until
+     * the beam is full, at most 8 */
+    for (; warm ? (t < warm && m > 0) : (t < 8 && m < B); t++) {
+        CHECK(ft_ar_step(ar, &bs[t & 1], &dense, &bs[(t + 1) & 1], &hits, NULL));
+        CHECK(ft_ar_memcpy(ar, &m, bs[(t + 1) & 1].count, 4, 0));
+    }
+    ft_ar_beams *cur = &bs[t & 1], *out = &bs[2];
+    printf("ar_step_bench: %s, %llu keys, %u beams live after %u steps, "
+           "V %u, %u iterations\n", ft_ar_kind(ar) == FT_ENGINE_GPU ? "GPU" : "CPU",
+           (unsigned long long)ft_index_keys(idx), m, t, V, iters);
+    form forms[6];
+    memset(forms, 0, sizeof forms);
+    forms[0].name = "step dense bf16";
+    forms[0].in = dense;
+    forms[1].name = "step dense bf16 log-softmax(row)";
+    forms[1].in = dense;
+    forms[1].in.norm = FT_AR_NORM_FULL;
+    forms[2].name = "step dense bf16 log-softmax(allowed)";
+    forms[2].in = dense;
+    forms[2].in.norm = FT_AR_NORM_ALLOWED;
+    forms[3].name = "mask";
+    forms[3].kind = 1;
+    forms[4].name = "top-8 dense bf16";
+    forms[4].kind = 2;
+    forms[4].in = dense;
+    forms[5].name = "step sparse top-K";
+    forms[5].in.form = FT_AR_IN_SPARSE;
+    forms[5].in.width = SK;
+    forms[5].in.ids = d_ids;
+    forms[5].in.logp = d_lp;
+    uint32_t check_m;
+    for (int f = 0; f < 6; f++) {
+        form *F = &forms[f];
+        for (uint32_t i = 0; i < 5; i++)
+            run_form(ar, F, cur, out, &hits, V, d_mask, d_te, d_tt, d_tl, NULL);
+        CHECK(ft_ar_memcpy(ar, &check_m, out->count, 4, 0)); /* wait */
+        double start = now_us();
+        for (uint32_t i = 0; i < iters; i++)
+            run_form(ar, F, cur, out, &hits, V, d_mask, d_te, d_tt, d_tl, NULL);
+        CHECK(ft_ar_memcpy(ar, &check_m, out->count, 4, 0)); /* wait */
+        double us = (now_us() - start) / iters;
+        printf("  %-38s stream %9.2f us/step", F->name, us);
+        if (F->kind == 0)
+            printf("  (next beams %u)", check_m);
+        printf("\n");
+    }
+#ifdef FT_BENCH_CUDA
+    if (ft_ar_kind(ar) == FT_ENGINE_GPU) {
+        cudaStream_t st;
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        cudaEvent_t e0, e1;
+        cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+        cudaEventCreate(&e0);
+        cudaEventCreate(&e1);
+        uint64_t *ref = malloc((size_t)B * 8), *got = malloc((size_t)B * 8);
+        for (int f = 0; f < 6; f++) {
+            form *F = &forms[f];
+            if (cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) != cudaSuccess)
+                return 1;
+            run_form(ar, F, cur, out, &hits, V, d_mask, d_te, d_tt, d_tl, st);
+            if (cudaStreamEndCapture(st, &g) != cudaSuccess ||
+                cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+                fprintf(stderr, "ar_step_bench: graph capture failed: %s\n",
+                        cudaGetErrorString(cudaGetLastError()));
+                return 1;
+            }
+            if (F->kind == 0) { /* the graph's answer equals the stream's */
+                uint32_t nref, ngot;
+                CHECK(ft_ar_step(ar, cur, &F->in, out, &hits, NULL));
+                CHECK(ft_ar_memcpy(ar, &nref, out->count, 4, 0));
+                CHECK(ft_ar_memcpy(ar, ref, out->node, (size_t)nref * 8, 0));
+                cudaMemset(out->node, 0xff, (size_t)B * 8);
+                cudaMemset(out->count, 0xff, 4);
+                cudaDeviceSynchronize(); /* st does not wait for the legacy stream */
+                cudaGraphLaunch(ge, st);
+                cudaStreamSynchronize(st);
+                CHECK(ft_ar_memcpy(ar, &ngot, out->count, 4, 0));
+                CHECK(ft_ar_memcpy(ar, got, out->node, (size_t)ngot * 8, 0));
+                /* only the first count entries are the step's */
+                if (nref != ngot || memcmp(ref, got, (size_t)nref * 8)) {
+                    fprintf(stderr, "ar_step_bench: graph replay differs\n");
+                    return 1;
+                }
+            }
+            for (int i = 0; i < 5; i++)
+                cudaGraphLaunch(ge, st);
+            cudaEventRecord(e0, st);
+            for (uint32_t i = 0; i < iters; i++)
+                cudaGraphLaunch(ge, st);
+            cudaEventRecord(e1, st);
+            cudaEventSynchronize(e1);
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            printf("  %-38s graph  %9.2f us/step\n", F->name, ms * 1e3 / iters);
+            cudaGraphExecDestroy(ge);
+            cudaGraphDestroy(g);
+        }
+        free(ref);
+        free(got);
+    }
+#endif
+    for (int i = 0; i < 3; i++)
+        ft_ar_beams_free(ar, &bs[i]);
+    ft_ar_hits_free(ar, &hits);
+    void *p[] = {d_rows, d_ids, d_lp, d_mask, d_te, d_tt, d_tl};
+    for (int i = 0; i < 7; i++)
+        ft_ar_free(ar, p[i]);
+    ft_ar_close(ar);
+    ft_index_close(idx);
+    free(h);
+    free(sid);
+    free(slp);
+    return 0;
+}

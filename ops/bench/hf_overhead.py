@@ -1,0 +1,90 @@
+"""hf_overhead.py INDEX [V] - what flashtrie.hf.TrieLogitsProcessor adds to
+a Hugging Face generate() step (docs/BENCHMARKS.md "Autoregressive steps").
+
+A randomly initialised GPT-2-small-shaped model (12 layers, 768 wide,
+vocabulary V + 2: ids 0..V-1 are library tokens, V is EOS, V + 1 BOS) on
+the GPU, bf16; beam search of 8 beams.  Prints the model's generate() time
+per new token without the processor, the processor's own time per call on
+8 rows that follow library keys, and their ratio; then runs one
+generate() with the processor and checks its sequences are library keys.
+"""
+import sys
+import time
+
+import numpy as np
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessorList
+
+from flashtrie.ar import Index
+from flashtrie.hf import TrieLogitsProcessor
+
+idx = Index(sys.argv[1], verify=False)
+V = int(sys.argv[2]) if len(sys.argv) > 2 else 32768
+EOS, BOS = V, V + 1
+torch.manual_seed(0)
+cfg = GPT2Config(vocab_size=V + 2, n_layer=12, n_embd=768, n_head=12,
+                 n_positions=64, bos_token_id=BOS, eos_token_id=EOS,
+                 pad_token_id=EOS)
+model = GPT2LMHeadModel(cfg).cuda().to(torch.bfloat16).eval()
+prompt = torch.tensor([[BOS]], device="cuda")
+NEW, NB = 8, 8
+
+
+def gen(lp, eos):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(prompt, num_beams=NB, max_new_tokens=NEW,
+                             do_sample=False, logits_processor=lp,
+                             eos_token_id=eos, pad_token_id=EOS,
+                             length_penalty=0.0)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0, out
+
+
+gen(LogitsProcessorList(), None)  # warm-up
+base = min(gen(LogitsProcessorList(), None)[0] for _ in range(3)) / NEW
+print("generate without processor: %.1f us per new token (%d beams)" %
+      (base * 1e6, NB))
+
+# the processor alone: 8 rows along library keys, scores on the GPU
+rng = np.random.default_rng(1)
+rows = []
+for r in range(NB):
+    seq, node = [], 0
+    for d in range(4):
+        kids = idx.children(node)
+        if len(kids) == 0:
+            break
+        t = int(kids[rng.integers(len(kids))])
+        seq.append(t)
+        node = idx.child(node, t)
+    rows.append(seq)
+L = min(len(s) for s in rows)
+ids = torch.tensor([[BOS] + s[:L] for s in rows], device="cuda")
+scores = torch.randn(NB, V + 2, device="cuda", dtype=torch.float32)
+for cached in (False, True):
+    proc = TrieLogitsProcessor(idx, eos_token_id=EOS, prompt_len=1)
+    if cached:
+        proc(ids, scores)
+    torch.cuda.synchronize()
+    n = 50
+    t0 = time.perf_counter()
+    for _ in range(n):
+        if not cached:
+            proc.walker._nodes = {(): 0}
+        out = proc(ids, scores)
+    torch.cuda.synchronize()
+    per = (time.perf_counter() - t0) / n
+    print("processor call (%s prefixes): %.1f us; %.1f%% of a token" %
+          ("cached" if cached else "new", per * 1e6, 100 * per / base))
+
+t, out = gen(LogitsProcessorList([TrieLogitsProcessor(idx, eos_token_id=EOS)]),
+             EOS)
+print("generate with processor: %.1f us per new token (wall, any length)" %
+      (t / NEW * 1e6))
+for s in out[:, 1:].tolist():
+    key = s[:s.index(EOS)] if EOS in s else s
+    node = idx.walk(key)
+    assert node is not None, s
+print("hf_overhead: sequences are library prefixes/keys: ok")

@@ -1,0 +1,477 @@
+"""flashtrie.ar - the autoregressive step API of libflashtrie in Python.
+
+    import numpy as np, flashtrie.ar as ar
+    idx = ar.Index("library.fti")
+    s = ar.Session(idx, beam=8, device="cpu")       # or device="cuda"
+    s.reset()
+    for t in range(max_len):
+        rows = model_logprobs(s.beams())            # [live beams, V]
+        out = s.step(rows)                          # dense rows, column j = token j
+        hits += out.hits                             # keys completed this step
+        if out.count == 0: break
+
+A CPU session takes and returns numpy arrays; a GPU session takes torch
+tensors on its device (or any object with __cuda_array_interface__) and
+returns torch tensors, and enqueues on torch's current stream without
+waiting (torch stays optional: it is imported only for GPU sessions).
+The rules are include/flashtrie.h's ("Autoregressive steps") and
+docs/autoregressive.md's; results are the same bits on the CPU and the GPU.
+
+The library file is found as $FLASHTRIE_LIB, a libflashtrie.so next to this
+package, or the system's search path.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import math
+import os
+from typing import Any, List, NamedTuple, Optional
+
+import numpy as np
+
+ENV = "FLASHTRIE_LIB"
+
+FORM_SPARSE, FORM_DENSE = 0, 1
+DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
+NORMS = {None: 0, "none": 0, "row": 1, "allowed": 2}
+
+P = ctypes.POINTER
+u32p, u64p, f32p, f64p = (P(ctypes.c_uint32), P(ctypes.c_uint64),
+                          P(ctypes.c_float), P(ctypes.c_double))
+
+
+class _Opts(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("kind", ctypes.c_int),
+                ("device", ctypes.c_int), ("beam", ctypes.c_uint32),
+                ("results", ctypes.c_uint32), ("theta_tok", ctypes.c_float),
+                ("theta_sent", ctypes.c_float), ("alpha", ctypes.c_double),
+                ("max_width", ctypes.c_uint32)]
+
+
+class _Beams(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_void_p), ("node", ctypes.c_void_p),
+                ("sigma", ctypes.c_void_p), ("len", ctypes.c_void_p),
+                ("parent", ctypes.c_void_p), ("entry", ctypes.c_void_p),
+                ("token", ctypes.c_void_p)]
+
+
+class _Hits(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_void_p), ("parent", ctypes.c_void_p),
+                ("entry", ctypes.c_void_p), ("token", ctypes.c_void_p),
+                ("len", ctypes.c_void_p), ("key_index", ctypes.c_void_p),
+                ("value", ctypes.c_void_p), ("score", ctypes.c_void_p),
+                ("sigma", ctypes.c_void_p)]
+
+
+class _Input(ctypes.Structure):
+    _fields_ = [("form", ctypes.c_int), ("dtype", ctypes.c_int),
+                ("norm", ctypes.c_int), ("width", ctypes.c_uint32),
+                ("stride", ctypes.c_uint64), ("ids", ctypes.c_void_p),
+                ("logp", ctypes.c_void_p), ("vocab", ctypes.c_void_p)]
+
+
+class _Children(ctypes.Structure):
+    _fields_ = [("node", ctypes.c_uint64), ("first", ctypes.c_uint64),
+                ("count", ctypes.c_uint64), ("priv_", ctypes.c_uint64 * 2)]
+
+
+def _candidates():
+    env = os.environ.get(ENV)
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for pattern in ("libflashtrie.so", "libflashtrie.so.*"):
+        for path in sorted(glob.glob(os.path.join(here, pattern))):
+            yield path
+    found = ctypes.util.find_library("flashtrie")
+    if found:
+        yield found
+
+
+_LIB = None
+
+
+def load():
+    """load returns libflashtrie (once per process) or raises OSError
+    saying where it looked."""
+    global _LIB
+    if _LIB is not None:
+        return _LIB
+    tried = []
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            break
+        except OSError as e:
+            tried.append("%s: %s" % (path, e))
+    else:
+        raise OSError("libflashtrie not found (set %s): %s" %
+                      (ENV, "; ".join(tried) or "nowhere to look"))
+    c_int, c_size_t, c_char_p, c_void_p = (ctypes.c_int, ctypes.c_size_t,
+                                           ctypes.c_char_p, ctypes.c_void_p)
+    sig = {
+        "ft_strerror": (c_char_p, [c_int]),
+        "ft_index_open": (c_int, [P(c_void_p), c_char_p, ctypes.c_uint,
+                                  c_char_p, c_size_t]),
+        "ft_index_close": (None, [c_void_p]),
+        "ft_index_children": (c_int, [P(_Children), c_void_p, ctypes.c_uint64]),
+        "ft_index_child_label": (ctypes.c_uint32, [c_void_p, P(_Children),
+                                                   ctypes.c_uint64]),
+        "ft_index_child_find": (c_int, [u64p, c_void_p, P(_Children),
+                                        ctypes.c_uint32]),
+        "ft_index_node_value": (c_int, [u64p, c_void_p, ctypes.c_uint64]),
+        "ft_ar_opts_init": (None, [P(_Opts)]),
+        "ft_ar_open": (c_int, [P(c_void_p), c_void_p, P(_Opts), c_char_p,
+                               c_size_t]),
+        "ft_ar_close": (None, [c_void_p]),
+        "ft_ar_kind": (c_int, [c_void_p]),
+        "ft_ar_error": (c_char_p, [c_void_p]),
+        "ft_ar_configure": (c_int, [c_void_p, ctypes.c_uint32, ctypes.c_uint32,
+                                    ctypes.c_float, ctypes.c_float,
+                                    ctypes.c_double]),
+        "ft_ar_reset": (c_int, [c_void_p, P(_Beams), c_void_p]),
+        "ft_ar_step": (c_int, [c_void_p, P(_Beams), P(_Input), P(_Beams),
+                               P(_Hits), c_void_p]),
+        "ft_ar_mask": (c_int, [c_void_p, P(_Beams), ctypes.c_uint32, c_void_p,
+                               ctypes.c_uint32, c_void_p, c_void_p]),
+        "ft_ar_topk": (c_int, [c_void_p, P(_Beams), P(_Input), ctypes.c_uint32,
+                               c_void_p, c_void_p, c_void_p, c_void_p]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    _LIB = lib
+    return lib
+
+
+class Error(Exception):
+    """Error is a failed libflashtrie call: code (ft_err) and message."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__("%s (%d): %s" % (load().ft_strerror(code).decode(),
+                                          code, message))
+        self.code = code
+
+
+NODE_ROOT = 0
+
+
+class Index:
+    """Index is an opened index file (read-only; any number of sessions)."""
+
+    def __init__(self, path: str, verify: bool = True):
+        lib = load()
+        self._h = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(512)
+        rc = lib.ft_index_open(ctypes.byref(self._h), os.fsencode(path),
+                               0 if verify else 1, err, len(err))
+        if rc:
+            raise Error(rc, err.value.decode(errors="replace"))
+
+    def close(self):
+        if self._h:
+            load().ft_index_close(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def child(self, node: int, token: int) -> Optional[int]:
+        """child returns the child of node labelled token, or None."""
+        lib = load()
+        ch = _Children()
+        if lib.ft_index_children(ctypes.byref(ch), self._h, node):
+            raise Error(2, "node %d: out of range" % node)
+        i = ctypes.c_uint64()
+        if lib.ft_index_child_find(ctypes.byref(i), self._h, ctypes.byref(ch),
+                                   token & 0xFFFFFFFF) or token < 0:
+            return None
+        return ch.first + i.value
+
+    def children(self, node: int) -> np.ndarray:
+        """children returns node's child labels (ascending, uint32)."""
+        lib = load()
+        ch = _Children()
+        if lib.ft_index_children(ctypes.byref(ch), self._h, node):
+            raise Error(2, "node %d: out of range" % node)
+        return np.array([lib.ft_index_child_label(self._h, ctypes.byref(ch), i)
+                         for i in range(ch.count)], dtype=np.uint32)
+
+    def value(self, node: int) -> Optional[int]:
+        """value returns the value of the key node ends, or None."""
+        v = ctypes.c_uint64()
+        rc = load().ft_index_node_value(ctypes.byref(v), self._h, node)
+        return v.value if rc == 0 else None
+
+    def walk(self, tokens) -> Optional[int]:
+        """walk returns the node that spells tokens from the root, or None."""
+        node = NODE_ROOT
+        for t in tokens:
+            node = self.child(node, int(t))
+            if node is None:
+                return None
+        return node
+
+
+class Hit(NamedTuple):
+    parent: int     # rank of the beam the key extends (before the step)
+    entry: int      # entry of that beam's row
+    token: int      # the key's last token
+    length: int
+    key_index: int
+    value: int
+    score: float
+    sigma: float
+
+
+class StepOut(NamedTuple):
+    count: int              # live beams after the step
+    parent: Any             # [count] rank of each new beam's parent
+    token: Any              # [count] token it took
+    sigma: Any              # [count]
+    hits: List[Hit]         # keys completed at this step, best first
+
+
+def _torch():
+    import torch  # GPU sessions only
+    return torch
+
+
+def _ptr(x) -> int:
+    if x is None:
+        return 0
+    if isinstance(x, np.ndarray):
+        if not x.flags["C_CONTIGUOUS"]:
+            raise ValueError("arrays must be C-contiguous")
+        return x.ctypes.data
+    if hasattr(x, "data_ptr"):
+        if not x.is_contiguous():
+            raise ValueError("tensors must be contiguous")
+        return x.data_ptr()
+    if hasattr(x, "__cuda_array_interface__"):
+        return x.__cuda_array_interface__["data"][0]
+    raise TypeError("expected a numpy array or a tensor, got %r" % type(x))
+
+
+def _dtype_name(x) -> str:
+    if isinstance(x, np.ndarray):
+        return str(x.dtype)
+    s = str(x.dtype)                       # torch.float32, torch.bfloat16
+    return s.split(".")[-1]
+
+
+class Session:
+    """Session is one decoder's trie-constrained beam over an Index.
+
+    beam, results, theta_tok, theta_sent and alpha are docs/specification.md section 3's;
+    max_width bounds the rows (K or V).  device "cpu" runs the CPU step on
+    numpy arrays; "cuda" or "cuda:N" the GPU step on torch tensors."""
+
+    def __init__(self, index: Index, beam: int = 100, results: int = 0,
+                 theta_tok: float = -math.inf, theta_sent: float = -math.inf,
+                 alpha: float = 1.0, max_width: int = 4096,
+                 device: str = "cpu"):
+        lib = load()
+        self.index = index
+        o = _Opts()
+        lib.ft_ar_opts_init(ctypes.byref(o))
+        self.gpu = str(device).startswith("cuda")
+        dev = int(str(device).split(":")[1]) if ":" in str(device) else 0
+        o.kind, o.device = (1 if self.gpu else 0), dev
+        o.beam, o.results, o.max_width = beam, results, max_width
+        o.theta_tok, o.theta_sent, o.alpha = theta_tok, theta_sent, alpha
+        self._h = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(512)
+        rc = lib.ft_ar_open(ctypes.byref(self._h), index._h, ctypes.byref(o),
+                            err, len(err))
+        if rc:
+            raise Error(rc, err.value.decode(errors="replace"))
+        self.beam, self.results = beam, results or beam
+        self.max_width = max_width
+        self.device = "cuda:%d" % dev if self.gpu else "cpu"
+        self._state = [self._alloc_beams(), self._alloc_beams()]
+        self._hits = self._alloc_hits()
+        self._cur = 0
+
+    # -- memory: numpy on the CPU, torch tensors on the GPU ------------------
+    def _zeros(self, n, dtype):
+        if self.gpu:
+            torch = _torch()
+            td = {np.uint32: torch.int32, np.uint64: torch.int64,
+                  np.float32: torch.float32, np.float64: torch.float64}[dtype]
+            return torch.zeros(n, dtype=td, device=self.device)
+        return np.zeros(n, dtype=dtype)
+
+    def _alloc_beams(self):
+        B = self.beam
+        a = dict(count=self._zeros(1, np.uint32), node=self._zeros(B, np.uint64),
+                 sigma=self._zeros(B, np.float32), len=self._zeros(B, np.uint32),
+                 parent=self._zeros(B, np.uint32), entry=self._zeros(B, np.uint32),
+                 token=self._zeros(B, np.uint32))
+        s = _Beams(**{k: _ptr(v) for k, v in a.items()})
+        return a, s
+
+    def _alloc_hits(self):
+        n = self.results
+        a = dict(count=self._zeros(1, np.uint32), parent=self._zeros(n, np.uint32),
+                 entry=self._zeros(n, np.uint32), token=self._zeros(n, np.uint32),
+                 len=self._zeros(n, np.uint32), key_index=self._zeros(n, np.uint64),
+                 value=self._zeros(n, np.uint64), score=self._zeros(n, np.float64),
+                 sigma=self._zeros(n, np.float32))
+        s = _Hits(**{k: _ptr(v) for k, v in a.items()})
+        return a, s
+
+    def _stream(self):
+        if not self.gpu:
+            return None
+        return _torch().cuda.current_stream(self.device).cuda_stream
+
+    def _check(self, rc):
+        if rc:
+            raise Error(rc, load().ft_ar_error(self._h).decode(errors="replace"))
+
+    def close(self):
+        if self._h:
+            load().ft_ar_close(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- the API ------------------------------------------------------------
+    def configure(self, beam: int, results: int = 0, theta_tok=-math.inf,
+                  theta_sent=-math.inf, alpha=1.0):
+        """configure changes the search parameters (beam <= the opened)."""
+        self._check(load().ft_ar_configure(self._h, beam, results, theta_tok,
+                                           theta_sent, alpha))
+
+    def reset(self):
+        """reset makes the state one beam at the root."""
+        self._cur = 0
+        self._check(load().ft_ar_reset(self._h, ctypes.byref(self._state[0][1]),
+                                       self._stream()))
+
+    def beams(self) -> dict:
+        """beams returns the current state's arrays (count, node, sigma,
+        len, parent, entry, token), in the session's memory."""
+        return self._state[self._cur][0]
+
+    def count(self) -> int:
+        return int(self.beams()["count"][0])
+
+    def _input(self, logp, ids=None, norm=None, vocab=None):
+        inp = _Input()
+        shape = tuple(logp.shape)
+        if len(shape) != 2:
+            raise ValueError("logp: expected [rows, width], got %r" % (shape,))
+        inp.width, inp.stride = shape[1], shape[1]
+        inp.norm = NORMS[norm]
+        inp.logp = _ptr(logp)
+        if ids is not None:
+            if tuple(ids.shape) != shape:
+                raise ValueError("ids: shape %r differs from logp's %r" %
+                                 (tuple(ids.shape), shape))
+            if _dtype_name(logp) != "float32":
+                raise ValueError("sparse rows: logp must be float32")
+            inp.form, inp.ids = FORM_SPARSE, _ptr(ids)
+        else:
+            name = _dtype_name(logp)
+            if name not in DTYPES:
+                raise ValueError("logp: dtype %s; expected float32, float16 or "
+                                 "bfloat16" % name)
+            inp.form, inp.dtype = FORM_DENSE, DTYPES[name]
+            inp.vocab = _ptr(vocab)
+        if not self.gpu and shape[0] < self.count():
+            raise ValueError("logp: %d rows for %d live beams" %
+                             (shape[0], self.count()))
+        return inp
+
+    def step(self, logp, ids=None, norm=None, vocab=None,
+             want_hits: bool = True) -> StepOut:
+        """step expands the live beams by their rows: dense logp [rows, V]
+        (float32/float16/bfloat16; column j is token vocab[j], or j), or
+        sparse ids + logp [rows, K] (uint32 tokens, float32).  norm is None,
+        "row" (log-softmax over the row) or "allowed" (over the beam's
+        children).  Returns the new beams and the completed keys; on a GPU
+        session reading them waits for the device (the state itself stays
+        on the device: call step_async to keep the host out)."""
+        self.step_async(logp, ids, norm, vocab, want_hits)
+        nxt = self.beams()
+        n = self.count()
+        hits = []
+        if want_hits:
+            h = self._hits[0]
+            nh = int(h["count"][0])
+            cols = [h[k][:nh] for k in ("parent", "entry", "token", "len",
+                                        "key_index", "value", "score", "sigma")]
+            cols = [c.cpu().numpy() if self.gpu else c for c in cols]
+            for i in range(nh):
+                hits.append(Hit(int(cols[0][i]), int(cols[1][i]), int(cols[2][i]),
+                                int(cols[3][i]), int(cols[4][i]),
+                                int(cols[5][i]) & 0xFFFFFFFFFFFFFFFF,
+                                float(cols[6][i]), float(cols[7][i])))
+        return StepOut(n, nxt["parent"][:n], nxt["token"][:n], nxt["sigma"][:n],
+                       hits)
+
+    def step_async(self, logp, ids=None, norm=None, vocab=None,
+                   want_hits: bool = True):
+        """step_async is step without reading anything back: on a GPU
+        session it only enqueues on torch's current stream."""
+        inp = self._input(logp, ids, norm, vocab)
+        cur, nxt = self._state[self._cur], self._state[1 - self._cur]
+        self._check(load().ft_ar_step(
+            self._h, ctypes.byref(cur[1]), ctypes.byref(inp),
+            ctypes.byref(nxt[1]),
+            ctypes.byref(self._hits[1]) if want_hits else None, self._stream()))
+        self._cur = 1 - self._cur
+
+    def mask(self, width: int, vocab=None, eos: Optional[int] = None):
+        """mask returns a bool array [beam, width]: True where column j's
+        token labels a child of the beam's node (and at eos where the node
+        ends a key).  Rows past the live beams are False."""
+        words = (width + 31) // 32
+        m = self._zeros(self.beam * words, np.uint32)
+        cur = self._state[self._cur]
+        self._check(load().ft_ar_mask(self._h, ctypes.byref(cur[1]), width,
+                                      _ptr(vocab), 0xFFFFFFFF if eos is None else eos,
+                                      _ptr(m), self._stream()))
+        return unpack_mask(m.reshape(self.beam, words), width)
+
+    def set_nodes(self, nodes, sigma=None):
+        """set_nodes makes the state beams at the given trie nodes (for
+        engines that choose beams themselves and want the mask form)."""
+        a = self.beams()
+        n = len(nodes)
+        if n > self.beam:
+            raise ValueError("%d nodes for beam %d" % (n, self.beam))
+        if self.gpu:
+            torch = _torch()
+            a["node"][:n] = torch.as_tensor(np.asarray(nodes, dtype=np.int64),
+                                            device=self.device)
+            a["count"].fill_(n)
+        else:
+            a["node"][:n] = nodes
+            a["count"][0] = n
+        if sigma is not None:
+            a["sigma"][:n] = sigma
+
+
+def unpack_mask(words, width: int):
+    """unpack_mask turns [rows, words] uint32 bit rows into bool [rows, width]."""
+    if isinstance(words, np.ndarray):
+        bits = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")
+        return bits[:, :width].astype(bool)
+    torch = _torch()
+    shifts = torch.arange(32, device=words.device, dtype=torch.int32)
+    bits = (words.unsqueeze(-1) >> shifts) & 1
+    return bits.reshape(words.shape[0], -1)[:, :width].bool()

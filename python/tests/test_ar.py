@@ -1,0 +1,343 @@
+"""test_ar.py - the autoregressive step API from Python (flashtrie.ar) and
+the generate() processor (flashtrie.hf).
+
+- Session.step equals a pure-Python reference of the step's rules on
+  random dense rows with ties and -inf holes (beams, completed keys,
+  sigmas, scores: exact), and sparse rows give the same as dense ones.
+- Session.mask equals the trie's children.
+- The processor keeps a beam search, greedy decoding and sampling of a
+  fake model inside the library, and a wide beam search under it finds
+  the brute-force best key.
+- With transformers (and torch): generate(num_beams=...) of a tiny random
+  GPT-2 built from a config never leaves the library and finds the
+  brute-force best key; skipped, saying so, without them.
+- With a CUDA device: a GPU session equals the CPU session (torch).
+
+Environment: FT_BIN (the flashtrie program, to build the index) and
+FLASHTRIE_LIB (libflashtrie.so); tests/python/CMakeLists.txt sets both.
+"""
+import math
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from flashtrie.ar import Index, Session
+from flashtrie.hf import TrieLogitsProcessor
+
+BIN = os.environ.get("FT_BIN", "")
+V = 16          # model vocabulary: 0 pad, 1 EOS, 2 BOS, 3..15 key tokens
+EOS, PAD, BOS = 1, 0, 2
+
+
+def make_keys(seed, n=24):
+    rng = np.random.default_rng(seed)
+    keys = set()
+    while len(keys) < n:
+        L = int(rng.integers(1, 5))
+        keys.add(tuple(int(x) for x in rng.integers(3, V, size=L)))
+    return sorted(keys)
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ar")
+    keys = make_keys(7)
+    txt = tmp / "keys.txt"
+    txt.write_text("".join(" ".join(map(str, k)) + "\t%d\n" % (100 + i)
+                           for i, k in enumerate(keys)))
+    idx_path = str(tmp / "keys.ft")
+    subprocess.run([BIN, "build", "--input", str(txt), "--output", idx_path,
+                    "--quiet"], check=True, timeout=60)
+    idx = Index(idx_path)
+    values = {k: 100 + i for i, k in enumerate(keys)}
+    yield idx, keys, values
+    idx.close()
+
+
+# ---- a pure-Python reference of one step ---------------------------------
+
+def prefix_set(keys):
+    p = set()
+    for k in keys:
+        for i in range(1, len(k) + 1):
+            p.add(k[:i])
+    return p
+
+
+def ref_step(beams, rows, keys, B, n, theta_tok, theta_sent, alpha):
+    """beams: list of (prefix tuple, sigma float32).  Returns next beams and
+    hits as (prefix, sigma, score) lists, in the step's order."""
+    prefixes, keyset = prefix_set(keys), set(keys)
+    cands, hits = [], []
+    for r, (pre, s) in enumerate(beams):
+        for j in range(rows.shape[1]):
+            rho = np.float32(rows[r, j])
+            if not rho > np.float32(theta_tok):
+                continue
+            sig = np.float32(s + rho)
+            if not sig > np.float32(theta_sent):
+                continue
+            u = pre + (j,)
+            if u not in prefixes:
+                continue
+            # key order: sigma desc, r asc, rho desc, j asc
+            order = (r, -float(rho), j)
+            if any(p[:len(u)] == u and len(p) > len(u) for p in prefixes):
+                cands.append((-float(sig), order, u, sig))
+            if u in keyset:
+                sc = float(sig) * (6.0 / (5.0 + len(u))) ** alpha
+                hits.append((-sc, order, u, sig, sc))
+    cands.sort(key=lambda c: (c[0], c[1]))
+    hits.sort(key=lambda h: (h[0], h[1]))
+    return ([(c[2], c[3]) for c in cands[:B]],
+            [(h[2], h[3], h[4]) for h in hits[:n]])
+
+
+def rows_for(rng, m, width):
+    x = -rng.integers(0, 12, size=(m, width)).astype(np.float32) * 0.5
+    x[rng.random((m, width)) < 0.15] = -np.inf
+    return x
+
+
+@pytest.mark.parametrize("B,n,theta_tok,theta_sent,alpha",
+                         [(4, 6, -math.inf, -math.inf, 1.0),
+                          (1, 2, -3.0, -math.inf, 0.0),
+                          (7, 30, -4.0, -6.0, 2.5)])
+def test_step_matches_reference(lib, B, n, theta_tok, theta_sent, alpha):
+    idx, keys, values = lib
+    s = Session(idx, beam=B, results=n, theta_tok=theta_tok,
+                theta_sent=theta_sent, alpha=alpha, max_width=V)
+    rng = np.random.default_rng(B * 100 + n)
+    for trial in range(5):
+        s.reset()
+        beams = [((), np.float32(0))]
+        for t in range(5):
+            rows = rows_for(rng, B, V)
+            out = s.step(rows)
+            want, whits = ref_step(beams, rows, keys, B, n, theta_tok,
+                                   theta_sent, alpha)
+            assert out.count == len(want)
+            got = [(beams[int(p)][0] + (int(tk),), np.float32(sg))
+                   for p, tk, sg in zip(out.parent, out.token, out.sigma)]
+            assert [g[0] for g in got] == [w[0] for w in want]
+            assert [g[1].tobytes() for g in got] == [w[1].tobytes() for w in want]
+            assert len(out.hits) == len(whits)
+            for h, (pre, sig, sc) in zip(out.hits, whits):
+                assert beams[h.parent][0] + (h.token,) == pre
+                assert h.value == values[pre] and h.length == len(pre)
+                assert np.float32(h.sigma).tobytes() == sig.tobytes()
+                assert h.score == sc
+            beams = got
+            if out.count == 0:
+                break
+
+
+def test_sparse_equals_dense(lib):
+    idx, keys, _ = lib
+    a = Session(idx, beam=6, results=9, max_width=V)
+    b = Session(idx, beam=6, results=9, max_width=V)
+    rng = np.random.default_rng(3)
+    a.reset()
+    b.reset()
+    ids = np.tile(np.arange(V, dtype=np.uint32), (6, 1))
+    for t in range(5):
+        rows = rows_for(rng, 6, V)
+        oa = a.step(rows)
+        ob = b.step(rows.copy(), ids=ids)
+        assert oa.count == ob.count
+        assert np.array_equal(oa.parent, ob.parent)
+        assert np.array_equal(oa.token, ob.token)
+        assert oa.sigma.tobytes() == ob.sigma.tobytes()
+        assert oa.hits == ob.hits
+        if oa.count == 0:
+            break
+
+
+def test_bad_input_names_the_field(lib):
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    with pytest.raises(Exception, match="input.width: must be 1..16"):
+        s.step(np.zeros((2, V + 1), dtype=np.float32))
+    with pytest.raises(ValueError, match="dtype"):
+        s.step(np.zeros((2, V), dtype=np.float64))
+
+
+def test_mask_matches_children(lib):
+    idx, keys, _ = lib
+    s = Session(idx, beam=8, max_width=V)
+    prefixes = sorted(prefix_set(keys))[:8]
+    nodes = [idx.walk(p) for p in prefixes]
+    s.set_nodes(nodes)
+    m = s.mask(V, eos=EOS)
+    for r, p in enumerate(prefixes):
+        want = np.zeros(V, dtype=bool)
+        for k in keys:
+            if len(k) > len(p) and k[:len(p)] == p:
+                want[k[len(p)]] = True
+        want[EOS] = p in set(keys)
+        assert np.array_equal(m[r], want), p
+
+
+# ---- the processor on a fake model ----------------------------------------
+
+def fake_logits(seq, salt=0):
+    h = abs(hash((tuple(int(x) for x in seq), salt))) % (2 ** 32)
+    return np.random.default_rng(h).normal(0, 2, V).astype(np.float32)
+
+
+def log_softmax(x):
+    x = x.astype(np.float64)
+    m = x.max()
+    return x - (m + np.log(np.exp(x - m).sum()))
+
+
+def brute_best(keys, prompt, salt=0):
+    best = None
+    for k in keys:
+        seq, sc = list(prompt), 0.0
+        for tok in list(k) + [EOS]:
+            sc += log_softmax(fake_logits(seq, salt))[tok]
+            seq.append(tok)
+        if best is None or sc > best[1]:
+            best = (k, sc)
+    return best
+
+
+def beam_search(proc, prompt, num_beams, max_new, salt=0):
+    """beam_search is generate()'s beam search in small: log-softmax, the
+    processor, the best num_beams continuations; EOS ends a hypothesis."""
+    live, done = [(list(prompt), 0.0)], []
+    for _ in range(max_new):
+        ids = np.array([b[0] for b in live], dtype=np.int64)
+        scores = np.stack([log_softmax(fake_logits(b[0], salt)) for b in live])
+        scores = proc(ids, scores)
+        cand = []
+        for r, (seq, sc) in enumerate(live):
+            for tok in range(V):
+                if np.isfinite(scores[r, tok]):
+                    cand.append((sc + scores[r, tok], seq + [tok]))
+        cand.sort(key=lambda c: -c[0])
+        live = []
+        for sc, seq in cand[:2 * num_beams]:
+            if seq[-1] == EOS:
+                done.append((seq, sc))
+            elif len(live) < num_beams:
+                live.append((seq, sc))
+        if not live:
+            break
+    return done
+
+
+def test_processor_beam_search_is_exact(lib):
+    idx, keys, _ = lib
+    for salt in range(6):
+        proc = TrieLogitsProcessor(idx, eos_token_id=EOS, pad_token_id=PAD)
+        done = beam_search(proc, [BOS], num_beams=len(keys) + 2, max_new=6,
+                           salt=salt)
+        assert done
+        for seq, _ in done:
+            assert tuple(seq[1:-1]) in set(keys), seq
+        got = max(done, key=lambda d: d[1])
+        want = brute_best(keys, [BOS], salt)
+        assert tuple(got[0][1:-1]) == want[0]
+        assert abs(got[1] - want[1]) < 1e-9
+
+
+def test_processor_greedy_and_sampling_stay_inside(lib):
+    idx, keys, _ = lib
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        proc = TrieLogitsProcessor(idx, eos_token_id=EOS, pad_token_id=PAD)
+        seqs = [[BOS] for _ in range(4)]
+        for step in range(7):
+            ids = np.array(seqs, dtype=np.int64)
+            sc = np.stack([log_softmax(fake_logits(s, trial)) for s in seqs])
+            sc = proc(ids, sc)
+            for r in range(4):
+                ok = np.isfinite(sc[r])
+                assert ok.any()
+                if r == 0:
+                    tok = int(np.argmax(sc[r]))
+                else:
+                    p = np.exp(sc[r][ok] - sc[r][ok].max())
+                    tok = int(rng.choice(np.nonzero(ok)[0], p=p / p.sum()))
+                seqs[r].append(tok)
+        for s in seqs:
+            gen = s[1:]
+            assert EOS in gen, s
+            assert tuple(gen[:gen.index(EOS)]) in set(keys), s
+            assert all(t in (EOS, PAD) for t in gen[gen.index(EOS):]), s
+
+
+# ---- transformers ------------------------------------------------------------
+
+def test_hf_generate_tiny_gpt2(lib):
+    try:
+        import torch
+        import transformers
+        from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessorList
+    except Exception as e:  # noqa: BLE001
+        pytest.skip("transformers/torch not installed here (%s): the GPU "
+                    "host runs this test" % e)
+    idx, keys, _ = lib
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=V, n_positions=32, n_embd=32, n_layer=2,
+                     n_head=2, bos_token_id=BOS, eos_token_id=EOS,
+                     pad_token_id=PAD)
+    model = GPT2LMHeadModel(cfg).eval()
+    prompt = torch.tensor([[BOS, 5]])
+    nb = len(keys) + 4
+    proc = TrieLogitsProcessor(idx, eos_token_id=EOS, pad_token_id=PAD)
+    with torch.no_grad():
+        out = model.generate(prompt, num_beams=nb, num_return_sequences=nb,
+                             max_new_tokens=6, length_penalty=0.0,
+                             do_sample=False, eos_token_id=EOS,
+                             pad_token_id=PAD,
+                             logits_processor=LogitsProcessorList([proc]),
+                             return_dict_in_generate=True, output_scores=True)
+    seqs = out.sequences[:, prompt.shape[1]:].tolist()
+    for s in seqs:
+        assert EOS in s, s
+        assert tuple(s[:s.index(EOS)]) in set(keys), s
+    # brute force over the library with the same model
+    best = None
+    with torch.no_grad():
+        for k in keys:
+            full = torch.tensor([[BOS, 5] + list(k) + [EOS]])
+            lp = torch.log_softmax(model(full).logits[0].double(), -1)
+            sc = sum(float(lp[prompt.shape[1] - 1 + i, full[0, prompt.shape[1] + i]])
+                     for i in range(len(k) + 1))
+            if best is None or sc > best[1]:
+                best = (k, sc)
+    first = seqs[0]
+    assert tuple(first[:first.index(EOS)]) == best[0], (first, best,
+                                                        transformers.__version__)
+
+
+def test_gpu_session_equals_cpu(lib):
+    try:
+        import torch
+    except Exception:  # noqa: BLE001
+        pytest.skip("torch not installed here")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    idx, keys, _ = lib
+    c = Session(idx, beam=5, results=8, max_width=V, alpha=0.5)
+    g = Session(idx, beam=5, results=8, max_width=V, alpha=0.5, device="cuda")
+    rng = np.random.default_rng(11)
+    c.reset()
+    g.reset()
+    for t in range(5):
+        rows = rows_for(rng, 5, V)
+        oc = c.step(rows, norm="row")
+        og = g.step(torch.as_tensor(rows, device="cuda").to(torch.bfloat16)
+                    .float(), norm="row")
+        assert oc.count == og.count
+        assert oc.parent.tolist() == og.parent.tolist()
+        assert oc.sigma.tobytes() == og.sigma.cpu().numpy().tobytes()
+        assert oc.hits == og.hits
+        if oc.count == 0:
+            break

@@ -1,0 +1,513 @@
+/*
+ * ar_step_test.c - the autoregressive step API (include/flashtrie.h,
+ * "Autoregressive steps").
+ *
+ * Without arguments (CPU): exact error codes and messages for bad options
+ * and inputs; one decode gives the same transcript (every step's beams,
+ * completed keys, masks and top-k lists, byte for byte) whichever way its
+ * rows arrive: dense f32 by identity, dense with a vocabulary, sparse,
+ * dense bf16 and f16 of the same (representable) values, under each
+ * normalisation; masks and top-k lists equal brute force over the trie;
+ * the step's own exp and log are within a few ulps of libm's.
+ *
+ * With --gpu: the same decodes on a CPU session and a GPU session give
+ * byte-identical transcripts (lists long enough for the GPU's radix
+ * select, high labels, every form, dtype and normalisation).  Exits 77
+ * without a GPU.
+ */
+#include <math.h>
+
+#include <unistd.h>
+
+#include "flashtrie/internal/ar_rules.h"
+#include "search_util.h"
+
+#define V 96        /* dense width: tokens 0..V-1 (the keys go to 119) */
+#define NKEYS 3000
+
+static uint64_t seed = 12345;
+
+typedef struct tbuf { /* a transcript */
+    unsigned char *p;
+    size_t len, cap;
+} tbuf;
+
+static void put(tbuf *t, const void *x, size_t n)
+{
+    if (t->len + n > t->cap) {
+        t->cap = (t->len + n) * 2;
+        t->p = realloc(t->p, t->cap);
+        FT_CHECK(t->p != NULL);
+    }
+    memcpy(t->p + t->len, x, n);
+    t->len += n;
+}
+
+/* rows fills m rows of width w (values on a coarse grid with -inf holes,
+ * ties everywhere, or wide floats), deterministic in (s, step). */
+static void rows(float *x, uint32_t m, uint32_t w, uint64_t s, int coarse)
+{
+    for (size_t i = 0; i < (size_t)m * w; i++) {
+        uint64_t r = ft_test_rand(&s);
+        if (r % 10 == 0)
+            x[i] = -INFINITY;
+        else if (coarse)
+            x[i] = -(float)((r >> 8) % 33) * 0.25f;
+        else
+            x[i] = -(float)((r >> 8) % 1000000) * 1e-5f - (float)((r >> 40) % 3);
+    }
+}
+
+static uint16_t to_bf16(float f) /* exact for the coarse values */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+static uint16_t to_f16(float f) /* exact for 0, -inf and k/4, k <= 32 */
+{
+    if (f == 0.0f)
+        return signbit(f) ? 0x8000u : 0;
+    if (isinf(f))
+        return 0xfc00u;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t e = ((u >> 23) & 0xffu) - 127u + 15u, m = (u >> 13) & 0x3ffu;
+    return (uint16_t)(0x8000u | (e << 10) | m);
+}
+
+enum form { F_DENSE_ID, F_DENSE_VOCAB, F_SPARSE, F_BF16, F_F16, F_SPARSE_WIDE };
+
+typedef struct dec {
+    ft_ar *ar;
+    ft_ar_beams b[2];
+    ft_ar_hits h;
+    void *d_lp, *d_ids, *d_vocab, *d_mask, *d_te, *d_tt, *d_tl;
+} dec;
+
+static void dec_open(dec *d, const ft_index *idx, ft_engine_kind kind,
+                     uint32_t beam, uint32_t results, uint32_t width)
+{
+    ft_ar_opts o;
+    ft_ar_opts_init(&o);
+    o.kind = kind;
+    o.beam = beam;
+    o.results = results;
+    o.max_width = width;
+    char err[256];
+    int rc = ft_ar_open(&d->ar, idx, &o, err, sizeof err);
+    if (rc != FT_OK)
+        fprintf(stderr, "ft_ar_open: %s\n", err);
+    FT_PASS(rc);
+    FT_PASS(ft_ar_beams_alloc(d->ar, &d->b[0]));
+    FT_PASS(ft_ar_beams_alloc(d->ar, &d->b[1]));
+    FT_PASS(ft_ar_hits_alloc(d->ar, &d->h));
+    size_t cells = (size_t)beam * width;
+    FT_PASS(ft_ar_alloc(d->ar, &d->d_lp, cells * 4));
+    FT_PASS(ft_ar_alloc(d->ar, &d->d_ids, cells * 4));
+    FT_PASS(ft_ar_alloc(d->ar, &d->d_vocab, (size_t)width * 4));
+    /* masks are always V columns wide */
+    FT_PASS(ft_ar_alloc(d->ar, &d->d_mask, (size_t)beam * ((V + 31) / 32) * 4));
+    FT_PASS(ft_ar_alloc(d->ar, &d->d_te, (size_t)beam * 8 * 4));
+    FT_PASS(ft_ar_alloc(d->ar, &d->d_tt, (size_t)beam * 8 * 4));
+    FT_PASS(ft_ar_alloc(d->ar, &d->d_tl, (size_t)beam * 8 * 4));
+}
+
+static void dec_close(dec *d)
+{
+    ft_ar_beams_free(d->ar, &d->b[0]);
+    ft_ar_beams_free(d->ar, &d->b[1]);
+    ft_ar_hits_free(d->ar, &d->h);
+    void *p[] = {d->d_lp, d->d_ids, d->d_vocab, d->d_mask, d->d_te, d->d_tt, d->d_tl};
+    for (size_t i = 0; i < 7; i++)
+        ft_ar_free(d->ar, p[i]);
+    ft_ar_close(d->ar);
+}
+
+/* get copies n bytes of session memory into the transcript. */
+static void get(dec *d, tbuf *t, const void *src, size_t n)
+{
+    unsigned char buf[1 << 16];
+    FT_CHECK(n <= sizeof buf);
+    FT_PASS(ft_ar_memcpy(d->ar, buf, src, n, 0));
+    put(t, buf, n);
+}
+
+/* decode runs steps of beam B reading rows of form f and writes the
+ * transcript; fn runs each step. */
+typedef int (*step_fn)(dec *d, ft_ar_beams *cur, const ft_ar_input *in,
+                       ft_ar_beams *nxt);
+
+static int plain_step(dec *d, ft_ar_beams *cur, const ft_ar_input *in,
+                      ft_ar_beams *nxt)
+{
+    return ft_ar_step(d->ar, cur, in, nxt, &d->h, NULL);
+}
+
+static void decode(dec *d, tbuf *t, int f, int norm, uint32_t B, uint32_t n,
+                   uint32_t steps, uint64_t s0, int coarse, step_fn fn,
+                   const uint32_t *wide_ids, uint32_t wide_n)
+{
+    ft_ar_opts o;
+    ft_ar_get_opts(&o, d->ar);
+    FT_PASS(ft_ar_configure(d->ar, B, n, f == F_SPARSE_WIDE ? -6.0f : -INFINITY,
+                            coarse ? -30.0f : -INFINITY, 1.5));
+    FT_PASS(ft_ar_reset(d->ar, &d->b[0], NULL));
+    uint32_t w = V, cap = o.beam;
+    if (f == F_SPARSE_WIDE)
+        w = wide_n;
+    float *x = malloc((size_t)cap * w * 4);
+    uint32_t *ids = malloc((size_t)cap * w * 4);
+    uint16_t *h16 = malloc((size_t)cap * w * 2);
+    uint32_t *voc = malloc((size_t)w * 4);
+    FT_CHECK(x && ids && h16 && voc);
+    for (uint32_t j = 0; j < w; j++)
+        voc[j] = j;
+    for (uint32_t step = 0; step < steps; step++) {
+        ft_ar_beams *cur = &d->b[step & 1], *nxt = &d->b[(step + 1) & 1];
+        rows(x, cap, w, s0 * 1000 + step, coarse);
+        ft_ar_input in;
+        memset(&in, 0, sizeof in);
+        in.form = FT_AR_IN_DENSE;
+        in.dtype = FT_AR_IN_F32;
+        in.norm = norm;
+        in.width = w;
+        in.logp = d->d_lp;
+        size_t cells = (size_t)cap * w;
+        if (f == F_BF16 || f == F_F16) {
+            for (size_t i = 0; i < cells; i++)
+                h16[i] = f == F_BF16 ? to_bf16(x[i]) : to_f16(x[i]);
+            in.dtype = f == F_BF16 ? FT_AR_IN_BF16 : FT_AR_IN_F16;
+            FT_PASS(ft_ar_memcpy(d->ar, d->d_lp, h16, cells * 2, 1));
+        } else {
+            FT_PASS(ft_ar_memcpy(d->ar, d->d_lp, x, cells * 4, 1));
+        }
+        if (f == F_DENSE_VOCAB) {
+            FT_PASS(ft_ar_memcpy(d->ar, d->d_vocab, voc, (size_t)w * 4, 1));
+            in.vocab = d->d_vocab;
+        }
+        if (f == F_SPARSE || f == F_SPARSE_WIDE) {
+            for (size_t i = 0; i < cells; i++)
+                ids[i] = f == F_SPARSE ? (uint32_t)(i % w) : wide_ids[i % w];
+            FT_PASS(ft_ar_memcpy(d->ar, d->d_ids, ids, cells * 4, 1));
+            in.form = FT_AR_IN_SPARSE;
+            in.ids = d->d_ids;
+        }
+        /* the mask and top-k forms of the current beams */
+        uint32_t words = (V + 31) / 32;
+        FT_PASS(ft_ar_mask(d->ar, cur, V, f == F_DENSE_VOCAB ? d->d_vocab : NULL,
+                           V - 1, d->d_mask, NULL));
+        get(d, t, d->d_mask, (size_t)cap * words * 4);
+        FT_PASS(ft_ar_topk(d->ar, cur, &in, 8, d->d_te, d->d_tt, d->d_tl, NULL));
+        get(d, t, d->d_te, (size_t)cap * 8 * 4);
+        get(d, t, d->d_tt, (size_t)cap * 8 * 4);
+        get(d, t, d->d_tl, (size_t)cap * 8 * 4);
+        FT_PASS(fn(d, cur, &in, nxt));
+        uint32_t m, nh;
+        FT_PASS(ft_ar_memcpy(d->ar, &m, nxt->count, 4, 0));
+        FT_PASS(ft_ar_memcpy(d->ar, &nh, d->h.count, 4, 0));
+        put(t, &m, 4);
+        put(t, &nh, 4);
+        get(d, t, nxt->node, (size_t)m * 8);
+        get(d, t, nxt->sigma, (size_t)m * 4);
+        get(d, t, nxt->len, (size_t)m * 4);
+        get(d, t, nxt->parent, (size_t)m * 4);
+        get(d, t, nxt->entry, (size_t)m * 4);
+        get(d, t, nxt->token, (size_t)m * 4);
+        get(d, t, d->h.parent, (size_t)nh * 4);
+        get(d, t, d->h.entry, (size_t)nh * 4);
+        get(d, t, d->h.token, (size_t)nh * 4);
+        get(d, t, d->h.len, (size_t)nh * 4);
+        get(d, t, d->h.key_index, (size_t)nh * 8);
+        get(d, t, d->h.value, (size_t)nh * 8);
+        get(d, t, d->h.score, (size_t)nh * 8);
+        get(d, t, d->h.sigma, (size_t)nh * 4);
+        if (m == 0)
+            break;
+    }
+    free(x);
+    free(ids);
+    free(h16);
+    free(voc);
+}
+
+static void same(const tbuf *a, const tbuf *b, const char *what)
+{
+    if (a->len != b->len || memcmp(a->p, b->p, a->len) != 0) {
+        size_t i = 0;
+        while (i < a->len && i < b->len && a->p[i] == b->p[i])
+            i++;
+        fprintf(stderr, "%s: transcripts differ (lengths %zu, %zu; first "
+                "difference at byte %zu)\n", what, a->len, b->len, i);
+        exit(1);
+    }
+}
+
+static ft_index *make_index(const char *path, uint32_t *wide, uint32_t *nwide)
+{
+    su_key *keys = calloc(NKEYS, sizeof *keys);
+    FT_CHECK(keys != NULL);
+    for (size_t i = 0; i < NKEYS; i++) {
+        su_key *k = &keys[i];
+        k->len = 1 + (uint32_t)(ft_test_rand(&seed) % 6);
+        for (uint32_t j = 0; j < k->len; j++) {
+            uint64_t r = ft_test_rand(&seed);
+            /* mostly small labels, some past V, a few high (>= 65536) */
+            k->t[j] = r % 50 == 0 ? 70000u + (uint32_t)(r >> 8) % 20
+                                  : (uint32_t)((r >> 8) % (j == 0 ? 120 : 24));
+        }
+        k->value = 1000 + i;
+    }
+    ft_index *idx;
+    su_build(keys, NKEYS, path, &idx);
+    *nwide = 0;
+    for (uint32_t tk = 0; tk < 24; tk++)
+        wide[(*nwide)++] = tk;
+    for (uint32_t tk = 70000; tk < 70020; tk++)
+        wide[(*nwide)++] = tk;
+    free(keys);
+    return idx;
+}
+
+static void test_errors(const ft_index *idx)
+{
+    ft_ar_opts o;
+    ft_ar_opts_init(&o);
+    char err[256];
+    ft_ar *ar;
+    o.beam = 0;
+    FT_FAIL(ft_ar_open(&ar, idx, &o, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "beam: must be 1..4096, got 0");
+    ft_ar_opts_init(&o);
+    o.max_width = FT_AR_WIDTH_MAX + 1;
+    FT_FAIL(ft_ar_open(&ar, idx, &o, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "max_width: must be 1..1048576, got 1048577");
+    ft_ar_opts_init(&o);
+    o.alpha = 11;
+    FT_FAIL(ft_ar_open(&ar, idx, &o, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "alpha: must be 0..10, got 11");
+    ft_ar_opts_init(&o);
+    o.beam = 4;
+    o.max_width = 16;
+    FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+    FT_FAIL(ft_ar_configure(ar, 5, 0, 0, 0, 1), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "beam: must be 1..4 (the opened beam), got 5");
+    ft_ar_beams a, b;
+    FT_PASS(ft_ar_beams_alloc(ar, &a));
+    FT_PASS(ft_ar_beams_alloc(ar, &b));
+    FT_PASS(ft_ar_reset(ar, &a, NULL));
+    float lp[64] = {0};
+    uint32_t ids[64] = {0};
+    ft_ar_input in;
+    memset(&in, 0, sizeof in);
+    in.form = FT_AR_IN_SPARSE;
+    in.width = 17;
+    in.ids = ids;
+    in.logp = lp;
+    FT_FAIL(ft_ar_step(ar, &a, &in, &b, NULL, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "input.width: must be 1..16 (max_width), got 17");
+    in.width = 4;
+    in.stride = 3;
+    FT_FAIL(ft_ar_step(ar, &a, &in, &b, NULL, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "input.stride: 3 is less than width 4");
+    in.stride = 0;
+    in.form = 7;
+    FT_FAIL(ft_ar_step(ar, &a, &in, &b, NULL, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "input.form: unknown form 7");
+    in.form = FT_AR_IN_SPARSE;
+    in.vocab = ids;
+    FT_FAIL(ft_ar_step(ar, &a, &in, &b, NULL, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "input.vocab: only for dense rows");
+    in.vocab = NULL;
+    in.norm = 3;
+    FT_FAIL(ft_ar_step(ar, &a, &in, &b, NULL, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "input.norm: unknown normalisation 3");
+    in.norm = 0;
+    FT_FAIL(ft_ar_step(ar, &a, &in, &a, NULL, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "next: must not be cur");
+    a.count[0] = 5;
+    FT_FAIL(ft_ar_step(ar, &a, &in, &b, NULL, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "cur.count: 5 beams, more than beam 4");
+    a.count[0] = 1;
+    a.node[0] = 1u << 30;
+    FT_FAIL(ft_ar_step(ar, &a, &in, &b, NULL, NULL), FT_EINVAL);
+    FT_CHECK(strncmp(ft_ar_error(ar), "cur.node[0]: 1073741824 is no node", 34) == 0);
+    FT_FAIL(ft_ar_topk(ar, &a, &in, 65, ids, ids, lp, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "k: must be 1..64, got 65");
+    FT_FAIL(ft_ar_mask(ar, &a, 0, NULL, 0, ids, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "width: must be 1..1048576, got 0");
+    ft_ar_beams_free(ar, &a);
+    ft_ar_beams_free(ar, &b);
+    ft_ar_close(ar);
+}
+
+/* test_brute checks one CPU mask and top-k against the trie walked with
+ * the public navigation calls. */
+static void test_brute(const ft_index *idx)
+{
+    dec d;
+    dec_open(&d, idx, FT_ENGINE_CPU, 16, 16, V);
+    FT_PASS(ft_ar_reset(d.ar, &d.b[0], NULL));
+    float x[16 * V];
+    rows(x, 16, V, 99, 0);
+    ft_ar_input in;
+    memset(&in, 0, sizeof in);
+    in.form = FT_AR_IN_DENSE;
+    in.width = V;
+    in.logp = x;
+    FT_PASS(ft_ar_step(d.ar, &d.b[0], &in, &d.b[1], &d.h, NULL));
+    uint32_t m = d.b[1].count[0];
+    FT_CHECK(m == 16);
+    uint32_t mask[16 * 3], te[16 * 8], tt[16 * 8];
+    float tl[16 * 8];
+    FT_PASS(ft_ar_mask(d.ar, &d.b[1], V, NULL, 2, mask, NULL));
+    rows(x, 16, V, 100, 0);
+    FT_PASS(ft_ar_topk(d.ar, &d.b[1], &in, 8, te, tt, tl, NULL));
+    for (uint32_t r = 0; r < m; r++) {
+        ft_node_children ch;
+        FT_PASS(ft_index_children(&ch, idx, d.b[1].node[r]));
+        uint32_t want[3] = {0, 0, 0};
+        for (uint64_t i = 0; i < ch.count; i++) {
+            uint32_t lab = ft_index_child_label(idx, &ch, i);
+            if (lab < V)
+                want[lab / 32] |= 1u << (lab % 32);
+        }
+        uint64_t val;
+        if (ft_index_node_value(&val, idx, d.b[1].node[r]) == FT_OK)
+            want[0] |= 4u;
+        FT_CHECK(memcmp(want, mask + r * 3, sizeof want) == 0);
+        /* top-k: the best allowed entries by (logp desc, j asc) */
+        uint32_t got = 0;
+        for (uint32_t i = 0; i < 8; i++) {
+            float best = -INFINITY;
+            uint32_t bj = UINT32_MAX;
+            for (uint32_t j = 0; j < V; j++) {
+                float v = x[r * V + j];
+                uint64_t pos;
+                if (!(v > -INFINITY) ||
+                    ft_index_child_find(&pos, idx, &ch, j) != FT_OK)
+                    continue;
+                int taken = 0;
+                for (uint32_t q = 0; q < i; q++)
+                    taken |= te[r * 8 + q] == j;
+                if (!taken && (bj == UINT32_MAX || v > best)) {
+                    best = v;
+                    bj = j;
+                }
+            }
+            FT_CHECK_EQ_U64(te[r * 8 + i], bj);
+            if (bj != UINT32_MAX) {
+                FT_CHECK(tt[r * 8 + i] == bj && tl[r * 8 + i] == best);
+                got++;
+            } else {
+                FT_CHECK(tt[r * 8 + i] == UINT32_MAX && isinf(tl[r * 8 + i]));
+            }
+        }
+        (void)got;
+    }
+    dec_close(&d);
+}
+
+static void test_math(void)
+{
+    /* ar_rules.h's exp and log: within a few ulps of libm's */
+    for (int i = 0; i <= 20000; i++) {
+        double dd = -700.0 * i / 20000.0;
+        double a = ft_ar_exp(dd), b = exp(dd);
+        FT_CHECK(fabs(a - b) <= 8e-16 * b);
+        double s = 1.0 + i * 0.37;
+        double la = ft_ar_log(s), lb = log(s);
+        FT_CHECK(fabs(la - lb) <= 4e-16 * (lb > 1 ? lb : 1));
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int gpu = argc > 1 && strcmp(argv[1], "--gpu") == 0;
+    char path[] = "/tmp/ar_step_test_XXXXXX";
+    int fd = mkstemp(path);
+    FT_CHECK(fd >= 0);
+    close(fd);
+    uint32_t wide[64], nwide;
+    ft_index *idx = make_index(path, wide, &nwide);
+    unlink(path);
+    if (!gpu) {
+        test_errors(idx);
+        test_math();
+        test_brute(idx);
+        /* one decode, every way its rows can arrive */
+        for (int norm = 0; norm < 3; norm++) {
+            for (int coarse = 0; coarse < 2; coarse++) {
+                tbuf ref = {0}, t = {0};
+                dec d;
+                dec_open(&d, idx, FT_ENGINE_CPU, 32, 20, V);
+                decode(&d, &ref, F_DENSE_ID, norm, 32, 20, 7, 1 + norm, coarse,
+                       plain_step, NULL, 0);
+                int forms[] = {F_DENSE_VOCAB, F_SPARSE, F_BF16, F_F16};
+                for (int fi = 0; fi < (coarse ? 4 : 2); fi++) {
+                    t.len = 0;
+                    decode(&d, &t, forms[fi], norm, 32, 20, 7, 1 + norm, coarse,
+                           plain_step, NULL, 0);
+                    same(&ref, &t, "dense identity vs other forms");
+                }
+                if (getenv("AR_TEST_VERBOSE"))
+                    printf("norm %d coarse %d: transcript %zu bytes\n", norm,
+                           coarse, ref.len);
+                dec_close(&d);
+                free(ref.p);
+                free(t.p);
+            }
+        }
+        ft_index_close(idx);
+        printf("ar_step_test: CPU ok\n");
+        return 0;
+    }
+    ft_ar_opts o;
+    ft_ar_opts_init(&o);
+    o.kind = FT_ENGINE_GPU;
+    o.beam = 4;
+    ft_ar *probe;
+    char err[256];
+    int rc = ft_ar_open(&probe, idx, &o, err, sizeof err);
+    if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
+        printf("SKIP: no GPU step: %s\n", err);
+        ft_index_close(idx);
+        return FT_TEST_SKIP;
+    }
+    FT_PASS(rc);
+    ft_ar_close(probe);
+    /* CPU = GPU, byte for byte: beams up to 300 (lists > 4096 entries
+     * take the radix select), every form, dtype and normalisation */
+    int forms[] = {F_DENSE_ID, F_DENSE_VOCAB, F_SPARSE, F_BF16, F_F16,
+                   F_SPARSE_WIDE};
+    uint32_t beams[] = {1, 7, 64, 300};
+    int cases = 0;
+    for (int fi = 0; fi < 6; fi++)
+        for (int norm = 0; norm < 3; norm++)
+            for (int bi = 0; bi < 4; bi++) {
+                int coarse = (fi + norm + bi) % 2 || fi == F_BF16 || fi == F_F16;
+                uint32_t B = beams[bi], n = bi == 3 ? 1000 : B + 3;
+                dec c, g;
+                uint32_t w = fi == F_SPARSE_WIDE ? nwide : V;
+                dec_open(&c, idx, FT_ENGINE_CPU, B, n, w);
+                dec_open(&g, idx, FT_ENGINE_GPU, B, n, w);
+                tbuf tc = {0}, tg = {0};
+                decode(&c, &tc, forms[fi], norm, B, n, 6, 7 + bi, coarse,
+                       plain_step, wide, nwide);
+                decode(&g, &tg, forms[fi], norm, B, n, 6, 7 + bi, coarse,
+                       plain_step, wide, nwide);
+                char what[96];
+                snprintf(what, sizeof what, "CPU vs GPU (form %d, norm %d, "
+                         "beam %u)", fi, norm, B);
+                same(&tc, &tg, what);
+                free(tc.p);
+                free(tg.p);
+                dec_close(&c);
+                dec_close(&g);
+                cases++;
+            }
+    ft_index_close(idx);
+    printf("ar_step_test: CPU = GPU on %d decodes\n", cases);
+    return 0;
+}
