@@ -204,9 +204,6 @@ int cmd_search(int argc, char **argv)
             ft_library_close(lib);
             return 2;
         }
-        ft_engine_kind kind = strcmp(engine, "cpu") == 0   ? FT_ENGINE_CPU
-                              : strcmp(engine, "gpu") == 0 ? FT_ENGINE_GPU
-                                                           : FT_ENGINE_AUTO;
         rc = ft_cli_ar_open(&cli_ar, ft_library_shard(lib, 0), ar == 2, kind,
                             (uint32_t)max_beam, err, sizeof err);
         if (rc != FT_OK) {

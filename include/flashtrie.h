@@ -794,7 +794,7 @@ FT_API int ft_ar_memcpy(ft_ar *ar, void *dst, const void *src, size_t bytes,
                  int to_session);
 /* ft_ar_error returns the message of the session's last failed call, one
  * line naming the field ("input.width: ..."); "" if none. */
-const char *ft_ar_error(const ft_ar *ar);
+FT_API const char *ft_ar_error(const ft_ar *ar);
 
 /* ft_ar_beams is the state of up to B beams, structure of arrays, in the
  * session's memory (host for CPU sessions, device for GPU sessions).
