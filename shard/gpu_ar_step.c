@@ -139,27 +139,12 @@ static int open_dev(ft_ar *ar, ark_state *g)
                                FT_SEC_HIGH,      FT_SEC_HIGH_RANK,
                                FT_SEC_LABEL_HI,  FT_SEC_FLAGS,
                                FT_SEC_TERM_RANK, FT_SEC_VALUES};
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
-        int s = need[i];
-        size_t bytes = t->sec_bytes[s];
-        /* A spare zeroed tail: navigation may read one word past a vector. */
-        FT_CUDA_CHECK(cudaMalloc(&g->dsec[s], bytes + 64));
-        FT_CUDA_CHECK(cudaMemset(g->dsec[s], 0, bytes + 64));
-        if (bytes)
-            FT_CUDA_CHECK(cudaMemcpy(g->dsec[s], t->sec[s], bytes,
-                                     cudaMemcpyHostToDevice));
-    }
     ft_ark_params *p = &g->base;
     memset(p, 0, sizeof *p);
-    p->view = t->view;
-    p->view.louds = g->dsec[FT_SEC_LOUDS];
-    p->view.louds_rank = g->dsec[FT_SEC_LOUDS_RANK];
-    p->view.louds_sel0 = g->dsec[FT_SEC_LOUDS_SEL0];
-    p->view.label_lo = g->dsec[FT_SEC_LABEL_LO];
-    p->view.high = g->dsec[FT_SEC_HIGH];
-    p->view.high_rank = g->dsec[FT_SEC_HIGH_RANK];
-    p->view.label_hi = g->dsec[FT_SEC_LABEL_HI];
-    p->view.flags = g->dsec[FT_SEC_FLAGS];
+    int urc = fti_gpu_upload_trie(t, need, sizeof need / sizeof need[0],
+                                  g->dsec, &p->view);
+    if (urc != FT_OK)
+        return urc;
     p->term_rank = g->dsec[FT_SEC_TERM_RANK];
     p->values = g->dsec[FT_SEC_VALUES];
     p->n_keys = t->n_keys;

@@ -593,6 +593,30 @@ int fti_engine_gpu_index_refs(const ft_engine *eng)
     return n;
 }
 
+int fti_gpu_upload_trie(const ft_trie *t, const int *need, size_t n,
+                        void *dsec[FT_SEC_COUNT], ft_trie_view *view)
+{
+    *view = t->view;
+    for (size_t i = 0; i < n; i++) {
+        int s = need[i];
+        size_t bytes = t->sec_bytes[s];
+        FT_CUDA_CHECK(cudaMalloc(&dsec[s], bytes + 64));
+        FT_CUDA_CHECK(cudaMemset(dsec[s], 0, bytes + 64));
+        if (bytes)
+            FT_CUDA_CHECK(cudaMemcpy(dsec[s], t->sec[s], bytes,
+                                     cudaMemcpyHostToDevice));
+    }
+    view->louds = dsec[FT_SEC_LOUDS];
+    view->louds_rank = dsec[FT_SEC_LOUDS_RANK];
+    view->louds_sel0 = dsec[FT_SEC_LOUDS_SEL0];
+    view->label_lo = dsec[FT_SEC_LABEL_LO];
+    view->high = dsec[FT_SEC_HIGH];
+    view->high_rank = dsec[FT_SEC_HIGH_RANK];
+    view->label_hi = dsec[FT_SEC_LABEL_HI];
+    view->flags = dsec[FT_SEC_FLAGS];
+    return FT_OK;
+}
+
 /* Copies the sections the kernels read and points the device view at them. */
 static int copy_trie(gpu_engine *g, const ft_trie *t)
 {
@@ -601,26 +625,8 @@ static int copy_trie(gpu_engine *g, const ft_trie *t)
                                FT_SEC_HIGH,      FT_SEC_HIGH_RANK,
                                FT_SEC_LABEL_HI,  FT_SEC_FLAGS,
                                FT_SEC_TERM_RANK};
-    g->view = t->view;
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
-        int s = need[i];
-        size_t bytes = t->sec_bytes[s];
-        /* A spare zeroed tail: navigation may read one word past a vector. */
-        FT_CUDA_CHECK(cudaMalloc(&g->dsec[s], bytes + 64));
-        FT_CUDA_CHECK(cudaMemset(g->dsec[s], 0, bytes + 64));
-        if (bytes)
-            FT_CUDA_CHECK(cudaMemcpy(g->dsec[s], t->sec[s], bytes,
-                                     cudaMemcpyHostToDevice));
-    }
-    g->view.louds = g->dsec[FT_SEC_LOUDS];
-    g->view.louds_rank = g->dsec[FT_SEC_LOUDS_RANK];
-    g->view.louds_sel0 = g->dsec[FT_SEC_LOUDS_SEL0];
-    g->view.label_lo = g->dsec[FT_SEC_LABEL_LO];
-    g->view.high = g->dsec[FT_SEC_HIGH];
-    g->view.high_rank = g->dsec[FT_SEC_HIGH_RANK];
-    g->view.label_hi = g->dsec[FT_SEC_LABEL_HI];
-    g->view.flags = g->dsec[FT_SEC_FLAGS];
-    return FT_OK;
+    return fti_gpu_upload_trie(t, need, sizeof need / sizeof need[0], g->dsec,
+                               &g->view);
 }
 
 /* A wide root gets a dense label -> child map on the device: step 0 then

@@ -61,4 +61,13 @@ struct ft_engine {
 int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen);
 int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen);
 
+/* fti_gpu_upload_trie copies the n sections need[] of t to the current
+ * GPU (each with a zeroed 64-byte tail: navigation may read one word past
+ * a vector) into dsec[section], and points view (a copy of t's view) at
+ * the navigation sections among them.  FT_ECUDA (logged) on failure; what
+ * was allocated stays in dsec for the caller to free.  Built with CUDA
+ * only (gpu_engine.c). */
+int fti_gpu_upload_trie(const ft_trie *t, const int *need, size_t n,
+                        void *dsec[FT_SEC_COUNT], ft_trie_view *view);
+
 #endif /* FT_SEARCH_H */
