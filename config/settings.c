@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "config_impl.h"
+#include "flashtrie/internal/errmsg.h"
 #include "ft_config.h"
 
 static const char *const engine_choices[] = {"auto", "cpu", "gpu", "shards",
@@ -188,13 +189,11 @@ void fti_cfg_errf(char *buf, size_t len, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
+    fti_verrf(buf, len, fmt, ap);
     va_end(ap);
     /* Messages quote what the file said; a control character in a quoted
      * value (a newline inside a string) must not split the one line. */
-    for (unsigned char *p = (unsigned char *)buf; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            *p = '?';
+    fti_oneline(buf);
 }
 
 void fti_cfg_where(const ft_config *cfg, ft_config_source src, char *out,

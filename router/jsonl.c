@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flashtrie/internal/errmsg.h"
 #include "rt_impl.h"
 #include "jsonl.h"
 
@@ -111,7 +112,7 @@ static void fault(rd *r, const char *fmt, ...)
     r->fault = 1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->msg, sizeof r->msg, fmt, ap);
+    fti_verrf(r->msg, sizeof r->msg, fmt, ap);
     va_end(ap);
 }
 
@@ -122,7 +123,7 @@ static void set_msg(rd *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->msg, sizeof r->msg, fmt, ap);
+    fti_verrf(r->msg, sizeof r->msg, fmt, ap);
     va_end(ap);
 }
 

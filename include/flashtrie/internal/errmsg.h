@@ -23,6 +23,16 @@ static inline void fti_verrf(char *buf, size_t len, const char *fmt, va_list ap)
     vsnprintf(buf, len, fmt, ap);
 }
 
+/* fti_oneline replaces control characters in the message buf with '?', so
+ * that a message quoting its input (a newline inside a string of a config
+ * file or a request) stays one line. */
+static inline void fti_oneline(char *buf)
+{
+    for (unsigned char *p = (unsigned char *)buf; p != NULL && *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = '?';
+}
+
 /* fti_errf is fti_verrf with its arguments inline. */
 static inline void fti_errf(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
