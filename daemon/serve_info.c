@@ -100,6 +100,10 @@ int srv_info(server *srv, ft_buf *o, int admin)
                   (unsigned long long)atomic_load(&srv->pipes_added));
     ft_buf_printf(o, "connections_closed: %llu\n",
                   (unsigned long long)atomic_load(&srv->pipes_removed));
+    ft_buf_printf(o, "connections_refused: %llu\n",
+                  (unsigned long long)atomic_load(&srv->conn_refused));
+    ft_buf_printf(o, "connections_idle_closed: %llu\n",
+                  (unsigned long long)atomic_load(&srv->conn_idle_closed));
 
     ft_gen *g = ft_batcher_current(srv->batcher);
     ft_buf_printf(o, "\n# index\n");

@@ -532,6 +532,178 @@ static void case_faults(int strict)
     ft_library_close(lib);
 }
 
+/* ---- connections: max_connections, idle_timeout_ms, ipc_mode ---- */
+
+static int count_lines(const char *path, const char *s)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, s) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* closed_within says whether the server closes fd (read gives 0 or an
+ * error other than a timeout) within ms; *at gets when, in seconds. */
+static int closed_within(int fd, int ms, double *at)
+{
+    set_timeouts(fd, ms);
+    unsigned char b[64];
+    ssize_t n = read(fd, b, sizeof b);
+    if (at)
+        *at = ft_test_now();
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* info_open is connections_opened - connections_closed of one INFO: the
+ * connections open besides the INFO's own, plus one. */
+static long long info_open(const char *url)
+{
+    ft_client *c;
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = 5000;
+    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    char *info;
+    FT_PASS(ft_client_info(c, &info, NULL, 0));
+    ft_client_close(c);
+    char *a = strstr(info, "\nconnections_opened: ");
+    char *b = strstr(info, "\nconnections_closed: ");
+    FT_CHECK(a && b);
+    long long v = strtoll(a + 21, NULL, 10) - strtoll(b + 21, NULL, 10);
+    free(info);
+    return v;
+}
+
+static void case_conns(void)
+{
+    char idx[300], url[320], path[300], log[320];
+    make_library(500, idx, sizeof idx);
+    snprintf(path, sizeof path, "%s/sock", g_dir);
+    snprintf(url, sizeof url, "ipc://%s", path);
+    snprintf(log, sizeof log, "%s/log", g_dir);
+    /* 3 connections, 1.5 s of idling, batches held 2 s (longer than that:
+     * a connection waiting for its answer is not idle). */
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--max-connections", "3",
+                          "--idle-timeout-ms", "1500",
+                          "--probe-interval-ms", "0", NULL};
+    /* The unit's UMask=0027 took the group's write permission away, so
+     * it could not connect: ipc_mode (default 0660) sets the mode. */
+    mode_t old = umask(027);
+    start_server(url, args);
+    umask(old);
+    struct stat st;
+    FT_CHECK(stat(path, &st) == 0);
+    FT_CHECK_EQ_U64(st.st_mode & 0777, 0660);
+    /* The start-up ping's connection and the INFOs' are gone. */
+    long long open_now = 0;
+    for (int t = 0; t < 200 && (open_now = info_open(url)) != 1; t++)
+        th_sleep_ms(10);
+    FT_CHECK_EQ_U64(open_now, 1);
+    th_sleep_ms(500); /* the INFO's own: its close reaches the server */
+
+    double t0 = ft_test_now();
+    int held[3];
+    held[0] = unix_conn(path);              /* handshake, then nothing */
+    held[1] = unix_conn(path);
+    held[2] = unix_conn(path);              /* half a message */
+    FT_CHECK(ipc_req(held[2], 1, "0123456789", 10, 100) == 0);
+    /* Three more: each closed at once, no answer; one log line. */
+    for (int i = 0; i < 3; i++) {
+        int fd = unix_conn(path);
+        if (!closed_within(fd, 1000, NULL)) {
+            fprintf(stderr, "extra connection %d not closed (refused %lld, "
+                    "held 2 open: %d); the log:\n", i,
+                    info_num(url, "connections_refused"),
+                    !closed_within(held[2], 10, NULL));
+            show(log);
+            exit(1);
+        }
+        close(fd);
+    }
+    FT_CHECK_EQ_U64(count_lines(log, "max_connections is 3: refusing new "
+                                     "connections (one line per burst"), 1);
+    /* The held ones: closed after 1.5 s without a message, not before. */
+    for (int i = 0; i < 3; i++) {
+        double at;
+        FT_CHECK(closed_within(held[i], 4000, &at));
+        fprintf(stderr, "held connection %d closed after %.2f s\n", i,
+                at - t0);
+        FT_CHECK(at - t0 >= 1.4);
+        FT_CHECK(at - t0 < 4.0);
+        close(held[i]);
+    }
+    /* The line follows the closes. */
+    for (int t = 0; t < 100 && !count_lines(log, "that completed no message "
+                                            "for 1500 ms (idle_timeout_ms)");
+         t++)
+        th_sleep_ms(10);
+    FT_CHECK(count_lines(log, "that completed no message for 1500 ms "
+                              "(idle_timeout_ms)") >= 1);
+    FT_CHECK_EQ_U64(info_num(url, "connections_refused"), 3);
+    FT_CHECK_EQ_U64(info_num(url, "connections_idle_closed"), 3);
+    /* A client whose pauses between messages are shorter than the idle
+     * timeout keeps its connection, however long it lives. */
+    ft_client *c;
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = 10000;
+    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    FT_PASS(ft_client_ping(c, NULL, 0));
+    th_sleep_ms(700);
+    FT_PASS(ft_client_ping(c, NULL, 0));
+    th_sleep_ms(1000); /* 1.7 s since the first, 1.0 s since the last */
+    FT_PASS(ft_client_ping(c, NULL, 0));
+    FT_CHECK_EQ_U64(info_num(url, "connections_idle_closed"), 3);
+    ft_client_close(c);
+    double ms;
+    FT_CHECK_EQ_U64(stop_server(&ms), 0);
+}
+
+/* case_slow_answer: an answer that takes longer than idle_timeout_ms (a
+ * batch held 1.2 s by the test hook, idle after 0.5 s) does not cost the
+ * connection waiting for it. */
+static void case_slow_answer(void)
+{
+    char idx[300], url[320], path[300];
+    make_library(500, idx, sizeof idx);
+    snprintf(path, sizeof path, "%s/sock", g_dir);
+    snprintf(url, sizeof url, "ipc://%s", path);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--idle-timeout-ms", "500",
+                          "--test-delay-us", "1200000",
+                          "--probe-interval-ms", "0", NULL};
+    start_server(url, args);
+    int fd = unix_conn(path);
+    ft_buf b;
+    ft_buf_init(&b);
+    const char *line = "{\"tokens\": [[1]], \"logp\": [[-1]]}";
+    FT_CHECK(ipc_req(fd, 7, line, strlen(line), strlen(line)) == 0);
+    set_timeouts(fd, 5000);
+    unsigned char ans[512];
+    ssize_t n = read(fd, ans, sizeof ans);
+    FT_CHECK(n > 13);     /* the answer came: header, id, a JSON line */
+    FT_CHECK(ans[0] == 1);
+    FT_CHECK(memchr(ans + 13, '{', (size_t)n - 13) != NULL);
+    FT_CHECK_EQ_U64(info_num(url, "connections_idle_closed"), 0);
+    /* Then, owed nothing, it idles out. */
+    FT_CHECK(closed_within(fd, 3000, NULL));
+    close(fd);
+    /* The count follows the close. */
+    for (int t = 0; t < 100 && info_num(url, "connections_idle_closed") != 1;
+         t++)
+        th_sleep_ms(10);
+    FT_CHECK_EQ_U64(info_num(url, "connections_idle_closed"), 1);
+    ft_buf_free(&b);
+    double ms;
+    FT_CHECK_EQ_U64(stop_server(&ms), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -551,6 +723,8 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "load_tcp")) case_load(1);
     else if (!strcmp(argv[1], "faults")) case_faults(0);
     else if (!strcmp(argv[1], "slow_reader")) case_faults(1);
+    else if (!strcmp(argv[1], "conns")) case_conns();
+    else if (!strcmp(argv[1], "slow_answer")) case_slow_answer();
     else {
         fprintf(stderr, "fault_test: unknown case %s\n", argv[1]);
         return 2;
