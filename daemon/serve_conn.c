@@ -9,7 +9,9 @@
  * have been quiet for idle_timeout_ms, logs the end of a burst of refused
  * connections, and every probe_interval_ms dials each listener afresh and
  * sends a PING (a listener whose new connections are never served, as in
- * the nng 1.5.2 ipc wedge, then reads as down).
+ * the nng 1.5.2 ipc wedge, then reads as down).  The probe is written
+ * by hand on a plain socket: its connection and PING are counted like a
+ * client's (connections_opened, messages).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,11 +19,15 @@
 #include <string.h>
 #include <time.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include "frame.h"
 #include "serve_conn.h"
 #include "serve_priv.h"
-
-#include <nng/protocol/reqrep0/req.h>
 
 #define CONN_TICK_MS 100
 #define CONN_BUCKETS 4096   /* hash chains; entries are malloc'd */
@@ -247,68 +253,141 @@ void srv_conn_probe_url(const char *url, char *out, size_t outlen)
     snprintf(out, outlen, "%s", url);
 }
 
-/* probe dials s afresh, sends a PING and waits for its PONG; 1 when it
- * came, else 0 with why. */
+/* probe_connect opens a plain socket to url (ipc://PATH, tcp:// or
+ * tls+tcp://HOST:PORT, numeric or localhost); -1 with why. */
+static int probe_connect(const char *url, int ms, char *why, size_t len)
+{
+    int fd = -1;
+    if (strncmp(url, "ipc://", 6) == 0) {
+        struct sockaddr_un a;
+        memset(&a, 0, sizeof a);
+        a.sun_family = AF_UNIX;
+        size_t pl = strlen(url + 6);
+        if (pl >= sizeof a.sun_path) {
+            snprintf(why, len, "%s: the path is too long", url);
+            return -1;
+        }
+        memcpy(a.sun_path, url + 6, pl + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            goto done;
+    } else {
+        const char *h = strstr(url, "://") + 3, *colon = strrchr(h, ':');
+        char host[256], port[8];
+        snprintf(host, sizeof host, "%.*s", (int)(colon - h), h);
+        snprintf(port, sizeof port, "%s", colon + 1);
+        size_t hl = strlen(host);
+        if (hl >= 2 && host[0] == '[') { /* [::1] */
+            memmove(host, host + 1, hl - 2);
+            host[hl - 2] = 0;
+        }
+        struct addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV;
+        int g = getaddrinfo(host, port, &hints, &res);
+        if (g != 0) {
+            snprintf(why, len, "%s: %s", url, gai_strerror(g));
+            return -1;
+        }
+        fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0;
+        freeaddrinfo(res);
+        if (ok)
+            goto done;
+    }
+    snprintf(why, len, "%s: connect: %s", url, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return -1;
+done:;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* read_all reads n bytes before the deadline; 0, or -1. */
+static int read_all(int fd, void *p, size_t n, uint64_t deadline)
+{
+    size_t got = 0;
+    while (got < n && fti_now_ns() < deadline) {
+        ssize_t k = recv(fd, (char *)p + got, n - got, 0);
+        if (k <= 0)
+            return -1;
+        got += (size_t)k;
+    }
+    return got == n ? 0 : -1;
+}
+
+/* probe connects to s afresh, as a REQ peer at the transport (the SP
+ * handshake and a PING in nng's ipc or tcp framing, written by hand: no
+ * nng socket in the server to open and close every few seconds, whose
+ * nng_close can hang in nng 1.5.2), and waits for the PONG; 1 when it
+ * came, else 0 with why.  A tls+tcp:// listener is only connected to
+ * (its handshake would need the TLS library here). */
 static int probe(srv_socket *s, uint32_t timeout_ms, char *why, size_t len)
 {
     char url[FT_CONFIG_URL_MAX + 16];
     srv_conn_probe_url(s->lo.url, url, sizeof url);
-    nng_socket sk;
-    nng_dialer d;
-    nng_tls_config *tls = NULL;
-    nng_msg *m = NULL;
+    uint64_t deadline = fti_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    int fd = probe_connect(url, (int)timeout_ms, why, len);
+    if (fd < 0)
+        return 0;
+    if (strncmp(url, "tls+", 4) == 0) {
+        close(fd);
+        return 1;
+    }
+    int ipc = strncmp(url, "ipc://", 6) == 0, ok = 0;
+    const char *what = "the handshake";
+    static const unsigned char hs[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0};
+    unsigned char peer[8];
     ft_buf b;
     ft_buf_init(&b);
-    int ok = 0, rv = nng_req0_open(&sk);
-    const char *what = "socket";
-    if (rv != 0) {
-        snprintf(why, len, "socket: %s", nng_strerror(rv));
-        return 0;
-    }
-    nng_socket_set_ms(sk, NNG_OPT_SENDTIMEO, (nng_duration)timeout_ms);
-    nng_socket_set_ms(sk, NNG_OPT_RECVTIMEO, (nng_duration)timeout_ms);
-    nng_socket_set_ms(sk, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    what = "dial";
-    rv = nng_dialer_create(&d, sk, url);
-    if (rv == 0 && strncmp(url, "tls+", 4) == 0) {
-        /* The probe asks whether the listener serves, not who it is. */
-        rv = nng_tls_config_alloc(&tls, NNG_TLS_MODE_CLIENT);
-        if (rv == 0)
-            rv = nng_tls_config_auth_mode(tls, NNG_TLS_AUTH_MODE_NONE);
-        if (rv == 0)
-            rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls);
-    }
-    if (rv == 0)
-        rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
     uint64_t id = fti_now_ns();
-    if (rv == 0) {
-        what = "send";
-        rv = ft_frame_encode_ping(&b, id) == FT_OK ? 0 : NNG_ENOMEM;
-        if (rv == 0)
-            rv = nng_send(sk, b.data, b.len, 0);
+    if (send(fd, hs, 8, MSG_NOSIGNAL) == 8 &&
+        read_all(fd, peer, 8, deadline) == 0 && peer[1] == 'S' &&
+        peer[2] == 'P') {
+        what = "sending the PING";
+        unsigned char h[13];
+        size_t hl = 0;
+        if (ft_frame_encode_ping(&b, id) == FT_OK) {
+            if (ipc)
+                h[hl++] = 1;
+            uint64_t n = b.len + 4;
+            for (int i = 0; i < 8; i++)
+                h[hl++] = (unsigned char)(n >> (56 - 8 * i));
+            uint32_t rid = 0x80000001u;
+            for (int i = 0; i < 4; i++)
+                h[hl++] = (unsigned char)(rid >> (24 - 8 * i));
+            if (send(fd, h, hl, MSG_NOSIGNAL) == (ssize_t)hl &&
+                send(fd, b.data, b.len, MSG_NOSIGNAL) == (ssize_t)b.len) {
+                what = "waiting for the PONG";
+                unsigned char rh[9 + 4], body[64];
+                size_t rl = ipc ? 9 : 8;
+                if (read_all(fd, rh, rl + 4, deadline) == 0) {
+                    uint64_t n = 0;
+                    for (size_t i = ipc; i < rl; i++)
+                        n = n << 8 | rh[i];
+                    ft_frame_hdr fh;
+                    char err[160];
+                    if (n >= 4 && n - 4 <= sizeof body &&
+                        read_all(fd, body, (size_t)n - 4, deadline) == 0 &&
+                        ft_frame_decode_header(&fh, body, (size_t)n - 4, err,
+                                               sizeof err) == FT_OK &&
+                        fh.type == FT_FRAME_PONG && fh.id == id)
+                        ok = 1;
+                    else
+                        what = "reading the PONG";
+                }
+            }
+        }
     }
-    if (rv == 0) {
-        what = "waiting for the PONG";
-        rv = nng_recvmsg(sk, &m, 0);
-    }
-    if (rv == 0) {
-        ft_frame_hdr h;
-        char err[160];
-        if (ft_frame_decode_header(&h, nng_msg_body(m), nng_msg_len(m), err,
-                                   sizeof err) == FT_OK &&
-            h.type == FT_FRAME_PONG && h.id == id)
-            ok = 1;
-        else
-            snprintf(why, len, "%s: the answer to its PING is no PONG", url);
-        nng_msg_free(m);
-    } else {
+    if (!ok)
         snprintf(why, len, "%s: %s: %s", url, what,
-                 rv == NNG_ETIMEDOUT ? "no answer within the timeout"
-                                     : nng_strerror(rv));
-    }
-    nng_close(sk);
-    if (tls)
-        nng_tls_config_free(tls);
+                 fti_now_ns() >= deadline ? "no answer within the timeout"
+                                          : "the connection failed");
+    close(fd);
     ft_buf_free(&b);
     return ok;
 }

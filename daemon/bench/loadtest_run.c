@@ -30,7 +30,7 @@ const char *lt_kind_name[K_COUNT] = {
     "good.frame", "good.batch", "good.json", "bad.magic", "bad.version",
     "bad.type", "bad.truncated", "bad.short_header", "bad.trailing",
     "bad.checksum", "bad.garbage", "bad.reply_type", "bad.json",
-    "bad.spec", "bad.results0", "oversize"};
+    "bad.spec", "bad.results0", "oversize", "maxsize", "half", "idle"};
 
 static void lat_add(lat *l, double s)
 {
@@ -576,6 +576,66 @@ static void do_oversize(worker *w, int kind)
         w->c.right[kind]++;
 }
 
+/* do_maxsize sends a frame of about max_message_bytes (a SEARCH padded
+ * with zeros): under the limit, so the server reads it whole and answers
+ * ERROR, the decoder's message for the trailing bytes. */
+static void do_maxsize(worker *w, int kind)
+{
+    shared *sh = w->sh;
+    check_error(w, kind, sh->maxsz, sh->maxsz_len, FT_EPROTO, sh->maxsz_want,
+                sh->maxsz_id);
+}
+
+/* do_silent opens a plain connection that sends half a message (half) or
+ * nothing after the handshake, then waits: the server must close it after
+ * its idle_timeout_ms, without an answer (right), not keep it open past
+ * that and --timeout-ms (wrong). */
+static void do_silent(worker *w, int kind, int half)
+{
+    shared *sh = w->sh;
+    double t0 = fti_now();
+    int fd = stream_connect(sh->url, (int)sh->idle_ms + sh->timeout_ms);
+    if (fd < 0) {
+        report_wrong(w, kind, "cannot connect: %s", strerror(errno));
+        return;
+    }
+    if (half) {
+        /* A header saying 1000 bytes, then 500 of them. */
+        unsigned char h[13 + 500];
+        size_t hl = 0;
+        memset(h, 0, sizeof h);
+        if (strncmp(sh->url, "ipc://", 6) == 0)
+            h[hl++] = 1;
+        uint64_t len = 1000 + 4;
+        for (int i = 0; i < 8; i++)
+            h[hl++] = (unsigned char)(len >> (56 - 8 * i));
+        uint32_t rid = 0x80000000u | (uint32_t)(++w->next_id & 0x7fffffff);
+        for (int i = 0; i < 4; i++)
+            h[hl++] = (unsigned char)(rid >> (24 - 8 * i));
+        if (send(fd, h, hl + 500, MSG_NOSIGNAL) != (ssize_t)(hl + 500)) {
+            close(fd);
+            report_wrong(w, kind, "cannot send half a message: %s",
+                         strerror(errno));
+            return;
+        }
+    }
+    char buf[64];
+    ssize_t r = recv(fd, buf, sizeof buf, 0);
+    int err = r < 0 ? errno : 0;
+    close(fd);
+    double dt = fti_now() - t0;
+    lat_add(&w->lat_all, dt);
+    if (r > 0)
+        report_wrong(w, kind, "an answer (%zd bytes) to %s", r,
+                     half ? "half a message" : "nothing");
+    else if (r < 0 && (err == EAGAIN || err == EWOULDBLOCK))
+        report_wrong(w, kind, "the connection stayed open %.1f s (%s; the "
+                     "server's idle_timeout_ms is %u)", dt,
+                     half ? "half a message" : "idle", sh->idle_ms);
+    else
+        w->c.right[kind]++;
+}
+
 static int pick_kind(worker *w)
 {
     shared *sh = w->sh;
@@ -613,6 +673,9 @@ void *lt_run_worker(void *arg)
         case K_BAD_SPEC: do_bad_spec(w, k); break;
         case K_BAD_RESULTS0: do_results0(w, k); break;
         case K_OVERSIZE: do_oversize(w, k); break;
+        case K_MAXSIZE: do_maxsize(w, k); break;
+        case K_HALF: do_silent(w, k, 1); break;
+        case K_IDLE: do_silent(w, k, 0); break;
         default: do_bad_frame(w, k); break;
         }
     }
