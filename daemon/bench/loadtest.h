@@ -133,6 +133,13 @@ typedef struct worker {
     size_t scratch_cap;
     uint64_t next_id;
     uint64_t conn_errors;
+    /* half and idle connections waiting for the server to close them,
+     * watched between the other messages */
+    struct silent {
+        int fd, kind;
+        double t0;
+    } silent[8];
+    int n_silent;
 } worker;
 
 /* ---- loadtest_run.c ---- */

@@ -586,15 +586,62 @@ static void do_maxsize(worker *w, int kind)
                 sh->maxsz_id);
 }
 
+/* silent_check looks at w's silent connections (waiting, when wait, until
+ * each is resolved): closed by the server is right; an answer, or open
+ * past the server's idle_timeout_ms and --timeout-ms, is wrong. */
+static void silent_check(worker *w, int wait)
+{
+    shared *sh = w->sh;
+    for (int i = 0; i < w->n_silent;) {
+        struct silent *q = &w->silent[i];
+        char buf[64];
+        ssize_t r;
+        for (;;) {
+            r = recv(q->fd, buf, sizeof buf, MSG_DONTWAIT);
+            double age = fti_now() - q->t0;
+            if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                break;
+            if (age * 1000.0 > (double)sh->idle_ms + sh->timeout_ms) {
+                r = -2;
+                break;
+            }
+            if (!wait)
+                break;
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+        if (r == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            i++; /* still open, still in time */
+            continue;
+        }
+        double dt = fti_now() - q->t0;
+        const char *what = q->kind == K_HALF ? "half a message" : "nothing";
+        if (r > 0)
+            report_wrong(w, q->kind, "an answer (%zd bytes) to %s", r, what);
+        else if (r == -2)
+            report_wrong(w, q->kind, "the connection stayed open %.1f s after "
+                         "%s (the server's idle_timeout_ms is %u)", dt, what,
+                         sh->idle_ms);
+        else
+            w->c.right[q->kind]++;
+        lat_add(&w->lat_all, dt);
+        close(q->fd);
+        *q = w->silent[--w->n_silent];
+    }
+}
+
 /* do_silent opens a plain connection that sends half a message (half) or
- * nothing after the handshake, then waits: the server must close it after
- * its idle_timeout_ms, without an answer (right), not keep it open past
- * that and --timeout-ms (wrong). */
+ * nothing after the handshake, and leaves it to silent_check: the server
+ * must close it after its idle_timeout_ms, without an answer.  The worker
+ * goes on with other messages meanwhile (its other connections are not
+ * left idle alongside). */
 static void do_silent(worker *w, int kind, int half)
 {
     shared *sh = w->sh;
+    if (w->n_silent == (int)(sizeof w->silent / sizeof w->silent[0]))
+        silent_check(w, 1);
     double t0 = fti_now();
-    int fd = stream_connect(sh->url, (int)sh->idle_ms + sh->timeout_ms);
+    int fd = stream_connect(sh->url, sh->timeout_ms);
     if (fd < 0) {
         report_wrong(w, kind, "cannot connect: %s", strerror(errno));
         return;
@@ -619,21 +666,7 @@ static void do_silent(worker *w, int kind, int half)
             return;
         }
     }
-    char buf[64];
-    ssize_t r = recv(fd, buf, sizeof buf, 0);
-    int err = r < 0 ? errno : 0;
-    close(fd);
-    double dt = fti_now() - t0;
-    lat_add(&w->lat_all, dt);
-    if (r > 0)
-        report_wrong(w, kind, "an answer (%zd bytes) to %s", r,
-                     half ? "half a message" : "nothing");
-    else if (r < 0 && (err == EAGAIN || err == EWOULDBLOCK))
-        report_wrong(w, kind, "the connection stayed open %.1f s (%s; the "
-                     "server's idle_timeout_ms is %u)", dt,
-                     half ? "half a message" : "idle", sh->idle_ms);
-    else
-        w->c.right[kind]++;
+    w->silent[w->n_silent++] = (struct silent){fd, kind, t0};
 }
 
 static int pick_kind(worker *w)
@@ -653,6 +686,8 @@ void *lt_run_worker(void *arg)
     worker *w = arg;
     shared *sh = w->sh;
     while (fti_now() < sh->t_end) {
+        if (w->n_silent)
+            silent_check(w, 0);
         int k = pick_kind(w);
         w->c.sent[k]++;
         switch (k) {
@@ -679,5 +714,6 @@ void *lt_run_worker(void *arg)
         default: do_bad_frame(w, k); break;
         }
     }
+    silent_check(w, 1);
     return NULL;
 }

@@ -167,6 +167,64 @@ static void case_load(int tcp)
     FT_CHECK_EQ_U64(stop_server(&ms), 0);
 }
 
+static long long info_num(const char *url, const char *key);
+
+/* kind_row reads "KIND sent right wrong busy" from the loadtest's
+ * table. */
+static void kind_row(const char *path, const char *kind, long long v[4])
+{
+    FILE *f = fopen(path, "r");
+    FT_CHECK(f != NULL);
+    char line[512], name[64];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "%63s %lld %lld %lld %lld", name, &v[0], &v[1],
+                       &v[2], &v[3]) == 5 && !strcmp(name, kind);
+    fclose(f);
+    FT_CHECK(found);
+}
+
+/* case_hostile: the loadtest's hostile mix (issue 39): frames of about
+ * max_message_bytes, half messages and idle connections beside the good
+ * and bad traffic; every good answer right, every half and idle
+ * connection closed by the server (idle_timeout_ms 1000), none answered. */
+static void case_hostile(void)
+{
+    char idx[300], url[300], out[300], pidbuf[32];
+    make_library(5000, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--max-message-bytes", "65536",
+                          "--idle-timeout-ms", "1000", NULL};
+    start_server(url, args);
+    snprintf(out, sizeof out, "%s/loadtest.out", g_dir);
+    snprintf(pidbuf, sizeof pidbuf, "%ld", (long)g_pid);
+    const char *lt[] = {"loadtest", "--url", url, "--index", idx,
+                        "--clients", "8", "--seconds", "4", "--beam", "16",
+                        "--mix", "good,bad,oversize,hostile",
+                        "--server-pid", pidbuf, "--seed", "12", NULL};
+    int rc = run_bin(lt, out);
+    if (rc != 0 || !file_has(out, "result: every answer right") ||
+        !file_has(out, " 0 wrong, ") ||
+        !file_has(out, "server in_flight after the run: 0")) {
+        fprintf(stderr, "loadtest exited %d:\n", rc);
+        show(out);
+        exit(1);
+    }
+    FT_CHECK(file_has(out, "server peak rss (VmHWM, kB): "));
+    long long half[4], idle[4], maxsz[4];
+    kind_row(out, "half", half);
+    kind_row(out, "idle", idle);
+    kind_row(out, "maxsize", maxsz);
+    FT_CHECK(half[0] > 0 && idle[0] > 0 && maxsz[0] > 0);
+    FT_CHECK(half[1] == half[0] && idle[1] == idle[0] && maxsz[1] == maxsz[0]);
+    /* The server closed them (its count; the loadtest's own connections
+     * may idle out too, so at least). */
+    FT_CHECK(info_num(url, "connections_idle_closed") >= half[0] + idle[0]);
+    double ms;
+    FT_CHECK_EQ_U64(stop_server(&ms), 0);
+}
+
 /* ---- faults ---- */
 
 typedef struct checker {
@@ -724,6 +782,7 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "faults")) case_faults(0);
     else if (!strcmp(argv[1], "slow_reader")) case_faults(1);
     else if (!strcmp(argv[1], "conns")) case_conns();
+    else if (!strcmp(argv[1], "load_hostile")) case_hostile();
     else if (!strcmp(argv[1], "slow_answer")) case_slow_answer();
     else {
         fprintf(stderr, "fault_test: unknown case %s\n", argv[1]);
