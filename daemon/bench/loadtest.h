@@ -138,7 +138,7 @@ typedef struct worker {
     struct silent {
         int fd, kind;
         double t0;
-    } silent[8];
+    } silent[16];
     int n_silent;
 } worker;
 

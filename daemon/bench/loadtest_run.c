@@ -638,8 +638,14 @@ static void silent_check(worker *w, int wait)
 static void do_silent(worker *w, int kind, int half)
 {
     shared *sh = w->sh;
-    if (w->n_silent == (int)(sizeof w->silent / sizeof w->silent[0]))
-        silent_check(w, 1);
+    if (w->n_silent == (int)(sizeof w->silent / sizeof w->silent[0])) {
+        /* Full: a good message instead of waiting (a worker that waited
+         * would leave its own connections idle as long). */
+        w->c.sent[kind]--;
+        w->c.sent[K_GOOD_FRAME]++;
+        do_good_frame(w, K_GOOD_FRAME);
+        return;
+    }
     double t0 = fti_now();
     int fd = stream_connect(sh->url, sh->timeout_ms);
     if (fd < 0) {
