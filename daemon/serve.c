@@ -834,6 +834,7 @@ int cmd_serve(int argc, char **argv)
     teardown_phase("closing the nng sockets (nng_close)");
     for (size_t i = 0; i < srv->n_socks; i++)
         srv_socket_close(&srv->socks[i]);
+    srv_conn_free(srv);
     ft_queue_destroy(&srv->queue);
     close(sfd);
     atomic_store(&g_teardown_done, 1);

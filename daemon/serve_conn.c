@@ -485,7 +485,25 @@ void srv_conn_stop(server *srv)
     pthread_join(c->th, NULL);
     c->running = 0;
     /* The table stays: the sockets close after this and their REM_POST
-     * notifications still find it; it is freed with the process. */
+     * notifications still find it (srv_conn_free, after them). */
+}
+
+void srv_conn_free(server *srv)
+{
+    struct srv_conn *c = srv->conn;
+    if (c == NULL)
+        return;
+    for (size_t b = 0; b < CONN_BUCKETS; b++)
+        while (c->bucket[b]) {
+            conn_ent *e = c->bucket[b];
+            c->bucket[b] = e->next;
+            free(e);
+        }
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->stop_mu);
+    pthread_cond_destroy(&c->stop_cv);
+    free(c);
+    srv->conn = NULL;
 }
 
 int srv_listeners_ok(server *srv, char *why, size_t whylen)

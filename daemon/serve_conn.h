@@ -34,6 +34,8 @@ void srv_conn_replied(server *srv, nng_pipe p);
  * stops it (before the sockets close). */
 int srv_conn_start(server *srv, char *err, size_t errlen);
 void srv_conn_stop(server *srv);
+/* srv_conn_free frees the table, once the sockets are closed. */
+void srv_conn_free(server *srv);
 
 /* srv_listeners_ok is 1 while every listener answered its last probe;
  * else 0, with "listener URL does not answer: WHY" in why (may be NULL).
