@@ -102,6 +102,10 @@ enum {
     FT_CONFIG_S_MAX_RESULTS,
     FT_CONFIG_S_DEFAULT_DEADLINE_MS,
     FT_CONFIG_S_DRAIN_TIMEOUT_MS,
+    FT_CONFIG_S_MAX_CONNECTIONS,
+    FT_CONFIG_S_IDLE_TIMEOUT_MS,
+    FT_CONFIG_S_PROBE_INTERVAL_MS,
+    FT_CONFIG_S_IPC_MODE,
     FT_CONFIG_S_ADMIN_RELOAD,
     FT_CONFIG_S_LOG_LEVEL,
     FT_CONFIG_S_LOG_FILE,
@@ -134,6 +138,10 @@ typedef struct ft_config {
     uint32_t max_beam, max_k, max_t, max_results; /* the caps group */
     uint32_t default_deadline_ms;        /* 0: none */
     uint32_t drain_timeout_ms;
+    uint32_t max_connections;            /* per listener */
+    uint32_t idle_timeout_ms;            /* 0: connections never idle out */
+    uint32_t probe_interval_ms;          /* 0: no listener probe */
+    char ipc_mode[8];                    /* octal, "0660"; "": the umask's */
     int admin_reload;
     int log_level;                       /* ft_log_level */
     char log_file[FT_CONFIG_PATH_MAX];   /* "": stderr */

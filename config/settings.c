@@ -116,6 +116,29 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         .reloadable = 1, AT(drain_timeout_ms), .flag = "drain-timeout-ms",
         .flag_arg = "N", .show = SHOWN,
         .doc = "on shutdown, how long queued requests may still run, in milliseconds"},
+    [FT_CONFIG_S_MAX_CONNECTIONS] = {.name = "max_connections",
+        .type = FT_CONFIG_INT, .min = 1, .max = 1000000, .def = "1024",
+        .reloadable = 1, AT(max_connections), .flag = "max-connections",
+        .flag_arg = "N", .show = SHOWN,
+        .gauge = "flashtrie_max_connections",
+        .gauge_help = "Connections each listener holds before it refuses new ones (max_connections).",
+        .doc = "most client connections open at once on each listener; more are closed at once (counted, logged)"},
+    [FT_CONFIG_S_IDLE_TIMEOUT_MS] = {.name = "idle_timeout_ms",
+        .type = FT_CONFIG_INT, .min = 0, .max = 86400000, .def = "60000",
+        .reloadable = 1, AT(idle_timeout_ms), .flag = "idle-timeout-ms",
+        .flag_arg = "N", .show = SHOWN,
+        .gauge = "flashtrie_idle_timeout_ms",
+        .gauge_help = "Milliseconds a connection may go without completing a message before it is closed (idle_timeout_ms; 0 = never).",
+        .doc = "a connection that completes no message for this long (idle, or stuck in half a message) and awaits no reply is closed, in milliseconds; 0 = never"},
+    [FT_CONFIG_S_PROBE_INTERVAL_MS] = {.name = "probe_interval_ms",
+        .type = FT_CONFIG_INT, .min = 0, .max = 3600000, .def = "5000",
+        AT(probe_interval_ms), .flag = "probe-interval-ms", .flag_arg = "N",
+        .show = SHOWN,
+        .doc = "every this many milliseconds the server PINGs each of its listeners from inside; one that does not answer turns /healthz 503; 0 = off"},
+    [FT_CONFIG_S_IPC_MODE] = {.name = "ipc_mode", .type = FT_CONFIG_STRING,
+        STRMAX(ipc_mode), .def = "0660", .url = FTI_URL_MODE, AT(ipc_mode),
+        .flag = "ipc-mode", .flag_arg = "MODE", .show = SHOWN,
+        .doc = "file mode of every ipc:// listener's socket, in octal; empty = what the umask leaves"},
     [FT_CONFIG_S_ADMIN_RELOAD] = {.name = "admin_reload", .type = FT_CONFIG_BOOL,
         .max = 1, .def = "false", .reloadable = 1, AT(admin_reload),
         .flag = "admin-reload", .show = SHOWN,
@@ -259,8 +282,10 @@ int fti_cfg_store_bool(const ft_config_row *r, void *base, int v,
     return FT_OK;
 }
 
-/* port_ok says whether s (the part of a URL after its scheme) ends in
- * ":PORT" with PORT a decimal 1..65535 and something before the colon. */
+/* port_ok says whether s (the part of a URL after its scheme) is
+ * "HOST:PORT" with PORT a decimal 1..65535 and a HOST: a name or IPv4
+ * address (no colon, no bracket), "*", or an IPv6 address in brackets
+ * ("[::1]": hex digits, colons and dots only), as nng parses them. */
 static int port_ok(const char *s, size_t n)
 {
     const char *c = NULL;
@@ -269,6 +294,18 @@ static int port_ok(const char *s, size_t n)
             c = s + i;
     if (c == NULL || c == s || c + 1 == s + n || s + n - (c + 1) > 5)
         return 0;
+    if (s[0] == '[') {
+        if (c[-1] != ']' || c - s < 3)
+            return 0;
+        for (const char *q = s + 1; q < c - 1; q++)
+            if (!(*q == ':' || *q == '.' || (*q >= '0' && *q <= '9') ||
+                  (*q >= 'a' && *q <= 'f') || (*q >= 'A' && *q <= 'F')))
+                return 0;
+    } else {
+        for (const char *q = s; q < c; q++)
+            if (*q == ':' || *q == '[' || *q == ']')
+                return 0;
+    }
     long port = 0;
     for (const char *q = c + 1; q < s + n; q++) {
         if (*q < '0' || *q > '9')
@@ -281,6 +318,18 @@ static int port_ok(const char *s, size_t n)
 /* url_ok checks v as a URL of the given kind; on failure writes why. */
 static int url_ok(int kind, const char *v, char *why, size_t whylen)
 {
+    if (kind == FTI_URL_MODE) {
+        size_t n = strlen(v);
+        int ok = n >= 3 && n <= 4;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = v[i] >= '0' && v[i] <= '7';
+        if (ok && n == 4 && v[0] != '0')
+            ok = 0;
+        if (!ok)
+            snprintf(why, whylen, "expected an octal file mode 000..0777 "
+                     "(\"0660\"), got '%s'", v);
+        return ok;
+    }
     if (kind == FTI_URL_HTTP) {
         if (strncmp(v, "http://", 7) == 0) {
             const char *host = v + 7;
@@ -705,6 +754,7 @@ static int doc_row(ft_buf *out, const char *name, const ft_config_row *r)
         rc |= ft_buf_printf(out, "%sat most %lld bytes",
                             r->url == FTI_URL_NNG    ? "nng URL, "
                             : r->url == FTI_URL_HTTP ? "http URL, "
+                            : r->url == FTI_URL_MODE ? "octal mode, "
                             : r->must_exist          ? "existing file, "
                                                      : "",
                             r->max);

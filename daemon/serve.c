@@ -32,6 +32,7 @@
 
 #include "serve.h"
 #include "serve_cluster.h"
+#include "serve_conn.h"
 #include "serve_ctx.h"
 #include "serve_metrics.h"
 #include "serve_priv.h"
@@ -776,6 +777,10 @@ int cmd_serve(int argc, char **argv)
                 s->lo.url, s->lo.admin ? " (admin)" : "", srv->contexts,
                 (unsigned long long)srv->cfg.max_message_bytes);
     }
+    if (st == 0 && srv_conn_start(srv, err, sizeof err) != FT_OK) {
+        FT_LOGF(FT_LOG_ERROR, "cannot serve: %s", err);
+        st = 1;
+    }
     if (st == 0)
         srv_http_ready(srv);
     if (st == 0) {
@@ -821,12 +826,15 @@ int cmd_serve(int argc, char **argv)
     /* The HTTP handlers read the queue and the batcher: stop them first. */
     teardown_phase("stopping the HTTP server");
     srv_http_stop(srv);
+    teardown_phase("stopping the connections' thread");
+    srv_conn_stop(srv);
     teardown_phase("stopping the batcher");
     ft_queue_close(&srv->queue);
     ft_batcher_stop(srv->batcher);
     teardown_phase("closing the nng sockets (nng_close)");
     for (size_t i = 0; i < srv->n_socks; i++)
         srv_socket_close(&srv->socks[i]);
+    srv_conn_free(srv);
     ft_queue_destroy(&srv->queue);
     close(sfd);
     atomic_store(&g_teardown_done, 1);

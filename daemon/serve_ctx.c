@@ -17,6 +17,7 @@
 #include <string.h>
 
 
+#include "serve_conn.h"
 #include "serve_ctx.h"
 #include "serve_info.h"
 #include "serve_priv.h"
@@ -75,6 +76,7 @@ static void ctx_send(srv_ctx *c)
         FT_LOGF(FT_LOG_ERROR, "reply of %zu bytes: out of memory; dropped", c->out.len);
         nng_msg_free(c->msg);
         c->msg = NULL;
+        srv_conn_replied(srv, c->pipe);
         atomic_fetch_sub(&srv->inflight, 1);
         c->state = CTX_RECV;
         ctx_recv(c);
@@ -161,7 +163,7 @@ static void handle(srv_ctx *c)
     c->state = CTX_RECV;
     size_t qcap = srv->queue.cap;
     for (size_t i = 0; i < n; i++)
-        srv_count(srv, rc, fti_now_ns() - c->t0);
+        srv_count_refused(srv, rc);
     c->out.len = 0;
     if (rc == FT_EBUSY)
         srv_wire_encode_error(&c->w, &c->out, FT_EBUSY,
@@ -189,6 +191,7 @@ static void ctx_cb(void *arg)
         c->msg = nng_aio_get_msg(c->aio);
         c->pipe = nng_msg_get_pipe(c->msg);
         c->t0 = fti_now_ns();
+        srv_conn_received(srv, c->pipe);
         FT_LOGF(FT_LOG_DEBUG, "context %p: message of %zu bytes", (void *)c,
                  nng_msg_len(c->msg));
         atomic_fetch_add(&srv->inflight, 1);
@@ -210,6 +213,7 @@ static void ctx_cb(void *arg)
                 nng_pipe_close(c->pipe);
             }
         }
+        srv_conn_replied(srv, c->pipe);
         atomic_fetch_sub(&srv->inflight, 1);
         if (rv == NNG_ECLOSED || c->closing)
             return;
@@ -219,19 +223,6 @@ static void ctx_cb(void *arg)
     default:
         break;
     }
-}
-
-static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-    server *srv = arg;
-    /* Draining stops new connections here; the ones already open keep
-     * their replies coming. */
-    if (ev == NNG_PIPE_EV_ADD_PRE && atomic_load(&srv->draining))
-        nng_pipe_close(p);
-    else if (ev == NNG_PIPE_EV_ADD_POST)
-        atomic_fetch_add(&srv->pipes_added, 1);
-    else if (ev == NNG_PIPE_EV_REM_POST)
-        atomic_fetch_add(&srv->pipes_removed, 1);
 }
 
 /* read_pem reads a whole PEM file into a NUL-terminated string. */
@@ -313,9 +304,9 @@ int srv_socket_start(srv_socket *s, char *err, size_t errlen)
     s->open = 1;
     nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ,
                         (size_t)srv->cfg.max_message_bytes);
-    nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, srv);
-    nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, srv);
-    nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_cb, srv);
+    /* Connections: counted, limited, timed out (serve_conn.c). */
+    nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, srv_conn_pipe_cb, s);
+    nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, srv_conn_pipe_cb, s);
     rv = nng_listener_create(&s->lst, s->sock, s->lo.url);
     if (rv != 0) {
         snprintf(err, errlen, "%s: %s", s->lo.url, nng_strerror(rv));
@@ -323,6 +314,17 @@ int srv_socket_start(srv_socket *s, char *err, size_t errlen)
     }
     nng_listener_set_size(s->lst, NNG_OPT_RECVMAXSZ,
                           (size_t)srv->cfg.max_message_bytes);
+    if (!strncmp(s->lo.url, "ipc://", 6) && srv->cfg.ipc_mode[0]) {
+        /* The socket's mode from the config, not the umask (a unit's
+         * UMask=0027 would leave the group unable to connect). */
+        int mode = (int)strtol(srv->cfg.ipc_mode, NULL, 8);
+        rv = nng_listener_set_int(s->lst, NNG_OPT_IPC_PERMISSIONS, mode);
+        if (rv != 0) {
+            snprintf(err, errlen, "%s: ipc_mode %s: %s", s->lo.url,
+                     srv->cfg.ipc_mode, nng_strerror(rv));
+            return FT_ECONFIG;
+        }
+    }
     if (!strncmp(s->lo.url, "tls+", 4)) {
         int rc = tls_setup(s, err, errlen);
         if (rc != FT_OK)

@@ -82,7 +82,7 @@ static int do_search(srv_wire *w, frame_state *f, server *srv, ft_buf *out)
     ft_frame_msg *m = &f->m;
     if (atomic_load(&srv->draining)) {
         for (uint32_t i = 0; i < m->count; i++)
-            srv_count(srv, FT_ESHUTDOWN, 0);
+            srv_count_refused(srv, FT_ESHUTDOWN);
         return reply_error(out, m->hdr.id, FT_ESHUTDOWN,
                            "server: draining; no new requests taken");
     }
@@ -115,7 +115,7 @@ static int do_search(srv_wire *w, frame_state *f, server *srv, ft_buf *out)
         if (rc != FT_OK) {
             f->job_of[i] = -1;
             rj->status = rc;
-            srv_count(srv, rc, 0);
+            srv_count_refused(srv, rc);
         }
     }
     if (w->n_jobs > 0)
@@ -137,7 +137,7 @@ int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
     int rc = ft_frame_decode(&f->m, p, len, 0, err, sizeof err);
     w->req_id = f->m.hdr.id;
     if (rc != FT_OK) {
-        srv_count(srv, rc, 0);
+        srv_count_refused(srv, rc);
         return reply_error(out, rc == FT_EPROTO ? f->m.hdr.id : 0, rc, err);
     }
     ft_frame_msg *m = &f->m;
@@ -151,7 +151,7 @@ int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
     case FT_FRAME_INFO: {
         ft_buf text;
         ft_buf_init(&text);
-        rc = srv_info(srv, &text);
+        rc = srv_info(srv, &text, wc->admin);
         if (rc == FT_OK)
             rc = ft_frame_encode_info_reply(out, m->hdr.id,
                                             (const char *)text.data,
@@ -163,7 +163,7 @@ int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
     }
     case FT_FRAME_RELOAD: {
         if (!FT_CONFIG_LIVE(&srv->cfg, admin_reload) || !wc->admin) {
-            srv_count(srv, FT_EPERM, 0);
+            srv_count_refused(srv, FT_EPERM);
             return reply_error(
                 out, m->hdr.id, FT_EPERM,
                 !FT_CONFIG_LIVE(&srv->cfg, admin_reload)
@@ -178,7 +178,7 @@ int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
     }
     default: {
         char msg[96];
-        srv_count(srv, FT_EPROTO, 0);
+        srv_count_refused(srv, FT_EPROTO);
         snprintf(msg, sizeof msg, "type: %s (0x%04x) is not a request",
                  ft_frame_type_name(m->hdr.type), m->hdr.type);
         return reply_error(out, m->hdr.id, FT_EPROTO, msg);

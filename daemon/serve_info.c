@@ -29,6 +29,13 @@ void srv_count(server *srv, int status, uint64_t ns)
     atomic_fetch_add(&srv->latency_ns_sum, ns);
 }
 
+void srv_count_refused(server *srv, int status)
+{
+    size_t s = status >= 0 && status < SRV_ERR_COUNT ? (size_t)status
+                                                     : FT_EINTERNAL;
+    atomic_fetch_add(&srv->status[s], 1);
+}
+
 static double percentile(const uint64_t *h, uint64_t total, double q)
 {
     if (total == 0)
@@ -56,15 +63,36 @@ static const char *status_key(int s)
     }
 }
 
-int srv_info(server *srv, ft_buf *o)
+/* info_limits writes the limits a client must keep to (every listener
+ * shows them; the rest of the settings only admin listeners). */
+static void info_limits(server *srv, ft_buf *o)
+{
+    const ft_config *c = &srv->cfg;
+    ft_buf_printf(o, "\n# limits\n");
+    ft_buf_printf(o, "max_message_bytes: %llu\n",
+                  (unsigned long long)c->max_message_bytes);
+    ft_buf_printf(o, "caps.max_beam: %u\n", FT_CONFIG_LIVE(c, max_beam));
+    ft_buf_printf(o, "caps.max_k: %u\n", FT_CONFIG_LIVE(c, max_k));
+    ft_buf_printf(o, "caps.max_t: %u\n", FT_CONFIG_LIVE(c, max_t));
+    ft_buf_printf(o, "caps.max_results: %u\n", FT_CONFIG_LIVE(c, max_results));
+    ft_buf_printf(o, "max_connections: %u\n",
+                  FT_CONFIG_LIVE(c, max_connections));
+    ft_buf_printf(o, "idle_timeout_ms: %u\n",
+                  FT_CONFIG_LIVE(c, idle_timeout_ms));
+}
+
+int srv_info(server *srv, ft_buf *o, int admin)
 {
     uint64_t now = fti_now_ns();
     ft_buf_printf(o, "# server\n");
     ft_buf_printf(o, "version: %s\n", FT_VERSION_STRING);
-    ft_buf_printf(o, "pid: %ld\n", (long)getpid());
+    /* The pid, the paths and the addresses are for admin listeners: a
+     * stranger on a plain one learns nothing of the host from INFO. */
+    if (admin)
+        ft_buf_printf(o, "pid: %ld\n", (long)getpid());
     ft_buf_printf(o, "uptime_s: %.3f\n", (double)(now - srv->start_ns) / 1e9);
     ft_buf_printf(o, "listeners: %zu\n", srv->n_socks);
-    for (size_t i = 0; i < srv->n_socks; i++)
+    for (size_t i = 0; admin && i < srv->n_socks; i++)
         ft_buf_printf(o, "listener.%zu: %s%s\n", i, srv->socks[i].lo.url,
                       srv->socks[i].lo.admin ? " admin" : "");
     ft_buf_printf(o, "draining: %d\n", atomic_load(&srv->draining));
@@ -72,10 +100,15 @@ int srv_info(server *srv, ft_buf *o)
                   (unsigned long long)atomic_load(&srv->pipes_added));
     ft_buf_printf(o, "connections_closed: %llu\n",
                   (unsigned long long)atomic_load(&srv->pipes_removed));
+    ft_buf_printf(o, "connections_refused: %llu\n",
+                  (unsigned long long)atomic_load(&srv->conn_refused));
+    ft_buf_printf(o, "connections_idle_closed: %llu\n",
+                  (unsigned long long)atomic_load(&srv->conn_idle_closed));
 
     ft_gen *g = ft_batcher_current(srv->batcher);
     ft_buf_printf(o, "\n# index\n");
-    ft_buf_printf(o, "path: %s\n", g->path);
+    if (admin)
+        ft_buf_printf(o, "path: %s\n", g->path);
     ft_buf_printf(o, "generation: %llu\n", (unsigned long long)g->id);
     ft_buf_printf(o, "shards: %zu\n", g->shards);
     ft_buf_printf(o, "keys: %llu\n", (unsigned long long)g->info.keys);
@@ -166,7 +199,10 @@ int srv_info(server *srv, ft_buf *o)
     ft_buf_printf(o, "latency_p50_us: %.1f\n", percentile(h, total, 0.50));
     ft_buf_printf(o, "latency_p99_us: %.1f\n", percentile(h, total, 0.99));
 
-    ft_buf_printf(o, "\n# config\n");
-    srv_config_dump(srv, o);
+    info_limits(srv, o);
+    if (admin) {
+        ft_buf_printf(o, "\n# config\n");
+        srv_config_dump(srv, o);
+    }
     return o->data ? FT_OK : FT_ENOMEM;
 }

@@ -10,8 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <nng/supplemental/http/http.h>
 
+#include "serve_conn.h"
 #include "serve_info.h"
 
 /* The le bounds of flashtrie_request_duration_seconds are bounds of the
@@ -71,6 +76,8 @@ struct srv_http {
     atomic_int stopping;
     atomic_int ready;  /* the request listeners are open */
 };
+
+static void srv_metrics_conn_take(server *srv, srv_metrics_snap *s);
 
 void srv_metrics_take(server *srv, srv_metrics_snap *s)
 {
@@ -142,6 +149,79 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
         }
     }
     ft_gen_unref(g);
+    srv_metrics_conn_take(srv, s);
+    srv_metrics_process_take(&s->proc);
+}
+
+/* ---- connections and the process (issues 38, 39): kept apart ---- */
+
+static void srv_metrics_conn_take(server *srv, srv_metrics_snap *s)
+{
+    s->n_listeners = srv->n_socks;
+    for (size_t i = 0; i < srv->n_socks; i++) {
+        srv_metrics_listener *l = &s->listener[i];
+        snprintf(l->url, sizeof l->url, "%s", srv->socks[i].lo.url);
+        l->up = !atomic_load(&srv->socks[i].down);
+        l->conns = atomic_load(&srv->socks[i].conns);
+    }
+    s->connections_refused = atomic_load(&srv->conn_refused);
+    s->connections_idle_closed = atomic_load(&srv->conn_idle_closed);
+    if (srv_listeners_ok(srv, s->listener_down, sizeof s->listener_down))
+        s->listener_down[0] = 0;
+}
+
+void srv_metrics_process_take(srv_metrics_process *p)
+{
+    memset(p, 0, sizeof *p);
+    char buf[2048];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f == NULL)
+        return;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* The command name (field 2) may hold blanks and parentheses: the
+     * fields are counted from the last ')'. */
+    char *q = strrchr(buf, ')');
+    if (q == NULL)
+        return;
+    unsigned long long utime = 0, stime = 0, start = 0, vsize = 0;
+    long long rss = 0;
+    /* field 3 is the state; utime 14, stime 15, starttime 22, vsize 23,
+     * rss 24 (pages) */
+    if (sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu "
+               "%*d %*d %*d %*d %*d %*d %llu %llu %lld", &utime, &stime,
+               &start, &vsize, &rss) != 5)
+        return;
+    double tick = (double)sysconf(_SC_CLK_TCK);
+    long page = sysconf(_SC_PAGESIZE);
+    if (tick <= 0 || page <= 0)
+        return;
+    p->cpu_seconds = (double)(utime + stime) / tick;
+    p->virtual_bytes = vsize;
+    p->resident_bytes = rss > 0 ? (uint64_t)rss * (uint64_t)page : 0;
+    unsigned long long btime = 0;
+    if ((f = fopen("/proc/stat", "r")) != NULL) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "btime %llu", &btime) == 1)
+                break;
+        fclose(f);
+    }
+    p->start_time_seconds = (double)btime + (double)start / tick;
+    DIR *d = opendir("/proc/self/fd");
+    if (d != NULL) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL)
+            if (e->d_name[0] != '.')
+                p->open_fds++;
+        closedir(d);
+        p->open_fds--; /* the directory stream's own */
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        p->max_fds = rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur;
+    p->ok = 1;
 }
 
 /* ---- rendering ---- */
@@ -231,10 +311,12 @@ static void render_requests(render *r, const srv_metrics_snap *s)
             (unsigned long long)s->status[i]);
     }
 
-    /* Rejected requests are answered at once and counted with latency 0,
-     * as in INFO's percentiles. */
+    /* Requests refused before they were queued (malformed, over a cap,
+     * BUSY, draining, denied) are in flashtrie_requests_total only: their
+     * instant answers would pull the percentiles down (issue 38). */
     family(r, "flashtrie_request_duration_seconds", "histogram",
-           "Time from a message's arrival to its reply, per request.");
+           "Time from a message's arrival to its reply, per request queued "
+           "for an engine (requests refused before are not in it).");
     uint64_t cum = 0;
     size_t next = 0;
     for (size_t k = LAT_FIRST_BOUND; k <= LAT_LAST_BOUND; k += LAT_STEP) {
@@ -418,6 +500,66 @@ static void render_server(render *r, const srv_metrics_snap *s)
                s->connections_opened);
 }
 
+/* render_conn: the listeners' connections and probes (serve_conn.c). */
+static void render_conn(render *r, const srv_metrics_snap *s)
+{
+    family(r, "flashtrie_connections_refused_total", "counter",
+           "Connections closed at once because their listener held "
+           "max_connections already.");
+    u64_sample(r, "flashtrie_connections_refused_total",
+               s->connections_refused);
+    family(r, "flashtrie_connections_idle_closed_total", "counter",
+           "Connections closed after idle_timeout_ms without completing a "
+           "message (idle, or stuck in half a message).");
+    u64_sample(r, "flashtrie_connections_idle_closed_total",
+               s->connections_idle_closed);
+    if (s->n_listeners == 0)
+        return;
+    family(r, "flashtrie_listener_connections", "gauge",
+           "Client connections open now, per listener.");
+    for (size_t i = 0; i < s->n_listeners; i++) {
+        put(r, "flashtrie_listener_connections{listener=");
+        put_label_value(r, s->listener[i].url);
+        put(r, "} %u\n", s->listener[i].conns);
+    }
+    family(r, "flashtrie_listener_up", "gauge",
+           "1 while the listener answers the server's own PING "
+           "(probe_interval_ms), 0 once it does not.");
+    for (size_t i = 0; i < s->n_listeners; i++) {
+        put(r, "flashtrie_listener_up{listener=");
+        put_label_value(r, s->listener[i].url);
+        put(r, "} %d\n", s->listener[i].up ? 1 : 0);
+    }
+}
+
+/* render_process: the process_* families of the Prometheus client
+ * libraries, same names, types and units. */
+static void render_process(render *r, const srv_metrics_snap *s)
+{
+    const srv_metrics_process *p = &s->proc;
+    if (!p->ok)
+        return;
+    family(r, "process_cpu_seconds_total", "counter",
+           "Total user and system CPU time spent in seconds.");
+    put(r, "process_cpu_seconds_total %.2f\n", p->cpu_seconds);
+    family(r, "process_open_fds", "gauge", "Number of open file descriptors.");
+    u64_sample(r, "process_open_fds", p->open_fds);
+    if (p->max_fds) {
+        family(r, "process_max_fds", "gauge",
+               "Maximum number of open file descriptors.");
+        u64_sample(r, "process_max_fds", p->max_fds);
+    }
+    family(r, "process_virtual_memory_bytes", "gauge",
+           "Virtual memory size in bytes.");
+    u64_sample(r, "process_virtual_memory_bytes", p->virtual_bytes);
+    family(r, "process_resident_memory_bytes", "gauge",
+           "Resident memory size in bytes.");
+    u64_sample(r, "process_resident_memory_bytes", p->resident_bytes);
+    family(r, "process_start_time_seconds", "gauge",
+           "Start time of the process since unix epoch in seconds.");
+    put(r, "process_start_time_seconds %.2f\n", p->start_time_seconds);
+}
+
 int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out)
 {
     render r = {out, FT_OK};
@@ -426,6 +568,8 @@ int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out)
     render_engines(&r, s);
     render_index(&r, s);
     render_server(&r, s);
+    render_conn(&r, s);
+    render_process(&r, s);
     return r.rc;
 }
 
@@ -462,6 +606,13 @@ int srv_metrics_health(const srv_metrics_snap *s, char *reason,
     }
     char first[224] = "";
     size_t failed = describe_failed(s, first, sizeof first);
+    /* A listener that does not answer its probe (the nng 1.5.2 ipc wedge)
+     * leaves its clients unanswered while the rest looks fine. */
+    if (failed < s->n_eng && !s->starting && !s->draining &&
+        s->listener_down[0]) {
+        snprintf(reason, reasonlen, "%s", s->listener_down);
+        return 503;
+    }
     if (failed == s->n_eng) {
         snprintf(reason, reasonlen, "no healthy replica (%zu of %zu failed): "
                  "%s", failed, s->n_eng, first);

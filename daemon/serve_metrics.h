@@ -34,6 +34,28 @@ typedef struct srv_metrics_engine {
     char why[160];    /* why it failed ("" while up or unknown) */
 } srv_metrics_engine;
 
+/* srv_metrics_process is the process's own resources, as the Prometheus
+ * client libraries export them (process_*): from /proc/self/stat,
+ * /proc/self/fd and getrlimit.  ok is 0 where /proc could not be read
+ * (the families are then left out). */
+typedef struct srv_metrics_process {
+    int ok;
+    double cpu_seconds;        /* user + system */
+    double start_time_seconds; /* since the Unix epoch */
+    uint64_t resident_bytes, virtual_bytes;
+    uint64_t open_fds, max_fds;
+} srv_metrics_process;
+
+/* srv_metrics_listener is one listener's connections and probe state. */
+typedef struct srv_metrics_listener {
+    char url[FT_CONFIG_URL_MAX];
+    int up;            /* 0 once its probe failed (serve_conn.c) */
+    uint32_t conns;    /* connections open on it now */
+} srv_metrics_listener;
+
+/* srv_metrics_process_take reads the process's resources into p. */
+void srv_metrics_process_take(srv_metrics_process *p);
+
 /* srv_metrics_snap is one consistent-enough copy of the counters: each is
  * read atomically, not all of them at one instant. */
 typedef struct srv_metrics_snap {
@@ -65,6 +87,12 @@ typedef struct srv_metrics_snap {
         uint64_t used, total;         /* bytes (fti_gpu_memory) */
     } gpu[FT_SLOT_MAX_REPLICAS];
     char cluster_down[240];           /* a cluster rank is down: why */
+    /* Connections (serve_conn.c) and the process (issue 38, 39). */
+    size_t n_listeners;
+    srv_metrics_listener listener[FT_CONFIG_MAX_LISTENERS];
+    uint64_t connections_refused, connections_idle_closed;
+    char listener_down[480];          /* a listener does not answer: why */
+    srv_metrics_process proc;
 } srv_metrics_snap;
 
 /* srv_metrics_take fills s from the running server. */
@@ -74,7 +102,9 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s);
  * with its # HELP and # TYPE lines.  FT_ENOMEM when out could not grow. */
 int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out);
 
-/* srv_metrics_health returns 503 while no replica serves ("no healthy
+/* srv_metrics_health returns 503 while a listener does not answer its
+ * probe ("listener URL does not answer: ...", srv_listeners_ok), while no
+ * replica serves ("no healthy
  * replica (2 of 2 failed): engine 0 (gpu device 0) failed: <why>", "no
  * engine serves"), is starting or draining ("starting: ...", "draining:
  * shutting down"); 200 "degraded: 1 of 2 replicas failed: engine 1 (gpu

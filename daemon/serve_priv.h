@@ -39,6 +39,10 @@ typedef struct srv_socket {
     int open;
     struct srv_ctx **ctx;
     size_t n_ctx;
+    /* serve_conn.c: connections open now (admitted at ADD_PRE), and the
+     * internal probe's verdict (0 until a probe fails). */
+    atomic_uint conns;
+    atomic_int down;
 } srv_socket;
 
 struct server {
@@ -75,6 +79,10 @@ struct server {
     atomic_uint_fast64_t latency_ns_sum; /* the histogram's sum */
     atomic_uint_fast64_t reloads, reload_failures;
     atomic_uint_fast64_t pipes_added, pipes_removed;
+    /* serve_conn.c: connections refused (max_connections), closed for
+     * idling (idle_timeout_ms); its table and thread. */
+    atomic_uint_fast64_t conn_refused, conn_idle_closed;
+    struct srv_conn *conn;
     struct srv_http *http;     /* the metrics listener (NULL: none) */
     ft_cluster *cluster;       /* rank 0 of a cluster: its searcher's */
 };

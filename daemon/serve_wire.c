@@ -143,7 +143,7 @@ static int decode_json(srv_wire *w, const srv_wire_ctx *wc,
     }
     if (rc == FT_OK)
         return SRV_WIRE_QUEUE;
-    srv_count(srv, rc, 0);
+    srv_count_refused(srv, rc);
     ft_jsonl_encode_error(out, &w->jq, err);
     return SRV_WIRE_REPLY;
 }

@@ -41,7 +41,8 @@ static const char *usage_text =
     "         [--seconds 60] [--mix good,bad,oversize] [--requests FILE]\n"
     "         [--seed S] [--pool N] [--server-pid PID]\n"
     "         [--max-message-bytes N] [--max-rss-growth PCT]\n"
-    "         [--timeout-ms N] [--tls-ca F] [--T T] [--K K] [--beam B] ...\n"
+    "         [--timeout-ms N] [--tls-ca F | --tls-insecure] [--T T] [--K K]\n"
+    "         [--beam B] ...\n"
     "  runs --clients threads against the server at URL (loopback only:\n"
     "  ipc://, tcp:// or tls+tcp:// on 127.0.0.0/8 or localhost) for\n"
     "  --seconds, each sending a mix of good requests (--requests FILE, or\n"
@@ -50,6 +51,12 @@ static const char *usage_text =
     "  docs/specification.md section 3) and oversize ones (above the\n"
     "  server's max_message_bytes, read from INFO unless given).  --mix takes kinds with optional\n"
     "  weights (good:90,bad:9,oversize:1 is what good,bad,oversize means).\n"
+    "  Hostile kinds: maxsize (a frame just under max_message_bytes: ERROR),\n"
+    "  half (half a message, then silence) and idle (a handshake, then\n"
+    "  silence), which the server must close after its idle_timeout_ms\n"
+    "  (from INFO); hostile means maxsize,half,idle at weight 1 each.  The\n"
+    "  server's peak RSS (VmHWM) is printed at the end.  --tls-insecure\n"
+    "  takes a tls+tcp:// server's certificate unchecked.\n"
     "  Every good answer is checked bit for bit against INDEX searched here,\n"
     "  every bad one against its expected error.  It prints q/s, latency\n"
     "  percentiles, answers by kind and the server's RSS (--server-pid, or\n"
@@ -62,7 +69,8 @@ static const char *usage_text =
 int cmd_loadtest(int argc, char **argv)
 {
     enum { O_URL = 256, O_INDEX, O_CLIENTS, O_SECONDS, O_MIX, O_REQUESTS,
-           O_SEED, O_POOL, O_PID, O_MAXMSG, O_RSS, O_TIMEOUT, O_CA };
+           O_SEED, O_POOL, O_PID, O_MAXMSG, O_RSS, O_TIMEOUT, O_CA,
+           O_INSECURE };
     static const struct option opts[] = {
         {"url", required_argument, 0, O_URL},
         {"index", required_argument, 0, O_INDEX},
@@ -77,6 +85,7 @@ int cmd_loadtest(int argc, char **argv)
         {"max-rss-growth", required_argument, 0, O_RSS},
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
         {"tls-ca", required_argument, 0, O_CA},
+        {"tls-insecure", no_argument, 0, O_INSECURE},
         {"T", required_argument, 0, 'T'}, {"K", required_argument, 0, 'K'},
         {"head", required_argument, 0, 'H'},
         {"results", required_argument, 0, 'R'},
@@ -91,6 +100,7 @@ int cmd_loadtest(int argc, char **argv)
     uint32_t clients = 64, seconds = 60, pool = 256, timeout = 10000;
     unsigned long long seed = 1, pid = 0, maxmsg = 0;
     double rss_growth = -1;
+    int insecure = 0;
     ft_wl_req_opts wo;
     ft_wl_req_opts_init(&wo);
     int c;
@@ -108,6 +118,7 @@ int cmd_loadtest(int argc, char **argv)
         case O_MIX: mix = optarg; break;
         case O_REQUESTS: requests = optarg; break;
         case O_CA: tls_ca = optarg; break;
+        case O_INSECURE: insecure = 1; break;
         case O_CLIENTS:
             if (ft_cli_parse_u32("--clients", optarg, 1, 1024, &clients))
                 return 2;
@@ -202,6 +213,7 @@ int cmd_loadtest(int argc, char **argv)
     ft_client_opts_init(&sh.co);
     sh.co.timeout_ms = (int)timeout;
     sh.co.tls_ca = tls_ca;
+    sh.co.tls_insecure = insecure;
     ft_client *admin;
     if (ft_client_connect(&admin, url, &sh.co, err, sizeof err) != FT_OK) {
         fprintf(stderr, "flashtrie loadtest: %s\n", err);
@@ -222,15 +234,27 @@ int cmd_loadtest(int argc, char **argv)
     uint32_t max_beam = 0;
     if (lt_info_value(info, "caps.max_beam", &v) && v > 0 && v <= FT_MAX_BEAM)
         max_beam = (uint32_t)v;
+    if (lt_info_value(info, "idle_timeout_ms", &v) && v > 0)
+        sh.idle_ms = (uint32_t)v;
     free(info);
-    if (sh.weights[K_OVERSIZE] && strncmp(url, "tls+tcp://", 10) == 0) {
-        fprintf(stderr, "flashtrie loadtest: --mix oversize is written by "
-                "hand on a plain socket: ipc:// and tcp:// only\n");
+    if ((sh.weights[K_HALF] || sh.weights[K_IDLE]) && sh.idle_ms == 0) {
+        fprintf(stderr, "flashtrie loadtest: --mix half and idle need a "
+                "server that closes idle connections (its INFO gives no "
+                "idle_timeout_ms, or 0)\n");
         ft_client_close(admin);
         ft_library_close(lib);
         return 2;
     }
-    if (maxmsg == 0 && sh.weights[K_OVERSIZE]) {
+    if ((sh.weights[K_OVERSIZE] || sh.weights[K_HALF] || sh.weights[K_IDLE]) &&
+        strncmp(url, "tls+tcp://", 10) == 0) {
+        fprintf(stderr, "flashtrie loadtest: --mix oversize, half and idle "
+                "are written by hand on a plain socket: ipc:// and tcp:// "
+                "only\n");
+        ft_client_close(admin);
+        ft_library_close(lib);
+        return 2;
+    }
+    if (maxmsg == 0 && (sh.weights[K_OVERSIZE] || sh.weights[K_MAXSIZE])) {
         fprintf(stderr, "flashtrie loadtest: the server's INFO gives no "
                 "max_message_bytes: give --max-message-bytes\n");
         ft_client_close(admin);
@@ -273,6 +297,42 @@ int cmd_loadtest(int argc, char **argv)
         ft_frame_encode_ping(&hb, 1);
         memcpy(sh.big, hb.data, hb.len < sh.big_len ? hb.len : sh.big_len);
         ft_buf_free(&hb);
+    }
+
+    /* The max-size message: a SEARCH of the first pool request padded
+     * with zeros to 64 bytes under the cap (nng's own header included):
+     * read whole by the server, refused by its decoder for the trailing
+     * bytes, with the message the decoder here gives. */
+    if (sh.weights[K_MAXSIZE]) {
+        ft_buf hb;
+        ft_buf_init(&hb);
+        sh.maxsz_id = 0x4d4158u;
+        if (ft_frame_encode_search(&hb, sh.maxsz_id, 0, &sh.pool[0].q.req,
+                                   NULL, 1) != FT_OK ||
+            maxmsg < hb.len + 128) {
+            fprintf(stderr, "flashtrie loadtest: maxsize: max_message_bytes "
+                    "%llu is too small for a padded frame\n", maxmsg);
+            ft_buf_free(&hb);
+            return 2;
+        }
+        sh.maxsz_len = (size_t)maxmsg - 64;
+        sh.maxsz = calloc(1, sh.maxsz_len);
+        if (sh.maxsz == NULL) {
+            fprintf(stderr, "flashtrie loadtest: out of memory\n");
+            return 1;
+        }
+        memcpy(sh.maxsz, hb.data, hb.len);
+        ft_buf_free(&hb);
+        ft_frame_msg m;
+        ft_frame_msg_init(&m);
+        if (ft_frame_decode(&m, sh.maxsz, sh.maxsz_len, 0, sh.maxsz_want,
+                            sizeof sh.maxsz_want) != FT_EPROTO) {
+            fprintf(stderr, "flashtrie loadtest: maxsize: the padded frame "
+                    "decodes\n");
+            ft_frame_msg_free(&m);
+            return 1;
+        }
+        ft_frame_msg_free(&m);
     }
 
     long rss0 = pid ? lt_rss_kb((long)pid) : -1;
@@ -416,6 +476,7 @@ int cmd_loadtest(int argc, char **argv)
             status = 1;
         }
         printf("\n");
+        printf("server peak rss (VmHWM, kB): %ld\n", lt_hwm_kb((long)pid));
     } else if (rss_growth >= 0) {
         printf("server rss: unknown (no pid)\n");
         status = 1;
@@ -444,6 +505,7 @@ int cmd_loadtest(int argc, char **argv)
     }
     free(sh.br);
     free(sh.big);
+    free(sh.maxsz);
     ft_library_close(lib);
     return status;
 }

@@ -43,6 +43,9 @@ enum {
     K_BAD_SPEC,     /* a frame with requests breaking docs/specification.md section 3 */
     K_BAD_RESULTS0, /* results given as 0 (wire form only) */
     K_OVERSIZE,
+    K_MAXSIZE,      /* a message of about max_message_bytes: ERROR */
+    K_HALF,         /* half a message, then silence: the server closes */
+    K_IDLE,         /* a handshake, then silence: the server closes */
     K_COUNT
 };
 
@@ -99,6 +102,11 @@ typedef struct shared {
     size_t n_br;
     unsigned char *big; /* the oversize message */
     size_t big_len;
+    unsigned char *maxsz; /* the max-size message, its ERROR and id */
+    size_t maxsz_len;
+    char maxsz_want[256];
+    uint64_t maxsz_id;
+    uint32_t idle_ms;   /* the server's idle_timeout_ms (half, idle) */
     unsigned weights[K_COUNT];
     unsigned wsum;
     uint64_t seed;
@@ -125,6 +133,13 @@ typedef struct worker {
     size_t scratch_cap;
     uint64_t next_id;
     uint64_t conn_errors;
+    /* half and idle connections waiting for the server to close them,
+     * watched between the other messages */
+    struct silent {
+        int fd, kind;
+        double t0;
+    } silent[16];
+    int n_silent;
 } worker;
 
 /* ---- loadtest_run.c ---- */
@@ -152,8 +167,10 @@ int lt_parse_mix(const char *s, unsigned *wt);
 /* lt_info_value finds "key: VALUE" at the start of a line of the INFO
  * text; 1 when found. */
 int lt_info_value(const char *info, const char *key, long long *v);
-/* lt_rss_kb is process pid's resident set in KiB, or -1. */
+/* lt_rss_kb is process pid's resident set in KiB, or -1; lt_hwm_kb its
+ * peak (VmHWM). */
 long lt_rss_kb(long pid);
+long lt_hwm_kb(long pid);
 /* lt_fetch_info asks the server for its INFO text (*info: malloc'd); an
  * ft_err code, after a message when not FT_OK. */
 int lt_fetch_info(ft_client *cl, char **info);

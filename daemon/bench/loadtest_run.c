@@ -30,7 +30,7 @@ const char *lt_kind_name[K_COUNT] = {
     "good.frame", "good.batch", "good.json", "bad.magic", "bad.version",
     "bad.type", "bad.truncated", "bad.short_header", "bad.trailing",
     "bad.checksum", "bad.garbage", "bad.reply_type", "bad.json",
-    "bad.spec", "bad.results0", "oversize"};
+    "bad.spec", "bad.results0", "oversize", "maxsize", "half", "idle"};
 
 static void lat_add(lat *l, double s)
 {
@@ -576,6 +576,105 @@ static void do_oversize(worker *w, int kind)
         w->c.right[kind]++;
 }
 
+/* do_maxsize sends a frame of about max_message_bytes (a SEARCH padded
+ * with zeros): under the limit, so the server reads it whole and answers
+ * ERROR, the decoder's message for the trailing bytes. */
+static void do_maxsize(worker *w, int kind)
+{
+    shared *sh = w->sh;
+    check_error(w, kind, sh->maxsz, sh->maxsz_len, FT_EPROTO, sh->maxsz_want,
+                sh->maxsz_id);
+}
+
+/* silent_check looks at w's silent connections (waiting, when wait, until
+ * each is resolved): closed by the server is right; an answer, or open
+ * past the server's idle_timeout_ms and --timeout-ms, is wrong. */
+static void silent_check(worker *w, int wait)
+{
+    shared *sh = w->sh;
+    for (int i = 0; i < w->n_silent;) {
+        struct silent *q = &w->silent[i];
+        char buf[64];
+        ssize_t r;
+        for (;;) {
+            r = recv(q->fd, buf, sizeof buf, MSG_DONTWAIT);
+            double age = fti_now() - q->t0;
+            if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                break;
+            if (age * 1000.0 > (double)sh->idle_ms + sh->timeout_ms) {
+                r = -2;
+                break;
+            }
+            if (!wait)
+                break;
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+        if (r == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            i++; /* still open, still in time */
+            continue;
+        }
+        double dt = fti_now() - q->t0;
+        const char *what = q->kind == K_HALF ? "half a message" : "nothing";
+        if (r > 0)
+            report_wrong(w, q->kind, "an answer (%zd bytes) to %s", r, what);
+        else if (r == -2)
+            report_wrong(w, q->kind, "the connection stayed open %.1f s after "
+                         "%s (the server's idle_timeout_ms is %u)", dt, what,
+                         sh->idle_ms);
+        else
+            w->c.right[q->kind]++;
+        lat_add(&w->lat_all, dt);
+        close(q->fd);
+        *q = w->silent[--w->n_silent];
+    }
+}
+
+/* do_silent opens a plain connection that sends half a message (half) or
+ * nothing after the handshake, and leaves it to silent_check: the server
+ * must close it after its idle_timeout_ms, without an answer.  The worker
+ * goes on with other messages meanwhile (its other connections are not
+ * left idle alongside). */
+static void do_silent(worker *w, int kind, int half)
+{
+    shared *sh = w->sh;
+    if (w->n_silent == (int)(sizeof w->silent / sizeof w->silent[0])) {
+        /* Full: a good message instead of waiting (a worker that waited
+         * would leave its own connections idle as long). */
+        w->c.sent[kind]--;
+        w->c.sent[K_GOOD_FRAME]++;
+        do_good_frame(w, K_GOOD_FRAME);
+        return;
+    }
+    double t0 = fti_now();
+    int fd = stream_connect(sh->url, sh->timeout_ms);
+    if (fd < 0) {
+        report_wrong(w, kind, "cannot connect: %s", strerror(errno));
+        return;
+    }
+    if (half) {
+        /* A header saying 1000 bytes, then 500 of them. */
+        unsigned char h[13 + 500];
+        size_t hl = 0;
+        memset(h, 0, sizeof h);
+        if (strncmp(sh->url, "ipc://", 6) == 0)
+            h[hl++] = 1;
+        uint64_t len = 1000 + 4;
+        for (int i = 0; i < 8; i++)
+            h[hl++] = (unsigned char)(len >> (56 - 8 * i));
+        uint32_t rid = 0x80000000u | (uint32_t)(++w->next_id & 0x7fffffff);
+        for (int i = 0; i < 4; i++)
+            h[hl++] = (unsigned char)(rid >> (24 - 8 * i));
+        if (send(fd, h, hl + 500, MSG_NOSIGNAL) != (ssize_t)(hl + 500)) {
+            close(fd);
+            report_wrong(w, kind, "cannot send half a message: %s",
+                         strerror(errno));
+            return;
+        }
+    }
+    w->silent[w->n_silent++] = (struct silent){fd, kind, t0};
+}
+
 static int pick_kind(worker *w)
 {
     shared *sh = w->sh;
@@ -593,6 +692,8 @@ void *lt_run_worker(void *arg)
     worker *w = arg;
     shared *sh = w->sh;
     while (fti_now() < sh->t_end) {
+        if (w->n_silent)
+            silent_check(w, 0);
         int k = pick_kind(w);
         w->c.sent[k]++;
         switch (k) {
@@ -613,8 +714,12 @@ void *lt_run_worker(void *arg)
         case K_BAD_SPEC: do_bad_spec(w, k); break;
         case K_BAD_RESULTS0: do_results0(w, k); break;
         case K_OVERSIZE: do_oversize(w, k); break;
+        case K_MAXSIZE: do_maxsize(w, k); break;
+        case K_HALF: do_silent(w, k, 1); break;
+        case K_IDLE: do_silent(w, k, 0); break;
         default: do_bad_frame(w, k); break;
         }
     }
+    silent_check(w, 1);
     return NULL;
 }

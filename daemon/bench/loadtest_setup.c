@@ -75,7 +75,7 @@ int lt_loopback_url(const char *url)
 
 int lt_parse_mix(const char *s, unsigned *wt)
 {
-    unsigned good = 0, bad = 0, over = 0;
+    unsigned good = 0, bad = 0, over = 0, maxsz = 0, half = 0, idle = 0;
     char *dup = strdup(s), *save = NULL;
     if (dup == NULL)
         return -1;
@@ -100,15 +100,24 @@ int lt_parse_mix(const char *s, unsigned *wt)
             bad = v ? v : 9;
         else if (!strcmp(t, "oversize"))
             over = v ? v : 1;
+        else if (!strcmp(t, "maxsize"))
+            maxsz = v ? v : 1;
+        else if (!strcmp(t, "half"))
+            half = v ? v : 1;
+        else if (!strcmp(t, "idle"))
+            idle = v ? v : 1;
+        else if (!strcmp(t, "hostile"))
+            maxsz = half = idle = v ? v : 1;
         else {
             fprintf(stderr, "flashtrie loadtest: --mix: unknown kind '%s' "
-                    "(good, bad, oversize)\n", t);
+                    "(good, bad, oversize, maxsize, half, idle, hostile)\n",
+                    t);
             free(dup);
             return -1;
         }
     }
     free(dup);
-    if (good + bad + over == 0) {
+    if (good + bad + over + maxsz + half + idle == 0) {
         fprintf(stderr, "flashtrie loadtest: --mix: no kind given\n");
         return -1;
     }
@@ -125,6 +134,9 @@ int lt_parse_mix(const char *s, unsigned *wt)
     for (int k = 0; k < 3; k++)
         wt[k] *= N_BAD;
     wt[K_OVERSIZE] = over * 5 * N_BAD;
+    wt[K_MAXSIZE] = maxsz * 5 * N_BAD;
+    wt[K_HALF] = half * 5 * N_BAD;
+    wt[K_IDLE] = idle * 5 * N_BAD;
     return 0;
 }
 
@@ -141,7 +153,7 @@ int lt_info_value(const char *info, const char *key, long long *v)
     return 0;
 }
 
-long lt_rss_kb(long pid)
+static long status_kb(long pid, const char *key)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%ld/status", pid);
@@ -149,12 +161,16 @@ long lt_rss_kb(long pid)
     if (f == NULL)
         return -1;
     long kb = -1;
+    size_t kl = strlen(key);
     while (fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kb = strtol(line + 6, NULL, 10);
+        if (strncmp(line, key, kl) == 0)
+            kb = strtol(line + kl, NULL, 10);
     fclose(f);
     return kb;
 }
+
+long lt_rss_kb(long pid) { return status_kb(pid, "VmRSS:"); }
+long lt_hwm_kb(long pid) { return status_kb(pid, "VmHWM:"); }
 
 int lt_fetch_info(ft_client *cl, char **info)
 {

@@ -115,9 +115,10 @@ def env(tmp_path_factory):
          "requests": [json.loads(l) for l in reqs.splitlines()]}
     ipc = "ipc://%s/sock" % tmp
     tcp = "tcp://127.0.0.1:%d" % free_port()
-    srv = Server(tmp, "main", big, [ipc, tcp])
+    admin = "ipc://%s/admin" % tmp
+    srv = Server(tmp, "main", big, [ipc, tcp], "--admin-listen", admin)
     srv.start()
-    e["server"], e["urls"] = srv, [ipc, tcp]
+    e["server"], e["urls"], e["admin"] = srv, [ipc, tcp], admin
     yield e
     try:
         srv.stop()
@@ -698,21 +699,31 @@ def test_info(env, client):
     text = client.info()
     assert text.startswith("# server\n")
     d = client.info_dict()
+    # A plain listener: the operational sections and the limits; no pid,
+    # paths, addresses or settings (issue 39).
     assert set(d) >= {"server", "index", "engines", "queue", "requests",
-                      "config"}
+                      "limits"}
+    assert "config" not in d
+    assert "pid" not in d["server"] and "path" not in d["index"]
+    assert not [k for k in d["server"] if k.startswith("listener.")]
+    assert env["tmp"] not in text
+    assert d["limits"]["max_message_bytes"] == 67108864
     keys = [l for l in env["info"].splitlines() if l.startswith("keys: ")]
     assert keys == ["keys: 3000"]
     assert d["index"]["keys"] == 3000
-    assert d["index"]["path"] == env["big"]
     assert d["server"]["version"] == "0.1.0"
-    assert d["server"]["pid"] == env["server"].proc.pid
     assert d["server"]["draining"] == 0
     assert isinstance(d["server"]["uptime_s"], float)
     assert d["engines"]["engine.0.kind"] == "cpu"
+    # The admin listener: all of it.
+    with flashtrie.Client(env["admin"]) as a:
+        d = a.info_dict()
+    assert d["index"]["path"] == env["big"]
+    assert d["server"]["pid"] == env["server"].proc.pid
     assert d["config"]["engine"] == "cpu (cli)"
     listeners = [v for k, v in d["server"].items()
                  if k.startswith("listener.")]
-    assert listeners == env["urls"]
+    assert listeners == env["urls"] + [env["admin"] + " admin"]
     assert flashtrie.parse_info("# a\nx: 1\ny: -2.5\nz: q r\n\n# b\n") == \
         {"a": {"x": 1, "y": -2.5, "z": "q r"}, "b": {}}
 

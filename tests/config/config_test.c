@@ -184,6 +184,10 @@ static void test_dump_format(void)
                  "caps.max_results: 4096 (default)\n"
                  "default_deadline_ms: 0 (default)\n"
                  "drain_timeout_ms: 10000 (default)\n"
+                 "max_connections: 1024 (default)\n"
+                 "idle_timeout_ms: 60000 (default)\n"
+                 "probe_interval_ms: 5000 (default)\n"
+                 "ipc_mode: 0660 (default)\n"
                  "admin_reload: false (default)\n"
                  "log_level: info (default)\n"
                  "log_file: \"\" (default)\n"
@@ -291,6 +295,21 @@ static void test_cli(void)
          "cli: listeners: expected tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH, got 'tcp://127.0.0.1:99999'"},
         {"metrics", "tcp://127.0.0.1:1",
          "cli: metrics: expected http://HOST:PORT, got 'tcp://127.0.0.1:1'"},
+        /* Issue 39: hosts nng cannot parse were taken, then serve refused
+         * them at start. */
+        {"metrics", "http://[::1:80",
+         "cli: metrics: expected http://HOST:PORT, got 'http://[::1:80'"},
+        {"metrics", "http://::1:80",
+         "cli: metrics: expected http://HOST:PORT, got 'http://::1:80'"},
+        {"metrics", "http://[x]:80",
+         "cli: metrics: expected http://HOST:PORT, got 'http://[x]:80'"},
+        {"listeners", "tcp://[::1:80",
+         "cli: listeners: expected tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH, got 'tcp://[::1:80'"},
+        {"ipc_mode", "0888",
+         "cli: ipc_mode: expected an octal file mode 000..0777 (\"0660\"), got '0888'"},
+        {"ipc_mode", "1777",
+         "cli: ipc_mode: expected an octal file mode 000..0777 (\"0660\"), got '1777'"},
+        {"max_connections", "0", "cli: max_connections: must be 1..1000000, got 0"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ft_config before = cfg;
@@ -300,6 +319,11 @@ static void test_cli(void)
         /* A refused value leaves the configuration as it was. */
         FT_CHECK(memcmp(&before, &cfg, sizeof cfg) == 0);
     }
+    /* IPv6 hosts in brackets are taken. */
+    FT_PASS(ft_config_set(&cfg, "metrics", "http://[::1]:80", cli, err,
+                          sizeof err));
+    FT_PASS(ft_config_set(&cfg, "ipc_mode", "0600", cli, err, sizeof err));
+    FT_CHECK_STR(cfg.ipc_mode, "0600");
     char longpath[FT_CONFIG_PATH_MAX + 1];
     memset(longpath, 'a', sizeof longpath - 1);
     longpath[sizeof longpath - 1] = 0;
@@ -519,13 +543,14 @@ static void test_reload(void)
     static const char *yes[] = {"index", "caps.max_beam", "caps.max_k",
                                 "caps.max_t", "caps.max_results", "max_wait_us",
                                 "max_batch", "log_level", "default_deadline_ms",
-                                "drain_timeout_ms", "admin_reload", "log_file"};
+                                "drain_timeout_ms", "admin_reload", "log_file",
+                                "max_connections", "idle_timeout_ms"};
     static const char *no[] = {"listeners", "engine", "devices", "cluster.rank",
                                "cluster.world", "cluster.coordinator",
                                "cluster.join_timeout_ms",
                                "cluster.step_timeout_ms", "replicas",
                                "cpu_threads", "queue_depth", "max_message_bytes",
-                               "metrics"};
+                               "metrics", "probe_interval_ms", "ipc_mode"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         FT_CHECK(ft_config_find(yes[i])->reloadable == 1);
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)

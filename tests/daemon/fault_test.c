@@ -167,6 +167,66 @@ static void case_load(int tcp)
     FT_CHECK_EQ_U64(stop_server(&ms), 0);
 }
 
+static long long info_num(const char *url, const char *key);
+
+/* kind_row reads "KIND sent right wrong busy" from the loadtest's
+ * table. */
+static void kind_row(const char *path, const char *kind, long long v[4])
+{
+    FILE *f = fopen(path, "r");
+    FT_CHECK(f != NULL);
+    char line[512], name[64];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "%63s %lld %lld %lld %lld", name, &v[0], &v[1],
+                       &v[2], &v[3]) == 5 && !strcmp(name, kind);
+    fclose(f);
+    FT_CHECK(found);
+}
+
+/* case_hostile: the loadtest's hostile mix (issue 39): frames of about
+ * max_message_bytes, half messages and idle connections beside the good
+ * and bad traffic; every good answer right, every half and idle
+ * connection closed by the server (idle_timeout_ms 2000), none answered.
+ * The timeout is well above the good clients' pauses even on a loaded
+ * host: a request sent as its idle connection is closed is lost with it. */
+static void case_hostile(void)
+{
+    char idx[300], url[300], out[300], pidbuf[32];
+    make_library(5000, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--max-message-bytes", "65536",
+                          "--idle-timeout-ms", "2000", NULL};
+    start_server(url, args);
+    snprintf(out, sizeof out, "%s/loadtest.out", g_dir);
+    snprintf(pidbuf, sizeof pidbuf, "%ld", (long)g_pid);
+    const char *lt[] = {"loadtest", "--url", url, "--index", idx,
+                        "--clients", "8", "--seconds", "4", "--beam", "16",
+                        "--mix", "good,bad,oversize,hostile",
+                        "--server-pid", pidbuf, "--seed", "12", NULL};
+    int rc = run_bin(lt, out);
+    if (rc != 0 || !file_has(out, "result: every answer right") ||
+        !file_has(out, " 0 wrong, ") ||
+        !file_has(out, "server in_flight after the run: 0")) {
+        fprintf(stderr, "loadtest exited %d:\n", rc);
+        show(out);
+        exit(1);
+    }
+    FT_CHECK(file_has(out, "server peak rss (VmHWM, kB): "));
+    long long half[4], idle[4], maxsz[4];
+    kind_row(out, "half", half);
+    kind_row(out, "idle", idle);
+    kind_row(out, "maxsize", maxsz);
+    FT_CHECK(half[0] > 0 && idle[0] > 0 && maxsz[0] > 0);
+    FT_CHECK(half[1] == half[0] && idle[1] == idle[0] && maxsz[1] == maxsz[0]);
+    /* The server closed them (its count; the loadtest's own connections
+     * may idle out too, so at least). */
+    FT_CHECK(info_num(url, "connections_idle_closed") >= half[0] + idle[0]);
+    double ms;
+    FT_CHECK_EQ_U64(stop_server(&ms), 0);
+}
+
 /* ---- faults ---- */
 
 typedef struct checker {
@@ -532,6 +592,178 @@ static void case_faults(int strict)
     ft_library_close(lib);
 }
 
+/* ---- connections: max_connections, idle_timeout_ms, ipc_mode ---- */
+
+static int count_lines(const char *path, const char *s)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, s) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* closed_within says whether the server closes fd (read gives 0 or an
+ * error other than a timeout) within ms; *at gets when, in seconds. */
+static int closed_within(int fd, int ms, double *at)
+{
+    set_timeouts(fd, ms);
+    unsigned char b[64];
+    ssize_t n = read(fd, b, sizeof b);
+    if (at)
+        *at = ft_test_now();
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* info_open is connections_opened - connections_closed of one INFO: the
+ * connections open besides the INFO's own, plus one. */
+static long long info_open(const char *url)
+{
+    ft_client *c;
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = 5000;
+    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    char *info;
+    FT_PASS(ft_client_info(c, &info, NULL, 0));
+    ft_client_close(c);
+    char *a = strstr(info, "\nconnections_opened: ");
+    char *b = strstr(info, "\nconnections_closed: ");
+    FT_CHECK(a && b);
+    long long v = strtoll(a + 21, NULL, 10) - strtoll(b + 21, NULL, 10);
+    free(info);
+    return v;
+}
+
+static void case_conns(void)
+{
+    char idx[300], url[320], path[300], log[320];
+    make_library(500, idx, sizeof idx);
+    snprintf(path, sizeof path, "%s/sock", g_dir);
+    snprintf(url, sizeof url, "ipc://%s", path);
+    snprintf(log, sizeof log, "%s/log", g_dir);
+    /* 3 connections, 1.5 s of idling, batches held 2 s (longer than that:
+     * a connection waiting for its answer is not idle). */
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--max-connections", "3",
+                          "--idle-timeout-ms", "1500",
+                          "--probe-interval-ms", "0", NULL};
+    /* The unit's UMask=0027 took the group's write permission away, so
+     * it could not connect: ipc_mode (default 0660) sets the mode. */
+    mode_t old = umask(027);
+    start_server(url, args);
+    umask(old);
+    struct stat st;
+    FT_CHECK(stat(path, &st) == 0);
+    FT_CHECK_EQ_U64(st.st_mode & 0777, 0660);
+    /* The start-up ping's connection and the INFOs' are gone. */
+    long long open_now = 0;
+    for (int t = 0; t < 200 && (open_now = info_open(url)) != 1; t++)
+        th_sleep_ms(10);
+    FT_CHECK_EQ_U64(open_now, 1);
+    th_sleep_ms(500); /* the INFO's own: its close reaches the server */
+
+    double t0 = ft_test_now();
+    int held[3];
+    held[0] = unix_conn(path);              /* handshake, then nothing */
+    held[1] = unix_conn(path);
+    held[2] = unix_conn(path);              /* half a message */
+    FT_CHECK(ipc_req(held[2], 1, "0123456789", 10, 100) == 0);
+    /* Three more: each closed at once, no answer; one log line. */
+    for (int i = 0; i < 3; i++) {
+        int fd = unix_conn(path);
+        if (!closed_within(fd, 1000, NULL)) {
+            fprintf(stderr, "extra connection %d not closed (refused %lld, "
+                    "held 2 open: %d); the log:\n", i,
+                    info_num(url, "connections_refused"),
+                    !closed_within(held[2], 10, NULL));
+            show(log);
+            exit(1);
+        }
+        close(fd);
+    }
+    FT_CHECK_EQ_U64(count_lines(log, "max_connections is 3: refusing new "
+                                     "connections (one line per burst"), 1);
+    /* The held ones: closed after 1.5 s without a message, not before. */
+    for (int i = 0; i < 3; i++) {
+        double at;
+        FT_CHECK(closed_within(held[i], 4000, &at));
+        fprintf(stderr, "held connection %d closed after %.2f s\n", i,
+                at - t0);
+        FT_CHECK(at - t0 >= 1.4);
+        FT_CHECK(at - t0 < 4.0);
+        close(held[i]);
+    }
+    /* The line follows the closes. */
+    for (int t = 0; t < 100 && !count_lines(log, "that completed no message "
+                                            "for 1500 ms (idle_timeout_ms)");
+         t++)
+        th_sleep_ms(10);
+    FT_CHECK(count_lines(log, "that completed no message for 1500 ms "
+                              "(idle_timeout_ms)") >= 1);
+    FT_CHECK_EQ_U64(info_num(url, "connections_refused"), 3);
+    FT_CHECK_EQ_U64(info_num(url, "connections_idle_closed"), 3);
+    /* A client whose pauses between messages are shorter than the idle
+     * timeout keeps its connection, however long it lives. */
+    ft_client *c;
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = 10000;
+    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    FT_PASS(ft_client_ping(c, NULL, 0));
+    th_sleep_ms(700);
+    FT_PASS(ft_client_ping(c, NULL, 0));
+    th_sleep_ms(1000); /* 1.7 s since the first, 1.0 s since the last */
+    FT_PASS(ft_client_ping(c, NULL, 0));
+    FT_CHECK_EQ_U64(info_num(url, "connections_idle_closed"), 3);
+    ft_client_close(c);
+    double ms;
+    FT_CHECK_EQ_U64(stop_server(&ms), 0);
+}
+
+/* case_slow_answer: an answer that takes longer than idle_timeout_ms (a
+ * batch held 1.2 s by the test hook, idle after 0.5 s) does not cost the
+ * connection waiting for it. */
+static void case_slow_answer(void)
+{
+    char idx[300], url[320], path[300];
+    make_library(500, idx, sizeof idx);
+    snprintf(path, sizeof path, "%s/sock", g_dir);
+    snprintf(url, sizeof url, "ipc://%s", path);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--idle-timeout-ms", "500",
+                          "--test-delay-us", "1200000",
+                          "--probe-interval-ms", "0", NULL};
+    start_server(url, args);
+    int fd = unix_conn(path);
+    ft_buf b;
+    ft_buf_init(&b);
+    const char *line = "{\"tokens\": [[1]], \"logp\": [[-1]]}";
+    FT_CHECK(ipc_req(fd, 7, line, strlen(line), strlen(line)) == 0);
+    set_timeouts(fd, 5000);
+    unsigned char ans[512];
+    ssize_t n = read(fd, ans, sizeof ans);
+    FT_CHECK(n > 13);     /* the answer came: header, id, a JSON line */
+    FT_CHECK(ans[0] == 1);
+    FT_CHECK(memchr(ans + 13, '{', (size_t)n - 13) != NULL);
+    FT_CHECK_EQ_U64(info_num(url, "connections_idle_closed"), 0);
+    /* Then, owed nothing, it idles out. */
+    FT_CHECK(closed_within(fd, 3000, NULL));
+    close(fd);
+    /* The count follows the close. */
+    for (int t = 0; t < 100 && info_num(url, "connections_idle_closed") != 1;
+         t++)
+        th_sleep_ms(10);
+    FT_CHECK_EQ_U64(info_num(url, "connections_idle_closed"), 1);
+    ft_buf_free(&b);
+    double ms;
+    FT_CHECK_EQ_U64(stop_server(&ms), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -551,6 +783,9 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "load_tcp")) case_load(1);
     else if (!strcmp(argv[1], "faults")) case_faults(0);
     else if (!strcmp(argv[1], "slow_reader")) case_faults(1);
+    else if (!strcmp(argv[1], "conns")) case_conns();
+    else if (!strcmp(argv[1], "load_hostile")) case_hostile();
+    else if (!strcmp(argv[1], "slow_answer")) case_slow_answer();
     else {
         fprintf(stderr, "fault_test: unknown case %s\n", argv[1]);
         return 2;

@@ -91,11 +91,23 @@ stop_server
 # INFO, and the nngcat session of docs/daemon.md: a JSON line in, the
 # line search prints out.
 URL="ipc://$TMP/sock"
-start_server --index "$TMP/small.fti" --listen "$URL" --engine cpu --threads 1
+start_server --index "$TMP/small.fti" --listen "$URL" --engine cpu --threads 1 \
+  --admin-listen "ipc://$TMP/admin"
 "$BIN" query --url "$URL" --info > "$TMP/info" || fail "--info"
-for k in "# server" "# index" "# engines" "# queue" "# requests" "# config" \
-         "keys: 7" "engine.0.kind: cpu" "capacity: 1024" "latency_p99_us:"; do
+for k in "# server" "# index" "# engines" "# queue" "# requests" "# limits" \
+         "keys: 7" "engine.0.kind: cpu" "capacity: 1024" "latency_p99_us:" \
+         "max_message_bytes: 67108864" "caps.max_beam: 4096" "listeners: 2"; do
   grep -q "^$k" "$TMP/info" || fail "INFO lacks '$k'"
+done
+# A plain listener tells no pid, paths, addresses or settings (issue 39).
+for k in "# config" "pid:" "path:" "listener.0:" "index:"; do
+  grep -q "^$k" "$TMP/info" && fail "INFO on a plain listener shows '$k'"
+done
+grep -q "$TMP" "$TMP/info" && fail "INFO on a plain listener names $TMP"
+"$BIN" query --url "ipc://$TMP/admin" --info > "$TMP/info" || fail "--info (admin)"
+for k in "# config" "pid: $PID" "path: $TMP/small.fti" "listener.1: ipc://$TMP/admin admin" \
+         "index: $TMP/small.fti (cli)"; do
+  grep -q "^$k" "$TMP/info" || fail "INFO on the admin listener lacks '$k'"
 done
 if command -v nngcat > /dev/null; then
   LINE=$(head -1 "$DATA/cli_requests.jsonl")

@@ -1,0 +1,528 @@
+/*
+ * serve_conn.c - connection limits, idle timeouts and the listener probe
+ * of "flashtrie serve" (serve_conn.h).
+ *
+ * Every admitted connection (pipe) has an entry in a table keyed by its
+ * pipe id: its listener, when it last completed a message or was sent a
+ * reply, and how many replies it is owed.  One thread (conn_main) wakes
+ * every CONN_TICK_MS: it closes the connections that owe nothing and
+ * have been quiet for idle_timeout_ms, logs the end of a burst of refused
+ * connections, and every probe_interval_ms dials each listener afresh and
+ * sends a PING (a listener whose new connections are never served, as in
+ * the nng 1.5.2 ipc wedge, then reads as down).  The probe is written
+ * by hand on a plain socket: its connection and PING are counted like a
+ * client's (connections_opened, messages).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "serve_conn.h"
+#include "serve_priv.h"
+
+#define CONN_TICK_MS 100
+#define CONN_BUCKETS 4096   /* hash chains; entries are malloc'd */
+#define BURST_QUIET_NS (10ull * 1000000000ull) /* a burst ends after 10 s */
+#define PROBE_TIMEOUT_MS 1000
+
+typedef struct conn_ent {
+    uint32_t id;
+    uint32_t sock;          /* index in srv->socks */
+    uint64_t last_ns;       /* handshake, last message or last reply */
+    uint32_t owed;          /* messages received, reply not yet gone */
+    struct conn_ent *next;
+} conn_ent;
+
+struct srv_conn {
+    pthread_mutex_t mu;
+    conn_ent *bucket[CONN_BUCKETS];
+    /* refusals of the burst under way: logged at its first and its end */
+    uint64_t burst_n, burst_last_ns;
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cv;
+    int stopping, running;
+    pthread_t th;
+    char down_why[FT_CONFIG_MAX_LISTENERS][400]; /* under mu */
+    /* set while the probe dials a listener: one connection over
+     * max_connections is let in, so that a full listener still reads as
+     * up (it serves its connections); whoever comes first takes it. */
+    atomic_int slack[FT_CONFIG_MAX_LISTENERS];
+};
+
+/* conn_of returns the table, made at first use (the first ADD_PRE may come
+ * before srv_conn_start: the listener starts first). */
+static struct srv_conn *conn_of(server *srv)
+{
+    static pthread_mutex_t make_mu = PTHREAD_MUTEX_INITIALIZER;
+    struct srv_conn *c = __atomic_load_n(&srv->conn, __ATOMIC_ACQUIRE);
+    if (c)
+        return c;
+    pthread_mutex_lock(&make_mu);
+    if ((c = srv->conn) == NULL && (c = calloc(1, sizeof *c)) != NULL) {
+        pthread_mutex_init(&c->mu, NULL);
+        pthread_mutex_init(&c->stop_mu, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&c->stop_cv, &ca);
+        pthread_condattr_destroy(&ca);
+        __atomic_store_n(&srv->conn, c, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&make_mu);
+    return c;
+}
+
+static conn_ent **slot_of(struct srv_conn *c, uint32_t id)
+{
+    conn_ent **pp = &c->bucket[(id * 2654435761u) % CONN_BUCKETS];
+    while (*pp && (*pp)->id != id)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static uint32_t sock_index(server *srv, srv_socket *s)
+{
+    return (uint32_t)(s - srv->socks);
+}
+
+/* admit: ADD_PRE.  Returns 0 when the connection must be refused. */
+static int admit(srv_socket *s, nng_pipe p)
+{
+    server *srv = s->srv;
+    struct srv_conn *c = conn_of(srv);
+    uint32_t max = FT_CONFIG_LIVE(&srv->cfg, max_connections);
+    uint64_t now = fti_now_ns();
+    if (c == NULL)
+        return 0;
+    uint32_t i = sock_index(srv, s);
+    conn_ent *e = malloc(sizeof *e);
+    pthread_mutex_lock(&c->mu);
+    if (e == NULL || (atomic_load(&s->conns) >= max &&
+                      !atomic_exchange(&c->slack[i], 0))) {
+        uint64_t n = ++c->burst_n;
+        c->burst_last_ns = now;
+        pthread_mutex_unlock(&c->mu);
+        free(e);
+        atomic_fetch_add(&srv->conn_refused, 1);
+        if (n == 1)
+            FT_LOGF(FT_LOG_WARN, "%s: %u connections open, max_connections "
+                    "is %u: refusing new connections (one line per burst; "
+                    "flashtrie_connections_refused_total counts them)",
+                    s->lo.url, atomic_load(&s->conns), max);
+        return 0;
+    }
+    e->id = (uint32_t)nng_pipe_id(p);
+    e->sock = i;
+    e->last_ns = now;
+    e->owed = 0;
+    conn_ent **pp = slot_of(c, e->id);
+    if (*pp == NULL) {
+        e->next = NULL;
+        *pp = e;
+        atomic_fetch_add(&s->conns, 1);
+        atomic_fetch_add(&srv->pipes_added, 1);
+        e = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(e); /* an id seen twice: nng reuses none while a pipe lives */
+    return 1;
+}
+
+static void forget(srv_socket *s, nng_pipe p)
+{
+    server *srv = s->srv;
+    struct srv_conn *c = conn_of(srv);
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    conn_ent **pp = slot_of(c, (uint32_t)nng_pipe_id(p)), *e = *pp;
+    if (e)
+        *pp = e->next;
+    pthread_mutex_unlock(&c->mu);
+    if (e) {
+        atomic_fetch_sub(&srv->socks[e->sock].conns, 1);
+        atomic_fetch_add(&srv->pipes_removed, 1);
+        free(e);
+    }
+}
+
+void srv_conn_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    srv_socket *s = arg;
+    server *srv = s->srv;
+    /* Draining stops new connections here; the ones already open keep
+     * their replies coming. */
+    if (ev == NNG_PIPE_EV_ADD_PRE) {
+        if (atomic_load(&srv->draining) || !admit(s, p))
+            nng_pipe_close(p);
+    } else if (ev == NNG_PIPE_EV_REM_POST) {
+        forget(s, p);
+    }
+}
+
+static void touch(server *srv, nng_pipe p, int owed)
+{
+    struct srv_conn *c = srv->conn;
+    if (c == NULL || nng_pipe_id(p) <= 0)
+        return;
+    pthread_mutex_lock(&c->mu);
+    conn_ent *e = *slot_of(c, (uint32_t)nng_pipe_id(p));
+    if (e) {
+        e->last_ns = fti_now_ns();
+        if (owed > 0)
+            e->owed++;
+        else if (e->owed > 0)
+            e->owed--;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void srv_conn_received(server *srv, nng_pipe p) { touch(srv, p, 1); }
+void srv_conn_replied(server *srv, nng_pipe p) { touch(srv, p, -1); }
+
+/* reap closes the connections idle for idle_timeout_ms. */
+static void reap(server *srv, struct srv_conn *c, uint64_t now)
+{
+    uint32_t idle_ms = FT_CONFIG_LIVE(&srv->cfg, idle_timeout_ms);
+    if (idle_ms == 0)
+        return;
+    uint64_t limit = (uint64_t)idle_ms * 1000000u;
+    enum { BATCH = 256 };
+    uint32_t ids[BATCH];
+    size_t n = 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t b = 0; b < CONN_BUCKETS && n < BATCH; b++)
+        for (conn_ent *e = c->bucket[b]; e && n < BATCH; e = e->next)
+            if (e->owed == 0 && now - e->last_ns >= limit) {
+                ids[n++] = e->id;
+                e->last_ns = now; /* closed once; REM_POST removes it */
+            }
+    pthread_mutex_unlock(&c->mu);
+    size_t closed = 0;
+    for (size_t i = 0; i < n; i++) {
+        nng_pipe p = {.id = ids[i]};
+        closed += nng_pipe_close(p) == 0;
+    }
+    if (closed) {
+        atomic_fetch_add(&srv->conn_idle_closed, closed);
+        FT_LOGF(FT_LOG_INFO, "closed %zu connection%s that completed no "
+                "message for %u ms (idle_timeout_ms)", closed,
+                closed == 1 ? "" : "s", idle_ms);
+    }
+}
+
+/* burst_end logs the end of a burst of refused connections. */
+static void burst_end(struct srv_conn *c, uint64_t now)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t n = 0;
+    if (c->burst_n && now - c->burst_last_ns >= BURST_QUIET_NS) {
+        n = c->burst_n;
+        c->burst_n = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (n)
+        FT_LOGF(FT_LOG_WARN, "max_connections: %llu connection%s refused in "
+                "the last burst (none for 10 s now)", (unsigned long long)n,
+                n == 1 ? "" : "s");
+}
+
+void srv_conn_probe_url(const char *url, char *out, size_t outlen)
+{
+    const char *wild[] = {"0.0.0.0:", "*:", "[::]:", ":"};
+    const char *host = strstr(url, "://");
+    if (host && strncmp(url, "ipc://", 6) != 0) {
+        host += 3;
+        for (size_t i = 0; i < sizeof wild / sizeof wild[0]; i++)
+            if (strncmp(host, wild[i], strlen(wild[i])) == 0) {
+                snprintf(out, outlen, "%.*s%s%s", (int)(host - url), url,
+                         i == 2 ? "[::1]" : "127.0.0.1",
+                         host + strlen(wild[i]) - 1);
+                return;
+            }
+    }
+    snprintf(out, outlen, "%s", url);
+}
+
+/* probe_connect opens a plain socket to url (ipc://PATH, tcp:// or
+ * tls+tcp://HOST:PORT, numeric or localhost); -1 with why. */
+static int probe_connect(const char *url, int ms, char *why, size_t len)
+{
+    int fd = -1;
+    if (strncmp(url, "ipc://", 6) == 0) {
+        struct sockaddr_un a;
+        memset(&a, 0, sizeof a);
+        a.sun_family = AF_UNIX;
+        size_t pl = strlen(url + 6);
+        if (pl >= sizeof a.sun_path) {
+            snprintf(why, len, "%s: the path is too long", url);
+            return -1;
+        }
+        memcpy(a.sun_path, url + 6, pl + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            goto done;
+    } else {
+        const char *h = strstr(url, "://") + 3, *colon = strrchr(h, ':');
+        char host[256], port[8];
+        snprintf(host, sizeof host, "%.*s", (int)(colon - h), h);
+        snprintf(port, sizeof port, "%s", colon + 1);
+        size_t hl = strlen(host);
+        if (hl >= 2 && host[0] == '[') { /* [::1] */
+            memmove(host, host + 1, hl - 2);
+            host[hl - 2] = 0;
+        }
+        struct addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICSERV;
+        int g = getaddrinfo(host, port, &hints, &res);
+        if (g != 0) {
+            snprintf(why, len, "%s: %s", url, gai_strerror(g));
+            return -1;
+        }
+        fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0;
+        freeaddrinfo(res);
+        if (ok)
+            goto done;
+    }
+    snprintf(why, len, "%s: connect: %s", url, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return -1;
+done:;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* read_all reads n bytes before the deadline; 0, or -1. */
+static int read_all(int fd, void *p, size_t n, uint64_t deadline)
+{
+    size_t got = 0;
+    while (got < n && fti_now_ns() < deadline) {
+        ssize_t k = recv(fd, (char *)p + got, n - got, 0);
+        if (k <= 0)
+            return -1;
+        got += (size_t)k;
+    }
+    return got == n ? 0 : -1;
+}
+
+/* probe connects to s afresh, as a REQ peer at the transport (the SP
+ * handshake and a PING in nng's ipc or tcp framing, written by hand: no
+ * nng socket in the server to open and close every few seconds, whose
+ * nng_close can hang in nng 1.5.2), and waits for the PONG; 1 when it
+ * came, else 0 with why.  A tls+tcp:// listener is only connected to
+ * (its handshake would need the TLS library here). */
+static int probe(srv_socket *s, uint32_t timeout_ms, char *why, size_t len)
+{
+    char url[FT_CONFIG_URL_MAX + 16];
+    srv_conn_probe_url(s->lo.url, url, sizeof url);
+    uint64_t deadline = fti_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    int fd = probe_connect(url, (int)timeout_ms, why, len);
+    if (fd < 0)
+        return 0;
+    if (strncmp(url, "tls+", 4) == 0) {
+        close(fd);
+        return 1;
+    }
+    int ipc = strncmp(url, "ipc://", 6) == 0, ok = 0;
+    const char *what = "the handshake";
+    static const unsigned char hs[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0};
+    unsigned char peer[8];
+    ft_buf b;
+    ft_buf_init(&b);
+    uint64_t id = fti_now_ns();
+    if (send(fd, hs, 8, MSG_NOSIGNAL) == 8 &&
+        read_all(fd, peer, 8, deadline) == 0 && peer[1] == 'S' &&
+        peer[2] == 'P') {
+        what = "sending the PING";
+        unsigned char h[13];
+        size_t hl = 0;
+        if (ft_frame_encode_ping(&b, id) == FT_OK) {
+            if (ipc)
+                h[hl++] = 1;
+            uint64_t n = b.len + 4;
+            for (int i = 0; i < 8; i++)
+                h[hl++] = (unsigned char)(n >> (56 - 8 * i));
+            uint32_t rid = 0x80000001u;
+            for (int i = 0; i < 4; i++)
+                h[hl++] = (unsigned char)(rid >> (24 - 8 * i));
+            if (send(fd, h, hl, MSG_NOSIGNAL) == (ssize_t)hl &&
+                send(fd, b.data, b.len, MSG_NOSIGNAL) == (ssize_t)b.len) {
+                what = "waiting for the PONG";
+                unsigned char rh[9 + 4], body[64];
+                size_t rl = ipc ? 9 : 8;
+                if (read_all(fd, rh, rl + 4, deadline) == 0) {
+                    uint64_t n = 0;
+                    for (size_t i = ipc; i < rl; i++)
+                        n = n << 8 | rh[i];
+                    ft_frame_hdr fh;
+                    char err[160];
+                    if (n >= 4 && n - 4 <= sizeof body &&
+                        read_all(fd, body, (size_t)n - 4, deadline) == 0 &&
+                        ft_frame_decode_header(&fh, body, (size_t)n - 4, err,
+                                               sizeof err) == FT_OK &&
+                        fh.type == FT_FRAME_PONG && fh.id == id)
+                        ok = 1;
+                    else
+                        what = "reading the PONG";
+                }
+            }
+        }
+    }
+    if (!ok)
+        snprintf(why, len, "%s: %s: %s", url, what,
+                 fti_now_ns() >= deadline ? "no answer within the timeout"
+                                          : "the connection failed");
+    close(fd);
+    ft_buf_free(&b);
+    return ok;
+}
+
+static void probe_all(server *srv, struct srv_conn *c, uint32_t interval_ms)
+{
+    uint32_t timeout = interval_ms < PROBE_TIMEOUT_MS ? interval_ms
+                                                      : PROBE_TIMEOUT_MS;
+    for (size_t i = 0; i < srv->n_socks; i++) {
+        srv_socket *s = &srv->socks[i];
+        if (!s->open || atomic_load(&srv->draining))
+            continue;
+        /* A listener that wants client certificates cannot be dialed
+         * without one: it is not probed (it counts as up). */
+        if (s->lo.tls_verify)
+            continue;
+        char why[400] = "";
+        atomic_store(&c->slack[i], 1);
+        int up = probe(s, timeout, why, sizeof why);
+        atomic_store(&c->slack[i], 0);
+        if (atomic_load(&srv->draining))
+            return;
+        int was = !atomic_exchange(&s->down, !up);
+        pthread_mutex_lock(&c->mu);
+        snprintf(c->down_why[i], sizeof c->down_why[i], "%s", up ? "" : why);
+        pthread_mutex_unlock(&c->mu);
+        if (was && !up)
+            FT_LOGF(FT_LOG_ERROR, "listener %s does not answer its probe: %s; "
+                    "/healthz says 503 until it does", s->lo.url, why);
+        else if (!was && up)
+            FT_LOGF(FT_LOG_INFO, "listener %s answers its probe again",
+                    s->lo.url);
+    }
+}
+
+static void *conn_main(void *arg)
+{
+    server *srv = arg;
+    struct srv_conn *c = srv->conn;
+    uint64_t next_probe = fti_now_ns() +
+                          (uint64_t)srv->cfg.probe_interval_ms * 1000000u;
+    pthread_mutex_lock(&c->stop_mu);
+    while (!c->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += CONN_TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->stop_cv, &c->stop_mu, &ts);
+        if (c->stopping)
+            break;
+        pthread_mutex_unlock(&c->stop_mu);
+        uint64_t now = fti_now_ns();
+        reap(srv, c, now);
+        burst_end(c, now);
+        if (srv->cfg.probe_interval_ms && now >= next_probe) {
+            probe_all(srv, c, srv->cfg.probe_interval_ms);
+            next_probe = fti_now_ns() +
+                         (uint64_t)srv->cfg.probe_interval_ms * 1000000u;
+        }
+        pthread_mutex_lock(&c->stop_mu);
+    }
+    pthread_mutex_unlock(&c->stop_mu);
+    return NULL;
+}
+
+int srv_conn_start(server *srv, char *err, size_t errlen)
+{
+    struct srv_conn *c = conn_of(srv);
+    if (c == NULL) {
+        snprintf(err, errlen, "connections: out of memory");
+        return FT_ENOMEM;
+    }
+    int rv = pthread_create(&c->th, NULL, conn_main, srv);
+    if (rv != 0) {
+        snprintf(err, errlen, "connections: cannot start its thread: %s",
+                 strerror(rv));
+        return FT_ENOMEM;
+    }
+    c->running = 1;
+    return FT_OK;
+}
+
+void srv_conn_stop(server *srv)
+{
+    struct srv_conn *c = srv->conn;
+    if (c == NULL || !c->running)
+        return;
+    pthread_mutex_lock(&c->stop_mu);
+    c->stopping = 1;
+    pthread_cond_signal(&c->stop_cv);
+    pthread_mutex_unlock(&c->stop_mu);
+    pthread_join(c->th, NULL);
+    c->running = 0;
+    /* The table stays: the sockets close after this and their REM_POST
+     * notifications still find it (srv_conn_free, after them). */
+}
+
+void srv_conn_free(server *srv)
+{
+    struct srv_conn *c = srv->conn;
+    if (c == NULL)
+        return;
+    for (size_t b = 0; b < CONN_BUCKETS; b++)
+        while (c->bucket[b]) {
+            conn_ent *e = c->bucket[b];
+            c->bucket[b] = e->next;
+            free(e);
+        }
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->stop_mu);
+    pthread_cond_destroy(&c->stop_cv);
+    free(c);
+    srv->conn = NULL;
+}
+
+int srv_listeners_ok(server *srv, char *why, size_t whylen)
+{
+    for (size_t i = 0; i < srv->n_socks; i++) {
+        if (!atomic_load(&srv->socks[i].down))
+            continue;
+        if (why && whylen) {
+            struct srv_conn *c = srv->conn;
+            char w[400] = "";
+            if (c) {
+                pthread_mutex_lock(&c->mu);
+                snprintf(w, sizeof w, "%s", c->down_why[i]);
+                pthread_mutex_unlock(&c->mu);
+            }
+            snprintf(why, whylen, "listener %s does not answer: %s",
+                     srv->socks[i].lo.url, w);
+        }
+        return 0;
+    }
+    return 1;
+}
