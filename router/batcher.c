@@ -24,6 +24,7 @@ typedef struct replica {
     ft_request *reqs;
     ft_result *res;
     ft_job **run; /* jobs that are run (deadline not passed) */
+    int validated; /* every job run was validated at the door */
     uint64_t busy_ns, runs;
 } replica;
 
@@ -55,6 +56,8 @@ struct ft_batcher {
     int fstop, fstarted;
     pthread_t fth;
 };
+
+static int search(ft_gen *g, size_t index, replica *r, size_t m);
 
 static void finish(ft_job *j)
 {
@@ -180,7 +183,7 @@ static int failover(replica *r, size_t m, int rc)
         for (size_t i = 0; i < m; i++)
             r->res[i] = *r->run[i]->res;
         uint64_t t0 = fti_now_ns();
-        rc = ft_slot_search(g, h->index, r->reqs, m, r->res);
+        rc = search(g, h->index, r, m);
         uint64_t t1 = fti_now_ns();
         pthread_mutex_lock(&b->mu);
         h->busy_ns += t1 - t0;
@@ -200,6 +203,15 @@ static int failover(replica *r, size_t m, int rc)
     return rc;
 }
 
+/* search runs the m requests of r's batch on replica index of g: trusted
+ * when a door validated every one of them. */
+static int search(ft_gen *g, size_t index, replica *r, size_t m)
+{
+    return r->validated
+               ? ft_slot_search_validated(g, index, r->reqs, m, r->res)
+               : ft_slot_search(g, index, r->reqs, m, r->res);
+}
+
 static void run_batch(replica *r)
 {
     ft_batcher *b = r->b;
@@ -213,6 +225,7 @@ static void run_batch(replica *r)
     uint64_t now = fti_now_ns();
     size_t m = 0;
     uint64_t late = 0;
+    r->validated = 1;
     for (size_t i = 0; i < r->n; i++) {
         ft_job *j = r->jobs[i];
         if (j->deadline_ns != 0 && now >= j->deadline_ns) {
@@ -224,6 +237,7 @@ static void run_batch(replica *r)
             late++;
             continue;
         }
+        r->validated &= j->validated != 0;
         r->run[m] = j;
         r->reqs[m] = j->req;
         r->res[m] = *j->res;
@@ -236,7 +250,7 @@ static void run_batch(replica *r)
     int known = ft_gen_replica_failed(r->gen, r->index, NULL) != FT_OK;
     uint64_t t1 = now;
     if (m > 0) {
-        rc = ft_slot_search(r->gen, r->index, r->reqs, m, r->res);
+        rc = search(r->gen, r->index, r, m);
         t1 = fti_now_ns();
         /* A device error took the replica out of service (ft_slot_search
          * marked it): the batch goes to a healthy replica, whole. */

@@ -42,6 +42,11 @@ typedef struct ft_job {
     ft_result *res;
     uint64_t deadline_ns; /* fti_now_ns() clock; 0 = none */
     uint64_t gen_id;      /* the generation that answered (0: not run) */
+    /* validated: the producer ran ft_request_validate on req (the
+     * server's decoder: the door), so the engine does not again
+     * (ft_slot_search_validated); a batch runs trusted when every job of
+     * it is.  0: the engine validates. */
+    int validated;
     void (*done)(struct ft_job *job);
     void *arg;
 } ft_job;
