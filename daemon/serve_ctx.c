@@ -65,6 +65,20 @@ static void ctx_recv(srv_ctx *c)
     nng_ctx_recv(c->ctx, c->aio);
 }
 
+/* ctx_send_msg sends c->msg, which holds the reply. */
+static void ctx_send_msg(srv_ctx *c)
+{
+    FT_LOGF(FT_LOG_DEBUG, "context %p: reply of %zu bytes", (void *)c,
+            nng_msg_len(c->msg));
+    nng_aio_set_msg(c->aio, c->msg);
+    c->msg = NULL;
+    c->state = CTX_SEND;
+    nng_aio_set_timeout(c->aio, SEND_TIMEOUT_MS);
+    nng_ctx_send(c->ctx, c->aio);
+}
+
+/* ctx_send sends the reply encoded in c->out (errors, INFO, PING, JSON
+ * lines), copied into c->msg. */
 static void ctx_send(srv_ctx *c)
 {
     server *srv = c->s->srv;
@@ -80,12 +94,7 @@ static void ctx_send(srv_ctx *c)
         ctx_recv(c);
         return;
     }
-    FT_LOGF(FT_LOG_DEBUG, "context %p: reply of %zu bytes", (void *)c, c->out.len);
-    nng_aio_set_msg(c->aio, c->msg);
-    c->msg = NULL;
-    c->state = CTX_SEND;
-    nng_aio_set_timeout(c->aio, SEND_TIMEOUT_MS);
-    nng_ctx_send(c->ctx, c->aio);
+    ctx_send_msg(c);
 }
 
 /* job_done runs on a replica worker when one of this context's jobs is
@@ -99,8 +108,13 @@ static void job_done(ft_job *j)
     uint64_t ns = fti_now_ns() - c->t0;
     for (size_t i = 0; i < c->w.n_jobs; i++)
         srv_count(srv, c->w.res[i].status, ns);
-    c->out.len = 0;
-    srv_wire_encode_results(&c->w, &c->out);
+    /* A RESULT frame is written straight into the message it goes out
+     * in; JSON lines (and an encoder's error) through c->out. */
+    int direct = srv_wire_reply_msg(&c->w, c->msg) == FT_OK;
+    if (!direct) {
+        c->out.len = 0;
+        srv_wire_encode_results(&c->w, &c->out);
+    }
 #ifdef FT_SERVE_TRACE
     if (c->w.n_jobs == 1) {
         uint64_t t = fti_now_ns();
@@ -111,7 +125,10 @@ static void job_done(ft_job *j)
         atomic_fetch_add(&tr_inline, (uint64_t)c->inl);
     }
 #endif
-    ctx_send(c);
+    if (direct)
+        ctx_send_msg(c);
+    else
+        ctx_send(c);
 }
 
 static void handle(srv_ctx *c)

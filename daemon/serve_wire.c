@@ -177,6 +177,13 @@ void srv_wire_encode_results(srv_wire *w, ft_buf *out)
     }
 }
 
+int srv_wire_reply_msg(srv_wire *w, nng_msg *msg)
+{
+    if (w->mode == SRV_MODE_FRAME)
+        return srv_frame_reply_msg(w, msg);
+    return FT_ENOTSUP; /* JSON lines: through the buffer */
+}
+
 void srv_wire_encode_error(srv_wire *w, ft_buf *out, int code,
                            const char *fmt, ...)
 {
