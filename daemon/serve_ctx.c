@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
+#include <unistd.h>
 
 #include "serve_ctx.h"
 #include "serve_info.h"
@@ -49,6 +49,20 @@ typedef struct srv_ctx {
     ft_buf out;
     nng_pipe pipe;         /* the connection the message came on */
 } srv_ctx;
+
+/* g_cores: the host's online cores, read once at the first socket's start:
+ * inline_lone = auto runs lone requests inline on 4 or more. */
+static atomic_int g_cores;
+
+/* inline_lone says whether a lone request on an idle server runs on the
+ * thread that received it (the inline_lone setting, reloadable). */
+static int inline_lone(server *srv)
+{
+    int v = FT_CONFIG_LIVE(&srv->cfg, inline_lone);
+    if (v == FT_CONFIG_INLINE_AUTO)
+        return atomic_load_explicit(&g_cores, memory_order_relaxed) >= 4;
+    return v == FT_CONFIG_INLINE_ON;
+}
 
 /* A reply that cannot be handed to its connection within this time means
  * the peer stopped reading: its connection is closed, so that it holds no
@@ -158,15 +172,14 @@ static void handle(srv_ctx *c)
     c->t_dec = fti_now_ns();
     c->inl = 1;
 #endif
-#ifdef FT_SERVE_INLINE
     /* A lone request on an idle server runs here, on nng's thread: no
-     * hand-off to the batcher and back; job_done has then replied.  Off by
-     * default: on the 2-core box it added ~100 us at b = 1 against the
-     * batcher's own thread (docs/BENCHMARKS.md, "Daemon overhead"); a
-     * benchmark build can try it on other hosts. */
-    if (n == 1 && ft_batcher_run_inline(srv->batcher, &c->w.jobs[0]))
+     * hand-off to a worker; job_done has then replied.  inline_lone =
+     * auto: on hosts of 4 or more cores (on the 2-core box it added ~100
+     * us at b = 1 against a worker's own thread, docs/BENCHMARKS.md,
+     * "Daemon overhead"). */
+    if (n == 1 && inline_lone(srv) &&
+        ft_batcher_run_inline(srv->batcher, &c->w.jobs[0]))
         return;
-#endif
 #ifdef FT_SERVE_TRACE
     c->inl = 0; /* job_done has not run: the job is not queued yet */
 #endif
@@ -322,6 +335,10 @@ static int tls_setup(srv_socket *s, char *err, size_t errlen)
 int srv_socket_start(srv_socket *s, char *err, size_t errlen)
 {
     server *srv = s->srv;
+    if (atomic_load(&g_cores) == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        atomic_store(&g_cores, cores > 0 ? (int)cores : 1);
+    }
     int rv = nng_rep0_open(&s->sock);
     if (rv != 0) {
         snprintf(err, errlen, "%s: socket: %s", s->lo.url, nng_strerror(rv));
