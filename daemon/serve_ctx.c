@@ -20,6 +20,7 @@
 #include "serve_ctx.h"
 #include "serve_info.h"
 #include "serve_priv.h"
+#include "serve_stages.h"
 #include "serve_wire.h"
 
 enum { CTX_RECV, CTX_WAIT, CTX_SEND };
@@ -40,6 +41,8 @@ typedef struct srv_ctx {
     atomic_int closing; /* set by the closing thread, read in nng callbacks */
     nng_msg *msg;
     uint64_t t0;
+    uint64_t t_ready;      /* the jobs were ready to queue (stages) */
+    uint64_t t_send;       /* a SEARCH reply was handed to nng; 0: other */
 #ifdef FT_SERVE_TRACE
     uint64_t t_dec;
     int inl;
@@ -103,6 +106,7 @@ static void ctx_send(srv_ctx *c)
         FT_LOGF(FT_LOG_ERROR, "reply of %zu bytes: out of memory; dropped", c->out.len);
         nng_msg_free(c->msg);
         c->msg = NULL;
+        c->t_send = 0;
         atomic_fetch_sub(&srv->inflight, 1);
         c->state = CTX_RECV;
         ctx_recv(c);
@@ -119,15 +123,26 @@ static void job_done(ft_job *j)
     if (atomic_fetch_sub(&c->pending, 1) != 1)
         return;
     server *srv = c->s->srv;
-    uint64_t ns = fti_now_ns() - c->t0;
-    for (size_t i = 0; i < c->w.n_jobs; i++)
+    uint64_t t_answered = fti_now_ns();
+    uint64_t ns = t_answered - c->t0;
+    int ran = 0; /* a job ran (not all were past their deadline) */
+    for (size_t i = 0; i < c->w.n_jobs; i++) {
         srv_count(srv, c->w.res[i].status, ns);
+        srv_stages_job(srv, c->t_ready, &c->w.jobs[i]);
+        ran |= c->w.jobs[i].run_ns != 0;
+    }
     /* A RESULT frame is written straight into the message it goes out
      * in; JSON lines (and an encoder's error) through c->out. */
     int direct = srv_wire_reply_msg(&c->w, c->msg) == FT_OK;
     if (!direct) {
         c->out.len = 0;
         srv_wire_encode_results(&c->w, &c->out);
+    }
+    uint64_t t_encoded = fti_now_ns();
+    c->t_send = 0;
+    if (ran) {
+        srv_stages_message(srv, c->t_ready - c->t0, t_encoded - t_answered);
+        c->t_send = t_encoded;
     }
 #ifdef FT_SERVE_TRACE
     if (c->w.n_jobs == 1) {
@@ -164,10 +179,12 @@ static void handle(srv_ctx *c)
     for (size_t i = 0; i < n; i++) {
         c->w.jobs[i].done = job_done;
         c->w.jobs[i].arg = c;
+        c->w.jobs[i].run_ns = c->w.jobs[i].ran_ns = 0;
         c->w.items[i] = &c->w.jobs[i];
     }
     c->state = CTX_WAIT;
     atomic_store(&c->pending, n);
+    c->t_ready = fti_now_ns();
 #ifdef FT_SERVE_TRACE
     c->t_dec = fti_now_ns();
     c->inl = 1;
@@ -227,6 +244,9 @@ static void ctx_cb(void *arg)
     case CTX_SEND:
         FT_LOGF(FT_LOG_DEBUG, "context %p: reply sent: %s", (void *)c,
                  rv ? nng_strerror(rv) : "ok");
+        if (c->t_send != 0 && rv == 0)
+            srv_stages_send(srv, fti_now_ns() - c->t_send);
+        c->t_send = 0;
         if (rv != 0) {
             /* The peer went away, or stopped reading: nng hands the
              * message back to us. */

@@ -13,6 +13,7 @@
 #include <nng/supplemental/http/http.h>
 
 #include "serve_info.h"
+#include "serve_stages.h"
 
 /* The le bounds of flashtrie_request_duration_seconds are bounds of the
  * latency table INFO reads its percentiles from (bucket i ends at
@@ -539,6 +540,8 @@ static void on_metrics(nng_aio *aio)
     if (s != NULL) {
         srv_metrics_take(srv, s);
         rc = srv_metrics_render(s, &out);
+        if (rc == FT_OK) /* the stages' families (serve_stages.c) */
+            rc = srv_stages_render(srv, &out);
     }
     free(s);
     if (rc == FT_OK)

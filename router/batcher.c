@@ -205,6 +205,7 @@ static void run_batch(batch *bt)
             continue;
         }
         bt->validated &= j->validated != 0;
+        j->run_ns = now;
         bt->run[m] = j;
         bt->reqs[m] = j->req;
         bt->res[m] = *j->res;
@@ -225,10 +226,12 @@ static void run_batch(batch *bt)
         if (device)
             rc = failover(bt, m, rc);
     }
+    uint64_t t2 = m > 0 ? fti_now_ns() : now;
     for (size_t i = 0; i < m; i++) {
         ft_job *j = bt->run[i];
         *j->res = bt->res[i];
         j->gen_id = bt->gen->id;
+        j->ran_ns = t2;
         if (rc == FT_OK)
             continue;
         /* Every request of a failed batch gets the error, none a partial

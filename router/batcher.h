@@ -52,6 +52,11 @@ typedef struct ft_job {
      * (ft_slot_search_validated); a batch runs trusted when every job of
      * it is.  0: the engine validates. */
     int validated;
+    /* The engine call of the job's batch began and ended (fti_now_ns; a
+     * failover's re-runs included): the producer's clock of its queue
+     * wait and engine time.  0: the job did not run (its deadline passed,
+     * or it is not answered yet). */
+    uint64_t run_ns, ran_ns;
     void (*done)(struct ft_job *job);
     void *arg;
 } ft_job;

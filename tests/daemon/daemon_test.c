@@ -1311,6 +1311,17 @@ static void case_validate(void)
     FT_CHECK_EQ_U64(info_u64(info, "status.ok: "), 3);
     FT_CHECK(info_u64(info, "engine.0.batches: ") >= 1);
     FT_CHECK(info_u64(info, "engine.0.batches: ") <= 3);
+    /* INFO's stages (serve_stages.c), by their exact names: one message
+     * ran jobs (the second was refused whole), its three requests. */
+    const char *st = strstr(info, "\n# stages\n");
+    FT_CHECK(st != NULL);
+    FT_CHECK_EQ_U64(info_u64(st, "\nmessages: "), 1);
+    FT_CHECK_EQ_U64(info_u64(st, "\nrequests: "), 3);
+    static const char *const keys[] = {"\ndecode_us: ", "\nqueue_us: ",
+                                       "\nengine_us: ", "\nencode_us: ",
+                                       "\nsend_us: "};
+    for (int i = 0; i < 5; i++)
+        FT_CHECK(strstr(st, keys[i]) != NULL);
     ft_client_text_free(info);
     ft_client_close(c);
     local_close(&l);
