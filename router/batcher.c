@@ -347,7 +347,11 @@ static void *worker_main(void *arg)
         bt->gen = b->gen;
         ft_gen_ref(bt->gen);
         bt->n = n;
-        wake_idle(b); /* the pop turn is free */
+        /* The pop turn is free: a waiting worker can use it only with an
+         * idle replica (a spare worker of a single GPU replica sleeps on
+         * until this batch gives its replica back). */
+        if (idle_replica(b) != NULL)
+            wake_idle(b);
         pthread_mutex_unlock(&b->mu);
 
         run_batch(bt);
