@@ -84,6 +84,14 @@ typedef enum ft_config_engine {
     FT_CONFIG_ENGINE_SHARDS = 3
 } ft_config_engine;
 
+/* inline_lone: whether a lone request on an idle server runs on the
+ * thread that received it (ft_batcher_run_inline). */
+typedef enum ft_config_inline {
+    FT_CONFIG_INLINE_AUTO = 0, /* on where the host has 4 or more cores */
+    FT_CONFIG_INLINE_ON = 1,
+    FT_CONFIG_INLINE_OFF = 2
+} ft_config_inline;
+
 /* Settings, in the order of ft_config_rows (src[] is indexed by these). */
 enum {
     FT_CONFIG_S_INDEX,
@@ -94,6 +102,7 @@ enum {
     FT_CONFIG_S_CPU_THREADS,
     FT_CONFIG_S_MAX_BATCH,
     FT_CONFIG_S_MAX_WAIT_US,
+    FT_CONFIG_S_INLINE_LONE,
     FT_CONFIG_S_QUEUE_DEPTH,
     FT_CONFIG_S_MAX_MESSAGE_BYTES,
     FT_CONFIG_S_MAX_BEAM,
@@ -133,6 +142,7 @@ typedef struct ft_config {
     uint32_t cpu_threads;                /* 0: all cores */
     uint32_t max_batch;
     uint32_t max_wait_us;
+    int inline_lone;                     /* ft_config_inline */
     uint32_t queue_depth;
     uint64_t max_message_bytes;
     uint32_t max_beam, max_k, max_t, max_results; /* the caps group */

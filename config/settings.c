@@ -20,6 +20,7 @@
 static const char *const engine_choices[] = {"auto", "cpu", "gpu", "shards",
                                              NULL};
 /* The order matches ft_log_level, so the stored index is the level. */
+static const char *const inline_choices[] = {"auto", "on", "off", NULL};
 static const char *const log_choices[] = {"error", "warn", "info", "debug",
                                           NULL};
 
@@ -79,6 +80,11 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         AT(max_wait_us), .flag = "max-wait-us", .flag_arg = "N", .show = SHOWN,
         .hook = FT_CONFIG_HOOK_BATCH_WINDOW,
         .doc = "longest a request waits for its batch to fill, in microseconds"},
+    [FT_CONFIG_S_INLINE_LONE] = {.name = "inline_lone", .type = FT_CONFIG_ENUM,
+        .def = "auto", .choices = inline_choices, .reloadable = 1,
+        AT(inline_lone), .flag = "inline-lone", .flag_arg = "auto|on|off",
+        .show = SHOWN,
+        .doc = "run a lone request on an idle server on the receiving thread (no hand-off); auto: on with 4 or more cores"},
     [FT_CONFIG_S_QUEUE_DEPTH] = {.name = "queue_depth", .type = FT_CONFIG_INT,
         .min = 1, .max = 1000000, .def = "1024", AT(queue_depth),
         .flag = "queue-depth", .flag_arg = "N", .show = SHOWN,

@@ -15,12 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
+#include <unistd.h>
 
 #include "serve_conn.h"
 #include "serve_ctx.h"
 #include "serve_info.h"
 #include "serve_priv.h"
+#include "serve_stages.h"
 #include "serve_wire.h"
 
 enum { CTX_RECV, CTX_WAIT, CTX_SEND };
@@ -41,6 +42,8 @@ typedef struct srv_ctx {
     atomic_int closing; /* set by the closing thread, read in nng callbacks */
     nng_msg *msg;
     uint64_t t0;
+    uint64_t t_ready;      /* the jobs were ready to queue (stages) */
+    uint64_t t_send;       /* a SEARCH reply was handed to nng; 0: other */
 #ifdef FT_SERVE_TRACE
     uint64_t t_dec;
     int inl;
@@ -50,6 +53,20 @@ typedef struct srv_ctx {
     ft_buf out;
     nng_pipe pipe;         /* the connection the message came on */
 } srv_ctx;
+
+/* g_cores: the host's online cores, read once at the first socket's start:
+ * inline_lone = auto runs lone requests inline on 4 or more. */
+static atomic_int g_cores;
+
+/* inline_lone says whether a lone request on an idle server runs on the
+ * thread that received it (the inline_lone setting, reloadable). */
+static int inline_lone(server *srv)
+{
+    int v = FT_CONFIG_LIVE(&srv->cfg, inline_lone);
+    if (v == FT_CONFIG_INLINE_AUTO)
+        return atomic_load_explicit(&g_cores, memory_order_relaxed) >= 4;
+    return v == FT_CONFIG_INLINE_ON;
+}
 
 /* A reply that cannot be handed to its connection within this time means
  * the peer stopped reading: its connection is closed, so that it holds no
@@ -66,6 +83,20 @@ static void ctx_recv(srv_ctx *c)
     nng_ctx_recv(c->ctx, c->aio);
 }
 
+/* ctx_send_msg sends c->msg, which holds the reply. */
+static void ctx_send_msg(srv_ctx *c)
+{
+    FT_LOGF(FT_LOG_DEBUG, "context %p: reply of %zu bytes", (void *)c,
+            nng_msg_len(c->msg));
+    nng_aio_set_msg(c->aio, c->msg);
+    c->msg = NULL;
+    c->state = CTX_SEND;
+    nng_aio_set_timeout(c->aio, SEND_TIMEOUT_MS);
+    nng_ctx_send(c->ctx, c->aio);
+}
+
+/* ctx_send sends the reply encoded in c->out (errors, INFO, PING, JSON
+ * lines), copied into c->msg. */
 static void ctx_send(srv_ctx *c)
 {
     server *srv = c->s->srv;
@@ -77,17 +108,13 @@ static void ctx_send(srv_ctx *c)
         nng_msg_free(c->msg);
         c->msg = NULL;
         srv_conn_replied(srv, c->pipe);
+        c->t_send = 0;
         atomic_fetch_sub(&srv->inflight, 1);
         c->state = CTX_RECV;
         ctx_recv(c);
         return;
     }
-    FT_LOGF(FT_LOG_DEBUG, "context %p: reply of %zu bytes", (void *)c, c->out.len);
-    nng_aio_set_msg(c->aio, c->msg);
-    c->msg = NULL;
-    c->state = CTX_SEND;
-    nng_aio_set_timeout(c->aio, SEND_TIMEOUT_MS);
-    nng_ctx_send(c->ctx, c->aio);
+    ctx_send_msg(c);
 }
 
 /* job_done runs on a replica worker when one of this context's jobs is
@@ -98,11 +125,27 @@ static void job_done(ft_job *j)
     if (atomic_fetch_sub(&c->pending, 1) != 1)
         return;
     server *srv = c->s->srv;
-    uint64_t ns = fti_now_ns() - c->t0;
-    for (size_t i = 0; i < c->w.n_jobs; i++)
+    uint64_t t_answered = fti_now_ns();
+    uint64_t ns = t_answered - c->t0;
+    int ran = 0; /* a job ran (not all were past their deadline) */
+    for (size_t i = 0; i < c->w.n_jobs; i++) {
         srv_count(srv, c->w.res[i].status, ns);
-    c->out.len = 0;
-    srv_wire_encode_results(&c->w, &c->out);
+        srv_stages_job(srv, c->t_ready, &c->w.jobs[i]);
+        ran |= c->w.jobs[i].run_ns != 0;
+    }
+    /* A RESULT frame is written straight into the message it goes out
+     * in; JSON lines (and an encoder's error) through c->out. */
+    int direct = srv_wire_reply_msg(&c->w, c->msg) == FT_OK;
+    if (!direct) {
+        c->out.len = 0;
+        srv_wire_encode_results(&c->w, &c->out);
+    }
+    uint64_t t_encoded = fti_now_ns();
+    c->t_send = 0;
+    if (ran) {
+        srv_stages_message(srv, c->t_ready - c->t0, t_encoded - t_answered);
+        c->t_send = t_encoded;
+    }
 #ifdef FT_SERVE_TRACE
     if (c->w.n_jobs == 1) {
         uint64_t t = fti_now_ns();
@@ -113,7 +156,10 @@ static void job_done(ft_job *j)
         atomic_fetch_add(&tr_inline, (uint64_t)c->inl);
     }
 #endif
-    ctx_send(c);
+    if (direct)
+        ctx_send_msg(c);
+    else
+        ctx_send(c);
 }
 
 static void handle(srv_ctx *c)
@@ -135,23 +181,24 @@ static void handle(srv_ctx *c)
     for (size_t i = 0; i < n; i++) {
         c->w.jobs[i].done = job_done;
         c->w.jobs[i].arg = c;
+        c->w.jobs[i].run_ns = c->w.jobs[i].ran_ns = 0;
         c->w.items[i] = &c->w.jobs[i];
     }
     c->state = CTX_WAIT;
     atomic_store(&c->pending, n);
+    c->t_ready = fti_now_ns();
 #ifdef FT_SERVE_TRACE
     c->t_dec = fti_now_ns();
     c->inl = 1;
 #endif
-#ifdef FT_SERVE_INLINE
     /* A lone request on an idle server runs here, on nng's thread: no
-     * hand-off to the batcher and back; job_done has then replied.  Off by
-     * default: on the 2-core box it added ~100 us at b = 1 against the
-     * batcher's own thread (docs/BENCHMARKS.md, "Daemon overhead"); a
-     * benchmark build can try it on other hosts. */
-    if (n == 1 && ft_batcher_run_inline(srv->batcher, &c->w.jobs[0]))
+     * hand-off to a worker; job_done has then replied.  inline_lone =
+     * auto: on hosts of 4 or more cores (on the 2-core box it added ~100
+     * us at b = 1 against a worker's own thread, docs/BENCHMARKS.md,
+     * "Daemon overhead"). */
+    if (n == 1 && inline_lone(srv) &&
+        ft_batcher_run_inline(srv->batcher, &c->w.jobs[0]))
         return;
-#endif
 #ifdef FT_SERVE_TRACE
     c->inl = 0; /* job_done has not run: the job is not queued yet */
 #endif
@@ -200,6 +247,9 @@ static void ctx_cb(void *arg)
     case CTX_SEND:
         FT_LOGF(FT_LOG_DEBUG, "context %p: reply sent: %s", (void *)c,
                  rv ? nng_strerror(rv) : "ok");
+        if (c->t_send != 0 && rv == 0)
+            srv_stages_send(srv, fti_now_ns() - c->t_send);
+        c->t_send = 0;
         if (rv != 0) {
             /* The peer went away, or stopped reading: nng hands the
              * message back to us. */
@@ -296,6 +346,10 @@ static int tls_setup(srv_socket *s, char *err, size_t errlen)
 int srv_socket_start(srv_socket *s, char *err, size_t errlen)
 {
     server *srv = s->srv;
+    if (atomic_load(&g_cores) == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        atomic_store(&g_cores, cores > 0 ? (int)cores : 1);
+    }
     int rv = nng_rep0_open(&s->sock);
     if (rv != 0) {
         snprintf(err, errlen, "%s: socket: %s", s->lo.url, nng_strerror(rv));

@@ -205,6 +205,32 @@ void srv_frame_encode_results(srv_wire *w, ft_buf *out)
     ft_frame_msg_trim(m, (size_t)1 << 20);
 }
 
+int srv_frame_reply_msg(srv_wire *w, nng_msg *msg)
+{
+    frame_state *f = w->frame;
+    ft_frame_msg *m = &f->m;
+    for (uint32_t i = 0; i < m->count; i++)
+        f->all[i] = f->job_of[i] >= 0 ? w->res[f->job_of[i]] : f->rejected[i];
+    size_t size;
+    int rc = ft_frame_result_size(f->all, m->count, &size);
+    if (rc != FT_OK)
+        return rc;
+    /* The received message's body (which the requests' grids pointed
+     * into, all answered now) becomes the reply's: nng_msg_realloc keeps
+     * its buffer when the reply fits, and the frame is written there. */
+    nng_msg_clear(msg);
+    if (nng_msg_realloc(msg, size) != 0)
+        return FT_ENOMEM;
+    rc = ft_frame_encode_result_to(nng_msg_body(msg), size, m->hdr.id,
+                                   f->all, m->count);
+    if (rc != FT_OK) {
+        nng_msg_clear(msg);
+        return rc;
+    }
+    ft_frame_msg_trim(m, (size_t)1 << 20);
+    return FT_OK;
+}
+
 void srv_frame_encode_error(srv_wire *w, ft_buf *out, int code,
                             const char *msg)
 {

@@ -7,6 +7,7 @@
 #include "serve.h"
 #include "serve_info.h"
 #include "serve_priv.h"
+#include "serve_stages.h"
 
 /* bucket_of maps a latency to its histogram bucket: bucket i holds
  * latencies below 2^((i+1)/4) microseconds, so p50/p99 are read to within
@@ -200,6 +201,7 @@ int srv_info(server *srv, ft_buf *o, int admin)
     ft_buf_printf(o, "latency_p99_us: %.1f\n", percentile(h, total, 0.99));
 
     info_limits(srv, o);
+    srv_stages_info(srv, o);
     if (admin) {
         ft_buf_printf(o, "\n# config\n");
         srv_config_dump(srv, o);

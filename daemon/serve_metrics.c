@@ -18,6 +18,7 @@
 
 #include "serve_conn.h"
 #include "serve_info.h"
+#include "serve_stages.h"
 
 /* The le bounds of flashtrie_request_duration_seconds are bounds of the
  * latency table INFO reads its percentiles from (bucket i ends at
@@ -690,6 +691,8 @@ static void on_metrics(nng_aio *aio)
     if (s != NULL) {
         srv_metrics_take(srv, s);
         rc = srv_metrics_render(s, &out);
+        if (rc == FT_OK) /* the stages' families (serve_stages.c) */
+            rc = srv_stages_render(srv, &out);
     }
     free(s);
     if (rc == FT_OK)

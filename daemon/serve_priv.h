@@ -30,6 +30,21 @@
 
 typedef struct server server;
 
+/* srv_stages: where the time of SEARCH messages goes, by the daemon's own
+ * clock (serve_stages.c): sums in nanoseconds and their counts, and the
+ * queue wait's histogram (latency buckets, as hist). */
+typedef struct srv_stages {
+    atomic_uint_fast64_t messages;  /* SEARCH messages whose jobs ran */
+    atomic_uint_fast64_t requests;  /* jobs that ran */
+    atomic_uint_fast64_t sends;     /* their replies nng finished sending */
+    atomic_uint_fast64_t decode_ns; /* receipt -> jobs ready (per message) */
+    atomic_uint_fast64_t queue_ns;  /* jobs ready -> engine call (per job) */
+    atomic_uint_fast64_t engine_ns; /* the engine call (per job) */
+    atomic_uint_fast64_t encode_ns; /* last answer -> reply ready (message) */
+    atomic_uint_fast64_t send_ns;   /* reply handed to nng -> sent */
+    atomic_uint_fast64_t queue_hist[SRV_HIST_BUCKETS];
+} srv_stages;
+
 typedef struct srv_socket {
     server *srv;
     ft_config_listener lo;     /* its listeners element */
@@ -77,6 +92,7 @@ struct server {
     atomic_uint_fast64_t status[SRV_ERR_COUNT]; /* per request */
     atomic_uint_fast64_t hist[SRV_HIST_BUCKETS];
     atomic_uint_fast64_t latency_ns_sum; /* the histogram's sum */
+    srv_stages stages;
     atomic_uint_fast64_t reloads, reload_failures;
     atomic_uint_fast64_t pipes_added, pipes_removed;
     /* serve_conn.c: connections refused (max_connections), closed for

@@ -112,6 +112,8 @@ int srv_wire_add_job(srv_wire *w, const ft_request *r, uint64_t deadline_ns)
     j->req = *r;
     j->res = res;
     j->deadline_ns = deadline_ns;
+    /* srv_wire_check ran ft_request_validate: the engine trusts it. */
+    j->validated = 1;
     return FT_OK;
 }
 
@@ -173,6 +175,13 @@ void srv_wire_encode_results(srv_wire *w, ft_buf *out)
         out->len = 0;
         ft_jsonl_encode_error(out, &w->jq, "result: out of memory");
     }
+}
+
+int srv_wire_reply_msg(srv_wire *w, nng_msg *msg)
+{
+    if (w->mode == SRV_MODE_FRAME)
+        return srv_frame_reply_msg(w, msg);
+    return FT_ENOTSUP; /* JSON lines: through the buffer */
 }
 
 void srv_wire_encode_error(srv_wire *w, ft_buf *out, int code,

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <nng/nng.h>
+
 #include "batcher.h"
 #include "flashtrie/internal/buf.h"
 #include "jsonl.h"
@@ -46,6 +48,13 @@ int srv_wire_decode(srv_wire *w, const srv_wire_ctx *wc,
 
 /* srv_wire_encode_results writes the reply for the answered jobs. */
 void srv_wire_encode_results(srv_wire *w, ft_buf *out);
+
+/* srv_wire_reply_msg writes the reply for the answered jobs straight into
+ * msg (the context's message, cleared and sized exactly): binary frames
+ * only.  FT_OK: msg is the reply; else the caller encodes with
+ * srv_wire_encode_results (JSON lines, or an error of the frame's
+ * encoder, which that answers with an ERROR). */
+int srv_wire_reply_msg(srv_wire *w, nng_msg *msg);
 
 /* srv_wire_encode_error writes an error reply for the whole message: an
  * ERROR frame, or one {"error": ...} line per JSON request. */

@@ -1,4 +1,5 @@
-/* batcher.c - the batcher thread and the replica workers (batcher.h). */
+/* batcher.c - the workers that form batches from the queue, run them on
+ * the replicas and answer them (batcher.h). */
 #include "batcher.h"
 
 #include <stdlib.h>
@@ -7,105 +8,73 @@
 
 #include "rt_impl.h"
 
+/* A replica is one engine of the generation (slot.h): taken by one batch
+ * at a time. */
 typedef struct replica {
-    struct ft_batcher *b;
     size_t index;
-    pthread_t th;
-    int started;
-    /* busy: the replica is taken (by the batcher for a batch, or by a
-     * lone request run inline); handed: the batcher gave this replica's
-     * worker thread a batch to run. */
+    /* busy: the replica is taken: by a worker for the batch it formed (or
+     * is forming: the reserved one), by a lone request run inline, or by a
+     * failover */
     int busy;
-    int handed;
-    pthread_cond_t cv; /* signalled when a batch is handed, and at stop */
+    uint64_t busy_ns, runs;
+} replica;
+
+/* A batch being run: its replica, its generation (a reference) and the
+ * arrays of its jobs.  Workers own one each; a lone request run inline
+ * has one of a single job on its caller's stack. */
+typedef struct batch {
+    struct ft_batcher *b;
+    replica *r;
     ft_gen *gen;
     size_t n;
     ft_job **jobs;
     ft_request *reqs;
     ft_result *res;
-    ft_job **run; /* jobs that are run (deadline not passed) */
-    uint64_t busy_ns, runs;
-} replica;
+    ft_job **run;  /* jobs that are run (deadline not passed) */
+    int validated; /* every job run was validated at the door */
+} batch;
+
+typedef struct worker {
+    batch bt;
+    pthread_t th;
+    int started;
+} worker;
 
 struct ft_batcher {
     ft_queue *q;
     uint32_t cap_batch; /* max_batch at start: the arrays' size */
     uint32_t max_batch, max_wait_us, delay_us;
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* a replica became idle (idle_waiters), or stop */
+    /* cv: a replica became idle, the pop turn is free, the generation
+     * changed, or stop (signalled only while idle_waiters > 0) */
+    pthread_cond_t cv;
     ft_gen *gen;
-    int stopping;      /* the batcher thread has seen the closed queue */
+    int stopping;      /* a worker has seen the closed queue */
     size_t n_rep;
     replica rep[FT_SLOT_MAX_REPLICAS];
-    pthread_t th;
-    replica *reserved; /* the replica the batcher waits in the queue for */
-    int idle_waiters;  /* threads waiting on cv for an idle replica */
+    size_t n_wrk;
+    worker *wrk;
+    int popping;       /* a worker forms a batch (waits in ft_queue_pop) */
+    replica *reserved; /* the replica that worker forms it for */
+    size_t last;       /* requests in the previous batch */
+    int idle_waiters;  /* threads waiting on cv */
     size_t inline_n;   /* lone requests running inline now */
     uint64_t batches, requests, deadline, engine_fail, inline_runs;
     uint64_t failovers; /* batches re-run on another replica */
     uint64_t sizes[FT_BATCH_SIZE_BUCKETS];
-    /* The answerer: replies of batches are encoded and sent on its
-     * thread, so the replica starts its next batch while they go out
-     * (a GPU would otherwise idle while 32 replies are written).  A
-     * bounded ring; when it is full the replica answers by itself. */
-    pthread_mutex_t fmu;
-    pthread_cond_t fcv;
-    ft_job **fring;
-    size_t fcap, fhead, flen;
-    int fstop, fstarted;
-    pthread_t fth;
 };
+
+static int search(ft_gen *g, size_t index, batch *bt, size_t m);
 
 static void finish(ft_job *j)
 {
     j->done(j);
 }
 
-static void *answer_main(void *arg)
-{
-    ft_batcher *b = arg;
-    pthread_mutex_lock(&b->fmu);
-    for (;;) {
-        while (b->flen == 0 && !b->fstop)
-            pthread_cond_wait(&b->fcv, &b->fmu);
-        if (b->flen == 0)
-            break;
-        ft_job *j = b->fring[b->fhead];
-        b->fhead = (b->fhead + 1) % b->fcap;
-        b->flen--;
-        pthread_mutex_unlock(&b->fmu);
-        finish(j);
-        pthread_mutex_lock(&b->fmu);
-    }
-    pthread_mutex_unlock(&b->fmu);
-    return NULL;
-}
-
-/* answer_batch answers the n jobs of a batch: through the answerer when
- * it has room for all of them, else on this thread. */
-static void answer_batch(ft_batcher *b, ft_job **jobs, size_t n)
-{
-    if (n > 1 && b->fstarted) {
-        pthread_mutex_lock(&b->fmu);
-        int room = b->fcap - b->flen >= n;
-        if (room) {
-            for (size_t i = 0; i < n; i++)
-                b->fring[(b->fhead + b->flen + i) % b->fcap] = jobs[i];
-            b->flen += n;
-            pthread_cond_signal(&b->fcv);
-        }
-        pthread_mutex_unlock(&b->fmu);
-        if (room)
-            return;
-    }
-    for (size_t i = 0; i < n; i++)
-        finish(jobs[i]);
-}
-
-/* wake_idle wakes whoever waits for an idle replica (b->mu held): the
- * batcher, a failover, or the stop path.  Nobody else is woken, so a
- * replica that goes idle costs no wake-up when nobody waits (a lone
- * client). */
+/* wake_idle wakes whoever waits (b->mu held): workers waiting for the
+ * pop turn and an idle replica, a failover, or the stop path.  Nobody
+ * else is woken, so a replica that goes idle costs no wake-up when nobody
+ * waits (a lone client on one replica). */
 static void wake_idle(ft_batcher *b)
 {
     if (b->idle_waiters > 0)
@@ -114,10 +83,10 @@ static void wake_idle(ft_batcher *b)
 
 /* take_healthy takes a replica of g other than the failed one the batch
  * came from, for the batch to re-run on: an idle healthy one, or the one
- * the batcher has reserved while it waits for requests (borrowed with the
+ * reserved by the worker that waits for requests (borrowed with the
  * queue paused, as ft_batcher_run_inline does; *borrowed is set then).
  * While every healthy replica is busy it waits for one, polling every
- * millisecond (the batcher's reservation is not announced on b->cv).
+ * millisecond (the reservation is not announced on b->cv).
  * Returns NULL when no replica of g is healthy. */
 static replica *take_healthy(ft_batcher *b, ft_gen *g, int *borrowed)
 {
@@ -163,24 +132,24 @@ static replica *take_healthy(ft_batcher *b, ft_gen *g, int *borrowed)
     }
 }
 
-/* failover re-runs the m requests of r's batch, which failed with rc on
- * r's failed replica, on healthy replicas of the same generation until
- * one answers it or none is left; returns the last engine status.  The
+/* failover re-runs the m requests of bt, which failed with rc on its
+ * failed replica, on healthy replicas of the same generation until one
+ * answers it or none is left; returns the last engine status.  The
  * results are reset from the jobs' own buffers before each run, so a
  * re-run answers exactly what a healthy first run would have. */
-static int failover(replica *r, size_t m, int rc)
+static int failover(batch *bt, size_t m, int rc)
 {
-    ft_batcher *b = r->b;
-    ft_gen *g = r->gen;
+    ft_batcher *b = bt->b;
+    ft_gen *g = bt->gen;
     for (size_t tries = 0; tries < b->n_rep; tries++) {
         int borrowed;
         replica *h = take_healthy(b, g, &borrowed);
         if (h == NULL)
             break;
         for (size_t i = 0; i < m; i++)
-            r->res[i] = *r->run[i]->res;
+            bt->res[i] = *bt->run[i]->res;
         uint64_t t0 = fti_now_ns();
-        rc = ft_slot_search(g, h->index, r->reqs, m, r->res);
+        rc = search(g, h->index, bt, m);
         uint64_t t1 = fti_now_ns();
         pthread_mutex_lock(&b->mu);
         h->busy_ns += t1 - t0;
@@ -193,16 +162,26 @@ static int failover(replica *r, size_t m, int rc)
         if (borrowed)
             ft_queue_resume(b->q);
         FT_LOGF(FT_LOG_WARN, "a batch of %zu failed on replica %zu re-ran on "
-                "replica %zu: %s", m, r->index, h->index, ft_strerror(rc));
+                "replica %zu: %s", m, bt->r->index, h->index, ft_strerror(rc));
         if (rc == FT_OK || !ft_gen_replica_failed(g, h->index, NULL))
             return rc;
     }
     return rc;
 }
 
-static void run_batch(replica *r)
+/* search runs the m requests of bt on replica index of g: trusted when a
+ * door validated every one of them. */
+static int search(ft_gen *g, size_t index, batch *bt, size_t m)
 {
-    ft_batcher *b = r->b;
+    return bt->validated
+               ? ft_slot_search_validated(g, index, bt->reqs, m, bt->res)
+               : ft_slot_search(g, index, bt->reqs, m, bt->res);
+}
+
+static void run_batch(batch *bt)
+{
+    ft_batcher *b = bt->b;
+    replica *r = bt->r;
     if (b->delay_us > 0) {
         /* The test hook stands in for a slow engine: the batch is formed
          * and holds its requests for delay_us before it runs. */
@@ -213,8 +192,9 @@ static void run_batch(replica *r)
     uint64_t now = fti_now_ns();
     size_t m = 0;
     uint64_t late = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        ft_job *j = r->jobs[i];
+    bt->validated = 1;
+    for (size_t i = 0; i < bt->n; i++) {
+        ft_job *j = bt->jobs[i];
         if (j->deadline_ns != 0 && now >= j->deadline_ns) {
             j->res->n = 0;
             j->res->status = FT_EDEADLINE;
@@ -224,30 +204,34 @@ static void run_batch(replica *r)
             late++;
             continue;
         }
-        r->run[m] = j;
-        r->reqs[m] = j->req;
-        r->res[m] = *j->res;
+        bt->validated &= j->validated != 0;
+        j->run_ns = now;
+        bt->run[m] = j;
+        bt->reqs[m] = j->req;
+        bt->res[m] = *j->res;
         m++;
     }
     int rc = FT_OK, device = 0;
     /* With every replica failed each batch lands on a failed one and gets
      * the error at once: that is logged once per replica (slot.c), not
      * per batch. */
-    int known = ft_gen_replica_failed(r->gen, r->index, NULL) != FT_OK;
+    int known = ft_gen_replica_failed(bt->gen, r->index, NULL) != FT_OK;
     uint64_t t1 = now;
     if (m > 0) {
-        rc = ft_slot_search(r->gen, r->index, r->reqs, m, r->res);
+        rc = search(bt->gen, r->index, bt, m);
         t1 = fti_now_ns();
         /* A device error took the replica out of service (ft_slot_search
          * marked it): the batch goes to a healthy replica, whole. */
-        device = rc != FT_OK && ft_gen_replica_failed(r->gen, r->index, NULL);
+        device = rc != FT_OK && ft_gen_replica_failed(bt->gen, r->index, NULL);
         if (device)
-            rc = failover(r, m, rc);
+            rc = failover(bt, m, rc);
     }
+    uint64_t t2 = m > 0 ? fti_now_ns() : now;
     for (size_t i = 0; i < m; i++) {
-        ft_job *j = r->run[i];
-        *j->res = r->res[i];
-        j->gen_id = r->gen->id;
+        ft_job *j = bt->run[i];
+        *j->res = bt->res[i];
+        j->gen_id = bt->gen->id;
+        j->ran_ns = t2;
         if (rc == FT_OK)
             continue;
         /* Every request of a failed batch gets the error, none a partial
@@ -257,17 +241,17 @@ static void run_batch(replica *r)
         if (device)
             snprintf(j->res->error, sizeof j->res->error,
                      "engine: no healthy replica left (%zu of %zu failed): "
-                     "%s", ft_gen_failed_replicas(r->gen), r->gen->n_eng,
+                     "%s", ft_gen_failed_replicas(bt->gen), bt->gen->n_eng,
                      ft_strerror(rc));
         else
             snprintf(j->res->error, sizeof j->res->error,
                      "engine: %s engine failed: %s",
-                     ft_gen_kind_name(r->gen, r->index), ft_strerror(rc));
+                     ft_gen_kind_name(bt->gen, r->index), ft_strerror(rc));
     }
     if (rc != FT_OK)
         FT_LOGF(known ? FT_LOG_DEBUG : FT_LOG_ERROR,
                 "replica %zu (%s engine) failed a batch of %zu: %s",
-                 r->index, ft_gen_kind_name(r->gen, r->index), m,
+                 r->index, ft_gen_kind_name(bt->gen, r->index), m,
                  ft_strerror(rc));
     pthread_mutex_lock(&b->mu);
     r->busy_ns += t1 - now;
@@ -279,58 +263,10 @@ static void run_batch(replica *r)
     if (rc != FT_OK)
         b->engine_fail += m;
     pthread_mutex_unlock(&b->mu);
-    FT_LOGF(FT_LOG_DEBUG, "replica %zu ran %zu of %zu in %.3f ms: %s", r->index, m, r->n,
+    FT_LOGF(FT_LOG_DEBUG, "replica %zu ran %zu of %zu in %.3f ms: %s", r->index, m, bt->n,
              (double)(t1 - now) / 1e6, ft_strerror(rc));
     /* The caller answers the jobs, after the counters above, so that a
      * client that reads INFO after its answer sees its request counted. */
-}
-
-/* release_and_answer answers the batch the replica ran and gives the
- * replica back (its gen reference dropped).  A lone request is answered
- * first: its reply is what a client waits for.  A batch on a GPU replica
- * goes to the answerer, so the replica is free for the next batch while
- * the replies are written (the device would idle meanwhile); on a CPU
- * replica the cores are the bottleneck, and answering here is cheapest. */
-static void release_and_answer(replica *r)
-{
-    ft_batcher *b = r->b;
-    size_t n = r->n;
-    ft_gen *g = r->gen;
-    int gpu = g->kind[r->index] == FT_ENGINE_GPU;
-#ifdef FT_BATCHER_ANSWER_CPU
-    gpu = 1; /* a test build: the answerer for CPU replicas too */
-#endif
-    if (n > 1 && gpu)
-        answer_batch(b, r->jobs, n);
-    else
-        for (size_t i = 0; i < n; i++)
-            finish(r->jobs[i]);
-    r->gen = NULL;
-    ft_gen_unref(g);
-    pthread_mutex_lock(&b->mu);
-    r->busy = 0;
-    wake_idle(b);
-    pthread_mutex_unlock(&b->mu);
-}
-
-static void *replica_main(void *arg)
-{
-    replica *r = arg;
-    ft_batcher *b = r->b;
-    pthread_mutex_lock(&b->mu);
-    for (;;) {
-        while (!r->handed && !b->stopping)
-            pthread_cond_wait(&r->cv, &b->mu);
-        if (!r->handed)
-            break;
-        r->handed = 0;
-        pthread_mutex_unlock(&b->mu);
-        run_batch(r);
-        release_and_answer(r);
-        pthread_mutex_lock(&b->mu);
-    }
-    pthread_mutex_unlock(&b->mu);
-    return NULL;
 }
 
 /* idle_replica is the idle healthy replica that has run least (b->mu
@@ -354,26 +290,34 @@ static replica *idle_replica(ft_batcher *b)
     return r;
 }
 
-static void *batcher_main(void *arg)
+/* worker_main: each worker forms its own batch and answers it.  One
+ * worker at a time has the pop turn: it takes an idle replica first (so
+ * that while every replica is busy the queue grows and the next batch
+ * takes more of it), waits in ft_queue_pop for the batch, gives the turn
+ * to the next worker, runs the batch on that replica, gives the replica
+ * back and answers the jobs itself: a request that finds a worker waiting
+ * is run and answered on that worker's thread, with no other hand-off.
+ * With one spare worker per GPU replica, a batch's replies are written
+ * while the next batch runs on the device. */
+static void *worker_main(void *arg)
 {
-    ft_batcher *b = arg;
-    size_t last = 0; /* requests in the previous batch */
+    worker *w = arg;
+    batch *bt = &w->bt;
+    ft_batcher *b = bt->b;
+    pthread_mutex_lock(&b->mu);
     for (;;) {
-        /* Wait for an idle replica first: while all are busy the queue
-         * grows, and the batch formed next takes more of it.  The replica
-         * is reserved for the batch while this thread waits for one. */
-        pthread_mutex_lock(&b->mu);
-        replica *r;
-        while ((r = idle_replica(b)) == NULL) {
+        replica *r = NULL;
+        while (!b->stopping && (b->popping || (r = idle_replica(b)) == NULL)) {
             b->idle_waiters++;
             pthread_cond_wait(&b->cv, &b->mu);
             b->idle_waiters--;
         }
+        if (b->stopping)
+            break;
+        b->popping = 1;
         r->busy = 1;
         b->reserved = r;
         uint32_t max = b->max_batch, wait_us = b->max_wait_us;
-        pthread_mutex_unlock(&b->mu);
-
         /* The batching window is worth its wait only under load: after a
          * batch of one (a lone client, a quiet server) the next request
          * runs at once; once batches grow, the window opens, and while the
@@ -381,38 +325,50 @@ static void *batcher_main(void *arg)
          * request may borrow the reserved replica meanwhile
          * (ft_batcher_run_inline): it pauses the queue, so this pop takes
          * nothing until the replica is back. */
-        int64_t window = last > 1 ? (int64_t)wait_us * 1000 : 0;
-        size_t n = ft_queue_pop(b->q, (void **)r->jobs, max, -1, window);
+        int64_t window = b->last > 1 ? (int64_t)wait_us * 1000 : 0;
+        pthread_mutex_unlock(&b->mu);
+
+        size_t n = ft_queue_pop(b->q, (void **)bt->jobs, max, -1, window);
         pthread_mutex_lock(&b->mu);
         b->reserved = NULL;
+        b->popping = 0;
         if (n == 0) {
+            /* closed and empty: every worker stops once its batch is
+             * answered */
             r->busy = 0;
-            pthread_mutex_unlock(&b->mu);
-            break; /* closed and empty */
+            b->stopping = 1;
+            pthread_cond_broadcast(&b->cv);
+            break;
         }
-        FT_LOGF(FT_LOG_DEBUG, "batch of %zu for replica %zu (window %lld ns)", n,
-                 r->index, (long long)window);
-        last = n;
-        r->gen = b->gen;
-        ft_gen_ref(r->gen);
-        r->n = n;
-        if (b->n_rep == 1) {
-            /* One replica: run the batch on this thread, which saves a
-             * wake-up per batch; nothing could overlap with it anyway. */
-            pthread_mutex_unlock(&b->mu);
-            run_batch(r);
-            release_and_answer(r);
-            continue;
-        }
-        r->handed = 1;
-        pthread_cond_signal(&r->cv);
+        FT_LOGF(FT_LOG_DEBUG, "batch of %zu for replica %zu (window %lld ns)",
+                n, r->index, (long long)window);
+        b->last = n;
+        bt->r = r;
+        bt->gen = b->gen;
+        ft_gen_ref(bt->gen);
+        bt->n = n;
+        /* The pop turn is free: a waiting worker can use it only with an
+         * idle replica (a spare worker of a single GPU replica sleeps on
+         * until this batch gives its replica back). */
+        if (idle_replica(b) != NULL)
+            wake_idle(b);
         pthread_mutex_unlock(&b->mu);
+
+        run_batch(bt);
+        /* The replica is given back before the answers go out: another
+         * worker (a spare one, a lone request inline) may start the next
+         * batch on it meanwhile. */
+        pthread_mutex_lock(&b->mu);
+        r->busy = 0;
+        wake_idle(b);
+        pthread_mutex_unlock(&b->mu);
+        for (size_t i = 0; i < n; i++)
+            finish(bt->jobs[i]);
+        ft_gen *g = bt->gen;
+        bt->gen = NULL;
+        ft_gen_unref(g);
+        pthread_mutex_lock(&b->mu);
     }
-    pthread_mutex_lock(&b->mu);
-    b->stopping = 1;
-    for (size_t i = 0; i < b->n_rep; i++)
-        pthread_cond_signal(&b->rep[i].cv);
-    pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     return NULL;
 }
@@ -425,7 +381,7 @@ int ft_batcher_run_inline(ft_batcher *b, ft_job *j)
         return 0;
     }
     /* Only when nobody waits (the queue is empty): an idle replica, or
-     * else the one the batcher has reserved while it waits for requests,
+     * else the one reserved by the worker that waits for requests,
      * borrowed with the queue paused so that requests arriving meanwhile
      * wait (and meet the queue bound) exactly as behind a running batch. */
     int borrowed = 0;
@@ -443,18 +399,18 @@ int ft_batcher_run_inline(ft_batcher *b, ft_job *j)
     r->busy = 1;
     b->inline_n++;
     b->inline_runs++;
-    r->gen = b->gen;
-    ft_gen_ref(r->gen);
-    r->n = 1;
-    r->jobs[0] = j;
+    ft_job *jobs[1] = {j}, *run[1];
+    ft_request reqs[1];
+    ft_result res[1];
+    batch bt = {.b = b, .r = r, .gen = b->gen, .n = 1, .jobs = jobs,
+                .reqs = reqs, .res = res, .run = run};
+    ft_gen_ref(bt.gen);
     pthread_mutex_unlock(&b->mu);
-    run_batch(r);
-    ft_gen *g = r->gen;
-    r->gen = NULL;
-    ft_gen_unref(g);
+    run_batch(&bt);
+    ft_gen_unref(bt.gen);
     /* The replica is given back before the answer goes out; the stop path
      * waits for inline_n, after which r is not touched here again.  A
-     * borrowed replica stays reserved (busy) for the batcher. */
+     * borrowed replica stays reserved (busy) for the worker. */
     pthread_mutex_lock(&b->mu);
     if (!borrowed)
         r->busy = 0;
@@ -467,29 +423,12 @@ int ft_batcher_run_inline(ft_batcher *b, ft_job *j)
     return 1;
 }
 
-/* stop_answerer lets the answerer send what it holds, then joins it. */
-static void stop_answerer(ft_batcher *b)
+static void free_batch(batch *bt)
 {
-    if (b->fstarted) {
-        pthread_mutex_lock(&b->fmu);
-        b->fstop = 1;
-        pthread_cond_signal(&b->fcv);
-        pthread_mutex_unlock(&b->fmu);
-        pthread_join(b->fth, NULL);
-        b->fstarted = 0;
-    }
-    free(b->fring);
-    pthread_cond_destroy(&b->fcv);
-    pthread_mutex_destroy(&b->fmu);
-}
-
-static void free_rep(replica *r)
-{
-    pthread_cond_destroy(&r->cv);
-    free(r->jobs);
-    free(r->reqs);
-    free(r->res);
-    free(r->run);
+    free(bt->jobs);
+    free(bt->reqs);
+    free(bt->res);
+    free(bt->run);
 }
 
 static void log_sizes(ft_batcher *b)
@@ -512,6 +451,26 @@ static void log_sizes(ft_batcher *b)
             o ? line : " none;", (unsigned long long)b->inline_runs);
 }
 
+/* stop_workers stops and joins the workers started (after a start that
+ * failed half way, or once the queue is closed and empty) and frees
+ * their arrays. */
+static void stop_workers(ft_batcher *b, int force)
+{
+    if (force) {
+        pthread_mutex_lock(&b->mu);
+        b->stopping = 1;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+    }
+    for (size_t i = 0; i < b->n_wrk; i++) {
+        if (b->wrk[i].started)
+            pthread_join(b->wrk[i].th, NULL);
+        free_batch(&b->wrk[i].bt);
+    }
+    free(b->wrk);
+    b->wrk = NULL;
+}
+
 int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
                      uint32_t max_batch, uint32_t max_wait_us,
                      uint32_t delay_us)
@@ -530,55 +489,45 @@ int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
     b->n_rep = gen->n_eng;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
-    pthread_mutex_init(&b->fmu, NULL);
-    pthread_cond_init(&b->fcv, NULL);
     for (size_t i = 0; i < b->n_rep; i++)
-        pthread_cond_init(&b->rep[i].cv, NULL);
+        b->rep[i].index = i;
+    /* One worker per replica, and a spare one per GPU replica when
+     * batches can grow: it forms and runs the next batch while the first
+     * writes its replies (the device would idle meanwhile).  On a CPU
+     * replica the cores are the bottleneck: its worker answers between
+     * batches. */
+    size_t spare = 0;
+    for (size_t i = 0; i < b->n_rep && max_batch > 1; i++) {
+        int gpu = gen->kind[i] == FT_ENGINE_GPU;
+#ifdef FT_BATCHER_ANSWER_CPU
+        gpu = 1; /* a test build: spare workers for CPU replicas too */
+#endif
+        spare += gpu;
+    }
+    b->n_wrk = b->n_rep + spare;
     int rc = FT_OK;
-    /* Room for two batches per replica: the answerer keeps up unless the
-     * host is starved, and then the replicas answer by themselves. */
-    b->fcap = 2 * (size_t)max_batch * b->n_rep;
-    b->fring = calloc(b->fcap, sizeof *b->fring);
-    if (b->fring == NULL)
+    b->wrk = calloc(b->n_wrk, sizeof *b->wrk);
+    if (b->wrk == NULL)
         rc = FT_ENOMEM;
-    if (rc == FT_OK && max_batch > 1) {
-        if (pthread_create(&b->fth, NULL, answer_main, b) != 0)
+    for (size_t i = 0; b->wrk != NULL && i < b->n_wrk; i++) {
+        batch *bt = &b->wrk[i].bt;
+        bt->b = b;
+        bt->jobs = calloc(max_batch, sizeof *bt->jobs);
+        bt->run = calloc(max_batch, sizeof *bt->run);
+        bt->reqs = calloc(max_batch, sizeof *bt->reqs);
+        bt->res = calloc(max_batch, sizeof *bt->res);
+        if (!bt->jobs || !bt->run || !bt->reqs || !bt->res)
+            rc = FT_ENOMEM;
+    }
+    for (size_t i = 0; rc == FT_OK && i < b->n_wrk; i++) {
+        if (pthread_create(&b->wrk[i].th, NULL, worker_main, &b->wrk[i]) != 0)
             rc = FT_ENOMEM;
         else
-            b->fstarted = 1;
+            b->wrk[i].started = 1;
     }
-    for (size_t i = 0; i < b->n_rep && rc == FT_OK; i++) {
-        replica *r = &b->rep[i];
-        r->b = b;
-        r->index = i;
-        r->jobs = calloc(max_batch, sizeof *r->jobs);
-        r->run = calloc(max_batch, sizeof *r->run);
-        r->reqs = calloc(max_batch, sizeof *r->reqs);
-        r->res = calloc(max_batch, sizeof *r->res);
-        if (!r->jobs || !r->run || !r->reqs || !r->res) {
-            rc = FT_ENOMEM;
-            break;
-        }
-        if (pthread_create(&r->th, NULL, replica_main, r) != 0) {
-            rc = FT_ENOMEM;
-            break;
-        }
-        r->started = 1;
-    }
-    if (rc == FT_OK && pthread_create(&b->th, NULL, batcher_main, b) != 0)
-        rc = FT_ENOMEM;
     if (rc != FT_OK) {
-        pthread_mutex_lock(&b->mu);
-        b->stopping = 1;
-        for (size_t i = 0; i < b->n_rep; i++)
-            pthread_cond_signal(&b->rep[i].cv);
-        pthread_mutex_unlock(&b->mu);
-        for (size_t i = 0; i < b->n_rep; i++) {
-            if (b->rep[i].started)
-                pthread_join(b->rep[i].th, NULL);
-            free_rep(&b->rep[i]);
-        }
-        stop_answerer(b);
+        if (b->wrk != NULL)
+            stop_workers(b, 1);
         pthread_cond_destroy(&b->cv);
         pthread_mutex_destroy(&b->mu);
         free(b);
@@ -593,6 +542,9 @@ ft_gen *ft_batcher_swap(ft_batcher *b, ft_gen *gen)
     pthread_mutex_lock(&b->mu);
     ft_gen *old = b->gen;
     b->gen = gen;
+    /* A replica failed in the old generation serves in the new one: a
+     * worker waiting for an idle one may take it now. */
+    wake_idle(b);
     pthread_mutex_unlock(&b->mu);
     return old;
 }
@@ -621,9 +573,11 @@ void ft_batcher_stop(ft_batcher *b)
 {
     if (b == NULL)
         return;
-    pthread_join(b->th, NULL);
-    /* The queue is closed, so no lone request starts inline any more;
-     * wait for those still running before their replicas go. */
+    /* The queue is closed: the worker that finds it empty stops them all,
+     * each once its batch is answered. */
+    stop_workers(b, 0);
+    /* No lone request starts inline any more (stopping is set); wait for
+     * those still running before their replicas go. */
     pthread_mutex_lock(&b->mu);
     while (b->inline_n > 0) {
         b->idle_waiters++;
@@ -631,11 +585,6 @@ void ft_batcher_stop(ft_batcher *b)
         b->idle_waiters--;
     }
     pthread_mutex_unlock(&b->mu);
-    for (size_t i = 0; i < b->n_rep; i++) {
-        pthread_join(b->rep[i].th, NULL);
-        free_rep(&b->rep[i]);
-    }
-    stop_answerer(b);
     log_sizes(b);
     ft_gen_unref(b->gen);
     pthread_cond_destroy(&b->cv);

@@ -1,16 +1,21 @@
 /*
  * batcher.h - dynamic batching in front of the engine slot.
  *
- * One batcher thread per engine group takes requests from the bounded
- * queue and forms batches: as soon as a replica is idle it takes the
- * oldest request, waits up to max_wait_us for the batch to fill to
- * max_batch, and hands the batch to that replica's worker thread.  While
+ * Workers (one per replica, and a spare one per GPU replica) take
+ * requests from the bounded queue themselves and form batches: one worker
+ * at a time, as soon as a replica is idle, reserves it, takes the oldest
+ * request, waits up to max_wait_us for the batch to fill to max_batch,
+ * gives the pop turn to the next worker, runs the batch on that replica,
+ * gives the replica back and answers the jobs on its own thread.  While
  * every replica is busy, requests wait in the queue, so the next batch
  * grows with the load (and the queue bound, not memory, absorbs bursts).
+ * A request that finds a worker waiting is run and answered by that
+ * worker: one hand-off (the producer's push) from arrival to answer, and
+ * none at all for a lone request run inline (ft_batcher_run_inline).
  *
- * Answers of a batch on a GPU replica are encoded and sent by an answerer
- * thread, so the device starts its next batch while they go out.  A
- * replica that goes idle wakes only a thread that waits for one.
+ * On a GPU replica the spare worker forms and runs the next batch while
+ * the first one's replies are written, so the device does not idle
+ * meanwhile.  A replica that goes idle wakes only a thread that waits.
  *
  * A replica whose engine fails with a device error (slot.h) gets no more
  * batches; the batch that met the fault re-runs, whole, on a healthy
@@ -42,6 +47,16 @@ typedef struct ft_job {
     ft_result *res;
     uint64_t deadline_ns; /* fti_now_ns() clock; 0 = none */
     uint64_t gen_id;      /* the generation that answered (0: not run) */
+    /* validated: the producer ran ft_request_validate on req (the
+     * server's decoder: the door), so the engine does not again
+     * (ft_slot_search_validated); a batch runs trusted when every job of
+     * it is.  0: the engine validates. */
+    int validated;
+    /* The engine call of the job's batch began and ended (fti_now_ns; a
+     * failover's re-runs included): the producer's clock of its queue
+     * wait and engine time.  0: the job did not run (its deadline passed,
+     * or it is not answered yet). */
+    uint64_t run_ns, ran_ns;
     void (*done)(struct ft_job *job);
     void *arg;
 } ft_job;
@@ -76,8 +91,8 @@ typedef struct ft_batcher_stats {
 
 typedef struct ft_batcher ft_batcher;
 
-/* ft_batcher_start starts the batcher and one worker per replica of gen
- * (which the caller keeps: ft_batcher_swap takes over the references).
+/* ft_batcher_start starts the workers over the replicas of gen (which
+ * the caller keeps: ft_batcher_swap takes over the references).
  * delay_us is a test hook: each batch sleeps that long before it runs. */
 int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
                      uint32_t max_batch, uint32_t max_wait_us,
@@ -85,10 +100,11 @@ int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
 
 /* ft_batcher_run_inline runs a lone request at once on the calling
  * thread when nothing waits (the queue is empty) and a replica is idle (or
- * the batcher's reserved one, borrowed with the queue paused): it skips
- * two thread hand-offs at b = 1.  The server calls it only in a
- * -DFT_SERVE_INLINE build: on the 2-core box running the engine on nng's
- * callback thread measured slower than the hand-off it saves.
+ * the one reserved by the worker waiting for requests, borrowed with the
+ * queue paused): it skips the hand-off to a worker at b = 1.  The server
+ * calls it when its inline_lone setting is on (by default on hosts of 4
+ * or more cores: on the 2-core box running the engine on nng's callback
+ * thread measured slower than the hand-off it saves).
  * Returns 1 when it ran the job (done has been called, on this thread),
  * 0 when the caller must queue it.  Under load the queue is never empty,
  * so requests keep forming batches. */
@@ -107,7 +123,7 @@ void ft_batcher_set_window(ft_batcher *b, uint32_t max_batch,
                            uint32_t max_wait_us);
 
 /* ft_batcher_stop waits until the queue (which the caller has closed) is
- * empty and every batch is answered, then joins the threads and drops the
+ * empty and every batch is answered, then joins the workers and drops the
  * current generation. */
 void ft_batcher_stop(ft_batcher *b);
 

@@ -1602,8 +1602,17 @@ static int run_chunk(ft_cluster *c, const ft_request *const *rq,
     return FT_OK;
 }
 
+static int cluster_search(ft_cluster *c, const ft_request *reqs, size_t n,
+                          ft_result *res, int mode);
+
 int ft_cluster_search_batch(ft_cluster *c, const ft_request *reqs, size_t n,
                             ft_result *res)
+{
+    return cluster_search(c, reqs, n, res, FTI_ADMIT_FULL);
+}
+
+static int cluster_search(ft_cluster *c, const ft_request *reqs, size_t n,
+                          ft_result *res, int mode)
 {
     if (c->rank != 0 || c->S > 4096 || ops_failed(c))
         return FT_ESTATE;
@@ -1616,7 +1625,7 @@ int ft_cluster_search_batch(ft_cluster *c, const ft_request *reqs, size_t n,
     size_t i = 0;
     while (i < n) {
         size_t m = fti_admit_chunk(pool, reqs, n, &i, c->eo.max_beam, res,
-                                   vp, vres, NULL);
+                                   vp, vres, NULL, mode);
         if (m == 0)
             continue;
         for (size_t j = 0; j < m; j++)
@@ -1832,8 +1841,14 @@ static int ops_failed(void *arg)
 static const char *ops_note(void *arg) { return ft_cluster_note(arg); }
 static void ops_close(void *arg) { ft_cluster_close(arg); }
 
+static int ops_search_validated(void *arg, const ft_request *reqs, size_t n,
+                                ft_result *res)
+{
+    return cluster_search(arg, reqs, n, res, FTI_ADMIT_TRUSTED);
+}
+
 static const ft_searcher_ops cluster_ops = {ops_search, ops_failed, ops_note,
-                                            ops_close};
+                                            ops_close, ops_search_validated};
 
 int ft_searcher_open_cluster(ft_searcher **out, ft_cluster *c)
 {

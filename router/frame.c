@@ -896,17 +896,22 @@ int ft_frame_encode_search(ft_buf *b, uint64_t id, uint32_t deadline_ms,
                       n);
 }
 
-static int enc_result(ft_buf *b, uint64_t id, uint32_t deadline_ms,
-                      uint32_t flags, const ft_result *res, size_t n)
+/* result_size checks n results as a RESULT frame carries them and sets
+ * *size to the frame's exact bytes, header included. */
+static int result_size(const ft_result *res, size_t n, size_t *size)
 {
-    if (b == NULL || res == NULL || n == 0 || n > UINT32_MAX)
+    if (res == NULL || n == 0 || n > UINT32_MAX)
         return FT_EINVAL;
+    size_t bytes = FT_FRAME_HDR_SIZE + 8;
     for (size_t i = 0; i < n; i++) {
         const ft_result *r = &res[i];
         if (r->status < 0)
             return FT_EINVAL;
-        if (r->status != FT_OK)
+        bytes += FT_FRAME_RESULT_REQ_SIZE;
+        if (r->status != FT_OK) {
+            bytes += strnlen(r->error, FT_FRAME_MAX_RESULT_MSG);
             continue;
+        }
         if (r->n > FT_MAX_RESULTS)
             return FT_ELIMIT;
         if (r->n > r->cap_hits || (r->n > 0 && (r->hits == NULL ||
@@ -917,47 +922,108 @@ static int enc_result(ft_buf *b, uint64_t id, uint32_t deadline_ms,
             if (h->len < 1 || h->len > FT_MAX_KEY_LEN_LIMIT ||
                 (uint64_t)h->tok_off + h->len > r->cap_tokens)
                 return FT_EINVAL;
+            bytes += FT_FRAME_HIT_SIZE + (size_t)h->len * 4;
         }
     }
-    size_t start;
-    int rc = begin(b, &start, FT_FRAME_RESULT, id, deadline_ms, flags);
-    if (rc != FT_OK)
-        return rc;
-    PUT(ft_buf_put_u32(b, (uint32_t)n));
-    PUT(ft_buf_put_u32(b, 0));
+    if (bytes - FT_FRAME_HDR_SIZE > UINT32_MAX)
+        return FT_ELIMIT;
+    *size = bytes;
+    return FT_OK;
+}
+
+/* write_result writes the RESULT frame of n results that result_size
+ * measured (size bytes) into dst: the header, the payload, then the
+ * checksum over both when flags ask for it. */
+static void write_result(unsigned char *dst, size_t size, uint64_t id,
+                         uint32_t deadline_ms, uint32_t flags,
+                         const ft_result *res, size_t n)
+{
+    unsigned char *h = dst, *p = dst + FT_FRAME_HDR_SIZE;
+    memset(h, 0, FT_FRAME_HDR_SIZE);
+    memcpy(h, FT_FRAME_MAGIC, 4);
+    st16(h + 4, FT_FRAME_VERSION);
+    st16(h + 6, FT_FRAME_RESULT);
+    st32(h + 8, flags);
+    st32(h + 12, deadline_ms);
+    st64(h + 16, id);
+    st32(p, (uint32_t)n);
+    st32(p + 4, 0);
+    p += 8;
     for (size_t i = 0; i < n; i++) {
         const ft_result *r = &res[i];
-        unsigned char h[FT_FRAME_RESULT_REQ_SIZE] = {0};
-        st32(h, (uint32_t)r->status);
+        memset(p, 0, FT_FRAME_RESULT_REQ_SIZE);
+        st32(p, (uint32_t)r->status);
         if (r->status != FT_OK) {
             size_t mlen = strnlen(r->error, FT_FRAME_MAX_RESULT_MSG);
-            st32(h + 4, (uint32_t)mlen);
-            PUT(ft_buf_append(b, h, sizeof h));
-            PUT(ft_buf_append(b, r->error, mlen));
+            st32(p + 4, (uint32_t)mlen);
+            p += FT_FRAME_RESULT_REQ_SIZE;
+            memcpy(p, r->error, mlen);
+            p += mlen;
             continue;
         }
         uint32_t nt = 0;
         for (uint32_t j = 0; j < r->n; j++)
             nt += r->hits[j].len; /* <= 4096 * 255 */
-        st32(h + 8, r->n);
-        st32(h + 12, nt);
-        PUT(ft_buf_append(b, h, sizeof h));
+        st32(p + 8, r->n);
+        st32(p + 12, nt);
+        p += FT_FRAME_RESULT_REQ_SIZE;
         for (uint32_t j = 0; j < r->n; j++) {
             const ft_hit *x = &r->hits[j];
-            unsigned char e[FT_FRAME_HIT_SIZE];
-            st32(e, x->len);
-            st32(e + 4, f2u(x->sigma));
-            st64(e + 8, x->value);
-            st64(e + 16, d2u(x->score));
-            PUT(ft_buf_append(b, e, sizeof e));
-            PUT(put32s(b, r->tokens + x->tok_off, x->len));
+            st32(p, x->len);
+            st32(p + 4, f2u(x->sigma));
+            st64(p + 8, x->value);
+            st64(p + 16, d2u(x->score));
+            p += FT_FRAME_HIT_SIZE;
+#if FRAME_LE
+            memcpy(p, r->tokens + x->tok_off, (size_t)x->len * 4);
+#else
+            for (uint32_t k = 0; k < x->len; k++)
+                st32(p + 4 * k, r->tokens[x->tok_off + k]);
+#endif
+            p += (size_t)x->len * 4;
         }
     }
-    rc = finish(b, start);
-out:
+    size_t plen = size - FT_FRAME_HDR_SIZE;
+    st32(h + 24, (uint32_t)plen);
+    if (flags & FT_FRAME_F_CHECKSUM)
+        st32(h + 28, XXH32(h + FT_FRAME_HDR_SIZE, plen, XXH32(h, 28, 0)));
+}
+
+static int enc_result(ft_buf *b, uint64_t id, uint32_t deadline_ms,
+                      uint32_t flags, const ft_result *res, size_t n)
+{
+    size_t size;
+    if (b == NULL)
+        return FT_EINVAL;
+    int rc = result_size(res, n, &size);
     if (rc != FT_OK)
-        rollback(b, start);
-    return rc;
+        return rc;
+    if (ft_buf_reserve(b, size) != FT_OK)
+        return FT_ENOMEM;
+    write_result(b->data + b->len, size, id, deadline_ms, flags, res, n);
+    b->len += size;
+    b->data[b->len] = 0;
+    return FT_OK;
+}
+
+int ft_frame_result_size(const ft_result *res, size_t n, size_t *size)
+{
+    return result_size(res, n, size);
+}
+
+int ft_frame_encode_result_to(void *dst, size_t size, uint64_t id,
+                              const ft_result *res, size_t n)
+{
+    size_t want;
+    if (dst == NULL)
+        return FT_EINVAL;
+    int rc = result_size(res, n, &want);
+    if (rc != FT_OK)
+        return rc;
+    if (want != size)
+        return FT_EINVAL;
+    write_result(dst, size, id, 0, FT_FRAME_F_CHECKSUM, res, n);
+    return FT_OK;
 }
 
 int ft_frame_encode_result(ft_buf *b, uint64_t id, const ft_result *res,

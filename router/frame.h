@@ -224,6 +224,19 @@ int ft_frame_encode_search(ft_buf *b, uint64_t id, uint32_t deadline_ms,
 int ft_frame_encode_result(ft_buf *b, uint64_t id, const ft_result *res,
                            size_t n);
 
+/* ft_frame_result_size checks n results as ft_frame_encode_result does
+ * (the same errors) and sets *size to the exact bytes of the RESULT frame
+ * it would append: a caller sizes its own buffer (the server: the reply's
+ * nng message) and writes the frame there with ft_frame_encode_result_to,
+ * with no intermediate copy. */
+int ft_frame_result_size(const ft_result *res, size_t n, size_t *size);
+
+/* ft_frame_encode_result_to writes the RESULT frame ft_frame_encode_result
+ * would append, byte for byte, into dst, which holds exactly size bytes
+ * (ft_frame_result_size's; FT_EINVAL for another size). */
+int ft_frame_encode_result_to(void *dst, size_t size, uint64_t id,
+                              const ft_result *res, size_t n);
+
 /* ft_frame_encode_error appends an ERROR: code (not FT_OK) and a message in
  * the style "<field>: <reason>".  A message longer than FT_FRAME_MAX_MSG is
  * cut to fit and ends with "..." so that the cut shows. */

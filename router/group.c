@@ -747,6 +747,12 @@ static int run_fit(fti_group *g, const fti_prepared *const *reqs,
 int fti_group_search_batch(fti_group *g, const ft_request *reqs, size_t n,
                            ft_result *res)
 {
+    return fti_group_search_batch_mode(g, reqs, n, res, FTI_ADMIT_FULL);
+}
+
+int fti_group_search_batch_mode(fti_group *g, const ft_request *reqs,
+                                size_t n, ft_result *res, int mode)
+{
     const fti_prepared *vp[FTI_ENGINE_CHUNK];
     ft_result *vres[FTI_ENGINE_CHUNK];
     for (size_t s = 0; s < g->n; s++)
@@ -758,7 +764,7 @@ int fti_group_search_batch(fti_group *g, const ft_request *reqs, size_t n,
     size_t i = 0;
     while (i < n) {
         size_t m = fti_admit_chunk(pool, reqs, n, &i, g->max_beam, res, vp,
-                                   vres, NULL);
+                                   vres, NULL, mode);
         if (m == 0)
             continue;
         int rc = run_fit(g, vp, vres, m);

@@ -1,6 +1,7 @@
 /*
  * queue.h - the router's bounded request queue: many producers (nng's
- * threads, one per arriving message) and one consumer (the batcher).
+ * threads, one per arriving message) and one consumer at a time (the
+ * batcher's worker that has the pop turn, batcher.c).
  *
  * The queue holds pointers and never allocates after ft_queue_init, so
  * memory does not grow with load: a full queue refuses the push with

@@ -5,6 +5,7 @@
  * fti_prepared an engine searches.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,9 +149,22 @@ static int validate_distinct(const ft_request *req, uint32_t t, char *errbuf,
     return FT_OK;
 }
 
+static atomic_uint_fast64_t n_validations;
+
+uint64_t fti_request_validations(void)
+{
+    return atomic_load_explicit(&n_validations, memory_order_relaxed);
+}
+
+static void count_validation(void)
+{
+    atomic_fetch_add_explicit(&n_validations, 1, memory_order_relaxed);
+}
+
 int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
                         size_t errlen)
 {
+    count_validation();
     int rc = validate_fields(req, max_beam, errbuf, errlen);
     for (uint32_t t = 0; rc == FT_OK && t < req->T; t++) {
         rc = validate_finite(req, t, errbuf, errlen);
@@ -163,6 +177,7 @@ int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
 int fti_request_validate_early(const ft_request *req, uint32_t max_beam,
                                char *errbuf, size_t errlen)
 {
+    count_validation();
     int rc = validate_fields(req, max_beam, errbuf, errlen);
     for (uint32_t t = 0; rc == FT_OK && t < req->T; t++)
         rc = validate_finite(req, t, errbuf, errlen);
@@ -173,9 +188,16 @@ int fti_request_validate_early(const ft_request *req, uint32_t max_beam,
     return rc;
 }
 
+int fti_request_validate_fields(const ft_request *req, uint32_t max_beam,
+                                char *errbuf, size_t errlen)
+{
+    return validate_fields(req, max_beam, errbuf, errlen);
+}
+
 int fti_request_validate_late(const ft_request *req, char *errbuf,
                               size_t errlen)
 {
+    count_validation();
     int rc = FT_OK;
     for (uint32_t t = 0; rc == FT_OK && t < req->T; t++)
         rc = validate_distinct(req, t, errbuf, errlen);

@@ -48,15 +48,19 @@ fti_prep **fti_prep_pool(void)
 
 int fti_search_admit(fti_prep **slot, const fti_prepared **out,
                      const ft_request *req, uint32_t max_beam, ft_result *res,
-                     int late)
+                     int mode)
 {
+    int late = mode == FTI_ADMIT_LATE;
     res->n = 0;
     res->error[0] = 0;
     res->status =
-        late ? fti_request_validate_early(req, max_beam, res->error,
+        mode == FTI_ADMIT_TRUSTED
+            ? fti_request_validate_fields(req, max_beam, res->error,
                                           sizeof res->error)
-             : ft_request_validate(req, max_beam, res->error,
-                                   sizeof res->error);
+        : late ? fti_request_validate_early(req, max_beam, res->error,
+                                            sizeof res->error)
+               : ft_request_validate(req, max_beam, res->error,
+                                     sizeof res->error);
     if (res->status != FT_OK)
         return res->status;
     uint32_t nres = req->results ? req->results : req->beam;
@@ -85,14 +89,16 @@ int fti_search_admit(fti_prep **slot, const fti_prepared **out,
 size_t fti_admit_chunk(fti_prep **pool, const ft_request *reqs, size_t n,
                        size_t *i, uint32_t max_beam, ft_result *res,
                        const fti_prepared **vp, ft_result **vres,
-                       const ft_request **vreq)
+                       const ft_request **vreq, int mode)
 {
     size_t m = 0;
+    if (mode == FTI_ADMIT_LATE && vreq == NULL)
+        mode = FTI_ADMIT_FULL;
     for (; *i < n && m < FTI_ENGINE_CHUNK; (*i)++) {
         if (fti_search_admit(&pool[m], &vp[m], &reqs[*i], max_beam,
-                             &res[*i], vreq != NULL) != FT_OK)
+                             &res[*i], mode) != FT_OK)
             continue;
-        if (vreq)
+        if (vreq && mode == FTI_ADMIT_LATE)
             vreq[m] = &reqs[*i];
         vres[m++] = &res[*i];
     }
@@ -173,6 +179,14 @@ int ft_engine_search(ft_engine *eng, const ft_request *req, ft_result *res)
 int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
                            ft_result *res)
 {
+    /* The public search is a door: it validates, the duplicate tokens
+     * while the engine runs (on a GPU they overlap the launch). */
+    return fti_engine_search_batch(eng, reqs, n, res, FTI_ADMIT_LATE);
+}
+
+int fti_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
+                            ft_result *res, int mode)
+{
     const fti_prepared *vp[FTI_ENGINE_CHUNK];
     ft_result *vres[FTI_ENGINE_CHUNK];
     const ft_request *vreq[FTI_ENGINE_CHUNK];
@@ -188,11 +202,13 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
     size_t i = 0;
     while (i < n) {
         size_t m = fti_admit_chunk(pool, reqs, n, &i, o.max_beam, res, vp,
-                                   vres, vreq);
+                                   vres, vreq, mode);
         if (m == 0)
             continue;
         late_check lc = {vreq, vres, m};
-        int rc = fti_engine_run_checked(eng, vp, vres, m, check_late, &lc);
+        int rc = fti_engine_run_checked(
+            eng, vp, vres, m, mode == FTI_ADMIT_LATE ? check_late : NULL,
+            &lc);
         if (rc != FT_OK)
             return rc;
         for (size_t j = 0; j < m; j++)

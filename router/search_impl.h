@@ -21,25 +21,66 @@ int fti_request_validate_early(const ft_request *req, uint32_t max_beam,
                                char *errbuf, size_t errlen);
 int fti_request_validate_late(const ft_request *req, char *errbuf,
                               size_t errlen);
+/* fti_request_validate_fields is the O(1) part of ft_request_validate:
+ * the fields (T, K, grids given, beam within max_beam, results, thetas,
+ * alpha), none of the rows.  What an engine checks of a request a door
+ * validated (FTI_ADMIT_TRUSTED): its own bounds, e.g. a beam cap that a
+ * reload raised on the server but not in the engine's arenas.  Not
+ * counted by fti_request_validations. */
+int fti_request_validate_fields(const ft_request *req, uint32_t max_beam,
+                                char *errbuf, size_t errlen);
+
+/* How a request is admitted to an engine (fti_search_admit):
+ *   FTI_ADMIT_FULL     ft_request_validate here (the public search);
+ *   FTI_ADMIT_LATE     fti_request_validate_early here, the caller checks
+ *                      the duplicate tokens (fti_request_validate_late)
+ *                      while the engine runs, before it answers;
+ *   FTI_ADMIT_TRUSTED  nothing of the request's rows is checked again: a
+ *                      door (the server's decoder) ran ft_request_validate
+ *                      on it already.  Only what is the engine's own bound
+ *                      (fti_request_validate_fields: T, K, beam
+ *                      within its max_beam; the answer within res) is
+ *                      checked, in O(1). */
+enum { FTI_ADMIT_FULL = 0, FTI_ADMIT_LATE = 1, FTI_ADMIT_TRUSTED = 2 };
 
 /* fti_search_admit validates req (beam capped at max_beam, 0 = the
- * specification's), checks that its answer fits res and prepares it in *slot
- * (created if NULL).  On a fault res carries the status and message, which it
- * returns.  late: only fti_request_validate_early here, the caller
- * checks the rest (fti_request_validate_late) before it answers. */
+ * specification's) as mode says, checks that its answer fits res and
+ * prepares it in *slot (created if NULL).  On a fault res carries the
+ * status and message, which it returns. */
 int fti_search_admit(fti_prep **slot, const fti_prepared **out,
                      const ft_request *req, uint32_t max_beam, ft_result *res,
-                     int late);
+                     int mode);
+
+/* fti_request_validations counts the validations of a request's rows
+ * (ft_request_validate, fti_request_validate_early and _late, one each
+ * per call) since the process started: a test reads it to see that a
+ * request the server accepted is not validated again on the engine's side
+ * (FTI_ADMIT_TRUSTED).  One relaxed atomic add per call. */
+uint64_t fti_request_validations(void);
 
 /* fti_admit_chunk admits the requests from *i on into vp/vres until
  * FTI_ENGINE_CHUNK are admitted or none is left (rejected ones get their
- * status in res), advancing *i; returns how many were admitted.  vreq
- * (NULL: fully validated here) gets the admitted requests, whose
- * duplicate tokens the caller then checks (fti_search_admit's late). */
+ * status in res), advancing *i; returns how many were admitted.  mode is
+ * fti_search_admit's; with FTI_ADMIT_LATE vreq gets the admitted
+ * requests, whose duplicate tokens the caller then checks (vreq may be
+ * NULL otherwise). */
 size_t fti_admit_chunk(fti_prep **pool, const ft_request *reqs, size_t n,
                        size_t *i, uint32_t max_beam, ft_result *res,
                        const fti_prepared **vp, ft_result **vres,
-                       const ft_request **vreq);
+                       const ft_request **vreq, int mode);
+
+/* fti_engine_search_batch is ft_engine_search_batch (mode FTI_ADMIT_FULL,
+ * with the duplicate check overlapping the engine: FTI_ADMIT_LATE) or,
+ * with FTI_ADMIT_TRUSTED, the same search of requests a door validated. */
+int fti_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
+                            ft_result *res, int mode);
+
+/* fti_searcher_search_validated is ft_searcher_search_batch for requests
+ * that ft_request_validate accepted already (the server's decoder, the
+ * door): nothing of them is validated again (FTI_ADMIT_TRUSTED).  The
+ * engine slot (slot.c) is its one caller; the public searches validate. */
+int fti_searcher_search_validated(ft_searcher *s, const ft_request *reqs,
+                                  size_t n, ft_result *res);
 
 /* fti_attach_values replaces every hit's value by the value of its key:
  * the key index is global over shards[0..nshards), shard s holding the
@@ -63,9 +104,14 @@ int fti_merge_parts(ft_result *res, const ft_result *const *parts,
 typedef struct ft_searcher_ops {
     int (*search)(void *arg, const ft_request *reqs, size_t n,
                   ft_result *res);
+
     int (*failed)(void *arg);
     const char *(*note)(void *arg);
     void (*close)(void *arg);
+    /* search_validated (NULL: search) is search for requests a door
+     * validated (fti_searcher_search_validated). */
+    int (*search_validated)(void *arg, const ft_request *reqs, size_t n,
+                            ft_result *res);
 } ft_searcher_ops;
 
 int ft_searcher_open_ops(ft_searcher **out, const ft_searcher_ops *ops,

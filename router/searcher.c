@@ -179,8 +179,23 @@ static void fault_all(ft_result *res, size_t n, const char *msg)
     }
 }
 
+static int searcher_search(ft_searcher *s, const ft_request *reqs, size_t n,
+                           ft_result *res, int trusted);
+
 int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs, size_t n,
                              ft_result *res)
+{
+    return searcher_search(s, reqs, n, res, 0);
+}
+
+int fti_searcher_search_validated(ft_searcher *s, const ft_request *reqs,
+                                  size_t n, ft_result *res)
+{
+    return searcher_search(s, reqs, n, res, 1);
+}
+
+static int searcher_search(ft_searcher *s, const ft_request *reqs, size_t n,
+                           ft_result *res, int trusted)
 {
     uint64_t k = atomic_fetch_add(&s->calls, 1) + 1;
     uint64_t at = atomic_load(&s->fault_at);
@@ -194,10 +209,15 @@ int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs, size_t n,
         return FT_ECUDA;
     }
     if (s->ops)
-        return s->ops->search(s->ops_arg, reqs, n, res);
+        return trusted && s->ops->search_validated
+                   ? s->ops->search_validated(s->ops_arg, reqs, n, res)
+                   : s->ops->search(s->ops_arg, reqs, n, res);
     if (s->eng)
-        return ft_engine_search_batch(s->eng, reqs, n, res);
-    return fti_group_search_batch(s->grp, reqs, n, res);
+        return trusted ? fti_engine_search_batch(s->eng, reqs, n, res,
+                                                 FTI_ADMIT_TRUSTED)
+                       : ft_engine_search_batch(s->eng, reqs, n, res);
+    return fti_group_search_batch_mode(
+        s->grp, reqs, n, res, trusted ? FTI_ADMIT_TRUSTED : FTI_ADMIT_FULL);
 }
 
 const char *ft_searcher_note(const ft_searcher *s)

@@ -105,6 +105,12 @@ void ft_gen_unref(ft_gen *g);
  * the replica failed with. */
 int ft_slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
                    ft_result *res);
+/* ft_slot_search_validated is ft_slot_search for requests that
+ * ft_request_validate (with the server's caps) accepted already: the
+ * server validates once, at the door (its decoder), and the engine
+ * trusts it (fti_searcher_search_validated: no row is scanned again). */
+int ft_slot_search_validated(ft_gen *g, size_t r, const ft_request *reqs,
+                             size_t n, ft_result *res);
 
 /* ft_slot_is_device_error: rc, returned by replica r's engine, means the
  * engine (the device under it) is out of service, not that one request was

@@ -15,6 +15,9 @@
  *   2. the engine alone in batches of B (ft_engine_search_batch);
  *   3. C client threads sharing one ft_client handle, each sending one
  *      request per frame, for S seconds: requests per second.
+ * After 1 and 3 it prints the server's own account of where the time of
+ * those messages went (INFO's `# stages`: decode, queue wait, engine,
+ * encode, send; means by the daemon's clock).
  * Every daemon answer is compared with the engine's, hit by hit, bit for
  * bit; a difference is reported and makes the exit status 1.
  * This is a benchmark, not a test: it is not run by ctest.
@@ -74,6 +77,62 @@ static int same_result(const ft_result *a, const ft_result *b)
             return 0;
     }
     return 1;
+}
+
+/* stages is the server's account of its SEARCH messages (INFO's
+ * `# stages`, serve_stages.c): counts and the sums behind its means. */
+typedef struct stages {
+    double messages, requests, sends;
+    double decode, queue, engine, encode, send; /* sums, us */
+    int ok;
+} stages;
+
+static double info_num(const char *sec, const char *key)
+{
+    char k[48];
+    snprintf(k, sizeof k, "\n%s: ", key);
+    const char *p = strstr(sec, k);
+    return p ? strtod(p + strlen(k), NULL) : 0.0;
+}
+
+static stages get_stages(ft_client *c)
+{
+    stages s = {0};
+    char *info = NULL;
+    if (ft_client_info(c, &info, NULL, 0) != FT_OK)
+        return s;
+    const char *sec = strstr(info, "\n# stages\n");
+    if (sec != NULL) {
+        s.ok = 1;
+        s.messages = info_num(sec, "messages");
+        s.requests = info_num(sec, "requests");
+        s.sends = info_num(sec, "sends");
+        s.decode = info_num(sec, "decode_us") * s.messages;
+        s.queue = info_num(sec, "queue_us") * s.requests;
+        s.engine = info_num(sec, "engine_us") * s.requests;
+        s.encode = info_num(sec, "encode_us") * s.messages;
+        s.send = info_num(sec, "send_us") * s.sends;
+    }
+    ft_client_text_free(info);
+    return s;
+}
+
+/* print_stages prints the mean of each stage between two accounts. */
+static void print_stages(const char *what, const stages *a, const stages *b)
+{
+    if (!a->ok || !b->ok) {
+        printf("%s.stages_us: (the server's INFO has no stages)\n", what);
+        return;
+    }
+    double m = b->messages - a->messages, r = b->requests - a->requests,
+           s = b->sends - a->sends;
+    printf("%s.stages_us: decode %.1f queue %.1f engine %.1f encode %.1f "
+           "send %.1f (the server's clock, means over %.0f messages)\n",
+           what, m > 0 ? (b->decode - a->decode) / m : 0,
+           r > 0 ? (b->queue - a->queue) / r : 0,
+           r > 0 ? (b->engine - a->engine) / r : 0,
+           m > 0 ? (b->encode - a->encode) / m : 0,
+           s > 0 ? (b->send - a->send) / s : 0, m);
 }
 
 static void *client_main(void *arg)
@@ -246,6 +305,7 @@ int main(int argc, char **argv)
     ft_result tmp;
     ft_result_alloc(&tmp, FT_MAX_BEAM, FT_MAX_T);
     unsigned long mismatch = 0, failed = 0;
+    stages st0 = get_stages(b.cli);
     for (size_t k = 0; k < m; k++) {
         size_t i = k % b.n;
         double t0 = fti_now();
@@ -286,6 +346,8 @@ int main(int argc, char **argv)
     printf("b1.daemon_us: p50 %.0f p99 %.0f\n", d50, d99);
     printf("b1.added_us: p50 %.0f (paired; p50 difference %.0f)\n", a50, d50 - e50);
     printf("ping_us: p50 %.0f p99 %.0f (nng's round trip, no queue)\n", p50, p99);
+    stages st1 = get_stages(b.cli);
+    print_stages("b1", &st0, &st1);
 
     /* The engine alone in batches. */
     ft_result *bres = calloc((size_t)batch, sizeof *bres);
@@ -316,6 +378,8 @@ int main(int argc, char **argv)
     double cq = (double)atomic_load(&b.done) / (fti_now() - c0);
     printf("daemon.clients%d_qps: %.0f (%.0f%% of the engine's batch %d)\n",
            clients, cq, 100 * cq / eng_qps, batch);
+    stages st2 = get_stages(b.cli);
+    print_stages("clients", &st1, &st2);
     mismatch += atomic_load(&b.mismatch);
     failed += atomic_load(&b.failed);
     printf("answers: %s (%lu differ from the engine's, %lu failed)\n",

@@ -7,7 +7,9 @@
 # Builds a seeded library of N keys, generates R requests (T = 8, K = BW,
 # beam = BW), starts `flashtrie serve` on it over ipc:// (engine FT_ENGINE,
 # cpu or gpu, default cpu, FT_THREADS CPU workers, default 1;
-# FT_SERVE_ARGS adds flags), the same engine in process,
+# FT_SERVE_ARGS adds flags, e.g. "--inline-lone on" or "--inline-lone off"
+# to compare a lone request run on nng's thread with the hand-off to a
+# worker), the same engine in process,
 # and runs ft_daemon_bench: the engine in process against the daemon, b = 1
 # pair by pair, the engine in batches of 32, and FT_CLIENTS (64) client
 # threads for FT_SECONDS (5) seconds.  FT_RUNS (3) repeats the driver

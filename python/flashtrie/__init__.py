@@ -8,8 +8,8 @@ It runs over the C client library (libflashtrie_client) through ctypes: the
 environment variable FLASHTRIE_CLIENT_LIB names the library file; else a
 copy next to this package, else the system's search path, is loaded.
 """
-from .client import (MAX_BATCH, MAX_K, MAX_T, TLS, Client, Hit, hit_dtype,
-                     parse_info)
+from .client import (MAX_BATCH, MAX_K, MAX_T, TLS, BatchResult, Client, Hit,
+                     hit_dtype, parse_info)
 from .errors import (CODES, BusyError, ConnectionError, DeadlineError, Error,
                      LimitError, PermissionError, ProtocolError, RequestError,
                      ShutdownError, StateError, TimeoutError, error_for)
@@ -22,7 +22,7 @@ from . import ar  # noqa: E402  (imports no library until used)
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Hit", "TLS", "hit_dtype", "parse_info", "MAX_T", "MAX_K",
+    "Client", "Hit", "BatchResult", "TLS", "hit_dtype", "parse_info", "MAX_T", "MAX_K",
     "MAX_BATCH", "CODES", "Error", "RequestError", "BusyError",
     "DeadlineError", "TimeoutError", "ConnectionError", "ProtocolError",
     "ShutdownError", "PermissionError", "LimitError", "StateError",

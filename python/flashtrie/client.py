@@ -62,6 +62,51 @@ def hit_dtype(max_len: int) -> np.dtype:
                      ("sigma", np.float32)])
 
 
+# The layout of ft_hit (include/flashtrie.h) as a numpy dtype, built once:
+# results are read with np.frombuffer over the C memory, never through
+# np.ctypeslib.as_array, which parses a PEP 3118 format on every call.
+_HIT_DTYPE = np.dtype({
+    "names": ["len", "tok_off", "value", "score", "sigma", "order",
+              "key_index"],
+    "formats": [np.uint32, np.uint32, np.uint64, np.float64, np.float32,
+                np.uint32, np.uint64],
+    "offsets": [getattr(_lib.Hit, f).offset for f in
+                ("len", "tok_off", "value", "score", "sigma", "order",
+                 "key_index")],
+    "itemsize": ctypes.sizeof(_lib.Hit)})
+_HIT_SIZE = _HIT_DTYPE.itemsize
+_U32_DTYPE = np.dtype(np.uint32)
+_F32_DTYPE = np.dtype(np.float32)
+_EMPTY_U32 = np.zeros(0, dtype=np.uint32)
+
+
+class _RawResult(ctypes.Structure):
+    """ft_result with its pointers as plain addresses (ints), so reading
+    them builds no ctypes pointer object."""
+
+    _fields_ = [
+        ("n", ctypes.c_uint32),
+        ("cap_hits", ctypes.c_uint32),
+        ("cap_tokens", ctypes.c_uint32),
+        ("hits", ctypes.c_void_p),
+        ("tokens", ctypes.c_void_p),
+        ("status", ctypes.c_int),
+        ("error", ctypes.c_char * 160),
+    ]
+
+
+assert ctypes.sizeof(_RawResult) == ctypes.sizeof(_lib.Result)
+
+
+def _c_array(addr: int, count: int, dtype: np.dtype) -> np.ndarray:
+    """_c_array is a read-only view of count elements of dtype at addr (C
+    memory that outlives the view's use): no copy, no format parsing."""
+    if count == 0:
+        return np.zeros(0, dtype=dtype)
+    raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(addr)
+    return np.frombuffer(raw, dtype=dtype)
+
+
 def _text(buf) -> str:
     return buf.value.decode("utf-8", "replace")
 
@@ -122,6 +167,12 @@ def _grids(tokens: Any, logp: Any, ndim: int, where: str):
         raise ValueError("%sbatch: must hold 1..%d requests, got %d"
                          % (where, MAX_BATCH, tok.shape[0]))
     T, K = tok.shape[-2], tok.shape[-1]
+    # The fast path: grids already uint32 and float32, C-contiguous, are
+    # sent from where they are (no conversion, no copy).
+    if tok.dtype == _U32_DTYPE and lp.dtype == _F32_DTYPE and \
+            tok.flags.c_contiguous and lp.flags.c_contiguous and \
+            1 <= T <= MAX_T and 1 <= K <= MAX_K:
+        return tok, lp
     if not 1 <= T <= MAX_T:
         raise ValueError("%stokens: T (positions) must be 1..%d, got %d"
                          % (where, MAX_T, T))
@@ -181,21 +232,44 @@ class _Params:
                                               self.theta_sent, self.alpha)
 
 
-def _convert(res: _lib.Result, as_array: bool):
+def _hits_of(res: _RawResult):
+    """_hits_of returns one result's hits (an array of _HIT_DTYPE) and the
+    tokens they index (uint32), as views of the C results."""
+    n = res.n
+    hits = _c_array(res.hits, n, _HIT_DTYPE)
+    if n == 0:
+        return hits, _EMPTY_U32
+    end = hits["tok_off"].astype(np.int64) + hits["len"]
+    return hits, _c_array(res.tokens, int(end.max()), _U32_DTYPE)
+
+
+def _padded(hits: np.ndarray, toks: np.ndarray, width: int) -> np.ndarray:
+    """_padded is the (n, width) matrix of the hits' tokens, zero padded,
+    gathered in one vectorised step."""
+    n = hits.shape[0]
+    if n == 0 or width == 0:
+        return np.zeros((n, width), dtype=np.uint32)
+    lens = hits["len"].astype(np.int64)
+    col = np.arange(width, dtype=np.int64)
+    idx = hits["tok_off"].astype(np.int64)[:, None] + col[None, :]
+    keep = col[None, :] < lens[:, None]
+    np.minimum(idx, toks.shape[0] - 1, out=idx)
+    out = toks[idx]
+    out[~keep] = 0
+    return out
+
+
+def _convert(res: _RawResult, as_array: bool):
     """_convert copies one ft_result's hits into Python objects (or a
     structured array) before the C results are freed."""
     n = res.n
     if n == 0:
         return np.zeros(0, dtype=hit_dtype(1)) if as_array else []
-    hits = np.ctypeslib.as_array(res.hits, shape=(n,))
-    lens = hits["len"].astype(np.int64)
-    offs = hits["tok_off"].astype(np.int64)
-    ntok = int((offs + lens).max())
-    toks = np.ctypeslib.as_array(res.tokens, shape=(ntok,))
+    hits, toks = _hits_of(res)
     if as_array:
-        out = np.zeros(n, dtype=hit_dtype(int(lens.max())))
-        for j in range(n):
-            out["tokens"][j, :lens[j]] = toks[offs[j]:offs[j] + lens[j]]
+        width = int(hits["len"].max())
+        out = np.empty(n, dtype=hit_dtype(width))
+        out["tokens"] = _padded(hits, toks, width)
         out["len"] = hits["len"]
         out["value"] = hits["value"]
         out["score"] = hits["score"]
@@ -203,8 +277,27 @@ def _convert(res: _lib.Result, as_array: bool):
         return out
     tl = toks.tolist()
     return [Hit(tuple(tl[o:o + ln]), v, s, g) for o, ln, v, s, g in zip(
-        offs.tolist(), lens.tolist(), hits["value"].tolist(),
-        hits["score"].tolist(), hits["sigma"].tolist())]
+        hits["tok_off"].tolist(), hits["len"].tolist(),
+        hits["value"].tolist(), hits["score"].tolist(),
+        hits["sigma"].tolist())]
+
+
+class BatchResult(NamedTuple):
+    """BatchResult is the answer of search_arrays: B requests as arrays.
+    n[i] hits for request i (0 when it failed), best first, in rows
+    0..n[i] of tokens (B, R, L: R the most hits of any request, L the
+    longest key, zero padded), len, value, score and sigma (B, R; zero
+    past n[i]).  status[i] is 0, or the error code of a request the
+    server rejected, whose Error is errors[i] (None for the others)."""
+
+    n: np.ndarray
+    tokens: np.ndarray
+    len: np.ndarray
+    value: np.ndarray
+    score: np.ndarray
+    sigma: np.ndarray
+    status: np.ndarray
+    errors: list
 
 
 _INT = re.compile(r"-?[0-9]+\Z")
@@ -271,6 +364,11 @@ class Client:
                  reconnect_wait: float = 1.0,
                  recv_max_bytes: Optional[int] = None):
         self._lib = _lib.load()
+        # ft_client_results_get returning a plain address: a _RawResult
+        # is then read in place (from_address), no pointer object made.
+        self._get = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p,
+                                     ctypes.c_size_t)(
+            ("ft_client_results_get", self._lib))
         self._cv = threading.Condition()
         self._busy = 0
         self._closed = True
@@ -439,11 +537,67 @@ class Client:
         return self._run(reqs, len(grids), keep, as_array, errors,
                          True)
 
-    def _run(self, reqs, n: int, keep, as_array: bool, errors: str,
-             batch: bool):
-        """_run sends n requests (whose grids keep holds alive) and
-        converts the answers; errors of a batch's requests carry their
-        index."""
+    def search_arrays(self, tokens: Any, logp: Any, beam: int = 100,
+                      results: Optional[int] = None,
+                      theta_tok: float = -math.inf,
+                      theta_sent: float = -math.inf,
+                      alpha: float = 1.0) -> BatchResult:
+        """search_arrays sends B requests in one SEARCH frame: tokens and
+        logp of shape (B, T, K) (uint32 and float32, C-contiguous, are
+        sent without a copy; others are converted as search() does), and
+        returns their answers as arrays (BatchResult): no Python object
+        per hit.  A request the server rejects does not raise: its status
+        and errors[i] say why."""
+        tok, lp = _grids(tokens, logp, 3, "")
+        p = _Params(beam, results, theta_tok, theta_sent, alpha)
+        b, T, K = tok.shape
+        reqs = (_lib.Request * b)()
+        for i in range(b):
+            p.fill(reqs[i], T, K, tok.ctypes.data + i * T * K * 4,
+                   lp.ctypes.data + i * T * K * 4)
+        res = self._call(reqs, b, (tok, lp))
+        try:
+            parts, status, errs = [], np.zeros(b, dtype=np.int32), []
+            for i in range(b):
+                r = _RawResult.from_address(self._get(res, i))
+                if r.status != 0:
+                    status[i] = r.status
+                    errs.append(error_for(r.status, r.error.decode(
+                        "utf-8", "replace"), i))
+                    parts.append(None)
+                    continue
+                errs.append(None)
+                h, t = _hits_of(r)
+                parts.append((h, t))
+            R = max((h.shape[0] for h, _ in filter(None, parts)), default=0)
+            L = max((int(h["len"].max()) for h, _ in filter(None, parts)
+                     if h.shape[0]), default=0)
+            n = np.zeros(b, dtype=np.uint32)
+            out_tok = np.zeros((b, R, L), dtype=np.uint32)
+            out_len = np.zeros((b, R), dtype=np.uint32)
+            out_val = np.zeros((b, R), dtype=np.uint64)
+            out_score = np.zeros((b, R), dtype=np.float64)
+            out_sigma = np.zeros((b, R), dtype=np.float32)
+            for i, part in enumerate(parts):
+                if part is None or part[0].shape[0] == 0:
+                    continue
+                h, t = part
+                m = h.shape[0]
+                n[i] = m
+                out_tok[i, :m] = _padded(h, t, L)
+                out_len[i, :m] = h["len"]
+                out_val[i, :m] = h["value"]
+                out_score[i, :m] = h["score"]
+                out_sigma[i, :m] = h["sigma"]
+            return BatchResult(n, out_tok, out_len, out_val, out_score,
+                               out_sigma, status, errs)
+        finally:
+            self._lib.ft_client_results_free(res)
+
+    def _call(self, reqs, n: int, keep):
+        """_call sends n requests (whose grids keep holds alive until the
+        call returns) and returns the C results (ft_client_results_free
+        them)."""
         err = ctypes.create_string_buffer(_ERRLEN)
         res = ctypes.c_void_p()
         h = self._enter()
@@ -455,10 +609,18 @@ class Client:
         del keep
         if rc != 0:
             raise error_for(rc, _text(err))
+        return res
+
+    def _run(self, reqs, n: int, keep, as_array: bool, errors: str,
+             batch: bool):
+        """_run sends n requests (whose grids keep holds alive) and
+        converts the answers; errors of a batch's requests carry their
+        index."""
+        res = self._call(reqs, n, keep)
         try:
             out = []
             for i in range(n):
-                r = self._lib.ft_client_results_get(res, i).contents
+                r = _RawResult.from_address(self._get(res, i))
                 if r.status != 0:
                     e = error_for(r.status, r.error.decode("utf-8",
                                                            "replace"),

@@ -313,6 +313,51 @@ def test_batch_with_a_rejected_request(env, client):
     check_hits(got[2], want[2])
 
 
+def test_search_arrays(env, client):
+    """search_arrays: (B, T, K) in, arrays out, the same answers as
+    search_batch; a rejected request has its status and error, no raise;
+    uint32/float32 C-contiguous grids are sent from where they are."""
+    reqs = env["requests"][:16]
+    tok = np.array([r["tokens"] for r in reqs], dtype=np.uint32)
+    lp = np.array([r["logp"] for r in reqs], dtype=np.float32)
+    # The grids of the fast path are the caller's arrays, not copies.
+    gt, gl = flashtrie.client._grids(tok, lp, 3, "")
+    assert gt is tok and gl is lp
+    gt, gl = flashtrie.client._grids(tok[0], lp[0], 2, "")
+    assert np.shares_memory(gt, tok) and np.shares_memory(gl, lp)
+    want = client.search_batch(tok, lp, beam=16, results=5)
+    got = client.search_arrays(tok, lp, beam=16, results=5)
+    assert isinstance(got, flashtrie.BatchResult)
+    B = len(reqs)
+    assert got.n.shape == (B,) and got.status.shape == (B,)
+    R = int(got.n.max())
+    assert got.len.shape == (B, R) and got.tokens.shape[:2] == (B, R)
+    for i, w in enumerate(want):
+        assert got.status[i] == 0 and got.errors[i] is None
+        assert got.n[i] == len(w)
+        for j, h in enumerate(w):
+            n = int(got.len[i, j])
+            assert tuple(got.tokens[i, j, :n].tolist()) == h.tokens
+            assert not got.tokens[i, j, n:].any()
+            assert int(got.value[i, j]) == h.value
+            assert float(got.score[i, j]) == h.score
+            assert float(got.sigma[i, j]) == h.sigma
+        assert not got.len[i, len(w):].any()
+    # Other dtypes are converted as search() converts them.
+    got2 = client.search_arrays(tok.astype(np.int64), lp.astype(np.float64),
+                                beam=16, results=5)
+    assert (got2.value == got.value).all() and (got2.n == got.n).all()
+    # A request the server rejects: its status, its error, no exception.
+    bad = tok.copy()
+    bad[1, 0, 1] = bad[1, 0, 0]
+    got3 = client.search_arrays(bad, lp, beam=16, results=5)
+    assert got3.status[1] == 11 and got3.n[1] == 0
+    assert isinstance(got3.errors[1], flashtrie.RequestError)
+    assert got3.errors[1].index == 1
+    assert "appears twice" in got3.errors[1].message
+    assert got3.status[0] == 0 and got3.n[0] == got.n[0]
+
+
 def test_threads_share_a_client(env):
     reqs = env["requests"]
     want = expected(env["big"], reqs)

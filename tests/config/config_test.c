@@ -176,6 +176,7 @@ static void test_dump_format(void)
                  "cpu_threads: 0 (default)\n"
                  "max_batch: 32 (default)\n"
                  "max_wait_us: 200 (default)\n"
+                 "inline_lone: auto (default)\n"
                  "queue_depth: 1024 (default)\n"
                  "max_message_bytes: 67108864 (default)\n"
                  "caps.max_beam: 4096 (default)\n"
@@ -542,7 +543,8 @@ static void test_reload(void)
 {
     static const char *yes[] = {"index", "caps.max_beam", "caps.max_k",
                                 "caps.max_t", "caps.max_results", "max_wait_us",
-                                "max_batch", "log_level", "default_deadline_ms",
+                                "max_batch", "inline_lone", "log_level",
+                                "default_deadline_ms",
                                 "drain_timeout_ms", "admin_reload", "log_file",
                                 "max_connections", "idle_timeout_ms"};
     static const char *no[] = {"listeners", "engine", "devices", "cluster.rank",

@@ -17,6 +17,15 @@
  *               fail at once with FT_ECONN naming the lost connection,
  *               and the same handle is answered once it is back
  *   recvmax     a reply above recv_max_bytes drops the connection
+ *   validate    validation once, at the door: requests the decoder
+ *               refuses (duplicate tokens, a NaN, a zero K) are answered
+ *               with their own error and never queued nor run; the
+ *               valid ones of the same frame are answered exactly
+ *   gone        clients that hang up while their requests are in the
+ *               engine (held there by the delay hook), alone and in
+ *               batches, inline and queued: the server answers into
+ *               nothing, keeps serving others and drains with exit 0 (run
+ *               under the ASan build: no use after free)
  * Servers listen on ipc:// in a temporary folder or on 127.0.0.1, and are
  * stopped by the case (and killed at exit if a check failed first).
  */
@@ -1237,6 +1246,146 @@ static void case_tls(void)
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
 }
 
+
+/* ---- validate ---- */
+
+static uint64_t info_u64(const char *info, const char *key)
+{
+    const char *p = strstr(info, key);
+    if (p == NULL) {
+        fprintf(stderr, "INFO has no '%s'\n", key);
+        exit(1);
+    }
+    return strtoull(p + strlen(key), NULL, 10);
+}
+
+static void case_validate(void)
+{
+    char idx[300], url[300];
+    make_index("a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", NULL};
+    start_server(url, args);
+    ft_client *c = connect_to(url, 20000);
+    local l;
+    local_open(&l, idx);
+    enum { N = 6 };
+    greq g[N];
+    uint64_t seed = 35;
+    for (int i = 0; i < N; i++) {
+        gen_req(&g[i], &seed);
+        g[i].r.K = 2;
+        g[i].r.T = 2;
+    }
+    g[1].tok[1] = g[1].tok[0];           /* a token twice in a row */
+    g[3].lp[2] = NAN;                    /* not finite */
+    g[4].r.K = 0;                        /* no proposals */
+    ft_request reqs[N];
+    for (int i = 0; i < N; i++)
+        reqs[i] = g[i].r;
+    ft_client_results *res;
+    char err[256];
+    FT_PASS(ft_client_search(c, reqs, N, &res, err, sizeof err));
+    FT_CHECK_EQ_U64(ft_client_results_count(res), N);
+    for (int i = 0; i < N; i++) {
+        const ft_result *r = ft_client_results_get(res, i);
+        check_same(&l, &reqs[i], r); /* rejections carry their messages */
+        FT_CHECK_EQ_U64(r->status,
+                        i == 1 || i == 3 || i == 4 ? FT_EREQUEST : FT_OK);
+    }
+    FT_CHECK(strstr(ft_client_results_get(res, 1)->error,
+                    "appears twice") != NULL);
+    ft_client_results_free(res);
+    /* A frame of refused requests only: answered at once, nothing run. */
+    ft_request bad[2] = {g[1].r, g[3].r};
+    FT_PASS(ft_client_search(c, bad, 2, &res, err, sizeof err));
+    FT_CHECK_EQ_U64(ft_client_results_get(res, 0)->status, FT_EREQUEST);
+    FT_CHECK_EQ_U64(ft_client_results_get(res, 1)->status, FT_EREQUEST);
+    ft_client_results_free(res);
+    char *info;
+    FT_PASS(ft_client_info(c, &info, NULL, 0));
+    /* Only the three valid requests reached the queue and the engine. */
+    FT_CHECK_EQ_U64(info_u64(info, "queued_total: "), 3);
+    FT_CHECK_EQ_U64(info_u64(info, "status.rejected: "), 5);
+    FT_CHECK_EQ_U64(info_u64(info, "status.ok: "), 3);
+    FT_CHECK(info_u64(info, "engine.0.batches: ") >= 1);
+    FT_CHECK(info_u64(info, "engine.0.batches: ") <= 3);
+    /* INFO's stages (serve_stages.c), by their exact names: one message
+     * ran jobs (the second was refused whole), its three requests. */
+    const char *st = strstr(info, "\n# stages\n");
+    FT_CHECK(st != NULL);
+    FT_CHECK_EQ_U64(info_u64(st, "\nmessages: "), 1);
+    FT_CHECK_EQ_U64(info_u64(st, "\nrequests: "), 3);
+    static const char *const keys[] = {"\ndecode_us: ", "\nqueue_us: ",
+                                       "\nengine_us: ", "\nencode_us: ",
+                                       "\nsend_us: "};
+    for (int i = 0; i < 5; i++)
+        FT_CHECK(strstr(st, keys[i]) != NULL);
+    ft_client_text_free(info);
+    ft_client_close(c);
+    local_close(&l);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+}
+
+/* ---- gone ---- */
+
+/* hang_up sends one SEARCH of n requests on a socket of its own and
+ * closes the socket without reading the answer. */
+static void hang_up(const char *url, const greq *g, size_t n, uint64_t id)
+{
+    nng_socket s;
+    FT_CHECK(nng_req0_open(&s) == 0);
+    FT_CHECK(nng_dial(s, url, NULL, 0) == 0);
+    ft_request reqs[8];
+    for (size_t i = 0; i < n; i++)
+        reqs[i] = g[i].r;
+    ft_buf b;
+    ft_buf_init(&b);
+    FT_PASS(ft_frame_encode_search(&b, id, 0, reqs, NULL, n));
+    FT_CHECK(nng_send(s, b.data, b.len, 0) == 0);
+    ft_buf_free(&b);
+    th_sleep_ms(20); /* the request is in the engine now (the delay) */
+    nng_close(s);
+}
+
+static void case_gone(void)
+{
+    char idx[300], url[300];
+    make_index("a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    local l;
+    local_open(&l, idx);
+    for (int inl = 0; inl < 2; inl++) {
+        const char *args[] = {"--index", idx, "--listen", url, "--engine",
+                              "cpu", "--threads", "1", "--replicas", "2",
+                              "--max-batch", "4", "--test-delay-us", "100000",
+                              "--inline-lone", inl ? "on" : "off", NULL};
+        start_server(url, args);
+        greq g[8];
+        uint64_t seed = 77;
+        for (int i = 0; i < 8; i++)
+            gen_req(&g[i], &seed);
+        /* Alone (inline when on), then several at once (queued and
+         * batched), each client gone before its answer. */
+        hang_up(url, g, 1, 1);
+        for (int k = 0; k < 6; k++)
+            hang_up(url, &g[k], 1 + (size_t)k % 3, 10 + (uint64_t)k);
+        /* Another client is answered exactly meanwhile and after. */
+        ft_client *c = connect_to(url, 20000);
+        for (int i = 0; i < 8; i++) {
+            ft_client_results *res;
+            FT_PASS(ft_client_search(c, &g[i].r, 1, &res, NULL, 0));
+            check_same(&l, &g[i].r, ft_client_results_get(res, 0));
+            ft_client_results_free(res);
+        }
+        ft_client_close(c);
+        FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+        FT_CHECK(!log_has("ERROR: AddressSanitizer"));
+    }
+    local_close(&l);
+}
+
 int main(int argc, char **argv)
 {
     g_bin = getenv("FT_BIN");
@@ -1257,6 +1406,8 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "tls")) case_tls();
     else if (!strcmp(argv[1], "lost")) case_lost();
     else if (!strcmp(argv[1], "recvmax")) case_recvmax();
+    else if (!strcmp(argv[1], "validate")) case_validate();
+    else if (!strcmp(argv[1], "gone")) case_gone();
     else {
         fprintf(stderr, "daemon_test: unknown case '%s'\n", argv[1]);
         return 2;

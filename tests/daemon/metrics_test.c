@@ -902,6 +902,25 @@ static void case_scrape(void)
     FT_CHECK_EQ_U64(check_histogram(&sc, "flashtrie_batch_size"), ok);
     FT_CHECK_EQ_U64(bucket_le(&sc, "flashtrie_batch_size", "1"), ok);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_batch_size_sum", ""), ok);
+    /* The stages by the daemon's clock (serve_stages.c): every request
+     * run has its queue wait (the 300 ms hook holds a formed batch before
+     * its engine call: counted as queue), the deadline one none. */
+    const char *qs = "flashtrie_request_queue_seconds";
+    FT_CHECK_EQ_U64(check_histogram(&sc, qs), ok);
+    FT_CHECK(value_of(&sc, "flashtrie_request_queue_seconds_sum", "") >=
+             0.3 * ok);
+    static const char *const stg[] = {"decode", "queue", "engine", "encode",
+                                      "send"};
+    for (int i = 0; i < 5; i++) {
+        char lb[32];
+        snprintf(lb, sizeof lb, "stage=\"%s\"", stg[i]);
+        FT_CHECK(value_of(&sc, "flashtrie_request_stage_seconds_total", lb) >=
+                 0);
+        double ev = value_of(&sc, "flashtrie_request_stage_events_total", lb);
+        FT_CHECK(ev >= (i == 4 ? ok - 1 : ok) && ev <= ok);
+    }
+    FT_CHECK(value_of(&sc, "flashtrie_request_stage_seconds_total",
+                      "stage=\"queue\"") >= 0.3 * ok);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_engine_batches_total",
                              "replica=\"0\",kind=\"cpu\",device=\"\""), ok);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_busy_rejections_total", ""), busy);

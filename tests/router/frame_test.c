@@ -481,6 +481,19 @@ static void test_result(void)
         B2.len = 0;
         FT_PASS(ft_frame_encode_result(&B2, (uint64_t)round, into, n));
         FT_CHECK(B2.len == B.len && memcmp(B2.data, B.data, B.len) == 0);
+        /* The server's way: the exact size first, then the frame written
+         * into a buffer of that size: the same bytes. */
+        size_t size = 0;
+        FT_PASS(ft_frame_result_size(res, n, &size));
+        FT_CHECK_EQ_U64(size, B.len);
+        unsigned char *direct = malloc(size);
+        FT_CHECK(direct != NULL);
+        FT_PASS(ft_frame_encode_result_to(direct, size, (uint64_t)round, res,
+                                          n));
+        FT_CHECK(memcmp(direct, B.data, size) == 0);
+        FT_FAIL(ft_frame_encode_result_to(direct, size - 1, (uint64_t)round,
+                                          res, n), FT_EINVAL);
+        free(direct);
     }
 
     /* the caller's buffers must fit: FT_ELIMIT */
@@ -540,6 +553,10 @@ static void test_result(void)
     size_t before = B.len;
     big.n = FT_MAX_RESULTS + 1;
     FT_FAIL(ft_frame_encode_result(&B, 1, &big, 1), FT_ELIMIT);
+    {
+        size_t sz;
+        FT_FAIL(ft_frame_result_size(&big, 1, &sz), FT_ELIMIT);
+    }
     big.n = 1;
     big.hits[0].len = 0;
     FT_FAIL(ft_frame_encode_result(&B, 1, &big, 1), FT_EINVAL);

@@ -222,6 +222,10 @@ void fti_group_timing_report(fti_group *g, char *buf, size_t len);
 /* fti_group_search_batch is ft_engine_search_batch over the group. */
 int fti_group_search_batch(fti_group *g, const ft_request *reqs, size_t n,
                            ft_result *res);
+/* fti_group_search_batch_mode admits the requests as mode says
+ * (router/search_impl.h's FTI_ADMIT_FULL or FTI_ADMIT_TRUSTED). */
+int fti_group_search_batch_mode(fti_group *g, const ft_request *reqs,
+                                size_t n, ft_result *res, int mode);
 /* fti_group_engine returns the engine of shard s. */
 ft_engine *fti_group_engine(fti_group *g, size_t s);
 size_t fti_group_shards(const fti_group *g);
