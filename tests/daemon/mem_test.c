@@ -15,8 +15,9 @@
  *   caps    the same flood with caps that refuse every heavy request
  *           (max_t 8): peak RSS stays under the budget plus a margin
  * Reproducer: mem_test flood CLIENTS SECONDS MB BUDGET_MB [MAX_MSG_MB]
- * (defaults 12 5 8 64 16; the issue's measure was 48 60 62 768 64, with
- * FT_MEM_OLD=1 to run without a budget against an older server).
+ * (defaults 12 5 8 64 16; the issue's measure was 48 60 62 768 64 with
+ * FT_MEM_BEAM=4096; FT_MEM_OLD=1 runs without the budget flag, against an
+ * older server given as FT_BIN).
  * Servers listen on ipc:// in a temporary folder and are stopped by the
  * case (killed at exit when a check failed first).
  */
@@ -464,7 +465,10 @@ static void case_flood(int caps, int clients, int seconds, int mb,
 
     ft_buf frame;
     uint32_t n = (uint32_t)(((size_t)mb << 20) / (64u * 4096u * 8u));
-    heavy_frame(&frame, 1, n ? n : 1, 64);
+    /* FT_MEM_BEAM: the heavy requests' beam and results (default 64) */
+    const char *be = getenv("FT_MEM_BEAM");
+    uint32_t hbeam = be ? (uint32_t)atoi(be) : 64;
+    heavy_frame(&frame, 1, n ? n : 1, hbeam);
     atomic_int stop = 0;
     heavy *h = calloc((size_t)clients, sizeof *h);
     pthread_t *ht = calloc((size_t)clients, sizeof *ht);
@@ -496,9 +500,9 @@ static void case_flood(int caps, int clients, int seconds, int mb,
     }
     long hwm = proc_kb(g_pid, "VmHWM");
     double p50 = pct(&g, 0.5), p99 = pct(&g, 0.99);
-    printf("flood%s: %d clients x %.1f MiB frames (%u requests), %d s, "
-           "budget %s\n", caps ? " (caps max_t 8)" : "", clients,
-           (double)frame.len / 1048576.0, n, seconds,
+    printf("flood%s: %d clients x %.1f MiB frames (%u requests, beam %u), "
+           "%d s, budget %s\n", caps ? " (caps max_t 8)" : "", clients,
+           (double)frame.len / 1048576.0, n, hbeam, seconds,
            old ? "none (FT_MEM_OLD)" : bud);
     printf("  server RSS: %ld MiB before, VmRSS peak sampled %ld MiB, "
            "VmHWM %ld MiB\n", rss0 / 1024, peak / 1024, hwm / 1024);
