@@ -178,6 +178,8 @@ static void test_dump_format(void)
                  "max_wait_us: 200 (default)\n"
                  "queue_depth: 1024 (default)\n"
                  "max_message_bytes: 67108864 (default)\n"
+        "memory_budget_bytes: 805306368 (default)\n"
+        "max_heavy_messages: 4 (default)\n"
                  "caps.max_beam: 4096 (default)\n"
                  "caps.max_k: 4096 (default)\n"
                  "caps.max_t: 64 (default)\n"
@@ -525,7 +527,8 @@ static void test_reload(void)
                                "cluster.join_timeout_ms",
                                "cluster.step_timeout_ms", "replicas",
                                "cpu_threads", "queue_depth", "max_message_bytes",
-                               "metrics"};
+                               "memory_budget_bytes", "max_heavy_messages",
+                               "cluster.secret", "metrics"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         FT_CHECK(ft_config_find(yes[i])->reloadable == 1);
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
