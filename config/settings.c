@@ -819,6 +819,33 @@ int ft_config_validate(const ft_config *cfg, char *errbuf, size_t errlen)
                         l->url);
         }
     }
+    /* Heavy messages (over 1 MiB) may fill 7/8 of the budget
+     * (daemon/serve_budget.h): the largest message must fit there, or it
+     * would always be answered BUSY. */
+    if (cfg->max_message_bytes > ((uint64_t)1 << 20) &&
+        cfg->memory_budget_bytes / 8 * 7 < cfg->max_message_bytes)
+    {
+        /* Blame the one that was set (the budget when both were). */
+        int bud = cfg->src[FT_CONFIG_S_MEMORY_BUDGET_BYTES].kind !=
+                  FT_CONFIG_SRC_DEFAULT;
+        if (bud)
+            return fail(cfg, cfg->src[FT_CONFIG_S_MEMORY_BUDGET_BYTES],
+                        "memory_budget_bytes", errbuf, errlen,
+                        "%llu leaves messages over 1 MiB %llu bytes (7/8 of "
+                        "it), less than max_message_bytes (%llu): the "
+                        "largest would always be answered BUSY",
+                        (unsigned long long)cfg->memory_budget_bytes,
+                        (unsigned long long)(cfg->memory_budget_bytes / 8 * 7),
+                        (unsigned long long)cfg->max_message_bytes);
+        return fail(cfg, cfg->src[FT_CONFIG_S_MAX_MESSAGE_BYTES],
+                    "max_message_bytes", errbuf, errlen,
+                    "%llu exceeds the %llu bytes (7/8 of memory_budget_bytes "
+                    "%llu) messages over 1 MiB may hold: raise "
+                    "memory_budget_bytes too",
+                    (unsigned long long)cfg->max_message_bytes,
+                    (unsigned long long)(cfg->memory_budget_bytes / 8 * 7),
+                    (unsigned long long)cfg->memory_budget_bytes);
+    }
     if (cfg->cluster_rank >= cfg->cluster_world)
         return fail(cfg, cfg->src[FT_CONFIG_S_CLUSTER_RANK], "cluster.rank",
                     errbuf, errlen, "must be below cluster.world (%u), got %u",

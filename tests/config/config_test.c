@@ -392,8 +392,21 @@ static void test_errors(void)
         "t.conf:1: devices: elements must be 0..255, got 99999999999");
     load_ok("index = \"x\"; # 99999999999 in a comment\n"
             "log_file = \"/tmp/99999999999\";\n"
-            "max_message_bytes = 4294967295L;\n");
+            "max_message_bytes = 4294967295L;\n"
+            "memory_budget_bytes = 5000000000L;\n");
     FT_CHECK_EQ_U64(cfg.max_message_bytes, 4294967295ULL);
+    FT_CHECK_EQ_U64(cfg.memory_budget_bytes, 5000000000ULL);
+    /* The largest message must fit in the budget's share for heavy
+     * messages (7/8), or it would always be BUSY. */
+    BAD_VALID("index = \"i\";\nmax_message_bytes = 1073741824;\n",
+        "t.conf:2: max_message_bytes: 1073741824 exceeds the 704643072 "
+        "bytes (7/8 of memory_budget_bytes 805306368) messages over 1 MiB "
+        "may hold: raise memory_budget_bytes too");
+    BAD_VALID("index = \"i\";\nmemory_budget_bytes = 8388608;\n"
+              "max_message_bytes = 8388608;\n",
+        "t.conf:2: memory_budget_bytes: 8388608 leaves messages over 1 MiB "
+        "7340032 bytes (7/8 of it), less than max_message_bytes (8388608): "
+        "the largest would always be answered BUSY");
 
     /* Bad enum strings. */
     BAD("engine = \"fpga\";\n",

@@ -335,7 +335,7 @@ static void case_busy(void)
                           "--threads", "1", "--test-delay-us", "1500000",
                           "--max-heavy-messages", "1",
                           "--memory-budget-bytes", "8388608",
-                          "--max-message-bytes", "16777216", NULL};
+                          "--max-message-bytes", "4194304", NULL};
     th_start(&g_pid, g_bin, g_dir, url, args);
     ft_buf big, mid;
     heavy_frame(&big, 7, 1, 16);          /* 2 MiB: heavy */
