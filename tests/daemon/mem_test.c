@@ -174,6 +174,20 @@ static long long info_num(const char *url, const char *key)
     return v;
 }
 
+/* wait_info waits (up to 20 s) until INFO's key reads v. */
+static void wait_info(const char *url, const char *key, long long v)
+{
+    long long got = -1;
+    for (int i = 0; i < 400; i++) {
+        if ((got = info_num(url, key)) == v)
+            return;
+        th_sleep_ms(50);
+    }
+    fprintf(stderr, "mem_test: INFO %s stayed %lld, want %lld\n", key, got,
+            v);
+    FT_CHECK(0);
+}
+
 /* ---- the well-behaved client ---- */
 
 typedef struct good {
@@ -329,10 +343,10 @@ static void case_busy(void)
     char idx[300], url[320];
     make_library(5000, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
-    /* Every batch takes 1.5 s: a frame stays held long enough for the
+    /* Every batch takes 3 s: a frame stays held long enough for the
      * next to meet it. */
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
-                          "--threads", "1", "--test-delay-us", "1500000",
+                          "--threads", "1", "--test-delay-us", "3000000",
                           "--max-heavy-messages", "1",
                           "--memory-budget-bytes", "8388608",
                           "--max-message-bytes", "4194304", NULL};
@@ -345,7 +359,7 @@ static void case_busy(void)
     /* 1. Two heavy frames at once: the second is BUSY, unread. */
     nng_socket a = raw_req(url), b = raw_req(url);
     FT_CHECK(nng_send(a, big.data, big.len, 0) == 0);
-    th_sleep_ms(300);
+    wait_info(url, "heavy_messages", 1);
     FT_CHECK_EQ_U64(ask(b, &big, &m), FT_FRAME_ERROR);
     FT_CHECK_EQ_U64(m.status, FT_EBUSY);
     FT_CHECK_EQ_U64(m.hdr.id, 7);
@@ -386,7 +400,9 @@ static void case_busy(void)
      * a frame of a few hundred bytes whose answers (beam and results
      * 4096, 64 tokens each) would need more than the 8 MiB: BUSY, naming
      * the budget, before any result is sized. */
-    th_sleep_ms(200); /* the first reply's budget is given back */
+    /* the first reply's budget is given back: INFO's own frame is all
+     * that is held */
+    wait_info(url, "memory_held_bytes", 32);
     {
         static uint32_t tok[64];
         static float lp[64];
