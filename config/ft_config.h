@@ -105,6 +105,8 @@ enum {
     FT_CONFIG_S_INLINE_LONE,
     FT_CONFIG_S_QUEUE_DEPTH,
     FT_CONFIG_S_MAX_MESSAGE_BYTES,
+    FT_CONFIG_S_MEMORY_BUDGET_BYTES,
+    FT_CONFIG_S_MAX_HEAVY_MESSAGES,
     FT_CONFIG_S_MAX_BEAM,
     FT_CONFIG_S_MAX_K,
     FT_CONFIG_S_MAX_T,
@@ -124,6 +126,7 @@ enum {
     FT_CONFIG_S_CLUSTER_COORDINATOR,
     FT_CONFIG_S_CLUSTER_JOIN_TIMEOUT_MS,
     FT_CONFIG_S_CLUSTER_STEP_TIMEOUT_MS,
+    FT_CONFIG_S_CLUSTER_SECRET,
     FT_CONFIG_NSETTINGS
 };
 
@@ -145,6 +148,8 @@ typedef struct ft_config {
     int inline_lone;                     /* ft_config_inline */
     uint32_t queue_depth;
     uint64_t max_message_bytes;
+    uint64_t memory_budget_bytes;        /* messages held, receipt to reply */
+    uint32_t max_heavy_messages;         /* messages > 1 MiB held at once */
     uint32_t max_beam, max_k, max_t, max_results; /* the caps group */
     uint32_t default_deadline_ms;        /* 0: none */
     uint32_t drain_timeout_ms;
@@ -159,6 +164,7 @@ typedef struct ft_config {
     uint32_t cluster_rank, cluster_world;
     char cluster_coordinator[FT_CONFIG_URL_MAX];
     uint32_t cluster_join_timeout_ms, cluster_step_timeout_ms;
+    char cluster_secret[FT_CONFIG_URL_MAX]; /* "": ranks not authenticated */
     char path[FT_CONFIG_PATH_MAX];       /* the file loaded; "" when none */
     ft_config_source src[FT_CONFIG_NSETTINGS];
 } ft_config;

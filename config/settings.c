@@ -96,6 +96,16 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         .def = "67108864", AT(max_message_bytes), .flag = "max-message-bytes",
         .flag_arg = "N", .show = SHOWN,
         .doc = "largest request message accepted, in bytes (larger ones are refused)"},
+    [FT_CONFIG_S_MEMORY_BUDGET_BYTES] = {.name = "memory_budget_bytes",
+        .type = FT_CONFIG_INT, .min = 1048576, .max = 1099511627776LL,
+        .def = "805306368", AT(memory_budget_bytes),
+        .flag = "memory-budget-bytes", .flag_arg = "N", .show = SHOWN,
+        .doc = "bytes all received messages and their answers may hold, from receipt to reply; a message over it is answered BUSY unread"},
+    [FT_CONFIG_S_MAX_HEAVY_MESSAGES] = {.name = "max_heavy_messages",
+        .type = FT_CONFIG_INT, .min = 1, .max = 65536, .def = "4",
+        AT(max_heavy_messages), .flag = "max-heavy-messages",
+        .flag_arg = "N", .show = SHOWN,
+        .doc = "messages over 1 MiB held at once, receipt to reply; one more is answered BUSY unread"},
     [FT_CONFIG_S_MAX_BEAM] = {.name = "caps.max_beam", .type = FT_CONFIG_INT,
         .min = 1, .max = 4096, .def = "4096", .reloadable = 1, AT(max_beam),
         .flag = "max-beam", .flag_arg = "N", .show = SHOWN,
@@ -183,6 +193,10 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         .type = FT_CONFIG_INT, .min = 10, .max = 600000, .def = "10000",
         AT(cluster_step_timeout_ms), .show = SHOWN,
         .doc = "how long a rank waits for one message of a running batch before the rank that owes it is down, in milliseconds"},
+    [FT_CONFIG_S_CLUSTER_SECRET] = {.name = "cluster.secret",
+        .type = FT_CONFIG_STRING, STRMAX(cluster_secret), .def = "",
+        AT(cluster_secret),
+        .doc = "shared secret every rank sends when it registers; a rank with another is refused; empty = none (travels in clear without tls+tcp://)"},
 };
 
 /* The fields of one listeners element: not settings of their own (no
@@ -859,6 +873,33 @@ int ft_config_validate(const ft_config *cfg, char *errbuf, size_t errlen)
                         "only a tls+tcp:// listener takes a tls group, not '%s'",
                         l->url);
         }
+    }
+    /* Heavy messages (over 1 MiB) may fill 7/8 of the budget
+     * (daemon/serve_budget.h): the largest message must fit there, or it
+     * would always be answered BUSY. */
+    if (cfg->max_message_bytes > ((uint64_t)1 << 20) &&
+        cfg->memory_budget_bytes / 8 * 7 < cfg->max_message_bytes)
+    {
+        /* Blame the one that was set (the budget when both were). */
+        int bud = cfg->src[FT_CONFIG_S_MEMORY_BUDGET_BYTES].kind !=
+                  FT_CONFIG_SRC_DEFAULT;
+        if (bud)
+            return fail(cfg, cfg->src[FT_CONFIG_S_MEMORY_BUDGET_BYTES],
+                        "memory_budget_bytes", errbuf, errlen,
+                        "%llu leaves messages over 1 MiB %llu bytes (7/8 of "
+                        "it), less than max_message_bytes (%llu): the "
+                        "largest would always be answered BUSY",
+                        (unsigned long long)cfg->memory_budget_bytes,
+                        (unsigned long long)(cfg->memory_budget_bytes / 8 * 7),
+                        (unsigned long long)cfg->max_message_bytes);
+        return fail(cfg, cfg->src[FT_CONFIG_S_MAX_MESSAGE_BYTES],
+                    "max_message_bytes", errbuf, errlen,
+                    "%llu exceeds the %llu bytes (7/8 of memory_budget_bytes "
+                    "%llu) messages over 1 MiB may hold: raise "
+                    "memory_budget_bytes too",
+                    (unsigned long long)cfg->max_message_bytes,
+                    (unsigned long long)(cfg->memory_budget_bytes / 8 * 7),
+                    (unsigned long long)cfg->memory_budget_bytes);
     }
     if (cfg->cluster_rank >= cfg->cluster_world)
         return fail(cfg, cfg->src[FT_CONFIG_S_CLUSTER_RANK], "cluster.rank",

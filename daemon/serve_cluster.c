@@ -60,6 +60,7 @@ static void cluster_opts(ft_cluster_opts *co, const server *srv)
     co->manifest = srv->index;
     co->join_ms = srv->cfg.cluster_join_timeout_ms;
     co->step_ms = srv->cfg.cluster_step_timeout_ms;
+    co->secret = srv->cfg.cluster_secret;
     ft_engine_opts *e = &co->engine;
     e->device = srv->slot.n_devices ? srv->slot.devices[0] : 0;
     uint64_t used, total;

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "serve_conn.h"
+#include "frame.h"
+#include "serve_budget.h"
 #include "serve_ctx.h"
 #include "serve_info.h"
 #include "serve_priv.h"
@@ -52,6 +54,8 @@ typedef struct srv_ctx {
     atomic_size_t pending; /* jobs queued and not yet answered */
     ft_buf out;
     nng_pipe pipe;         /* the connection the message came on */
+    size_t rxlen;          /* the received message's bytes */
+    int heavy;             /* it holds a heavy slot (serve_budget.h) */
 } srv_ctx;
 
 /* g_cores: the host's online cores, read once at the first socket's start:
@@ -75,12 +79,55 @@ static int inline_lone(server *srv)
  * retries on a new connection. */
 #define SEND_TIMEOUT_MS 1000
 
+static void ctx_send(srv_ctx *c);
+
 /* ctx_recv waits for the next message, with no timeout (a send before it
  * set one on the same aio). */
 static void ctx_recv(srv_ctx *c)
 {
     nng_aio_set_timeout(c->aio, NNG_DURATION_INFINITE);
     nng_ctx_recv(c->ctx, c->aio);
+}
+
+/* ctx_release gives back, once the reply is gone, the budget the message
+ * took and the buffers a large one made the context grow. */
+static void ctx_release(srv_ctx *c)
+{
+    srv_budget_give(c->s->srv, c->w.charged, c->heavy);
+    c->w.charged = 0;
+    c->heavy = 0;
+    if (c->out.cap > SRV_KEEP_BYTES)
+        ft_buf_free(&c->out);
+    srv_wire_trim(&c->w, SRV_KEEP_BYTES);
+}
+
+/* busy_unread answers BUSY to a message the budget refused, without
+ * decoding it (a frame's id read from its header, a JSON line's not at
+ * all), and frees it at once. */
+static void busy_unread(srv_ctx *c, const char *why)
+{
+    const unsigned char *p = nng_msg_body(c->msg);
+    size_t len = nng_msg_len(c->msg);
+    c->out.len = 0;
+    srv_count_refused(c->s->srv, FT_EBUSY);
+    if (ft_frame_is_binary(p, len)) {
+        uint64_t id = 0;
+        if (len >= 24 && memcmp(p, FT_FRAME_MAGIC, 4) == 0)
+            for (int i = 7; i >= 0; i--)
+                id = id << 8 | p[16 + i];
+        c->w.mode = SRV_MODE_FRAME;
+        c->w.req_id = id;
+        if (ft_frame_encode_error(&c->out, id, FT_EBUSY, why) != FT_OK)
+            c->out.len = 0;
+    } else {
+        ft_jsonl_req q;
+        ft_jsonl_req_init(&q);
+        ft_jsonl_encode_error(&c->out, &q, why);
+        ft_jsonl_req_free(&q);
+    }
+    FT_LOGF(FT_LOG_DEBUG, "context %p: message of %zu bytes: %s", (void *)c,
+            len, why);
+    ctx_send(c);
 }
 
 /* ctx_send_msg sends c->msg, which holds the reply. */
@@ -100,15 +147,26 @@ static void ctx_send_msg(srv_ctx *c)
 static void ctx_send(srv_ctx *c)
 {
     server *srv = c->s->srv;
-    nng_msg_clear(c->msg);
-    if (nng_msg_append(c->msg, c->out.data, c->out.len) != 0) {
+    /* nng_msg_clear keeps a message's storage: a reply to a large request
+     * gets a message of its own size, and the request's goes back now. */
+    if (c->rxlen > SRV_KEEP_BYTES) {
+        nng_msg_free(c->msg);
+        c->msg = NULL;
+        if (nng_msg_alloc(&c->msg, 0) != 0)
+            c->msg = NULL;
+    } else {
+        nng_msg_clear(c->msg);
+    }
+    if (c->msg == NULL || nng_msg_append(c->msg, c->out.data, c->out.len) != 0) {
         /* Out of memory for the reply: the client's request times out,
          * which beats a truncated answer. */
         FT_LOGF(FT_LOG_ERROR, "reply of %zu bytes: out of memory; dropped", c->out.len);
-        nng_msg_free(c->msg);
+        if (c->msg)
+            nng_msg_free(c->msg);
         c->msg = NULL;
         srv_conn_replied(srv, c->pipe);
         c->t_send = 0;
+        ctx_release(c);
         atomic_fetch_sub(&srv->inflight, 1);
         c->state = CTX_RECV;
         ctx_recv(c);
@@ -242,6 +300,18 @@ static void ctx_cb(void *arg)
         FT_LOGF(FT_LOG_DEBUG, "context %p: message of %zu bytes", (void *)c,
                  nng_msg_len(c->msg));
         atomic_fetch_add(&srv->inflight, 1);
+        c->rxlen = nng_msg_len(c->msg);
+        {
+            char why[192];
+            int heavy = c->rxlen > SRV_HEAVY_BYTES;
+            if (srv_budget_take(srv, c->rxlen, heavy, why, sizeof why) !=
+                FT_OK) {
+                busy_unread(c, why);
+                break;
+            }
+            c->w.charged = c->rxlen;
+            c->heavy = heavy;
+        }
         handle(c);
         break;
     case CTX_SEND:
@@ -264,6 +334,7 @@ static void ctx_cb(void *arg)
             }
         }
         srv_conn_replied(srv, c->pipe);
+        ctx_release(c);
         atomic_fetch_sub(&srv->inflight, 1);
         if (rv == NNG_ECLOSED || c->closing)
             return;

@@ -8,6 +8,7 @@
 #include "frame.h"
 
 #include "serve.h"
+#include "serve_budget.h"
 #include "serve_frame.h"
 #include "serve_info.h"
 #include "serve_priv.h"
@@ -46,6 +47,23 @@ void srv_frame_state_free(srv_wire *w)
     free(f->all);
     free(f);
     w->frame = NULL;
+}
+
+void srv_frame_state_trim(srv_wire *w, size_t keep)
+{
+    frame_state *f = w->frame;
+    if (f == NULL)
+        return;
+    ft_frame_msg_trim(&f->m, keep);
+    if ((size_t)f->cap * (sizeof *f->rejected + sizeof *f->all) > keep) {
+        free(f->job_of);
+        free(f->rejected);
+        free(f->all);
+        f->job_of = NULL;
+        f->rejected = NULL;
+        f->all = NULL;
+        f->cap = 0;
+    }
 }
 
 static int state_reserve(frame_state *f, uint32_t n)
@@ -98,6 +116,11 @@ static int do_search(srv_wire *w, frame_state *f, server *srv, ft_buf *out)
         return reply_error(out, m->hdr.id, FT_ENOMEM,
                            "request: out of memory");
     uint64_t deadline = srv_wire_deadline(srv, m->hdr.deadline_ms);
+    /* First every request against the caps, from its fields alone: a
+     * refused one never sizes a result.  Then the accepted ones' result
+     * buffers and reply against the memory budget, the whole frame at
+     * once, before any is allocated. */
+    size_t need = 0;
     for (uint32_t i = 0; i < m->count; i++) {
         ft_result *rj = &f->rejected[i];
         memset(rj, 0, sizeof *rj);
@@ -105,6 +128,23 @@ static int do_search(srv_wire *w, frame_state *f, server *srv, ft_buf *out)
         if (rc == FT_OK)
             rc = srv_wire_check(srv, &m->reqs[i], rj->error,
                                 sizeof rj->error);
+        rj->status = rc;
+        f->job_of[i] = rc == FT_OK ? 0 : -1;
+        if (rc == FT_OK)
+            need += srv_wire_result_bytes(&m->reqs[i]);
+    }
+    if (need > 0) {
+        char why[192];
+        if (srv_budget_take(srv, need, 0, why, sizeof why) != FT_OK) {
+            for (uint32_t i = 0; i < m->count; i++)
+                srv_count_refused(srv, FT_EBUSY);
+            return reply_error(out, m->hdr.id, FT_EBUSY, why);
+        }
+        w->charged += need;
+    }
+    for (uint32_t i = 0; i < m->count; i++) {
+        ft_result *rj = &f->rejected[i];
+        int rc = rj->status;
         if (rc == FT_OK) {
             f->job_of[i] = (int)w->n_jobs;
             rc = srv_wire_add_job(w, &m->reqs[i], deadline);

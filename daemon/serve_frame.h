@@ -24,5 +24,8 @@ int srv_frame_reply_msg(srv_wire *w, nng_msg *msg);
 void srv_frame_encode_error(srv_wire *w, ft_buf *out, int code,
                             const char *msg);
 void srv_frame_state_free(srv_wire *w);
+/* srv_frame_state_trim gives back what a large frame made the state grow
+ * beyond keep bytes per array. */
+void srv_frame_state_trim(srv_wire *w, size_t keep);
 
 #endif /* FT_SERVE_FRAME_H */

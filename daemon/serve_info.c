@@ -188,6 +188,12 @@ int srv_info(server *srv, ft_buf *o, int admin)
     ft_buf_printf(o, "messages_frame: %llu\n",
                   (unsigned long long)atomic_load(&srv->frame_messages));
     ft_buf_printf(o, "in_flight: %ld\n", atomic_load(&srv->inflight));
+    ft_buf_printf(o, "memory_held_bytes: %llu\nmemory_held_peak_bytes: %llu\n"
+                  "memory_busy: %llu\nheavy_messages: %u\n",
+                  (unsigned long long)atomic_load(&srv->budget_used),
+                  (unsigned long long)atomic_load(&srv->budget_peak),
+                  (unsigned long long)atomic_load(&srv->budget_refused),
+                  (unsigned)atomic_load(&srv->budget_heavy));
     ft_buf_printf(o, "total: %llu\n", (unsigned long long)total);
     for (int s = 0; s < SRV_ERR_COUNT; s++) {
         uint64_t n = atomic_load(&srv->status[s]);

@@ -87,6 +87,9 @@ struct server {
     atomic_uint_fast64_t next_gen;
     atomic_int draining;
     atomic_long inflight;      /* messages received, reply not yet sent */
+    /* the memory budget (serve_budget.c) */
+    atomic_uint_fast64_t budget_used, budget_peak, budget_refused;
+    atomic_uint budget_heavy;  /* heavy messages held */
     /* statistics */
     atomic_uint_fast64_t messages, json_messages, frame_messages;
     atomic_uint_fast64_t status[SRV_ERR_COUNT]; /* per request */

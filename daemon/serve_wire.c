@@ -7,6 +7,7 @@
 #include <string.h>
 
 
+#include "serve_budget.h"
 #include "serve_frame.h"
 #include "serve_info.h"
 #include "serve_priv.h"
@@ -27,6 +28,38 @@ void srv_wire_free(srv_wire *w)
     free(w->items);
     srv_frame_state_free(w);
     memset(w, 0, sizeof *w);
+}
+
+void srv_wire_trim(srv_wire *w, size_t keep)
+{
+    for (size_t i = 0; i < w->cap_jobs; i++) {
+        ft_result *r = &w->res[i];
+        if ((size_t)r->cap_hits * sizeof *r->hits +
+                (size_t)r->cap_tokens * sizeof *r->tokens > keep)
+            ft_result_free(r);
+    }
+    if (w->cap_jobs * (sizeof *w->jobs + sizeof *w->res) > keep) {
+        for (size_t i = 0; i < w->cap_jobs; i++)
+            ft_result_free(&w->res[i]);
+        free(w->jobs);
+        free(w->res);
+        free(w->items);
+        w->jobs = NULL;
+        w->res = NULL;
+        w->items = NULL;
+        w->cap_jobs = 0;
+        w->n_jobs = 0;
+    }
+    srv_frame_state_trim(w, keep);
+}
+
+size_t srv_wire_result_bytes(const ft_request *r)
+{
+    size_t n = r->results ? r->results : r->beam;
+    /* the hits and their tokens, then the same again encoded in the reply
+     * (a hit's fixed part, its tokens) */
+    return n * (sizeof(ft_hit) + (size_t)r->T * 4) +
+           n * (24 + (size_t)r->T * 4);
 }
 
 /* srv_wire_reserve makes room for n jobs; the result buffers are kept
@@ -137,6 +170,12 @@ static int decode_json(srv_wire *w, const srv_wire_ctx *wc,
     if (rc == FT_OK && atomic_load(&srv->draining)) {
         rc = FT_ESHUTDOWN;
         snprintf(err, sizeof err, "server: draining; no new requests taken");
+    }
+    if (rc == FT_OK) {
+        size_t need = srv_wire_result_bytes(&w->jq.req);
+        rc = srv_budget_take(srv, need, 0, err, sizeof err);
+        if (rc == FT_OK)
+            w->charged += need;
     }
     if (rc == FT_OK) {
         rc = srv_wire_add_job(w, &w->jq.req, srv_wire_deadline(srv, 0));

@@ -30,6 +30,8 @@ typedef struct srv_wire {
     ft_job *jobs;
     ft_result *res;      /* res[i] is jobs[i]'s answer */
     void **items;        /* queue pointers to jobs[] */
+    size_t charged;      /* bytes taken from the memory budget for the
+                          * message being answered (serve_budget.h) */
 } srv_wire;
 
 typedef struct srv_wire_ctx {
@@ -39,6 +41,14 @@ typedef struct srv_wire_ctx {
 
 void srv_wire_init(srv_wire *w);
 void srv_wire_free(srv_wire *w);
+
+/* srv_wire_trim gives back the buffers a large message made w grow beyond
+ * keep bytes each (results, job arrays, the frame decoder's storage). */
+void srv_wire_trim(srv_wire *w, size_t keep);
+
+/* srv_wire_result_bytes is what answering r takes: its result buffer and
+ * its share of the reply. */
+size_t srv_wire_result_bytes(const ft_request *r);
 
 /* srv_wire_decode decodes one message of len bytes.  SRV_WIRE_REPLY: out
  * holds the reply; SRV_WIRE_QUEUE: w->jobs[0..n_jobs) are ready to queue

@@ -8,7 +8,8 @@
  * sender's rank, u32 the batch sequence number (0 outside batches).
  * Bodies, by type:
  *   REG      rank -> 0: world, shards, first, count, engine kind,
- *            max_batch, max_beam, max_k, max_t, u64 manifest checksum
+ *            max_batch, max_beam, max_k, max_t, u64 manifest checksum,
+ *            u32 length and the bytes of the cluster secret (at most 255)
  *   SESSION  0 -> rank: world, shards, then per rank first, count; u8 has
  *            NCCL id, then the 128-byte ncclUniqueId when it has one
  *   REFUSE   0 -> rank: u32 error code, u32 length, the message
@@ -323,6 +324,24 @@ static void put_reg(ft_cluster *c, ft_buf *b)
     ft_buf_put_u32(b, c->eo.max_k);
     ft_buf_put_u32(b, c->eo.max_t);
     ft_buf_put_u64(b, c->msum);
+    size_t sl = strlen(c->secret);
+    ft_buf_put_u32(b, (uint32_t)sl);
+    ft_buf_append(b, c->secret, sl);
+}
+
+/* secret_same compares the secret a rank sent (n bytes at p) with ours in
+ * a time that depends on neither's contents nor length. */
+static int secret_same(const ft_cluster *c, const unsigned char *p,
+                       size_t n)
+{
+    size_t ours = strlen(c->secret);
+    unsigned d = (unsigned)(n != ours);
+    for (size_t i = 0; i < sizeof c->secret - 1; i++) {
+        unsigned char a = i < ours ? (unsigned char)c->secret[i] : 0;
+        unsigned char b = i < n ? p[i] : 0;
+        d |= (unsigned)(a ^ b);
+    }
+    return d == 0;
 }
 
 static const char *kind_name(uint32_t k)
@@ -339,10 +358,17 @@ static int check_reg(ft_cluster *c, cl_rd *rd, uint32_t rank, char *why,
              count = cl_u32(rd), kind = cl_u32(rd), mb = cl_u32(rd),
              beam = cl_u32(rd), k = cl_u32(rd), t = cl_u32(rd);
     uint64_t sum = cl_u64(rd);
+    uint32_t sl = cl_u32(rd);
     why[0] = 0;
-    if (rd->bad) {
+    if (rd->bad || sl > sizeof c->secret - 1 || rd->len - rd->pos != sl) {
         snprintf(why, len, "rank %u: malformed registration", rank);
         return FT_EPROTO;
+    }
+    /* The secret first: nothing else is told to a peer without it. */
+    if (!secret_same(c, rd->p + rd->pos, sl)) {
+        snprintf(why, len, "rank %u: wrong cluster secret (%s)", rank,
+                 sl == 0 ? "it sent none" : "it differs from rank 0's");
+        return FT_EPERM;
     }
     if (world != c->world) {
         snprintf(why, len, "rank %u: wrong world: it has %u ranks, the "
@@ -768,6 +794,34 @@ uint8_t cl_u8(cl_rd *r)
     return v;
 }
 
+/* max_msg is the largest message a legitimate peer sends this rank, from
+ * the caps every rank shares (checked at registration) and the shard
+ * blocks: rank 0 receives a rank's LISTS and HITS, the others a BATCH and
+ * the ALL lists; 64 KiB more for the header and the small messages (REG,
+ * SESSION, REFUSE, FAIL).  Anything larger makes nng drop the connection
+ * before the message is read whole. */
+static size_t max_msg(const ft_cluster *c)
+{
+    size_t m = FTI_ENGINE_CHUNK;
+    size_t beam = c->eo.max_beam ? c->eo.max_beam : FT_MAX_BEAM;
+    size_t k = c->eo.max_k ? c->eo.max_k : FT_MAX_K;
+    size_t t = c->eo.max_t ? c->eo.max_t : FT_MAX_T;
+    size_t most = 0, cnt = 0;
+    for (uint32_t r = 0; r < c->world; r++)
+        if (c->r[r].count > cnt)
+            cnt = c->r[r].count;
+    if (c->rank == 0) {
+        size_t lists = cnt * m * beam * 8;
+        size_t hits = cnt * m * (8 + beam * (36 + t * 4));
+        most = lists > hits ? lists : hits;
+    } else {
+        size_t batch = m * (40 + t * k * 8);
+        size_t all = (size_t)c->S * m * beam * 8;
+        most = batch > all ? batch : all;
+    }
+    return most + 65536;
+}
+
 int ft_cluster_open(ft_cluster **out, const ft_library *lib,
                     const ft_cluster_opts *o, char *errbuf, size_t errlen)
 {
@@ -794,6 +848,7 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
     c->stop = o->stop;
     c->stop_arg = o->stop_arg;
     snprintf(c->url, sizeof c->url, "%s", o->coordinator);
+    snprintf(c->secret, sizeof c->secret, "%s", o->secret ? o->secret : "");
     int rc = FT_ENOMEM;
     RT_ERRF(errbuf, errlen, "cluster: rank %u: out of memory", c->rank);
     c->r = calloc(c->world, sizeof *c->r);
@@ -854,9 +909,11 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
         nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, c->rank == 0
                                                           ? (int)c->step_ms
                                                           : CL_POLL_MS * 5);
-        /* Peers are the cluster's own ranks: lists of a full batch of
-         * full beams are tens of megabytes. */
-        nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0);
+        /* Lists of a full batch of full beams are tens of megabytes, but
+         * anyone who can reach the coordinator can send: nothing larger
+         * than the largest legitimate message is read. */
+        c->max_msg = max_msg(c);
+        nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, c->max_msg);
         nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 50);
         nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 500);
         nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, on_pipe, c);
@@ -873,8 +930,11 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
         goto fail;
     }
     FT_LOGF(FT_LOG_INFO, "cluster: rank %u of %u, shards %u..%u of %u; %s "
-            "%s", c->rank, c->world, c->first, c->first + c->count - 1, c->S,
-            c->rank == 0 ? "waiting for the ranks on" : "joining", c->url);
+            "%s (messages up to %zu bytes; %s)", c->rank, c->world, c->first,
+            c->first + c->count - 1, c->S,
+            c->rank == 0 ? "waiting for the ranks on" : "joining", c->url,
+            c->max_msg, c->secret[0] ? "ranks authenticated by the cluster "
+            "secret" : "no cluster secret: any peer may register");
     rc = c->rank == 0 ? join_coordinator(c, errbuf, errlen)
                       : join_rank(c, errbuf, errlen);
     if (rc == FT_OK)

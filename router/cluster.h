@@ -68,6 +68,8 @@ typedef struct ft_cluster_opts {
     ft_engine_opts engine;   /* kind CPU or GPU (every rank the same) */
     uint32_t join_ms;        /* 0: FT_CLUSTER_JOIN_MS */
     uint32_t step_ms;        /* 0: FT_CLUSTER_STEP_MS */
+    const char *secret;      /* shared secret sent in REG and checked by
+                              * rank 0 (NULL or "": none) */
     ft_cluster_stop_fn stop; /* may be NULL */
     void *stop_arg;
 } ft_cluster_opts;

@@ -60,6 +60,8 @@ struct ft_cluster {
     uint64_t msum;             /* XXH3-64 of the manifest file */
     cl_rank *r;                /* [world] */
     char url[512];
+    char secret[256];     /* the shared secret of REG ("": none) */
+    size_t max_msg;       /* NNG_OPT_RECVMAXSZ: the largest message */
     nng_socket sock;
     int sock_open;
     pthread_mutex_t mu;        /* r[].joined/up/why/pipe, running, lost */

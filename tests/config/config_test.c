@@ -179,6 +179,8 @@ static void test_dump_format(void)
                  "inline_lone: auto (default)\n"
                  "queue_depth: 1024 (default)\n"
                  "max_message_bytes: 67108864 (default)\n"
+                 "memory_budget_bytes: 805306368 (default)\n"
+                 "max_heavy_messages: 4 (default)\n"
                  "caps.max_beam: 4096 (default)\n"
                  "caps.max_k: 4096 (default)\n"
                  "caps.max_t: 64 (default)\n"
@@ -415,8 +417,21 @@ static void test_errors(void)
         "t.conf:1: devices: elements must be 0..255, got 99999999999");
     load_ok("index = \"x\"; # 99999999999 in a comment\n"
             "log_file = \"/tmp/99999999999\";\n"
-            "max_message_bytes = 4294967295L;\n");
+            "max_message_bytes = 4294967295L;\n"
+            "memory_budget_bytes = 5000000000L;\n");
     FT_CHECK_EQ_U64(cfg.max_message_bytes, 4294967295ULL);
+    FT_CHECK_EQ_U64(cfg.memory_budget_bytes, 5000000000ULL);
+    /* The largest message must fit in the budget's share for heavy
+     * messages (7/8), or it would always be BUSY. */
+    BAD_VALID("index = \"i\";\nmax_message_bytes = 1073741824;\n",
+        "t.conf:2: max_message_bytes: 1073741824 exceeds the 704643072 "
+        "bytes (7/8 of memory_budget_bytes 805306368) messages over 1 MiB "
+        "may hold: raise memory_budget_bytes too");
+    BAD_VALID("index = \"i\";\nmemory_budget_bytes = 8388608;\n"
+              "max_message_bytes = 8388608;\n",
+        "t.conf:2: memory_budget_bytes: 8388608 leaves messages over 1 MiB "
+        "7340032 bytes (7/8 of it), less than max_message_bytes (8388608): "
+        "the largest would always be answered BUSY");
 
     /* Bad enum strings. */
     BAD("engine = \"fpga\";\n",
@@ -552,7 +567,9 @@ static void test_reload(void)
                                "cluster.join_timeout_ms",
                                "cluster.step_timeout_ms", "replicas",
                                "cpu_threads", "queue_depth", "max_message_bytes",
-                               "metrics", "probe_interval_ms", "ipc_mode"};
+                               "probe_interval_ms", "ipc_mode",
+                               "memory_budget_bytes", "max_heavy_messages",
+                               "cluster.secret", "metrics"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         FT_CHECK(ft_config_find(yes[i])->reloadable == 1);
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)

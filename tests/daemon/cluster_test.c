@@ -701,12 +701,139 @@ static void case_bootstrap(void)
     su_cases_free(&g_cs);
 }
 
+/* append_caps adds small caps to DIR/name (every rank the same): the
+ * coordinator's message bound is then small. */
+static void append_caps(const char *name)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "a");
+    FT_CHECK(f != NULL);
+    fprintf(f, "caps = { max_beam = 32; max_t = 8; max_k = 64; };\n");
+    fclose(f);
+}
+
+static long proc_kb(pid_t pid, const char *key)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long v = -1;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':')
+            v = strtol(line + kl + 1, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+/* case_secret: a cluster with a secret: ranks with a wrong one or none are
+ * refused (FT_EPERM, named, logged by both); a peer that sends the
+ * coordinator a message larger than the largest legitimate one loses its
+ * connection before the message is read (the coordinator's memory does not
+ * grow by it); the right ranks then join and answer. */
+static void case_secret(void)
+{
+    make_lib();
+    split(3);
+    const char *sec = "secret = \"s3cret-shared\"; ";
+    write_conf_x("c0.conf", "m3.ftm", 0, 3, 8, NULL, sec);
+    write_conf_x("c1.conf", "m3.ftm", 1, 3, 8, NULL, sec);
+    write_conf_x("c2.conf", "m3.ftm", 2, 3, 8, NULL, sec);
+    write_conf_x("wrong.conf", "m3.ftm", 2, 3, 8, NULL,
+                 "secret = \"s3cret-sharee\"; ");
+    write_conf_x("none.conf", "m3.ftm", 2, 3, 8, NULL, NULL);
+    const char *confs[] = {"c0.conf", "c1.conf", "c2.conf", "wrong.conf",
+                           "none.conf"};
+    for (int i = 0; i < 5; i++)
+        append_caps(confs[i]);
+    char path[300];
+    snprintf(path, sizeof path, "%s/c0.conf", g_dir);
+    const char *args0[] = {"--config", path, NULL};
+    th_spawn(&g_pid[0], g_bin, g_dir, "log", args0);
+    start_rank(1, 1, "c1.conf");
+    int seen = 0;
+    for (int i = 0; i < 1000 && !seen; i++) {
+        seen = file_has("log", "cluster: rank 1 joined (shards 1..1)");
+        if (!seen)
+            th_sleep_ms(10);
+    }
+    FT_CHECK(seen);
+    /* rank 0 bounds what it reads: 1 shard per rank x 64 requests x
+     * max(32 x 8 list bytes, 8 + 32 x (36 + 8 x 4) hit bytes) + 64 KiB */
+    size_t bound = 64 * (8 + 32 * (36 + 8 * 4)) + 65536;
+    char want[512];
+    snprintf(want, sizeof want, "(messages up to %zu bytes; ranks "
+             "authenticated by the cluster secret)", bound);
+    expect_log("log", want);
+
+    start_rank(2, 2, "wrong.conf");
+    FT_CHECK_EQ_U64(wait_exit(2, 10000), 1);
+    expect_log("log2", "cannot serve: cluster: the coordinator refused rank "
+                       "2: wrong cluster secret (it differs from rank 0's)");
+    start_rank(3, 2, "none.conf");
+    FT_CHECK_EQ_U64(wait_exit(3, 10000), 1);
+    expect_log("log3", "cannot serve: cluster: the coordinator refused rank "
+                       "2: wrong cluster secret (it sent none)");
+    expect_log("log", "cluster: registration refused: rank 2: wrong cluster "
+                      "secret (it sent none)");
+
+    /* An oversize message: 64 MiB from a peer that never registered. */
+    {
+        long before = proc_kb(g_pid[0], "VmRSS");
+        nng_socket sk;
+        FT_CHECK(nng_pair1_open(&sk) == 0);
+        nng_socket_set_ms(sk, NNG_OPT_SENDTIMEO, 5000);
+        char boot[300];
+        snprintf(boot, sizeof boot, "ipc://%s/boot.sock", g_dir);
+        FT_CHECK(nng_dial(sk, boot, NULL, 0) == 0);
+        size_t big = (size_t)64 << 20;
+        unsigned char *junk = malloc(big);
+        FT_CHECK(junk != NULL);
+        memset(junk, 0x5a, big);
+        memcpy(junk, "FTCL", 4);
+        junk[4] = 1; /* REG */
+        nng_send(sk, junk, big, 0);
+        th_sleep_ms(500);
+        nng_close(sk);
+        free(junk);
+        long hwm = proc_kb(g_pid[0], "VmHWM");
+        fprintf(stderr, "coordinator: VmRSS %ld KiB before the 64 MiB "
+                "message, VmHWM %ld KiB after\n", before, hwm);
+        FT_CHECK(hwm - before < 16 * 1024);
+    }
+
+    start_rank(4, 2, "c2.conf");
+    char url[300];
+    snprintf(url, sizeof url, "ipc://%s/c.sock", g_dir);
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = 500;
+    o.connect_wait_ms = 1;
+    ft_client *c;
+    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    int rc = FT_ETIMEDOUT;
+    for (int i = 0; i < 60 && rc != FT_OK; i++)
+        rc = ft_client_ping(c, NULL, 0);
+    FT_PASS(rc);
+    ft_client_close(c);
+    c = connect_coord();
+    check_answers(c, 16, "world 3 with a secret");
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, NULL), 0);
+    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+    FT_CHECK_EQ_U64(wait_exit(4, 10000), 0);
+    su_cases_free(&g_cs);
+}
+
 int main(int argc, char **argv)
 {
     g_bin = getenv("FT_BIN");
     if (argc != 2 || g_bin == NULL) {
         fprintf(stderr, "usage: FT_BIN=flashtrie cluster_test "
-                "equal|kill|stall|bootstrap\n");
+                "equal|kill|stall|bootstrap|secret\n");
         return 2;
     }
     snprintf(g_dir, sizeof g_dir, "/tmp/ft_cluster_%ld", (long)getpid());
@@ -722,6 +849,8 @@ int main(int argc, char **argv)
         case_stall();
     else if (!strcmp(argv[1], "bootstrap"))
         case_bootstrap();
+    else if (!strcmp(argv[1], "secret"))
+        case_secret();
     else {
         fprintf(stderr, "cluster_test: unknown case %s\n", argv[1]);
         return 2;
