@@ -313,6 +313,10 @@ typedef struct ft_gk_kxparams {
     uint32_t *err;                /* set by a wait that ran out */
     uint32_t *abort;              /* this shard's: its CTAs stop */
     uint32_t *herr;               /* mapped host word: set with *err */
+    unsigned long long *prof;     /* NULL, or this shard's timeline (CTA 0,
+                                   * %globaltimer ns): [0] the start,
+                                   * [1 + 2t] step t's arrival, [2 + 2t]
+                                   * its departure */
     unsigned long long base;      /* *ctr before this batch */
     unsigned long long timeout;   /* clock64 cycles */
     uint64_t len;
@@ -321,7 +325,7 @@ typedef struct ft_gk_kxparams {
     uint32_t total;               /* CTAs of every shard's launch */
 } ft_gk_kxparams;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_kxparams) == 88, "ft_gk_kxparams layout");
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_kxparams) == 96, "ft_gk_kxparams layout");
 
 /* ft_gk_sel_key and friends: expansion path choice shared by host (step 0)
  * and device.  The hash path (iterate children, look proposals up) is taken

@@ -52,6 +52,7 @@
  * two seconds at 2 GHz): far longer than any step, short enough that a
  * group whose launches cannot run side by side falls back soon. */
 #define FTI_XKERNEL_TIMEOUT_CYCLES 4000000000ull
+#define XPROF (1 + 2 * FT_MAX_T)
 
 struct fti_group {
     size_t n;                  /* shards */
@@ -86,6 +87,16 @@ struct fti_group {
     uint32_t xtotal;
     int xwarned;
     unsigned long long xtimeout; /* clock64 cycles */
+    /* opts.timing with the kernel exchange: every shard's timeline
+     * (ft_gk_kxparams.prof, XPROF words each) on the device and its
+     * copy; sums of, per exchanged step, the last arrival to the last
+     * departure (the barrier), the first arrival to the last (waiting
+     * for the slowest shard), the work before the arrival (mean over
+     * shards), and per batch the spread of the launches' starts */
+    unsigned long long *dprof, *hprof;
+    double xsum[4];
+    uint64_t xsteps, xbatches;
+    uint32_t xtmax; /* the last batch's steps */
 #endif
 #ifdef FT_HAVE_NCCL
     ncclComm_t *comm;          /* [n]: rank s = shard s */
@@ -153,6 +164,25 @@ void fti_group_timing_report(fti_group *g, char *buf, size_t len)
     if (len)
         buf[0] = 0;
 #ifdef FT_HAVE_CUDA
+    if (g->dprof && g->xbatches && len) {
+        double st = g->xsteps ? 1e6 / (double)g->xsteps : 0;
+        int o = snprintf(buf, len, "group of %zu (kernel exchange), %llu "
+                         "batches, %llu exchanged steps, us per step: "
+                         "barrier (last arrival to last departure, CTA 0 "
+                         "of each shard) %.2f, waiting for the slowest "
+                         "shard %.2f, work before the barrier %.1f; spread "
+                         "of the launches' starts %.1f us per batch\n",
+                         g->n, (unsigned long long)g->xbatches,
+                         (unsigned long long)g->xsteps, g->xsum[0] * st,
+                         g->xsum[1] * st, g->xsum[2] * st,
+                         g->xsum[3] * 1e6 / (double)g->xbatches);
+        memset(g->xsum, 0, sizeof g->xsum);
+        g->xsteps = g->xbatches = 0;
+        if (o < 0 || (size_t)o >= len)
+            return;
+        buf += o;
+        len -= (size_t)o;
+    }
     if (g->tev == NULL || g->tsteps == 0 || len == 0)
         return;
     double st = 1e6 / (double)g->tsteps;
@@ -203,6 +233,8 @@ void fti_group_close(fti_group *g)
         cudaFree(g->lists[0]);
         cudaFree(g->lists[1]);
         cudaFree(g->xmem);
+        cudaFree(g->dprof);
+        free(g->hprof);
         if (g->hxerr)
             cudaFreeHost(g->hxerr);
         if (g->xdone)
@@ -382,6 +414,13 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
                 int use, full;
                 fti_engine_gpu_xgrid(g->eng[s], &use, &full);
                 g->xtotal += (uint32_t)use;
+            }
+            if (g->o.timing) {
+                g->hprof = calloc(g->n * XPROF, sizeof *g->hprof);
+                if (g->hprof == NULL)
+                    return FT_ENOMEM;
+                FT_CUDA_CHECK_GOTO(cudaMalloc((void **)&g->dprof,
+                                              g->n * XPROF * 8), rc, fail);
             }
         }
         if (g->o.timing) {
@@ -769,6 +808,7 @@ static int x_fused(void *arg, uint32_t tmax)
                        .total = g->xtotal};
     for (size_t s = 0; s < g->n; s++) {
         xb.abort = (uint32_t *)(m + 16) + s;
+        xb.prof = g->dprof ? g->dprof + s * XPROF : NULL;
         int rc = fti_engine_gpu_steps_all(g->eng[s], &xb);
         if (rc != FT_OK) {
             /* the shards launched so far wait for this one until their
@@ -779,7 +819,45 @@ static int x_fused(void *arg, uint32_t tmax)
     }
     if (tmax > 1)
         g->xbase += (unsigned long long)(tmax - 1) * g->xtotal;
+    g->xtmax = tmax;
     return FT_OK;
+}
+
+/* x_prof_take adds the last batch's timelines to the sums (the
+ * engines finished: every launch has ended). */
+static void x_prof_take(fti_group *g)
+{
+    uint32_t tmax = g->xtmax;
+    if (cudaMemcpy(g->hprof, g->dprof, g->n * XPROF * 8,
+                   cudaMemcpyDeviceToHost) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    const unsigned long long *P = g->hprof;
+    unsigned long long s0 = ~0ull, s1 = 0;
+    for (size_t s = 0; s < g->n; s++) {
+        s0 = P[s * XPROF] < s0 ? P[s * XPROF] : s0;
+        s1 = P[s * XPROF] > s1 ? P[s * XPROF] : s1;
+    }
+    g->xsum[3] += (double)(s1 - s0) * 1e-9;
+    for (uint32_t t = 0; t + 1 < tmax; t++) {
+        unsigned long long a0 = ~0ull, a1 = 0, d1 = 0;
+        double work = 0;
+        for (size_t s = 0; s < g->n; s++) {
+            const unsigned long long *q = P + s * XPROF;
+            unsigned long long a = q[1 + 2 * t], d = q[2 + 2 * t];
+            unsigned long long from = t ? q[2 * t] : q[0];
+            a0 = a < a0 ? a : a0;
+            a1 = a > a1 ? a : a1;
+            d1 = d > d1 ? d : d1;
+            work += (double)(a - from);
+        }
+        g->xsum[0] += (double)(d1 - a1) * 1e-9;
+        g->xsum[1] += (double)(a1 - a0) * 1e-9;
+        g->xsum[2] += work / (double)g->n * 1e-9;
+        g->xsteps++;
+    }
+    g->xbatches++;
 }
 
 /* x_fused_done: a wait that ran out voids the batch; the group then uses
@@ -787,8 +865,11 @@ static int x_fused(void *arg, uint32_t tmax)
 static int x_fused_done(void *arg)
 {
     fti_group *g = arg;
-    if (*(volatile uint32_t *)g->hxerr == 0)
+    if (*(volatile uint32_t *)g->hxerr == 0) {
+        if (g->dprof)
+            x_prof_take(g);
         return FT_OK;
+    }
     x_reset(g);
     if (!g->xwarned) {
         g->xwarned = 1;
@@ -820,7 +901,8 @@ static int run_chunk(fti_group *g, const fti_prepared *const *reqs,
     int rc = fti_steps_run(g->eng, g->n, 0, (uint32_t)g->n, reqs, m, g->part,
                            &x, NULL);
 #ifdef FT_HAVE_CUDA
-    if (g->tev && rc == FT_OK && cudaStreamSynchronize(g->xs) == cudaSuccess) {
+    if (g->tev && x.step && rc == FT_OK &&
+        cudaStreamSynchronize(g->xs) == cudaSuccess) {
         float ms;
         for (uint32_t t = 0; t < tmax; t++) {
             if (cudaEventElapsedTime(&ms, g->tev[3 * t], g->tev[3 * t + 1]) ==

@@ -1728,6 +1728,7 @@ int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb)
     k.err = xb->err;
     k.abort = xb->abort;
     k.herr = xb->herr;
+    k.prof = xb->prof;
     k.base = xb->base;
     k.timeout = xb->timeout;
     k.len = g->slen;

@@ -47,17 +47,26 @@ gk_ld_acquire(const unsigned long long *p)
     return v;
 }
 
+__device__ __forceinline__ unsigned long long gk_gtime(void)
+{
+    unsigned long long v;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+    return v;
+}
+
 /* gk_xbar: this CTA's writes (the list, n_sel, sel_idx, the terminal
  * merge) are made visible to the GPU, then it arrives and waits until
  * target CTAs have.  A wait that gives up sets *err (and *herr) and the
  * shard's abort word, which the kernel reads after its next grid barrier
  * (every CTA of the shard the same word there). */
 __device__ __forceinline__ void gk_xbar(const ft_gk_kxparams &K,
-                                        unsigned long long target)
+                                        unsigned long long target, uint32_t t)
 {
     __syncthreads();
     if (threadIdx.x == 0) {
         uint32_t b = 0;
+        if (K.prof != NULL && blockIdx.x == 0)
+            K.prof[1 + 2 * t] = gk_gtime();
         __threadfence();
         atomicAdd(K.ctr, 1ull);
         long long t0 = clock64();
@@ -80,6 +89,8 @@ __device__ __forceinline__ void gk_xbar(const ft_gk_kxparams &K,
         if (b)
             atomicOr(K.abort, 1u);
         __threadfence();
+        if (K.prof != NULL && blockIdx.x == 0)
+            K.prof[2 + 2 * t] = gk_gtime();
     }
     __syncthreads();
 }
@@ -95,6 +106,8 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     X.shard = K.shard;
     X.nshards = K.nshards;
     X.keep = 0;
+    if (K.prof != NULL && blockIdx.x == 0 && threadIdx.x == 0)
+        K.prof[0] = gk_gtime();
     for (uint32_t t = 0; t < K.tmax; t++) {
         X.t = t;
         if (t > 0) {
@@ -128,7 +141,7 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
             __syncthreads();
         }
         if (t + 1 < K.tmax)
-            gk_xbar(K, K.base + (unsigned long long)(t + 1) * K.total);
+            gk_xbar(K, K.base + (unsigned long long)(t + 1) * K.total, t);
     }
 }
 

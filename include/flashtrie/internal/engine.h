@@ -163,6 +163,8 @@ typedef struct fti_gpu_xbar {
     uint32_t *herr;          /* mapped host word (its device address): set
                               * with err, read by the host after the
                               * launches */
+    unsigned long long *prof;   /* NULL, or this shard's timeline
+                                 * (ft_gk_kxparams.prof) */
     unsigned long long base;
     unsigned long long timeout; /* clock64 cycles a wait may spin */
     uint32_t total;          /* CTAs of every shard's launch */
@@ -254,7 +256,9 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
 fti_exchange fti_group_exchange(const fti_group *g);
 /* fti_group_timing_report writes, for GPU groups with device copies opened
  * with opts.timing, the per-step split (kernels, exchange, wait for the
- * next launch, by CUDA events) since the last report, as text, and starts
+ * next launch, by CUDA events), and for the kernel exchange the shards'
+ * timelines (the barrier, the wait for the slowest shard, the work before
+ * it, the launches' spread), since the last report, as text, and starts
  * new sums; an empty string otherwise. */
 void fti_group_timing_report(fti_group *g, char *buf, size_t len);
 /* fti_group_search_batch is ft_engine_search_batch over the group. */
