@@ -296,6 +296,37 @@ typedef struct ft_gk_xparams {
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_xparams) == 40, "ft_gk_xparams layout");
 
+/* ft_gk_kxparams is the second argument of the shard kernel
+ * (ft_gk_xstep_kernel, issue 36): one persistent cooperative launch per
+ * shard, all sharing one GPU, that runs every step of a batch and
+ * exchanges the shards' lists in device memory.  Step t's lists are at
+ * list[t & 1] (shard s's at + s * len, as fti_engine_gpu_bind_lists
+ * lays them out); after writing its list every CTA of every shard
+ * arrives at *ctr and waits until it reaches base + (t + 1) * total (the
+ * CTAs of all shards' launches), bounded by timeout clock64 cycles: a
+ * wait that runs out (or sees *err) sets *err and the shard's *abort,
+ * and the launch stops at its next step (the caller then redoes the
+ * batch another way). */
+typedef struct ft_gk_kxparams {
+    uint64_t *list[2];            /* [nshards * len] each */
+    unsigned long long *ctr;      /* arrivals, never reset between batches */
+    uint32_t *err;                /* set by a wait that ran out */
+    uint32_t *abort;              /* this shard's: its CTAs stop */
+    uint32_t *herr;               /* mapped host word: set with *err */
+    unsigned long long *prof;     /* NULL, or this shard's timeline (CTA 0,
+                                   * %globaltimer ns): [0] the start,
+                                   * [1 + 2t] step t's arrival, [2 + 2t]
+                                   * its departure */
+    unsigned long long base;      /* *ctr before this batch */
+    unsigned long long timeout;   /* clock64 cycles */
+    uint64_t len;
+    uint32_t shard, nshards;
+    uint32_t tmax;                /* steps of the batch */
+    uint32_t total;               /* CTAs of every shard's launch */
+} ft_gk_kxparams;
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_kxparams) == 96, "ft_gk_kxparams layout");
+
 /* ft_gk_sel_key and friends: expansion path choice shared by host (step 0)
  * and device.  The hash path (iterate children, look proposals up) is taken
  * when the beam has fewer children than passing proposals; position 0 has
@@ -415,6 +446,17 @@ int ft_gk_step_config(int *grid, int *block, size_t *smem);
  * cooperative launch.  Returns a cudaError_t as int. */
 int ft_gk_step_launch(const ft_gk_params *p, const ft_gk_xparams *x,
                       int grid, int block, size_t smem, void *stream);
+
+/* ft_gk_xstep_config is ft_gk_config for the shard kernel (every CTA
+ * the GPU holds at once: the shards' launches share them). */
+int ft_gk_xstep_config(int *grid, int *block, size_t *smem);
+
+/* ft_gk_xstep_launch enqueues all steps of a shard's batch in one
+ * cooperative launch (ft_gk_kxparams); the other shards' launches must
+ * run at the same time (their grids together within
+ * ft_gk_xstep_config's).  Returns a cudaError_t as int. */
+int ft_gk_xstep_launch(const ft_gk_params *p, const ft_gk_kxparams *k,
+                       int grid, int block, size_t smem, void *stream);
 
 #ifdef __cplusplus
 }

@@ -67,6 +67,24 @@ extern "C" int ft_gk_step_launch(const ft_gk_params *p,
                                             (cudaStream_t)stream);
 }
 
+extern "C" int ft_gk_xstep_config(int *grid, int *block, size_t *smem)
+{
+    return gk_config_of(gk_entry_get()->xstep, grid, block, smem);
+}
+
+extern "C" int ft_gk_xstep_launch(const ft_gk_params *p,
+                                  const ft_gk_kxparams *k, int grid,
+                                  int block, size_t smem, void *stream)
+{
+    ft_gk_params cp = *p;
+    ft_gk_kxparams ck = *k;
+    void *args[] = {&cp, &ck};
+    return (int)cudaLaunchCooperativeKernel(gk_entry_get()->xstep,
+                                            dim3(grid), dim3(block), args,
+                                            gk_launch_smem(smem, 0),
+                                            (cudaStream_t)stream);
+}
+
 /* gk_counted runs enqueue(counter) on stream with a zeroed device
  * counter and stores the counter's final value in *out.  Synchronous. */
 template <typename F>

@@ -52,6 +52,7 @@
 #include "search/terminal.cuh" /* the terminal merge */
 #include "search/spread.cuh"   /* phase B spread over the grid */
 #include "search/kernel.cuh"   /* the kernels' entry points */
+#include "search/exchange.cuh" /* the shard kernel: steps + exchange */
 #include "search/ctab.cuh"     /* child table and map kernels */
 
 /* The host launchers' view of this translation unit (search/entry.h):
@@ -64,6 +65,7 @@ const gk_entry *gk_entry_get(void)
          (const void *)ft_gk_search<true, false>,
          (const void *)ft_gk_search<true, true>},
         (const void *)ft_gk_step_kernel,
+        (const void *)ft_gk_xstep_kernel,
         sizeof(gk_smem),
         offsetof(gk_smem, sp),
 #ifdef FT_GK_PROFILE

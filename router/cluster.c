@@ -62,6 +62,7 @@
 #include "cluster_impl.h"
 #include "rt_impl.h"
 #include "search_impl.h"
+#include "steps.h"
 
 #define CL_MAGIC 0x4c435446u /* "FTCL" */
 #define CL_HEAD 16u
@@ -1516,59 +1517,47 @@ const cl_xport *cl_transport(const ft_cluster *c)
 /* run_local runs this rank's engines over the prepared requests: begin,
  * Tmax steps of expand, exchange, keep, then its local hits (values
  * attached) in c->part. */
+struct local_x {
+    ft_cluster *c;
+    const cl_xport *x;
+    uint32_t seq;
+};
+
+static int local_lists(void *arg, uint32_t t, size_t len)
+{
+    struct local_x *l = arg;
+    return l->x->lists(l->c, l->seq, t, len);
+}
+
+static int local_settle(void *arg)
+{
+    return cl_nccl_settle(((struct local_x *)arg)->c);
+}
+
 static int run_local(ft_cluster *c, uint32_t seq,
                      const fti_prepared *const *reqs, size_t m)
 {
-    const cl_xport *x = cl_transport(c);
-    uint32_t tmax = 0;
-    for (size_t i = 0; i < m; i++)
-        tmax = reqs[i]->T > tmax ? reqs[i]->T : tmax;
-    int rc = FT_OK;
-    for (uint32_t j = 0; j < c->count && rc == FT_OK; j++) {
-        for (size_t i = 0; i < m && rc == FT_OK; i++)
-            rc = part_ready(&c->part[(c->first + j) * FTI_ENGINE_CHUNK + i],
-                            reqs[i]->results);
-        if (rc == FT_OK)
-            rc = fti_engine_step_begin(c->eng[j], reqs, m, c->first + j, c->S);
-    }
-    if (rc != FT_OK) {
-        c->engine_rc = rc;
-        return rc;
-    }
-    for (uint32_t t = 0; t < tmax; t++) {
-        for (uint32_t j = 0; j < c->count && rc == FT_OK; j++)
-            rc = fti_engine_step_expand(c->eng[j], t);
-        if (rc != FT_OK) {
-            c->engine_rc = rc;
-            return rc;
-        }
-        uint64_t *send, *recv;
-        size_t len;
-        fti_engine_step_buffers(c->eng[0], &send, &recv, &len);
-        if ((rc = x->lists(c, seq, t, len)) != FT_OK)
-            return rc;
-        for (uint32_t j = 0; j < c->count && rc == FT_OK; j++)
-            rc = fti_engine_step_keep(c->eng[j], t);
-        if (rc != FT_OK) {
-            c->engine_rc = rc;
-            return rc;
-        }
-    }
-    if ((rc = cl_nccl_settle(c)) != FT_OK)
-        return rc;
-    ft_result *part[FTI_ENGINE_CHUNK];
-    for (uint32_t j = 0; j < c->count && rc == FT_OK; j++) {
-        for (size_t i = 0; i < m; i++)
-            part[i] = &c->part[(c->first + j) * FTI_ENGINE_CHUNK + i];
-        rc = fti_engine_step_finish(c->eng[j], part);
-        uint64_t base0 = 0;
-        for (size_t i = 0; i < m && rc == FT_OK; i++)
-            if (part[i]->status == FT_OK)
-                fti_attach_values(part[i], &c->idx[j], &base0, 1);
+    struct local_x l = {c, cl_transport(c), seq};
+    fti_steps_xchg x = {.exchange = local_lists, .settle = local_settle,
+                        .arg = &l};
+    int erc = FT_OK;
+    int rc = fti_steps_run(c->eng, c->count, c->first, c->S, reqs, m,
+                           &c->part[(size_t)c->first * FTI_ENGINE_CHUNK], &x,
+                           &erc);
+    if (erc != FT_OK) {
+        c->engine_rc = erc;
+        return erc;
     }
     if (rc != FT_OK)
-        c->engine_rc = rc;
-    return rc;
+        return rc;
+    uint64_t base0 = 0;
+    for (uint32_t j = 0; j < c->count; j++)
+        for (size_t i = 0; i < m; i++) {
+            ft_result *p = &c->part[(c->first + j) * FTI_ENGINE_CHUNK + i];
+            if (p->status == FT_OK)
+                fti_attach_values(p, &c->idx[j], &base0, 1);
+        }
+    return FT_OK;
 }
 
 /* fail_all gives every result of the chunk the error. */
@@ -1665,6 +1654,28 @@ static int run_chunk(ft_cluster *c, const ft_request *const *rq,
 static int cluster_search(ft_cluster *c, const ft_request *reqs, size_t n,
                           ft_result *res, int mode);
 
+/* fit_one runs one batch that fti_steps_fit cut. */
+struct fit_arg {
+    ft_cluster *c;
+    const ft_request *const *q;
+    const fti_prepared *const *p;
+    ft_result *const *res;
+};
+
+static int fit_one(void *arg, const size_t *ix, size_t k)
+{
+    struct fit_arg *a = arg;
+    const ft_request *bq[FTI_ENGINE_CHUNK];
+    const fti_prepared *bp[FTI_ENGINE_CHUNK];
+    ft_result *br[FTI_ENGINE_CHUNK];
+    for (size_t j = 0; j < k; j++) {
+        bq[j] = a->q[ix[j]];
+        bp[j] = a->p[ix[j]];
+        br[j] = a->res[ix[j]];
+    }
+    return run_chunk(a->c, bq, bp, br, k);
+}
+
 int ft_cluster_search_batch(ft_cluster *c, const ft_request *reqs, size_t n,
                             ft_result *res)
 {
@@ -1690,36 +1701,9 @@ static int cluster_search(ft_cluster *c, const ft_request *reqs, size_t n,
             continue;
         for (size_t j = 0; j < m; j++)
             vq[j] = &reqs[vres[j] - res];
-        /* GPU engines take what fits their slots (group.c's run_fit):
-         * up to max_batch within the caps, a larger request alone. */
-        size_t slots = FTI_ENGINE_CHUNK;
-        uint32_t kmax = FT_MAX_K, tmax = FT_MAX_T;
-        if (c->eo.kind == FT_ENGINE_GPU) {
-            slots = c->eo.max_batch ? c->eo.max_batch : 32;
-            slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
-            kmax = c->eo.max_k ? c->eo.max_k : FT_MAX_K;
-            tmax = c->eo.max_t ? c->eo.max_t : FT_MAX_T;
-        }
-        const ft_request *bq[FTI_ENGINE_CHUNK];
-        const fti_prepared *bp[FTI_ENGINE_CHUNK];
-        ft_result *br[FTI_ENGINE_CHUNK];
-        size_t k = 0;
-        int rc = FT_OK;
-        for (size_t j = 0; j < m && rc == FT_OK; j++) {
-            if (vp[j]->K > kmax || vp[j]->T > tmax) {
-                rc = run_chunk(c, &vq[j], &vp[j], &vres[j], 1);
-                continue;
-            }
-            bq[k] = vq[j];
-            bp[k] = vp[j];
-            br[k++] = vres[j];
-            if (k == slots) {
-                rc = run_chunk(c, bq, bp, br, k);
-                k = 0;
-            }
-        }
-        if (rc == FT_OK && k > 0)
-            rc = run_chunk(c, bq, bp, br, k);
+        /* GPU engines take what fits their slots (steps.h). */
+        struct fit_arg a = {c, vq, vp, vres};
+        int rc = fti_steps_fit(&c->eo, vp, m, fit_one, &a);
         if (rc != FT_OK)
             return rc;
     }

@@ -33,6 +33,7 @@
 #include "flashtrie/internal/clock.h"
 #include "flashtrie/internal/rules.h"
 #include "search_impl.h"
+#include "steps.h"
 
 #ifdef FT_HAVE_NCCL
 #include <dlfcn.h>
@@ -46,6 +47,12 @@
 #ifdef FT_HAVE_CUDA
 #include "flashtrie/internal/check.h"
 #endif
+
+/* How long a wait of the shard kernel may spin (clock64 cycles, about
+ * two seconds at 2 GHz): far longer than any step, short enough that a
+ * group whose launches cannot run side by side falls back soon. */
+#define FTI_XKERNEL_TIMEOUT_CYCLES 4000000000ull
+#define XPROF (1 + 2 * FT_MAX_T)
 
 struct fti_group {
     size_t n;                  /* shards */
@@ -69,6 +76,27 @@ struct fti_group {
     cudaEvent_t *tev;          /* [3 * FT_MAX_T] */
     double tsum[4];            /* kernels, exchange, gap, host per batch */
     uint64_t tsteps, tbatches;
+    /* FTI_EXCHANGE_KERNEL: the shard kernel's barrier (fti_gpu_xbar):
+     * xmem holds the arrival counter, the timeout word and the shards'
+     * abort words; hxerr the mapped host word set with the timeout word;
+     * xbase the counter's value before the next batch; xtotal the CTAs
+     * of all shards' launches. */
+    void *xmem;
+    uint32_t *hxerr, *dhxerr;
+    unsigned long long xbase;
+    uint32_t xtotal;
+    int xwarned;
+    unsigned long long xtimeout; /* clock64 cycles */
+    /* opts.timing with the kernel exchange: every shard's timeline
+     * (ft_gk_kxparams.prof, XPROF words each) on the device and its
+     * copy; sums of, per exchanged step, the last arrival to the last
+     * departure (the barrier), the first arrival to the last (waiting
+     * for the slowest shard), the work before the arrival (mean over
+     * shards), and per batch the spread of the launches' starts */
+    unsigned long long *dprof, *hprof;
+    double xsum[4];
+    uint64_t xsteps, xbatches;
+    uint32_t xtmax; /* the last batch's steps */
 #endif
 #ifdef FT_HAVE_NCCL
     ncclComm_t *comm;          /* [n]: rank s = shard s */
@@ -136,6 +164,25 @@ void fti_group_timing_report(fti_group *g, char *buf, size_t len)
     if (len)
         buf[0] = 0;
 #ifdef FT_HAVE_CUDA
+    if (g->dprof && g->xbatches && len) {
+        double st = g->xsteps ? 1e6 / (double)g->xsteps : 0;
+        int o = snprintf(buf, len, "group of %zu (kernel exchange), %llu "
+                         "batches, %llu exchanged steps, us per step: "
+                         "barrier (last arrival to last departure, CTA 0 "
+                         "of each shard) %.2f, waiting for the slowest "
+                         "shard %.2f, work before the barrier %.1f; spread "
+                         "of the launches' starts %.1f us per batch\n",
+                         g->n, (unsigned long long)g->xbatches,
+                         (unsigned long long)g->xsteps, g->xsum[0] * st,
+                         g->xsum[1] * st, g->xsum[2] * st,
+                         g->xsum[3] * 1e6 / (double)g->xbatches);
+        memset(g->xsum, 0, sizeof g->xsum);
+        g->xsteps = g->xbatches = 0;
+        if (o < 0 || (size_t)o >= len)
+            return;
+        buf += o;
+        len -= (size_t)o;
+    }
     if (g->tev == NULL || g->tsteps == 0 || len == 0)
         return;
     double st = 1e6 / (double)g->tsteps;
@@ -185,6 +232,11 @@ void fti_group_close(fti_group *g)
         free(g->tev);
         cudaFree(g->lists[0]);
         cudaFree(g->lists[1]);
+        cudaFree(g->xmem);
+        cudaFree(g->dprof);
+        free(g->hprof);
+        if (g->hxerr)
+            cudaFreeHost(g->hxerr);
         if (g->xdone)
             cudaEventDestroy(g->xdone);
         if (g->xs)
@@ -202,6 +254,51 @@ void fti_group_close(fti_group *g)
     free(g->idx);
     free(g->base);
     free(g);
+}
+
+/* kernel_fits says whether the shard kernel (FTI_EXCHANGE_KERNEL) can
+ * run this group: GPU engines on one GPU whose launches, each on its
+ * share of the grid, fit the GPU's resident CTAs together (or they could
+ * wait for each other forever: the waits are bounded, but the batch would
+ * be lost time), and lists shared, not copied.  It logs once per process
+ * why not (for a forced kernel exchange: always). */
+static int kernel_fits(fti_group *g, int shared, fti_exchange want)
+{
+#ifdef FT_HAVE_CUDA
+    static int logged;
+    char why[160] = "";
+    uint64_t total = 0;
+    int full = 0;
+    for (size_t s = 0; s < g->n && !why[0]; s++) {
+        int use, f;
+        if (fti_engine_gpu_xgrid(g->eng[s], &use, &f) != FT_OK || f < 1)
+            snprintf(why, sizeof why, "the shard kernel cannot be launched");
+        else if (use < 1)
+            snprintf(why, sizeof why, "%zu shards outnumber the GPU's %d "
+                     "resident CTAs", g->n, f);
+        total += (uint64_t)use;
+        full = f;
+    }
+    if (!why[0] && total > (uint64_t)full)
+        snprintf(why, sizeof why, "the shards' grids (%llu CTAs) exceed the "
+                 "GPU's %d resident CTAs (split_grid off?)",
+                 (unsigned long long)total, full);
+    if (!why[0] && !shared)
+        snprintf(why, sizeof why, "the lists are copied (shared_lists off)");
+    if (!why[0])
+        return 1;
+    if (want == FTI_EXCHANGE_KERNEL || !logged) {
+        logged = 1;
+        FT_LOGF(FT_LOG_INFO, "shard group: exchange kernel not used, device "
+                "copies instead: %s", why);
+    }
+    return 0;
+#else
+    (void)g;
+    (void)shared;
+    (void)want;
+    return 0;
+#endif
 }
 
 /* exchange_setup chooses (or checks the forced) exchange and makes what
@@ -223,6 +320,13 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
     RT_RETURN_ERROR_IF(ngpu != 0 && ngpu != g->n, FT_ENOTSUP,
                        "shards: a group cannot mix CPU and GPU engines");
     fti_exchange x = want;
+    RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_KERNEL && (ngpu == 0 || !same),
+                       FT_ENOTSUP, "exchange: kernel needs GPU engines on "
+                       "one GPU");
+    if (x == FTI_EXCHANGE_AUTO && ngpu != 0 && same)
+        x = FTI_EXCHANGE_KERNEL;
+    if (x == FTI_EXCHANGE_KERNEL && !kernel_fits(g, shared, want))
+        x = FTI_EXCHANGE_DEVICE;
     if (x == FTI_EXCHANGE_AUTO) {
         if (ngpu == 0)
             x = FTI_EXCHANGE_HOST;
@@ -259,7 +363,7 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
 #ifdef FT_HAVE_CUDA
     int rc = FT_OK;
     g->xdev = fti_engine_device(g->eng[0]);
-    if (x == FTI_EXCHANGE_DEVICE) {
+    if (x == FTI_EXCHANGE_DEVICE || x == FTI_EXCHANGE_KERNEL) {
         g->ev = calloc(g->n, sizeof *g->ev);
         if (g->ev == NULL)
             return FT_ENOMEM;
@@ -277,7 +381,7 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
         FT_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&g->xdone,
                                                     cudaEventDisableTiming), rc,
                            fail);
-        if (shared && same) {
+        if ((shared && same) || x == FTI_EXCHANGE_KERNEL) {
             /* One list buffer per step parity for all shards: room for a
              * full batch of full beams from every shard. */
             size_t slots = g->o.max_batch ? g->o.max_batch : 32;
@@ -292,6 +396,32 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
             for (size_t s = 0; s < g->n; s++)
                 fti_engine_gpu_bind_lists(g->eng[s], g->lists[0], g->lists[1],
                                           cap);
+        }
+        if (x == FTI_EXCHANGE_KERNEL) {
+            /* the barrier's words, zeroed; the host's copy of the
+             * timeout word */
+            size_t bytes = 16 + 4 * g->n;
+            FT_CUDA_CHECK_GOTO(cudaMalloc(&g->xmem, bytes), rc, fail);
+            FT_CUDA_CHECK_GOTO(cudaMemset(g->xmem, 0, bytes), rc, fail);
+            FT_CUDA_CHECK_GOTO(cudaHostAlloc((void **)&g->hxerr, 4,
+                                             cudaHostAllocMapped), rc, fail);
+            *(volatile uint32_t *)g->hxerr = 0;
+            FT_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&g->dhxerr,
+                                                        g->hxerr, 0), rc, fail);
+            FT_CUDA_CHECK_GOTO(cudaDeviceSynchronize(), rc, fail);
+            g->xtotal = 0;
+            for (size_t s = 0; s < g->n; s++) {
+                int use, full;
+                fti_engine_gpu_xgrid(g->eng[s], &use, &full);
+                g->xtotal += (uint32_t)use;
+            }
+            if (g->o.timing) {
+                g->hprof = calloc(g->n * XPROF, sizeof *g->hprof);
+                if (g->hprof == NULL)
+                    return FT_ENOMEM;
+                FT_CUDA_CHECK_GOTO(cudaMalloc((void **)&g->dprof,
+                                              g->n * XPROF * 8), rc, fail);
+            }
         }
         if (g->o.timing) {
             g->tev = calloc(3 * FT_MAX_T, sizeof *g->tev);
@@ -400,6 +530,10 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
             fti_engine_gpu_share(g->eng[s], ways);
         }
     }
+#ifdef FT_HAVE_CUDA
+    g->xtimeout = gopts && gopts->kernel_timeout ? gopts->kernel_timeout
+                                                 : FTI_XKERNEL_TIMEOUT_CYCLES;
+#endif
     int rc = exchange_setup(g, gopts ? gopts->exchange : FTI_EXCHANGE_AUTO,
                             gopts ? gopts->shared_lists : 1, errbuf, errlen);
     if (rc != FT_OK) {
@@ -536,6 +670,7 @@ static int exchange(fti_group *g, uint32_t t)
     switch (g->xk) {
 #ifdef FT_HAVE_CUDA
     case FTI_EXCHANGE_DEVICE:
+    case FTI_EXCHANGE_KERNEL: /* a batch redone by the step kernels */
         return exchange_device(g, t);
 #endif
 #ifdef FT_HAVE_NCCL
@@ -547,16 +682,6 @@ static int exchange(fti_group *g, uint32_t t)
     default:
         return FT_EINTERNAL;
     }
-}
-
-/* part_ready sizes shard s's local result for request i. */
-static int part_ready(fti_group *g, size_t s, size_t i, const fti_prepared *p)
-{
-    ft_result *r = &g->part[s * FTI_ENGINE_CHUNK + i];
-    if (r->cap_hits >= p->results && r->cap_tokens / FT_MAX_T >= p->results)
-        return FT_OK;
-    ft_result_free(r);
-    return ft_result_alloc(r, p->results, FT_MAX_T);
 }
 
 int fti_merge_parts(ft_result *res, const ft_result *const *parts,
@@ -633,48 +758,151 @@ static int merge_parts(fti_group *g, size_t i, const fti_prepared *p,
     return fti_attach_values(res, g->idx, g->base, g->n);
 }
 
+/* The group's exchange as the step loop's callback (steps.h). */
+static int x_exchange(void *arg, uint32_t t, size_t len)
+{
+    (void)len;
+    return exchange(arg, t);
+}
+
+#ifdef FT_HAVE_CUDA
+/* x_step records step t's first timing event (shard 0's launch). */
+static int x_step(void *arg, uint32_t t)
+{
+    fti_group *g = arg;
+    cudaSetDevice(g->xdev);
+    if (cudaEventRecord(g->tev[3 * t],
+                        (cudaStream_t)fti_engine_stream(g->eng[0])) !=
+        cudaSuccess)
+        return FT_ECUDA;
+    return FT_OK;
+}
+#endif
+
+#ifdef FT_HAVE_CUDA
+/* x_reset zeroes the shard kernel's barrier after a batch that gave up
+ * (every launch has ended: the engines finished or were waited for). */
+static void x_reset(fti_group *g)
+{
+    cudaSetDevice(g->xdev);
+    for (size_t s = 0; s < g->n; s++)
+        cudaStreamSynchronize((cudaStream_t)fti_engine_stream(g->eng[s]));
+    cudaMemset(g->xmem, 0, 16 + 4 * g->n);
+    cudaDeviceSynchronize();
+    (void)cudaGetLastError();
+    *(volatile uint32_t *)g->hxerr = 0;
+    g->xbase = 0;
+}
+
+/* x_fused enqueues every shard's launch of the shard kernel (steps.h's
+ * fused): all of them before any wait. */
+static int x_fused(void *arg, uint32_t tmax)
+{
+    fti_group *g = arg;
+    unsigned char *m = g->xmem;
+    fti_gpu_xbar xb = {.ctr = (unsigned long long *)m,
+                       .err = (uint32_t *)(m + 8),
+                       .herr = g->dhxerr,
+                       .base = g->xbase,
+                       .timeout = g->xtimeout,
+                       .total = g->xtotal};
+    for (size_t s = 0; s < g->n; s++) {
+        xb.abort = (uint32_t *)(m + 16) + s;
+        xb.prof = g->dprof ? g->dprof + s * XPROF : NULL;
+        int rc = fti_engine_gpu_steps_all(g->eng[s], &xb);
+        if (rc != FT_OK) {
+            /* the shards launched so far wait for this one until their
+             * waits run out */
+            x_reset(g);
+            return rc;
+        }
+    }
+    if (tmax > 1)
+        g->xbase += (unsigned long long)(tmax - 1) * g->xtotal;
+    g->xtmax = tmax;
+    return FT_OK;
+}
+
+/* x_prof_take adds the last batch's timelines to the sums (the
+ * engines finished: every launch has ended). */
+static void x_prof_take(fti_group *g)
+{
+    uint32_t tmax = g->xtmax;
+    if (cudaMemcpy(g->hprof, g->dprof, g->n * XPROF * 8,
+                   cudaMemcpyDeviceToHost) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    const unsigned long long *P = g->hprof;
+    unsigned long long s0 = ~0ull, s1 = 0;
+    for (size_t s = 0; s < g->n; s++) {
+        s0 = P[s * XPROF] < s0 ? P[s * XPROF] : s0;
+        s1 = P[s * XPROF] > s1 ? P[s * XPROF] : s1;
+    }
+    g->xsum[3] += (double)(s1 - s0) * 1e-9;
+    for (uint32_t t = 0; t + 1 < tmax; t++) {
+        unsigned long long a0 = ~0ull, a1 = 0, d1 = 0;
+        double work = 0;
+        for (size_t s = 0; s < g->n; s++) {
+            const unsigned long long *q = P + s * XPROF;
+            unsigned long long a = q[1 + 2 * t], d = q[2 + 2 * t];
+            unsigned long long from = t ? q[2 * t] : q[0];
+            a0 = a < a0 ? a : a0;
+            a1 = a > a1 ? a : a1;
+            d1 = d > d1 ? d : d1;
+            work += (double)(a - from);
+        }
+        g->xsum[0] += (double)(d1 - a1) * 1e-9;
+        g->xsum[1] += (double)(a1 - a0) * 1e-9;
+        g->xsum[2] += work / (double)g->n * 1e-9;
+        g->xsteps++;
+    }
+    g->xbatches++;
+}
+
+/* x_fused_done: a wait that ran out voids the batch; the group then uses
+ * the step kernels (device copies' loop) from now on. */
+static int x_fused_done(void *arg)
+{
+    fti_group *g = arg;
+    if (*(volatile uint32_t *)g->hxerr == 0) {
+        if (g->dprof)
+            x_prof_take(g);
+        return FT_OK;
+    }
+    x_reset(g);
+    if (!g->xwarned) {
+        g->xwarned = 1;
+        FT_LOGF(FT_LOG_WARN, "shard group: the shard kernels of %zu shards "
+                "did not run side by side (a wait ran out): the batch is "
+                "redone, and the group exchanges by device copies from now "
+                "on", g->n);
+    }
+    g->xk = FTI_EXCHANGE_DEVICE;
+    return FTI_STEPS_REDO;
+}
+#endif
+
 /* run_chunk runs prepared requests reqs[0..m) over the group. */
 static int run_chunk(fti_group *g, const fti_prepared *const *reqs,
                      ft_result *const *res, size_t m)
 {
-    uint32_t tmax = 0;
-    for (size_t i = 0; i < m; i++)
-        tmax = reqs[i]->T > tmax ? reqs[i]->T : tmax;
-    ft_result *part[FTI_ENGINE_CHUNK];
-    int rc = FT_OK;
-    for (size_t s = 0; s < g->n && rc == FT_OK; s++) {
-        for (size_t i = 0; i < m && rc == FT_OK; i++)
-            rc = part_ready(g, s, i, reqs[i]);
-        if (rc == FT_OK)
-            rc = fti_engine_step_begin(g->eng[s], reqs, m, (uint32_t)s,
-                                       (uint32_t)g->n);
-    }
+    uint32_t tmax = fti_steps_tmax(reqs, m);
+    fti_steps_xchg x = {.exchange = x_exchange, .arg = g};
 #ifdef FT_HAVE_CUDA
     double h0 = g->tev ? fti_now() : 0;
-#endif
-    for (uint32_t t = 0; t < tmax && rc == FT_OK; t++) {
-#ifdef FT_HAVE_CUDA
-        if (g->tev) {
-            cudaSetDevice(g->xdev);
-            if (cudaEventRecord(g->tev[3 * t], (cudaStream_t)fti_engine_stream(
-                                                   g->eng[0])) != cudaSuccess)
-                rc = FT_ECUDA;
-        }
-#endif
-        for (size_t s = 0; s < g->n && rc == FT_OK; s++)
-            rc = fti_engine_step_expand(g->eng[s], t);
-        if (rc == FT_OK)
-            rc = exchange(g, t);
-        for (size_t s = 0; s < g->n && rc == FT_OK; s++)
-            rc = fti_engine_step_keep(g->eng[s], t);
+    if (g->xk == FTI_EXCHANGE_KERNEL) {
+        x.fused = x_fused;
+        x.fused_done = x_fused_done;
+    } else if (g->tev) {
+        x.step = x_step;
     }
-    for (size_t s = 0; s < g->n && rc == FT_OK; s++) {
-        for (size_t i = 0; i < m; i++)
-            part[i] = &g->part[s * FTI_ENGINE_CHUNK + i];
-        rc = fti_engine_step_finish(g->eng[s], part);
-    }
+#endif
+    int rc = fti_steps_run(g->eng, g->n, 0, (uint32_t)g->n, reqs, m, g->part,
+                           &x, NULL);
 #ifdef FT_HAVE_CUDA
-    if (g->tev && rc == FT_OK && cudaStreamSynchronize(g->xs) == cudaSuccess) {
+    if (g->tev && x.step && rc == FT_OK &&
+        cudaStreamSynchronize(g->xs) == cudaSuccess) {
         float ms;
         for (uint32_t t = 0; t < tmax; t++) {
             if (cudaEventElapsedTime(&ms, g->tev[3 * t], g->tev[3 * t + 1]) ==
@@ -693,6 +921,8 @@ static int run_chunk(fti_group *g, const fti_prepared *const *reqs,
         g->tsteps += tmax;
         g->tbatches++;
     }
+#else
+    (void)tmax;
 #endif
     if (rc != FT_OK) {
         for (size_t i = 0; i < m; i++) {
@@ -708,40 +938,30 @@ static int run_chunk(fti_group *g, const fti_prepared *const *reqs,
     return FT_OK;
 }
 
-/* A GPU engine takes a step batch that fits its slots: up to max_batch
- * requests within max_k and max_t, or one larger request alone in its big
- * slot (shard/gpu_engine.c's slot rules).  run_fit cuts reqs[0..m) into
- * such batches; CPU engines take any batch. */
+/* run_fit runs reqs[0..m) in the batches the engines take (steps.h). */
+struct fit_arg {
+    fti_group *g;
+    const fti_prepared *const *reqs;
+    ft_result *const *res;
+};
+
+static int fit_one(void *arg, const size_t *ix, size_t k)
+{
+    struct fit_arg *a = arg;
+    const fti_prepared *b[FTI_ENGINE_CHUNK];
+    ft_result *br[FTI_ENGINE_CHUNK];
+    for (size_t j = 0; j < k; j++) {
+        b[j] = a->reqs[ix[j]];
+        br[j] = a->res[ix[j]];
+    }
+    return run_chunk(a->g, b, br, k);
+}
+
 static int run_fit(fti_group *g, const fti_prepared *const *reqs,
                    ft_result *const *res, size_t m)
 {
-    if (g->o.kind != FT_ENGINE_GPU)
-        return run_chunk(g, reqs, res, m);
-    size_t slots = g->o.max_batch ? g->o.max_batch : 32;
-    slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
-    uint32_t kmax = g->o.max_k ? g->o.max_k : FT_MAX_K;
-    uint32_t tmax = g->o.max_t ? g->o.max_t : FT_MAX_T;
-    const fti_prepared *b[FTI_ENGINE_CHUNK];
-    ft_result *br[FTI_ENGINE_CHUNK];
-    size_t k = 0;
-    for (size_t i = 0; i < m; i++) {
-        int rc;
-        if (reqs[i]->K > kmax || reqs[i]->T > tmax) {
-            if ((rc = run_chunk(g, &reqs[i], &res[i], 1)) != FT_OK)
-                return rc;
-            continue;
-        }
-        b[k] = reqs[i];
-        br[k++] = res[i];
-        if (k == slots) {
-            if ((rc = run_chunk(g, b, br, k)) != FT_OK)
-                return rc;
-            k = 0;
-        }
-    }
-    if (k > 0)
-        return run_chunk(g, b, br, k);
-    return FT_OK;
+    struct fit_arg a = {g, reqs, res};
+    return fti_steps_fit(&g->o, reqs, m, fit_one, &a);
 }
 
 int fti_group_search_batch(fti_group *g, const ft_request *reqs, size_t n,

@@ -61,6 +61,20 @@ int fti_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0, uint64_t *list1,
     return FT_ENOTSUP;
 }
 
+int fti_engine_gpu_xgrid(ft_engine *eng, int *use, int *full)
+{
+    (void)eng;
+    *use = *full = 0;
+    return FT_ENOTSUP;
+}
+
+int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb)
+{
+    (void)eng;
+    (void)xb;
+    return FT_ENOTSUP;
+}
+
 int fti_gpu_memory(uint64_t *used, uint64_t *total, int device)
 {
     (void)device;
@@ -174,6 +188,10 @@ typedef struct gpu_engine {
      * seen), and the batch in flight. */
     int sgrid, sblock, sgrid_use; /* sgrid_use: ft_gpu_engine_share */
     size_t ssmem;
+    /* the shard kernel (fti_engine_gpu_steps_all): its resident CTAs
+     * (0: unusable) and this engine's share of them */
+    int xgrid, xblock, xgrid_use;
+    size_t xsmem;
     uint64_t *d_send, *d_recv;
     size_t send_cap, recv_cap;   /* keys */
     const fti_prepared *sreq[FTI_ENGINE_CHUNK];
@@ -808,6 +826,11 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         return FT_ECUDA;
     }
     g->sgrid_use = g->sgrid;
+    if (ft_gk_xstep_config(&g->xgrid, &g->xblock, &g->xsmem) != 0) {
+        (void)cudaGetLastError();
+        g->xgrid = 0; /* groups then exchange another way */
+    }
+    g->xgrid_use = g->xgrid;
     /* One device copy of the index per GPU and index, whatever the
      * number of engines (replicas) on it: adopt the one there is, or
      * upload it and share it once it is whole (below). */
@@ -1676,6 +1699,55 @@ int fti_engine_gpu_share(ft_engine *eng, uint32_t ways)
     gpu_engine *g = eng->impl;
     uint32_t w = ways ? ways : 1;
     g->sgrid_use = g->sgrid / (int)w > 0 ? g->sgrid / (int)w : 1;
+    g->xgrid_use = g->xgrid / (int)w;
+    return FT_OK;
+}
+
+int fti_engine_gpu_xgrid(ft_engine *eng, int *use, int *full)
+{
+    *use = *full = 0;
+    if (eng->ops != &gpu_ops)
+        return FT_ENOTSUP;
+    gpu_engine *g = eng->impl;
+    *use = g->xgrid_use;
+    *full = g->xgrid;
+    return FT_OK;
+}
+
+int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb)
+{
+    if (eng->ops != &gpu_ops)
+        return FT_ENOTSUP;
+    gpu_engine *g = eng->impl;
+    if (g->sn == 0 || eng->failed)
+        return FT_ESTATE;
+    STEP_CHECK(g->snext != 0 || !g->blist_cap || g->xgrid_use < 1, FT_ESTATE,
+               "steps: the shard kernel needs a begun batch, bound lists "
+               "and a grid");
+    if (cudaSetDevice(g->device) != cudaSuccess)
+        return step_fail(eng, cudaGetLastError(), "cudaSetDevice");
+    ft_gk_kxparams k;
+    memset(&k, 0, sizeof k);
+    k.list[0] = g->blist[0];
+    k.list[1] = g->blist[1];
+    k.ctr = xb->ctr;
+    k.err = xb->err;
+    k.abort = xb->abort;
+    k.herr = xb->herr;
+    k.prof = xb->prof;
+    k.base = xb->base;
+    k.timeout = xb->timeout;
+    k.len = g->slen;
+    k.shard = g->shard;
+    k.nshards = g->nshards;
+    k.tmax = g->stmax;
+    k.total = xb->total;
+    cudaError_t e = (cudaError_t)ft_gk_xstep_launch(
+        &g->sprm, &k, g->xgrid_use, g->xblock, g->xsmem, g->stream);
+    if (e != cudaSuccess)
+        return step_fail(eng, e, "shard kernel launch");
+    g->snext = g->stmax;
+    g->skept = 1;
     return FT_OK;
 }
 

@@ -87,7 +87,7 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json | DIR/]\n"
-        "         [--shards 2,4,8 [--exchange device|nccl] [--full-grid] [--copy-lists]\n"
+        "         [--shards 2,4,8 [--exchange kernel|device|nccl] [--full-grid] [--copy-lists]\n"
         "          [--devices 0,1,..]]\n"
         "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
         "         [--round1-items N] [--launch graph|plain] [--select-local N|off]\n"
@@ -109,7 +109,9 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         "  --copy-lists: device copies into every shard's recv, not shared lists.\n"
         "  --devices D,...: shard j's engine on GPU D[j % n] (groups of --shards and of\n"
         "  a manifest; default all on --device); --exchange auto takes NCCL when every\n"
-        "  shard has a GPU of its own.  --timing:\n"
+        "  shard has a GPU of its own, and on one GPU the shard kernel (kernel: one\n"
+        "  launch per shard for all steps, lists exchanged inside the kernels) when\n"
+        "  the shards' launches fit the GPU side by side.  --timing:\n"
         "  validation and preparation per request, the GPU engine's host/event\n"
         "  timings per launch size, and the groups' per-step split (kernels,\n"
         "  exchange, wait) by CUDA events.  --replicas R (1..8): the cpu and gpu\n"
@@ -247,10 +249,12 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         case 'X':
             if (!strcmp(optarg, "device"))
                 opt->xchg = FTI_EXCHANGE_DEVICE;
+            else if (!strcmp(optarg, "kernel"))
+                opt->xchg = FTI_EXCHANGE_KERNEL;
             else if (!strcmp(optarg, "nccl"))
                 opt->xchg = FTI_EXCHANGE_NCCL;
             else {
-                fprintf(stderr, "flashtrie bench: --exchange: expected device or nccl, got '%s'\n", optarg);
+                fprintf(stderr, "flashtrie bench: --exchange: expected kernel, device or nccl, got '%s'\n", optarg);
                 return 2;
             }
             break;

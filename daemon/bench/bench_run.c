@@ -463,7 +463,8 @@ void bench_run_engines(const bench_opts *opt, bench_state *bs)
             for (size_t j = 0; j < nsh; j++)
                 printf("%s%d", j ? "," : " ", fti_engine_device(fti_group_engine(sr.grp, j)));
             printf(", exchange %s\n", gx == FTI_EXCHANGE_NCCL ? "nccl"
-                                      : gx == FTI_EXCHANGE_DEVICE ? "device" : "host");
+                                      : gx == FTI_EXCHANGE_DEVICE ? "device"
+                                      : gx == FTI_EXCHANGE_KERNEL ? "kernel" : "host");
         }
         for (int i = 0; i < bs->nsets; i++) {
             run_stats *rs = &bs->st[e][i];

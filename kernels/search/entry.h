@@ -35,6 +35,7 @@ struct gk_entry {
      * 2 fused (the index ft_gk_launch uses). */
     const void *search[3];
     const void *step;  /* ft_gk_step_kernel */
+    const void *xstep; /* ft_gk_xstep_kernel (search/exchange.cuh) */
     size_t smem;       /* sizeof(gk_smem): a spreading launch's shared memory */
     size_t smem_base;  /* offsetof(gk_smem, sp): any other launch's */
     /* The profile's device buffers (gk_sub, gk_chc, gk_chw) as symbols

@@ -7,6 +7,10 @@
  *   - device exchange, 1, 2, 4 and 8 shards on one GPU, split by first
  *     token at random cut points (empty shards, one-key shards), with
  *     shared lists (no copies) and with device copies into each recv;
+ *   - the shard kernel (FTI_EXCHANGE_KERNEL: one persistent launch per
+ *     shard, the lists exchanged in the kernels), the same splits;
+ *   - skewed shards: every beam in one shard, a shard without candidates
+ *     at a step while others go on, empty shards, batched alone and mixed;
  *   - NCCL exchange with a one-rank communicator (1 shard), and with one
  *     shard per GPU when the machine has several;
  *   - engines with the default slots and with small slots (max_batch 3,
@@ -65,6 +69,8 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     static const uint32_t widths[] = {1, 3, 1u << 30};
     uint32_t w = widths[ft_test_rand(s) % 3];
     su_run_widths(NULL, g, batch, nreq, w, got);
+    /* the shard kernel never gave up (no fallback to device copies) */
+    FT_CHECK(fti_group_exchange(g) == x);
     for (uint32_t i = 0; i < nreq; i++) {
         char what[240];
         snprintf(what, sizeof what,
@@ -124,6 +130,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         int shared = (int)((ci + seed) % 2);
         run_group(&s, c.keys, c.m, counts[ci], FTI_EXCHANGE_DEVICE, small,
                   shared, c.batch, nreq, c.cs, one, got, dir, seed);
+        /* the shard kernel: every step in one launch per shard */
+        small = (int)(ft_test_rand(&s) % 3 == 0);
+        run_group(&s, c.keys, c.m, counts[ci], FTI_EXCHANGE_KERNEL, small, 1,
+                  c.batch, nreq, c.cs, one, got, dir, seed);
     }
     if (have_nccl && (!quick || seed % 2 == 0))
         run_group(&s, c.keys, c.m, 1, FTI_EXCHANGE_NCCL, 0, 0, c.batch, nreq,
@@ -157,11 +167,34 @@ static void contract(const char *dir)
     fti_group *g;
     char err[256] = "";
     int rc;
-    /* auto: one GPU, device exchange */
+    /* auto: one GPU, the shard kernel (it fits: two shards) */
+    FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
+                              sizeof err));
+    FT_CHECK(fti_group_exchange(g) == FTI_EXCHANGE_KERNEL);
+    fti_group_close(g);
+    /* without shared lists, or with whole grids each, it does not fit:
+     * device copies (forced too) */
+    go.shared_lists = 0;
     FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
                               sizeof err));
     FT_CHECK(fti_group_exchange(g) == FTI_EXCHANGE_DEVICE);
     fti_group_close(g);
+    go.shared_lists = 1;
+    go.split_grid = 0;
+    go.exchange = FTI_EXCHANGE_KERNEL;
+    FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
+                              sizeof err));
+    FT_CHECK(fti_group_exchange(g) == FTI_EXCHANGE_DEVICE);
+    fti_group_close(g);
+    go.split_grid = 1;
+    go.exchange = FTI_EXCHANGE_KERNEL;
+    ft_engine_opts cpuo;
+    ft_engine_opts_init(&cpuo);
+    FT_FAIL(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &cpuo, &go,
+                              err, sizeof err),
+            FT_ENOTSUP);
+    FT_CHECK_STR(err, "exchange: kernel needs GPU engines on one GPU");
+    go.exchange = FTI_EXCHANGE_AUTO;
     go.exchange = FTI_EXCHANGE_HOST;
     FT_FAIL(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
                               sizeof err),
@@ -234,6 +267,202 @@ static void contract(const char *dir)
     ft_index_close(sh[1]);
 }
 
+/* ---- skewed shards (issue 36) -------------------------------------------
+ *
+ * A library whose first tokens fall in three groups (10: 100 keys of 3
+ * tokens, 50: 12 keys of 3, 90: 5 keys of 2), cut so that some shards are
+ * empty, and requests where every beam lives in one shard (R0), where a
+ * shard runs out of candidates at a later step while others go on (R1:
+ * the keys under 90 end at t = 1, under 50 at t = 2), and where only one
+ * shard has candidates after the first step (R2); batched alone and
+ * mixed.  Every exchange must answer what the unsharded GPU engine and a
+ * CPU group over the same shards answer. */
+
+static void sk_row(uint32_t *tok, float *lp, uint32_t K, const uint32_t *t,
+                   const float *l, uint32_t n, uint32_t fill)
+{
+    for (uint32_t k = 0; k < K; k++) {
+        tok[k] = k < n ? t[k] : fill + k; /* fillers match no key */
+        lp[k] = k < n ? l[k] : -20.0f - 0.01f * (float)k;
+    }
+}
+
+static void skewed(const char *dir, uint64_t seed)
+{
+    enum { K = 24, T = 3, NR = 3 };
+    su_key keys[160];
+    size_t m = 0;
+    for (uint32_t a = 1; a <= 20; a++)
+        for (uint32_t b = 1; b <= 5; b++, m++)
+            keys[m] = (su_key){3, {10, a, b}, 7 * m + 1};
+    for (uint32_t a = 1; a <= 4; a++)
+        for (uint32_t b = 1; b <= 3; b++, m++)
+            keys[m] = (su_key){3, {50, a, b}, 7 * m + 1};
+    for (uint32_t a = 1; a <= 5; a++, m++)
+        keys[m] = (su_key){2, {90, a}, 7 * m + 1};
+    /* the requests */
+    static uint32_t tok[NR][T * K];
+    static float lp[NR][T * K];
+    uint32_t t1[20], t2[5];
+    float l1[20], l2[5];
+    for (uint32_t a = 0; a < 20; a++) {
+        t1[a] = a + 1;
+        l1[a] = -0.3f - 0.17f * (float)((a * 7) % 20);
+    }
+    for (uint32_t b = 0; b < 5; b++) {
+        t2[b] = b + 1;
+        l2[b] = -0.2f - 0.31f * (float)b;
+    }
+    uint32_t r0[1] = {10}, rall[3] = {50, 90, 10}, t1hi[4] = {6, 7, 8, 9};
+    float l0[1] = {-0.1f}, lall[3] = {-0.5f, -0.7f, -1.0f},
+          l1hi[4] = {-0.4f, -0.9f, -1.3f, -2.0f};
+    /* R0: only 10 at t = 0 */
+    sk_row(tok[0], lp[0], K, r0, l0, 1, 1000);
+    sk_row(tok[0] + K, lp[0] + K, K, t1, l1, 20, 1000);
+    sk_row(tok[0] + 2 * K, lp[0] + 2 * K, K, t2, l2, 5, 1000);
+    /* R1: every group at t = 0, a <= 4 at t = 1 (all three), b at t = 2
+     * (none under 90) */
+    sk_row(tok[1], lp[1], K, rall, lall, 3, 1000);
+    sk_row(tok[1] + K, lp[1] + K, K, t1, l1, 4, 1000);
+    sk_row(tok[1] + 2 * K, lp[1] + 2 * K, K, t2, l2, 3, 1000);
+    /* R2: every group at t = 0, only a in 6..9 at t = 1 (only under 10) */
+    sk_row(tok[2], lp[2], K, rall, lall, 3, 1000);
+    sk_row(tok[2] + K, lp[2] + K, K, t1hi, l1hi, 4, 1000);
+    sk_row(tok[2] + 2 * K, lp[2] + 2 * K, K, t2, l2, 5, 1000);
+    ft_request req[NR];
+    static const uint32_t beams[NR] = {8, 3, 5};
+    for (int i = 0; i < NR; i++) {
+        ft_request_init(&req[i]);
+        req[i].T = T;
+        req[i].K = K;
+        req[i].tokens = tok[i];
+        req[i].logp = lp[i];
+        req[i].beam = beams[i];
+        req[i].results = 6;
+    }
+    /* the unsharded answers: GPU, equal to CPU */
+    char path[512];
+    snprintf(path, sizeof path, "%s/skew_all.idx", dir);
+    su_key all[160];
+    memcpy(all, keys, m * sizeof *keys);
+    ft_index *idx;
+    FT_CHECK(su_build(all, m, path, &idx) == m);
+    ft_result one[NR], cpu[NR], got[NR];
+    for (int i = 0; i < NR; i++) {
+        FT_PASS(ft_result_alloc(&one[i], 6, T));
+        FT_PASS(ft_result_alloc(&cpu[i], 6, T));
+        FT_PASS(ft_result_alloc(&got[i], 6, T));
+    }
+    ft_engine_opts o, c;
+    su_gpu_opts(&o, 0);
+    ft_engine_opts_init(&c);
+    ft_engine *eng;
+    char err[256] = "";
+    FT_PASS(ft_engine_open(&eng, idx, &o, err, sizeof err));
+    FT_PASS(ft_engine_search_batch(eng, req, NR, one));
+    ft_engine_close(eng);
+    FT_PASS(ft_engine_open(&eng, idx, &c, err, sizeof err));
+    FT_PASS(ft_engine_search_batch(eng, req, NR, cpu));
+    ft_engine_close(eng);
+    for (int i = 0; i < NR; i++) {
+        FT_CHECK(one[i].status == FT_OK && one[i].n > 0);
+        FT_CHECK(su_same_full(&one[i], &cpu[i], 1));
+    }
+    ft_index_close(idx);
+    /* the splits: by first-token group, with empty shards; g[j] is the
+     * group (0: 10, 1: 50, 2: 90) a shard starts at, 3 for empty */
+    static const int splits[3][8] = {
+        {0, 1, 3, 2},             /* 4: 10 | 50 | empty | 90 */
+        {0, 1},                   /* 2: 10 | 50 + 90 */
+        {3, 0, 3, 1, 3, 3, 2, 3}, /* 8: empties around each group */
+    };
+    static const size_t nsplit[3] = {4, 2, 8};
+    const size_t gstart[4] = {0, 100, 112, 117};
+    for (int sp = 0; sp < 3; sp++) {
+        size_t ns = nsplit[sp];
+        ft_index *sh[8];
+        size_t at = 0;
+        for (size_t j = 0; j < ns; j++) {
+            int gj = splits[sp][j];
+            size_t end = at;
+            if (gj != 3) {
+                /* up to the next non-empty shard's group, or the end */
+                end = m;
+                for (size_t r = j + 1; r < ns; r++)
+                    if (splits[sp][r] != 3) {
+                        end = gstart[splits[sp][r]];
+                        break;
+                    }
+            }
+            su_key part[160];
+            memcpy(part, keys + at, (end - at) * sizeof *keys);
+            snprintf(path, sizeof path, "%s/skew%zu.idx", dir, j);
+            FT_CHECK(su_build(part, end - at, path, &sh[j]) == end - at);
+            at = end;
+        }
+        FT_CHECK(at == m);
+        ft_result *cg = su_cpu_group(sh, ns, req, NR);
+        static const fti_exchange xs[3] = {FTI_EXCHANGE_DEVICE,
+                                           FTI_EXCHANGE_DEVICE,
+                                           FTI_EXCHANGE_KERNEL};
+        for (int xi = 0; xi < 3; xi++) {
+            fti_group_opts go;
+            fti_group_opts_init(&go);
+            go.exchange = xs[xi];
+            go.shared_lists = xi != 0;
+            fti_group *g;
+            FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sh, ns, &o,
+                                      &go, err, sizeof err));
+            FT_CHECK(fti_group_exchange(g) == xs[xi]);
+            for (uint32_t w = 1; w <= NR; w += 2) { /* alone, mixed */
+                su_run_widths(NULL, g, req, NR, w, got);
+                FT_CHECK(fti_group_exchange(g) == xs[xi]);
+                for (int i = 0; i < NR; i++) {
+                    if (!su_same_full(&got[i], &one[i], 0) ||
+                        !su_same_full(&got[i], &cg[i], 1)) {
+                        fprintf(stderr, "seed %llu skewed R%d: %zu shards, "
+                                "exchange %d shared %d batch %u differ\n",
+                                (unsigned long long)seed, i, ns,
+                                (int)xs[xi], go.shared_lists, w);
+                        exit(1);
+                    }
+                    n_runs++;
+                }
+            }
+            fti_group_close(g);
+        }
+        /* a wait that runs out (a timeout of a few cycles): every launch
+         * gives up, the batch is redone by the step kernels, exactly, and
+         * the group keeps to device copies */
+        fti_group_opts go;
+        fti_group_opts_init(&go);
+        go.exchange = FTI_EXCHANGE_KERNEL;
+        go.kernel_timeout = 1;
+        fti_group *g;
+        FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sh, ns, &o, &go,
+                                  err, sizeof err));
+        FT_CHECK(fti_group_exchange(g) == FTI_EXCHANGE_KERNEL);
+        su_run_widths(NULL, g, req, NR, NR, got);
+        FT_CHECK(fti_group_exchange(g) == FTI_EXCHANGE_DEVICE);
+        for (int i = 0; i < NR; i++)
+            FT_CHECK(su_same_full(&got[i], &one[i], 0) &&
+                     su_same_full(&got[i], &cg[i], 1));
+        su_run_widths(NULL, g, req, NR, 1, got);
+        for (int i = 0; i < NR; i++)
+            FT_CHECK(su_same_full(&got[i], &one[i], 0));
+        fti_group_close(g);
+        su_results_free(cg, NR);
+        for (size_t j = 0; j < ns; j++)
+            ft_index_close(sh[j]);
+    }
+    for (int i = 0; i < NR; i++) {
+        ft_result_free(&one[i]);
+        ft_result_free(&cpu[i]);
+        ft_result_free(&got[i]);
+    }
+    n_cases += NR;
+}
+
 /* gpu_count opens a GPU engine over a one-key library; prints SKIP and
  * returns 0 when there is no usable GPU, else the number of GPUs. */
 static int gpu_count(const char *dir)
@@ -283,6 +512,7 @@ int main(int argc, char **argv)
     }
     double t0 = ft_test_now();
     contract(dir);
+    skewed(dir, 0);
     uint64_t seed = 5000;
     int nlib = quick ? 4 : 60;
     for (int i = 0; i < nlib; i++) {
@@ -303,7 +533,7 @@ int main(int argc, char **argv)
     }
     FT_CHECK(system(cmd) == 0);
     printf("gpu_group_test: ok, %llu cases, %llu group runs (1/2/4/8 shards "
-           "device copies, NCCL, %d GPU%s), %.1f s\n",
+           "device copies, shard kernel, NCCL, %d GPU%s), %.1f s\n",
            (unsigned long long)n_cases, (unsigned long long)n_runs, ndev,
            ndev > 1 ? "s" : "", ft_test_now() - t0);
     return 0;

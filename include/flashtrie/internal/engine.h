@@ -150,6 +150,36 @@ int fti_engine_gpu_index_refs(const ft_engine *eng);
  * orders the engines' streams.  FT_ENOTSUP for other engines. */
 int fti_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0, uint64_t *list1,
                               size_t cap);
+/* The shard kernel (issue 36): a group whose shards all share one GPU
+ * can run every step of a batch in one persistent launch per shard, the
+ * launches side by side, exchanging their lists in the bound lists
+ * (fti_engine_gpu_bind_lists) through a device barrier instead of the
+ * host.  fti_gpu_xbar is that barrier's state (device memory the group
+ * owns; see kernels/ft_kernels.h, ft_gk_kxparams). */
+typedef struct fti_gpu_xbar {
+    unsigned long long *ctr; /* arrivals; base: its value before the batch */
+    uint32_t *err;           /* set when a wait ran out */
+    uint32_t *abort;         /* this shard's word */
+    uint32_t *herr;          /* mapped host word (its device address): set
+                              * with err, read by the host after the
+                              * launches */
+    unsigned long long *prof;   /* NULL, or this shard's timeline
+                                 * (ft_gk_kxparams.prof) */
+    unsigned long long base;
+    unsigned long long timeout; /* clock64 cycles a wait may spin */
+    uint32_t total;          /* CTAs of every shard's launch */
+} fti_gpu_xbar;
+/* fti_engine_gpu_xgrid gives the CTAs of this engine's shard-kernel
+ * launch (its share, fti_engine_gpu_share) and how many the GPU holds at
+ * once (0 when the kernel cannot be used).  FT_ENOTSUP for other
+ * engines. */
+int fti_engine_gpu_xgrid(ft_engine *eng, int *use, int *full);
+/* fti_engine_gpu_steps_all enqueues, after fti_engine_step_begin, every
+ * step of the batch in one launch of the shard kernel (the lists must be
+ * bound); fti_engine_step_finish follows, with no expand or keep
+ * between.  Every shard of the group must be launched before any is
+ * waited for. */
+int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb);
 /* fti_gpu_memory reports a GPU's memory in use and in all (bytes, the
  * device's view: every process's allocations).  FT_ENODEV for a device
  * that does not exist, FT_ENOTSUP in a build without CUDA. */
@@ -182,13 +212,20 @@ void fti_group_close(fti_group *g);
 /* How a group's shards exchange their candidate lists after each step. */
 typedef enum fti_exchange {
     FTI_EXCHANGE_AUTO = 0, /* from the engines: host for CPU engines, device
-                           * for GPU engines on one GPU, NCCL for GPU
+                           * for GPU engines on one GPU (the shard kernel,
+                           * FTI_EXCHANGE_KERNEL, when it fits), NCCL for GPU
                            * engines on distinct GPUs (device copies when
                            * built without NCCL) */
     FTI_EXCHANGE_HOST,     /* CPU engines: memcpy between host buffers */
     FTI_EXCHANGE_DEVICE,   /* GPU engines: device copies on a group stream,
                            * ordered by events, no host wait */
-    FTI_EXCHANGE_NCCL      /* GPU engines, one per GPU: ncclAllGather */
+    FTI_EXCHANGE_NCCL,     /* GPU engines, one per GPU: ncclAllGather */
+    FTI_EXCHANGE_KERNEL    /* GPU engines all on one GPU: one persistent
+                           * launch per shard for all steps, the lists
+                           * exchanged in device memory (AUTO's choice
+                           * there when the launches fit side by side;
+                           * otherwise, and after a wait that ran out,
+                           * device copies) */
 } fti_exchange;
 
 typedef struct fti_group_opts {
@@ -203,6 +240,9 @@ typedef struct fti_group_opts {
                            * list buffer (two, by step parity) and nothing
                            * is copied (1, the default), or each has its
                            * own recv filled by device copies (0) */
+    uint64_t kernel_timeout; /* FTI_EXCHANGE_KERNEL: clock64 cycles a wait
+                           * may spin (0: about 2 s); tests make it tiny
+                           * to take the fallback */
 } fti_group_opts;
 
 void fti_group_opts_init(fti_group_opts *gopts);
@@ -216,7 +256,9 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
 fti_exchange fti_group_exchange(const fti_group *g);
 /* fti_group_timing_report writes, for GPU groups with device copies opened
  * with opts.timing, the per-step split (kernels, exchange, wait for the
- * next launch, by CUDA events) since the last report, as text, and starts
+ * next launch, by CUDA events), and for the kernel exchange the shards'
+ * timelines (the barrier, the wait for the slowest shard, the work before
+ * it, the launches' spread), since the last report, as text, and starts
  * new sums; an empty string otherwise. */
 void fti_group_timing_report(fti_group *g, char *buf, size_t len);
 /* fti_group_search_batch is ft_engine_search_batch over the group. */
