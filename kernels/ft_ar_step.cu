@@ -3,25 +3,31 @@
  * code only.  The rules are include/flashtrie/internal/ar_rules.h's, the same code the
  * CPU step (shard/ar_step.c) runs, so both give the same bits:
  *
- *  - ark_expand: one CTA per live beam.  With a normalisation, the row's
+ *  - ark_ranges: one thread per beam, its child range and its work items
+ *    (children for dense rows without a vocabulary, else row entries).
+ *  - ark_lse_kernel (with a normalisation): one CTA per beam, the row's
  *    maximum (exact in any order) and the lane sums of ar_rules.h (thread l
  *    is lane l: entries l, l + 256, ... in ascending order, then the same
- *    pairwise tree in shared memory).  Then every entry (or, for dense rows
- *    without a vocabulary, every child) that passes theta_tok, theta_sent
- *    and has a child is appended to the next-beam list and/or the
- *    completed-key list (slots by atomics: the order of the lists does not
- *    matter, their keys are unique and totally ordered).
- *  - ark_select: one CTA per list.  A list of at most FT_ARK_SORT_MAX
- *    entries is sorted whole in shared memory (bitonic, on the 128-bit key);
- *    a longer one is first cut to its first B (or n) by an exact radix
- *    select of the B-th key (16 passes of 8 bits), then sorted.  The first
- *    B are written out, with their key's index and value for completed
- *    keys.
+ *    pairwise tree in shared memory).
+ *  - ark_flat: a grid over every beam's work items, flattened (a beam with
+ *    10^4 children is spread over the grid, not one CTA): every item that
+ *    passes theta_tok, theta_sent and has a child is appended to the
+ *    next-beam list and/or the completed-key list (slots by warp-aggregated
+ *    atomics: the order of the lists does not matter, their keys are
+ *    unique and totally ordered).  The mask form runs ark_ranges and
+ *    ark_flat too, after clearing the mask, setting bits by atomics.
+ *  - ark_select: a grid of CTAs per list (ark_select's comment): a list
+ *    of at most ARK_DIRECT entries is sorted whole by one CTA in shared
+ *    memory (bitonic, on the 128-bit key); a longer one is cut by radix
+ *    passes spread over the grid, then its survivors are sorted by one CTA.
+ *    The first B (or n) are written out, with their key's index and value
+ *    for completed keys.
  */
 #include <cuda_runtime.h>
 
 #include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 
 #include "flashtrie/internal/ar_rules.h"
 #include "ft_ar_kernels.h"
@@ -32,7 +38,6 @@
  * one is cut by the grid's radix passes until at most ark_limit(take)
  * survive. */
 #define ARK_DIRECT 1024u
-#define ARK_MASK_WORDS 256u
 /* labels staged at once by an allowed-children normalisation */
 #define ARK_LAB_CHUNK 2048u
 /* The most CTAs per list of the grid selection. */
@@ -198,27 +203,125 @@ __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
     }
 }
 
+/* ark_ranges: one thread per beam row.  Finds the beam's child range
+ * and its work items: for the step (mode 0) its children when it is
+ * child-driven, else its row's entries (0 when it has no child); for the
+ * mask (mode 1) its children, or the vocabulary's entries, and it sets
+ * the EOS bit of a terminal beam (the mask was cleared before). */
 __global__ void __launch_bounds__(ARK_EXP_THREADS)
-ark_expand(ft_ark_params p)
+ark_ranges(ft_ark_params p, int mode, uint32_t eos, uint32_t *mask)
+{
+    uint32_t r = blockIdx.x * ARK_EXP_THREADS + threadIdx.x;
+    if (mode == 0) /* the step's counters and selection heads */
+        for (uint32_t k = r; k < FT_ARK_CLEAR_BYTES / 4;
+             k += gridDim.x * ARK_EXP_THREADS)
+            p.counts[k] = 0;
+    if (r >= p.cap_beam)
+        return;
+    uint32_t m = min(*p.cur_count, p.cap_beam);
+    uint32_t work = 0, cd = 0;
+    uint64_t node = r < m ? p.cur_node[r] : FT_NONE;
+    if (r < m && node < p.view.n_nodes) {
+        ft_child_range cr = ft_children(&p.view, node);
+        p.b_rng[r] = cr;
+        if (mode == 0) {
+            if (cr.deg > 0) {
+                cd = ark_child_driven(p, &cr);
+                work = cd ? (uint32_t)cr.deg : p.width;
+            }
+        } else {
+            if (p.vocab == NULL) {
+                cd = 1;
+                work = (uint32_t)cr.deg;
+            } else if (cr.deg > 0) {
+                work = p.width;
+            }
+            uint32_t words = (p.width + 31) / 32;
+            if (eos < p.width && node != 0 &&
+                (ft_node_flags(&p.view, node) & FT_TERMINAL))
+                atomicOr(&mask[(uint64_t)r * words + eos / 32], 1u << (eos % 32));
+        }
+    }
+    p.b_work[r] = work;
+    p.b_cd[r] = cd;
+}
+
+/* ark_lse_kernel: one CTA per beam with work, its normalisation
+ * (ark_lse); a beam with no entry to take gets no work. */
+__global__ void __launch_bounds__(ARK_EXP_THREADS)
+ark_lse_kernel(ft_ark_params p)
 {
     uint32_t r = blockIdx.x;
-    uint32_t m = min(*p.cur_count, p.cap_beam);
-    if (r >= m)
+    if (p.b_work[r] == 0)
         return;
-    uint64_t node = p.cur_node[r];
-    if (node >= p.view.n_nodes)
-        return;
-    ft_child_range cr = ft_children(&p.view, node);
-    if (cr.deg == 0)
-        return;
+    ft_child_range cr = p.b_rng[r];
     double lse = 0.0;
-    if (p.norm != FT_ARR_NORM_NONE && !ark_lse(p, r, &cr, &lse))
-        return;
-    float s = p.cur_sigma[r];
-    uint32_t len = p.cur_len[r];
-    uint32_t l = threadIdx.x;
-    if (ark_child_driven(p, &cr)) {
-        for (uint64_t i = l; i < cr.deg; i += ARK_EXP_THREADS) {
+    bool ok = ark_lse(p, r, &cr, &lse);
+    if (threadIdx.x == 0) {
+        if (ok)
+            p.b_lse[r] = lse;
+        else
+            p.b_work[r] = 0;
+    }
+}
+
+/* ark_flat: the beams' work items, flattened: every CTA scans the work
+ * counts into offsets in shared memory, then the grid strides over all
+ * items, each finding its beam by a binary search; a wide beam is spread
+ * over the whole grid.  Mode 0 offers each item (shard/ar_step.c's
+ * offer); mode 1 sets its mask bit.  Neither depends on the order. */
+__global__ void __launch_bounds__(ARK_EXP_THREADS)
+ark_flat(ft_ark_params p, int mode, uint32_t *mask)
+{
+    typedef cub::BlockScan<unsigned long long, ARK_EXP_THREADS> Scan;
+    __shared__ typename Scan::TempStorage ts;
+    extern __shared__ unsigned long long off[]; /* [cap_beam + 1] */
+    uint32_t m = min(*p.cur_count, p.cap_beam);
+    unsigned long long carry = 0;
+    for (uint32_t b = 0; b < m; b += ARK_EXP_THREADS) {
+        uint32_t i = b + threadIdx.x;
+        unsigned long long v = i < m ? p.b_work[i] : 0, ex, agg;
+        Scan(ts).ExclusiveSum(v, ex, agg);
+        if (i < m)
+            off[i] = carry + ex;
+        carry += agg;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        off[m] = carry;
+    __syncthreads();
+    uint64_t total = off[m];
+    uint32_t words = (p.width + 31) / 32;
+    for (uint64_t t = (uint64_t)blockIdx.x * ARK_EXP_THREADS + threadIdx.x;
+         t < total; t += (uint64_t)gridDim.x * ARK_EXP_THREADS) {
+        /* the beam r with off[r] <= t < off[r + 1] */
+        uint32_t lo = 0, hi = m;
+        while (hi - lo > 1) {
+            uint32_t mid = (lo + hi) >> 1;
+            if (off[mid] <= t)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        uint32_t r = lo;
+        uint64_t i = t - off[r];
+        ft_child_range cr = p.b_rng[r];
+        if (mode == 1) {
+            if (p.b_cd[r]) {
+                uint32_t lab = ft_child_label(&p.view, &cr, cr.first + i);
+                if (lab < p.width)
+                    atomicOr(&mask[(uint64_t)r * words + lab / 32], 1u << (lab % 32));
+            } else {
+                uint32_t j = (uint32_t)i;
+                if (ft_find_child(&p.view, &cr, p.vocab[j]) != FT_NONE)
+                    atomicOr(&mask[(uint64_t)r * words + j / 32], 1u << (j % 32));
+            }
+            continue;
+        }
+        float s = p.cur_sigma[r];
+        uint32_t len = p.cur_len[r];
+        double lse = p.norm != FT_ARR_NORM_NONE ? p.b_lse[r] : 0.0;
+        if (p.b_cd[r]) {
             uint64_t u = cr.first + i;
             uint32_t lab = ft_child_label(&p.view, &cr, u);
             if (lab >= p.width)
@@ -226,13 +329,12 @@ ark_expand(ft_ark_params p)
             float x = ark_x(p, r, lab);
             float rho = p.norm ? ft_ar_norm(x, lse) : x;
             ark_offer(p, &cr, r, s, len, lab, lab, rho, u);
+        } else {
+            uint32_t j = (uint32_t)i;
+            float x = ark_x(p, r, j);
+            float rho = p.norm ? ft_ar_norm(x, lse) : x;
+            ark_offer(p, &cr, r, s, len, j, ark_tok(p, r, j), rho, FT_NONE);
         }
-        return;
-    }
-    for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
-        float x = ark_x(p, r, j);
-        float rho = p.norm ? ft_ar_norm(x, lse) : x;
-        ark_offer(p, &cr, r, s, len, j, ark_tok(p, r, j), rho, FT_NONE);
     }
 }
 
@@ -502,63 +604,6 @@ __global__ void ark_reset_kernel(uint32_t *count, uint64_t *node, float *sigma,
     *token = 0;
 }
 
-/* ark_mask_kernel: CTA (r, s) writes words [s ARK_MASK_WORDS, (s + 1)
- * ARK_MASK_WORDS) of beam r's row, built in shared memory: a wide row is
- * split over several CTAs, each reading only the children whose labels
- * fall in its words (children are in ascending label order: a binary
- * search finds the first). */
-__global__ void __launch_bounds__(ARK_EXP_THREADS)
-ark_mask_kernel(ft_ark_params p, uint32_t eos, uint32_t *mask)
-{
-    __shared__ uint32_t w[ARK_MASK_WORDS];
-    __shared__ uint64_t c0;
-    uint32_t r = blockIdx.x, words = (p.width + 31) / 32;
-    uint32_t w0 = blockIdx.y * ARK_MASK_WORDS;
-    uint32_t nw = min(ARK_MASK_WORDS, words - w0);
-    uint32_t lo = w0 * 32, hi = min(p.width, lo + nw * 32);
-    uint32_t *row = mask + (uint64_t)r * words + w0;
-    for (uint32_t i = threadIdx.x; i < ARK_MASK_WORDS; i += ARK_EXP_THREADS)
-        w[i] = 0;
-    uint32_t m = min(*p.cur_count, p.cap_beam);
-    uint64_t node = r < m ? p.cur_node[r] : FT_NONE;
-    bool live = r < m && node < p.view.n_nodes;
-    ft_child_range cr;
-    cr.deg = 0;
-    if (live)
-        cr = ft_children(&p.view, node);
-    if (live && p.vocab == NULL && cr.deg > 0 && threadIdx.x == 0) {
-        /* the first child whose label is >= lo */
-        uint64_t a = 0, b = cr.deg;
-        while (a < b) {
-            uint64_t mid = a + ((b - a) >> 1);
-            if (ft_child_label(&p.view, &cr, cr.first + mid) < lo)
-                a = mid + 1;
-            else
-                b = mid;
-        }
-        c0 = a;
-    }
-    __syncthreads();
-    if (live && p.vocab == NULL) {
-        for (uint64_t i = c0 + threadIdx.x; i < cr.deg; i += ARK_EXP_THREADS) {
-            uint32_t lab = ft_child_label(&p.view, &cr, cr.first + i);
-            if (lab >= hi)
-                break;
-            atomicOr(&w[(lab - lo) / 32], 1u << (lab % 32));
-        }
-    } else if (live && cr.deg > 0) {
-        for (uint32_t j = lo + threadIdx.x; j < hi; j += ARK_EXP_THREADS)
-            if (ft_find_child(&p.view, &cr, p.vocab[j]) != FT_NONE)
-                atomicOr(&w[(j - lo) / 32], 1u << (j % 32));
-    }
-    if (threadIdx.x == 0 && live && eos >= lo && eos < hi && node != 0 &&
-        (ft_node_flags(&p.view, node) & FT_TERMINAL))
-        atomicOr(&w[(eos - lo) / 32], 1u << (eos % 32));
-    __syncthreads();
-    for (uint32_t i = threadIdx.x; i < nw; i += ARK_EXP_THREADS)
-        row[i] = w[i];
-}
-
 struct ArkMin {
     __device__ __forceinline__ unsigned long long
     operator()(unsigned long long a, unsigned long long b) const
@@ -637,7 +682,7 @@ extern "C" size_t ft_ark_step_smem(void)
     return (size_t)FT_ARK_SORT_MAX * (8 + 8 + 4);
 }
 
-extern "C" int ft_ark_init(uint32_t *sel_ctas)
+extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas)
 {
     cudaError_t e = cudaFuncSetAttribute(
         ark_select, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -655,16 +700,24 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas)
     /* both lists' CTAs resident at once (they meet at barriers) */
     long res = (long)sms * occ / 2;
     *sel_ctas = (uint32_t)(res < 1 ? 1 : res > ARK_SEL_CTAS ? ARK_SEL_CTAS : res);
+    *flat_ctas = (uint32_t)(sms > 0 ? 4 * sms : 4);
     return 0;
+}
+
+static size_t ark_flat_smem(const ft_ark_params *p)
+{
+    return ((size_t)p->cap_beam + 1) * 8;
 }
 
 extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
-    cudaError_t e = cudaMemsetAsync(p->counts, 0, FT_ARK_CLEAR_BYTES, st);
-    if (e != cudaSuccess)
-        return (int)e;
-    ark_expand<<<p->cap_beam, ARK_EXP_THREADS, 0, st>>>(*p);
+    /* ark_ranges clears the counters and the selection's heads */
+    uint32_t rb = (p->cap_beam + ARK_EXP_THREADS - 1) / ARK_EXP_THREADS;
+    ark_ranges<<<rb, ARK_EXP_THREADS, 0, st>>>(*p, 0, 0, NULL);
+    if (p->norm != FT_ARR_NORM_NONE)
+        ark_lse_kernel<<<p->cap_beam, ARK_EXP_THREADS, 0, st>>>(*p);
+    ark_flat<<<p->flat_ctas, ARK_EXP_THREADS, ark_flat_smem(p), st>>>(*p, 0, NULL);
     ark_select<<<2 * p->sel_ctas, ARK_SEL_THREADS, ft_ark_step_smem(), st>>>(*p);
     return (int)cudaGetLastError();
 }
@@ -681,11 +734,14 @@ extern "C" int ft_ark_reset(uint32_t *count, uint64_t *node, float *sigma,
 extern "C" int ft_ark_mask(const ft_ark_params *p, uint32_t eos,
                            uint32_t *mask, void *stream)
 {
+    cudaStream_t st = (cudaStream_t)stream;
     uint32_t words = (p->width + 31) / 32;
-    uint32_t split = (words + ARK_MASK_WORDS - 1) / ARK_MASK_WORDS;
-    dim3 grid(p->cap_beam, split ? split : 1);
-    ark_mask_kernel<<<grid, ARK_EXP_THREADS, 0, (cudaStream_t)stream>>>(
-        *p, eos, mask);
+    cudaError_t e = cudaMemsetAsync(mask, 0, (size_t)p->cap_beam * words * 4, st);
+    if (e != cudaSuccess)
+        return (int)e;
+    uint32_t rb = (p->cap_beam + ARK_EXP_THREADS - 1) / ARK_EXP_THREADS;
+    ark_ranges<<<rb, ARK_EXP_THREADS, 0, st>>>(*p, 1, eos, mask);
+    ark_flat<<<p->flat_ctas, ARK_EXP_THREADS, ark_flat_smem(p), st>>>(*p, 1, mask);
     return (int)cudaGetLastError();
 }
 

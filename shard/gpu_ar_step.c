@@ -74,6 +74,7 @@ typedef struct ark_state {
     double *F;                /* [FT_ARK_F_LEN] */
     uint32_t *counts;         /* [2], then the selection's heads[2] */
     ft_ark_surv *surv;        /* [2] */
+    void *beamscr;            /* per-beam scratch (ft_ark_params b_*) */
     ft_ark_list lists[2];
     ft_ark_params base;       /* trie, scratch and parameters filled */
 } ark_state;
@@ -127,6 +128,7 @@ void ft_gpu_ar_close(ft_ar *ar)
     cudaFree(g->F);
     cudaFree(g->counts);
     cudaFree(g->surv);
+    cudaFree(g->beamscr);
     free_list(&g->lists[0]);
     free_list(&g->lists[1]);
     free(g);
@@ -180,8 +182,15 @@ static int open_dev(ft_ar *ar, ark_state *g)
         rc = alloc_list(&g->lists[1], cap, 1);
     if (rc != FT_OK)
         return rc;
-    uint32_t ctas = 1;
-    FT_CUDA_CHECK((cudaError_t)ft_ark_init(&ctas));
+    uint32_t ctas = 1, flat = 1;
+    FT_CUDA_CHECK((cudaError_t)ft_ark_init(&ctas, &flat));
+    size_t cb = ar->cap_beam;
+    FT_CUDA_CHECK(cudaMalloc(&g->beamscr, cb * (sizeof(ft_child_range) + 8 + 4 + 4)));
+    p->b_rng = (ft_child_range *)g->beamscr;
+    p->b_lse = (double *)(p->b_rng + cb);
+    p->b_work = (uint32_t *)(p->b_lse + cb);
+    p->b_cd = p->b_work + cb;
+    p->flat_ctas = flat;
     p->F = g->F;
     p->counts = g->counts;
     p->heads = (ft_ark_sel_head *)(g->counts + 16);
