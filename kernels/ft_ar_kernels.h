@@ -4,11 +4,15 @@
  * (kernels/ft_ar_step.cu): plain structs and C-callable launchers that
  * enqueue on the caller's stream and never wait.
  *
- * One step is three launches: the counters are cleared; one CTA per beam
- * expands it (normalisation, thresholds, child search) into two candidate
- * lists (next beams, completed keys) in scratch; one CTA per list selects
- * its first B (or n) by ar_rules.h's keys, sorts them and writes the
- * outputs.  The rules are ar_rules.h's, shared with the CPU step.
+ * One step is three or four launches: one thread per beam (the counters
+ * cleared first) finds its child range and its work (children, or row entries);
+ * with a normalisation, one CTA per beam computes it; a grid of CTAs
+ * expands every beam's work items, flattened (a wide beam is spread over
+ * many CTAs), into two candidate lists (next beams, completed keys) in
+ * scratch (thresholds, child search); a grid of CTAs per list
+ * selects its first B (or n) by ar_rules.h's keys (radix passes over the
+ * whole list, spread over the grid, down to at most FT_ARK_SORT_MAX
+ * survivors), and one CTA per list sorts them and writes the outputs.  The rules are ar_rules.h's, shared with the CPU step.
  */
 #ifndef FT_AR_KERNELS_H
 #define FT_AR_KERNELS_H
@@ -43,6 +47,27 @@ typedef struct ft_ark_list {
 } ft_ark_list;
 
 FT_ARK_STATIC_ASSERT(sizeof(ft_ark_list) == 64, "ft_ark_list layout");
+
+/* The grid selection's state per list, cleared with the counters before
+ * each step (ft_ark_clear_bytes): one 256-bin histogram per radix pass (16
+ * passes of 8 bits over the 128-bit key), the CTAs' barrier arrivals and
+ * the survivors' count. */
+#define FT_ARK_PASSES 16u
+typedef struct ft_ark_sel_head {
+    uint32_t hist[FT_ARK_PASSES][256];
+    uint32_t bar, nsurv, pad[14];
+} ft_ark_sel_head;
+
+/* ft_ark_surv holds a list's survivors of the radix passes (at most
+ * FT_ARK_SORT_MAX): key and place in the list. */
+typedef struct ft_ark_surv {
+    uint64_t k1[FT_ARK_SORT_MAX], k2[FT_ARK_SORT_MAX];
+    uint32_t idx[FT_ARK_SORT_MAX];
+} ft_ark_surv;
+
+/* The scratch a step clears first (in its first kernel): the counters (64
+ * bytes), then the two heads, contiguous (counts == (uint32_t *)heads - 16). */
+#define FT_ARK_CLEAR_BYTES (64u + 2u * (uint32_t)sizeof(ft_ark_sel_head))
 
 /* ft_ark_params is everything one step (or a mask or top-k launch) reads
  * and writes; device pointers. */
@@ -83,15 +108,27 @@ typedef struct ft_ark_params {
     /* scratch */
     uint32_t *counts;      /* [2]: entries in lists[0] (beams), [1] (keys) */
     ft_ark_list lists[2];
+    ft_ark_sel_head *heads; /* [2]: the grid selection's per-list state */
+    ft_ark_surv *surv;      /* [2]: its survivors */
+    uint32_t sel_ctas;      /* CTAs per list of the selection */
+    uint32_t flat_ctas;     /* CTAs of the flattened expansion */
+    /* per beam (cap_beam rows): its child range, normalisation, work items
+     * (children or row entries; 0: nothing to expand) and whether it is
+     * driven by its children */
+    ft_child_range *b_rng;
+    double *b_lse;
+    uint32_t *b_work, *b_cd;
 } ft_ark_params;
 
 /* ft_ark_step_smem is the dynamic shared memory one selection CTA needs
  * (the host raises the kernel's limit to it once, ft_ark_init). */
 size_t ft_ark_step_smem(void);
 
-/* ft_ark_init sets the kernels' attributes (shared memory); once per
- * device, before any launch.  Returns a cudaError_t as int. */
-int ft_ark_init(void);
+/* ft_ark_init sets the kernels' attributes (shared memory) and returns in
+ * *sel_ctas the CTAs per list the grid selection may use (all of its CTAs
+ * resident at once: they meet at grid barriers); once per device, before
+ * any launch.  Returns a cudaError_t as int. */
+int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas);
 
 /* ft_ark_step enqueues one step.  Returns the launch's cudaError_t. */
 int ft_ark_step(const ft_ark_params *p, void *stream);

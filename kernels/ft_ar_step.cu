@@ -3,30 +3,47 @@
  * code only.  The rules are include/flashtrie/internal/ar_rules.h's, the same code the
  * CPU step (shard/ar_step.c) runs, so both give the same bits:
  *
- *  - ark_expand: one CTA per live beam.  With a normalisation, the row's
+ *  - ark_ranges: one thread per beam, its child range and its work items
+ *    (children for dense rows without a vocabulary, else row entries).
+ *  - ark_lse_kernel (with a normalisation): one CTA per beam, the row's
  *    maximum (exact in any order) and the lane sums of ar_rules.h (thread l
  *    is lane l: entries l, l + 256, ... in ascending order, then the same
- *    pairwise tree in shared memory).  Then every entry (or, for dense rows
- *    without a vocabulary, every child) that passes theta_tok, theta_sent
- *    and has a child is appended to the next-beam list and/or the
- *    completed-key list (slots by atomics: the order of the lists does not
- *    matter, their keys are unique and totally ordered).
- *  - ark_select: one CTA per list.  A list of at most FT_ARK_SORT_MAX
- *    entries is sorted whole in shared memory (bitonic, on the 128-bit key);
- *    a longer one is first cut to its first B (or n) by an exact radix
- *    select of the B-th key (16 passes of 8 bits), then sorted.  The first
- *    B are written out, with their key's index and value for completed
- *    keys.
+ *    pairwise tree in shared memory).
+ *  - ark_flat: a grid over every beam's work items, flattened (a beam with
+ *    10^4 children is spread over the grid, not one CTA): every item that
+ *    passes theta_tok, theta_sent and has a child is appended to the
+ *    next-beam list and/or the completed-key list (slots by warp-aggregated
+ *    atomics: the order of the lists does not matter, their keys are
+ *    unique and totally ordered).  The mask form runs ark_ranges and
+ *    ark_flat too, after clearing the mask, setting bits by atomics.
+ *  - ark_select: a grid of CTAs per list (ark_select's comment): a list
+ *    of at most ARK_DIRECT entries is sorted whole by one CTA in shared
+ *    memory (bitonic, on the 128-bit key); a longer one is cut by radix
+ *    passes spread over the grid, then its survivors are sorted by one CTA.
+ *    The first B (or n) are written out, with their key's index and value
+ *    for completed keys.
  */
 #include <cuda_runtime.h>
 
+#include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 
 #include "flashtrie/internal/ar_rules.h"
 #include "ft_ar_kernels.h"
 
 #define ARK_EXP_THREADS 256
 #define ARK_SEL_THREADS 1024
+/* A list of at most this many entries is sorted whole by one CTA; a longer
+ * one is cut by the grid's radix passes until at most ark_limit(take)
+ * survive. */
+#define ARK_DIRECT 1024u
+/* labels staged at once by an allowed-children normalisation */
+#define ARK_LAB_CHUNK 2048u
+/* The most CTAs per list of the grid selection. */
+#define ARK_SEL_CTAS 64
+
+namespace cg = cooperative_groups;
 
 static_assert(ARK_EXP_THREADS == FT_AR_LANES, "one thread per lane");
 
@@ -99,14 +116,23 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
         return false;
     double s = 0.0;
     if (cd) {
-        /* lane l: its children (label % 256 == l) in ascending label */
-        for (uint64_t i = 0; i < cr->deg; i++) {
-            uint32_t lab = ft_child_label(&p.view, cr, cr->first + i);
-            if (lab >= p.width)
-                break;
-            if (lab % ARK_EXP_THREADS != l)
-                continue;
-            s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, lab), (double)mx)));
+        /* lane l: its children (label % 256 == l) in ascending label; the
+         * labels are staged in shared memory a chunk at a time, so each
+         * lane's scan reads broadcasts, not one global load per child */
+        __shared__ uint32_t slab[ARK_LAB_CHUNK];
+        for (uint64_t b0 = 0; b0 < cr->deg; b0 += ARK_LAB_CHUNK) {
+            uint32_t cnt = (uint32_t)min((uint64_t)ARK_LAB_CHUNK, cr->deg - b0);
+            __syncthreads();
+            for (uint32_t i = l; i < cnt; i += ARK_EXP_THREADS)
+                slab[i] = ft_child_label(&p.view, cr, cr->first + b0 + i);
+            __syncthreads();
+            for (uint32_t i = 0; i < cnt; i++) {
+                uint32_t lab = slab[i];
+                /* ascending: past the row's width, so are the rest */
+                if (lab >= p.width || lab % ARK_EXP_THREADS != l)
+                    continue;
+                s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, lab), (double)mx)));
+            }
         }
     } else {
         for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
@@ -132,7 +158,13 @@ __device__ __forceinline__ void ark_push(const ft_ark_params &p, int which,
                                          uint32_t len)
 {
     const ft_ark_list &L = p.lists[which];
-    uint32_t slot = atomicAdd(&p.counts[which], 1u);
+    /* one atomic per warp's pushes: 10^5 candidates on one counter
+     * otherwise serialise at the L2 */
+    cg::coalesced_group g = cg::coalesced_threads();
+    uint32_t base = 0;
+    if (g.thread_rank() == 0)
+        base = atomicAdd(&p.counts[which], g.size());
+    uint32_t slot = g.shfl(base, 0) + g.thread_rank();
     if (slot >= L.cap)
         return; /* cannot happen: lists hold beams x their widest fan-out */
     L.k1[slot] = k1;
@@ -171,27 +203,125 @@ __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
     }
 }
 
+/* ark_ranges: one thread per beam row.  Finds the beam's child range
+ * and its work items: for the step (mode 0) its children when it is
+ * child-driven, else its row's entries (0 when it has no child); for the
+ * mask (mode 1) its children, or the vocabulary's entries, and it sets
+ * the EOS bit of a terminal beam (the mask was cleared before). */
 __global__ void __launch_bounds__(ARK_EXP_THREADS)
-ark_expand(ft_ark_params p)
+ark_ranges(ft_ark_params p, int mode, uint32_t eos, uint32_t *mask)
+{
+    uint32_t r = blockIdx.x * ARK_EXP_THREADS + threadIdx.x;
+    if (mode == 0) /* the step's counters and selection heads */
+        for (uint32_t k = r; k < FT_ARK_CLEAR_BYTES / 4;
+             k += gridDim.x * ARK_EXP_THREADS)
+            p.counts[k] = 0;
+    if (r >= p.cap_beam)
+        return;
+    uint32_t m = min(*p.cur_count, p.cap_beam);
+    uint32_t work = 0, cd = 0;
+    uint64_t node = r < m ? p.cur_node[r] : FT_NONE;
+    if (r < m && node < p.view.n_nodes) {
+        ft_child_range cr = ft_children(&p.view, node);
+        p.b_rng[r] = cr;
+        if (mode == 0) {
+            if (cr.deg > 0) {
+                cd = ark_child_driven(p, &cr);
+                work = cd ? (uint32_t)cr.deg : p.width;
+            }
+        } else {
+            if (p.vocab == NULL) {
+                cd = 1;
+                work = (uint32_t)cr.deg;
+            } else if (cr.deg > 0) {
+                work = p.width;
+            }
+            uint32_t words = (p.width + 31) / 32;
+            if (eos < p.width && node != 0 &&
+                (ft_node_flags(&p.view, node) & FT_TERMINAL))
+                atomicOr(&mask[(uint64_t)r * words + eos / 32], 1u << (eos % 32));
+        }
+    }
+    p.b_work[r] = work;
+    p.b_cd[r] = cd;
+}
+
+/* ark_lse_kernel: one CTA per beam with work, its normalisation
+ * (ark_lse); a beam with no entry to take gets no work. */
+__global__ void __launch_bounds__(ARK_EXP_THREADS)
+ark_lse_kernel(ft_ark_params p)
 {
     uint32_t r = blockIdx.x;
-    uint32_t m = min(*p.cur_count, p.cap_beam);
-    if (r >= m)
+    if (p.b_work[r] == 0)
         return;
-    uint64_t node = p.cur_node[r];
-    if (node >= p.view.n_nodes)
-        return;
-    ft_child_range cr = ft_children(&p.view, node);
-    if (cr.deg == 0)
-        return;
+    ft_child_range cr = p.b_rng[r];
     double lse = 0.0;
-    if (p.norm != FT_ARR_NORM_NONE && !ark_lse(p, r, &cr, &lse))
-        return;
-    float s = p.cur_sigma[r];
-    uint32_t len = p.cur_len[r];
-    uint32_t l = threadIdx.x;
-    if (ark_child_driven(p, &cr)) {
-        for (uint64_t i = l; i < cr.deg; i += ARK_EXP_THREADS) {
+    bool ok = ark_lse(p, r, &cr, &lse);
+    if (threadIdx.x == 0) {
+        if (ok)
+            p.b_lse[r] = lse;
+        else
+            p.b_work[r] = 0;
+    }
+}
+
+/* ark_flat: the beams' work items, flattened: every CTA scans the work
+ * counts into offsets in shared memory, then the grid strides over all
+ * items, each finding its beam by a binary search; a wide beam is spread
+ * over the whole grid.  Mode 0 offers each item (shard/ar_step.c's
+ * offer); mode 1 sets its mask bit.  Neither depends on the order. */
+__global__ void __launch_bounds__(ARK_EXP_THREADS)
+ark_flat(ft_ark_params p, int mode, uint32_t *mask)
+{
+    typedef cub::BlockScan<unsigned long long, ARK_EXP_THREADS> Scan;
+    __shared__ typename Scan::TempStorage ts;
+    extern __shared__ unsigned long long off[]; /* [cap_beam + 1] */
+    uint32_t m = min(*p.cur_count, p.cap_beam);
+    unsigned long long carry = 0;
+    for (uint32_t b = 0; b < m; b += ARK_EXP_THREADS) {
+        uint32_t i = b + threadIdx.x;
+        unsigned long long v = i < m ? p.b_work[i] : 0, ex, agg;
+        Scan(ts).ExclusiveSum(v, ex, agg);
+        if (i < m)
+            off[i] = carry + ex;
+        carry += agg;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        off[m] = carry;
+    __syncthreads();
+    uint64_t total = off[m];
+    uint32_t words = (p.width + 31) / 32;
+    for (uint64_t t = (uint64_t)blockIdx.x * ARK_EXP_THREADS + threadIdx.x;
+         t < total; t += (uint64_t)gridDim.x * ARK_EXP_THREADS) {
+        /* the beam r with off[r] <= t < off[r + 1] */
+        uint32_t lo = 0, hi = m;
+        while (hi - lo > 1) {
+            uint32_t mid = (lo + hi) >> 1;
+            if (off[mid] <= t)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        uint32_t r = lo;
+        uint64_t i = t - off[r];
+        ft_child_range cr = p.b_rng[r];
+        if (mode == 1) {
+            if (p.b_cd[r]) {
+                uint32_t lab = ft_child_label(&p.view, &cr, cr.first + i);
+                if (lab < p.width)
+                    atomicOr(&mask[(uint64_t)r * words + lab / 32], 1u << (lab % 32));
+            } else {
+                uint32_t j = (uint32_t)i;
+                if (ft_find_child(&p.view, &cr, p.vocab[j]) != FT_NONE)
+                    atomicOr(&mask[(uint64_t)r * words + j / 32], 1u << (j % 32));
+            }
+            continue;
+        }
+        float s = p.cur_sigma[r];
+        uint32_t len = p.cur_len[r];
+        double lse = p.norm != FT_ARR_NORM_NONE ? p.b_lse[r] : 0.0;
+        if (p.b_cd[r]) {
             uint64_t u = cr.first + i;
             uint32_t lab = ft_child_label(&p.view, &cr, u);
             if (lab >= p.width)
@@ -199,13 +329,12 @@ ark_expand(ft_ark_params p)
             float x = ark_x(p, r, lab);
             float rho = p.norm ? ft_ar_norm(x, lse) : x;
             ark_offer(p, &cr, r, s, len, lab, lab, rho, u);
+        } else {
+            uint32_t j = (uint32_t)i;
+            float x = ark_x(p, r, j);
+            float rho = p.norm ? ft_ar_norm(x, lse) : x;
+            ark_offer(p, &cr, r, s, len, j, ark_tok(p, r, j), rho, FT_NONE);
         }
-        return;
-    }
-    for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
-        float x = ark_x(p, r, j);
-        float rho = p.norm ? ft_ar_norm(x, lse) : x;
-        ark_offer(p, &cr, r, s, len, j, ark_tok(p, r, j), rho, FT_NONE);
     }
 }
 
@@ -215,99 +344,16 @@ __device__ __forceinline__ bool ark_gt(uint64_t a1, uint64_t a2, uint64_t b1,
     return ft_ar_before(b1, b2, a1, a2);
 }
 
-/* ark_select: block 0 the next beams, block 1 the completed keys. */
-__global__ void __launch_bounds__(ARK_SEL_THREADS)
-ark_select(ft_ark_params p)
+/* ark_sort_write sorts nsel <= FT_ARK_SORT_MAX keys in shared memory
+ * (bitonic, on the 128-bit key; si is each key's place in the list) and
+ * writes the first take as the step's output for list which.  All
+ * ARK_SEL_THREADS threads of the CTA. */
+__device__ void ark_sort_write(const ft_ark_params &p, int which,
+                               uint64_t *s1, uint64_t *s2, uint32_t *si,
+                               uint32_t nsel, uint32_t take)
 {
-    extern __shared__ uint64_t sm[];
-    uint64_t *s1 = sm, *s2 = sm + FT_ARK_SORT_MAX;
-    uint32_t *si = (uint32_t *)(sm + 2 * FT_ARK_SORT_MAX);
-    __shared__ uint32_t hist[256];
-    __shared__ uint32_t sh_n, sh_need, sh_stop;
-    __shared__ uint64_t pre1, pre2, msk1, msk2;
-    int which = blockIdx.x;
-    if (which == 1 && p.h_count == NULL)
-        return;
     const ft_ark_list &L = p.lists[which];
     uint32_t tid = threadIdx.x;
-    uint32_t want = which ? p.results : p.beam;
-    uint64_t n = p.counts[which];
-    if (n > L.cap)
-        n = L.cap;
-    uint32_t take = n < want ? (uint32_t)n : want;
-    uint32_t nsel;
-    if (n <= FT_ARK_SORT_MAX) {
-        for (uint32_t i = tid; i < n; i += ARK_SEL_THREADS) {
-            s1[i] = L.k1[i];
-            s2[i] = L.k2[i];
-            si[i] = i;
-        }
-        nsel = (uint32_t)n;
-    } else {
-        /* Radix select of the take-th smallest key, 8 bits a pass. */
-        if (tid == 0) {
-            pre1 = pre2 = msk1 = msk2 = 0;
-            sh_need = take;
-            sh_n = 0;
-            sh_stop = 0;
-        }
-        __syncthreads();
-        for (int pass = 0; pass < 16; pass++) {
-            int sh = 56 - 8 * (pass & 7);
-            for (uint32_t i = tid; i < 256; i += ARK_SEL_THREADS)
-                hist[i] = 0;
-            __syncthreads();
-            uint64_t m1 = msk1, m2 = msk2, q1 = pre1, q2 = pre2;
-            for (uint64_t i = tid; i < n; i += ARK_SEL_THREADS) {
-                uint64_t a = L.k1[i], b = L.k2[i];
-                if ((a & m1) != q1 || (b & m2) != q2)
-                    continue;
-                uint32_t dg = (uint32_t)(((pass < 8) ? a : b) >> sh) & 255u;
-                atomicAdd(&hist[dg], 1u);
-            }
-            __syncthreads();
-            if (tid == 0) {
-                uint32_t cum = 0, need = sh_need, d = 0;
-                for (; d < 255; d++) {
-                    if (cum + hist[d] >= need)
-                        break;
-                    cum += hist[d];
-                }
-                sh_need = need - cum;
-                if (pass < 8) {
-                    pre1 |= (uint64_t)d << sh;
-                    msk1 |= 255ull << sh;
-                } else {
-                    pre2 |= (uint64_t)d << sh;
-                    msk2 |= 255ull << sh;
-                }
-                /* Enough: the keys below the prefix (take - need) and
-                 * the prefix's own bucket fit one sort. */
-                if (take - sh_need + hist[d] <= FT_ARK_SORT_MAX)
-                    sh_stop = 1;
-            }
-            __syncthreads();
-            if (sh_stop)
-                break;
-        }
-        /* Every key whose decided bits are at most the prefix: the first
-         * take - need keys and the bucket that holds the take-th (after 16
-         * passes, exactly the first take). */
-        uint64_t t1 = pre1, t2 = pre2, m1 = msk1, m2 = msk2;
-        for (uint64_t i = tid; i < n; i += ARK_SEL_THREADS) {
-            uint64_t a = L.k1[i], b = L.k2[i];
-            if (ark_gt(a & m1, b & m2, t1, t2))
-                continue;
-            uint32_t slot = atomicAdd(&sh_n, 1u);
-            if (slot < FT_ARK_SORT_MAX) {
-                s1[slot] = a;
-                s2[slot] = b;
-                si[slot] = (uint32_t)i;
-            }
-        }
-        __syncthreads();
-        nsel = sh_n < FT_ARK_SORT_MAX ? sh_n : FT_ARK_SORT_MAX;
-    }
     uint32_t P = 1;
     while (P < nsel)
         P <<= 1;
@@ -367,6 +413,184 @@ ark_select(ft_ark_params p)
         *(which ? p.h_count : p.nx_count) = take;
 }
 
+/* ark_grid_sync: the list's ctas CTAs meet (the b-th barrier of the step;
+ * the arrivals counter is cleared before each step).  All the grid's CTAs
+ * are resident (ft_ark_init sizes it), so the wait ends. */
+__device__ __forceinline__ void ark_grid_sync(uint32_t *bar, uint32_t b,
+                                              uint32_t ctas)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(bar, 1u);
+        uint32_t target = b * ctas;
+        while (*(volatile uint32_t *)bar < target)
+            __nanosleep(32);
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+/* ark_select: CTAs [0, sel_ctas) select the next beams, [sel_ctas,
+ * 2 sel_ctas) the completed keys.  A list of at most ARK_DIRECT entries
+ * is sorted whole by its first CTA.  A longer one is cut by an exact radix
+ * select of its take-th key, 8 bits a pass from the key's top: each CTA
+ * histograms its share of the list (the entries that match the digits
+ * decided so far) into the pass's global histogram; after a barrier every
+ * CTA reads the whole histogram and decides the same digit.  Once the keys
+ * below the decided prefix and the boundary digit's bucket fit
+ * ark_limit(take), the CTAs compact those survivors into surv, meet once
+ * more, and the first CTA sorts them and writes the outputs.  Keys are
+ * unique, so the survivors, and the output, do not depend on the order of
+ * the list or of the atomics. */
+__device__ __forceinline__ uint32_t ark_limit(uint32_t take)
+{
+    return take <= ARK_DIRECT ? ARK_DIRECT : FT_ARK_SORT_MAX;
+}
+
+__global__ void __launch_bounds__(ARK_SEL_THREADS)
+ark_select(ft_ark_params p)
+{
+    extern __shared__ uint64_t sm[];
+    uint64_t *s1 = sm, *s2 = sm + FT_ARK_SORT_MAX;
+    uint32_t *si = (uint32_t *)(sm + 2 * FT_ARK_SORT_MAX);
+    __shared__ uint32_t hist[256];
+    __shared__ uint32_t sh_need, sh_stop;
+    __shared__ uint64_t pre1, pre2, msk1, msk2;
+    uint32_t ctas = p.sel_ctas;
+    int which = blockIdx.x / ctas;
+    uint32_t cta = blockIdx.x % ctas;
+    if (which > 1 || (which == 1 && p.h_count == NULL))
+        return;
+    const ft_ark_list &L = p.lists[which];
+    uint32_t tid = threadIdx.x;
+    uint32_t want = which ? p.results : p.beam;
+    uint64_t n = p.counts[which];
+    if (n > L.cap)
+        n = L.cap;
+    uint32_t take = n < want ? (uint32_t)n : want;
+    if (n <= ARK_DIRECT || take == 0) {
+        if (cta != 0)
+            return;
+        if (take == 0)
+            n = 0;
+        for (uint32_t i = tid; i < n; i += ARK_SEL_THREADS) {
+            s1[i] = L.k1[i];
+            s2[i] = L.k2[i];
+            si[i] = i;
+        }
+        ark_sort_write(p, which, s1, s2, si, (uint32_t)n, take);
+        return;
+    }
+    ft_ark_sel_head *H = &p.heads[which];
+    uint32_t limit = ark_limit(take);
+    if (tid == 0) {
+        pre1 = pre2 = msk1 = msk2 = 0;
+        sh_need = take;
+        sh_stop = 0;
+    }
+    __syncthreads();
+    /* a beam's first key word is a 32-bit sigma key: its top 4 bytes are 0 */
+    uint32_t first = which == 0 ? 4 : 0, nbar = 0;
+    uint64_t stride = (uint64_t)ctas * ARK_SEL_THREADS;
+    uint64_t start = (uint64_t)cta * ARK_SEL_THREADS + tid;
+    for (uint32_t pass = first; pass < FT_ARK_PASSES; pass++) {
+        int sh = 56 - 8 * (pass & 7);
+        if (tid < 256)
+            hist[tid] = 0;
+        __syncthreads();
+        uint64_t m1 = msk1, m2 = msk2, q1 = pre1, q2 = pre2;
+        for (uint64_t i = start; i < n; i += stride) {
+            uint64_t a = L.k1[i], b = L.k2[i];
+            if ((a & m1) != q1 || (b & m2) != q2)
+                continue;
+            uint32_t dg = (uint32_t)(((pass < 8) ? a : b) >> sh) & 255u;
+            atomicAdd(&hist[dg], 1u);
+        }
+        __syncthreads();
+        if (tid < 256 && hist[tid])
+            atomicAdd(&H->hist[pass][tid], hist[tid]);
+        ark_grid_sync(&H->bar, ++nbar, ctas);
+        if (tid < 256)
+            hist[tid] = __ldcg((const unsigned int *)&H->hist[pass][tid]);
+        __syncthreads();
+        if (tid < 32) {
+            /* warp 0: lane l holds bins 8l .. 8l + 7 */
+            uint32_t c[8], tot = 0;
+            for (int k = 0; k < 8; k++) {
+                c[k] = hist[tid * 8 + k];
+                tot += c[k];
+            }
+            uint32_t inc = tot;
+            for (int o = 1; o < 32; o <<= 1) {
+                uint32_t y = __shfl_up_sync(0xffffffffu, inc, o);
+                if (tid >= (uint32_t)o)
+                    inc += y;
+            }
+            uint32_t need = sh_need;
+            uint32_t ex = inc - tot;
+            /* the first lane whose inclusive sum reaches need */
+            uint32_t hit = __ballot_sync(0xffffffffu, inc >= need);
+            uint32_t lane = hit ? (uint32_t)(__ffs(hit) - 1) : 31u;
+            if (tid == lane) {
+                uint32_t cum = ex, d = tid * 8, k = 0;
+                for (; k < 7; k++) {
+                    if (cum + c[k] >= need)
+                        break;
+                    cum += c[k];
+                }
+                d += k;
+                uint32_t nneed = need - cum;
+                if (pass < 8) {
+                    pre1 |= (uint64_t)d << sh;
+                    msk1 |= 255ull << sh;
+                } else {
+                    pre2 |= (uint64_t)d << sh;
+                    msk2 |= 255ull << sh;
+                }
+                sh_need = nneed;
+                if (take - nneed + c[k] <= limit)
+                    sh_stop = 1;
+            }
+        }
+        __syncthreads();
+        if (sh_stop)
+            break;
+    }
+    /* Every key whose decided bits are at most the prefix: the first
+     * take - need keys and the bucket that holds the take-th (after every
+     * pass, exactly the first take). */
+    uint64_t t1 = pre1, t2 = pre2, m1 = msk1, m2 = msk2;
+    ft_ark_surv *S = &p.surv[which];
+    for (uint64_t i = start; i < n; i += stride) {
+        uint64_t a = L.k1[i], b = L.k2[i];
+        if (ark_gt(a & m1, b & m2, t1, t2))
+            continue;
+        cg::coalesced_group g = cg::coalesced_threads();
+        uint32_t base = 0;
+        if (g.thread_rank() == 0)
+            base = atomicAdd(&H->nsurv, g.size());
+        uint32_t slot = g.shfl(base, 0) + g.thread_rank();
+        if (slot < FT_ARK_SORT_MAX) {
+            S->k1[slot] = a;
+            S->k2[slot] = b;
+            S->idx[slot] = (uint32_t)i;
+        }
+    }
+    ark_grid_sync(&H->bar, ++nbar, ctas);
+    if (cta != 0)
+        return;
+    uint32_t nsel = __ldcg((const unsigned int *)&H->nsurv);
+    if (nsel > FT_ARK_SORT_MAX)
+        nsel = FT_ARK_SORT_MAX;
+    for (uint32_t i = tid; i < nsel; i += ARK_SEL_THREADS) {
+        s1[i] = __ldcg((const unsigned long long *)&S->k1[i]);
+        s2[i] = __ldcg((const unsigned long long *)&S->k2[i]);
+        si[i] = __ldcg((const unsigned int *)&S->idx[i]);
+    }
+    ark_sort_write(p, which, s1, s2, si, nsel, take);
+}
+
 __global__ void ark_reset_kernel(uint32_t *count, uint64_t *node, float *sigma,
                                  uint32_t *len, uint32_t *parent,
                                  uint32_t *entry, uint32_t *token)
@@ -378,37 +602,6 @@ __global__ void ark_reset_kernel(uint32_t *count, uint64_t *node, float *sigma,
     *parent = 0;
     *entry = 0;
     *token = 0;
-}
-
-__global__ void __launch_bounds__(ARK_EXP_THREADS)
-ark_mask_kernel(ft_ark_params p, uint32_t eos, uint32_t *mask)
-{
-    uint32_t r = blockIdx.x, words = (p.width + 31) / 32;
-    uint32_t *row = mask + (uint64_t)r * words;
-    for (uint32_t w = threadIdx.x; w < words; w += ARK_EXP_THREADS)
-        row[w] = 0;
-    __syncthreads();
-    uint32_t m = min(*p.cur_count, p.cap_beam);
-    if (r >= m)
-        return;
-    uint64_t node = p.cur_node[r];
-    if (node >= p.view.n_nodes)
-        return;
-    ft_child_range cr = ft_children(&p.view, node);
-    if (p.vocab == NULL) {
-        for (uint64_t i = threadIdx.x; i < cr.deg; i += ARK_EXP_THREADS) {
-            uint32_t lab = ft_child_label(&p.view, &cr, cr.first + i);
-            if (lab < p.width)
-                atomicOr(&row[lab / 32], 1u << (lab % 32));
-        }
-    } else if (cr.deg > 0) {
-        for (uint32_t j = threadIdx.x; j < p.width; j += ARK_EXP_THREADS)
-            if (ft_find_child(&p.view, &cr, p.vocab[j]) != FT_NONE)
-                atomicOr(&row[j / 32], 1u << (j % 32));
-    }
-    if (threadIdx.x == 0 && eos < p.width && node != 0 &&
-        (ft_node_flags(&p.view, node) & FT_TERMINAL))
-        atomicOr(&row[eos / 32], 1u << (eos % 32));
 }
 
 struct ArkMin {
@@ -489,21 +682,43 @@ extern "C" size_t ft_ark_step_smem(void)
     return (size_t)FT_ARK_SORT_MAX * (8 + 8 + 4);
 }
 
-extern "C" int ft_ark_init(void)
+extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas)
 {
-    return (int)cudaFuncSetAttribute(ark_select,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)ft_ark_step_smem());
+    cudaError_t e = cudaFuncSetAttribute(
+        ark_select, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        (int)ft_ark_step_smem());
+    if (e != cudaSuccess)
+        return (int)e;
+    int dev = 0, sms = 0, occ = 0;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+                                    dev)) != cudaSuccess ||
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+             &occ, ark_select, ARK_SEL_THREADS, ft_ark_step_smem())) !=
+            cudaSuccess)
+        return (int)e;
+    /* both lists' CTAs resident at once (they meet at barriers) */
+    long res = (long)sms * occ / 2;
+    *sel_ctas = (uint32_t)(res < 1 ? 1 : res > ARK_SEL_CTAS ? ARK_SEL_CTAS : res);
+    *flat_ctas = (uint32_t)(sms > 0 ? 4 * sms : 4);
+    return 0;
+}
+
+static size_t ark_flat_smem(const ft_ark_params *p)
+{
+    return ((size_t)p->cap_beam + 1) * 8;
 }
 
 extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
-    cudaError_t e = cudaMemsetAsync(p->counts, 0, 2 * sizeof(uint32_t), st);
-    if (e != cudaSuccess)
-        return (int)e;
-    ark_expand<<<p->cap_beam, ARK_EXP_THREADS, 0, st>>>(*p);
-    ark_select<<<2, ARK_SEL_THREADS, ft_ark_step_smem(), st>>>(*p);
+    /* ark_ranges clears the counters and the selection's heads */
+    uint32_t rb = (p->cap_beam + ARK_EXP_THREADS - 1) / ARK_EXP_THREADS;
+    ark_ranges<<<rb, ARK_EXP_THREADS, 0, st>>>(*p, 0, 0, NULL);
+    if (p->norm != FT_ARR_NORM_NONE)
+        ark_lse_kernel<<<p->cap_beam, ARK_EXP_THREADS, 0, st>>>(*p);
+    ark_flat<<<p->flat_ctas, ARK_EXP_THREADS, ark_flat_smem(p), st>>>(*p, 0, NULL);
+    ark_select<<<2 * p->sel_ctas, ARK_SEL_THREADS, ft_ark_step_smem(), st>>>(*p);
     return (int)cudaGetLastError();
 }
 
@@ -519,8 +734,14 @@ extern "C" int ft_ark_reset(uint32_t *count, uint64_t *node, float *sigma,
 extern "C" int ft_ark_mask(const ft_ark_params *p, uint32_t eos,
                            uint32_t *mask, void *stream)
 {
-    ark_mask_kernel<<<p->cap_beam, ARK_EXP_THREADS, 0, (cudaStream_t)stream>>>(
-        *p, eos, mask);
+    cudaStream_t st = (cudaStream_t)stream;
+    uint32_t words = (p->width + 31) / 32;
+    cudaError_t e = cudaMemsetAsync(mask, 0, (size_t)p->cap_beam * words * 4, st);
+    if (e != cudaSuccess)
+        return (int)e;
+    uint32_t rb = (p->cap_beam + ARK_EXP_THREADS - 1) / ARK_EXP_THREADS;
+    ark_ranges<<<rb, ARK_EXP_THREADS, 0, st>>>(*p, 1, eos, mask);
+    ark_flat<<<p->flat_ctas, ARK_EXP_THREADS, ark_flat_smem(p), st>>>(*p, 1, mask);
     return (int)cudaGetLastError();
 }
 

@@ -72,7 +72,9 @@ int ft_gpu_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
 typedef struct ark_state {
     void *dsec[FT_SEC_COUNT]; /* the sections the step reads */
     double *F;                /* [FT_ARK_F_LEN] */
-    uint32_t *counts;         /* [2] */
+    uint32_t *counts;         /* [2], then the selection's heads[2] */
+    ft_ark_surv *surv;        /* [2] */
+    void *beamscr;            /* per-beam scratch (ft_ark_params b_*) */
     ft_ark_list lists[2];
     ft_ark_params base;       /* trie, scratch and parameters filled */
 } ark_state;
@@ -125,6 +127,8 @@ void ft_gpu_ar_close(ft_ar *ar)
         cudaFree(g->dsec[s]);
     cudaFree(g->F);
     cudaFree(g->counts);
+    cudaFree(g->surv);
+    cudaFree(g->beamscr);
     free_list(&g->lists[0]);
     free_list(&g->lists[1]);
     free(g);
@@ -151,7 +155,11 @@ static int open_dev(ft_ar *ar, ark_state *g)
     p->value_bits = t->value_bits;
     p->cap_beam = ar->cap_beam;
     FT_CUDA_CHECK(cudaMalloc((void **)&g->F, FT_ARK_F_LEN * 8));
-    FT_CUDA_CHECK(cudaMalloc((void **)&g->counts, 2 * 4));
+    /* the counters and the selection's heads, cleared together by one
+     * memset per step (ft_ark_kernels.h FT_ARK_CLEAR_BYTES) */
+    FT_CUDA_CHECK(cudaMalloc((void **)&g->counts, FT_ARK_CLEAR_BYTES));
+    FT_CUDA_CHECK(cudaMemset(g->counts, 0, FT_ARK_CLEAR_BYTES));
+    FT_CUDA_CHECK(cudaMalloc((void **)&g->surv, 2 * sizeof(ft_ark_surv)));
     /* A beam adds at most one candidate per entry of its row. */
     uint64_t cap = (uint64_t)ar->cap_beam * ar->o.max_width;
     int rc = alloc_list(&g->lists[0], cap, 0);
@@ -159,9 +167,20 @@ static int open_dev(ft_ar *ar, ark_state *g)
         rc = alloc_list(&g->lists[1], cap, 1);
     if (rc != FT_OK)
         return rc;
-    FT_CUDA_CHECK((cudaError_t)ft_ark_init());
+    uint32_t ctas = 1, flat = 1;
+    FT_CUDA_CHECK((cudaError_t)ft_ark_init(&ctas, &flat));
+    size_t cb = ar->cap_beam;
+    FT_CUDA_CHECK(cudaMalloc(&g->beamscr, cb * (sizeof(ft_child_range) + 8 + 4 + 4)));
+    p->b_rng = (ft_child_range *)g->beamscr;
+    p->b_lse = (double *)(p->b_rng + cb);
+    p->b_work = (uint32_t *)(p->b_lse + cb);
+    p->b_cd = p->b_work + cb;
+    p->flat_ctas = flat;
     p->F = g->F;
     p->counts = g->counts;
+    p->heads = (ft_ark_sel_head *)(g->counts + 16);
+    p->surv = g->surv;
+    p->sel_ctas = ctas;
     p->lists[0] = g->lists[0];
     p->lists[1] = g->lists[1];
     return ft_gpu_ar_params(ar);
