@@ -114,6 +114,13 @@ static void job_done(ft_job *j)
     ctx_send(c);
 }
 
+/* ctx_reply_later sends the reply that a thread which took the message
+ * over (SRV_WIRE_LATER) has written into c->out. */
+static void ctx_reply_later(void *arg)
+{
+    ctx_send(arg);
+}
+
 static void handle(srv_ctx *c)
 {
     server *srv = c->s->srv;
@@ -121,8 +128,10 @@ static void handle(srv_ctx *c)
     size_t len = nng_msg_len(c->msg);
     c->out.len = 0;
     atomic_fetch_add(&srv->messages, 1);
-    srv_wire_ctx wc = {srv, c->s->lo.admin};
+    srv_wire_ctx wc = {srv, c->s->lo.admin, ctx_reply_later, c};
     int act = srv_wire_decode(&c->w, &wc, p, len, &c->out);
+    if (act == SRV_WIRE_LATER)
+        return; /* c is the other thread's until ctx_reply_later */
     if (act == SRV_WIRE_REPLY) {
         ctx_send(c);
         return;
