@@ -332,7 +332,7 @@ static int parse_uint(const char *opt, const char *s, unsigned long long lo,
 static int parse_args(server *srv, int argc, char **argv)
 {
     enum { O_ROW = 256, O_CONFIG, O_ADMIN, O_CERT, O_KEY, O_CA,
-           O_VERIFY, O_CTX, O_NOVERIFY, O_DELAY, O_FAULT, O_RDELAY, O_HELP };
+           O_VERIFY, O_CTX, O_NOVERIFY, O_DELAY, O_FAULT, O_ODELAY, O_HELP };
     /* serve's own flags, then one per row of the table with a flag. */
     struct option opts[16 + FT_CONFIG_NSETTINGS] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -349,7 +349,7 @@ static int parse_args(server *srv, int argc, char **argv)
         /* A test hook, not for production: replica R fails from its N-th
          * engine call on, as on a CUDA error (the failover tests). */
         {"test-fault", required_argument, 0, O_FAULT},
-        {"test-reload-delay-ms", required_argument, 0, O_RDELAY},
+        {"test-open-delay-ms", required_argument, 0, O_ODELAY},
         {"foreground", no_argument, 0, 'f'},
         {"help", no_argument, 0, O_HELP}};
     int nopt = 12;
@@ -414,10 +414,10 @@ static int parse_args(server *srv, int argc, char **argv)
                 return 2;
             srv->test_delay_us = (uint32_t)v;
             break;
-        case O_RDELAY:
-            if (parse_uint("--test-reload-delay-ms", optarg, 0, 3600000, &v))
+        case O_ODELAY:
+            if (parse_uint("--test-open-delay-ms", optarg, 0, 3600000, &v))
                 return 2;
-            srv->test_reload_delay_ms = (uint32_t)v;
+            srv->test_open_delay_ms = (uint32_t)v;
             break;
         case O_FAULT: {
             unsigned long long rr, nn;
@@ -587,17 +587,27 @@ static unsigned long long monotonic_us(void)
            (unsigned long long)ts.tv_nsec / 1000u;
 }
 
+/* open_delay is the test hook --test-open-delay-ms: every open of an
+ * index (at start and on reload) waits that long first, as a slow disk or
+ * a large index would make it. */
+static void open_delay(const server *srv)
+{
+    if (srv->test_open_delay_ms == 0)
+        return;
+    FT_LOGF(FT_LOG_WARN, "test hook: waiting %u ms before opening the index",
+            srv->test_open_delay_ms);
+    struct timespec ts = {srv->test_open_delay_ms / 1000,
+                          (long)(srv->test_open_delay_ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
 /* open_index opens path as the next generation, checked against the one
  * served (as many engines); *out on FT_OK. */
 static int open_index(server *srv, const char *path, ft_gen **out, char *err,
                       size_t errlen)
 {
     uint64_t id = atomic_fetch_add(&srv->next_gen, 1);
-    if (srv->test_reload_delay_ms) {
-        struct timespec ts = {srv->test_reload_delay_ms / 1000,
-                              (long)(srv->test_reload_delay_ms % 1000) * 1000000};
-        nanosleep(&ts, NULL);
-    }
+    open_delay(srv);
     ft_gen *g = NULL;
     int rc = gen_open(&g, path, &srv->slot, id, err, errlen);
     if (rc != FT_OK)
@@ -935,6 +945,7 @@ int cmd_serve(int argc, char **argv)
                 "/readyz)", srv->cfg.metrics);
     }
     notify("STATUS=opening the index %s\n", srv->index);
+    open_delay(srv);
     int rc = srv->cfg.cluster_world > 1
                  ? srv_cluster_gen(srv, sfd, &g, err, sizeof err)
                  : gen_open(&g, srv->index, &srv->slot, 1, err, sizeof err);
@@ -956,9 +967,6 @@ int cmd_serve(int argc, char **argv)
     if (srv->test_delay_us)
         FT_LOGF(FT_LOG_WARN, "test hook: every batch waits %u us before it runs",
                 srv->test_delay_us);
-    if (srv->test_reload_delay_ms)
-        FT_LOGF(FT_LOG_WARN, "test hook: every reload waits %u ms before it "
-                "opens the index", srv->test_reload_delay_ms);
     for (size_t i = 0; i < FT_SLOT_MAX_REPLICAS; i++) {
         if (srv->test_fault[i] == 0)
             continue;

@@ -386,8 +386,8 @@ static void render_index(render *r, const srv_metrics_snap *s)
            "Shards of the served library (1 for a plain index).");
     u64_sample(r, "flashtrie_index_shards", s->shards);
     family(r, "flashtrie_index_generation", "gauge",
-           "Id of the served index generation: 1 at start; every reload "
-           "attempt takes the next id, a refused one included.");
+           "Id of the served index generation: 1 at start; every index "
+           "a reload opens takes the next id, a refused one included.");
     u64_sample(r, "flashtrie_index_generation", s->generation);
     family(r, "flashtrie_reloads_total", "counter",
            "Index reloads (SIGHUP or RELOAD), by result.");

@@ -58,7 +58,7 @@ struct server {
     ft_slot_opts slot;            /* the engines' options, from cfg */
     char index[FT_CONFIG_PATH_MAX]; /* the index served now (a RELOAD may
                                        name another): under reload_mu */
-    uint32_t test_reload_delay_ms; /* test hook: every reload waits first */
+    uint32_t test_open_delay_ms;  /* test hook: every index open waits */
     char *config_dump;            /* INFO's config section (serve.c) */
     ft_queue queue;
     ft_batcher *batcher;
