@@ -651,6 +651,14 @@ static int do_reload(server *srv, int hup, const char *path, char *msg,
         open_log(srv->cfg.log_file, err, sizeof err) != FT_OK)
         /* Log rotation needs the reopen whatever becomes of the reload. */
         FT_LOGF(FT_LOG_ERROR, "SIGHUP: %s; logging stays where it was", err);
+    if (srv->cluster) {
+        /* Every rank holds its part of one manifest: a new one needs a
+         * new session, so the ranks are restarted instead (settings
+         * included: a cluster's are checked equal at start). */
+        refused(srv, "a cluster does not reload its index (restart every "
+                "rank)", msg, msglen);
+        return FT_ENOTSUP;
+    }
     if (with_cfg) {
         int is_arg;
         rc = build_config(&g_next, srv->cfg.path, &g_args, err, sizeof err,
@@ -676,13 +684,6 @@ static int do_reload(server *srv, int hup, const char *path, char *msg,
     FT_LOGF(FT_LOG_INFO, "%s: reloading %s%s%s", hup ? "SIGHUP" : "RELOAD", p,
             with_cfg ? " with the settings of " : "",
             with_cfg ? srv->cfg.path : "");
-    if (srv->cluster) {
-        /* Every rank holds its part of one manifest: a new one needs a
-         * new session, so the ranks are restarted instead. */
-        refused(srv, "a cluster does not reload its index (restart every "
-                "rank)", msg, msglen);
-        return FT_ENOTSUP;
-    }
     ft_gen *g = NULL;
     rc = open_index(srv, p, &g, err, sizeof err);
     if (rc != FT_OK) {
@@ -740,6 +741,8 @@ static void *reload_main(void *arg)
             snprintf(path, sizeof path, "%s", srv->reload_req->path);
         srv->reload_busy = 1;
         srv->reload_t0 = fti_now_ns();
+        snprintf(srv->reload_path, sizeof srv->reload_path, "%s",
+                 hup ? "SIGHUP: the config's index" : path);
         pthread_mutex_unlock(&srv->reload_mu);
 
         notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading\n",
@@ -850,8 +853,12 @@ static int drain(server *srv)
  * exits with the status the server would have returned instead of
  * hanging the process. */
 #define TEARDOWN_LIMIT_MS 5000
+#define QUIESCE_MS 100
+#define CLOSE_LIMIT_MS 1000
 static _Atomic(const char *) g_teardown_phase;
 static atomic_int g_teardown_done, g_teardown_status;
+/* 1 + the watchdog's 10 ms ticks since nng_close began; 0 before. */
+static atomic_int g_close_ticks;
 
 static void *teardown_watchdog(void *arg)
 {
@@ -861,6 +868,21 @@ static void *teardown_watchdog(void *arg)
             return NULL;
         struct timespec ts = {0, 10000000};
         nanosleep(&ts, NULL);
+        int ticks = atomic_load(&g_close_ticks);
+        if (ticks > 0 && ticks++ >= CLOSE_LIMIT_MS / 10) {
+            /* nng_close of a quiesced socket takes milliseconds; past
+             * that it is nng 1.5's hang (serve_ctx.h): every request
+             * was answered, the connections close with the process. */
+            if (atomic_load(&g_teardown_done))
+                return NULL;
+            FT_LOGF(FT_LOG_WARN, "shutdown: nng_close has not returned "
+                    "after %d ms (every request was answered); exiting "
+                    "without the rest of the teardown", CLOSE_LIMIT_MS);
+            fflush(stderr);
+            _exit(atomic_load(&g_teardown_status));
+        }
+        if (ticks > 0)
+            atomic_store(&g_close_ticks, ticks);
     }
     if (atomic_load(&g_teardown_done))
         return NULL;
@@ -1094,7 +1116,19 @@ int cmd_serve(int argc, char **argv)
     teardown_phase("stopping the batcher");
     ft_queue_close(&srv->queue);
     ft_batcher_stop(srv->batcher);
+    /* Quiesce before closing (serve_ctx.h): no context receives any
+     * more, then a moment for the reads and writes under way to end, so
+     * that nng_close does not close a connection in the middle of one
+     * (with 64 clients sending, every shutdown hung there 5 s). */
+    teardown_phase("stopping the nng contexts");
+    for (size_t i = 0; i < srv->n_socks; i++)
+        srv_socket_quiesce(&srv->socks[i]);
+    if (srv->n_socks > 0) {
+        struct timespec ts = {0, QUIESCE_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     teardown_phase("closing the nng sockets (nng_close)");
+    atomic_store(&g_close_ticks, 1);
     for (size_t i = 0; i < srv->n_socks; i++)
         srv_socket_close(&srv->socks[i]);
     ft_queue_destroy(&srv->queue);

@@ -378,6 +378,18 @@ void srv_socket_stop_listening(srv_socket *s)
         nng_listener_close(s->lst);
 }
 
+void srv_socket_quiesce(srv_socket *s)
+{
+    if (!s->open)
+        return;
+    nng_listener_close(s->lst);
+    for (size_t i = 0; i < s->n_ctx; i++)
+        if (s->ctx[i]) {
+            s->ctx[i]->closing = 1;
+            nng_ctx_close(s->ctx[i]->ctx);
+        }
+}
+
 void srv_socket_close(srv_socket *s)
 {
     if (!s->open)

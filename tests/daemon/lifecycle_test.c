@@ -18,8 +18,8 @@
  *             not finished exits 0 at once, the RELOAD answered SHUTDOWN
  *   sigbus    the served index truncated in place: the next search faults
  *             its mapping, the server logs the file and exits 74
- *   drain_load  SIGTERM under 64 loadtest clients: exit 0 within 3 s (no
- *             5 s wait in nng_close)
+ *   drain_load  SIGTERM under 64 loadtest clients, twice: exit 0 within
+ *             3 s, the 5 s teardown watchdog never fires
  * Servers listen on ipc:// in a temporary folder (the HTTP listener on a
  * free 127.0.0.1 port) and are stopped by the case, or killed at exit.
  */
@@ -696,6 +696,9 @@ static void case_drain_load(void)
     for (int round = 0; round < 2; round++) {
         const char *args[] = {"--index", idx, "--listen", url, "--engine",
                               "cpu", "--threads", "1", NULL};
+        char log[300];
+        snprintf(log, sizeof log, "%s/log", g_dir);
+        unlink(log); /* each round's own */
         spawn(args);
         wait_ping(url, 20000);
         const char *lt[] = {"loadtest", "--url", url, "--index", idx,
@@ -706,11 +709,16 @@ static void case_drain_load(void)
         th_sleep_ms(2500);
         double ms;
         FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 15000, &ms), 0);
-        if (ms >= 3000 || log_count("has not returned") != 0) {
+        /* The 5 s watchdog must not have fired; nng_close's own 1 s
+         * limit may, on a loaded host (said, not failed). */
+        if (ms >= 3000 || log_count("has not returned after 5000 ms") != 0) {
             fprintf(stderr, "round %d: exit took %.0f ms\n", round, ms);
             show_log();
             exit(1);
         }
+        if (log_count("nng_close has not returned after") != 0)
+            fprintf(stderr, "round %d: nng_close hung; the 1 s limit "
+                    "ended it (exit after %.0f ms)\n", round, ms);
         kill(g_lt_pid, SIGKILL);
         waitpid(g_lt_pid, NULL, 0);
         g_lt_pid = 0;
