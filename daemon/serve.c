@@ -349,10 +349,15 @@ static int parse_args(server *srv, int argc, char **argv)
         /* A test hook, not for production: replica R fails from its N-th
          * engine call on, as on a CUDA error (the failover tests). */
         {"test-fault", required_argument, 0, O_FAULT},
+        /* A test hook, not for production: every open of an index waits
+         * this long first, standing in for a slow disk (the lifecycle
+         * tests). */
         {"test-open-delay-ms", required_argument, 0, O_ODELAY},
         {"foreground", no_argument, 0, 'f'},
         {"help", no_argument, 0, O_HELP}};
-    int nopt = 12;
+    int nopt = 0;
+    while (opts[nopt].name != NULL)
+        nopt++;
     for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
         if (ft_config_rows[i].flag)
             opts[nopt++] = (struct option){
