@@ -173,7 +173,7 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         STRMAX(metrics), .def = "", .url = FTI_URL_HTTP, AT(metrics),
         .flag = "metrics", .flag_arg = "URL",
         .show = SHOWN | FT_CONFIG_SHOW_CHECK,
-        .doc = "http:// address serving /metrics and /healthz; empty = off"},
+        .doc = "http:// address serving /metrics, /healthz, /livez, /readyz; empty = off"},
     [FT_CONFIG_S_CLUSTER_RANK] = {.name = "cluster.rank", .type = FT_CONFIG_INT,
         .min = 0, .max = 65535, .def = "0", AT(cluster_rank), .show = SHOWN,
         .doc = "this process's rank in a multi-process shard group"},

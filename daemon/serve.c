@@ -21,8 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,6 +115,7 @@ static int open_log(const char *path, char *err, size_t errlen)
 {
     if (!path[0]) {
         ft_log_set_sink(NULL, NULL);
+        fti_index_bus_guard(2);
         if (g_log_file)
             fclose(g_log_file);
         g_log_file = NULL;
@@ -123,6 +128,7 @@ static int open_log(const char *path, char *err, size_t errlen)
         return FT_EIO;
     }
     ft_log_set_sink(log_to_file, f);
+    fti_index_bus_guard(fileno(f));
     if (g_log_file)
         fclose(g_log_file);
     g_log_file = f;
@@ -327,7 +333,7 @@ static int parse_uint(const char *opt, const char *s, unsigned long long lo,
 static int parse_args(server *srv, int argc, char **argv)
 {
     enum { O_ROW = 256, O_CONFIG, O_ADMIN, O_CERT, O_KEY, O_CA,
-           O_VERIFY, O_CTX, O_NOVERIFY, O_DELAY, O_FAULT, O_HELP };
+           O_VERIFY, O_CTX, O_NOVERIFY, O_DELAY, O_FAULT, O_ODELAY, O_HELP };
     /* serve's own flags, then one per row of the table with a flag. */
     struct option opts[16 + FT_CONFIG_NSETTINGS] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -344,9 +350,15 @@ static int parse_args(server *srv, int argc, char **argv)
         /* A test hook, not for production: replica R fails from its N-th
          * engine call on, as on a CUDA error (the failover tests). */
         {"test-fault", required_argument, 0, O_FAULT},
+        /* A test hook, not for production: every open of an index waits
+         * this long first, standing in for a slow disk (the lifecycle
+         * tests). */
+        {"test-open-delay-ms", required_argument, 0, O_ODELAY},
         {"foreground", no_argument, 0, 'f'},
         {"help", no_argument, 0, O_HELP}};
-    int nopt = 12;
+    int nopt = 0;
+    while (opts[nopt].name != NULL)
+        nopt++;
     for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
         if (ft_config_rows[i].flag)
             opts[nopt++] = (struct option){
@@ -408,6 +420,11 @@ static int parse_args(server *srv, int argc, char **argv)
                 return 2;
             srv->test_delay_us = (uint32_t)v;
             break;
+        case O_ODELAY:
+            if (parse_uint("--test-open-delay-ms", optarg, 0, 3600000, &v))
+                return 2;
+            srv->test_open_delay_ms = (uint32_t)v;
+            break;
         case O_FAULT: {
             unsigned long long rr, nn;
             const char *colon = strchr(optarg, ':');
@@ -458,34 +475,6 @@ static int parse_args(server *srv, int argc, char **argv)
         return 1;
     }
     return -1;
-}
-
-/* reload_config re-reads the config file, with the command line's
- * overrides, and applies its reloadable settings: they are copied into
- * the live ones, then their apply hooks run. */
-static void reload_config(server *srv)
-{
-    static ft_config next, old; /* 60 KiB each: not on the stack */
-    char err[2048];
-    int is_arg;
-    int rc = build_config(&next, srv->cfg.path, &g_args, err, sizeof err,
-                          &is_arg);
-    if (rc == FT_OK)
-        rc = ft_config_reload_check(&srv->cfg, &next, err, sizeof err);
-    if (rc != FT_OK) {
-        FT_LOGF(FT_LOG_ERROR, "reload: config %s refused: %s; the running settings stay",
-                 srv->cfg.path, err);
-        return;
-    }
-    old = srv->cfg; /* only this thread writes srv->cfg */
-    pthread_mutex_lock(&srv->reload_mu);
-    ft_config_take_reloadable(&srv->cfg, &next);
-    snprintf(srv->index, sizeof srv->index, "%s", srv->cfg.index_path);
-    pthread_mutex_unlock(&srv->reload_mu);
-    ft_config_run_hooks(&srv->cfg, &old, hooks, srv, err, sizeof err);
-    if (make_dump(srv, err, sizeof err) != FT_OK)
-        FT_LOGF(FT_LOG_ERROR, "reload: %s", err);
-    FT_LOGF(FT_LOG_INFO, "reload: settings of %s applied", srv->cfg.path);
 }
 
 /* The opening of an index (reading, verifying, and for the GPU engine
@@ -552,11 +541,243 @@ static int gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
     return rc;
 }
 
-int srv_reload(server *srv, const char *path, char *errbuf, size_t errlen)
+/* ---- the reload worker ----
+ *
+ * A reload (SIGHUP, or a RELOAD frame) runs on a thread of its own: the
+ * signal thread stays free for SIGTERM and nng's threads for the
+ * listeners, however long an open takes (a large index verified, a file
+ * on a hung network mount).  One runs at a time; a RELOAD frame that
+ * comes meanwhile is answered BUSY, a SIGHUP waits for its turn.  A
+ * reload is all or nothing: the new settings (SIGHUP with a config file)
+ * and the index they name are both checked before either is applied, so
+ * a refused one leaves the settings, the generation, INFO and the
+ * metrics as they were, and counts as result="failed". */
+
+/* sd_notify: the readiness protocol of systemd (sd_notify(3)): one
+ * datagram "KEY=VALUE\n..." to the unix socket named by NOTIFY_SOCKET
+ * ('@' for the abstract namespace).  A dozen lines here instead of a
+ * dependency on libsystemd: it is all serve needs of it, and it works the
+ * same outside systemd (no NOTIFY_SOCKET: nothing is sent). */
+static void notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void notify(const char *fmt, ...)
 {
+    const char *e = getenv("NOTIFY_SOCKET");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t n = e ? strlen(e) : 0;
+    if (n < 2 || n >= sizeof sa.sun_path || (e[0] != '/' && e[0] != '@'))
+        return;
+    memcpy(sa.sun_path, e, n);
+    if (e[0] == '@')
+        sa.sun_path[0] = '\0';
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= sizeof msg)
+        return;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    if (sendto(fd, msg, (size_t)len, MSG_NOSIGNAL, (struct sockaddr *)&sa,
+               (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) < 0)
+        FT_LOGF(FT_LOG_DEBUG, "sd_notify: %s: %s", e, strerror(errno));
+    close(fd);
+}
+
+static unsigned long long monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ull +
+           (unsigned long long)ts.tv_nsec / 1000u;
+}
+
+/* open_delay is the test hook --test-open-delay-ms: every open of an
+ * index (at start and on reload) waits that long first, as a slow disk or
+ * a large index would make it. */
+static void open_delay(const server *srv)
+{
+    if (srv->test_open_delay_ms == 0)
+        return;
+    FT_LOGF(FT_LOG_WARN, "test hook: waiting %u ms before opening the index",
+            srv->test_open_delay_ms);
+    struct timespec ts = {srv->test_open_delay_ms / 1000,
+                          (long)(srv->test_open_delay_ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* open_index opens path as the next generation, checked against the one
+ * served (as many engines); *out on FT_OK. */
+static int open_index(server *srv, const char *path, ft_gen **out, char *err,
+                      size_t errlen)
+{
+    uint64_t id = atomic_fetch_add(&srv->next_gen, 1);
+    open_delay(srv);
+    ft_gen *g = NULL;
+    int rc = gen_open(&g, path, &srv->slot, id, err, errlen);
+    if (rc != FT_OK)
+        return rc;
+    ft_gen *cur = ft_batcher_current(srv->batcher);
+    if (g->n_eng != cur->n_eng) {
+        snprintf(err, errlen, "%s: opened %zu engines where %zu serve", path,
+                 g->n_eng, cur->n_eng);
+        ft_gen_unref(g);
+        rc = FT_ESTATE;
+    }
+    ft_gen_unref(cur);
+    *out = rc == FT_OK ? g : NULL;
+    return rc;
+}
+
+/* refused counts and logs a refused reload: nothing changed. */
+static void refused(server *srv, const char *why, char *msg, size_t msglen)
+{
+    atomic_fetch_add(&srv->reload_failures, 1);
+    ft_gen *cur = ft_batcher_current(srv->batcher);
+    FT_LOGF(FT_LOG_ERROR, "reload refused: %s; still serving generation %llu "
+            "(%s), the settings unchanged", why, (unsigned long long)cur->id,
+            cur->path);
+    ft_gen_unref(cur);
+    snprintf(msg, msglen, "reload: refused: %s", why);
+}
+
+/* do_reload runs one reload on the worker: the settings of the config
+ * file first when hup (and a file was given), then the index (path, or
+ * the one the new settings name, or the one served); g_next holds the
+ * new settings until both are checked. */
+static ft_config g_next, g_old; /* 60 KiB each: not on the stack */
+
+static int do_reload(server *srv, int hup, const char *path, char *msg,
+                     size_t msglen)
+{
+    char err[2048], p[FT_CONFIG_PATH_MAX];
+    int rc, with_cfg = hup && srv->cfg.path[0];
+    if (hup && srv->cfg.log_file[0] &&
+        open_log(srv->cfg.log_file, err, sizeof err) != FT_OK)
+        /* Log rotation needs the reopen whatever becomes of the reload. */
+        FT_LOGF(FT_LOG_ERROR, "SIGHUP: %s; logging stays where it was", err);
     if (srv->cluster) {
         /* Every rank holds its part of one manifest: a new one needs a
-         * new session, so the ranks are restarted instead. */
+         * new session, so the ranks are restarted instead (settings
+         * included: a cluster's are checked equal at start). */
+        refused(srv, "a cluster does not reload its index (restart every "
+                "rank)", msg, msglen);
+        return FT_ENOTSUP;
+    }
+    if (with_cfg) {
+        int is_arg;
+        rc = build_config(&g_next, srv->cfg.path, &g_args, err, sizeof err,
+                          &is_arg);
+        if (rc == FT_OK)
+            rc = ft_config_reload_check(&srv->cfg, &g_next, err, sizeof err);
+        if (rc != FT_OK) {
+            char why[FT_CONFIG_PATH_MAX + 2100];
+            snprintf(why, sizeof why, "config %s refused: %s", srv->cfg.path,
+                     err);
+            refused(srv, why, msg, msglen);
+            return rc;
+        }
+        snprintf(p, sizeof p, "%s", g_next.index_path);
+    } else {
+        pthread_mutex_lock(&srv->reload_mu);
+        snprintf(p, sizeof p, "%s", path && *path ? path : srv->index);
+        pthread_mutex_unlock(&srv->reload_mu);
+    }
+    pthread_mutex_lock(&srv->reload_mu);
+    snprintf(srv->reload_path, sizeof srv->reload_path, "%s", p);
+    pthread_mutex_unlock(&srv->reload_mu);
+    FT_LOGF(FT_LOG_INFO, "%s: reloading %s%s%s", hup ? "SIGHUP" : "RELOAD", p,
+            with_cfg ? " with the settings of " : "",
+            with_cfg ? srv->cfg.path : "");
+    ft_gen *g = NULL;
+    rc = open_index(srv, p, &g, err, sizeof err);
+    if (rc != FT_OK) {
+        refused(srv, err, msg, msglen);
+        return rc;
+    }
+    pthread_mutex_lock(&srv->reload_mu);
+    if (srv->reload_stop) {
+        /* SIGTERM won: the server drains what it serves; g is dropped. */
+        pthread_mutex_unlock(&srv->reload_mu);
+        FT_LOGF(FT_LOG_INFO, "reload: %s opened after the shutdown began; "
+                "not swapped in", p);
+        ft_gen_unref(g);
+        snprintf(msg, msglen, "reload: abandoned: the server is shutting "
+                 "down");
+        return FT_ESHUTDOWN;
+    }
+    if (with_cfg) {
+        g_old = srv->cfg; /* only this thread writes srv->cfg */
+        ft_config_take_reloadable(&srv->cfg, &g_next);
+        ft_config_run_hooks(&srv->cfg, &g_old, hooks, srv, err, sizeof err);
+    }
+    ft_gen *old = ft_batcher_swap(srv->batcher, g);
+    snprintf(srv->index, sizeof srv->index, "%s", p);
+    atomic_fetch_add(&srv->reloads, 1);
+    if (with_cfg && make_dump(srv, err, sizeof err) != FT_OK)
+        FT_LOGF(FT_LOG_ERROR, "reload: %s", err);
+    pthread_mutex_unlock(&srv->reload_mu);
+    if (with_cfg)
+        FT_LOGF(FT_LOG_INFO, "reload: settings of %s applied", srv->cfg.path);
+    FT_LOGF(FT_LOG_INFO, "reloaded: now serving generation %llu: %s (%llu keys, %llu "
+            "nodes); generation %llu closes after its last request",
+            (unsigned long long)g->id, p, (unsigned long long)g->info.keys,
+            (unsigned long long)g->info.nodes, (unsigned long long)old->id);
+    snprintf(msg, msglen, "reloaded %s: generation %llu, %llu keys", p,
+             (unsigned long long)g->id, (unsigned long long)g->info.keys);
+    ft_gen_unref(old);
+    return FT_OK;
+}
+
+static void *reload_main(void *arg)
+{
+    server *srv = arg;
+    pthread_mutex_lock(&srv->reload_mu);
+    for (;;) {
+        while (!srv->reload_stop && !srv->reload_hup && !srv->reload_req)
+            pthread_cond_wait(&srv->reload_cv, &srv->reload_mu);
+        if (srv->reload_stop)
+            break;
+        int hup = srv->reload_hup && srv->reload_req == NULL;
+        char path[FT_CONFIG_PATH_MAX] = "";
+        if (hup)
+            srv->reload_hup = 0;
+        else
+            snprintf(path, sizeof path, "%s", srv->reload_req->path);
+        srv->reload_busy = 1;
+        srv->reload_t0 = fti_now_ns();
+        snprintf(srv->reload_path, sizeof srv->reload_path, "%s",
+                 hup ? "SIGHUP: the config's index" : path);
+        pthread_mutex_unlock(&srv->reload_mu);
+
+        notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading\n",
+               monotonic_us());
+        char msg[FT_CONFIG_PATH_MAX + 2400];
+        int rc = do_reload(srv, hup, path, msg, sizeof msg);
+
+        pthread_mutex_lock(&srv->reload_mu);
+        srv->reload_busy = 0;
+        srv_reload_req *rq = hup ? NULL : srv->reload_req;
+        if (!hup)
+            srv->reload_req = NULL; /* NULL already when the drain answered */
+        int stop = srv->reload_stop;
+        pthread_cond_broadcast(&srv->reload_cv);
+        pthread_mutex_unlock(&srv->reload_mu);
+        if (!stop)
+            notify("READY=1\nSTATUS=serving\n");
+        if (rq)
+            rq->done(rq, rc, msg);
+        pthread_mutex_lock(&srv->reload_mu);
+    }
+    pthread_mutex_unlock(&srv->reload_mu);
+    return NULL;
+}
+
+int srv_reload_start(server *srv, srv_reload_req *rq, char *errbuf,
+                     size_t errlen)
+{
+    if (srv->cluster) {
         snprintf(errbuf, errlen, "reload: refused: a cluster does not "
                  "reload its index (restart every rank)");
         FT_LOGF(FT_LOG_ERROR, "%s", errbuf);
@@ -564,41 +785,47 @@ int srv_reload(server *srv, const char *path, char *errbuf, size_t errlen)
         return FT_ENOTSUP;
     }
     pthread_mutex_lock(&srv->reload_mu);
-    char p[sizeof srv->index];
-    snprintf(p, sizeof p, "%s", path && *path ? path : srv->index);
-    ft_gen *cur = ft_batcher_current(srv->batcher);
-    uint64_t id = atomic_fetch_add(&srv->next_gen, 1);
-    char err[1400];
-    ft_gen *g = NULL;
-    int rc = gen_open(&g, p, &srv->slot, id, err, sizeof err);
-    if (rc == FT_OK && g->n_eng != cur->n_eng) {
-        snprintf(err, sizeof err, "%s: opened %zu engines where %zu serve",
-                 p, g->n_eng, cur->n_eng);
-        ft_gen_unref(g);
-        rc = FT_ESTATE;
+    int rc = FT_OK;
+    if (srv->reload_stop || !srv->reload_th_on) {
+        snprintf(errbuf, errlen, "reload: refused: the server is shutting "
+                 "down");
+        rc = FT_ESHUTDOWN;
+    } else if (srv->reload_busy || srv->reload_req || srv->reload_hup) {
+        snprintf(errbuf, errlen, "reload: one already running (%s, %.1f s "
+                 "so far); retry when it ends",
+                 srv->reload_busy ? srv->reload_path : "SIGHUP",
+                 srv->reload_busy
+                     ? (double)(fti_now_ns() - srv->reload_t0) / 1e9 : 0.0);
+        rc = FT_EBUSY;
+    } else {
+        srv->reload_req = rq;
+        pthread_cond_broadcast(&srv->reload_cv);
     }
-    if (rc != FT_OK) {
-        atomic_fetch_add(&srv->reload_failures, 1);
-        FT_LOGF(FT_LOG_ERROR, "reload refused: %s; still serving generation %llu (%s)",
-                 err, (unsigned long long)cur->id, cur->path);
-        snprintf(errbuf, errlen, "reload: refused: %s", err);
-        ft_gen_unref(cur);
-        pthread_mutex_unlock(&srv->reload_mu);
-        return rc;
-    }
-    ft_gen *old = ft_batcher_swap(srv->batcher, g);
-    snprintf(srv->index, sizeof srv->index, "%s", p);
-    atomic_fetch_add(&srv->reloads, 1);
-    FT_LOGF(FT_LOG_INFO, "reloaded: now serving generation %llu: %s (%llu keys, %llu "
-            "nodes); generation %llu closes after its last request",
-            (unsigned long long)g->id, p, (unsigned long long)g->info.keys,
-            (unsigned long long)g->info.nodes, (unsigned long long)old->id);
-    snprintf(errbuf, errlen, "reloaded %s: generation %llu, %llu keys", p,
-             (unsigned long long)g->id, (unsigned long long)g->info.keys);
-    ft_gen_unref(old);
-    ft_gen_unref(cur);
     pthread_mutex_unlock(&srv->reload_mu);
-    return FT_OK;
+    if (rc != FT_OK)
+        FT_LOGF(FT_LOG_WARN, "RELOAD %s: %s", rq->path[0] ? rq->path
+                                                        : "(the served index)",
+                errbuf);
+    return rc;
+}
+
+/* reload_stop tells the worker that the server shuts down: nothing starts
+ * or swaps from now on, and a RELOAD waiting on the running reload is
+ * answered at once, so that the drain does not wait for it.  Returns
+ * whether a reload is still running. */
+static int reload_stop(server *srv)
+{
+    pthread_mutex_lock(&srv->reload_mu);
+    srv->reload_stop = 1;
+    srv_reload_req *rq = srv->reload_req;
+    srv->reload_req = NULL;
+    int busy = srv->reload_busy;
+    pthread_cond_broadcast(&srv->reload_cv);
+    pthread_mutex_unlock(&srv->reload_mu);
+    if (rq)
+        rq->done(rq, FT_ESHUTDOWN, "reload: abandoned: the server is "
+                 "shutting down");
+    return busy;
 }
 
 /* drain stops taking work, waits for every message to be answered and
@@ -632,8 +859,12 @@ static int drain(server *srv)
  * exits with the status the server would have returned instead of
  * hanging the process. */
 #define TEARDOWN_LIMIT_MS 5000
+#define QUIESCE_MS 100
+#define CLOSE_LIMIT_MS 1000
 static _Atomic(const char *) g_teardown_phase;
 static atomic_int g_teardown_done, g_teardown_status;
+/* 1 + the watchdog's 10 ms ticks since nng_close began; 0 before. */
+static atomic_int g_close_ticks;
 
 static void *teardown_watchdog(void *arg)
 {
@@ -643,6 +874,21 @@ static void *teardown_watchdog(void *arg)
             return NULL;
         struct timespec ts = {0, 10000000};
         nanosleep(&ts, NULL);
+        int ticks = atomic_load(&g_close_ticks);
+        if (ticks > 0 && ticks++ >= CLOSE_LIMIT_MS / 10) {
+            /* nng_close of a quiesced socket takes milliseconds; past
+             * that it is nng 1.5's hang (serve_ctx.h): every request
+             * was answered, the connections close with the process. */
+            if (atomic_load(&g_teardown_done))
+                return NULL;
+            FT_LOGF(FT_LOG_WARN, "shutdown: nng_close has not returned "
+                    "after %d ms (every request was answered); exiting "
+                    "without the rest of the teardown", CLOSE_LIMIT_MS);
+            fflush(stderr);
+            _exit(atomic_load(&g_teardown_status));
+        }
+        if (ticks > 0)
+            atomic_store(&g_close_ticks, ticks);
     }
     if (atomic_load(&g_teardown_done))
         return NULL;
@@ -695,7 +941,11 @@ int cmd_serve(int argc, char **argv)
 
     srv->start_ns = fti_now_ns();
     pthread_mutex_init(&srv->reload_mu, NULL);
+    pthread_cond_init(&srv->reload_cv, NULL);
     atomic_init(&srv->next_gen, 2);
+    /* A served index rewritten in place faults its mapping (SIGBUS): say
+     * which file and exit, instead of dying without a word. */
+    fti_index_bus_guard(g_log_file ? fileno(g_log_file) : 2);
     char err[512];
     ft_gen *g = NULL;
     if (srv->cfg.cluster_world > 1 && srv->cfg.cluster_rank > 0) {
@@ -707,11 +957,29 @@ int cmd_serve(int argc, char **argv)
         free(srv);
         return st;
     }
+    /* The metrics listener opens first, before the index: /livez answers
+     * while a large index loads (a liveness probe must not restart a
+     * server that is starting), /healthz and /readyz say "starting" until
+     * the request listeners are open. */
+    if (srv->cfg.metrics[0]) {
+        if (srv_http_start(srv, srv->cfg.metrics, err, sizeof err) != FT_OK) {
+            FT_LOGF(FT_LOG_ERROR, "cannot listen: %s", err);
+            close(sfd);
+            free(srv->config_dump);
+            free(srv);
+            return 1;
+        }
+        FT_LOGF(FT_LOG_INFO, "metrics on %s (/metrics, /healthz, /livez, "
+                "/readyz)", srv->cfg.metrics);
+    }
+    notify("STATUS=opening the index %s\n", srv->index);
+    open_delay(srv);
     int rc = srv->cfg.cluster_world > 1
                  ? srv_cluster_gen(srv, sfd, &g, err, sizeof err)
                  : gen_open(&g, srv->index, &srv->slot, 1, err, sizeof err);
     if (rc != FT_OK) {
         FT_LOGF(FT_LOG_ERROR, "cannot serve: %s", err);
+        srv_http_stop(srv);
         close(sfd);
         free(srv->config_dump);
         free(srv);
@@ -734,6 +1002,7 @@ int cmd_serve(int argc, char **argv)
             FT_LOGF(FT_LOG_ERROR, "cannot serve: --test-fault: replica %zu: "
                     "there are %zu replicas", i, g->n_eng);
             ft_gen_unref(g);
+            srv_http_stop(srv);
             close(sfd);
             free(srv);
             return 1;
@@ -748,21 +1017,19 @@ int cmd_serve(int argc, char **argv)
                          srv->cfg.max_wait_us, srv->test_delay_us) != FT_OK) {
         FT_LOGF(FT_LOG_ERROR, "cannot serve: out of memory for the queue or the batcher");
         ft_gen_unref(g);
+        srv_http_stop(srv);
         close(sfd);
         free(srv);
         return 1;
     }
+    /* From here on the HTTP handlers may read the queue and the batcher. */
+    srv_http_loaded(srv);
     st = 0;
-    /* The metrics listener opens first, so that a client that can reach
-     * the server can also scrape it; /healthz says "starting" until the
-     * request listeners below are open. */
-    if (srv->cfg.metrics[0]) {
-        if (srv_http_start(srv, srv->cfg.metrics, err, sizeof err) != FT_OK) {
-            FT_LOGF(FT_LOG_ERROR, "cannot listen: %s", err);
-            st = 1;
-        } else {
-            FT_LOGF(FT_LOG_INFO, "metrics on %s (/metrics, /healthz)", srv->cfg.metrics);
-        }
+    if (pthread_create(&srv->reload_th, NULL, reload_main, srv) == 0) {
+        srv->reload_th_on = 1;
+    } else {
+        FT_LOGF(FT_LOG_ERROR, "cannot serve: cannot start the reload thread");
+        st = 1;
     }
     for (size_t i = 0; st == 0 && i < srv->cfg.n_listeners; i++) {
         srv_socket *s = &srv->socks[srv->n_socks++];
@@ -783,9 +1050,11 @@ int cmd_serve(int argc, char **argv)
     }
     if (st == 0)
         srv_http_ready(srv);
+    int reload_running = 0;
     if (st == 0) {
         FT_LOGF(FT_LOG_INFO, "flashtrie %s serving (pid %ld); SIGHUP reloads, SIGTERM "
                 "drains", FT_VERSION_STRING, (long)getpid());
+        notify("READY=1\nSTATUS=serving\nMAINPID=%ld\n", (long)getpid());
         for (;;) {
             struct pollfd pfd = {sfd, POLLIN, 0};
             int pr = poll(&pfd, 1, 1000);
@@ -795,23 +1064,31 @@ int cmd_serve(int argc, char **argv)
             if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si)
                 continue;
             if (si.ssi_signo == SIGHUP) {
-                /* A RELOAD frame rewrites the path on an nng thread,
-                 * under reload_mu: read it under the lock too. */
-                char cur[sizeof srv->index];
+                /* The reload worker reads the config and opens the index:
+                 * this thread stays free for SIGTERM. */
                 pthread_mutex_lock(&srv->reload_mu);
-                snprintf(cur, sizeof cur, "%s", srv->index);
+                int queued = srv->reload_hup, busy = srv->reload_busy;
+                char cur[sizeof srv->reload_path];
+                snprintf(cur, sizeof cur, "%s", srv->reload_path);
+                srv->reload_hup = 1;
+                pthread_cond_broadcast(&srv->reload_cv);
                 pthread_mutex_unlock(&srv->reload_mu);
-                FT_LOGF(FT_LOG_INFO, "SIGHUP: reloading %s", cur);
-                if (srv->cfg.path[0])
-                    reload_config(srv);
-                char msg[512];
-                srv_reload(srv, NULL, msg, sizeof msg);
+                if (queued)
+                    FT_LOGF(FT_LOG_INFO, "SIGHUP: a reload already waits; "
+                            "this one joins it");
+                else if (busy)
+                    FT_LOGF(FT_LOG_INFO, "SIGHUP: the reload of %s runs "
+                            "still; this one follows it", cur);
                 continue;
             }
             FT_LOGF(FT_LOG_INFO, "%s: shutting down", si.ssi_signo == SIGTERM ? "SIGTERM"
                                                                  : "SIGINT");
             break;
         }
+        notify("STOPPING=1\nSTATUS=draining\n");
+        /* SIGTERM wins over a reload: none starts or swaps from now on,
+         * and a RELOAD waiting for one is answered now. */
+        reload_stop(srv);
         st = drain(srv);
         if (st != 0) {
             /* Threads still hold requests that will never be answered:
@@ -819,6 +1096,26 @@ int cmd_serve(int argc, char **argv)
             fflush(stderr);
             _exit(1);
         }
+    } else if (srv->reload_th_on) {
+        reload_stop(srv);
+    }
+    if (srv->reload_th_on) {
+        pthread_mutex_lock(&srv->reload_mu);
+        reload_running = srv->reload_busy;
+        char cur[sizeof srv->reload_path];
+        snprintf(cur, sizeof cur, "%s", srv->reload_path);
+        double secs = (double)(fti_now_ns() - srv->reload_t0) / 1e9;
+        pthread_mutex_unlock(&srv->reload_mu);
+        if (reload_running) {
+            /* It may never return (a file on a hung mount): every request
+             * is answered and it swaps nothing in any more, so leave it. */
+            FT_LOGF(FT_LOG_WARN, "shutdown: the reload of %s still runs "
+                    "(%.1f s); exiting without waiting for it", cur, secs);
+            FT_LOGF(FT_LOG_INFO, "stopped");
+            fflush(stderr);
+            _exit(st);
+        }
+        pthread_join(srv->reload_th, NULL);
     }
     pthread_t wd;
     atomic_store(&g_teardown_status, st);
@@ -831,7 +1128,19 @@ int cmd_serve(int argc, char **argv)
     teardown_phase("stopping the batcher");
     ft_queue_close(&srv->queue);
     ft_batcher_stop(srv->batcher);
+    /* Quiesce before closing (serve_ctx.h): no context receives any
+     * more, then a moment for the reads and writes under way to end, so
+     * that nng_close does not close a connection in the middle of one
+     * (with 64 clients sending, every shutdown hung there 5 s). */
+    teardown_phase("stopping the nng contexts");
+    for (size_t i = 0; i < srv->n_socks; i++)
+        srv_socket_quiesce(&srv->socks[i]);
+    if (srv->n_socks > 0) {
+        struct timespec ts = {0, QUIESCE_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     teardown_phase("closing the nng sockets (nng_close)");
+    atomic_store(&g_close_ticks, 1);
     for (size_t i = 0; i < srv->n_socks; i++)
         srv_socket_close(&srv->socks[i]);
     srv_conn_free(srv);

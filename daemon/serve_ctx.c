@@ -220,6 +220,13 @@ static void job_done(ft_job *j)
         ctx_send(c);
 }
 
+/* ctx_reply_later sends the reply that a thread which took the message
+ * over (SRV_WIRE_LATER) has written into c->out. */
+static void ctx_reply_later(void *arg)
+{
+    ctx_send(arg);
+}
+
 static void handle(srv_ctx *c)
 {
     server *srv = c->s->srv;
@@ -227,8 +234,10 @@ static void handle(srv_ctx *c)
     size_t len = nng_msg_len(c->msg);
     c->out.len = 0;
     atomic_fetch_add(&srv->messages, 1);
-    srv_wire_ctx wc = {srv, c->s->lo.admin};
+    srv_wire_ctx wc = {srv, c->s->lo.admin, ctx_reply_later, c};
     int act = srv_wire_decode(&c->w, &wc, p, len, &c->out);
+    if (act == SRV_WIRE_LATER)
+        return; /* c is the other thread's until ctx_reply_later */
     if (act == SRV_WIRE_REPLY) {
         ctx_send(c);
         return;
@@ -494,6 +503,18 @@ void srv_socket_stop_listening(srv_socket *s)
 {
     if (s->open)
         nng_listener_close(s->lst);
+}
+
+void srv_socket_quiesce(srv_socket *s)
+{
+    if (!s->open)
+        return;
+    nng_listener_close(s->lst);
+    for (size_t i = 0; i < s->n_ctx; i++)
+        if (s->ctx[i]) {
+            s->ctx[i]->closing = 1;
+            nng_ctx_close(s->ctx[i]->ctx);
+        }
 }
 
 void srv_socket_close(srv_socket *s)

@@ -164,6 +164,56 @@ static int do_search(srv_wire *w, frame_state *f, server *srv, ft_buf *out)
     return SRV_WIRE_REPLY;
 }
 
+/* A RELOAD waits for the reload worker (serve.c) without holding an nng
+ * thread: the context is answered when the reload ends. */
+typedef struct frame_reload {
+    srv_reload_req rq; /* first: done() gets it back */
+    ft_buf *out;
+    uint64_t id;
+    void (*later)(void *arg);
+    void *later_arg;
+} frame_reload;
+
+static void reload_done(srv_reload_req *rq, int rc, const char *msg)
+{
+    frame_reload *fr = (frame_reload *)rq;
+    fr->out->len = 0;
+    if (ft_frame_encode_reload_reply(fr->out, fr->id, rc, msg) != FT_OK)
+        reply_error(fr->out, fr->id, FT_ENOMEM, "out of memory");
+    void (*later)(void *) = fr->later;
+    void *arg = fr->later_arg;
+    free(fr);
+    later(arg);
+}
+
+static int do_reload(const srv_wire_ctx *wc, ft_frame_msg *m, ft_buf *out)
+{
+    uint64_t id = m->hdr.id;
+    frame_reload *fr = calloc(1, sizeof *fr);
+    if (fr == NULL)
+        return reply_error(out, id, FT_ENOMEM, "reload: out of memory");
+    char msg[FT_CONFIG_PATH_MAX + 160];
+    int rc = FT_ELIMIT;
+    if (m->text_len >= sizeof fr->rq.path) {
+        snprintf(msg, sizeof msg, "reload: refused: the path is %zu bytes, "
+                 "more than %zu", m->text_len, sizeof fr->rq.path - 1);
+    } else {
+        memcpy(fr->rq.path, m->text, m->text_len + 1);
+        fr->rq.done = reload_done;
+        fr->out = out;
+        fr->id = id;
+        fr->later = wc->later;
+        fr->later_arg = wc->later_arg;
+        rc = srv_reload_start(wc->srv, &fr->rq, msg, sizeof msg);
+        if (rc == FT_OK)
+            return SRV_WIRE_LATER;
+    }
+    free(fr);
+    if (ft_frame_encode_reload_reply(out, id, rc, msg) != FT_OK)
+        return reply_error(out, id, FT_ENOMEM, "out of memory");
+    return SRV_WIRE_REPLY;
+}
+
 int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
                      const unsigned char *p, size_t len, ft_buf *out)
 {
@@ -210,11 +260,7 @@ int srv_frame_decode(srv_wire *w, const srv_wire_ctx *wc,
                     ? "reload: not allowed (admin_reload is off)"
                     : "reload: not allowed on this listener (not admin)");
         }
-        char msg[512];
-        rc = srv_reload(srv, m->text, msg, sizeof msg);
-        if (ft_frame_encode_reload_reply(out, m->hdr.id, rc, msg) != FT_OK)
-            return reply_error(out, m->hdr.id, FT_ENOMEM, "out of memory");
-        return SRV_WIRE_REPLY;
+        return do_reload(wc, m, out);
     }
     default: {
         char msg[96];

@@ -1,4 +1,4 @@
-/* serve_metrics.c - /metrics and /healthz over nng's HTTP server
+/* serve_metrics.c - /metrics, /healthz, /livez and /readyz over nng's HTTP server
  * (serve_metrics.h). */
 #include "serve_metrics.h"
 
@@ -75,6 +75,7 @@ struct srv_http {
     int started;
     atomic_int active;
     atomic_int stopping;
+    atomic_int loaded; /* the index is open, the queue and batcher run */
     atomic_int ready;  /* the request listeners are open */
 };
 
@@ -87,11 +88,14 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
     s->uptime_s = (double)(fti_now_ns() - srv->start_ns) / 1e9;
     s->draining = atomic_load(&srv->draining);
     s->starting = srv->http != NULL && !atomic_load(&srv->http->ready);
+    s->loading = srv->http != NULL && !atomic_load(&srv->http->loaded);
     s->in_flight = atomic_load(&srv->inflight);
     s->connections_opened = atomic_load(&srv->pipes_added);
     s->connections_closed = atomic_load(&srv->pipes_removed);
     s->messages_json = atomic_load(&srv->json_messages);
     s->messages_frame = atomic_load(&srv->frame_messages);
+    if (s->loading)
+        return; /* no queue, batcher or generation yet */
     /* The sum first, then the buckets, then the statuses: srv_count adds
      * the status first, so a scrape racing a request never shows a
      * histogram count above the status total by more than the requests
@@ -465,8 +469,8 @@ static void render_index(render *r, const srv_metrics_snap *s)
            "Shards of the served library (1 for a plain index).");
     u64_sample(r, "flashtrie_index_shards", s->shards);
     family(r, "flashtrie_index_generation", "gauge",
-           "Id of the served index generation: 1 at start; every reload "
-           "attempt takes the next id, a refused one included.");
+           "Id of the served index generation: 1 at start; every index "
+           "a reload opens takes the next id, a refused one included.");
     u64_sample(r, "flashtrie_index_generation", s->generation);
     family(r, "flashtrie_reloads_total", "counter",
            "Index reloads (SIGHUP or RELOAD), by result.");
@@ -596,6 +600,10 @@ static size_t describe_failed(const srv_metrics_snap *s, char *out,
 int srv_metrics_health(const srv_metrics_snap *s, char *reason,
                        size_t reasonlen)
 {
+    if (s->loading) {
+        snprintf(reason, reasonlen, "starting: opening the index");
+        return 503;
+    }
     /* A cluster with a rank down answers no request at all. */
     if (s->cluster_down[0]) {
         snprintf(reason, reasonlen, "cluster: %s", s->cluster_down);
@@ -634,6 +642,20 @@ int srv_metrics_health(const srv_metrics_snap *s, char *reason,
     }
     snprintf(reason, reasonlen, "ok");
     return 200;
+}
+
+int srv_metrics_ready(const srv_metrics_snap *s, char *reason,
+                      size_t reasonlen)
+{
+    char why[256];
+    int st = srv_metrics_health(s, why, sizeof why);
+    if (st != 200)
+        snprintf(reason, reasonlen, "not ready: %s", why);
+    else if (strcmp(why, "ok") != 0)
+        snprintf(reason, reasonlen, "ready: %s", why);
+    else
+        snprintf(reason, reasonlen, "ready");
+    return st;
 }
 
 /* ---- the HTTP listener ---- */
@@ -684,6 +706,12 @@ static void on_metrics(nng_aio *aio)
     if (h == NULL)
         return;
     server *srv = h->srv;
+    if (!atomic_load(&h->loaded)) {
+        static const char m[] = "starting: opening the index\n";
+        reply(aio, 503, "text/plain; charset=utf-8", m, sizeof m - 1);
+        atomic_fetch_sub(&h->active, 1);
+        return;
+    }
     srv_metrics_snap *s = malloc(sizeof *s);
     ft_buf out;
     ft_buf_init(&out);
@@ -704,7 +732,11 @@ static void on_metrics(nng_aio *aio)
     atomic_fetch_sub(&h->active, 1);
 }
 
-static void on_healthz(nng_aio *aio)
+/* answer_health answers a probe from a fresh snapshot: which() gives the
+ * status and the one-line reason. */
+static void answer_health(nng_aio *aio,
+                          int (*which)(const srv_metrics_snap *, char *,
+                                       size_t))
 {
     srv_http *h = handler_enter(aio);
     if (h == NULL)
@@ -717,12 +749,26 @@ static void on_healthz(nng_aio *aio)
         return;
     }
     srv_metrics_take(srv, s);
-    char reason[256];
-    int st = srv_metrics_health(s, reason, sizeof reason - 1);
+    char reason[300];
+    int st = which(s, reason, sizeof reason - 1);
     free(s);
     size_t n = strlen(reason);
     reason[n++] = '\n';
     reply(aio, (uint16_t)st, "text/plain; charset=utf-8", reason, n);
+    atomic_fetch_sub(&h->active, 1);
+}
+
+static void on_healthz(nng_aio *aio) { answer_health(aio, srv_metrics_health); }
+static void on_readyz(nng_aio *aio) { answer_health(aio, srv_metrics_ready); }
+
+/* on_livez: the process runs and its HTTP thread answers, whatever the
+ * index, the engines or a drain are doing: what a liveness probe wants. */
+static void on_livez(nng_aio *aio)
+{
+    srv_http *h = handler_enter(aio);
+    if (h == NULL)
+        return;
+    reply(aio, 200, "text/plain; charset=utf-8", "alive\n", 6);
     atomic_fetch_sub(&h->active, 1);
 }
 
@@ -750,6 +796,7 @@ int srv_http_start(server *srv, const char *url, char *errbuf, size_t errlen)
     h->srv = srv;
     atomic_init(&h->active, 0);
     atomic_init(&h->stopping, 0);
+    atomic_init(&h->loaded, 0);
     atomic_init(&h->ready, 0);
     const char *what = "parsing the URL";
     int rv = nng_url_parse(&h->url, url);
@@ -762,6 +809,10 @@ int srv_http_start(server *srv, const char *url, char *errbuf, size_t errlen)
         rv = add_handler(h, "/metrics", on_metrics);
         if (rv == 0)
             rv = add_handler(h, "/healthz", on_healthz);
+        if (rv == 0)
+            rv = add_handler(h, "/livez", on_livez);
+        if (rv == 0)
+            rv = add_handler(h, "/readyz", on_readyz);
     }
     if (rv == 0) {
         /* Set before the first request can arrive: /healthz reads its
@@ -783,6 +834,12 @@ int srv_http_start(server *srv, const char *url, char *errbuf, size_t errlen)
     }
     h->started = 1;
     return FT_OK;
+}
+
+void srv_http_loaded(server *srv)
+{
+    if (srv->http)
+        atomic_store(&srv->http->loaded, 1);
 }
 
 void srv_http_ready(server *srv)

@@ -1,7 +1,10 @@
 /*
  * serve_metrics.h - what "flashtrie serve" answers over HTTP on its
  * `metrics` listener: GET /metrics, the Prometheus text exposition format
- * (version 0.0.4), and GET /healthz: 200 "ok" while every engine serves,
+ * (version 0.0.4); GET /livez: 200 "alive" while the process runs (a
+ * liveness probe: also while the index loads and while draining); GET
+ * /readyz: 200 "ready" once it can answer requests (a readiness probe);
+ * and GET /healthz: 200 "ok" while every engine serves,
  * 200 "degraded: ..." while some replica failed and another serves, 503
  * with a one-line reason when none serves (or while starting, draining).
  *
@@ -63,6 +66,8 @@ typedef struct srv_metrics_snap {
     double uptime_s;
     int draining;
     int starting;                    /* the request listeners are not open */
+    int loading;                     /* the index is not open yet: only the
+                                        fields above are filled */
     long in_flight;                  /* messages not answered yet */
     uint64_t connections_opened, connections_closed;
     uint64_t messages_json, messages_frame;
@@ -115,12 +120,23 @@ int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out);
 int srv_metrics_health(const srv_metrics_snap *s, char *reason,
                        size_t reasonlen);
 
+/* srv_metrics_ready is /readyz: srv_metrics_health's decision (the index
+ * is open, the listeners are, some replica serves, no drain), worded for
+ * a readiness probe: 200 "ready" (or "ready: degraded: ..."), 503 "not
+ * ready: <health's reason>". */
+int srv_metrics_ready(const srv_metrics_snap *s, char *reason,
+                      size_t reasonlen);
+
 typedef struct srv_http srv_http;
 
 /* srv_http_start serves /metrics and /healthz at url (http://HOST:PORT)
  * on nng's HTTP server; errbuf names the URL and nng's reason. */
 int srv_http_start(server *srv, const char *url, char *errbuf,
                    size_t errlen);
+/* srv_http_loaded tells the handlers that the index is open and the
+ * queue and the batcher run: until then /metrics, /healthz and /readyz
+ * answer 503 "starting: opening the index" (and read neither). */
+void srv_http_loaded(server *srv);
 /* srv_http_ready tells /healthz that the request listeners are open:
  * until then it answers 503 "starting: ...". */
 void srv_http_ready(server *srv);

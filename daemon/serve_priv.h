@@ -77,13 +77,27 @@ struct server {
     ft_slot_opts slot;            /* the engines' options, from cfg */
     char index[FT_CONFIG_PATH_MAX]; /* the index served now (a RELOAD may
                                        name another): under reload_mu */
+    uint32_t test_open_delay_ms;  /* test hook: every index open waits */
     char *config_dump;            /* INFO's config section (serve.c) */
     ft_queue queue;
     ft_batcher *batcher;
     srv_socket socks[FT_CONFIG_MAX_LISTENERS];
     size_t n_socks;
     uint64_t start_ns;
-    pthread_mutex_t reload_mu; /* one reload at a time */
+    /* The reload worker (serve.c): one reload at a time, on a thread of
+     * its own, never on the signal thread or nng's.  reload_mu guards
+     * the fields below and index, and is held only briefly (never while
+     * a file is opened); the swap of a reload happens under it. */
+    pthread_mutex_t reload_mu;
+    pthread_cond_t reload_cv;
+    pthread_t reload_th;
+    int reload_th_on;          /* the worker was started */
+    int reload_busy;           /* a reload runs now */
+    int reload_stop;           /* shutting down: no reload starts or swaps */
+    int reload_hup;            /* a SIGHUP waits for the worker */
+    struct srv_reload_req *reload_req; /* a RELOAD waiting (or running) */
+    char reload_path[FT_CONFIG_PATH_MAX]; /* what the running one opens */
+    uint64_t reload_t0;        /* when it started (fti_now_ns) */
     atomic_uint_fast64_t next_gen;
     atomic_int draining;
     atomic_long inflight;      /* messages received, reply not yet sent */

@@ -18,7 +18,10 @@
 
 struct server;
 
-enum { SRV_WIRE_REPLY = 0, SRV_WIRE_QUEUE = 1 };
+/* SRV_WIRE_LATER: another thread took the message over (a RELOAD waits
+ * for the reload worker); it writes the reply into the decode's out and
+ * then calls the srv_wire_ctx's later(later_arg), once. */
+enum { SRV_WIRE_REPLY = 0, SRV_WIRE_QUEUE = 1, SRV_WIRE_LATER = 2 };
 enum { SRV_MODE_JSON = 0, SRV_MODE_FRAME = 1 };
 
 typedef struct srv_wire {
@@ -37,6 +40,8 @@ typedef struct srv_wire {
 typedef struct srv_wire_ctx {
     struct server *srv;
     int admin;           /* the listener is marked admin */
+    void (*later)(void *arg); /* sends a reply written later (LATER) */
+    void *later_arg;
 } srv_wire_ctx;
 
 void srv_wire_init(srv_wire *w);

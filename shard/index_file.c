@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -510,10 +511,24 @@ int fti_commit_tmp(int *err, int fd, int bad, const char *tmp,
     return bad;
 }
 
+/* file_kind names what a path is when it is no regular file. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
 int fti_open_read(int *fd, struct stat *st, const char *path, char *errbuf,
                   size_t errlen)
 {
-    *fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: a FIFO opens at once instead of waiting for a writer
+     * (it is then refused below); it changes nothing for a regular
+     * file's reads. */
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (*fd < 0) {
         fti_errf(errbuf, errlen, "%s: cannot open: %s", path, strerror(errno));
         return FT_EIO;
@@ -524,14 +539,141 @@ int fti_open_read(int *fd, struct stat *st, const char *path, char *errbuf,
         *fd = -1;
         return FT_EIO;
     }
+    if (!S_ISREG(st->st_mode)) {
+        fti_errf(errbuf, errlen, "%s: not a regular file (%s); an index or "
+                 "a manifest is a regular file", path,
+                 file_kind(st->st_mode));
+        close(*fd);
+        *fd = -1;
+        return FT_EIO;
+    }
     return FT_OK;
+}
+
+/* ---- the SIGBUS guard ----
+ *
+ * A mapped file that is truncated (or rewritten through O_TRUNC) under the
+ * mapping makes every read of the lost pages raise SIGBUS.  The mappings
+ * are registered here, each with its message formatted when mapped, so
+ * that the handler only compares addresses and calls write(2) and _exit
+ * (async-signal-safe). */
+#define BUS_SLOTS 256
+#define BUS_MSG 1400
+
+typedef struct bus_slot {
+    _Atomic(uintptr_t) base; /* 0: free */
+    size_t len;
+    size_t msg_len;
+    char msg[BUS_MSG]; /* "...the index PATH at byte " */
+} bus_slot;
+
+static bus_slot g_bus[BUS_SLOTS];
+static pthread_mutex_t g_bus_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int g_bus_fd = 2;
+static atomic_int g_bus_installed;
+static struct sigaction g_bus_prev;
+
+static void bus_write(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void bus_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    uintptr_t a = (uintptr_t)si->si_addr;
+    for (size_t i = 0; i < BUS_SLOTS; i++) {
+        uintptr_t b = atomic_load(&g_bus[i].base);
+        if (b == 0 || a < b || a - b >= g_bus[i].len)
+            continue;
+        char num[24];
+        size_t k = sizeof num;
+        uint64_t off = a - b;
+        do
+            num[--k] = (char)('0' + off % 10);
+        while ((off /= 10) > 0 && k > 0);
+        static const char tail[] =
+            ": the file was truncated or rewritten in place while served "
+            "(install a new index under a new name and rename it over the "
+            "old one, or RELOAD it); exiting\n";
+        int fds[2] = {2, atomic_load(&g_bus_fd)};
+        for (int f = 0; f < (fds[1] == 2 ? 1 : 2); f++) {
+            bus_write(fds[f], g_bus[i].msg, g_bus[i].msg_len);
+            bus_write(fds[f], num + k, sizeof num - k);
+            bus_write(fds[f], tail, sizeof tail - 1);
+        }
+        _exit(FTI_EXIT_SIGBUS);
+    }
+    /* Not an index: what would have happened without the guard. */
+    if (g_bus_prev.sa_flags & SA_SIGINFO && g_bus_prev.sa_sigaction) {
+        g_bus_prev.sa_sigaction(sig, si, uc);
+        return;
+    }
+    if (g_bus_prev.sa_handler != SIG_DFL && g_bus_prev.sa_handler != SIG_IGN &&
+        g_bus_prev.sa_handler != NULL) {
+        g_bus_prev.sa_handler(sig);
+        return;
+    }
+    signal(SIGBUS, SIG_DFL); /* the fault repeats on return, and kills */
+}
+
+void fti_index_bus_guard(int fd)
+{
+    atomic_store(&g_bus_fd, fd);
+    if (atomic_exchange(&g_bus_installed, 1))
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = bus_handler;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &g_bus_prev);
+}
+
+/* bus_register notes a mapping of path (the slot taken, or -1 when all
+ * are: that mapping then faults unguarded). */
+static int bus_register(const void *base, size_t len, const char *path)
+{
+    pthread_mutex_lock(&g_bus_mu);
+    int slot = -1;
+    for (int i = 0; i < BUS_SLOTS && slot < 0; i++)
+        if (atomic_load(&g_bus[i].base) == 0)
+            slot = i;
+    if (slot >= 0) {
+        bus_slot *b = &g_bus[slot];
+        int n = snprintf(b->msg, sizeof b->msg, "flashtrie: fatal: SIGBUS "
+                         "reading the index %s at byte ", path);
+        b->msg_len = n < 0 ? 0 : (size_t)n < sizeof b->msg ? (size_t)n
+                                                             : sizeof b->msg - 1;
+        b->len = len;
+        atomic_store(&b->base, (uintptr_t)base);
+    }
+    pthread_mutex_unlock(&g_bus_mu);
+    return slot;
+}
+
+static void bus_unregister(const void *base)
+{
+    pthread_mutex_lock(&g_bus_mu);
+    for (int i = 0; i < BUS_SLOTS; i++)
+        if (atomic_load(&g_bus[i].base) == (uintptr_t)base)
+            atomic_store(&g_bus[i].base, 0);
+    pthread_mutex_unlock(&g_bus_mu);
 }
 
 /* unmap releases what an open holds on the file's bytes. */
 static void unmap(ft_index *idx)
 {
-    if (idx->map && !idx->borrowed)
+    if (idx->map && !idx->borrowed) {
+        bus_unregister(idx->map);
         munmap(idx->map, idx->map_len);
+    }
 }
 
 static int fail_open(ft_index *idx, int err)
@@ -707,6 +849,7 @@ int ft_index_open(ft_index **out, const char *path, unsigned flags,
         }
         idx->map = map;
         idx->map_len = size;
+        bus_register(map, size, path);
     }
     close(fd);
     rc = parse(idx, idx->map, size, path, flags, errbuf, errlen);

@@ -617,11 +617,11 @@ int ft_library_open(ft_manifest **out, const char *path, unsigned flags,
                     char *errbuf, size_t errlen)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        fti_errf(errbuf, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return FT_EIO;
-    }
+    int fd;
+    struct stat st;
+    int rc = fti_open_read(&fd, &st, path, errbuf, errlen);
+    if (rc != FT_OK)
+        return rc; /* a FIFO, a directory...: refused before any read */
     char magic[8];
     ssize_t got;
     do

@@ -19,7 +19,7 @@ fail() { echo "unit_test: $*" >&2; exit 1; }
 KNOWN_Unit="Description Documentation After Before Wants Requires BindsTo
 PartOf Conflicts StartLimitIntervalSec StartLimitBurst ConditionPathExists
 AssertPathExists"
-KNOWN_Service="Type ExecStart ExecStartPre ExecStartPost ExecReload ExecStop
+KNOWN_Service="Type NotifyAccess ExecStart ExecStartPre ExecStartPost ExecReload ExecStop
 ExecStopPost KillSignal KillMode TimeoutStartSec TimeoutStopSec
 TimeoutSec Restart RestartSec RestartPreventExitStatus SuccessExitStatus
 DynamicUser User Group SupplementaryGroups UMask ProtectSystem ReadOnlyPaths
@@ -67,7 +67,9 @@ want() {
 want_has() {
   grep -qx "$1=$2" "$UNIT" || fail "no line '$1=$2'"
 }
-want Type exec
+want Type notify
+want NotifyAccess main
+want TimeoutStartSec 15min
 want ExecStart "/usr/bin/flashtrie serve --config /etc/flashtrie/flashtrie.conf"
 want ExecReload '/bin/kill -HUP $MAINPID'
 want KillSignal SIGTERM

@@ -185,6 +185,16 @@ int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb);
  * that does not exist, FT_ENOTSUP in a build without CUDA. */
 int fti_gpu_memory(uint64_t *used, uint64_t *total, int device);
 
+/* fti_index_bus_guard installs (once) a SIGBUS handler for the mappings
+ * of the indexes ft_index_open maps: a fault inside one (the file was
+ * truncated or rewritten in place while mapped) writes "flashtrie: fatal:
+ * SIGBUS reading the index PATH at byte N: ..." to stderr, and to fd as
+ * well when fd is not 2, then exits with FTI_EXIT_SIGBUS; a SIGBUS
+ * elsewhere kills the process as before.  Calling it again only changes
+ * fd.  For programs (serve): a library does not take signals by itself. */
+#define FTI_EXIT_SIGBUS 74 /* EX_IOERR of sysexits.h */
+void fti_index_bus_guard(int fd);
+
 /* fti_engine_index returns the index the engine was opened over. */
 const ft_index *fti_engine_index(const ft_engine *eng);
 /* fti_engine_device returns the GPU ordinal of a GPU engine, -1 for CPU. */

@@ -1,0 +1,750 @@
+/*
+ * lifecycle_test.c - "flashtrie serve" from start to exit: reloads,
+ * probes, systemd's notifications, signals.  One executable, one case per
+ * argument:
+ *   hup       SIGHUP with a config file is all or nothing: a refused
+ *             config (an unknown setting appended) and a refused index
+ *             change nothing (no "reloaded:", result="failed" counted,
+ *             INFO's config section and generation as before), the log
+ *             names the index about to be loaded; a good one applies both
+ *   probes    /livez answers 200 while the index loads (the test hook
+ *             --test-open-delay-ms), /readyz and /healthz 503 with their
+ *             reasons; then ready; during a drain /livez 200, /readyz 503.
+ *             NOTIFY_SOCKET (a datagram socket read here) gets STATUS,
+ *             READY=1, RELOADING=1 with MONOTONIC_USEC, READY=1, STOPPING=1
+ *   block     a RELOAD of a FIFO or a directory is refused naming the path;
+ *             during a slow reload both listeners answer PING at once and a
+ *             second RELOAD gets BUSY; SIGTERM during a reload that has
+ *             not finished exits 0 at once, the RELOAD answered SHUTDOWN
+ *   sigbus    the served index truncated in place: the next search faults
+ *             its mapping, the server logs the file and exits 74
+ *   drain_load  SIGTERM under 64 loadtest clients, twice: exit 0 within
+ *             3 s, the 5 s teardown watchdog never fires
+ * Servers listen on ipc:// in a temporary folder (the HTTP listener on a
+ * free 127.0.0.1 port) and are stopped by the case, or killed at exit.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+
+#include "flashtrie_client.h"
+#include "ft_test.h"
+#include "serve_harness.h"
+
+static char g_dir[256];
+static pid_t g_pid, g_lt_pid;
+static const char *g_bin;
+
+static void cleanup(void)
+{
+    if (g_lt_pid > 0) {
+        kill(g_lt_pid, SIGKILL);
+        waitpid(g_lt_pid, NULL, 0);
+    }
+    th_kill(&g_pid, g_dir, "lifecycle_test");
+}
+
+static void show_log(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "tail -n 40 '%s/log' >&2", g_dir);
+    if (system(cmd)) {
+    }
+}
+
+#define CHECK_LOG(cond)                                                      \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "%s:%d: %s; the server's log:\n", __FILE__,      \
+                    __LINE__, #cond);                                        \
+            show_log();                                                      \
+            exit(1);                                                         \
+        }                                                                    \
+    } while (0)
+
+static int log_count(const char *s)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/log", g_dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, s) != NULL;
+    fclose(f);
+    return n;
+}
+
+static void make_index(const char *name, uint64_t base, char *path,
+                       size_t len)
+{
+    static const char *keys[] = {"1 2 3", "1 2", "1 2 4", "1 5", "7",
+                                 "7 8 9 10", "70000 1", "2 2", "2 3 1",
+                                 "3 1", "5 5 5", "1 7"};
+    char kp[300];
+    snprintf(kp, sizeof kp, "%s/%s.keys", g_dir, name);
+    FILE *f = fopen(kp, "w");
+    FT_CHECK(f != NULL);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        fprintf(f, "%s\t%llu\n", keys[i], (unsigned long long)(base + i));
+    fclose(f);
+    snprintf(path, len, "%s/%s.fti", g_dir, name);
+    ft_build_opts bo;
+    ft_build_opts_init(&bo);
+    bo.input = kp;
+    bo.output = path;
+    bo.threads = 1;
+    ft_build_stats st;
+    ft_build_stats_init(&st);
+    FT_PASS(ft_build(&st, &bo, NULL, 0));
+}
+
+static ft_client *client(const char *url, int timeout_ms)
+{
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = timeout_ms;
+    o.connect_wait_ms = 5000;
+    ft_client *c;
+    char err[256];
+    if (ft_client_connect(&c, url, &o, err, sizeof err) != FT_OK) {
+        fprintf(stderr, "connect %s: %s\n", url, err);
+        exit(1);
+    }
+    return c;
+}
+
+/* wait_ping waits (at most limit_ms) until url answers a ping; a server
+ * that exits first ends the test. */
+static void wait_ping(const char *url, long limit_ms)
+{
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    o.timeout_ms = 200;
+    o.connect_wait_ms = 1;
+    ft_client *c;
+    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    double t0 = ft_test_now();
+    while (ft_client_ping(c, NULL, 0) != FT_OK) {
+        if (waitpid(g_pid, NULL, WNOHANG) == g_pid) {
+            g_pid = 0;
+            fprintf(stderr, "server exited early\n");
+            show_log();
+            exit(1);
+        }
+        CHECK_LOG((ft_test_now() - t0) * 1000 < limit_ms);
+        th_sleep_ms(20);
+    }
+    ft_client_close(c);
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    FT_CHECK(fd >= 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    FT_CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    socklen_t len = sizeof a;
+    FT_CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* http_get fetches base+path into body (NUL-terminated, at most len-1
+ * bytes); returns the status, or -1 when nothing answers (yet). */
+static int http_get(const char *base, const char *path, char *body,
+                    size_t len)
+{
+    char u[256];
+    snprintf(u, sizeof u, "%s%s", base, path);
+    nng_url *url;
+    nng_http_client *cli;
+    nng_http_req *req;
+    nng_http_res *res;
+    nng_aio *aio;
+    FT_CHECK(nng_url_parse(&url, u) == 0);
+    FT_CHECK(nng_http_client_alloc(&cli, url) == 0);
+    FT_CHECK(nng_http_req_alloc(&req, url) == 0);
+    FT_CHECK(nng_http_res_alloc(&res) == 0);
+    FT_CHECK(nng_aio_alloc(&aio, NULL, NULL) == 0);
+    nng_aio_set_timeout(aio, 5000);
+    nng_http_client_transact(cli, req, res, aio);
+    nng_aio_wait(aio);
+    int status = -1;
+    body[0] = '\0';
+    if (nng_aio_result(aio) == 0) {
+        status = nng_http_res_get_status(res);
+        void *data;
+        size_t n;
+        nng_http_res_get_data(res, &data, &n);
+        if (n >= len)
+            n = len - 1;
+        memcpy(body, data, n);
+        body[n] = '\0';
+    }
+    nng_aio_free(aio);
+    nng_http_res_free(res);
+    nng_http_req_free(req);
+    nng_http_client_free(cli);
+    nng_url_free(url);
+    return status;
+}
+
+/* metric returns the value of the sample "name" (with its labels, as the
+ * exposition writes them), or -1 when there is none. */
+static double metric(const char *base, const char *sample)
+{
+    static char body[1 << 18];
+    FT_CHECK_EQ_U64(http_get(base, "/metrics", body, sizeof body), 200);
+    size_t n = strlen(sample);
+    for (char *l = body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, sample, n) && l[n] == ' ')
+            return strtod(l + n + 1, NULL);
+    return -1;
+}
+
+static char *info(const char *url)
+{
+    ft_client *c = client(url, 5000);
+    char *text;
+    FT_PASS(ft_client_info(c, &text, NULL, 0));
+    ft_client_close(c);
+    return text;
+}
+
+/* info_line checks that INFO holds the whole line. */
+static void info_line(const char *text, const char *line)
+{
+    char want[1400];
+    snprintf(want, sizeof want, "\n%s\n", line);
+    if (strstr(text, want) == NULL) {
+        fprintf(stderr, "INFO has no line '%s':\n%s\n", line, text);
+        exit(1);
+    }
+}
+
+static void spawn(const char *const *args)
+{
+    th_spawn(&g_pid, g_bin, g_dir, "log", args);
+}
+
+/* ---- hup: a refused SIGHUP changes nothing ---- */
+
+static void write_file(const char *path, const char *text, const char *mode)
+{
+    FILE *f = fopen(path, mode);
+    FT_CHECK(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* hup_wait sends SIGHUP and waits until the failed or ok count reaches
+ * want. */
+static void hup_wait(const char *base, const char *sample, double want)
+{
+    kill(g_pid, SIGHUP);
+    for (int t = 0; metric(base, sample) != want; t++) {
+        CHECK_LOG(t < 1000);
+        th_sleep_ms(10);
+    }
+}
+
+static void case_hup(void)
+{
+    char a[300], b[300], bad[300], url[300], conf[300], base[64], text[4096];
+    make_index("a", 100, a, sizeof a);
+    make_index("b", 5000, b, sizeof b);
+    snprintf(bad, sizeof bad, "%s/bad.fti", g_dir);
+    write_file(bad, "not an index\n", "w");
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    snprintf(conf, sizeof conf, "%s/flashtrie.conf", g_dir);
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", free_port());
+    /* Line 1 the index, line 5 max_batch: INFO names both by line. */
+    char body[2048];
+    snprintf(body, sizeof body,
+             "index = \"%s\";\nlisteners = ( { url = \"%s\"; } );\n"
+             "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = 4;\n"
+             "metrics = \"%s\";\n", a, url, base);
+    write_file(conf, body, "w");
+    const char *args[] = {"serve", "--config", conf, NULL};
+    spawn(args + 1);
+    wait_ping(url, 20000);
+    char line[1400];
+    snprintf(line, sizeof line, "index: %s (file:1)", a);
+
+    /* A setting the table does not know: refused, counted as failed, the
+     * index not reopened. */
+    write_file(conf, "max_bach = 8;\n", "a");
+    hup_wait(base, "flashtrie_reloads_total{result=\"failed\"}", 1);
+    FT_CHECK_EQ_U64(metric(base, "flashtrie_reloads_total{result=\"ok\"}"), 0);
+    FT_CHECK_EQ_U64(metric(base, "flashtrie_index_generation"), 1);
+    snprintf(text, sizeof text, "reload refused: config %s refused: %s:7: "
+             "max_bach: unknown setting; still serving generation 1 (%s), "
+             "the settings unchanged", conf, conf, a);
+    CHECK_LOG(log_count(text) == 1);
+    CHECK_LOG(log_count("reloaded: now serving") == 0);
+    CHECK_LOG(log_count("SIGHUP: reloading") == 0);
+    char *in = info(url);
+    info_line(in, line);
+    info_line(in, "max_batch: 4 (file:5)");
+    info_line(in, "generation: 1");
+    info_line(in, "reloads: 0");
+    info_line(in, "reload_failures: 1");
+    ft_client_text_free(in);
+
+    /* A config that names an index that cannot be opened: neither the
+     * settings nor the index change, and the log names the new index. */
+    snprintf(body, sizeof body,
+             "index = \"%s\";\nlisteners = ( { url = \"%s\"; } );\n"
+             "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = 8;\n"
+             "metrics = \"%s\";\n", bad, url, base);
+    write_file(conf, body, "w");
+    hup_wait(base, "flashtrie_reloads_total{result=\"failed\"}", 2);
+    snprintf(text, sizeof text, "SIGHUP: reloading %s with the settings of "
+             "%s", bad, conf);
+    CHECK_LOG(log_count(text) == 1);
+    CHECK_LOG(log_count("reloaded: now serving") == 0);
+    FT_CHECK_EQ_U64(metric(base, "flashtrie_reloads_total{result=\"ok\"}"), 0);
+    FT_CHECK_EQ_U64(metric(base, "flashtrie_index_generation"), 1);
+    in = info(url);
+    info_line(in, line);
+    info_line(in, "max_batch: 4 (file:5)");
+    snprintf(text, sizeof text, "path: %s", a);
+    info_line(in, text);
+    ft_client_text_free(in);
+
+    /* A good one: both apply. */
+    snprintf(body, sizeof body,
+             "index = \"%s\";\nlisteners = ( { url = \"%s\"; } );\n"
+             "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = 8;\n"
+             "metrics = \"%s\";\n", b, url, base);
+    write_file(conf, body, "w");
+    hup_wait(base, "flashtrie_reloads_total{result=\"ok\"}", 1);
+    FT_CHECK_EQ_U64(metric(base, "flashtrie_reloads_total{result=\"failed\"}"),
+                    2);
+    /* Generation 2 was the refused open of bad.fti. */
+    FT_CHECK_EQ_U64(metric(base, "flashtrie_index_generation"), 3);
+    snprintf(text, sizeof text, "SIGHUP: reloading %s with the settings of "
+             "%s", b, conf);
+    CHECK_LOG(log_count(text) == 1);
+    snprintf(text, sizeof text, "reloaded: now serving generation 3: %s", b);
+    CHECK_LOG(log_count(text) == 1);
+    in = info(url);
+    snprintf(line, sizeof line, "index: %s (file:1)", b);
+    info_line(in, line);
+    info_line(in, "max_batch: 8 (file:5)");
+    snprintf(text, sizeof text, "path: %s", b);
+    info_line(in, text);
+    ft_client_text_free(in);
+    FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 15000, NULL), 0);
+}
+
+/* ---- probes and sd_notify ---- */
+
+static int g_notify = -1;
+
+static void notify_open(void)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/notify", g_dir);
+    g_notify = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    FT_CHECK(g_notify >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    FT_CHECK(strlen(path) < sizeof sa.sun_path);
+    strcpy(sa.sun_path, path);
+    FT_CHECK(bind(g_notify, (struct sockaddr *)&sa, sizeof sa) == 0);
+    FT_CHECK(setenv("NOTIFY_SOCKET", path, 1) == 0);
+}
+
+/* notify_next returns the next message (waiting at most 20 s). */
+static const char *notify_next(void)
+{
+    static char msg[1024];
+    struct timeval tv = {20, 0};
+    FT_CHECK(setsockopt(g_notify, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) ==
+             0);
+    ssize_t n = recv(g_notify, msg, sizeof msg - 1, 0);
+    CHECK_LOG(n > 0);
+    msg[n] = '\0';
+    return msg;
+}
+
+/* count_answer counts the good answers of async searches. */
+static void count_answer(int status, ft_client_results *res,
+                         const char *error, void *arg)
+{
+    (void)error;
+    if (status == FT_OK && ft_client_results_get(res, 0)->status == FT_OK)
+        atomic_fetch_add((atomic_int *)arg, 1);
+    if (res)
+        ft_client_results_free(res);
+}
+
+static void case_probes(void)
+{
+    char a[300], url[300], base[64], body[512], want[400];
+    make_index("a", 100, a, sizeof a);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", free_port());
+    notify_open();
+    /* Every open of the index waits 1.5 s (the test hook); every batch
+     * 300 ms. */
+    const char *args[] = {"--index", a, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--metrics", base,
+                          "--test-open-delay-ms", "1500",
+                          "--test-delay-us", "300000", NULL};
+    spawn(args);
+    snprintf(want, sizeof want, "STATUS=opening the index %s\n", a);
+    FT_CHECK_STR(notify_next(), want);
+    /* While the index loads: alive, not ready. */
+    int st;
+    for (int t = 0; (st = http_get(base, "/livez", body, sizeof body)) < 0; t++) {
+        CHECK_LOG(t < 500);
+        th_sleep_ms(10);
+    }
+    FT_CHECK_EQ_U64(st, 200);
+    FT_CHECK_STR(body, "alive\n");
+    FT_CHECK_EQ_U64(http_get(base, "/readyz", body, sizeof body), 503);
+    FT_CHECK_STR(body, "not ready: starting: opening the index\n");
+    FT_CHECK_EQ_U64(http_get(base, "/healthz", body, sizeof body), 503);
+    FT_CHECK_STR(body, "starting: opening the index\n");
+    FT_CHECK_EQ_U64(http_get(base, "/metrics", body, sizeof body), 503);
+    FT_CHECK_STR(body, "starting: opening the index\n");
+    /* Then ready, and systemd is told so. */
+    snprintf(want, sizeof want, "READY=1\nSTATUS=serving\nMAINPID=%ld\n",
+             (long)g_pid);
+    FT_CHECK_STR(notify_next(), want);
+    FT_CHECK_EQ_U64(http_get(base, "/readyz", body, sizeof body), 200);
+    FT_CHECK_STR(body, "ready\n");
+    FT_CHECK_EQ_U64(http_get(base, "/healthz", body, sizeof body), 200);
+    FT_CHECK_STR(body, "ok\n");
+    wait_ping(url, 5000);
+
+    /* A reload: RELOADING=1 with the monotonic clock, then READY=1; the
+     * server stays ready while it runs. */
+    kill(g_pid, SIGHUP);
+    const char *m = notify_next();
+    FT_CHECK(!strncmp(m, "RELOADING=1\nMONOTONIC_USEC=", 27));
+    char *end;
+    unsigned long long us = strtoull(m + 27, &end, 10);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    FT_CHECK(us > 0 && us <= (unsigned long long)ts.tv_sec * 1000000ull +
+                                 (unsigned long long)ts.tv_nsec / 1000);
+    FT_CHECK_STR(end, "\nSTATUS=reloading\n");
+    FT_CHECK_EQ_U64(http_get(base, "/readyz", body, sizeof body), 200);
+    FT_CHECK_STR(notify_next(), "READY=1\nSTATUS=serving\n");
+    FT_CHECK_EQ_U64(metric(base, "flashtrie_reloads_total{result=\"ok\"}"), 1);
+
+    /* A drain of two requests held 300 ms each: STOPPING=1; alive but not
+     * ready while it lasts. */
+    ft_client *c = client(url, 10000);
+    ft_request r;
+    ft_request_init(&r);
+    uint32_t tok[2] = {1, 7};
+    float lp[2] = {-0.5f, -1.0f};
+    r.T = 1;
+    r.K = 2;
+    r.tokens = tok;
+    r.logp = lp;
+    r.beam = 4;
+    pid_t pid = g_pid;
+    static atomic_int answered;
+    for (int i = 0; i < 2; i++)
+        FT_PASS(ft_client_search_async(c, &r, 1, count_answer, &answered,
+                                       NULL, 0));
+    th_sleep_ms(50);
+    kill(pid, SIGTERM);
+    FT_CHECK_STR(notify_next(), "STOPPING=1\nSTATUS=draining\n");
+    int seen = 0;
+    for (int t = 0; t < 200 && !seen; t++) {
+        st = http_get(base, "/readyz", body, sizeof body);
+        if (st == 503) {
+            FT_CHECK_STR(body, "not ready: draining: shutting down\n");
+            FT_CHECK_EQ_U64(http_get(base, "/livez", body, sizeof body), 200);
+            FT_CHECK_STR(body, "alive\n");
+            seen = 1;
+        }
+        th_sleep_ms(5);
+    }
+    FT_CHECK(seen);
+    FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 15000, NULL), 0);
+    FT_CHECK_EQ_U64(atomic_load(&answered), 2);
+    ft_client_close(c);
+}
+
+/* ---- block: reloads that do not block anything ---- */
+
+typedef struct reload_call {
+    const char *url, *path;
+    int rc;
+    char msg[1400];
+    double ms;
+} reload_call;
+
+static void *reload_main(void *arg)
+{
+    reload_call *rc = arg;
+    ft_client *c = client(rc->url, 30000);
+    double t0 = ft_test_now();
+    rc->rc = ft_client_reload(c, rc->path, rc->msg, sizeof rc->msg);
+    rc->ms = (ft_test_now() - t0) * 1000;
+    ft_client_close(c);
+    return NULL;
+}
+
+static void reload_now(reload_call *rc)
+{
+    reload_main(rc);
+}
+
+static void case_block(void)
+{
+    char a[300], b[300], cpath[300], url[300], admin[300], fifo[300],
+        want[1400];
+    make_index("a", 100, a, sizeof a);
+    make_index("b", 5000, b, sizeof b);
+    make_index("c", 90000, cpath, sizeof cpath);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    snprintf(admin, sizeof admin, "ipc://%s/admin", g_dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", g_dir);
+    FT_CHECK(mkfifo(fifo, 0600) == 0);
+    const char *args[] = {"--index", a, "--listen", url, "--admin-listen",
+                          admin, "--admin-reload", "--engine", "cpu",
+                          "--threads", "1", "--test-open-delay-ms", "1500",
+                          "--drain-timeout-ms", "5000", NULL};
+    spawn(args);
+    wait_ping(url, 20000);
+
+    /* A FIFO (nobody writes it) and a directory are refused by name. */
+    reload_call rc = {admin, fifo, -1, "", 0};
+    reload_now(&rc);
+    FT_CHECK_EQ_U64(rc.rc, FT_EIO);
+    snprintf(want, sizeof want, "reload: refused: %s: not a regular file (a "
+             "FIFO); an index or a manifest is a regular file", fifo);
+    FT_CHECK_STR(rc.msg, want);
+    rc = (reload_call){admin, g_dir, -1, "", 0};
+    reload_now(&rc);
+    FT_CHECK_EQ_U64(rc.rc, FT_EIO);
+    snprintf(want, sizeof want, "reload: refused: %s: not a regular file (a "
+             "directory); an index or a manifest is a regular file", g_dir);
+    FT_CHECK_STR(rc.msg, want);
+    CHECK_LOG(log_count("reload refused: ") == 2);
+
+    /* A slow reload: the listeners answer meanwhile, a second RELOAD is
+     * BUSY, and the first is answered when it ends. */
+    reload_call slow = {admin, b, -1, "", 0};
+    pthread_t th;
+    FT_CHECK(pthread_create(&th, NULL, reload_main, &slow) == 0);
+    th_sleep_ms(300);
+    const char *urls[2] = {url, admin};
+    for (int u = 0; u < 2; u++) {
+        ft_client *c = client(urls[u], 5000);
+        for (int i = 0; i < 5; i++) {
+            double t0 = ft_test_now();
+            FT_PASS(ft_client_ping(c, NULL, 0));
+            FT_CHECK((ft_test_now() - t0) * 1000 < 300);
+        }
+        ft_client_close(c);
+    }
+    rc = (reload_call){admin, cpath, -1, "", 0};
+    reload_now(&rc);
+    FT_CHECK_EQ_U64(rc.rc, FT_EBUSY);
+    snprintf(want, sizeof want, "reload: one already running (%s, ", b);
+    FT_CHECK(!strncmp(rc.msg, want, strlen(want)));
+    FT_CHECK(strstr(rc.msg, " s so far); retry when it ends") != NULL);
+    pthread_join(th, NULL);
+    FT_CHECK_EQ_U64(slow.rc, FT_OK);
+    /* Generations 2 and 3 were the refused FIFO and directory. */
+    snprintf(want, sizeof want, "reloaded %s: generation 4, 12 keys", b);
+    FT_CHECK_STR(slow.msg, want);
+    FT_CHECK(slow.ms >= 1400);
+
+    /* SIGTERM while a reload has not finished: the drain does not wait for
+     * it, the RELOAD is answered SHUTDOWN, the server exits 0 at once. */
+    reload_call stuck = {admin, cpath, -1, "", 0};
+    FT_CHECK(pthread_create(&th, NULL, reload_main, &stuck) == 0);
+    th_sleep_ms(300);
+    double ms;
+    FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 15000, &ms), 0);
+    FT_CHECK(ms < 1000); /* the open would have taken 1.2 s more */
+    pthread_join(th, NULL);
+    FT_CHECK_EQ_U64(stuck.rc, FT_ESHUTDOWN);
+    FT_CHECK_STR(stuck.msg, "reload: abandoned: the server is shutting down");
+    snprintf(want, sizeof want, "shutdown: the reload of %s still runs", cpath);
+    CHECK_LOG(log_count(want) == 1);
+    CHECK_LOG(log_count("reloaded: now serving generation 5") == 0);
+}
+
+/* ---- sigbus: the served file rewritten in place ---- */
+
+static int search_once(const char *url)
+{
+    ft_client *c = client(url, 5000);
+    ft_request r;
+    ft_request_init(&r);
+    uint32_t tok[3] = {1, 2, 3};
+    float lp[3] = {-0.5f, -0.5f, -0.5f};
+    r.T = 3;
+    r.K = 1;
+    r.tokens = tok;
+    r.logp = lp;
+    r.beam = 2;
+    r.results = 1;
+    ft_client_results *res = NULL;
+    int rc = ft_client_search(c, &r, 1, &res, NULL, 0);
+    if (rc == FT_OK) {
+        rc = ft_client_results_get(res, 0)->status;
+        ft_client_results_free(res);
+    }
+    ft_client_close(c);
+    return rc;
+}
+
+static void case_sigbus(void)
+{
+    char a[300], served[300], url[300], want[600];
+    make_index("a", 100, a, sizeof a);
+    snprintf(served, sizeof served, "%s/served.fti", g_dir);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", a, served);
+    FT_CHECK(system(cmd) == 0);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", served, "--listen", url, "--engine",
+                          "cpu", "--threads", "1", NULL};
+    spawn(args);
+    wait_ping(url, 20000);
+    FT_PASS(search_once(url));
+    /* Rewritten in place: truncated under the mapping. */
+    int fd = open(served, O_WRONLY | O_TRUNC);
+    FT_CHECK(fd >= 0);
+    close(fd);
+    FT_CHECK(search_once(url) != FT_OK);
+    int st = 0, exited = 0;
+    for (int t = 0; t < 1000 && !exited; t++) {
+        exited = waitpid(g_pid, &st, WNOHANG) == g_pid;
+        if (!exited)
+            th_sleep_ms(10);
+    }
+    CHECK_LOG(exited);
+    g_pid = 0;
+    CHECK_LOG(WIFEXITED(st) && WEXITSTATUS(st) == 74);
+    snprintf(want, sizeof want, "flashtrie: fatal: SIGBUS reading the index "
+             "%s at byte ", served);
+    CHECK_LOG(log_count(want) == 1);
+    CHECK_LOG(log_count(": the file was truncated or rewritten in place "
+                        "while served") == 1);
+}
+
+/* ---- drain_load: a prompt exit under load ---- */
+
+static int run_bin(const char *const *args, const char *out)
+{
+    pid_t pid = fork();
+    FT_CHECK(pid >= 0);
+    if (pid == 0) {
+        const char *argv[64];
+        int n = 0;
+        argv[n++] = g_bin;
+        for (int i = 0; args[i]; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        if (!freopen(out, "w", stdout) || !freopen(out, "a", stderr))
+            _exit(126);
+        execv(g_bin, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void case_drain_load(void)
+{
+    char keys[300], idx[300], url[300], out[300];
+    snprintf(keys, sizeof keys, "%s/keys.txt", g_dir);
+    snprintf(idx, sizeof idx, "%s/lib.fti", g_dir);
+    snprintf(out, sizeof out, "%s/tool.out", g_dir);
+    const char *gen[] = {"gen", "keys", "--n", "5000", "--seed", "7",
+                         "--output", keys, NULL};
+    int st;
+    pid_t p = run_bin(gen, out);
+    FT_CHECK(waitpid(p, &st, 0) == p && WIFEXITED(st) && !WEXITSTATUS(st));
+    const char *build[] = {"build", "--input", keys, "--output", idx, NULL};
+    p = run_bin(build, out);
+    FT_CHECK(waitpid(p, &st, 0) == p && WIFEXITED(st) && !WEXITSTATUS(st));
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    for (int round = 0; round < 2; round++) {
+        const char *args[] = {"--index", idx, "--listen", url, "--engine",
+                              "cpu", "--threads", "1", NULL};
+        char log[300];
+        snprintf(log, sizeof log, "%s/log", g_dir);
+        unlink(log); /* each round's own */
+        spawn(args);
+        wait_ping(url, 20000);
+        const char *lt[] = {"loadtest", "--url", url, "--index", idx,
+                            "--clients", "64", "--seconds", "30", "--mix",
+                            "good", "--seed", "3", NULL};
+        snprintf(out, sizeof out, "%s/loadtest.%d.out", g_dir, round);
+        g_lt_pid = run_bin(lt, out);
+        th_sleep_ms(2500);
+        double ms;
+        FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 15000, &ms), 0);
+        /* The 5 s watchdog must not have fired; nng_close's own 1 s
+         * limit may, on a loaded host (said, not failed). */
+        if (ms >= 3000 || log_count("has not returned after 5000 ms") != 0) {
+            fprintf(stderr, "round %d: exit took %.0f ms\n", round, ms);
+            show_log();
+            exit(1);
+        }
+        if (log_count("nng_close has not returned after") != 0)
+            fprintf(stderr, "round %d: nng_close hung; the 1 s limit "
+                    "ended it (exit after %.0f ms)\n", round, ms);
+        kill(g_lt_pid, SIGKILL);
+        waitpid(g_lt_pid, NULL, 0);
+        g_lt_pid = 0;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_bin = getenv("FT_BIN");
+    if (argc != 2 || g_bin == NULL) {
+        fprintf(stderr, "usage: FT_BIN=flashtrie lifecycle_test CASE\n");
+        return 2;
+    }
+    snprintf(g_dir, sizeof g_dir, "/tmp/ft_lifecycle_test.XXXXXX");
+    FT_CHECK(mkdtemp(g_dir) != NULL);
+    atexit(cleanup);
+    signal(SIGPIPE, SIG_IGN);
+    if (!strcmp(argv[1], "hup")) case_hup();
+    else if (!strcmp(argv[1], "probes")) case_probes();
+    else if (!strcmp(argv[1], "block")) case_block();
+    else if (!strcmp(argv[1], "sigbus")) case_sigbus();
+    else if (!strcmp(argv[1], "drain_load")) case_drain_load();
+    else {
+        fprintf(stderr, "lifecycle_test: unknown case '%s'\n", argv[1]);
+        return 2;
+    }
+    printf("lifecycle_test %s: ok\n", argv[1]);
+    return 0;
+}
