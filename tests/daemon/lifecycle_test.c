@@ -283,7 +283,7 @@ static void case_hup(void)
     /* Line 1 the index, line 5 max_batch: INFO names both by line. */
     char body[2048];
     snprintf(body, sizeof body,
-             "index = \"%s\";\nlisteners = ( { url = \"%s\"; } );\n"
+             "index = \"%s\";\nlisteners = ( { url = \"%s\"; admin = true; } );\n"
              "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = 4;\n"
              "metrics = \"%s\";\n", a, url, base);
     write_file(conf, body, "w");
@@ -316,7 +316,7 @@ static void case_hup(void)
     /* A config that names an index that cannot be opened: neither the
      * settings nor the index change, and the log names the new index. */
     snprintf(body, sizeof body,
-             "index = \"%s\";\nlisteners = ( { url = \"%s\"; } );\n"
+             "index = \"%s\";\nlisteners = ( { url = \"%s\"; admin = true; } );\n"
              "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = 8;\n"
              "metrics = \"%s\";\n", bad, url, base);
     write_file(conf, body, "w");
@@ -336,7 +336,7 @@ static void case_hup(void)
 
     /* A good one: both apply. */
     snprintf(body, sizeof body,
-             "index = \"%s\";\nlisteners = ( { url = \"%s\"; } );\n"
+             "index = \"%s\";\nlisteners = ( { url = \"%s\"; admin = true; } );\n"
              "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = 8;\n"
              "metrics = \"%s\";\n", b, url, base);
     write_file(conf, body, "w");
