@@ -67,8 +67,9 @@ static void usage(FILE *f)
     size_t col = 22, n_own = sizeof own_flags / sizeof own_flags[0];
     for (size_t i = 0; i < FT_CONFIG_NSETTINGS + n_own; i++) {
         char item[160];
-        const ft_config_row *r = &ft_config_rows[i];
-        if (i >= FT_CONFIG_NSETTINGS)
+        const ft_config_row *r =
+            i < FT_CONFIG_NSETTINGS ? &ft_config_rows[i] : NULL;
+        if (r == NULL)
             snprintf(item, sizeof item, "%s", own_flags[i - FT_CONFIG_NSETTINGS]);
         else if (r->flag == NULL)
             continue;
