@@ -365,10 +365,19 @@ static long long info_num(const char *url, const char *key)
     ft_client_opts o;
     ft_client_opts_init(&o);
     o.timeout_ms = 5000;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
     char *info;
-    FT_PASS(ft_client_info(c, &info, NULL, 0));
-    ft_client_close(c);
+    /* A listener at its max_connections refuses the INFO's connection
+     * while the server has not yet seen an earlier one close: retry that
+     * (FT_ECONN) for up to 2 s, as a client of such a server would. */
+    int rc = FT_ECONN;
+    for (int t = 0; t < 40 && rc == FT_ECONN; t++) {
+        if (t > 0)
+            th_sleep_ms(50);
+        FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+        rc = ft_client_info(c, &info, NULL, 0);
+        ft_client_close(c);
+    }
+    FT_PASS(rc);
     char pat[64];
     snprintf(pat, sizeof pat, "\n%s: ", key);
     char *p = strstr(info, pat);
@@ -627,10 +636,16 @@ static long long info_open(const char *url)
     ft_client_opts o;
     ft_client_opts_init(&o);
     o.timeout_ms = 5000;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
     char *info;
-    FT_PASS(ft_client_info(c, &info, NULL, 0));
-    ft_client_close(c);
+    int rc = FT_ECONN; /* refused at max_connections: retry, as info_num */
+    for (int t = 0; t < 40 && rc == FT_ECONN; t++) {
+        if (t > 0)
+            th_sleep_ms(50);
+        FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+        rc = ft_client_info(c, &info, NULL, 0);
+        ft_client_close(c);
+    }
+    FT_PASS(rc);
     char *a = strstr(info, "\nconnections_opened: ");
     char *b = strstr(info, "\nconnections_closed: ");
     FT_CHECK(a && b);
@@ -676,7 +691,7 @@ static void case_conns(void)
     /* Three more: each closed at once, no answer; one log line. */
     for (int i = 0; i < 3; i++) {
         int fd = unix_conn(path);
-        if (!closed_within(fd, 1000, NULL)) {
+        if (!closed_within(fd, 3000, NULL)) {
             fprintf(stderr, "extra connection %d not closed (refused %lld, "
                     "held 2 open: %d); the log:\n", i,
                     info_num(url, "connections_refused"),
@@ -691,11 +706,11 @@ static void case_conns(void)
     /* The held ones: closed after 1.5 s without a message, not before. */
     for (int i = 0; i < 3; i++) {
         double at;
-        FT_CHECK(closed_within(held[i], 4000, &at));
+        FT_CHECK(closed_within(held[i], 7000, &at));
         fprintf(stderr, "held connection %d closed after %.2f s\n", i,
                 at - t0);
         FT_CHECK(at - t0 >= 1.4);
-        FT_CHECK(at - t0 < 4.0);
+        FT_CHECK(at - t0 < 7.0); /* the extra connections above may take up to 3 s on a loaded host */
         close(held[i]);
     }
     /* The line follows the closes. */

@@ -360,7 +360,10 @@ static void case_busy(void)
                           "--threads", "1", "--test-delay-us", "3000000",
                           "--max-heavy-messages", "1",
                           "--memory-budget-bytes", "8388608",
-                          "--max-message-bytes", "4194304", NULL};
+                          "--max-message-bytes", "4194304",
+                          /* no internal PING to be held meanwhile: the
+                           * held bytes below are exact */
+                          "--probe-interval-ms", "0", NULL};
     th_start(&g_pid, g_bin, g_dir, url, args);
     ft_buf big, mid;
     heavy_frame(&big, 7, 1, 16);          /* 2 MiB: heavy */
