@@ -116,6 +116,7 @@ enum {
     FT_CONFIG_S_MAX_CONNECTIONS,
     FT_CONFIG_S_IDLE_TIMEOUT_MS,
     FT_CONFIG_S_PROBE_INTERVAL_MS,
+    FT_CONFIG_S_PROBE_RESTART_AFTER,
     FT_CONFIG_S_IPC_MODE,
     FT_CONFIG_S_ADMIN_RELOAD,
     FT_CONFIG_S_LOG_LEVEL,
@@ -156,6 +157,7 @@ typedef struct ft_config {
     uint32_t max_connections;            /* per listener */
     uint32_t idle_timeout_ms;            /* 0: connections never idle out */
     uint32_t probe_interval_ms;          /* 0: no listener probe */
+    uint32_t probe_restart_after;        /* failed probes; 0: never */
     char ipc_mode[8];                    /* octal, "0660"; "": the umask's */
     int admin_reload;
     int log_level;                       /* ft_log_level */

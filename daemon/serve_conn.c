@@ -1,6 +1,6 @@
 /*
- * serve_conn.c - connection limits, idle timeouts and the listener probe
- * of "flashtrie serve" (serve_conn.h).
+ * serve_conn.c - the listeners (opened, probed, restarted), connection
+ * limits and idle timeouts of "flashtrie serve" (serve_conn.h).
  *
  * Every admitted connection (pipe) has an entry in a table keyed by its
  * pipe id: its listener, when it last completed a message or was sent a
@@ -392,6 +392,27 @@ static int probe(srv_socket *s, uint32_t timeout_ms, char *why, size_t len)
     return ok;
 }
 
+/* restart closes a listener that failed its probe `after` times in a row
+ * and opens it again: what mends nng 1.5.2's wedge (its bug #1518: a
+ * client gone in the middle of the handshake leaves the listener reading
+ * no new connection's handshake, for good) and an ipc socket file
+ * deleted under the server.  The next probe says whether it worked. */
+static void restart(srv_socket *s, uint32_t after)
+{
+    char err[400];
+    unsigned conns = atomic_load(&s->conns);
+    s->probe_fails = 0;
+    atomic_fetch_add(&s->restarts, 1);
+    if (srv_socket_relisten(s, err, sizeof err) == FT_OK)
+        FT_LOGF(FT_LOG_WARN, "listener %s restarted after %u failed probes "
+                "in a row (probe_restart_after); its %u connection%s closed",
+                s->lo.url, after, conns, conns == 1 ? " was" : "s were");
+    else
+        FT_LOGF(FT_LOG_ERROR, "listener %s: restart after %u failed probes "
+                "failed: %s; tried again after %u more", s->lo.url, after,
+                err, after);
+}
+
 static void probe_all(server *srv, struct srv_conn *c, uint32_t interval_ms)
 {
     uint32_t timeout = interval_ms < PROBE_TIMEOUT_MS ? interval_ms
@@ -420,6 +441,10 @@ static void probe_all(server *srv, struct srv_conn *c, uint32_t interval_ms)
         else if (!was && up)
             FT_LOGF(FT_LOG_INFO, "listener %s answers its probe again",
                     s->lo.url);
+        s->probe_fails = up ? 0 : s->probe_fails + 1;
+        uint32_t after = srv->cfg.probe_restart_after;
+        if (!up && after && s->probe_fails >= after)
+            restart(s, after);
     }
 }
 
@@ -525,4 +550,123 @@ int srv_listeners_ok(server *srv, char *why, size_t whylen)
         return 0;
     }
     return 1;
+}
+
+/* ---- the listeners: opened, and opened again (srv_socket_relisten) ---- */
+
+/* read_pem reads a whole PEM file into a NUL-terminated string. */
+static char *read_pem(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    ft_buf b;
+    ft_buf_init(&b);
+    char chunk[4096];
+    size_t k;
+    int ok = 1;
+    while (ok && (k = fread(chunk, 1, sizeof chunk, f)) > 0)
+        ok = ft_buf_append(&b, chunk, k) == FT_OK;
+    ok = ok && !ferror(f) && ft_buf_put_u8(&b, 0) == FT_OK;
+    fclose(f);
+    if (!ok) {
+        ft_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
+}
+
+static int tls_setup(srv_socket *s, char *err, size_t errlen)
+{
+    const ft_config_listener *lo = &s->lo;
+    if (!lo->tls_cert[0] || !lo->tls_key[0]) {
+        snprintf(err, errlen, "%s: a TLS listener needs a certificate and a "
+                 "key", lo->url);
+        return FT_ECONFIG;
+    }
+    int rv = nng_tls_config_alloc(&s->tls, NNG_TLS_MODE_SERVER);
+    if (rv != 0) {
+        snprintf(err, errlen, "%s: TLS: %s", lo->url, nng_strerror(rv));
+        return FT_ECONN;
+    }
+    char *cert = read_pem(lo->tls_cert), *key = read_pem(lo->tls_key);
+    if (cert == NULL || key == NULL) {
+        snprintf(err, errlen, "%s: TLS: cannot read %s", lo->url,
+                 cert == NULL ? lo->tls_cert : lo->tls_key);
+        free(cert);
+        free(key);
+        return FT_EIO;
+    }
+    rv = nng_tls_config_own_cert(s->tls, cert, key, NULL);
+    free(cert);
+    free(key);
+    if (rv != 0) {
+        snprintf(err, errlen, "%s: TLS certificate %s with key %s: %s",
+                 lo->url, lo->tls_cert, lo->tls_key, nng_strerror(rv));
+        return FT_ECONFIG;
+    }
+    if (lo->tls_ca[0] && (rv = nng_tls_config_ca_file(s->tls, lo->tls_ca))) {
+        snprintf(err, errlen, "%s: TLS CA %s: %s", lo->url, lo->tls_ca,
+                 nng_strerror(rv));
+        return FT_ECONFIG;
+    }
+    rv = nng_tls_config_auth_mode(s->tls, lo->tls_verify
+                                              ? NNG_TLS_AUTH_MODE_REQUIRED
+                                              : NNG_TLS_AUTH_MODE_NONE);
+    if (rv == 0)
+        rv = nng_listener_set_ptr(s->lst, NNG_OPT_TLS_CONFIG, s->tls);
+    if (rv != 0) {
+        snprintf(err, errlen, "%s: TLS: %s", lo->url, nng_strerror(rv));
+        return FT_ECONFIG;
+    }
+    return FT_OK;
+}
+
+int srv_listener_open(srv_socket *s, char *err, size_t errlen)
+{
+    server *srv = s->srv;
+    int rv = nng_listener_create(&s->lst, s->sock, s->lo.url);
+    if (rv != 0) {
+        snprintf(err, errlen, "%s: %s", s->lo.url, nng_strerror(rv));
+        return FT_ECONFIG;
+    }
+    nng_listener_set_size(s->lst, NNG_OPT_RECVMAXSZ,
+                          (size_t)srv->cfg.max_message_bytes);
+    if (!strncmp(s->lo.url, "ipc://", 6) && srv->cfg.ipc_mode[0]) {
+        /* The socket's mode from the config, not the umask (a unit's
+         * UMask=0027 would leave the group unable to connect). */
+        int mode = (int)strtol(srv->cfg.ipc_mode, NULL, 8);
+        rv = nng_listener_set_int(s->lst, NNG_OPT_IPC_PERMISSIONS, mode);
+        if (rv != 0) {
+            snprintf(err, errlen, "%s: ipc_mode %s: %s", s->lo.url,
+                     srv->cfg.ipc_mode, nng_strerror(rv));
+            return FT_ECONFIG;
+        }
+    }
+    if (s->tls) {
+        rv = nng_listener_set_ptr(s->lst, NNG_OPT_TLS_CONFIG, s->tls);
+        if (rv != 0) {
+            snprintf(err, errlen, "%s: TLS: %s", s->lo.url, nng_strerror(rv));
+            return FT_ECONFIG;
+        }
+    } else if (!strncmp(s->lo.url, "tls+", 4)) {
+        int rc = tls_setup(s, err, errlen);
+        if (rc != FT_OK)
+            return rc;
+    }
+    rv = nng_listener_start(s->lst, 0);
+    if (rv != 0) {
+        snprintf(err, errlen, "%s: %s", s->lo.url, nng_strerror(rv));
+        return FT_ECONN;
+    }
+    return FT_OK;
+}
+
+int srv_socket_relisten(srv_socket *s, char *err, size_t errlen)
+{
+    /* Closing the listener closes the connections it accepted (nng), the
+     * ones stuck in its handshake too; an ipc listener also removes its
+     * socket file, so that the new one can bind the path again. */
+    nng_listener_close(s->lst);
+    return srv_listener_open(s, err, errlen);
 }

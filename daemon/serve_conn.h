@@ -46,4 +46,12 @@ int srv_listeners_ok(server *srv, char *why, size_t whylen);
  * wildcard hosts (0.0.0.0, *, [::], empty) become loopback. */
 void srv_conn_probe_url(const char *url, char *out, size_t outlen);
 
+/* srv_listener_open creates, sets up (receive maximum, ipc_mode, TLS) and
+ * starts s's listener on s->lo.url; s->tls, once made, is reused. */
+int srv_listener_open(srv_socket *s, char *err, size_t errlen);
+/* srv_socket_relisten closes s's listener and opens it again on the same
+ * address (the probe's remedy: probe_restart_after); the connections it
+ * had accepted are closed.  Not while the socket quiesces. */
+int srv_socket_relisten(srv_socket *s, char *err, size_t errlen);
+
 #endif /* FT_SERVE_CONN_H */

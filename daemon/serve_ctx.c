@@ -355,74 +355,6 @@ static void ctx_cb(void *arg)
     }
 }
 
-/* read_pem reads a whole PEM file into a NUL-terminated string. */
-static char *read_pem(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    ft_buf b;
-    ft_buf_init(&b);
-    char chunk[4096];
-    size_t k;
-    int ok = 1;
-    while (ok && (k = fread(chunk, 1, sizeof chunk, f)) > 0)
-        ok = ft_buf_append(&b, chunk, k) == FT_OK;
-    ok = ok && !ferror(f) && ft_buf_put_u8(&b, 0) == FT_OK;
-    fclose(f);
-    if (!ok) {
-        ft_buf_free(&b);
-        return NULL;
-    }
-    return (char *)b.data;
-}
-
-static int tls_setup(srv_socket *s, char *err, size_t errlen)
-{
-    const ft_config_listener *lo = &s->lo;
-    if (!lo->tls_cert[0] || !lo->tls_key[0]) {
-        snprintf(err, errlen, "%s: a TLS listener needs a certificate and a "
-                 "key", lo->url);
-        return FT_ECONFIG;
-    }
-    int rv = nng_tls_config_alloc(&s->tls, NNG_TLS_MODE_SERVER);
-    if (rv != 0) {
-        snprintf(err, errlen, "%s: TLS: %s", lo->url, nng_strerror(rv));
-        return FT_ECONN;
-    }
-    char *cert = read_pem(lo->tls_cert), *key = read_pem(lo->tls_key);
-    if (cert == NULL || key == NULL) {
-        snprintf(err, errlen, "%s: TLS: cannot read %s", lo->url,
-                 cert == NULL ? lo->tls_cert : lo->tls_key);
-        free(cert);
-        free(key);
-        return FT_EIO;
-    }
-    rv = nng_tls_config_own_cert(s->tls, cert, key, NULL);
-    free(cert);
-    free(key);
-    if (rv != 0) {
-        snprintf(err, errlen, "%s: TLS certificate %s with key %s: %s",
-                 lo->url, lo->tls_cert, lo->tls_key, nng_strerror(rv));
-        return FT_ECONFIG;
-    }
-    if (lo->tls_ca[0] && (rv = nng_tls_config_ca_file(s->tls, lo->tls_ca))) {
-        snprintf(err, errlen, "%s: TLS CA %s: %s", lo->url, lo->tls_ca,
-                 nng_strerror(rv));
-        return FT_ECONFIG;
-    }
-    rv = nng_tls_config_auth_mode(s->tls, lo->tls_verify
-                                              ? NNG_TLS_AUTH_MODE_REQUIRED
-                                              : NNG_TLS_AUTH_MODE_NONE);
-    if (rv == 0)
-        rv = nng_listener_set_ptr(s->lst, NNG_OPT_TLS_CONFIG, s->tls);
-    if (rv != 0) {
-        snprintf(err, errlen, "%s: TLS: %s", lo->url, nng_strerror(rv));
-        return FT_ECONFIG;
-    }
-    return FT_OK;
-}
-
 int srv_socket_start(srv_socket *s, char *err, size_t errlen)
 {
     server *srv = s->srv;
@@ -441,34 +373,9 @@ int srv_socket_start(srv_socket *s, char *err, size_t errlen)
     /* Connections: counted, limited, timed out (serve_conn.c). */
     nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, srv_conn_pipe_cb, s);
     nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, srv_conn_pipe_cb, s);
-    rv = nng_listener_create(&s->lst, s->sock, s->lo.url);
-    if (rv != 0) {
-        snprintf(err, errlen, "%s: %s", s->lo.url, nng_strerror(rv));
-        return FT_ECONFIG;
-    }
-    nng_listener_set_size(s->lst, NNG_OPT_RECVMAXSZ,
-                          (size_t)srv->cfg.max_message_bytes);
-    if (!strncmp(s->lo.url, "ipc://", 6) && srv->cfg.ipc_mode[0]) {
-        /* The socket's mode from the config, not the umask (a unit's
-         * UMask=0027 would leave the group unable to connect). */
-        int mode = (int)strtol(srv->cfg.ipc_mode, NULL, 8);
-        rv = nng_listener_set_int(s->lst, NNG_OPT_IPC_PERMISSIONS, mode);
-        if (rv != 0) {
-            snprintf(err, errlen, "%s: ipc_mode %s: %s", s->lo.url,
-                     srv->cfg.ipc_mode, nng_strerror(rv));
-            return FT_ECONFIG;
-        }
-    }
-    if (!strncmp(s->lo.url, "tls+", 4)) {
-        int rc = tls_setup(s, err, errlen);
-        if (rc != FT_OK)
-            return rc;
-    }
-    rv = nng_listener_start(s->lst, 0);
-    if (rv != 0) {
-        snprintf(err, errlen, "%s: %s", s->lo.url, nng_strerror(rv));
-        return FT_ECONN;
-    }
+    int rc = srv_listener_open(s, err, errlen);
+    if (rc != FT_OK)
+        return rc;
     s->n_ctx = srv->contexts ? srv->contexts : 1;
     s->ctx = calloc(s->n_ctx, sizeof *s->ctx);
     if (s->ctx == NULL) {

@@ -167,6 +167,7 @@ static void srv_metrics_conn_take(server *srv, srv_metrics_snap *s)
         srv_metrics_listener *l = &s->listener[i];
         snprintf(l->url, sizeof l->url, "%s", srv->socks[i].lo.url);
         l->up = !atomic_load(&srv->socks[i].down);
+        l->restarts = atomic_load(&srv->socks[i].restarts);
         l->conns = atomic_load(&srv->socks[i].conns);
     }
     s->connections_refused = atomic_load(&srv->conn_refused);
@@ -534,6 +535,14 @@ static void render_conn(render *r, const srv_metrics_snap *s)
         put(r, "flashtrie_listener_up{listener=");
         put_label_value(r, s->listener[i].url);
         put(r, "} %d\n", s->listener[i].up ? 1 : 0);
+    }
+    family(r, "flashtrie_listener_restarts_total", "counter",
+           "Times the listener was closed and opened again after "
+           "probe_restart_after failed probes in a row.");
+    for (size_t i = 0; i < s->n_listeners; i++) {
+        put(r, "flashtrie_listener_restarts_total{listener=");
+        put_label_value(r, s->listener[i].url);
+        put(r, "} %u\n", s->listener[i].restarts);
     }
 }
 

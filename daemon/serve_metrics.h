@@ -54,6 +54,7 @@ typedef struct srv_metrics_listener {
     char url[FT_CONFIG_URL_MAX];
     int up;            /* 0 once its probe failed (serve_conn.c) */
     uint32_t conns;    /* connections open on it now */
+    uint32_t restarts; /* closed and opened again by the probe */
 } srv_metrics_listener;
 
 /* srv_metrics_process_take reads the process's resources into p. */

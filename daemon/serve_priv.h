@@ -58,6 +58,9 @@ typedef struct srv_socket {
      * internal probe's verdict (0 until a probe fails). */
     atomic_uint conns;
     atomic_int down;
+    /* the probe's failures in a row, and the restarts they caused */
+    unsigned probe_fails;
+    atomic_uint restarts;
 } srv_socket;
 
 struct server {

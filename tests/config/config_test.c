@@ -190,6 +190,7 @@ static void test_dump_format(void)
                  "max_connections: 1024 (default)\n"
                  "idle_timeout_ms: 60000 (default)\n"
                  "probe_interval_ms: 5000 (default)\n"
+                 "probe_restart_after: 2 (default)\n"
                  "ipc_mode: 0660 (default)\n"
                  "admin_reload: false (default)\n"
                  "log_level: info (default)\n"
@@ -567,7 +568,7 @@ static void test_reload(void)
                                "cluster.join_timeout_ms",
                                "cluster.step_timeout_ms", "replicas",
                                "cpu_threads", "queue_depth", "max_message_bytes",
-                               "probe_interval_ms", "ipc_mode",
+                               "probe_interval_ms", "probe_restart_after", "ipc_mode",
                                "memory_budget_bytes", "max_heavy_messages",
                                "cluster.secret", "metrics"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
