@@ -207,6 +207,7 @@ typedef struct good {
     ft_result want[8];
     atomic_int stop;
     int calls, wrong;
+    char first_err[300]; /* the first failed call's error, for the log */
     double *lat;
     size_t n_lat, cap_lat;
 } good;
@@ -288,11 +289,17 @@ static void *good_main(void *arg)
         g->calls++;
         if (rc != FT_OK) {
             fprintf(stderr, "good client: %s\n", err);
+            if (g->wrong == 0)
+                snprintf(g->first_err, sizeof g->first_err, "%s (%s)", err,
+                         ft_err_name(rc));
             g->wrong++;
             continue;
         }
         if (!same(ft_client_results_get(r, 0), &g->want[k])) {
             fprintf(stderr, "good client: a wrong answer\n");
+            if (g->wrong == 0)
+                snprintf(g->first_err, sizeof g->first_err, "a wrong "
+                         "answer to request %d", k);
             g->wrong++;
         }
         ft_client_results_free(r);
@@ -567,6 +574,8 @@ static void case_flood(int caps, int clients, int seconds, int mb,
     printf("  good client under load: %d calls, %d wrong, p50 %.2f ms, p99 "
            "%.2f ms (%.1fx alone)\n", g.calls, g.wrong, p50 * 1e3, p99 * 1e3,
            p99a > 0 ? p99 / p99a : 0.0);
+    if (g.wrong)
+        printf("  good client's first failure: %s\n", g.first_err);
     printf("  server INFO: memory_held_peak_bytes %lld, memory_busy %lld\n",
            old ? -1 : info_num(url, "memory_held_peak_bytes"),
            old ? -1 : info_num(url, "memory_busy"));

@@ -1624,6 +1624,19 @@ static void case_probe(void)
                     1);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_listener_restarts_total", tlab),
                     0);
+    FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 15000, NULL), 0);
+
+    /* nng 1.5.2 never frees the connections its wedge strands in the old
+     * listener (docs/RELIABILITY.md): under LeakSanitizer that server
+     * would end with a leak report (exit 1), so it runs without. */
+    {
+        static char opts[1024];
+        const char *o = getenv("ASAN_OPTIONS");
+        snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", o ? o : "",
+                 o && *o ? ":" : "");
+        setenv("ASAN_OPTIONS", opts, 1);
+    }
+    start_server(url, args);
 
     /* The wedge itself (nng 1.5.2's bug #1518): oversize messages from nng
      * REQ clients over ipc, tried for at most ~6 s.  Once it reproduces,
@@ -1644,7 +1657,7 @@ static void case_probe(void)
         FT_CHECK(healed);
         get_metrics(base, &sc);
         FT_CHECK(value_of(&sc, "flashtrie_listener_restarts_total", lab) >=
-                 2);
+                 1);
     } else {
         fprintf(stderr, "metrics_test probe: the ipc wedge did not "
                 "reproduce (600 oversize messages)\n");
