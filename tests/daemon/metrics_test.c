@@ -560,6 +560,7 @@ static void case_render(void)
     snprintf(s.listener[1].url, sizeof s.listener[1].url, "ipc:///x\"y");
     s.listener[0].up = 1;
     s.listener[0].conns = 5;
+    s.listener[1].restarts = 2;
     s.connections_refused = 3;
     s.connections_idle_closed = 4;
     srv_metrics_process_take(&s.proc);
@@ -571,6 +572,10 @@ static void case_render(void)
                              "listener=\"ipc:///x\\\"y\""), 0);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_listener_connections",
                              "listener=\"tcp://127.0.0.1:1\""), 5);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_listener_restarts_total",
+                             "listener=\"tcp://127.0.0.1:1\""), 0);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_listener_restarts_total",
+                             "listener=\"ipc:///x\\\"y\""), 2);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_connections_refused_total", ""), 3);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_connections_idle_closed_total", ""), 4);
     FT_CHECK(strstr((const char *)text.data,
@@ -591,7 +596,7 @@ static void case_render(void)
         double now = (double)time(NULL);
         FT_CHECK(st > now - 600 && st <= now + 1);
     }
-    FT_CHECK_EQ_U64(sc.n_fam, 39);
+    FT_CHECK_EQ_U64(sc.n_fam, 40);
     /* A listener down turns /healthz 503 with its reason. */
     FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 200);
     snprintf(s.listener_down, sizeof s.listener_down,
