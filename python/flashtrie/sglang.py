@@ -28,7 +28,10 @@ a request, if it comes back, is walked again from the root).
 A row whose params carry "flashtrie_output_ids" uses those instead of
 __req__.output_ids (for callers that keep the generated tokens
 themselves); with "flashtrie_rid" they keep a slot too, else they are
-walked from the root at every call.  EOS and token ids as flashtrie.vllm.
+walked from the root at every call.  EOS, token ids, flashtrie_vocab and
+flashtrie_prefix as flashtrie.vllm.  More rows than params (speculative
+decoding) raise ValueError.  output_ids must hold the last sampled token
+when the processor is called.
 """
 from __future__ import annotations
 
@@ -104,11 +107,12 @@ class RowTable:
                 fresh.append(s.slot)
             out.append(s)
         if fresh:
-            self.state[_to_device(fresh, self.device, False)] = 0
+            self.state[_to_device(fresh, self.device, _PIN)] = 0
         return out
 
 
 TABLE_SLOTS = 64     # a table's first slots (it grows when more rows come)
+_PIN = True          # host ints reach a GPU from pinned memory (no stream wait)
 _TABLES: Dict[tuple, RowTable] = {}
 _LOCK = threading.Lock()
 
@@ -172,12 +176,12 @@ class FlashTrieLogitProcessor(_Base):
             cur = torch.zeros(n, dtype=torch.int64, device=logits.device)
             done = [0] * n
             if kept:
-                slot_t = _to_device([s.slot for s in slots], logits.device, False)
-                kept_t = _to_device(kept, logits.device, False)
+                slot_t = _to_device([s.slot for s in slots], logits.device, _PIN)
+                kept_t = _to_device(kept, logits.device, _PIN)
                 cur[kept_t] = t.state.index_select(0, slot_t)
                 for j, s in zip(kept, slots):
                     done[j] = s.done
-            new = catch_up(t.tr, cur, [ids for _, _, ids in rows], done, False)
+            new = catch_up(t.tr, cur, [ids for _, _, ids in rows], done, _PIN)
             if kept:
                 t.state.index_copy_(0, slot_t, new.index_select(0, kept_t))
                 for j, s in zip(kept, slots):
@@ -186,7 +190,7 @@ class FlashTrieLogitProcessor(_Base):
             if at[-1] - at[0] == n - 1:               # a run of rows: a view
                 t.tr.constrain(logits[at[0]:at[-1] + 1], new)
             else:
-                t.tr.constrain(logits, new, _to_device(at, logits.device, False))
+                t.tr.constrain(logits, new, _to_device(at, logits.device, _PIN))
         return logits
 
 

@@ -8,7 +8,8 @@ inside a FlashTrie library, the whole batch per step.
     sp = SamplingParams(max_tokens=16, extra_args={
         "flashtrie_index": "/srv/library.fti",   # index file, on the server
         "flashtrie_eos": 2,                       # optional: the EOS id
-        "flashtrie_vocab": "/srv/vocab.npy"})     # optional: model id -> token
+        "flashtrie_vocab": "/srv/vocab.npy",      # optional: model id -> token
+        "flashtrie_prefix": [])                   # optional: key tokens in the prompt
 
 FlashTrieLogitsProcessor is a batch-level vllm.v1.sample.logits_processor
 .LogitsProcessor: vLLM builds one per engine (__init__(vllm_config, device,
@@ -28,7 +29,17 @@ The generated tokens (not the prompt) spell the key.  Once a row's tokens
 are a whole key, EOS is allowed (with the key's continuations); once EOS is
 taken, or the key has no continuation, only EOS is.  Token ids map to
 library tokens as flashtrie.hf documents (flashtrie_vocab: a .npy file or a
-list; without it model id j is library token j).
+list; without it model id j is library token j).  flashtrie_prefix names
+tokens of the key that precede the output (in the prompt: an engine's beam
+search that sends each beam as a new request).
+
+Under async scheduling needs_output_token_ids() asks vLLM for the real
+output tokens while a constrained request is in the batch; a -1
+placeholder still there at apply raises ValueError.  This is the V1 model
+runner's interface (vLLM 0.32 documents another one for Model Runner V2,
+its default there: run such releases with VLLM_USE_V2_MODEL_RUNNER=0).
+Speculative decoding is not supported (vLLM refuses custom processors
+with it).
 
 FlashTriePerRequestLogitsProcessor is the former per-request form (an
 AdapterLogitsProcessor walking the trie in Python one row at a time), kept
@@ -188,6 +199,9 @@ _ROWS: Dict[tuple, TrieRows] = {}
 # ---- the tokens rows took since their last step -----------------------------
 
 def _to_device(values: List[int], device, pin: bool):
+    """_to_device copies host ints to an int64 tensor on device without
+    waiting: from pinned memory (a pageable copy would wait for the
+    stream), unless pin is False (vLLM's is_pin_memory: no pinning)."""
     import torch
     t = torch.tensor(values, dtype=torch.int64)
     if torch.device(device).type == "cpu":
