@@ -255,6 +255,9 @@ def test_output_ids_rows_and_errors(sg, libs):
     rows = [{"flashtrie_index": A.path, "flashtrie_eos": A.eos,
              "flashtrie_output_ids": list(k[:i])} for i in range(len(k) + 1)]
     rows.append({"flashtrie_index": A.path, "flashtrie_eos": A.eos,
+                 "flashtrie_prefix": list(k[:2]), "flashtrie_output_ids": [],
+                 "want": list(k[:2])})
+    rows.append({"flashtrie_index": A.path, "flashtrie_eos": A.eos,
                  "flashtrie_output_ids": list(k[:1]), "flashtrie_rid": "x"})
     rows.append(None)
     for _ in range(2):                       # twice: the rid row is kept
@@ -265,7 +268,7 @@ def test_output_ids_rows_and_errors(sg, libs):
                 assert torch.equal(y[i], x[i])
                 continue
             got = set(torch.nonzero(torch.isfinite(y[i])).flatten().tolist())
-            assert got == A.allowed(prm["flashtrie_output_ids"])
+            assert got == A.allowed(prm.get("want", prm["flashtrie_output_ids"]))
         rows[-2]["flashtrie_output_ids"] = list(k[:2])
     with pytest.raises(ValueError, match="__req__"):
         p(torch.randn(1, V), [{"flashtrie_index": A.path}])

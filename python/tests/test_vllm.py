@@ -26,7 +26,8 @@ condensing moves and swaps, two libraries, a vocabulary map and no EOS;
 greedy decoding and a beam search (each hypothesis a request, forks added
 with their outputs) never leave the library, and the beam search finds
 the brute-force best key; the former per-request processor (through the
-stand-in AdapterLogitsProcessor) gives the same logits.
+stand-in AdapterLogitsProcessor) gives the same logits.  With a CUDA
+device (the GPU host), a processor on cuda:0 gives the CPU one's logits.
 
 `python3 test_vllm.py --bench` times apply() per step (not a test).
 Environment: FT_BIN, FLASHTRIE_LIB (tests/python/CMakeLists.txt sets both).
@@ -577,6 +578,35 @@ def test_trierows_unpackings_and_growth(vl, libs):
         assert torch.equal(torch.isfinite(z), m)
         ways.append((m, torch.isfinite(y), torch.isfinite(z)))
     assert all(torch.equal(a, b) for a, b in zip(ways[0], ways[1]))
+
+
+def test_cuda_equals_cpu(vl, libs):
+    """On a CUDA device (the GPU host): the processor on cuda:0 gives the
+    CPU processor's logits over a random batch sequence."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here: the GPU host runs this test")
+    fv, lp, vllm = vl
+    rng = np.random.default_rng(17)
+    cpu = fv.FlashTrieLogitsProcessor(None, torch.device("cpu"), False)
+    gpu = fv.FlashTrieLogitsProcessor(None, torch.device("cuda:0"), True)
+    eng = Engine([cpu, gpu], lp, rng)
+    finished = set()
+    for step in range(40):
+        eng.step(finished, [new_request(fv, vllm, libs, rng)
+                            for _ in range(int(rng.integers(0, 4)) if step else 6)],
+                 swaps=int(rng.integers(0, 3)))
+        finished = set()
+        if not eng.batch:
+            continue
+        x = torch.randn(len(eng.batch), V)
+        y = cpu.apply(x.clone())
+        check_rows(eng.batch, x, y)
+        assert torch.equal(gpu.apply(x.cuda()).cpu(), y)
+        for r, req in enumerate(eng.batch):
+            req.out.append(sample(req, y[r], rng))
+            if (req.lib is not None and req.out[-1] == req.the_eos()) or \
+                    len(req.out) >= req.max_tokens:
+                finished.add(req)
 
 
 # ---- decoding through the processor --------------------------------------------
