@@ -475,3 +475,287 @@ def unpack_mask(words, width: int):
     shifts = torch.arange(32, device=words.device, dtype=torch.int32)
     bits = (words.unsqueeze(-1) >> shifts) & 1
     return bits.reshape(words.shape[0], -1)[:, :width].bool()
+
+
+# ---- many independent rows (serving engines) --------------------------------
+
+def vocab_u32(vocab) -> np.ndarray:
+    """vocab_u32 turns a model-id -> library-token map (array-like, or the
+    path of a .npy file) into uint32, values past u32 as 0xFFFFFFFF."""
+    if isinstance(vocab, (str, bytes, os.PathLike)):
+        vocab = np.load(vocab)
+    v = np.asarray(vocab)
+    if v.ndim != 1:
+        raise ValueError("vocab: expected one dimension, got shape %r" % (v.shape,))
+    v = v.astype(np.int64) if v.dtype.kind in "iub" else v
+    if v.dtype.kind not in "iu":
+        raise ValueError("vocab: expected integers, got %s" % v.dtype)
+    v = np.where((v < 0) | (v > 0xFFFFFFFF), 0xFFFFFFFF, v)
+    return v.astype(np.uint32)
+
+
+def _neg_to(state, node: int):
+    """_neg_to is state with its negative entries set to node."""
+    return state.masked_fill(state < 0, node)
+
+
+def _i32(x):
+    """_i32 maps int64 values 0..2^32-1 to int32 with the same low bits."""
+    return (x - ((x >> 31) & 1) * (1 << 32)).to(_torch().int32)
+
+
+class TrieRows:
+    """TrieRows keeps independent rows inside a library, the whole batch per
+    call, for engines that choose the tokens themselves (vLLM's and
+    SGLang's batches): a row's state is one int64 of a tensor the caller
+    keeps on its device, a trie node id (>= 0) or DEAD / DONE.
+
+        rows = TrieRows(index, rows=256, device="cuda:0", eos=2)
+        state = torch.zeros(n, dtype=torch.int64, device=dev)   # n rows at the root
+        rows.constrain(logits, state)                  # mask logits [n, V] in place
+        state = rows.advance(state, sampled)           # sampled: model ids [n]
+
+    advance is one ft_ar_step over width-1 sparse rows (each row's token with
+    log-prob 0): the step's next beams give the children that have children,
+    its completed keys the leaves, so the library's own step finds every
+    row's child at once, on the device, with no host wait.  constrain is one
+    ft_ar_mask over the rows.  Token ids are model ids: column j of the
+    logits is library token vocab[j] (or j), as in flashtrie.hf.
+
+    States: node >= 0 allows its children and, when it ends a key, eos;
+    DONE (eos taken, or a key that nothing extends) and DEAD (a token that
+    no key continues: the rows were not masked) allow eos only (nothing
+    without an eos).  In tokens, a negative id (KEEP) leaves the row as it
+    is.  torch is required; rows grows (a new session) when more rows come."""
+
+    DEAD = -1
+    DONE = -2
+    KEEP = -1
+
+    def __init__(self, index: Index, rows: int = 256, device="cpu",
+                 vocab=None, eos: Optional[int] = None):
+        torch = _torch()
+        self.index = index
+        self.device = torch.device(device)
+        self.gpu = self.device.type == "cuda"
+        if self.gpu and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.eos = None if eos is None else int(eos)
+        self.vocab = None if vocab is None else vocab_u32(vocab)
+        self._vocab_dev = None if self.vocab is None else torch.as_tensor(
+            self.vocab.astype(np.int64), device=self.device)
+        self._cols = {}          # width -> (int32 vocab columns, eos)
+        # host: numpy unpacking into reused buffers; device: torch ops
+        self.host_unpack = not self.gpu
+        self._cap = 0
+        self._open(max(int(rows), 1))
+
+    def _open(self, cap: int):
+        torch = _torch()
+        dev = "cuda:%d" % self.device.index if self.gpu else "cpu"
+        # max_width 1: the advance's rows are one entry wide (ft_ar_mask
+        # takes any width), so the session's candidate lists stay small.
+        self._s = Session(self.index, beam=cap, results=cap, max_width=1,
+                          device=dev)
+        z = lambda n, dt: torch.zeros(n, dtype=dt, device=self.device)
+        i32, i64 = torch.int32, torch.int64
+
+        def beams():
+            a = dict(count=z(1, i32), node=z(cap, i64),
+                     sigma=z(cap, torch.float32), len=z(cap, i32),
+                     parent=z(cap, i32), entry=z(cap, i32), token=z(cap, i32))
+            return a, _Beams(**{k: _ptr(v) for k, v in a.items()})
+
+        self._cur, self._nxt = beams(), beams()
+        h = dict(count=z(1, i32), parent=z(cap, i32), entry=z(cap, i32),
+                 token=z(cap, i32), len=z(cap, i32), key_index=z(cap, i64),
+                 value=z(cap, i64), score=z(cap, torch.float64),
+                 sigma=z(cap, torch.float32))
+        self._hits = h, _Hits(**{k: _ptr(v) for k, v in h.items()})
+        self._ids = z(cap, i32)
+        self._lp = z(cap, torch.float32)
+        self._ar = torch.arange(cap, device=self.device)
+        self._masks = {}
+        self._full = {}
+        self._cap = cap
+
+    def _ensure(self, n: int):
+        if n > self._cap:
+            self._open(max(n, 2 * self._cap))
+
+    @property
+    def capacity(self) -> int:
+        return self._cap
+
+    def _stream(self):
+        return self._s._stream()
+
+    def _leaf(self) -> int:
+        """_leaf is a node without children (it ends a key): its mask is
+        eos alone, the mask of DONE and DEAD rows."""
+        if getattr(self, "_leaf_node", None) is None:
+            u = NODE_ROOT
+            while True:
+                kids = self.index.children(u)
+                if len(kids) == 0:
+                    break
+                u = self.index.child(u, int(kids[0]))
+            self._leaf_node = u
+        return self._leaf_node
+
+    def _set_cur(self, state, n, dead_node=NODE_ROOT):
+        a = self._cur[0]
+        a["node"][:n] = _neg_to(state, dead_node)
+        a["count"].fill_(n)
+
+    def advance(self, state, tokens):
+        """advance returns the rows' states after each took its token
+        (model ids, int tensor [n]; negative: no token, the row is kept)."""
+        torch = _torch()
+        n = int(state.shape[0])
+        if n == 0:
+            return state
+        self._ensure(n)
+        tok = torch.as_tensor(tokens, device=self.device).to(torch.int64)
+        st = state.to(torch.int64)
+        live = (st >= 0) & (tok >= 0)
+        if self._vocab_dev is not None:
+            nv = self._vocab_dev.shape[0]
+            lib = torch.where((tok >= 0) & (tok < nv),
+                              self._vocab_dev[tok.clamp(0, nv - 1)],
+                              torch.full_like(tok, 0xFFFFFFFF))
+        else:
+            lib = torch.where((tok >= 0) & (tok <= 0xFFFFFFFF), tok,
+                              torch.full_like(tok, 0xFFFFFFFF))
+        self._set_cur(st, n)
+        self._ids[:n] = _i32(lib)
+        self._lp[:n] = torch.where(live, torch.zeros_like(self._lp[:n]),
+                                   torch.full_like(self._lp[:n], -math.inf))
+        inp = _Input()
+        inp.form, inp.dtype, inp.norm = FORM_SPARSE, DTYPES["float32"], 0
+        inp.width, inp.stride = 1, 1
+        inp.ids, inp.logp = _ptr(self._ids), _ptr(self._lp)
+        self._s._check(load().ft_ar_step(
+            self._s._h, ctypes.byref(self._cur[1]), ctypes.byref(inp),
+            ctypes.byref(self._nxt[1]), ctypes.byref(self._hits[1]),
+            self._stream()))
+        nb, h = self._nxt[0], self._hits[0]
+        dummy = torch.full_like(self._ar, n)
+        # next beams: the children that have children, parent = row
+        par = torch.where(self._ar < nb["count"].to(torch.int64),
+                          nb["parent"].to(torch.int64), dummy)
+        child = torch.full((n + 1,), -1, dtype=torch.int64, device=self.device)
+        child.scatter_(0, par, nb["node"])
+        # completed keys: a child that ends a key (a leaf when not above)
+        hpar = torch.where(self._ar < h["count"].to(torch.int64),
+                           h["parent"].to(torch.int64), dummy)
+        term = torch.zeros(n + 1, dtype=torch.int64, device=self.device)
+        term.scatter_(0, hpar, torch.ones_like(hpar))
+        child, term = child[:n], term[:n]
+        new = torch.where(child >= 0, child,
+                          torch.where(term > 0, torch.full_like(child, self.DONE),
+                                      torch.full_like(child, self.DEAD)))
+        if self.eos is not None:
+            new = torch.where(tok == self.eos, torch.full_like(new, self.DONE), new)
+        return torch.where(live, new, st)
+
+    def _columns(self, width: int):
+        torch = _torch()
+        c = self._cols.get(width)
+        if c is None:
+            vcols = None
+            if self.vocab is not None:
+                v = np.full(width, 0xFFFFFFFF, dtype=np.uint32)
+                k = min(width, len(self.vocab))
+                v[:k] = self.vocab[:k]
+                vcols = torch.as_tensor(v.view(np.int32), device=self.device)
+            eos = self.eos if self.eos is not None and 0 <= self.eos < width \
+                else None
+            c = (vcols, eos)
+            self._cols[width] = c
+        return c
+
+    def _buffers(self, width: int):
+        """_buffers returns the mask words [cap * words] of a width and, on
+        the host, the disallowed bool buffer [cap, width], allocated once
+        and reused per call (fresh large host tensors cost page faults;
+        a GPU's temporaries come from torch's caching allocator)."""
+        torch = _torch()
+        b = self._masks.get(width)
+        if b is None:
+            words = (width + 31) // 32
+            m = torch.zeros(self._cap * words, dtype=torch.int32,
+                            device=self.device)
+            bad = np.empty((self._cap, width), dtype=bool) \
+                if self.host_unpack else None
+            b = (m, bad)
+            self._masks[width] = b
+        return b
+
+    def _disallowed(self, state, width: int):
+        """_disallowed returns bool [n, width], True where a row may not
+        take the column: a view of a buffer the next call reuses."""
+        torch = _torch()
+        n = int(state.shape[0])
+        self._ensure(max(n, 1))
+        words = (width + 31) // 32
+        m, bad = self._buffers(width)
+        vcols, eos = self._columns(width)
+        st = state.to(torch.int64)
+        self._set_cur(st, n, self._leaf())
+        self._s._check(load().ft_ar_mask(
+            self._s._h, ctypes.byref(self._cur[1]), width, _ptr(vcols),
+            0xFFFFFFFF if eos is None else eos, _ptr(m), self._stream()))
+        if not self.host_unpack:    # bit j of a row: bit j % 8 of byte j // 8
+            byts = m[:n * words].view(n, words).view(torch.uint8)
+            out = ((byts.unsqueeze(-1) & self._pow2()) == 0).view(
+                n, words * 32)[:, :width]
+        else:               # numpy's unpacking: several times faster here
+            byts = m[:n * words].numpy().view(np.uint8).reshape(n, words * 4)
+            bits = np.unpackbits(byts, axis=1, count=width, bitorder="little")
+            np.logical_not(bits.view(bool), out=bad[:n])
+            out = torch.from_numpy(bad[:n])
+        return out
+
+    def _pow2(self):
+        p = getattr(self, "_pow2_t", None)
+        if p is None:
+            torch = _torch()
+            p = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8,
+                             device=self.device)
+            self._pow2_t = p
+        return p
+
+    def allowed(self, state, width: int):
+        """allowed returns bool [n, width]: the columns each row may take."""
+        return ~self._disallowed(state, width)
+
+    def constrain(self, logits, state, rows=None):
+        """constrain sets to -inf, in place, the logits each row may not
+        take and returns logits: rows (an index tensor on logits' device)
+        names the logits rows of the states, in order; None: the first
+        rows of logits (all when they are as many as the states)."""
+        torch = _torch()
+        n = int(state.shape[0])
+        if n == 0:
+            return logits
+        width = int(logits.shape[-1])
+        bad = self._disallowed(state, width)
+        if rows is None:
+            logits[:n].masked_fill_(bad, -math.inf)
+            return logits
+        # a whole-batch mask (rows not named: False), filled in place
+        nb = int(logits.shape[0])
+        if not self.host_unpack:
+            f = torch.zeros((nb, width), dtype=torch.bool, device=self.device)
+        else:
+            full = self._full.get(width)
+            if full is None or full.shape[0] < nb:
+                full = torch.empty((max(nb, self._cap), width),
+                                   dtype=torch.bool)
+                self._full[width] = full
+            f = full[:nb]
+            f.zero_()
+        f.index_copy_(0, rows, bad)
+        logits.masked_fill_(f, -math.inf)
+        return logits
