@@ -12,5 +12,5 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config ca-certificates clang libclang-rt-dev \
   libxxhash-dev libjansson-dev libmarisa-dev libnng-dev libconfig-dev \
-  nng-utils openssl python3-numpy python3-pytest gnuplot-nox >/dev/null
+  nng-utils openssl python3-numpy python3-pytest python3-torch gnuplot-nox >/dev/null
 echo "setup: packages installed"
