@@ -61,7 +61,15 @@ URL="ipc://$W/ft.sock"
 $FT serve --index "$W/k.idx" --listen "$URL" --engine "$ENGINE" \
     --log-level info ${FT_SERVE_ARGS:-} 2> "$W/serve.log" &
 PID=$!
-$FT query --url "$URL" --ping --timeout-ms 30000 >/dev/null
+i=0
+until $FT query --url "$URL" --ping --timeout-ms 500 >/dev/null 2>&1; do
+    i=$((i + 1))
+    if ! kill -0 "$PID" 2>/dev/null || [ "$i" -ge 60 ]; then
+        echo "the server did not answer; its log:"
+        tail -20 "$W/serve.log"
+        exit 1
+    fi
+done
 echo "library and server ready in $(($(date +%s) - T0)) s"
 echo "server's engine:"
 grep -E 'GPU engine on device|engine (cpu|gpu) x' "$W/serve.log" |
