@@ -794,11 +794,19 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
     const ft_engine_opts *o = &eng->opts;
     int rc;
     /* Spin while waiting for the GPU: the wake-up after the kernel is on
-     * every search's path.  Fails harmlessly when the device's context is
-     * already active (another engine in this process). */
+     * every search's path.  The flags are those of the current device's
+     * primary context, so the device is selected first: before, an engine
+     * on GPU 1.. set (and made) GPU 0's context and left its own at the
+     * runtime's default.  Since CUDA 12 the call overwrites the flags of
+     * a context already active (another engine, or the host program's
+     * own CUDA work); a failure leaves them and is harmless.  A search
+     * normally waits by spinning on its completion word in mapped memory
+     * (wait_done), whatever the flags; they rule the stream
+     * synchronisations (launch_graph = UINT32_MAX, no mapped memory,
+     * timing). */
+    FT_CUDA_CHECK(cudaSetDevice(g->device));
     if (cudaSetDeviceFlags(cudaDeviceScheduleSpin) != cudaSuccess)
         (void)cudaGetLastError();
-    FT_CUDA_CHECK(cudaSetDevice(g->device));
     FT_CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream,
                                             cudaStreamNonBlocking));
     int coop = 0;
@@ -977,15 +985,29 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         FT_CUDA_CHECK(cudaEventCreate(&g->ev[i]));
     size_t mem_free = 0, mem_total = 0;
     cudaMemGetInfo(&mem_free, &mem_total);
+    unsigned dflags = 0;
+    if (cudaGetDeviceFlags(&dflags) != cudaSuccess) {
+        (void)cudaGetLastError();
+        dflags = 0;
+    }
+    unsigned sched = dflags & cudaDeviceScheduleMask;
+    const char *sync = sched == cudaDeviceScheduleSpin           ? "spin"
+                       : sched == cudaDeviceScheduleYield        ? "yield"
+                       : sched == cudaDeviceScheduleBlockingSync ? "blocking"
+                                                                 : "auto";
     FT_INFO("GPU engine on device %d: %u slots (beam %u, K %u, T %u%s), "
             "candidate cap %llu per slot, grid %d x %d, %zu B shared, "
             "child table %zu MB, child map %zu MB (nodes of %u+ children), "
+            "host wait: %s (stream sync: %s), "
             "%.1f GiB free of %.1f", g->device,
             g->nslots, g->bmax, g->kmax, g->tmax,
             g->has_big ? ", one big slot" : "",
             (unsigned long long)g->slots[0].d.cap_cand, g->grid, g->block,
             g->smem, g->ctab_bytes >> 20, g->cmap_bytes >> 20, g->cmap_min,
-            mem_free / 1073741824.0,
+            g->hd_done && g->graphs ? "graph launch, spin on a mapped word"
+            : g->hd_done            ? "plain launch, spin on a mapped word"
+                                    : "plain launch, stream sync",
+            sync, mem_free / 1073741824.0,
             mem_total / 1073741824.0);
     return FT_OK;
 cuda_fail:

@@ -466,6 +466,17 @@ void bench_run_engines(const bench_opts *opt, bench_state *bs)
                                       : gx == FTI_EXCHANGE_DEVICE ? "device"
                                       : gx == FTI_EXCHANGE_KERNEL ? "kernel" : "host");
         }
+        /* What the rows time, so that another harness's figure can be
+         * held against them (ops/bench/daemon_bench.c's "sized" engine is
+         * opened the same way). */
+        printf("timed %s: b = 1, the wall time of one %s call of one "
+               "request (validation, the duplicate check while the engine "
+               "runs, the search, values), after %u warm-up requests, "
+               "results reused; the table's mean and percentiles; engines "
+               "sized to the requests: max_batch %u, beam %u, K %u, T %u\n",
+               bs->row_names[e],
+               sr.grp ? "fti_group_search_batch" : "ft_engine_search_batch",
+               opt->warmup, eo.max_batch, eo.max_beam, eo.max_k, eo.max_t);
         for (int i = 0; i < bs->nsets; i++) {
             run_stats *rs = &bs->st[e][i];
             rs->beam = bs->sets[i].beam;

@@ -3,23 +3,50 @@
  *
  *   ft_daemon_bench --index F --url URL --requests R.jsonl [--engine cpu|gpu]
  *                   [--threads N] [--rounds N] [--clients C] [--batch B]
- *                   [--seconds S]
+ *                   [--seconds S] [--serve-max-batch M]
  *
  * On the same requests, in the same run, against a running
- * `flashtrie serve` on the same index (ops/bench/daemon_bench.sh starts
- * one):
- *   1. latency at b = 1: each request is run on an in-process engine
- *      and then through the daemon (one request per SEARCH frame), pair by
- *      pair, so load from other jobs on a shared machine hits both sides
- *      alike; p50/p99 of each and the p50 of the per-pair difference;
- *   2. the engine alone in batches of B (ft_engine_search_batch);
- *   3. C client threads sharing one ft_client handle, each sending one
- *      request per frame, for S seconds: requests per second.
- * After 1 and 3 it prints the server's own account of where the time of
- * those messages went (INFO's `# stages`: decode, queue wait, engine,
- * encode, send; means by the daemon's clock).
- * Every daemon answer is compared with the engine's, hit by hit, bit for
- * bit; a difference is reported and makes the exit status 1.
+ * `flashtrie serve` on the same index (ops/bench/daemon_bench.sh and
+ * ops/bench/engine_gap.sh start one).  Every timed loop runs back to back
+ * on its own, each call of it timed by the wall clock; figures are mean,
+ * p50 and p99 in microseconds:
+ *   1. the daemon alone (one request per SEARCH frame) before this
+ *      process opens an engine: with a GPU engine, the daemon's context
+ *      is then the only one on the GPU, as in production;
+ *   2. three engines in this process, each alone, on the same requests:
+ *      "public": ft_engine_search (validation, the duplicate check under
+ *        the launch, values) on an engine of ft_engine_opts' defaults
+ *        (32 slots sized for beam 4096, K 4096, T 64: the sizes serve's
+ *        default settings give);
+ *      "served": the daemon's own call, ft_slot_search_validated on
+ *        replica 0 of a generation opened by ft_gen_open with the options
+ *        serve builds (max_batch --serve-max-batch, default serve's 32;
+ *        caps from the server's INFO), the requests validated before the
+ *        clock as serve's door does: the span of the daemon's engine stage
+ *        (router/batcher.c run_batch);
+ *      "sized": ft_engine_search on an engine sized to these requests as
+ *        `flashtrie bench` sizes it (max_batch 32, its largest --batch by
+ *        default; beam, K and T the requests' largest: a big slot beside
+ *        small ones): what `flashtrie bench --requests R.jsonl --batch
+ *        1,32`'s b = 1 row times (it reports the mean);
+ *   3. the daemon alone again, this process's engines open and idle;
+ *   4. the engine ("public") and the daemon pair by pair, each request on
+ *      one and then the other, then a PING: load from other jobs on a
+ *      shared machine hits both alike, but on one GPU each call also pays
+ *      the switch from the other process's GPU context (both sides' times
+ *      rise by about the same);
+ *   5. the engine alone in batches of B (--batch 0: skipped);
+ *   6. C client threads sharing one ft_client handle, each sending one
+ *      request per frame, for S seconds (--clients 0: skipped).
+ * After 1, 3, 4 and 6 it prints the server's own account of where the
+ * time of that loop's messages went (INFO's `# stages`: decode, queue
+ * wait, engine, encode, send; means by the daemon's clock) and, for the
+ * b = 1 loops, what lies outside the server: the client's mean round trip
+ * less decode, queue, engine and encode (nng's transport both ways, the
+ * client's encoding and decoding).
+ * Every answer of the daemon and of the three engines is compared with the
+ * public engine's, hit by hit, bit for bit; a difference is reported and
+ * makes the exit status 1.
  * This is a benchmark, not a test: it is not run by ctest.
  */
 #include <getopt.h>
@@ -35,6 +62,7 @@
 #include "flashtrie/internal/clock.h"
 #include "flashtrie_client.h"
 #include "jsonl.h"
+#include "slot.h"
 
 typedef struct bench {
     ft_request *reqs;
@@ -59,6 +87,28 @@ static double pct(double *v, size_t n, double p)
     qsort(v, n, sizeof *v, cmp_double);
     size_t i = (size_t)ceil(p * (double)n) - 1;
     return v[i < n ? i : n - 1];
+}
+
+/* lat is one loop's latencies, us. */
+typedef struct lat {
+    double mean, p50, p99;
+} lat;
+
+static lat summarize(double *v, size_t n)
+{
+    lat l = {0, 0, 0};
+    for (size_t i = 0; i < n; i++)
+        l.mean += v[i];
+    l.mean /= (double)(n ? n : 1);
+    l.p50 = pct(v, n, .5);
+    l.p99 = pct(v, n, .99);
+    return l;
+}
+
+static void print_lat(const char *key, lat l, const char *what)
+{
+    printf("%s: mean %.1f p50 %.1f p99 %.1f (%s)\n", key, l.mean, l.p50,
+           l.p99, what);
 }
 
 /* same_result compares two answers bit for bit (scores by their bytes):
@@ -117,8 +167,11 @@ static stages get_stages(ft_client *c)
     return s;
 }
 
-/* print_stages prints the mean of each stage between two accounts. */
-static void print_stages(const char *what, const stages *a, const stages *b)
+/* print_stages prints the mean of each stage between two accounts and,
+ * given the client's mean round trip of those messages (rt_us > 0, one
+ * request each), what of it lies outside the server. */
+static void print_stages(const char *what, const stages *a, const stages *b,
+                         double rt_us, const char *span)
 {
     if (!a->ok || !b->ok) {
         printf("%s.stages_us: (the server's INFO has no stages)\n", what);
@@ -126,13 +179,34 @@ static void print_stages(const char *what, const stages *a, const stages *b)
     }
     double m = b->messages - a->messages, r = b->requests - a->requests,
            s = b->sends - a->sends;
+    double dec = m > 0 ? (b->decode - a->decode) / m : 0,
+           que = r > 0 ? (b->queue - a->queue) / r : 0,
+           eng = r > 0 ? (b->engine - a->engine) / r : 0,
+           enc = m > 0 ? (b->encode - a->encode) / m : 0,
+           snd = s > 0 ? (b->send - a->send) / s : 0;
     printf("%s.stages_us: decode %.1f queue %.1f engine %.1f encode %.1f "
-           "send %.1f (the server's clock, means over %.0f messages)\n",
-           what, m > 0 ? (b->decode - a->decode) / m : 0,
-           r > 0 ? (b->queue - a->queue) / r : 0,
-           r > 0 ? (b->engine - a->engine) / r : 0,
-           m > 0 ? (b->encode - a->encode) / m : 0,
-           s > 0 ? (b->send - a->send) / s : 0, m);
+           "send %.1f (the server's clock, means over %.0f messages; %s)\n",
+           what, dec, que, eng, enc, snd, m, span);
+    if (rt_us > 0)
+        printf("%s.outside_server_us: %.1f (the client's mean round trip "
+               "%.1f - decode - queue - engine - encode: nng both ways, "
+               "the client's encoding and decoding)\n",
+               what, rt_us - dec - que - eng - enc, rt_us);
+}
+
+/* info_get reads one "key: value" number of the server's INFO (any
+ * section), or def when it is not there. */
+static double info_get(ft_client *c, const char *key, double def)
+{
+    char *info = NULL;
+    if (ft_client_info(c, &info, NULL, 0) != FT_OK)
+        return def;
+    char k[64];
+    snprintf(k, sizeof k, "\n%s: ", key);
+    const char *p = strstr(info, k);
+    double v = p ? strtod(p + strlen(k), NULL) : def;
+    ft_client_text_free(info);
+    return v;
 }
 
 static void *client_main(void *arg)
@@ -200,16 +274,59 @@ static int load_requests(bench *b, const char *path)
     return 0;
 }
 
+/* daemon_loop runs the set `rounds` times through the daemon, one request
+ * a call, back to back, into v (us); answers differing from b->ref are
+ * counted (when b->ref is set) and failures said once. */
+static void daemon_loop(bench *b, size_t m, double *v, const int have_ref,
+                        unsigned long *mismatch, unsigned long *failed)
+{
+    char err[512];
+    for (size_t k = 0; k < m; k++) {
+        size_t i = k % b->n;
+        double t0 = fti_now();
+        ft_client_results *res;
+        int rc = ft_client_search(b->cli, &b->reqs[i], 1, &res, err,
+                                  sizeof err);
+        v[k] = (fti_now() - t0) * 1e6;
+        if (rc != FT_OK) {
+            if ((*failed)++ == 0)
+                fprintf(stderr, "ft_daemon_bench: search: %s\n", err);
+            continue;
+        }
+        if (have_ref)
+            *mismatch += !same_result(ft_client_results_get(res, 0),
+                                      &b->ref[i]);
+        ft_client_results_free(res);
+    }
+}
+
+/* The in-process engines of step 2. */
+enum { E_PUBLIC, E_SERVED, E_SIZED, E_COUNT };
+
+typedef struct engines {
+    ft_engine *eng[E_COUNT]; /* [E_SERVED]: NULL, the generation's */
+    ft_gen *gen;
+} engines;
+
+static int engine_call(engines *e, int which, const ft_request *r,
+                       ft_result *res)
+{
+    if (which == E_SERVED)
+        return ft_slot_search_validated(e->gen, 0, r, 1, res);
+    return ft_engine_search(e->eng[which], r, res);
+}
+
 int main(int argc, char **argv)
 {
     const char *index = NULL, *url = NULL, *reqpath = NULL;
     int threads = 1, rounds = 3, clients = 64, batch = 32, gpu = 0;
+    int serve_max_batch = 32;
     double seconds = 5;
     static const struct option lo[] = {
         {"index", 1, 0, 'i'},   {"url", 1, 0, 'u'},     {"requests", 1, 0, 'r'},
         {"threads", 1, 0, 't'}, {"rounds", 1, 0, 'n'},  {"clients", 1, 0, 'c'},
         {"batch", 1, 0, 'b'},   {"seconds", 1, 0, 's'}, {"engine", 1, 0, 'e'},
-        {0, 0, 0, 0}};
+        {"serve-max-batch", 1, 0, 'm'}, {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (ch) {
@@ -221,6 +338,7 @@ int main(int argc, char **argv)
         case 'c': clients = atoi(optarg); break;
         case 'b': batch = atoi(optarg); break;
         case 's': seconds = atof(optarg); break;
+        case 'm': serve_max_batch = atoi(optarg); break;
         case 'e':
             if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu")) {
                 fprintf(stderr, "ft_daemon_bench: --engine: cpu or gpu, got %s\n", optarg);
@@ -231,12 +349,17 @@ int main(int argc, char **argv)
         default: return 2;
         }
     }
-    if (!index || !url || !reqpath || rounds < 1 || clients < 1 || batch < 1) {
+    if (!index || !url || !reqpath || rounds < 1 || clients < 0 ||
+        batch < 0 || serve_max_batch < 1 || serve_max_batch > 64) {
         fprintf(stderr, "usage: ft_daemon_bench --index F --url URL --requests "
                         "R.jsonl [--engine cpu|gpu] [--threads N] [--rounds N] "
-                        "[--clients C] [--batch B] [--seconds S]\n");
+                        "[--clients C (0: skip)] [--batch B (0: skip)] "
+                        "[--seconds S] [--serve-max-batch M (1..64, serve's "
+                        "max_batch: 32)]\n");
         return 2;
     }
+    /* The engines' open lines (slots, how the host waits) on stderr. */
+    ft_log_set_level(FT_LOG_INFO);
     bench b;
     memset(&b, 0, sizeof b);
     b.seconds = seconds;
@@ -248,15 +371,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "ft_daemon_bench: %s\n", err);
         return 1;
     }
-    ft_engine_opts eo;
-    ft_engine_opts_init(&eo);
-    eo.kind = gpu ? FT_ENGINE_GPU : FT_ENGINE_CPU;
-    eo.threads = threads;
-    ft_engine *eng;
-    if (ft_engine_open(&eng, ft_library_shard(lib, 0), &eo, err, sizeof err) != FT_OK) {
-        fprintf(stderr, "ft_daemon_bench: engine: %s\n", err);
-        return 1;
-    }
     ft_client_opts co;
     ft_client_opts_init(&co);
     co.timeout_ms = 30000;
@@ -265,51 +379,147 @@ int main(int argc, char **argv)
         fprintf(stderr, "ft_daemon_bench: %s\n", err);
         return 1;
     }
-    /* Warm-up: every request once on each side (the reference answers). */
-    for (size_t i = 0; i < b.n; i++) {
-        ft_engine_search(eng, &b.reqs[i], &b.ref[i]);
-        ft_client_results *res;
-        if (ft_client_search(b.cli, &b.reqs[i], 1, &res, err, sizeof err) == FT_OK)
-            ft_client_results_free(res);
-    }
-
     size_t m = b.n * (size_t)rounds;
-    /* The engine alone, back to back (what `flashtrie bench` times): the
-     * paired loop below interleaves each engine call with a call to the
-     * server, whose engine runs on the same GPU in another process, so
-     * its engine figure also pays the GPU's switch between the two
-     * processes' contexts and the caches the other one left. */
-    double *la = malloc(m * sizeof *la);
-    ft_result tmp0;
-    ft_result_alloc(&tmp0, FT_MAX_BEAM, FT_MAX_T);
-    for (size_t k = 0; k < m; k++) {
-        double t0 = fti_now();
-        ft_engine_search(eng, &b.reqs[k % b.n], &tmp0);
-        la[k] = (fti_now() - t0) * 1e6;
+    unsigned long mismatch = 0, failed = 0;
+    double *v = malloc(m * sizeof *v);
+
+    /* 1. The daemon alone, before this process has an engine (and, with a
+     * GPU engine, a CUDA context): after a warm-up pass; its answers are
+     * kept for the check once the reference engine is open. */
+    ft_client_results **first = calloc(b.n, sizeof *first);
+    for (size_t i = 0; i < b.n; i++)
+        if (ft_client_search(b.cli, &b.reqs[i], 1, &first[i], err,
+                             sizeof err) != FT_OK) {
+            first[i] = NULL;
+            if (failed++ == 0)
+                fprintf(stderr, "ft_daemon_bench: search: %s\n", err);
+        }
+    stages s0 = get_stages(b.cli);
+    daemon_loop(&b, m, v, 0, &mismatch, &failed);
+    stages s1 = get_stages(b.cli);
+    lat dnc = summarize(v, m);
+
+    /* 2. The engines of this process. */
+    engines E;
+    memset(&E, 0, sizeof E);
+    ft_engine_opts eo;
+    ft_engine_opts_init(&eo);
+    eo.kind = gpu ? FT_ENGINE_GPU : FT_ENGINE_CPU;
+    eo.threads = threads;
+    if (ft_engine_open(&E.eng[E_PUBLIC], ft_library_shard(lib, 0), &eo, err,
+                       sizeof err) != FT_OK) {
+        fprintf(stderr, "ft_daemon_bench: engine: %s\n", err);
+        return 1;
     }
-    ft_result_free(&tmp0);
-    /* The daemon alone, back to back: with the paired loop's alternation
-     * gone, daemon_alone - engine_alone is what the daemon adds when it
-     * has the GPU to itself, as in production. */
-    double *lda = malloc(m * sizeof *lda);
-    for (size_t k = 0; k < m; k++) {
-        double t0 = fti_now();
-        ft_client_results *res;
-        if (ft_client_search(b.cli, &b.reqs[k % b.n], 1, &res, err,
-                             sizeof err) == FT_OK)
-            ft_client_results_free(res);
-        lda[k] = (fti_now() - t0) * 1e6;
+    /* As `flashtrie bench` sizes it (daemon/bench/bench_run.c,
+     * bench_run_engines): its largest batch, the requests' largest beam,
+     * K and T. */
+    ft_engine_opts es = eo;
+    es.max_batch = 32;
+    for (size_t i = 0; i < b.n; i++) {
+        const ft_request *q = &b.reqs[i];
+        es.max_beam = q->beam > es.max_beam ? q->beam : es.max_beam;
+        es.max_k = q->K > es.max_k ? q->K : es.max_k;
+        es.max_t = q->T > es.max_t ? q->T : es.max_t;
     }
-    double *le = malloc(m * sizeof *le), *ld = malloc(m * sizeof *ld),
-           *dd = malloc(m * sizeof *dd), *lp = malloc(m * sizeof *lp);
+    if (ft_engine_open(&E.eng[E_SIZED], ft_library_shard(lib, 0), &es, err,
+                       sizeof err) != FT_OK) {
+        fprintf(stderr, "ft_daemon_bench: sized engine: %s\n", err);
+        return 1;
+    }
+    /* As serve opens it (daemon/serve.c start_config, router/slot.c
+     * open_one): its caps from the server's INFO (`# limits`). */
+    ft_slot_opts so;
+    ft_slot_opts_init(&so);
+    so.engine = gpu ? FT_SLOT_GPU : FT_SLOT_CPU;
+    so.cpu_threads = threads;
+    so.max_batch = (uint32_t)serve_max_batch;
+    so.max_beam = (uint32_t)info_get(b.cli, "caps.max_beam", FT_MAX_BEAM);
+    so.max_k = (uint32_t)info_get(b.cli, "caps.max_k", FT_MAX_K);
+    so.max_t = (uint32_t)info_get(b.cli, "caps.max_t", FT_MAX_T);
+    if (ft_gen_open(&E.gen, index, &so, 1, err, sizeof err) != FT_OK) {
+        fprintf(stderr, "ft_daemon_bench: served engine: %s\n", err);
+        return 1;
+    }
+    printf("requests: %zu, rounds: %d, engine: %s\n", b.n, rounds,
+           ft_engine_note(E.eng[E_PUBLIC]));
+    printf("engines in this process: public = ft_engine_search, defaults "
+           "(32 slots, beam/K/T 4096/4096/64); served = "
+           "ft_slot_search_validated, opened as serve opens it (max_batch "
+           "%u, caps %u/%u/%u), requests validated before the clock; sized "
+           "= ft_engine_search, sized as flashtrie bench sizes it (max_batch "
+           "32, beam/K/T %u/%u/%u)\n", so.max_batch, so.max_beam, so.max_k,
+           so.max_t, es.max_beam, es.max_k, es.max_t);
+    /* The reference answers (public), checked against the daemon's. */
+    for (size_t i = 0; i < b.n; i++) {
+        ft_engine_search(E.eng[E_PUBLIC], &b.reqs[i], &b.ref[i]);
+        if (first[i] != NULL) {
+            mismatch += !same_result(ft_client_results_get(first[i], 0),
+                                     &b.ref[i]);
+            ft_client_results_free(first[i]);
+        }
+    }
+    free(first);
+    for (size_t i = 0; i < b.n; i++)
+        if (ft_request_validate(&b.reqs[i], so.max_beam, err, sizeof err) !=
+            FT_OK) {
+            fprintf(stderr, "ft_daemon_bench: request %zu: %s (the served "
+                    "engine takes validated requests only)\n", i + 1, err);
+            return 1;
+        }
     ft_result tmp;
     ft_result_alloc(&tmp, FT_MAX_BEAM, FT_MAX_T);
-    unsigned long mismatch = 0, failed = 0;
+    lat el[E_COUNT];
+    for (int e = 0; e < E_COUNT; e++) {
+        /* a warm-up pass (answers checked), then the timed loop */
+        for (size_t i = 0; i < b.n; i++) {
+            engine_call(&E, e, &b.reqs[i], &tmp);
+            mismatch += !same_result(&tmp, &b.ref[i]);
+        }
+        for (size_t k = 0; k < m; k++) {
+            double t0 = fti_now();
+            engine_call(&E, e, &b.reqs[k % b.n], &tmp);
+            v[k] = (fti_now() - t0) * 1e6;
+        }
+        el[e] = summarize(v, m);
+    }
+
+    /* 3. The daemon alone again, with this process's engines open, idle. */
+    stages s2 = get_stages(b.cli);
+    daemon_loop(&b, m, v, 1, &mismatch, &failed);
+    stages s3 = get_stages(b.cli);
+    lat dal = summarize(v, m);
+
+    print_lat("b1.daemon_alone_first_us", dnc,
+              gpu ? "back to back, before this process opened an engine: "
+                    "the server's CUDA context alone on the GPU"
+                  : "back to back, before this process opened an engine");
+    print_stages("b1.daemon_alone_first", &s0, &s1, dnc.mean,
+                 "that loop");
+    print_lat("b1.engine_alone_us", el[E_PUBLIC],
+              "public: ft_engine_search, back to back; the server idle");
+    print_lat("b1.engine_served_us", el[E_SERVED],
+              "served: the daemon's engine call as serve opens and calls "
+              "it, back to back: compare with the engine stage");
+    print_lat("b1.engine_sized_us", el[E_SIZED],
+              "sized: as flashtrie bench opens and times it (its table: "
+              "the mean, in ms)");
+    print_lat("b1.daemon_alone_us", dal,
+              "back to back, this process's engines open and idle");
+    print_stages("b1.daemon_alone", &s2, &s3, dal.mean, "that loop");
+    printf("b1.added_alone_us: p50 %.1f mean %.1f (daemon alone - engine "
+           "served: what the daemon adds around its engine call, with "
+           "the engine to itself)\n", dal.p50 - el[E_SERVED].p50,
+           dal.mean - el[E_SERVED].mean);
+
+    /* 4. Paired. */
+    double *le = malloc(m * sizeof *le), *ld = malloc(m * sizeof *ld),
+           *dd = malloc(m * sizeof *dd), *lp = malloc(m * sizeof *lp);
     stages st0 = get_stages(b.cli);
     for (size_t k = 0; k < m; k++) {
         size_t i = k % b.n;
         double t0 = fti_now();
-        ft_engine_search(eng, &b.reqs[i], &tmp);
+        ft_engine_search(E.eng[E_PUBLIC], &b.reqs[i], &tmp);
         double t1 = fti_now();
         ft_client_results *res;
         int rc = ft_client_search(b.cli, &b.reqs[i], 1, &res, err, sizeof err);
@@ -329,69 +539,74 @@ int main(int argc, char **argv)
         ld[k] = (t2 - t1) * 1e6;
         dd[k] = ld[k] - le[k];
     }
-    double e50 = pct(le, m, .5), e99 = pct(le, m, .99);
-    double d50 = pct(ld, m, .5), d99 = pct(ld, m, .99);
-    double a50 = pct(dd, m, .5), p50 = pct(lp, m, .5), p99 = pct(lp, m, .99);
-    printf("requests: %zu, rounds: %d, engine: %s\n", b.n, rounds, ft_engine_note(eng));
-    double ea50 = pct(la, m, .5), da50 = pct(lda, m, .5);
-    printf("b1.engine_alone_us: p50 %.0f p99 %.0f (back to back, as "
-           "flashtrie bench times it)\n", ea50, pct(la, m, .99));
-    printf("b1.daemon_alone_us: p50 %.0f p99 %.0f (back to back)\n", da50,
-           pct(lda, m, .99));
-    printf("b1.added_alone_us: p50 difference %.0f (daemon alone - engine "
-           "alone: what the daemon adds with the GPU to itself)\n",
-           da50 - ea50);
-    printf("b1.engine_us: p50 %.0f p99 %.0f (paired with the daemon's "
-           "call)\n", e50, e99);
-    printf("b1.daemon_us: p50 %.0f p99 %.0f\n", d50, d99);
-    printf("b1.added_us: p50 %.0f (paired; p50 difference %.0f)\n", a50, d50 - e50);
-    printf("ping_us: p50 %.0f p99 %.0f (nng's round trip, no queue)\n", p50, p99);
     stages st1 = get_stages(b.cli);
-    print_stages("b1", &st0, &st1);
+    lat pe = summarize(le, m), pd = summarize(ld, m), pp = summarize(lp, m);
+    double a50 = pct(dd, m, .5);
+    print_lat("b1.engine_us", pe, "public, paired: each call follows a "
+              "daemon call and a PING");
+    print_lat("b1.daemon_us", pd, "paired: each call follows an engine "
+              "call of this process");
+    printf("b1.added_us: p50 %.1f (paired; p50 difference %.1f)\n", a50,
+           pd.p50 - pe.p50);
+    print_lat("ping_us", pp, "nng's round trip, no queue");
+    print_stages("b1.paired", &st0, &st1, pd.mean,
+                 gpu ? "the paired loop: each of the server's engine calls "
+                       "follows one of this process's on the same GPU and "
+                       "pays the switch between the two processes' CUDA "
+                       "contexts, as b1.engine_us does"
+                     : "the paired loop");
 
-    /* The engine alone in batches. */
-    ft_result *bres = calloc((size_t)batch, sizeof *bres);
-    for (int i = 0; i < batch; i++)
-        ft_result_alloc(&bres[i], FT_MAX_BEAM, FT_MAX_T);
-    size_t total = 0;
-    double t0 = fti_now();
-    for (int r = 0; r < rounds || fti_now() - t0 < 1.0; r++)
-        for (size_t i = 0; i < b.n; i += (size_t)batch) {
-            size_t k = b.n - i < (size_t)batch ? b.n - i : (size_t)batch;
-            ft_engine_search_batch(eng, &b.reqs[i], k, bres);
-            total += k;
-        }
-    double eng_qps = (double)total / (fti_now() - t0);
-    printf("engine.batch%d_qps: %.0f\n", batch, eng_qps);
+    /* 5. The engine alone in batches. */
+    double eng_qps = 0;
+    if (batch > 0) {
+        ft_result *bres = calloc((size_t)batch, sizeof *bres);
+        for (int i = 0; i < batch; i++)
+            ft_result_alloc(&bres[i], FT_MAX_BEAM, FT_MAX_T);
+        size_t total = 0;
+        double t0 = fti_now();
+        for (int r = 0; r < rounds || fti_now() - t0 < 1.0; r++)
+            for (size_t i = 0; i < b.n; i += (size_t)batch) {
+                size_t k = b.n - i < (size_t)batch ? b.n - i : (size_t)batch;
+                ft_engine_search_batch(E.eng[E_PUBLIC], &b.reqs[i], k, bres);
+                total += k;
+            }
+        eng_qps = (double)total / (fti_now() - t0);
+        printf("engine.batch%d_qps: %.0f\n", batch, eng_qps);
+        for (int i = 0; i < batch; i++)
+            ft_result_free(&bres[i]);
+        free(bres);
+    }
 
-    /* C clients on one handle. */
-    pthread_t *th = calloc((size_t)clients, sizeof *th);
-    double c0 = fti_now();
-    for (int i = 0; i < clients; i++)
-        pthread_create(&th[i], NULL, client_main, &b);
-    struct timespec ts = {(time_t)seconds,
-                          (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    nanosleep(&ts, NULL);
-    atomic_store(&b.stop, 1);
-    for (int i = 0; i < clients; i++)
-        pthread_join(th[i], NULL);
-    double cq = (double)atomic_load(&b.done) / (fti_now() - c0);
-    printf("daemon.clients%d_qps: %.0f (%.0f%% of the engine's batch %d)\n",
-           clients, cq, 100 * cq / eng_qps, batch);
-    stages st2 = get_stages(b.cli);
-    print_stages("clients", &st1, &st2);
+    /* 6. C clients on one handle. */
+    if (clients > 0) {
+        pthread_t *th = calloc((size_t)clients, sizeof *th);
+        double c0 = fti_now();
+        for (int i = 0; i < clients; i++)
+            pthread_create(&th[i], NULL, client_main, &b);
+        struct timespec ts = {(time_t)seconds,
+                              (long)((seconds - (double)(time_t)seconds) * 1e9)};
+        nanosleep(&ts, NULL);
+        atomic_store(&b.stop, 1);
+        for (int i = 0; i < clients; i++)
+            pthread_join(th[i], NULL);
+        double cq = (double)atomic_load(&b.done) / (fti_now() - c0);
+        if (eng_qps > 0)
+            printf("daemon.clients%d_qps: %.0f (%.0f%% of the engine's "
+                   "batch %d)\n", clients, cq, 100 * cq / eng_qps, batch);
+        else
+            printf("daemon.clients%d_qps: %.0f\n", clients, cq);
+        stages st2 = get_stages(b.cli);
+        print_stages("clients", &st1, &st2, 0,
+                     "engine: a batch's call, per request of it");
+        free(th);
+    }
     mismatch += atomic_load(&b.mismatch);
     failed += atomic_load(&b.failed);
     printf("answers: %s (%lu differ from the engine's, %lu failed)\n",
            mismatch || failed ? "DIFFER" : "identical", mismatch, failed);
 
-    for (int i = 0; i < batch; i++)
-        ft_result_free(&bres[i]);
-    free(bres);
-    free(th);
     ft_result_free(&tmp);
-    free(la);
-    free(lda);
+    free(v);
     free(le);
     free(ld);
     free(dd);
@@ -404,7 +619,9 @@ int main(int argc, char **argv)
     free(b.reqs);
     free(b.jq);
     ft_client_close(b.cli);
-    ft_engine_close(eng);
+    ft_gen_unref(E.gen);
+    ft_engine_close(E.eng[E_SIZED]);
+    ft_engine_close(E.eng[E_PUBLIC]);
     ft_library_close(lib);
     return mismatch || failed ? 1 : 0;
 }

@@ -10,9 +10,13 @@
 # FT_SERVE_ARGS adds flags, e.g. "--inline-lone on" or "--inline-lone off"
 # to compare a lone request run on nng's thread with the hand-off to a
 # worker), the same engine in process,
-# and runs ft_daemon_bench: the engine in process against the daemon, b = 1
-# pair by pair, the engine in batches of 32, and FT_CLIENTS (64) client
-# threads for FT_SECONDS (5) seconds.  FT_RUNS (3) repeats the driver
+# and runs ft_daemon_bench: at b = 1 the daemon alone, three engines in
+# process alone (public, served as serve opens and calls it, sized as
+# flashtrie bench opens it), the daemon alone again, then the engine and
+# the daemon pair by pair, each daemon loop with the server's stage split;
+# the engine in batches of 32, and FT_CLIENTS (64) client
+# threads for FT_SECONDS (5) seconds (ops/bench/engine_gap.sh runs only
+# the b = 1 part, beside `flashtrie bench`).  FT_RUNS (3) repeats the driver
 # against the same server.  Environment: FT_BUILD_DIR (./build), FT_SEED
 # (1), FT_R (200), FT_ROUNDS (3), FT_SERVE_BIN (the server's flashtrie, to
 # compare two builds: default $FT_BUILD_DIR/flashtrie), TMPDIR.
