@@ -327,6 +327,37 @@ typedef struct ft_gk_kxparams {
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_kxparams) == 96, "ft_gk_kxparams layout");
 
+/* ft_gk_nxparams is the third argument of the NCCL device-API shard
+ * kernel (ft_gk_nstep_kernel, kernels/search/xnccl.cuh, issue 36): the
+ * shards of a group on several GPUs of one host, one NCCL rank (and one
+ * persistent launch) per GPU, exchange their lists through NCCL symmetric
+ * memory.  Every rank's window (an ncclMemAlloc buffer registered with
+ * ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC) has the same layout,
+ * at these byte offsets: the inbox (nranks u64 words: word r holds the
+ * last step signal of rank r), the words (u32: the abandon word, which a
+ * wait that ran out sets on every rank; this rank's CTA counter; this
+ * rank's abort word) and the two step lists (list[t & 1], shard s's at s
+ * * len keys, as fti_engine_gpu_bind_lists lays them out).  At step t
+ * every CTA writes its requests' lists into its own window and, through
+ * LSA pointers (ncclGetLsaPointer), into every peer's; the last CTA of
+ * the rank to arrive stores seq + t + 1 into word `rank` of every rank's
+ * inbox (a release store at system scope); every CTA then waits, bounded
+ * by the kxparams' timeout, until every word of its own inbox holds seq
+ * + t + 1.  The kxparams' ctr, err, abort and list are not used (the
+ * window holds them); herr, prof, timeout, len, shard, nshards and tmax
+ * are. */
+typedef struct ft_gk_nxparams {
+    void *win;               /* this rank's ncclWindow_t */
+    unsigned long long seq;  /* every inbox word before this batch */
+    uint64_t inbox;          /* byte offsets in every rank's window */
+    uint64_t words;
+    uint64_t list[2];
+    uint32_t rank, nranks;   /* this rank's place in the LSA team, its size
+                              * (rank == the kxparams' shard) */
+} ft_gk_nxparams;
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_nxparams) == 56, "ft_gk_nxparams layout");
+
 /* ft_gk_sel_key and friends: expansion path choice shared by host (step 0)
  * and device.  The hash path (iterate children, look proposals up) is taken
  * when the beam has fewer children than passing proposals; position 0 has
@@ -457,6 +488,20 @@ int ft_gk_xstep_config(int *grid, int *block, size_t *smem);
  * ft_gk_xstep_config's).  Returns a cudaError_t as int. */
 int ft_gk_xstep_launch(const ft_gk_params *p, const ft_gk_kxparams *k,
                        int grid, int block, size_t smem, void *stream);
+
+/* ft_gk_nstep_config is ft_gk_config for the NCCL device-API shard
+ * kernel; cudaErrorNotSupported (as int) in a build without it (no
+ * nccl_device.h of NCCL 2.28 or later at build time). */
+int ft_gk_nstep_config(int *grid, int *block, size_t *smem);
+
+/* ft_gk_nstep_launch enqueues all steps of a rank's batch in one
+ * cooperative launch of the NCCL device-API shard kernel (k and nx);
+ * grid is cut to what the kernel can hold at once on the current device.
+ * Every rank's launch must run at the same time.  Returns a cudaError_t
+ * as int. */
+int ft_gk_nstep_launch(const ft_gk_params *p, const ft_gk_kxparams *k,
+                       const ft_gk_nxparams *nx, int grid, int block,
+                       size_t smem, void *stream);
 
 #ifdef __cplusplus
 }

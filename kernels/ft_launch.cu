@@ -85,6 +85,52 @@ extern "C" int ft_gk_xstep_launch(const ft_gk_params *p,
                                             (cudaStream_t)stream);
 }
 
+/* The NCCL device-API shard kernel (search/xnccl.cuh): its shape, and
+ * its launch with the grid cut to what it holds at once on this device
+ * (its registers may differ from the one-GPU shard kernel's, whose grid
+ * the engine was given).  The cut is made once per device. */
+extern "C" int ft_gk_nstep_config(int *grid, int *block, size_t *smem)
+{
+    const void *fn = gk_entry_get()->nstep;
+    if (fn == NULL)
+        return (int)cudaErrorNotSupported;
+    return gk_config_of(fn, grid, block, smem);
+}
+
+extern "C" int ft_gk_nstep_launch(const ft_gk_params *p,
+                                  const ft_gk_kxparams *k,
+                                  const ft_gk_nxparams *nx, int grid,
+                                  int block, size_t smem, void *stream)
+{
+    static int most[64]; /* per device: 0 unknown, else the kernel's grid */
+    const void *fn = gk_entry_get()->nstep;
+    if (fn == NULL)
+        return (int)cudaErrorNotSupported;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess)
+        return (int)e;
+    int g = dev >= 0 && dev < 64 ? __atomic_load_n(&most[dev], __ATOMIC_RELAXED)
+                                 : 0;
+    if (g == 0) {
+        int b;
+        size_t s;
+        int r = gk_config_of(fn, &g, &b, &s);
+        if (r != 0)
+            return r;
+        if (dev >= 0 && dev < 64)
+            __atomic_store_n(&most[dev], g, __ATOMIC_RELAXED);
+    }
+    ft_gk_params cp = *p;
+    ft_gk_kxparams ck = *k;
+    ft_gk_nxparams cn = *nx;
+    void *args[] = {&cp, &ck, &cn};
+    return (int)cudaLaunchCooperativeKernel(fn, dim3(grid < g ? grid : g),
+                                            dim3(block), args,
+                                            gk_launch_smem(smem, 0),
+                                            (cudaStream_t)stream);
+}
+
 /* gk_counted runs enqueue(counter) on stream with a zeroed device
  * counter and stores the counter's final value in *out.  Synchronous. */
 template <typename F>

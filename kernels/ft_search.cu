@@ -53,6 +53,7 @@
 #include "search/spread.cuh"   /* phase B spread over the grid */
 #include "search/kernel.cuh"   /* the kernels' entry points */
 #include "search/exchange.cuh" /* the shard kernel: steps + exchange */
+#include "search/xnccl.cuh"    /* the same across GPUs: NCCL device API */
 #include "search/ctab.cuh"     /* child table and map kernels */
 
 /* The host launchers' view of this translation unit (search/entry.h):
@@ -66,6 +67,11 @@ const gk_entry *gk_entry_get(void)
          (const void *)ft_gk_search<true, true>},
         (const void *)ft_gk_step_kernel,
         (const void *)ft_gk_xstep_kernel,
+#ifdef FT_GK_NSTEP
+        (const void *)ft_gk_nstep_kernel,
+#else
+        NULL,
+#endif
         sizeof(gk_smem),
         offsetof(gk_smem, sp),
 #ifdef FT_GK_PROFILE

@@ -100,8 +100,40 @@ struct fti_group {
 #endif
 #ifdef FT_HAVE_NCCL
     ncclComm_t *comm;          /* [n]: rank s = shard s */
+#ifdef FTI_NCCL_DEVAPI
+    /* FTI_EXCHANGE_NCCL_DEVICE (kernels/search/xnccl.cuh): per rank its
+     * window's memory (ncclMemAlloc, nbytes each, the same layout on
+     * every rank: the inbox at 0, the words at nwords, the step lists at
+     * nlist[0] and nlist[1]), its window, its device communicator (opaque:
+     * see cluster_nccl.h) and its LSA rank; nseq: every inbox word's
+     * value before the next batch.  hxerr (above) is the mapped host word
+     * a wait that ran out sets. */
+    void **nbuf;
+    ncclWindow_t *nwin;
+    struct fti_ndc *ndc;
+    uint32_t *nlsa;
+    int nmade;                 /* windows registered (2: and devcomms) */
+    size_t nbytes, nhdr;
+    uint64_t nwords, nlist[2];
+    unsigned long long nseq;
+    int nwarned;
+#endif
 #endif
 };
+
+#ifdef FTI_NCCL_DEVAPI
+/* An ncclDevComm, opaque (cluster_nccl.h): room for it (NCCL 2.28.9's is
+ * 200 bytes), and the stable fields at its head that the group reads
+ * (NCCL's docs: rank, nRanks, lsaRank, lsaSize are stable). */
+struct fti_ndc {
+    _Alignas(64) unsigned char b[4096];
+};
+struct fti_ndc_head {
+    int rank, nRanks;
+    uint32_t nRanks_rcp32;
+    int lsaRank, lsaSize;
+};
+#endif
 
 #ifdef FT_HAVE_NCCL
 /* NCCL is loaded at run time (libnccl.so.2), not linked: programs then
@@ -110,6 +142,9 @@ struct fti_group {
  * FT_ENOTSUP.  Only nccl.h is needed at build time. */
 static fti_nccl_api N;
 static int N_ok, N_mp; /* the group calls; the multi-process ones too */
+#ifdef FTI_NCCL_DEVAPI
+static int N_dev; /* the device API's host calls (NCCL 2.28 or later) */
+#endif
 static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
 
 static void nccl_load(void)
@@ -130,6 +165,17 @@ static void nccl_load(void)
     *(void **)&N.broadcast = dlsym(h, "ncclBroadcast");
     *(void **)&N.send = dlsym(h, "ncclSend");
     *(void **)&N.recv = dlsym(h, "ncclRecv");
+#ifdef FTI_NCCL_DEVAPI
+    *(void **)&N.get_version = dlsym(h, "ncclGetVersion");
+    *(void **)&N.mem_alloc = dlsym(h, "ncclMemAlloc");
+    *(void **)&N.mem_free = dlsym(h, "ncclMemFree");
+    *(void **)&N.win_register = dlsym(h, "ncclCommWindowRegister");
+    *(void **)&N.win_deregister = dlsym(h, "ncclCommWindowDeregister");
+    *(void **)&N.devcomm_create = dlsym(h, "ncclDevCommCreate");
+    *(void **)&N.devcomm_destroy = dlsym(h, "ncclDevCommDestroy");
+    N_dev = N.get_version && N.mem_alloc && N.mem_free && N.win_register &&
+            N.win_deregister && N.devcomm_create && N.devcomm_destroy;
+#endif
     N_ok = N.init_all && N.destroy && N.all_gather && N.group_start &&
            N.group_end && N.error_string;
     N_mp = N_ok && N.get_unique_id && N.init_rank_config && N.abort &&
@@ -149,12 +195,243 @@ const fti_nccl_api *fti_nccl(void)
 }
 #endif
 
+#ifdef FTI_NCCL_DEVAPI
+/* ndev_teardown undoes ndev_setup (what of it was made): the device
+ * communicators and the windows (collective calls: one NCCL group over
+ * every rank), the memory, the lists bound to the engines. */
+static void ndev_teardown(fti_group *g)
+{
+    if (g->nbuf == NULL)
+        return;
+    if (g->nmade >= 2) {
+        N.group_start();
+        for (size_t s = 0; s < g->n; s++)
+            N.devcomm_destroy(g->comm[s], g->ndc[s].b);
+        N.group_end();
+    }
+    if (g->nmade >= 1) {
+        N.group_start();
+        for (size_t s = 0; s < g->n; s++)
+            if (g->nwin[s])
+                N.win_deregister(g->comm[s], g->nwin[s]);
+        N.group_end();
+    }
+    for (size_t s = 0; s < g->n; s++) {
+        if (g->eng && g->eng[s])
+            fti_engine_gpu_bind_lists(g->eng[s], NULL, NULL, 0);
+        if (g->nbuf[s]) {
+            cudaSetDevice(fti_engine_device(g->eng[s]));
+            N.mem_free(g->nbuf[s]);
+        }
+    }
+    (void)cudaGetLastError();
+    free(g->nbuf);
+    free(g->nwin);
+    free(g->ndc);
+    free(g->nlsa);
+    if (g->hxerr && g->xs == NULL) { /* made by ndev_setup */
+        cudaFreeHost(g->hxerr);
+        g->hxerr = g->dhxerr = NULL;
+    }
+    g->nbuf = NULL;
+    g->nwin = NULL;
+    g->ndc = NULL;
+    g->nlsa = NULL;
+    g->nmade = 0;
+}
+
+/* ndev_setup makes the NCCL device-API exchange over the group's
+ * communicators (one rank per GPU, g->comm made): checks what it needs
+ * (the library's device API and version, this build's kernel, P2P
+ * between every pair of GPUs), allocates every rank's window memory
+ * (ncclMemAlloc), registers the windows (ncclCommWindowRegister,
+ * NCCL_WIN_COLL_SYMMETRIC) and creates the device communicators
+ * (ncclDevCommCreate, no extra resources: the kernel's meeting lives in
+ * the windows), checks that every rank is in the one LSA team, and binds
+ * the step lists in the windows to the engines.  Returns 1, or 0 with
+ * the reason in why (everything undone). */
+static int ndev_setup(fti_group *g, int deny, char *why, size_t len)
+{
+    char w[200];
+    if (deny) {
+        snprintf(why, len, "turned off for a test (nccl_device_deny)");
+        return 0;
+    }
+    if (!N_dev) {
+        snprintf(why, len, "libnccl.so.2 has no device API "
+                 "(ncclDevCommCreate, ncclCommWindowRegister: NCCL 2.28 or "
+                 "later)");
+        return 0;
+    }
+    int v = 0;
+    if (N.get_version(&v) != ncclSuccess || v < NCCL_VERSION_CODE ||
+        v / 100 != NCCL_VERSION_CODE / 100) {
+        snprintf(why, len, "libnccl.so.2 is %d.%d.%d and this build's "
+                 "device-API kernel was made with NCCL %d.%d.%d's headers "
+                 "(the device communicator's layout follows the version)",
+                 v / 10000, v / 100 % 100, v % 100, NCCL_MAJOR, NCCL_MINOR,
+                 NCCL_PATCH);
+        return 0;
+    }
+    for (size_t s = 0; s < g->n; s++)
+        if (!fti_engine_gpu_nccl_kernel(g->eng[s], w, sizeof w)) {
+            snprintf(why, len, "shard %zu: %s", s, w);
+            return 0;
+        }
+    for (size_t a = 0; a < g->n; a++)
+        for (size_t b = 0; b < g->n; b++) {
+            int da = fti_engine_device(g->eng[a]);
+            int db = fti_engine_device(g->eng[b]), ok = 0;
+            if (a == b)
+                continue;
+            if (cudaDeviceCanAccessPeer(&ok, da, db) != cudaSuccess || !ok) {
+                (void)cudaGetLastError();
+                snprintf(why, len, "GPU %d cannot load from and store to GPU "
+                         "%d's memory (no P2P)", da, db);
+                return 0;
+            }
+        }
+    g->nbuf = calloc(g->n, sizeof *g->nbuf);
+    g->nwin = calloc(g->n, sizeof *g->nwin);
+    g->ndc = calloc(g->n, sizeof *g->ndc);
+    g->nlsa = calloc(g->n, sizeof *g->nlsa);
+    if (!g->nbuf || !g->nwin || !g->ndc || !g->nlsa) {
+        snprintf(why, len, "out of memory");
+        goto fail;
+    }
+    /* The layout (ft_gk_nxparams): the inbox, the words, the two lists,
+     * each as large as the one-GPU group's shared lists. */
+    size_t slots = g->o.max_batch ? g->o.max_batch : 32;
+    slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
+    size_t bmax = g->o.max_beam && g->o.max_beam < FT_MAX_BEAM
+                      ? g->o.max_beam
+                      : FT_MAX_BEAM;
+    size_t cap = g->n * slots * bmax;
+    g->nwords = 8 * g->n;
+    g->nhdr = (g->nwords + 16 + 4095) & ~(size_t)4095;
+    g->nlist[0] = g->nhdr;
+    g->nlist[1] = g->nhdr + ((cap * 8 + 4095) & ~(size_t)4095);
+    g->nbytes = g->nlist[1] + ((cap * 8 + 4095) & ~(size_t)4095);
+    /* whole pages of the VMM granularity (2 MiB on these GPUs) */
+    g->nbytes = (g->nbytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+    for (size_t s = 0; s < g->n; s++) {
+        int d = fti_engine_device(g->eng[s]);
+        ncclResult_t r = ncclSuccess;
+        if (cudaSetDevice(d) != cudaSuccess ||
+            (r = N.mem_alloc(&g->nbuf[s], g->nbytes)) != ncclSuccess ||
+            cudaMemset(g->nbuf[s], 0, g->nhdr) != cudaSuccess ||
+            cudaDeviceSynchronize() != cudaSuccess) {
+            (void)cudaGetLastError();
+            snprintf(why, len, "ncclMemAlloc of %zu bytes on GPU %d failed: "
+                     "%s", g->nbytes, d, r != ncclSuccess ? N.error_string(r)
+                                                          : "a CUDA error");
+            goto fail;
+        }
+    }
+    ncclResult_t r = N.group_start(), e;
+    for (size_t s = 0; s < g->n && r == ncclSuccess; s++)
+        r = N.win_register(g->comm[s], g->nbuf[s], g->nbytes, &g->nwin[s],
+                           NCCL_WIN_COLL_SYMMETRIC);
+    e = N.group_end();
+    g->nmade = 1;
+    if (r != ncclSuccess || e != ncclSuccess) {
+        snprintf(why, len, "ncclCommWindowRegister failed: %s (symmetric "
+                 "memory needs CUDA VMM, NCCL_CUMEM_ENABLE, and P2P)",
+                 N.error_string(r != ncclSuccess ? r : e));
+        goto fail;
+    }
+    for (size_t s = 0; s < g->n; s++)
+        if (g->nwin[s] == NULL) {
+            /* (NCCL registers nothing, and says success, where the
+             * communicator has no symmetric memory support) */
+            snprintf(why, len, "ncclCommWindowRegister gave rank %zu no "
+                     "window: the communicator has no symmetric memory "
+                     "(NCCL_WIN_ENABLE, NCCL_CUMEM_ENABLE, direct P2P "
+                     "between every pair of GPUs)", s);
+            goto fail;
+        }
+    /* no requirements: zeroed (ncclDevCommRequirements_t is 56 bytes in
+     * 2.28; the room is larger) */
+    static const _Alignas(64) unsigned char zreq[1024];
+    r = N.group_start();
+    for (size_t s = 0; s < g->n && r == ncclSuccess; s++)
+        r = N.devcomm_create(g->comm[s], zreq, g->ndc[s].b);
+    e = N.group_end();
+    if (r != ncclSuccess || e != ncclSuccess) {
+        snprintf(why, len, "ncclDevCommCreate failed: %s",
+                 N.error_string(r != ncclSuccess ? r : e));
+        goto fail;
+    }
+    g->nmade = 2;
+    for (size_t s = 0; s < g->n; s++) {
+        struct fti_ndc_head h;
+        memcpy(&h, g->ndc[s].b, sizeof h);
+        if (h.rank != (int)s || h.nRanks != (int)g->n) {
+            snprintf(why, len, "the device communicator of rank %zu says "
+                     "rank %d of %d: not the layout of NCCL %d.%d's", s,
+                     h.rank, h.nRanks, NCCL_MAJOR, NCCL_MINOR);
+            goto fail;
+        }
+        if (h.lsaSize != (int)g->n || h.lsaRank < 0 ||
+            h.lsaRank >= (int)g->n) {
+            snprintf(why, len, "the LSA team of rank %zu holds %d of the "
+                     "%zu ranks (GPUs without load/store access to each "
+                     "other)", s, h.lsaSize, g->n);
+            goto fail;
+        }
+        g->nlsa[s] = (uint32_t)h.lsaRank;
+    }
+    if (g->hxerr == NULL) {
+        if (cudaHostAlloc((void **)&g->hxerr, 4,
+                          cudaHostAllocMapped | cudaHostAllocPortable) !=
+                cudaSuccess ||
+            cudaHostGetDevicePointer((void **)&g->dhxerr, g->hxerr, 0) !=
+                cudaSuccess) {
+            (void)cudaGetLastError();
+            snprintf(why, len, "the mapped host word cannot be made");
+            goto fail;
+        }
+        *(volatile uint32_t *)g->hxerr = 0;
+    }
+    for (size_t s = 0; s < g->n; s++) {
+        unsigned char *m = g->nbuf[s];
+        fti_engine_gpu_bind_lists(g->eng[s], (uint64_t *)(m + g->nlist[0]),
+                                  (uint64_t *)(m + g->nlist[1]), cap);
+    }
+    g->nseq = 0;
+    return 1;
+fail:
+    ndev_teardown(g);
+    return 0;
+}
+
+/* ndev_reset zeroes every window's inbox and words after a batch that
+ * gave up (every launch has ended: the engines finished or were waited
+ * for). */
+static void ndev_reset(fti_group *g)
+{
+    for (size_t s = 0; s < g->n; s++) {
+        cudaSetDevice(fti_engine_device(g->eng[s]));
+        cudaStreamSynchronize((cudaStream_t)fti_engine_stream(g->eng[s]));
+    }
+    for (size_t s = 0; s < g->n; s++) {
+        cudaSetDevice(fti_engine_device(g->eng[s]));
+        cudaMemset(g->nbuf[s], 0, g->nhdr);
+        cudaDeviceSynchronize();
+    }
+    (void)cudaGetLastError();
+    *(volatile uint32_t *)g->hxerr = 0;
+    g->nseq = 0;
+}
+#endif
+
 void fti_group_opts_init(fti_group_opts *gopts)
 {
     memset(gopts, 0, sizeof *gopts);
     gopts->exchange = FTI_EXCHANGE_AUTO;
     gopts->split_grid = 1;
     gopts->shared_lists = 1;
+    gopts->nccl_device = 0; /* until measured on several GPUs (issue 36) */
 }
 
 fti_exchange fti_group_exchange(const fti_group *g) { return g->xk; }
@@ -211,6 +488,9 @@ void fti_group_close(fti_group *g)
 {
     if (g == NULL)
         return;
+#ifdef FTI_NCCL_DEVAPI
+    ndev_teardown(g);
+#endif
 #ifdef FT_HAVE_NCCL
     if (g->comm)
         for (size_t s = 0; s < g->n; s++)
@@ -304,7 +584,8 @@ static int kernel_fits(fti_group *g, int shared, fti_exchange want)
 /* exchange_setup chooses (or checks the forced) exchange and makes what
  * it needs: streams and events, or the NCCL communicators. */
 static int exchange_setup(fti_group *g, fti_exchange want, int shared,
-                          char *errbuf, size_t errlen)
+                          const fti_group_opts *gopts, char *errbuf,
+                          size_t errlen)
 {
     size_t ngpu = 0, distinct = 1;
     for (size_t s = 0; s < g->n; s++) {
@@ -334,8 +615,10 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
             x = FTI_EXCHANGE_DEVICE;
         else {
 #ifdef FT_HAVE_NCCL
-            x = distinct && nccl_available() ? FTI_EXCHANGE_NCCL
-                                             : FTI_EXCHANGE_DEVICE;
+            x = distinct && nccl_available()
+                    ? (gopts && gopts->nccl_device ? FTI_EXCHANGE_NCCL_DEVICE
+                                                   : FTI_EXCHANGE_NCCL)
+                    : FTI_EXCHANGE_DEVICE;
 #else
             x = FTI_EXCHANGE_DEVICE;
 #endif
@@ -344,18 +627,21 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
     RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_HOST && ngpu > 0, FT_ENOTSUP,
                        "exchange: host needs CPU engines (GPU lists are in "
                        "device memory)");
+    int nccl = x == FTI_EXCHANGE_NCCL || x == FTI_EXCHANGE_NCCL_DEVICE;
+    const char *xname = x == FTI_EXCHANGE_NCCL          ? "nccl"
+                        : x == FTI_EXCHANGE_NCCL_DEVICE ? "nccl-device"
+                                                        : "device";
     RT_RETURN_ERROR_IF(x != FTI_EXCHANGE_HOST && ngpu == 0, FT_ENOTSUP,
-                       "exchange: %s needs GPU engines",
-                       x == FTI_EXCHANGE_NCCL ? "nccl" : "device");
+                       "exchange: %s needs GPU engines", xname);
 #ifndef FT_HAVE_NCCL
-    RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_NCCL, FT_ENOTSUP,
-                       "exchange: nccl: this build has no NCCL");
+    RT_RETURN_ERROR_IF(nccl, FT_ENOTSUP,
+                       "exchange: %s: this build has no NCCL", xname);
 #endif
-    RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_NCCL && !distinct, FT_ENOTSUP,
-                       "exchange: nccl needs one shard per GPU");
+    RT_RETURN_ERROR_IF(nccl && !distinct, FT_ENOTSUP,
+                       "exchange: %s needs one shard per GPU", xname);
 #ifdef FT_HAVE_NCCL
-    RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_NCCL && !nccl_available(), FT_ENOTSUP,
-                       "exchange: nccl: libnccl.so.2 cannot be loaded");
+    RT_RETURN_ERROR_IF(nccl && !nccl_available(), FT_ENOTSUP,
+                       "exchange: %s: libnccl.so.2 cannot be loaded", xname);
 #endif
     g->xk = x;
     if (x == FTI_EXCHANGE_HOST)
@@ -433,7 +719,7 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
     }
 #endif
 #ifdef FT_HAVE_NCCL
-    if (x == FTI_EXCHANGE_NCCL) {
+    if (nccl) {
         int *devs = calloc(g->n, sizeof *devs);
         g->comm = calloc(g->n, sizeof *g->comm);
         if (devs == NULL || g->comm == NULL) {
@@ -450,6 +736,34 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
             RT_RETURN_ERROR_IF(1, FT_ECUDA, "exchange: nccl: "
                                "ncclCommInitAll over %zu GPUs failed: %s",
                                g->n, N.error_string(r));
+        }
+    }
+    if (x == FTI_EXCHANGE_NCCL_DEVICE) {
+        /* The device API where it can be set up, else the host-driven
+         * all-gather over the same communicators: chosen here, logged. */
+        char why[320] = "";
+#ifdef FTI_NCCL_DEVAPI
+        int ok = ndev_setup(g, gopts ? gopts->nccl_device_deny : 0, why,
+                            sizeof why);
+#else
+        int ok = 0;
+        snprintf(why, sizeof why, "this build's nccl.h (%d.%d.%d) is older "
+                 "than 2.28 (no device API)", NCCL_MAJOR, NCCL_MINOR,
+                 NCCL_PATCH);
+#endif
+        if (ok) {
+#ifdef FTI_NCCL_DEVAPI
+            FT_LOGF(FT_LOG_INFO, "shard group: %zu GPUs exchange their lists "
+                    "inside the kernel through NCCL's device API (symmetric "
+                    "windows of %zu bytes, LSA stores, a device barrier)",
+                    g->n, g->nbytes);
+#endif
+        } else {
+            FT_LOGF(want == FTI_EXCHANGE_NCCL_DEVICE ? FT_LOG_WARN
+                                                     : FT_LOG_INFO,
+                    "shard group: NCCL device API not used, ncclAllGather "
+                    "instead: %s", why);
+            g->xk = x = FTI_EXCHANGE_NCCL;
         }
     }
 #endif
@@ -535,7 +849,8 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
                                                  : FTI_XKERNEL_TIMEOUT_CYCLES;
 #endif
     int rc = exchange_setup(g, gopts ? gopts->exchange : FTI_EXCHANGE_AUTO,
-                            gopts ? gopts->shared_lists : 1, errbuf, errlen);
+                            gopts ? gopts->shared_lists : 1, gopts, errbuf,
+                            errlen);
     if (rc != FT_OK) {
         fti_group_close(g);
         return rc;
@@ -675,6 +990,7 @@ static int exchange(fti_group *g, uint32_t t)
 #endif
 #ifdef FT_HAVE_NCCL
     case FTI_EXCHANGE_NCCL:
+    case FTI_EXCHANGE_NCCL_DEVICE: /* (its batches are fused) */
         return exchange_nccl(g);
 #endif
     case FTI_EXCHANGE_HOST:
@@ -784,6 +1100,12 @@ static int x_step(void *arg, uint32_t t)
  * (every launch has ended: the engines finished or were waited for). */
 static void x_reset(fti_group *g)
 {
+#ifdef FTI_NCCL_DEVAPI
+    if (g->nbuf) {
+        ndev_reset(g);
+        return;
+    }
+#endif
     cudaSetDevice(g->xdev);
     for (size_t s = 0; s < g->n; s++)
         cudaStreamSynchronize((cudaStream_t)fti_engine_stream(g->eng[s]));
@@ -799,6 +1121,35 @@ static void x_reset(fti_group *g)
 static int x_fused(void *arg, uint32_t tmax)
 {
     fti_group *g = arg;
+#ifdef FTI_NCCL_DEVAPI
+    if (g->xk == FTI_EXCHANGE_NCCL_DEVICE) {
+        /* one launch per GPU, every one enqueued before any is waited
+         * for (fti_engine_gpu_steps_all sets each engine's device) */
+        fti_gpu_xbar nb;
+        memset(&nb, 0, sizeof nb);
+        nb.herr = g->dhxerr;
+        nb.timeout = g->xtimeout;
+        nb.nseq = g->nseq;
+        nb.noff_inbox = 0;
+        nb.noff_words = g->nwords;
+        nb.noff_list[0] = g->nlist[0];
+        nb.noff_list[1] = g->nlist[1];
+        nb.nranks = (uint32_t)g->n;
+        for (size_t s = 0; s < g->n; s++) {
+            nb.nwin = g->nwin[s];
+            nb.nrank = g->nlsa[s];
+            int rc = fti_engine_gpu_steps_all(g->eng[s], &nb);
+            if (rc != FT_OK) {
+                x_reset(g);
+                return rc;
+            }
+        }
+        if (tmax > 1)
+            g->nseq += tmax - 1;
+        g->xtmax = tmax;
+        return FT_OK;
+    }
+#endif
     unsigned char *m = g->xmem;
     fti_gpu_xbar xb = {.ctr = (unsigned long long *)m,
                        .err = (uint32_t *)(m + 8),
@@ -866,11 +1217,26 @@ static int x_fused_done(void *arg)
 {
     fti_group *g = arg;
     if (*(volatile uint32_t *)g->hxerr == 0) {
-        if (g->dprof)
+        if (g->dprof && g->xk == FTI_EXCHANGE_KERNEL)
             x_prof_take(g);
         return FT_OK;
     }
     x_reset(g);
+#ifdef FTI_NCCL_DEVAPI
+    if (g->xk == FTI_EXCHANGE_NCCL_DEVICE) {
+        if (!g->nwarned) {
+            g->nwarned = 1;
+            FT_LOGF(FT_LOG_WARN, "shard group: the NCCL device exchange of "
+                    "%zu GPUs gave up (a wait ran out): the batch is redone, "
+                    "and the group exchanges by ncclAllGather from now on",
+                    g->n);
+        }
+        for (size_t s = 0; s < g->n; s++)
+            fti_engine_gpu_bind_lists(g->eng[s], NULL, NULL, 0);
+        g->xk = FTI_EXCHANGE_NCCL;
+        return FTI_STEPS_REDO;
+    }
+#endif
     if (!g->xwarned) {
         g->xwarned = 1;
         FT_LOGF(FT_LOG_WARN, "shard group: the shard kernels of %zu shards "
@@ -891,7 +1257,7 @@ static int run_chunk(fti_group *g, const fti_prepared *const *reqs,
     fti_steps_xchg x = {.exchange = x_exchange, .arg = g};
 #ifdef FT_HAVE_CUDA
     double h0 = g->tev ? fti_now() : 0;
-    if (g->xk == FTI_EXCHANGE_KERNEL) {
+    if (g->xk == FTI_EXCHANGE_KERNEL || g->xk == FTI_EXCHANGE_NCCL_DEVICE) {
         x.fused = x_fused;
         x.fused_done = x_fused_done;
     } else if (g->tev) {

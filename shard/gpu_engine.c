@@ -75,6 +75,14 @@ int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb)
     return FT_ENOTSUP;
 }
 
+int fti_engine_gpu_nccl_kernel(ft_engine *eng, char *why, size_t len)
+{
+    (void)eng;
+    if (len)
+        snprintf(why, len, "this build has no CUDA");
+    return 0;
+}
+
 int fti_gpu_memory(uint64_t *used, uint64_t *total, int device)
 {
     (void)device;
@@ -1764,13 +1772,60 @@ int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb)
     k.nshards = g->nshards;
     k.tmax = g->stmax;
     k.total = xb->total;
-    cudaError_t e = (cudaError_t)ft_gk_xstep_launch(
-        &g->sprm, &k, g->xgrid_use, g->xblock, g->xsmem, g->stream);
+    cudaError_t e;
+    if (xb->nwin != NULL) {
+        /* across GPUs: the windows hold the lists and the meeting's
+         * words (kernels/ft_kernels.h, ft_gk_nxparams) */
+        ft_gk_nxparams nx;
+        memset(&nx, 0, sizeof nx);
+        nx.win = xb->nwin;
+        nx.seq = xb->nseq;
+        nx.inbox = xb->noff_inbox;
+        nx.words = xb->noff_words;
+        nx.list[0] = xb->noff_list[0];
+        nx.list[1] = xb->noff_list[1];
+        nx.rank = xb->nrank;
+        nx.nranks = xb->nranks;
+        e = (cudaError_t)ft_gk_nstep_launch(&g->sprm, &k, &nx, g->xgrid_use,
+                                            g->xblock, g->xsmem, g->stream);
+    } else {
+        e = (cudaError_t)ft_gk_xstep_launch(&g->sprm, &k, g->xgrid_use,
+                                            g->xblock, g->xsmem, g->stream);
+    }
     if (e != cudaSuccess)
         return step_fail(eng, e, "shard kernel launch");
     g->snext = g->stmax;
     g->skept = 1;
     return FT_OK;
+}
+
+int fti_engine_gpu_nccl_kernel(ft_engine *eng, char *why, size_t len)
+{
+    if (eng->ops != &gpu_ops) {
+        snprintf(why, len, "not a GPU engine");
+        return 0;
+    }
+    gpu_engine *g = eng->impl;
+    int grid = 0, block;
+    size_t smem;
+    if (cudaSetDevice(g->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(why, len, "cudaSetDevice(%d) failed", g->device);
+        return 0;
+    }
+    cudaError_t e = (cudaError_t)ft_gk_nstep_config(&grid, &block, &smem);
+    (void)cudaGetLastError();
+    if (e == cudaErrorNotSupported) {
+        snprintf(why, len, "this build has no NCCL device API (nccl_device.h "
+                 "of NCCL 2.28 or later was not found at build time)");
+        return 0;
+    }
+    if (e != cudaSuccess || grid < 1 || g->xgrid_use < 1) {
+        snprintf(why, len, "its shard kernel cannot be launched on GPU %d "
+                 "(%s)", g->device, cudaGetErrorString(e));
+        return 0;
+    }
+    return 1;
 }
 
 int fti_engine_gpu_bind_lists(ft_engine *eng, uint64_t *list0, uint64_t *list1,

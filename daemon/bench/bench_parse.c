@@ -87,7 +87,7 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json | DIR/]\n"
-        "         [--shards 2,4,8 [--exchange kernel|device|nccl] [--full-grid] [--copy-lists]\n"
+        "         [--shards 2,4,8 [--exchange kernel|device|nccl|nccl-device] [--full-grid] [--copy-lists]\n"
         "          [--devices 0,1,..]]\n"
         "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
         "         [--round1-items N] [--launch graph|plain] [--select-local N|off]\n"
@@ -253,8 +253,10 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
                 opt->xchg = FTI_EXCHANGE_KERNEL;
             else if (!strcmp(optarg, "nccl"))
                 opt->xchg = FTI_EXCHANGE_NCCL;
+            else if (!strcmp(optarg, "nccl-device"))
+                opt->xchg = FTI_EXCHANGE_NCCL_DEVICE;
             else {
-                fprintf(stderr, "flashtrie bench: --exchange: expected kernel, device or nccl, got '%s'\n", optarg);
+                fprintf(stderr, "flashtrie bench: --exchange: expected kernel, device, nccl or nccl-device, got '%s'\n", optarg);
                 return 2;
             }
             break;

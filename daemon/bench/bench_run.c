@@ -462,7 +462,8 @@ void bench_run_engines(const bench_opts *opt, bench_state *bs)
             printf("%s: shards on GPUs", bs->eng_names[e]);
             for (size_t j = 0; j < nsh; j++)
                 printf("%s%d", j ? "," : " ", fti_engine_device(fti_group_engine(sr.grp, j)));
-            printf(", exchange %s\n", gx == FTI_EXCHANGE_NCCL ? "nccl"
+            printf(", exchange %s\n", gx == FTI_EXCHANGE_NCCL_DEVICE ? "nccl-device"
+                                      : gx == FTI_EXCHANGE_NCCL ? "nccl"
                                       : gx == FTI_EXCHANGE_DEVICE ? "device"
                                       : gx == FTI_EXCHANGE_KERNEL ? "kernel" : "host");
         }

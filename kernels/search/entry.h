@@ -36,6 +36,8 @@ struct gk_entry {
     const void *search[3];
     const void *step;  /* ft_gk_step_kernel */
     const void *xstep; /* ft_gk_xstep_kernel (search/exchange.cuh) */
+    const void *nstep; /* ft_gk_nstep_kernel (search/xnccl.cuh); NULL in a
+                        * build without NCCL's device API */
     size_t smem;       /* sizeof(gk_smem): a spreading launch's shared memory */
     size_t smem_base;  /* offsetof(gk_smem, sp): any other launch's */
     /* The profile's device buffers (gk_sub, gk_chc, gk_chw) as symbols

@@ -168,6 +168,17 @@ typedef struct fti_gpu_xbar {
     unsigned long long base;
     unsigned long long timeout; /* clock64 cycles a wait may spin */
     uint32_t total;          /* CTAs of every shard's launch */
+    /* NULL, or the NCCL device-API exchange (FTI_EXCHANGE_NCCL_DEVICE:
+     * one shard per GPU, kernels/search/xnccl.cuh): this rank's NCCL
+     * window (ncclWindow_t), the byte offsets in every rank's window of
+     * its inbox, words and two step lists (ft_gk_nxparams), the inbox
+     * value before this batch, and this rank's place in the LSA team and
+     * its size.  ctr, err, abort and total are then unused (the windows
+     * hold them); herr, prof and timeout are used. */
+    void *nwin;
+    unsigned long long nseq;
+    uint64_t noff_inbox, noff_words, noff_list[2];
+    uint32_t nrank, nranks;
 } fti_gpu_xbar;
 /* fti_engine_gpu_xgrid gives the CTAs of this engine's shard-kernel
  * launch (its share, fti_engine_gpu_share) and how many the GPU holds at
@@ -180,6 +191,10 @@ int fti_engine_gpu_xgrid(ft_engine *eng, int *use, int *full);
  * between.  Every shard of the group must be launched before any is
  * waited for. */
 int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb);
+/* fti_engine_gpu_nccl_kernel says whether this build has the NCCL
+ * device-API shard kernel (xb->nwin) and it can be launched on the
+ * engine's GPU: 1, or 0 with the reason in why. */
+int fti_engine_gpu_nccl_kernel(ft_engine *eng, char *why, size_t len);
 /* fti_gpu_memory reports a GPU's memory in use and in all (bytes, the
  * device's view: every process's allocations).  FT_ENODEV for a device
  * that does not exist, FT_ENOTSUP in a build without CUDA. */
@@ -230,12 +245,21 @@ typedef enum fti_exchange {
     FTI_EXCHANGE_DEVICE,   /* GPU engines: device copies on a group stream,
                            * ordered by events, no host wait */
     FTI_EXCHANGE_NCCL,     /* GPU engines, one per GPU: ncclAllGather */
-    FTI_EXCHANGE_KERNEL    /* GPU engines all on one GPU: one persistent
+    FTI_EXCHANGE_KERNEL,   /* GPU engines all on one GPU: one persistent
                            * launch per shard for all steps, the lists
                            * exchanged in device memory (AUTO's choice
                            * there when the launches fit side by side;
                            * otherwise, and after a wait that ran out,
                            * device copies) */
+    FTI_EXCHANGE_NCCL_DEVICE /* GPU engines, one per GPU of one host: one
+                           * persistent launch per GPU for all steps, the
+                           * lists written into every peer's NCCL symmetric
+                           * window and met at a device-side barrier (NCCL
+                           * 2.28's device API, kernels/search/xnccl.cuh);
+                           * where that cannot be set up (older NCCL, no
+                           * P2P/symmetric memory, a build without
+                           * nccl_device.h) FTI_EXCHANGE_NCCL, logged; after
+                           * a wait that ran out, FTI_EXCHANGE_NCCL too */
 } fti_exchange;
 
 typedef struct fti_group_opts {
@@ -250,9 +274,16 @@ typedef struct fti_group_opts {
                            * list buffer (two, by step parity) and nothing
                            * is copied (1, the default), or each has its
                            * own recv filled by device copies (0) */
-    uint64_t kernel_timeout; /* FTI_EXCHANGE_KERNEL: clock64 cycles a wait
-                           * may spin (0: about 2 s); tests make it tiny
-                           * to take the fallback */
+    uint64_t kernel_timeout; /* FTI_EXCHANGE_KERNEL, _NCCL_DEVICE: clock64
+                           * cycles a wait may spin (0: about 2 s); tests
+                           * make it tiny to take the fallback */
+    int nccl_device;      /* FTI_EXCHANGE_AUTO over one GPU per shard:
+                           * 1 tries the NCCL device API first
+                           * (FTI_EXCHANGE_NCCL_DEVICE), 0 (the default
+                           * until it is measured on several GPUs) takes
+                           * ncclAllGather */
+    int nccl_device_deny; /* tests: act as if the device API could not be
+                           * set up (the fallback and its log line) */
 } fti_group_opts;
 
 void fti_group_opts_init(fti_group_opts *gopts);
