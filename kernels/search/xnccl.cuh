@@ -58,6 +58,34 @@
 
 #ifdef FT_GK_NSTEP
 
+#include <type_traits>
+
+/* router/group.c is C and cannot include nccl_device.h (its ncclDevComm
+ * is C++): it calls ncclDevCommCreate / ncclDevCommDestroy through
+ * pointers that take the requirements and the device communicator as
+ * opaque memory (router/cluster_nccl.h), passes zeroed requirements of up
+ * to 1024 bytes, keeps the communicator in 4096 bytes aligned to 64, and
+ * reads rank, nRanks, lsaRank and lsaSize at its head (fti_ndc_head).
+ * The same headers are checked here, at build time. */
+static_assert(std::is_same<decltype(&ncclDevCommCreate),
+                           ncclResult_t (*)(ncclComm_t,
+                                            ncclDevCommRequirements_t const *,
+                                            ncclDevComm_t *)>::value,
+              "ncclDevCommCreate: router/cluster_nccl.h's devcomm_create");
+static_assert(std::is_same<decltype(&ncclDevCommDestroy),
+                           ncclResult_t (*)(ncclComm_t,
+                                            ncclDevComm_t const *)>::value,
+              "ncclDevCommDestroy: router/cluster_nccl.h's devcomm_destroy");
+static_assert(sizeof(ncclDevCommRequirements_t) <= 1024,
+              "router/group.c's zeroed requirements");
+static_assert(sizeof(ncclDevComm) <= 4096 && alignof(ncclDevComm) <= 64,
+              "router/group.c's struct fti_ndc");
+static_assert(offsetof(ncclDevComm, rank) == 0 &&
+                  offsetof(ncclDevComm, nRanks) == 4 &&
+                  offsetof(ncclDevComm, lsaRank) == 12 &&
+                  offsetof(ncclDevComm, lsaSize) == 16,
+              "router/group.c's struct fti_ndc_head");
+
 /* gk_nptr: byte offset off of rank peer's window (peer: its LSA rank). */
 template <typename T>
 __device__ __forceinline__ T *gk_nptr(const ft_gk_nxparams &N, uint64_t off,
