@@ -117,6 +117,7 @@ struct fti_group {
     uint64_t nwords, nlist[2];
     unsigned long long nseq;
     int nwarned;
+    int nver;                  /* libnccl's NCCL_VERSION_CODE */
 #endif
 #endif
 };
@@ -273,6 +274,7 @@ static int ndev_setup(fti_group *g, int deny, char *why, size_t len)
                  NCCL_PATCH);
         return 0;
     }
+    g->nver = v;
     for (size_t s = 0; s < g->n; s++)
         if (!fti_engine_gpu_nccl_kernel(g->eng[s], w, sizeof w)) {
             snprintf(why, len, "shard %zu: %s", s, w);
@@ -754,9 +756,10 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
         if (ok) {
 #ifdef FTI_NCCL_DEVAPI
             FT_LOGF(FT_LOG_INFO, "shard group: %zu GPUs exchange their lists "
-                    "inside the kernel through NCCL's device API (symmetric "
-                    "windows of %zu bytes, LSA stores, a device barrier)",
-                    g->n, g->nbytes);
+                    "inside the kernel through NCCL's device API (NCCL "
+                    "%d.%d.%d; symmetric windows of %zu bytes, LSA stores, a "
+                    "device barrier)", g->n, g->nver / 10000,
+                    g->nver / 100 % 100, g->nver % 100, g->nbytes);
 #endif
         } else {
             FT_LOGF(want == FTI_EXCHANGE_NCCL_DEVICE ? FT_LOG_WARN
