@@ -296,7 +296,8 @@ static void case_probes(void)
     FT_CHECK_STR(notify_next(), want);
     /* While the index loads: alive, not ready. */
     int st;
-    for (int t = 0; (st = tn_http_text(base, "/livez", body, sizeof body)) < 0; t++) {
+    for (int t = 0;
+         (st = tn_http_text(base, "/livez", body, sizeof body)) < 0; t++) {
         CHECK_LOG(t < 500);
         th_sleep_ms(10);
     }
@@ -360,7 +361,8 @@ static void case_probes(void)
         st = tn_http_text(base, "/readyz", body, sizeof body);
         if (st == 503) {
             FT_CHECK_STR(body, "not ready: draining: shutting down\n");
-            FT_CHECK_EQ_U64(tn_http_text(base, "/livez", body, sizeof body), 200);
+            FT_CHECK_EQ_U64(tn_http_text(base, "/livez", body, sizeof body),
+                            200);
             FT_CHECK_STR(body, "alive\n");
             seen = 1;
         }
