@@ -642,10 +642,8 @@ static void append_caps(const char *name)
 {
     char path[300];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    FILE *f = fopen(path, "a");
-    FT_CHECK(f != NULL);
-    fprintf(f, "caps = { max_beam = 32; max_t = 8; max_k = 64; };\n");
-    fclose(f);
+    th_write_file(path, "caps = { max_beam = 32; max_t = 8; max_k = 64; };\n",
+                  "a");
 }
 
 /* case_secret: a cluster with a secret: ranks with a wrong one or none are
