@@ -149,6 +149,16 @@ static void start_rank(int slot, int r, const char *conf)
     }
 }
 
+/* spawn_coord starts rank 0 with DIR/c0.conf and its log in DIR/logname,
+ * without waiting: it opens its listener once every rank joined. */
+static void spawn_coord(const char *logname)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/c0.conf", g_dir);
+    const char *args0[] = {"--config", path, NULL};
+    th_spawn(&g_pid[0], g_bin, g_dir, logname, args0);
+}
+
 /* wait_exit waits (limit_ms) for the process in slot to exit by itself
  * and returns its status. */
 static int wait_exit(int slot, long limit_ms)
@@ -560,10 +570,7 @@ static void case_bootstrap(void)
     write_conf("c2.conf", "m3.ftm", 2, 3, 8, NULL);
     write_conf("bad_manifest.conf", "m5.ftm", 2, 3, 8, NULL);
     write_conf("bad_world.conf", "m3.ftm", 1, 2, 8, NULL);
-    char path[300];
-    snprintf(path, sizeof path, "%s/c0.conf", g_dir);
-    const char *args0[] = {"--config", path, NULL};
-    th_spawn(&g_pid[0], g_bin, g_dir, "log", args0);
+    spawn_coord("log");
     start_rank(1, 1, "c1.conf");
     /* Rank 1 registers; wait until the coordinator says so. */
     FT_CHECK(log_within("log", "cluster: rank 1 joined (shards 1..1)", 500));
@@ -627,7 +634,7 @@ static void case_bootstrap(void)
     join_last(5, "world 3 after refusals");
 
     /* A coordinator whose ranks never come gives up on SIGTERM. */
-    th_spawn(&g_pid[0], g_bin, g_dir, "log_alone", args0);
+    spawn_coord("log_alone");
     FT_CHECK(log_within("log_alone", "waiting for the ranks on", 500));
     double ms;
     FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 5000, &ms), 1);
@@ -666,10 +673,7 @@ static void case_secret(void)
                            "none.conf"};
     for (int i = 0; i < 5; i++)
         append_caps(confs[i]);
-    char path[300];
-    snprintf(path, sizeof path, "%s/c0.conf", g_dir);
-    const char *args0[] = {"--config", path, NULL};
-    th_spawn(&g_pid[0], g_bin, g_dir, "log", args0);
+    spawn_coord("log");
     start_rank(1, 1, "c1.conf");
     FT_CHECK(log_within("log", "cluster: rank 1 joined (shards 1..1)", 1000));
     /* rank 0 bounds what it reads: 1 shard per rank x 64 requests x
