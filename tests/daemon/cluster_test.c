@@ -541,12 +541,7 @@ static void join_last(int slot, const char *what)
     start_rank(slot, 2, "c2.conf");
     char url[300];
     snprintf(url, sizeof url, "ipc://%s/c.sock", g_dir);
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = 500;
-    o.connect_wait_ms = 1;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    ft_client *c = tn_connect(url, 500, 1);
     int rc = FT_ETIMEDOUT;
     for (int i = 0; i < 60 && rc != FT_OK; i++)
         rc = ft_client_ping(c, NULL, 0);

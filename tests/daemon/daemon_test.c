@@ -455,12 +455,7 @@ static void case_proto(void)
     /* An oversized message is dropped by nng before it is parsed: the
      * server closes that connection, the client's call fails with
      * FT_ECONN, and the next call, on a new connection, is answered. */
-    ft_client_opts co;
-    ft_client_opts_init(&co);
-    co.timeout_ms = 700;
-    co.connect_wait_ms = 1;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &co, NULL, 0));
+    ft_client *c = tn_connect(url, 700, 1);
     FT_PASS(ft_client_ping(c, NULL, 0));
     static uint32_t bigtok[64 * 64];
     static float biglp[64 * 64];

@@ -86,12 +86,7 @@ static ft_client *client(const char *url, int timeout_ms)
  * that exits first ends the test. */
 static void wait_ping(const char *url, long limit_ms)
 {
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = 200;
-    o.connect_wait_ms = 1;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    ft_client *c = tn_connect(url, 200, 1);
     double t0 = ft_test_now();
     while (ft_client_ping(c, NULL, 0) != FT_OK) {
         if (waitpid(g_pid, NULL, WNOHANG) == g_pid) {
