@@ -42,21 +42,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
-#include <nng/supplemental/http/http.h>
 #include <xxhash.h>
 
 #include "flashtrie_client.h"
 #include "search_util.h"
 #include "serve_harness.h"
+#include "test_net.h"
 
 #define MAX_PROCS 6
 
@@ -74,33 +69,30 @@ static void cleanup(void)
 /* file_has says whether DIR/name holds the line fragment s. */
 static int file_has(const char *name, const char *s)
 {
-    char path[300];
-    snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    char line[4096];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, s) != NULL;
-    fclose(f);
-    return found;
+    return th_count_lines(g_dir, name, s) > 0;
+}
+
+/* log_within says whether DIR/name holds s, looking up to tries times,
+ * 10 ms apart. */
+static int log_within(const char *name, const char *s, int tries)
+{
+    int seen = 0;
+    for (int i = 0; i < tries && !seen; i++) {
+        seen = file_has(name, s);
+        if (!seen)
+            th_sleep_ms(10);
+    }
+    return seen;
 }
 
 static void expect_log(const char *name, const char *s)
 {
     /* A line may follow the state it reports by a moment (the daemon
      * sets the cluster's state, then logs it): up to 5 s for it. */
-    for (int i = 0; i < 500; i++) {
-        if (file_has(name, s))
-            return;
-        th_sleep_ms(10);
-    }
+    if (log_within(name, s, 500))
+        return;
     fprintf(stderr, "%s/%s lacks \"%s\"; it holds:\n", g_dir, name, s);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "cat '%s/%s' >&2", g_dir, name);
-    if (system(cmd)) {
-    }
+    th_show_file(g_dir, name, 0);
     exit(1);
 }
 
@@ -157,18 +149,23 @@ static void start_rank(int slot, int r, const char *conf)
     }
 }
 
+/* spawn_coord starts rank 0 with DIR/c0.conf and its log in DIR/logname,
+ * without waiting: it opens its listener once every rank joined. */
+static void spawn_coord(const char *logname)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/c0.conf", g_dir);
+    const char *args0[] = {"--config", path, NULL};
+    th_spawn(&g_pid[0], g_bin, g_dir, logname, args0);
+}
+
 /* wait_exit waits (limit_ms) for the process in slot to exit by itself
  * and returns its status. */
 static int wait_exit(int slot, long limit_ms)
 {
-    for (long t = 0; t <= limit_ms; t += 10) {
-        int st;
-        if (waitpid(g_pid[slot], &st, WNOHANG) == g_pid[slot]) {
-            g_pid[slot] = 0;
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        th_sleep_ms(10);
-    }
+    int st = th_wait_exit(&g_pid[slot], limit_ms);
+    if (st >= 0)
+        return st;
     fprintf(stderr, "process %d did not exit within %ld ms\n", slot,
             limit_ms);
     exit(1);
@@ -178,12 +175,7 @@ static ft_client *connect_coord(void)
 {
     char url[300];
     snprintf(url, sizeof url, "ipc://%s/c.sock", g_dir);
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = 30000;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
-    return c;
+    return tn_connect(url, 30000, 0);
 }
 
 static char *info(ft_client *c)
@@ -329,54 +321,10 @@ static void case_equal(void)
     su_cases_free(&g_cs);
 }
 
-/* free_port finds a loopback port nobody listens on. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    FT_CHECK(fd >= 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    FT_CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    socklen_t len = sizeof a;
-    FT_CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* healthz GETs /healthz; *body gets its text (free it). */
 static int healthz(const char *base, char **body)
 {
-    char u[256];
-    snprintf(u, sizeof u, "%s/healthz", base);
-    nng_url *url;
-    nng_http_client *cli;
-    nng_http_req *req;
-    nng_http_res *res;
-    nng_aio *aio;
-    FT_CHECK(nng_url_parse(&url, u) == 0);
-    FT_CHECK(nng_http_client_alloc(&cli, url) == 0);
-    FT_CHECK(nng_http_req_alloc(&req, url) == 0);
-    FT_CHECK(nng_http_res_alloc(&res) == 0);
-    FT_CHECK(nng_aio_alloc(&aio, NULL, NULL) == 0);
-    nng_aio_set_timeout(aio, 5000);
-    nng_http_client_transact(cli, req, res, aio);
-    nng_aio_wait(aio);
-    FT_CHECK(nng_aio_result(aio) == 0);
-    int status = nng_http_res_get_status(res);
-    void *data;
-    size_t n;
-    nng_http_res_get_data(res, &data, &n);
-    *body = malloc(n + 1);
-    FT_CHECK(*body != NULL);
-    memcpy(*body, data, n);
-    (*body)[n] = 0;
-    nng_aio_free(aio);
-    nng_http_res_free(res);
-    nng_http_req_free(req);
-    nng_http_client_free(cli);
-    nng_url_free(url);
-    return status;
+    return tn_http_get(base, "/healthz", body, NULL, NULL, 0);
 }
 
 static void case_kill(void)
@@ -384,7 +332,7 @@ static void case_kill(void)
     make_lib();
     split(4);
     char base[64];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", free_port());
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", tn_free_port());
     write_conf("k0.conf", "m4.ftm", 0, 3, 8, base);
     write_conf("k1.conf", "m4.ftm", 1, 3, 8, NULL);
     write_conf("k2.conf", "m4.ftm", 2, 3, 8, NULL);
@@ -500,7 +448,7 @@ static void case_stall(void)
     make_lib();
     split(3);
     char base[64];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", free_port());
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", tn_free_port());
     const char *x = "step_timeout_ms = 300; ";
     write_conf_x("s0.conf", "m3.ftm", 0, 2, 8, base, x);
     write_conf_x("s1.conf", "m3.ftm", 1, 2, 8, NULL, x);
@@ -584,6 +532,29 @@ static uint64_t file_sum(const char *name)
     return h ? h : 1;
 }
 
+/* join_last starts the last rank, 2 of 3 (c2.conf), in slot, waits until
+ * the coordinator answers a ping (the session started), checks every
+ * answer (what names the step), and stops the cluster: the coordinator
+ * and ranks 1 and 2 exit 0. */
+static void join_last(int slot, const char *what)
+{
+    start_rank(slot, 2, "c2.conf");
+    char url[300];
+    snprintf(url, sizeof url, "ipc://%s/c.sock", g_dir);
+    ft_client *c = tn_connect(url, 500, 1);
+    int rc = FT_ETIMEDOUT;
+    for (int i = 0; i < 60 && rc != FT_OK; i++)
+        rc = ft_client_ping(c, NULL, 0);
+    FT_PASS(rc);
+    ft_client_close(c);
+    c = connect_coord();
+    check_answers(c, 16, what);
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, NULL), 0);
+    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+    FT_CHECK_EQ_U64(wait_exit(slot, 10000), 0);
+}
+
 static void case_bootstrap(void)
 {
     make_lib();
@@ -594,19 +565,10 @@ static void case_bootstrap(void)
     write_conf("c2.conf", "m3.ftm", 2, 3, 8, NULL);
     write_conf("bad_manifest.conf", "m5.ftm", 2, 3, 8, NULL);
     write_conf("bad_world.conf", "m3.ftm", 1, 2, 8, NULL);
-    char path[300];
-    snprintf(path, sizeof path, "%s/c0.conf", g_dir);
-    const char *args0[] = {"--config", path, NULL};
-    th_spawn(&g_pid[0], g_bin, g_dir, "log", args0);
+    spawn_coord("log");
     start_rank(1, 1, "c1.conf");
     /* Rank 1 registers; wait until the coordinator says so. */
-    int seen = 0;
-    for (int i = 0; i < 500 && !seen; i++) {
-        seen = file_has("log", "cluster: rank 1 joined (shards 1..1)");
-        if (!seen)
-            th_sleep_ms(10);
-    }
-    FT_CHECK(seen);
+    FT_CHECK(log_within("log", "cluster: rank 1 joined (shards 1..1)", 500));
 
     /* A second rank 1. */
     start_rank(2, 1, "c1.conf");
@@ -664,36 +626,11 @@ static void case_bootstrap(void)
     }
 
     /* The right rank 2: the session starts and answers. */
-    start_rank(5, 2, "c2.conf");
-    char url[300];
-    snprintf(url, sizeof url, "ipc://%s/c.sock", g_dir);
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = 500;
-    o.connect_wait_ms = 1;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
-    int rc = FT_ETIMEDOUT;
-    for (int i = 0; i < 60 && rc != FT_OK; i++)
-        rc = ft_client_ping(c, NULL, 0);
-    FT_PASS(rc);
-    ft_client_close(c);
-    c = connect_coord();
-    check_answers(c, 16, "world 3 after refusals");
-    ft_client_close(c);
-    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, NULL), 0);
-    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
-    FT_CHECK_EQ_U64(wait_exit(5, 10000), 0);
+    join_last(5, "world 3 after refusals");
 
     /* A coordinator whose ranks never come gives up on SIGTERM. */
-    th_spawn(&g_pid[0], g_bin, g_dir, "log_alone", args0);
-    seen = 0;
-    for (int i = 0; i < 500 && !seen; i++) {
-        seen = file_has("log_alone", "waiting for the ranks on");
-        if (!seen)
-            th_sleep_ms(10);
-    }
-    FT_CHECK(seen);
+    spawn_coord("log_alone");
+    FT_CHECK(log_within("log_alone", "waiting for the ranks on", 500));
     double ms;
     FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 5000, &ms), 1);
     expect_log("log_alone", "cannot serve: cluster: start given up (a signal) "
@@ -707,26 +644,8 @@ static void append_caps(const char *name)
 {
     char path[300];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    FILE *f = fopen(path, "a");
-    FT_CHECK(f != NULL);
-    fprintf(f, "caps = { max_beam = 32; max_t = 8; max_k = 64; };\n");
-    fclose(f);
-}
-
-static long proc_kb(pid_t pid, const char *key)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long v = -1;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':')
-            v = strtol(line + kl + 1, NULL, 10);
-    fclose(f);
-    return v;
+    th_write_file(path, "caps = { max_beam = 32; max_t = 8; max_k = 64; };\n",
+                  "a");
 }
 
 /* case_secret: a cluster with a secret: ranks with a wrong one or none are
@@ -749,18 +668,9 @@ static void case_secret(void)
                            "none.conf"};
     for (int i = 0; i < 5; i++)
         append_caps(confs[i]);
-    char path[300];
-    snprintf(path, sizeof path, "%s/c0.conf", g_dir);
-    const char *args0[] = {"--config", path, NULL};
-    th_spawn(&g_pid[0], g_bin, g_dir, "log", args0);
+    spawn_coord("log");
     start_rank(1, 1, "c1.conf");
-    int seen = 0;
-    for (int i = 0; i < 1000 && !seen; i++) {
-        seen = file_has("log", "cluster: rank 1 joined (shards 1..1)");
-        if (!seen)
-            th_sleep_ms(10);
-    }
-    FT_CHECK(seen);
+    FT_CHECK(log_within("log", "cluster: rank 1 joined (shards 1..1)", 1000));
     /* rank 0 bounds what it reads: 1 shard per rank x 64 requests x
      * max(32 x 8 list bytes, 8 + 32 x (36 + 8 x 4) hit bytes) + 64 KiB */
     size_t bound = 64 * (8 + 32 * (36 + 8 * 4)) + 65536;
@@ -782,7 +692,7 @@ static void case_secret(void)
 
     /* An oversize message: 64 MiB from a peer that never registered. */
     {
-        long before = proc_kb(g_pid[0], "VmRSS");
+        long before = th_proc_kb(g_pid[0], "VmRSS");
         nng_socket sk;
         FT_CHECK(nng_pair1_open(&sk) == 0);
         nng_socket_set_ms(sk, NNG_OPT_SENDTIMEO, 5000);
@@ -799,32 +709,13 @@ static void case_secret(void)
         th_sleep_ms(500);
         nng_close(sk);
         free(junk);
-        long hwm = proc_kb(g_pid[0], "VmHWM");
+        long hwm = th_proc_kb(g_pid[0], "VmHWM");
         fprintf(stderr, "coordinator: VmRSS %ld KiB before the 64 MiB "
                 "message, VmHWM %ld KiB after\n", before, hwm);
         FT_CHECK(hwm - before < 16 * 1024);
     }
 
-    start_rank(4, 2, "c2.conf");
-    char url[300];
-    snprintf(url, sizeof url, "ipc://%s/c.sock", g_dir);
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = 500;
-    o.connect_wait_ms = 1;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
-    int rc = FT_ETIMEDOUT;
-    for (int i = 0; i < 60 && rc != FT_OK; i++)
-        rc = ft_client_ping(c, NULL, 0);
-    FT_PASS(rc);
-    ft_client_close(c);
-    c = connect_coord();
-    check_answers(c, 16, "world 3 with a secret");
-    ft_client_close(c);
-    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 20000, NULL), 0);
-    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
-    FT_CHECK_EQ_U64(wait_exit(4, 10000), 0);
+    join_last(4, "world 3 with a secret");
     su_cases_free(&g_cs);
 }
 

@@ -51,6 +51,7 @@
 #include "frame.h"
 #include "ft_test.h"
 #include "serve_harness.h"
+#include "test_net.h"
 
 static char g_dir[256];
 static pid_t g_pid;
@@ -69,52 +70,13 @@ static void start_server(const char *url, const char *const *args)
 /* stop_server sends sig and returns the exit status (within 30 s). */
 static int stop_server(int sig) { return th_stop(&g_pid, sig, 30000, NULL); }
 
-static int log_has(const char *s)
+/* log_count counts the lines of the server's log that hold s. */
+static int log_count(const char *s)
 {
-    char path[300];
-    snprintf(path, sizeof path, "%s/log", g_dir);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    char line[2048];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, s) != NULL;
-    fclose(f);
-    return found;
+    return th_count_lines(g_dir, "log", s);
 }
 
-/* ---- indexes and expected answers ---- */
-
-/* make_index writes keys (of the tests' library) with value = base + line
- * number and builds DIR/name. */
-static void make_index(const char *name, uint64_t base, char *path,
-                       size_t len)
-{
-    static const char *keys[] = {"1 2 3", "1 2", "1 2 4", "1 5", "7",
-                                 "7 8 9 10", "70000 1", "2 2", "2 3 1",
-                                 "3 1", "5 5 5", "1 7"};
-    char kp[300];
-    snprintf(kp, sizeof kp, "%s/%s.keys", g_dir, name);
-    FILE *f = fopen(kp, "w");
-    FT_CHECK(f != NULL);
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        fprintf(f, "%s\t%llu\n", keys[i], (unsigned long long)(base + i));
-    fclose(f);
-    snprintf(path, len, "%s/%s.fti", g_dir, name);
-    ft_build_opts bo;
-    ft_build_opts_init(&bo);
-    bo.input = kp;
-    bo.output = path;
-    bo.threads = 1;
-    ft_build_stats st;
-    ft_build_stats_init(&st);
-    char err[256];
-    if (ft_build(&st, &bo, err, sizeof err) != FT_OK) {
-        fprintf(stderr, "build: %s\n", err);
-        exit(1);
-    }
-}
+/* ---- expected answers ---- */
 
 typedef struct local {
     ft_index *idx;
@@ -192,20 +154,6 @@ static void check_same(local *l, const ft_request *r, const ft_result *got)
     ft_result_free(&want);
 }
 
-static ft_client *connect_to(const char *url, int timeout_ms)
-{
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = timeout_ms;
-    ft_client *c;
-    char err[256];
-    if (ft_client_connect(&c, url, &o, err, sizeof err) != FT_OK) {
-        fprintf(stderr, "connect %s: %s\n", url, err);
-        exit(1);
-    }
-    return c;
-}
-
 /* ---- concurrent ---- */
 
 typedef struct worker {
@@ -219,7 +167,7 @@ typedef struct worker {
 static void *concurrent_worker(void *arg)
 {
     worker *w = arg;
-    ft_client *c = w->shared ? w->c : connect_to(w->url, 20000);
+    ft_client *c = w->shared ? w->c : tn_connect(w->url, 20000, 0);
     for (int i = 0; i < 12; i++) {
         greq g[3];
         ft_request reqs[3];
@@ -272,10 +220,43 @@ static void wait_all(async_slot *s, size_t n, double limit_s)
         }
 }
 
+/* send_async makes n requests (gen_req from *seed, in order) in g and
+ * sends each on c as an asynchronous search of its own, answered into s. */
+static void send_async(ft_client *c, greq *g, async_slot *s, int n,
+                       uint64_t *seed)
+{
+    for (int i = 0; i < n; i++) {
+        gen_req(&g[i], seed);
+        FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s[i], NULL,
+                                       0));
+    }
+}
+
+/* check_slots checks that the n asynchronous searches of g, answered into
+ * s (wait_all first), succeeded with the engine's answers; frees them. */
+static void check_slots(local *l, const greq *g, async_slot *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        FT_PASS(s[i].status);
+        check_same(l, &g[i].r, ft_client_results_get(s[i].res, 0));
+        ft_client_results_free(s[i].res);
+    }
+}
+
+/* search_same sends r alone on c and checks the answer against the
+ * engine's. */
+static void search_same(ft_client *c, local *l, const ft_request *r)
+{
+    ft_client_results *res;
+    FT_PASS(ft_client_search(c, r, 1, &res, NULL, 0));
+    check_same(l, r, ft_client_results_get(res, 0));
+    ft_client_results_free(res);
+}
+
 static void case_concurrent(void)
 {
     char idx[300], url[300];
-    make_index("a", 100, idx, sizeof idx);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "2", "--max-wait-us", "500", NULL};
@@ -284,7 +265,7 @@ static void case_concurrent(void)
     local_open(&l, idx);
     /* 32 clients, half with a connection each and half sharing one handle
      * from many threads. */
-    ft_client *shared = connect_to(url, 20000);
+    ft_client *shared = tn_connect(url, 20000, 0);
     pthread_t th[32];
     worker w[32];
     for (int i = 0; i < 32; i++) {
@@ -297,17 +278,9 @@ static void case_concurrent(void)
     static async_slot s[64];
     greq g[64];
     uint64_t seed = 42;
-    for (int i = 0; i < 64; i++) {
-        gen_req(&g[i], &seed);
-        FT_PASS(ft_client_search_async(shared, &g[i].r, 1, async_cb, &s[i],
-                                       NULL, 0));
-    }
+    send_async(shared, g, s, 64, &seed);
     wait_all(s, 64, 30);
-    for (int i = 0; i < 64; i++) {
-        FT_PASS(s[i].status);
-        check_same(&l, &g[i].r, ft_client_results_get(s[i].res, 0));
-        ft_client_results_free(s[i].res);
-    }
+    check_slots(&l, g, s, 64);
     ft_client_close(shared);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
     local_close(&l);
@@ -376,7 +349,7 @@ static void expect_error(nng_socket s, const void *p, size_t len, int code,
 static void case_proto(void)
 {
     char idx[300], url[300];
-    make_index("a", 100, idx, sizeof idx);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--max-message-bytes", "4096",
@@ -402,16 +375,12 @@ static void case_proto(void)
      * every one of them must still get its right answer. */
     local l;
     local_open(&l, idx);
-    ft_client *other = connect_to(url, 20000);
+    ft_client *other = tn_connect(url, 20000, 0);
     enum { NO = 48 };
     static async_slot os[NO];
     static greq og[NO];
     uint64_t oseed = 77;
-    for (int i = 0; i < NO; i++) {
-        gen_req(&og[i], &oseed);
-        FT_PASS(ft_client_search_async(other, &og[i].r, 1, async_cb, &os[i],
-                                       NULL, 0));
-    }
+    send_async(other, og, os, NO, &oseed);
 
     /* wrong magic */
     memcpy(p, good.data, good.len);
@@ -480,22 +449,13 @@ static void case_proto(void)
     FT_CHECK_EQ_U64(m.hdr.id, 9);
     check_same(&l, &g.r, &m.res[0]);
     wait_all(os, NO, 30);
-    for (int i = 0; i < NO; i++) {
-        FT_PASS(os[i].status);
-        check_same(&l, &og[i].r, ft_client_results_get(os[i].res, 0));
-        ft_client_results_free(os[i].res);
-    }
+    check_slots(&l, og, os, NO);
     ft_client_close(other);
 
     /* An oversized message is dropped by nng before it is parsed: the
      * server closes that connection, the client's call fails with
      * FT_ECONN, and the next call, on a new connection, is answered. */
-    ft_client_opts co;
-    ft_client_opts_init(&co);
-    co.timeout_ms = 700;
-    co.connect_wait_ms = 1;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &co, NULL, 0));
+    ft_client *c = tn_connect(url, 700, 1);
     FT_PASS(ft_client_ping(c, NULL, 0));
     static uint32_t bigtok[64 * 64];
     static float biglp[64 * 64];
@@ -523,7 +483,7 @@ static void case_proto(void)
     ft_client_close(c);
 
     char *info;
-    c = connect_to(url, 5000);
+    c = tn_connect(url, 5000, 0);
     FT_PASS(ft_client_info(c, &info, NULL, 0));
     if (strstr(info, "status.protocol: 11\n") == NULL)
         fprintf(stderr, "%s", info);
@@ -550,23 +510,19 @@ static void case_proto(void)
 static void case_busy(void)
 {
     char idx[300], url[300];
-    make_index("a", 100, idx, sizeof idx);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--queue-depth", "2",
                           "--max-batch", "1", "--test-delay-us", "300000",
                           NULL};
     start_server(url, args);
-    ft_client *c = connect_to(url, 20000);
+    ft_client *c = tn_connect(url, 20000, 0);
     enum { N = 10 };
     static async_slot s[N];
     greq g[N];
     uint64_t seed = 8;
-    for (int i = 0; i < N; i++) {
-        gen_req(&g[i], &seed);
-        FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s[i], NULL,
-                                       0));
-    }
+    send_async(c, g, s, N, &seed);
     wait_all(s, N, 30);
     local l;
     local_open(&l, idx);
@@ -603,7 +559,7 @@ static void case_busy(void)
 static void case_deadline(void)
 {
     char idx[300], url[300];
-    make_index("a", 100, idx, sizeof idx);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--test-delay-us", "150000",
@@ -630,7 +586,7 @@ static void case_deadline(void)
     ft_client_results_free(res);
     ft_client_close(c);
     /* Without a deadline the same requests are answered. */
-    c = connect_to(url, 20000);
+    c = tn_connect(url, 20000, 0);
     FT_PASS(ft_client_search(c, reqs, 2, &res, NULL, 0));
     local l;
     local_open(&l, idx);
@@ -682,7 +638,7 @@ static void base_req(greq *g)
 static void *load_loop(void *arg)
 {
     loader *ld = arg;
-    ft_client *c = connect_to(ld->url, 20000);
+    ft_client *c = tn_connect(ld->url, 20000, 0);
     greq g;
     base_req(&g);
     uint64_t prev = 0;
@@ -776,7 +732,7 @@ typedef struct reload_arg {
 static void do_reload(void *arg)
 {
     reload_arg *ra = arg;
-    ft_client *c = connect_to(ra->admin_url, 20000);
+    ft_client *c = tn_connect(ra->admin_url, 20000, 0);
     char err[512];
     int rc = ft_client_reload(c, ra->path, err, sizeof err);
     if (rc != ra->want_rc || strncmp(err, ra->want_msg, strlen(ra->want_msg))) {
@@ -785,22 +741,6 @@ static void do_reload(void *arg)
         exit(1);
     }
     ft_client_close(c);
-}
-
-/* log_count counts the lines of the server's log that hold s. */
-static int log_count(const char *s)
-{
-    char path[300];
-    snprintf(path, sizeof path, "%s/log", g_dir);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    char line[2048];
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        n += strstr(line, s) != NULL;
-    fclose(f);
-    return n;
 }
 
 static int reload_outcomes(void)
@@ -820,11 +760,9 @@ static void do_sighup(void *arg)
     kill(g_pid, SIGHUP);
     for (int t = 0; reload_outcomes() == before; t++) {
         if (t == 6000) {
-            char cmd[400];
             fprintf(stderr, "SIGHUP: no reload outcome logged within 60 s; "
                     "the server's log:\n");
-            snprintf(cmd, sizeof cmd, "tail -n 30 '%s/log' >&2", g_dir);
-            if (system(cmd) != 0)
+            if (th_show_file(g_dir, "log", 30) != 0)
                 fprintf(stderr, "(no log)\n");
             exit(1);
         }
@@ -835,14 +773,12 @@ static void do_sighup(void *arg)
 static void case_reload(void)
 {
     char a[300], b[300], cpath[300], bad[300], url[300], admin[300];
-    make_index("a", 100, a, sizeof a);
-    make_index("b", 5000, b, sizeof b);
-    make_index("c", 90000, cpath, sizeof cpath);
+    th_make_index(g_dir, "a", 100, a, sizeof a);
+    th_make_index(g_dir, "b", 5000, b, sizeof b);
+    th_make_index(g_dir, "c", 90000, cpath, sizeof cpath);
     snprintf(bad, sizeof bad, "%s/bad.fti", g_dir);
-    FILE *f = fopen(bad, "w");
-    FT_CHECK(f != NULL);
-    fputs("this is not an index file, whatever its name says\n", f);
-    fclose(f);
+    th_write_file(bad, "this is not an index file, whatever its name says\n",
+                  "w");
     /* The served path: a copy of a, which SIGHUP reopens. */
     char served[300];
     snprintf(served, sizeof served, "%s/served.fti", g_dir);
@@ -878,7 +814,7 @@ static void case_reload(void)
     /* A bad index is refused, naming why, and b keeps answering. */
     ra = (reload_arg){admin, bad, FT_EFORMAT, "reload: refused: "};
     run_load(url, do_reload, &ra, 5000 + off, 5000 + off);
-    FT_CHECK(log_has("reload refused: "));
+    FT_CHECK(log_count("reload refused: ") > 0);
     char missing[300];
     snprintf(missing, sizeof missing, "%s/missing.fti", g_dir);
     ra = (reload_arg){admin, missing, FT_EIO, "reload: refused: "};
@@ -896,7 +832,7 @@ static void case_reload(void)
     const char *paths2[2] = {tmp, b};
     run_load(url, do_sighup, (void *)paths2, 90000 + off, 90000 + off);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
-    FT_CHECK(log_has("closed: its last request is answered"));
+    FT_CHECK(log_count("closed: its last request is answered") > 0);
 }
 
 /* ---- drain ---- */
@@ -904,50 +840,42 @@ static void case_reload(void)
 static void case_drain(void)
 {
     char idx[300], url[300];
-    make_index("a", 100, idx, sizeof idx);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", 20000 + getpid() % 20000);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--max-batch", "4",
                           "--test-delay-us", "100000", NULL};
     start_server(url, args);
-    ft_client *c = connect_to(url, 20000);
+    ft_client *c = tn_connect(url, 20000, 0);
     enum { N = 12 };
     static async_slot s[N];
     greq g[N];
     uint64_t seed = 11;
-    for (int i = 0; i < N; i++) {
-        gen_req(&g[i], &seed);
-        FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s[i], NULL,
-                                       0));
-    }
+    send_async(c, g, s, N, &seed);
     th_sleep_ms(50);
     /* Three batches of four at 100 ms each are still to run. */
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
     wait_all(s, N, 10);
     local l;
     local_open(&l, idx);
-    for (int i = 0; i < N; i++) {
-        FT_PASS(s[i].status);
-        check_same(&l, &g[i].r, ft_client_results_get(s[i].res, 0));
-        ft_client_results_free(s[i].res);
-    }
+    check_slots(&l, g, s, N);
     local_close(&l);
     ft_client_close(c);
-    FT_CHECK(log_has("drained: every request answered"));
+    FT_CHECK(log_count("drained: every request answered") > 0);
 
     /* A drain that cannot finish in time exits 1 and says so. */
     const char *args2[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                            "--threads", "1", "--test-delay-us", "3000000",
                            "--drain-timeout-ms", "200", NULL};
     start_server(url, args2);
-    c = connect_to(url, 20000);
+    c = tn_connect(url, 20000, 0);
     static async_slot s2[2];
     for (int i = 0; i < 2; i++)
         FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s2[i], NULL,
                                        0));
     th_sleep_ms(100);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 1);
-    FT_CHECK(log_has("drain timed out after 200 ms: 2 requests cut"));
+    FT_CHECK(log_count("drain timed out after 200 ms: 2 requests cut") > 0);
     wait_all(s2, 2, 30);
     ft_client_close(c);
 }
@@ -974,6 +902,8 @@ static void *sync_search(void *arg)
     return NULL;
 }
 
+/* connect_wait connects with a reconnect wait of its own (0: the
+ * default, negative: none). */
 static ft_client *connect_wait(const char *url, int timeout_ms,
                                int reconnect_wait_ms)
 {
@@ -981,13 +911,7 @@ static ft_client *connect_wait(const char *url, int timeout_ms,
     ft_client_opts_init(&o);
     o.timeout_ms = timeout_ms;
     o.reconnect_wait_ms = reconnect_wait_ms;
-    ft_client *c;
-    char err[256];
-    if (ft_client_connect(&c, url, &o, err, sizeof err) != FT_OK) {
-        fprintf(stderr, "connect %s: %s\n", url, err);
-        exit(1);
-    }
-    return c;
+    return tn_connect_opts(url, &o);
 }
 
 static void check_prefix(const char *got, const char *want)
@@ -1001,7 +925,7 @@ static void check_prefix(const char *got, const char *want)
 static void case_lost(void)
 {
     char idx[300], url[300], want[400], err[400];
-    make_index("a", 100, idx, sizeof idx);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d",
              20000 + (getpid() + 13) % 20000);
     /* Every batch takes 2 s: the calls are in flight when it is killed. */
@@ -1017,11 +941,7 @@ static void case_lost(void)
     static async_slot s[N];
     greq g[N + 1];
     uint64_t seed = 5;
-    for (int i = 0; i < N; i++) {
-        gen_req(&g[i], &seed);
-        FT_PASS(ft_client_search_async(c, &g[i].r, 1, async_cb, &s[i], NULL,
-                                       0));
-    }
+    send_async(c, g, s, N, &seed);
     gen_req(&g[N], &seed);
     sync_call sc = {c, &g[N], 0, "", 0};
     pthread_t th;
@@ -1089,11 +1009,8 @@ static void case_lost(void)
     FT_PASS(ft_client_ping(patient, err, sizeof err));
     local l;
     local_open(&l, idx);
-    for (int i = 0; i < N; i++) {
-        FT_PASS(ft_client_search(c, &g[i].r, 1, &res, err, sizeof err));
-        check_same(&l, &g[i].r, ft_client_results_get(res, 0));
-        ft_client_results_free(res);
-    }
+    for (int i = 0; i < N; i++)
+        search_same(c, &l, &g[i].r);
     /* The handle that does not wait is answered once its own dialer is
      * back (within its 200 ms backoff). */
     int rc = FT_ECONN;
@@ -1125,7 +1042,7 @@ static void case_lost(void)
 static void case_recvmax(void)
 {
     char idx[300], url[300], want[400], err[400];
-    make_index("a", 100, idx, sizeof idx);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", NULL};
@@ -1148,7 +1065,7 @@ static void case_recvmax(void)
     FT_PASS(ft_client_ping(c, err, sizeof err));
     ft_client_close(c);
     /* The default takes it. */
-    c = connect_to(url, 20000);
+    c = tn_connect(url, 20000, 0);
     FT_PASS(ft_client_search(c, &g.r, 1, &res, err, sizeof err));
     FT_CHECK(ft_client_results_get(res, 0)->n >= 1);
     ft_client_results_free(res);
@@ -1176,7 +1093,7 @@ static void case_tls(void)
              key, cert, cert, key, both);
     FT_CHECK(system(cmd) == 0);
     char idx[300], url[300];
-    make_index("a", 100, idx, sizeof idx);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "tls+tcp://127.0.0.1:%d",
              20000 + (getpid() + 7) % 20000);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
@@ -1199,10 +1116,7 @@ static void case_tls(void)
     uint64_t seed = 21;
     for (int i = 0; i < 8; i++) {
         gen_req(&g, &seed);
-        ft_client_results *res;
-        FT_PASS(ft_client_search(c, &g.r, 1, &res, err, sizeof err));
-        check_same(&l, &g.r, ft_client_results_get(res, 0));
-        ft_client_results_free(res);
+        search_same(c, &l, &g.r);
     }
     ft_client_close(c);
     char want[600], host[64];
@@ -1237,10 +1151,7 @@ static void case_tls(void)
     FT_CHECK_STR(err, want);
     o.tls_insecure = 1;
     FT_PASS(ft_client_connect(&c, url, &o, err, sizeof err));
-    ft_client_results *res;
-    FT_PASS(ft_client_search(c, &g.r, 1, &res, err, sizeof err));
-    check_same(&l, &g.r, ft_client_results_get(res, 0));
-    ft_client_results_free(res);
+    search_same(c, &l, &g.r);
     ft_client_close(c);
     local_close(&l);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
@@ -1249,25 +1160,15 @@ static void case_tls(void)
 
 /* ---- validate ---- */
 
-static uint64_t info_u64(const char *info, const char *key)
-{
-    const char *p = strstr(info, key);
-    if (p == NULL) {
-        fprintf(stderr, "INFO has no '%s'\n", key);
-        exit(1);
-    }
-    return strtoull(p + strlen(key), NULL, 10);
-}
-
 static void case_validate(void)
 {
     char idx[300], url[300];
-    make_index("a", 100, idx, sizeof idx);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", NULL};
     start_server(url, args);
-    ft_client *c = connect_to(url, 20000);
+    ft_client *c = tn_connect(url, 20000, 0);
     local l;
     local_open(&l, idx);
     enum { N = 6 };
@@ -1306,17 +1207,17 @@ static void case_validate(void)
     char *info;
     FT_PASS(ft_client_info(c, &info, NULL, 0));
     /* Only the three valid requests reached the queue and the engine. */
-    FT_CHECK_EQ_U64(info_u64(info, "queued_total: "), 3);
-    FT_CHECK_EQ_U64(info_u64(info, "status.rejected: "), 5);
-    FT_CHECK_EQ_U64(info_u64(info, "status.ok: "), 3);
-    FT_CHECK(info_u64(info, "engine.0.batches: ") >= 1);
-    FT_CHECK(info_u64(info, "engine.0.batches: ") <= 3);
+    FT_CHECK_EQ_U64(tn_info_value(info, "queued_total: "), 3);
+    FT_CHECK_EQ_U64(tn_info_value(info, "status.rejected: "), 5);
+    FT_CHECK_EQ_U64(tn_info_value(info, "status.ok: "), 3);
+    FT_CHECK(tn_info_value(info, "engine.0.batches: ") >= 1);
+    FT_CHECK(tn_info_value(info, "engine.0.batches: ") <= 3);
     /* INFO's stages (serve_stages.c), by their exact names: one message
      * ran jobs (the second was refused whole), its three requests. */
     const char *st = strstr(info, "\n# stages\n");
     FT_CHECK(st != NULL);
-    FT_CHECK_EQ_U64(info_u64(st, "\nmessages: "), 1);
-    FT_CHECK_EQ_U64(info_u64(st, "\nrequests: "), 3);
+    FT_CHECK_EQ_U64(tn_info_value(st, "\nmessages: "), 1);
+    FT_CHECK_EQ_U64(tn_info_value(st, "\nrequests: "), 3);
     static const char *const keys[] = {"\ndecode_us: ", "\nqueue_us: ",
                                        "\nengine_us: ", "\nencode_us: ",
                                        "\nsend_us: "};
@@ -1352,7 +1253,7 @@ static void hang_up(const char *url, const greq *g, size_t n, uint64_t id)
 static void case_gone(void)
 {
     char idx[300], url[300];
-    make_index("a", 100, idx, sizeof idx);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     local l;
     local_open(&l, idx);
@@ -1372,16 +1273,12 @@ static void case_gone(void)
         for (int k = 0; k < 6; k++)
             hang_up(url, &g[k], 1 + (size_t)k % 3, 10 + (uint64_t)k);
         /* Another client is answered exactly meanwhile and after. */
-        ft_client *c = connect_to(url, 20000);
-        for (int i = 0; i < 8; i++) {
-            ft_client_results *res;
-            FT_PASS(ft_client_search(c, &g[i].r, 1, &res, NULL, 0));
-            check_same(&l, &g[i].r, ft_client_results_get(res, 0));
-            ft_client_results_free(res);
-        }
+        ft_client *c = tn_connect(url, 20000, 0);
+        for (int i = 0; i < 8; i++)
+            search_same(c, &l, &g[i].r);
         ft_client_close(c);
         FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
-        FT_CHECK(!log_has("ERROR: AddressSanitizer"));
+        FT_CHECK(log_count("ERROR: AddressSanitizer") == 0);
     }
     local_close(&l);
 }

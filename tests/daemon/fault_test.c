@@ -21,59 +21,30 @@
  * check failed first).
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
-#include <nng/protocol/reqrep0/req.h>
 
 #include "flashtrie/internal/buf.h"
 #include "flashtrie_client.h"
 #include "frame.h"
 #include "ft_test.h"
 #include "serve_harness.h"
+#include "test_net.h"
 
 static char g_dir[256];
 static pid_t g_pid;
 static const char *g_bin;
 
 static void cleanup(void) { th_kill(&g_pid, g_dir, "fault_test"); }
-
-
-/* run_bin runs "flashtrie ARGS" with stdout to out (or the log) and
- * returns its exit status. */
-static int run_bin(const char *const *args, const char *out)
-{
-    pid_t pid = fork();
-    FT_CHECK(pid >= 0);
-    if (pid == 0) {
-        const char *argv[64];
-        int n = 0;
-        argv[n++] = g_bin;
-        for (int i = 0; args[i]; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        if (out && !freopen(out, "w", stdout))
-            _exit(126);
-        execv(g_bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    FT_CHECK(waitpid(pid, &st, 0) == pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 static void start_server(const char *url, const char *const *args)
 {
@@ -88,39 +59,39 @@ static int stop_server(double *ms)
     return th_stop(&g_pid, SIGTERM, 15000, ms);
 }
 
-/* make_library generates a library of n keys with the program itself and
- * builds DIR/lib.fti. */
-static void make_library(unsigned n, char *idx, size_t len)
-{
-    char keys[300], nbuf[32];
-    snprintf(keys, sizeof keys, "%s/keys.txt", g_dir);
-    snprintf(idx, len, "%s/lib.fti", g_dir);
-    snprintf(nbuf, sizeof nbuf, "%u", n);
-    const char *gen[] = {"gen", "keys", "--n", nbuf, "--seed", "7",
-                         "--output", keys, NULL};
-    FT_CHECK_EQ_U64(run_bin(gen, "/dev/null"), 0);
-    const char *build[] = {"build", "--input", keys, "--output", idx, NULL};
-    FT_CHECK_EQ_U64(run_bin(build, "/dev/null"), 0);
-}
-
+/* file_has says whether a line of the file at path holds s. */
 static int file_has(const char *path, const char *s)
 {
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    char line[4096];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, s) != NULL;
-    fclose(f);
-    return found;
+    return th_count_lines(NULL, path, s) > 0;
 }
 
-static void show(const char *path)
+/* log_count counts the lines of the server's log that hold s. */
+static int log_count(const char *s)
 {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "cat '%s' >&2", path);
-    if (system(cmd)) {}
+    return th_count_lines(g_dir, "log", s);
+}
+
+/* info_num reads INFO's field key at url: a connection refused at
+ * max_connections (before the server saw an earlier one close) is tried
+ * again for up to 2 s, as a client of such a server would. */
+static long long info_num(const char *url, const char *key)
+{
+    return tn_info_num(url, key, 5000, 40);
+}
+
+/* run_loadtest runs "flashtrie loadtest ..." (lt) with its report in out:
+ * it must exit 0 with every answer right, none wrong and nothing left in
+ * flight on the server; else its report is shown and the test fails. */
+static void run_loadtest(const char *const *lt, const char *out)
+{
+    int rc = th_run(g_bin, lt, out);
+    if (rc != 0 || !file_has(out, "result: every answer right") ||
+        !file_has(out, " 0 wrong, ") ||
+        !file_has(out, "server in_flight after the run: 0")) {
+        fprintf(stderr, "loadtest exited %d:\n", rc);
+        th_show_file(NULL, out, 0);
+        exit(1);
+    }
 }
 
 /* ---- load ---- */
@@ -128,7 +99,7 @@ static void show(const char *path)
 static void case_load(int tcp)
 {
     char idx[300], url[300], out[300], pidbuf[32];
-    make_library(5000, idx, sizeof idx);
+    th_make_library(g_bin, g_dir, 5000, idx, sizeof idx);
     if (tcp)
         snprintf(url, sizeof url, "tcp://127.0.0.1:%d",
                  20000 + (int)(getpid() % 20000));
@@ -153,21 +124,12 @@ static void case_load(int tcp)
                         "--mix", "good,bad,oversize",
                         "--server-pid", pidbuf, "--max-rss-growth", growth,
                         "--seed", "11", NULL};
-    int rc = run_bin(lt, out);
-    if (rc != 0 || !file_has(out, "result: every answer right") ||
-        !file_has(out, " 0 wrong, ") ||
-        !file_has(out, "server in_flight after the run: 0")) {
-        fprintf(stderr, "loadtest exited %d:\n", rc);
-        show(out);
-        exit(1);
-    }
+    run_loadtest(lt, out);
     FT_CHECK(file_has(out, "oversize "));
     FT_CHECK(file_has(out, "bad.results0 "));
     double ms;
     FT_CHECK_EQ_U64(stop_server(&ms), 0);
 }
-
-static long long info_num(const char *url, const char *key);
 
 /* kind_row reads "KIND sent right wrong busy" from the loadtest's
  * table. */
@@ -193,7 +155,7 @@ static void kind_row(const char *path, const char *kind, long long v[4])
 static void case_hostile(void)
 {
     char idx[300], url[300], out[300], pidbuf[32];
-    make_library(5000, idx, sizeof idx);
+    th_make_library(g_bin, g_dir, 5000, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--max-message-bytes", "65536",
@@ -205,14 +167,7 @@ static void case_hostile(void)
                         "--clients", "8", "--seconds", "4", "--beam", "16",
                         "--mix", "good,bad,oversize,hostile",
                         "--server-pid", pidbuf, "--seed", "12", NULL};
-    int rc = run_bin(lt, out);
-    if (rc != 0 || !file_has(out, "result: every answer right") ||
-        !file_has(out, " 0 wrong, ") ||
-        !file_has(out, "server in_flight after the run: 0")) {
-        fprintf(stderr, "loadtest exited %d:\n", rc);
-        show(out);
-        exit(1);
-    }
+    run_loadtest(lt, out);
     FT_CHECK(file_has(out, "server peak rss (VmHWM, kB): "));
     long long half[4], idle[4], maxsz[4];
     kind_row(out, "half", half);
@@ -239,20 +194,10 @@ typedef struct checker {
     double worst_s, worst_phase[4];
 } checker;
 
+/* same: an answer is the engine's here, bit for bit (sigma too). */
 static int same(const ft_result *a, const ft_result *b)
 {
-    if (a->status != b->status || a->n != b->n)
-        return 0;
-    for (uint32_t i = 0; i < a->n; i++) {
-        const ft_hit *x = &a->hits[i], *y = &b->hits[i];
-        if (x->len != y->len || x->value != y->value ||
-            memcmp(&x->score, &y->score, sizeof x->score) ||
-            memcmp(&x->sigma, &y->sigma, sizeof x->sigma) ||
-            memcmp(a->tokens + x->tok_off, b->tokens + y->tok_off,
-                   x->len * 4))
-            return 0;
-    }
-    return 1;
+    return th_same_result(a, b, 1);
 }
 
 /* checker_main is the well-behaved client: it searches all the time the
@@ -291,106 +236,23 @@ static void *checker_main(void *arg)
     return NULL;
 }
 
-static nng_socket raw_req(const char *url)
+/* ask sends the first len bytes of b on the raw REQ socket s and decodes
+ * the reply into m; the send, the receive and the decoding must succeed. */
+static void ask(nng_socket s, const ft_buf *b, size_t len, ft_frame_msg *m)
 {
-    nng_socket s;
-    FT_CHECK(nng_req0_open(&s) == 0);
-    nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 5000);
-    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 5000);
-    FT_CHECK(nng_dial(s, url, NULL, 0) == 0);
-    return s;
-}
-
-/* unix_conn connects to the ipc path and does the SP handshake of a REQ
- * peer by hand: what nng would send, so that the bytes after it can be
- * anything (half a message, nothing, requests never read back). */
-static int unix_conn(const char *path)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    FT_CHECK(fd >= 0);
-    struct sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-    FT_CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    /* 0, 'S', 'P', version 0, protocol 0x30 (REQ v0) big-endian, 0, 0 */
-    static const unsigned char hs[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0};
-    FT_CHECK(write(fd, hs, 8) == 8);
-    unsigned char peer[8];
-    FT_CHECK(read(fd, peer, 8) == 8);
-    FT_CHECK(peer[5] == 0x31); /* the server is REP v0 */
-    return fd;
-}
-
-/* ipc_msg writes one ipc message header: type 1 and a 64-bit big-endian
- * length. */
-static void ipc_hdr(unsigned char *h, uint64_t len)
-{
-    h[0] = 1;
-    for (int i = 0; i < 8; i++)
-        h[1 + i] = (unsigned char)(len >> (56 - 8 * i));
-}
-
-/* ipc_req writes the start of one REQ message at the transport: the ipc
- * header, the 32-bit request id nng's REQ puts before the body (high bit
- * set), and body_len of the body's bytes; the header's length counts
- * all_len body bytes (so body_len < all_len leaves the message half
- * sent).  0 when everything was written. */
-static int ipc_req(int fd, uint32_t rid, const void *body, size_t body_len,
-                   size_t all_len)
-{
-    unsigned char h[13];
-    ipc_hdr(h, all_len + 4);
-    rid |= 0x80000000u;
-    h[9] = (unsigned char)(rid >> 24);
-    h[10] = (unsigned char)(rid >> 16);
-    h[11] = (unsigned char)(rid >> 8);
-    h[12] = (unsigned char)rid;
-    if (write(fd, h, 13) != 13)
-        return -1;
-    return write(fd, body, body_len) == (ssize_t)body_len ? 0 : -1;
-}
-
-static void set_timeouts(int fd, int ms)
-{
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-}
-
-static long long info_num(const char *url, const char *key)
-{
-    ft_client *c;
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = 5000;
-    char *info;
-    /* A listener at its max_connections refuses the INFO's connection
-     * while the server has not yet seen an earlier one close: retry that
-     * (FT_ECONN) for up to 2 s, as a client of such a server would. */
-    int rc = FT_ECONN;
-    for (int t = 0; t < 40 && rc == FT_ECONN; t++) {
-        if (t > 0)
-            th_sleep_ms(50);
-        FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
-        rc = ft_client_info(c, &info, NULL, 0);
-        ft_client_close(c);
-    }
-    FT_PASS(rc);
-    char pat[64];
-    snprintf(pat, sizeof pat, "\n%s: ", key);
-    char *p = strstr(info, pat);
-    FT_CHECK(p != NULL);
-    long long v = strtoll(p + strlen(pat), NULL, 10);
-    free(info);
-    return v;
+    FT_CHECK(nng_send(s, b->data, len, 0) == 0);
+    char *r;
+    size_t rl;
+    FT_CHECK(nng_recv(s, &r, &rl, NNG_FLAG_ALLOC) == 0);
+    char err[256];
+    FT_PASS(ft_frame_decode(m, r, rl, 0, err, sizeof err));
+    nng_free(r, rl);
 }
 
 static void case_faults(int strict)
 {
     char idx[300], url[320], path[300];
-    make_library(5000, idx, sizeof idx);
+    th_make_library(g_bin, g_dir, 5000, idx, sizeof idx);
     snprintf(path, sizeof path, "%s/sock", g_dir);
     snprintf(url, sizeof url, "ipc://%s", path);
     /* A slow engine (2 ms a batch) keeps requests in flight long enough
@@ -455,7 +317,7 @@ static void case_faults(int strict)
     unsigned phases = pe ? (unsigned)strtoul(pe, NULL, 0) : strict ? 4u : 3u;
     /* 1. Clients that send a request and close before the answer. */
     for (int i = 0; i < 40 && (phases & 1); i++) {
-        nng_socket s = raw_req(url);
+        nng_socket s = tn_req_dial(url, 5000, 0);
         FT_CHECK(nng_send(s, good.data, good.len, 0) == 0);
         if (i % 2)
             th_sleep_ms(1);
@@ -464,9 +326,9 @@ static void case_faults(int strict)
     /* ...and the same at the transport: the whole request written, the
      * socket closed at once. */
     for (int i = 0; i < 20 && (phases & 1); i++) {
-        int fd = unix_conn(path);
-        FT_CHECK(ipc_req(fd, (uint32_t)i, good.data, good.len, good.len) ==
-                 0);
+        int fd = tn_ipc_connect(path);
+        FT_CHECK(tn_ipc_req(fd, (uint32_t)i, good.data, good.len,
+                            good.len) == 0);
         close(fd);
     }
 
@@ -475,34 +337,25 @@ static void case_faults(int strict)
      * connection then stays open, silent, for a second; eight at once. */
     int half[8], n_half = phases & 2 ? 8 : 0;
     for (int i = 0; i < n_half; i++) {
-        half[i] = unix_conn(path);
-        FT_CHECK(ipc_req(half[i], (uint32_t)i, good.data, good.len / 2,
-                         good.len) == 0);
+        half[i] = tn_ipc_connect(path);
+        FT_CHECK(tn_ipc_req(half[i], (uint32_t)i, good.data, good.len / 2,
+                            good.len) == 0);
     }
     /* A truncated frame in a whole message gets its ERROR, and the socket
      * still works. */
     {
-        nng_socket s = raw_req(url);
+        nng_socket s = tn_req_dial(url, 5000, 0);
         char want[256];
         ft_frame_msg m, l;
         ft_frame_msg_init(&m);
         ft_frame_msg_init(&l);
         FT_FAIL(ft_frame_decode(&l, good.data, good.len - 7, 0, want,
                                 sizeof want), FT_EPROTO);
-        FT_CHECK(nng_send(s, good.data, good.len - 7, 0) == 0);
-        char *r;
-        size_t rl;
-        FT_CHECK(nng_recv(s, &r, &rl, NNG_FLAG_ALLOC) == 0);
-        char err[256];
-        FT_PASS(ft_frame_decode(&m, r, rl, 0, err, sizeof err));
-        nng_free(r, rl);
+        ask(s, &good, good.len - 7, &m);
         FT_CHECK_EQ_U64(m.hdr.type, FT_FRAME_ERROR);
         FT_CHECK_EQ_U64(m.status, FT_EPROTO);
         FT_CHECK_STR(m.text, want);
-        FT_CHECK(nng_send(s, good.data, good.len, 0) == 0);
-        FT_CHECK(nng_recv(s, &r, &rl, NNG_FLAG_ALLOC) == 0);
-        FT_PASS(ft_frame_decode(&m, r, rl, 0, err, sizeof err));
-        nng_free(r, rl);
+        ask(s, &good, good.len, &m);
         FT_CHECK_EQ_U64(m.hdr.type, FT_FRAME_RESULT);
         FT_CHECK(same(&m.res[0], &ck.want[0]));
         ft_frame_msg_free(&m);
@@ -520,12 +373,12 @@ static void case_faults(int strict)
     int slow[4];
     int sent = 0, n_slow = phases & 4 ? 4 : 0;
     for (int i = 0; i < n_slow; i++) {
-        slow[i] = unix_conn(path);
+        slow[i] = tn_ipc_connect(path);
         /* The writes stop when the server stops reading (its answers
          * unread): a timeout, not a hang, then the rest is not sent. */
-        set_timeouts(slow[i], 300);
+        tn_set_timeouts(slow[i], 300);
         for (int j = 0; j < 200; j++) {
-            if (ipc_req(slow[i], (uint32_t)(i * 1000 + j), good.data,
+            if (tn_ipc_req(slow[i], (uint32_t)(i * 1000 + j), good.data,
                         good.len, good.len) != 0)
                 break;
             sent++;
@@ -538,7 +391,7 @@ static void case_faults(int strict)
      * it at all; then close them all. */
     if (n_slow) {
         char buf[65536];
-        set_timeouts(slow[0], 2000);
+        tn_set_timeouts(slow[0], 2000);
         ssize_t got = read(slow[0], buf, sizeof buf);
         FT_CHECK(got > 13);
         FT_CHECK_EQ_U64((unsigned char)buf[0], 1);
@@ -603,67 +456,27 @@ static void case_faults(int strict)
 
 /* ---- connections: max_connections, idle_timeout_ms, ipc_mode ---- */
 
-static int count_lines(const char *path, const char *s)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    char line[4096];
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        n += strstr(line, s) != NULL;
-    fclose(f);
-    return n;
-}
-
-/* closed_within says whether the server closes fd (read gives 0 or an
- * error other than a timeout) within ms; *at gets when, in seconds. */
-static int closed_within(int fd, int ms, double *at)
-{
-    set_timeouts(fd, ms);
-    unsigned char b[64];
-    ssize_t n = read(fd, b, sizeof b);
-    if (at)
-        *at = ft_test_now();
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-}
-
 /* info_open is connections_opened - connections_closed of one INFO: the
  * connections open besides the INFO's own, plus one. */
 static long long info_open(const char *url)
 {
-    ft_client *c;
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = 5000;
-    char *info;
-    int rc = FT_ECONN; /* refused at max_connections: retry, as info_num */
-    for (int t = 0; t < 40 && rc == FT_ECONN; t++) {
-        if (t > 0)
-            th_sleep_ms(50);
-        FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
-        rc = ft_client_info(c, &info, NULL, 0);
-        ft_client_close(c);
-    }
-    FT_PASS(rc);
-    char *a = strstr(info, "\nconnections_opened: ");
-    char *b = strstr(info, "\nconnections_closed: ");
-    FT_CHECK(a && b);
-    long long v = strtoll(a + 21, NULL, 10) - strtoll(b + 21, NULL, 10);
+    /* refused at max_connections: retried, as info_num */
+    char *info = tn_info(url, 5000, 40);
+    long long v = tn_info_value(info, "\nconnections_opened: ") -
+                  tn_info_value(info, "\nconnections_closed: ");
     free(info);
     return v;
 }
 
 static void case_conns(void)
 {
-    char idx[300], url[320], path[300], log[320], aurl[320];
-    make_library(500, idx, sizeof idx);
+    char idx[300], url[320], path[300], aurl[320];
+    th_make_library(g_bin, g_dir, 500, idx, sizeof idx);
     snprintf(path, sizeof path, "%s/sock", g_dir);
     snprintf(url, sizeof url, "ipc://%s", path);
     /* A second listener for the test's INFOs: max_connections counts per
      * listener, so they never take one of the first's 3. */
     snprintf(aurl, sizeof aurl, "ipc://%s/info", g_dir);
-    snprintf(log, sizeof log, "%s/log", g_dir);
     /* 3 connections, 1.5 s of idling, batches held 2 s (longer than that:
      * a connection waiting for its answer is not idle). */
     const char *args[] = {"--index", idx, "--listen", url, "--listen", aurl,
@@ -688,10 +501,10 @@ static void case_conns(void)
 
     double t0 = ft_test_now();
     int held[3];
-    held[0] = unix_conn(path);              /* handshake, then nothing */
-    held[1] = unix_conn(path);
-    held[2] = unix_conn(path);              /* half a message */
-    FT_CHECK(ipc_req(held[2], 1, "0123456789", 10, 100) == 0);
+    held[0] = tn_ipc_connect(path); /* handshake, then nothing */
+    held[1] = tn_ipc_connect(path);
+    held[2] = tn_ipc_connect(path); /* half a message */
+    FT_CHECK(tn_ipc_req(held[2], 1, "0123456789", 10, 100) == 0);
     /* All three admitted (nng's ADD_PRE ran for each: the order in which
      * it handles their handshakes is its own) before any more come. */
     for (int t = 0; t < 500 && (open_now = info_open(aurl)) != 4; t++)
@@ -699,23 +512,23 @@ static void case_conns(void)
     FT_CHECK_EQ_U64(open_now, 4);
     /* Three more: each closed at once, no answer; one log line. */
     for (int i = 0; i < 3; i++) {
-        int fd = unix_conn(path);
-        if (!closed_within(fd, 3000, NULL)) {
+        int fd = tn_ipc_connect(path);
+        if (!tn_closed_within(fd, 3000, NULL)) {
             fprintf(stderr, "extra connection %d not closed (refused %lld, "
                     "held 2 open: %d); the log:\n", i,
                     info_num(aurl, "connections_refused"),
-                    !closed_within(held[2], 10, NULL));
-            show(log);
+                    !tn_closed_within(held[2], 10, NULL));
+            th_show_file(g_dir, "log", 0);
             exit(1);
         }
         close(fd);
     }
-    FT_CHECK_EQ_U64(count_lines(log, "max_connections is 3: refusing new "
-                                     "connections (one line per burst"), 1);
+    FT_CHECK_EQ_U64(log_count("max_connections is 3: refusing new "
+                              "connections (one line per burst"), 1);
     /* The held ones: closed after 1.5 s without a message, not before. */
     for (int i = 0; i < 3; i++) {
         double at;
-        FT_CHECK(closed_within(held[i], 7000, &at));
+        FT_CHECK(tn_closed_within(held[i], 7000, &at));
         fprintf(stderr, "held connection %d closed after %.2f s\n", i,
                 at - t0);
         FT_CHECK(at - t0 >= 1.4);
@@ -723,12 +536,12 @@ static void case_conns(void)
         close(held[i]);
     }
     /* The line follows the closes. */
-    for (int t = 0; t < 100 && !count_lines(log, "that completed no message "
-                                            "for 1500 ms (idle_timeout_ms)");
+    for (int t = 0; t < 100 && !log_count("that completed no message "
+                                          "for 1500 ms (idle_timeout_ms)");
          t++)
         th_sleep_ms(10);
-    FT_CHECK(count_lines(log, "that completed no message for 1500 ms "
-                              "(idle_timeout_ms)") >= 1);
+    FT_CHECK(log_count("that completed no message for 1500 ms "
+                       "(idle_timeout_ms)") >= 1);
     FT_CHECK_EQ_U64(info_num(aurl, "connections_refused"), 3);
     FT_CHECK_EQ_U64(info_num(aurl, "connections_idle_closed"), 3);
     /* A client whose pauses between messages are shorter than the idle
@@ -755,7 +568,7 @@ static void case_conns(void)
 static void case_slow_answer(void)
 {
     char idx[300], url[320], path[300];
-    make_library(500, idx, sizeof idx);
+    th_make_library(g_bin, g_dir, 500, idx, sizeof idx);
     snprintf(path, sizeof path, "%s/sock", g_dir);
     snprintf(url, sizeof url, "ipc://%s", path);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
@@ -763,12 +576,12 @@ static void case_slow_answer(void)
                           "--test-delay-us", "1200000",
                           "--probe-interval-ms", "0", NULL};
     start_server(url, args);
-    int fd = unix_conn(path);
+    int fd = tn_ipc_connect(path);
     ft_buf b;
     ft_buf_init(&b);
     const char *line = "{\"tokens\": [[1]], \"logp\": [[-1]]}";
-    FT_CHECK(ipc_req(fd, 7, line, strlen(line), strlen(line)) == 0);
-    set_timeouts(fd, 5000);
+    FT_CHECK(tn_ipc_req(fd, 7, line, strlen(line), strlen(line)) == 0);
+    tn_set_timeouts(fd, 5000);
     unsigned char ans[512];
     ssize_t n = read(fd, ans, sizeof ans);
     FT_CHECK(n > 13);     /* the answer came: header, id, a JSON line */
@@ -776,7 +589,7 @@ static void case_slow_answer(void)
     FT_CHECK(memchr(ans + 13, '{', (size_t)n - 13) != NULL);
     FT_CHECK_EQ_U64(info_num(url, "connections_idle_closed"), 0);
     /* Then, owed nothing, it idles out. */
-    FT_CHECK(closed_within(fd, 3000, NULL));
+    FT_CHECK(tn_closed_within(fd, 3000, NULL));
     close(fd);
     /* The count follows the close. */
     for (int t = 0; t < 100 && info_num(url, "connections_idle_closed") != 1;

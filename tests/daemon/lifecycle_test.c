@@ -24,10 +24,8 @@
  * free 127.0.0.1 port) and are stopped by the case, or killed at exit.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -41,12 +39,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <nng/nng.h>
-#include <nng/supplemental/http/http.h>
-
 #include "flashtrie_client.h"
 #include "ft_test.h"
 #include "serve_harness.h"
+#include "test_net.h"
 
 static char g_dir[256];
 static pid_t g_pid, g_lt_pid;
@@ -61,13 +57,7 @@ static void cleanup(void)
     th_kill(&g_pid, g_dir, "lifecycle_test");
 }
 
-static void show_log(void)
-{
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "tail -n 40 '%s/log' >&2", g_dir);
-    if (system(cmd)) {
-    }
-}
+static void show_log(void) { th_show_file(g_dir, "log", 40); }
 
 #define CHECK_LOG(cond)                                                      \
     do {                                                                     \
@@ -79,70 +69,24 @@ static void show_log(void)
         }                                                                    \
     } while (0)
 
+/* log_count counts the lines of the server's log that hold s. */
 static int log_count(const char *s)
 {
-    char path[300];
-    snprintf(path, sizeof path, "%s/log", g_dir);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    char line[4096];
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        n += strstr(line, s) != NULL;
-    fclose(f);
-    return n;
+    return th_count_lines(g_dir, "log", s);
 }
 
-static void make_index(const char *name, uint64_t base, char *path,
-                       size_t len)
-{
-    static const char *keys[] = {"1 2 3", "1 2", "1 2 4", "1 5", "7",
-                                 "7 8 9 10", "70000 1", "2 2", "2 3 1",
-                                 "3 1", "5 5 5", "1 7"};
-    char kp[300];
-    snprintf(kp, sizeof kp, "%s/%s.keys", g_dir, name);
-    FILE *f = fopen(kp, "w");
-    FT_CHECK(f != NULL);
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        fprintf(f, "%s\t%llu\n", keys[i], (unsigned long long)(base + i));
-    fclose(f);
-    snprintf(path, len, "%s/%s.fti", g_dir, name);
-    ft_build_opts bo;
-    ft_build_opts_init(&bo);
-    bo.input = kp;
-    bo.output = path;
-    bo.threads = 1;
-    ft_build_stats st;
-    ft_build_stats_init(&st);
-    FT_PASS(ft_build(&st, &bo, NULL, 0));
-}
-
+/* client connects with timeout_ms a call, waiting up to 5 s for the
+ * server. */
 static ft_client *client(const char *url, int timeout_ms)
 {
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = timeout_ms;
-    o.connect_wait_ms = 5000;
-    ft_client *c;
-    char err[256];
-    if (ft_client_connect(&c, url, &o, err, sizeof err) != FT_OK) {
-        fprintf(stderr, "connect %s: %s\n", url, err);
-        exit(1);
-    }
-    return c;
+    return tn_connect(url, timeout_ms, 5000);
 }
 
 /* wait_ping waits (at most limit_ms) until url answers a ping; a server
  * that exits first ends the test. */
 static void wait_ping(const char *url, long limit_ms)
 {
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = 200;
-    o.connect_wait_ms = 1;
-    ft_client *c;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+    ft_client *c = tn_connect(url, 200, 1);
     double t0 = ft_test_now();
     while (ft_client_ping(c, NULL, 0) != FT_OK) {
         if (waitpid(g_pid, NULL, WNOHANG) == g_pid) {
@@ -155,73 +99,6 @@ static void wait_ping(const char *url, long limit_ms)
         th_sleep_ms(20);
     }
     ft_client_close(c);
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    FT_CHECK(fd >= 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    FT_CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    socklen_t len = sizeof a;
-    FT_CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-/* http_get fetches base+path into body (NUL-terminated, at most len-1
- * bytes); returns the status, or -1 when nothing answers (yet). */
-static int http_get(const char *base, const char *path, char *body,
-                    size_t len)
-{
-    char u[256];
-    snprintf(u, sizeof u, "%s%s", base, path);
-    nng_url *url;
-    nng_http_client *cli;
-    nng_http_req *req;
-    nng_http_res *res;
-    nng_aio *aio;
-    FT_CHECK(nng_url_parse(&url, u) == 0);
-    FT_CHECK(nng_http_client_alloc(&cli, url) == 0);
-    FT_CHECK(nng_http_req_alloc(&req, url) == 0);
-    FT_CHECK(nng_http_res_alloc(&res) == 0);
-    FT_CHECK(nng_aio_alloc(&aio, NULL, NULL) == 0);
-    nng_aio_set_timeout(aio, 5000);
-    nng_http_client_transact(cli, req, res, aio);
-    nng_aio_wait(aio);
-    int status = -1;
-    body[0] = '\0';
-    if (nng_aio_result(aio) == 0) {
-        status = nng_http_res_get_status(res);
-        void *data;
-        size_t n;
-        nng_http_res_get_data(res, &data, &n);
-        if (n >= len)
-            n = len - 1;
-        memcpy(body, data, n);
-        body[n] = '\0';
-    }
-    nng_aio_free(aio);
-    nng_http_res_free(res);
-    nng_http_req_free(req);
-    nng_http_client_free(cli);
-    nng_url_free(url);
-    return status;
-}
-
-/* metric returns the value of the sample "name" (with its labels, as the
- * exposition writes them), or -1 when there is none. */
-static double metric(const char *base, const char *sample)
-{
-    static char body[1 << 18];
-    FT_CHECK_EQ_U64(http_get(base, "/metrics", body, sizeof body), 200);
-    size_t n = strlen(sample);
-    for (char *l = body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-        if (!strncmp(l, sample, n) && l[n] == ' ')
-            return strtod(l + n + 1, NULL);
-    return -1;
 }
 
 static char *info(const char *url)
@@ -251,12 +128,18 @@ static void spawn(const char *const *args)
 
 /* ---- hup: a refused SIGHUP changes nothing ---- */
 
-static void write_file(const char *path, const char *text, const char *mode)
+/* write_conf writes the config file conf: index, one admin listener at
+ * url, the CPU engine with one thread, max_batch and the HTTP listener
+ * base; the index on line 1, max_batch on line 5. */
+static void write_conf(const char *conf, const char *index, const char *url,
+                       int max_batch, const char *base)
 {
-    FILE *f = fopen(path, mode);
-    FT_CHECK(f != NULL);
-    fputs(text, f);
-    fclose(f);
+    char body[2048];
+    snprintf(body, sizeof body,
+             "index = \"%s\";\nlisteners = ( { url = \"%s\"; admin = true; } );\n"
+             "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = %d;\n"
+             "metrics = \"%s\";\n", index, url, max_batch, base);
+    th_write_file(conf, body, "w");
 }
 
 /* hup_wait sends SIGHUP and waits until the failed or ok count reaches
@@ -264,7 +147,7 @@ static void write_file(const char *path, const char *text, const char *mode)
 static void hup_wait(const char *base, const char *sample, double want)
 {
     kill(g_pid, SIGHUP);
-    for (int t = 0; metric(base, sample) != want; t++) {
+    for (int t = 0; tn_metric(base, sample) != want; t++) {
         CHECK_LOG(t < 1000);
         th_sleep_ms(10);
     }
@@ -273,20 +156,15 @@ static void hup_wait(const char *base, const char *sample, double want)
 static void case_hup(void)
 {
     char a[300], b[300], bad[300], url[300], conf[300], base[64], text[4096];
-    make_index("a", 100, a, sizeof a);
-    make_index("b", 5000, b, sizeof b);
+    th_make_index(g_dir, "a", 100, a, sizeof a);
+    th_make_index(g_dir, "b", 5000, b, sizeof b);
     snprintf(bad, sizeof bad, "%s/bad.fti", g_dir);
-    write_file(bad, "not an index\n", "w");
+    th_write_file(bad, "not an index\n", "w");
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     snprintf(conf, sizeof conf, "%s/flashtrie.conf", g_dir);
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", free_port());
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", tn_free_port());
     /* Line 1 the index, line 5 max_batch: INFO names both by line. */
-    char body[2048];
-    snprintf(body, sizeof body,
-             "index = \"%s\";\nlisteners = ( { url = \"%s\"; admin = true; } );\n"
-             "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = 4;\n"
-             "metrics = \"%s\";\n", a, url, base);
-    write_file(conf, body, "w");
+    write_conf(conf, a, url, 4, base);
     const char *args[] = {"serve", "--config", conf, NULL};
     spawn(args + 1);
     wait_ping(url, 20000);
@@ -295,10 +173,11 @@ static void case_hup(void)
 
     /* A setting the table does not know: refused, counted as failed, the
      * index not reopened. */
-    write_file(conf, "max_bach = 8;\n", "a");
+    th_write_file(conf, "max_bach = 8;\n", "a");
     hup_wait(base, "flashtrie_reloads_total{result=\"failed\"}", 1);
-    FT_CHECK_EQ_U64(metric(base, "flashtrie_reloads_total{result=\"ok\"}"), 0);
-    FT_CHECK_EQ_U64(metric(base, "flashtrie_index_generation"), 1);
+    FT_CHECK_EQ_U64(
+        tn_metric(base, "flashtrie_reloads_total{result=\"ok\"}"), 0);
+    FT_CHECK_EQ_U64(tn_metric(base, "flashtrie_index_generation"), 1);
     snprintf(text, sizeof text, "reload refused: config %s refused: %s:7: "
              "max_bach: unknown setting; still serving generation 1 (%s), "
              "the settings unchanged", conf, conf, a);
@@ -315,18 +194,15 @@ static void case_hup(void)
 
     /* A config that names an index that cannot be opened: neither the
      * settings nor the index change, and the log names the new index. */
-    snprintf(body, sizeof body,
-             "index = \"%s\";\nlisteners = ( { url = \"%s\"; admin = true; } );\n"
-             "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = 8;\n"
-             "metrics = \"%s\";\n", bad, url, base);
-    write_file(conf, body, "w");
+    write_conf(conf, bad, url, 8, base);
     hup_wait(base, "flashtrie_reloads_total{result=\"failed\"}", 2);
     snprintf(text, sizeof text, "SIGHUP: reloading %s with the settings of "
              "%s", bad, conf);
     CHECK_LOG(log_count(text) == 1);
     CHECK_LOG(log_count("reloaded: now serving") == 0);
-    FT_CHECK_EQ_U64(metric(base, "flashtrie_reloads_total{result=\"ok\"}"), 0);
-    FT_CHECK_EQ_U64(metric(base, "flashtrie_index_generation"), 1);
+    FT_CHECK_EQ_U64(
+        tn_metric(base, "flashtrie_reloads_total{result=\"ok\"}"), 0);
+    FT_CHECK_EQ_U64(tn_metric(base, "flashtrie_index_generation"), 1);
     in = info(url);
     info_line(in, line);
     info_line(in, "max_batch: 4 (file:5)");
@@ -335,16 +211,12 @@ static void case_hup(void)
     ft_client_text_free(in);
 
     /* A good one: both apply. */
-    snprintf(body, sizeof body,
-             "index = \"%s\";\nlisteners = ( { url = \"%s\"; admin = true; } );\n"
-             "engine = \"cpu\";\ncpu_threads = 1;\nmax_batch = 8;\n"
-             "metrics = \"%s\";\n", b, url, base);
-    write_file(conf, body, "w");
+    write_conf(conf, b, url, 8, base);
     hup_wait(base, "flashtrie_reloads_total{result=\"ok\"}", 1);
-    FT_CHECK_EQ_U64(metric(base, "flashtrie_reloads_total{result=\"failed\"}"),
-                    2);
+    FT_CHECK_EQ_U64(
+        tn_metric(base, "flashtrie_reloads_total{result=\"failed\"}"), 2);
     /* Generation 2 was the refused open of bad.fti. */
-    FT_CHECK_EQ_U64(metric(base, "flashtrie_index_generation"), 3);
+    FT_CHECK_EQ_U64(tn_metric(base, "flashtrie_index_generation"), 3);
     snprintf(text, sizeof text, "SIGHUP: reloading %s with the settings of "
              "%s", b, conf);
     CHECK_LOG(log_count(text) == 1);
@@ -404,9 +276,9 @@ static void count_answer(int status, ft_client_results *res,
 static void case_probes(void)
 {
     char a[300], url[300], base[64], body[512], want[400];
-    make_index("a", 100, a, sizeof a);
+    th_make_index(g_dir, "a", 100, a, sizeof a);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", free_port());
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", tn_free_port());
     notify_open();
     /* Every open of the index waits 1.5 s (the test hook); every batch
      * 300 ms. */
@@ -419,25 +291,26 @@ static void case_probes(void)
     FT_CHECK_STR(notify_next(), want);
     /* While the index loads: alive, not ready. */
     int st;
-    for (int t = 0; (st = http_get(base, "/livez", body, sizeof body)) < 0; t++) {
+    for (int t = 0;
+         (st = tn_http_text(base, "/livez", body, sizeof body)) < 0; t++) {
         CHECK_LOG(t < 500);
         th_sleep_ms(10);
     }
     FT_CHECK_EQ_U64(st, 200);
     FT_CHECK_STR(body, "alive\n");
-    FT_CHECK_EQ_U64(http_get(base, "/readyz", body, sizeof body), 503);
+    FT_CHECK_EQ_U64(tn_http_text(base, "/readyz", body, sizeof body), 503);
     FT_CHECK_STR(body, "not ready: starting: opening the index\n");
-    FT_CHECK_EQ_U64(http_get(base, "/healthz", body, sizeof body), 503);
+    FT_CHECK_EQ_U64(tn_http_text(base, "/healthz", body, sizeof body), 503);
     FT_CHECK_STR(body, "starting: opening the index\n");
-    FT_CHECK_EQ_U64(http_get(base, "/metrics", body, sizeof body), 503);
+    FT_CHECK_EQ_U64(tn_http_text(base, "/metrics", body, sizeof body), 503);
     FT_CHECK_STR(body, "starting: opening the index\n");
     /* Then ready, and systemd is told so. */
     snprintf(want, sizeof want, "READY=1\nSTATUS=serving\nMAINPID=%ld\n",
              (long)g_pid);
     FT_CHECK_STR(notify_next(), want);
-    FT_CHECK_EQ_U64(http_get(base, "/readyz", body, sizeof body), 200);
+    FT_CHECK_EQ_U64(tn_http_text(base, "/readyz", body, sizeof body), 200);
     FT_CHECK_STR(body, "ready\n");
-    FT_CHECK_EQ_U64(http_get(base, "/healthz", body, sizeof body), 200);
+    FT_CHECK_EQ_U64(tn_http_text(base, "/healthz", body, sizeof body), 200);
     FT_CHECK_STR(body, "ok\n");
     wait_ping(url, 5000);
 
@@ -453,9 +326,10 @@ static void case_probes(void)
     FT_CHECK(us > 0 && us <= (unsigned long long)ts.tv_sec * 1000000ull +
                                  (unsigned long long)ts.tv_nsec / 1000);
     FT_CHECK_STR(end, "\nSTATUS=reloading\n");
-    FT_CHECK_EQ_U64(http_get(base, "/readyz", body, sizeof body), 200);
+    FT_CHECK_EQ_U64(tn_http_text(base, "/readyz", body, sizeof body), 200);
     FT_CHECK_STR(notify_next(), "READY=1\nSTATUS=serving\n");
-    FT_CHECK_EQ_U64(metric(base, "flashtrie_reloads_total{result=\"ok\"}"), 1);
+    FT_CHECK_EQ_U64(
+        tn_metric(base, "flashtrie_reloads_total{result=\"ok\"}"), 1);
 
     /* A drain of two requests held 300 ms each: STOPPING=1; alive but not
      * ready while it lasts. */
@@ -479,10 +353,11 @@ static void case_probes(void)
     FT_CHECK_STR(notify_next(), "STOPPING=1\nSTATUS=draining\n");
     int seen = 0;
     for (int t = 0; t < 200 && !seen; t++) {
-        st = http_get(base, "/readyz", body, sizeof body);
+        st = tn_http_text(base, "/readyz", body, sizeof body);
         if (st == 503) {
             FT_CHECK_STR(body, "not ready: draining: shutting down\n");
-            FT_CHECK_EQ_U64(http_get(base, "/livez", body, sizeof body), 200);
+            FT_CHECK_EQ_U64(tn_http_text(base, "/livez", body, sizeof body),
+                            200);
             FT_CHECK_STR(body, "alive\n");
             seen = 1;
         }
@@ -523,9 +398,9 @@ static void case_block(void)
 {
     char a[300], b[300], cpath[300], url[300], admin[300], fifo[300],
         want[1400];
-    make_index("a", 100, a, sizeof a);
-    make_index("b", 5000, b, sizeof b);
-    make_index("c", 90000, cpath, sizeof cpath);
+    th_make_index(g_dir, "a", 100, a, sizeof a);
+    th_make_index(g_dir, "b", 5000, b, sizeof b);
+    th_make_index(g_dir, "c", 90000, cpath, sizeof cpath);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     snprintf(admin, sizeof admin, "ipc://%s/admin", g_dir);
     snprintf(fifo, sizeof fifo, "%s/fifo", g_dir);
@@ -625,7 +500,7 @@ static int search_once(const char *url)
 static void case_sigbus(void)
 {
     char a[300], served[300], url[300], want[600];
-    make_index("a", 100, a, sizeof a);
+    th_make_index(g_dir, "a", 100, a, sizeof a);
     snprintf(served, sizeof served, "%s/served.fti", g_dir);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", a, served);
@@ -641,15 +516,9 @@ static void case_sigbus(void)
     FT_CHECK(fd >= 0);
     close(fd);
     FT_CHECK(search_once(url) != FT_OK);
-    int st = 0, exited = 0;
-    for (int t = 0; t < 1000 && !exited; t++) {
-        exited = waitpid(g_pid, &st, WNOHANG) == g_pid;
-        if (!exited)
-            th_sleep_ms(10);
-    }
-    CHECK_LOG(exited);
-    g_pid = 0;
-    CHECK_LOG(WIFEXITED(st) && WEXITSTATUS(st) == 74);
+    int st = th_wait_exit(&g_pid, 10000);
+    CHECK_LOG(st >= 0); /* exited */
+    CHECK_LOG(st == 74);
     snprintf(want, sizeof want, "flashtrie: fatal: SIGBUS reading the index "
              "%s at byte ", served);
     CHECK_LOG(log_count(want) == 1);
@@ -659,39 +528,10 @@ static void case_sigbus(void)
 
 /* ---- drain_load: a prompt exit under load ---- */
 
-static int run_bin(const char *const *args, const char *out)
-{
-    pid_t pid = fork();
-    FT_CHECK(pid >= 0);
-    if (pid == 0) {
-        const char *argv[64];
-        int n = 0;
-        argv[n++] = g_bin;
-        for (int i = 0; args[i]; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        if (!freopen(out, "w", stdout) || !freopen(out, "a", stderr))
-            _exit(126);
-        execv(g_bin, (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
-}
-
 static void case_drain_load(void)
 {
-    char keys[300], idx[300], url[300], out[300];
-    snprintf(keys, sizeof keys, "%s/keys.txt", g_dir);
-    snprintf(idx, sizeof idx, "%s/lib.fti", g_dir);
-    snprintf(out, sizeof out, "%s/tool.out", g_dir);
-    const char *gen[] = {"gen", "keys", "--n", "5000", "--seed", "7",
-                         "--output", keys, NULL};
-    int st;
-    pid_t p = run_bin(gen, out);
-    FT_CHECK(waitpid(p, &st, 0) == p && WIFEXITED(st) && !WEXITSTATUS(st));
-    const char *build[] = {"build", "--input", keys, "--output", idx, NULL};
-    p = run_bin(build, out);
-    FT_CHECK(waitpid(p, &st, 0) == p && WIFEXITED(st) && !WEXITSTATUS(st));
+    char idx[300], url[300], out[300];
+    th_make_library(g_bin, g_dir, 5000, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     for (int round = 0; round < 2; round++) {
         const char *args[] = {"--index", idx, "--listen", url, "--engine",
@@ -705,7 +545,7 @@ static void case_drain_load(void)
                             "--clients", "64", "--seconds", "30", "--mix",
                             "good", "--seed", "3", NULL};
         snprintf(out, sizeof out, "%s/loadtest.%d.out", g_dir, round);
-        g_lt_pid = run_bin(lt, out);
+        g_lt_pid = th_launch(g_bin, lt, out, 1);
         th_sleep_ms(2500);
         double ms;
         FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 15000, &ms), 0);

@@ -43,6 +43,7 @@
 #include "frame.h"
 #include "ft_test.h"
 #include "serve_harness.h"
+#include "test_net.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FT_MEM_ASAN 1
@@ -61,55 +62,16 @@ static const char *g_bin;
 
 static void cleanup(void) { th_kill(&g_pid, g_dir, "mem_test"); }
 
-static int run_bin(const char *const *args, const char *out)
-{
-    pid_t pid = fork();
-    FT_CHECK(pid >= 0);
-    if (pid == 0) {
-        const char *argv[64];
-        int n = 0;
-        argv[n++] = g_bin;
-        for (int i = 0; args[i]; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        if (out && !freopen(out, "w", stdout))
-            _exit(126);
-        execv(g_bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    FT_CHECK(waitpid(pid, &st, 0) == pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
+/* make_library builds DIR/lib.fti of n generated keys (th_make_library). */
 static void make_library(unsigned n, char *idx, size_t len)
 {
-    char keys[300], nbuf[32];
-    snprintf(keys, sizeof keys, "%s/keys.txt", g_dir);
-    snprintf(idx, len, "%s/lib.fti", g_dir);
-    snprintf(nbuf, sizeof nbuf, "%u", n);
-    const char *gen[] = {"gen", "keys", "--n", nbuf, "--seed", "7",
-                         "--output", keys, NULL};
-    FT_CHECK_EQ_U64(run_bin(gen, "/dev/null"), 0);
-    const char *build[] = {"build", "--input", keys, "--output", idx, NULL};
-    FT_CHECK_EQ_U64(run_bin(build, "/dev/null"), 0);
+    th_make_library(g_bin, g_dir, n, idx, len);
 }
 
 /* proc_kb reads a "Vm...:" line of /proc/PID/status, in KiB. */
 static long proc_kb(pid_t pid, const char *key)
 {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long v = -1;
-    size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':')
-            v = strtol(line + kl + 1, NULL, 10);
-    fclose(f);
-    return v;
+    return th_proc_kb(pid, key);
 }
 
 /* heavy_frame encodes one SEARCH of n requests, T = 64, K = 4096, beam
@@ -139,16 +101,10 @@ static void heavy_frame(ft_buf *b, uint64_t id, uint32_t n, uint32_t beam)
     free(r);
 }
 
+/* raw_req dials a raw REQ socket: 60 s limits, no receive size limit. */
 static nng_socket raw_req(const char *url)
 {
-    nng_socket s;
-    FT_CHECK(nng_req0_open(&s) == 0);
-    nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 60000);
-    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 60000);
-    nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, 0);
-    FT_CHECK(nng_dial(s, url, NULL, 0) == 0);
-    return s;
+    return tn_req_dial(url, 60000, 1);
 }
 
 /* ask sends one frame and decodes the reply into m: its type. */
@@ -166,23 +122,10 @@ static int ask(nng_socket s, const ft_buf *b, ft_frame_msg *m)
     return rc == FT_OK ? m->hdr.type : -1;
 }
 
+/* info_num reads INFO's field key (20 s a call, one try). */
 static long long info_num(const char *url, const char *key)
 {
-    ft_client *c;
-    ft_client_opts o;
-    ft_client_opts_init(&o);
-    o.timeout_ms = 20000;
-    FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
-    char *info;
-    FT_PASS(ft_client_info(c, &info, NULL, 0));
-    ft_client_close(c);
-    char pat[64];
-    snprintf(pat, sizeof pat, "\n%s: ", key);
-    char *p = strstr(info, pat);
-    FT_CHECK(p != NULL);
-    long long v = strtoll(p + strlen(pat), NULL, 10);
-    free(info);
-    return v;
+    return tn_info_num(url, key, 20000, 1);
 }
 
 /* wait_info waits (up to 20 s) until INFO's key reads v. */
@@ -212,19 +155,10 @@ typedef struct good {
     size_t n_lat, cap_lat;
 } good;
 
+/* same: an answer is the engine's here, bit for bit (sigma left out). */
 static int same(const ft_result *a, const ft_result *b)
 {
-    if (a->status != b->status || a->n != b->n)
-        return 0;
-    for (uint32_t i = 0; i < a->n; i++) {
-        const ft_hit *x = &a->hits[i], *y = &b->hits[i];
-        if (x->len != y->len || x->value != y->value ||
-            memcmp(&x->score, &y->score, sizeof x->score) ||
-            memcmp(a->tokens + x->tok_off, b->tokens + y->tok_off,
-                   x->len * 4))
-            return 0;
-    }
-    return 1;
+    return th_same_result(a, b, 0);
 }
 
 static void good_setup(good *g, const char *idx)

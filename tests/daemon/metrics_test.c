@@ -34,28 +34,25 @@
  *            server promptly.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
-#include <nng/supplemental/http/http.h>
 
 #include "flashtrie_client.h"
 #include "ft_test.h"
 #include "serve_harness.h"
+#include "test_net.h"
 #include "serve_metrics.h"
 
 /* ---- a strict parser of the Prometheus text format ---- */
@@ -616,101 +613,28 @@ static const char *g_bin;
 
 static void cleanup(void) { th_kill(&g_pid, g_dir, "metrics_test"); }
 
-
-/* free_port asks the kernel for a free 127.0.0.1 port (bound and let go:
- * another process could take it in between, which this box's tests do
- * not do). */
-static int free_port(void)
+/* live_setup readies a case with a live server: FT_BIN the program, a
+ * temporary folder of its own, removed at exit with the server killed. */
+static void live_setup(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    FT_CHECK(fd >= 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    FT_CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    socklen_t len = sizeof a;
-    FT_CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
+    g_bin = getenv("FT_BIN");
+    FT_CHECK(g_bin != NULL);
+    snprintf(g_dir, sizeof g_dir, "/tmp/ft_metrics_test.XXXXXX");
+    FT_CHECK(mkdtemp(g_dir) != NULL);
+    atexit(cleanup);
 }
 
-/* http_get fetches base+path with nng's HTTP client; the body is
- * returned NUL-terminated (free it). */
-static int http_get(const char *base, const char *path, char **body,
-                    size_t *len, char *ctype, size_t ctlen)
-{
-    char u[256];
-    snprintf(u, sizeof u, "%s%s", base, path);
-    nng_url *url;
-    nng_http_client *cli;
-    nng_http_req *req;
-    nng_http_res *res;
-    nng_aio *aio;
-    FT_CHECK(nng_url_parse(&url, u) == 0);
-    FT_CHECK(nng_http_client_alloc(&cli, url) == 0);
-    FT_CHECK(nng_http_req_alloc(&req, url) == 0);
-    FT_CHECK(nng_http_res_alloc(&res) == 0);
-    FT_CHECK(nng_aio_alloc(&aio, NULL, NULL) == 0);
-    nng_aio_set_timeout(aio, 5000);
-    nng_http_client_transact(cli, req, res, aio);
-    nng_aio_wait(aio);
-    int rv = nng_aio_result(aio);
-    if (rv != 0) {
-        fprintf(stderr, "GET %s: %s\n", u, nng_strerror(rv));
-        exit(1);
-    }
-    int status = nng_http_res_get_status(res);
-    void *data;
-    size_t n;
-    nng_http_res_get_data(res, &data, &n);
-    *body = malloc(n + 1);
-    FT_CHECK(*body != NULL);
-    memcpy(*body, data, n);
-    (*body)[n] = '\0';
-    *len = n;
-    const char *ct = nng_http_res_get_header(res, "Content-Type");
-    snprintf(ctype, ctlen, "%s", ct ? ct : "");
-    nng_aio_free(aio);
-    nng_http_res_free(res);
-    nng_http_req_free(req);
-    nng_http_client_free(cli);
-    nng_url_free(url);
-    return status;
-}
 
 static void get_metrics(const char *base, scrape *sc)
 {
     char *body, ct[128];
     size_t len;
-    FT_CHECK_EQ_U64(http_get(base, "/metrics", &body, &len, ct, sizeof ct),
+    FT_CHECK_EQ_U64(tn_http_get(base, "/metrics", &body, &len, ct, sizeof ct),
                     200);
     FT_CHECK_STR(ct, "text/plain; version=0.0.4; charset=utf-8");
     parse_text(sc, body, len);
     check_all_sampled(sc);
     free(body);
-}
-
-static void make_index(char *path, size_t len)
-{
-    static const char *keys[] = {"1 2 3", "1 2", "1 2 4", "1 5", "7",
-                                 "7 8 9 10", "70000 1", "2 2", "2 3 1",
-                                 "3 1", "5 5 5", "1 7"};
-    char kp[300];
-    snprintf(kp, sizeof kp, "%s/k.keys", g_dir);
-    FILE *f = fopen(kp, "w");
-    FT_CHECK(f != NULL);
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        fprintf(f, "%s\t%zu\n", keys[i], 100 + i);
-    fclose(f);
-    snprintf(path, len, "%s/k.fti", g_dir);
-    ft_build_opts bo;
-    ft_build_opts_init(&bo);
-    bo.input = kp;
-    bo.output = path;
-    bo.threads = 1;
-    ft_build_stats st;
-    ft_build_stats_init(&st);
-    FT_PASS(ft_build(&st, &bo, NULL, 0));
 }
 
 static void start_server(const char *url, const char *const *args)
@@ -783,9 +707,9 @@ static void raw_send(const char *url, const void *p, size_t len, char *ans,
 static void case_scrape(void)
 {
     char idx[300], url[300], murl[64], base[64];
-    make_index(idx, sizeof idx);
+    th_make_index(g_dir, "k", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
-    int port = free_port();
+    int port = tn_free_port();
     snprintf(murl, sizeof murl, "http://127.0.0.1:%d", port);
     snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
     /* A queue of two, batches of one, each held 300 ms by the test hook:
@@ -806,7 +730,7 @@ static void case_scrape(void)
      * open: until then /healthz says "starting". */
     int hst = 0;
     for (int t = 0; t < 200; t++) {
-        hst = http_get(base, "/healthz", &body, &len, ct, sizeof ct);
+        hst = tn_http_get(base, "/healthz", &body, &len, ct, sizeof ct);
         if (hst == 200)
             break;
         FT_CHECK_EQ_U64(hst, 503);
@@ -818,7 +742,7 @@ static void case_scrape(void)
     FT_CHECK_STR(body, "ok\n");
     FT_CHECK_STR(ct, "text/plain; charset=utf-8");
     free(body);
-    FT_CHECK_EQ_U64(http_get(base, "/nothing", &body, &len, ct, sizeof ct),
+    FT_CHECK_EQ_U64(tn_http_get(base, "/nothing", &body, &len, ct, sizeof ct),
                     404);
     free(body);
 
@@ -978,10 +902,7 @@ static void case_scrape(void)
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_index_generation", ""), 2);
     char bad_idx[320];
     snprintf(bad_idx, sizeof bad_idx, "%s/bad.fti", g_dir);
-    FILE *bf = fopen(bad_idx, "w");
-    FT_CHECK(bf != NULL);
-    fputs("not an index\n", bf);
-    fclose(bf);
+    th_write_file(bad_idx, "not an index\n", "w");
     FT_CHECK(rename(bad_idx, idx) == 0);
     kill(g_pid, SIGHUP);
     for (int t = 0; t < 500; t++) {
@@ -996,7 +917,7 @@ static void case_scrape(void)
                              "result=\"ok\""), 1);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_index_generation", ""), 2);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_index_keys", ""), 12);
-    FT_CHECK_EQ_U64(http_get(base, "/healthz", &body, &len, ct, sizeof ct),
+    FT_CHECK_EQ_U64(tn_http_get(base, "/healthz", &body, &len, ct, sizeof ct),
                     200);
     free(body);
 
@@ -1009,7 +930,7 @@ static void case_scrape(void)
     kill(g_pid, SIGTERM);
     int seen503 = 0;
     for (int t = 0; t < 100 && !seen503 && !atomic_load(&s2[1].done); t++) {
-        int st = http_get(base, "/healthz", &body, &len, ct, sizeof ct);
+        int st = tn_http_get(base, "/healthz", &body, &len, ct, sizeof ct);
         if (st == 503) {
             FT_CHECK_STR(body, "draining: shutting down\n");
             seen503 = 1;
@@ -1022,15 +943,9 @@ static void case_scrape(void)
     FT_CHECK(seen503);
     wait_slots(s2, 2);
     ft_client_close(c);
-    int st = 0, exited = 0;
-    for (int t = 0; t < 3000 && !exited; t++) {
-        exited = waitpid(g_pid, &st, WNOHANG) == g_pid;
-        if (!exited)
-            th_sleep_ms(10);
-    }
-    FT_CHECK(exited);
-    g_pid = 0;
-    FT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    int st = th_wait_exit(&g_pid, 30000);
+    FT_CHECK(st >= 0); /* exited */
+    FT_CHECK(st == 0);
 }
 
 /* ---- failover: a live server whose replicas fail (--test-fault) ---- */
@@ -1079,22 +994,6 @@ static void fo_make(const char *idx)
     ft_index_close(ix);
 }
 
-/* fo_same: a client's answer is the offline one, bit for bit. */
-static int fo_same(const ft_result *got, const ft_result *want)
-{
-    if (got->status != want->status || got->n != want->n)
-        return 0;
-    for (uint32_t i = 0; i < got->n; i++) {
-        const ft_hit *a = &got->hits[i], *b = &want->hits[i];
-        if (a->len != b->len || a->value != b->value ||
-            memcmp(&a->score, &b->score, 8) || memcmp(&a->sigma, &b->sigma, 4) ||
-            memcmp(got->tokens + a->tok_off, want->tokens + b->tok_off,
-                   a->len * 4))
-            return 0;
-    }
-    return 1;
-}
-
 typedef struct fo_client {
     const char *url;
     int id, count;
@@ -1127,7 +1026,7 @@ static void *fo_load(void *arg)
         for (int k = 0; k < 2; k++) {
             const ft_result *r = ft_client_results_get(res, (size_t)k);
             int ok = fc->want_err == NULL
-                         ? fo_same(r, &g_fo_want[vs[k]])
+                         ? th_same_result(r, &g_fo_want[vs[k]], 1)
                          : r->status == FT_ECUDA && r->n == 0 &&
                                !strcmp(r->error, fc->want_err);
             if (!ok) {
@@ -1168,26 +1067,20 @@ static char *fo_info(const char *url)
     return text;
 }
 
+/* fo_info_has fails the test when INFO's text lacks line. */
 static void fo_info_has(const char *text, const char *line)
 {
-    if (strstr(text, line) == NULL) {
-        fprintf(stderr, "INFO lacks '%s':\n%s\n", line, text);
-        exit(1);
-    }
+    th_want_has("INFO", text, line);
 }
 
-/* fo_log_count counts the lines of the server's log holding s. */
+/* fo_log_count counts the lines of the server's log holding s; the log
+ * must be there. */
 static int fo_log_count(const char *s)
 {
-    char path[300], line[2048];
+    char path[300];
     snprintf(path, sizeof path, "%s/log", g_dir);
-    FILE *f = fopen(path, "r");
-    FT_CHECK(f != NULL);
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        n += strstr(line, s) != NULL;
-    fclose(f);
-    return n;
+    FT_CHECK(access(path, R_OK) == 0);
+    return th_count_lines(g_dir, "log", s);
 }
 
 #define FO_WHY "CUDA error: engine: CUDA error, the GPU engine failed " \
@@ -1196,7 +1089,7 @@ static int fo_log_count(const char *s)
 static void case_failover(void)
 {
     char idx[300], url[300], murl[64], rep[8], fa[32], fb[32];
-    make_index(idx, sizeof idx);
+    th_make_index(g_dir, "k", 100, idx, sizeof idx);
     fo_make(idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     static scrape sc;
@@ -1205,7 +1098,7 @@ static void case_failover(void)
     /* 2 replicas, replica 1 failing at its 4th batch; 3 replicas, replicas
      * 0 and 2 failing at their 3rd and 6th. */
     for (int replicas = 2; replicas <= 3; replicas++) {
-        int port = free_port();
+        int port = tn_free_port();
         snprintf(murl, sizeof murl, "http://127.0.0.1:%d", port);
         snprintf(rep, sizeof rep, "%d", replicas);
         snprintf(fa, sizeof fa, "%s", replicas == 2 ? "1:4" : "0:3");
@@ -1231,8 +1124,8 @@ static void case_failover(void)
         }
         free(info);
         /* /healthz: degraded, still 200. */
-        FT_CHECK_EQ_U64(http_get(murl, "/healthz", &body, &len, ct, sizeof ct),
-                        200);
+        FT_CHECK_EQ_U64(
+            tn_http_get(murl, "/healthz", &body, &len, ct, sizeof ct), 200);
         snprintf(want, sizeof want, "degraded: %zu of %d replicas failed: "
                  "engine %d (cpu) failed: " FO_WHY "\n", nfail, replicas,
                  replicas == 2 ? 1 : 0);
@@ -1260,7 +1153,7 @@ static void case_failover(void)
 
     /* Every replica failed: the exact error, PING and INFO still answer,
      * /healthz 503, SIGTERM stops the server at once. */
-    int port = free_port();
+    int port = tn_free_port();
     snprintf(murl, sizeof murl, "http://127.0.0.1:%d", port);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--replicas", "2", "--max-batch",
@@ -1278,7 +1171,7 @@ static void case_failover(void)
     fo_info_has(info, "engine.0.state: failed: " FO_WHY "\n");
     fo_info_has(info, "engine.1.state: failed: " FO_WHY "\n");
     free(info);
-    FT_CHECK_EQ_U64(http_get(murl, "/healthz", &body, &len, ct, sizeof ct),
+    FT_CHECK_EQ_U64(tn_http_get(murl, "/healthz", &body, &len, ct, sizeof ct),
                     503);
     FT_CHECK_STR(body, "no healthy replica (2 of 2 failed): engine 0 (cpu) "
                        "failed: " FO_WHY "\n");
@@ -1331,15 +1224,6 @@ static int run_serve(const char *const *args, char *out, size_t len)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* want_has fails the test when text lacks s. */
-static void want_has(const char *what, const char *text, const char *s)
-{
-    if (strstr(text, s) == NULL) {
-        fprintf(stderr, "%s lacks '%s':\n%s\n", what, s, text);
-        exit(1);
-    }
-}
-
 /* case_settings walks the settings table (config/settings.c): every row
  * with a flag is in serve --help and is parsed by serve (a bad value is
  * refused naming the setting; a bool switch is taken); on a live server
@@ -1363,7 +1247,7 @@ static void case_settings(void)
         char pat[128], bad[1100], name[128];
         snprintf(pat, sizeof pat, "[--%s%s%s]", r->flag,
                  r->flag_arg ? " " : "", r->flag_arg ? r->flag_arg : "");
-        want_has("serve --help", out, pat);
+        th_want_has("serve --help", out, pat);
         snprintf(pat, sizeof pat, "--%s", r->flag);
         if (r->flag_arg == NULL) {
             /* A switch: taken, so the run goes on to the missing index. */
@@ -1371,7 +1255,7 @@ static void case_settings(void)
             static char o2[1 << 14];
             FT_CHECK_EQ_U64(run_serve(a, o2, sizeof o2), 1);
             snprintf(bad, sizeof bad, "index: %s does not exist", missing);
-            want_has(pat, o2, bad);
+            th_want_has(pat, o2, bad);
             continue;
         }
         /* A value the row refuses. */
@@ -1393,15 +1277,15 @@ static void case_settings(void)
         static char o2[1 << 14];
         FT_CHECK_EQ_U64(run_serve(a, o2, sizeof o2), 2);
         snprintf(name, sizeof name, "cli: %s: ", r->name);
-        want_has(pat, o2, name);
+        th_want_has(pat, o2, name);
     }
     FT_CHECK(flags >= 16);
 
     /* A live server: the flags give some rows values of their own. */
     char idx[300], url[300], murl[64];
-    make_index(idx, sizeof idx);
+    th_make_index(g_dir, "k", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
-    snprintf(murl, sizeof murl, "http://127.0.0.1:%d", free_port());
+    snprintf(murl, sizeof murl, "http://127.0.0.1:%d", tn_free_port());
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--queue-depth", "7",
                           "--max-batch", "3", "--metrics", murl, NULL};
@@ -1450,7 +1334,7 @@ static void case_settings(void)
             FT_PASS(ft_buf_printf(&line, "\"\""));
         FT_PASS(ft_buf_printf(&line, " (%s)\n", want.src[i].kind ==
                               FT_CONFIG_SRC_CLI ? "cli" : "default"));
-        want_has("INFO's config section", conf, (const char *)line.data);
+        th_want_has("INFO's config section", conf, (const char *)line.data);
         ft_buf_free(&line);
     }
     free(info);
@@ -1483,7 +1367,7 @@ static int wait_health(const char *base, int want, int ms, char *body_out,
     for (int t = 0; t <= ms / 20; t++) {
         char *body, ct[128];
         size_t len;
-        st = http_get(base, "/healthz", &body, &len, ct, sizeof ct);
+        st = tn_http_get(base, "/healthz", &body, &len, ct, sizeof ct);
         snprintf(body_out, blen, "%s", body);
         free(body);
         if (st == want)
@@ -1554,11 +1438,11 @@ static void case_probe(void)
 {
     char idx[300], url[300], tcp[64], murl[64], base[64], moved[320];
     char body[512];
-    make_index(idx, sizeof idx);
+    th_make_index(g_dir, "k", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     snprintf(moved, sizeof moved, "%s/moved", g_dir);
-    snprintf(tcp, sizeof tcp, "tcp://127.0.0.1:%d", free_port());
-    int port = free_port();
+    snprintf(tcp, sizeof tcp, "tcp://127.0.0.1:%d", tn_free_port());
+    int port = tn_free_port();
     snprintf(murl, sizeof murl, "http://127.0.0.1:%d", port);
     snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
     /* First without restarts: the probe's verdict alone. */
@@ -1690,32 +1574,16 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "render")) {
         case_render();
     } else if (!strcmp(argv[1], "scrape")) {
-        g_bin = getenv("FT_BIN");
-        FT_CHECK(g_bin != NULL);
-        snprintf(g_dir, sizeof g_dir, "/tmp/ft_metrics_test.XXXXXX");
-        FT_CHECK(mkdtemp(g_dir) != NULL);
-        atexit(cleanup);
+        live_setup();
         case_scrape();
     } else if (!strcmp(argv[1], "failover")) {
-        g_bin = getenv("FT_BIN");
-        FT_CHECK(g_bin != NULL);
-        snprintf(g_dir, sizeof g_dir, "/tmp/ft_metrics_test.XXXXXX");
-        FT_CHECK(mkdtemp(g_dir) != NULL);
-        atexit(cleanup);
+        live_setup();
         case_failover();
     } else if (!strcmp(argv[1], "probe")) {
-        g_bin = getenv("FT_BIN");
-        FT_CHECK(g_bin != NULL);
-        snprintf(g_dir, sizeof g_dir, "/tmp/ft_metrics_test.XXXXXX");
-        FT_CHECK(mkdtemp(g_dir) != NULL);
-        atexit(cleanup);
+        live_setup();
         case_probe();
     } else if (!strcmp(argv[1], "settings")) {
-        g_bin = getenv("FT_BIN");
-        FT_CHECK(g_bin != NULL);
-        snprintf(g_dir, sizeof g_dir, "/tmp/ft_metrics_test.XXXXXX");
-        FT_CHECK(mkdtemp(g_dir) != NULL);
-        atexit(cleanup);
+        live_setup();
         case_settings();
     } else {
         fprintf(stderr, "metrics_test: unknown case '%s'\n", argv[1]);

@@ -1,15 +1,24 @@
 /*
- * serve_harness.h - what the daemon tests share to run a server: start
- * "flashtrie serve" with its log in the test's folder and wait until it
- * answers a ping, stop it with a signal, kill it and remove the folder.
+ * serve_harness.h - what the daemon tests share to run a server and the
+ * files around it: start "flashtrie serve" with its log in the test's
+ * folder and wait until it answers a ping, stop it with a signal, kill it
+ * and remove the folder; run the program's other commands; build the
+ * tests' indexes; read the logs.  Talking to a running server (HTTP, INFO,
+ * raw sockets) is test_net.h's.
  */
 #ifndef FT_SERVE_HARNESS_H
 #define FT_SERVE_HARNESS_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
+
+#include "flashtrie.h"
 
 /* th_sleep_ms sleeps ms milliseconds. */
 void th_sleep_ms(long ms);
+
+/* ---- servers ---- */
 
 /* th_start runs "BIN serve ARGS..." with its stderr in DIR/log, stores its
  * pid in *pid (at once, so that a failing check still kills it) and waits
@@ -24,13 +33,80 @@ void th_start(pid_t *pid, const char *bin, const char *dir, const char *url,
 void th_spawn(pid_t *pid, const char *bin, const char *dir,
               const char *logname, const char *const *args);
 
+/* th_wait_exit waits up to limit_ms, polling every 10 ms, for *pid to exit
+ * by itself, and returns its exit status (128 + the signal for a killed
+ * process) with *pid set to 0; -1 when it still runs then (*pid kept, so
+ * that th_kill at exit still ends it). */
+int th_wait_exit(pid_t *pid, long limit_ms);
+
 /* th_stop sends sig and returns the exit status (128 + the signal for a
  * killed server); *ms (may be NULL) gets how long it took.  A server still
  * there after limit_ms ends the test (exit 1). */
 int th_stop(pid_t *pid, int sig, long limit_ms, double *ms);
 
-/* th_kill kills a server still running (SIGKILL) and removes dir; who
- * names the test in the message when it cannot. */
+/* th_kill kills a server still running (SIGKILL) and removes dir (none
+ * when dir is ""); who names the test in the message when it cannot. */
 void th_kill(pid_t *pid, const char *dir, const char *who);
+
+/* ---- the program's other commands ---- */
+
+/* th_launch runs "BIN ARGS..." (args NULL-terminated) in a child and
+ * returns its pid at once.  With out, the child's stdout goes to that
+ * file (created or truncated), and its stderr is appended there too when
+ * err_too is set; without, both are the test's. */
+pid_t th_launch(const char *bin, const char *const *args, const char *out,
+                int err_too);
+
+/* th_run runs "BIN ARGS..." as th_launch (stdout to out when out is not
+ * NULL, stderr the test's) and returns its exit status once it ends
+ * (128 + the signal for a killed one). */
+int th_run(const char *bin, const char *const *args, const char *out);
+
+/* ---- indexes ---- */
+
+/* th_make_index writes the tests' library of 12 small keys ("1 2 3",
+ * "1 2", ... "1 7", in that order) to DIR/NAME.keys, each key's value
+ * base + its line number (from 0), and builds DIR/NAME.fti with one
+ * thread; path (len bytes) gets the index's path.  A failed build is
+ * shown ("build: ...") and ends the test (exit 1). */
+void th_make_index(const char *dir, const char *name, uint64_t base,
+                   char *path, size_t len);
+
+/* th_make_library makes a library of n generated keys with the program
+ * itself ("BIN gen keys --n N --seed 7" into DIR/keys.txt, then "BIN
+ * build" into DIR/lib.fti, their stdout thrown away); idx (len bytes) gets
+ * the index's path.  Either command failing fails the test. */
+void th_make_library(const char *bin, const char *dir, unsigned n, char *idx,
+                     size_t len);
+
+/* th_same_result says whether got is want bit for bit: status, hit count
+ * and every hit's length, value, score, tokens, and its sigma too when
+ * sigma is set (mem_test compares without it).  The error texts are not
+ * compared. */
+int th_same_result(const ft_result *got, const ft_result *want, int sigma);
+
+/* ---- files and logs ---- */
+
+/* th_count_lines counts the lines of DIR/NAME (of NAME alone when dir is
+ * NULL) that hold s, each line read in pieces of at most 4095 bytes; 0
+ * when the file cannot be opened (a server that has not written it yet). */
+int th_count_lines(const char *dir, const char *name, const char *s);
+
+/* th_show_file copies DIR/NAME (NAME alone when dir is NULL) to stderr,
+ * only its last tail lines when tail > 0, for a failure's message; returns
+ * system()'s status (not 0: the file could not be shown). */
+int th_show_file(const char *dir, const char *name, int tail);
+
+/* th_write_file writes text to path, opened with mode ("w" replaces the
+ * file, "a" appends); a file that cannot be opened fails the test. */
+void th_write_file(const char *path, const char *text, const char *mode);
+
+/* th_want_has fails the test (exit 1) when text lacks s, showing "WHAT
+ * lacks 'S':" and the whole text. */
+void th_want_has(const char *what, const char *text, const char *s);
+
+/* th_proc_kb reads the "KEY:" line of /proc/PID/status (VmRSS, VmHWM...),
+ * in KiB; -1 when the process or the line is not there. */
+long th_proc_kb(pid_t pid, const char *key);
 
 #endif /* FT_SERVE_HARNESS_H */
