@@ -264,12 +264,20 @@ static int ndev_setup(fti_group *g, int deny, char *why, size_t len)
                  "later)");
         return 0;
     }
+    /* The kernel reads only the head of the device communicator (rank,
+     * nRanks, lsaRank, lsaSize) and of the window (lsaFlatBase, stride4G,
+     * through ncclGetLsaPointer), and the requirements go in zeroed.
+     * Those fields sit at the same offsets from 2.28.3, the first release
+     * with the device API, to 2.28.9 (compared in NCCL's sources at tags
+     * v2.28.3-1 and v2.28.9-1: later 2.28 releases only appended fields),
+     * and room is kept for the largest communicator of the headers built
+     * with: any 2.28 from 2.28.3 on is taken; another minor is not. */
     int v = 0;
-    if (N.get_version(&v) != ncclSuccess || v < NCCL_VERSION_CODE ||
-        v / 100 != NCCL_VERSION_CODE / 100) {
+    if (N.get_version(&v) != ncclSuccess || v < 22803 ||
+        v / 100 != NCCL_VERSION_CODE / 100 || v > NCCL_VERSION_CODE) {
         snprintf(why, len, "libnccl.so.2 is %d.%d.%d and this build's "
-                 "device-API kernel was made with NCCL %d.%d.%d's headers "
-                 "(the device communicator's layout follows the version)",
+                 "device-API kernel takes 2.28.3 to %d.%d.%d (the device "
+                 "communicator's layout follows the version)",
                  v / 10000, v / 100 % 100, v % 100, NCCL_MAJOR, NCCL_MINOR,
                  NCCL_PATCH);
         return 0;
