@@ -17,7 +17,6 @@ import re
 import threading
 import warnings
 from itertools import repeat
-from operator import add as _add
 from typing import (Any, Dict, List, NamedTuple, Optional, Sequence, Tuple,
                     Union)
 
@@ -126,10 +125,19 @@ assert all(getattr(_RawRequest, f).offset == getattr(_lib.Request, f).offset
            for f, _ in _lib.Request._fields_)
 
 
+_c_char_at = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
 def _addr(a: np.ndarray) -> int:
-    """_addr is the address of an array's first byte (the cheapest way
-    numpy tells it: no ctypes helper object)."""
-    return a.__array_interface__["data"][0]
+    """_addr is the address of a C-contiguous array's first byte.  A
+    one-byte ctypes view of a writable array tells it in a third of what
+    a.__array_interface__ or a.ctypes.data costs (each builds a dict or a
+    helper object); a read-only array is asked the slower way."""
+    try:
+        return _addressof(_c_char_at(a))
+    except (TypeError, ValueError):   # read-only, or no byte at all
+        return a.__array_interface__["data"][0]
 
 
 def _text(buf) -> str:
@@ -236,16 +244,27 @@ class _Params:
     __slots__ = ("beam", "results", "theta_tok", "theta_sent", "alpha")
 
     def __init__(self, beam, results, theta_tok, theta_sent, alpha):
-        self.beam = _uint("beam", beam)
+        # Plain ints and floats are taken as they are (the common case,
+        # checked in a few operations); anything else goes through the
+        # checks and conversions of _uint and _real.
+        self.beam = beam if type(beam) is int and 0 <= beam <= _U32 \
+            else _uint("beam", beam)
         if results is None:
             self.results = 0      # the wire's "absent": as many as beam
+        elif type(results) is int and 1 <= results <= _U32:
+            self.results = results
         else:
             self.results = _uint("results", results, 1)
-        # float32 on the wire, rounded to nearest as strtod-then-binary32
-        # rounds a JSON number.
-        self.theta_tok = float(np.float32(_real("theta_tok", theta_tok)))
-        self.theta_sent = float(np.float32(_real("theta_sent", theta_sent)))
-        self.alpha = _real("alpha", alpha)
+        # float32 on the wire: the c_float fields of the request round
+        # the binary64 value to nearest (C's conversion, which is what
+        # np.float32 does too, and what strtod-then-binary32 does to a
+        # JSON number; beyond binary32's range it is +-inf).
+        self.theta_tok = theta_tok if type(theta_tok) is float \
+            else _real("theta_tok", theta_tok)
+        self.theta_sent = theta_sent if type(theta_sent) is float \
+            else _real("theta_sent", theta_sent)
+        self.alpha = alpha if type(alpha) is float else _real("alpha",
+                                                                 alpha)
 
     def fill(self, r: _lib.Request, T: int, K: int, tok_addr: int,
              lp_addr: int) -> None:
@@ -399,12 +418,15 @@ def _hits_list(columns, s: _Scratch, res: int, i: int, n: int, width: int) -> li
     mv = s.mv
     values = mv[:o1].cast("Q").tolist()
     scores = mv[o1:o2].cast("d").tolist()
-    toks = tuple(mv[o2:o3].cast("I").tolist())
+    toks = mv[o2:o3].cast("I").tolist()
     lens = mv[o3:o4].cast("I").tolist()
     sigmas = mv[o4:o5].cast("f").tolist()
     s.trim()
-    starts = range(0, n * width, width)
-    keys = map(toks.__getitem__, map(slice, starts, map(_add, starts, lens)))
+    # Each hit's width slots as one tuple (zip over one iterator, all in
+    # C), cut to the key's length where it is shorter.
+    keys = list(zip(*[iter(toks)] * width))
+    if min(lens) < width:
+        keys = [k if m == width else k[:m] for k, m in zip(keys, lens)]
     return list(map(_tuple_new, repeat(Hit, n),
                     zip(keys, values, scores, sigmas)))
 
@@ -583,8 +605,7 @@ class Client:
         s.params(beam, results, theta_tok, theta_sent, alpha)
         q = s.req
         q.T, q.K = tok.shape
-        q.tokens = tok.__array_interface__["data"][0]
-        q.logp = lp.__array_interface__["data"][0]
+        q.tokens, q.logp = _addr(tok), _addr(lp)
         res = self._send(s, 1)
         try:
             out = self._answer(s, res, 0, as_array, None)
@@ -680,8 +701,7 @@ class Client:
         s.params(beam, results, theta_tok, theta_sent, alpha)
         q = s.req
         b, q.T, q.K = tok.shape
-        q.tokens = tok.__array_interface__["data"][0]
-        q.logp = lp.__array_interface__["data"][0]
+        q.tokens, q.logp = _addr(tok), _addr(lp)
         res = self._send(s, b)
         try:
             self._shape(res, 0, b, s.dims_addr, s.len_addr)
@@ -694,7 +714,7 @@ class Client:
             o5 = o4 + 4 * bR
             o6 = o5 + 4 * b
             block = np.empty(o6 + 4 * b, _U8_DTYPE)
-            a = block.__array_interface__["data"][0]
+            a = _addr(block)
             c = s.cols
             c.rows, c.width = R, L
             c.value, c.score, c.tokens, c.len, c.sigma, c.n, c.status = (

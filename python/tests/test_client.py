@@ -415,6 +415,29 @@ def test_parameters_between_calls(env, client):
     check_hits(client.search(tok, lp, beam=16), want[5])
 
 
+def test_read_only_grids(env, client):
+    """Read-only grids (np.frombuffer over bytes) are sent as they are,
+    with the same answers."""
+    reqs = env["requests"][:4]
+    want = expected(env["big"], reqs)
+    for r, w in zip(reqs, want):
+        tok = np.frombuffer(np.array(r["tokens"], np.uint32).tobytes(),
+                            np.uint32).reshape(T, K)
+        lp = np.frombuffer(np.array(r["logp"], np.float32).tobytes(),
+                           np.float32).reshape(T, K)
+        assert not tok.flags.writeable and not lp.flags.writeable
+        check_hits(client.search(tok, lp, **kwargs_of(r)), w)
+    bt = np.frombuffer(np.array([r["tokens"] for r in reqs],
+                                np.uint32).tobytes(), np.uint32)
+    bl = np.frombuffer(np.array([r["logp"] for r in reqs],
+                                np.float32).tobytes(), np.float32)
+    got = client.search_arrays(bt.reshape(4, T, K), bl.reshape(4, T, K),
+                               **kwargs_of(reqs[0]))
+    assert got.n.tolist() == [len(w["results"]) for w in want]
+    assert got.value[0, :got.n[0]].tolist() == \
+        [x["value"] for x in want[0]["results"]]
+
+
 def test_array_form_entry_points(env, client):
     """ft_client_search_grids, ft_client_results_shape and
     ft_client_results_columns, called as a C program would: the answers of
