@@ -395,6 +395,7 @@ class _Scratch(threading.local):
 
 
 _tuple_new = tuple.__new__
+_count_nonzero = np.count_nonzero
 
 
 def _hits_list(columns, s: _Scratch, res: int, i: int, n: int, width: int) -> list:
@@ -725,20 +726,20 @@ class Client:
             nd = np.ndarray
             status = nd((b,), _I32_DTYPE, block, o6)
             errs = [None] * b
-            if status.any():
+            if _count_nonzero(status):
                 for i in np.flatnonzero(status).tolist():
                     r = _RawResult.from_address(self._get(res, i))
                     errs[i] = error_for(r.status, r.error.decode(
                         "utf-8", "replace"), i)
         finally:
             self._free(res)
-        return BatchResult(nd((b,), _U32_DTYPE, block, o5),
-                           nd((b, R, L), _U32_DTYPE, block, o2),
-                           nd((b, R), _U32_DTYPE, block, o3),
-                           nd((b, R), _U64_DTYPE, block, 0),
-                           nd((b, R), _F64_DTYPE, block, o1),
-                           nd((b, R), _F32_DTYPE, block, o4),
-                           status, errs)
+        return _tuple_new(BatchResult, (
+            nd((b,), _U32_DTYPE, block, o5),
+            nd((b, R, L), _U32_DTYPE, block, o2),
+            nd((b, R), _U32_DTYPE, block, o3),
+            nd((b, R), _U64_DTYPE, block, 0),
+            nd((b, R), _F64_DTYPE, block, o1),
+            nd((b, R), _F32_DTYPE, block, o4), status, errs))
 
     def _send(self, s: "_Scratch", n: int) -> int:
         """_send sends the n requests of s's template (grids back to back
