@@ -132,6 +132,72 @@ FT_API const ft_result *ft_client_results_get(const ft_client_results *r,
                                               size_t i);
 FT_API void ft_client_results_free(ft_client_results *r);
 
+/* ---- The array form: one grid block in, columns out -------------------
+ *
+ * For callers that hold their grids as one (n, T, K) array and want their
+ * answers as arrays (the Python client: one call across the FFI where
+ * ft_request structs and per-hit reads would take many). */
+
+/* ft_client_search_grids sends n >= 1 requests of one shape and one set of
+ * parameters in one SEARCH frame, as ft_client_search would send n copies
+ * of *grids with request i's grid at grids->tokens + i*T*K and
+ * grids->logp + i*T*K: the n grids back to back, a C-contiguous (n, T, K)
+ * array.  T above FT_MAX_T or K above FT_MAX_K is FT_ELIMIT (naming it);
+ * the rest of the request is the server's to check, as for
+ * ft_client_search. */
+FT_API int ft_client_search_grids(ft_client *c, const ft_request *grids,
+                                  size_t n, ft_client_results **out,
+                                  char *errbuf, size_t errlen);
+
+/* ft_client_results_shape measures results first .. first+count-1 (those
+ * of them that exist): *max_hits gets the most hits of any of them and
+ * *max_len the most tokens of any of their hits, the rows and width that
+ * ft_client_results_columns needs (0 and 0 when they hold no hit; a
+ * result whose status is not FT_OK counts no hit).  Either pointer may be
+ * NULL.  Returns how many results it measured: count, less where the
+ * range passes the last result. */
+FT_API size_t ft_client_results_shape(const ft_client_results *r,
+                                      size_t first, size_t count,
+                                      uint32_t *max_hits, uint32_t *max_len);
+
+/* ft_client_columns says where ft_client_results_columns writes: rows hit
+ * slots per result and width token slots per hit.  Slot j of the k-th
+ * result written (result first + k) is at  base + (k*rows + j) * stride
+ * in each column, where stride is that column's *_stride in bytes (0: the
+ * packed size, 4*width for tokens and the element's size for the others),
+ * so the columns can be separate C-contiguous (count, rows[, width])
+ * arrays or the fields of one array of structs; a NULL column is not
+ * written.  Elements need no alignment (they are copied bytewise). */
+typedef struct ft_client_columns {
+    uint32_t rows;         /* hit slots per result: >= its hits */
+    uint32_t width;        /* token slots per hit: >= its key's length */
+    uint32_t *n;           /* [count]: hits of each result, 0 for a result
+                            * whose status is not FT_OK */
+    int32_t *status;       /* [count]: each result's status */
+    void *tokens;          /* uint32 [width] per slot, zero past the key */
+    void *len;             /* uint32: the key's length */
+    void *value;           /* uint64 */
+    void *score;           /* double */
+    void *sigma;           /* float */
+    size_t tokens_stride;
+    size_t len_stride;
+    size_t value_stride;
+    size_t score_stride;
+    size_t sigma_stride;
+} ft_client_columns;
+
+/* ft_client_results_columns copies results first .. first+count-1 into
+ * the columns of cols: each result's hits, best first, in its first slots,
+ * and zeros in every slot past them (a failed result's slots are all
+ * zero; its message stays in ft_client_results_get's error).  Nothing is
+ * written and FT_EINVAL names the fault when the range passes the results,
+ * a result has more hits than rows, or (tokens given) a key is longer
+ * than width. */
+FT_API int ft_client_results_columns(const ft_client_results *r,
+                                     size_t first, size_t count,
+                                     const ft_client_columns *cols,
+                                     char *errbuf, size_t errlen);
+
 /* ft_client_ping succeeds when the server answers a PING. */
 FT_API int ft_client_ping(ft_client *c, char *errbuf, size_t errlen);
 

@@ -568,6 +568,187 @@ void ft_client_results_free(ft_client_results *r)
     free(r);
 }
 
+/* ---- the array form: grid blocks in, columns out ---- */
+
+/* Requests of a grid block built on the stack up to this many. */
+#define GRIDS_ON_STACK 16
+
+int ft_client_search_grids(ft_client *c, const ft_request *g, size_t n,
+                           ft_client_results **out, char *errbuf,
+                           size_t errlen)
+{
+    *out = NULL;
+    if (g == NULL) {
+        fti_errf(errbuf, errlen, "search: grids is NULL");
+        return FT_EINVAL;
+    }
+    if (n == 0 || n > FT_FRAME_MAX_BATCH) {
+        fti_errf(errbuf, errlen, "search: expected 1..%u requests, got %zu",
+                 FT_FRAME_MAX_BATCH, n);
+        return FT_EINVAL;
+    }
+    /* Checked before the grids are addressed: i*T*K stays in range. */
+    if (g->T > FT_MAX_T || g->K > FT_MAX_K) {
+        fti_errf(errbuf, errlen, "search: grids: %s %u exceeds %u",
+                 g->T > FT_MAX_T ? "T" : "K",
+                 g->T > FT_MAX_T ? g->T : g->K,
+                 g->T > FT_MAX_T ? FT_MAX_T : FT_MAX_K);
+        return FT_ELIMIT;
+    }
+    ft_request stack[GRIDS_ON_STACK];
+    ft_request *reqs = stack;
+    if (n > GRIDS_ON_STACK && (reqs = malloc(n * sizeof *reqs)) == NULL) {
+        fti_errf(errbuf, errlen, "search: out of memory");
+        return FT_ENOMEM;
+    }
+    size_t elems = (size_t)g->T * g->K;
+    for (size_t i = 0; i < n; i++) {
+        reqs[i] = *g;
+        if (g->tokens != NULL)
+            reqs[i].tokens = g->tokens + i * elems;
+        if (g->logp != NULL)
+            reqs[i].logp = g->logp + i * elems;
+    }
+    int rc = ft_client_search(c, reqs, n, out, errbuf, errlen);
+    if (reqs != stack)
+        free(reqs);
+    return rc;
+}
+
+size_t ft_client_results_shape(const ft_client_results *r, size_t first,
+                               size_t count, uint32_t *max_hits,
+                               uint32_t *max_len)
+{
+    uint32_t mh = 0, ml = 0;
+    size_t have = r ? r->m.count : 0;
+    if (first >= have)
+        count = 0;
+    else if (count > have - first)
+        count = have - first;
+    for (size_t i = first; i < first + count; i++) {
+        const ft_result *x = &r->m.res[i];
+        if (x->status != FT_OK)
+            continue;
+        if (x->n > mh)
+            mh = x->n;
+        for (uint32_t j = 0; j < x->n; j++)
+            if (x->hits[j].len > ml)
+                ml = x->hits[j].len;
+    }
+    if (max_hits)
+        *max_hits = mh;
+    if (max_len)
+        *max_len = ml;
+    return count;
+}
+
+/* col_put copies size bytes of v into slot j of the k-th result of a
+ * column (rows slots per result, stride bytes apart). */
+static inline void col_put(void *base, size_t stride, size_t rows, size_t k,
+                           size_t j, const void *v, size_t size)
+{
+    memcpy((unsigned char *)base + (k * rows + j) * stride, v, size);
+}
+
+/* col_zero zeroes slots from..rows-1 of the k-th result of a column. */
+static void col_zero(void *base, size_t stride, size_t rows, size_t k,
+                     size_t from, size_t size)
+{
+    unsigned char *p = (unsigned char *)base + (k * rows + from) * stride;
+    if (stride == size) {
+        memset(p, 0, (rows - from) * size);
+        return;
+    }
+    for (size_t j = from; j < rows; j++, p += stride)
+        memset(p, 0, size);
+}
+
+int ft_client_results_columns(const ft_client_results *r, size_t first,
+                              size_t count, const ft_client_columns *cols,
+                              char *errbuf, size_t errlen)
+{
+    if (r == NULL || cols == NULL) {
+        fti_errf(errbuf, errlen, "columns: %s is NULL",
+                 r == NULL ? "results" : "cols");
+        return FT_EINVAL;
+    }
+    size_t have = r->m.count;
+    if (first > have || count > have - first) {
+        fti_errf(errbuf, errlen,
+                 "columns: results %zu..%zu asked, %zu held", first,
+                 first + count, have);
+        return FT_EINVAL;
+    }
+    /* Every fault is found before anything is written. */
+    for (size_t k = 0; k < count; k++) {
+        const ft_result *x = &r->m.res[first + k];
+        if (x->status != FT_OK)
+            continue;
+        if (x->n > cols->rows) {
+            fti_errf(errbuf, errlen,
+                     "columns: result %zu has %u hits, rows holds %u",
+                     first + k, x->n, cols->rows);
+            return FT_EINVAL;
+        }
+        if (cols->tokens == NULL)
+            continue;
+        for (uint32_t j = 0; j < x->n; j++)
+            if (x->hits[j].len > cols->width) {
+                fti_errf(errbuf, errlen,
+                         "columns: result %zu, hit %u: a key of %u "
+                         "tokens, width holds %u",
+                         first + k, j, x->hits[j].len, cols->width);
+                return FT_EINVAL;
+            }
+    }
+    size_t rows = cols->rows, width = cols->width;
+    size_t tw = 4 * width;
+    size_t ts = cols->tokens_stride ? cols->tokens_stride : tw;
+    size_t ls = cols->len_stride ? cols->len_stride : 4;
+    size_t vs = cols->value_stride ? cols->value_stride : 8;
+    size_t ss = cols->score_stride ? cols->score_stride : 8;
+    size_t gs = cols->sigma_stride ? cols->sigma_stride : 4;
+    for (size_t k = 0; k < count; k++) {
+        const ft_result *x = &r->m.res[first + k];
+        uint32_t n = x->status == FT_OK ? x->n : 0;
+        if (cols->n)
+            cols->n[k] = n;
+        if (cols->status)
+            cols->status[k] = (int32_t)x->status;
+        for (uint32_t j = 0; j < n; j++) {
+            const ft_hit *h = &x->hits[j];
+            if (cols->tokens) {
+                unsigned char *p = (unsigned char *)cols->tokens +
+                                   (k * rows + j) * ts;
+                memcpy(p, x->tokens + h->tok_off, (size_t)h->len * 4);
+                memset(p + (size_t)h->len * 4, 0,
+                       tw - (size_t)h->len * 4);
+            }
+            if (cols->len)
+                col_put(cols->len, ls, rows, k, j, &h->len, 4);
+            if (cols->value)
+                col_put(cols->value, vs, rows, k, j, &h->value, 8);
+            if (cols->score)
+                col_put(cols->score, ss, rows, k, j, &h->score, 8);
+            if (cols->sigma)
+                col_put(cols->sigma, gs, rows, k, j, &h->sigma, 4);
+        }
+        if (n == rows)
+            continue;
+        if (cols->tokens)
+            col_zero(cols->tokens, ts, rows, k, n, tw);
+        if (cols->len)
+            col_zero(cols->len, ls, rows, k, n, 4);
+        if (cols->value)
+            col_zero(cols->value, vs, rows, k, n, 8);
+        if (cols->score)
+            col_zero(cols->score, ss, rows, k, n, 8);
+        if (cols->sigma)
+            col_zero(cols->sigma, gs, rows, k, n, 4);
+    }
+    return FT_OK;
+}
+
 /* ---- asynchronous search ---- */
 
 typedef struct acall {

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """python_client_bench.py - what the Python client adds to the C client, per
-call at b = 1, against a running `flashtrie serve`.
+call, against a running `flashtrie serve`.
 
-    PYTHONPATH=python FLASHTRIE_CLIENT_LIB=build/libflashtrie_client.so \\
-        python3 ops/bench/python_client_bench.py --url ipc:///tmp/ft.sock \\
-        --requests r.jsonl [--calls 2000] [--batch 32]
+    PYTHONPATH=python FLASHTRIE_CLIENT_LIB=build/router/libflashtrie_client.so \\
+        /usr/bin/python3 ops/bench/python_client_bench.py \\
+        --url ipc:///tmp/ft.sock --requests r.jsonl [--calls 2000] \\
+        [--batch 32] [--baseline DIR]
 
 r.jsonl holds docs/specification.md section 7 request lines (`flashtrie gen
 requests` writes them; ops/bench/daemon_bench.sh makes a library and one).
-Each case sends the same requests in turn, interleaved round by round so
-that load from elsewhere hits every case alike, and prints the p50 and
-mean microseconds per call:
+Each case sends the same requests in turn, interleaved round by round (in
+a shuffled order each time, the batches in a loop of their own) so that
+load from elsewhere hits every case alike:
 
   c.ping          ft_client_ping through ctypes (nng's round trip)
   c.search        ft_client_search through ctypes on prepared ft_request
@@ -19,15 +20,42 @@ mean microseconds per call:
   py.search_arr   Client.search(as_array=True): a structured array out
   py.arrays       Client.search_arrays on a (1, T, K) grid: arrays out
 and, with --batch B, the same per request for B requests per frame
-(c.search and py.arrays).  It also times the two ways of reading a
-result's hits as numpy: np.ctypeslib.as_array (a PEP 3118 format parsed
-every call) against np.frombuffer over a cached dtype (what the client
-does now).  A benchmark, not a test: ctest does not run it.
+(c.search_bB, py.arrays_bB, py.batch_bB: search_batch's lists of Hit).
+
+--baseline DIR adds the same Python cases (named base.*) for another copy
+of the package, DIR/flashtrie (e.g. the last release's:
+`git archive main python/flashtrie | tar -x -C DIR --strip-components=1`),
+imported under another name in this process, so that before and after
+are measured in one run against the same server and load.
+
+Three figures per case.  p50: the median wall time of a call.  paired:
+the median, over the calls, of (this case - c.search) on the same request
+in the same round: what the case adds to the C client, with the server's
+and the machine's noise mostly cancelled.  outside-C: the median time a
+call spends outside the C search call itself (its wall time less the time
+inside ft_client_search / ft_client_search_grids, timed by a wrapper in a
+second pass): the Python cost alone, independent of the server; cpu: the
+same in the thread's CPU time (time.thread_time), which a loaded machine's
+preemptions do not inflate.  The C case's outside-C is the ctypes
+crossing and the timer itself.  replay: the median time of a call
+whose C search hands back an answer recorded before (the same bytes the
+server sent), in a third pass: the client's own work with warm caches and
+no server at all, the steadiest of the three on a busy machine.
+
+--replay-only CASE:N replays N calls of one case and prints nothing; run
+under `valgrind --tool=cachegrind --cache-sim=no` at two N, the
+difference of the two "I refs" over the difference of the Ns is the
+case's instructions per call: a count that the machine's load does not
+move (ops/bench/python_client_icount.sh does it).  A
+benchmark, not a
+test: ctest does not run it.
 """
 import argparse
 import ctypes
+import importlib.util
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -58,19 +86,140 @@ def kwargs_of(r):
                               "alpha") if k in r}
 
 
-def c_requests(grids, params):
-    """ft_request structs for the raw C calls (grids kept alive by the
-    caller)."""
-    out = []
-    for (tok, lp), r in zip(grids, params):
-        q = (_lib.Request * 1)()
-        p = fc._Params(r.get("beam", 100), r.get("results"),
-                       r.get("theta_tok", -float("inf")),
-                       r.get("theta_sent", -float("inf")),
-                       r.get("alpha", 1.0))
-        p.fill(q[0], tok.shape[0], tok.shape[1], tok.ctypes.data,
-               lp.ctypes.data)
-        out.append(q)
+def fill(q, tok, lp, r):
+    """fill sets one ft_request for the raw C calls (grids kept alive by
+    the caller)."""
+    p = fc._Params(r.get("beam", 100), r.get("results"),
+                   r.get("theta_tok", -float("inf")),
+                   r.get("theta_sent", -float("inf")), r.get("alpha", 1.0))
+    p.fill(q, tok.shape[0], tok.shape[1], tok.ctypes.data, lp.ctypes.data)
+
+
+def import_baseline(d):
+    """import_baseline imports DIR/flashtrie as the module flashtrie_base
+    (its relative imports resolve inside it)."""
+    pkg = os.path.join(d, "flashtrie")
+    spec = importlib.util.spec_from_file_location(
+        "flashtrie_base", os.path.join(pkg, "__init__.py"),
+        submodule_search_locations=[pkg])
+    if spec is None:
+        sys.exit("python_client_bench: %s: no flashtrie package" % d)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["flashtrie_base"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class Inner:
+    """Inner wraps a ctypes search function and keeps the time of its last
+    call (the time inside C)."""
+
+    def __init__(self, fn):
+        self.fn, self.t, self.cpu = fn, 0.0, 0.0
+
+    def __call__(self, *a):
+        c0 = time.thread_time()
+        t0 = time.perf_counter()
+        try:
+            return self.fn(*a)
+        finally:
+            self.t = time.perf_counter() - t0
+            self.cpu = time.thread_time() - c0
+
+
+class LibProxy:
+    """LibProxy stands for a client's CDLL with ft_client_search timed by
+    Inner (for a package whose Client calls self._lib.ft_client_search)."""
+
+    def __init__(self, lib, inner):
+        self._real, self.ft_client_search = lib, inner
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def instrument(cli):
+    """instrument puts an Inner around the C search calls of a Client
+    (either generation of the package) and returns it."""
+    if hasattr(cli, "_search_grids"):    # every case timed here uses it
+        inner = Inner(cli._search_grids)
+        cli._search_grids = inner
+        return inner
+    inner = Inner(cli._lib.ft_client_search)
+    cli._lib = LibProxy(cli._lib, inner)
+    return inner
+
+
+class Replay:
+    """Replay stands for a Client's C search call: recording, it makes the
+    real call and keeps the answer (the Client's frees are held off);
+    replaying, it hands the kept answer back at once.  What a replayed
+    call costs is the client's own work, with no server and no wait."""
+
+    def __init__(self, cli):
+        self.cli, self.store, self.key, self.recording = cli, {}, None, True
+        if hasattr(cli, "_search_grids"):
+            real = cli._search_grids
+
+            def search_grids(h, q, n, out, err, errlen):
+                p = ctypes.c_void_p.from_address(out)
+                if self.recording:
+                    rc = real(h, q, n, out, err, errlen)
+                    self.store[self.key] = p.value
+                    return rc
+                p.value = self.store[self.key]
+                return 0
+            self.free = cli._free
+            cli._search_grids = search_grids
+            cli._free = lambda res: None
+        else:                               # the package before issue 35
+            real = cli._call
+
+            def call(reqs, n, keep):
+                if self.recording:
+                    self.store[self.key] = real(reqs, n, keep)
+                return self.store[self.key]
+            lib = cli._lib
+            self.free = lib.ft_client_results_free
+            cli._call = call
+            cli._lib = LibProxy(lib, lib.ft_client_search)
+            cli._lib.ft_client_results_free = lambda res: None
+
+    def close(self):
+        for res in self.store.values():
+            self.free(res)
+        self.store.clear()
+
+
+def py_cases(tag, mod, url, grids, reqs, batch):
+    """py_cases returns the (name, fn, client) cases of one package."""
+    cli = mod.Client(url, timeout=30)
+
+    def search(i):
+        t, l = grids[i]
+        cli.search(t, l, **kwargs_of(reqs[i]))
+
+    def search_arr(i):
+        t, l = grids[i]
+        cli.search(t, l, as_array=True, **kwargs_of(reqs[i]))
+
+    def arrays(i):
+        t, l = grids[i]
+        cli.search_arrays(t[None], l[None], **kwargs_of(reqs[i]))
+
+    out = [(tag + ".search", search, cli), (tag + ".search_arr", search_arr,
+                                            cli),
+           (tag + ".arrays", arrays, cli)]
+    if batch is not None:
+        bt, bl, kw, B = batch
+
+        def arrays_b(i):
+            cli.search_arrays(bt, bl, **kw)
+
+        def batch_b(i):
+            cli.search_batch(bt, bl, **kw)
+        out += [(tag + ".arrays_b%d" % B, arrays_b, cli),
+                (tag + ".batch_b%d" % B, batch_b, cli)]
     return out
 
 
@@ -81,16 +230,28 @@ def main():
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--limit", type=int, default=256)
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="a directory holding another flashtrie package "
+                    "to time beside this one")
+    ap.add_argument("--replay-only", metavar="CASE:N",
+                    help="only replay N calls of one py.* or base.* case "
+                    "and print nothing: for counting instructions under "
+                    "valgrind --tool=cachegrind")
     a = ap.parse_args()
 
     reqs = load(a.requests, a.limit)
     grids = [(np.ascontiguousarray(r["tokens"], dtype=np.uint32),
               np.ascontiguousarray(r["logp"], dtype=np.float32))
              for r in reqs]
-    creqs = c_requests(grids, reqs)
-    cli = flashtrie.Client(a.url, timeout=30)
-    lib, h = cli._lib, cli._h
+    creqs = []
+    for (tok, lp), r in zip(grids, reqs):
+        q = (_lib.Request * 1)()
+        fill(q[0], tok, lp, r)
+        creqs.append(q)
+    ccli = flashtrie.Client(a.url, timeout=30)
+    lib, h = ccli._lib, ccli._h
     err = ctypes.create_string_buffer(1024)
+    c_inner = Inner(lib.ft_client_search)
 
     def c_ping(i):
         if lib.ft_client_ping(h, err, 1024) != 0:
@@ -98,108 +259,150 @@ def main():
 
     def c_search(i):
         res = ctypes.c_void_p()
-        if lib.ft_client_search(h, creqs[i], 1, ctypes.byref(res), err,
-                                1024) != 0:
+        if c_inner(h, creqs[i], 1, ctypes.byref(res), err, 1024) != 0:
             raise RuntimeError(err.value)
         lib.ft_client_results_free(res)
 
-    def py_search(i):
-        t, l = grids[i]
-        cli.search(t, l, **kwargs_of(reqs[i]))
-
-    def py_search_arr(i):
-        t, l = grids[i]
-        cli.search(t, l, as_array=True, **kwargs_of(reqs[i]))
-
-    def py_arrays(i):
-        t, l = grids[i]
-        cli.search_arrays(t[None], l[None], **kwargs_of(reqs[i]))
-
-    cases = [("c.ping", c_ping), ("c.search", c_search),
-             ("py.search", py_search), ("py.search_arr", py_search_arr),
-             ("py.arrays", py_arrays)]
     # Batches of B requests of one shape (the first request's), for the
     # per-request cost of a frame of B.
     B = max(1, min(a.batch, len(reqs)))
     shape = grids[0][0].shape
     same = [i for i, g in enumerate(grids) if g[0].shape == shape][:B]
+    batch = None
+    cases = [("c.ping", c_ping, None), ("c.search", c_search, None)]
     if len(same) == B and B > 1:
         bt = np.stack([grids[i][0] for i in same])
         bl = np.stack([grids[i][1] for i in same])
         kw = kwargs_of(reqs[same[0]])
         cb = (_lib.Request * B)()
-        p = fc._Params(kw.get("beam", 100), kw.get("results"),
-                       kw.get("theta_tok", -float("inf")),
-                       kw.get("theta_sent", -float("inf")),
-                       kw.get("alpha", 1.0))
-        T, K = shape
-        for j in range(B):
-            p.fill(cb[j], T, K, bt.ctypes.data + j * T * K * 4,
-                   bl.ctypes.data + j * T * K * 4)
+        for j, i in enumerate(same):
+            fill(cb[j], bt[j], bl[j], dict(kw))
+        batch = (bt, bl, kw, B)
 
         def c_batch(i):
             res = ctypes.c_void_p()
-            if lib.ft_client_search(h, cb, B, ctypes.byref(res), err,
-                                    1024) != 0:
+            if c_inner(h, cb, B, ctypes.byref(res), err, 1024) != 0:
                 raise RuntimeError(err.value)
             lib.ft_client_results_free(res)
+        cases.append(("c.search_b%d" % B, c_batch, None))
+    cases += py_cases("py", flashtrie, a.url, grids, reqs, batch)
+    if a.baseline:
+        cases += py_cases("base", import_baseline(a.baseline), a.url, grids,
+                          reqs, batch)
 
-        def py_batch(i):
-            cli.search_arrays(bt, bl, **kw)
+    if a.replay_only:
+        name, _, count = a.replay_only.rpartition(":")
+        found = [(f, cli) for n, f, cli in cases if n == name and cli]
+        if not found or not count.isdigit():
+            sys.exit("python_client_bench: --replay-only %s: expected "
+                     "CASE:N with CASE one of %s" % (a.replay_only, ", ".join(
+                         n for n, _, cli in cases if cli)))
+        f, cli = found[0]
+        rp = Replay(cli)
+        for i in range(len(reqs)):
+            rp.key = i
+            f(i)
+        rp.recording = False
+        for k in range(int(count)):
+            rp.key = k % len(reqs)
+            f(rp.key)
+        rp.close()
+        return
 
-        cases += [("c.search_b%d" % B, c_batch),
-                  ("py.arrays_b%d" % B, py_batch)]
-
-    times = {name: [] for name, _ in cases}
-    for f in (fn for _, fn in cases):   # warm up
+    for _, f, _ in cases:   # warm up
         for i in range(min(20, len(reqs))):
             f(i)
     rounds = max(1, a.calls // len(reqs))
-    for r in range(rounds):
+    rng = random.Random(1)
+
+    def each_call(names, times):
+        """each_call yields (name, f, i) for every call of a pass: the
+        single requests' cases and the batches' in two loops of their own
+        (a batch leaves the server and the machine busy for a while after
+        it), each round in a shuffled order, so that no case always
+        follows the same other."""
+        for group in ([c for c in cases if "_b" not in c[0]],
+                      [c for c in cases if "_b" in c[0]]):
+            group = [c for c in group if c[0] in names]
+            for r in range(times):
+                for i in range(len(reqs)):
+                    rng.shuffle(group)
+                    for name, f, _ in group:
+                        yield name, f, i
+
+    wall = {name: [] for name, _, _ in cases}
+    for name, f, i in each_call(wall, rounds):
+        t0 = time.perf_counter()
+        f(i)
+        wall[name].append((time.perf_counter() - t0) * 1e6)
+    # The second pass: the time outside the C search call.
+    inner = {}
+    for name, f, cli in cases:
+        if name == "c.ping":
+            continue
+        if cli is None:
+            inner[name] = c_inner
+        elif id(cli) not in inner:
+            inner[id(cli)] = instrument(cli)
+            inner[name] = inner[id(cli)]
+        else:
+            inner[name] = inner[id(cli)]
+    outside = {name: [] for name in wall if name in inner}
+    outcpu = {name: [] for name in wall if name in inner}
+    for name, f, i in each_call(outside, max(1, rounds // 2)):
+        c0 = time.thread_time()
+        t0 = time.perf_counter()
+        f(i)
+        d = time.perf_counter() - t0
+        c = time.thread_time() - c0
+        outside[name].append((d - inner[name].t) * 1e6)
+        outcpu[name].append((c - inner[name].cpu) * 1e6)
+    # The third pass: the client's own work, the C search replayed.
+    replays, replayed = {}, {}
+    for name, f, cli in cases:
+        if cli is None:
+            continue
+        rp = replays.get(id(cli))
+        if rp is None:
+            rp = replays[id(cli)] = Replay(cli)
         for i in range(len(reqs)):
-            for name, f in cases:
-                t0 = time.perf_counter()
-                f(i)
-                times[name].append((time.perf_counter() - t0) * 1e6)
+            rp.key = (name, i)
+            f(i)
+        replayed[name] = []
+    for rp in replays.values():
+        rp.recording = False
+    clients = {name: cli for name, _, cli in cases}
+    for name, f, i in each_call(replayed, max(1, rounds // 2)):
+        replays[id(clients[name])].key = (name, i)
+        t0 = time.perf_counter()
+        f(i)
+        replayed[name].append((time.perf_counter() - t0) * 1e6)
+    for rp in replays.values():
+        rp.close()
 
     print("python_client_bench: %s, %d requests (T=%d, K=%d), %d calls per "
           "case, numpy %s, python %s" % (a.url, len(reqs), shape[0],
-                                         shape[1], len(times["c.ping"]),
+                                         shape[1], len(wall["c.ping"]),
                                          np.__version__,
                                          sys.version.split()[0]))
-    base = statistics.median(times["c.search"])
-    for name, _ in cases:
-        v = times[name]
+    print("%-16s %9s %9s %9s %11s %10s %10s %9s" % (
+        "case", "p50 us", "mean us", "per req", "paired us", "outside-C",
+        "cpu", "replay"))
+    for name, _, _ in cases:
+        v = wall[name]
         per = B if "_b" in name else 1
-        p50 = statistics.median(v)
-        extra = ""
-        if name.startswith("py.") and per == 1:
-            extra = "  (+%.1f us over c.search)" % (p50 - base)
-        print("%-16s p50 %8.1f us  mean %8.1f us  per request %8.1f us%s"
-              % (name, p50, statistics.fmean(v), p50 / per, extra))
-
-    # Reading hits as numpy: the old way against the new, on one answer.
-    res = ctypes.c_void_p()
-    i = max(range(len(reqs)), key=lambda k: len(cli.search(
-        grids[k][0], grids[k][1], **kwargs_of(reqs[k]))))
-    if lib.ft_client_search(h, creqs[i], 1, ctypes.byref(res), err,
-                            1024) == 0:
-        r = lib.ft_client_results_get(res, 0).contents
-        raw = fc._RawResult.from_address(cli._get(res, 0))
-        n = r.n
-        k = 2000
-        t0 = time.perf_counter()
-        for _ in range(k):
-            np.ctypeslib.as_array(r.hits, shape=(n,))
-        t1 = time.perf_counter()
-        for _ in range(k):
-            fc._c_array(raw.hits, n, fc._HIT_DTYPE)
-        t2 = time.perf_counter()
-        print("hits as numpy (%d hits): np.ctypeslib.as_array %.1f us, "
-              "np.frombuffer on the cached dtype %.1f us"
-              % (n, (t1 - t0) / k * 1e6, (t2 - t1) / k * 1e6))
-        lib.ft_client_results_free(res)
-    cli.close()
+        base = wall["c.search_b%d" % B if per > 1 else "c.search"]
+        paired = statistics.median(x - y for x, y in zip(v, base)) \
+            if not name.startswith("c.") else 0.0
+        out = "%10.1f %10.1f" % (statistics.median(outside[name]),
+                                 statistics.median(outcpu[name])) \
+            if name in outside else "%10s %10s" % ("-", "-")
+        out += " %9.1f" % statistics.median(replayed[name]) \
+            if name in replayed else " %9s" % "-"
+        print("%-16s %9.1f %9.1f %9.1f %+11.1f %s" % (
+            name, statistics.median(v), statistics.fmean(v),
+            statistics.median(v) / per, paired, out))
+    ccli.close()
 
 
 if __name__ == "__main__":

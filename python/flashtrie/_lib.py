@@ -75,6 +75,28 @@ class ClientOpts(ctypes.Structure):
     ]
 
 
+class Columns(ctypes.Structure):
+    """ft_client_columns of include/flashtrie_client.h: where
+    ft_client_results_columns writes (column pointers as addresses)."""
+
+    _fields_ = [
+        ("rows", ctypes.c_uint32),
+        ("width", ctypes.c_uint32),
+        ("n", ctypes.c_void_p),
+        ("status", ctypes.c_void_p),
+        ("tokens", ctypes.c_void_p),
+        ("len", ctypes.c_void_p),
+        ("value", ctypes.c_void_p),
+        ("score", ctypes.c_void_p),
+        ("sigma", ctypes.c_void_p),
+        ("tokens_stride", ctypes.c_size_t),
+        ("len_stride", ctypes.c_size_t),
+        ("value_stride", ctypes.c_size_t),
+        ("score_stride", ctypes.c_size_t),
+        ("sigma_stride", ctypes.c_size_t),
+    ]
+
+
 def _install_prefix(here):
     """_install_prefix returns the prefix a package installed at
     PREFIX/lib*/pythonX.Y/{site,dist}-packages/flashtrie lives in (where
@@ -139,6 +161,15 @@ def _declare(lib):
                                    c_size_t]),
         "ft_client_text_free": (None, [c_void_p]),
         "ft_client_reload": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t]),
+        # The array form, on the hot path of every search: pointers are
+        # passed as plain addresses (ints), which ctypes converts fastest.
+        "ft_client_search_grids": (c_int, [c_void_p, c_void_p, c_size_t,
+                                           c_void_p, c_char_p, c_size_t]),
+        "ft_client_results_shape": (c_size_t, [c_void_p, c_size_t,
+                                               c_size_t, c_void_p,
+                                               c_void_p]),
+        "ft_client_results_columns": (c_int, [c_void_p, c_size_t, c_size_t,
+                                              c_void_p, c_char_p, c_size_t]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)

@@ -16,12 +16,14 @@ import operator
 import re
 import threading
 import warnings
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
+from itertools import repeat
+from typing import (Any, Dict, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 
 from . import _lib
-from .errors import FT_ESTATE, StateError, error_for
+from .errors import FT_ESTATE, Error, StateError, error_for
 
 MAX_T = 64            # positions per request (the wire format's limit)
 MAX_K = 4096          # proposals per position
@@ -62,22 +64,44 @@ def hit_dtype(max_len: int) -> np.dtype:
                      ("sigma", np.float32)])
 
 
-# The layout of ft_hit (include/flashtrie.h) as a numpy dtype, built once:
-# results are read with np.frombuffer over the C memory, never through
-# np.ctypeslib.as_array, which parses a PEP 3118 format on every call.
-_HIT_DTYPE = np.dtype({
-    "names": ["len", "tok_off", "value", "score", "sigma", "order",
-              "key_index"],
-    "formats": [np.uint32, np.uint32, np.uint64, np.float64, np.float32,
-                np.uint32, np.uint64],
-    "offsets": [getattr(_lib.Hit, f).offset for f in
-                ("len", "tok_off", "value", "score", "sigma", "order",
-                 "key_index")],
-    "itemsize": ctypes.sizeof(_lib.Hit)})
-_HIT_SIZE = _HIT_DTYPE.itemsize
+# hit_dtype(width) built once per width (1..255 at most), with the byte
+# offsets of its fields, for ft_client_results_columns to write into.
+_HIT_DTYPES: Dict[int, Tuple[np.dtype, int, int, int, int, int]] = {}
+
+
+def _hit_layout(width: int):
+    lay = _HIT_DTYPES.get(width)
+    if lay is None:
+        dt = hit_dtype(width)
+        lay = (dt,) + tuple(dt.fields[f][1] for f in
+                            ("tokens", "len", "value", "score", "sigma"))
+        _HIT_DTYPES[width] = lay
+    return lay
+
+
 _U32_DTYPE = np.dtype(np.uint32)
 _F32_DTYPE = np.dtype(np.float32)
-_EMPTY_U32 = np.zeros(0, dtype=np.uint32)
+_U64_DTYPE = np.dtype(np.uint64)
+_F64_DTYPE = np.dtype(np.float64)
+_I32_DTYPE = np.dtype(np.int32)
+_U8_DTYPE = np.dtype(np.uint8)
+
+
+class _RawRequest(ctypes.Structure):
+    """ft_request with its grid pointers as plain addresses (ints): set
+    from an array's address with no ctypes.cast."""
+
+    _fields_ = [
+        ("T", ctypes.c_uint32),
+        ("K", ctypes.c_uint32),
+        ("tokens", ctypes.c_void_p),
+        ("logp", ctypes.c_void_p),
+        ("beam", ctypes.c_uint32),
+        ("results", ctypes.c_uint32),
+        ("theta_tok", ctypes.c_float),
+        ("theta_sent", ctypes.c_float),
+        ("alpha", ctypes.c_double),
+    ]
 
 
 class _RawResult(ctypes.Structure):
@@ -96,15 +120,24 @@ class _RawResult(ctypes.Structure):
 
 
 assert ctypes.sizeof(_RawResult) == ctypes.sizeof(_lib.Result)
+assert ctypes.sizeof(_RawRequest) == ctypes.sizeof(_lib.Request)
+assert all(getattr(_RawRequest, f).offset == getattr(_lib.Request, f).offset
+           for f, _ in _lib.Request._fields_)
 
 
-def _c_array(addr: int, count: int, dtype: np.dtype) -> np.ndarray:
-    """_c_array is a read-only view of count elements of dtype at addr (C
-    memory that outlives the view's use): no copy, no format parsing."""
-    if count == 0:
-        return np.zeros(0, dtype=dtype)
-    raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(addr)
-    return np.frombuffer(raw, dtype=dtype)
+_c_char_at = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
+def _addr(a: np.ndarray) -> int:
+    """_addr is the address of a C-contiguous array's first byte.  A
+    one-byte ctypes view of a writable array tells it in a third of what
+    a.__array_interface__ or a.ctypes.data costs (each builds a dict or a
+    helper object); a read-only array is asked the slower way."""
+    try:
+        return _addressof(_c_char_at(a))
+    except (TypeError, ValueError):   # read-only, or no byte at all
+        return a.__array_interface__["data"][0]
 
 
 def _text(buf) -> str:
@@ -211,16 +244,27 @@ class _Params:
     __slots__ = ("beam", "results", "theta_tok", "theta_sent", "alpha")
 
     def __init__(self, beam, results, theta_tok, theta_sent, alpha):
-        self.beam = _uint("beam", beam)
+        # Plain ints and floats are taken as they are (the common case,
+        # checked in a few operations); anything else goes through the
+        # checks and conversions of _uint and _real.
+        self.beam = beam if type(beam) is int and 0 <= beam <= _U32 \
+            else _uint("beam", beam)
         if results is None:
             self.results = 0      # the wire's "absent": as many as beam
+        elif type(results) is int and 1 <= results <= _U32:
+            self.results = results
         else:
             self.results = _uint("results", results, 1)
-        # float32 on the wire, rounded to nearest as strtod-then-binary32
-        # rounds a JSON number.
-        self.theta_tok = float(np.float32(_real("theta_tok", theta_tok)))
-        self.theta_sent = float(np.float32(_real("theta_sent", theta_sent)))
-        self.alpha = _real("alpha", alpha)
+        # float32 on the wire: the c_float fields of the request round
+        # the binary64 value to nearest (C's conversion, which is what
+        # np.float32 does too, and what strtod-then-binary32 does to a
+        # JSON number; beyond binary32's range it is +-inf).
+        self.theta_tok = theta_tok if type(theta_tok) is float \
+            else _real("theta_tok", theta_tok)
+        self.theta_sent = theta_sent if type(theta_sent) is float \
+            else _real("theta_sent", theta_sent)
+        self.alpha = alpha if type(alpha) is float else _real("alpha",
+                                                                 alpha)
 
     def fill(self, r: _lib.Request, T: int, K: int, tok_addr: int,
              lp_addr: int) -> None:
@@ -230,56 +274,6 @@ class _Params:
         r.beam, r.results = self.beam, self.results
         r.theta_tok, r.theta_sent, r.alpha = (self.theta_tok,
                                               self.theta_sent, self.alpha)
-
-
-def _hits_of(res: _RawResult):
-    """_hits_of returns one result's hits (an array of _HIT_DTYPE) and the
-    tokens they index (uint32), as views of the C results."""
-    n = res.n
-    hits = _c_array(res.hits, n, _HIT_DTYPE)
-    if n == 0:
-        return hits, _EMPTY_U32
-    end = hits["tok_off"].astype(np.int64) + hits["len"]
-    return hits, _c_array(res.tokens, int(end.max()), _U32_DTYPE)
-
-
-def _padded(hits: np.ndarray, toks: np.ndarray, width: int) -> np.ndarray:
-    """_padded is the (n, width) matrix of the hits' tokens, zero padded,
-    gathered in one vectorised step."""
-    n = hits.shape[0]
-    if n == 0 or width == 0:
-        return np.zeros((n, width), dtype=np.uint32)
-    lens = hits["len"].astype(np.int64)
-    col = np.arange(width, dtype=np.int64)
-    idx = hits["tok_off"].astype(np.int64)[:, None] + col[None, :]
-    keep = col[None, :] < lens[:, None]
-    np.minimum(idx, toks.shape[0] - 1, out=idx)
-    out = toks[idx]
-    out[~keep] = 0
-    return out
-
-
-def _convert(res: _RawResult, as_array: bool):
-    """_convert copies one ft_result's hits into Python objects (or a
-    structured array) before the C results are freed."""
-    n = res.n
-    if n == 0:
-        return np.zeros(0, dtype=hit_dtype(1)) if as_array else []
-    hits, toks = _hits_of(res)
-    if as_array:
-        width = int(hits["len"].max())
-        out = np.empty(n, dtype=hit_dtype(width))
-        out["tokens"] = _padded(hits, toks, width)
-        out["len"] = hits["len"]
-        out["value"] = hits["value"]
-        out["score"] = hits["score"]
-        out["sigma"] = hits["sigma"]
-        return out
-    tl = toks.tolist()
-    return [Hit(tuple(tl[o:o + ln]), v, s, g) for o, ln, v, s, g in zip(
-        hits["tok_off"].tolist(), hits["len"].tolist(),
-        hits["value"].tolist(), hits["score"].tolist(),
-        hits["sigma"].tolist())]
 
 
 class BatchResult(NamedTuple):
@@ -331,6 +325,132 @@ def parse_info(text: str) -> Dict[str, Dict[str, Any]]:
     return out
 
 
+# The scratch block of the list form is dropped after a call that needed
+# more than this, so that one huge answer does not pin its size.
+_SCRATCH_KEEP = 1 << 20
+# Parameters cached by identity only when they are of these immutable
+# kinds (a 0-d array could change between two calls).
+_IMMUTABLE = (int, float, type(None), np.generic)
+_UNSET = object()
+
+
+class _Scratch(threading.local):
+    """_Scratch is one thread's reusable ctypes state for a Client's
+    searches: the request template (shape, grid addresses, parameters),
+    the out pointer, the error buffer, the shape counters, the columns
+    descriptors and the block the list form's columns are written to.  A
+    thread runs one call at a time, so nothing here is shared; nothing in
+    it outlives a call as seen by the caller (answers are copied out)."""
+
+    def __init__(self):
+        self.req = _RawRequest()
+        self.req_addr = ctypes.addressof(self.req)
+        self.out = ctypes.c_void_p()
+        self.out_addr = ctypes.addressof(self.out)
+        self.err = ctypes.create_string_buffer(_ERRLEN)
+        self.dims = (ctypes.c_uint32 * 4)()   # max hits, max len, n, status
+        d = ctypes.addressof(self.dims)
+        self.dims_addr, self.len_addr = d, d + 4
+        self.one_n, self.one_status = d + 8, d + 12
+        self.cols = _lib.Columns()            # packed columns
+        self.cols_addr = ctypes.addressof(self.cols)
+        self.scols = _lib.Columns()           # strided: one structured array
+        self.scols_addr = ctypes.addressof(self.scols)
+        self.scols.n, self.scols.status = self.one_n, self.one_status
+        self.cap = 0
+        self.buf = self.mv = None
+        self.base = 0
+        self.key = (_UNSET,) * 5
+
+    def params(self, beam, results, theta_tok, theta_sent, alpha) -> None:
+        """params checks a call's parameters and sets them in the request
+        template, unless they are the very objects of the last call."""
+        key = self.key
+        if beam is key[0] and results is key[1] and theta_tok is key[2] \
+                and theta_sent is key[3] and alpha is key[4]:
+            return
+        p = _Params(beam, results, theta_tok, theta_sent, alpha)
+        q = self.req
+        q.beam, q.results = p.beam, p.results
+        q.theta_tok, q.theta_sent, q.alpha = (p.theta_tok, p.theta_sent,
+                                              p.alpha)
+        args = (beam, results, theta_tok, theta_sent, alpha)
+        self.key = args if all(isinstance(a, _IMMUTABLE) for a in args) \
+            else (_UNSET,) * 5
+
+    def block(self, nbytes: int) -> None:
+        """block makes the scratch block at least nbytes long."""
+        if nbytes > self.cap:
+            cap = max(nbytes, 2 * self.cap, 4096)
+            self.mv = None
+            self.buf = ctypes.create_string_buffer(cap)
+            self.base = ctypes.addressof(self.buf)
+            self.mv = memoryview(self.buf).cast("B")
+            self.cap = cap
+
+    def trim(self) -> None:
+        if self.cap > _SCRATCH_KEEP:
+            self.mv = self.buf = None
+            self.cap = self.base = 0
+
+
+_tuple_new = tuple.__new__
+_count_nonzero = np.count_nonzero
+
+
+def _hits_list(columns, s: _Scratch, res: int, i: int, n: int, width: int) -> list:
+    """_hits_list copies result i's n >= 1 hits (keys up to width tokens)
+    into the scratch block in column form, one C call, and builds the list
+    of Hit from it: no numpy, no Python loop over the hits."""
+    tw = 4 * width
+    o1, o2 = 8 * n, 16 * n
+    o3 = o2 + n * tw
+    o4 = o3 + 4 * n
+    o5 = o4 + 4 * n
+    s.block(o5 + 8)
+    base, c = s.base, s.cols
+    c.rows, c.width = n, width
+    c.value, c.score, c.tokens = base, base + o1, base + o2
+    c.len, c.sigma = base + o3, base + o4
+    c.n, c.status = base + o5, base + o5 + 4
+    rc = columns(res, i, 1, s.cols_addr, s.err, _ERRLEN)
+    if rc != 0:
+        raise error_for(rc, _text(s.err))
+    mv = s.mv
+    values = mv[:o1].cast("Q").tolist()
+    scores = mv[o1:o2].cast("d").tolist()
+    toks = mv[o2:o3].cast("I").tolist()
+    lens = mv[o3:o4].cast("I").tolist()
+    sigmas = mv[o4:o5].cast("f").tolist()
+    s.trim()
+    # Each hit's width slots as one tuple (zip over one iterator, all in
+    # C), cut to the key's length where it is shorter.
+    keys = list(zip(*[iter(toks)] * width))
+    if min(lens) < width:
+        keys = [k if m == width else k[:m] for k, m in zip(keys, lens)]
+    return list(map(_tuple_new, repeat(Hit, n),
+                    zip(keys, values, scores, sigmas)))
+
+
+def _hits_array(columns, s: _Scratch, res: int, i: int, n: int,
+                width: int) -> np.ndarray:
+    """_hits_array writes result i's n >= 1 hits straight into a new
+    structured array of hit_dtype(width), one C call."""
+    dt, ot, ol, ov, osc, osg = _hit_layout(width)
+    out = np.empty(n, dt)
+    a = _addr(out)
+    c = s.scols
+    c.rows, c.width = n, width
+    c.tokens, c.len, c.value, c.score, c.sigma = (a + ot, a + ol, a + ov,
+                                                  a + osc, a + osg)
+    c.tokens_stride = c.len_stride = c.value_stride = c.score_stride = \
+        c.sigma_stride = dt.itemsize
+    rc = columns(res, i, 1, s.scols_addr, s.err, _ERRLEN)
+    if rc != 0:
+        raise error_for(rc, _text(s.err))
+    return out
+
+
 Grid = Union[np.ndarray, Sequence]
 
 
@@ -369,7 +489,16 @@ class Client:
         self._get = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p,
                                      ctypes.c_size_t)(
             ("ft_client_results_get", self._lib))
-        self._cv = threading.Condition()
+        lib = self._lib
+        self._search_grids = lib.ft_client_search_grids
+        self._shape = lib.ft_client_results_shape
+        self._columns = lib.ft_client_results_columns
+        self._free = lib.ft_client_results_free
+        # One lock guards _closed and _busy; close() waits on _cv (over
+        # the same lock) for the calls in flight.
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._tls = _Scratch()
         self._busy = 0
         self._closed = True
         self._h = None
@@ -449,16 +578,16 @@ class Client:
                                            ", closed" if self._closed else "")
 
     def _enter(self):
-        with self._cv:
+        with self._lock:
             if self._closed:
                 raise StateError(FT_ESTATE, "client: closed")
             self._busy += 1
             return self._h
 
     def _leave(self):
-        with self._cv:
+        with self._lock:
             self._busy -= 1
-            if self._busy == 0:
+            if self._closed and self._busy == 0:
                 self._cv.notify_all()
 
     # ---- search ----
@@ -473,12 +602,19 @@ class Client:
         as_array a structured array of hit_dtype.  A request the server
         rejects raises RequestError with the server's message."""
         tok, lp = _grids(tokens, logp, 2, "")
-        p = _Params(beam, results, theta_tok, theta_sent, alpha)
-        reqs = (_lib.Request * 1)()
-        p.fill(reqs[0], tok.shape[0], tok.shape[1], tok.ctypes.data,
-               lp.ctypes.data)
-        out = self._run(reqs, 1, (tok, lp), as_array, "raise", False)
-        return out[0]
+        s = self._tls
+        s.params(beam, results, theta_tok, theta_sent, alpha)
+        q = s.req
+        q.T, q.K = tok.shape
+        q.tokens, q.logp = _addr(tok), _addr(lp)
+        res = self._send(s, 1)
+        try:
+            out = self._answer(s, res, 0, as_array, None)
+        finally:
+            self._free(res)
+        if isinstance(out, Error):
+            raise out
+        return out
 
     def search_batch(self, tokens, logp=None, beam: int = 100,
                      results: Optional[int] = None,
@@ -513,12 +649,13 @@ class Client:
                 grids.append(pr)
         elif isinstance(tokens, np.ndarray) or isinstance(logp, np.ndarray):
             tok, lp = _grids(tokens, logp, 3, "")
-            b, T, K = tok.shape
-            reqs = (_lib.Request * b)()
-            for i in range(b):
-                p.fill(reqs[i], T, K, tok.ctypes.data + i * T * K * 4,
-                       lp.ctypes.data + i * T * K * 4)
-            return self._run(reqs, b, (tok, lp), as_array, errors, True)
+            s = self._tls
+            s.params(beam, results, theta_tok, theta_sent, alpha)
+            q = s.req
+            b, q.T, q.K = tok.shape
+            q.tokens, q.logp = _addr(tok), _addr(lp)
+            res = self._send(s, b)
+            return self._answers(s, res, b, as_array, errors)
         else:
             tl, ll = list(tokens), list(logp)
             if len(tl) != len(ll):
@@ -532,10 +669,21 @@ class Client:
         for i, (t, l) in enumerate(grids):
             tok, lp = _grids(t, l, 2, "request %d: " % i)
             keep += [tok, lp]
-            p.fill(reqs[i], tok.shape[0], tok.shape[1], tok.ctypes.data,
-                   lp.ctypes.data)
-        return self._run(reqs, len(grids), keep, as_array, errors,
-                         True)
+            p.fill(reqs[i], tok.shape[0], tok.shape[1], _addr(tok),
+                   _addr(lp))
+        s = self._tls
+        err = s.err
+        h = self._enter()
+        try:
+            rc = self._lib.ft_client_search(h, reqs, len(grids),
+                                            ctypes.byref(s.out), err,
+                                            _ERRLEN)
+        finally:
+            self._leave()
+        del keep
+        if rc != 0:
+            raise error_for(rc, _text(err))
+        return self._answers(s, s.out.value, len(grids), as_array, errors)
 
     def search_arrays(self, tokens: Any, logp: Any, beam: int = 100,
                       results: Optional[int] = None,
@@ -547,92 +695,105 @@ class Client:
         sent without a copy; others are converted as search() does), and
         returns their answers as arrays (BatchResult): no Python object
         per hit.  A request the server rejects does not raise: its status
-        and errors[i] say why."""
+        and errors[i] say why.  The arrays of one BatchResult are views
+        of one block of memory that they keep alive together."""
         tok, lp = _grids(tokens, logp, 3, "")
-        p = _Params(beam, results, theta_tok, theta_sent, alpha)
-        b, T, K = tok.shape
-        reqs = (_lib.Request * b)()
-        for i in range(b):
-            p.fill(reqs[i], T, K, tok.ctypes.data + i * T * K * 4,
-                   lp.ctypes.data + i * T * K * 4)
-        res = self._call(reqs, b, (tok, lp))
+        s = self._tls
+        s.params(beam, results, theta_tok, theta_sent, alpha)
+        q = s.req
+        b, q.T, q.K = tok.shape
+        q.tokens, q.logp = _addr(tok), _addr(lp)
+        res = self._send(s, b)
         try:
-            parts, status, errs = [], np.zeros(b, dtype=np.int32), []
-            for i in range(b):
-                r = _RawResult.from_address(self._get(res, i))
-                if r.status != 0:
-                    status[i] = r.status
-                    errs.append(error_for(r.status, r.error.decode(
-                        "utf-8", "replace"), i))
-                    parts.append(None)
-                    continue
-                errs.append(None)
-                h, t = _hits_of(r)
-                parts.append((h, t))
-            R = max((h.shape[0] for h, _ in filter(None, parts)), default=0)
-            L = max((int(h["len"].max()) for h, _ in filter(None, parts)
-                     if h.shape[0]), default=0)
-            n = np.zeros(b, dtype=np.uint32)
-            out_tok = np.zeros((b, R, L), dtype=np.uint32)
-            out_len = np.zeros((b, R), dtype=np.uint32)
-            out_val = np.zeros((b, R), dtype=np.uint64)
-            out_score = np.zeros((b, R), dtype=np.float64)
-            out_sigma = np.zeros((b, R), dtype=np.float32)
-            for i, part in enumerate(parts):
-                if part is None or part[0].shape[0] == 0:
-                    continue
-                h, t = part
-                m = h.shape[0]
-                n[i] = m
-                out_tok[i, :m] = _padded(h, t, L)
-                out_len[i, :m] = h["len"]
-                out_val[i, :m] = h["value"]
-                out_score[i, :m] = h["score"]
-                out_sigma[i, :m] = h["sigma"]
-            return BatchResult(n, out_tok, out_len, out_val, out_score,
-                               out_sigma, status, errs)
+            self._shape(res, 0, b, s.dims_addr, s.len_addr)
+            R, L = s.dims[0], s.dims[1]
+            bR = b * R
+            o1 = 8 * bR
+            o2 = 2 * o1
+            o3 = o2 + 4 * bR * L
+            o4 = o3 + 4 * bR
+            o5 = o4 + 4 * bR
+            o6 = o5 + 4 * b
+            block = np.empty(o6 + 4 * b, _U8_DTYPE)
+            a = _addr(block)
+            c = s.cols
+            c.rows, c.width = R, L
+            c.value, c.score, c.tokens, c.len, c.sigma, c.n, c.status = (
+                a, a + o1, a + o2, a + o3, a + o4, a + o5, a + o6)
+            rc = self._columns(res, 0, b, s.cols_addr, s.err, _ERRLEN)
+            if rc != 0:
+                raise error_for(rc, _text(s.err))
+            nd = np.ndarray
+            status = nd((b,), _I32_DTYPE, block, o6)
+            errs = [None] * b
+            if _count_nonzero(status):
+                for i in np.flatnonzero(status).tolist():
+                    r = _RawResult.from_address(self._get(res, i))
+                    errs[i] = error_for(r.status, r.error.decode(
+                        "utf-8", "replace"), i)
         finally:
-            self._lib.ft_client_results_free(res)
+            self._free(res)
+        return _tuple_new(BatchResult, (
+            nd((b,), _U32_DTYPE, block, o5),
+            nd((b, R, L), _U32_DTYPE, block, o2),
+            nd((b, R), _U32_DTYPE, block, o3),
+            nd((b, R), _U64_DTYPE, block, 0),
+            nd((b, R), _F64_DTYPE, block, o1),
+            nd((b, R), _F32_DTYPE, block, o4), status, errs))
 
-    def _call(self, reqs, n: int, keep):
-        """_call sends n requests (whose grids keep holds alive until the
-        call returns) and returns the C results (ft_client_results_free
-        them)."""
-        err = ctypes.create_string_buffer(_ERRLEN)
-        res = ctypes.c_void_p()
-        h = self._enter()
+    def _send(self, s: "_Scratch", n: int) -> int:
+        """_send sends the n requests of s's template (grids back to back
+        from its addresses, which the caller keeps alive) in one call and
+        returns the address of the C results (self._free them)."""
+        lock = self._lock
+        with lock:
+            if self._closed:
+                raise StateError(FT_ESTATE, "client: closed")
+            self._busy += 1
+            h = self._h
         try:
-            rc = self._lib.ft_client_search(h, reqs, n, ctypes.byref(res),
-                                            err, _ERRLEN)
+            rc = self._search_grids(h, s.req_addr, n, s.out_addr, s.err,
+                                    _ERRLEN)
         finally:
-            self._leave()
-        del keep
+            with lock:
+                self._busy -= 1
+                if self._closed and self._busy == 0:
+                    self._cv.notify_all()
         if rc != 0:
-            raise error_for(rc, _text(err))
-        return res
+            raise error_for(rc, _text(s.err))
+        return s.out.value
 
-    def _run(self, reqs, n: int, keep, as_array: bool, errors: str,
-             batch: bool):
-        """_run sends n requests (whose grids keep holds alive) and
-        converts the answers; errors of a batch's requests carry their
-        index."""
-        res = self._call(reqs, n, keep)
+    def _answer(self, s: "_Scratch", res: int, i: int, as_array: bool,
+                index: Optional[int]):
+        """_answer converts result i: its list of Hit (or structured array),
+        or the Error of a rejected request (returned, not raised; index is
+        what its .index says)."""
+        self._shape(res, i, 1, s.dims_addr, s.len_addr)
+        n = s.dims[0]
+        if n:
+            if as_array:
+                return _hits_array(self._columns, s, res, i, n, s.dims[1])
+            return _hits_list(self._columns, s, res, i, n, s.dims[1])
+        r = _RawResult.from_address(self._get(res, i))
+        if r.status != 0:
+            return error_for(r.status, r.error.decode("utf-8", "replace"),
+                             index)
+        return np.zeros(0, dtype=_hit_layout(1)[0]) if as_array else []
+
+    def _answers(self, s: "_Scratch", res: int, n: int, as_array: bool,
+                 errors: str) -> list:
+        """_answers converts the n results of a batch and frees them; with
+        errors="raise" the first rejected request raises."""
         try:
             out = []
             for i in range(n):
-                r = _RawResult.from_address(self._get(res, i))
-                if r.status != 0:
-                    e = error_for(r.status, r.error.decode("utf-8",
-                                                           "replace"),
-                                  i if batch else None)
-                    if errors == "raise":
-                        raise e
-                    out.append(e)
-                    continue
-                out.append(_convert(r, as_array))
+                a = self._answer(s, res, i, as_array, i)
+                if errors == "raise" and isinstance(a, Error):
+                    raise a
+                out.append(a)
             return out
         finally:
-            self._lib.ft_client_results_free(res)
+            self._free(res)
 
     # ---- admin and health ----
 

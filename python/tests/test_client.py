@@ -8,6 +8,7 @@ the same requests, floats exactly.
 Environment: FT_BIN names the flashtrie program, FLASHTRIE_CLIENT_LIB the
 built libflashtrie_client.so (tests/python/CMakeLists.txt sets both).
 """
+import ctypes
 import json
 import math
 import os
@@ -356,6 +357,211 @@ def test_search_arrays(env, client):
     assert got3.errors[1].index == 1
     assert "appears twice" in got3.errors[1].message
     assert got3.status[0] == 0 and got3.n[0] == got.n[0]
+
+
+def test_search_arrays_layout(env, client):
+    """BatchResult's arrays: C-contiguous, their dtypes, writable, and
+    separate (views of one block, none overlapping another)."""
+    reqs = env["requests"][:3]
+    tok = np.array([r["tokens"] for r in reqs], dtype=np.uint32)
+    lp = np.array([r["logp"] for r in reqs], dtype=np.float32)
+    got = client.search_arrays(tok, lp, beam=16, results=5)
+    want = [np.uint32, np.uint32, np.uint32, np.uint64, np.float64,
+            np.float32, np.int32]
+    arrays = list(got[:7])
+    for a, dt in zip(arrays, want):
+        assert a.dtype == dt and a.flags.c_contiguous and a.flags.writeable
+    for i, a in enumerate(arrays):
+        for b in arrays[i + 1:]:
+            assert not np.shares_memory(a, b)
+    keep = [a.copy() for a in arrays]
+    got.value[:] = 7
+    for a, k in zip(arrays, keep):
+        if a is not got.value:
+            assert np.array_equal(a, k)
+    # No hits at all: R = L = 0.
+    none = client.search_arrays(np.full((2, 1, 1), 999999999, np.uint32),
+                                np.full((2, 1, 1), -1, np.float32))
+    assert none.n.tolist() == [0, 0] and none.tokens.shape == (2, 0, 0)
+    assert none.value.shape == (2, 0) and none.status.tolist() == [0, 0]
+
+
+def test_parameters_between_calls(env, client):
+    """The parameters set in a call are the ones sent, whatever the calls
+    before it sent (a thread's request template is reused): changed
+    values, numpy scalars, and a 0-d array changed in place."""
+    r = env["requests"][5]
+    variants = [{"beam": 16, "results": 5}, {"beam": 4},
+                {"beam": 16, "results": 5, "alpha": 0.5},
+                {"beam": 16, "theta_tok": -3.0},
+                {"beam": 16, "theta_sent": -9.0}, {"beam": 16}]
+    want = expected(env["big"], [dict(tokens=r["tokens"], logp=r["logp"],
+                                      **v) for v in variants])
+    tok = np.array(r["tokens"], dtype=np.uint32)
+    lp = np.array(r["logp"], dtype=np.float32)
+    for _ in range(2):
+        for v, w in zip(variants, want):
+            check_hits(client.search(tok, lp, **v), w)
+    check_hits(client.search(tok, lp, beam=np.uint16(4)), want[1])
+    check_hits(client.search(tok, lp, beam=np.int64(16), results=np.int8(5),
+                             alpha=np.float32(0.5)), want[2])
+    beam = np.array(16)
+    check_hits(client.search(tok, lp, beam=beam), want[5])
+    beam[()] = 4
+    check_hits(client.search(tok, lp, beam=beam), want[1])
+    # A refused parameter leaves the next call's own parameters in force.
+    with pytest.raises(TypeError):
+        client.search(tok, lp, beam=4.0)
+    check_hits(client.search(tok, lp, beam=16), want[5])
+
+
+def test_read_only_grids(env, client):
+    """Read-only grids (np.frombuffer over bytes) are sent as they are,
+    with the same answers."""
+    reqs = env["requests"][:4]
+    want = expected(env["big"], reqs)
+    for r, w in zip(reqs, want):
+        tok = np.frombuffer(np.array(r["tokens"], np.uint32).tobytes(),
+                            np.uint32).reshape(T, K)
+        lp = np.frombuffer(np.array(r["logp"], np.float32).tobytes(),
+                           np.float32).reshape(T, K)
+        assert not tok.flags.writeable and not lp.flags.writeable
+        check_hits(client.search(tok, lp, **kwargs_of(r)), w)
+    bt = np.frombuffer(np.array([r["tokens"] for r in reqs],
+                                np.uint32).tobytes(), np.uint32)
+    bl = np.frombuffer(np.array([r["logp"] for r in reqs],
+                                np.float32).tobytes(), np.float32)
+    got = client.search_arrays(bt.reshape(4, T, K), bl.reshape(4, T, K),
+                               **kwargs_of(reqs[0]))
+    assert got.n.tolist() == [len(w["results"]) for w in want]
+    assert got.value[0, :got.n[0]].tolist() == \
+        [x["value"] for x in want[0]["results"]]
+
+
+def test_array_form_entry_points(env, client):
+    """ft_client_search_grids, ft_client_results_shape and
+    ft_client_results_columns, called as a C program would: the answers of
+    ft_client_search, and each fault refused with its code and message,
+    nothing written."""
+    lib = flashtrie._lib.load()
+    fc = flashtrie.client
+    reqs = env["requests"][:3]
+    tok = np.array([r["tokens"] for r in reqs], dtype=np.uint32)
+    lp = np.array([r["logp"] for r in reqs], dtype=np.float32)
+    tmpl = fc._RawRequest(T, K, tok.ctypes.data, lp.ctypes.data, 16, 5,
+                          -math.inf, -math.inf, 1.0)
+    err = ctypes.create_string_buffer(1024)
+    res = ctypes.c_void_p()
+    h = client._h
+
+    def grids(q, n):
+        return lib.ft_client_search_grids(h, ctypes.addressof(q), n,
+                                          ctypes.addressof(res), err, 1024)
+
+    def hits_of(r, i):
+        x = lib.ft_client_results_get(r, i).contents
+        return [(tuple(x.tokens[x.hits[j].tok_off:x.hits[j].tok_off +
+                                x.hits[j].len]), x.hits[j].value,
+                 x.hits[j].score, x.hits[j].sigma) for j in range(x.n)]
+
+    assert grids(tmpl, 3) == 0
+    one = ctypes.c_void_p()
+    reqs1 = (flashtrie._lib.Request * 3)()
+    for i in range(3):
+        fc._Params(16, 5, -math.inf, -math.inf, 1.0).fill(
+            reqs1[i], T, K, tok[i].ctypes.data, lp[i].ctypes.data)
+    assert lib.ft_client_search(h, reqs1, 3, ctypes.byref(one), err,
+                                1024) == 0
+    try:
+        want = [hits_of(one, i) for i in range(3)]
+        assert [hits_of(res, i) for i in range(3)] == want
+        assert all(1 <= len(w) <= 5 for w in want)
+        R = max(len(w) for w in want)
+        L = max(len(h[0]) for w in want for h in w)
+        mh, ml = ctypes.c_uint32(99), ctypes.c_uint32(99)
+        shape = lib.ft_client_results_shape
+        assert shape(res, 0, 3, ctypes.addressof(mh),
+                     ctypes.addressof(ml)) == 3
+        assert (mh.value, ml.value) == (R, L)
+        assert shape(res, 1, 1, ctypes.addressof(mh), None) == 1
+        assert mh.value == len(want[1])
+        assert shape(res, 2, 5, None, ctypes.addressof(ml)) == 1
+        assert ml.value == max(len(h[0]) for h in want[2])
+        assert shape(res, 3, 1, ctypes.addressof(mh),
+                     ctypes.addressof(ml)) == 0
+        assert (mh.value, ml.value) == (0, 0)
+        # Columns as separate (count, rows, ...) arrays, one row spare.
+        n = np.zeros(3, np.uint32)
+        st = np.full(3, 7, np.int32)
+        ct = np.full((3, R + 1, L), 0xAB, np.uint32)
+        cl = np.full((3, R + 1), 0xAB, np.uint32)
+        cv = np.full((3, R + 1), 0xAB, np.uint64)
+        cs = np.full((3, R + 1), 5.0, np.float64)
+        cg = np.full((3, R + 1), 5.0, np.float32)
+        cols = flashtrie._lib.Columns(R + 1, L, n.ctypes.data, st.ctypes.data,
+                                      ct.ctypes.data, cl.ctypes.data,
+                                      cv.ctypes.data, cs.ctypes.data,
+                                      cg.ctypes.data)
+        before = [a.copy() for a in (n, st, ct, cl, cv, cs, cg)]
+
+        def columns(first, count, c=cols):
+            return lib.ft_client_results_columns(res, first, count,
+                                                 ctypes.addressof(c), err,
+                                                 1024)
+
+        def unchanged():
+            return all(np.array_equal(a, b) for a, b in
+                       zip((n, st, ct, cl, cv, cs, cg), before))
+
+        assert columns(2, 2) == 2 and unchanged()
+        assert err.value.decode() == "columns: results 2..4 asked, 3 held"
+        small = flashtrie._lib.Columns.from_buffer_copy(cols)
+        small.rows = R - 1
+        assert columns(0, 3, small) == 2 and unchanged()
+        k = next(k for k in range(3) if len(want[k]) == R)
+        assert err.value.decode() == \
+            "columns: result %d has %d hits, rows holds %d" % (k, R, R - 1)
+        narrow = flashtrie._lib.Columns.from_buffer_copy(cols)
+        narrow.width = L - 1
+        k, j = next((k, j) for k in range(3) for j, x in enumerate(want[k])
+                    if len(x[0]) == L)
+        assert columns(0, 3, narrow) == 2 and unchanged()
+        assert err.value.decode() == \
+            "columns: result %d, hit %d: a key of %d tokens, width holds " \
+            "%d" % (k, j, L, L - 1)
+        assert columns(0, 3) == 0
+        assert n.tolist() == [len(w) for w in want] and st.tolist() == [0] * 3
+        for i, w in enumerate(want):
+            for j, (ktok, val, score, sigma) in enumerate(w):
+                assert tuple(ct[i, j, :len(ktok)].tolist()) == ktok
+                assert not ct[i, j, len(ktok):].any()
+                assert (cl[i, j], cv[i, j], cs[i, j]) == (len(ktok), val,
+                                                          score)
+                assert float(cg[i, j]) == sigma
+            # slots past the hits: zero in every column
+            for a in (ct, cl, cv, cs, cg):
+                assert not a[i, len(w):].any()
+        # Faults of the grids themselves.
+        for f, v, msg in [("T", 65, "search: grids: T 65 exceeds 64"),
+                          ("K", 4097, "search: grids: K 4097 exceeds 4096")]:
+            bad = fc._RawRequest.from_buffer_copy(tmpl)
+            setattr(bad, f, v)
+            assert grids(bad, 1) == 9 and err.value.decode() == msg
+            assert res.value is None
+        assert grids(tmpl, 0) == 2
+        assert err.value.decode() == "search: expected 1..1024 requests, " \
+            "got 0"
+        assert grids(tmpl, 1025) == 2
+        assert lib.ft_client_search_grids(h, None, 1, ctypes.addressof(res),
+                                          err, 1024) == 2
+        assert err.value.decode() == "search: grids is NULL"
+        assert lib.ft_client_results_columns(None, 0, 1,
+                                             ctypes.addressof(cols), err,
+                                             1024) == 2
+        assert err.value.decode() == "columns: results is NULL"
+    finally:
+        lib.ft_client_results_free(res)
+        lib.ft_client_results_free(one)
 
 
 def test_threads_share_a_client(env):
