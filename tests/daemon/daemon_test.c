@@ -154,6 +154,121 @@ static void check_same(local *l, const ft_request *r, const ft_result *got)
     ft_result_free(&want);
 }
 
+/* check_grids: the array form (ft_client_search_grids, _results_shape,
+ * _results_columns) gives the engine's answers, columns written exactly
+ * as the results read, and refuses a layout too small before writing. */
+static void check_grids(ft_client *c, local *l, uint64_t *seed)
+{
+    enum { N = 5, T = 3, K = 4 };
+    static uint32_t tok[N * T * K];
+    static float lp[N * T * K];
+    static const uint32_t pool[] = {1, 2, 3, 4, 5, 7, 8, 9, 10, 70000, 6};
+    for (int i = 0; i < N * T; i++) {
+        uint32_t start = (uint32_t)(ft_test_rand(seed) % 11);
+        for (int k = 0; k < K; k++) {
+            tok[i * K + k] = pool[(start + (uint32_t)k) % 11];
+            lp[i * K + k] = -(float)(ft_test_rand(seed) % 1000) / 250.0f;
+        }
+    }
+    ft_request tmpl;
+    ft_request_init(&tmpl);
+    tmpl.T = T;
+    tmpl.K = K;
+    tmpl.tokens = tok;
+    tmpl.logp = lp;
+    tmpl.beam = 6;
+    tmpl.alpha = 0.5;
+    ft_client_results *res;
+    FT_PASS(ft_client_search_grids(c, &tmpl, N, &res, NULL, 0));
+    FT_CHECK_EQ_U64(ft_client_results_count(res), N);
+    uint32_t mh = 0, ml = 0, want_h = 0, want_l = 0;
+    for (int i = 0; i < N; i++) {
+        ft_request r = tmpl;
+        r.tokens = tok + i * T * K;
+        r.logp = lp + i * T * K;
+        const ft_result *got = ft_client_results_get(res, (size_t)i);
+        check_same(l, &r, got);
+        if (got->n > want_h)
+            want_h = got->n;
+        for (uint32_t h = 0; h < got->n; h++)
+            if (got->hits[h].len > want_l)
+                want_l = got->hits[h].len;
+    }
+    FT_CHECK(want_h > 0);
+    FT_CHECK_EQ_U64(ft_client_results_shape(res, 0, N, &mh, &ml), N);
+    FT_CHECK_EQ_U64(mh, want_h);
+    FT_CHECK_EQ_U64(ml, want_l);
+    /* packed columns, one spare row and token slot each, sentinels */
+    uint32_t rows = mh + 1, width = ml + 1;
+    size_t slots = (size_t)N * rows;
+    uint32_t *n = malloc(N * 4), *len = malloc(slots * 4);
+    uint32_t *ktok = malloc(slots * width * 4);
+    int32_t *st = malloc(N * 4);
+    uint64_t *val = malloc(slots * 8);
+    double *score = malloc(slots * 8);
+    float *sigma = malloc(slots * 4);
+    FT_CHECK(n && len && ktok && st && val && score && sigma);
+    memset(ktok, 0xab, slots * width * 4);
+    memset(len, 0xab, slots * 4);
+    ft_client_columns cols;
+    memset(&cols, 0, sizeof cols);
+    cols.rows = rows;
+    cols.width = width;
+    cols.n = n;
+    cols.status = st;
+    cols.tokens = ktok;
+    cols.len = len;
+    cols.value = val;
+    cols.score = score;
+    cols.sigma = sigma;
+    FT_PASS(ft_client_results_columns(res, 0, N, &cols, NULL, 0));
+    for (int i = 0; i < N; i++) {
+        const ft_result *got = ft_client_results_get(res, (size_t)i);
+        FT_CHECK_EQ_U64(st[i], got->status);
+        FT_CHECK_EQ_U64(n[i], got->status == FT_OK ? got->n : 0);
+        for (uint32_t j = 0; j < rows; j++) {
+            size_t at = (size_t)i * rows + j;
+            uint32_t *kt = ktok + at * width;
+            if (j < n[i]) {
+                const ft_hit *h = &got->hits[j];
+                FT_CHECK_EQ_U64(len[at], h->len);
+                FT_CHECK_EQ_U64(val[at], h->value);
+                FT_CHECK(memcmp(&score[at], &h->score, 8) == 0);
+                FT_CHECK(memcmp(&sigma[at], &h->sigma, 4) == 0);
+                FT_CHECK(memcmp(kt, got->tokens + h->tok_off, h->len * 4) ==
+                         0);
+                for (uint32_t w = h->len; w < width; w++)
+                    FT_CHECK_EQ_U64(kt[w], 0);
+            } else {
+                FT_CHECK_EQ_U64(len[at], 0);
+                for (uint32_t w = 0; w < width; w++)
+                    FT_CHECK_EQ_U64(kt[w], 0);
+            }
+        }
+    }
+    /* one row short: refused, nothing written */
+    memset(len, 0xab, slots * 4);
+    cols.rows = mh - 1;
+    char err[256];
+    FT_FAIL(ft_client_results_columns(res, 0, N, &cols, err, sizeof err),
+            FT_EINVAL);
+    FT_CHECK(err[0] != 0);
+    for (size_t i = 0; i < slots; i++)
+        FT_CHECK_EQ_U64(len[i], 0xabababab);
+    /* past the results */
+    cols.rows = rows;
+    FT_FAIL(ft_client_results_columns(res, 1, N, &cols, err, sizeof err),
+            FT_EINVAL);
+    ft_client_results_free(res);
+    free(n);
+    free(len);
+    free(ktok);
+    free(st);
+    free(val);
+    free(score);
+    free(sigma);
+}
+
 /* ---- concurrent ---- */
 
 typedef struct worker {
@@ -281,6 +396,9 @@ static void case_concurrent(void)
     send_async(shared, g, s, 64, &seed);
     wait_all(s, 64, 30);
     check_slots(&l, g, s, 64);
+    /* The array form, on the same handle. */
+    for (int i = 0; i < 4; i++)
+        check_grids(shared, &l, &seed);
     ft_client_close(shared);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
     local_close(&l);
