@@ -446,8 +446,9 @@ int srv_socket_start(srv_socket *s, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", s->lo.url, nng_strerror(rv));
         return FT_ECONFIG;
     }
-    nng_listener_set_size(s->lst, NNG_OPT_RECVMAXSZ,
-                          (size_t)srv->cfg.max_message_bytes);
+    /* max_message_bytes, or the lower receive limit in force now
+     * (serve_conn.c): nng applies it to every pipe of the listener. */
+    srv_conn_listener_started(s);
     if (!strncmp(s->lo.url, "ipc://", 6) && srv->cfg.ipc_mode[0]) {
         /* The socket's mode from the config, not the umask (a unit's
          * UMask=0027 would leave the group unable to connect). */
