@@ -27,7 +27,8 @@
  * it closes its connection unread.  So each connection is given a share
  * (its "potential": the highest limit in force since its last message
  * was taken, what it may be reading now), their sum is held under half
- * the memory budget, and the limit follows the connections:
+ * the memory budget and under what the heavy share (7/8) leaves beside
+ * what the server holds, and the limit follows the connections:
  *   limit = max_message_bytes, or less while connections x limit would
  *   pass half the budget (budget / 2 / (connections + 1)), never below
  *   min(64 KiB, max_message_bytes).
@@ -142,6 +143,18 @@ static uint64_t rx_share(server *srv)
     return srv->cfg.memory_budget_bytes / 2;
 }
 
+/* rx_room: what the potentials may sum to now: half the budget, and no
+ * more than the heavy share (7/8) leaves beside what the server holds,
+ * so that light messages keep their eighth whatever the heavy ones and
+ * the connections hold. */
+static uint64_t rx_room(server *srv)
+{
+    uint64_t heavy = srv->cfg.memory_budget_bytes / 8 * SRV_HEAVY_SHARE;
+    uint64_t used = atomic_load(&srv->budget_used);
+    uint64_t r = used < heavy ? heavy - used : 0;
+    return r < rx_share(srv) ? r : rx_share(srv);
+}
+
 /* rx_target is the limit for n connections, a spare one included. */
 static uint64_t rx_target(server *srv, uint64_t n)
 {
@@ -185,7 +198,7 @@ static void rx_raise(server *srv, struct srv_conn *c)
         for (size_t b = 0; b < CONN_BUCKETS; b++)
             for (conn_ent *e = c->bucket[b]; e; e = e->next)
                 sum += e->pot > want ? e->pot : want;
-        if (sum + want <= rx_share(srv)) {
+        if (sum + want <= rx_room(srv)) {
             rx_apply(srv, c, want);
             for (size_t b = 0; b < CONN_BUCKETS; b++)
                 for (conn_ent *e = c->bucket[b]; e; e = e->next)
@@ -295,7 +308,8 @@ static int admit(srv_socket *s, nng_pipe p)
     uint64_t cur = atomic_load(&c->rxmax);
     uint64_t others = atomic_load(&c->pot_sum);
     uint64_t lim = rx_target(srv, conns_total(srv));
-    uint64_t room = rx_share(srv) > others ? rx_share(srv) - others : 0;
+    uint64_t free_ = rx_room(srv);
+    uint64_t room = free_ > others ? free_ - others : 0;
     if (lim > room)
         lim = room < rx_floor(srv) ? rx_floor(srv) : room;
     if (lim < cur) {
