@@ -85,6 +85,7 @@ struct srv_conn {
     /* the receive limit: every listener's NNG_OPT_RECVMAXSZ, and the sum
      * of the entries' potentials (written under mu) */
     pthread_mutex_t rx_mu;  /* serialises changes of the limit */
+    uint32_t rx_ready;      /* listeners started (bit i: socks[i]), rx_mu */
     atomic_uint_fast64_t rxmax, pot_sum;
     atomic_uint_fast64_t rx_lowered, rx_raised;
 };
@@ -176,11 +177,10 @@ static uint64_t conns_total(server *srv)
  * copies it into every pipe of the listener at once. */
 static void rx_apply(server *srv, struct srv_conn *c, uint64_t lim)
 {
-    for (size_t i = 0; i < srv->n_socks; i++) {
-        srv_socket *s = &srv->socks[i];
-        if (s->open && nng_listener_id(s->lst) > 0)
-            nng_listener_set_size(s->lst, NNG_OPT_RECVMAXSZ, (size_t)lim);
-    }
+    for (size_t i = 0; i < srv->n_socks; i++)
+        if (c->rx_ready & (1u << i))
+            nng_listener_set_size(srv->socks[i].lst, NNG_OPT_RECVMAXSZ,
+                                  (size_t)lim);
     atomic_store(&c->rxmax, lim);
 }
 
@@ -224,12 +224,6 @@ uint64_t srv_conn_reserved(server *srv)
     return c ? atomic_load(&c->pot_sum) : 0;
 }
 
-uint64_t srv_conn_rxmax(server *srv)
-{
-    struct srv_conn *c = conn_of(srv);
-    return c ? atomic_load(&c->rxmax) : srv->cfg.max_message_bytes;
-}
-
 void srv_conn_listener_started(srv_socket *s)
 {
     server *srv = s->srv;
@@ -242,6 +236,8 @@ void srv_conn_listener_started(srv_socket *s)
     pthread_mutex_lock(&c->rx_mu);
     nng_listener_set_size(s->lst, NNG_OPT_RECVMAXSZ,
                           (size_t)atomic_load(&c->rxmax));
+    /* from now on rx_apply sets it too (s->lst is written) */
+    c->rx_ready |= 1u << sock_index(srv, s);
     pthread_mutex_unlock(&c->rx_mu);
 }
 

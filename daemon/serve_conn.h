@@ -51,7 +51,6 @@ int srv_listeners_ok(server *srv, char *why, size_t whylen);
  * force; srv_conn_rx_stats reads the limit, the reserve and how often the
  * limit came down and went back up. */
 uint64_t srv_conn_reserved(server *srv);
-uint64_t srv_conn_rxmax(server *srv);
 void srv_conn_listener_started(srv_socket *s);
 void srv_conn_rx_stats(server *srv, uint64_t *lim, uint64_t *reserved,
                        uint64_t *lowered, uint64_t *raised);
