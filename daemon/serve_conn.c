@@ -400,7 +400,11 @@ static void reap(server *srv, struct srv_conn *c, uint64_t now)
     pthread_mutex_lock(&c->mu);
     for (size_t b = 0; b < CONN_BUCKETS && n < BATCH; b++)
         for (conn_ent *e = c->bucket[b]; e && n < BATCH; e = e->next)
-            if (e->owed == 0 && now - e->last_ns >= limit) {
+            /* last_ns may be later than now: a message completed
+             * after now was read and before the lock was taken (the
+             * unsigned difference would wrap, and close it) */
+            if (e->owed == 0 && e->last_ns < now &&
+                now - e->last_ns >= limit) {
                 ids[n++] = e->id;
                 e->last_ns = now; /* closed once; REM_POST removes it */
             }

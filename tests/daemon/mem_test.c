@@ -25,7 +25,7 @@
  * The heavy clients are plain sockets writing nng's ipc framing (see
  * raw_conn).
  * Reproducer: mem_test flood CLIENTS SECONDS MB BUDGET_MB [MAX_MSG_MB]
- * (defaults 12 5 16 64 32; the issue's measure was 48 60 62 768 64 with
+ * (defaults 12 5 8 64 16; the issue's measure was 48 60 62 768 64 with
  * FT_MEM_BEAM=4096; FT_MEM_OLD=1 runs without the budget flag, against an
  * older server given as FT_BIN; FT_MEM_PAUSE_MS: how long a heavy client
  * waits before it reconnects after the server closed its connection,
@@ -861,7 +861,7 @@ int main(int argc, char **argv)
     snprintf(g_dir, sizeof g_dir, "/tmp/ft_mem_test.%ld", (long)getpid());
     FT_CHECK(mkdir(g_dir, 0700) == 0);
     atexit(cleanup);
-    int v[5] = {12, 5, 16, 64, 32};
+    int v[5] = {12, 5, 8, 64, 16};
     for (int i = 0; i < 5 && i + 2 < argc; i++)
         v[i] = atoi(argv[i + 2]);
     if (!strcmp(argv[1], "busy"))
