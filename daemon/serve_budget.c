@@ -3,11 +3,18 @@
 
 #include <stdio.h>
 
+#include "serve_conn.h"
+
 int srv_budget_take(server *srv, size_t bytes, int heavy, char *why,
                     size_t whylen)
 {
     uint64_t budget = srv->cfg.memory_budget_bytes;
-    if (heavy) {
+    if (heavy == SRV_BUDGET_HEAVY_MORE) {
+        /* a heavy message's results: the heavy share again, so that
+         * light messages keep theirs */
+        budget = budget / 8 * SRV_HEAVY_SHARE;
+        heavy = 0;
+    } else if (heavy) {
         unsigned max = srv->cfg.max_heavy_messages;
         unsigned h = atomic_fetch_add(&srv->budget_heavy, 1);
         if (h >= max) {
@@ -20,15 +27,24 @@ int srv_budget_take(server *srv, size_t bytes, int heavy, char *why,
         }
         budget = budget / 8 * SRV_HEAVY_SHARE;
     }
+    /* What the connections may be reading now (each one message of up
+     * to the receive limit in force, serve_conn.c) counts as held: nng
+     * has it, or will, before any context of ours sees it. */
+    uint64_t reserved = srv_conn_reserved(srv);
+    /* (past half the budget only when so many connections are open that
+     * each has the floor, SRV_RX_FLOOR: small messages keep half) */
+    if (reserved > srv->cfg.memory_budget_bytes / 2)
+        reserved = srv->cfg.memory_budget_bytes / 2;
     uint64_t used = atomic_fetch_add(&srv->budget_used, bytes);
-    if (used + bytes > budget) {
+    if (used + bytes + reserved > budget) {
         atomic_fetch_sub(&srv->budget_used, bytes);
         if (heavy)
             atomic_fetch_sub(&srv->budget_heavy, 1);
         atomic_fetch_add(&srv->budget_refused, 1);
         snprintf(why, whylen, "memory: %zu bytes more would exceed the "
-                 "budget (%llu of %llu bytes held); retry later", bytes,
-                 (unsigned long long)used,
+                 "budget (%llu held and %llu reserved for messages being "
+                 "read, of %llu bytes); retry later", bytes,
+                 (unsigned long long)used, (unsigned long long)reserved,
                  (unsigned long long)srv->cfg.memory_budget_bytes);
         return FT_EBUSY;
     }

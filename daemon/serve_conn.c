@@ -12,6 +12,30 @@
  * the nng 1.5.2 ipc wedge, then reads as down).  The probe is written
  * by hand on a plain socket: its connection and PING are counted like a
  * client's (connections_opened, messages).
+ *
+ * The receive limit (issue 39).  nng 1.5.2 reads a whole message per
+ * connection before any context of ours sees it: its transports allocate
+ * the length a message's header announces (ipc.c ipc_pipe_recv_cb,
+ * tcp.c tcptran_pipe_recv_cb), and rep0 re-arms a connection's read as
+ * soon as a context takes its previous message (rep.c rep0_ctx_recv,
+ * rep0_pipe_recv_cb), so every connection may be reading one message of
+ * up to the receive limit at any time, whatever the server answers.  The
+ * one control the API gives is that limit (NNG_OPT_RECVMAXSZ on the
+ * listener), which nng applies live to every pipe of the listener
+ * (ipc_ep_set_recv_max_sz, tcptran_ep_set_recvmaxsz walk them) and checks
+ * at each message's length header, before it allocates; a message over
+ * it closes its connection unread.  So each connection is given a share
+ * (its "potential": the highest limit in force since its last message
+ * was taken, what it may be reading now), their sum is held under half
+ * the memory budget and under what the heavy share (7/8) leaves beside
+ * what the server holds, and the limit follows the connections:
+ *   limit = max_message_bytes, or less while connections x limit would
+ *   pass half the budget (budget / 2 / (connections + 1)), never below
+ *   min(64 KiB, max_message_bytes).
+ * A new connection lowers it at once (at ADD_PRE, before nng reads a
+ * byte of it); the tick raises it again once the potentials allow; the
+ * budget (serve_budget.c) counts the potentials as held, so what nng may
+ * be reading plus what the server holds stays within the budget.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -26,6 +50,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "serve_budget.h"
 #include "serve_conn.h"
 #include "serve_priv.h"
 
@@ -39,6 +64,7 @@ typedef struct conn_ent {
     uint32_t sock;          /* index in srv->socks */
     uint64_t last_ns;       /* handshake, last message or last reply */
     uint32_t owed;          /* messages received, reply not yet gone */
+    uint64_t pot;           /* what it may be reading now (bytes) */
     struct conn_ent *next;
 } conn_ent;
 
@@ -56,6 +82,12 @@ struct srv_conn {
      * max_connections is let in, so that a full listener still reads as
      * up (it serves its connections); whoever comes first takes it. */
     atomic_int slack[FT_CONFIG_MAX_LISTENERS];
+    /* the receive limit: every listener's NNG_OPT_RECVMAXSZ, and the sum
+     * of the entries' potentials (written under mu) */
+    pthread_mutex_t rx_mu;  /* serialises changes of the limit */
+    uint32_t rx_ready;      /* listeners started (bit i: socks[i]), rx_mu */
+    atomic_uint_fast64_t rxmax, pot_sum;
+    atomic_uint_fast64_t rx_lowered, rx_raised;
 };
 
 /* conn_of returns the table, made at first use (the first ADD_PRE may come
@@ -70,6 +102,8 @@ static struct srv_conn *conn_of(server *srv)
     if ((c = srv->conn) == NULL && (c = calloc(1, sizeof *c)) != NULL) {
         pthread_mutex_init(&c->mu, NULL);
         pthread_mutex_init(&c->stop_mu, NULL);
+        pthread_mutex_init(&c->rx_mu, NULL);
+        atomic_store(&c->rxmax, srv->cfg.max_message_bytes);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -92,6 +126,129 @@ static conn_ent **slot_of(struct srv_conn *c, uint32_t id)
 static uint32_t sock_index(server *srv, srv_socket *s)
 {
     return (uint32_t)(s - srv->socks);
+}
+
+/* ---- the receive limit ---- */
+
+static uint64_t rx_ceiling(server *srv) { return srv->cfg.max_message_bytes; }
+
+static uint64_t rx_floor(server *srv)
+{
+    uint64_t m = srv->cfg.max_message_bytes;
+    return m < SRV_RX_FLOOR ? m : SRV_RX_FLOOR;
+}
+
+/* rx_share: what the connections' potentials may sum to. */
+static uint64_t rx_share(server *srv)
+{
+    return srv->cfg.memory_budget_bytes / 2;
+}
+
+/* rx_room: what the potentials may sum to now: half the budget, and no
+ * more than the heavy share (7/8) leaves beside what the server holds,
+ * so that light messages keep their eighth whatever the heavy ones and
+ * the connections hold. */
+static uint64_t rx_room(server *srv)
+{
+    uint64_t heavy = srv->cfg.memory_budget_bytes / 8 * SRV_HEAVY_SHARE;
+    uint64_t used = atomic_load(&srv->budget_used);
+    uint64_t r = used < heavy ? heavy - used : 0;
+    return r < rx_share(srv) ? r : rx_share(srv);
+}
+
+/* rx_target is the limit for n connections, a spare one included. */
+static uint64_t rx_target(server *srv, uint64_t n)
+{
+    uint64_t t = rx_share(srv) / (n + 1), lo = rx_floor(srv);
+    if (t > rx_ceiling(srv))
+        t = rx_ceiling(srv);
+    return t < lo ? lo : t;
+}
+
+static uint64_t conns_total(server *srv)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < srv->n_socks; i++)
+        n += atomic_load(&srv->socks[i].conns);
+    return n;
+}
+
+/* rx_apply sets every listener's receive limit (under rx_mu).  nng
+ * copies it into every pipe of the listener at once. */
+static void rx_apply(server *srv, struct srv_conn *c, uint64_t lim)
+{
+    for (size_t i = 0; i < srv->n_socks; i++)
+        if (c->rx_ready & (1u << i))
+            nng_listener_set_size(srv->socks[i].lst, NNG_OPT_RECVMAXSZ,
+                                  (size_t)lim);
+    atomic_store(&c->rxmax, lim);
+}
+
+/* rx_raise raises the limit toward its target once the potentials allow
+ * it: every connection may then read up to it, so the sum of
+ * max(potential, limit) must fit the share (tick, conn_main). */
+static void rx_raise(server *srv, struct srv_conn *c)
+{
+    pthread_mutex_lock(&c->rx_mu);
+    uint64_t cur = atomic_load(&c->rxmax);
+    uint64_t want = rx_target(srv, conns_total(srv));
+    pthread_mutex_lock(&c->mu);
+    while (want > cur) {
+        uint64_t sum = 0;
+        for (size_t b = 0; b < CONN_BUCKETS; b++)
+            for (conn_ent *e = c->bucket[b]; e; e = e->next)
+                sum += e->pot > want ? e->pot : want;
+        if (sum + want <= rx_room(srv)) {
+            rx_apply(srv, c, want);
+            for (size_t b = 0; b < CONN_BUCKETS; b++)
+                for (conn_ent *e = c->bucket[b]; e; e = e->next)
+                    if (e->pot < want)
+                        e->pot = want;
+            atomic_store(&c->pot_sum, sum);
+            atomic_fetch_add(&c->rx_raised, 1);
+            break;
+        }
+        /* halfway, down to the limit in force */
+        uint64_t next = cur + (want - cur) / 2;
+        if (next == want || next <= cur)
+            break;
+        want = next;
+    }
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->rx_mu);
+}
+
+uint64_t srv_conn_reserved(server *srv)
+{
+    struct srv_conn *c = __atomic_load_n(&srv->conn, __ATOMIC_ACQUIRE);
+    return c ? atomic_load(&c->pot_sum) : 0;
+}
+
+void srv_conn_listener_started(srv_socket *s)
+{
+    server *srv = s->srv;
+    struct srv_conn *c = conn_of(srv);
+    if (c == NULL) {
+        nng_listener_set_size(s->lst, NNG_OPT_RECVMAXSZ,
+                              (size_t)srv->cfg.max_message_bytes);
+        return;
+    }
+    pthread_mutex_lock(&c->rx_mu);
+    nng_listener_set_size(s->lst, NNG_OPT_RECVMAXSZ,
+                          (size_t)atomic_load(&c->rxmax));
+    /* from now on rx_apply sets it too (s->lst is written) */
+    c->rx_ready |= 1u << sock_index(srv, s);
+    pthread_mutex_unlock(&c->rx_mu);
+}
+
+void srv_conn_rx_stats(server *srv, uint64_t *lim, uint64_t *reserved,
+                       uint64_t *lowered, uint64_t *raised)
+{
+    struct srv_conn *c = conn_of(srv);
+    *lim = c ? atomic_load(&c->rxmax) : srv->cfg.max_message_bytes;
+    *reserved = c ? atomic_load(&c->pot_sum) : 0;
+    *lowered = c ? atomic_load(&c->rx_lowered) : 0;
+    *raised = c ? atomic_load(&c->rx_raised) : 0;
 }
 
 /* admit: ADD_PRE.  Returns 0 when the connection must be refused. */
@@ -124,16 +281,47 @@ static int admit(srv_socket *s, nng_pipe p)
     e->sock = i;
     e->last_ns = now;
     e->owed = 0;
+    e->pot = 0;
     conn_ent **pp = slot_of(c, e->id);
+    int added = 0;
     if (*pp == NULL) {
         e->next = NULL;
         *pp = e;
         atomic_fetch_add(&s->conns, 1);
         atomic_fetch_add(&srv->pipes_added, 1);
-        e = NULL;
+        added = 1;
     }
     pthread_mutex_unlock(&c->mu);
-    free(e); /* an id seen twice: nng reuses none while a pipe lives */
+    if (!added) {
+        free(e); /* an id seen twice: nng reuses none while a pipe lives */
+        return 1;
+    }
+    /* Its share of the receive limit, before nng reads a byte of it (the
+     * read starts after ADD_PRE): the limit comes down for every pipe
+     * when the connections' potentials and this one's would pass the
+     * share.  Pipes already reading keep their (higher) potentials. */
+    pthread_mutex_lock(&c->rx_mu);
+    uint64_t cur = atomic_load(&c->rxmax);
+    uint64_t others = atomic_load(&c->pot_sum);
+    uint64_t lim = rx_target(srv, conns_total(srv));
+    uint64_t free_ = rx_room(srv);
+    uint64_t room = free_ > others ? free_ - others : 0;
+    if (lim > room)
+        lim = room < rx_floor(srv) ? rx_floor(srv) : room;
+    if (lim < cur) {
+        rx_apply(srv, c, lim);
+        atomic_fetch_add(&c->rx_lowered, 1);
+    } else {
+        lim = cur;
+    }
+    pthread_mutex_lock(&c->mu);
+    conn_ent *me = *slot_of(c, (uint32_t)nng_pipe_id(p));
+    if (me) {
+        me->pot = lim;
+        atomic_fetch_add(&c->pot_sum, lim);
+    }
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->rx_mu);
     return 1;
 }
 
@@ -145,8 +333,10 @@ static void forget(srv_socket *s, nng_pipe p)
         return;
     pthread_mutex_lock(&c->mu);
     conn_ent **pp = slot_of(c, (uint32_t)nng_pipe_id(p)), *e = *pp;
-    if (e)
+    if (e) {
         *pp = e->next;
+        atomic_fetch_sub(&c->pot_sum, e->pot);
+    }
     pthread_mutex_unlock(&c->mu);
     if (e) {
         atomic_fetch_sub(&srv->socks[e->sock].conns, 1);
@@ -178,10 +368,18 @@ static void touch(server *srv, nng_pipe p, int owed)
     conn_ent *e = *slot_of(c, (uint32_t)nng_pipe_id(p));
     if (e) {
         e->last_ns = fti_now_ns();
-        if (owed > 0)
+        if (owed > 0) {
             e->owed++;
-        else if (e->owed > 0)
+            /* Its message was taken: rep0 has re-armed its read under
+             * the limit in force now, and the message is the budget's. */
+            uint64_t lim = atomic_load(&c->rxmax);
+            if (e->pot > lim) {
+                atomic_fetch_sub(&c->pot_sum, e->pot - lim);
+                e->pot = lim;
+            }
+        } else if (e->owed > 0) {
             e->owed--;
+        }
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -202,7 +400,11 @@ static void reap(server *srv, struct srv_conn *c, uint64_t now)
     pthread_mutex_lock(&c->mu);
     for (size_t b = 0; b < CONN_BUCKETS && n < BATCH; b++)
         for (conn_ent *e = c->bucket[b]; e && n < BATCH; e = e->next)
-            if (e->owed == 0 && now - e->last_ns >= limit) {
+            /* last_ns may be later than now: a message completed
+             * after now was read and before the lock was taken (the
+             * unsigned difference would wrap, and close it) */
+            if (e->owed == 0 && e->last_ns < now &&
+                now - e->last_ns >= limit) {
                 ids[n++] = e->id;
                 e->last_ns = now; /* closed once; REM_POST removes it */
             }
@@ -470,6 +672,7 @@ static void *conn_main(void *arg)
         uint64_t now = fti_now_ns();
         reap(srv, c, now);
         burst_end(c, now);
+        rx_raise(srv, c);
         if (srv->cfg.probe_interval_ms && now >= next_probe) {
             probe_all(srv, c, srv->cfg.probe_interval_ms);
             next_probe = fti_now_ns() +
@@ -526,6 +729,7 @@ void srv_conn_free(server *srv)
         }
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->stop_mu);
+    pthread_mutex_destroy(&c->rx_mu);
     pthread_cond_destroy(&c->stop_cv);
     free(c);
     srv->conn = NULL;
@@ -630,8 +834,9 @@ int srv_listener_open(srv_socket *s, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", s->lo.url, nng_strerror(rv));
         return FT_ECONFIG;
     }
-    nng_listener_set_size(s->lst, NNG_OPT_RECVMAXSZ,
-                          (size_t)srv->cfg.max_message_bytes);
+    /* max_message_bytes, or the lower receive limit in force now: nng
+     * applies it to every pipe of the listener. */
+    srv_conn_listener_started(s);
     if (!strncmp(s->lo.url, "ipc://", 6) && srv->cfg.ipc_mode[0]) {
         /* The socket's mode from the config, not the umask (a unit's
          * UMask=0027 would leave the group unable to connect). */
@@ -667,6 +872,12 @@ int srv_socket_relisten(srv_socket *s, char *err, size_t errlen)
     /* Closing the listener closes the connections it accepted (nng), the
      * ones stuck in its handshake too; an ipc listener also removes its
      * socket file, so that the new one can bind the path again. */
+    struct srv_conn *c = conn_of(s->srv);
+    if (c != NULL) { /* rx_apply leaves it alone until it is open again */
+        pthread_mutex_lock(&c->rx_mu);
+        c->rx_ready &= ~(1u << sock_index(s->srv, s));
+        pthread_mutex_unlock(&c->rx_mu);
+    }
     nng_listener_close(s->lst);
     return srv_listener_open(s, err, errlen);
 }

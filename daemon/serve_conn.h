@@ -42,6 +42,19 @@ void srv_conn_free(server *srv);
  * The health endpoints call it. */
 int srv_listeners_ok(server *srv, char *why, size_t whylen);
 
+/* The receive limit (serve_conn.c, issue 39): what every listener lets
+ * nng read of one message now (NNG_OPT_RECVMAXSZ), lowered while the
+ * connections could read more than half the memory budget between them.
+ * srv_conn_reserved is what the connections may be reading now (the sum
+ * of their potentials), which the budget counts as held;
+ * srv_conn_listener_started gives a listener just created the limit in
+ * force; srv_conn_rx_stats reads the limit, the reserve and how often the
+ * limit came down and went back up. */
+uint64_t srv_conn_reserved(server *srv);
+void srv_conn_listener_started(srv_socket *s);
+void srv_conn_rx_stats(server *srv, uint64_t *lim, uint64_t *reserved,
+                       uint64_t *lowered, uint64_t *raised);
+
 /* srv_conn_probe_url writes the URL the probe dials for a listener's:
  * wildcard hosts (0.0.0.0, *, [::], empty) become loopback. */
 void srv_conn_probe_url(const char *url, char *out, size_t outlen);

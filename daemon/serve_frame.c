@@ -135,7 +135,10 @@ static int do_search(srv_wire *w, frame_state *f, server *srv, ft_buf *out)
     }
     if (need > 0) {
         char why[192];
-        if (srv_budget_take(srv, need, 0, why, sizeof why) != FT_OK) {
+        /* the results of a heavy frame fill the heavy share only */
+        int kind = w->charged > SRV_HEAVY_BYTES ? SRV_BUDGET_HEAVY_MORE
+                                                : SRV_BUDGET_LIGHT;
+        if (srv_budget_take(srv, need, kind, why, sizeof why) != FT_OK) {
             for (uint32_t i = 0; i < m->count; i++)
                 srv_count_refused(srv, FT_EBUSY);
             return reply_error(out, m->hdr.id, FT_EBUSY, why);
