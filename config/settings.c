@@ -155,7 +155,7 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         .type = FT_CONFIG_INT, .min = 0, .max = 1000, .def = "2",
         AT(probe_restart_after), .flag = "probe-restart-after",
         .flag_arg = "N", .show = SHOWN,
-        .doc = "a listener that fails this many probes in a row is closed and opened again (its connections are closed; clients reconnect); 0 = never"},
+        .doc = "a listener that fails this many probes in a row in a way a restart mends (no answer while no new connection reaches the server: the nng 1.5.2 wedge; an ipc socket file gone) is closed and opened again (its connections are closed; clients reconnect); 0 = never"},
     [FT_CONFIG_S_IPC_MODE] = {.name = "ipc_mode", .type = FT_CONFIG_STRING,
         STRMAX(ipc_mode), .def = "0660", .url = FTI_URL_MODE, AT(ipc_mode),
         .flag = "ipc-mode", .flag_arg = "MODE", .show = SHOWN,

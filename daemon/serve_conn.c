@@ -352,6 +352,7 @@ void srv_conn_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
     /* Draining stops new connections here; the ones already open keep
      * their replies coming. */
     if (ev == NNG_PIPE_EV_ADD_PRE) {
+        atomic_fetch_add(&s->adds, 1);
         if (atomic_load(&srv->draining) || !admit(s, p))
             nng_pipe_close(p);
     } else if (ev == NNG_PIPE_EV_REM_POST) {
@@ -498,9 +499,11 @@ static int probe_connect(const char *url, int ms, char *why, size_t len)
         if (ok)
             goto done;
     }
-    snprintf(why, len, "%s: connect: %s", url, strerror(errno));
+    int e = errno;
+    snprintf(why, len, "%s: connect: %s", url, strerror(e));
     if (fd >= 0)
         close(fd);
+    errno = e; /* the caller reads it */
     return -1;
 done:;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
@@ -528,14 +531,22 @@ static int read_all(int fd, void *p, size_t n, uint64_t deadline)
  * nng_close can hang in nng 1.5.2), and waits for the PONG; 1 when it
  * came, else 0 with why.  A tls+tcp:// listener is only connected to
  * (its handshake would need the TLS library here). */
-static int probe(srv_socket *s, uint32_t timeout_ms, char *why, size_t len)
+static int probe(srv_socket *s, uint32_t timeout_ms, char *why, size_t len,
+                 int *mendable)
 {
     char url[FT_CONFIG_URL_MAX + 16];
     srv_conn_probe_url(s->lo.url, url, sizeof url);
     uint64_t deadline = fti_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    unsigned adds0 = atomic_load(&s->adds);
+    *mendable = 0;
     int fd = probe_connect(url, (int)timeout_ms, why, len);
-    if (fd < 0)
+    if (fd < 0) {
+        /* an ipc socket file gone, or left behind by a closed listener:
+         * a new listener makes it again */
+        *mendable = strncmp(url, "ipc://", 6) == 0 &&
+                    (errno == ENOENT || errno == ECONNREFUSED);
         return 0;
+    }
     if (strncmp(url, "tls+", 4) == 0) {
         close(fd);
         return 1;
@@ -585,10 +596,16 @@ static int probe(srv_socket *s, uint32_t timeout_ms, char *why, size_t len)
             }
         }
     }
-    if (!ok)
+    if (!ok) {
+        int timed_out = fti_now_ns() >= deadline;
         snprintf(why, len, "%s: %s: %s", url, what,
-                 fti_now_ns() >= deadline ? "no answer within the timeout"
-                                          : "the connection failed");
+                 timed_out ? "no answer within the timeout"
+                           : "the connection failed");
+        /* The wedge's mark: connected, no answer, and no connection at all
+         * reached the server's notification (ADD_PRE) meanwhile, where a
+         * busy or full listener still admits or refuses it there. */
+        *mendable = timed_out && atomic_load(&s->adds) == adds0;
+    }
     close(fd);
     ft_buf_free(&b);
     return ok;
@@ -629,7 +646,8 @@ static void probe_all(server *srv, struct srv_conn *c, uint32_t interval_ms)
             continue;
         char why[400] = "";
         atomic_store(&c->slack[i], 1);
-        int up = probe(s, timeout, why, sizeof why);
+        int mendable;
+        int up = probe(s, timeout, why, sizeof why, &mendable);
         atomic_store(&c->slack[i], 0);
         if (atomic_load(&srv->draining))
             return;
@@ -643,7 +661,8 @@ static void probe_all(server *srv, struct srv_conn *c, uint32_t interval_ms)
         else if (!was && up)
             FT_LOGF(FT_LOG_INFO, "listener %s answers its probe again",
                     s->lo.url);
-        s->probe_fails = up ? 0 : s->probe_fails + 1;
+        /* failed probes in a row that a restart would mend */
+        s->probe_fails = up || !mendable ? 0 : s->probe_fails + 1;
         uint32_t after = srv->cfg.probe_restart_after;
         if (!up && after && s->probe_fails >= after)
             restart(s, after);

@@ -58,8 +58,10 @@ typedef struct srv_socket {
      * internal probe's verdict (0 until a probe fails). */
     atomic_uint conns;
     atomic_int down;
-    /* the probe's failures in a row, and the restarts they caused */
+    /* the probe's failures in a row that a restart would mend, the
+     * restarts they caused, and connections seen at ADD_PRE */
     unsigned probe_fails;
+    atomic_uint adds;
     atomic_uint restarts;
 } srv_socket;
 
