@@ -21,6 +21,7 @@
 #include "flashtrie/internal/clock.h"
 #include "flashtrie/internal/errmsg.h"
 #include "flashtrie_client.h"
+#include "client_impl.h"
 #include "frame.h"
 
 /* pending is one call in flight: registered while its aio may be
@@ -428,26 +429,23 @@ static int check_reply(const ft_frame_msg *m, uint64_t id, uint16_t want,
     return FT_OK;
 }
 
-/* roundtrip sends the frame in req on a context of its own and decodes
- * the answer into m. */
-static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
-                     uint16_t want, ft_frame_msg *m, char *errbuf,
-                     size_t errlen)
+/* exchange sends msg (the call's: freed here whatever happens) on a
+ * context of its own and sets *reply to the answer (the caller frees
+ * it). */
+static int exchange(ft_client *c, nng_msg *msg, uint16_t want,
+                    nng_msg **reply, char *errbuf, size_t errlen)
 {
     const char *what = ft_frame_type_name(want & 0x7fff);
     nng_ctx ctx;
     nng_aio *aio = NULL;
-    nng_msg *msg = NULL;
+    *reply = NULL;
     int rv = nng_ctx_open(&ctx, c->sock);
-    if (rv != 0)
+    if (rv != 0) {
+        nng_msg_free(msg);
         return nng_err(rv, c, "context", errbuf, errlen);
-    if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0 ||
-        (rv = nng_msg_alloc(&msg, 0)) != 0 ||
-        (rv = nng_msg_append(msg, req->data, req->len)) != 0) {
-        if (msg)
-            nng_msg_free(msg);
-        if (aio)
-            nng_aio_free(aio);
+    }
+    if ((rv = nng_aio_alloc(&aio, NULL, NULL)) != 0) {
+        nng_msg_free(msg);
         nng_ctx_close(ctx);
         return nng_err(rv, c, "request", errbuf, errlen);
     }
@@ -489,10 +487,18 @@ static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
     nng_ctx_close(ctx);
     if (rv != 0)
         return nng_err(rv, c, what, errbuf, errlen);
+    *reply = msg;
+    return FT_OK;
+}
+
+/* decode_reply decodes an answer into m and checks it is the one
+ * expected. */
+static int decode_reply(const void *body, size_t len, uint64_t id,
+                        uint16_t want, ft_frame_msg *m, char *errbuf,
+                        size_t errlen)
+{
     char err[256];
-    rc = ft_frame_decode(m, nng_msg_body(msg), nng_msg_len(msg), 0, err,
-                         sizeof err);
-    nng_msg_free(msg);
+    int rc = ft_frame_decode(m, body, len, 0, err, sizeof err);
     if (rc != FT_OK) {
         fti_errf(errbuf, errlen, "reply: %s", err);
         return rc;
@@ -500,43 +506,77 @@ static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
     return check_reply(m, id, want, errbuf, errlen);
 }
 
-static int encode_search(ft_client *c, ft_buf *b, uint64_t id,
-                         const ft_request *reqs, size_t n, char *errbuf,
-                         size_t errlen)
+/* roundtrip sends the frame in req on a context of its own and decodes
+ * the answer into m. */
+static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
+                     uint16_t want, ft_frame_msg *m, char *errbuf,
+                     size_t errlen)
 {
+    nng_msg *msg = NULL, *reply;
+    int rv;
+    if ((rv = nng_msg_alloc(&msg, 0)) != 0 ||
+        (rv = nng_msg_append(msg, req->data, req->len)) != 0) {
+        if (msg)
+            nng_msg_free(msg);
+        return nng_err(rv, c, "request", errbuf, errlen);
+    }
+    int rc = exchange(c, msg, want, &reply, errbuf, errlen);
+    if (rc != FT_OK)
+        return rc;
+    rc = decode_reply(nng_msg_body(reply), nng_msg_len(reply), id, want, m,
+                      errbuf, errlen);
+    nng_msg_free(reply);
+    return rc;
+}
+
+int fti_client_search_encode(const ft_client *c, uint64_t id,
+                             const ft_request *reqs, size_t n, nng_msg **out,
+                             char *errbuf, size_t errlen)
+{
+    *out = NULL;
     if (n == 0 || n > FT_FRAME_MAX_BATCH) {
         fti_errf(errbuf, errlen, "search: expected 1..%u requests, got %zu",
              FT_FRAME_MAX_BATCH, n);
         return FT_EINVAL;
     }
-    int rc = ft_frame_encode_search(b, id, c->deadline_ms, reqs, NULL, n);
-    if (rc != FT_OK)
+    /* Measured, then written straight into the message that is sent: no
+     * buffer of our own to grow and copy from. */
+    size_t size;
+    int rc = ft_frame_search_size(reqs, NULL, n, &size);
+    if (rc != FT_OK) {
         fti_errf(errbuf, errlen, "search: cannot encode the request (%s)",
              ft_strerror(rc));
-    return rc;
-}
-
-int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
-                     ft_client_results **out, char *errbuf, size_t errlen)
-{
-    *out = NULL;
-    uint64_t id = atomic_fetch_add(&c->next_id, 1);
-    ft_buf b;
-    ft_buf_init(&b);
-    int rc = encode_search(c, &b, id, reqs, n, errbuf, errlen);
-    if (rc != FT_OK) {
-        ft_buf_free(&b);
         return rc;
     }
+    nng_msg *msg;
+    int rv = nng_msg_alloc(&msg, size);
+    if (rv != 0)
+        return nng_err(rv, c, "SEARCH", errbuf, errlen);
+    rc = ft_frame_encode_search_to(nng_msg_body(msg), size, id,
+                                   c->deadline_ms, reqs, NULL, n);
+    if (rc != FT_OK) {
+        nng_msg_free(msg);
+        fti_errf(errbuf, errlen, "search: cannot encode the request (%s)",
+             ft_strerror(rc));
+        return rc;
+    }
+    *out = msg;
+    return FT_OK;
+}
+
+int fti_client_search_decode(const void *body, size_t len, uint64_t id,
+                             size_t n, ft_client_results **out, char *errbuf,
+                             size_t errlen)
+{
+    *out = NULL;
     ft_client_results *r = calloc(1, sizeof *r);
     if (r == NULL) {
-        ft_buf_free(&b);
         fti_errf(errbuf, errlen, "search: out of memory");
         return FT_ENOMEM;
     }
     ft_frame_msg_init(&r->m);
-    rc = roundtrip(c, &b, id, FT_FRAME_RESULT, &r->m, errbuf, errlen);
-    ft_buf_free(&b);
+    int rc = decode_reply(body, len, id, FT_FRAME_RESULT, &r->m, errbuf,
+                          errlen);
     if (rc == FT_OK && r->m.count != n) {
         fti_errf(errbuf, errlen, "reply: %u results for %zu requests",
              r->m.count, n);
@@ -548,6 +588,24 @@ int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
     }
     *out = r;
     return FT_OK;
+}
+
+int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
+                     ft_client_results **out, char *errbuf, size_t errlen)
+{
+    *out = NULL;
+    uint64_t id = atomic_fetch_add(&c->next_id, 1);
+    nng_msg *msg, *reply;
+    int rc = fti_client_search_encode(c, id, reqs, n, &msg, errbuf, errlen);
+    if (rc != FT_OK)
+        return rc;
+    rc = exchange(c, msg, FT_FRAME_RESULT, &reply, errbuf, errlen);
+    if (rc != FT_OK)
+        return rc;
+    rc = fti_client_search_decode(nng_msg_body(reply), nng_msg_len(reply),
+                                  id, n, out, errbuf, errlen);
+    nng_msg_free(reply);
+    return rc;
 }
 
 size_t ft_client_results_count(const ft_client_results *r)
@@ -813,29 +871,10 @@ static void acall_cb(void *arg)
         return;
     }
     nng_msg *msg = nng_aio_get_msg(a->aio);
-    ft_client_results *r = calloc(1, sizeof *r);
-    int rc = FT_ENOMEM;
-    snprintf(err, sizeof err, "search: out of memory");
-    if (r != NULL) {
-        ft_frame_msg_init(&r->m);
-        char e2[256];
-        rc = ft_frame_decode(&r->m, nng_msg_body(msg), nng_msg_len(msg), 0,
-                             e2, sizeof e2);
-        if (rc != FT_OK)
-            snprintf(err, sizeof err, "reply: %s", e2);
-        else
-            rc = check_reply(&r->m, a->id, FT_FRAME_RESULT, err, sizeof err);
-        if (rc == FT_OK && r->m.count != a->n) {
-            snprintf(err, sizeof err, "reply: %u results for %zu requests",
-                     r->m.count, a->n);
-            rc = FT_EPROTO;
-        }
-    }
+    ft_client_results *r;
+    int rc = fti_client_search_decode(nng_msg_body(msg), nng_msg_len(msg),
+                                      a->id, a->n, &r, err, sizeof err);
     nng_msg_free(msg);
-    if (rc != FT_OK) {
-        ft_client_results_free(r);
-        r = NULL;
-    }
     acall_finish(a, rc, r, rc == FT_OK ? NULL : err);
 }
 
@@ -853,18 +892,14 @@ int ft_client_search_async(ft_client *c, const ft_request *reqs, size_t n,
     a->arg = arg;
     a->n = n;
     a->id = atomic_fetch_add(&c->next_id, 1);
-    ft_buf b;
-    ft_buf_init(&b);
-    int rc = encode_search(c, &b, a->id, reqs, n, errbuf, errlen);
     nng_msg *msg = NULL;
+    int rc = fti_client_search_encode(c, a->id, reqs, n, &msg, errbuf,
+                                      errlen);
     int rv = 0;
     if (rc == FT_OK &&
-        ((rv = nng_msg_alloc(&msg, 0)) != 0 ||
-         (rv = nng_msg_append(msg, b.data, b.len)) != 0 ||
-         (rv = nng_ctx_open(&a->ctx, c->sock)) != 0 ||
+        ((rv = nng_ctx_open(&a->ctx, c->sock)) != 0 ||
          (rv = nng_aio_alloc(&a->aio, acall_cb, a)) != 0))
         rc = nng_err(rv, c, "SEARCH", errbuf, errlen);
-    ft_buf_free(&b);
     if (rc != FT_OK) {
         if (msg)
             nng_msg_free(msg);

@@ -31,8 +31,14 @@ static uint16_t ld16(const unsigned char *p)
 
 static uint32_t ld32(const unsigned char *p)
 {
+#if FRAME_LE
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+#else
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
            (uint32_t)p[3] << 24;
+#endif
 }
 
 static uint64_t ld64(const unsigned char *p)
@@ -46,16 +52,26 @@ static void st16(unsigned char *p, uint16_t v)
     p[1] = (unsigned char)(v >> 8);
 }
 
+/* On a little-endian host the wire order is the host's: one unaligned
+ * store (the hits of a RESULT are written word by word). */
 static void st32(unsigned char *p, uint32_t v)
 {
+#if FRAME_LE
+    memcpy(p, &v, 4);
+#else
     for (int i = 0; i < 4; i++)
         p[i] = (unsigned char)(v >> (8 * i));
+#endif
 }
 
 static void st64(unsigned char *p, uint64_t v)
 {
+#if FRAME_LE
+    memcpy(p, &v, 8);
+#else
     st32(p, (uint32_t)v);
     st32(p + 4, (uint32_t)(v >> 32));
+#endif
 }
 
 static float u2f(uint32_t u)
@@ -97,6 +113,26 @@ static void load32s(void *dst, const unsigned char *src, size_t n)
     for (size_t i = 0; i < n; i++)
         d[i] = ld32(src + 4 * i);
 #endif
+}
+
+/* copy_key copies a key's n <= FT_MAX_KEY_LEN_LIMIT tokens from the
+ * frame.  A memcpy of n * 4 bytes, n known to be small, is expanded by
+ * GCC into `rep movsq`, whose start-up cost dwarfs a key of a few tokens
+ * (on the 2-core box's EPYC, most of a 1000-hit RESULT's decode): word
+ * moves instead, in blocks of four, which the compiler must not turn back
+ * into a memcpy. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+static void copy_key(uint32_t *d, const unsigned char *s, uint32_t n)
+{
+    uint32_t k = 0;
+#if FRAME_LE
+    for (; k + 4 <= n; k += 4)
+        memcpy(d + k, s + 4 * k, 16);
+#endif
+    for (; k < n; k++)
+        d[k] = ld32(s + 4 * k);
 }
 
 /* ---- errors ------------------------------------------------------------ */
@@ -496,6 +532,28 @@ static int dec_result(ft_frame_msg *m, ft_result *ext, size_t next, rd *r,
         }
         m->res_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
         res = m->res;
+        /* Size the pools once, from the results' headers (each entry's
+         * bytes follow from its counts): one allocation each instead of a
+         * doubling chain of copies.  An entry that does not add up ends
+         * the walk; the decode below then says what is wrong. */
+        size_t o = r->off, th = 0, tt = 0;
+        for (uint32_t i = 0; i < count && r->len - o >= FT_FRAME_RESULT_REQ_SIZE;
+             i++) {
+            const unsigned char *q = r->p + o;
+            uint64_t mlen = ld32(q + 4), nh = ld32(q + 8), nt = ld32(q + 12);
+            uint64_t bytes = FT_FRAME_RESULT_REQ_SIZE + mlen +
+                             nh * FT_FRAME_HIT_SIZE + nt * 4;
+            if (nh > FT_MAX_RESULTS || bytes > r->len - o)
+                break;
+            th += nh;
+            tt += nt;
+            o += bytes;
+        }
+        if (grow((void **)&m->hit_pool, &m->hit_cap, th + 1,
+                 sizeof *m->hit_pool, 0) != FT_OK ||
+            grow((void **)&m->tok_pool, &m->tok_cap, tt + 1,
+                 sizeof *m->tok_pool, 0) != FT_OK)
+            return FT_ENOMEM;
     }
     size_t hit_used = 0, tok_used = 0;
     for (uint32_t i = 0; i < count; i++) {
@@ -587,7 +645,7 @@ static int dec_result(ft_frame_msg *m, ft_result *ext, size_t next, rd *r,
             hits[j].sigma = u2f(ld32(h + 4));
             hits[j].value = ld64(h + 8);
             hits[j].score = u2d(ld64(h + 16));
-            load32s(toks + tsum, h + FT_FRAME_HIT_SIZE, len);
+            copy_key(toks + tsum, h + FT_FRAME_HIT_SIZE, len);
             tsum += len;
             r->off += FT_FRAME_HIT_SIZE + (size_t)len * 4;
         }
@@ -798,24 +856,6 @@ static int finish(ft_buf *b, size_t start)
     return FT_OK;
 }
 
-/* put32s appends n 32-bit words (u32, or f32 bits) little-endian. */
-static int put32s(ft_buf *b, const void *v, size_t n)
-{
-    if (n > SIZE_MAX / 4 || ft_buf_reserve(b, n * 4) != FT_OK)
-        return FT_ENOMEM;
-#if FRAME_LE
-    if (n)
-        memcpy(b->data + b->len, v, n * 4);
-#else
-    const uint32_t *w = v;
-    for (size_t i = 0; i < n; i++)
-        st32(b->data + b->len + 4 * i, w[i]);
-#endif
-    b->len += n * 4;
-    b->data[b->len] = 0;
-    return FT_OK;
-}
-
 #define PUT(expr)                                                             \
     do {                                                                      \
         if ((rc = (expr)) != FT_OK)                                           \
@@ -838,54 +878,133 @@ uint32_t ft_frame_mask_of(const ft_request *req)
     return m;
 }
 
-static int enc_search(ft_buf *b, uint64_t id, uint32_t deadline_ms,
-                      uint32_t flags, const ft_request *reqs,
-                      const uint32_t *masks, size_t n)
+/* search_size checks n requests as a SEARCH frame carries them and sets
+ * *size to the frame's exact bytes, header included. */
+static int search_size(const ft_request *reqs, const uint32_t *masks,
+                       size_t n, size_t *size)
 {
-    if (b == NULL || reqs == NULL || n == 0 || n > UINT32_MAX)
+    if (reqs == NULL || n == 0 || n > UINT32_MAX)
         return FT_EINVAL;
+    size_t bytes = FT_FRAME_HDR_SIZE + 8;
     for (size_t i = 0; i < n; i++) {
         const ft_request *q = &reqs[i];
         if (masks != NULL && (masks[i] & ~FT_FRAME_HAS_ALL))
             return FT_EINVAL;
         if (q->T > FT_MAX_T || q->K > FT_MAX_K)
             return FT_ELIMIT;
-        if ((size_t)q->T * q->K > 0 && (q->tokens == NULL || q->logp == NULL))
+        size_t elems = (size_t)q->T * q->K; /* <= 64 * 4096 */
+        if (elems > 0 && (q->tokens == NULL || q->logp == NULL))
             return FT_EINVAL;
+        bytes += FT_FRAME_SEARCH_REQ_SIZE + elems * 8;
+        if (bytes - FT_FRAME_HDR_SIZE > UINT32_MAX)
+            return FT_ELIMIT;
     }
-    size_t start;
-    int rc = begin(b, &start, FT_FRAME_SEARCH, id, deadline_ms, flags);
-    if (rc != FT_OK)
-        return rc;
-    PUT(ft_buf_put_u32(b, (uint32_t)n));
-    PUT(ft_buf_put_u32(b, 0));
+    *size = bytes;
+    return FT_OK;
+}
+
+/* store32s writes n 32-bit words (u32, or f32 bits) little-endian. */
+static unsigned char *store32s(unsigned char *p, const void *v, size_t n)
+{
+#if FRAME_LE
+    if (n)
+        memcpy(p, v, n * 4);
+#else
+    const uint32_t *w = v;
+    for (size_t i = 0; i < n; i++)
+        st32(p + 4 * i, w[i]);
+#endif
+    return p + n * 4;
+}
+
+/* write_search writes the SEARCH frame of n requests that search_size
+ * measured (size bytes) into dst, checksum last. */
+static void write_search(unsigned char *dst, size_t size, uint64_t id,
+                         uint32_t deadline_ms, uint32_t flags,
+                         const ft_request *reqs, const uint32_t *masks,
+                         size_t n)
+{
+    unsigned char *h = dst, *p = dst + FT_FRAME_HDR_SIZE;
+    memset(h, 0, FT_FRAME_HDR_SIZE);
+    memcpy(h, FT_FRAME_MAGIC, 4);
+    st16(h + 4, FT_FRAME_VERSION);
+    st16(h + 6, FT_FRAME_SEARCH);
+    st32(h + 8, flags);
+    st32(h + 12, deadline_ms);
+    st64(h + 16, id);
+    st32(p, (uint32_t)n);
+    st32(p + 4, 0);
+    p += 8;
     for (size_t i = 0; i < n; i++) {
         const ft_request *q = &reqs[i];
         uint32_t m = masks != NULL ? masks[i] : ft_frame_mask_of(q);
-        unsigned char h[FT_FRAME_SEARCH_REQ_SIZE] = {0};
-        st32(h, m);
-        st32(h + 4, q->T);
-        st32(h + 8, q->K);
+        memset(p, 0, FT_FRAME_SEARCH_REQ_SIZE);
+        st32(p, m);
+        st32(p + 4, q->T);
+        st32(p + 8, q->K);
         if (m & FT_FRAME_HAS_BEAM)
-            st32(h + 12, q->beam);
+            st32(p + 12, q->beam);
         if (m & FT_FRAME_HAS_RESULTS)
-            st32(h + 16, q->results);
+            st32(p + 16, q->results);
         if (m & FT_FRAME_HAS_THETA_TOK)
-            st32(h + 20, f2u(q->theta_tok));
+            st32(p + 20, f2u(q->theta_tok));
         if (m & FT_FRAME_HAS_THETA_SENT)
-            st32(h + 24, f2u(q->theta_sent));
+            st32(p + 24, f2u(q->theta_sent));
         if (m & FT_FRAME_HAS_ALPHA)
-            st64(h + 32, d2u(q->alpha));
-        PUT(ft_buf_append(b, h, sizeof h));
+            st64(p + 32, d2u(q->alpha));
+        p += FT_FRAME_SEARCH_REQ_SIZE;
         size_t elems = (size_t)q->T * q->K;
-        PUT(put32s(b, q->tokens, elems));
-        PUT(put32s(b, q->logp, elems));
+        p = store32s(p, q->tokens, elems);
+        p = store32s(p, q->logp, elems);
     }
-    rc = finish(b, start);
-out:
+    size_t plen = size - FT_FRAME_HDR_SIZE;
+    st32(h + 24, (uint32_t)plen);
+    if (flags & FT_FRAME_F_CHECKSUM)
+        st32(h + 28, XXH32(h + FT_FRAME_HDR_SIZE, plen, XXH32(h, 28, 0)));
+}
+
+/* enc_search appends a SEARCH: measured first, then written in place
+ * (one reservation, no copy through a buffer of its own). */
+static int enc_search(ft_buf *b, uint64_t id, uint32_t deadline_ms,
+                      uint32_t flags, const ft_request *reqs,
+                      const uint32_t *masks, size_t n)
+{
+    size_t size;
+    if (b == NULL)
+        return FT_EINVAL;
+    int rc = search_size(reqs, masks, n, &size);
     if (rc != FT_OK)
-        rollback(b, start);
-    return rc;
+        return rc;
+    if (ft_buf_reserve(b, size) != FT_OK)
+        return FT_ENOMEM;
+    write_search(b->data + b->len, size, id, deadline_ms, flags, reqs, masks,
+                 n);
+    b->len += size;
+    b->data[b->len] = 0;
+    return FT_OK;
+}
+
+int ft_frame_search_size(const ft_request *reqs, const uint32_t *masks,
+                         size_t n, size_t *size)
+{
+    return search_size(reqs, masks, n, size);
+}
+
+int ft_frame_encode_search_to(void *dst, size_t size, uint64_t id,
+                              uint32_t deadline_ms, const ft_request *reqs,
+                              const uint32_t *masks, size_t n)
+{
+    size_t want;
+    if (dst == NULL)
+        return FT_EINVAL;
+    int rc = search_size(reqs, masks, n, &want);
+    if (rc != FT_OK)
+        return rc;
+    if (want != size)
+        return FT_EINVAL;
+    write_search(dst, size, id, deadline_ms, FT_FRAME_F_CHECKSUM, reqs, masks,
+                 n);
+    return FT_OK;
 }
 
 int ft_frame_encode_search(ft_buf *b, uint64_t id, uint32_t deadline_ms,
@@ -961,11 +1080,11 @@ static void write_result(unsigned char *dst, size_t size, uint64_t id,
             p += mlen;
             continue;
         }
+        /* One pass over the hits; the token count, before them on the
+         * wire, is written once they are. */
+        unsigned char *entry = p;
         uint32_t nt = 0;
-        for (uint32_t j = 0; j < r->n; j++)
-            nt += r->hits[j].len; /* <= 4096 * 255 */
         st32(p + 8, r->n);
-        st32(p + 12, nt);
         p += FT_FRAME_RESULT_REQ_SIZE;
         for (uint32_t j = 0; j < r->n; j++) {
             const ft_hit *x = &r->hits[j];
@@ -974,14 +1093,10 @@ static void write_result(unsigned char *dst, size_t size, uint64_t id,
             st64(p + 8, x->value);
             st64(p + 16, d2u(x->score));
             p += FT_FRAME_HIT_SIZE;
-#if FRAME_LE
-            memcpy(p, r->tokens + x->tok_off, (size_t)x->len * 4);
-#else
-            for (uint32_t k = 0; k < x->len; k++)
-                st32(p + 4 * k, r->tokens[x->tok_off + k]);
-#endif
-            p += (size_t)x->len * 4;
+            p = store32s(p, r->tokens + x->tok_off, x->len);
+            nt += x->len; /* <= 4096 * 255 */
         }
+        st32(entry + 12, nt);
     }
     size_t plen = size - FT_FRAME_HDR_SIZE;
     st32(h + 24, (uint32_t)plen);

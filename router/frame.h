@@ -217,6 +217,17 @@ int ft_frame_encode_search(ft_buf *b, uint64_t id, uint32_t deadline_ms,
                            const ft_request *reqs, const uint32_t *masks,
                            size_t n);
 
+/* ft_frame_search_size checks n requests as ft_frame_encode_search does
+ * (the same errors) and sets *size to the exact bytes of the SEARCH frame
+ * it would append; ft_frame_encode_search_to writes that frame, byte for
+ * byte, into dst of exactly size bytes (FT_EINVAL for another size): the
+ * client writes its request straight into the nng message it sends. */
+int ft_frame_search_size(const ft_request *reqs, const uint32_t *masks,
+                         size_t n, size_t *size);
+int ft_frame_encode_search_to(void *dst, size_t size, uint64_t id,
+                              uint32_t deadline_ms, const ft_request *reqs,
+                              const uint32_t *masks, size_t n);
+
 /* ft_frame_encode_result appends a RESULT answering n >= 1 requests in
  * order.  A result with status != FT_OK carries its error text (at most
  * FT_FRAME_MAX_RESULT_MSG bytes of it) and no hits; one with FT_OK its

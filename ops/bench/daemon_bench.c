@@ -30,6 +30,18 @@
  *        small ones): what `flashtrie bench --requests R.jsonl --batch
  *        1,32`'s b = 1 row times (it reports the mean);
  *   3. the daemon alone again, this process's engines open and idle;
+ *      then, in this process, the C client's own work on these requests
+ *      (router/client_impl.h, the code ft_client_search runs): its encode
+ *      of each request into the nng message it sends and its decode of
+ *      each answer's RESULT frame (the reference answer's, encoded as the
+ *      server encodes it; every decoded answer checked); and nng alone: a
+ *      REQ/REP echo over ipc:// in this process (a REP context answering
+ *      on nng's callback thread, as the server's do, with a reply of the
+ *      RESULT frames' mean size and no decode; REQ calls made as the
+ *      client makes them), at a PING's 32 bytes and at these requests'
+ *      frame sizes, call by call in turns; with them the split of what
+ *      lies outside the server (nng echo + client encode + client decode
+ *      + the rest);
  *   4. the engine ("public") and the daemon pair by pair, each request on
  *      one and then the other, then a PING: load from other jobs on a
  *      shared machine hits both alike, but on one GPU each call also pays
@@ -51,6 +63,7 @@
  */
 #include <getopt.h>
 #include <math.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -58,9 +71,16 @@
 #include <string.h>
 #include <time.h>
 
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "client_impl.h"
 #include "flashtrie.h"
+#include "flashtrie/internal/buf.h"
 #include "flashtrie/internal/clock.h"
 #include "flashtrie_client.h"
+#include "frame.h"
 #include "jsonl.h"
 #include "slot.h"
 
@@ -300,6 +320,124 @@ static void daemon_loop(bench *b, size_t m, double *v, const int have_ref,
     }
 }
 
+/* ---- nng alone: a REQ/REP echo in this process ----------------------
+ * A REP socket answers every request with a reply of rep_size bytes, no
+ * decode: the received message is resized into the reply, as the server
+ * does (serve_frame.c srv_frame_reply_msg), on nng's callback thread, as
+ * the server's contexts do.  The REQ side makes each call as the C client
+ * does (a context and an aio per call, a message of the request's size):
+ * what nng itself costs for these sizes. */
+typedef struct echo {
+    nng_socket rep, req;
+    nng_ctx ctx;
+    nng_aio *aio;
+    atomic_size_t rep_size;
+    int sending;
+    int up;
+} echo;
+
+static void echo_cb(void *arg)
+{
+    echo *e = arg;
+    int rv = nng_aio_result(e->aio);
+    if (e->sending) {
+        e->sending = 0;
+        if (rv != 0)
+            nng_msg_free(nng_aio_get_msg(e->aio));
+        if (rv == NNG_ECLOSED)
+            return;
+        nng_ctx_recv(e->ctx, e->aio);
+        return;
+    }
+    if (rv != 0) {
+        if (rv != NNG_ECLOSED)
+            nng_ctx_recv(e->ctx, e->aio);
+        return;
+    }
+    nng_msg *m = nng_aio_get_msg(e->aio);
+    nng_msg_clear(m);
+    if (nng_msg_realloc(m, atomic_load(&e->rep_size)) != 0) {
+        nng_msg_free(m);
+        nng_ctx_recv(e->ctx, e->aio);
+        return;
+    }
+    e->sending = 1;
+    nng_aio_set_msg(e->aio, m);
+    nng_ctx_send(e->ctx, e->aio);
+}
+
+static int echo_open(echo *e, const char *url, char *err, size_t errlen)
+{
+    memset(e, 0, sizeof *e);
+    int rv;
+    if ((rv = nng_rep0_open(&e->rep)) != 0 ||
+        (rv = nng_socket_set_size(e->rep, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+        (rv = nng_listen(e->rep, url, NULL, 0)) != 0 ||
+        (rv = nng_ctx_open(&e->ctx, e->rep)) != 0 ||
+        (rv = nng_aio_alloc(&e->aio, echo_cb, e)) != 0 ||
+        (rv = nng_req0_open(&e->req)) != 0 ||
+        (rv = nng_socket_set_size(e->req, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+        (rv = nng_dial(e->req, url, NULL, 0)) != 0) {
+        snprintf(err, errlen, "echo on %s: %s", url, nng_strerror(rv));
+        return -1;
+    }
+    e->up = 1;
+    nng_ctx_recv(e->ctx, e->aio);
+    return 0;
+}
+
+static void echo_close(echo *e)
+{
+    if (!e->up)
+        return;
+    nng_close(e->req);
+    nng_close(e->rep);
+    nng_aio_free(e->aio);
+    e->up = 0;
+}
+
+/* echo_call is one round trip: req_size bytes out, rep_size back; the
+ * call's time (us), or -1 on failure. */
+static double echo_call(echo *e, size_t req_size, size_t rep_size)
+{
+    atomic_store(&e->rep_size, rep_size);
+    double t0 = fti_now();
+    nng_ctx ctx;
+    nng_aio *aio;
+    nng_msg *m;
+    if (nng_ctx_open(&ctx, e->req) != 0)
+        return -1;
+    if (nng_aio_alloc(&aio, NULL, NULL) != 0) {
+        nng_ctx_close(ctx);
+        return -1;
+    }
+    int rv = nng_msg_alloc(&m, req_size);
+    if (rv == 0) {
+        if (req_size > 0)
+            memset(nng_msg_body(m), 'F', req_size < 64 ? req_size : 64);
+        nng_aio_set_timeout(aio, 10000);
+        nng_aio_set_msg(aio, m);
+        nng_ctx_send(ctx, aio);
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+        if (rv != 0) {
+            nng_msg_free(nng_aio_get_msg(aio));
+        } else {
+            nng_ctx_recv(ctx, aio);
+            nng_aio_wait(aio);
+            rv = nng_aio_result(aio);
+            if (rv == 0) {
+                m = nng_aio_get_msg(aio);
+                rv = nng_msg_len(m) == rep_size ? 0 : -1;
+                nng_msg_free(m);
+            }
+        }
+    }
+    nng_aio_free(aio);
+    nng_ctx_close(ctx);
+    return rv == 0 ? (fti_now() - t0) * 1e6 : -1;
+}
+
 /* The in-process engines of step 2. */
 enum { E_PUBLIC, E_SERVED, E_SIZED, E_COUNT };
 
@@ -490,6 +628,90 @@ int main(int argc, char **argv)
     stages s3 = get_stages(b.cli);
     lat dal = summarize(v, m);
 
+    /* 3b. The client's own work on these requests, in this process: its
+     * encode of each request (into the nng message it sends) and its
+     * decode of each answer (the RESULT frame the server sends for the
+     * reference answer), timed call by call; every decoded answer is
+     * checked.  Then nng alone at these sizes (see echo above) and at a
+     * PING's, call by call in turns, on ipc:// in this process. */
+    double *vc = malloc(m * sizeof *vc);
+    double req_bytes = 0, rep_bytes = 0;
+    ft_buf *rframes = calloc(b.n, sizeof *rframes);
+    for (size_t i = 0; i < b.n; i++) {
+        ft_buf_init(&rframes[i]);
+        if (ft_frame_encode_result(&rframes[i], 7, &b.ref[i], 1) != FT_OK) {
+            fprintf(stderr, "ft_daemon_bench: cannot encode answer %zu\n",
+                    i + 1);
+            return 1;
+        }
+        rep_bytes += (double)rframes[i].len;
+    }
+    rep_bytes /= (double)b.n;
+    for (size_t k = 0; k < m; k++) {
+        size_t i = k % b.n;
+        nng_msg *msg;
+        double t0 = fti_now();
+        int rc = fti_client_search_encode(b.cli, 7, &b.reqs[i], 1, &msg, err,
+                                          sizeof err);
+        v[k] = (fti_now() - t0) * 1e6;
+        if (rc != FT_OK) {
+            fprintf(stderr, "ft_daemon_bench: client encode: %s\n", err);
+            return 1;
+        }
+        if (k < b.n)
+            req_bytes += (double)nng_msg_len(msg);
+        nng_msg_free(msg);
+        ft_client_results *res;
+        t0 = fti_now();
+        rc = fti_client_search_decode(rframes[i].data, rframes[i].len, 7, 1,
+                                      &res, err, sizeof err);
+        vc[k] = (fti_now() - t0) * 1e6;
+        if (rc != FT_OK) {
+            fprintf(stderr, "ft_daemon_bench: client decode: %s\n", err);
+            return 1;
+        }
+        mismatch += !same_result(ft_client_results_get(res, 0), &b.ref[i]);
+        ft_client_results_free(res);
+    }
+    req_bytes /= (double)b.n;
+    lat cenc = summarize(v, m), cdec = summarize(vc, m);
+    for (size_t i = 0; i < b.n; i++)
+        ft_buf_free(&rframes[i]);
+    free(rframes);
+    /* nng alone */
+    lat esmall = {0, 0, 0}, ebig = {0, 0, 0};
+    int echo_ok = 0;
+    {
+        char eurl[256];
+        const char *td = getenv("TMPDIR");
+        snprintf(eurl, sizeof eurl, "ipc://%s/ft_daemon_bench_echo.%ld",
+                 td && *td ? td : "/tmp", (long)getpid());
+        echo e;
+        if (echo_open(&e, eurl, err, sizeof err) != 0) {
+            fprintf(stderr, "ft_daemon_bench: %s (no nng echo rows)\n",
+                    err);
+        } else {
+            size_t qs = (size_t)(req_bytes + .5), rs = (size_t)(rep_bytes + .5);
+            echo_ok = 1;
+            for (size_t k = 0; k < b.n && echo_ok; k++) /* warm-up */
+                echo_ok = echo_call(&e, 32, 32) >= 0 &&
+                          echo_call(&e, qs, rs) >= 0;
+            for (size_t k = 0; k < m && echo_ok; k++) {
+                v[k] = echo_call(&e, 32, 32);
+                vc[k] = echo_call(&e, qs, rs);
+                echo_ok = v[k] >= 0 && vc[k] >= 0;
+            }
+            if (echo_ok) {
+                esmall = summarize(v, m);
+                ebig = summarize(vc, m);
+            } else {
+                fprintf(stderr, "ft_daemon_bench: nng echo failed\n");
+            }
+            echo_close(&e);
+        }
+    }
+    free(vc);
+
     print_lat("b1.daemon_alone_first_us", dnc,
               gpu ? "back to back, before this process opened an engine: "
                     "the server's CUDA context alone on the GPU"
@@ -511,6 +733,42 @@ int main(int argc, char **argv)
            "served: what the daemon adds around its engine call, with "
            "the engine to itself)\n", dal.p50 - el[E_SERVED].p50,
            dal.mean - el[E_SERVED].mean);
+    print_lat("b1.client_encode_us", cenc,
+              "in this process: the C client's encode of one request, "
+              "straight into the nng message it sends");
+    print_lat("b1.client_decode_us", cdec,
+              "in this process: the C client's decode of one answer (its "
+              "RESULT frame) into the results it returns");
+    printf("b1.frame_bytes: request %.0f, reply %.0f (means of these "
+           "requests' SEARCH and RESULT frames)\n", req_bytes, rep_bytes);
+    if (echo_ok) {
+        print_lat("nng.echo_ping_size_us", esmall,
+                  "nng alone: REQ/REP over ipc:// in this process, 32 B "
+                  "each way, no decode; in turns with the next row");
+        char what[160];
+        snprintf(what, sizeof what, "nng alone: the same echo, %.0f B out "
+                 "and %.0f B back (these requests' frames), no decode",
+                 req_bytes, rep_bytes);
+        print_lat("nng.echo_frame_size_us", ebig, what);
+        if (s2.ok && s3.ok) {
+            double mm = s3.messages - s2.messages,
+                   rr = s3.requests - s2.requests;
+            double srv = mm > 0 && rr > 0
+                             ? ((s3.decode - s2.decode) +
+                                (s3.encode - s2.encode)) / mm +
+                                   ((s3.queue - s2.queue) +
+                                    (s3.engine - s2.engine)) / rr
+                             : 0;
+            double out = dal.mean - srv;
+            printf("b1.outside_split_us: %.1f outside the server = nng echo "
+                   "%.1f + client encode %.1f + client decode %.1f + rest "
+                   "%.1f (means; rest: the server's receive and send "
+                   "around its stages, and what a second process and the "
+                   "real server add to nng's echo)\n", out, ebig.mean,
+                   cenc.mean, cdec.mean,
+                   out - ebig.mean - cenc.mean - cdec.mean);
+        }
+    }
 
     /* 4. Paired. */
     double *le = malloc(m * sizeof *le), *ld = malloc(m * sizeof *ld),

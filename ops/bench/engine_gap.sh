@@ -15,7 +15,10 @@
 #     flashtrie bench opens it), the daemon alone again, the paired loop;
 #     each daemon loop with the server's stage split (decode, queue,
 #     engine, encode, send) of that loop alone and what lies outside the
-#     server;
+#     server; the C client's encode and decode of these requests and
+#     answers in process, nng's own REQ/REP echo over ipc:// at a PING's
+#     size and at these frames' sizes, and the split of what lies outside
+#     the server into those and the rest;
 #   - `flashtrie bench` on the same library and requests (b = 1 and 32),
 #     whose b = 1 mean is what the "sized" engine's mean should match.
 # It fails (exit 1) where an answer differs.  About 30 s on the H200 host.

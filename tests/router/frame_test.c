@@ -240,6 +240,29 @@ static void test_search(void)
     roundtrip(0);
     FT_CHECK_EQ_U64(M.masks[0], FT_FRAME_HAS_ALL);
     FT_CHECK(same_req(&M.reqs[0], &q));
+    /* The client's way: the exact size first, then the frame written
+     * into a message of that size: the same bytes; the same errors. */
+    {
+        size_t size = 0;
+        FT_PASS(ft_frame_search_size(&q, NULL, 1, &size));
+        FT_CHECK_EQ_U64(size, B.len);
+        unsigned char *direct = malloc(size);
+        FT_CHECK(direct != NULL);
+        FT_PASS(ft_frame_encode_search_to(direct, size, 1, 0, &q, NULL, 1));
+        FT_CHECK(memcmp(direct, B.data, size) == 0);
+        FT_FAIL(ft_frame_encode_search_to(direct, size + 1, 1, 0, &q, NULL,
+                                          1), FT_EINVAL);
+        free(direct);
+        ft_request big = q;
+        big.K = FT_MAX_K + 1;
+        FT_FAIL(ft_frame_search_size(&big, NULL, 1, &size), FT_ELIMIT);
+        big = q;
+        big.tokens = NULL;
+        FT_FAIL(ft_frame_search_size(&big, NULL, 1, &size), FT_EINVAL);
+        uint32_t bad = 0x80;
+        FT_FAIL(ft_frame_search_size(&q, &bad, 1, &size), FT_EINVAL);
+        FT_FAIL(ft_frame_search_size(&q, NULL, 0, &size), FT_EINVAL);
+    }
 
     /* an explicit mask wins: a field given at its default value stays
      * given; one left out is sent as zero and decodes to its default */
