@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "flashtrie.h"
+#include "flashtrie/internal/clock.h"
 
 
 int ft_queue_init(ft_queue *q, size_t cap)
@@ -21,10 +22,15 @@ int ft_queue_init(ft_queue *q, size_t cap)
     if (cap == 0)
         return FT_EINVAL;
     q->ring = calloc(cap, sizeof *q->ring);
-    if (q->ring == NULL)
+    q->born = calloc(cap, sizeof *q->born);
+    if (q->ring == NULL || q->born == NULL) {
+        free(q->ring);
+        free(q->born);
         return FT_ENOMEM;
+    }
     if (pthread_mutex_init(&q->mu, NULL) != 0) {
         free(q->ring);
+        free(q->born);
         return FT_ENOMEM;
     }
     /* The condition variable waits on CLOCK_MONOTONIC, like deadlines, so
@@ -37,6 +43,7 @@ int ft_queue_init(ft_queue *q, size_t cap)
     if (rc != 0) {
         pthread_mutex_destroy(&q->mu);
         free(q->ring);
+        free(q->born);
         return FT_ENOMEM;
     }
     q->cap = cap;
@@ -54,7 +61,9 @@ void ft_queue_destroy(ft_queue *q)
     pthread_cond_destroy(&q->cv);
     pthread_mutex_destroy(&q->mu);
     free(q->ring);
+    free(q->born);
     q->ring = NULL;
+    q->born = NULL;
 }
 
 int ft_queue_push_n(ft_queue *q, void *const *items, size_t n)
@@ -71,8 +80,12 @@ int ft_queue_push_n(ft_queue *q, void *const *items, size_t n)
         pthread_mutex_unlock(&q->mu);
         return FT_EBUSY;
     }
-    for (size_t i = 0; i < n; i++)
-        q->ring[(q->head + q->len + i) % q->cap] = items[i];
+    uint64_t now = fti_now_ns();
+    for (size_t i = 0; i < n; i++) {
+        size_t at = (q->head + q->len + i) % q->cap;
+        q->ring[at] = items[i];
+        q->born[at] = now;
+    }
     q->len += n;
     q->pushed += n;
     atomic_fetch_add_explicit(&q->events, 1, memory_order_release);
@@ -126,12 +139,21 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
         q->waiting = 0;
     }
     if (q->len > 0 && q->len < max && more_wait_ns > 0 && !q->closed) {
-        /* The batching window opens with the first request: wait for the
-         * batch to fill, but never longer than more_wait_ns. */
-        struct timespec until = fti_abs_after(more_wait_ns);
-        while (q->len < max && !q->closed)
-            if (pthread_cond_timedwait(&q->cv, &q->mu, &until) == ETIMEDOUT)
-                break;
+        /* The batching window opens with the oldest request's push: wait
+         * for the batch to fill until it has waited more_wait_ns.  Under
+         * load the requests queued behind the running batch have waited
+         * that long already and go at once (a window counted from here
+         * left the replica idle for it: about half the time with 64
+         * clients on the H200). */
+        uint64_t now = fti_now_ns(), due = q->born[q->head] +
+                                           (uint64_t)more_wait_ns;
+        if (due > now) {
+            struct timespec until = fti_abs_after((int64_t)(due - now));
+            while (q->len < max && !q->closed)
+                if (pthread_cond_timedwait(&q->cv, &q->mu, &until) ==
+                    ETIMEDOUT)
+                    break;
+        }
     }
     size_t n = q->paused ? 0 : q->len < max ? q->len : max;
     for (size_t i = 0; i < n; i++)

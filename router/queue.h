@@ -21,6 +21,7 @@ typedef struct ft_queue {
     pthread_mutex_t mu;
     pthread_cond_t cv;   /* signalled on push and on close */
     void **ring;
+    uint64_t *born;      /* when each item was pushed (fti_now_ns) */
     size_t cap;          /* queue_depth */
     size_t head;         /* index of the oldest item */
     size_t len;          /* items queued */
@@ -57,8 +58,10 @@ int ft_queue_push_n(ft_queue *q, void *const *items, size_t n);
 /* ft_queue_pop takes up to max items, oldest first.  It waits for the
  * first one until first_wait_ns passes (-1: forever, spinning for
  * FT_QUEUE_SPIN_NS first), then, once it has
- * one, for up to more_wait_ns for the queue to hold max (the dynamic
- * batching window; 0: take only what is there).  Returns the count taken;
+ * one, for the queue to hold max until the oldest item has been queued
+ * more_wait_ns (the dynamic batching window, counted from that item's
+ * push, as max_wait_us promises: requests that queued behind a running
+ * batch go at once; 0: take only what is there).  Returns the count taken;
  * 0 on a timeout, or when the queue is closed and empty. */
 size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
                     int64_t more_wait_ns);
