@@ -917,6 +917,37 @@ static unsigned char *store32s(unsigned char *p, const void *v, size_t n)
     return p + n * 4;
 }
 
+/* write_head writes a frame's header (its checksum left 0) and the
+ * payload's count word and reserved word; returns where the first item
+ * goes. */
+static unsigned char *write_head(unsigned char *dst, uint16_t type,
+                                 uint64_t id, uint32_t deadline_ms,
+                                 uint32_t flags, size_t n)
+{
+    unsigned char *h = dst, *p = dst + FT_FRAME_HDR_SIZE;
+    memset(h, 0, FT_FRAME_HDR_SIZE);
+    memcpy(h, FT_FRAME_MAGIC, 4);
+    st16(h + 4, FT_FRAME_VERSION);
+    st16(h + 6, type);
+    st32(h + 8, flags);
+    st32(h + 12, deadline_ms);
+    st64(h + 16, id);
+    st32(p, (uint32_t)n);
+    st32(p + 4, 0);
+    return p + 8;
+}
+
+/* write_tail writes the payload's length into a frame of size bytes at
+ * dst, then the checksum over header and payload when flags ask for it. */
+static void write_tail(unsigned char *dst, size_t size, uint32_t flags)
+{
+    size_t plen = size - FT_FRAME_HDR_SIZE;
+    st32(dst + 24, (uint32_t)plen);
+    if (flags & FT_FRAME_F_CHECKSUM)
+        st32(dst + 28,
+             XXH32(dst + FT_FRAME_HDR_SIZE, plen, XXH32(dst, 28, 0)));
+}
+
 /* write_search writes the SEARCH frame of n requests that search_size
  * measured (size bytes) into dst, checksum last. */
 static void write_search(unsigned char *dst, size_t size, uint64_t id,
@@ -924,17 +955,8 @@ static void write_search(unsigned char *dst, size_t size, uint64_t id,
                          const ft_request *reqs, const uint32_t *masks,
                          size_t n)
 {
-    unsigned char *h = dst, *p = dst + FT_FRAME_HDR_SIZE;
-    memset(h, 0, FT_FRAME_HDR_SIZE);
-    memcpy(h, FT_FRAME_MAGIC, 4);
-    st16(h + 4, FT_FRAME_VERSION);
-    st16(h + 6, FT_FRAME_SEARCH);
-    st32(h + 8, flags);
-    st32(h + 12, deadline_ms);
-    st64(h + 16, id);
-    st32(p, (uint32_t)n);
-    st32(p + 4, 0);
-    p += 8;
+    unsigned char *p = write_head(dst, FT_FRAME_SEARCH, id, deadline_ms,
+                                  flags, n);
     for (size_t i = 0; i < n; i++) {
         const ft_request *q = &reqs[i];
         uint32_t m = masks != NULL ? masks[i] : ft_frame_mask_of(q);
@@ -957,10 +979,7 @@ static void write_search(unsigned char *dst, size_t size, uint64_t id,
         p = store32s(p, q->tokens, elems);
         p = store32s(p, q->logp, elems);
     }
-    size_t plen = size - FT_FRAME_HDR_SIZE;
-    st32(h + 24, (uint32_t)plen);
-    if (flags & FT_FRAME_F_CHECKSUM)
-        st32(h + 28, XXH32(h + FT_FRAME_HDR_SIZE, plen, XXH32(h, 28, 0)));
+    write_tail(dst, size, flags);
 }
 
 /* enc_search appends a SEARCH: measured first, then written in place
@@ -1057,17 +1076,8 @@ static void write_result(unsigned char *dst, size_t size, uint64_t id,
                          uint32_t deadline_ms, uint32_t flags,
                          const ft_result *res, size_t n)
 {
-    unsigned char *h = dst, *p = dst + FT_FRAME_HDR_SIZE;
-    memset(h, 0, FT_FRAME_HDR_SIZE);
-    memcpy(h, FT_FRAME_MAGIC, 4);
-    st16(h + 4, FT_FRAME_VERSION);
-    st16(h + 6, FT_FRAME_RESULT);
-    st32(h + 8, flags);
-    st32(h + 12, deadline_ms);
-    st64(h + 16, id);
-    st32(p, (uint32_t)n);
-    st32(p + 4, 0);
-    p += 8;
+    unsigned char *p = write_head(dst, FT_FRAME_RESULT, id, deadline_ms,
+                                  flags, n);
     for (size_t i = 0; i < n; i++) {
         const ft_result *r = &res[i];
         memset(p, 0, FT_FRAME_RESULT_REQ_SIZE);
@@ -1098,10 +1108,7 @@ static void write_result(unsigned char *dst, size_t size, uint64_t id,
         }
         st32(entry + 12, nt);
     }
-    size_t plen = size - FT_FRAME_HDR_SIZE;
-    st32(h + 24, (uint32_t)plen);
-    if (flags & FT_FRAME_F_CHECKSUM)
-        st32(h + 28, XXH32(h + FT_FRAME_HDR_SIZE, plen, XXH32(h, 28, 0)));
+    write_tail(dst, size, flags);
 }
 
 static int enc_result(ft_buf *b, uint64_t id, uint32_t deadline_ms,
