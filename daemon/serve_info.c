@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "serve.h"
+#include "serve_conn.h"
 #include "serve_info.h"
 #include "serve_priv.h"
 #include "serve_stages.h"
@@ -194,6 +195,15 @@ int srv_info(server *srv, ft_buf *o, int admin)
                   (unsigned long long)atomic_load(&srv->budget_peak),
                   (unsigned long long)atomic_load(&srv->budget_refused),
                   (unsigned)atomic_load(&srv->budget_heavy));
+    {
+        uint64_t lim, res, low, up;
+        srv_conn_rx_stats(srv, &lim, &res, &low, &up);
+        ft_buf_printf(o, "receive_limit_bytes: %llu\nreceive_reserved_bytes: "
+                      "%llu\nreceive_limit_lowered: %llu\n"
+                      "receive_limit_raised: %llu\n",
+                      (unsigned long long)lim, (unsigned long long)res,
+                      (unsigned long long)low, (unsigned long long)up);
+    }
     ft_buf_printf(o, "total: %llu\n", (unsigned long long)total);
     for (int s = 0; s < SRV_ERR_COUNT; s++) {
         uint64_t n = atomic_load(&srv->status[s]);

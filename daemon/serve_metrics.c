@@ -172,6 +172,11 @@ static void srv_metrics_conn_take(server *srv, srv_metrics_snap *s)
     }
     s->connections_refused = atomic_load(&srv->conn_refused);
     s->connections_idle_closed = atomic_load(&srv->conn_idle_closed);
+    s->memory_held = atomic_load(&srv->budget_used);
+    s->memory_busy = atomic_load(&srv->budget_refused);
+    uint64_t raised;
+    srv_conn_rx_stats(srv, &s->receive_limit, &s->receive_reserved,
+                      &s->receive_lowered, &raised);
     if (srv_listeners_ok(srv, s->listener_down, sizeof s->listener_down))
         s->listener_down[0] = 0;
 }
@@ -519,6 +524,28 @@ static void render_conn(render *r, const srv_metrics_snap *s)
            "message (idle, or stuck in half a message).");
     u64_sample(r, "flashtrie_connections_idle_closed_total",
                s->connections_idle_closed);
+    family(r, "flashtrie_memory_held_bytes", "gauge",
+           "Bytes the received messages and their answers hold now, receipt "
+           "to reply, with what the connections may be reading "
+           "(memory_budget_bytes bounds it).");
+    u64_sample(r, "flashtrie_memory_held_bytes", s->memory_held);
+    family(r, "flashtrie_memory_busy_total", "counter",
+           "Messages answered BUSY because the memory budget or "
+           "max_heavy_messages had no room.");
+    u64_sample(r, "flashtrie_memory_busy_total", s->memory_busy);
+    family(r, "flashtrie_receive_limit_bytes", "gauge",
+           "Largest message the listeners let nng read now: "
+           "max_message_bytes, lowered while the connections could read "
+           "more than half the memory budget between them.");
+    u64_sample(r, "flashtrie_receive_limit_bytes", s->receive_limit);
+    family(r, "flashtrie_receive_reserved_bytes", "gauge",
+           "Bytes the connections may be reading now under the receive "
+           "limit (counted as held).");
+    u64_sample(r, "flashtrie_receive_reserved_bytes", s->receive_reserved);
+    family(r, "flashtrie_receive_limit_lowered_total", "counter",
+           "Times the receive limit came down for more connections.");
+    u64_sample(r, "flashtrie_receive_limit_lowered_total",
+               s->receive_lowered);
     if (s->n_listeners == 0)
         return;
     family(r, "flashtrie_listener_connections", "gauge",

@@ -97,6 +97,10 @@ typedef struct srv_metrics_snap {
     size_t n_listeners;
     srv_metrics_listener listener[FT_CONFIG_MAX_LISTENERS];
     uint64_t connections_refused, connections_idle_closed;
+    /* the memory budget (serve_budget.c) and the receive limit
+     * (serve_conn.c), issue 39 */
+    uint64_t memory_held, memory_busy;
+    uint64_t receive_limit, receive_reserved, receive_lowered;
     char listener_down[480];          /* a listener does not answer: why */
     srv_metrics_process proc;
 } srv_metrics_snap;

@@ -541,9 +541,9 @@ static void case_render(void)
     FT_CHECK(check_histogram(&sc, "flashtrie_batch_size") == 0);
     FT_CHECK(!has_sample(&sc, "flashtrie_engine_up"));
     FT_CHECK(has_sample(&sc, "flashtrie_build_info"));
-    /* 31 families: the per-listener ones need listeners and process_*
+    /* 36 families: the per-listener ones need listeners and process_*
      * a process read (ok). */
-    FT_CHECK_EQ_U64(sc.n_fam, 31);
+    FT_CHECK_EQ_U64(sc.n_fam, 36);
     ft_buf_free(&text);
 
     /* Listeners and their probe (issue 39); the process (issue 38). */
@@ -560,6 +560,11 @@ static void case_render(void)
     s.listener[1].restarts = 2;
     s.connections_refused = 3;
     s.connections_idle_closed = 4;
+    s.memory_held = 1000;
+    s.memory_busy = 6;
+    s.receive_limit = 65536;
+    s.receive_reserved = 4096;
+    s.receive_lowered = 7;
     srv_metrics_process_take(&s.proc);
     FT_CHECK(s.proc.ok);
     render_snap(&s, &sc, &text);
@@ -575,6 +580,12 @@ static void case_render(void)
                              "listener=\"ipc:///x\\\"y\""), 2);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_connections_refused_total", ""), 3);
     FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_connections_idle_closed_total", ""), 4);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_memory_held_bytes", ""), 1000);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_memory_busy_total", ""), 6);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_receive_limit_bytes", ""), 65536);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_receive_reserved_bytes", ""), 4096);
+    FT_CHECK_EQ_U64(value_of(&sc, "flashtrie_receive_limit_lowered_total", ""),
+                    7);
     FT_CHECK(strstr((const char *)text.data,
                     "# TYPE process_cpu_seconds_total counter\n") != NULL);
     FT_CHECK(strstr((const char *)text.data,
@@ -593,7 +604,7 @@ static void case_render(void)
         double now = (double)time(NULL);
         FT_CHECK(st > now - 600 && st <= now + 1);
     }
-    FT_CHECK_EQ_U64(sc.n_fam, 40);
+    FT_CHECK_EQ_U64(sc.n_fam, 45);
     /* A listener down turns /healthz 503 with its reason. */
     FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 200);
     snprintf(s.listener_down, sizeof s.listener_down,
