@@ -173,7 +173,10 @@ static int decode_json(srv_wire *w, const srv_wire_ctx *wc,
     }
     if (rc == FT_OK) {
         size_t need = srv_wire_result_bytes(&w->jq.req);
-        rc = srv_budget_take(srv, need, 0, err, sizeof err);
+        /* a heavy line's results fill the heavy share only, as a frame's */
+        int kind = w->charged > SRV_HEAVY_BYTES ? SRV_BUDGET_HEAVY_MORE
+                                                : SRV_BUDGET_LIGHT;
+        rc = srv_budget_take(srv, need, kind, err, sizeof err);
         if (rc == FT_OK)
             w->charged += need;
     }
