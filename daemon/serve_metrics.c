@@ -289,6 +289,24 @@ static void u64_sample(render *r, const char *name, uint64_t v)
     put(r, "%s %llu\n", name, (unsigned long long)v);
 }
 
+/* u64_family writes a family of one sample without labels: its HELP and
+ * TYPE lines, then "name v". */
+static void u64_family(render *r, const char *name, const char *type,
+                       const char *help, uint64_t v)
+{
+    family(r, name, type, help);
+    u64_sample(r, name, v);
+}
+
+/* listener_sample writes name{listener="URL"} v. */
+static void listener_sample(render *r, const char *name, const char *url,
+                            unsigned v)
+{
+    put(r, "%s{listener=", name);
+    put_label_value(r, url);
+    put(r, "} %u\n", v);
+}
+
 /* engine_labels writes {replica="R",kind="K",device="D"}; a CPU engine
  * has an empty device. */
 static void engine_labels(render *r, size_t i, const srv_metrics_engine *e)
@@ -375,20 +393,20 @@ static void render_config(render *r, const srv_metrics_snap *s)
 
 static void render_queue(render *r, const srv_metrics_snap *s)
 {
-    family(r, "flashtrie_queue_depth", "gauge",
-           "Requests waiting in the queue for a batch.");
-    u64_sample(r, "flashtrie_queue_depth", s->queue_depth);
+    u64_family(r, "flashtrie_queue_depth", "gauge",
+               "Requests waiting in the queue for a batch.",
+               s->queue_depth);
     render_config(r, s);
-    family(r, "flashtrie_queue_high_water", "gauge",
-           "The most requests ever queued at once.");
-    u64_sample(r, "flashtrie_queue_high_water", s->queue_high_water);
-    family(r, "flashtrie_queued_requests_total", "counter",
-           "Requests ever queued.");
-    u64_sample(r, "flashtrie_queued_requests_total", s->queued_total);
-    family(r, "flashtrie_busy_rejections_total", "counter",
-           "Messages refused whole with BUSY because their requests did "
-           "not fit in the queue.");
-    u64_sample(r, "flashtrie_busy_rejections_total", s->busy_rejections);
+    u64_family(r, "flashtrie_queue_high_water", "gauge",
+               "The most requests ever queued at once.",
+               s->queue_high_water);
+    u64_family(r, "flashtrie_queued_requests_total", "counter",
+               "Requests ever queued.",
+               s->queued_total);
+    u64_family(r, "flashtrie_busy_rejections_total", "counter",
+               "Messages refused whole with BUSY because their requests did "
+               "not fit in the queue.",
+               s->busy_rejections);
 
     family(r, "flashtrie_batch_size", "histogram",
            "Requests per engine call.");
@@ -435,12 +453,12 @@ static void render_engines(render *r, const srv_metrics_snap *s)
     size_t failed = 0;
     for (size_t i = 0; i < s->n_eng; i++)
         failed += !s->eng[i].up;
-    family(r, "flashtrie_engine_failed_replicas", "gauge",
-           "Replicas out of service after an engine failure.");
-    u64_sample(r, "flashtrie_engine_failed_replicas", failed);
-    family(r, "flashtrie_engine_failovers_total", "counter",
-           "Batches re-run on a healthy replica after theirs failed.");
-    u64_sample(r, "flashtrie_engine_failovers_total", s->failovers);
+    u64_family(r, "flashtrie_engine_failed_replicas", "gauge",
+               "Replicas out of service after an engine failure.",
+               failed);
+    u64_family(r, "flashtrie_engine_failovers_total", "counter",
+               "Batches re-run on a healthy replica after theirs failed.",
+               s->failovers);
     family(r, "flashtrie_engine_batches_total", "counter",
            "Engine calls (batches) each replica ran.");
     for (size_t i = 0; i < s->n_eng; i++) {
@@ -455,29 +473,29 @@ static void render_engines(render *r, const srv_metrics_snap *s)
         engine_labels(r, i, &s->eng[i]);
         put(r, " %.9f\n", (double)s->eng[i].busy_ns / 1e9);
     }
-    family(r, "flashtrie_engine_failed_requests_total", "counter",
-           "Requests answered with an error because their engine failed.");
-    u64_sample(r, "flashtrie_engine_failed_requests_total",
+    u64_family(r, "flashtrie_engine_failed_requests_total", "counter",
+               "Requests answered with an error because their engine failed.",
                s->engine_failed_requests);
 }
 
 static void render_index(render *r, const srv_metrics_snap *s)
 {
-    family(r, "flashtrie_index_keys", "gauge", "Keys of the served index.");
-    u64_sample(r, "flashtrie_index_keys", s->index_keys);
-    family(r, "flashtrie_index_nodes", "gauge",
-           "Trie nodes of the served index.");
-    u64_sample(r, "flashtrie_index_nodes", s->index_nodes);
-    family(r, "flashtrie_index_bytes", "gauge",
-           "Bytes of the served index file (all shards).");
-    u64_sample(r, "flashtrie_index_bytes", s->index_bytes);
-    family(r, "flashtrie_index_shards", "gauge",
-           "Shards of the served library (1 for a plain index).");
-    u64_sample(r, "flashtrie_index_shards", s->shards);
-    family(r, "flashtrie_index_generation", "gauge",
-           "Id of the served index generation: 1 at start; every index "
-           "a reload opens takes the next id, a refused one included.");
-    u64_sample(r, "flashtrie_index_generation", s->generation);
+    u64_family(r, "flashtrie_index_keys", "gauge",
+               "Keys of the served index.",
+               s->index_keys);
+    u64_family(r, "flashtrie_index_nodes", "gauge",
+               "Trie nodes of the served index.",
+               s->index_nodes);
+    u64_family(r, "flashtrie_index_bytes", "gauge",
+               "Bytes of the served index file (all shards).",
+               s->index_bytes);
+    u64_family(r, "flashtrie_index_shards", "gauge",
+               "Shards of the served library (1 for a plain index).",
+               s->shards);
+    u64_family(r, "flashtrie_index_generation", "gauge",
+               "Id of the served index generation: 1 at start; every index "
+               "a reload opens takes the next id, a refused one included.",
+               s->generation);
     family(r, "flashtrie_reloads_total", "counter",
            "Index reloads (SIGHUP or RELOAD), by result.");
     put(r, "flashtrie_reloads_total{result=\"ok\"} %llu\n",
@@ -499,78 +517,65 @@ static void render_server(render *r, const srv_metrics_snap *s)
     family(r, "flashtrie_draining", "gauge",
            "1 once SIGTERM or SIGINT started the drain.");
     put(r, "flashtrie_draining %d\n", s->draining ? 1 : 0);
-    family(r, "flashtrie_connections", "gauge",
-           "Client connections open now (all listeners).");
-    u64_sample(r, "flashtrie_connections",
-               s->connections_opened >= s->connections_closed
-                   ? s->connections_opened - s->connections_closed
-                   : 0);
-    family(r, "flashtrie_connections_opened_total", "counter",
-           "Client connections ever accepted.");
-    u64_sample(r, "flashtrie_connections_opened_total",
+    u64_family(r, "flashtrie_connections", "gauge",
+               "Client connections open now (all listeners).",
+               s->connections_opened >= s->connections_closed ? s->connections_opened - s->connections_closed : 0);
+    u64_family(r, "flashtrie_connections_opened_total", "counter",
+               "Client connections ever accepted.",
                s->connections_opened);
 }
 
 /* render_conn: the listeners' connections and probes (serve_conn.c). */
 static void render_conn(render *r, const srv_metrics_snap *s)
 {
-    family(r, "flashtrie_connections_refused_total", "counter",
-           "Connections closed at once because their listener held "
-           "max_connections already.");
-    u64_sample(r, "flashtrie_connections_refused_total",
+    u64_family(r, "flashtrie_connections_refused_total", "counter",
+               "Connections closed at once because their listener held "
+               "max_connections already.",
                s->connections_refused);
-    family(r, "flashtrie_connections_idle_closed_total", "counter",
-           "Connections closed after idle_timeout_ms without completing a "
-           "message (idle, or stuck in half a message).");
-    u64_sample(r, "flashtrie_connections_idle_closed_total",
+    u64_family(r, "flashtrie_connections_idle_closed_total", "counter",
+               "Connections closed after idle_timeout_ms without completing a "
+               "message (idle, or stuck in half a message).",
                s->connections_idle_closed);
-    family(r, "flashtrie_memory_held_bytes", "gauge",
-           "Bytes the received messages and their answers hold now, receipt "
-           "to reply, with what the connections may be reading "
-           "(memory_budget_bytes bounds it).");
-    u64_sample(r, "flashtrie_memory_held_bytes", s->memory_held);
-    family(r, "flashtrie_memory_busy_total", "counter",
-           "Messages answered BUSY because the memory budget or "
-           "max_heavy_messages had no room.");
-    u64_sample(r, "flashtrie_memory_busy_total", s->memory_busy);
-    family(r, "flashtrie_receive_limit_bytes", "gauge",
-           "Largest message the listeners let nng read now: "
-           "max_message_bytes, lowered while the connections could read "
-           "more than half the memory budget between them.");
-    u64_sample(r, "flashtrie_receive_limit_bytes", s->receive_limit);
-    family(r, "flashtrie_receive_reserved_bytes", "gauge",
-           "Bytes the connections may be reading now under the receive "
-           "limit (counted as held).");
-    u64_sample(r, "flashtrie_receive_reserved_bytes", s->receive_reserved);
-    family(r, "flashtrie_receive_limit_lowered_total", "counter",
-           "Times the receive limit came down for more connections.");
-    u64_sample(r, "flashtrie_receive_limit_lowered_total",
+    u64_family(r, "flashtrie_memory_held_bytes", "gauge",
+               "Bytes the received messages and their answers hold now, receipt "
+               "to reply, with what the connections may be reading "
+               "(memory_budget_bytes bounds it).",
+               s->memory_held);
+    u64_family(r, "flashtrie_memory_busy_total", "counter",
+               "Messages answered BUSY because the memory budget or "
+               "max_heavy_messages had no room.",
+               s->memory_busy);
+    u64_family(r, "flashtrie_receive_limit_bytes", "gauge",
+               "Largest message the listeners let nng read now: "
+               "max_message_bytes, lowered while the connections could read "
+               "more than half the memory budget between them.",
+               s->receive_limit);
+    u64_family(r, "flashtrie_receive_reserved_bytes", "gauge",
+               "Bytes the connections may be reading now under the receive "
+               "limit (counted as held).",
+               s->receive_reserved);
+    u64_family(r, "flashtrie_receive_limit_lowered_total", "counter",
+               "Times the receive limit came down for more connections.",
                s->receive_lowered);
     if (s->n_listeners == 0)
         return;
     family(r, "flashtrie_listener_connections", "gauge",
            "Client connections open now, per listener.");
-    for (size_t i = 0; i < s->n_listeners; i++) {
-        put(r, "flashtrie_listener_connections{listener=");
-        put_label_value(r, s->listener[i].url);
-        put(r, "} %u\n", s->listener[i].conns);
-    }
+    for (size_t i = 0; i < s->n_listeners; i++)
+        listener_sample(r, "flashtrie_listener_connections", s->listener[i].url,
+                        s->listener[i].conns);
     family(r, "flashtrie_listener_up", "gauge",
            "1 while the listener answers the server's own PING "
            "(probe_interval_ms), 0 once it does not.");
-    for (size_t i = 0; i < s->n_listeners; i++) {
-        put(r, "flashtrie_listener_up{listener=");
-        put_label_value(r, s->listener[i].url);
-        put(r, "} %d\n", s->listener[i].up ? 1 : 0);
-    }
+    for (size_t i = 0; i < s->n_listeners; i++)
+        listener_sample(r, "flashtrie_listener_up", s->listener[i].url,
+                        s->listener[i].up ? 1u : 0u);
     family(r, "flashtrie_listener_restarts_total", "counter",
            "Times the listener was closed and opened again after "
            "probe_restart_after failed probes in a row.");
-    for (size_t i = 0; i < s->n_listeners; i++) {
-        put(r, "flashtrie_listener_restarts_total{listener=");
-        put_label_value(r, s->listener[i].url);
-        put(r, "} %u\n", s->listener[i].restarts);
-    }
+    for (size_t i = 0; i < s->n_listeners; i++)
+        listener_sample(r, "flashtrie_listener_restarts_total", s->listener[i].url,
+                        s->listener[i].restarts);
 }
 
 /* render_process: the process_* families of the Prometheus client
@@ -583,19 +588,20 @@ static void render_process(render *r, const srv_metrics_snap *s)
     family(r, "process_cpu_seconds_total", "counter",
            "Total user and system CPU time spent in seconds.");
     put(r, "process_cpu_seconds_total %.2f\n", p->cpu_seconds);
-    family(r, "process_open_fds", "gauge", "Number of open file descriptors.");
-    u64_sample(r, "process_open_fds", p->open_fds);
+    u64_family(r, "process_open_fds", "gauge",
+               "Number of open file descriptors.",
+               p->open_fds);
     if (p->max_fds) {
         family(r, "process_max_fds", "gauge",
                "Maximum number of open file descriptors.");
         u64_sample(r, "process_max_fds", p->max_fds);
     }
-    family(r, "process_virtual_memory_bytes", "gauge",
-           "Virtual memory size in bytes.");
-    u64_sample(r, "process_virtual_memory_bytes", p->virtual_bytes);
-    family(r, "process_resident_memory_bytes", "gauge",
-           "Resident memory size in bytes.");
-    u64_sample(r, "process_resident_memory_bytes", p->resident_bytes);
+    u64_family(r, "process_virtual_memory_bytes", "gauge",
+               "Virtual memory size in bytes.",
+               p->virtual_bytes);
+    u64_family(r, "process_resident_memory_bytes", "gauge",
+               "Resident memory size in bytes.",
+               p->resident_bytes);
     family(r, "process_start_time_seconds", "gauge",
            "Start time of the process since unix epoch in seconds.");
     put(r, "process_start_time_seconds %.2f\n", p->start_time_seconds);
