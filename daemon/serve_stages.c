@@ -1,21 +1,9 @@
 /* serve_stages.c - the time of SEARCH messages by stage (serve_stages.h). */
 #include "serve_stages.h"
 
-#include <math.h>
 #include <stdio.h>
 
-/* The latency buckets of serve_info.c: bucket b holds times below
- * 2^((b+1)/4) microseconds. */
-static size_t bucket_of(uint64_t ns)
-{
-    double us = (double)ns / 1000.0;
-    if (us < 1.0)
-        return 0;
-    size_t b = (size_t)(log2(us) * 4.0);
-    return b < SRV_HIST_BUCKETS ? b : SRV_HIST_BUCKETS - 1;
-}
-
-static double upper_us(size_t b) { return pow(2.0, (double)(b + 1) / 4.0); }
+#include "serve_info.h"
 
 #define ADD(field, v) atomic_fetch_add_explicit(&(field), (v), memory_order_relaxed)
 #define GET(field) atomic_load_explicit(&(field), memory_order_relaxed)
@@ -29,7 +17,7 @@ void srv_stages_job(server *srv, uint64_t ready_ns, const ft_job *j)
     ADD(st->requests, 1);
     ADD(st->queue_ns, q);
     ADD(st->engine_ns, j->ran_ns - j->run_ns);
-    ADD(st->queue_hist[bucket_of(q)], 1);
+    ADD(st->queue_hist[srv_hist_bucket(q)], 1);
 }
 
 void srv_stages_message(server *srv, uint64_t decode_ns, uint64_t encode_ns)
@@ -82,7 +70,7 @@ static void histogram(ft_buf *o, const char *name, const char *help,
         for (; next < k; next++)
             cum += hist ? GET(hist[next]) : 0;
         ft_buf_printf(o, "%s_bucket{le=\"%.6g\"} %llu\n", name,
-                      upper_us(k - 1) / 1e6, (unsigned long long)cum);
+                      srv_hist_upper_us(k - 1) / 1e6, (unsigned long long)cum);
     }
     for (; next < SRV_HIST_BUCKETS; next++)
         cum += hist ? GET(hist[next]) : 0;
