@@ -108,21 +108,25 @@ typedef struct greq {
     float lp[4 * 4];
 } greq;
 
-static void gen_req(greq *g, uint64_t *seed)
+/* gen_row fills one position's K (<= 11) proposals: distinct tokens
+ * (docs/specification.md section 3) from a small pool, random log-probs. */
+static void gen_row(uint32_t *tok, float *lp, uint32_t K, uint64_t *seed)
 {
     static const uint32_t pool[] = {1, 2, 3, 4, 5, 7, 8, 9, 10, 70000, 6};
+    uint32_t start = (uint32_t)(ft_test_rand(seed) % 11);
+    for (uint32_t k = 0; k < K; k++) {
+        tok[k] = pool[(start + k) % 11];
+        lp[k] = -(float)(ft_test_rand(seed) % 1000) / 250.0f;
+    }
+}
+
+static void gen_req(greq *g, uint64_t *seed)
+{
     ft_request_init(&g->r);
     g->r.T = 1 + (uint32_t)(ft_test_rand(seed) % 4);
     g->r.K = 1 + (uint32_t)(ft_test_rand(seed) % 4);
-    for (uint32_t t = 0; t < g->r.T; t++) {
-        /* Distinct tokens per position (docs/specification.md section 3). */
-        uint32_t start = (uint32_t)(ft_test_rand(seed) % 11);
-        for (uint32_t k = 0; k < g->r.K; k++) {
-            g->tok[t * g->r.K + k] = pool[(start + k) % 11];
-            g->lp[t * g->r.K + k] =
-                -(float)(ft_test_rand(seed) % 1000) / 250.0f;
-        }
-    }
+    for (uint32_t t = 0; t < g->r.T; t++)
+        gen_row(g->tok + t * g->r.K, g->lp + t * g->r.K, g->r.K, seed);
     g->r.tokens = g->tok;
     g->r.logp = g->lp;
     g->r.beam = 1 + (uint32_t)(ft_test_rand(seed) % 6);
@@ -162,14 +166,8 @@ static void check_grids(ft_client *c, local *l, uint64_t *seed)
     enum { N = 5, T = 3, K = 4 };
     static uint32_t tok[N * T * K];
     static float lp[N * T * K];
-    static const uint32_t pool[] = {1, 2, 3, 4, 5, 7, 8, 9, 10, 70000, 6};
-    for (int i = 0; i < N * T; i++) {
-        uint32_t start = (uint32_t)(ft_test_rand(seed) % 11);
-        for (int k = 0; k < K; k++) {
-            tok[i * K + k] = pool[(start + (uint32_t)k) % 11];
-            lp[i * K + k] = -(float)(ft_test_rand(seed) % 1000) / 250.0f;
-        }
-    }
+    for (int i = 0; i < N * T; i++)
+        gen_row(tok + i * K, lp + i * K, K, seed);
     ft_request tmpl;
     ft_request_init(&tmpl);
     tmpl.T = T;
