@@ -30,7 +30,7 @@ static const char *usage_text =
     "usage: flashtrie query --url URL [--batch N] [--concurrency C]\n"
     "         [--timeout-ms N] [--deadline-ms N] [--tls-ca F]\n"
     "         [--tls-cert F] [--tls-server-name NAME] [--tls-insecure]\n"
-    "         < requests.jsonl > results.jsonl\n"
+    "         [--checksum auto|on|off] < requests.jsonl > results.jsonl\n"
     "       flashtrie query --url URL --ping | --info | --reload [PATH]\n"
     "  sends one JSON request per input line to a flashtrie server and\n"
     "  prints one result line per input line, in input order, as\n"
@@ -41,7 +41,9 @@ static const char *usage_text =
     "  to reload the index (PATH, or the configured one).  A lost\n"
     "  connection stops the run (exit 1) after the lines answered before it.\n"
     "  tls+tcp:// verifies the server with --tls-ca; --tls-insecure connects\n"
-    "  without verifying it (a warning says so).\n";
+    "  without verifying it (a warning says so).  --checksum: XXH32 over\n"
+    "  each request frame and its answer; auto (default) on tcp:// and\n"
+    "  tls+tcp://, off on ipc:// and inproc://.\n";
 
 typedef struct line {
     ft_jsonl_req q;
@@ -166,7 +168,7 @@ static int admin_call(ft_client *cl, int ping, int info, int reload,
 int cmd_query(int argc, char **argv)
 {
     enum { O_URL = 256, O_BATCH, O_CONC, O_TIMEOUT, O_DEADLINE, O_PING,
-           O_INFO, O_RELOAD, O_CA, O_CERT, O_NAME, O_INSECURE };
+           O_INFO, O_RELOAD, O_CA, O_CERT, O_NAME, O_INSECURE, O_CHECKSUM };
     static const struct option opts[] = {
         {"url", required_argument, 0, O_URL},
         {"batch", required_argument, 0, O_BATCH},
@@ -180,6 +182,7 @@ int cmd_query(int argc, char **argv)
         {"tls-cert", required_argument, 0, O_CERT},
         {"tls-server-name", required_argument, 0, O_NAME},
         {"tls-insecure", no_argument, 0, O_INSECURE},
+        {"checksum", required_argument, 0, O_CHECKSUM},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *url = NULL, *reload_path = NULL;
@@ -217,6 +220,19 @@ int cmd_query(int argc, char **argv)
         case O_CERT: co.tls_cert = co.tls_key = optarg; break;
         case O_NAME: co.tls_server_name = optarg; break;
         case O_INSECURE: co.tls_insecure = 1; break;
+        case O_CHECKSUM:
+            if (strcmp(optarg, "auto") == 0)
+                co.checksum = 0;
+            else if (strcmp(optarg, "on") == 0)
+                co.checksum = 1;
+            else if (strcmp(optarg, "off") == 0)
+                co.checksum = -1;
+            else {
+                fprintf(stderr, "flashtrie query: --checksum: expected auto, "
+                        "on or off, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;
         }

@@ -310,8 +310,11 @@ int srv_frame_reply_msg(srv_wire *w, nng_msg *msg)
     nng_msg_clear(msg);
     if (nng_msg_realloc(msg, size) != 0)
         return FT_ENOMEM;
+    /* The answer carries a checksum when its request did (a client on
+     * ipc:// sends none: docs/protocol.md). */
     rc = ft_frame_encode_result_to(nng_msg_body(msg), size, m->hdr.id,
-                                   f->all, m->count);
+                                   m->hdr.flags & FT_FRAME_F_CHECKSUM, f->all,
+                                   m->count);
     if (rc != FT_OK) {
         nng_msg_clear(msg);
         return rc;

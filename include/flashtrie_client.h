@@ -86,6 +86,12 @@ typedef struct ft_client_opts {
                               * FT_ECONN).  0 = the largest reply protocol
                               * version 1 allows (1024 results of 4096
                               * hits of 64 tokens: 1 174 584 352 bytes) */
+    int checksum;            /* XXH32 over each request frame (and the
+                              * server's answer, which mirrors it):
+                              * 0 (default) = auto: on for tcp:// and
+                              * tls+tcp://, off for ipc:// and inproc://,
+                              * where the bytes never leave the kernel;
+                              * 1 = always; -1 = never */
 } ft_client_opts;
 
 /* ft_client_opts_init fills opts with the defaults. */

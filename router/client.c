@@ -44,6 +44,7 @@ struct ft_client {
     int wait_first;          /* connect_wait: calls wait (up to their
                               * timeout) for the first connection */
     uint32_t deadline_ms;
+    uint32_t frame_flags; /* FT_FRAME_F_CHECKSUM or 0: opts.checksum */
     atomic_uint_fast64_t next_id;
     /* The connection's state, kept by the pipe notifications (pipe_cb)
      * under mu; cv is signalled when a pipe comes. */
@@ -282,6 +283,21 @@ static int tls_client(ft_client *c, const char *url, const ft_client_opts *o,
     return FT_OK;
 }
 
+/* frame_flags_for is the SEARCH frames' flags for opts.checksum: auto
+ * (0) sets the checksum on tcp:// and tls+tcp:// and leaves it out on
+ * ipc:// and inproc://, where the frame is copied by the kernel (or in
+ * memory) and never meets a wire; 1 always, -1 never. */
+static uint32_t frame_flags_for(const char *url, int checksum)
+{
+    if (checksum > 0)
+        return FT_FRAME_F_CHECKSUM;
+    if (checksum < 0)
+        return 0;
+    if (strncmp(url, "ipc://", 6) == 0 || strncmp(url, "inproc://", 9) == 0)
+        return 0;
+    return FT_FRAME_F_CHECKSUM;
+}
+
 int ft_client_connect(ft_client **out, const char *url,
                       const ft_client_opts *opts, char *errbuf, size_t errlen)
 {
@@ -304,6 +320,7 @@ int ft_client_connect(ft_client **out, const char *url,
                                : CLIENT_RECONNECT_WAIT_DEFAULT;
     c->wait_first = opts->connect_wait_ms > 0;
     c->deadline_ms = opts->deadline_ms;
+    c->frame_flags = frame_flags_for(url, opts->checksum);
     atomic_init(&c->next_id, 1);
     snprintf(c->url, sizeof c->url, "%s", url);
     pthread_mutex_init(&c->mu, NULL);
@@ -553,7 +570,8 @@ int fti_client_search_encode(const ft_client *c, uint64_t id,
     if (rv != 0)
         return nng_err(rv, c, "SEARCH", errbuf, errlen);
     rc = ft_frame_encode_search_to(nng_msg_body(msg), size, id,
-                                   c->deadline_ms, reqs, NULL, n);
+                                   c->deadline_ms, c->frame_flags, reqs, NULL,
+                                   n);
     if (rc != FT_OK) {
         nng_msg_free(msg);
         fti_errf(errbuf, errlen, "search: cannot encode the request (%s)",

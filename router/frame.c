@@ -1010,8 +1010,9 @@ int ft_frame_search_size(const ft_request *reqs, const uint32_t *masks,
 }
 
 int ft_frame_encode_search_to(void *dst, size_t size, uint64_t id,
-                              uint32_t deadline_ms, const ft_request *reqs,
-                              const uint32_t *masks, size_t n)
+                              uint32_t deadline_ms, uint32_t flags,
+                              const ft_request *reqs, const uint32_t *masks,
+                              size_t n)
 {
     size_t want;
     if (dst == NULL)
@@ -1019,10 +1020,9 @@ int ft_frame_encode_search_to(void *dst, size_t size, uint64_t id,
     int rc = search_size(reqs, masks, n, &want);
     if (rc != FT_OK)
         return rc;
-    if (want != size)
+    if (want != size || (flags & ~FT_FRAME_F_ALL))
         return FT_EINVAL;
-    write_search(dst, size, id, deadline_ms, FT_FRAME_F_CHECKSUM, reqs, masks,
-                 n);
+    write_search(dst, size, id, deadline_ms, flags, reqs, masks, n);
     return FT_OK;
 }
 
@@ -1134,7 +1134,7 @@ int ft_frame_result_size(const ft_result *res, size_t n, size_t *size)
 }
 
 int ft_frame_encode_result_to(void *dst, size_t size, uint64_t id,
-                              const ft_result *res, size_t n)
+                              uint32_t flags, const ft_result *res, size_t n)
 {
     size_t want;
     if (dst == NULL)
@@ -1142,9 +1142,9 @@ int ft_frame_encode_result_to(void *dst, size_t size, uint64_t id,
     int rc = result_size(res, n, &want);
     if (rc != FT_OK)
         return rc;
-    if (want != size)
+    if (want != size || (flags & ~FT_FRAME_F_ALL))
         return FT_EINVAL;
-    write_result(dst, size, id, 0, FT_FRAME_F_CHECKSUM, res, n);
+    write_result(dst, size, id, 0, flags, res, n);
     return FT_OK;
 }
 

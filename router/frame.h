@@ -221,12 +221,16 @@ int ft_frame_encode_search(ft_buf *b, uint64_t id, uint32_t deadline_ms,
  * (the same errors) and sets *size to the exact bytes of the SEARCH frame
  * it would append; ft_frame_encode_search_to writes that frame, byte for
  * byte, into dst of exactly size bytes (FT_EINVAL for another size): the
- * client writes its request straight into the nng message it sends. */
+ * client writes its request straight into the nng message it sends.
+ * flags: FT_FRAME_F_CHECKSUM to set the checksum (the encoders that
+ * append to an ft_buf always set it), 0 for a frame without one (the
+ * client on ipc://: docs/protocol.md); other bits are FT_EINVAL. */
 int ft_frame_search_size(const ft_request *reqs, const uint32_t *masks,
                          size_t n, size_t *size);
 int ft_frame_encode_search_to(void *dst, size_t size, uint64_t id,
-                              uint32_t deadline_ms, const ft_request *reqs,
-                              const uint32_t *masks, size_t n);
+                              uint32_t deadline_ms, uint32_t flags,
+                              const ft_request *reqs, const uint32_t *masks,
+                              size_t n);
 
 /* ft_frame_encode_result appends a RESULT answering n >= 1 requests in
  * order.  A result with status != FT_OK carries its error text (at most
@@ -244,9 +248,10 @@ int ft_frame_result_size(const ft_result *res, size_t n, size_t *size);
 
 /* ft_frame_encode_result_to writes the RESULT frame ft_frame_encode_result
  * would append, byte for byte, into dst, which holds exactly size bytes
- * (ft_frame_result_size's; FT_EINVAL for another size). */
+ * (ft_frame_result_size's; FT_EINVAL for another size), with the flags
+ * given (the server mirrors its request's FT_FRAME_F_CHECKSUM). */
 int ft_frame_encode_result_to(void *dst, size_t size, uint64_t id,
-                              const ft_result *res, size_t n);
+                              uint32_t flags, const ft_result *res, size_t n);
 
 /* ft_frame_encode_error appends an ERROR: code (not FT_OK) and a message in
  * the style "<field>: <reason>".  A message longer than FT_FRAME_MAX_MSG is

@@ -456,7 +456,7 @@ Grid = Union[np.ndarray, Sequence]
 
 class Client:
     """Client(url, timeout=10.0, tls=None, deadline=None, connect_wait=False,
-    reconnect_wait=1.0, recv_max_bytes=None) connects to a FlashTrie server
+    reconnect_wait=1.0, recv_max_bytes=None, checksum=None) connects to a FlashTrie server
     ("flashtrie serve") at url: tcp://, ipc:// or tls+tcp://.
 
     timeout: seconds each call waits for its answer.  deadline: seconds
@@ -474,7 +474,10 @@ class Client:
     reconnect_wait seconds (0: not at all) for the server to come back,
     then raises ConnectionError; once the server is back, calls succeed
     again.  recv_max_bytes bounds a reply (None: the largest the protocol
-    allows); a larger one drops the connection.
+    allows); a larger one drops the connection.  checksum: XXH32 over each
+    request frame and its answer; None (auto) sets it on tcp:// and
+    tls+tcp:// and leaves it out on ipc:// and inproc://, True always,
+    False never.
     """
 
     def __init__(self, url: str, timeout: float = 10.0,
@@ -482,7 +485,8 @@ class Client:
                  deadline: Optional[float] = None,
                  connect_wait: bool = False,
                  reconnect_wait: float = 1.0,
-                 recv_max_bytes: Optional[int] = None):
+                 recv_max_bytes: Optional[int] = None,
+                 checksum: Optional[bool] = None):
         self._lib = _lib.load()
         # ft_client_results_get returning a plain address: a _RawResult
         # is then read in place (from_address), no pointer object made.
@@ -517,6 +521,11 @@ class Client:
         if recv_max_bytes is not None:
             opts.recv_max_bytes = _uint("recv_max_bytes", recv_max_bytes, 1,
                                         2 ** 63 - 1)
+        if checksum is not None:
+            if not isinstance(checksum, bool):
+                raise TypeError("checksum: must be None, True or False, got "
+                                "%s" % type(checksum).__name__)
+            opts.checksum = 1 if checksum else -1
         t = None
         if tls is not None:
             t = TLS(**tls) if isinstance(tls, dict) else tls

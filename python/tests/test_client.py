@@ -208,6 +208,22 @@ def test_search_matches_cli(env, client):
     check_hits(hits, want[0])
 
 
+def test_checksum_choice(env, client):
+    """checksum=True/False/None gives the same answers on ipc:// and
+    tcp:// (the server mirrors the request's checksum flag); anything but
+    a bool or None is refused before connecting."""
+    reqs = env["requests"][:6]
+    want = expected(env["big"], reqs)
+    for choice in (True, False, None):
+        with flashtrie.Client(client.url, timeout=20, checksum=choice) as c:
+            for r, w in zip(reqs, want):
+                check_hits(c.search(r["tokens"], r["logp"], **kwargs_of(r)),
+                           w)
+    with pytest.raises(TypeError) as ei:
+        flashtrie.Client(client.url, checksum=1)
+    assert str(ei.value) == "checksum: must be None, True or False, got int"
+
+
 def test_small_index_and_rejections(env, tmp_path):
     """A server on the small index answers as flashtrie search does, and a
     request the server rejects raises RequestError with its message."""

@@ -550,6 +550,27 @@ static void case_proto(void)
     FT_CHECK_EQ_U64(m.count, 1);
     FT_CHECK_EQ_U64(m.res[0].status, FT_EREQUEST);
     FT_CHECK(strncmp(m.res[0].error, "beam: ", 6) == 0);
+    /* The answer mirrors its request's checksum flag: a SEARCH with the
+     * checksum gets a RESULT with one (checked by the decode), a SEARCH
+     * without (the client on ipc://) a RESULT with flags and checksum 0;
+     * both the same hits, those of the engine. */
+    {
+        FT_CHECK_EQ_U64(raw_call(s, good.data, good.len, &m, NULL, 0),
+                        FT_FRAME_RESULT);
+        FT_CHECK_EQ_U64(m.hdr.flags, FT_FRAME_F_CHECKSUM);
+        FT_CHECK(m.hdr.checksum != 0);
+        FT_CHECK_EQ_U64(m.count, 1);
+        check_same(&l, &g.r, &m.res[0]);
+        FT_PASS(ft_frame_encode_search_to(p, good.len, 10, 0, 0, &g.r, NULL,
+                                          1));
+        FT_CHECK_EQ_U64(raw_call(s, p, good.len, &m, NULL, 0),
+                        FT_FRAME_RESULT);
+        FT_CHECK_EQ_U64(m.hdr.id, 10);
+        FT_CHECK_EQ_U64(m.hdr.flags, 0);
+        FT_CHECK_EQ_U64(m.hdr.checksum, 0);
+        FT_CHECK_EQ_U64(m.count, 1);
+        check_same(&l, &g.r, &m.res[0]);
+    }
     /* a JSON line with a fault gets a JSON error line */
     char json[512];
     const char *line = "{\"tokens\": [[1]], \"logp\": [[-1]], \"bogus\": 1}";

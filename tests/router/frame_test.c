@@ -248,10 +248,32 @@ static void test_search(void)
         FT_CHECK_EQ_U64(size, B.len);
         unsigned char *direct = malloc(size);
         FT_CHECK(direct != NULL);
-        FT_PASS(ft_frame_encode_search_to(direct, size, 1, 0, &q, NULL, 1));
+        FT_PASS(ft_frame_encode_search_to(direct, size, 1, 0,
+                                          FT_FRAME_F_CHECKSUM, &q, NULL, 1));
         FT_CHECK(memcmp(direct, B.data, size) == 0);
-        FT_FAIL(ft_frame_encode_search_to(direct, size + 1, 1, 0, &q, NULL,
+        FT_FAIL(ft_frame_encode_search_to(direct, size + 1, 1, 0,
+                                          FT_FRAME_F_CHECKSUM, &q, NULL, 1),
+                FT_EINVAL);
+        FT_FAIL(ft_frame_encode_search_to(direct, size, 1, 0, 0x2u, &q, NULL,
                                           1), FT_EINVAL);
+        /* Without the checksum (the client on ipc://): the same bytes but
+         * the flags word and the checksum field, both 0; it decodes to the
+         * same request. */
+        FT_PASS(ft_frame_encode_search_to(direct, size, 1, 0, 0, &q, NULL,
+                                          1));
+        FT_CHECK(memcmp(direct, B.data, 8) == 0);
+        FT_CHECK_EQ_U64(rd32(direct + 8), 0);
+        FT_CHECK(memcmp(direct + 12, B.data + 12, 16) == 0);
+        FT_CHECK_EQ_U64(rd32(direct + 28), 0);
+        FT_CHECK(memcmp(direct + 32, B.data + 32, size - 32) == 0);
+        {
+            ft_frame_msg M2;
+            ft_frame_msg_init(&M2);
+            FT_PASS(ft_frame_decode(&M2, direct, size, 4, err, sizeof err));
+            FT_CHECK_EQ_U64(M2.hdr.flags, 0);
+            FT_CHECK(same_req(&M2.reqs[0], &q));
+            ft_frame_msg_free(&M2);
+        }
         free(direct);
         ft_request big = q;
         big.K = FT_MAX_K + 1;
@@ -511,11 +533,32 @@ static void test_result(void)
         FT_CHECK_EQ_U64(size, B.len);
         unsigned char *direct = malloc(size);
         FT_CHECK(direct != NULL);
-        FT_PASS(ft_frame_encode_result_to(direct, size, (uint64_t)round, res,
-                                          n));
+        FT_PASS(ft_frame_encode_result_to(direct, size, (uint64_t)round,
+                                          FT_FRAME_F_CHECKSUM, res, n));
         FT_CHECK(memcmp(direct, B.data, size) == 0);
         FT_FAIL(ft_frame_encode_result_to(direct, size - 1, (uint64_t)round,
+                                          FT_FRAME_F_CHECKSUM, res, n),
+                FT_EINVAL);
+        FT_FAIL(ft_frame_encode_result_to(direct, size, (uint64_t)round, 0x4u,
                                           res, n), FT_EINVAL);
+        /* The answer to a request without a checksum: flags and checksum
+         * 0, the rest the same bytes; decoded into the same results. */
+        FT_PASS(ft_frame_encode_result_to(direct, size, (uint64_t)round, 0,
+                                          res, n));
+        FT_CHECK_EQ_U64(rd32(direct + 8), 0);
+        FT_CHECK_EQ_U64(rd32(direct + 28), 0);
+        FT_CHECK(memcmp(direct + 12, B.data + 12, 16) == 0);
+        FT_CHECK(memcmp(direct + 32, B.data + 32, size - 32) == 0);
+        {
+            uint32_t got2 = 0;
+            ft_frame_hdr h2;
+            FT_PASS(ft_frame_decode_result_into(&h2, into, 6, &got2, direct,
+                                                size, err, sizeof err));
+            FT_CHECK_EQ_U64(got2, n);
+            FT_CHECK_EQ_U64(h2.flags, 0);
+            for (size_t i = 0; i < n; i++)
+                FT_CHECK(same_res(&into[i], &res[i]));
+        }
         free(direct);
     }
 
