@@ -582,6 +582,11 @@ int fti_client_search_encode(const ft_client *c, uint64_t id,
     return FT_OK;
 }
 
+uint32_t fti_client_frame_flags(const ft_client *c)
+{
+    return c->frame_flags;
+}
+
 int fti_client_search_decode(const void *body, size_t len, uint64_t id,
                              size_t n, ft_client_results **out, char *errbuf,
                              size_t errlen)

@@ -28,4 +28,9 @@ int fti_client_search_decode(const void *body, size_t len, uint64_t id,
                              size_t n, ft_client_results **out, char *errbuf,
                              size_t errlen);
 
+/* fti_client_frame_flags is the flags word of the handle's SEARCH frames
+ * (FT_FRAME_F_CHECKSUM or 0, from ft_client_opts.checksum and the URL):
+ * the server's answer carries the same. */
+uint32_t fti_client_frame_flags(const ft_client *c);
+
 #endif /* FT_CLIENT_IMPL_H */

@@ -637,13 +637,21 @@ int main(int argc, char **argv)
     double *vc = malloc(m * sizeof *vc);
     double req_bytes = 0, rep_bytes = 0;
     ft_buf *rframes = calloc(b.n, sizeof *rframes);
+    /* The answers as the server frames them for this client: with a
+     * checksum exactly when the client's SEARCH carries one. */
+    uint32_t rflags = fti_client_frame_flags(b.cli);
     for (size_t i = 0; i < b.n; i++) {
         ft_buf_init(&rframes[i]);
-        if (ft_frame_encode_result(&rframes[i], 7, &b.ref[i], 1) != FT_OK) {
+        size_t rsz;
+        if (ft_frame_result_size(&b.ref[i], 1, &rsz) != FT_OK ||
+            ft_buf_reserve(&rframes[i], rsz) != FT_OK ||
+            ft_frame_encode_result_to(rframes[i].data, rsz, 7, rflags,
+                                      &b.ref[i], 1) != FT_OK) {
             fprintf(stderr, "ft_daemon_bench: cannot encode answer %zu\n",
                     i + 1);
             return 1;
         }
+        rframes[i].len = rsz;
         rep_bytes += (double)rframes[i].len;
     }
     rep_bytes /= (double)b.n;
