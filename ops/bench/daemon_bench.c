@@ -62,6 +62,7 @@
  * This is a benchmark, not a test: it is not run by ctest.
  */
 #include <getopt.h>
+#include <sys/wait.h>
 #include <math.h>
 #include <unistd.h>
 #include <pthread.h>
@@ -90,10 +91,6 @@ typedef struct bench {
     size_t n;
     ft_result *ref;       /* the engine's answers */
     ft_client *cli;
-    double seconds;
-    atomic_size_t next;
-    atomic_ulong done, mismatch, failed;
-    atomic_int stop;
 } bench;
 
 static int cmp_double(const void *a, const void *b)
@@ -227,27 +224,6 @@ static double info_get(ft_client *c, const char *key, double def)
     double v = p ? strtod(p + strlen(k), NULL) : def;
     ft_client_text_free(info);
     return v;
-}
-
-static void *client_main(void *arg)
-{
-    bench *b = arg;
-    char err[512];
-    while (!atomic_load(&b->stop)) {
-        size_t i = atomic_fetch_add(&b->next, 1) % b->n;
-        ft_client_results *res;
-        int rc = ft_client_search(b->cli, &b->reqs[i], 1, &res, err, sizeof err);
-        if (rc != FT_OK) {
-            if (atomic_fetch_add(&b->failed, 1) == 0)
-                fprintf(stderr, "ft_daemon_bench: search: %s\n", err);
-            continue;
-        }
-        if (!same_result(ft_client_results_get(res, 0), &b->ref[i]))
-            atomic_fetch_add(&b->mismatch, 1);
-        ft_client_results_free(res);
-        atomic_fetch_add(&b->done, 1);
-    }
-    return NULL;
 }
 
 static int load_requests(bench *b, const char *path)
@@ -438,6 +414,269 @@ static double echo_call(echo *e, size_t req_size, size_t rep_size)
     return rv == 0 ? (fti_now() - t0) * 1e6 : -1;
 }
 
+/* ---- C clients at once: the daemon and nng alone, by layout ---------
+ * Step 6 runs C client threads for S seconds in three layouts:
+ *   shared: one ft_client handle (one REQ socket, one connection) for
+ *           all threads, each call on a context of its own: every
+ *           message of every thread crosses the one connection;
+ *   conns:  one handle with --connections P connections (one REQ socket
+ *           dialed P times): nng sends each request on a connection that
+ *           is not sending, and its answer comes back on it;
+ *   own:    a handle per thread (a socket and a connection each), as C
+ *           separate client processes would connect.
+ * and three kinds of call: SEARCH (one request a frame, every answer
+ * checked against the engine's), PING (answered on the server's nng
+ * thread, no queue, no engine) and nng alone: an echo REP server in a
+ * child process (this program run with --echo-serve) answering each
+ * request with a reply of the size the request asks for, on nng's
+ * callback thread, from as many contexts as the server has, at the
+ * SEARCH and RESULT frames' mean sizes (every reply's length checked):
+ * the ceiling nng itself allows these clients. */
+enum { LOAD_SEARCH, LOAD_PING, LOAD_ECHO };
+enum { LAY_SHARED, LAY_CONNS, LAY_OWN, LAY_COUNT };
+static const char *const lay_name[LAY_COUNT] = {"shared", "conns", "own"};
+
+typedef struct load {
+    bench *b;
+    int kind;
+    ft_client **cli;   /* [C]: the same handle, or one per thread */
+    nng_socket *esock; /* [C]: echo sockets, the same or one per thread */
+    size_t qs, rs;     /* echo: bytes out and back */
+    atomic_int next_thread;
+    atomic_size_t next;
+    atomic_ulong done, bad, failed;
+    atomic_int stop;
+} load;
+
+/* echo_req is one call of the echo layout: qs bytes out (the first 8 say
+ * the reply's size), rs back; 0 when the reply had that size. */
+static int echo_req(nng_socket s, size_t qs, size_t rs)
+{
+    nng_ctx ctx;
+    nng_aio *aio;
+    nng_msg *m;
+    if (nng_ctx_open(&ctx, s) != 0)
+        return -1;
+    if (nng_aio_alloc(&aio, NULL, NULL) != 0) {
+        nng_ctx_close(ctx);
+        return -1;
+    }
+    int rv = nng_msg_alloc(&m, qs < 8 ? 8 : qs);
+    if (rv == 0) {
+        uint64_t want = rs;
+        memcpy(nng_msg_body(m), &want, 8);
+        nng_aio_set_timeout(aio, 10000);
+        nng_aio_set_msg(aio, m);
+        nng_ctx_send(ctx, aio);
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+        if (rv != 0) {
+            nng_msg_free(nng_aio_get_msg(aio));
+        } else {
+            nng_ctx_recv(ctx, aio);
+            nng_aio_wait(aio);
+            rv = nng_aio_result(aio);
+            if (rv == 0) {
+                m = nng_aio_get_msg(aio);
+                rv = nng_msg_len(m) == rs ? 0 : 1;
+                nng_msg_free(m);
+            }
+        }
+    }
+    nng_aio_free(aio);
+    nng_ctx_close(ctx);
+    return rv < 0 ? -1 : rv;
+}
+
+static void *load_main(void *arg)
+{
+    load *L = arg;
+    bench *b = L->b;
+    int t = atomic_fetch_add(&L->next_thread, 1);
+    char err[512];
+    while (!atomic_load(&L->stop)) {
+        int bad = 0, rc;
+        if (L->kind == LOAD_ECHO) {
+            rc = echo_req(L->esock[t], L->qs, L->rs);
+            bad = rc > 0;
+            rc = rc < 0 ? FT_ECONN : FT_OK;
+            if (rc != FT_OK)
+                snprintf(err, sizeof err, "echo failed");
+        } else if (L->kind == LOAD_PING) {
+            rc = ft_client_ping(L->cli[t], err, sizeof err);
+        } else {
+            size_t i = atomic_fetch_add(&L->next, 1) % b->n;
+            ft_client_results *res;
+            rc = ft_client_search(L->cli[t], &b->reqs[i], 1, &res, err,
+                                  sizeof err);
+            if (rc == FT_OK) {
+                bad = !same_result(ft_client_results_get(res, 0), &b->ref[i]);
+                ft_client_results_free(res);
+            }
+        }
+        if (rc != FT_OK) {
+            if (atomic_fetch_add(&L->failed, 1) == 0)
+                fprintf(stderr, "ft_daemon_bench: clients: %s\n", err);
+            continue;
+        }
+        atomic_fetch_add(&L->bad, (unsigned long)bad);
+        atomic_fetch_add(&L->done, 1);
+    }
+    return NULL;
+}
+
+/* load_run runs L with C threads for S seconds; the calls a second. */
+static double load_run(load *L, int clients, double seconds)
+{
+    pthread_t *th = calloc((size_t)clients, sizeof *th);
+    atomic_store(&L->next_thread, 0);
+    atomic_store(&L->stop, 0);
+    atomic_store(&L->done, 0);
+    double c0 = fti_now();
+    for (int i = 0; i < clients; i++)
+        pthread_create(&th[i], NULL, load_main, L);
+    struct timespec ts = {(time_t)seconds,
+                          (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+    atomic_store(&L->stop, 1);
+    for (int i = 0; i < clients; i++)
+        pthread_join(th[i], NULL);
+    double q = (double)atomic_load(&L->done) / (fti_now() - c0);
+    free(th);
+    return q;
+}
+
+/* ---- the echo server (--echo-serve URL): a child process ------------ */
+typedef struct echo_srv_ctx {
+    nng_ctx ctx;
+    nng_aio *aio;
+    int sending;
+} echo_srv_ctx;
+
+static void echo_srv_cb(void *arg)
+{
+    echo_srv_ctx *e = arg;
+    int rv = nng_aio_result(e->aio);
+    if (e->sending) {
+        e->sending = 0;
+        if (rv != 0)
+            nng_msg_free(nng_aio_get_msg(e->aio));
+        if (rv == NNG_ECLOSED)
+            return;
+        nng_ctx_recv(e->ctx, e->aio);
+        return;
+    }
+    if (rv != 0) {
+        if (rv != NNG_ECLOSED)
+            nng_ctx_recv(e->ctx, e->aio);
+        return;
+    }
+    nng_msg *m = nng_aio_get_msg(e->aio);
+    uint64_t want = 0;
+    if (nng_msg_len(m) >= 8)
+        memcpy(&want, nng_msg_body(m), 8);
+    nng_msg_clear(m);
+    if (want > (64u << 20) || nng_msg_realloc(m, (size_t)want) != 0) {
+        nng_msg_free(m);
+        nng_ctx_recv(e->ctx, e->aio);
+        return;
+    }
+    e->sending = 1;
+    nng_aio_set_msg(e->aio, m);
+    nng_ctx_send(e->ctx, e->aio);
+}
+
+/* echo_serve is the child's whole life: a REP socket on url with n
+ * contexts, until its standard input (the parent's pipe) closes. */
+static int echo_serve(const char *url, int n)
+{
+    nng_socket s;
+    int rv;
+    if ((rv = nng_rep0_open(&s)) != 0 ||
+        (rv = nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+        (rv = nng_listen(s, url, NULL, 0)) != 0) {
+        fprintf(stderr, "ft_daemon_bench: echo server on %s: %s\n", url,
+                nng_strerror(rv));
+        return 1;
+    }
+    echo_srv_ctx *c = calloc((size_t)n, sizeof *c);
+    for (int i = 0; i < n; i++)
+        if ((rv = nng_ctx_open(&c[i].ctx, s)) != 0 ||
+            (rv = nng_aio_alloc(&c[i].aio, echo_srv_cb, &c[i])) != 0) {
+            fprintf(stderr, "ft_daemon_bench: echo server: %s\n",
+                    nng_strerror(rv));
+            return 1;
+        }
+    for (int i = 0; i < n; i++)
+        nng_ctx_recv(c[i].ctx, c[i].aio);
+    /* ready: the parent reads this line before it dials */
+    printf("ready\n");
+    fflush(stdout);
+    char buf[64];
+    while (read(0, buf, sizeof buf) > 0)
+        ;
+    nng_close(s);
+    for (int i = 0; i < n; i++) {
+        nng_aio_stop(c[i].aio);
+        nng_aio_free(c[i].aio);
+    }
+    free(c);
+    return 0;
+}
+
+/* echo_child starts this program as the echo server on url with n
+ * contexts; *to is the pipe whose closing stops it.  Returns its pid, or
+ * -1. */
+static pid_t echo_child(const char *url, int n, int *to)
+{
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        char ns[16];
+        snprintf(ns, sizeof ns, "%d", n);
+        execl("/proc/self/exe", "ft_daemon_bench", "--echo-serve", url,
+              "--echo-contexts", ns, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    char line[16] = {0};
+    ssize_t r = read(out[0], line, sizeof line - 1);
+    close(out[0]);
+    if (r <= 0 || strncmp(line, "ready", 5) != 0) {
+        close(in[1]);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    *to = in[1];
+    return pid;
+}
+
+/* echo_dial opens a REQ socket dialed conns times to url. */
+static int echo_dial(nng_socket *s, const char *url, int conns)
+{
+    int rv = nng_req0_open(s);
+    if (rv != 0)
+        return rv;
+    nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, 0);
+    nng_socket_set_ms(*s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    for (int i = 0; i < conns && rv == 0; i++)
+        rv = nng_dial(*s, url, NULL, 0);
+    if (rv != 0)
+        nng_close(*s);
+    return rv;
+}
+
 /* The in-process engines of step 2. */
 enum { E_PUBLIC, E_SERVED, E_SIZED, E_COUNT };
 
@@ -458,13 +697,16 @@ int main(int argc, char **argv)
 {
     const char *index = NULL, *url = NULL, *reqpath = NULL;
     int threads = 1, rounds = 3, clients = 64, batch = 32, gpu = 0;
-    int serve_max_batch = 32;
+    int serve_max_batch = 32, conns = 8, echo_ctx = 64;
+    const char *echo_url = NULL;
     double seconds = 5;
     static const struct option lo[] = {
         {"index", 1, 0, 'i'},   {"url", 1, 0, 'u'},     {"requests", 1, 0, 'r'},
         {"threads", 1, 0, 't'}, {"rounds", 1, 0, 'n'},  {"clients", 1, 0, 'c'},
         {"batch", 1, 0, 'b'},   {"seconds", 1, 0, 's'}, {"engine", 1, 0, 'e'},
-        {"serve-max-batch", 1, 0, 'm'}, {0, 0, 0, 0}};
+        {"serve-max-batch", 1, 0, 'm'}, {"connections", 1, 0, 'p'},
+        {"echo-serve", 1, 0, 'E'},      {"echo-contexts", 1, 0, 'X'},
+        {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (ch) {
@@ -477,6 +719,9 @@ int main(int argc, char **argv)
         case 'b': batch = atoi(optarg); break;
         case 's': seconds = atof(optarg); break;
         case 'm': serve_max_batch = atoi(optarg); break;
+        case 'p': conns = atoi(optarg); break;
+        case 'E': echo_url = optarg; break;
+        case 'X': echo_ctx = atoi(optarg); break;
         case 'e':
             if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu")) {
                 fprintf(stderr, "ft_daemon_bench: --engine: cpu or gpu, got %s\n", optarg);
@@ -487,20 +732,23 @@ int main(int argc, char **argv)
         default: return 2;
         }
     }
+    if (echo_url != NULL) /* the child of step 6 */
+        return echo_serve(echo_url, echo_ctx > 0 ? echo_ctx : 64);
     if (!index || !url || !reqpath || rounds < 1 || clients < 0 ||
-        batch < 0 || serve_max_batch < 1 || serve_max_batch > 64) {
+        batch < 0 || serve_max_batch < 1 || serve_max_batch > 64 ||
+        conns < 1 || conns > FT_CLIENT_MAX_CONNECTIONS) {
         fprintf(stderr, "usage: ft_daemon_bench --index F --url URL --requests "
                         "R.jsonl [--engine cpu|gpu] [--threads N] [--rounds N] "
                         "[--clients C (0: skip)] [--batch B (0: skip)] "
                         "[--seconds S] [--serve-max-batch M (1..64, serve's "
-                        "max_batch: 32)]\n");
+                        "max_batch: 32)] [--connections P (1..%d: the conns "
+                        "layout's, 8)]\n", FT_CLIENT_MAX_CONNECTIONS);
         return 2;
     }
     /* The engines' open lines (slots, how the host waits) on stderr. */
     ft_log_set_level(FT_LOG_INFO);
     bench b;
     memset(&b, 0, sizeof b);
-    b.seconds = seconds;
     if (load_requests(&b, reqpath) != 0)
         return 1;
     char err[512];
@@ -835,31 +1083,131 @@ int main(int argc, char **argv)
         free(bres);
     }
 
-    /* 6. C clients on one handle. */
+    /* 6. C clients at once: nng alone, PING and SEARCH, each in the
+     * three layouts (see load above). */
     if (clients > 0) {
-        pthread_t *th = calloc((size_t)clients, sizeof *th);
-        double c0 = fti_now();
+        ft_client **cl = calloc((size_t)clients, sizeof *cl);
+        ft_client **own = calloc((size_t)clients, sizeof *own);
+        nng_socket *es = calloc((size_t)clients, sizeof *es);
+        ft_client *pc = NULL;
+        ft_client_opts po = co;
+        po.connections = conns;
+        int ok = cl && own && es;
+        if (ok && ft_client_connect(&pc, url, &po, err, sizeof err) != FT_OK) {
+            fprintf(stderr, "ft_daemon_bench: %d connections: %s\n", conns,
+                    err);
+            ok = 0;
+        }
+        for (int i = 0; ok && i < clients; i++)
+            if (ft_client_connect(&own[i], url, &co, err, sizeof err) !=
+                FT_OK) {
+                fprintf(stderr, "ft_daemon_bench: client %d: %s\n", i, err);
+                ok = 0;
+            }
+        /* The echo server: as many contexts as the daemon has. */
+        int ectx = (int)info_get(b.cli, "contexts", 64);
+        char eurl[256];
+        const char *td = getenv("TMPDIR");
+        snprintf(eurl, sizeof eurl, "ipc://%s/ft_daemon_bench_echoc.%ld",
+                 td && *td ? td : "/tmp", (long)getpid());
+        int eto = -1;
+        pid_t epid = ok ? echo_child(eurl, ectx, &eto) : -1;
+        if (ok && epid < 0)
+            fprintf(stderr, "ft_daemon_bench: no echo server (no nng "
+                    "rows for %d clients)\n", clients);
+        printf("clients: %d threads, %.1f s a row; layouts: shared = one "
+               "handle (one connection) for all, conns = one handle of %d "
+               "connections, own = a handle (a connection) per thread; "
+               "echo = nng alone (a REP server in a child process, %d "
+               "contexts, %zu B out and %zu B back)\n", clients, seconds,
+               conns, ectx, (size_t)(req_bytes + .5), (size_t)(rep_bytes + .5));
+        static const char *const kind_name[] = {"search", "ping", "echo"};
+        static const int kinds[] = {LOAD_ECHO, LOAD_PING, LOAD_SEARCH};
+        for (int ki = 0; ok && ki < 3; ki++) {
+            int kind = kinds[ki];
+            if (kind == LOAD_ECHO && epid < 0)
+                continue;
+            for (int lay = 0; lay < LAY_COUNT; lay++) {
+                load L;
+                memset(&L, 0, sizeof L);
+                L.b = &b;
+                L.kind = kind;
+                L.cli = cl;
+                L.esock = es;
+                L.qs = (size_t)(req_bytes + .5);
+                L.rs = (size_t)(rep_bytes + .5);
+                int eopen = 0;
+                for (int i = 0; i < clients; i++)
+                    cl[i] = lay == LAY_SHARED ? b.cli
+                            : lay == LAY_CONNS ? pc : own[i];
+                if (kind == LOAD_ECHO) {
+                    int rv = 0;
+                    if (lay == LAY_OWN) {
+                        for (int i = 0; i < clients && rv == 0; i++)
+                            if ((rv = echo_dial(&es[i], eurl, 1)) == 0)
+                                eopen = i + 1;
+                    } else {
+                        rv = echo_dial(&es[0], eurl,
+                                       lay == LAY_CONNS ? conns : 1);
+                        eopen = rv == 0;
+                        for (int i = 1; i < clients; i++)
+                            es[i] = es[0];
+                    }
+                    if (rv != 0) {
+                        fprintf(stderr, "ft_daemon_bench: echo dial: %s\n",
+                                nng_strerror(rv));
+                        for (int i = 0; i < eopen; i++)
+                            nng_close(es[i]);
+                        continue;
+                    }
+                }
+                stages sa = get_stages(b.cli);
+                double ba = info_get(b.cli, "batches", 0);
+                double q = load_run(&L, clients, seconds);
+                stages sb = get_stages(b.cli);
+                double bb = info_get(b.cli, "batches", 0);
+                for (int i = 0; i < eopen; i++)
+                    nng_close(es[i]);
+                char key[64];
+                snprintf(key, sizeof key, "clients%d.%s.%s", clients,
+                         kind_name[kind], lay_name[lay]);
+                unsigned long bad = atomic_load(&L.bad),
+                              nf = atomic_load(&L.failed);
+                printf("%s_qps: %.0f", key, q);
+                if (kind == LOAD_SEARCH && eng_qps > 0)
+                    printf(" (%.0f%% of the engine's batch %d)",
+                           100 * q / eng_qps, batch);
+                if (kind == LOAD_SEARCH && bb > ba)
+                    printf("; mean batch %.2f",
+                           (sb.requests - sa.requests) / (bb - ba));
+                printf("; %lu wrong, %lu failed\n", bad, nf);
+                if (kind == LOAD_SEARCH)
+                    print_stages(key, &sa, &sb, 0,
+                                 "engine: a batch's call, per request of it");
+                /* the row earlier runs printed */
+                if (kind == LOAD_SEARCH && lay == LAY_SHARED) {
+                    if (eng_qps > 0)
+                        printf("daemon.clients%d_qps: %.0f (%.0f%% of the "
+                               "engine's batch %d)\n", clients, q,
+                               100 * q / eng_qps, batch);
+                    print_stages("clients", &sa, &sb, 0,
+                                 "engine: a batch's call, per request of it");
+                }
+                mismatch += bad;
+                failed += nf;
+            }
+        }
+        if (epid > 0) {
+            close(eto);
+            waitpid(epid, NULL, 0);
+        }
         for (int i = 0; i < clients; i++)
-            pthread_create(&th[i], NULL, client_main, &b);
-        struct timespec ts = {(time_t)seconds,
-                              (long)((seconds - (double)(time_t)seconds) * 1e9)};
-        nanosleep(&ts, NULL);
-        atomic_store(&b.stop, 1);
-        for (int i = 0; i < clients; i++)
-            pthread_join(th[i], NULL);
-        double cq = (double)atomic_load(&b.done) / (fti_now() - c0);
-        if (eng_qps > 0)
-            printf("daemon.clients%d_qps: %.0f (%.0f%% of the engine's "
-                   "batch %d)\n", clients, cq, 100 * cq / eng_qps, batch);
-        else
-            printf("daemon.clients%d_qps: %.0f\n", clients, cq);
-        stages st2 = get_stages(b.cli);
-        print_stages("clients", &st1, &st2, 0,
-                     "engine: a batch's call, per request of it");
-        free(th);
+            ft_client_close(own[i]);
+        ft_client_close(pc);
+        free(own);
+        free(cl);
+        free(es);
     }
-    mismatch += atomic_load(&b.mismatch);
-    failed += atomic_load(&b.failed);
     printf("answers: %s (%lu differ from the engine's, %lu failed)\n",
            mismatch || failed ? "DIFFER" : "identical", mismatch, failed);
 
