@@ -72,6 +72,7 @@ class ClientOpts(ctypes.Structure):
         ("tls_insecure", ctypes.c_int),
         ("reconnect_wait_ms", ctypes.c_int),
         ("recv_max_bytes", ctypes.c_size_t),
+        ("connections", ctypes.c_int),
     ]
 
 

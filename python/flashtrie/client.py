@@ -474,7 +474,11 @@ class Client:
     reconnect_wait seconds (0: not at all) for the server to come back,
     then raises ConnectionError; once the server is back, calls succeed
     again.  recv_max_bytes bounds a reply (None: the largest the protocol
-    allows); a larger one drops the connection.
+    allows); a larger one drops the connection.  connections (1..64) is
+    how many connections the client opens to the server: threads that
+    share one client and call at once each use one that is not busy
+    writing (one connection carries one message at a time each way:
+    docs/BENCHMARKS.md, "Daemon overhead").
     """
 
     def __init__(self, url: str, timeout: float = 10.0,
@@ -482,7 +486,8 @@ class Client:
                  deadline: Optional[float] = None,
                  connect_wait: bool = False,
                  reconnect_wait: float = 1.0,
-                 recv_max_bytes: Optional[int] = None):
+                 recv_max_bytes: Optional[int] = None,
+                 connections: int = 1):
         self._lib = _lib.load()
         # ft_client_results_get returning a plain address: a _RawResult
         # is then read in place (from_address), no pointer object made.
@@ -517,6 +522,7 @@ class Client:
         if recv_max_bytes is not None:
             opts.recv_max_bytes = _uint("recv_max_bytes", recv_max_bytes, 1,
                                         2 ** 63 - 1)
+        opts.connections = _uint("connections", connections, 1, 64)
         t = None
         if tls is not None:
             t = TLS(**tls) if isinstance(tls, dict) else tls
