@@ -188,7 +188,7 @@ static void job_done(ft_job *j)
     int ran = 0; /* a job ran (not all were past their deadline) */
     for (size_t i = 0; i < c->w.n_jobs; i++) {
         srv_count(srv, c->w.res[i].status, ns);
-        srv_stages_job(srv, c->t_ready, &c->w.jobs[i]);
+        srv_stages_job(srv, c->t_ready, t_answered, &c->w.jobs[i]);
         ran |= c->w.jobs[i].run_ns != 0;
     }
     /* A RESULT frame is written straight into the message it goes out

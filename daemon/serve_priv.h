@@ -40,6 +40,8 @@ typedef struct srv_stages {
     atomic_uint_fast64_t decode_ns; /* receipt -> jobs ready (per message) */
     atomic_uint_fast64_t queue_ns;  /* jobs ready -> engine call (per job) */
     atomic_uint_fast64_t engine_ns; /* the engine call (per job) */
+    atomic_uint_fast64_t answer_ns; /* engine call's end -> its message's
+                                     * last answer taken up (per job) */
     atomic_uint_fast64_t encode_ns; /* last answer -> reply ready (message) */
     atomic_uint_fast64_t send_ns;   /* reply handed to nng -> sent */
     atomic_uint_fast64_t queue_hist[SRV_HIST_BUCKETS];

@@ -150,7 +150,7 @@ static int same_result(const ft_result *a, const ft_result *b)
  * `# stages`, serve_stages.c): counts and the sums behind its means. */
 typedef struct stages {
     double messages, requests, sends;
-    double decode, queue, engine, encode, send; /* sums, us */
+    double decode, queue, engine, answer, encode, send; /* sums, us */
     int ok;
 } stages;
 
@@ -177,6 +177,7 @@ static stages get_stages(ft_client *c)
         s.decode = info_num(sec, "decode_us") * s.messages;
         s.queue = info_num(sec, "queue_us") * s.requests;
         s.engine = info_num(sec, "engine_us") * s.requests;
+        s.answer = info_num(sec, "answer_us") * s.requests;
         s.encode = info_num(sec, "encode_us") * s.messages;
         s.send = info_num(sec, "send_us") * s.sends;
     }
@@ -199,16 +200,17 @@ static void print_stages(const char *what, const stages *a, const stages *b,
     double dec = m > 0 ? (b->decode - a->decode) / m : 0,
            que = r > 0 ? (b->queue - a->queue) / r : 0,
            eng = r > 0 ? (b->engine - a->engine) / r : 0,
+           ans = r > 0 ? (b->answer - a->answer) / r : 0,
            enc = m > 0 ? (b->encode - a->encode) / m : 0,
            snd = s > 0 ? (b->send - a->send) / s : 0;
-    printf("%s.stages_us: decode %.1f queue %.1f engine %.1f encode %.1f "
-           "send %.1f (the server's clock, means over %.0f messages; %s)\n",
-           what, dec, que, eng, enc, snd, m, span);
+    printf("%s.stages_us: decode %.1f queue %.1f engine %.1f answer %.1f "
+           "encode %.1f send %.1f (the server's clock, means over %.0f "
+           "messages; %s)\n", what, dec, que, eng, ans, enc, snd, m, span);
     if (rt_us > 0)
         printf("%s.outside_server_us: %.1f (the client's mean round trip "
-               "%.1f - decode - queue - engine - encode: nng both ways, "
-               "the client's encoding and decoding)\n",
-               what, rt_us - dec - que - eng - enc, rt_us);
+               "%.1f - decode - queue - engine - answer - encode: nng both "
+               "ways, the client's encoding and decoding)\n",
+               what, rt_us - dec - que - eng - ans - enc, rt_us);
 }
 
 /* info_get reads one "key: value" number of the server's INFO (any
@@ -423,7 +425,8 @@ static double echo_call(echo *e, size_t req_size, size_t rep_size)
  *           dialed P times): nng sends each request on a connection that
  *           is not sending, and its answer comes back on it;
  *   own:    a handle per thread (a socket and a connection each), as C
- *           separate client processes would connect.
+ *           separate client processes would connect;
+ *   procs:  the own layout in --procs P client processes (see below).
  * and three kinds of call: SEARCH (one request a frame, every answer
  * checked against the engine's), PING (answered on the server's nng
  * thread, no queue, no engine) and nng alone: an echo REP server in a
@@ -433,8 +436,9 @@ static double echo_call(echo *e, size_t req_size, size_t rep_size)
  * SEARCH and RESULT frames' mean sizes (every reply's length checked):
  * the ceiling nng itself allows these clients. */
 enum { LOAD_SEARCH, LOAD_PING, LOAD_ECHO };
-enum { LAY_SHARED, LAY_CONNS, LAY_OWN, LAY_COUNT };
-static const char *const lay_name[LAY_COUNT] = {"shared", "conns", "own"};
+enum { LAY_SHARED, LAY_CONNS, LAY_OWN, LAY_PROCS, LAY_COUNT };
+static const char *const lay_name[LAY_COUNT] = {"shared", "conns", "own",
+                                                "procs"};
 
 typedef struct load {
     bench *b;
@@ -677,6 +681,232 @@ static int echo_dial(nng_socket *s, const char *url, int conns)
     return rv;
 }
 
+/* ---- the procs layout: client processes -----------------------------
+ * One process's nng serves all its connections with one poller thread
+ * and one pool of task threads; C clients of a deployment are C
+ * processes, each with its own.  The procs layout runs the C client
+ * threads in P processes (this program run with --client-proc), C / P
+ * threads each, a handle (or echo socket) per thread: the same load
+ * without the one client process's nng in the way.  The parent hands
+ * them the reference answers as RESULT frames in a file (u64 length,
+ * bytes; the frames step 3 encodes, id 7), starts them together and sums
+ * what they report. */
+
+/* client_proc is the child's whole life (--client-proc
+ * KIND:THREADS:SECONDS:QS:RS with --url, --requests, --refs): connect,
+ * say "ready", wait for the go byte on stdin, run, print "done N bad B
+ * failed F secs S". */
+static int client_proc(const char *spec, const char *url, const char *reqs,
+                       const char *refs)
+{
+    int kind, threads;
+    double seconds;
+    size_t qs, rs;
+    if (sscanf(spec, "%d:%d:%lf:%zu:%zu", &kind, &threads, &seconds, &qs,
+               &rs) != 5 || threads < 1 || url == NULL) {
+        fprintf(stderr, "ft_daemon_bench: --client-proc %s: bad\n", spec);
+        return 2;
+    }
+    bench b;
+    memset(&b, 0, sizeof b);
+    ft_client_results **keep = NULL;
+    if (kind == LOAD_SEARCH) {
+        if (reqs == NULL || refs == NULL || load_requests(&b, reqs) != 0)
+            return 1;
+        FILE *f = fopen(refs, "rb");
+        keep = calloc(b.n, sizeof *keep);
+        for (size_t i = 0; f != NULL && i < b.n; i++) {
+            uint64_t len;
+            char err[256];
+            void *p = NULL;
+            if (fread(&len, 8, 1, f) != 1 || (p = malloc(len)) == NULL ||
+                fread(p, 1, len, f) != len ||
+                fti_client_search_decode(p, len, 7, 1, &keep[i], err,
+                                         sizeof err) != FT_OK) {
+                fprintf(stderr, "ft_daemon_bench: %s: answer %zu unread\n",
+                        refs, i + 1);
+                return 1;
+            }
+            free(p);
+            ft_result_free(&b.ref[i]);
+            b.ref[i] = *ft_client_results_get(keep[i], 0);
+        }
+        if (f == NULL)
+            return 1;
+        fclose(f);
+    }
+    load L;
+    memset(&L, 0, sizeof L);
+    L.b = &b;
+    L.kind = kind;
+    L.qs = qs;
+    L.rs = rs;
+    L.cli = calloc((size_t)threads, sizeof *L.cli);
+    L.esock = calloc((size_t)threads, sizeof *L.esock);
+    ft_client_opts co;
+    ft_client_opts_init(&co);
+    co.timeout_ms = 30000;
+    char err[512];
+    for (int i = 0; i < threads; i++) {
+        int rv = kind == LOAD_ECHO
+                     ? echo_dial(&L.esock[i], url, 1)
+                     : ft_client_connect(&L.cli[i], url, &co, err, sizeof err);
+        if (rv != 0) {
+            fprintf(stderr, "ft_daemon_bench: client process: connect %s "
+                    "failed\n", url);
+            return 1;
+        }
+    }
+    printf("ready\n");
+    fflush(stdout);
+    char go;
+    if (read(0, &go, 1) != 1)
+        return 1;
+    double t0 = fti_now();
+    load_run(&L, threads, seconds);
+    double el = fti_now() - t0;
+    printf("done %lu bad %lu failed %lu secs %.6f\n",
+           (unsigned long)atomic_load(&L.done),
+           (unsigned long)atomic_load(&L.bad),
+           (unsigned long)atomic_load(&L.failed), el);
+    fflush(stdout);
+    for (int i = 0; i < threads; i++) {
+        if (kind == LOAD_ECHO)
+            nng_close(L.esock[i]);
+        else
+            ft_client_close(L.cli[i]);
+    }
+    return 0;
+}
+
+/* procs_run runs kind in P client processes of C / P threads (the
+ * remainder spread) against url for S seconds; the calls a second (the
+ * sum of each process's rate), wrong and failed calls added to *bad and
+ * *failed; -1 when a process could not start. */
+static double procs_run(int kind, int procs, int clients, double seconds,
+                        const char *url, const char *reqs, const char *refs,
+                        size_t qs, size_t rs, unsigned long *bad,
+                        unsigned long *failed)
+{
+    pid_t *pid = calloc((size_t)procs, sizeof *pid);
+    int *to = calloc((size_t)procs, sizeof *to);
+    FILE **from = calloc((size_t)procs, sizeof *from);
+    int ok = 1;
+    for (int p = 0; p < procs; p++) {
+        int in[2], out[2];
+        to[p] = -1;
+        if (pipe(in) != 0 || pipe(out) != 0) {
+            ok = 0;
+            break;
+        }
+        int t = clients / procs + (p < clients % procs);
+        char spec[96];
+        snprintf(spec, sizeof spec, "%d:%d:%.3f:%zu:%zu", kind, t, seconds,
+                 qs, rs);
+        pid[p] = fork();
+        if (pid[p] == 0) {
+            dup2(in[0], 0);
+            dup2(out[1], 1);
+            close(in[0]);
+            close(in[1]);
+            close(out[0]);
+            close(out[1]);
+            execl("/proc/self/exe", "ft_daemon_bench", "--client-proc", spec,
+                  "--url", url, "--requests", reqs, "--refs", refs,
+                  (char *)NULL);
+            _exit(127);
+        }
+        close(in[0]);
+        close(out[1]);
+        to[p] = in[1];
+        from[p] = fdopen(out[0], "r");
+        if (pid[p] < 0)
+            ok = 0;
+    }
+    char line[256];
+    for (int p = 0; ok && p < procs; p++)
+        ok = fgets(line, sizeof line, from[p]) != NULL &&
+             strncmp(line, "ready", 5) == 0;
+    double q = -1;
+    if (ok) {
+        q = 0;
+        for (int p = 0; p < procs; p++)
+            if (write(to[p], "g", 1) != 1)
+                ok = 0;
+        for (int p = 0; p < procs; p++) {
+            unsigned long d = 0, bb = 0, f = 0;
+            double secs = 0;
+            if (fgets(line, sizeof line, from[p]) == NULL ||
+                sscanf(line, "done %lu bad %lu failed %lu secs %lf", &d, &bb,
+                       &f, &secs) != 4 || secs <= 0) {
+                ok = 0;
+                continue;
+            }
+            q += (double)d / secs;
+            *bad += bb;
+            *failed += f;
+        }
+        if (!ok)
+            q = -1;
+    }
+    for (int p = 0; p < procs; p++) {
+        if (to[p] >= 0)
+            close(to[p]);
+        if (from[p] != NULL)
+            fclose(from[p]);
+        if (pid[p] > 0)
+            waitpid(pid[p], NULL, 0);
+    }
+    free(pid);
+    free(to);
+    free(from);
+    return q;
+}
+
+/* report_load prints one row of step 6: the rate, for SEARCH its share
+ * of the engine's batch rate, the mean batch of the batches run
+ * meanwhile, the server's stages, and where a call's time went: of the
+ * C / rate a call takes, the server's stages (decode, queue, engine,
+ * answer, encode, send: each call is one message of one request) and
+ * the rest, outside them (nng's transport both ways, the client's own
+ * work): by Little's law the calls in flight split the same way. */
+static void report_load(const char *kind, int lay, int clients, double q,
+                        double eng_qps, int batch, const stages *sa,
+                        const stages *sb, double batches, unsigned long bad,
+                        unsigned long nf)
+{
+    char key[64];
+    snprintf(key, sizeof key, "clients%d.%s.%s", clients, kind,
+             lay_name[lay]);
+    if (q < 0) {
+        printf("%s_qps: (the client processes failed)\n", key);
+        return;
+    }
+    int search = !strcmp(kind, "search");
+    printf("%s_qps: %.0f", key, q);
+    if (search && eng_qps > 0)
+        printf(" (%.0f%% of the engine's batch %d)", 100 * q / eng_qps, batch);
+    double r = sb->requests - sa->requests, m = sb->messages - sa->messages,
+           s = sb->sends - sa->sends;
+    if (search && batches > 0)
+        printf("; mean batch %.2f", r / batches);
+    printf("; %lu wrong, %lu failed\n", bad, nf);
+    if (!search || r <= 0 || m <= 0 || q <= 0)
+        return;
+    print_stages(key, sa, sb, 0, "engine: a batch's call, per request of it");
+    double in = (sb->decode - sa->decode + sb->encode - sa->encode) / m +
+                (sb->queue - sa->queue + sb->engine - sa->engine +
+                 sb->answer - sa->answer) / r +
+                (s > 0 ? (sb->send - sa->send) / s : 0);
+    double call = (double)clients / q * 1e6;
+    printf("%s.where_us: a call %.0f (%d calls in flight / %.0f a second) = "
+           "%.0f in the server's stages + %.0f outside them (nng's "
+           "receive and transport both ways, the client's work); calls in "
+           "flight: %.1f in the stages, %.1f outside\n", key, call,
+           clients, q, in, call - in, q * in / 1e6,
+           (double)clients - q * in / 1e6);
+}
+
 /* The in-process engines of step 2. */
 enum { E_PUBLIC, E_SERVED, E_SIZED, E_COUNT };
 
@@ -697,8 +927,9 @@ int main(int argc, char **argv)
 {
     const char *index = NULL, *url = NULL, *reqpath = NULL;
     int threads = 1, rounds = 3, clients = 64, batch = 32, gpu = 0;
-    int serve_max_batch = 32, conns = 8, echo_ctx = 64;
-    const char *echo_url = NULL;
+    int serve_max_batch = 32, conns = 8, echo_ctx = 64, procs = 8;
+    int kinds_on = 7; /* step 6's kinds: bits 1 << LOAD_* */
+    const char *echo_url = NULL, *client_spec = NULL, *refs = NULL;
     double seconds = 5;
     static const struct option lo[] = {
         {"index", 1, 0, 'i'},   {"url", 1, 0, 'u'},     {"requests", 1, 0, 'r'},
@@ -706,6 +937,8 @@ int main(int argc, char **argv)
         {"batch", 1, 0, 'b'},   {"seconds", 1, 0, 's'}, {"engine", 1, 0, 'e'},
         {"serve-max-batch", 1, 0, 'm'}, {"connections", 1, 0, 'p'},
         {"echo-serve", 1, 0, 'E'},      {"echo-contexts", 1, 0, 'X'},
+        {"procs", 1, 0, 'P'},           {"client-proc", 1, 0, 'C'},
+        {"refs", 1, 0, 'R'},            {"kinds", 1, 0, 'K'},
         {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -722,6 +955,14 @@ int main(int argc, char **argv)
         case 'p': conns = atoi(optarg); break;
         case 'E': echo_url = optarg; break;
         case 'X': echo_ctx = atoi(optarg); break;
+        case 'P': procs = atoi(optarg); break;
+        case 'C': client_spec = optarg; break;
+        case 'R': refs = optarg; break;
+        case 'K':
+            kinds_on = (strstr(optarg, "search") ? 1 << LOAD_SEARCH : 0) |
+                       (strstr(optarg, "ping") ? 1 << LOAD_PING : 0) |
+                       (strstr(optarg, "echo") ? 1 << LOAD_ECHO : 0);
+            break;
         case 'e':
             if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu")) {
                 fprintf(stderr, "ft_daemon_bench: --engine: cpu or gpu, got %s\n", optarg);
@@ -734,15 +975,20 @@ int main(int argc, char **argv)
     }
     if (echo_url != NULL) /* the child of step 6 */
         return echo_serve(echo_url, echo_ctx > 0 ? echo_ctx : 64);
+    if (client_spec != NULL) /* a child of the procs layout */
+        return client_proc(client_spec, url, reqpath, refs);
     if (!index || !url || !reqpath || rounds < 1 || clients < 0 ||
         batch < 0 || serve_max_batch < 1 || serve_max_batch > 64 ||
-        conns < 1 || conns > FT_CLIENT_MAX_CONNECTIONS) {
+        conns < 1 || conns > FT_CLIENT_MAX_CONNECTIONS || procs < 1 ||
+        (clients > 0 && procs > clients)) {
         fprintf(stderr, "usage: ft_daemon_bench --index F --url URL --requests "
                         "R.jsonl [--engine cpu|gpu] [--threads N] [--rounds N] "
                         "[--clients C (0: skip)] [--batch B (0: skip)] "
                         "[--seconds S] [--serve-max-batch M (1..64, serve's "
                         "max_batch: 32)] [--connections P (1..%d: the conns "
-                        "layout's, 8)]\n", FT_CLIENT_MAX_CONNECTIONS);
+                        "layout's, 8)] [--procs P (the procs layout's client "
+                        "processes, 8)] [--kinds search,ping,echo (step 6's "
+                        "calls: all)]\n", FT_CLIENT_MAX_CONNECTIONS);
         return 2;
     }
     /* The engines' open lines (slots, how the host waits) on stderr. */
@@ -923,6 +1169,21 @@ int main(int argc, char **argv)
     }
     req_bytes /= (double)b.n;
     lat cenc = summarize(v, m), cdec = summarize(vc, m);
+    /* The reference answers for the procs layout's processes. */
+    char refpath[256];
+    {
+        const char *td = getenv("TMPDIR");
+        snprintf(refpath, sizeof refpath, "%s/ft_daemon_bench_refs.%ld",
+                 td && *td ? td : "/tmp", (long)getpid());
+        FILE *rf = fopen(refpath, "wb");
+        for (size_t i = 0; rf != NULL && i < b.n; i++) {
+            uint64_t len = rframes[i].len;
+            fwrite(&len, 8, 1, rf);
+            fwrite(rframes[i].data, 1, rframes[i].len, rf);
+        }
+        if (rf == NULL || fclose(rf) != 0)
+            refpath[0] = 0;
+    }
     for (size_t i = 0; i < b.n; i++)
         ft_buf_free(&rframes[i]);
     free(rframes);
@@ -1005,7 +1266,8 @@ int main(int argc, char **argv)
                              ? ((s3.decode - s2.decode) +
                                 (s3.encode - s2.encode)) / mm +
                                    ((s3.queue - s2.queue) +
-                                    (s3.engine - s2.engine)) / rr
+                                    (s3.engine - s2.engine) +
+                                    (s3.answer - s2.answer)) / rr
                              : 0;
             double out = dal.mean - srv;
             printf("b1.outside_split_us: %.1f outside the server = nng echo "
@@ -1111,21 +1373,23 @@ int main(int argc, char **argv)
         snprintf(eurl, sizeof eurl, "ipc://%s/ft_daemon_bench_echoc.%ld",
                  td && *td ? td : "/tmp", (long)getpid());
         int eto = -1;
-        pid_t epid = ok ? echo_child(eurl, ectx, &eto) : -1;
-        if (ok && epid < 0)
+        pid_t epid = ok && (kinds_on & 1 << LOAD_ECHO)
+                         ? echo_child(eurl, ectx, &eto) : -1;
+        if (ok && epid < 0 && (kinds_on & 1 << LOAD_ECHO))
             fprintf(stderr, "ft_daemon_bench: no echo server (no nng "
                     "rows for %d clients)\n", clients);
         printf("clients: %d threads, %.1f s a row; layouts: shared = one "
                "handle (one connection) for all, conns = one handle of %d "
-               "connections, own = a handle (a connection) per thread; "
-               "echo = nng alone (a REP server in a child process, %d "
-               "contexts, %zu B out and %zu B back)\n", clients, seconds,
-               conns, ectx, (size_t)(req_bytes + .5), (size_t)(rep_bytes + .5));
+               "connections, own = a handle (a connection) per thread, "
+               "procs = own in %d client processes; echo = nng alone (a "
+               "REP server in a child process, %d contexts, %zu B out and "
+               "%zu B back)\n", clients, seconds, conns, procs, ectx,
+               (size_t)(req_bytes + .5), (size_t)(rep_bytes + .5));
         static const char *const kind_name[] = {"search", "ping", "echo"};
         static const int kinds[] = {LOAD_ECHO, LOAD_PING, LOAD_SEARCH};
         for (int ki = 0; ok && ki < 3; ki++) {
             int kind = kinds[ki];
-            if (kind == LOAD_ECHO && epid < 0)
+            if ((kind == LOAD_ECHO && epid < 0) || !(kinds_on & 1 << kind))
                 continue;
             for (int lay = 0; lay < LAY_COUNT; lay++) {
                 load L;
@@ -1137,6 +1401,24 @@ int main(int argc, char **argv)
                 L.qs = (size_t)(req_bytes + .5);
                 L.rs = (size_t)(rep_bytes + .5);
                 int eopen = 0;
+                if (lay == LAY_PROCS) {
+                    if (kind == LOAD_SEARCH && refpath[0] == 0)
+                        continue;
+                    stages sa = get_stages(b.cli);
+                    double ba = info_get(b.cli, "batches", 0);
+                    unsigned long bad = 0, nf = 0;
+                    double q = procs_run(kind, procs, clients, seconds,
+                                         kind == LOAD_ECHO ? eurl : url,
+                                         reqpath, refpath, L.qs, L.rs, &bad,
+                                         &nf);
+                    stages sb = get_stages(b.cli);
+                    double bb = info_get(b.cli, "batches", 0);
+                    report_load(kind_name[kind], lay, clients, q, eng_qps,
+                                batch, &sa, &sb, bb - ba, bad, nf);
+                    mismatch += bad;
+                    failed += nf + (q < 0);
+                    continue;
+                }
                 for (int i = 0; i < clients; i++)
                     cl[i] = lay == LAY_SHARED ? b.cli
                             : lay == LAY_CONNS ? pc : own[i];
@@ -1168,22 +1450,10 @@ int main(int argc, char **argv)
                 double bb = info_get(b.cli, "batches", 0);
                 for (int i = 0; i < eopen; i++)
                     nng_close(es[i]);
-                char key[64];
-                snprintf(key, sizeof key, "clients%d.%s.%s", clients,
-                         kind_name[kind], lay_name[lay]);
                 unsigned long bad = atomic_load(&L.bad),
                               nf = atomic_load(&L.failed);
-                printf("%s_qps: %.0f", key, q);
-                if (kind == LOAD_SEARCH && eng_qps > 0)
-                    printf(" (%.0f%% of the engine's batch %d)",
-                           100 * q / eng_qps, batch);
-                if (kind == LOAD_SEARCH && bb > ba)
-                    printf("; mean batch %.2f",
-                           (sb.requests - sa.requests) / (bb - ba));
-                printf("; %lu wrong, %lu failed\n", bad, nf);
-                if (kind == LOAD_SEARCH)
-                    print_stages(key, &sa, &sb, 0,
-                                 "engine: a batch's call, per request of it");
+                report_load(kind_name[kind], lay, clients, q, eng_qps, batch,
+                            &sa, &sb, bb - ba, bad, nf);
                 /* the row earlier runs printed */
                 if (kind == LOAD_SEARCH && lay == LAY_SHARED) {
                     if (eng_qps > 0)
@@ -1204,6 +1474,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < clients; i++)
             ft_client_close(own[i]);
         ft_client_close(pc);
+        if (refpath[0])
+            unlink(refpath);
         free(own);
         free(cl);
         free(es);

@@ -1341,9 +1341,9 @@ static void case_validate(void)
     FT_CHECK_EQ_U64(tn_info_value(st, "\nmessages: "), 1);
     FT_CHECK_EQ_U64(tn_info_value(st, "\nrequests: "), 3);
     static const char *const keys[] = {"\ndecode_us: ", "\nqueue_us: ",
-                                       "\nengine_us: ", "\nencode_us: ",
-                                       "\nsend_us: "};
-    for (int i = 0; i < 5; i++)
+                                       "\nengine_us: ", "\nanswer_us: ",
+                                       "\nencode_us: ", "\nsend_us: "};
+    for (int i = 0; i < 6; i++)
         FT_CHECK(strstr(st, keys[i]) != NULL);
     ft_client_text_free(info);
     ft_client_close(c);
