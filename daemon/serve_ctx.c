@@ -139,7 +139,11 @@ static void ctx_send_msg(srv_ctx *c)
     c->msg = NULL;
     c->state = CTX_SEND;
     nng_aio_set_timeout(c->aio, SEND_TIMEOUT_MS);
+    uint64_t t = c->t_send;
     nng_ctx_send(c->ctx, c->aio);
+    /* c may be receiving again by now: only the time read before. */
+    if (t != 0)
+        srv_stages_send_call(c->s->srv, fti_now_ns() - t);
 }
 
 /* ctx_send sends the reply encoded in c->out (errors, INFO, PING, JSON

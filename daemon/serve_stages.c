@@ -30,6 +30,11 @@ void srv_stages_message(server *srv, uint64_t decode_ns, uint64_t encode_ns)
     ADD(st->encode_ns, encode_ns);
 }
 
+void srv_stages_send_call(server *srv, uint64_t ns)
+{
+    ADD(srv->stages.send_call_ns, ns);
+}
+
 void srv_stages_send(server *srv, uint64_t send_ns)
 {
     ADD(srv->stages.sends, 1);
@@ -55,6 +60,8 @@ void srv_stages_info(server *srv, ft_buf *o)
     ft_buf_printf(o, "answer_us: %.2f\n", mean_us(GET(st->answer_ns), r));
     ft_buf_printf(o, "encode_us: %.2f\n", mean_us(GET(st->encode_ns), m));
     ft_buf_printf(o, "send_us: %.2f\n", mean_us(GET(st->send_ns), s));
+    ft_buf_printf(o, "send_call_us: %.2f\n",
+                  mean_us(GET(st->send_call_ns), s));
 }
 
 /* The le bounds of flashtrie_request_duration_seconds (serve_metrics.c):

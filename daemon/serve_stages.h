@@ -31,6 +31,9 @@ void srv_stages_job(server *srv, uint64_t ready_ns, uint64_t answered_ns,
 /* srv_stages_message records a SEARCH message whose jobs ran: decode and
  * encode times. */
 void srv_stages_message(server *srv, uint64_t decode_ns, uint64_t encode_ns);
+/* srv_stages_send_call records how long nng_ctx_send took to take a
+ * SEARCH reply (on the thread that replies: part of send). */
+void srv_stages_send_call(server *srv, uint64_t ns);
 /* srv_stages_send records a reply nng finished sending. */
 void srv_stages_send(server *srv, uint64_t send_ns);
 

@@ -151,6 +151,7 @@ static int same_result(const ft_result *a, const ft_result *b)
 typedef struct stages {
     double messages, requests, sends;
     double decode, queue, engine, answer, encode, send; /* sums, us */
+    double send_call; /* of send: nng_ctx_send's own call */
     int ok;
 } stages;
 
@@ -180,6 +181,7 @@ static stages get_stages(ft_client *c)
         s.answer = info_num(sec, "answer_us") * s.requests;
         s.encode = info_num(sec, "encode_us") * s.messages;
         s.send = info_num(sec, "send_us") * s.sends;
+        s.send_call = info_num(sec, "send_call_us") * s.sends;
     }
     ft_client_text_free(info);
     return s;
@@ -202,10 +204,12 @@ static void print_stages(const char *what, const stages *a, const stages *b,
            eng = r > 0 ? (b->engine - a->engine) / r : 0,
            ans = r > 0 ? (b->answer - a->answer) / r : 0,
            enc = m > 0 ? (b->encode - a->encode) / m : 0,
-           snd = s > 0 ? (b->send - a->send) / s : 0;
+           snd = s > 0 ? (b->send - a->send) / s : 0,
+           sc = s > 0 ? (b->send_call - a->send_call) / s : 0;
     printf("%s.stages_us: decode %.1f queue %.1f engine %.1f answer %.1f "
-           "encode %.1f send %.1f (the server's clock, means over %.0f "
-           "messages; %s)\n", what, dec, que, eng, ans, enc, snd, m, span);
+           "encode %.1f send %.1f (of it nng_ctx_send's call %.1f) (the "
+           "server's clock, means over %.0f messages; %s)\n", what, dec,
+           que, eng, ans, enc, snd, sc, m, span);
     if (rt_us > 0)
         printf("%s.outside_server_us: %.1f (the client's mean round trip "
                "%.1f - decode - queue - engine - answer - encode: nng both "
