@@ -3,7 +3,8 @@
  *
  *   ft_daemon_bench --index F --url URL --requests R.jsonl [--engine cpu|gpu]
  *                   [--threads N] [--rounds N] [--clients C] [--batch B]
- *                   [--seconds S] [--serve-max-batch M]
+ *                   [--seconds S] [--serve-max-batch M] [--connections P]
+ *                   [--procs P] [--kinds search,ping,echo]
  *
  * On the same requests, in the same run, against a running
  * `flashtrie serve` on the same index (ops/bench/daemon_bench.sh and
@@ -48,8 +49,13 @@
  *      the switch from the other process's GPU context (both sides' times
  *      rise by about the same);
  *   5. the engine alone in batches of B (--batch 0: skipped);
- *   6. C client threads sharing one ft_client handle, each sending one
- *      request per frame, for S seconds (--clients 0: skipped).
+ *   6. C client threads for S seconds each (--clients 0: skipped), one
+ *      request per frame, in four layouts (one shared handle, one handle
+ *      of --connections P, a handle per thread, handles in --procs client
+ *      processes) and three kinds of call (SEARCH, PING, nng alone: an
+ *      echo server in a child process at the frames' sizes); for each
+ *      SEARCH row the server's stages and where a call's time went
+ *      (Little's law: the server's stages against the rest).
  * After 1, 3, 4 and 6 it prints the server's own account of where the
  * time of that loop's messages went (INFO's `# stages`: decode, queue
  * wait, engine, encode, send; means by the daemon's clock) and, for the
