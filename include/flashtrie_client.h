@@ -96,7 +96,8 @@ typedef struct ft_client_opts {
                               * one connection shared by many threads
                               * caps their rate (docs/BENCHMARKS.md,
                               * "Daemon overhead").  Losing one of them
-                              * fails only the calls it carried. */
+                              * fails the calls it carried (nng sends no
+                              * request twice: resends are off). */
 } ft_client_opts;
 
 /* FT_CLIENT_MAX_CONNECTIONS is the largest ft_client_opts.connections. */
