@@ -1001,6 +1001,9 @@ int main(int argc, char **argv)
                         "calls: all)]\n", FT_CLIENT_MAX_CONNECTIONS);
         return 2;
     }
+    /* Whole lines on stdout, whatever the engines log on stderr
+     * meanwhile (the two often go to one file). */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     /* The engines' open lines (slots, how the host waits) on stderr. */
     ft_log_set_level(FT_LOG_INFO);
     bench b;
