@@ -108,6 +108,13 @@ static void answer(ft_batcher *b, ft_job **jobs, size_t n)
         return;
     }
     pthread_mutex_lock(&b->amu);
+    if (b->ring_len + n - 1 > b->ring_cap) {
+        /* Never, by the bound above; but a full ring must not lose jobs. */
+        pthread_mutex_unlock(&b->amu);
+        for (size_t i = 0; i < n; i++)
+            finish(jobs[i]);
+        return;
+    }
     for (size_t i = 1; i < n; i++)
         b->ring[(b->ring_head + b->ring_len++) % b->ring_cap] = jobs[i];
     size_t wake = n - 1 < b->ans_idle ? n - 1 : b->ans_idle;
