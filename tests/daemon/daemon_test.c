@@ -24,7 +24,8 @@
  *   connections one handle of several connections (ft_client_opts
  *               connections): bad counts refused by name, exactly that
  *               many connections opened, 16 threads answered exactly
- *               through it, a server killed with calls in flight on
+ *               through it (by a server of 3 answer threads), a server
+ *               killed with calls in flight on
  *               every connection fails each at once, and all connections
  *               come back with the server
  *   gone        clients that hang up while their requests are in the
@@ -1450,8 +1451,10 @@ static void case_connections(void)
     const char *slow[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "2", "--max-batch", "1",
                           "--test-delay-us", "300000", NULL};
+    /* The fast server shares its batches' replies with 3 answer threads
+     * (CPU replicas have none by default: the slow one). */
     const char *fast[] = {"--index", idx, "--listen", url, "--engine", "cpu",
-                          "--threads", "2", NULL};
+                          "--threads", "2", "--answer-threads", "3", NULL};
     start_server(url, fast);
     local l;
     local_open(&l, idx);
@@ -1461,6 +1464,10 @@ static void case_connections(void)
     o.timeout_ms = 20000;
     ft_client *c = tn_connect_opts(url, &o);
     FT_CHECK_EQ_U64(conns_opened(c, 5), 5);
+    char *text = NULL;
+    FT_PASS(ft_client_info(c, &text, NULL, 0));
+    FT_CHECK_EQ_U64(tn_info_value(text, "\nanswer_threads: "), 3);
+    ft_client_text_free(text);
     /* 16 threads on the one handle, every answer checked. */
     pthread_t th[16];
     worker w[16];
@@ -1478,6 +1485,9 @@ static void case_connections(void)
      * each fails at once, naming the lost connection. */
     start_server(url, slow);
     FT_PASS(ft_client_ping(c, err, sizeof err));
+    FT_PASS(ft_client_info(c, &text, NULL, 0));
+    FT_CHECK_EQ_U64(tn_info_value(text, "\nanswer_threads: "), 0);
+    ft_client_text_free(text);
     enum { N = 8 };
     static async_slot s[N];
     greq g[N];
