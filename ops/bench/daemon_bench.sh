@@ -15,7 +15,7 @@
 # flashtrie bench opens it), the daemon alone again, then the engine and
 # the daemon pair by pair, each daemon loop with the server's stage split;
 # the engine in batches of 32, and FT_CLIENTS (64) client
-# threads for FT_SECONDS (5) seconds (ops/bench/engine_gap.sh runs only
+# threads for FT_SECONDS (5) seconds a row (ops/bench/engine_gap.sh runs only
 # the b = 1 part, beside `flashtrie bench`).  FT_RUNS (3) repeats the driver
 # against the same server.  Environment: FT_BUILD_DIR (./build), FT_SEED
 # (1), FT_R (200), FT_ROUNDS (3), FT_SERVE_BIN (the server's flashtrie, to
@@ -23,7 +23,8 @@
 # (more ft_daemon_bench flags, e.g. "--kinds search --procs 16"), TMPDIR.
 # Step 6 runs the FT_CLIENTS threads in four layouts (one shared handle,
 # one handle of several connections, a handle each, handles in client
-# processes) for SEARCH, PING and an nng echo alone: FT_SECONDS each.
+# processes) for SEARCH, PING and an nng echo alone: 12 rows of
+# FT_SECONDS each ("--kinds search" in FT_BENCH_ARGS: 4).
 set -eu
 B=${FT_BUILD_DIR:-./build}
 FT=$B/flashtrie
