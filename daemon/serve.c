@@ -47,7 +47,7 @@
 static const char *const own_flags[] = {
     "[--admin-listen URL]...",
     "[--tls-cert F --tls-key F [--tls-ca F] [--tls-verify]]",
-    "[--contexts N]", "[--no-verify]"};
+    "[--contexts N]", "[--answer-threads N]", "[--no-verify]"};
 
 static const char *const usage_tail =
     "  serves searches over nng (tcp://, ipc://, tls+tcp://) in the\n"
@@ -259,6 +259,9 @@ static int make_dump(server *srv, char *err, size_t errlen)
                            srv->test_delay_us);
     if (rc == FT_OK)
         rc = ft_buf_printf(&b, "contexts: %u (cli)\n", srv->contexts);
+    if (rc == FT_OK && srv->answer_threads >= 0)
+        rc = ft_buf_printf(&b, "answer_threads: %d (cli)\n",
+                           srv->answer_threads);
     if (rc != FT_OK) {
         ft_buf_free(&b);
         snprintf(err, errlen, "config: out of memory");
@@ -273,6 +276,24 @@ static int make_dump(server *srv, char *err, size_t errlen)
 
 /* batch_cap is the most requests of a batch: max_batch, within the
  * queue. */
+/* answer_threads is how many threads share the batches' replies with the
+ * workers (ft_batcher_answer_threads): --answer-threads, else, with a GPU
+ * replica, half the host's cores up to 8 (a batch of 32 answered by one
+ * thread kept the H200's replica idle, docs/BENCHMARKS.md, "Daemon
+ * overhead"), and none for CPU replicas, whose workers already keep the
+ * cores busy. */
+static uint32_t answer_threads(const server *srv, const ft_gen *g)
+{
+    if (srv->answer_threads >= 0)
+        return (uint32_t)srv->answer_threads;
+    int gpu = 0;
+    for (size_t i = 0; i < g->n_eng; i++)
+        gpu |= g->kind[i] == FT_ENGINE_GPU;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = cores / 2 < 8 ? cores / 2 : 8;
+    return gpu && n > 0 ? (uint32_t)n : 0;
+}
+
 static uint32_t batch_cap(const ft_config *c)
 {
     return c->max_batch < c->queue_depth ? c->max_batch : c->queue_depth;
@@ -334,7 +355,8 @@ static int parse_uint(const char *opt, const char *s, unsigned long long lo,
 static int parse_args(server *srv, int argc, char **argv)
 {
     enum { O_ROW = 256, O_CONFIG, O_ADMIN, O_CERT, O_KEY, O_CA,
-           O_VERIFY, O_CTX, O_NOVERIFY, O_DELAY, O_FAULT, O_ODELAY, O_HELP };
+           O_VERIFY, O_CTX, O_NOVERIFY, O_DELAY, O_FAULT, O_ODELAY, O_HELP,
+           O_ANSWER };
     /* serve's own flags, then one per row of the table with a flag. */
     struct option opts[16 + FT_CONFIG_NSETTINGS] = {
         {"config", required_argument, 0, O_CONFIG},
@@ -344,6 +366,7 @@ static int parse_args(server *srv, int argc, char **argv)
         {"tls-ca", required_argument, 0, O_CA},
         {"tls-verify", no_argument, 0, O_VERIFY},
         {"contexts", required_argument, 0, O_CTX},
+        {"answer-threads", required_argument, 0, O_ANSWER},
         {"no-verify", no_argument, 0, O_NOVERIFY},
         /* A test hook, not for production: every batch sleeps this long
          * before it runs, standing in for a slow engine (docs/daemon.md). */
@@ -414,6 +437,12 @@ static int parse_args(server *srv, int argc, char **argv)
             if (parse_uint("--contexts", optarg, 1, 4096, &v))
                 return 2;
             srv->contexts = (uint32_t)v;
+            break;
+        case O_ANSWER:
+            if (parse_uint("--answer-threads", optarg, 0,
+                           FT_BATCHER_MAX_ANSWER_THREADS, &v))
+                return 2;
+            srv->answer_threads = (int)v;
             break;
         case O_NOVERIFY: srv->no_verify = 1; break;
         case O_DELAY:
@@ -914,6 +943,7 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
     srv->contexts = 64;
+    srv->answer_threads = -1;
     ft_log_set_level(FT_LOG_INFO);
     int st = parse_args(srv, argc, argv);
     if (st >= 0) {
@@ -1022,6 +1052,15 @@ int cmd_serve(int argc, char **argv)
         close(sfd);
         free(srv);
         return 1;
+    }
+    {
+        uint32_t na = answer_threads(srv, g);
+        if (ft_batcher_answer_threads(srv->batcher, na) != FT_OK)
+            FT_LOGF(FT_LOG_WARN, "cannot start %u answer threads: the workers "
+                    "answer every request themselves", na);
+        else if (na > 0)
+            FT_LOGF(FT_LOG_INFO, "%u answer threads share each batch's "
+                    "replies with the workers", na);
     }
     /* From here on the HTTP handlers may read the queue and the batcher. */
     srv_http_loaded(srv);

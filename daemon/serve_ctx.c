@@ -139,7 +139,11 @@ static void ctx_send_msg(srv_ctx *c)
     c->msg = NULL;
     c->state = CTX_SEND;
     nng_aio_set_timeout(c->aio, SEND_TIMEOUT_MS);
+    uint64_t t = c->t_send;
     nng_ctx_send(c->ctx, c->aio);
+    /* c may be receiving again by now: only the time read before. */
+    if (t != 0)
+        srv_stages_send_call(c->s->srv, fti_now_ns() - t);
 }
 
 /* ctx_send sends the reply encoded in c->out (errors, INFO, PING, JSON
@@ -188,7 +192,7 @@ static void job_done(ft_job *j)
     int ran = 0; /* a job ran (not all were past their deadline) */
     for (size_t i = 0; i < c->w.n_jobs; i++) {
         srv_count(srv, c->w.res[i].status, ns);
-        srv_stages_job(srv, c->t_ready, &c->w.jobs[i]);
+        srv_stages_job(srv, c->t_ready, t_answered, &c->w.jobs[i]);
         ran |= c->w.jobs[i].run_ns != 0;
     }
     /* A RESULT frame is written straight into the message it goes out

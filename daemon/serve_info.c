@@ -165,6 +165,7 @@ int srv_info(server *srv, ft_buf *o, int admin)
     ft_buf_printf(o, "batches: %llu\n", (unsigned long long)bs.batches);
     ft_buf_printf(o, "mean_batch: %.2f\n",
                   bs.batches ? (double)bs.requests / (double)bs.batches : 0.0);
+    ft_buf_printf(o, "answer_threads: %zu\n", bs.answer_threads);
 
     uint64_t h[SRV_HIST_BUCKETS], total = 0;
     for (size_t b = 0; b < SRV_HIST_BUCKETS; b++)

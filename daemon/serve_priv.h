@@ -40,8 +40,11 @@ typedef struct srv_stages {
     atomic_uint_fast64_t decode_ns; /* receipt -> jobs ready (per message) */
     atomic_uint_fast64_t queue_ns;  /* jobs ready -> engine call (per job) */
     atomic_uint_fast64_t engine_ns; /* the engine call (per job) */
+    atomic_uint_fast64_t answer_ns; /* engine call's end -> its message's
+                                     * last answer taken up (per job) */
     atomic_uint_fast64_t encode_ns; /* last answer -> reply ready (message) */
     atomic_uint_fast64_t send_ns;   /* reply handed to nng -> sent */
+    atomic_uint_fast64_t send_call_ns; /* of it: nng_ctx_send's own call */
     atomic_uint_fast64_t queue_hist[SRV_HIST_BUCKETS];
 } srv_stages;
 
@@ -73,6 +76,7 @@ struct server {
     /* What serve's own flags set: they are no settings (no file key, no
      * reload). */
     uint32_t contexts;            /* nng contexts per socket */
+    int answer_threads;           /* --answer-threads; -1: auto */
     uint32_t test_delay_us;       /* test hook: slow every batch */
     /* test hook (--test-fault R:N): replica R's engine fails, as on a CUDA
      * error, from its N-th batch call on; 0 = never. */

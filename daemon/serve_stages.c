@@ -8,7 +8,8 @@
 #define ADD(field, v) atomic_fetch_add_explicit(&(field), (v), memory_order_relaxed)
 #define GET(field) atomic_load_explicit(&(field), memory_order_relaxed)
 
-void srv_stages_job(server *srv, uint64_t ready_ns, const ft_job *j)
+void srv_stages_job(server *srv, uint64_t ready_ns, uint64_t answered_ns,
+                    const ft_job *j)
 {
     srv_stages *st = &srv->stages;
     if (j->run_ns == 0 || j->ran_ns < j->run_ns)
@@ -17,6 +18,7 @@ void srv_stages_job(server *srv, uint64_t ready_ns, const ft_job *j)
     ADD(st->requests, 1);
     ADD(st->queue_ns, q);
     ADD(st->engine_ns, j->ran_ns - j->run_ns);
+    ADD(st->answer_ns, answered_ns > j->ran_ns ? answered_ns - j->ran_ns : 0);
     ADD(st->queue_hist[srv_hist_bucket(q)], 1);
 }
 
@@ -26,6 +28,11 @@ void srv_stages_message(server *srv, uint64_t decode_ns, uint64_t encode_ns)
     ADD(st->messages, 1);
     ADD(st->decode_ns, decode_ns);
     ADD(st->encode_ns, encode_ns);
+}
+
+void srv_stages_send_call(server *srv, uint64_t ns)
+{
+    ADD(srv->stages.send_call_ns, ns);
 }
 
 void srv_stages_send(server *srv, uint64_t send_ns)
@@ -50,8 +57,11 @@ void srv_stages_info(server *srv, ft_buf *o)
     ft_buf_printf(o, "decode_us: %.2f\n", mean_us(GET(st->decode_ns), m));
     ft_buf_printf(o, "queue_us: %.2f\n", mean_us(GET(st->queue_ns), r));
     ft_buf_printf(o, "engine_us: %.2f\n", mean_us(GET(st->engine_ns), r));
+    ft_buf_printf(o, "answer_us: %.2f\n", mean_us(GET(st->answer_ns), r));
     ft_buf_printf(o, "encode_us: %.2f\n", mean_us(GET(st->encode_ns), m));
     ft_buf_printf(o, "send_us: %.2f\n", mean_us(GET(st->send_ns), s));
+    ft_buf_printf(o, "send_call_us: %.2f\n",
+                  mean_us(GET(st->send_call_ns), s));
 }
 
 /* The le bounds of flashtrie_request_duration_seconds (serve_metrics.c):
@@ -89,24 +99,24 @@ int srv_stages_render(server *srv, ft_buf *o)
               "request run.", st->queue_hist, GET(st->queue_ns));
     ft_buf_printf(o, "# HELP flashtrie_request_stage_seconds_total Time spent "
                   "in each stage of SEARCH messages (decode, queue, engine, "
-                  "encode, send), by the daemon's clock.\n"
+                  "answer, encode, send), by the daemon's clock.\n"
                   "# TYPE flashtrie_request_stage_seconds_total counter\n");
-    static const char *const names[] = {"decode", "queue", "engine", "encode",
-                                        "send"};
+    static const char *const names[] = {"decode", "queue", "engine", "answer",
+                                        "encode", "send"};
     const uint64_t sums[] = {GET(st->decode_ns), GET(st->queue_ns),
-                             GET(st->engine_ns), GET(st->encode_ns),
-                             GET(st->send_ns)};
-    for (size_t i = 0; i < 5; i++)
+                             GET(st->engine_ns), GET(st->answer_ns),
+                             GET(st->encode_ns), GET(st->send_ns)};
+    for (size_t i = 0; i < 6; i++)
         ft_buf_printf(o, "flashtrie_request_stage_seconds_total{stage=\"%s\"} "
                       "%.9f\n", names[i], (double)sums[i] / 1e9);
     ft_buf_printf(o, "# HELP flashtrie_request_stage_events_total What each "
                   "stage sum counts: messages (decode, encode), requests "
-                  "run (queue, engine), replies sent (send).\n"
+                  "run (queue, engine, answer), replies sent (send).\n"
                   "# TYPE flashtrie_request_stage_events_total counter\n");
     const uint64_t counts[] = {GET(st->messages), GET(st->requests),
-                               GET(st->requests), GET(st->messages),
-                               GET(st->sends)};
-    for (size_t i = 0; i < 5; i++)
+                               GET(st->requests), GET(st->requests),
+                               GET(st->messages), GET(st->sends)};
+    for (size_t i = 0; i < 6; i++)
         ft_buf_printf(o, "flashtrie_request_stage_events_total{stage=\"%s\"} "
                       "%llu\n", names[i], (unsigned long long)counts[i]);
     return o->data ? FT_OK : FT_ENOMEM;

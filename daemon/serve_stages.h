@@ -3,8 +3,11 @@
  * the daemon's own clock (fti_now_ns): receipt -> decoded jobs (decode),
  * jobs ready -> their batch's engine call (queue: the batching window,
  * the wait for a replica; what Triton calls the queue duration), the
- * engine call (engine), the last answer -> the reply message ready
- * (encode), the reply handed to nng -> nng done sending it (send).
+ * engine call (engine), the engine call's end -> its message's last
+ * answer taken up by the thread that replies (answer: the wait behind
+ * the replies to the batch's earlier messages), the last answer -> the
+ * reply message ready (encode), the reply handed to nng -> nng done
+ * sending it (send).
  *
  * INFO shows the means in its `# stages` section; /metrics the queue
  * wait as a histogram beside the request duration
@@ -20,11 +23,17 @@
 #include "serve_priv.h"
 
 /* srv_stages_job records one job that ran: its queue wait (ready_ns, when
- * its message's jobs were ready, to the engine call) and engine time. */
-void srv_stages_job(server *srv, uint64_t ready_ns, const ft_job *j);
+ * its message's jobs were ready, to the engine call), engine time, and
+ * the wait from the engine call's end to answered_ns (its message's last
+ * answer taken up). */
+void srv_stages_job(server *srv, uint64_t ready_ns, uint64_t answered_ns,
+                    const ft_job *j);
 /* srv_stages_message records a SEARCH message whose jobs ran: decode and
  * encode times. */
 void srv_stages_message(server *srv, uint64_t decode_ns, uint64_t encode_ns);
+/* srv_stages_send_call records how long nng_ctx_send took to take a
+ * SEARCH reply (on the thread that replies: part of send). */
+void srv_stages_send_call(server *srv, uint64_t ns);
 /* srv_stages_send records a reply nng finished sending. */
 void srv_stages_send(server *srv, uint64_t send_ns);
 

@@ -92,7 +92,22 @@ typedef struct ft_client_opts {
                               * tls+tcp://, off for ipc:// and inproc://,
                               * where the bytes never leave the kernel;
                               * 1 = always; -1 = never */
+    int connections;         /* connections the handle opens to the
+                              * server, 1 .. FT_CLIENT_MAX_CONNECTIONS;
+                              * 0 = 1.  Calls made at once from several
+                              * threads go out on whichever connection is
+                              * not busy writing one: nng moves one
+                              * message at a time through a connection,
+                              * each end's messages one after another, so
+                              * one connection shared by many threads
+                              * caps their rate (docs/BENCHMARKS.md,
+                              * "Daemon overhead").  Losing one of them
+                              * fails the calls it carried (nng sends no
+                              * request twice: resends are off). */
 } ft_client_opts;
+
+/* FT_CLIENT_MAX_CONNECTIONS is the largest ft_client_opts.connections. */
+#define FT_CLIENT_MAX_CONNECTIONS 64
 
 /* ft_client_opts_init fills opts with the defaults. */
 FT_API void ft_client_opts_init(ft_client_opts *opts);

@@ -62,6 +62,16 @@ struct ft_batcher {
     uint64_t batches, requests, deadline, engine_fail, inline_runs;
     uint64_t failovers; /* batches re-run on another replica */
     uint64_t sizes[FT_BATCH_SIZE_BUCKETS];
+    /* The answer threads (ft_batcher_answer_threads) and the ring of jobs
+     * the workers leave them, under amu; acv is signalled per job left
+     * while some wait, and at stop. */
+    pthread_mutex_t amu;
+    pthread_cond_t acv;
+    size_t n_ans, ans_idle;
+    pthread_t *ans;
+    ft_job **ring;
+    size_t ring_cap, ring_head, ring_len;
+    int ans_stop;
 };
 
 static int search(ft_gen *g, size_t index, batch *bt, size_t m);
@@ -69,6 +79,122 @@ static int search(ft_gen *g, size_t index, batch *bt, size_t m);
 static void finish(ft_job *j)
 {
     j->done(j);
+}
+
+/* ring_take takes the oldest job left for the answer threads (b->amu
+ * held), NULL when none is. */
+static ft_job *ring_take(ft_batcher *b)
+{
+    if (b->ring_len == 0)
+        return NULL;
+    ft_job *j = b->ring[b->ring_head];
+    b->ring_head = (b->ring_head + 1) % b->ring_cap;
+    b->ring_len--;
+    return j;
+}
+
+/* answer calls the n jobs' done callbacks: all on this thread without
+ * answer threads or for a batch of one; else jobs 1..n-1 go to the ring
+ * (waking as many idle answer threads, at most one per job), this thread
+ * answers job 0 and then takes from the ring what is left, so that no
+ * job waits while this thread could answer it.  The ring holds every job
+ * a worker leaves: each worker leaves at most cap_batch - 1 at a time and
+ * empties the ring before it forms its next batch. */
+static void answer(ft_batcher *b, ft_job **jobs, size_t n)
+{
+    if (b->n_ans == 0 || n < 2) {
+        for (size_t i = 0; i < n; i++)
+            finish(jobs[i]);
+        return;
+    }
+    pthread_mutex_lock(&b->amu);
+    if (b->ring_len + n - 1 > b->ring_cap) {
+        /* Never, by the bound above; but a full ring must not lose jobs. */
+        pthread_mutex_unlock(&b->amu);
+        for (size_t i = 0; i < n; i++)
+            finish(jobs[i]);
+        return;
+    }
+    for (size_t i = 1; i < n; i++)
+        b->ring[(b->ring_head + b->ring_len++) % b->ring_cap] = jobs[i];
+    size_t wake = n - 1 < b->ans_idle ? n - 1 : b->ans_idle;
+    for (size_t i = 0; i < wake; i++)
+        pthread_cond_signal(&b->acv);
+    pthread_mutex_unlock(&b->amu);
+    finish(jobs[0]);
+    for (;;) {
+        pthread_mutex_lock(&b->amu);
+        ft_job *j = ring_take(b);
+        pthread_mutex_unlock(&b->amu);
+        if (j == NULL)
+            break;
+        finish(j);
+    }
+}
+
+static void *answer_main(void *arg)
+{
+    ft_batcher *b = arg;
+    pthread_mutex_lock(&b->amu);
+    for (;;) {
+        ft_job *j = ring_take(b);
+        if (j == NULL) {
+            if (b->ans_stop)
+                break;
+            b->ans_idle++;
+            pthread_cond_wait(&b->acv, &b->amu);
+            b->ans_idle--;
+            continue;
+        }
+        pthread_mutex_unlock(&b->amu);
+        finish(j);
+        pthread_mutex_lock(&b->amu);
+    }
+    pthread_mutex_unlock(&b->amu);
+    return NULL;
+}
+
+/* stop_answerers joins the answer threads once the ring is empty. */
+static void stop_answerers(ft_batcher *b)
+{
+    pthread_mutex_lock(&b->amu);
+    b->ans_stop = 1;
+    pthread_cond_broadcast(&b->acv);
+    pthread_mutex_unlock(&b->amu);
+    for (size_t i = 0; i < b->n_ans; i++)
+        pthread_join(b->ans[i], NULL);
+    free(b->ans);
+    free(b->ring);
+    b->ans = NULL;
+    b->ring = NULL;
+    b->n_ans = 0;
+}
+
+int ft_batcher_answer_threads(ft_batcher *b, uint32_t n)
+{
+    if (n == 0 || b->n_ans > 0)
+        return FT_OK;
+    if (n > FT_BATCHER_MAX_ANSWER_THREADS)
+        n = FT_BATCHER_MAX_ANSWER_THREADS;
+    b->ring_cap = b->n_wrk * b->cap_batch;
+    b->ring = calloc(b->ring_cap, sizeof *b->ring);
+    b->ans = calloc(n, sizeof *b->ans);
+    if (b->ring == NULL || b->ans == NULL) {
+        free(b->ring);
+        free(b->ans);
+        b->ring = NULL;
+        b->ans = NULL;
+        return FT_ENOMEM;
+    }
+    b->ans_stop = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pthread_create(&b->ans[i], NULL, answer_main, b) != 0) {
+            stop_answerers(b);
+            return FT_ENOMEM;
+        }
+        b->n_ans = i + 1;
+    }
+    return FT_OK;
 }
 
 /* wake_idle wakes whoever waits (b->mu held): workers waiting for the
@@ -362,8 +488,7 @@ static void *worker_main(void *arg)
         r->busy = 0;
         wake_idle(b);
         pthread_mutex_unlock(&b->mu);
-        for (size_t i = 0; i < n; i++)
-            finish(bt->jobs[i]);
+        answer(b, bt->jobs, n);
         ft_gen *g = bt->gen;
         bt->gen = NULL;
         ft_gen_unref(g);
@@ -489,6 +614,8 @@ int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
     b->n_rep = gen->n_eng;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
+    pthread_mutex_init(&b->amu, NULL);
+    pthread_cond_init(&b->acv, NULL);
     for (size_t i = 0; i < b->n_rep; i++)
         b->rep[i].index = i;
     /* One worker per replica, and a spare one per GPU replica when
@@ -528,6 +655,8 @@ int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
     if (rc != FT_OK) {
         if (b->wrk != NULL)
             stop_workers(b, 1);
+        pthread_cond_destroy(&b->acv);
+        pthread_mutex_destroy(&b->amu);
         pthread_cond_destroy(&b->cv);
         pthread_mutex_destroy(&b->mu);
         free(b);
@@ -576,6 +705,9 @@ void ft_batcher_stop(ft_batcher *b)
     /* The queue is closed: the worker that finds it empty stops them all,
      * each once its batch is answered. */
     stop_workers(b, 0);
+    /* The workers have left their last answers in the ring: the answer
+     * threads finish them, then stop. */
+    stop_answerers(b);
     /* No lone request starts inline any more (stopping is set); wait for
      * those still running before their replicas go. */
     pthread_mutex_lock(&b->mu);
@@ -587,6 +719,8 @@ void ft_batcher_stop(ft_batcher *b)
     pthread_mutex_unlock(&b->mu);
     log_sizes(b);
     ft_gen_unref(b->gen);
+    pthread_cond_destroy(&b->acv);
+    pthread_mutex_destroy(&b->amu);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
     free(b);
@@ -604,6 +738,7 @@ void ft_batcher_stats_get(ft_batcher *b, ft_batcher_stats *st)
     memcpy(st->sizes, b->sizes, sizeof st->sizes);
     st->replicas = b->n_rep;
     st->inline_runs = b->inline_runs;
+    st->answer_threads = b->n_ans;
     for (size_t i = 0; i < b->n_rep; i++) {
         st->busy_ns[i] = b->rep[i].busy_ns;
         st->runs[i] = b->rep[i].runs;

@@ -16,6 +16,13 @@
  * On a GPU replica the spare worker forms and runs the next batch while
  * the first one's replies are written, so the device does not idle
  * meanwhile.  A replica that goes idle wakes only a thread that waits.
+ * With answer threads (ft_batcher_answer_threads), a worker shares a
+ * batch's answers out: it takes the first itself and the others go to
+ * those threads as each is free, so a batch's last reply leaves after
+ * about n / (threads + 1) answers' time, not n: handing one reply to nng
+ * costs tens of microseconds of the answering thread's time (a send, the
+ * wake-ups of nng's own threads), which one thread pays batch after batch
+ * (docs/BENCHMARKS.md, "Daemon overhead").
  *
  * A replica whose engine fails with a device error (slot.h) gets no more
  * batches; the batch that met the fault re-runs, whole, on a healthy
@@ -83,6 +90,7 @@ typedef struct ft_batcher_stats {
     uint64_t failovers;   /* batches re-run on another replica after a
                            * device error took theirs out of service */
     uint64_t inline_runs; /* lone requests run on the caller's thread */
+    size_t answer_threads; /* ft_batcher_answer_threads' threads */
     uint64_t sizes[FT_BATCH_SIZE_BUCKETS]; /* engine calls by batch size */
     size_t replicas;
     uint64_t busy_ns[FT_SLOT_MAX_REPLICAS]; /* time each replica ran */
@@ -97,6 +105,16 @@ typedef struct ft_batcher ft_batcher;
 int ft_batcher_start(ft_batcher **out, ft_queue *q, ft_gen *gen,
                      uint32_t max_batch, uint32_t max_wait_us,
                      uint32_t delay_us);
+
+/* ft_batcher_answer_threads starts n threads (at most
+ * FT_BATCHER_MAX_ANSWER_THREADS) that take a share of each batch's
+ * answers (the done callbacks) from the workers: a batch of one is still
+ * answered by its worker, with no hand-off.  Call it once, after
+ * ft_batcher_start and before the first request; 0 (the default) keeps
+ * every answer on its worker.  FT_ENOMEM when a thread cannot start (none
+ * runs then). */
+#define FT_BATCHER_MAX_ANSWER_THREADS 64
+int ft_batcher_answer_threads(ft_batcher *b, uint32_t n);
 
 /* ft_batcher_run_inline runs a lone request at once on the calling
  * thread when nothing waits (the queue is empty) and a replica is idle (or
@@ -123,8 +141,8 @@ void ft_batcher_set_window(ft_batcher *b, uint32_t max_batch,
                            uint32_t max_wait_us);
 
 /* ft_batcher_stop waits until the queue (which the caller has closed) is
- * empty and every batch is answered, then joins the workers and drops the
- * current generation. */
+ * empty and every batch is answered, then joins the workers and the
+ * answer threads and drops the current generation. */
 void ft_batcher_stop(ft_batcher *b);
 
 void ft_batcher_stats_get(ft_batcher *b, ft_batcher_stats *st);

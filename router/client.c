@@ -32,11 +32,14 @@ typedef struct pending {
     struct pending *prev, *next;
 } pending;
 
-#define CLIENT_MAX_PIPES 8
+/* Pipes followed: one per connection, and room for a reconnection whose
+ * new pipe comes before the old one's removal is seen. */
+#define CLIENT_MAX_PIPES (FT_CLIENT_MAX_CONNECTIONS + 8)
 
 struct ft_client {
     nng_socket sock;
-    nng_dialer dialer;
+    nng_dialer dialer[FT_CLIENT_MAX_CONNECTIONS]; /* one per connection */
+    int n_dialers;
     nng_tls_config *tls;
     int timeout_ms;
     int reconnect_wait_ms;   /* how long a call waits for a lost
@@ -81,7 +84,7 @@ void ft_client_opts_init(ft_client_opts *o)
     o->timeout_ms = 10000;
 }
 
-/* dialer_auth_errors returns how many TLS handshakes of the dialer failed
+/* dialer_auth_errors returns how many TLS handshakes of the dialers failed
  * (nng counts them in its "auth" statistic: a certificate that was not
  * accepted, or a peer that does not speak TLS); 0 without statistics. */
 static uint64_t dialer_auth_errors(ft_client *c)
@@ -90,10 +93,12 @@ static uint64_t dialer_auth_errors(ft_client *c)
     if (nng_stats_get(&all) != 0)
         return 0;
     uint64_t n = 0;
-    nng_stat *d = nng_stat_find_dialer(all, c->dialer);
-    nng_stat *a = d ? nng_stat_find(d, "auth") : NULL;
-    if (a != NULL)
-        n = nng_stat_value(a);
+    for (int i = 0; i < c->n_dialers; i++) {
+        nng_stat *d = nng_stat_find_dialer(all, c->dialer[i]);
+        nng_stat *a = d ? nng_stat_find(d, "auth") : NULL;
+        if (a != NULL)
+            n += nng_stat_value(a);
+    }
     nng_stats_free(all);
     return n;
 }
@@ -274,8 +279,8 @@ static int tls_client(ft_client *c, const char *url, const ft_client_opts *o,
     }
     if (rv == 0 && o->tls_server_name)
         rv = nng_tls_config_server_name(c->tls, o->tls_server_name);
-    if (rv == 0)
-        rv = nng_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, c->tls);
+    for (int i = 0; rv == 0 && i < c->n_dialers; i++)
+        rv = nng_dialer_set_ptr(c->dialer[i], NNG_OPT_TLS_CONFIG, c->tls);
     if (rv != 0) {
         fti_errf(errbuf, errlen, "%s: TLS setup: %s", url, nng_strerror(rv));
         return FT_ECONN;
@@ -307,11 +312,18 @@ int ft_client_connect(ft_client **out, const char *url,
         ft_client_opts_init(&def);
         opts = &def;
     }
+    if (opts->connections < 0 ||
+        opts->connections > FT_CLIENT_MAX_CONNECTIONS) {
+        fti_errf(errbuf, errlen, "%s: connections: expected 1..%d (0: 1), "
+                 "got %d", url, FT_CLIENT_MAX_CONNECTIONS, opts->connections);
+        return FT_EINVAL;
+    }
     ft_client *c = calloc(1, sizeof *c);
     if (c == NULL) {
         fti_errf(errbuf, errlen, "client: out of memory");
         return FT_ENOMEM;
     }
+    c->n_dialers = opts->connections > 0 ? opts->connections : 1;
     c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
     c->reconnect_wait_ms = opts->reconnect_wait_ms > 0
                                ? opts->reconnect_wait_ms
@@ -349,18 +361,28 @@ int ft_client_connect(ft_client **out, const char *url,
     nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 200);
     nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, pipe_cb, c);
     nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, pipe_cb, c);
+    /* One dialer per connection, all to url: nng's REQ socket sends each
+     * request on a connection that is not busy sending (in the order the
+     * calls were made) and reads its answer from the same one; with
+     * resends off (above), a connection that goes fails only the calls
+     * it carried, and the others keep serving. */
     int rc = FT_OK;
-    rv = nng_dialer_create(&c->dialer, c->sock, url);
-    if (rv != 0) {
-        fti_errf(errbuf, errlen, "%s: %s", url, nng_strerror(rv));
-        rc = FT_EINVAL;
+    for (int i = 0; rc == FT_OK && i < c->n_dialers; i++) {
+        rv = nng_dialer_create(&c->dialer[i], c->sock, url);
+        if (rv != 0) {
+            fti_errf(errbuf, errlen, "%s: %s", url, nng_strerror(rv));
+            rc = FT_EINVAL;
+        } else {
+            nng_dialer_set_size(c->dialer[i], NNG_OPT_RECVMAXSZ, recv_max);
+        }
     }
-    if (rc == FT_OK)
-        nng_dialer_set_size(c->dialer, NNG_OPT_RECVMAXSZ, recv_max);
     if (rc == FT_OK && !strncmp(url, "tls+", 4))
         rc = tls_client(c, url, opts, errbuf, errlen);
-    if (rc == FT_OK) {
-        rv = nng_dialer_start(c->dialer,
+    /* Each connection is made before the call returns (unless
+     * connect_wait_ms asks for a background dial): a server that cannot
+     * be reached fails the connect at once, as with one. */
+    for (int i = 0; rc == FT_OK && i < c->n_dialers; i++) {
+        rv = nng_dialer_start(c->dialer[i],
                               opts->connect_wait_ms > 0 ? NNG_FLAG_NONBLOCK : 0);
         if (rv == NNG_ECRYPTO || rv == NNG_EPEERAUTH) {
             tls_failed(c, rv, errbuf, errlen);

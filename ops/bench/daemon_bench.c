@@ -3,7 +3,8 @@
  *
  *   ft_daemon_bench --index F --url URL --requests R.jsonl [--engine cpu|gpu]
  *                   [--threads N] [--rounds N] [--clients C] [--batch B]
- *                   [--seconds S] [--serve-max-batch M]
+ *                   [--seconds S] [--serve-max-batch M] [--connections P]
+ *                   [--procs P] [--kinds search,ping,echo]
  *
  * On the same requests, in the same run, against a running
  * `flashtrie serve` on the same index (ops/bench/daemon_bench.sh and
@@ -48,8 +49,13 @@
  *      the switch from the other process's GPU context (both sides' times
  *      rise by about the same);
  *   5. the engine alone in batches of B (--batch 0: skipped);
- *   6. C client threads sharing one ft_client handle, each sending one
- *      request per frame, for S seconds (--clients 0: skipped).
+ *   6. C client threads for S seconds each (--clients 0: skipped), one
+ *      request per frame, in four layouts (one shared handle, one handle
+ *      of --connections P, a handle per thread, handles in --procs client
+ *      processes) and three kinds of call (SEARCH, PING, nng alone: an
+ *      echo server in a child process at the frames' sizes); for each
+ *      SEARCH row the server's stages and where a call's time went
+ *      (Little's law: the server's stages against the rest).
  * After 1, 3, 4 and 6 it prints the server's own account of where the
  * time of that loop's messages went (INFO's `# stages`: decode, queue
  * wait, engine, encode, send; means by the daemon's clock) and, for the
@@ -62,6 +68,7 @@
  * This is a benchmark, not a test: it is not run by ctest.
  */
 #include <getopt.h>
+#include <sys/wait.h>
 #include <math.h>
 #include <unistd.h>
 #include <pthread.h>
@@ -90,10 +97,6 @@ typedef struct bench {
     size_t n;
     ft_result *ref;       /* the engine's answers */
     ft_client *cli;
-    double seconds;
-    atomic_size_t next;
-    atomic_ulong done, mismatch, failed;
-    atomic_int stop;
 } bench;
 
 static int cmp_double(const void *a, const void *b)
@@ -153,7 +156,8 @@ static int same_result(const ft_result *a, const ft_result *b)
  * `# stages`, serve_stages.c): counts and the sums behind its means. */
 typedef struct stages {
     double messages, requests, sends;
-    double decode, queue, engine, encode, send; /* sums, us */
+    double decode, queue, engine, answer, encode, send; /* sums, us */
+    double send_call; /* of send: nng_ctx_send's own call */
     int ok;
 } stages;
 
@@ -180,8 +184,10 @@ static stages get_stages(ft_client *c)
         s.decode = info_num(sec, "decode_us") * s.messages;
         s.queue = info_num(sec, "queue_us") * s.requests;
         s.engine = info_num(sec, "engine_us") * s.requests;
+        s.answer = info_num(sec, "answer_us") * s.requests;
         s.encode = info_num(sec, "encode_us") * s.messages;
         s.send = info_num(sec, "send_us") * s.sends;
+        s.send_call = info_num(sec, "send_call_us") * s.sends;
     }
     ft_client_text_free(info);
     return s;
@@ -202,16 +208,19 @@ static void print_stages(const char *what, const stages *a, const stages *b,
     double dec = m > 0 ? (b->decode - a->decode) / m : 0,
            que = r > 0 ? (b->queue - a->queue) / r : 0,
            eng = r > 0 ? (b->engine - a->engine) / r : 0,
+           ans = r > 0 ? (b->answer - a->answer) / r : 0,
            enc = m > 0 ? (b->encode - a->encode) / m : 0,
-           snd = s > 0 ? (b->send - a->send) / s : 0;
-    printf("%s.stages_us: decode %.1f queue %.1f engine %.1f encode %.1f "
-           "send %.1f (the server's clock, means over %.0f messages; %s)\n",
-           what, dec, que, eng, enc, snd, m, span);
+           snd = s > 0 ? (b->send - a->send) / s : 0,
+           sc = s > 0 ? (b->send_call - a->send_call) / s : 0;
+    printf("%s.stages_us: decode %.1f queue %.1f engine %.1f answer %.1f "
+           "encode %.1f send %.1f (of it nng_ctx_send's call %.1f) (the "
+           "server's clock, means over %.0f messages; %s)\n", what, dec,
+           que, eng, ans, enc, snd, sc, m, span);
     if (rt_us > 0)
         printf("%s.outside_server_us: %.1f (the client's mean round trip "
-               "%.1f - decode - queue - engine - encode: nng both ways, "
-               "the client's encoding and decoding)\n",
-               what, rt_us - dec - que - eng - enc, rt_us);
+               "%.1f - decode - queue - engine - answer - encode: nng both "
+               "ways, the client's encoding and decoding)\n",
+               what, rt_us - dec - que - eng - ans - enc, rt_us);
 }
 
 /* info_get reads one "key: value" number of the server's INFO (any
@@ -227,27 +236,6 @@ static double info_get(ft_client *c, const char *key, double def)
     double v = p ? strtod(p + strlen(k), NULL) : def;
     ft_client_text_free(info);
     return v;
-}
-
-static void *client_main(void *arg)
-{
-    bench *b = arg;
-    char err[512];
-    while (!atomic_load(&b->stop)) {
-        size_t i = atomic_fetch_add(&b->next, 1) % b->n;
-        ft_client_results *res;
-        int rc = ft_client_search(b->cli, &b->reqs[i], 1, &res, err, sizeof err);
-        if (rc != FT_OK) {
-            if (atomic_fetch_add(&b->failed, 1) == 0)
-                fprintf(stderr, "ft_daemon_bench: search: %s\n", err);
-            continue;
-        }
-        if (!same_result(ft_client_results_get(res, 0), &b->ref[i]))
-            atomic_fetch_add(&b->mismatch, 1);
-        ft_client_results_free(res);
-        atomic_fetch_add(&b->done, 1);
-    }
-    return NULL;
 }
 
 static int load_requests(bench *b, const char *path)
@@ -438,6 +426,497 @@ static double echo_call(echo *e, size_t req_size, size_t rep_size)
     return rv == 0 ? (fti_now() - t0) * 1e6 : -1;
 }
 
+/* ---- C clients at once: the daemon and nng alone, by layout ---------
+ * Step 6 runs C client threads for S seconds in three layouts:
+ *   shared: one ft_client handle (one REQ socket, one connection) for
+ *           all threads, each call on a context of its own: every
+ *           message of every thread crosses the one connection;
+ *   conns:  one handle with --connections P connections (one REQ socket
+ *           dialed P times): nng sends each request on a connection that
+ *           is not sending, and its answer comes back on it;
+ *   own:    a handle per thread (a socket and a connection each), as C
+ *           separate client processes would connect;
+ *   procs:  the own layout in --procs P client processes (see below).
+ * and three kinds of call: SEARCH (one request a frame, every answer
+ * checked against the engine's), PING (answered on the server's nng
+ * thread, no queue, no engine) and nng alone: an echo REP server in a
+ * child process (this program run with --echo-serve) answering each
+ * request with a reply of the size the request asks for, on nng's
+ * callback thread, from as many contexts as the server has, at the
+ * SEARCH and RESULT frames' mean sizes (every reply's length checked):
+ * the ceiling nng itself allows these clients. */
+enum { LOAD_SEARCH, LOAD_PING, LOAD_ECHO };
+enum { LAY_SHARED, LAY_CONNS, LAY_OWN, LAY_PROCS, LAY_COUNT };
+static const char *const lay_name[LAY_COUNT] = {"shared", "conns", "own",
+                                                "procs"};
+
+typedef struct load {
+    bench *b;
+    int kind;
+    ft_client **cli;   /* [C]: the same handle, or one per thread */
+    nng_socket *esock; /* [C]: echo sockets, the same or one per thread */
+    size_t qs, rs;     /* echo: bytes out and back */
+    atomic_int next_thread;
+    atomic_size_t next;
+    atomic_ulong done, bad, failed;
+    atomic_int stop;
+} load;
+
+/* echo_req is one call of the echo layout: qs bytes out (the first 8 say
+ * the reply's size), rs back; 0 when the reply had that size. */
+static int echo_req(nng_socket s, size_t qs, size_t rs)
+{
+    nng_ctx ctx;
+    nng_aio *aio;
+    nng_msg *m;
+    if (nng_ctx_open(&ctx, s) != 0)
+        return -1;
+    if (nng_aio_alloc(&aio, NULL, NULL) != 0) {
+        nng_ctx_close(ctx);
+        return -1;
+    }
+    int rv = nng_msg_alloc(&m, qs < 8 ? 8 : qs);
+    if (rv == 0) {
+        uint64_t want = rs;
+        memcpy(nng_msg_body(m), &want, 8);
+        nng_aio_set_timeout(aio, 10000);
+        nng_aio_set_msg(aio, m);
+        nng_ctx_send(ctx, aio);
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+        if (rv != 0) {
+            nng_msg_free(nng_aio_get_msg(aio));
+        } else {
+            nng_ctx_recv(ctx, aio);
+            nng_aio_wait(aio);
+            rv = nng_aio_result(aio);
+            if (rv == 0) {
+                m = nng_aio_get_msg(aio);
+                rv = nng_msg_len(m) == rs ? 0 : 1;
+                nng_msg_free(m);
+            }
+        }
+    }
+    nng_aio_free(aio);
+    nng_ctx_close(ctx);
+    return rv < 0 ? -1 : rv;
+}
+
+static void *load_main(void *arg)
+{
+    load *L = arg;
+    bench *b = L->b;
+    int t = atomic_fetch_add(&L->next_thread, 1);
+    char err[512];
+    while (!atomic_load(&L->stop)) {
+        int bad = 0, rc;
+        if (L->kind == LOAD_ECHO) {
+            rc = echo_req(L->esock[t], L->qs, L->rs);
+            bad = rc > 0;
+            rc = rc < 0 ? FT_ECONN : FT_OK;
+            if (rc != FT_OK)
+                snprintf(err, sizeof err, "echo failed");
+        } else if (L->kind == LOAD_PING) {
+            rc = ft_client_ping(L->cli[t], err, sizeof err);
+        } else {
+            size_t i = atomic_fetch_add(&L->next, 1) % b->n;
+            ft_client_results *res;
+            rc = ft_client_search(L->cli[t], &b->reqs[i], 1, &res, err,
+                                  sizeof err);
+            if (rc == FT_OK) {
+                bad = !same_result(ft_client_results_get(res, 0), &b->ref[i]);
+                ft_client_results_free(res);
+            }
+        }
+        if (rc != FT_OK) {
+            if (atomic_fetch_add(&L->failed, 1) == 0)
+                fprintf(stderr, "ft_daemon_bench: clients: %s\n", err);
+            continue;
+        }
+        atomic_fetch_add(&L->bad, (unsigned long)bad);
+        atomic_fetch_add(&L->done, 1);
+    }
+    return NULL;
+}
+
+/* load_run runs L with C threads for S seconds; the calls a second. */
+static double load_run(load *L, int clients, double seconds)
+{
+    pthread_t *th = calloc((size_t)clients, sizeof *th);
+    atomic_store(&L->next_thread, 0);
+    atomic_store(&L->stop, 0);
+    atomic_store(&L->done, 0);
+    double c0 = fti_now();
+    for (int i = 0; i < clients; i++)
+        pthread_create(&th[i], NULL, load_main, L);
+    struct timespec ts = {(time_t)seconds,
+                          (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+    atomic_store(&L->stop, 1);
+    for (int i = 0; i < clients; i++)
+        pthread_join(th[i], NULL);
+    double q = (double)atomic_load(&L->done) / (fti_now() - c0);
+    free(th);
+    return q;
+}
+
+/* ---- the echo server (--echo-serve URL): a child process ------------ */
+typedef struct echo_srv_ctx {
+    nng_ctx ctx;
+    nng_aio *aio;
+    int sending;
+} echo_srv_ctx;
+
+static void echo_srv_cb(void *arg)
+{
+    echo_srv_ctx *e = arg;
+    int rv = nng_aio_result(e->aio);
+    if (e->sending) {
+        e->sending = 0;
+        if (rv != 0)
+            nng_msg_free(nng_aio_get_msg(e->aio));
+        if (rv == NNG_ECLOSED)
+            return;
+        nng_ctx_recv(e->ctx, e->aio);
+        return;
+    }
+    if (rv != 0) {
+        if (rv != NNG_ECLOSED)
+            nng_ctx_recv(e->ctx, e->aio);
+        return;
+    }
+    nng_msg *m = nng_aio_get_msg(e->aio);
+    uint64_t want = 0;
+    if (nng_msg_len(m) >= 8)
+        memcpy(&want, nng_msg_body(m), 8);
+    nng_msg_clear(m);
+    if (want > (64u << 20) || nng_msg_realloc(m, (size_t)want) != 0) {
+        nng_msg_free(m);
+        nng_ctx_recv(e->ctx, e->aio);
+        return;
+    }
+    e->sending = 1;
+    nng_aio_set_msg(e->aio, m);
+    nng_ctx_send(e->ctx, e->aio);
+}
+
+/* echo_serve is the child's whole life: a REP socket on url with n
+ * contexts, until its standard input (the parent's pipe) closes. */
+static int echo_serve(const char *url, int n)
+{
+    nng_socket s;
+    int rv;
+    if ((rv = nng_rep0_open(&s)) != 0 ||
+        (rv = nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+        (rv = nng_listen(s, url, NULL, 0)) != 0) {
+        fprintf(stderr, "ft_daemon_bench: echo server on %s: %s\n", url,
+                nng_strerror(rv));
+        return 1;
+    }
+    echo_srv_ctx *c = calloc((size_t)n, sizeof *c);
+    for (int i = 0; i < n; i++)
+        if ((rv = nng_ctx_open(&c[i].ctx, s)) != 0 ||
+            (rv = nng_aio_alloc(&c[i].aio, echo_srv_cb, &c[i])) != 0) {
+            fprintf(stderr, "ft_daemon_bench: echo server: %s\n",
+                    nng_strerror(rv));
+            return 1;
+        }
+    for (int i = 0; i < n; i++)
+        nng_ctx_recv(c[i].ctx, c[i].aio);
+    /* ready: the parent reads this line before it dials */
+    printf("ready\n");
+    fflush(stdout);
+    char buf[64];
+    while (read(0, buf, sizeof buf) > 0)
+        ;
+    nng_close(s);
+    for (int i = 0; i < n; i++) {
+        nng_aio_stop(c[i].aio);
+        nng_aio_free(c[i].aio);
+    }
+    free(c);
+    return 0;
+}
+
+/* echo_child starts this program as the echo server on url with n
+ * contexts; *to is the pipe whose closing stops it.  Returns its pid, or
+ * -1. */
+static pid_t echo_child(const char *url, int n, int *to)
+{
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        char ns[16];
+        snprintf(ns, sizeof ns, "%d", n);
+        execl("/proc/self/exe", "ft_daemon_bench", "--echo-serve", url,
+              "--echo-contexts", ns, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    char line[16] = {0};
+    ssize_t r = read(out[0], line, sizeof line - 1);
+    close(out[0]);
+    if (r <= 0 || strncmp(line, "ready", 5) != 0) {
+        close(in[1]);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    *to = in[1];
+    return pid;
+}
+
+/* echo_dial opens a REQ socket dialed conns times to url. */
+static int echo_dial(nng_socket *s, const char *url, int conns)
+{
+    int rv = nng_req0_open(s);
+    if (rv != 0)
+        return rv;
+    nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, 0);
+    nng_socket_set_ms(*s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    for (int i = 0; i < conns && rv == 0; i++)
+        rv = nng_dial(*s, url, NULL, 0);
+    if (rv != 0)
+        nng_close(*s);
+    return rv;
+}
+
+/* ---- the procs layout: client processes -----------------------------
+ * One process's nng serves all its connections with one poller thread
+ * and one pool of task threads; C clients of a deployment are C
+ * processes, each with its own.  The procs layout runs the C client
+ * threads in P processes (this program run with --client-proc), C / P
+ * threads each, a handle (or echo socket) per thread: the same load
+ * without the one client process's nng in the way.  The parent hands
+ * them the reference answers as RESULT frames in a file (u64 length,
+ * bytes; the frames step 3 encodes, id 7), starts them together and sums
+ * what they report. */
+
+/* client_proc is the child's whole life (--client-proc
+ * KIND:THREADS:SECONDS:QS:RS with --url, --requests, --refs): connect,
+ * say "ready", wait for the go byte on stdin, run, print "done N bad B
+ * failed F secs S". */
+static int client_proc(const char *spec, const char *url, const char *reqs,
+                       const char *refs)
+{
+    int kind, threads;
+    double seconds;
+    size_t qs, rs;
+    if (sscanf(spec, "%d:%d:%lf:%zu:%zu", &kind, &threads, &seconds, &qs,
+               &rs) != 5 || threads < 1 || url == NULL) {
+        fprintf(stderr, "ft_daemon_bench: --client-proc %s: bad\n", spec);
+        return 2;
+    }
+    bench b;
+    memset(&b, 0, sizeof b);
+    ft_client_results **keep = NULL;
+    if (kind == LOAD_SEARCH) {
+        if (reqs == NULL || refs == NULL || load_requests(&b, reqs) != 0)
+            return 1;
+        FILE *f = fopen(refs, "rb");
+        keep = calloc(b.n, sizeof *keep);
+        for (size_t i = 0; f != NULL && i < b.n; i++) {
+            uint64_t len;
+            char err[256];
+            void *p = NULL;
+            if (fread(&len, 8, 1, f) != 1 || (p = malloc(len)) == NULL ||
+                fread(p, 1, len, f) != len ||
+                fti_client_search_decode(p, len, 7, 1, &keep[i], err,
+                                         sizeof err) != FT_OK) {
+                fprintf(stderr, "ft_daemon_bench: %s: answer %zu unread\n",
+                        refs, i + 1);
+                return 1;
+            }
+            free(p);
+            ft_result_free(&b.ref[i]);
+            b.ref[i] = *ft_client_results_get(keep[i], 0);
+        }
+        if (f == NULL)
+            return 1;
+        fclose(f);
+    }
+    load L;
+    memset(&L, 0, sizeof L);
+    L.b = &b;
+    L.kind = kind;
+    L.qs = qs;
+    L.rs = rs;
+    L.cli = calloc((size_t)threads, sizeof *L.cli);
+    L.esock = calloc((size_t)threads, sizeof *L.esock);
+    ft_client_opts co;
+    ft_client_opts_init(&co);
+    co.timeout_ms = 30000;
+    char err[512];
+    for (int i = 0; i < threads; i++) {
+        int rv = kind == LOAD_ECHO
+                     ? echo_dial(&L.esock[i], url, 1)
+                     : ft_client_connect(&L.cli[i], url, &co, err, sizeof err);
+        if (rv != 0) {
+            fprintf(stderr, "ft_daemon_bench: client process: connect %s "
+                    "failed\n", url);
+            return 1;
+        }
+    }
+    printf("ready\n");
+    fflush(stdout);
+    char go;
+    if (read(0, &go, 1) != 1)
+        return 1;
+    double t0 = fti_now();
+    load_run(&L, threads, seconds);
+    double el = fti_now() - t0;
+    printf("done %lu bad %lu failed %lu secs %.6f\n",
+           (unsigned long)atomic_load(&L.done),
+           (unsigned long)atomic_load(&L.bad),
+           (unsigned long)atomic_load(&L.failed), el);
+    fflush(stdout);
+    for (int i = 0; i < threads; i++) {
+        if (kind == LOAD_ECHO)
+            nng_close(L.esock[i]);
+        else
+            ft_client_close(L.cli[i]);
+    }
+    return 0;
+}
+
+/* procs_run runs kind in P client processes of C / P threads (the
+ * remainder spread) against url for S seconds; the calls a second (the
+ * sum of each process's rate), wrong and failed calls added to *bad and
+ * *failed; -1 when a process could not start. */
+static double procs_run(int kind, int procs, int clients, double seconds,
+                        const char *url, const char *reqs, const char *refs,
+                        size_t qs, size_t rs, unsigned long *bad,
+                        unsigned long *failed)
+{
+    pid_t *pid = calloc((size_t)procs, sizeof *pid);
+    int *to = calloc((size_t)procs, sizeof *to);
+    FILE **from = calloc((size_t)procs, sizeof *from);
+    int ok = 1;
+    for (int p = 0; p < procs; p++) {
+        int in[2], out[2];
+        to[p] = -1;
+        if (pipe(in) != 0 || pipe(out) != 0) {
+            ok = 0;
+            break;
+        }
+        int t = clients / procs + (p < clients % procs);
+        char spec[96];
+        snprintf(spec, sizeof spec, "%d:%d:%.3f:%zu:%zu", kind, t, seconds,
+                 qs, rs);
+        pid[p] = fork();
+        if (pid[p] == 0) {
+            dup2(in[0], 0);
+            dup2(out[1], 1);
+            close(in[0]);
+            close(in[1]);
+            close(out[0]);
+            close(out[1]);
+            execl("/proc/self/exe", "ft_daemon_bench", "--client-proc", spec,
+                  "--url", url, "--requests", reqs, "--refs", refs,
+                  (char *)NULL);
+            _exit(127);
+        }
+        close(in[0]);
+        close(out[1]);
+        to[p] = in[1];
+        from[p] = fdopen(out[0], "r");
+        if (pid[p] < 0)
+            ok = 0;
+    }
+    char line[256];
+    for (int p = 0; ok && p < procs; p++)
+        ok = fgets(line, sizeof line, from[p]) != NULL &&
+             strncmp(line, "ready", 5) == 0;
+    double q = -1;
+    if (ok) {
+        q = 0;
+        for (int p = 0; p < procs; p++)
+            if (write(to[p], "g", 1) != 1)
+                ok = 0;
+        for (int p = 0; p < procs; p++) {
+            unsigned long d = 0, bb = 0, f = 0;
+            double secs = 0;
+            if (fgets(line, sizeof line, from[p]) == NULL ||
+                sscanf(line, "done %lu bad %lu failed %lu secs %lf", &d, &bb,
+                       &f, &secs) != 4 || secs <= 0) {
+                ok = 0;
+                continue;
+            }
+            q += (double)d / secs;
+            *bad += bb;
+            *failed += f;
+        }
+        if (!ok)
+            q = -1;
+    }
+    for (int p = 0; p < procs; p++) {
+        if (to[p] >= 0)
+            close(to[p]);
+        if (from[p] != NULL)
+            fclose(from[p]);
+        if (pid[p] > 0)
+            waitpid(pid[p], NULL, 0);
+    }
+    free(pid);
+    free(to);
+    free(from);
+    return q;
+}
+
+/* report_load prints one row of step 6: the rate, for SEARCH its share
+ * of the engine's batch rate, the mean batch of the batches run
+ * meanwhile, the server's stages, and where a call's time went: of the
+ * C / rate a call takes, the server's stages (decode, queue, engine,
+ * answer, encode, send: each call is one message of one request) and
+ * the rest, outside them (nng's transport both ways, the client's own
+ * work): by Little's law the calls in flight split the same way. */
+static void report_load(const char *kind, int lay, int clients, double q,
+                        double eng_qps, int batch, const stages *sa,
+                        const stages *sb, double batches, unsigned long bad,
+                        unsigned long nf)
+{
+    char key[64];
+    snprintf(key, sizeof key, "clients%d.%s.%s", clients, kind,
+             lay_name[lay]);
+    if (q < 0) {
+        printf("%s_qps: (the client processes failed)\n", key);
+        return;
+    }
+    int search = !strcmp(kind, "search");
+    printf("%s_qps: %.0f", key, q);
+    if (search && eng_qps > 0)
+        printf(" (%.0f%% of the engine's batch %d)", 100 * q / eng_qps, batch);
+    double r = sb->requests - sa->requests, m = sb->messages - sa->messages,
+           s = sb->sends - sa->sends;
+    if (search && batches > 0)
+        printf("; mean batch %.2f", r / batches);
+    printf("; %lu wrong, %lu failed\n", bad, nf);
+    if (!search || r <= 0 || m <= 0 || q <= 0)
+        return;
+    print_stages(key, sa, sb, 0, "engine: a batch's call, per request of it");
+    double in = (sb->decode - sa->decode + sb->encode - sa->encode) / m +
+                (sb->queue - sa->queue + sb->engine - sa->engine +
+                 sb->answer - sa->answer) / r +
+                (s > 0 ? (sb->send - sa->send) / s : 0);
+    double call = (double)clients / q * 1e6;
+    printf("%s.where_us: a call %.0f (%d calls in flight / %.0f a second) = "
+           "%.0f in the server's stages + %.0f outside them (nng's "
+           "receive and transport both ways, the client's work); calls in "
+           "flight: %.1f in the stages, %.1f outside\n", key, call,
+           clients, q, in, call - in, q * in / 1e6,
+           (double)clients - q * in / 1e6);
+}
+
 /* The in-process engines of step 2. */
 enum { E_PUBLIC, E_SERVED, E_SIZED, E_COUNT };
 
@@ -458,13 +937,19 @@ int main(int argc, char **argv)
 {
     const char *index = NULL, *url = NULL, *reqpath = NULL;
     int threads = 1, rounds = 3, clients = 64, batch = 32, gpu = 0;
-    int serve_max_batch = 32;
+    int serve_max_batch = 32, conns = 8, echo_ctx = 64, procs = 8;
+    int kinds_on = 7; /* step 6's kinds: bits 1 << LOAD_* */
+    const char *echo_url = NULL, *client_spec = NULL, *refs = NULL;
     double seconds = 5;
     static const struct option lo[] = {
         {"index", 1, 0, 'i'},   {"url", 1, 0, 'u'},     {"requests", 1, 0, 'r'},
         {"threads", 1, 0, 't'}, {"rounds", 1, 0, 'n'},  {"clients", 1, 0, 'c'},
         {"batch", 1, 0, 'b'},   {"seconds", 1, 0, 's'}, {"engine", 1, 0, 'e'},
-        {"serve-max-batch", 1, 0, 'm'}, {0, 0, 0, 0}};
+        {"serve-max-batch", 1, 0, 'm'}, {"connections", 1, 0, 'p'},
+        {"echo-serve", 1, 0, 'E'},      {"echo-contexts", 1, 0, 'X'},
+        {"procs", 1, 0, 'P'},           {"client-proc", 1, 0, 'C'},
+        {"refs", 1, 0, 'R'},            {"kinds", 1, 0, 'K'},
+        {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (ch) {
@@ -477,6 +962,17 @@ int main(int argc, char **argv)
         case 'b': batch = atoi(optarg); break;
         case 's': seconds = atof(optarg); break;
         case 'm': serve_max_batch = atoi(optarg); break;
+        case 'p': conns = atoi(optarg); break;
+        case 'E': echo_url = optarg; break;
+        case 'X': echo_ctx = atoi(optarg); break;
+        case 'P': procs = atoi(optarg); break;
+        case 'C': client_spec = optarg; break;
+        case 'R': refs = optarg; break;
+        case 'K':
+            kinds_on = (strstr(optarg, "search") ? 1 << LOAD_SEARCH : 0) |
+                       (strstr(optarg, "ping") ? 1 << LOAD_PING : 0) |
+                       (strstr(optarg, "echo") ? 1 << LOAD_ECHO : 0);
+            break;
         case 'e':
             if (strcmp(optarg, "cpu") && strcmp(optarg, "gpu")) {
                 fprintf(stderr, "ft_daemon_bench: --engine: cpu or gpu, got %s\n", optarg);
@@ -487,20 +983,31 @@ int main(int argc, char **argv)
         default: return 2;
         }
     }
+    if (echo_url != NULL) /* the child of step 6 */
+        return echo_serve(echo_url, echo_ctx > 0 ? echo_ctx : 64);
+    if (client_spec != NULL) /* a child of the procs layout */
+        return client_proc(client_spec, url, reqpath, refs);
     if (!index || !url || !reqpath || rounds < 1 || clients < 0 ||
-        batch < 0 || serve_max_batch < 1 || serve_max_batch > 64) {
+        batch < 0 || serve_max_batch < 1 || serve_max_batch > 64 ||
+        conns < 1 || conns > FT_CLIENT_MAX_CONNECTIONS || procs < 1 ||
+        (clients > 0 && procs > clients)) {
         fprintf(stderr, "usage: ft_daemon_bench --index F --url URL --requests "
                         "R.jsonl [--engine cpu|gpu] [--threads N] [--rounds N] "
                         "[--clients C (0: skip)] [--batch B (0: skip)] "
                         "[--seconds S] [--serve-max-batch M (1..64, serve's "
-                        "max_batch: 32)]\n");
+                        "max_batch: 32)] [--connections P (1..%d: the conns "
+                        "layout's, 8)] [--procs P (the procs layout's client "
+                        "processes, 8)] [--kinds search,ping,echo (step 6's "
+                        "calls: all)]\n", FT_CLIENT_MAX_CONNECTIONS);
         return 2;
     }
+    /* Whole lines on stdout, whatever the engines log on stderr
+     * meanwhile (the two often go to one file). */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     /* The engines' open lines (slots, how the host waits) on stderr. */
     ft_log_set_level(FT_LOG_INFO);
     bench b;
     memset(&b, 0, sizeof b);
-    b.seconds = seconds;
     if (load_requests(&b, reqpath) != 0)
         return 1;
     char err[512];
@@ -683,6 +1190,21 @@ int main(int argc, char **argv)
     }
     req_bytes /= (double)b.n;
     lat cenc = summarize(v, m), cdec = summarize(vc, m);
+    /* The reference answers for the procs layout's processes. */
+    char refpath[256];
+    {
+        const char *td = getenv("TMPDIR");
+        snprintf(refpath, sizeof refpath, "%s/ft_daemon_bench_refs.%ld",
+                 td && *td ? td : "/tmp", (long)getpid());
+        FILE *rf = fopen(refpath, "wb");
+        for (size_t i = 0; rf != NULL && i < b.n; i++) {
+            uint64_t len = rframes[i].len;
+            fwrite(&len, 8, 1, rf);
+            fwrite(rframes[i].data, 1, rframes[i].len, rf);
+        }
+        if (rf == NULL || fclose(rf) != 0)
+            refpath[0] = 0;
+    }
     for (size_t i = 0; i < b.n; i++)
         ft_buf_free(&rframes[i]);
     free(rframes);
@@ -765,7 +1287,8 @@ int main(int argc, char **argv)
                              ? ((s3.decode - s2.decode) +
                                 (s3.encode - s2.encode)) / mm +
                                    ((s3.queue - s2.queue) +
-                                    (s3.engine - s2.engine)) / rr
+                                    (s3.engine - s2.engine) +
+                                    (s3.answer - s2.answer)) / rr
                              : 0;
             double out = dal.mean - srv;
             printf("b1.outside_split_us: %.1f outside the server = nng echo "
@@ -843,31 +1366,141 @@ int main(int argc, char **argv)
         free(bres);
     }
 
-    /* 6. C clients on one handle. */
+    /* 6. C clients at once: nng alone, PING and SEARCH, each in the
+     * three layouts (see load above). */
     if (clients > 0) {
-        pthread_t *th = calloc((size_t)clients, sizeof *th);
-        double c0 = fti_now();
+        ft_client **cl = calloc((size_t)clients, sizeof *cl);
+        ft_client **own = calloc((size_t)clients, sizeof *own);
+        nng_socket *es = calloc((size_t)clients, sizeof *es);
+        ft_client *pc = NULL;
+        ft_client_opts po = co;
+        po.connections = conns;
+        int ok = cl && own && es;
+        if (ok && ft_client_connect(&pc, url, &po, err, sizeof err) != FT_OK) {
+            fprintf(stderr, "ft_daemon_bench: %d connections: %s\n", conns,
+                    err);
+            ok = 0;
+        }
+        for (int i = 0; ok && i < clients; i++)
+            if (ft_client_connect(&own[i], url, &co, err, sizeof err) !=
+                FT_OK) {
+                fprintf(stderr, "ft_daemon_bench: client %d: %s\n", i, err);
+                ok = 0;
+            }
+        /* The echo server: as many contexts as the daemon has. */
+        int ectx = (int)info_get(b.cli, "contexts", 64);
+        char eurl[256];
+        const char *td = getenv("TMPDIR");
+        snprintf(eurl, sizeof eurl, "ipc://%s/ft_daemon_bench_echoc.%ld",
+                 td && *td ? td : "/tmp", (long)getpid());
+        int eto = -1;
+        pid_t epid = ok && (kinds_on & 1 << LOAD_ECHO)
+                         ? echo_child(eurl, ectx, &eto) : -1;
+        if (ok && epid < 0 && (kinds_on & 1 << LOAD_ECHO))
+            fprintf(stderr, "ft_daemon_bench: no echo server (no nng "
+                    "rows for %d clients)\n", clients);
+        printf("clients: %d threads, %.1f s a row; layouts: shared = one "
+               "handle (one connection) for all, conns = one handle of %d "
+               "connections, own = a handle (a connection) per thread, "
+               "procs = own in %d client processes; echo = nng alone (a "
+               "REP server in a child process, %d contexts, %zu B out and "
+               "%zu B back)\n", clients, seconds, conns, procs, ectx,
+               (size_t)(req_bytes + .5), (size_t)(rep_bytes + .5));
+        static const char *const kind_name[] = {"search", "ping", "echo"};
+        static const int kinds[] = {LOAD_ECHO, LOAD_PING, LOAD_SEARCH};
+        for (int ki = 0; ok && ki < 3; ki++) {
+            int kind = kinds[ki];
+            if ((kind == LOAD_ECHO && epid < 0) || !(kinds_on & 1 << kind))
+                continue;
+            for (int lay = 0; lay < LAY_COUNT; lay++) {
+                load L;
+                memset(&L, 0, sizeof L);
+                L.b = &b;
+                L.kind = kind;
+                L.cli = cl;
+                L.esock = es;
+                L.qs = (size_t)(req_bytes + .5);
+                L.rs = (size_t)(rep_bytes + .5);
+                int eopen = 0;
+                if (lay == LAY_PROCS) {
+                    if (kind == LOAD_SEARCH && refpath[0] == 0)
+                        continue;
+                    stages sa = get_stages(b.cli);
+                    double ba = info_get(b.cli, "batches", 0);
+                    unsigned long bad = 0, nf = 0;
+                    double q = procs_run(kind, procs, clients, seconds,
+                                         kind == LOAD_ECHO ? eurl : url,
+                                         reqpath, refpath, L.qs, L.rs, &bad,
+                                         &nf);
+                    stages sb = get_stages(b.cli);
+                    double bb = info_get(b.cli, "batches", 0);
+                    report_load(kind_name[kind], lay, clients, q, eng_qps,
+                                batch, &sa, &sb, bb - ba, bad, nf);
+                    mismatch += bad;
+                    failed += nf + (q < 0);
+                    continue;
+                }
+                for (int i = 0; i < clients; i++)
+                    cl[i] = lay == LAY_SHARED ? b.cli
+                            : lay == LAY_CONNS ? pc : own[i];
+                if (kind == LOAD_ECHO) {
+                    int rv = 0;
+                    if (lay == LAY_OWN) {
+                        for (int i = 0; i < clients && rv == 0; i++)
+                            if ((rv = echo_dial(&es[i], eurl, 1)) == 0)
+                                eopen = i + 1;
+                    } else {
+                        rv = echo_dial(&es[0], eurl,
+                                       lay == LAY_CONNS ? conns : 1);
+                        eopen = rv == 0;
+                        for (int i = 1; i < clients; i++)
+                            es[i] = es[0];
+                    }
+                    if (rv != 0) {
+                        fprintf(stderr, "ft_daemon_bench: echo dial: %s\n",
+                                nng_strerror(rv));
+                        for (int i = 0; i < eopen; i++)
+                            nng_close(es[i]);
+                        continue;
+                    }
+                }
+                stages sa = get_stages(b.cli);
+                double ba = info_get(b.cli, "batches", 0);
+                double q = load_run(&L, clients, seconds);
+                stages sb = get_stages(b.cli);
+                double bb = info_get(b.cli, "batches", 0);
+                for (int i = 0; i < eopen; i++)
+                    nng_close(es[i]);
+                unsigned long bad = atomic_load(&L.bad),
+                              nf = atomic_load(&L.failed);
+                report_load(kind_name[kind], lay, clients, q, eng_qps, batch,
+                            &sa, &sb, bb - ba, bad, nf);
+                /* the row earlier runs printed */
+                if (kind == LOAD_SEARCH && lay == LAY_SHARED) {
+                    if (eng_qps > 0)
+                        printf("daemon.clients%d_qps: %.0f (%.0f%% of the "
+                               "engine's batch %d)\n", clients, q,
+                               100 * q / eng_qps, batch);
+                    print_stages("clients", &sa, &sb, 0,
+                                 "engine: a batch's call, per request of it");
+                }
+                mismatch += bad;
+                failed += nf;
+            }
+        }
+        if (epid > 0) {
+            close(eto);
+            waitpid(epid, NULL, 0);
+        }
         for (int i = 0; i < clients; i++)
-            pthread_create(&th[i], NULL, client_main, &b);
-        struct timespec ts = {(time_t)seconds,
-                              (long)((seconds - (double)(time_t)seconds) * 1e9)};
-        nanosleep(&ts, NULL);
-        atomic_store(&b.stop, 1);
-        for (int i = 0; i < clients; i++)
-            pthread_join(th[i], NULL);
-        double cq = (double)atomic_load(&b.done) / (fti_now() - c0);
-        if (eng_qps > 0)
-            printf("daemon.clients%d_qps: %.0f (%.0f%% of the engine's "
-                   "batch %d)\n", clients, cq, 100 * cq / eng_qps, batch);
-        else
-            printf("daemon.clients%d_qps: %.0f\n", clients, cq);
-        stages st2 = get_stages(b.cli);
-        print_stages("clients", &st1, &st2, 0,
-                     "engine: a batch's call, per request of it");
-        free(th);
+            ft_client_close(own[i]);
+        ft_client_close(pc);
+        if (refpath[0])
+            unlink(refpath);
+        free(own);
+        free(cl);
+        free(es);
     }
-    mismatch += atomic_load(&b.mismatch);
-    failed += atomic_load(&b.failed);
     printf("answers: %s (%lu differ from the engine's, %lu failed)\n",
            mismatch || failed ? "DIFFER" : "identical", mismatch, failed);
 

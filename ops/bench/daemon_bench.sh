@@ -15,11 +15,16 @@
 # flashtrie bench opens it), the daemon alone again, then the engine and
 # the daemon pair by pair, each daemon loop with the server's stage split;
 # the engine in batches of 32, and FT_CLIENTS (64) client
-# threads for FT_SECONDS (5) seconds (ops/bench/engine_gap.sh runs only
+# threads for FT_SECONDS (5) seconds a row (ops/bench/engine_gap.sh runs only
 # the b = 1 part, beside `flashtrie bench`).  FT_RUNS (3) repeats the driver
 # against the same server.  Environment: FT_BUILD_DIR (./build), FT_SEED
 # (1), FT_R (200), FT_ROUNDS (3), FT_SERVE_BIN (the server's flashtrie, to
-# compare two builds: default $FT_BUILD_DIR/flashtrie), TMPDIR.
+# compare two builds: default $FT_BUILD_DIR/flashtrie), FT_BENCH_ARGS
+# (more ft_daemon_bench flags, e.g. "--kinds search --procs 16"), TMPDIR.
+# Step 6 runs the FT_CLIENTS threads in four layouts (one shared handle,
+# one handle of several connections, a handle each, handles in client
+# processes) for SEARCH, PING and an nng echo alone: 12 rows of
+# FT_SECONDS each ("--kinds search" in FT_BENCH_ARGS: 4).
 set -eu
 B=${FT_BUILD_DIR:-./build}
 FT=$B/flashtrie
@@ -58,9 +63,10 @@ $FT query --url "$URL" --ping --timeout-ms 20000
 i=1
 while [ "$i" -le "$RUNS" ]; do
     echo "run $i:"
+    # shellcheck disable=SC2086
     "$DB" --index "$W/k.idx" --url "$URL" --requests "$W/r.jsonl" \
         --engine "$ENGINE" --threads "$THR" --rounds "${FT_ROUNDS:-3}" --clients "${FT_CLIENTS:-64}" \
-        --seconds "${FT_SECONDS:-5}" --batch 32
+        --seconds "${FT_SECONDS:-5}" --batch 32 ${FT_BENCH_ARGS:-}
     i=$((i + 1))
 done
 $FT query --url "$URL" --info | grep -E '^(batches|mean_batch|high_water):' || true

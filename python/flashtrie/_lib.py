@@ -73,6 +73,7 @@ class ClientOpts(ctypes.Structure):
         ("reconnect_wait_ms", ctypes.c_int),
         ("recv_max_bytes", ctypes.c_size_t),
         ("checksum", ctypes.c_int),
+        ("connections", ctypes.c_int),
     ]
 
 

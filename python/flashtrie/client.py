@@ -456,8 +456,9 @@ Grid = Union[np.ndarray, Sequence]
 
 class Client:
     """Client(url, timeout=10.0, tls=None, deadline=None, connect_wait=False,
-    reconnect_wait=1.0, recv_max_bytes=None, checksum=None) connects to a FlashTrie server
-    ("flashtrie serve") at url: tcp://, ipc:// or tls+tcp://.
+    reconnect_wait=1.0, recv_max_bytes=None, checksum=None, connections=1)
+    connects to a FlashTrie server ("flashtrie serve") at url: tcp://,
+    ipc:// or tls+tcp://.
 
     timeout: seconds each call waits for its answer.  deadline: seconds
     sent with every search (None: the server's default); a request still
@@ -477,7 +478,11 @@ class Client:
     allows); a larger one drops the connection.  checksum: XXH32 over each
     request frame and its answer; None (auto) sets it on tcp:// and
     tls+tcp:// and leaves it out on ipc:// and inproc://, True always,
-    False never.
+    False never.  connections (1..64) is
+    how many connections the client opens to the server: threads that
+    share one client and call at once each use one that is not busy
+    writing (one connection carries one message at a time each way:
+    docs/BENCHMARKS.md, "Daemon overhead").
     """
 
     def __init__(self, url: str, timeout: float = 10.0,
@@ -486,7 +491,8 @@ class Client:
                  connect_wait: bool = False,
                  reconnect_wait: float = 1.0,
                  recv_max_bytes: Optional[int] = None,
-                 checksum: Optional[bool] = None):
+                 checksum: Optional[bool] = None,
+                 connections: int = 1):
         self._lib = _lib.load()
         # ft_client_results_get returning a plain address: a _RawResult
         # is then read in place (from_address), no pointer object made.
@@ -526,6 +532,7 @@ class Client:
                 raise TypeError("checksum: must be None, True or False, got "
                                 "%s" % type(checksum).__name__)
             opts.checksum = 1 if checksum else -1
+        opts.connections = _uint("connections", connections, 1, 64)
         t = None
         if tls is not None:
             t = TLS(**tls) if isinstance(tls, dict) else tls

@@ -580,11 +580,13 @@ def test_array_form_entry_points(env, client):
         lib.ft_client_results_free(one)
 
 
-def test_threads_share_a_client(env):
+@pytest.mark.parametrize("connections", [1, 3])
+def test_threads_share_a_client(env, connections):
     reqs = env["requests"]
     want = expected(env["big"], reqs)
     errors = []
-    with flashtrie.Client(env["urls"][0], timeout=20) as c:
+    with flashtrie.Client(env["urls"][0], timeout=20,
+                          connections=connections) as c:
         def work(k):
             try:
                 for i in range(k, len(reqs), 4):
@@ -692,7 +694,11 @@ def test_bad_arguments_refused_before_sending(env):
             ({"reconnect_wait": -1}, ValueError,
              "reconnect_wait: must be a positive number of seconds, got -1"),
             ({"recv_max_bytes": 0}, ValueError,
-             "recv_max_bytes: must be 1..9223372036854775807, got 0")]:
+             "recv_max_bytes: must be 1..9223372036854775807, got 0"),
+            ({"connections": 0}, ValueError,
+             "connections: must be 1..64, got 0"),
+            ({"connections": 65}, ValueError,
+             "connections: must be 1..64, got 65")]:
         with pytest.raises(exc) as ei:
             flashtrie.Client(env["urls"][0], **kw)
         assert str(ei.value) == msg

@@ -21,6 +21,13 @@
  *               refuses (duplicate tokens, a NaN, a zero K) are answered
  *               with their own error and never queued nor run; the
  *               valid ones of the same frame are answered exactly
+ *   connections one handle of several connections (ft_client_opts
+ *               connections): bad counts refused by name, exactly that
+ *               many connections opened, 16 threads answered exactly
+ *               through it (by a server of 3 answer threads), a server
+ *               killed with calls in flight on
+ *               every connection fails each at once, and all connections
+ *               come back with the server
  *   gone        clients that hang up while their requests are in the
  *               engine (held there by the delay hook), alone and in
  *               batches, inline and queued: the server answers into
@@ -1356,9 +1363,9 @@ static void case_validate(void)
     FT_CHECK_EQ_U64(tn_info_value(st, "\nmessages: "), 1);
     FT_CHECK_EQ_U64(tn_info_value(st, "\nrequests: "), 3);
     static const char *const keys[] = {"\ndecode_us: ", "\nqueue_us: ",
-                                       "\nengine_us: ", "\nencode_us: ",
-                                       "\nsend_us: "};
-    for (int i = 0; i < 5; i++)
+                                       "\nengine_us: ", "\nanswer_us: ",
+                                       "\nencode_us: ", "\nsend_us: "};
+    for (int i = 0; i < 6; i++)
         FT_CHECK(strstr(st, keys[i]) != NULL);
     ft_client_text_free(info);
     ft_client_close(c);
@@ -1420,6 +1427,120 @@ static void case_gone(void)
     local_close(&l);
 }
 
+/* ---- connections ---- */
+
+/* conns_opened waits (up to 3 s) for connections_opened in the INFO
+ * that c gets (over its own connections, so that asking opens none) to
+ * reach want and returns it: the server counts a connection when it
+ * accepts it, which may come just after the client's dial returned. */
+static long long conns_opened(ft_client *c, long long want)
+{
+    long long n = 0;
+    for (int i = 0; i < 60; i++) {
+        char *text = NULL;
+        FT_PASS(ft_client_info(c, &text, NULL, 0));
+        n = tn_info_value(text, "\nconnections_opened: ");
+        ft_client_text_free(text);
+        if (n >= want)
+            break;
+        th_sleep_ms(50);
+    }
+    return n;
+}
+
+static void case_connections(void)
+{
+    char idx[300], url[300], err[400], want[400];
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    FT_CHECK_EQ_U64(o.connections, 0);
+    /* Counts out of 0..FT_CLIENT_MAX_CONNECTIONS are refused by name
+     * before anything is dialed (no server yet). */
+    static const int bad[] = {-1, FT_CLIENT_MAX_CONNECTIONS + 1};
+    for (int i = 0; i < 2; i++) {
+        ft_client *c = (ft_client *)&o;
+        o.connections = bad[i];
+        FT_FAIL(ft_client_connect(&c, url, &o, err, sizeof err), FT_EINVAL);
+        FT_CHECK(c == NULL);
+        snprintf(want, sizeof want, "%s: connections: expected 1..%d (0: 1), "
+                 "got %d", url, FT_CLIENT_MAX_CONNECTIONS, bad[i]);
+        FT_CHECK_STR(err, want);
+    }
+    /* Every batch held 300 ms, one request each: calls stay in flight. */
+    const char *slow[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "2", "--max-batch", "1",
+                          "--test-delay-us", "300000", NULL};
+    /* The fast server shares its batches' replies with 3 answer threads
+     * (CPU replicas have none by default: the slow one). */
+    const char *fast[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "2", "--answer-threads", "3", NULL};
+    start_server(url, fast);
+    local l;
+    local_open(&l, idx);
+    /* Four connections, all made before connect returns: the server has
+     * counted start_server's one, and these four. */
+    o.connections = 4;
+    o.timeout_ms = 20000;
+    ft_client *c = tn_connect_opts(url, &o);
+    FT_CHECK_EQ_U64(conns_opened(c, 5), 5);
+    char *text = NULL;
+    FT_PASS(ft_client_info(c, &text, NULL, 0));
+    FT_CHECK_EQ_U64(tn_info_value(text, "\nanswer_threads: "), 3);
+    ft_client_text_free(text);
+    /* 16 threads on the one handle, every answer checked. */
+    pthread_t th[16];
+    worker w[16];
+    for (int i = 0; i < 16; i++) {
+        w[i] = (worker){url, &l, 3000 + (uint64_t)i * 7919, 1, c};
+        FT_CHECK(pthread_create(&th[i], NULL, concurrent_worker, &w[i]) == 0);
+    }
+    for (int i = 0; i < 16; i++)
+        pthread_join(th[i], NULL);
+    FT_CHECK_EQ_U64(conns_opened(c, 5), 5);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+
+    /* A slow server killed with eight calls in flight (two per
+     * connection, as each connection writes one at a time):
+     * each fails at once, naming the lost connection. */
+    start_server(url, slow);
+    FT_PASS(ft_client_ping(c, err, sizeof err));
+    FT_PASS(ft_client_info(c, &text, NULL, 0));
+    FT_CHECK_EQ_U64(tn_info_value(text, "\nanswer_threads: "), 0);
+    ft_client_text_free(text);
+    enum { N = 8 };
+    static async_slot s[N];
+    greq g[N];
+    uint64_t seed = 77;
+    send_async(c, g, s, N, &seed);
+    th_sleep_ms(150);
+    FT_CHECK_EQ_U64(stop_server(SIGKILL), 128 + SIGKILL);
+    wait_all(s, N, 8.0);
+    snprintf(want, sizeof want, "%s: connection lost: no answer to SEARCH",
+             url);
+    for (int i = 0; i < N; i++) {
+        FT_CHECK_EQ_U64(s[i].status, FT_ECONN);
+        FT_CHECK_STR(s[i].error, want);
+    }
+    /* The server comes back: every connection is dialed again, and the
+     * handle answers exactly. */
+    start_server(url, fast);
+    int rc = FT_ECONN;
+    for (int i = 0; i < 100 && rc != FT_OK; i++) {
+        rc = ft_client_ping(c, err, sizeof err);
+        if (rc != FT_OK)
+            th_sleep_ms(20);
+    }
+    FT_PASS(rc);
+    FT_CHECK_EQ_U64(conns_opened(c, 5), 5);
+    for (int i = 0; i < N; i++)
+        search_same(c, &l, &g[i].r);
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+    local_close(&l);
+}
+
 int main(int argc, char **argv)
 {
     g_bin = getenv("FT_BIN");
@@ -1442,6 +1563,7 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "recvmax")) case_recvmax();
     else if (!strcmp(argv[1], "validate")) case_validate();
     else if (!strcmp(argv[1], "gone")) case_gone();
+    else if (!strcmp(argv[1], "connections")) case_connections();
     else {
         fprintf(stderr, "daemon_test: unknown case '%s'\n", argv[1]);
         return 2;

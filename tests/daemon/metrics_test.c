@@ -849,15 +849,15 @@ static void case_scrape(void)
     FT_CHECK_EQ_U64(check_histogram(&sc, qs), ok);
     FT_CHECK(value_of(&sc, "flashtrie_request_queue_seconds_sum", "") >=
              0.3 * ok);
-    static const char *const stg[] = {"decode", "queue", "engine", "encode",
-                                      "send"};
-    for (int i = 0; i < 5; i++) {
+    static const char *const stg[] = {"decode", "queue", "engine", "answer",
+                                      "encode", "send"};
+    for (int i = 0; i < 6; i++) {
         char lb[32];
         snprintf(lb, sizeof lb, "stage=\"%s\"", stg[i]);
         FT_CHECK(value_of(&sc, "flashtrie_request_stage_seconds_total", lb) >=
                  0);
         double ev = value_of(&sc, "flashtrie_request_stage_events_total", lb);
-        FT_CHECK(ev >= (i == 4 ? ok - 1 : ok) && ev <= ok);
+        FT_CHECK(ev >= (i == 5 ? ok - 1 : ok) && ev <= ok);
     }
     FT_CHECK(value_of(&sc, "flashtrie_request_stage_seconds_total",
                       "stage=\"queue\"") >= 0.3 * ok);
