@@ -112,6 +112,14 @@ typedef struct ft_ark_params {
     ft_ark_surv *surv;      /* [2]: its survivors */
     uint32_t sel_ctas;      /* CTAs per list of the selection */
     uint32_t flat_ctas;     /* CTAs of the flattened expansion */
+    /* The one-launch step (ft_ark_step's comment): its CTAs (0: never
+     * used) and its own counters and heads (FT_ARK_CLEAR_BYTES, the
+     * counters' words 2 and 3 its grid barrier and exit ticket), left
+     * cleared by the launch's last CTA for the next one. */
+    uint32_t fused_ctas;
+    uint32_t fused_pad_;
+    uint32_t *fcounts;
+    ft_ark_sel_head *fheads;
     /* per beam (cap_beam rows): its child range, normalisation, work items
      * (children or row entries; 0: nothing to expand) and whether it is
      * driven by its children */
@@ -126,11 +134,22 @@ size_t ft_ark_step_smem(void);
 
 /* ft_ark_init sets the kernels' attributes (shared memory) and returns in
  * *sel_ctas the CTAs per list the grid selection may use (all of its CTAs
- * resident at once: they meet at grid barriers); once per device, before
- * any launch.  Returns a cudaError_t as int. */
-int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas);
+ * resident at once: they meet at grid barriers), in *fused_ctas those of
+ * the one-launch step (0 when it cannot run: no co-resident grid, or
+ * FT_AR_FUSED=0 in the environment); once per device, before any launch.
+ * Returns a cudaError_t as int. */
+int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas, uint32_t *fused_ctas);
 
-/* ft_ark_step enqueues one step.  Returns the launch's cudaError_t. */
+/* FT_ARK_FUSED_MAX is the most beams (cap_beam, beam, results) the
+ * one-launch step takes; a larger session, or a normalised row, runs the
+ * three or four launches. */
+#define FT_ARK_FUSED_MAX 1024u
+
+/* ft_ark_step enqueues one step: without a normalisation, and within
+ * FT_ARK_FUSED_MAX, as one launch of a co-resident grid (every CTA finds
+ * every beam's child range itself, the grid expands the work items, one
+ * grid barrier, then each list is selected by half the grid); else as
+ * the launches above.  Returns the launch's cudaError_t. */
 int ft_ark_step(const ft_ark_params *p, void *stream);
 
 /* ft_ark_reset writes the root beam (count 1, node 0, sigma 0, len 0). */
