@@ -113,9 +113,9 @@ typedef struct ft_ark_params {
     uint32_t sel_ctas;      /* CTAs per list of the selection */
     uint32_t flat_ctas;     /* CTAs of the flattened expansion */
     /* The one-launch step (ft_ark_step's comment): its CTAs (0: never
-     * used) and its own counters and heads (FT_ARK_CLEAR_BYTES, the
-     * counters' words 2 and 3 its grid barrier and exit ticket), left
-     * cleared by the launch's last CTA for the next one. */
+     * used) and its own counters and heads (FT_ARK_CLEAR_BYTES; the
+     * counters' words 2, 3 and 4 its grid barrier and two tickets), left
+     * cleared by the launch's last CTAs for the next one. */
     uint32_t fused_ctas;
     uint32_t fused_pad_;
     uint32_t *fcounts;

@@ -32,6 +32,7 @@
 
 #include "flashtrie/internal/ar_rules.h"
 #include "ft_ar_kernels.h"
+#include "ft_ar_nav.cuh"
 
 #define ARK_EXP_THREADS 256
 #define ARK_SEL_THREADS 1024
@@ -179,11 +180,15 @@ __device__ __forceinline__ void ark_push(const ft_ark_params &p, int which,
 }
 
 /* ark_offer is shard/ar_step.c's offer. */
+#define ARK_FL_UNKNOWN 0xffffffffu
 __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
                                           const ft_child_range *cr, uint32_t r,
                                           float s, uint32_t len, uint32_t j,
-                                          uint32_t tok, float rho, uint64_t u)
+                                          uint32_t tok, float rho, uint64_t u,
+                                          uint32_t fl = ARK_FL_UNKNOWN)
 {
+    uint32_t d = len + 1 < FT_ARK_F_LEN ? len + 1 : FT_ARK_F_LEN - 1;
+    double f = p.h_count ? p.F[d] : 0.0; /* loaded early: no data dependence */
     if (!(rho > p.theta_tok))
         return;
     float sig = FT_FADD(s, rho);
@@ -193,13 +198,13 @@ __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
         u = ft_find_child(&p.view, cr, tok);
     if (u == FT_NONE)
         return;
-    uint32_t fl = ft_node_flags(&p.view, u);
-    uint32_t d = len + 1 < FT_ARK_F_LEN ? len + 1 : FT_ARK_F_LEN - 1;
+    if (fl == ARK_FL_UNKNOWN)
+        fl = ft_node_flags(&p.view, u);
     uint64_t k2 = ft_ar_tail(r, rho, j);
     if (fl & FT_HAS_CHILD)
         ark_push(p, 0, ft_sigma_key(sig), k2, u, 0.0, sig, tok, len + 1);
     if ((fl & FT_TERMINAL) && p.h_count) {
-        double score = ft_score(sig, p.F[d]);
+        double score = ft_score(sig, f);
         ark_push(p, 1, ft_score_key(score), k2, u, score, sig, tok, len + 1);
     }
 }
@@ -345,34 +350,68 @@ __device__ __forceinline__ bool ark_gt(uint64_t a1, uint64_t a2, uint64_t b1,
     return ft_ar_before(b1, b2, a1, a2);
 }
 
-/* ark_write_one writes output i of list which (the step's next beams or
- * completed keys) from entry x of the list, whose key's tail is k2.  The
- * list was written by this launch or the one before: its reads skip L1. */
+/* ark_entry is one list entry as an output needs it (for a completed
+ * key, with its key index and value looked up). */
+struct ark_entry {
+    uint64_t node, ki, value;
+    double score;
+    float sigma;
+    uint32_t token, len;
+};
+
+/* ark_load_entry reads entry x of list which.  The list was written by
+ * this launch or the one before: its reads skip L1. */
+__device__ __forceinline__ ark_entry ark_load_entry(const ft_ark_params &p,
+                                                    int which, uint32_t x)
+{
+    const ft_ark_list &L = p.lists[which];
+    ark_entry e;
+    e.node = __ldcg((const unsigned long long *)&L.node[x]);
+    e.sigma = __ldcg(&L.sigma[x]);
+    e.len = __ldcg((const unsigned int *)&L.len[x]);
+    e.token = __ldcg((const unsigned int *)&L.token[x]);
+    e.score = 0.0;
+    e.ki = e.value = 0;
+    if (which == 1) {
+        e.score = __ldcg(&L.score[x]);
+        e.ki = ark_term_rank(p.view.flags, p.term_rank, e.node);
+        e.value = ft_packed_get(p.values, p.value_bits,
+                                e.ki < p.n_keys ? e.ki : 0);
+    }
+    return e;
+}
+
+/* ark_store_entry writes output i of list which (the step's next beams or
+ * completed keys) from an entry whose key's tail is k2. */
+__device__ __forceinline__ void ark_store_entry(const ft_ark_params &p,
+                                                int which, uint32_t i,
+                                                const ark_entry &e, uint64_t k2)
+{
+    if (which == 0) {
+        p.nx_node[i] = e.node;
+        p.nx_sigma[i] = e.sigma;
+        p.nx_len[i] = e.len;
+        p.nx_parent[i] = ft_ar_tail_rank(k2);
+        p.nx_entry[i] = ft_ar_tail_entry(k2);
+        p.nx_token[i] = e.token;
+    } else {
+        p.h_parent[i] = ft_ar_tail_rank(k2);
+        p.h_entry[i] = ft_ar_tail_entry(k2);
+        p.h_token[i] = e.token;
+        p.h_len[i] = e.len;
+        p.h_key_index[i] = e.ki;
+        p.h_value[i] = e.value;
+        p.h_score[i] = e.score;
+        p.h_sigma[i] = e.sigma;
+    }
+}
+
+/* ark_write_one writes output i of list which from entry x of the list. */
 __device__ __forceinline__ void ark_write_one(const ft_ark_params &p,
                                               int which, uint32_t i,
                                               uint32_t x, uint64_t k2)
 {
-    const ft_ark_list &L = p.lists[which];
-    uint64_t u = __ldcg((const unsigned long long *)&L.node[x]);
-    if (which == 0) {
-        p.nx_node[i] = u;
-        p.nx_sigma[i] = __ldcg(&L.sigma[x]);
-        p.nx_len[i] = __ldcg((const unsigned int *)&L.len[x]);
-        p.nx_parent[i] = ft_ar_tail_rank(k2);
-        p.nx_entry[i] = ft_ar_tail_entry(k2);
-        p.nx_token[i] = __ldcg((const unsigned int *)&L.token[x]);
-    } else {
-        uint64_t ki = ft_term_rank(p.view.flags, p.term_rank, u);
-        p.h_parent[i] = ft_ar_tail_rank(k2);
-        p.h_entry[i] = ft_ar_tail_entry(k2);
-        p.h_token[i] = __ldcg((const unsigned int *)&L.token[x]);
-        p.h_len[i] = __ldcg((const unsigned int *)&L.len[x]);
-        p.h_key_index[i] = ki;
-        p.h_value[i] = ft_packed_get(p.values, p.value_bits,
-                                     ki < p.n_keys ? ki : 0);
-        p.h_score[i] = __ldcg(&L.score[x]);
-        p.h_sigma[i] = __ldcg(&L.sigma[x]);
-    }
+    ark_store_entry(p, which, i, ark_load_entry(p, which, x), k2);
 }
 
 /* ark_sort_write sorts nsel <= FT_ARK_SORT_MAX keys in shared memory
@@ -634,9 +673,13 @@ ark_select(ft_ark_params p)
  *     placed below take writes output slot place.  No sort, no CTA-wide
  *     stages, and the completed keys' rank look-ups run one per warp in
  *     parallel;
- *  4. the last CTA to finish (an exit ticket) clears the counters, the
- *     barrier and, when the radix passes ran, the heads, for the next
- *     launch.
+ *  4. scratch is left cleared for the next launch: the last CTA to read
+ *     the list counts after the barrier (a ticket, ark_fused_read) clears
+ *     them, the barrier and the ticket, off the kernel's tail; when the
+ *     radix passes ran, the last CTA to finish (a second ticket) clears
+ *     the heads.
+ * The grid navigates with ft_ar_nav.cuh: a rank or select block's words
+ * loaded at once, not one dependent load per word.
  * The outputs are those of the launches' path, bit for bit: the same
  * candidates, keys and first take in the same total order. */
 #define ARK_FUSED_THREADS 1024
@@ -676,13 +719,19 @@ __device__ void ark_rank_write(const ft_ark_params &p, int which,
     }
     __syncthreads();
     for (uint32_t e = cta * warps + wid; e < n; e += ctas * warps) {
+        /* lane 0 reads the entry (and a key's index and value) while the
+         * warp counts: the loads overlap the count */
+        ark_entry ent;
+        if (lane == 0)
+            ent = ark_load_entry(p, which,
+                                 idx ? __ldcg((const unsigned int *)&idx[e]) : e);
         uint64_t a = s1[e], b = s2[e];
         uint32_t c = 0;
         for (uint32_t i = lane; i < n; i += 32)
             c += ft_ar_before(s1[i], s2[i], a, b) ? 1u : 0u;
         c = __reduce_add_sync(0xffffffffu, c);
         if (lane == 0 && c < take)
-            ark_write_one(p, which, c, idx ? __ldcg((const unsigned int *)&idx[e]) : e, b);
+            ark_store_entry(p, which, c, ent, b);
     }
 }
 
@@ -705,7 +754,7 @@ __device__ uint64_t ark_fused_ranges(const ft_ark_params &p, int mode,
         ft_child_range cr;
         cr.first = cr.deg = cr.hstart = cr.hbase = 0;
         if (node < p.view.n_nodes) {
-            cr = ft_children(&p.view, node);
+            cr = ark_children(&p.view, node);
             if (mode == 0) {
                 if (cr.deg > 0) {
                     cd = ark_child_driven(p, &cr);
@@ -732,8 +781,8 @@ __device__ uint64_t ark_fused_ranges(const ft_ark_params &p, int mode,
 }
 
 /* ark_fused_barrier: the launch's one grid barrier (all of its CTAs are
- * resident: ft_ark_init); bar is left at the grid size until the last CTA
- * out clears it. */
+ * resident: ft_ark_init); bar stays at the grid size until ark_fused_read
+ * clears it. */
 __device__ __forceinline__ void ark_fused_barrier(uint32_t *bar)
 {
     __syncthreads();
@@ -743,6 +792,28 @@ __device__ __forceinline__ void ark_fused_barrier(uint32_t *bar)
         while (*(volatile uint32_t *)bar < gridDim.x)
             __nanosleep(20);
         __threadfence();
+    }
+    __syncthreads();
+}
+
+/* ark_fused_read: every CTA, once past the barrier, reads the two list
+ * counts (into its shared memory) and takes a ticket; the last CTA to do
+ * so clears the counts, the barrier and the ticket for the next launch
+ * (every CTA has passed the barrier and read the counts by then), off the
+ * kernel's tail. */
+__device__ __forceinline__ void ark_fused_read(uint32_t *counts, uint32_t *n)
+{
+    if (threadIdx.x == 0) {
+        n[0] = __ldcg((const unsigned int *)&counts[0]);
+        n[1] = __ldcg((const unsigned int *)&counts[1]);
+        __threadfence();
+        if (atomicAdd(&counts[3], 1u) == gridDim.x - 1) {
+            __threadfence();
+            counts[0] = 0;
+            counts[1] = 0;
+            counts[2] = 0;
+            counts[3] = 0;
+        }
     }
     __syncthreads();
 }
@@ -794,11 +865,13 @@ ark_fused(ft_ark_params p)
         float s = p.cur_sigma[r];
         uint32_t len = p.cur_len[r];
         if (cdv[r]) {
+            /* the child's flags and label together, then its row entry */
             uint64_t u = cr.first + i;
+            uint32_t fl = ft_node_flags(&p.view, u);
             uint32_t lab = ft_child_label(&p.view, &cr, u);
             if (lab >= p.width)
                 continue;
-            ark_offer(p, &cr, r, s, len, lab, lab, ark_x(p, r, lab), u);
+            ark_offer(p, &cr, r, s, len, lab, lab, ark_x(p, r, lab), u, fl);
         } else {
             uint32_t j = (uint32_t)i;
             ark_offer(p, &cr, r, s, len, j, ark_tok(p, r, j), ark_x(p, r, j),
@@ -809,8 +882,9 @@ ark_fused(ft_ark_params p)
     /* 3. one grid barrier (every CTA is resident: ft_ark_init), then the
      * two selections */
     ark_fused_barrier(&p.counts[2]);
-    uint32_t n0 = __ldcg((const unsigned int *)&p.counts[0]);
-    uint32_t n1 = __ldcg((const unsigned int *)&p.counts[1]);
+    __shared__ uint32_t ncnt[2];
+    ark_fused_read(p.counts, ncnt);
+    uint32_t n0 = ncnt[0], n1 = ncnt[1];
     uint32_t half = G / 2;
     int which = blockIdx.x < half ? 0 : 1;
     uint32_t cta = which ? blockIdx.x - half : blockIdx.x;
@@ -834,22 +908,23 @@ ark_fused(ft_ark_params p)
         }
     }
 
-    /* 4. the last CTA out leaves the counters, barrier and heads cleared */
-    if (!ark_fused_last(&p.counts[3]))
+    /* 4. after the radix passes, the last CTA out leaves the heads
+     * cleared (the counters were, by ark_fused_read) */
+    if (n0 <= ARK_FUSED_DIRECT && n1 <= ARK_FUSED_DIRECT)
         return;
-    if (n0 > ARK_FUSED_DIRECT || n1 > ARK_FUSED_DIRECT) {
-        uint32_t *h = (uint32_t *)p.heads;
-        for (uint32_t k = tid; k < 2 * sizeof(ft_ark_sel_head) / 4; k += blockDim.x)
-            h[k] = 0;
-    }
-    if (tid < 16)
-        p.counts[tid] = 0;
+    if (!ark_fused_last(&p.counts[4]))
+        return;
+    uint32_t *h = (uint32_t *)p.heads;
+    for (uint32_t k = tid; k < 2 * sizeof(ft_ark_sel_head) / 4; k += blockDim.x)
+        h[k] = 0;
+    if (tid == 0)
+        p.counts[4] = 0;
 }
 
 /* ark_mask_fused: the mask form in one launch of the same grid: every CTA
  * finds every beam's range (mode 1) and clears its share of the mask; one
  * grid barrier; then the EOS bits and the flattened items' bits (ark_flat
- * mode 1), by atomics; the last CTA out clears the barrier and ticket. */
+ * mode 1), by atomics (ark_fused_read clears the barrier). */
 __global__ void __launch_bounds__(ARK_FUSED_THREADS, 1)
 ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
 {
@@ -868,6 +943,8 @@ ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
         mask[k] = 0;
     uint64_t total = ark_fused_ranges(p, 1, rng, off, cdv, m, ts);
     ark_fused_barrier(&p.counts[2]);
+    __shared__ uint32_t ncnt[2];
+    ark_fused_read(p.counts, ncnt); /* clears the barrier for the next launch */
     if (blockIdx.x == 0 && tid < m && eos < p.width) {
         uint64_t node = p.cur_node[tid];
         if (node != 0 && node < p.view.n_nodes &&
@@ -897,8 +974,6 @@ ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
                 atomicOr(&mask[(uint64_t)r * words + j / 32], 1u << (j % 32));
         }
     }
-    if (ark_fused_last(&p.counts[3]) && tid < 16)
-        p.counts[tid] = 0;
 }
 
 __global__ void ark_reset_kernel(uint32_t *count, uint64_t *node, float *sigma,
