@@ -117,6 +117,7 @@ typedef struct ft_ark_params {
      * counters' words 2, 3 and 4 its grid barrier and two tickets), left
      * cleared by the launch's last CTAs for the next one. */
     uint32_t fused_ctas;
+    uint32_t fused_split, fused_mask_split; /* ft_ark_init's thresholds */
     uint32_t fused_pad_;
     uint32_t *fcounts;
     ft_ark_sel_head *fheads;
@@ -136,9 +137,13 @@ size_t ft_ark_step_smem(void);
  * *sel_ctas the CTAs per list the grid selection may use (all of its CTAs
  * resident at once: they meet at grid barriers), in *fused_ctas those of
  * the one-launch step (0 when it cannot run: no co-resident grid, or
- * FT_AR_FUSED=0 in the environment); once per device, before any launch.
+ * FT_AR_FUSED=0 in the environment), and in *split and *mask_split the
+ * live beams above which that step and the one-launch mask share the
+ * beams' child ranges out over the grid; once per device, before any
+ * launch.
  * Returns a cudaError_t as int. */
-int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas, uint32_t *fused_ctas);
+int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas, uint32_t *fused_ctas,
+                uint32_t *split, uint32_t *mask_split);
 
 /* FT_ARK_FUSED_MAX is the most beams (cap_beam, beam, results) the
  * one-launch step takes; a larger session, or a normalised row, runs the

@@ -228,7 +228,7 @@ ark_ranges(ft_ark_params p, int mode, uint32_t eos, uint32_t *mask)
     uint32_t work = 0, cd = 0;
     uint64_t node = r < m ? p.cur_node[r] : FT_NONE;
     if (r < m && node < p.view.n_nodes) {
-        ft_child_range cr = ft_children(&p.view, node);
+        ft_child_range cr = ark_children(&p.view, node);
         p.b_rng[r] = cr;
         if (mode == 0) {
             if (cr.deg > 0) {
@@ -684,6 +684,9 @@ ark_select(ft_ark_params p)
  * candidates, keys and first take in the same total order. */
 #define ARK_FUSED_THREADS 1024
 #define ARK_FUSED_DIRECT 2048u
+/* ft_ark_init's default split thresholds (live beams) */
+#define ARK_SPLIT_BEAMS 256u
+#define ARK_MASK_SPLIT_BEAMS 256u
 
 static_assert(FT_ARK_FUSED_MAX <= ARK_FUSED_THREADS, "one thread per beam");
 static_assert(FT_ARK_FUSED_MAX <= ARK_DIRECT, "radix survivors fit the rank stage");
@@ -735,40 +738,97 @@ __device__ void ark_rank_write(const ft_ark_params &p, int which,
     }
 }
 
-/* ark_fused_ranges: every live beam's child range and work items, found
- * by this CTA (thread r: beam r), scanned into offsets in its shared
- * memory; returns the total.  Mode 0: the step's work (ark_ranges mode 0);
- * mode 1: the mask's (children, or the vocabulary's entries). */
+/* ark_beam_range: beam r's child range, whether it is child-driven and
+ * its work items.  Mode 0: the step's work (ark_ranges mode 0); mode 1:
+ * the mask's (children, or the vocabulary's entries). */
+__device__ __forceinline__ void ark_beam_range(const ft_ark_params &p,
+                                               int mode, uint32_t r,
+                                               ft_child_range *cr,
+                                               uint32_t *cd,
+                                               unsigned long long *work)
+{
+    uint64_t node = p.cur_node[r];
+    cr->first = cr->deg = cr->hstart = cr->hbase = 0;
+    *cd = 0;
+    *work = 0;
+    if (node >= p.view.n_nodes)
+        return;
+    *cr = ark_children(&p.view, node);
+    if (mode == 0) {
+        if (cr->deg > 0) {
+            *cd = ark_child_driven(p, cr);
+            *work = *cd ? cr->deg : p.width;
+        }
+    } else if (p.vocab == NULL) {
+        *cd = 1;
+        *work = cr->deg;
+    } else if (cr->deg > 0) {
+        *work = p.width;
+    }
+}
+
+/* ark_fused_barrier: the launch's grid barriers (all of its CTAs are
+ * resident: ft_ark_init): the b-th waits for b arrivals of every CTA; bar
+ * keeps counting until ark_fused_read clears it. */
+__device__ __forceinline__ void ark_fused_barrier(uint32_t *bar, uint32_t b)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(bar, 1u);
+        uint32_t target = b * gridDim.x;
+        while (*(volatile uint32_t *)bar < target)
+            __nanosleep(20);
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+/* ark_fused_ranges: every live beam's child range and work items in this
+ * CTA's shared memory, scanned into offsets; returns the total.  With
+ * split false every CTA finds them all itself (thread r: beam r; the same
+ * loads in every CTA, answered by L2 after the first: no barrier); with
+ * split true the grid shares them out (beam r to CTA r % G) through the
+ * per-beam scratch and one grid barrier (the launch's first), and every
+ * CTA reads them back. */
 template <typename TS>
 __device__ uint64_t ark_fused_ranges(const ft_ark_params &p, int mode,
                                      ft_child_range *rng,
                                      unsigned long long *off, uint32_t *cdv,
-                                     uint32_t m, TS &ts)
+                                     uint32_t m, bool split, TS &ts)
 {
     typedef cub::BlockScan<unsigned long long, ARK_FUSED_THREADS> Scan;
     uint32_t tid = threadIdx.x;
     unsigned long long work = 0;
-    if (tid < m) {
-        uint32_t cd = 0;
-        uint64_t node = p.cur_node[tid];
-        ft_child_range cr;
-        cr.first = cr.deg = cr.hstart = cr.hbase = 0;
-        if (node < p.view.n_nodes) {
-            cr = ark_children(&p.view, node);
-            if (mode == 0) {
-                if (cr.deg > 0) {
-                    cd = ark_child_driven(p, &cr);
-                    work = cd ? cr.deg : p.width;
-                }
-            } else if (p.vocab == NULL) {
-                cd = 1;
-                work = cr.deg;
-            } else if (cr.deg > 0) {
-                work = p.width;
-            }
+    ft_child_range cr;
+    uint32_t cd;
+    if (!split) {
+        if (tid < m) {
+            ark_beam_range(p, mode, tid, &cr, &cd, &work);
+            rng[tid] = cr;
+            cdv[tid] = cd;
         }
-        rng[tid] = cr;
-        cdv[tid] = cd;
+    } else {
+        for (uint32_t r = blockIdx.x + tid * gridDim.x; r < m;
+             r += gridDim.x * blockDim.x) {
+            unsigned long long w;
+            ark_beam_range(p, mode, r, &cr, &cd, &w);
+            p.b_rng[r] = cr;
+            p.b_work[r] = (uint32_t)w;
+            p.b_cd[r] = cd;
+        }
+        ark_fused_barrier(&p.counts[2], 1);
+        if (tid < m) {
+            const unsigned long long *q =
+                (const unsigned long long *)&p.b_rng[tid];
+            cr.first = __ldcg(q);
+            cr.deg = __ldcg(q + 1);
+            cr.hstart = __ldcg(q + 2);
+            cr.hbase = __ldcg(q + 3);
+            rng[tid] = cr;
+            cdv[tid] = __ldcg((const unsigned int *)&p.b_cd[tid]);
+            work = __ldcg((const unsigned int *)&p.b_work[tid]);
+        }
     }
     unsigned long long ex, agg;
     Scan(ts).ExclusiveSum(work, ex, agg);
@@ -778,22 +838,6 @@ __device__ uint64_t ark_fused_ranges(const ft_ark_params &p, int mode,
         off[m] = agg;
     __syncthreads();
     return off[m];
-}
-
-/* ark_fused_barrier: the launch's one grid barrier (all of its CTAs are
- * resident: ft_ark_init); bar stays at the grid size until ark_fused_read
- * clears it. */
-__device__ __forceinline__ void ark_fused_barrier(uint32_t *bar)
-{
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(bar, 1u);
-        while (*(volatile uint32_t *)bar < gridDim.x)
-            __nanosleep(20);
-        __threadfence();
-    }
-    __syncthreads();
 }
 
 /* ark_fused_read: every CTA, once past the barrier, reads the two list
@@ -846,7 +890,8 @@ ark_fused(ft_ark_params p)
     uint32_t m = min(*p.cur_count, cap);
 
     /* 1. every beam's child range and work, in this CTA */
-    uint64_t total = ark_fused_ranges(p, 0, rng, off, cdv, m, ts);
+    bool split = m > p.fused_split;
+    uint64_t total = ark_fused_ranges(p, 0, rng, off, cdv, m, split, ts);
 
     /* 2. the work items over the grid (ark_flat, mode 0, no normalisation) */
     for (uint64_t t = (uint64_t)blockIdx.x * ARK_FUSED_THREADS + tid;
@@ -881,7 +926,7 @@ ark_fused(ft_ark_params p)
 
     /* 3. one grid barrier (every CTA is resident: ft_ark_init), then the
      * two selections */
-    ark_fused_barrier(&p.counts[2]);
+    ark_fused_barrier(&p.counts[2], split ? 2 : 1);
     __shared__ uint32_t ncnt[2];
     ark_fused_read(p.counts, ncnt);
     uint32_t n0 = ncnt[0], n1 = ncnt[1];
@@ -941,8 +986,11 @@ ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
     for (uint64_t k = (uint64_t)blockIdx.x * ARK_FUSED_THREADS + tid; k < nw;
          k += (uint64_t)G * ARK_FUSED_THREADS)
         mask[k] = 0;
-    uint64_t total = ark_fused_ranges(p, 1, rng, off, cdv, m, ts);
-    ark_fused_barrier(&p.counts[2]);
+    /* split: the ranges' barrier also orders the clearing before the bits */
+    bool split = m > p.fused_mask_split;
+    uint64_t total = ark_fused_ranges(p, 1, rng, off, cdv, m, split, ts);
+    if (!split)
+        ark_fused_barrier(&p.counts[2], 1);
     __shared__ uint32_t ncnt[2];
     ark_fused_read(p.counts, ncnt); /* clears the barrier for the next launch */
     if (blockIdx.x == 0 && tid < m && eos < p.width) {
@@ -1016,7 +1064,7 @@ ark_topk_kernel(ft_ark_params p, uint32_t k, uint32_t *out_entry,
     uint64_t node = p.cur_node[r];
     if (node >= p.view.n_nodes)
         return;
-    ft_child_range cr = ft_children(&p.view, node);
+    ft_child_range cr = ark_children(&p.view, node);
     if (cr.deg == 0)
         return;
     double lse = 0.0;
@@ -1068,7 +1116,8 @@ extern "C" size_t ft_ark_step_smem(void)
 }
 
 extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
-                           uint32_t *fused_ctas)
+                           uint32_t *fused_ctas, uint32_t *split,
+                           uint32_t *mask_split)
 {
     cudaError_t e = cudaFuncSetAttribute(
         ark_select, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1106,8 +1155,17 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
      * way out) */
     const char *env = getenv("FT_AR_FUSED");
     long fc = focc >= 1 && mocc >= 1 ? (long)sms : 0;
+    const char *cenv = getenv("FT_AR_CTAS"); /* fewer CTAs (measurements) */
+    if (cenv && atol(cenv) >= 2 && atol(cenv) < fc)
+        fc = atol(cenv);
     fc &= ~1L;
     *fused_ctas = (env && env[0] == '0') || fc < 2 ? 0 : (uint32_t)fc;
+    /* above these live beams the grid shares the child ranges out (one
+     * more barrier for the step) instead of every CTA finding them all;
+     * FT_AR_SPLIT / FT_AR_MASK_SPLIT override (measurements) */
+    const char *sp = getenv("FT_AR_SPLIT"), *msp = getenv("FT_AR_MASK_SPLIT");
+    *split = sp ? (uint32_t)strtoul(sp, NULL, 10) : ARK_SPLIT_BEAMS;
+    *mask_split = msp ? (uint32_t)strtoul(msp, NULL, 10) : ARK_MASK_SPLIT_BEAMS;
     return 0;
 }
 

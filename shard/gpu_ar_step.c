@@ -169,8 +169,8 @@ static int open_dev(ft_ar *ar, ark_state *g)
         rc = alloc_list(&g->lists[1], cap, 1);
     if (rc != FT_OK)
         return rc;
-    uint32_t ctas = 1, flat = 1, fused = 0;
-    FT_CUDA_CHECK((cudaError_t)ft_ark_init(&ctas, &flat, &fused));
+    uint32_t ctas = 1, flat = 1, fused = 0, split = 0, msplit = 0;
+    FT_CUDA_CHECK((cudaError_t)ft_ark_init(&ctas, &flat, &fused, &split, &msplit));
     size_t cb = ar->cap_beam;
     FT_CUDA_CHECK(cudaMalloc(&g->beamscr, cb * (sizeof(ft_child_range) + 8 + 4 + 4)));
     p->b_rng = (ft_child_range *)g->beamscr;
@@ -184,6 +184,8 @@ static int open_dev(ft_ar *ar, ark_state *g)
     p->surv = g->surv;
     p->sel_ctas = ctas;
     p->fused_ctas = fused;
+    p->fused_split = split;
+    p->fused_mask_split = msplit;
     p->fcounts = g->counts + FT_ARK_CLEAR_BYTES / 4;
     p->fheads = (ft_ark_sel_head *)(p->fcounts + 16);
     p->lists[0] = g->lists[0];
