@@ -686,7 +686,7 @@ ark_select(ft_ark_params p)
 #define ARK_FUSED_DIRECT 2048u
 /* ft_ark_init's default split thresholds (live beams) */
 #define ARK_SPLIT_BEAMS 256u
-#define ARK_MASK_SPLIT_BEAMS 256u
+#define ARK_MASK_SPLIT_BEAMS 0u
 
 static_assert(FT_ARK_FUSED_MAX <= ARK_FUSED_THREADS, "one thread per beam");
 static_assert(FT_ARK_FUSED_MAX <= ARK_DIRECT, "radix survivors fit the rank stage");
