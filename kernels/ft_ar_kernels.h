@@ -4,7 +4,9 @@
  * (kernels/ft_ar_step.cu): plain structs and C-callable launchers that
  * enqueue on the caller's stream and never wait.
  *
- * One step is three or four launches: one thread per beam (the counters
+ * A step without a normalisation, within FT_ARK_FUSED_MAX beams, is one
+ * launch (ft_ark_step's comment); otherwise it is three or four launches:
+ * one thread per beam (the counters
  * cleared first) finds its child range and its work (children, or row entries);
  * with a normalisation, one CTA per beam computes it; a grid of CTAs
  * expands every beam's work items, flattened (a wide beam is spread over

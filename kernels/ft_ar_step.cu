@@ -22,6 +22,11 @@
  *    passes spread over the grid, then its survivors are sorted by one CTA.
  *    The first B (or n) are written out, with their key's index and value
  *    for completed keys.
+ *  - ark_fused, ark_mask_fused: the common case in one launch (no
+ *    normalisation, at most FT_ARK_FUSED_MAX beams; "The one-launch step"
+ *    below): ranges, expansion and selection (or the mask's bits) by one
+ *    co-resident grid that meets at one or two grid barriers; the
+ *    launches above remain for normalised rows and larger sessions.
  */
 #include <cuda_runtime.h>
 #include <stdlib.h>
