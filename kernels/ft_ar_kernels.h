@@ -154,8 +154,9 @@ int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas, uint32_t *fused_ctas,
 
 /* ft_ark_step enqueues one step: without a normalisation, and within
  * FT_ARK_FUSED_MAX, as one launch of a co-resident grid (every CTA finds
- * every beam's child range itself, the grid expands the work items, one
- * grid barrier, then each list is selected by half the grid); else as
+ * every beam's child range itself, or above fused_split live beams the
+ * grid shares them out and meets; the grid expands the work items; one
+ * grid barrier; then each list is selected by half the grid); else as
  * the launches above.  Returns the launch's cudaError_t. */
 int ft_ark_step(const ft_ark_params *p, void *stream);
 
@@ -165,7 +166,9 @@ int ft_ark_reset(uint32_t *count, uint64_t *node, float *sigma, uint32_t *len,
                  void *stream);
 
 /* ft_ark_mask enqueues the mask form (include/flashtrie.h ft_ar_mask):
- * p's view, cap_beam and cur_* are read; width, vocab from p. */
+ * p's view, cap_beam and cur_* are read; width, vocab from p.  Within
+ * FT_ARK_FUSED_MAX beams it is one launch of the step's grid (clear,
+ * ranges, one barrier, bits); else a memset and two launches. */
 int ft_ark_mask(const ft_ark_params *p, uint32_t eos, uint32_t *mask,
                 void *stream);
 
