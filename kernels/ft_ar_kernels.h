@@ -4,7 +4,9 @@
  * (kernels/ft_ar_step.cu): plain structs and C-callable launchers that
  * enqueue on the caller's stream and never wait.
  *
- * One step is three or four launches: one thread per beam (the counters
+ * A step without a normalisation, within FT_ARK_FUSED_MAX beams, is one
+ * launch (ft_ark_step's comment); otherwise it is three or four launches:
+ * one thread per beam (the counters
  * cleared first) finds its child range and its work (children, or row entries);
  * with a normalisation, one CTA per beam computes it; a grid of CTAs
  * expands every beam's work items, flattened (a wide beam is spread over
@@ -112,6 +114,15 @@ typedef struct ft_ark_params {
     ft_ark_surv *surv;      /* [2]: its survivors */
     uint32_t sel_ctas;      /* CTAs per list of the selection */
     uint32_t flat_ctas;     /* CTAs of the flattened expansion */
+    /* The one-launch step (ft_ark_step's comment): its CTAs (0: never
+     * used) and its own counters and heads (FT_ARK_CLEAR_BYTES; the
+     * counters' words 2, 3 and 4 its grid barrier and two tickets), left
+     * cleared by the launch's last CTAs for the next one. */
+    uint32_t fused_ctas;
+    uint32_t fused_split, fused_mask_split; /* ft_ark_init's thresholds */
+    uint32_t fused_pad_;
+    uint32_t *fcounts;
+    ft_ark_sel_head *fheads;
     /* per beam (cap_beam rows): its child range, normalisation, work items
      * (children or row entries; 0: nothing to expand) and whether it is
      * driven by its children */
@@ -126,11 +137,27 @@ size_t ft_ark_step_smem(void);
 
 /* ft_ark_init sets the kernels' attributes (shared memory) and returns in
  * *sel_ctas the CTAs per list the grid selection may use (all of its CTAs
- * resident at once: they meet at grid barriers); once per device, before
- * any launch.  Returns a cudaError_t as int. */
-int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas);
+ * resident at once: they meet at grid barriers), in *fused_ctas those of
+ * the one-launch step (0 when it cannot run: no co-resident grid, or
+ * FT_AR_FUSED=0 in the environment), and in *split and *mask_split the
+ * live beams above which that step and the one-launch mask share the
+ * beams' child ranges out over the grid; once per device, before any
+ * launch.
+ * Returns a cudaError_t as int. */
+int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas, uint32_t *fused_ctas,
+                uint32_t *split, uint32_t *mask_split);
 
-/* ft_ark_step enqueues one step.  Returns the launch's cudaError_t. */
+/* FT_ARK_FUSED_MAX is the most beams (cap_beam, beam, results) the
+ * one-launch step takes; a larger session, or a normalised row, runs the
+ * three or four launches. */
+#define FT_ARK_FUSED_MAX 1024u
+
+/* ft_ark_step enqueues one step: without a normalisation, and within
+ * FT_ARK_FUSED_MAX, as one launch of a co-resident grid (every CTA finds
+ * every beam's child range itself, or above fused_split live beams the
+ * grid shares them out and meets; the grid expands the work items; one
+ * grid barrier; then each list is selected by half the grid); else as
+ * the launches above.  Returns the launch's cudaError_t. */
 int ft_ark_step(const ft_ark_params *p, void *stream);
 
 /* ft_ark_reset writes the root beam (count 1, node 0, sigma 0, len 0). */
@@ -139,7 +166,9 @@ int ft_ark_reset(uint32_t *count, uint64_t *node, float *sigma, uint32_t *len,
                  void *stream);
 
 /* ft_ark_mask enqueues the mask form (include/flashtrie.h ft_ar_mask):
- * p's view, cap_beam and cur_* are read; width, vocab from p. */
+ * p's view, cap_beam and cur_* are read; width, vocab from p.  Within
+ * FT_ARK_FUSED_MAX beams it is one launch of the step's grid (clear,
+ * ranges, one barrier, bits); else a memset and two launches. */
 int ft_ark_mask(const ft_ark_params *p, uint32_t eos, uint32_t *mask,
                 void *stream);
 

@@ -22,8 +22,14 @@
  *    passes spread over the grid, then its survivors are sorted by one CTA.
  *    The first B (or n) are written out, with their key's index and value
  *    for completed keys.
+ *  - ark_fused, ark_mask_fused: the common case in one launch (no
+ *    normalisation, at most FT_ARK_FUSED_MAX beams; "The one-launch step"
+ *    below): ranges, expansion and selection (or the mask's bits) by one
+ *    co-resident grid that meets at one or two grid barriers; the
+ *    launches above remain for normalised rows and larger sessions.
  */
 #include <cuda_runtime.h>
+#include <stdlib.h>
 
 #include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
@@ -31,6 +37,7 @@
 
 #include "flashtrie/internal/ar_rules.h"
 #include "ft_ar_kernels.h"
+#include "ft_ar_nav.cuh"
 
 #define ARK_EXP_THREADS 256
 #define ARK_SEL_THREADS 1024
@@ -178,11 +185,15 @@ __device__ __forceinline__ void ark_push(const ft_ark_params &p, int which,
 }
 
 /* ark_offer is shard/ar_step.c's offer. */
+#define ARK_FL_UNKNOWN 0xffffffffu
 __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
                                           const ft_child_range *cr, uint32_t r,
                                           float s, uint32_t len, uint32_t j,
-                                          uint32_t tok, float rho, uint64_t u)
+                                          uint32_t tok, float rho, uint64_t u,
+                                          uint32_t fl = ARK_FL_UNKNOWN)
 {
+    uint32_t d = len + 1 < FT_ARK_F_LEN ? len + 1 : FT_ARK_F_LEN - 1;
+    double f = p.h_count ? p.F[d] : 0.0; /* loaded early: no data dependence */
     if (!(rho > p.theta_tok))
         return;
     float sig = FT_FADD(s, rho);
@@ -192,13 +203,13 @@ __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
         u = ft_find_child(&p.view, cr, tok);
     if (u == FT_NONE)
         return;
-    uint32_t fl = ft_node_flags(&p.view, u);
-    uint32_t d = len + 1 < FT_ARK_F_LEN ? len + 1 : FT_ARK_F_LEN - 1;
+    if (fl == ARK_FL_UNKNOWN)
+        fl = ft_node_flags(&p.view, u);
     uint64_t k2 = ft_ar_tail(r, rho, j);
     if (fl & FT_HAS_CHILD)
         ark_push(p, 0, ft_sigma_key(sig), k2, u, 0.0, sig, tok, len + 1);
     if ((fl & FT_TERMINAL) && p.h_count) {
-        double score = ft_score(sig, p.F[d]);
+        double score = ft_score(sig, f);
         ark_push(p, 1, ft_score_key(score), k2, u, score, sig, tok, len + 1);
     }
 }
@@ -222,7 +233,7 @@ ark_ranges(ft_ark_params p, int mode, uint32_t eos, uint32_t *mask)
     uint32_t work = 0, cd = 0;
     uint64_t node = r < m ? p.cur_node[r] : FT_NONE;
     if (r < m && node < p.view.n_nodes) {
-        ft_child_range cr = ft_children(&p.view, node);
+        ft_child_range cr = ark_children(&p.view, node);
         p.b_rng[r] = cr;
         if (mode == 0) {
             if (cr.deg > 0) {
@@ -344,6 +355,70 @@ __device__ __forceinline__ bool ark_gt(uint64_t a1, uint64_t a2, uint64_t b1,
     return ft_ar_before(b1, b2, a1, a2);
 }
 
+/* ark_entry is one list entry as an output needs it (for a completed
+ * key, with its key index and value looked up). */
+struct ark_entry {
+    uint64_t node, ki, value;
+    double score;
+    float sigma;
+    uint32_t token, len;
+};
+
+/* ark_load_entry reads entry x of list which.  The list was written by
+ * this launch or the one before: its reads skip L1. */
+__device__ __forceinline__ ark_entry ark_load_entry(const ft_ark_params &p,
+                                                    int which, uint32_t x)
+{
+    const ft_ark_list &L = p.lists[which];
+    ark_entry e;
+    e.node = __ldcg((const unsigned long long *)&L.node[x]);
+    e.sigma = __ldcg(&L.sigma[x]);
+    e.len = __ldcg((const unsigned int *)&L.len[x]);
+    e.token = __ldcg((const unsigned int *)&L.token[x]);
+    e.score = 0.0;
+    e.ki = e.value = 0;
+    if (which == 1) {
+        e.score = __ldcg(&L.score[x]);
+        e.ki = ark_term_rank(p.view.flags, p.term_rank, e.node);
+        e.value = ft_packed_get(p.values, p.value_bits,
+                                e.ki < p.n_keys ? e.ki : 0);
+    }
+    return e;
+}
+
+/* ark_store_entry writes output i of list which (the step's next beams or
+ * completed keys) from an entry whose key's tail is k2. */
+__device__ __forceinline__ void ark_store_entry(const ft_ark_params &p,
+                                                int which, uint32_t i,
+                                                const ark_entry &e, uint64_t k2)
+{
+    if (which == 0) {
+        p.nx_node[i] = e.node;
+        p.nx_sigma[i] = e.sigma;
+        p.nx_len[i] = e.len;
+        p.nx_parent[i] = ft_ar_tail_rank(k2);
+        p.nx_entry[i] = ft_ar_tail_entry(k2);
+        p.nx_token[i] = e.token;
+    } else {
+        p.h_parent[i] = ft_ar_tail_rank(k2);
+        p.h_entry[i] = ft_ar_tail_entry(k2);
+        p.h_token[i] = e.token;
+        p.h_len[i] = e.len;
+        p.h_key_index[i] = e.ki;
+        p.h_value[i] = e.value;
+        p.h_score[i] = e.score;
+        p.h_sigma[i] = e.sigma;
+    }
+}
+
+/* ark_write_one writes output i of list which from entry x of the list. */
+__device__ __forceinline__ void ark_write_one(const ft_ark_params &p,
+                                              int which, uint32_t i,
+                                              uint32_t x, uint64_t k2)
+{
+    ark_store_entry(p, which, i, ark_load_entry(p, which, x), k2);
+}
+
 /* ark_sort_write sorts nsel <= FT_ARK_SORT_MAX keys in shared memory
  * (bitonic, on the 128-bit key; si is each key's place in the list) and
  * writes the first take as the step's output for list which.  All
@@ -352,7 +427,6 @@ __device__ void ark_sort_write(const ft_ark_params &p, int which,
                                uint64_t *s1, uint64_t *s2, uint32_t *si,
                                uint32_t nsel, uint32_t take)
 {
-    const ft_ark_list &L = p.lists[which];
     uint32_t tid = threadIdx.x;
     uint32_t P = 1;
     while (P < nsel)
@@ -385,30 +459,8 @@ __device__ void ark_sort_write(const ft_ark_params &p, int which,
             __syncthreads();
         }
     }
-    for (uint32_t i = tid; i < take; i += ARK_SEL_THREADS) {
-        uint32_t x = si[i];
-        uint64_t k2 = s2[i];
-        uint64_t u = L.node[x];
-        if (which == 0) {
-            p.nx_node[i] = u;
-            p.nx_sigma[i] = L.sigma[x];
-            p.nx_len[i] = L.len[x];
-            p.nx_parent[i] = ft_ar_tail_rank(k2);
-            p.nx_entry[i] = ft_ar_tail_entry(k2);
-            p.nx_token[i] = L.token[x];
-        } else {
-            uint64_t ki = ft_term_rank(p.view.flags, p.term_rank, u);
-            p.h_parent[i] = ft_ar_tail_rank(k2);
-            p.h_entry[i] = ft_ar_tail_entry(k2);
-            p.h_token[i] = L.token[x];
-            p.h_len[i] = L.len[x];
-            p.h_key_index[i] = ki;
-            p.h_value[i] = ft_packed_get(p.values, p.value_bits,
-                                         ki < p.n_keys ? ki : 0);
-            p.h_score[i] = L.score[x];
-            p.h_sigma[i] = L.sigma[x];
-        }
-    }
+    for (uint32_t i = tid; i < take; i += ARK_SEL_THREADS)
+        ark_write_one(p, which, i, si[i], s2[i]);
     if (tid == 0)
         *(which ? p.h_count : p.nx_count) = take;
 }
@@ -448,40 +500,20 @@ __device__ __forceinline__ uint32_t ark_limit(uint32_t take)
     return take <= ARK_DIRECT ? ARK_DIRECT : FT_ARK_SORT_MAX;
 }
 
-__global__ void __launch_bounds__(ARK_SEL_THREADS)
-ark_select(ft_ark_params p)
+/* ark_radix_cut runs the grid selection's radix passes and compaction
+ * over list which (n entries, take wanted, n > take) on the calling CTA,
+ * number cta of the ctas that share the list (all of their threads call
+ * it), and returns the survivors' count (in the list's ft_ark_surv, at
+ * most ark_limit(take)) once every CTA of the list has written its own. */
+__device__ uint32_t ark_radix_cut(const ft_ark_params &p, int which,
+                                  uint64_t n, uint32_t take, uint32_t cta,
+                                  uint32_t ctas)
 {
-    extern __shared__ uint64_t sm[];
-    uint64_t *s1 = sm, *s2 = sm + FT_ARK_SORT_MAX;
-    uint32_t *si = (uint32_t *)(sm + 2 * FT_ARK_SORT_MAX);
     __shared__ uint32_t hist[256];
     __shared__ uint32_t sh_need, sh_stop;
     __shared__ uint64_t pre1, pre2, msk1, msk2;
-    uint32_t ctas = p.sel_ctas;
-    int which = blockIdx.x / ctas;
-    uint32_t cta = blockIdx.x % ctas;
-    if (which > 1 || (which == 1 && p.h_count == NULL))
-        return;
     const ft_ark_list &L = p.lists[which];
     uint32_t tid = threadIdx.x;
-    uint32_t want = which ? p.results : p.beam;
-    uint64_t n = p.counts[which];
-    if (n > L.cap)
-        n = L.cap;
-    uint32_t take = n < want ? (uint32_t)n : want;
-    if (n <= ARK_DIRECT || take == 0) {
-        if (cta != 0)
-            return;
-        if (take == 0)
-            n = 0;
-        for (uint32_t i = tid; i < n; i += ARK_SEL_THREADS) {
-            s1[i] = L.k1[i];
-            s2[i] = L.k2[i];
-            si[i] = i;
-        }
-        ark_sort_write(p, which, s1, s2, si, (uint32_t)n, take);
-        return;
-    }
     ft_ark_sel_head *H = &p.heads[which];
     uint32_t limit = ark_limit(take);
     if (tid == 0) {
@@ -492,8 +524,10 @@ ark_select(ft_ark_params p)
     __syncthreads();
     /* a beam's first key word is a 32-bit sigma key: its top 4 bytes are 0 */
     uint32_t first = which == 0 ? 4 : 0, nbar = 0;
-    uint64_t stride = (uint64_t)ctas * ARK_SEL_THREADS;
-    uint64_t start = (uint64_t)cta * ARK_SEL_THREADS + tid;
+    uint64_t stride = (uint64_t)ctas * blockDim.x;
+    uint64_t start = (uint64_t)cta * blockDim.x + tid;
+    const unsigned long long *K1 = (const unsigned long long *)L.k1;
+    const unsigned long long *K2 = (const unsigned long long *)L.k2;
     for (uint32_t pass = first; pass < FT_ARK_PASSES; pass++) {
         int sh = 56 - 8 * (pass & 7);
         if (tid < 256)
@@ -501,7 +535,7 @@ ark_select(ft_ark_params p)
         __syncthreads();
         uint64_t m1 = msk1, m2 = msk2, q1 = pre1, q2 = pre2;
         for (uint64_t i = start; i < n; i += stride) {
-            uint64_t a = L.k1[i], b = L.k2[i];
+            uint64_t a = __ldcg(&K1[i]), b = __ldcg(&K2[i]);
             if ((a & m1) != q1 || (b & m2) != q2)
                 continue;
             uint32_t dg = (uint32_t)(((pass < 8) ? a : b) >> sh) & 255u;
@@ -563,7 +597,7 @@ ark_select(ft_ark_params p)
     uint64_t t1 = pre1, t2 = pre2, m1 = msk1, m2 = msk2;
     ft_ark_surv *S = &p.surv[which];
     for (uint64_t i = start; i < n; i += stride) {
-        uint64_t a = L.k1[i], b = L.k2[i];
+        uint64_t a = __ldcg(&K1[i]), b = __ldcg(&K2[i]);
         if (ark_gt(a & m1, b & m2, t1, t2))
             continue;
         cg::coalesced_group g = cg::coalesced_threads();
@@ -578,17 +612,421 @@ ark_select(ft_ark_params p)
         }
     }
     ark_grid_sync(&H->bar, ++nbar, ctas);
+    uint32_t nsel = __ldcg((const unsigned int *)&H->nsurv);
+    return nsel < FT_ARK_SORT_MAX ? nsel : FT_ARK_SORT_MAX;
+}
+
+__global__ void __launch_bounds__(ARK_SEL_THREADS)
+ark_select(ft_ark_params p)
+{
+    extern __shared__ uint64_t sm[];
+    uint64_t *s1 = sm, *s2 = sm + FT_ARK_SORT_MAX;
+    uint32_t *si = (uint32_t *)(sm + 2 * FT_ARK_SORT_MAX);
+    uint32_t ctas = p.sel_ctas;
+    int which = blockIdx.x / ctas;
+    uint32_t cta = blockIdx.x % ctas;
+    if (which > 1 || (which == 1 && p.h_count == NULL))
+        return;
+    const ft_ark_list &L = p.lists[which];
+    uint32_t tid = threadIdx.x;
+    uint32_t want = which ? p.results : p.beam;
+    uint64_t n = p.counts[which];
+    if (n > L.cap)
+        n = L.cap;
+    uint32_t take = n < want ? (uint32_t)n : want;
+    if (n <= ARK_DIRECT || take == 0) {
+        if (cta != 0)
+            return;
+        if (take == 0)
+            n = 0;
+        for (uint32_t i = tid; i < n; i += ARK_SEL_THREADS) {
+            s1[i] = L.k1[i];
+            s2[i] = L.k2[i];
+            si[i] = i;
+        }
+        ark_sort_write(p, which, s1, s2, si, (uint32_t)n, take);
+        return;
+    }
+    uint32_t nsel = ark_radix_cut(p, which, n, take, cta, ctas);
     if (cta != 0)
         return;
-    uint32_t nsel = __ldcg((const unsigned int *)&H->nsurv);
-    if (nsel > FT_ARK_SORT_MAX)
-        nsel = FT_ARK_SORT_MAX;
+    ft_ark_surv *S = &p.surv[which];
     for (uint32_t i = tid; i < nsel; i += ARK_SEL_THREADS) {
         s1[i] = __ldcg((const unsigned long long *)&S->k1[i]);
         s2[i] = __ldcg((const unsigned long long *)&S->k2[i]);
         si[i] = __ldcg((const unsigned int *)&S->idx[i]);
     }
     ark_sort_write(p, which, s1, s2, si, nsel, take);
+}
+
+/* ---- The one-launch step (ft_ark_step) ----
+ *
+ * A grid of ft_ark_init's fused_ctas CTAs, all resident at once, of
+ * ARK_FUSED_THREADS threads:
+ *  1. every CTA finds every live beam's child range and work (one thread
+ *     per beam: the same dependent loads as ark_ranges, answered by L2
+ *     after the first CTA; no barrier before the expansion) and scans the
+ *     work counts into offsets in its shared memory;
+ *  2. the grid expands the flattened work items as ark_flat does, into
+ *     the two candidate lists;
+ *  3. one grid barrier; then CTAs [0, G/2) select the next beams, [G/2, G)
+ *     the completed keys: a list of at most ARK_FUSED_DIRECT entries (or
+ *     the at most ARK_DIRECT survivors of ark_radix_cut's passes over a
+ *     longer one) is staged in the shared memory of each CTA that owns some
+ *     of its entries, and one warp per entry counts the keys before it (keys
+ *     are unique: that count is its place in the sorted list); an entry
+ *     placed below take writes output slot place.  No sort, no CTA-wide
+ *     stages, and the completed keys' rank look-ups run one per warp in
+ *     parallel;
+ *  4. scratch is left cleared for the next launch: the last CTA to read
+ *     the list counts after the barrier (a ticket, ark_fused_read) clears
+ *     them, the barrier and the ticket, off the kernel's tail; when the
+ *     radix passes ran, the last CTA to finish (a second ticket) clears
+ *     the heads.
+ * The grid navigates with ft_ar_nav.cuh: a rank or select block's words
+ * loaded at once, not one dependent load per word.
+ * The outputs are those of the launches' path, bit for bit: the same
+ * candidates, keys and first take in the same total order. */
+#define ARK_FUSED_THREADS 1024
+#define ARK_FUSED_DIRECT 2048u
+/* ft_ark_init's default split thresholds (live beams) */
+#define ARK_SPLIT_BEAMS 256u
+#define ARK_MASK_SPLIT_BEAMS 0u
+
+static_assert(FT_ARK_FUSED_MAX <= ARK_FUSED_THREADS, "one thread per beam");
+static_assert(FT_ARK_FUSED_MAX <= ARK_DIRECT, "radix survivors fit the rank stage");
+
+__host__ __device__ constexpr size_t ark_fused_smem(uint32_t cap)
+{
+    /* phase 1: ranges, offsets, child-driven flags; phase 3: staged keys */
+    return ((size_t)cap * (sizeof(ft_child_range) + 4) + ((size_t)cap + 1) * 8) >
+                   (size_t)ARK_FUSED_DIRECT * 16
+               ? (size_t)cap * (sizeof(ft_child_range) + 4) + ((size_t)cap + 1) * 8
+               : (size_t)ARK_FUSED_DIRECT * 16;
+}
+
+/* ark_rank_write: this CTA's share of a list's n keys (k1, k2; place in
+ * the list idx[i], or i without idx) counts its place among them and
+ * writes the first take to the outputs (phase 3 above). */
+__device__ void ark_rank_write(const ft_ark_params &p, int which,
+                               const uint64_t *k1, const uint64_t *k2,
+                               const uint32_t *idx, uint32_t n, uint32_t take,
+                               uint32_t cta, uint32_t ctas, uint64_t *sm)
+{
+    uint32_t tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5;
+    uint32_t warps = blockDim.x >> 5;
+    if (cta == 0 && tid == 0)
+        *(which ? p.h_count : p.nx_count) = take;
+    if ((uint64_t)cta * warps >= n || take == 0)
+        return;
+    uint64_t *s1 = sm, *s2 = sm + ARK_FUSED_DIRECT;
+    __syncthreads(); /* shared memory: phase 1's ranges are done with */
+    for (uint32_t i = tid; i < n; i += blockDim.x) {
+        s1[i] = __ldcg((const unsigned long long *)&k1[i]);
+        s2[i] = __ldcg((const unsigned long long *)&k2[i]);
+    }
+    __syncthreads();
+    for (uint32_t e = cta * warps + wid; e < n; e += ctas * warps) {
+        /* lane 0 reads the entry (and a key's index and value) while the
+         * warp counts: the loads overlap the count */
+        ark_entry ent;
+        if (lane == 0)
+            ent = ark_load_entry(p, which,
+                                 idx ? __ldcg((const unsigned int *)&idx[e]) : e);
+        uint64_t a = s1[e], b = s2[e];
+        uint32_t c = 0;
+        for (uint32_t i = lane; i < n; i += 32)
+            c += ft_ar_before(s1[i], s2[i], a, b) ? 1u : 0u;
+        c = __reduce_add_sync(0xffffffffu, c);
+        if (lane == 0 && c < take)
+            ark_store_entry(p, which, c, ent, b);
+    }
+}
+
+/* ark_beam_range: beam r's child range, whether it is child-driven and
+ * its work items.  Mode 0: the step's work (ark_ranges mode 0); mode 1:
+ * the mask's (children, or the vocabulary's entries). */
+__device__ __forceinline__ void ark_beam_range(const ft_ark_params &p,
+                                               int mode, uint32_t r,
+                                               ft_child_range *cr,
+                                               uint32_t *cd,
+                                               unsigned long long *work)
+{
+    uint64_t node = p.cur_node[r];
+    cr->first = cr->deg = cr->hstart = cr->hbase = 0;
+    *cd = 0;
+    *work = 0;
+    if (node >= p.view.n_nodes)
+        return;
+    *cr = ark_children(&p.view, node);
+    if (mode == 0) {
+        if (cr->deg > 0) {
+            *cd = ark_child_driven(p, cr);
+            *work = *cd ? cr->deg : p.width;
+        }
+    } else if (p.vocab == NULL) {
+        *cd = 1;
+        *work = cr->deg;
+    } else if (cr->deg > 0) {
+        *work = p.width;
+    }
+}
+
+/* ark_fused_barrier: the launch's grid barriers (all of its CTAs are
+ * resident: ft_ark_init): the b-th waits for b arrivals of every CTA; bar
+ * keeps counting until ark_fused_read clears it. */
+__device__ __forceinline__ void ark_fused_barrier(uint32_t *bar, uint32_t b)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(bar, 1u);
+        uint32_t target = b * gridDim.x;
+        while (*(volatile uint32_t *)bar < target)
+            __nanosleep(20);
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+/* ark_fused_ranges: every live beam's child range and work items in this
+ * CTA's shared memory, scanned into offsets; returns the total.  With
+ * split false every CTA finds them all itself (thread r: beam r; the same
+ * loads in every CTA, answered by L2 after the first: no barrier); with
+ * split true the grid shares them out (beam r to CTA r % G) through the
+ * per-beam scratch and one grid barrier (the launch's first), and every
+ * CTA reads them back. */
+template <typename TS>
+__device__ uint64_t ark_fused_ranges(const ft_ark_params &p, int mode,
+                                     ft_child_range *rng,
+                                     unsigned long long *off, uint32_t *cdv,
+                                     uint32_t m, bool split, TS &ts)
+{
+    typedef cub::BlockScan<unsigned long long, ARK_FUSED_THREADS> Scan;
+    uint32_t tid = threadIdx.x;
+    unsigned long long work = 0;
+    ft_child_range cr;
+    uint32_t cd;
+    if (!split) {
+        if (tid < m) {
+            ark_beam_range(p, mode, tid, &cr, &cd, &work);
+            rng[tid] = cr;
+            cdv[tid] = cd;
+        }
+    } else {
+        for (uint32_t r = blockIdx.x + tid * gridDim.x; r < m;
+             r += gridDim.x * blockDim.x) {
+            unsigned long long w;
+            ark_beam_range(p, mode, r, &cr, &cd, &w);
+            p.b_rng[r] = cr;
+            p.b_work[r] = (uint32_t)w;
+            p.b_cd[r] = cd;
+        }
+        ark_fused_barrier(&p.counts[2], 1);
+        if (tid < m) {
+            const unsigned long long *q =
+                (const unsigned long long *)&p.b_rng[tid];
+            cr.first = __ldcg(q);
+            cr.deg = __ldcg(q + 1);
+            cr.hstart = __ldcg(q + 2);
+            cr.hbase = __ldcg(q + 3);
+            rng[tid] = cr;
+            cdv[tid] = __ldcg((const unsigned int *)&p.b_cd[tid]);
+            work = __ldcg((const unsigned int *)&p.b_work[tid]);
+        }
+    }
+    unsigned long long ex, agg;
+    Scan(ts).ExclusiveSum(work, ex, agg);
+    if (tid < m)
+        off[tid] = ex;
+    if (tid == 0)
+        off[m] = agg;
+    __syncthreads();
+    return off[m];
+}
+
+/* ark_fused_read: every CTA, once past the barrier, reads the two list
+ * counts (into its shared memory) and takes a ticket; the last CTA to do
+ * so clears the counts, the barrier and the ticket for the next launch
+ * (every CTA has passed the barrier and read the counts by then), off the
+ * kernel's tail. */
+__device__ __forceinline__ void ark_fused_read(uint32_t *counts, uint32_t *n)
+{
+    if (threadIdx.x == 0) {
+        n[0] = __ldcg((const unsigned int *)&counts[0]);
+        n[1] = __ldcg((const unsigned int *)&counts[1]);
+        __threadfence();
+        if (atomicAdd(&counts[3], 1u) == gridDim.x - 1) {
+            __threadfence();
+            counts[0] = 0;
+            counts[1] = 0;
+            counts[2] = 0;
+            counts[3] = 0;
+        }
+    }
+    __syncthreads();
+}
+
+/* ark_fused_last: true in the last CTA to finish (its exit ticket). */
+__device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
+{
+    __shared__ uint32_t sh_last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        sh_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (sh_last)
+        __threadfence();
+    return sh_last != 0;
+}
+
+__global__ void __launch_bounds__(ARK_FUSED_THREADS, 1)
+ark_fused(ft_ark_params p)
+{
+    typedef cub::BlockScan<unsigned long long, ARK_FUSED_THREADS> Scan;
+    __shared__ typename Scan::TempStorage ts;
+    extern __shared__ uint64_t fsm[];
+    uint32_t tid = threadIdx.x, G = gridDim.x, cap = p.cap_beam;
+    ft_child_range *rng = (ft_child_range *)fsm;
+    unsigned long long *off = (unsigned long long *)(rng + cap);
+    uint32_t *cdv = (uint32_t *)(off + cap + 1);
+    uint32_t m = min(*p.cur_count, cap);
+
+    /* 1. every beam's child range and work, in this CTA */
+    bool split = m > p.fused_split;
+    uint64_t total = ark_fused_ranges(p, 0, rng, off, cdv, m, split, ts);
+
+    /* 2. the work items over the grid (ark_flat, mode 0, no normalisation) */
+    for (uint64_t t = (uint64_t)blockIdx.x * ARK_FUSED_THREADS + tid;
+         t < total; t += (uint64_t)G * ARK_FUSED_THREADS) {
+        uint32_t lo = 0, hi = m;
+        while (hi - lo > 1) {
+            uint32_t mid = (lo + hi) >> 1;
+            if (off[mid] <= t)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        uint32_t r = lo;
+        uint64_t i = t - off[r];
+        ft_child_range cr = rng[r];
+        float s = p.cur_sigma[r];
+        uint32_t len = p.cur_len[r];
+        if (cdv[r]) {
+            /* the child's flags and label together, then its row entry */
+            uint64_t u = cr.first + i;
+            uint32_t fl = ft_node_flags(&p.view, u);
+            uint32_t lab = ft_child_label(&p.view, &cr, u);
+            if (lab >= p.width)
+                continue;
+            ark_offer(p, &cr, r, s, len, lab, lab, ark_x(p, r, lab), u, fl);
+        } else {
+            uint32_t j = (uint32_t)i;
+            ark_offer(p, &cr, r, s, len, j, ark_tok(p, r, j), ark_x(p, r, j),
+                      FT_NONE);
+        }
+    }
+
+    /* 3. one grid barrier (every CTA is resident: ft_ark_init), then the
+     * two selections */
+    ark_fused_barrier(&p.counts[2], split ? 2 : 1);
+    __shared__ uint32_t ncnt[2];
+    ark_fused_read(p.counts, ncnt);
+    uint32_t n0 = ncnt[0], n1 = ncnt[1];
+    uint32_t half = G / 2;
+    int which = blockIdx.x < half ? 0 : 1;
+    uint32_t cta = which ? blockIdx.x - half : blockIdx.x;
+    uint32_t ctas = which ? G - half : half;
+    if (which == 0 || p.h_count != NULL) {
+        const ft_ark_list &L = p.lists[which];
+        uint32_t want = which ? p.results : p.beam;
+        uint64_t n = which ? n1 : n0;
+        if (n > L.cap)
+            n = L.cap;
+        uint32_t take = n < want ? (uint32_t)n : want;
+        if (take == 0 || n <= ARK_FUSED_DIRECT) {
+            ark_rank_write(p, which, L.k1, L.k2, NULL, (uint32_t)n, take, cta,
+                           ctas, fsm);
+        } else {
+            __syncthreads();
+            uint32_t nsel = ark_radix_cut(p, which, n, take, cta, ctas);
+            ft_ark_surv *S = &p.surv[which];
+            ark_rank_write(p, which, S->k1, S->k2, S->idx, nsel, take, cta,
+                           ctas, fsm);
+        }
+    }
+
+    /* 4. after the radix passes, the last CTA out leaves the heads
+     * cleared (the counters were, by ark_fused_read) */
+    if (n0 <= ARK_FUSED_DIRECT && n1 <= ARK_FUSED_DIRECT)
+        return;
+    if (!ark_fused_last(&p.counts[4]))
+        return;
+    uint32_t *h = (uint32_t *)p.heads;
+    for (uint32_t k = tid; k < 2 * sizeof(ft_ark_sel_head) / 4; k += blockDim.x)
+        h[k] = 0;
+    if (tid == 0)
+        p.counts[4] = 0;
+}
+
+/* ark_mask_fused: the mask form in one launch of the same grid: every CTA
+ * finds every beam's range (mode 1) and clears its share of the mask; one
+ * grid barrier; then the EOS bits and the flattened items' bits (ark_flat
+ * mode 1), by atomics (ark_fused_read clears the barrier). */
+__global__ void __launch_bounds__(ARK_FUSED_THREADS, 1)
+ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
+{
+    typedef cub::BlockScan<unsigned long long, ARK_FUSED_THREADS> Scan;
+    __shared__ typename Scan::TempStorage ts;
+    extern __shared__ uint64_t fsm[];
+    uint32_t tid = threadIdx.x, G = gridDim.x, cap = p.cap_beam;
+    ft_child_range *rng = (ft_child_range *)fsm;
+    unsigned long long *off = (unsigned long long *)(rng + cap);
+    uint32_t *cdv = (uint32_t *)(off + cap + 1);
+    uint32_t m = min(*p.cur_count, cap);
+    uint32_t words = (p.width + 31) / 32;
+    uint64_t nw = (uint64_t)cap * words;
+    for (uint64_t k = (uint64_t)blockIdx.x * ARK_FUSED_THREADS + tid; k < nw;
+         k += (uint64_t)G * ARK_FUSED_THREADS)
+        mask[k] = 0;
+    /* split: the ranges' barrier also orders the clearing before the bits */
+    bool split = m > p.fused_mask_split;
+    uint64_t total = ark_fused_ranges(p, 1, rng, off, cdv, m, split, ts);
+    if (!split)
+        ark_fused_barrier(&p.counts[2], 1);
+    __shared__ uint32_t ncnt[2];
+    ark_fused_read(p.counts, ncnt); /* clears the barrier for the next launch */
+    if (blockIdx.x == 0 && tid < m && eos < p.width) {
+        uint64_t node = p.cur_node[tid];
+        if (node != 0 && node < p.view.n_nodes &&
+            (ft_node_flags(&p.view, node) & FT_TERMINAL))
+            atomicOr(&mask[(uint64_t)tid * words + eos / 32], 1u << (eos % 32));
+    }
+    for (uint64_t t = (uint64_t)blockIdx.x * ARK_FUSED_THREADS + tid;
+         t < total; t += (uint64_t)G * ARK_FUSED_THREADS) {
+        uint32_t lo = 0, hi = m;
+        while (hi - lo > 1) {
+            uint32_t mid = (lo + hi) >> 1;
+            if (off[mid] <= t)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        uint32_t r = lo;
+        uint64_t i = t - off[r];
+        ft_child_range cr = rng[r];
+        if (cdv[r]) {
+            uint32_t lab = ft_child_label(&p.view, &cr, cr.first + i);
+            if (lab < p.width)
+                atomicOr(&mask[(uint64_t)r * words + lab / 32], 1u << (lab % 32));
+        } else {
+            uint32_t j = (uint32_t)i;
+            if (ft_find_child(&p.view, &cr, p.vocab[j]) != FT_NONE)
+                atomicOr(&mask[(uint64_t)r * words + j / 32], 1u << (j % 32));
+        }
+    }
 }
 
 __global__ void ark_reset_kernel(uint32_t *count, uint64_t *node, float *sigma,
@@ -631,7 +1069,7 @@ ark_topk_kernel(ft_ark_params p, uint32_t k, uint32_t *out_entry,
     uint64_t node = p.cur_node[r];
     if (node >= p.view.n_nodes)
         return;
-    ft_child_range cr = ft_children(&p.view, node);
+    ft_child_range cr = ark_children(&p.view, node);
     if (cr.deg == 0)
         return;
     double lse = 0.0;
@@ -682,25 +1120,57 @@ extern "C" size_t ft_ark_step_smem(void)
     return (size_t)FT_ARK_SORT_MAX * (8 + 8 + 4);
 }
 
-extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas)
+extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
+                           uint32_t *fused_ctas, uint32_t *split,
+                           uint32_t *mask_split)
 {
     cudaError_t e = cudaFuncSetAttribute(
         ark_select, cudaFuncAttributeMaxDynamicSharedMemorySize,
         (int)ft_ark_step_smem());
     if (e != cudaSuccess)
         return (int)e;
-    int dev = 0, sms = 0, occ = 0;
+    size_t fsm = ark_fused_smem(FT_ARK_FUSED_MAX);
+    e = cudaFuncSetAttribute(ark_fused,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)fsm);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(ark_mask_fused,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)fsm);
+    if (e != cudaSuccess)
+        return (int)e;
+    int dev = 0, sms = 0, occ = 0, focc = 0, mocc = 0;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
                                     dev)) != cudaSuccess ||
         (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
              &occ, ark_select, ARK_SEL_THREADS, ft_ark_step_smem())) !=
-            cudaSuccess)
+            cudaSuccess ||
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+             &focc, ark_fused, ARK_FUSED_THREADS, fsm)) != cudaSuccess ||
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+             &mocc, ark_mask_fused, ARK_FUSED_THREADS, fsm)) != cudaSuccess)
         return (int)e;
     /* both lists' CTAs resident at once (they meet at barriers) */
     long res = (long)sms * occ / 2;
     *sel_ctas = (uint32_t)(res < 1 ? 1 : res > ARK_SEL_CTAS ? ARK_SEL_CTAS : res);
     *flat_ctas = (uint32_t)(sms > 0 ? 4 * sms : 4);
+    /* the one-launch step: one CTA per SM (an even count: two halves),
+     * all resident; FT_AR_FUSED=0 keeps the launches (a comparison, or a
+     * way out) */
+    const char *env = getenv("FT_AR_FUSED");
+    long fc = focc >= 1 && mocc >= 1 ? (long)sms : 0;
+    const char *cenv = getenv("FT_AR_CTAS"); /* fewer CTAs (measurements) */
+    if (cenv && atol(cenv) >= 2 && atol(cenv) < fc)
+        fc = atol(cenv);
+    fc &= ~1L;
+    *fused_ctas = (env && env[0] == '0') || fc < 2 ? 0 : (uint32_t)fc;
+    /* above these live beams the grid shares the child ranges out (one
+     * more barrier for the step) instead of every CTA finding them all;
+     * FT_AR_SPLIT / FT_AR_MASK_SPLIT override (measurements) */
+    const char *sp = getenv("FT_AR_SPLIT"), *msp = getenv("FT_AR_MASK_SPLIT");
+    *split = sp ? (uint32_t)strtoul(sp, NULL, 10) : ARK_SPLIT_BEAMS;
+    *mask_split = msp ? (uint32_t)strtoul(msp, NULL, 10) : ARK_MASK_SPLIT_BEAMS;
     return 0;
 }
 
@@ -712,6 +1182,16 @@ static size_t ark_flat_smem(const ft_ark_params *p)
 extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
+    if (p->fused_ctas && p->norm == FT_ARR_NORM_NONE &&
+        p->cap_beam <= FT_ARK_FUSED_MAX && p->beam <= FT_ARK_FUSED_MAX &&
+        p->results <= FT_ARK_FUSED_MAX) {
+        ft_ark_params q = *p;
+        q.counts = p->fcounts;
+        q.heads = p->fheads;
+        ark_fused<<<p->fused_ctas, ARK_FUSED_THREADS,
+                    ark_fused_smem(p->cap_beam), st>>>(q);
+        return (int)cudaGetLastError();
+    }
     /* ark_ranges clears the counters and the selection's heads */
     uint32_t rb = (p->cap_beam + ARK_EXP_THREADS - 1) / ARK_EXP_THREADS;
     ark_ranges<<<rb, ARK_EXP_THREADS, 0, st>>>(*p, 0, 0, NULL);
@@ -736,6 +1216,14 @@ extern "C" int ft_ark_mask(const ft_ark_params *p, uint32_t eos,
 {
     cudaStream_t st = (cudaStream_t)stream;
     uint32_t words = (p->width + 31) / 32;
+    if (p->fused_ctas && p->cap_beam <= FT_ARK_FUSED_MAX) {
+        ft_ark_params q = *p;
+        q.counts = p->fcounts;
+        q.heads = p->fheads;
+        ark_mask_fused<<<p->fused_ctas, ARK_FUSED_THREADS,
+                         ark_fused_smem(p->cap_beam), st>>>(q, eos, mask);
+        return (int)cudaGetLastError();
+    }
     cudaError_t e = cudaMemsetAsync(mask, 0, (size_t)p->cap_beam * words * 4, st);
     if (e != cudaSuccess)
         return (int)e;

@@ -155,10 +155,12 @@ static int open_dev(ft_ar *ar, ark_state *g)
     p->value_bits = t->value_bits;
     p->cap_beam = ar->cap_beam;
     FT_CUDA_CHECK(cudaMalloc((void **)&g->F, FT_ARK_F_LEN * 8));
-    /* the counters and the selection's heads, cleared together by one
-     * memset per step (ft_ark_kernels.h FT_ARK_CLEAR_BYTES) */
-    FT_CUDA_CHECK(cudaMalloc((void **)&g->counts, FT_ARK_CLEAR_BYTES));
-    FT_CUDA_CHECK(cudaMemset(g->counts, 0, FT_ARK_CLEAR_BYTES));
+    /* the counters and the selection's heads (ft_ark_kernels.h
+     * FT_ARK_CLEAR_BYTES): the launches' set, cleared by the step's first
+     * kernel, then the one-launch step's set, cleared here once and left
+     * cleared by every such step's last CTA */
+    FT_CUDA_CHECK(cudaMalloc((void **)&g->counts, 2 * FT_ARK_CLEAR_BYTES));
+    FT_CUDA_CHECK(cudaMemset(g->counts, 0, 2 * FT_ARK_CLEAR_BYTES));
     FT_CUDA_CHECK(cudaMalloc((void **)&g->surv, 2 * sizeof(ft_ark_surv)));
     /* A beam adds at most one candidate per entry of its row. */
     uint64_t cap = (uint64_t)ar->cap_beam * ar->o.max_width;
@@ -167,8 +169,8 @@ static int open_dev(ft_ar *ar, ark_state *g)
         rc = alloc_list(&g->lists[1], cap, 1);
     if (rc != FT_OK)
         return rc;
-    uint32_t ctas = 1, flat = 1;
-    FT_CUDA_CHECK((cudaError_t)ft_ark_init(&ctas, &flat));
+    uint32_t ctas = 1, flat = 1, fused = 0, split = 0, msplit = 0;
+    FT_CUDA_CHECK((cudaError_t)ft_ark_init(&ctas, &flat, &fused, &split, &msplit));
     size_t cb = ar->cap_beam;
     FT_CUDA_CHECK(cudaMalloc(&g->beamscr, cb * (sizeof(ft_child_range) + 8 + 4 + 4)));
     p->b_rng = (ft_child_range *)g->beamscr;
@@ -181,6 +183,11 @@ static int open_dev(ft_ar *ar, ark_state *g)
     p->heads = (ft_ark_sel_head *)(g->counts + 16);
     p->surv = g->surv;
     p->sel_ctas = ctas;
+    p->fused_ctas = fused;
+    p->fused_split = split;
+    p->fused_mask_split = msplit;
+    p->fcounts = g->counts + FT_ARK_CLEAR_BYTES / 4;
+    p->fheads = (ft_ark_sel_head *)(p->fcounts + 16);
     p->lists[0] = g->lists[0];
     p->lists[1] = g->lists[1];
     return ft_gpu_ar_params(ar);
