@@ -89,6 +89,7 @@
 #include "flashtrie_client.h"
 #include "frame.h"
 #include "jsonl.h"
+#include "nng_echo.h"
 #include "slot.h"
 
 typedef struct bench {
@@ -316,61 +317,23 @@ static void daemon_loop(bench *b, size_t m, double *v, const int have_ref,
  * does (a context and an aio per call, a message of the request's size):
  * what nng itself costs for these sizes. */
 typedef struct echo {
-    nng_socket rep, req;
-    nng_ctx ctx;
-    nng_aio *aio;
-    atomic_size_t rep_size;
-    int sending;
+    echo_srv srv;
+    nng_socket req;
     int up;
 } echo;
-
-static void echo_cb(void *arg)
-{
-    echo *e = arg;
-    int rv = nng_aio_result(e->aio);
-    if (e->sending) {
-        e->sending = 0;
-        if (rv != 0)
-            nng_msg_free(nng_aio_get_msg(e->aio));
-        if (rv == NNG_ECLOSED)
-            return;
-        nng_ctx_recv(e->ctx, e->aio);
-        return;
-    }
-    if (rv != 0) {
-        if (rv != NNG_ECLOSED)
-            nng_ctx_recv(e->ctx, e->aio);
-        return;
-    }
-    nng_msg *m = nng_aio_get_msg(e->aio);
-    nng_msg_clear(m);
-    if (nng_msg_realloc(m, atomic_load(&e->rep_size)) != 0) {
-        nng_msg_free(m);
-        nng_ctx_recv(e->ctx, e->aio);
-        return;
-    }
-    e->sending = 1;
-    nng_aio_set_msg(e->aio, m);
-    nng_ctx_send(e->ctx, e->aio);
-}
 
 static int echo_open(echo *e, const char *url, char *err, size_t errlen)
 {
     memset(e, 0, sizeof *e);
-    int rv;
-    if ((rv = nng_rep0_open(&e->rep)) != 0 ||
-        (rv = nng_socket_set_size(e->rep, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
-        (rv = nng_listen(e->rep, url, NULL, 0)) != 0 ||
-        (rv = nng_ctx_open(&e->ctx, e->rep)) != 0 ||
-        (rv = nng_aio_alloc(&e->aio, echo_cb, e)) != 0 ||
-        (rv = nng_req0_open(&e->req)) != 0 ||
-        (rv = nng_socket_set_size(e->req, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
-        (rv = nng_dial(e->req, url, NULL, 0)) != 0) {
+    if (echo_srv_open(&e->srv, url, 1, err, errlen) != 0)
+        return -1;
+    int rv = echo_dial(&e->req, url, 1);
+    if (rv != 0) {
         snprintf(err, errlen, "echo on %s: %s", url, nng_strerror(rv));
+        echo_srv_close(&e->srv);
         return -1;
     }
     e->up = 1;
-    nng_ctx_recv(e->ctx, e->aio);
     return 0;
 }
 
@@ -379,8 +342,7 @@ static void echo_close(echo *e)
     if (!e->up)
         return;
     nng_close(e->req);
-    nng_close(e->rep);
-    nng_aio_free(e->aio);
+    echo_srv_close(&e->srv);
     e->up = 0;
 }
 
@@ -388,42 +350,8 @@ static void echo_close(echo *e)
  * call's time (us), or -1 on failure. */
 static double echo_call(echo *e, size_t req_size, size_t rep_size)
 {
-    atomic_store(&e->rep_size, rep_size);
-    double t0 = fti_now();
-    nng_ctx ctx;
-    nng_aio *aio;
-    nng_msg *m;
-    if (nng_ctx_open(&ctx, e->req) != 0)
-        return -1;
-    if (nng_aio_alloc(&aio, NULL, NULL) != 0) {
-        nng_ctx_close(ctx);
-        return -1;
-    }
-    int rv = nng_msg_alloc(&m, req_size);
-    if (rv == 0) {
-        if (req_size > 0)
-            memset(nng_msg_body(m), 'F', req_size < 64 ? req_size : 64);
-        nng_aio_set_timeout(aio, 10000);
-        nng_aio_set_msg(aio, m);
-        nng_ctx_send(ctx, aio);
-        nng_aio_wait(aio);
-        rv = nng_aio_result(aio);
-        if (rv != 0) {
-            nng_msg_free(nng_aio_get_msg(aio));
-        } else {
-            nng_ctx_recv(ctx, aio);
-            nng_aio_wait(aio);
-            rv = nng_aio_result(aio);
-            if (rv == 0) {
-                m = nng_aio_get_msg(aio);
-                rv = nng_msg_len(m) == rep_size ? 0 : -1;
-                nng_msg_free(m);
-            }
-        }
-    }
-    nng_aio_free(aio);
-    nng_ctx_close(ctx);
-    return rv == 0 ? (fti_now() - t0) * 1e6 : -1;
+    double t = echo_rt(e->req, req_size, rep_size, 0, NULL);
+    return t < 0 ? -1 : t;
 }
 
 /* ---- C clients at once: the daemon and nng alone, by layout ---------
@@ -462,46 +390,6 @@ typedef struct load {
     atomic_int stop;
 } load;
 
-/* echo_req is one call of the echo layout: qs bytes out (the first 8 say
- * the reply's size), rs back; 0 when the reply had that size. */
-static int echo_req(nng_socket s, size_t qs, size_t rs)
-{
-    nng_ctx ctx;
-    nng_aio *aio;
-    nng_msg *m;
-    if (nng_ctx_open(&ctx, s) != 0)
-        return -1;
-    if (nng_aio_alloc(&aio, NULL, NULL) != 0) {
-        nng_ctx_close(ctx);
-        return -1;
-    }
-    int rv = nng_msg_alloc(&m, qs < 8 ? 8 : qs);
-    if (rv == 0) {
-        uint64_t want = rs;
-        memcpy(nng_msg_body(m), &want, 8);
-        nng_aio_set_timeout(aio, 10000);
-        nng_aio_set_msg(aio, m);
-        nng_ctx_send(ctx, aio);
-        nng_aio_wait(aio);
-        rv = nng_aio_result(aio);
-        if (rv != 0) {
-            nng_msg_free(nng_aio_get_msg(aio));
-        } else {
-            nng_ctx_recv(ctx, aio);
-            nng_aio_wait(aio);
-            rv = nng_aio_result(aio);
-            if (rv == 0) {
-                m = nng_aio_get_msg(aio);
-                rv = nng_msg_len(m) == rs ? 0 : 1;
-                nng_msg_free(m);
-            }
-        }
-    }
-    nng_aio_free(aio);
-    nng_ctx_close(ctx);
-    return rv < 0 ? -1 : rv;
-}
-
 static void *load_main(void *arg)
 {
     load *L = arg;
@@ -511,9 +399,9 @@ static void *load_main(void *arg)
     while (!atomic_load(&L->stop)) {
         int bad = 0, rc;
         if (L->kind == LOAD_ECHO) {
-            rc = echo_req(L->esock[t], L->qs, L->rs);
-            bad = rc > 0;
-            rc = rc < 0 ? FT_ECONN : FT_OK;
+            double t_us = echo_rt(L->esock[t], L->qs, L->rs, 0, NULL);
+            bad = t_us == -2;
+            rc = t_us == -1 ? FT_ECONN : FT_OK;
             if (rc != FT_OK)
                 snprintf(err, sizeof err, "echo failed");
         } else if (L->kind == LOAD_PING) {
@@ -561,80 +449,25 @@ static double load_run(load *L, int clients, double seconds)
 }
 
 /* ---- the echo server (--echo-serve URL): a child process ------------ */
-typedef struct echo_srv_ctx {
-    nng_ctx ctx;
-    nng_aio *aio;
-    int sending;
-} echo_srv_ctx;
 
-static void echo_srv_cb(void *arg)
-{
-    echo_srv_ctx *e = arg;
-    int rv = nng_aio_result(e->aio);
-    if (e->sending) {
-        e->sending = 0;
-        if (rv != 0)
-            nng_msg_free(nng_aio_get_msg(e->aio));
-        if (rv == NNG_ECLOSED)
-            return;
-        nng_ctx_recv(e->ctx, e->aio);
-        return;
-    }
-    if (rv != 0) {
-        if (rv != NNG_ECLOSED)
-            nng_ctx_recv(e->ctx, e->aio);
-        return;
-    }
-    nng_msg *m = nng_aio_get_msg(e->aio);
-    uint64_t want = 0;
-    if (nng_msg_len(m) >= 8)
-        memcpy(&want, nng_msg_body(m), 8);
-    nng_msg_clear(m);
-    if (want > (64u << 20) || nng_msg_realloc(m, (size_t)want) != 0) {
-        nng_msg_free(m);
-        nng_ctx_recv(e->ctx, e->aio);
-        return;
-    }
-    e->sending = 1;
-    nng_aio_set_msg(e->aio, m);
-    nng_ctx_send(e->ctx, e->aio);
-}
-
-/* echo_serve is the child's whole life: a REP socket on url with n
- * contexts, until its standard input (the parent's pipe) closes. */
+/* echo_serve is the child's whole life: the echo server on url with n
+ * contexts (nng_echo.h), until its standard input (the parent's pipe)
+ * closes. */
 static int echo_serve(const char *url, int n)
 {
-    nng_socket s;
-    int rv;
-    if ((rv = nng_rep0_open(&s)) != 0 ||
-        (rv = nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
-        (rv = nng_listen(s, url, NULL, 0)) != 0) {
-        fprintf(stderr, "ft_daemon_bench: echo server on %s: %s\n", url,
-                nng_strerror(rv));
+    echo_srv e;
+    char err[512];
+    if (echo_srv_open(&e, url, n, err, sizeof err) != 0) {
+        fprintf(stderr, "ft_daemon_bench: %s\n", err);
         return 1;
     }
-    echo_srv_ctx *c = calloc((size_t)n, sizeof *c);
-    for (int i = 0; i < n; i++)
-        if ((rv = nng_ctx_open(&c[i].ctx, s)) != 0 ||
-            (rv = nng_aio_alloc(&c[i].aio, echo_srv_cb, &c[i])) != 0) {
-            fprintf(stderr, "ft_daemon_bench: echo server: %s\n",
-                    nng_strerror(rv));
-            return 1;
-        }
-    for (int i = 0; i < n; i++)
-        nng_ctx_recv(c[i].ctx, c[i].aio);
     /* ready: the parent reads this line before it dials */
     printf("ready\n");
     fflush(stdout);
     char buf[64];
     while (read(0, buf, sizeof buf) > 0)
         ;
-    nng_close(s);
-    for (int i = 0; i < n; i++) {
-        nng_aio_stop(c[i].aio);
-        nng_aio_free(c[i].aio);
-    }
-    free(c);
+    echo_srv_close(&e);
     return 0;
 }
 
@@ -674,21 +507,6 @@ static pid_t echo_child(const char *url, int n, int *to)
     }
     *to = in[1];
     return pid;
-}
-
-/* echo_dial opens a REQ socket dialed conns times to url. */
-static int echo_dial(nng_socket *s, const char *url, int conns)
-{
-    int rv = nng_req0_open(s);
-    if (rv != 0)
-        return rv;
-    nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, 0);
-    nng_socket_set_ms(*s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    for (int i = 0; i < conns && rv == 0; i++)
-        rv = nng_dial(*s, url, NULL, 0);
-    if (rv != 0)
-        nng_close(*s);
-    return rv;
 }
 
 /* ---- the procs layout: client processes -----------------------------

@@ -53,9 +53,9 @@
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "nng_echo.h"
+
 #define MAX_SIZES 16
-#define HDR 12 /* request: u32 reply size, u32 spin us, u32 magic */
-#define MAGIC 0x45434831u
 
 static double now_s(void)
 {
@@ -69,82 +69,6 @@ static void spin_for(double us)
     double end = now_s() + us * 1e-6;
     while (now_s() < end)
         ;
-}
-
-static uint32_t ld32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static void st32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16), p[3] = (unsigned char)(v >> 24);
-}
-
-/* ---- the echo server ---- */
-
-typedef struct echo_srv {
-    nng_socket sock;
-    nng_ctx ctx;
-    nng_aio *aio;
-    int sending;
-} echo_srv;
-
-static void srv_cb(void *arg)
-{
-    echo_srv *e = arg;
-    int rv = nng_aio_result(e->aio);
-    if (e->sending) {
-        e->sending = 0;
-        if (rv != 0)
-            nng_msg_free(nng_aio_get_msg(e->aio));
-        if (rv == NNG_ECLOSED)
-            return;
-        nng_ctx_recv(e->ctx, e->aio);
-        return;
-    }
-    if (rv != 0) {
-        if (rv != NNG_ECLOSED)
-            nng_ctx_recv(e->ctx, e->aio);
-        return;
-    }
-    nng_msg *m = nng_aio_get_msg(e->aio);
-    uint32_t rs = 0, spin = 0;
-    if (nng_msg_len(m) >= HDR && ld32((unsigned char *)nng_msg_body(m) + 8) ==
-                                     MAGIC) {
-        rs = ld32(nng_msg_body(m));
-        spin = ld32((unsigned char *)nng_msg_body(m) + 4);
-    }
-    if (spin)
-        spin_for(spin);
-    nng_msg_clear(m);
-    if (nng_msg_realloc(m, rs) != 0) {
-        nng_msg_free(m);
-        nng_ctx_recv(e->ctx, e->aio);
-        return;
-    }
-    e->sending = 1;
-    nng_aio_set_msg(e->aio, m);
-    nng_ctx_send(e->ctx, e->aio);
-}
-
-static int srv_open(echo_srv *e, const char *url)
-{
-    memset(e, 0, sizeof *e);
-    int rv;
-    if ((rv = nng_rep0_open(&e->sock)) != 0 ||
-        (rv = nng_socket_set_size(e->sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
-        (rv = nng_listen(e->sock, url, NULL, 0)) != 0 ||
-        (rv = nng_ctx_open(&e->ctx, e->sock)) != 0 ||
-        (rv = nng_aio_alloc(&e->aio, srv_cb, e)) != 0) {
-        fprintf(stderr, "ft_nng_echo_bench: echo server on %s: %s\n", url,
-                nng_strerror(rv));
-        return -1;
-    }
-    nng_ctx_recv(e->ctx, e->aio);
-    return 0;
 }
 
 /* ---- CPU placement ---- */
@@ -192,49 +116,23 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* call makes one round trip on sock: qs bytes out, rs back after the
- * server spins spin_us; its time in us, or -1 with a message. */
-static double call(nng_socket sock, uint32_t qs, uint32_t rs, uint32_t spin_us)
+/* call is one round trip (nng_echo.h echo_rt) into *us; -1 with a
+ * message when it failed. */
+static int call(nng_socket sock, uint32_t qs, uint32_t rs, uint32_t spin_us,
+                double *us)
 {
-    nng_ctx ctx;
-    nng_aio *aio;
-    nng_msg *m;
-    double t0 = now_s();
-    if (nng_ctx_open(&ctx, sock) != 0)
-        return -1;
-    if (nng_aio_alloc(&aio, NULL, NULL) != 0) {
-        nng_ctx_close(ctx);
-        return -1;
-    }
-    int rv = nng_msg_alloc(&m, qs < HDR ? HDR : qs);
-    if (rv == 0) {
-        unsigned char *b = nng_msg_body(m);
-        st32(b, rs);
-        st32(b + 4, spin_us);
-        st32(b + 8, MAGIC);
-        nng_aio_set_timeout(aio, 10000);
-        nng_aio_set_msg(aio, m);
-        nng_ctx_send(ctx, aio);
-        nng_aio_wait(aio);
-        rv = nng_aio_result(aio);
-        if (rv != 0) {
-            nng_msg_free(m);
-        } else {
-            nng_ctx_recv(ctx, aio);
-            nng_aio_wait(aio);
-            rv = nng_aio_result(aio);
-            if (rv == 0)
-                nng_msg_free(nng_aio_get_msg(aio));
-        }
-    }
-    double t = (now_s() - t0) * 1e6;
-    nng_aio_free(aio);
-    nng_ctx_close(ctx);
-    if (rv != 0) {
+    int rv;
+    *us = echo_rt(sock, qs, rs, spin_us, &rv);
+    if (*us == -1) {
         fprintf(stderr, "ft_nng_echo_bench: call: %s\n", nng_strerror(rv));
         return -1;
     }
-    return t;
+    if (*us == -2) {
+        fprintf(stderr, "ft_nng_echo_bench: call: a reply not of %u bytes\n",
+                rs);
+        return -1;
+    }
+    return 0;
 }
 
 enum { GAP_NONE, GAP_SLEEP, GAP_SPIN };
@@ -245,7 +143,7 @@ static int run_case(nng_socket sock, const char *where, uint32_t qs,
                     size_t calls, double *v)
 {
     for (size_t i = 0; i < calls / 10 + 10; i++) /* warm-up */
-        if (call(sock, qs, rs, spin_us) < 0)
+        if (call(sock, qs, rs, spin_us, &v[0]) < 0)
             return -1;
     for (size_t i = 0; i < calls; i++) {
         if (gap == GAP_SLEEP) {
@@ -254,7 +152,7 @@ static int run_case(nng_socket sock, const char *where, uint32_t qs,
         } else if (gap == GAP_SPIN) {
             spin_for(gap_us);
         }
-        if ((v[i] = call(sock, qs, rs, spin_us)) < 0)
+        if (call(sock, qs, rs, spin_us, &v[i]) < 0)
             return -1;
     }
     qsort(v, calls, sizeof *v, cmp_double);
@@ -401,12 +299,17 @@ int main(int argc, char **argv)
     if (serve_url != NULL) {
         /* The child: serve until the parent closes our stdin. */
         echo_srv e;
-        if (place(scpu, idle, "server") || srv_open(&e, serve_url))
+        char err[512];
+        if (place(scpu, idle, "server"))
             return 1;
+        if (echo_srv_open(&e, serve_url, 1, err, sizeof err) != 0) {
+            fprintf(stderr, "ft_nng_echo_bench: %s\n", err);
+            return 1;
+        }
         char ch;
         while (read(0, &ch, 1) > 0)
             ;
-        nng_close(e.sock);
+        echo_srv_close(&e);
         return 0;
     }
     if (place(ccpu, idle, "client"))
@@ -421,8 +324,11 @@ int main(int argc, char **argv)
     nng_socket s_in = NNG_SOCKET_INITIALIZER, s_x = NNG_SOCKET_INITIALIZER;
     pid_t child = -1;
     int pfd[2] = {-1, -1};
-    if ((where & 1) && srv_open(&in, url_in))
+    char err[512];
+    if ((where & 1) && echo_srv_open(&in, url_in, 1, err, sizeof err) != 0) {
+        fprintf(stderr, "ft_nng_echo_bench: %s\n", err);
         return 1;
+    }
     if (where & 2) {
         /* exec, not fork alone: this process's nng threads do not survive
          * a fork. */
@@ -457,21 +363,15 @@ int main(int argc, char **argv)
         close(pfd[0]);
     }
     int rv = 0;
-    if (where & 1) {
-        if ((rv = nng_req0_open(&s_in)) == 0 &&
-            (rv = nng_socket_set_size(s_in, NNG_OPT_RECVMAXSZ, 0)) == 0)
-            rv = nng_dial(s_in, url_in, NULL, 0);
-    }
+    if (where & 1)
+        rv = echo_dial(&s_in, url_in, 1);
     if (rv == 0 && (where & 2)) {
-        if ((rv = nng_req0_open(&s_x)) == 0 &&
-            (rv = nng_socket_set_size(s_x, NNG_OPT_RECVMAXSZ, 0)) == 0) {
-            /* The child needs a moment to listen. */
-            for (int i = 0; i < 500; i++) {
-                if ((rv = nng_dial(s_x, url_x, NULL, 0)) == 0)
-                    break;
-                struct timespec ts = {0, 10000000};
-                nanosleep(&ts, NULL);
-            }
+        /* The child needs a moment to listen. */
+        for (int i = 0; i < 500; i++) {
+            if ((rv = echo_dial(&s_x, url_x, 1)) == 0)
+                break;
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
         }
     }
     if (rv != 0) {
@@ -504,7 +404,7 @@ int main(int argc, char **argv)
     }
     if (where & 1) {
         nng_close(s_in);
-        nng_close(in.sock);
+        echo_srv_close(&in);
     }
     return bad;
 }
