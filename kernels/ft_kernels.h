@@ -315,17 +315,26 @@ typedef struct ft_gk_kxparams {
     uint32_t *herr;               /* mapped host word: set with *err */
     unsigned long long *prof;     /* NULL, or this shard's timeline (CTA 0,
                                    * %globaltimer ns): [0] the start,
-                                   * [1 + 2t] step t's arrival, [2 + 2t]
-                                   * its departure */
+                                   * [1 + 4t] step t's arrival at the
+                                   * meeting, [2 + 4t] its departure,
+                                   * [3 + 4t] the end of its keep (t > 0),
+                                   * [4 + 4t] of its expansion */
     unsigned long long base;      /* *ctr before this batch */
     unsigned long long timeout;   /* clock64 cycles */
     uint64_t len;
     uint32_t shard, nshards;
     uint32_t tmax;                /* steps of the batch */
     uint32_t total;               /* CTAs of every shard's launch */
+    uint32_t spread;              /* 1: every list selected by many CTAs
+                                   * (search/shard.cuh,
+                                   * gk_shard_select_spread): set where
+                                   * the unsharded engine would spread
+                                   * (ft_gk_params.spread); the launch
+                                   * then takes all of gk_smem */
+    uint32_t pad_;
 } ft_gk_kxparams;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_kxparams) == 96, "ft_gk_kxparams layout");
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_kxparams) == 104, "ft_gk_kxparams layout");
 
 /* ft_gk_nxparams is the third argument of the NCCL device-API shard
  * kernel (ft_gk_nstep_kernel, kernels/search/xnccl.cuh, issue 36): the

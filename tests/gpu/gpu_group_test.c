@@ -98,28 +98,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     su_cases_make(&c, &s, lp, nreq, maxT, maxK, maxB, path, 1);
     n_cases += nreq;
     /* c.res holds the CPU engine's answers, one the unsharded GPU
-     * engine's, got the groups' */
-    ft_result *cpu = c.res;
-    ft_result *one = calloc(nreq, sizeof *one);
-    ft_result *got = calloc(nreq, sizeof *got);
-    for (uint32_t i = 0; i < nreq; i++) {
-        FT_PASS(ft_result_alloc(&one[i], FT_MAX_RESULTS, c.cs[i].req.T));
-        FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, c.cs[i].req.T));
-    }
+     * engine's (equal to them), got the groups' */
     su_cases_cpu(&c);
-    ft_engine_opts o;
-    ft_engine *eng;
-    char err[256];
-    su_gpu_opts(&o, 0);
-    FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
-    FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, one));
-    ft_engine_close(eng);
-    for (uint32_t i = 0; i < nreq; i++)
-        if (!su_same_full(&one[i], &cpu[i], 1)) {
-            fprintf(stderr, "seed %llu case %u unsharded GPU: GPU and CPU "
-                    "engines differ\n", (unsigned long long)seed, i);
-            exit(1);
-        }
+    ft_result *one = su_gpu_answers(&c, 0, seed);
+    ft_result *got = su_results_new(&c);
     char what[120];
     snprintf(what, sizeof what, "seed %llu unsharded GPU",
              (unsigned long long)seed);
@@ -141,12 +123,8 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     for (size_t ns = 2; have_nccl && ns <= 8 && ns <= (size_t)ndev; ns *= 2)
         run_group(&s, c.keys, c.m, ns, FTI_EXCHANGE_NCCL, 0, 0, c.batch, nreq,
                   c.cs, one, got, dir, seed);
-    for (uint32_t i = 0; i < nreq; i++) {
-        ft_result_free(&one[i]);
-        ft_result_free(&got[i]);
-    }
-    free(one);
-    free(got);
+    su_results_free(one, nreq);
+    su_results_free(got, nreq);
     su_cases_free(&c);
 }
 
@@ -463,41 +441,6 @@ static void skewed(const char *dir, uint64_t seed)
     n_cases += NR;
 }
 
-/* gpu_count opens a GPU engine over a one-key library; prints SKIP and
- * returns 0 when there is no usable GPU, else the number of GPUs. */
-static int gpu_count(const char *dir)
-{
-    su_key k = {1, {5}, 0};
-    char path[512];
-    snprintf(path, sizeof path, "%s/probe.idx", dir);
-    ft_index *idx;
-    su_build(&k, 1, path, &idx);
-    ft_engine_opts o;
-    su_gpu_opts(&o, 1);
-    ft_engine *eng;
-    char err[256] = "";
-    int rc = ft_engine_open(&eng, idx, &o, err, sizeof err);
-    if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
-        printf("SKIP: no GPU (%s)\n", err);
-        ft_index_close(idx);
-        return 0;
-    }
-    if (rc != FT_OK) {
-        fprintf(stderr, "GPU engine open failed: %s: %s\n", ft_strerror(rc),
-                err);
-        exit(1);
-    }
-    ft_engine_close(eng);
-    int n = 1;
-    o.device = 1;
-    while (n < 8 && ft_engine_open(&eng, idx, &o, err, sizeof err) == FT_OK) {
-        ft_engine_close(eng);
-        o.device = ++n;
-    }
-    ft_index_close(idx);
-    return n;
-}
-
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -505,8 +448,10 @@ int main(int argc, char **argv)
     FT_CHECK(mkdtemp(dir) != NULL);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ndev = gpu_count(dir);
+    char err[256] = "";
+    ndev = su_gpu_count(dir, err, sizeof err);
     if (ndev == 0) {
+        printf("SKIP: no GPU (%s)\n", err);
         FT_CHECK(system(cmd) == 0);
         return FT_TEST_SKIP;
     }
