@@ -325,14 +325,23 @@ typedef struct ft_gk_kxparams {
     uint32_t shard, nshards;
     uint32_t tmax;                /* steps of the batch */
     uint32_t total;               /* CTAs of every shard's launch */
-    uint32_t spread;              /* 1: every list selected by many CTAs
-                                   * (search/shard.cuh,
-                                   * gk_shard_select_spread): set where
-                                   * the unsharded engine would spread
-                                   * (ft_gk_params.spread); the launch
-                                   * then takes all of gk_smem */
-    uint32_t pad_;
+    uint32_t spread;              /* 0: one CTA a list; 1: lists selected
+                                   * by many CTAs where that is cheaper,
+                                   * 2: always (search/shard.cuh,
+                                   * gk_shard_select_spread); not 0 only
+                                   * where the unsharded engine would
+                                   * spread (ft_gk_params.spread), and
+                                   * the launch then takes all of
+                                   * gk_smem */
+    uint32_t early;               /* 1: the beams built before the
+                                   * meeting, the keep by every CTA
+                                   * (search/shard.cuh); at most
+                                   * FT_GK_EARLY_MAX requests */
 } ft_gk_kxparams;
+
+/* The most requests of a shard kernel's batch with early beams: every CTA
+ * keeps every request. */
+#define FT_GK_EARLY_MAX 3u
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_kxparams) == 104, "ft_gk_kxparams layout");
 

@@ -87,6 +87,7 @@ struct fti_group {
     uint32_t xtotal;
     int xwarned;
     unsigned long long xtimeout; /* clock64 cycles */
+    uint32_t xmode;              /* fti_group_opts.shard_mode */
     /* opts.timing with the kernel exchange: every shard's timeline
      * (ft_gk_kxparams.prof, XPROF words each) on the device and its
      * copy; sums of, per exchanged step, the last arrival to the last
@@ -863,6 +864,7 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
 #ifdef FT_HAVE_CUDA
     g->xtimeout = gopts && gopts->kernel_timeout ? gopts->kernel_timeout
                                                  : FTI_XKERNEL_TIMEOUT_CYCLES;
+    g->xmode = gopts ? gopts->shard_mode : 0;
 #endif
     int rc = exchange_setup(g, gopts ? gopts->exchange : FTI_EXCHANGE_AUTO,
                             gopts ? gopts->shared_lists : 1, gopts, errbuf,
@@ -1145,6 +1147,7 @@ static int x_fused(void *arg, uint32_t tmax)
         memset(&nb, 0, sizeof nb);
         nb.herr = g->dhxerr;
         nb.timeout = g->xtimeout;
+        nb.mode = g->xmode;
         nb.nseq = g->nseq;
         nb.noff_inbox = 0;
         nb.noff_words = g->nwords;
@@ -1172,7 +1175,8 @@ static int x_fused(void *arg, uint32_t tmax)
                        .herr = g->dhxerr,
                        .base = g->xbase,
                        .timeout = g->xtimeout,
-                       .total = g->xtotal};
+                       .total = g->xtotal,
+                       .mode = g->xmode};
     for (size_t s = 0; s < g->n; s++) {
         xb.abort = (uint32_t *)(m + 16) + s;
         xb.prof = g->dprof ? g->dprof + s * XPROF : NULL;

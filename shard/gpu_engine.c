@@ -1777,7 +1777,13 @@ int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb)
     k.nshards = g->nshards;
     k.tmax = g->stmax;
     k.total = xb->total;
-    k.spread = g->sspread;
+    /* the selection spread (where an unsharded launch would spread) and
+     * the early beams (search/shard.cuh), unless the group's mode says
+     * otherwise */
+    k.spread = !g->sspread || (xb->mode & FTI_SHARD_CTA) ? 0u
+               : (xb->mode & FTI_SHARD_SPREAD)            ? 2u
+                                                          : 1u;
+    k.early = g->sn <= FT_GK_EARLY_MAX && !(xb->mode & FTI_SHARD_NO_EARLY);
     cudaError_t e;
     if (xb->nwin != NULL) {
         /* across GPUs: the windows hold the lists and the meeting's

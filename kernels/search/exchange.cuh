@@ -129,7 +129,8 @@ struct gk_xc_dev {
     {
         gk_xbar(K, K.base + (unsigned long long)(t + 1) * K.total, t);
     }
-    __device__ __forceinline__ bool spread() const { return K.spread != 0; }
+    __device__ __forceinline__ uint32_t spread() const { return K.spread; }
+    __device__ __forceinline__ bool early() const { return K.early != 0; }
     __device__ __forceinline__ void mark(uint32_t i) const
     {
         gk_xmark(K, i);

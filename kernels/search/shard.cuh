@@ -17,9 +17,12 @@
  *                      every shard's list of step t is read;
  *   put(X, q, t, j, k) key k at place j of request q's list of step t
  *                      (across GPUs: into every peer's window as well);
- *   aborted()          after the keep's grid barrier: the launch stops;
+ *   aborted()          after the grid barrier that follows the keep: the
+ *                      launch stops;
  *   meet(t)            the barrier across the shards after step t;
- *   spread()           the selection spread over the shard's CTAs;
+ *   spread()           0: one CTA a list; 1: lists over many CTAs where
+ *                      that is cheaper (gk_spread_wide); 2: always;
+ *   early()            the beams built before the meeting (below);
  *   mark(i)            the timeline (ft_gk_kxparams.prof) word i.
  *
  * The selection either takes one CTA a list (gk_select_local,
@@ -31,6 +34,17 @@
  * CTA that owns it, and the terminal list merged as the unsharded spread
  * launch merges it (gk_spread_list).  Keys are distinct, so both ways
  * give the same sorted best B and the same results.
+ *
+ * Early beams (ft_gk_kxparams.early, a launch of at most FT_GK_EARLY_MAX
+ * requests): the kept entries of a local list are a prefix of it, and
+ * local entry j, if kept, is beam j of the next step.  So the selection
+ * builds the beams of every entry of the local list before the meeting
+ * (child range, cut, sigma, first expansion item: gk_build_beams<true>,
+ * or the spread selection's owners), and after it every CTA of the shard
+ * finds the kept prefix itself (gk_keep_early: the entries' global ranks,
+ * the history entries by one CTA) and expands on: no CTA waits for one
+ * keeping CTA, and no grid barrier between the keep and the expansion.
+ * The beams, counts and ranks are those gk_keep builds, bit for bit.
  */
 #ifndef FT_SEARCH_SHARD_CUH
 #define FT_SEARCH_SHARD_CUH
@@ -54,6 +68,9 @@ __device__ void gk_select_local(const ft_gk_params &P, gk_smem &sm,
         }
         if (threadIdx.x == 0)
             q->steps[t].n_sel = x;
+        /* early beams: every entry's, kept or not */
+        if (xc.early())
+            gk_build_beams<true>(P, sm, q, t, x, NULL);
     }
     for (uint32_t j = x + threadIdx.x; j < q->B; j += blockDim.x)
         xc.put(X, q, t, j, FT_KEY_NONE);
@@ -75,22 +92,40 @@ __device__ void gk_spread_local(const ft_gk_params &P, gk_smem &sm,
 {
     const ft_gk_slot &S = q->slot;
     uint32_t tid = threadIdx.x, B = q->B;
+    const bool early = xc.early();
     gk_src src = gk_list_src<false>(P, sm, q, t, 0, B);
     uint32_t ns = src.n < FT_GK_SORT_MAX ? src.n : FT_GK_SORT_MAX;
     for (uint32_t i = tid; i < ns; i += blockDim.x) {
+        uint32_t c = src.si ? src.si[i] : i;
         sm.key[i] = src.keys[i];
-        sm.idx[i] = src.si ? src.si[i] : i;
+        sm.idx[i] = c;
+        /* early beams: the expansion items at step t + 1 (every next
+         * candidate's child range is ready in a spread launch: eager,
+         * or from the grid selection) */
+        if (early)
+            sm.sp.items[i] = ft_gk_items(t + 1, S.cand_cr[c].deg,
+                                         S.cand_kcut[c]);
     }
     __syncthreads();
-    uint32_t s = gk_smem_narrow<false>(sm, ns, B);
+    uint32_t s = early ? gk_smem_narrow<true>(sm, ns, B)
+                       : gk_smem_narrow<false>(sm, ns, B);
     uint32_t x = s < B ? s : B;
-    uint32_t no = gk_spread_rank(sm, s, g, G, 0);
+    uint32_t no = gk_spread_rank(sm, s, g, G, early);
     for (uint32_t o = tid; o < no; o += blockDim.x) {
         uint32_t r = sm.sp.u.r.orank[o];
         if (r < x) {
             uint32_t p = sm.sp.u.r.own[o];
+            uint32_t c = sm.idx[p];
             xc.put(X, q, t, r, sm.key[p]);
-            S.sel_idx[r] = sm.idx[p];
+            S.sel_idx[r] = c;
+            if (early) {
+                /* beam r of step t + 1, as gk_build_beams<true> builds
+                 * it: its first item the items of the keys below */
+                S.beam_cr[r] = S.cand_cr[c];
+                S.beam_kcut[r] = S.cand_kcut[c];
+                S.beam_cstart[r] = sm.sp.u.r.ocs[o];
+                S.beam_sigma[r] = ft_cand_sigma(sm.key[p]);
+            }
         }
     }
     for (uint32_t j = x + g * blockDim.x + tid; j < B; j += G * blockDim.x)
@@ -100,10 +135,23 @@ __device__ void gk_spread_local(const ft_gk_params &P, gk_smem &sm,
     __syncthreads();
 }
 
+/* Whether G CTAs rank a list of limit lim by counting (spread() 1):
+ * each of a member's warps counts over the ~pow2(lim) survivors for
+ * ~pow2(lim) / (16 G) keys, which beats one CTA's sort only while that
+ * is short (H200, 6M keys: BW = 1000 at 8 shards, G = 8, was slower
+ * spread than sorted; at 2 and 4 shards, G = 33 and 16, faster). */
+__device__ __forceinline__ bool gk_spread_wide(uint32_t mode, uint32_t lim,
+                                               uint32_t G)
+{
+    uint32_t p = gk_pow2(lim);
+    return mode == 2u || p * p <= 65536u * G;
+}
+
 /* The selection of step t spread over the shard's CTAs (see above): the
  * units of gk_select_spread (every active list gets every nl-th CTA),
  * and the lists of requests without a step t + 1 padded by one CTA
- * each. */
+ * each.  A list too long for its members to rank (gk_spread_wide) is
+ * selected by its first member alone. */
 template <class XC>
 __device__ void gk_shard_select_spread(const ft_gk_params &P, gk_smem &sm,
                                        const ft_gk_xparams &X, const XC &xc,
@@ -127,10 +175,18 @@ __device__ void gk_shard_select_spread(const ft_gk_params &P, gk_smem &sm,
             uint32_t c = (t < q->T) + (t + 1 < q->T);
             if (L < c) {
                 /* the next list first, then the terminal one */
-                if (c == 1 || L == 1)
-                    gk_spread_list<false>(P, sm, q, t, 1, g, G);
-                else
-                    gk_spread_local(P, sm, X, xc, q, t, g, G);
+                uint32_t term = c == 1 || L == 1;
+                if (gk_spread_wide(xc.spread(), term ? q->n : q->B, G)) {
+                    if (term)
+                        gk_spread_list<false>(P, sm, q, t, 1, g, G);
+                    else
+                        gk_spread_local(P, sm, X, xc, q, t, g, G);
+                } else if (g == 0) {
+                    if (term)
+                        gk_select_term(P, sm, q, t);
+                    else
+                        gk_select_local(P, sm, X, xc, q, t);
+                }
                 break;
             }
             L -= c;
@@ -139,14 +195,52 @@ __device__ void gk_shard_select_spread(const ft_gk_params &P, gk_smem &sm,
     }
 }
 
-/* Keeps request q's members of step t's global best B: local entry j has
- * global rank j + (keys of the other shards' lists below it), and is kept
- * iff that is below B.  The local list is sorted, so the kept entries are
- * a prefix; they become the beams of step t + 1 with their global ranks.
- * The other shards' lists are searched GK_KEEP_LANES at a time, their
- * binary searches step by step side by side (loads in flight together
- * instead of one chain of dependent loads per list). */
+/* The global rank of key, local entry j of request q's list: j + the
+ * keys of the other shards' lists below it, those lists searched
+ * GK_KEEP_LANES at a time, their binary searches (without branches:
+ * every search of B keys takes the same steps) step by step side by
+ * side, so that their loads are in flight together instead of one chain
+ * of dependent loads per list.  Once it reaches B it may stop short (the
+ * entry is not kept either way). */
 #define GK_KEEP_LANES 8u
+__device__ __forceinline__ uint32_t gk_global_rank(const ft_gk_xparams &X,
+                                                   const ft_gk_req *q,
+                                                   uint64_t key, uint32_t j)
+{
+    uint32_t B = q->B, g = j;
+    for (uint32_t s0 = 0; s0 < X.nshards && g < B; s0 += GK_KEEP_LANES) {
+        /* lane l: shard s0 + l (off: the own list, or past the group) */
+        const uint64_t *a[GK_KEEP_LANES];
+        uint32_t lo[GK_KEEP_LANES];
+        bool on[GK_KEEP_LANES];
+#pragma unroll
+        for (uint32_t l = 0; l < GK_KEEP_LANES; l++) {
+            uint32_t s = s0 + l;
+            on[l] = s < X.nshards && s != X.shard;
+            a[l] = X.recv + (uint64_t)(on[l] ? s : X.shard) * X.len +
+                   q->xoff;
+            lo[l] = 0;
+        }
+        for (uint32_t n = B; n > 1;) {
+            uint32_t h = n >> 1;
+#pragma unroll
+            for (uint32_t l = 0; l < GK_KEEP_LANES; l++)
+                if (on[l] && a[l][lo[l] + h] < key)
+                    lo[l] += h;
+            n -= h;
+        }
+#pragma unroll
+        for (uint32_t l = 0; l < GK_KEEP_LANES; l++)
+            if (on[l])
+                g += lo[l] + (a[l][lo[l]] < key);
+    }
+    return g;
+}
+
+/* Keeps request q's members of step t's global best B: local entry j has
+ * global rank gk_global_rank, and is kept iff that is below B.  The local
+ * list is sorted, so the kept entries are a prefix; they become the
+ * beams of step t + 1 with their global ranks.  One CTA a request. */
 __device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
                         const ft_gk_xparams &X, ft_gk_req *q, uint32_t t)
 {
@@ -163,37 +257,7 @@ __device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
     __syncthreads();
     for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
         uint64_t key = mine[j];
-        uint32_t g = j;
-        for (uint32_t s0 = 0; s0 < X.nshards && g < B;
-             s0 += GK_KEEP_LANES) {
-            /* lane l: keys of shard s0 + l's list below key, by a
-             * binary search without branches (every search of B keys
-             * takes the same steps); lanes of the own list or past the
-             * group are off */
-            const uint64_t *a[GK_KEEP_LANES];
-            uint32_t lo[GK_KEEP_LANES];
-            bool on[GK_KEEP_LANES];
-#pragma unroll
-            for (uint32_t l = 0; l < GK_KEEP_LANES; l++) {
-                uint32_t s = s0 + l;
-                on[l] = s < X.nshards && s != X.shard;
-                a[l] = X.recv + (uint64_t)(on[l] ? s : X.shard) * X.len +
-                       q->xoff;
-                lo[l] = 0;
-            }
-            for (uint32_t n = B; n > 1;) {
-                uint32_t h = n >> 1;
-#pragma unroll
-                for (uint32_t l = 0; l < GK_KEEP_LANES; l++)
-                    if (on[l] && a[l][lo[l] + h] < key)
-                        lo[l] += h;
-                n -= h;
-            }
-#pragma unroll
-            for (uint32_t l = 0; l < GK_KEEP_LANES; l++)
-                if (on[l])
-                    g += lo[l] + (a[l][lo[l]] < key);
-        }
+        uint32_t g = gk_global_rank(X, q, key, j);
         sm.key[j] = key;
         sm.idx[j] = S.sel_idx[j];
         if (g < B)
@@ -207,6 +271,47 @@ __device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
     gk_build_beams(P, sm, q, t, kept, S.beam_rank);
 }
 
+/* The keep of early beams (see above), by every CTA of the shard for
+ * every request: the kept prefix, every kept beam's global rank (each
+ * CTA writes them, the same values, before its own expansion reads
+ * them), the step counts (likewise), and, by CTA hist only, the history
+ * entries.  The beams themselves were built before the meeting. */
+__device__ void gk_keep_early(gk_smem &sm, const ft_gk_xparams &X,
+                              ft_gk_req *q, uint32_t t, bool hist)
+{
+    if (t + 1 >= q->T)
+        return;
+    const ft_gk_slot &S = q->slot;
+    uint32_t B = q->B, t1 = t + 1;
+    uint32_t x = q->steps[t].n_sel;
+    const uint64_t *mine = X.recv + (uint64_t)X.shard * X.len + q->xoff;
+    if (threadIdx.x == 0)
+        sm.count = x;
+    __syncthreads();
+    for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
+        uint64_t key = mine[j];
+        uint32_t g = gk_global_rank(X, q, key, j);
+        if (g < B) {
+            S.beam_rank[j] = g;
+            if (hist)
+                S.hist[(size_t)t * S.bmax + g] = ft_hist_entry(key);
+        } else {
+            atomicMin(&sm.count, j);
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t kept = sm.count, items = 0;
+        if (kept > 0)
+            items = S.beam_cstart[kept - 1] +
+                    ft_gk_items(t1, S.beam_cr[kept - 1].deg,
+                                S.beam_kcut[kept - 1]);
+        q->steps[t1].n_beam = kept;
+        q->steps[t1].n_items = items;
+    }
+    __syncthreads();
+}
+
 /* Step t of a shard (see above), after the keep of step t - 1 if keep;
  * false if the launch stops (xc.aborted). */
 template <class XC>
@@ -217,7 +322,13 @@ __device__ __forceinline__ bool gk_shard_step(const ft_gk_params &P,
                                               uint32_t t, bool keep)
 {
     X.t = t;
-    if (keep) {
+    if (keep && xc.early()) {
+        X.recv = xc.recv(t - 1);
+        for (uint32_t i = 0; i < P.nreq; i++)
+            gk_keep_early(sm, X, &P.reqs[i], t - 1,
+                          i % gridDim.x == blockIdx.x);
+        xc.mark(3 + 4 * t);
+    } else if (keep) {
         X.recv = xc.recv(t - 1);
         for (uint32_t i = blockIdx.x; i < P.nreq; i += gridDim.x) {
             gk_keep(P, sm, X, &P.reqs[i], t - 1);
@@ -235,6 +346,11 @@ __device__ __forceinline__ bool gk_shard_step(const ft_gk_params &P,
     if (t == 0)
         gk_build_hash(P, P.lazy ? &sm : NULL);
     grid.sync();
+    /* (early beams: the first grid barrier after the meeting; a launch
+     * that gave up expanded from lists that may be incomplete, within
+     * the beams built before it, and its answers are discarded) */
+    if (keep && xc.early() && xc.aborted())
+        return false;
     xc.mark(4 + 4 * t);
     gk_grid_select<false>(P, sm, grid, t);
     if (xc.spread()) {
@@ -298,7 +414,8 @@ struct gk_xc_step {
     }
     __device__ __forceinline__ bool aborted() const { return false; }
     __device__ __forceinline__ void meet(uint32_t) const {}
-    __device__ __forceinline__ bool spread() const { return false; }
+    __device__ __forceinline__ uint32_t spread() const { return 0; }
+    __device__ __forceinline__ bool early() const { return false; }
     __device__ __forceinline__ void mark(uint32_t) const {}
 };
 

@@ -195,7 +195,8 @@ struct gk_xc_nccl {
     {
         gk_nbar(K, N, t);
     }
-    __device__ __forceinline__ bool spread() const { return K.spread != 0; }
+    __device__ __forceinline__ uint32_t spread() const { return K.spread; }
+    __device__ __forceinline__ bool early() const { return K.early != 0; }
     __device__ __forceinline__ void mark(uint32_t i) const
     {
         gk_xmark(K, i);
