@@ -342,6 +342,9 @@ typedef struct ft_gk_kxparams {
 /* The most requests of a shard kernel's batch with early beams: every CTA
  * keeps every request. */
 #define FT_GK_EARLY_MAX 3u
+/* The fewest CTAs that select one list together in a shard kernel
+ * (ft_gk_kxparams.spread 1; search/shard.cuh, gk_spread_wide). */
+#define FT_GK_SPREAD_MIN_G 32u
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_kxparams) == 104, "ft_gk_kxparams layout");
 

@@ -1777,12 +1777,15 @@ int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb)
     k.nshards = g->nshards;
     k.tmax = g->stmax;
     k.total = xb->total;
-    /* the selection spread (where an unsharded launch would spread) and
-     * the early beams (search/shard.cuh), unless the group's mode says
-     * otherwise */
+    /* the selection spread (where an unsharded launch would spread and,
+     * by default, where each of the batch's lists can have
+     * FT_GK_SPREAD_MIN_G CTAs) and the early beams (search/shard.cuh),
+     * unless the group's mode says otherwise */
+    int wide = (uint64_t)g->xgrid_use >= 2ull * FT_GK_SPREAD_MIN_G * g->sn;
     k.spread = !g->sspread || (xb->mode & FTI_SHARD_CTA) ? 0u
                : (xb->mode & FTI_SHARD_SPREAD)            ? 2u
-                                                          : 1u;
+               : wide                                     ? 1u
+                                                          : 0u;
     k.early = g->sn <= FT_GK_EARLY_MAX && !(xb->mode & FTI_SHARD_NO_EARLY);
     cudaError_t e;
     if (xb->nwin != NULL) {

@@ -135,16 +135,19 @@ __device__ void gk_spread_local(const ft_gk_params &P, gk_smem &sm,
     __syncthreads();
 }
 
-/* Whether G CTAs rank a list of limit lim by counting (spread() 1):
- * each of a member's warps counts over the ~pow2(lim) survivors for
- * ~pow2(lim) / (16 G) keys, which beats one CTA's sort only while that
- * is short (H200, 6M keys: BW = 1000 at 8 shards, G = 8, was slower
- * spread than sorted; at 2 and 4 shards, G = 33 and 16, faster). */
+/* Whether G CTAs select a list of limit lim together (spread() 1): each
+ * member reads and narrows the whole list, and each of its warps counts
+ * over the ~pow2(lim) survivors for ~pow2(lim) / (16 G) keys, which beats
+ * one CTA's sort only with many members and short counts (H200, 6M keys,
+ * b = 1: at 2 shards, G = 33, spread was faster at BW = 100 and 1000; at
+ * 4 and 8 shards, G = 16 and 8, one CTA a list was; docs/BENCHMARKS.md).
+ * The host leaves spread() 0 where no list could have FT_GK_SPREAD_MIN_G
+ * members (fti_engine_gpu_steps_all). */
 __device__ __forceinline__ bool gk_spread_wide(uint32_t mode, uint32_t lim,
                                                uint32_t G)
 {
     uint32_t p = gk_pow2(lim);
-    return mode == 2u || p * p <= 65536u * G;
+    return mode == 2u || (G >= FT_GK_SPREAD_MIN_G && p * p <= 65536u * G);
 }
 
 /* The selection of step t spread over the shard's CTAs (see above): the
@@ -195,7 +198,8 @@ __device__ void gk_shard_select_spread(const ft_gk_params &P, gk_smem &sm,
     }
 }
 
-/* The global rank of key, local entry j of request q's list: j + the
+/* The global rank of key, local entry j of request q's list (the early
+ * keep, every CTA all of a few requests' entries): j + the
  * keys of the other shards' lists below it, those lists searched
  * GK_KEEP_LANES at a time, their binary searches (without branches:
  * every search of B keys takes the same steps) step by step side by
@@ -237,10 +241,30 @@ __device__ __forceinline__ uint32_t gk_global_rank(const ft_gk_xparams &X,
     return g;
 }
 
+/* Keys of the sorted list a[0, n) below key. */
+__device__ __forceinline__ uint32_t gk_lower_bound(const uint64_t *a,
+                                                   uint32_t n, uint64_t key)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (a[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Keeps request q's members of step t's global best B: local entry j has
- * global rank gk_global_rank, and is kept iff that is below B.  The local
- * list is sorted, so the kept entries are a prefix; they become the
- * beams of step t + 1 with their global ranks.  One CTA a request. */
+ * global rank j + (keys of the other shards' lists below it), and is kept
+ * iff that is below B.  The local list is sorted, so the kept entries are
+ * a prefix; they become the beams of step t + 1 with their global ranks.
+ * One CTA a request.  The other lists are searched one after the other,
+ * stopping once the rank reaches B, where most entries of a local list
+ * stop after one or two searches (with gk_global_rank's searches side by
+ * side, which never stop short below 8 shards, batches of 32 at BW = 1000
+ * ran 4-15% slower on the H200: docs/BENCHMARKS.md). */
 __device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
                         const ft_gk_xparams &X, ft_gk_req *q, uint32_t t)
 {
@@ -257,7 +281,11 @@ __device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
     __syncthreads();
     for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
         uint64_t key = mine[j];
-        uint32_t g = gk_global_rank(X, q, key, j);
+        uint32_t g = j;
+        for (uint32_t s = 0; s < X.nshards && g < B; s++)
+            if (s != X.shard)
+                g += gk_lower_bound(X.recv + (uint64_t)s * X.len + q->xoff,
+                                    B, key);
         sm.key[j] = key;
         sm.idx[j] = S.sel_idx[j];
         if (g < B)
