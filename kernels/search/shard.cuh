@@ -41,7 +41,7 @@
  * builds the beams of every entry of the local list before the meeting
  * (child range, cut, sigma, first expansion item: gk_build_beams<true>,
  * or the spread selection's owners), and after it every CTA of the shard
- * finds the kept prefix itself (gk_keep_early: the entries' global ranks,
+ * finds the kept prefix itself (gk_keep<true>: the entries' global ranks,
  * the history entries by one CTA) and expands on: no CTA waits for one
  * keeping CTA, and no grid barrier between the keep and the expansion.
  * The beams, counts and ranks are those gk_keep builds, bit for bit.
@@ -198,21 +198,46 @@ __device__ void gk_shard_select_spread(const ft_gk_params &P, gk_smem &sm,
     }
 }
 
-/* The global rank of key, local entry j of request q's list (the early
- * keep, every CTA all of a few requests' entries): j + the
- * keys of the other shards' lists below it, those lists searched
- * GK_KEEP_LANES at a time, their binary searches (without branches:
- * every search of B keys takes the same steps) step by step side by
- * side, so that their loads are in flight together instead of one chain
- * of dependent loads per list.  Once it reaches B it may stop short (the
- * entry is not kept either way). */
+/* Keys of the sorted list a[0, n) below key. */
+__device__ __forceinline__ uint32_t gk_lower_bound(const uint64_t *a,
+                                                   uint32_t n, uint64_t key)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (a[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The global rank of key, local entry j of request q's list: j + the
+ * keys of the other shards' lists below it; once it reaches B it may stop
+ * short (the entry is not kept either way).  !SIDE: the lists one after
+ * the other, stopping at B, where most entries of a long local list stop
+ * after one or two searches.  SIDE (the early keep: every CTA all of a
+ * few requests' entries): GK_KEEP_LANES lists at a time, their binary
+ * searches (without branches: every search of B keys takes the same
+ * steps) step by step side by side, so that their loads are in flight
+ * together instead of one chain of dependent loads per list; it never
+ * stops short below GK_KEEP_LANES shards (with it in the one-CTA keep
+ * too, batches of 32 at BW = 1000 ran 4-15% slower on the H200:
+ * docs/BENCHMARKS.md). */
 #define GK_KEEP_LANES 8u
+template <bool SIDE>
 __device__ __forceinline__ uint32_t gk_global_rank(const ft_gk_xparams &X,
                                                    const ft_gk_req *q,
                                                    uint64_t key, uint32_t j)
 {
     uint32_t B = q->B, g = j;
-    for (uint32_t s0 = 0; s0 < X.nshards && g < B; s0 += GK_KEEP_LANES) {
+    for (uint32_t s = 0; !SIDE && s < X.nshards && g < B; s++)
+        if (s != X.shard)
+            g += gk_lower_bound(X.recv + (uint64_t)s * X.len + q->xoff, B,
+                                key);
+    for (uint32_t s0 = 0; SIDE && s0 < X.nshards && g < B;
+         s0 += GK_KEEP_LANES) {
         /* lane l: shard s0 + l (off: the own list, or past the group) */
         const uint64_t *a[GK_KEEP_LANES];
         uint32_t lo[GK_KEEP_LANES];
@@ -241,32 +266,21 @@ __device__ __forceinline__ uint32_t gk_global_rank(const ft_gk_xparams &X,
     return g;
 }
 
-/* Keys of the sorted list a[0, n) below key. */
-__device__ __forceinline__ uint32_t gk_lower_bound(const uint64_t *a,
-                                                   uint32_t n, uint64_t key)
-{
-    uint32_t lo = 0, hi = n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) >> 1;
-        if (a[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Keeps request q's members of step t's global best B: local entry j has
- * global rank j + (keys of the other shards' lists below it), and is kept
- * iff that is below B.  The local list is sorted, so the kept entries are
- * a prefix; they become the beams of step t + 1 with their global ranks.
- * One CTA a request.  The other lists are searched one after the other,
- * stopping once the rank reaches B, where most entries of a local list
- * stop after one or two searches (with gk_global_rank's searches side by
- * side, which never stop short below 8 shards, batches of 32 at BW = 1000
- * ran 4-15% slower on the H200: docs/BENCHMARKS.md). */
+ * global rank gk_global_rank, and is kept iff that is below B.  The local
+ * list is sorted, so the kept entries are a prefix; they become the beams
+ * of step t + 1 with their global ranks.
+ *
+ * !EARLY: one CTA a request; the beams built here (gk_build_beams).
+ * EARLY (see above): every CTA of the shard, every request; the beams
+ * were built before the meeting, so only every kept beam's global rank
+ * (each CTA writes them, the same values, before its own expansion reads
+ * them), the step counts (likewise) and, by the CTA told so (hist), the
+ * history entries. */
+template <bool EARLY>
 __device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
-                        const ft_gk_xparams &X, ft_gk_req *q, uint32_t t)
+                        const ft_gk_xparams &X, ft_gk_req *q, uint32_t t,
+                        bool hist)
 {
     if (t + 1 >= q->T)
         return;
@@ -281,61 +295,34 @@ __device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
     __syncthreads();
     for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
         uint64_t key = mine[j];
-        uint32_t g = j;
-        for (uint32_t s = 0; s < X.nshards && g < B; s++)
-            if (s != X.shard)
-                g += gk_lower_bound(X.recv + (uint64_t)s * X.len + q->xoff,
-                                    B, key);
-        sm.key[j] = key;
-        sm.idx[j] = S.sel_idx[j];
-        if (g < B)
-            S.beam_rank[j] = g;
-        else
-            atomicMin(&sm.count, j);
-    }
-    __syncthreads();
-    uint32_t kept = sm.count;
-    __syncthreads();
-    gk_build_beams(P, sm, q, t, kept, S.beam_rank);
-}
-
-/* The keep of early beams (see above), by every CTA of the shard for
- * every request: the kept prefix, every kept beam's global rank (each
- * CTA writes them, the same values, before its own expansion reads
- * them), the step counts (likewise), and, by CTA hist only, the history
- * entries.  The beams themselves were built before the meeting. */
-__device__ void gk_keep_early(gk_smem &sm, const ft_gk_xparams &X,
-                              ft_gk_req *q, uint32_t t, bool hist)
-{
-    if (t + 1 >= q->T)
-        return;
-    const ft_gk_slot &S = q->slot;
-    uint32_t B = q->B, t1 = t + 1;
-    uint32_t x = q->steps[t].n_sel;
-    const uint64_t *mine = X.recv + (uint64_t)X.shard * X.len + q->xoff;
-    if (threadIdx.x == 0)
-        sm.count = x;
-    __syncthreads();
-    for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
-        uint64_t key = mine[j];
-        uint32_t g = gk_global_rank(X, q, key, j);
+        uint32_t g = gk_global_rank<EARLY>(X, q, key, j);
+        if (!EARLY) {
+            sm.key[j] = key;
+            sm.idx[j] = S.sel_idx[j];
+        }
         if (g < B) {
             S.beam_rank[j] = g;
-            if (hist)
+            if (EARLY && hist)
                 S.hist[(size_t)t * S.bmax + g] = ft_hist_entry(key);
         } else {
             atomicMin(&sm.count, j);
         }
     }
     __syncthreads();
+    uint32_t kept = sm.count;
+    __syncthreads();
+    if (!EARLY) {
+        gk_build_beams(P, sm, q, t, kept, S.beam_rank);
+        return;
+    }
     if (threadIdx.x == 0) {
-        uint32_t kept = sm.count, items = 0;
+        uint32_t items = 0;
         if (kept > 0)
             items = S.beam_cstart[kept - 1] +
-                    ft_gk_items(t1, S.beam_cr[kept - 1].deg,
+                    ft_gk_items(t + 1, S.beam_cr[kept - 1].deg,
                                 S.beam_kcut[kept - 1]);
-        q->steps[t1].n_beam = kept;
-        q->steps[t1].n_items = items;
+        q->steps[t + 1].n_beam = kept;
+        q->steps[t + 1].n_items = items;
     }
     __syncthreads();
 }
@@ -353,13 +340,13 @@ __device__ __forceinline__ bool gk_shard_step(const ft_gk_params &P,
     if (keep && xc.early()) {
         X.recv = xc.recv(t - 1);
         for (uint32_t i = 0; i < P.nreq; i++)
-            gk_keep_early(sm, X, &P.reqs[i], t - 1,
+            gk_keep<true>(P, sm, X, &P.reqs[i], t - 1,
                           i % gridDim.x == blockIdx.x);
         xc.mark(3 + 4 * t);
     } else if (keep) {
         X.recv = xc.recv(t - 1);
         for (uint32_t i = blockIdx.x; i < P.nreq; i += gridDim.x) {
-            gk_keep(P, sm, X, &P.reqs[i], t - 1);
+            gk_keep<false>(P, sm, X, &P.reqs[i], t - 1, false);
             __syncthreads();
         }
         grid.sync();

@@ -645,15 +645,23 @@ void su_check_all(const su_cases *c, const ft_result *res,
 
 /* ---- the GPU tests' set-up ---- */
 
-int su_gpu_count(const char *dir, char *err, size_t errlen)
+/* A one-key library at dir/name, opened, and small-slot GPU options. */
+static ft_index *probe_lib(const char *dir, const char *name,
+                           ft_engine_opts *o)
 {
     su_key k = {1, {5}, 0};
     char path[512];
-    snprintf(path, sizeof path, "%s/probe.idx", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     ft_index *idx;
     su_build(&k, 1, path, &idx);
+    su_gpu_opts(o, 1);
+    return idx;
+}
+
+int su_gpu_count(const char *dir, char *err, size_t errlen)
+{
     ft_engine_opts o;
-    su_gpu_opts(&o, 1);
+    ft_index *idx = probe_lib(dir, "probe.idx", &o);
     int n = 0;
     ft_engine *eng;
     while (n < 8) {
@@ -676,13 +684,8 @@ int su_gpu_count(const char *dir, char *err, size_t errlen)
 
 int su_nccl_probe(const char *dir, char *err, size_t errlen)
 {
-    su_key k = {1, {5}, 0};
-    char path[512];
-    snprintf(path, sizeof path, "%s/nccl.idx", dir);
-    ft_index *idx;
-    su_build(&k, 1, path, &idx);
     ft_engine_opts o;
-    su_gpu_opts(&o, 1);
+    ft_index *idx = probe_lib(dir, "nccl.idx", &o);
     fti_group_opts go;
     fti_group_opts_init(&go);
     go.exchange = FTI_EXCHANGE_NCCL;
