@@ -315,17 +315,38 @@ typedef struct ft_gk_kxparams {
     uint32_t *herr;               /* mapped host word: set with *err */
     unsigned long long *prof;     /* NULL, or this shard's timeline (CTA 0,
                                    * %globaltimer ns): [0] the start,
-                                   * [1 + 2t] step t's arrival, [2 + 2t]
-                                   * its departure */
+                                   * [1 + 4t] step t's arrival at the
+                                   * meeting, [2 + 4t] its departure,
+                                   * [3 + 4t] the end of its keep (t > 0),
+                                   * [4 + 4t] of its expansion */
     unsigned long long base;      /* *ctr before this batch */
     unsigned long long timeout;   /* clock64 cycles */
     uint64_t len;
     uint32_t shard, nshards;
     uint32_t tmax;                /* steps of the batch */
     uint32_t total;               /* CTAs of every shard's launch */
+    uint32_t spread;              /* 0: one CTA a list; 1: lists selected
+                                   * by many CTAs where that is cheaper,
+                                   * 2: always (search/shard.cuh,
+                                   * gk_shard_select_spread); not 0 only
+                                   * where the unsharded engine would
+                                   * spread (ft_gk_params.spread), and
+                                   * the launch then takes all of
+                                   * gk_smem */
+    uint32_t early;               /* 1: the beams built before the
+                                   * meeting, the keep by every CTA
+                                   * (search/shard.cuh); at most
+                                   * FT_GK_EARLY_MAX requests */
 } ft_gk_kxparams;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_kxparams) == 96, "ft_gk_kxparams layout");
+/* The most requests of a shard kernel's batch with early beams: every CTA
+ * keeps every request. */
+#define FT_GK_EARLY_MAX 3u
+/* The fewest CTAs that select one list together in a shard kernel
+ * (ft_gk_kxparams.spread 1; search/shard.cuh, gk_spread_wide). */
+#define FT_GK_SPREAD_MIN_G 32u
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_kxparams) == 104, "ft_gk_kxparams layout");
 
 /* ft_gk_nxparams is the third argument of the NCCL device-API shard
  * kernel (ft_gk_nstep_kernel, kernels/search/xnccl.cuh, issue 36): the

@@ -81,7 +81,7 @@ extern "C" int ft_gk_xstep_launch(const ft_gk_params *p,
     void *args[] = {&cp, &ck};
     return (int)cudaLaunchCooperativeKernel(gk_entry_get()->xstep,
                                             dim3(grid), dim3(block), args,
-                                            gk_launch_smem(smem, 0),
+                                            gk_launch_smem(smem, k->spread),
                                             (cudaStream_t)stream);
 }
 
@@ -127,7 +127,7 @@ extern "C" int ft_gk_nstep_launch(const ft_gk_params *p,
     void *args[] = {&cp, &ck, &cn};
     return (int)cudaLaunchCooperativeKernel(fn, dim3(grid < g ? grid : g),
                                             dim3(block), args,
-                                            gk_launch_smem(smem, 0),
+                                            gk_launch_smem(smem, k->spread),
                                             (cudaStream_t)stream);
 }
 

@@ -52,6 +52,7 @@
 #include "search/terminal.cuh" /* the terminal merge */
 #include "search/spread.cuh"   /* phase B spread over the grid */
 #include "search/kernel.cuh"   /* the kernels' entry points */
+#include "search/shard.cuh"    /* a shard's step, the step kernel */
 #include "search/exchange.cuh" /* the shard kernel: steps + exchange */
 #include "search/xnccl.cuh"    /* the same across GPUs: NCCL device API */
 #include "search/ctab.cuh"     /* child table and map kernels */

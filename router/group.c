@@ -52,7 +52,7 @@
  * two seconds at 2 GHz): far longer than any step, short enough that a
  * group whose launches cannot run side by side falls back soon. */
 #define FTI_XKERNEL_TIMEOUT_CYCLES 4000000000ull
-#define XPROF (1 + 2 * FT_MAX_T)
+#define XPROF (1 + 4 * FT_MAX_T)
 
 struct fti_group {
     size_t n;                  /* shards */
@@ -87,14 +87,17 @@ struct fti_group {
     uint32_t xtotal;
     int xwarned;
     unsigned long long xtimeout; /* clock64 cycles */
+    uint32_t xmode;              /* fti_group_opts.shard_mode */
     /* opts.timing with the kernel exchange: every shard's timeline
      * (ft_gk_kxparams.prof, XPROF words each) on the device and its
      * copy; sums of, per exchanged step, the last arrival to the last
      * departure (the barrier), the first arrival to the last (waiting
      * for the slowest shard), the work before the arrival (mean over
-     * shards), and per batch the spread of the launches' starts */
+     * shards), and per batch the spread of the launches' starts; then
+     * the work's parts (keep, expansion, selection: means over shards)
+     * and the slowest shard's work */
     unsigned long long *dprof, *hprof;
-    double xsum[4];
+    double xsum[8];
     uint64_t xsteps, xbatches;
     uint32_t xtmax; /* the last batch's steps */
 #endif
@@ -457,11 +460,14 @@ void fti_group_timing_report(fti_group *g, char *buf, size_t len)
                          "batches, %llu exchanged steps, us per step: "
                          "barrier (last arrival to last departure, CTA 0 "
                          "of each shard) %.2f, waiting for the slowest "
-                         "shard %.2f, work before the barrier %.1f; spread "
-                         "of the launches' starts %.1f us per batch\n",
+                         "shard %.2f, work before the barrier %.1f (keep "
+                         "%.1f, expansion %.1f, selection %.1f; the "
+                         "slowest shard's %.1f); spread of the launches' "
+                         "starts %.1f us per batch\n",
                          g->n, (unsigned long long)g->xbatches,
                          (unsigned long long)g->xsteps, g->xsum[0] * st,
-                         g->xsum[1] * st, g->xsum[2] * st,
+                         g->xsum[1] * st, g->xsum[2] * st, g->xsum[4] * st,
+                         g->xsum[5] * st, g->xsum[6] * st, g->xsum[7] * st,
                          g->xsum[3] * 1e6 / (double)g->xbatches);
         memset(g->xsum, 0, sizeof g->xsum);
         g->xsteps = g->xbatches = 0;
@@ -858,6 +864,7 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
 #ifdef FT_HAVE_CUDA
     g->xtimeout = gopts && gopts->kernel_timeout ? gopts->kernel_timeout
                                                  : FTI_XKERNEL_TIMEOUT_CYCLES;
+    g->xmode = gopts ? gopts->shard_mode : 0;
 #endif
     int rc = exchange_setup(g, gopts ? gopts->exchange : FTI_EXCHANGE_AUTO,
                             gopts ? gopts->shared_lists : 1, gopts, errbuf,
@@ -1140,6 +1147,7 @@ static int x_fused(void *arg, uint32_t tmax)
         memset(&nb, 0, sizeof nb);
         nb.herr = g->dhxerr;
         nb.timeout = g->xtimeout;
+        nb.mode = g->xmode;
         nb.nseq = g->nseq;
         nb.noff_inbox = 0;
         nb.noff_words = g->nwords;
@@ -1167,7 +1175,8 @@ static int x_fused(void *arg, uint32_t tmax)
                        .herr = g->dhxerr,
                        .base = g->xbase,
                        .timeout = g->xtimeout,
-                       .total = g->xtotal};
+                       .total = g->xtotal,
+                       .mode = g->xmode};
     for (size_t s = 0; s < g->n; s++) {
         xb.abort = (uint32_t *)(m + 16) + s;
         xb.prof = g->dprof ? g->dprof + s * XPROF : NULL;
@@ -1203,20 +1212,30 @@ static void x_prof_take(fti_group *g)
     }
     g->xsum[3] += (double)(s1 - s0) * 1e-9;
     for (uint32_t t = 0; t + 1 < tmax; t++) {
-        unsigned long long a0 = ~0ull, a1 = 0, d1 = 0;
-        double work = 0;
+        unsigned long long a0 = ~0ull, a1 = 0, d1 = 0, wmax = 0;
+        double work = 0, keep = 0, exp = 0, sel = 0;
         for (size_t s = 0; s < g->n; s++) {
             const unsigned long long *q = P + s * XPROF;
-            unsigned long long a = q[1 + 2 * t], d = q[2 + 2 * t];
-            unsigned long long from = t ? q[2 * t] : q[0];
+            unsigned long long a = q[1 + 4 * t], d = q[2 + 4 * t];
+            unsigned long long from = t ? q[4 * t - 2] : q[0];
+            /* the keep's end (step 0 has none) and the expansion's */
+            unsigned long long k = t ? q[3 + 4 * t] : from, e = q[4 + 4 * t];
             a0 = a < a0 ? a : a0;
             a1 = a > a1 ? a : a1;
             d1 = d > d1 ? d : d1;
+            wmax = a - from > wmax ? a - from : wmax;
             work += (double)(a - from);
+            keep += (double)(k - from);
+            exp += (double)(e - k);
+            sel += (double)(a - e);
         }
         g->xsum[0] += (double)(d1 - a1) * 1e-9;
         g->xsum[1] += (double)(a1 - a0) * 1e-9;
         g->xsum[2] += work / (double)g->n * 1e-9;
+        g->xsum[4] += keep / (double)g->n * 1e-9;
+        g->xsum[5] += exp / (double)g->n * 1e-9;
+        g->xsum[6] += sel / (double)g->n * 1e-9;
+        g->xsum[7] += (double)wmax * 1e-9;
         g->xsteps++;
     }
     g->xbatches++;

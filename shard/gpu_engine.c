@@ -205,6 +205,7 @@ typedef struct gpu_engine {
     const fti_prepared *sreq[FTI_ENGINE_CHUNK];
     size_t sn, slen, sout;
     uint32_t shard, nshards, stmax;
+    uint32_t sspread;            /* the batch's ft_gk_params.spread */
     uint32_t snext;              /* the step the next expand must be */
     int skept;                   /* keep(snext - 1) was called */
     uint64_t *blist[2];          /* ft_gpu_engine_bind_lists: shared lists
@@ -1705,7 +1706,11 @@ static int gpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
         g->sreq[i] = reqs[i];
     }
     cudaError_t e = next_params(g, &g->sprm, n);
-    g->sprm.spread = 0; /* the step kernel selects one CTA a list */
+    /* The step kernel selects one CTA a list; the shard kernels spread
+     * their selection where an unsharded launch would (kxparams.spread:
+     * every short list within FT_GK_LIST_MAX). */
+    g->sspread = g->sprm.spread;
+    g->sprm.spread = 0;
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(g->d_in, g->h_in, in_off, cudaMemcpyHostToDevice,
                             g->stream);
@@ -1772,6 +1777,16 @@ int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb)
     k.nshards = g->nshards;
     k.tmax = g->stmax;
     k.total = xb->total;
+    /* the selection spread (where an unsharded launch would spread and,
+     * by default, where each of the batch's lists can have
+     * FT_GK_SPREAD_MIN_G CTAs) and the early beams (search/shard.cuh),
+     * unless the group's mode says otherwise */
+    int wide = (uint64_t)g->xgrid_use >= 2ull * FT_GK_SPREAD_MIN_G * g->sn;
+    k.spread = !g->sspread || (xb->mode & FTI_SHARD_CTA) ? 0u
+               : (xb->mode & FTI_SHARD_SPREAD)            ? 2u
+               : wide                                     ? 1u
+                                                          : 0u;
+    k.early = g->sn <= FT_GK_EARLY_MAX && !(xb->mode & FTI_SHARD_NO_EARLY);
     cudaError_t e;
     if (xb->nwin != NULL) {
         /* across GPUs: the windows hold the lists and the meeting's

@@ -56,6 +56,7 @@ typedef struct bench_opts {
     u32_list beams, batches, shards, devlist;
     fti_exchange xchg;
     int full_grid, timing, copy_lists, replicas;
+    uint32_t shard_mode; /* --shard-mode: fti_group_opts.shard_mode */
     int use_cpu, use_gpu, threads, device;
     uint32_t warmup;
 } bench_opts;

@@ -80,6 +80,7 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         {"select-local-cache", required_argument, 0, 'V'},
         {"launch", required_argument, 0, 'L'},
         {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
+        {"shard-mode", required_argument, 0, 'Z'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *use =
         "usage: flashtrie bench (--index INDEX|MANIFEST | --keys FILE | --gen-keys N [--seed S])\n"
@@ -88,6 +89,7 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json | DIR/]\n"
         "         [--shards 2,4,8 [--exchange kernel|device|nccl|nccl-device] [--full-grid] [--copy-lists]\n"
+        "          [--shard-mode N]\n"
         "          [--devices 0,1,..]]\n"
         "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
         "         [--round1-items N] [--launch graph|plain] [--select-local N|off]\n"
@@ -107,6 +109,9 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         "  in-process (rows gpu/sN, and sN/gpu: the group over the unsharded engine);\n"
         "  --full-grid: engines sharing the GPU each launch on all of it;\n"
         "  --copy-lists: device copies into every shard's recv, not shared lists.\n"
+        "  --shard-mode N: the shard kernels' selection and keep, a sum of 1 (one CTA\n"
+        "  a list), 2 (every list spread over its shard's CTAs) and 4 (no beams built\n"
+        "  before the exchange); 0, the default: spread where cheaper, early beams.\n"
         "  --devices D,...: shard j's engine on GPU D[j % n] (groups of --shards and of\n"
         "  a manifest; default all on --device); --exchange auto takes NCCL when every\n"
         "  shard has a GPU of its own, and on one GPU the shard kernel (kernel: one\n"
@@ -248,6 +253,16 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
                 return 2;
             break;
         case 'C': opt->copy_lists = 1; break;
+        case 'Z': {
+            char *end;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*optarg == 0 || *end != 0 || v > 7) {
+                fprintf(stderr, "flashtrie bench: --shard-mode: 0..7\n");
+                return 2;
+            }
+            opt->shard_mode = (uint32_t)v;
+            break;
+        }
         case 'X':
             if (!strcmp(optarg, "device"))
                 opt->xchg = FTI_EXCHANGE_DEVICE;

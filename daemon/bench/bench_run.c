@@ -390,6 +390,7 @@ void bench_run_engines(const bench_opts *opt, bench_state *bs)
             go.exchange = opt->xchg;
             go.split_grid = !opt->full_grid;
             go.shared_lists = !opt->copy_lists;
+            go.shard_mode = opt->shard_mode;
             go.devices = opt->devlist.n ? gdevs : NULL;
             rc = fti_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err, sizeof err);
         } else if (nsh) {
@@ -413,6 +414,7 @@ void bench_run_engines(const bench_opts *opt, bench_state *bs)
             go.exchange = opt->xchg;
             go.split_grid = !opt->full_grid;
             go.shared_lists = !opt->copy_lists;
+            go.shard_mode = opt->shard_mode;
             go.devices = opt->devlist.n ? gdevs : NULL;
             rc = fti_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err,
                                   sizeof err);

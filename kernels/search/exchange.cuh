@@ -5,11 +5,11 @@
  * Every shard of the group runs one persistent cooperative launch
  * (ft_gk_xstep_kernel) on its engine's stream, on its share of the GPU's
  * CTAs, and all of them run at the same time.  Each does, for t = 0 ..
- * tmax - 1, what the step kernel (kernel.cuh, ft_gk_step_kernel) does in
- * the launch of step t -- keep step t - 1, expand, select the local best
- * B into the list and merge the terminal candidates -- with the same
- * device functions in the same order, so the answers are the step
- * kernel's, bit for bit.  Between the selection of step t and the keep of
+ * tmax - 1, what the step kernel does in the launch of step t -- keep
+ * step t - 1, expand, select the local best B into the list and merge
+ * the terminal candidates -- through the same step (search/shard.cuh,
+ * gk_shard_step, with this file's exchange gk_xc_dev), so the answers
+ * are the step kernel's, bit for bit.  Between the selection of step t and the keep of
  * step t the host exchange is replaced by a barrier across the shards'
  * grids (gk_xbar): each shard writes its list straight into the shared
  * list of step t's parity (ft_gk_kxparams.list[t & 1], at shard * len),
@@ -54,6 +54,14 @@ __device__ __forceinline__ unsigned long long gk_gtime(void)
     return v;
 }
 
+/* Timeline word i (ft_gk_kxparams.prof): CTA 0's thread 0, once the
+ * block is there. */
+__device__ __forceinline__ void gk_xmark(const ft_gk_kxparams &K, uint32_t i)
+{
+    if (K.prof != NULL && blockIdx.x == 0 && threadIdx.x == 0)
+        K.prof[i] = gk_gtime();
+}
+
 /* gk_xbar: this CTA's writes (the list, n_sel, sel_idx, the terminal
  * merge) are made visible to the GPU, then it arrives and waits until
  * target CTAs have.  A wait that gives up sets *err (and *herr) and the
@@ -66,7 +74,7 @@ __device__ __forceinline__ void gk_xbar(const ft_gk_kxparams &K,
     if (threadIdx.x == 0) {
         uint32_t b = 0;
         if (K.prof != NULL && blockIdx.x == 0)
-            K.prof[1 + 2 * t] = gk_gtime();
+            K.prof[1 + 4 * t] = gk_gtime();
         __threadfence();
         atomicAdd(K.ctr, 1ull);
         long long t0 = clock64();
@@ -90,59 +98,49 @@ __device__ __forceinline__ void gk_xbar(const ft_gk_kxparams &K,
             atomicOr(K.abort, 1u);
         __threadfence();
         if (K.prof != NULL && blockIdx.x == 0)
-            K.prof[2 + 2 * t] = gk_gtime();
+            K.prof[2 + 4 * t] = gk_gtime();
     }
     __syncthreads();
 }
 
+/* The exchange of the one-GPU shard kernel (search/shard.cuh's XC): the
+ * shared lists of step t's parity, this shard's at shard * len. */
+struct gk_xc_dev {
+    const ft_gk_kxparams &K;
+    __device__ __forceinline__ uint64_t *send(uint32_t t) const
+    {
+        return K.list[t & 1u] + (uint64_t)K.shard * K.len;
+    }
+    __device__ __forceinline__ const uint64_t *recv(uint32_t t) const
+    {
+        return K.list[t & 1u];
+    }
+    __device__ __forceinline__ void put(const ft_gk_xparams &X,
+                                        const ft_gk_req *q, uint32_t,
+                                        uint32_t j, uint64_t key) const
+    {
+        X.send[q->xoff + j] = key;
+    }
+    __device__ __forceinline__ bool aborted() const
+    {
+        return *(volatile uint32_t *)K.abort != 0u;
+    }
+    __device__ __forceinline__ void meet(uint32_t t) const
+    {
+        gk_xbar(K, K.base + (unsigned long long)(t + 1) * K.total, t);
+    }
+    __device__ __forceinline__ uint32_t spread() const { return K.spread; }
+    __device__ __forceinline__ bool early() const { return K.early != 0; }
+    __device__ __forceinline__ void mark(uint32_t i) const
+    {
+        gk_xmark(K, i);
+    }
+};
+
 __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     ft_gk_xstep_kernel(const ft_gk_params P, const ft_gk_kxparams K)
 {
-    extern __shared__ __align__(16) unsigned char gk_raw[];
-    gk_smem &sm = *reinterpret_cast<gk_smem *>(gk_raw);
-    cg::grid_group grid = cg::this_grid();
-    ft_gk_xparams X;
-    X.len = K.len;
-    X.shard = K.shard;
-    X.nshards = K.nshards;
-    X.keep = 0;
-    if (K.prof != NULL && blockIdx.x == 0 && threadIdx.x == 0)
-        K.prof[0] = gk_gtime();
-    for (uint32_t t = 0; t < K.tmax; t++) {
-        X.t = t;
-        if (t > 0) {
-            /* keep step t - 1 from its list (the step kernel's first
-             * phase with X.keep) */
-            X.recv = K.list[(t - 1) & 1u];
-            for (uint32_t i = blockIdx.x; i < P.nreq; i += gridDim.x) {
-                gk_keep(P, sm, X, &P.reqs[i], t - 1);
-                __syncthreads();
-            }
-            grid.sync();
-            /* the same word for every CTA of the shard (all wrote it, if
-             * at all, before the barrier) */
-            if (*(volatile uint32_t *)K.abort != 0u)
-                return;
-        }
-        X.send = K.list[t & 1u] + (uint64_t)K.shard * K.len;
-        gk_expand<false, true>(P, t, gridDim.x, &sm);
-        if (t == 0)
-            gk_build_hash(P, P.lazy ? &sm : NULL);
-        grid.sync();
-        gk_grid_select<false>(P, sm, grid, t);
-        for (uint32_t it = blockIdx.x; it < 2 * P.nreq; it += gridDim.x) {
-            ft_gk_req *q = &P.reqs[it >> 1];
-            if (it & 1u) {
-                if (t < q->T)
-                    gk_select_term(P, sm, q, t);
-            } else {
-                gk_select_local(P, sm, X, q, t);
-            }
-            __syncthreads();
-        }
-        if (t + 1 < K.tmax)
-            gk_xbar(K, K.base + (unsigned long long)(t + 1) * K.total, t);
-    }
+    gk_shard_run(P, K, gk_xc_dev{K});
 }
 
 #endif /* FT_SEARCH_EXCHANGE_CUH */

@@ -1,8 +1,8 @@
 /*
  * search/kernel.cuh - setup and launch entry points: the search kernel's
  * instances (ft_gk_search), its step loop and the fused launch's chain
- * (gk_fused), the completion word, and the step kernel of shard groups
- * (ft_gk_step_kernel) with its keep and local selection.  The host code
+ * (gk_fused) and the completion word (the shard kernels are in
+ * search/shard.cuh).  The host code
  * that configures and launches them lives in kernels/ft_launch.cu.
  */
 #ifndef FT_SEARCH_KERNEL_CUH
@@ -205,121 +205,6 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     }
     GK_GT(5, 0);
     gk_done(P);
-}
-
-/* ---- the step kernel (shard groups) ------------------------------------
- *
- * One launch per decode step, built from the same device functions as the
- * all-T kernel.  Keep (of step t - 1, before the expansion of step t: the
- * exchange of step t - 1 has landed in recv by then) -- grid.sync --
- * expansion -- grid.sync -- selection, where the next list's local best B
- * go to send (sorted, padded) instead of becoming beams. */
-
-/* Writes request q's local best B next keys of step t to send (sorted,
- * padded with FT_KEY_NONE) and their candidate indexes to sel_idx.  An
- * empty, all-padding list when the request has no step t + 1. */
-__device__ void gk_select_local(const ft_gk_params &P, gk_smem &sm,
-                                const ft_gk_xparams &X, ft_gk_req *q,
-                                uint32_t t)
-{
-    const ft_gk_slot &S = q->slot;
-    uint64_t *out = X.send + q->xoff;
-    uint32_t x = 0;
-    if (t + 1 < q->T) {
-        x = gk_select_list(P, sm, q, t, 0, q->B);
-        for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
-            out[j] = sm.key[j];
-            S.sel_idx[j] = sm.idx[j];
-        }
-        if (threadIdx.x == 0)
-            q->steps[t].n_sel = x;
-    }
-    for (uint32_t j = x + threadIdx.x; j < q->B; j += blockDim.x)
-        out[j] = FT_KEY_NONE;
-}
-
-/* Keys of the sorted list a[0, n) below key. */
-__device__ __forceinline__ uint32_t gk_lower_bound(const uint64_t *a,
-                                                   uint32_t n, uint64_t key)
-{
-    uint32_t lo = 0, hi = n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) >> 1;
-        if (a[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Keeps request q's members of step t's global best B: local entry j has
- * global rank j + (keys of the other shards' lists below it), and is kept
- * iff that is below B.  The local list is sorted, so the kept entries are
- * a prefix; they become the beams of step t + 1 with their global ranks. */
-__device__ void gk_keep(const ft_gk_params &P, gk_smem &sm,
-                        const ft_gk_xparams &X, ft_gk_req *q, uint32_t t)
-{
-    if (t + 1 >= q->T)
-        return;
-    const ft_gk_slot &S = q->slot;
-    uint32_t B = q->B;
-    uint32_t x = q->steps[t].n_sel;
-    /* The own list, as the exchange delivered it (recv holds every
-     * shard's, this one's too; send may already be another buffer). */
-    const uint64_t *mine = X.recv + (uint64_t)X.shard * X.len + q->xoff;
-    if (threadIdx.x == 0)
-        sm.count = x;
-    __syncthreads();
-    for (uint32_t j = threadIdx.x; j < x; j += blockDim.x) {
-        uint64_t key = mine[j];
-        uint32_t g = j;
-        for (uint32_t s = 0; s < X.nshards && g < B; s++)
-            if (s != X.shard)
-                g += gk_lower_bound(X.recv + (uint64_t)s * X.len + q->xoff,
-                                    B, key);
-        sm.key[j] = key;
-        sm.idx[j] = S.sel_idx[j];
-        if (g < B)
-            S.beam_rank[j] = g;
-        else
-            atomicMin(&sm.count, j);
-    }
-    __syncthreads();
-    uint32_t kept = sm.count;
-    __syncthreads();
-    gk_build_beams(P, sm, q, t, kept, S.beam_rank);
-}
-
-__global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
-    ft_gk_step_kernel(const ft_gk_params P, const ft_gk_xparams X)
-{
-    extern __shared__ __align__(16) unsigned char gk_raw[];
-    gk_smem &sm = *reinterpret_cast<gk_smem *>(gk_raw);
-    cg::grid_group grid = cg::this_grid();
-    uint32_t t = X.t;
-    if (X.keep) {
-        for (uint32_t i = blockIdx.x; i < P.nreq; i += gridDim.x) {
-            gk_keep(P, sm, X, &P.reqs[i], t - 1);
-            __syncthreads();
-        }
-        grid.sync();
-    }
-    gk_expand<false, true>(P, t, gridDim.x, &sm);
-    if (t == 0)
-        gk_build_hash(P, P.lazy ? &sm : NULL);
-    grid.sync();
-    gk_grid_select<false>(P, sm, grid, t);
-    for (uint32_t it = blockIdx.x; it < 2 * P.nreq; it += gridDim.x) {
-        ft_gk_req *q = &P.reqs[it >> 1];
-        if (it & 1u) {
-            if (t < q->T)
-                gk_select_term(P, sm, q, t);
-        } else {
-            gk_select_local(P, sm, X, q, t);
-        }
-        __syncthreads();
-    }
 }
 
 #endif /* FT_SEARCH_KERNEL_CUH */

@@ -250,7 +250,10 @@ __device__ uint32_t gk_select_list(const ft_gk_params &P, gk_smem &sm,
 /* The beams of step t+1 from the x selected next candidates in sm.key
  * (sorted) and sm.idx (their candidate indexes): child ranges, cuts, item
  * prefix sums, and the history entry at the entry's global rank
- * (rank[j], or j when rank is NULL). */
+ * (rank[j], or j when rank is NULL).  PRE (a shard's local list before
+ * the exchange, search/shard.cuh): no history entries and no step
+ * counts, which the keep writes once the global ranks are known. */
+template <bool PRE = false>
 __device__ uint32_t gk_build_beams(const ft_gk_params &P, gk_smem &sm,
                                    ft_gk_req *q, uint32_t t, uint32_t x,
                                    const uint32_t *rank)
@@ -295,8 +298,9 @@ __device__ uint32_t gk_build_beams(const ft_gk_params &P, gk_smem &sm,
             S.beam_kcut[j] = kcut;
         }
         S.beam_sigma[j] = sigma;
-        S.hist[(size_t)t * S.bmax + (rank ? rank[j] : j)] =
-            ft_hist_entry(key);
+        if (!PRE)
+            S.hist[(size_t)t * S.bmax + (rank ? rank[j] : j)] =
+                ft_hist_entry(key);
         uint32_t c = ft_gk_items(t1, cr.deg, kcut);
         S.beam_cstart[j] = c; /* per-beam count for now */
         mine += c;
@@ -308,7 +312,7 @@ __device__ uint32_t gk_build_beams(const ft_gk_params &P, gk_smem &sm,
         S.beam_cstart[j] = excl;
         excl += c;
     }
-    if (threadIdx.x == 0) {
+    if (!PRE && threadIdx.x == 0) {
         q->steps[t1].n_beam = x;
         q->steps[t1].n_items = total;
     }

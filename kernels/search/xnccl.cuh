@@ -5,17 +5,16 @@
  * (NCCL 2.28: symmetric memory windows and LSA load/store over NVLink or
  * PCIe P2P).
  *
- * The structure is the one-GPU shard kernel's (exchange.cuh,
- * ft_gk_xstep_kernel): for t = 0 .. tmax - 1 keep step t - 1, expand,
- * select the local best B into the list and merge the terminal
- * candidates, with the same device functions in the same order, so the
- * answers are the step kernel's, bit for bit.  What differs is where the
+ * The steps are the one-GPU shard kernel's (search/shard.cuh,
+ * gk_shard_run): for t = 0 .. tmax - 1 keep step t - 1, expand, select
+ * the local best B into the list and merge the terminal candidates, so
+ * the answers are the step kernel's, bit for bit.  What differs is where the
  * lists live and how the shards meet (ft_gk_nxparams, ft_kernels.h):
  *
- *   - every rank's lists live in its own NCCL window; a CTA writes the
- *     lists of its requests into its own window (gk_select_local, as on
- *     one GPU) and then copies them into every peer's window at the same
- *     place (ncclGetLsaPointer: plain stores over NVLink/P2P);
+ *   - every rank's lists live in its own NCCL window; every key of a
+ *     list goes into the own window and into every peer's at the same
+ *     place (gk_xc_nccl::put; ncclGetLsaPointer: plain stores over
+ *     NVLink/P2P);
  *   - the meeting (gk_nbar) replaces the one-GPU counter: every CTA fences
  *     at system scope and counts itself at its rank's counter (atomicInc
  *     modulo the grid: it is back at 0 after every step); the last one of
@@ -99,26 +98,6 @@ __device__ __forceinline__ T *gk_nptr(const ft_gk_nxparams &N, uint64_t off,
 typedef cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>
     gk_sys_u64;
 
-/* gk_nput copies request q's list of step t (B keys at X.send + xoff,
- * written by this CTA before the __syncthreads that precedes the call)
- * into every peer's window, at the same place. */
-__device__ __forceinline__ void gk_nput(const ft_gk_kxparams &K,
-                                        const ft_gk_nxparams &N,
-                                        const ft_gk_xparams &X,
-                                        const ft_gk_req *q, uint32_t t)
-{
-    const uint64_t *src = X.send + q->xoff;
-    uint64_t off = N.list[t & 1u] +
-                   8ull * ((uint64_t)K.shard * K.len + q->xoff);
-    for (uint32_t p = 0; p < N.nranks; p++) {
-        if (p == N.rank)
-            continue;
-        uint64_t *dst = gk_nptr<uint64_t>(N, off, p);
-        for (uint32_t j = threadIdx.x; j < q->B; j += blockDim.x)
-            dst[j] = src[j];
-    }
-}
-
 /* gk_nbar: the meeting of step t across the ranks (see above).  A wait
  * that gives up sets the abandon word of every rank, the mapped host
  * word and this rank's abort word, which the kernel reads after its next
@@ -131,7 +110,7 @@ __device__ __forceinline__ void gk_nbar(const ft_gk_kxparams &K,
         uint32_t b = 0;
         unsigned long long want = N.seq + t + 1ull;
         if (K.prof != NULL && blockIdx.x == 0)
-            K.prof[1 + 2 * t] = gk_gtime();
+            K.prof[1 + 4 * t] = gk_gtime();
         /* this CTA's list writes (own window and peers') before its
          * count */
         __threadfence_system();
@@ -175,66 +154,60 @@ __device__ __forceinline__ void gk_nbar(const ft_gk_kxparams &K,
             atomicOr(gk_nptr<uint32_t>(N, N.words + 8, N.rank), 1u);
         __threadfence();
         if (K.prof != NULL && blockIdx.x == 0)
-            K.prof[2 + 2 * t] = gk_gtime();
+            K.prof[2 + 4 * t] = gk_gtime();
     }
     __syncthreads();
 }
+
+/* The exchange across GPUs (search/shard.cuh's XC): step t's lists in
+ * every rank's window at N.list[t & 1]; a key put into this rank's
+ * window goes to every peer's at the same place as well (plain stores
+ * over NVLink/P2P, made visible by gk_nbar's system-scope fences). */
+struct gk_xc_nccl {
+    const ft_gk_kxparams &K;
+    const ft_gk_nxparams &N;
+    __device__ __forceinline__ uint64_t *send(uint32_t t) const
+    {
+        return gk_nptr<uint64_t>(N, N.list[t & 1u], N.rank) +
+               (uint64_t)K.shard * K.len;
+    }
+    __device__ __forceinline__ const uint64_t *recv(uint32_t t) const
+    {
+        return gk_nptr<uint64_t>(N, N.list[t & 1u], N.rank);
+    }
+    __device__ __forceinline__ void put(const ft_gk_xparams &X,
+                                        const ft_gk_req *q, uint32_t t,
+                                        uint32_t j, uint64_t key) const
+    {
+        X.send[q->xoff + j] = key;
+        uint64_t off = N.list[t & 1u] +
+                       8ull * ((uint64_t)K.shard * K.len + q->xoff + j);
+        for (uint32_t p = 0; p < N.nranks; p++)
+            if (p != N.rank)
+                *gk_nptr<uint64_t>(N, off, p) = key;
+    }
+    __device__ __forceinline__ bool aborted() const
+    {
+        return *(volatile const uint32_t *)gk_nptr<uint32_t>(
+                   N, N.words + 8, N.rank) != 0u;
+    }
+    __device__ __forceinline__ void meet(uint32_t t) const
+    {
+        gk_nbar(K, N, t);
+    }
+    __device__ __forceinline__ uint32_t spread() const { return K.spread; }
+    __device__ __forceinline__ bool early() const { return K.early != 0; }
+    __device__ __forceinline__ void mark(uint32_t i) const
+    {
+        gk_xmark(K, i);
+    }
+};
 
 __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     ft_gk_nstep_kernel(const ft_gk_params P, const ft_gk_kxparams K,
                        const ft_gk_nxparams N)
 {
-    extern __shared__ __align__(16) unsigned char gk_raw[];
-    gk_smem &sm = *reinterpret_cast<gk_smem *>(gk_raw);
-    cg::grid_group grid = cg::this_grid();
-    ft_gk_xparams X;
-    X.len = K.len;
-    X.shard = K.shard;
-    X.nshards = K.nshards;
-    X.keep = 0;
-    const uint32_t *abort_w = gk_nptr<uint32_t>(N, N.words + 8, N.rank);
-    if (K.prof != NULL && blockIdx.x == 0 && threadIdx.x == 0)
-        K.prof[0] = gk_gtime();
-    for (uint32_t t = 0; t < K.tmax; t++) {
-        X.t = t;
-        if (t > 0) {
-            /* keep step t - 1 from its list: this rank's window holds
-             * every shard's */
-            X.recv = gk_nptr<uint64_t>(N, N.list[(t - 1) & 1u], N.rank);
-            for (uint32_t i = blockIdx.x; i < P.nreq; i += gridDim.x) {
-                gk_keep(P, sm, X, &P.reqs[i], t - 1);
-                __syncthreads();
-            }
-            grid.sync();
-            if (*(volatile const uint32_t *)abort_w != 0u)
-                return;
-        }
-        X.send = gk_nptr<uint64_t>(N, N.list[t & 1u], N.rank) +
-                 (uint64_t)K.shard * K.len;
-        gk_expand<false, true>(P, t, gridDim.x, &sm);
-        if (t == 0)
-            gk_build_hash(P, P.lazy ? &sm : NULL);
-        grid.sync();
-        gk_grid_select<false>(P, sm, grid, t);
-        for (uint32_t it = blockIdx.x; it < 2 * P.nreq; it += gridDim.x) {
-            ft_gk_req *q = &P.reqs[it >> 1];
-            if (it & 1u) {
-                if (t < q->T)
-                    gk_select_term(P, sm, q, t);
-            } else {
-                gk_select_local(P, sm, X, q, t);
-                /* (a request without step t + 1: nobody keeps from
-                 * its list) */
-                if (N.nranks > 1 && t + 1 < q->T) {
-                    __syncthreads();
-                    gk_nput(K, N, X, q, t);
-                }
-            }
-            __syncthreads();
-        }
-        if (t + 1 < K.tmax)
-            gk_nbar(K, N, t);
-    }
+    gk_shard_run(P, K, gk_xc_nccl{K, N});
 }
 
 #endif /* FT_GK_NSTEP */

@@ -10,7 +10,10 @@
  *   - the shard kernel (FTI_EXCHANGE_KERNEL: one persistent launch per
  *     shard, the lists exchanged in the kernels), the same splits;
  *   - skewed shards: every beam in one shard, a shard without candidates
- *     at a step while others go on, empty shards, batched alone and mixed;
+ *     at a step while others go on, empty shards, batched alone and mixed,
+ *     through the shard kernel in every mode of its selection and keep
+ *     (fti_group_opts.shard_mode: spread lists, one CTA a list, early
+ *     beams or not; the random cases draw one per group);
  *   - NCCL exchange with a one-rank communicator (1 shard), and with one
  *     shard per GPU when the machine has several;
  *   - engines with the default slots and with small slots (max_batch 3,
@@ -41,6 +44,14 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
                       const ft_result *want, ft_result *got, const char *dir,
                       uint64_t seed)
 {
+    /* the shard kernels' selection and keep (fti_group_opts.shard_mode):
+     * the default, one CTA a list, spread everywhere, each without the
+     * early beams */
+    static const uint32_t modes[] = {0, 0, FTI_SHARD_CTA, FTI_SHARD_SPREAD,
+                                     FTI_SHARD_NO_EARLY,
+                                     FTI_SHARD_CTA | FTI_SHARD_NO_EARLY,
+                                     FTI_SHARD_SPREAD | FTI_SHARD_NO_EARLY};
+    uint32_t mode = modes[ft_test_rand(s) % 7];
     ft_index *sh[8];
     su_split_build(s, keys, m, ns, dir, sh);
     ft_engine_opts o;
@@ -49,6 +60,7 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     fti_group_opts_init(&go);
     go.exchange = x;
     go.shared_lists = shared;
+    go.shard_mode = mode;
     int devs[8];
     if (x == FTI_EXCHANGE_NCCL) {
         for (size_t j = 0; j < ns; j++)
@@ -74,10 +86,10 @@ static void run_group(uint64_t *s, const su_key *keys, size_t m, size_t ns,
     for (uint32_t i = 0; i < nreq; i++) {
         char what[240];
         snprintf(what, sizeof what,
-                 "seed %llu case %u shards %zu exchange %d small %d shared %d "
-                 "batch %u (T=%u K=%u B=%u n=%u)", (unsigned long long)seed, i,
-                 ns, (int)x, small, shared, w, batch[i].T, batch[i].K, batch[i].beam,
-                 batch[i].results);
+                 "seed %llu case %u shards %zu exchange %d mode %u small %d "
+                 "shared %d batch %u (T=%u K=%u B=%u n=%u)",
+                 (unsigned long long)seed, i, ns, (int)x, mode, small, shared,
+                 w, batch[i].T, batch[i].K, batch[i].beam, batch[i].results);
         su_check_group(&got[i], &cg[i], &want[i], &cs[i], what);
         n_runs++;
     }
@@ -98,28 +110,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     su_cases_make(&c, &s, lp, nreq, maxT, maxK, maxB, path, 1);
     n_cases += nreq;
     /* c.res holds the CPU engine's answers, one the unsharded GPU
-     * engine's, got the groups' */
-    ft_result *cpu = c.res;
-    ft_result *one = calloc(nreq, sizeof *one);
-    ft_result *got = calloc(nreq, sizeof *got);
-    for (uint32_t i = 0; i < nreq; i++) {
-        FT_PASS(ft_result_alloc(&one[i], FT_MAX_RESULTS, c.cs[i].req.T));
-        FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, c.cs[i].req.T));
-    }
+     * engine's (equal to them), got the groups' */
     su_cases_cpu(&c);
-    ft_engine_opts o;
-    ft_engine *eng;
-    char err[256];
-    su_gpu_opts(&o, 0);
-    FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
-    FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, one));
-    ft_engine_close(eng);
-    for (uint32_t i = 0; i < nreq; i++)
-        if (!su_same_full(&one[i], &cpu[i], 1)) {
-            fprintf(stderr, "seed %llu case %u unsharded GPU: GPU and CPU "
-                    "engines differ\n", (unsigned long long)seed, i);
-            exit(1);
-        }
+    ft_result *one = su_gpu_answers(&c, 0, seed);
+    ft_result *got = su_results_new(&c);
     char what[120];
     snprintf(what, sizeof what, "seed %llu unsharded GPU",
              (unsigned long long)seed);
@@ -141,12 +135,8 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     for (size_t ns = 2; have_nccl && ns <= 8 && ns <= (size_t)ndev; ns *= 2)
         run_group(&s, c.keys, c.m, ns, FTI_EXCHANGE_NCCL, 0, 0, c.batch, nreq,
                   c.cs, one, got, dir, seed);
-    for (uint32_t i = 0; i < nreq; i++) {
-        ft_result_free(&one[i]);
-        ft_result_free(&got[i]);
-    }
-    free(one);
-    free(got);
+    su_results_free(one, nreq);
+    su_results_free(got, nreq);
     su_cases_free(&c);
 }
 
@@ -402,13 +392,21 @@ static void skewed(const char *dir, uint64_t seed)
         }
         FT_CHECK(at == m);
         ft_result *cg = su_cpu_group(sh, ns, req, NR);
-        static const fti_exchange xs[3] = {FTI_EXCHANGE_DEVICE,
-                                           FTI_EXCHANGE_DEVICE,
-                                           FTI_EXCHANGE_KERNEL};
-        for (int xi = 0; xi < 3; xi++) {
+        /* the shard kernel in every mode of its selection and keep:
+         * lists spread (where cheaper, everywhere) or one CTA a list,
+         * with and without early beams */
+        static const fti_exchange xs[7] = {
+            FTI_EXCHANGE_DEVICE, FTI_EXCHANGE_DEVICE, FTI_EXCHANGE_KERNEL,
+            FTI_EXCHANGE_KERNEL, FTI_EXCHANGE_KERNEL, FTI_EXCHANGE_KERNEL,
+            FTI_EXCHANGE_KERNEL};
+        static const uint32_t xm[7] = {
+            0, 0, 0, FTI_SHARD_SPREAD, FTI_SHARD_CTA, FTI_SHARD_NO_EARLY,
+            FTI_SHARD_SPREAD | FTI_SHARD_NO_EARLY};
+        for (int xi = 0; xi < 7; xi++) {
             fti_group_opts go;
             fti_group_opts_init(&go);
             go.exchange = xs[xi];
+            go.shard_mode = xm[xi];
             go.shared_lists = xi != 0;
             fti_group *g;
             FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sh, ns, &o,
@@ -421,9 +419,9 @@ static void skewed(const char *dir, uint64_t seed)
                     if (!su_same_full(&got[i], &one[i], 0) ||
                         !su_same_full(&got[i], &cg[i], 1)) {
                         fprintf(stderr, "seed %llu skewed R%d: %zu shards, "
-                                "exchange %d shared %d batch %u differ\n",
-                                (unsigned long long)seed, i, ns,
-                                (int)xs[xi], go.shared_lists, w);
+                                "exchange %d mode %u shared %d batch %u "
+                                "differ\n", (unsigned long long)seed, i, ns,
+                                (int)xs[xi], xm[xi], go.shared_lists, w);
                         exit(1);
                     }
                     n_runs++;
@@ -463,41 +461,6 @@ static void skewed(const char *dir, uint64_t seed)
     n_cases += NR;
 }
 
-/* gpu_count opens a GPU engine over a one-key library; prints SKIP and
- * returns 0 when there is no usable GPU, else the number of GPUs. */
-static int gpu_count(const char *dir)
-{
-    su_key k = {1, {5}, 0};
-    char path[512];
-    snprintf(path, sizeof path, "%s/probe.idx", dir);
-    ft_index *idx;
-    su_build(&k, 1, path, &idx);
-    ft_engine_opts o;
-    su_gpu_opts(&o, 1);
-    ft_engine *eng;
-    char err[256] = "";
-    int rc = ft_engine_open(&eng, idx, &o, err, sizeof err);
-    if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
-        printf("SKIP: no GPU (%s)\n", err);
-        ft_index_close(idx);
-        return 0;
-    }
-    if (rc != FT_OK) {
-        fprintf(stderr, "GPU engine open failed: %s: %s\n", ft_strerror(rc),
-                err);
-        exit(1);
-    }
-    ft_engine_close(eng);
-    int n = 1;
-    o.device = 1;
-    while (n < 8 && ft_engine_open(&eng, idx, &o, err, sizeof err) == FT_OK) {
-        ft_engine_close(eng);
-        o.device = ++n;
-    }
-    ft_index_close(idx);
-    return n;
-}
-
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -505,8 +468,10 @@ int main(int argc, char **argv)
     FT_CHECK(mkdtemp(dir) != NULL);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ndev = gpu_count(dir);
+    char err[256] = "";
+    ndev = su_gpu_count(dir, err, sizeof err);
     if (ndev == 0) {
+        printf("SKIP: no GPU (%s)\n", err);
         FT_CHECK(system(cmd) == 0);
         return FT_TEST_SKIP;
     }

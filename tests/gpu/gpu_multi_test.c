@@ -144,41 +144,12 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     su_cases c;
     su_cases_make(&c, &s, lp, nreq, maxT, maxK, maxB, path, 1);
     n_cases += nreq;
-    ft_result *cpu = c.res;
-    ft_result *one = calloc(nreq, sizeof *one);
-    ft_result *last = calloc(nreq, sizeof *last);
-    ft_result *got = calloc(nreq, sizeof *got);
-    FT_CHECK(one && last && got);
-    for (uint32_t i = 0; i < nreq; i++) {
-        FT_PASS(ft_result_alloc(&one[i], FT_MAX_RESULTS, c.cs[i].req.T));
-        FT_PASS(ft_result_alloc(&last[i], FT_MAX_RESULTS, c.cs[i].req.T));
-        FT_PASS(ft_result_alloc(&got[i], FT_MAX_RESULTS, c.cs[i].req.T));
-    }
     su_cases_cpu(&c);
-    ft_engine_opts o;
-    ft_engine *eng;
-    char err[256];
-    su_gpu_opts(&o, 0);
-    FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
-    FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, one));
-    ft_engine_close(eng);
-    o.device = ndev - 1;
-    FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
-    FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, last));
-    ft_engine_close(eng);
-    for (uint32_t i = 0; i < nreq; i++) {
-        if (!su_same_full(&one[i], &cpu[i], 1)) {
-            fprintf(stderr, "seed %llu case %u: unsharded GPU and CPU "
-                    "engines differ\n", (unsigned long long)seed, i);
-            exit(1);
-        }
-        if (!su_same_full(&last[i], &one[i], 1)) {
-            fprintf(stderr, "seed %llu case %u: unsharded GPU engines on "
-                    "GPU 0 and GPU %d differ\n", (unsigned long long)seed, i,
-                    ndev - 1);
-            exit(1);
-        }
-    }
+    /* the unsharded GPU engine on GPU 0 and on the last GPU, each equal
+     * to the CPU engine */
+    ft_result *one = su_gpu_answers(&c, 0, seed);
+    ft_result *last = su_gpu_answers(&c, ndev - 1, seed);
+    ft_result *got = su_results_new(&c);
     char what[120];
     snprintf(what, sizeof what, "seed %llu unsharded GPU",
              (unsigned long long)seed);
@@ -235,76 +206,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                   FTI_EXCHANGE_DEVICE, 0, c.batch, nreq, c.cs, one, got, dir,
                   seed);
     }
-    for (uint32_t i = 0; i < nreq; i++) {
-        ft_result_free(&one[i]);
-        ft_result_free(&last[i]);
-        ft_result_free(&got[i]);
-    }
-    free(one);
-    free(last);
-    free(got);
+    su_results_free(one, nreq);
+    su_results_free(last, nreq);
+    su_results_free(got, nreq);
     su_cases_free(&c);
-}
-
-/* gpu_count opens a GPU engine over a one-key library on GPUs 0, 1, ...
- * (up to 8) and returns how many open; 0 when none does (err says why). */
-static int gpu_count(const char *dir, char *err, size_t errlen)
-{
-    su_key k = {1, {5}, 0};
-    char path[512];
-    snprintf(path, sizeof path, "%s/probe.idx", dir);
-    ft_index *idx;
-    su_build(&k, 1, path, &idx);
-    ft_engine_opts o;
-    su_gpu_opts(&o, 1);
-    int n = 0;
-    ft_engine *eng;
-    while (n < 8) {
-        o.device = n;
-        int rc = ft_engine_open(&eng, idx, &o, err, errlen);
-        if (rc != FT_OK) {
-            if (n == 0 && rc != FT_ENODEV && rc != FT_ENOTSUP) {
-                fprintf(stderr, "GPU engine open failed: %s: %s\n",
-                        ft_strerror(rc), err);
-                exit(1);
-            }
-            break;
-        }
-        ft_engine_close(eng);
-        n++;
-    }
-    ft_index_close(idx);
-    return n;
-}
-
-/* probe_nccl says whether a one-rank NCCL group opens (libnccl.so.2
- * loads), printing a NOTE when it does not. */
-static int probe_nccl(const char *dir)
-{
-    su_key k = {1, {5}, 0};
-    char path[512];
-    snprintf(path, sizeof path, "%s/nccl.idx", dir);
-    ft_index *idx;
-    su_build(&k, 1, path, &idx);
-    ft_engine_opts o;
-    su_gpu_opts(&o, 1);
-    fti_group_opts go;
-    fti_group_opts_init(&go);
-    go.exchange = FTI_EXCHANGE_NCCL;
-    fti_group *g;
-    char err[256] = "";
-    const ft_index *sh[1] = {idx};
-    int rc = fti_group_open_ex(&g, sh, 1, &o, &go, err, sizeof err);
-    ft_index_close(idx);
-    if (rc == FT_OK) {
-        fti_group_close(g);
-        return 1;
-    }
-    FT_CHECK(rc == FT_ENOTSUP);
-    if (strcmp(err, "exchange: nccl: this build has no NCCL") != 0)
-        FT_CHECK_STR(err, "exchange: nccl: libnccl.so.2 cannot be loaded");
-    printf("NOTE: %s: the NCCL groups are not tested\n", err);
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -315,7 +220,7 @@ int main(int argc, char **argv)
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     char err[256] = "";
-    ndev = gpu_count(dir, err, sizeof err);
+    ndev = su_gpu_count(dir, err, sizeof err);
     if (ndev < 2) {
         if (ndev == 0)
             printf("SKIP: no GPU (%s)\n", err);
@@ -326,7 +231,9 @@ int main(int argc, char **argv)
         return FT_TEST_SKIP;
     }
     double t0 = ft_test_now();
-    have_nccl = probe_nccl(dir);
+    have_nccl = su_nccl_probe(dir, err, sizeof err);
+    if (!have_nccl)
+        printf("NOTE: %s: the NCCL groups are not tested\n", err);
     int devs[8];
     for (int j = 0; j < 4; j++)
         devs[j] = j % 2;

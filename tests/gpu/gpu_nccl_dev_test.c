@@ -111,28 +111,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
     su_cases c;
     su_cases_make(&c, &s, lp, nreq, 8, 24, 12, path, 1);
     n_cases += nreq;
-    ft_result *one = calloc(nreq, sizeof *one);
-    ft_result *dev = calloc(nreq, sizeof *dev);
-    ft_result *ag = calloc(nreq, sizeof *ag);
-    for (uint32_t i = 0; i < nreq; i++) {
-        FT_PASS(ft_result_alloc(&one[i], FT_MAX_RESULTS, c.cs[i].req.T));
-        FT_PASS(ft_result_alloc(&dev[i], FT_MAX_RESULTS, c.cs[i].req.T));
-        FT_PASS(ft_result_alloc(&ag[i], FT_MAX_RESULTS, c.cs[i].req.T));
-    }
     su_cases_cpu(&c);
-    ft_engine_opts o;
-    ft_engine *eng;
-    char err[256];
-    su_gpu_opts(&o, 0);
-    FT_PASS(ft_engine_open(&eng, c.idx, &o, err, sizeof err));
-    FT_PASS(ft_engine_search_batch(eng, c.batch, nreq, one));
-    ft_engine_close(eng);
-    for (uint32_t i = 0; i < nreq; i++)
-        if (!su_same_full(&one[i], &c.res[i], 1)) {
-            fprintf(stderr, "seed %llu case %u: unsharded GPU and CPU "
-                    "engines differ\n", (unsigned long long)seed, i);
-            exit(1);
-        }
+    ft_result *one = su_gpu_answers(&c, 0, seed);
+    ft_result *dev = su_results_new(&c);
+    ft_result *ag = su_results_new(&c);
     for (size_t ns = 1; ns <= 8 && ns <= (size_t)ndev; ns *= 2) {
         ft_index *sh[8];
         su_split_build(&s, c.keys, c.m, ns, dir, sh);
@@ -206,14 +188,9 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         for (size_t j = 0; j < ns; j++)
             ft_index_close(sh[j]);
     }
-    for (uint32_t i = 0; i < nreq; i++) {
-        ft_result_free(&one[i]);
-        ft_result_free(&dev[i]);
-        ft_result_free(&ag[i]);
-    }
-    free(one);
-    free(dev);
-    free(ag);
+    su_results_free(one, nreq);
+    su_results_free(dev, nreq);
+    su_results_free(ag, nreq);
     su_cases_free(&c);
 }
 
@@ -305,56 +282,6 @@ static int choice(const char *dir)
     return 1;
 }
 
-/* gpu_count opens a GPU engine over a one-key library; prints SKIP and
- * returns 0 when there is no usable GPU, else the number of GPUs (up to
- * 8). */
-static int gpu_count(const char *dir)
-{
-    su_key k = {1, {5}, 0};
-    char path[512];
-    snprintf(path, sizeof path, "%s/probe.idx", dir);
-    ft_index *idx;
-    su_build(&k, 1, path, &idx);
-    ft_engine_opts o;
-    su_gpu_opts(&o, 1);
-    ft_engine *eng;
-    char err[256] = "";
-    int rc = ft_engine_open(&eng, idx, &o, err, sizeof err);
-    if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
-        printf("SKIP: no GPU (%s)\n", err);
-        ft_index_close(idx);
-        return 0;
-    }
-    if (rc != FT_OK) {
-        fprintf(stderr, "GPU engine open failed: %s: %s\n", ft_strerror(rc),
-                err);
-        exit(1);
-    }
-    ft_engine_close(eng);
-    int n = 1;
-    o.device = 1;
-    while (n < 8 && ft_engine_open(&eng, idx, &o, err, sizeof err) == FT_OK) {
-        ft_engine_close(eng);
-        o.device = ++n;
-    }
-    /* NCCL: the build and the library */
-    o.device = 0;
-    fti_group_opts go;
-    fti_group_opts_init(&go);
-    go.exchange = FTI_EXCHANGE_NCCL;
-    fti_group *g;
-    ft_index *one[1] = {idx};
-    rc = fti_group_open_ex(&g, (const ft_index *const *)one, 1, &o, &go, err,
-                           sizeof err);
-    ft_index_close(idx);
-    if (rc != FT_OK) {
-        printf("SKIP: no NCCL group here (%s)\n", err);
-        return 0;
-    }
-    fti_group_close(g);
-    return n;
-}
-
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -362,7 +289,14 @@ int main(int argc, char **argv)
     FT_CHECK(mkdtemp(dir) != NULL);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ndev = gpu_count(dir);
+    char err[256] = "";
+    ndev = su_gpu_count(dir, err, sizeof err);
+    if (ndev == 0)
+        printf("SKIP: no GPU (%s)\n", err);
+    else if (!su_nccl_probe(dir, err, sizeof err)) {
+        printf("SKIP: no NCCL group here (%s)\n", err);
+        ndev = 0;
+    }
     if (ndev == 0) {
         FT_CHECK(system(cmd) == 0);
         return FT_TEST_SKIP;

@@ -642,3 +642,89 @@ void su_check_all(const su_cases *c, const ft_result *res,
             exit(1);
     }
 }
+
+/* ---- the GPU tests' set-up ---- */
+
+/* A one-key library at dir/name, opened, and small-slot GPU options. */
+static ft_index *probe_lib(const char *dir, const char *name,
+                           ft_engine_opts *o)
+{
+    su_key k = {1, {5}, 0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ft_index *idx;
+    su_build(&k, 1, path, &idx);
+    su_gpu_opts(o, 1);
+    return idx;
+}
+
+int su_gpu_count(const char *dir, char *err, size_t errlen)
+{
+    ft_engine_opts o;
+    ft_index *idx = probe_lib(dir, "probe.idx", &o);
+    int n = 0;
+    ft_engine *eng;
+    while (n < 8) {
+        o.device = n;
+        int rc = ft_engine_open(&eng, idx, &o, err, errlen);
+        if (rc != FT_OK) {
+            if (n == 0 && rc != FT_ENODEV && rc != FT_ENOTSUP) {
+                fprintf(stderr, "GPU engine open failed: %s: %s\n",
+                        ft_strerror(rc), err);
+                exit(1);
+            }
+            break;
+        }
+        ft_engine_close(eng);
+        n++;
+    }
+    ft_index_close(idx);
+    return n;
+}
+
+int su_nccl_probe(const char *dir, char *err, size_t errlen)
+{
+    ft_engine_opts o;
+    ft_index *idx = probe_lib(dir, "nccl.idx", &o);
+    fti_group_opts go;
+    fti_group_opts_init(&go);
+    go.exchange = FTI_EXCHANGE_NCCL;
+    fti_group *g;
+    const ft_index *sh[1] = {idx};
+    int rc = fti_group_open_ex(&g, sh, 1, &o, &go, err, errlen);
+    ft_index_close(idx);
+    if (rc != FT_OK)
+        return 0;
+    fti_group_close(g);
+    return 1;
+}
+
+ft_result *su_results_new(const su_cases *c)
+{
+    ft_result *r = calloc(c->n, sizeof *r);
+    FT_CHECK(r != NULL);
+    for (uint32_t i = 0; i < c->n; i++)
+        FT_PASS(ft_result_alloc(&r[i], FT_MAX_RESULTS, c->cs[i].req.T));
+    return r;
+}
+
+ft_result *su_gpu_answers(const su_cases *c, int device, uint64_t seed)
+{
+    ft_result *one = su_results_new(c);
+    ft_engine_opts o;
+    ft_engine *eng;
+    char err[256] = "";
+    su_gpu_opts(&o, 0);
+    o.device = device;
+    FT_PASS(ft_engine_open(&eng, c->idx, &o, err, sizeof err));
+    FT_PASS(ft_engine_search_batch(eng, c->batch, c->n, one));
+    ft_engine_close(eng);
+    for (uint32_t i = 0; i < c->n; i++)
+        if (!su_same_full(&one[i], &c->res[i], 1)) {
+            fprintf(stderr, "seed %llu case %u: the unsharded GPU engine "
+                    "(GPU %d) and the CPU engine differ\n",
+                    (unsigned long long)seed, i, device);
+            exit(1);
+        }
+    return one;
+}

@@ -206,4 +206,28 @@ void su_check_group(const ft_result *got, const ft_result *cg,
 void su_check_all(const su_cases *c, const ft_result *res,
                   const uint32_t *perm, const char *prefix);
 
+/* ---- the GPU tests' set-up (gpu_group_test, gpu_multi_test,
+ * gpu_nccl_dev_test) ---- */
+
+/* su_gpu_count opens a GPU engine over a one-key library (dir/probe.idx)
+ * on GPUs 0, 1, ... (up to 8) and returns how many open; 0 when none does
+ * (err says why).  An open of GPU 0 that fails otherwise than FT_ENODEV
+ * or FT_ENOTSUP exits. */
+int su_gpu_count(const char *dir, char *err, size_t errlen);
+
+/* su_nccl_probe says whether a one-rank NCCL group opens on GPU 0
+ * (dir/nccl.idx): the build has NCCL and libnccl.so.2 loads; err says
+ * why not. */
+int su_nccl_probe(const char *dir, char *err, size_t errlen);
+
+/* su_results_new allocates a result per case of c (FT_MAX_RESULTS hits of
+ * the case's T); su_results_free frees them. */
+ft_result *su_results_new(const su_cases *c);
+
+/* su_gpu_answers answers c->batch with one unsharded GPU engine of the
+ * default options on GPU device, in one batch, into a new array of
+ * results (su_results_new), and exits unless every answer equals the CPU
+ * engine's (c->res, su_cases_cpu; key indexes too), naming seed. */
+ft_result *su_gpu_answers(const su_cases *c, int device, uint64_t seed);
+
 #endif /* FT_SEARCH_UTIL_H */

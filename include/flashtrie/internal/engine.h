@@ -168,6 +168,7 @@ typedef struct fti_gpu_xbar {
     unsigned long long base;
     unsigned long long timeout; /* clock64 cycles a wait may spin */
     uint32_t total;          /* CTAs of every shard's launch */
+    uint32_t mode;           /* fti_group_opts.shard_mode */
     /* NULL, or the NCCL device-API exchange (FTI_EXCHANGE_NCCL_DEVICE:
      * one shard per GPU, kernels/search/xnccl.cuh): this rank's NCCL
      * window (ncclWindow_t), the byte offsets in every rank's window of
@@ -284,7 +285,18 @@ typedef struct fti_group_opts {
                            * ncclAllGather */
     int nccl_device_deny; /* tests: act as if the device API could not be
                            * set up (the fallback and its log line) */
+    uint32_t shard_mode;  /* the shard kernels' selection and keep
+                           * (kernels/search/shard.cuh), FTI_SHARD_*
+                           * bits; 0 (the default): each list spread over
+                           * its shard's CTAs where that is cheaper, the
+                           * beams built before the meeting in batches of
+                           * up to 3 requests.  Tests and benchmarks. */
 } fti_group_opts;
+
+#define FTI_SHARD_CTA 1u      /* one CTA a list, never spread */
+#define FTI_SHARD_SPREAD 2u   /* every list spread where it may be */
+#define FTI_SHARD_NO_EARLY 4u /* the keep by one CTA a request, then a
+                               * grid barrier (no early beams) */
 
 void fti_group_opts_init(fti_group_opts *gopts);
 /* fti_group_open_ex is fti_group_open with group options (gopts may be
