@@ -144,9 +144,12 @@ static int hook_batch_window(void *ctx, ft_config *live, const ft_config *old,
     server *srv = ctx;
     (void)old, (void)err, (void)errlen;
     /* On start the batcher does not run yet: it starts with these. */
-    if (srv->batcher)
+    if (srv->batcher) {
         ft_batcher_set_window(srv->batcher, live->max_batch,
                               live->max_wait_us);
+        ft_queue_set_lanes(&srv->queue, live->heavy_batch,
+                           FT_QUEUE_HEAVY_EVERY);
+    }
     return FT_OK;
 }
 
@@ -1023,6 +1026,7 @@ int cmd_serve(int argc, char **argv)
         free(srv);
         return 1;
     }
+    ft_queue_set_lanes(&srv->queue, srv->cfg.heavy_batch, FT_QUEUE_HEAVY_EVERY);
     /* From here on the HTTP handlers may read the queue and the batcher. */
     srv_http_loaded(srv);
     st = 0;

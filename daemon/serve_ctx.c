@@ -245,11 +245,16 @@ static void handle(srv_ctx *c)
     /* SRV_WIRE_QUEUE: the jobs are ready.  Set WAIT and the count before
      * the push, as a worker may answer them at once. */
     size_t n = c->w.n_jobs;
+    /* The lanes: each request by its cost, T x K x beam (what its search
+     * may expand), against light_request_cost; 0 puts all in one lane. */
+    uint64_t light = FT_CONFIG_LIVE(&srv->cfg, light_request_cost);
     for (size_t i = 0; i < n; i++) {
+        const ft_request *r = &c->w.jobs[i].req;
         c->w.jobs[i].done = job_done;
         c->w.jobs[i].arg = c;
         c->w.jobs[i].run_ns = c->w.jobs[i].ran_ns = 0;
         c->w.items[i] = &c->w.jobs[i];
+        c->w.heavy[i] = light > 0 && (uint64_t)r->T * r->K * r->beam > light;
     }
     c->state = CTX_WAIT;
     atomic_store(&c->pending, n);
@@ -272,7 +277,7 @@ static void handle(srv_ctx *c)
 #ifdef FT_SERVE_TRACE
     c->inl = 0; /* job_done has not run: the job is not queued yet */
 #endif
-    int rc = ft_queue_push_n(&srv->queue, c->w.items, n);
+    int rc = ft_queue_push_lanes(&srv->queue, c->w.items, c->w.heavy, n);
     FT_LOGF(FT_LOG_DEBUG, "context %p: %zu requests queued: %s", (void *)c, n,
              ft_strerror(rc));
     if (rc == FT_OK)

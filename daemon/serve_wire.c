@@ -26,6 +26,7 @@ void srv_wire_free(srv_wire *w)
     free(w->jobs);
     free(w->res);
     free(w->items);
+    free(w->heavy);
     srv_frame_state_free(w);
     memset(w, 0, sizeof *w);
 }
@@ -44,9 +45,11 @@ void srv_wire_trim(srv_wire *w, size_t keep)
         free(w->jobs);
         free(w->res);
         free(w->items);
+        free(w->heavy);
         w->jobs = NULL;
         w->res = NULL;
         w->items = NULL;
+        w->heavy = NULL;
         w->cap_jobs = 0;
         w->n_jobs = 0;
     }
@@ -77,6 +80,10 @@ int srv_wire_reserve(srv_wire *w, size_t n)
     if (items == NULL)
         return FT_ENOMEM;
     w->items = items;
+    unsigned char *heavy = realloc(w->heavy, n);
+    if (heavy == NULL)
+        return FT_ENOMEM;
+    w->heavy = heavy;
     ft_result *res = realloc(w->res, n * sizeof *res);
     if (res == NULL)
         return FT_ENOMEM;
