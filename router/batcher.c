@@ -328,7 +328,9 @@ static void *worker_main(void *arg)
         int64_t window = b->last > 1 ? (int64_t)wait_us * 1000 : 0;
         pthread_mutex_unlock(&b->mu);
 
-        size_t n = ft_queue_pop(b->q, (void **)bt->jobs, max, -1, window);
+        int lane;
+        size_t n = ft_queue_pop_lane(b->q, (void **)bt->jobs, max, -1, window,
+                                     &lane);
         pthread_mutex_lock(&b->mu);
         b->reserved = NULL;
         b->popping = 0;
@@ -362,6 +364,9 @@ static void *worker_main(void *arg)
         r->busy = 0;
         wake_idle(b);
         pthread_mutex_unlock(&b->mu);
+        /* A heavy batch ended: another may start (heavy_limit). */
+        if (lane == FT_QUEUE_HEAVY)
+            ft_queue_heavy_done(b->q);
         for (size_t i = 0; i < n; i++)
             finish(bt->jobs[i]);
         ft_gen *g = bt->gen;

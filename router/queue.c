@@ -70,6 +70,7 @@ int ft_queue_init(ft_queue *q, size_t cap)
     q->heavy_every = FT_QUEUE_HEAVY_EVERY;
     q->light_run = 0;
     q->heavy_pushed = q->light_ahead = q->heavy_pops = 0;
+    q->heavy_limit = q->heavy_running = 0;
     return FT_OK;
 }
 
@@ -78,6 +79,26 @@ void ft_queue_set_lanes(ft_queue *q, size_t heavy_batch, unsigned heavy_every)
     pthread_mutex_lock(&q->mu);
     q->heavy_batch = heavy_batch;
     q->heavy_every = heavy_every ? heavy_every : 1;
+    pthread_mutex_unlock(&q->mu);
+}
+
+void ft_queue_set_heavy_limit(ft_queue *q, size_t limit)
+{
+    pthread_mutex_lock(&q->mu);
+    q->heavy_limit = limit;
+    atomic_fetch_add_explicit(&q->events, 1, memory_order_release);
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void ft_queue_heavy_done(ft_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->heavy_running > 0)
+        q->heavy_running--;
+    /* a pop that waits because heavy_limit heavy pops ran may take one */
+    atomic_fetch_add_explicit(&q->events, 1, memory_order_release);
+    pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }
 
@@ -128,12 +149,28 @@ int ft_queue_push_n(ft_queue *q, void *const *items, size_t n)
     return ft_queue_push_lanes(q, items, NULL, n);
 }
 
+/* heavy_ok: a pop may take heavy items now (q->mu held): some wait, and
+ * fewer than heavy_limit heavy pops run (a closed queue drains them all). */
+static int heavy_ok(const ft_queue *q)
+{
+    return q->lane[FT_QUEUE_HEAVY].len > 0 &&
+           (q->heavy_limit == 0 || q->heavy_running < q->heavy_limit ||
+            q->closed);
+}
+
+/* usable: a pop would take something now (q->mu held). */
+static int usable(const ft_queue *q)
+{
+    return q->lane[FT_QUEUE_LIGHT].len > 0 || heavy_ok(q);
+}
+
 /* pick_lane is the lane the next pop takes from (q->mu held): the light
  * one, unless it is empty or heavy_every light pops in a row have passed
- * heavy items that wait. */
+ * heavy items that wait; never the heavy one while heavy_limit heavy pops
+ * run. */
 static int pick_lane(const ft_queue *q)
 {
-    if (q->lane[FT_QUEUE_HEAVY].len == 0)
+    if (!heavy_ok(q))
         return FT_QUEUE_LIGHT;
     if (q->lane[FT_QUEUE_LIGHT].len == 0 || q->light_run >= q->heavy_every)
         return FT_QUEUE_HEAVY;
@@ -151,6 +188,19 @@ static size_t lane_max(const ft_queue *q, int l, size_t max)
 size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
                     int64_t more_wait_ns)
 {
+    int lane;
+    size_t n = ft_queue_pop_lane(q, out, max, first_wait_ns, more_wait_ns,
+                                 &lane);
+    if (n > 0 && lane == FT_QUEUE_HEAVY)
+        ft_queue_heavy_done(q);
+    return n;
+}
+
+size_t ft_queue_pop_lane(ft_queue *q, void **out, size_t max,
+                         int64_t first_wait_ns, int64_t more_wait_ns,
+                         int *lane)
+{
+    *lane = FT_QUEUE_LIGHT;
     if (max == 0)
         return 0;
     pthread_mutex_lock(&q->mu);
@@ -158,7 +208,7 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
      * out, and the close must not hand it a batch before it is back. */
     while (q->paused)
         pthread_cond_wait(&q->cv, &q->mu);
-    if (q->len == 0 && !q->closed && first_wait_ns < 0 && FT_QUEUE_SPIN_NS > 0) {
+    if (!usable(q) && !q->closed && first_wait_ns < 0 && FT_QUEUE_SPIN_NS > 0) {
         /* Spin a little before sleeping: watch the event count, not the
          * ring, so the lock is not taken while spinning. */
         unsigned ev = atomic_load_explicit(&q->events, memory_order_acquire);
@@ -175,12 +225,12 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
         while (q->paused)
             pthread_cond_wait(&q->cv, &q->mu);
     }
-    if (q->len == 0 && !q->closed && first_wait_ns != 0) {
+    if (!usable(q) && !q->closed && first_wait_ns != 0) {
         struct timespec until = fti_abs_after(first_wait_ns > 0 ? first_wait_ns : 0);
         /* Only while the consumer waits here with nothing taken may it be
          * paused (ft_queue_pause_if_idle). */
         q->waiting = 1;
-        while ((q->len == 0 && !q->closed) || q->paused) {
+        while ((!usable(q) && !q->closed) || q->paused) {
             if (first_wait_ns < 0)
                 pthread_cond_wait(&q->cv, &q->mu);
             else if (pthread_cond_timedwait(&q->cv, &q->mu, &until) ==
@@ -191,7 +241,7 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
     }
     int l = pick_lane(q);
     size_t lmax = lane_max(q, l, max);
-    if (q->len > 0 && q->lane[l].len < lmax && more_wait_ns > 0 &&
+    if (q->lane[l].len > 0 && q->lane[l].len < lmax && more_wait_ns > 0 &&
         !q->closed) {
         /* The batching window opens with the oldest request's push: wait
          * for the batch to fill until it has waited more_wait_ns.  Under
@@ -224,6 +274,8 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
     if (n > 0 && l == FT_QUEUE_HEAVY) {
         q->light_run = 0;
         q->heavy_pops++;
+        q->heavy_running++;
+        *lane = FT_QUEUE_HEAVY;
     } else if (n > 0 && q->lane[FT_QUEUE_HEAVY].len > 0) {
         /* a light pop passed heavy items that wait */
         q->light_run++;

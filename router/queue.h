@@ -19,6 +19,10 @@
  * pop takes at most heavy_batch items, so a light item that arrives while
  * one runs waits for that many heavy requests, not for max_batch of them.
  * Both lanes share the one bound (cap) and each is oldest first.
+ * With heavy_limit set, at most that many heavy batches run at once (the
+ * consumer says when one ends, ft_queue_heavy_done): with several
+ * replicas, one stays free for light requests, which then never wait for
+ * a heavy batch at all.
  */
 #ifndef FT_QUEUE_H
 #define FT_QUEUE_H
@@ -49,6 +53,8 @@ typedef struct ft_queue {
     unsigned heavy_every; /* light pops in a row while heavy items wait
                            * before a heavy pop is due (>= 1) */
     unsigned light_run;  /* light pops in a row while heavy items waited */
+    size_t heavy_limit;  /* heavy pops running at once; 0: no limit */
+    size_t heavy_running; /* heavy pops taken and not yet done */
     uint64_t heavy_pushed;  /* items ever pushed to the heavy lane */
     uint64_t light_ahead;   /* light pops taken while heavy items waited */
     uint64_t heavy_pops;    /* pops from the heavy lane */
@@ -75,6 +81,11 @@ int ft_queue_init(ft_queue *q, size_t cap);
  * items that wait (at least 1). */
 void ft_queue_set_lanes(ft_queue *q, size_t heavy_batch, unsigned heavy_every);
 void ft_queue_destroy(ft_queue *q);
+
+/* ft_queue_set_heavy_limit sets how many heavy pops (ft_queue_pop_lane)
+ * may be running at once; 0: no limit.  A closed queue ignores it, so a
+ * drain empties both lanes. */
+void ft_queue_set_heavy_limit(ft_queue *q, size_t limit);
 
 /* ft_queue_push_n queues n items in order, or none of them: FT_EBUSY when
  * fewer than n slots are free (counted in q->busy), FT_ESHUTDOWN after
@@ -115,6 +126,16 @@ size_t ft_queue_pop(ft_queue *q, void **out, size_t max, int64_t first_wait_ns,
 /* ft_queue_idle is non-zero when the queue is open and holds nothing: a
  * request that arrives then may run at once, ahead of nobody. */
 int ft_queue_idle(ft_queue *q);
+
+/* ft_queue_pop_lane is ft_queue_pop that says which lane it took from
+ * (*lane); a heavy pop counts as running, against heavy_limit, until the
+ * caller calls ft_queue_heavy_done.  While heavy_limit heavy pops run,
+ * heavy items are not taken (a pop waits for a light one, or for a heavy
+ * one to be done).  ft_queue_pop itself counts nothing. */
+size_t ft_queue_pop_lane(ft_queue *q, void **out, size_t max,
+                         int64_t first_wait_ns, int64_t more_wait_ns,
+                         int *lane);
+void ft_queue_heavy_done(ft_queue *q);
 
 /* ft_queue_pause_if_idle pauses the consumer when the queue is idle (as
  * ft_queue_idle), the consumer waits in ft_queue_pop having taken nothing,

@@ -37,7 +37,8 @@
  * older server given as FT_BIN; FT_MEM_PAUSE_MS: how long a heavy client
  * waits before it reconnects after the server closed its connection,
  * default 100; FT_MEM_LOG=FILE keeps the server's log; FT_MEM_MAXCONN=N
- * gives the server --max-connections N).
+ * gives the server --max-connections N; FT_MEM_REPLICAS=N --replicas N;
+ * FT_MEM_LIGHT_COST=N --light-request-cost N, 0 for one lane).
  * Servers listen on ipc:// in a temporary folder and are stopped by the
  * case (killed at exit when a check failed first).
  */
@@ -664,12 +665,14 @@ static void *lane_recv(void *arg)
  * client's request (T = 4, K = 64, beam 32: 8,192) and returns the place
  * of its reply among the five. */
 static int lanes_run(good *g, const char *idx, const char *url,
-                     const char *cost, const char *max_batch)
+                     const char *cost, const char *max_batch,
+                     const char *replicas)
 {
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--test-delay-us", "1000000",
                           "--light-request-cost", cost, "--heavy-batch", "1",
                           "--max-batch", max_batch, "--max-wait-us", "0",
+                          "--replicas", replicas, "--light-replicas", "1",
                           "--probe-interval-ms", "0", NULL};
     th_start(&g_pid, g_bin, g_dir, url, args);
     static uint32_t tok[64 * 64];
@@ -702,10 +705,24 @@ static int lanes_run(good *g, const char *idx, const char *url,
         else
             FT_PASS(ft_frame_encode_search(&b, 200, 0, &g->reqs[0], NULL,
                                            1));
-        if (i == 4) /* the light one once the heavy ones wait */
+        if (i == 4) { /* the light one once the heavy ones wait */
             wait_info(url, strcmp(cost, "0") ? "heavy_depth" : "depth", 3);
+            /* with two replicas, the idle one is kept for light requests:
+             * the heavy ones still wait a moment later */
+            th_sleep_ms(200);
+            FT_CHECK_EQ_U64(info_num(url, strcmp(cost, "0") ? "heavy_depth"
+                                                            : "depth"), 3);
+        }
         FT_CHECK(nng_send(rx[i].s, b.data, b.len, 0) == 0);
         FT_CHECK(pthread_create(&th[i], NULL, lane_recv, &rx[i]) == 0);
+        if (i == 4 && strcmp(replicas, "1") != 0) {
+            /* the kept replica took the small request at once, while the
+             * first heavy one still runs (1 s): only the three heavy ones
+             * are queued */
+            th_sleep_ms(100);
+            FT_CHECK_EQ_U64(info_num(url, "depth"), 3);
+            FT_CHECK_EQ_U64(info_num(url, "heavy_depth"), 3);
+        }
         if (i == 0) { /* the first heavy one runs before the next come */
             th_sleep_ms(100);
             wait_info(url, "depth", 0);
@@ -723,9 +740,10 @@ static int lanes_run(good *g, const char *idx, const char *url,
     for (int i = 1; i < 4; i++)
         FT_CHECK(rx[i].order > rx[i - 1].order);
     int place = rx[4].order;
-    printf("lanes: light_request_cost %s, max_batch %s: the small request "
-           "answered %d of 5; INFO heavy_queued_total %lld, heavy_batches "
-           "%lld, light_ahead %lld, batches %lld\n", cost, max_batch, place,
+    printf("lanes: light_request_cost %s, max_batch %s, replicas %s: the "
+           "small request answered %d of 5; INFO heavy_queued_total %lld, "
+           "heavy_batches %lld, light_ahead %lld, batches %lld\n", cost,
+           max_batch, replicas, place,
            info_num(url, "heavy_queued_total"),
            info_num(url, "heavy_batches"), info_num(url, "light_ahead"),
            info_num(url, "batches"));
@@ -756,11 +774,16 @@ static void case_lanes(void)
     good_setup(&g, idx);
     /* One lane (first come, first served), batches of one: the small
      * request waits for all four heavy ones. */
-    FT_CHECK_EQ_U64(lanes_run(&g, idx, url, "0", "1"), 5);
+    FT_CHECK_EQ_U64(lanes_run(&g, idx, url, "0", "1", "1"), 5);
     /* Two lanes: it goes right after the heavy one already running, and
      * no heavy batch takes more than heavy_batch (1) though max_batch is
      * 8. */
-    FT_CHECK_EQ_U64(lanes_run(&g, idx, url, "100000", "8"), 2);
+    FT_CHECK_EQ_U64(lanes_run(&g, idx, url, "100000", "8", "1"), 2);
+    /* Two replicas, one kept for light requests (light_replicas 1): the
+     * heavy ones run one at a time though a replica is idle (checked in
+     * lanes_run), and the small request runs at once on the idle one:
+     * answered second, after the heavy one that began before it. */
+    FT_CHECK_EQ_U64(lanes_run(&g, idx, url, "100000", "8", "2"), 2);
 }
 
 /* ---- flood ---- */
@@ -782,6 +805,14 @@ static void case_flood(int caps, int clients, int seconds, int mb,
     if (!old) {
         args[na++] = "--memory-budget-bytes";
         args[na++] = bud;
+    }
+    if (getenv("FT_MEM_REPLICAS")) {
+        args[na++] = "--replicas";
+        args[na++] = getenv("FT_MEM_REPLICAS");
+    }
+    if (getenv("FT_MEM_LIGHT_COST")) {
+        args[na++] = "--light-request-cost";
+        args[na++] = getenv("FT_MEM_LIGHT_COST");
     }
     if (getenv("FT_MEM_MAXCONN")) {
         args[na++] = "--max-connections";

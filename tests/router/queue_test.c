@@ -8,8 +8,9 @@
  * heavy ones is popped before them, a pop never mixes the lanes, a heavy
  * pop takes at most heavy_batch items, a heavy pop is due after
  * heavy_every light pops in a row pass waiting heavy items (no
- * starvation), a light item ends a heavy batch's window, and both lanes
- * share the one bound.
+ * starvation), a light item ends a heavy batch's window, both lanes
+ * share the one bound, and with heavy_limit no more heavy pops run at once
+ * (a pop waits for a light item or a heavy pop's end; a drain ignores it).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -42,6 +43,64 @@ static void *push_light_later(void *arg)
     void *one[1] = {&items[40]};
     FT_PASS(ft_queue_push_n(q, one, 1));
     return NULL;
+}
+
+static void *heavy_done_later(void *arg)
+{
+    sleep_ms(20);
+    ft_queue_heavy_done(arg);
+    return NULL;
+}
+
+/* heavy_limit: one heavy pop at a time, as the server keeps a replica
+ * for light requests. */
+static void heavy_limit(void)
+{
+    ft_queue q;
+    void *out[16];
+    int lane;
+    FT_PASS(ft_queue_init(&q, 8));
+    ft_queue_set_heavy_limit(&q, 1);
+    void *hv[3] = {&items[20], &items[21], &items[22]};
+    const unsigned char all_heavy[3] = {1, 1, 1};
+    FT_PASS(ft_queue_push_lanes(&q, hv, all_heavy, 3));
+    FT_CHECK_EQ_U64(ft_queue_pop_lane(&q, out, 16, 0, 0, &lane), 1);
+    FT_CHECK_EQ_U64(lane, FT_QUEUE_HEAVY);
+    FT_CHECK(out[0] == &items[20]);
+    FT_CHECK_EQ_U64(q.heavy_running, 1);
+    /* one runs: the heavy ones wait, though nothing else is queued */
+    FT_CHECK_EQ_U64(ft_queue_pop_lane(&q, out, 16, 0, 0, &lane), 0);
+    /* a light one goes at once */
+    void *one[1] = {&items[30]};
+    FT_PASS(ft_queue_push_n(&q, one, 1));
+    FT_CHECK_EQ_U64(ft_queue_pop_lane(&q, out, 16, -1, 0, &lane), 1);
+    FT_CHECK_EQ_U64(lane, FT_QUEUE_LIGHT);
+    FT_CHECK(out[0] == &items[30]);
+    /* a pop that waits is woken by the heavy pop's end */
+    pthread_t th;
+    FT_CHECK(pthread_create(&th, NULL, heavy_done_later, &q) == 0);
+    FT_CHECK_EQ_U64(ft_queue_pop_lane(&q, out, 16, -1, 0, &lane), 1);
+    pthread_join(th, NULL);
+    FT_CHECK_EQ_U64(lane, FT_QUEUE_HEAVY);
+    FT_CHECK(out[0] == &items[21]);
+    FT_CHECK_EQ_U64(q.heavy_running, 1);
+    /* ft_queue_pop counts nothing: done at once */
+    ft_queue_heavy_done(&q);
+    FT_PASS(ft_queue_push_lanes(&q, hv, all_heavy, 1));
+    /* 22 and 20 wait: ft_queue_pop takes 22, and 20 is free to go next */
+    FT_CHECK_EQ_U64(ft_queue_pop(&q, out, 16, 0, 0), 1);
+    FT_CHECK(out[0] == &items[22]);
+    FT_CHECK_EQ_U64(q.heavy_running, 0);
+    FT_CHECK_EQ_U64(ft_queue_pop_lane(&q, out, 16, 0, 0, &lane), 1);
+    FT_CHECK(out[0] == &items[20]);
+    /* a drain ignores the limit: the closed queue gives the rest */
+    FT_PASS(ft_queue_push_lanes(&q, hv, all_heavy, 2));
+    FT_CHECK_EQ_U64(ft_queue_pop_lane(&q, out, 16, 0, 0, &lane), 0);
+    ft_queue_close(&q);
+    FT_CHECK_EQ_U64(ft_queue_pop_lane(&q, out, 16, -1, 0, &lane), 1);
+    FT_CHECK_EQ_U64(ft_queue_pop_lane(&q, out, 16, -1, 0, &lane), 1);
+    FT_CHECK_EQ_U64(ft_queue_pop_lane(&q, out, 16, -1, 0, &lane), 0);
+    ft_queue_destroy(&q);
 }
 
 /* lanes checks the two lanes on a queue of its own. */
@@ -203,6 +262,7 @@ int main(void)
     FT_FAIL(ft_queue_push_n(&q, a, 1), FT_ESHUTDOWN);
     ft_queue_destroy(&q);
     lanes();
+    heavy_limit();
     printf("queue_test: ok\n");
     return 0;
 }
