@@ -364,11 +364,14 @@ static void *worker_main(void *arg)
         r->busy = 0;
         wake_idle(b);
         pthread_mutex_unlock(&b->mu);
-        /* A heavy batch ended: another may start (heavy_limit). */
-        if (lane == FT_QUEUE_HEAVY)
-            ft_queue_heavy_done(b->q);
         for (size_t i = 0; i < n; i++)
             finish(bt->jobs[i]);
+        /* A heavy batch ended, its answers written: another may start
+         * (heavy_limit).  Counted until here, so that a worker writing a
+         * heavy frame's reply (megabytes) is not the one a light request
+         * waits for while the other replica runs the next heavy batch. */
+        if (lane == FT_QUEUE_HEAVY)
+            ft_queue_heavy_done(b->q);
         ft_gen *g = bt->gen;
         bt->gen = NULL;
         ft_gen_unref(g);
