@@ -1163,6 +1163,7 @@ int cmd_serve(int argc, char **argv)
     atomic_store(&g_close_ticks, 1);
     for (size_t i = 0; i < srv->n_socks; i++)
         srv_socket_close(&srv->socks[i]);
+    srv_heavy_decoder_stop();
     srv_conn_free(srv);
     ft_queue_destroy(&srv->queue);
     close(sfd);
