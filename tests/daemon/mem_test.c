@@ -38,7 +38,8 @@
  * waits before it reconnects after the server closed its connection,
  * default 100; FT_MEM_LOG=FILE keeps the server's log; FT_MEM_MAXCONN=N
  * gives the server --max-connections N; FT_MEM_REPLICAS=N --replicas N;
- * FT_MEM_LIGHT_COST=N --light-request-cost N, 0 for one lane).
+ * FT_MEM_LIGHT_COST=N --light-request-cost N, 0 for one lane;
+ * FT_MEM_HEAVY_NICE=N runs the heavy clients' threads at nice N).
  * Servers listen on ipc:// in a temporary folder and are stopped by the
  * case (killed at exit when a check failed first).
  */
@@ -50,7 +51,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -395,6 +398,12 @@ typedef struct heavy {
 static void *heavy_main(void *arg)
 {
     heavy *h = arg;
+    /* FT_MEM_HEAVY_NICE=N: the heavy clients' threads run at nice N (a
+     * diagnosis: how much of the good client's tail is the box's CPU
+     * shared with the writers, which the server cannot change) */
+    if (getenv("FT_MEM_HEAVY_NICE"))
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
+                    atoi(getenv("FT_MEM_HEAVY_NICE")));
     ft_frame_msg m;
     ft_frame_msg_init(&m);
     int fd = -1;
