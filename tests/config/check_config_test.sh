@@ -85,5 +85,5 @@ run 0 --help
 run 0 --doc
 [ "$(head -n 1 "$TMP/out")" = "| setting | type | default | bounds | reload | description |" ] ||
   fail "--doc header: $(head -n 1 "$TMP/out")"
-[ "$(grep -c '^| `' "$TMP/out")" -eq 40 ] || fail "--doc: want 40 rows"
+[ "$(grep -c '^| `' "$TMP/out")" -eq 43 ] || fail "--doc: want 43 rows"
 echo "check_config_test: ok"

@@ -604,7 +604,7 @@ static void case_render(void)
         double now = (double)time(NULL);
         FT_CHECK(st > now - 600 && st <= now + 1);
     }
-    FT_CHECK_EQ_U64(sc.n_fam, 45);
+    FT_CHECK_EQ_U64(sc.n_fam, 48);
     /* A listener down turns /healthz 503 with its reason. */
     FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 200);
     snprintf(s.listener_down, sizeof s.listener_down,
