@@ -356,8 +356,11 @@ static void handle(srv_ctx *c)
      * "Daemon overhead").  Lone means the only message in flight: under
      * load (64 clients) a request that found the queue empty for a moment
      * took the replica for a batch of one (2,028 of 9,646 batches on the
-     * H200 host), and the batch after it opened no window either. */
-    if (n == 1 && atomic_load(&srv->inflight) <= 1 && inline_lone(srv) &&
+     * H200 host), and the batch after it opened no window either.  A
+     * heavy request never runs inline: it goes through its lane, which
+     * keeps light_replicas from it. */
+    if (n == 1 && !c->w.heavy[0] && atomic_load(&srv->inflight) <= 1 &&
+        inline_lone(srv) &&
         ft_batcher_run_inline(srv->batcher, &c->w.jobs[0]))
         return;
 #ifdef FT_SERVE_TRACE
