@@ -107,6 +107,9 @@ enum {
     FT_CONFIG_S_MAX_MESSAGE_BYTES,
     FT_CONFIG_S_MEMORY_BUDGET_BYTES,
     FT_CONFIG_S_MAX_HEAVY_MESSAGES,
+    FT_CONFIG_S_LIGHT_REQUEST_COST,
+    FT_CONFIG_S_HEAVY_BATCH,
+    FT_CONFIG_S_LIGHT_REPLICAS,
     FT_CONFIG_S_MAX_BEAM,
     FT_CONFIG_S_MAX_K,
     FT_CONFIG_S_MAX_T,
@@ -151,6 +154,11 @@ typedef struct ft_config {
     uint64_t max_message_bytes;
     uint64_t memory_budget_bytes;        /* messages held, receipt to reply */
     uint32_t max_heavy_messages;         /* messages > 1 MiB held at once */
+    uint64_t light_request_cost;         /* T x K x beam of the light lane;
+                                          * 0: one lane */
+    uint32_t heavy_batch;                /* heavy requests per batch */
+    uint32_t light_replicas;             /* replicas kept from heavy
+                                          * batches (of replicas >= 2) */
     uint32_t max_beam, max_k, max_t, max_results; /* the caps group */
     uint32_t default_deadline_ms;        /* 0: none */
     uint32_t drain_timeout_ms;

@@ -138,15 +138,32 @@ static int open_log(const char *path, char *err, size_t errlen)
 
 /* ---- the apply hooks of the settings table (ft_config_hook) ---- */
 
+/* heavy_limit is how many heavy batches may run at once on n replicas:
+ * n less light_replicas, one at least; 0 (no limit) when nothing is
+ * kept. */
+static size_t heavy_limit(const ft_config *cfg, size_t n)
+{
+    size_t keep = cfg->light_replicas;
+    if (keep == 0 || n < 2)
+        return 0;
+    return keep < n ? n - keep : 1;
+}
+
 static int hook_batch_window(void *ctx, ft_config *live, const ft_config *old,
                              char *err, size_t errlen)
 {
     server *srv = ctx;
     (void)old, (void)err, (void)errlen;
     /* On start the batcher does not run yet: it starts with these. */
-    if (srv->batcher)
+    if (srv->batcher) {
         ft_batcher_set_window(srv->batcher, live->max_batch,
                               live->max_wait_us);
+        ft_queue_set_lanes(&srv->queue, live->heavy_batch,
+                           FT_QUEUE_HEAVY_EVERY);
+        ft_gen *g = ft_batcher_current(srv->batcher);
+        ft_queue_set_heavy_limit(&srv->queue, heavy_limit(live, g->n_eng));
+        ft_gen_unref(g);
+    }
     return FT_OK;
 }
 
@@ -1062,6 +1079,8 @@ int cmd_serve(int argc, char **argv)
             FT_LOGF(FT_LOG_INFO, "%u answer threads share each batch's "
                     "replies with the workers", na);
     }
+    ft_queue_set_lanes(&srv->queue, srv->cfg.heavy_batch, FT_QUEUE_HEAVY_EVERY);
+    ft_queue_set_heavy_limit(&srv->queue, heavy_limit(&srv->cfg, g->n_eng));
     /* From here on the HTTP handlers may read the queue and the batcher. */
     srv_http_loaded(srv);
     st = 0;
@@ -1183,6 +1202,7 @@ int cmd_serve(int argc, char **argv)
     atomic_store(&g_close_ticks, 1);
     for (size_t i = 0; i < srv->n_socks; i++)
         srv_socket_close(&srv->socks[i]);
+    srv_heavy_decoder_stop();
     srv_conn_free(srv);
     ft_queue_destroy(&srv->queue);
     close(sfd);

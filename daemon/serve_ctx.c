@@ -12,6 +12,7 @@
  * request, results, reply) are reused without locks, and a bad message
  * only ever costs its own context one error reply.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,92 @@ typedef struct srv_ctx {
     nng_pipe pipe;         /* the connection the message came on */
     size_t rxlen;          /* the received message's bytes */
     int heavy;             /* it holds a heavy slot (serve_budget.h) */
+    struct srv_ctx *next;  /* in the heavy decoder's list */
 } srv_ctx;
+
+/* The heavy decoder: a message over SRV_HEAVY_BYTES is decoded, checked
+ * and queued on a thread of its own instead of nng's.  Its rows (31
+ * requests of 64 x 4096 proposals: tens of milliseconds of validation)
+ * would otherwise hold one of nng's few task threads (two per core),
+ * which every small message's callback needs too: small requests waited
+ * for heavy ones before they even reached the queue.  At most
+ * max_heavy_messages wait here (the budget admits no more), one decoded
+ * at a time. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    srv_ctx *head, *tail;
+    int on, stop;
+    pthread_t th;
+} g_dec = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL,
+           0, 0, 0};
+
+static void handle(srv_ctx *c);
+
+static void *heavy_decoder_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_dec.mu);
+    for (;;) {
+        while (g_dec.head == NULL && !g_dec.stop)
+            pthread_cond_wait(&g_dec.cv, &g_dec.mu);
+        srv_ctx *c = g_dec.head;
+        if (c == NULL)
+            break; /* stopped, and nothing is left */
+        g_dec.head = c->next;
+        if (g_dec.head == NULL)
+            g_dec.tail = NULL;
+        pthread_mutex_unlock(&g_dec.mu);
+        handle(c);
+        pthread_mutex_lock(&g_dec.mu);
+    }
+    pthread_mutex_unlock(&g_dec.mu);
+    return NULL;
+}
+
+/* heavy_decoder_start starts the thread once; 0 when there is none (the
+ * messages are then decoded on nng's thread, as before). */
+static int heavy_decoder_start(void)
+{
+    pthread_mutex_lock(&g_dec.mu);
+    if (!g_dec.on && !g_dec.stop &&
+        pthread_create(&g_dec.th, NULL, heavy_decoder_main, NULL) == 0)
+        g_dec.on = 1;
+    int on = g_dec.on;
+    pthread_mutex_unlock(&g_dec.mu);
+    return on;
+}
+
+/* heavy_decode hands c, whose message is heavy, to the decoder; 0 when
+ * there is none. */
+static int heavy_decode(srv_ctx *c)
+{
+    pthread_mutex_lock(&g_dec.mu);
+    int on = g_dec.on && !g_dec.stop;
+    if (on) {
+        c->next = NULL;
+        if (g_dec.tail)
+            g_dec.tail->next = c;
+        else
+            g_dec.head = c;
+        g_dec.tail = c;
+        pthread_cond_signal(&g_dec.cv);
+    }
+    pthread_mutex_unlock(&g_dec.mu);
+    return on;
+}
+
+void srv_heavy_decoder_stop(void)
+{
+    pthread_mutex_lock(&g_dec.mu);
+    int on = g_dec.on;
+    g_dec.stop = 1;
+    g_dec.on = 0;
+    pthread_cond_broadcast(&g_dec.cv);
+    pthread_mutex_unlock(&g_dec.mu);
+    if (on)
+        pthread_join(g_dec.th, NULL);
+}
 
 /* g_cores: the host's online cores, read once at the first socket's start:
  * inline_lone = auto runs lone requests inline on 4 or more. */
@@ -249,11 +335,16 @@ static void handle(srv_ctx *c)
     /* SRV_WIRE_QUEUE: the jobs are ready.  Set WAIT and the count before
      * the push, as a worker may answer them at once. */
     size_t n = c->w.n_jobs;
+    /* The lanes: each request by its cost, T x K x beam (what its search
+     * may expand), against light_request_cost; 0 puts all in one lane. */
+    uint64_t light = FT_CONFIG_LIVE(&srv->cfg, light_request_cost);
     for (size_t i = 0; i < n; i++) {
+        const ft_request *r = &c->w.jobs[i].req;
         c->w.jobs[i].done = job_done;
         c->w.jobs[i].arg = c;
         c->w.jobs[i].run_ns = c->w.jobs[i].ran_ns = 0;
         c->w.items[i] = &c->w.jobs[i];
+        c->w.heavy[i] = light > 0 && (uint64_t)r->T * r->K * r->beam > light;
     }
     c->state = CTX_WAIT;
     atomic_store(&c->pending, n);
@@ -269,14 +360,17 @@ static void handle(srv_ctx *c)
      * "Daemon overhead").  Lone means the only message in flight: under
      * load (64 clients) a request that found the queue empty for a moment
      * took the replica for a batch of one (2,028 of 9,646 batches on the
-     * H200 host), and the batch after it opened no window either. */
-    if (n == 1 && atomic_load(&srv->inflight) <= 1 && inline_lone(srv) &&
+     * H200 host), and the batch after it opened no window either.  A
+     * heavy request never runs inline: it goes through its lane, which
+     * keeps light_replicas from it. */
+    if (n == 1 && !c->w.heavy[0] && atomic_load(&srv->inflight) <= 1 &&
+        inline_lone(srv) &&
         ft_batcher_run_inline(srv->batcher, &c->w.jobs[0]))
         return;
 #ifdef FT_SERVE_TRACE
     c->inl = 0; /* job_done has not run: the job is not queued yet */
 #endif
-    int rc = ft_queue_push_n(&srv->queue, c->w.items, n);
+    int rc = ft_queue_push_lanes(&srv->queue, c->w.items, c->w.heavy, n);
     FT_LOGF(FT_LOG_DEBUG, "context %p: %zu requests queued: %s", (void *)c, n,
              ft_strerror(rc));
     if (rc == FT_OK)
@@ -327,6 +421,8 @@ static void ctx_cb(void *arg)
             }
             c->w.charged = c->rxlen;
             c->heavy = heavy;
+            if (heavy && heavy_decode(c))
+                break; /* c is the heavy decoder's until handle() */
         }
         handle(c);
         break;
@@ -369,6 +465,7 @@ int srv_socket_start(srv_socket *s, char *err, size_t errlen)
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         atomic_store(&g_cores, cores > 0 ? (int)cores : 1);
     }
+    heavy_decoder_start();
     int rv = nng_rep0_open(&s->sock);
     if (rv != 0) {
         snprintf(err, errlen, "%s: socket: %s", s->lo.url, nng_strerror(rv));

@@ -22,4 +22,9 @@ void srv_socket_stop_listening(srv_socket *s);
 void srv_socket_quiesce(srv_socket *s);
 void srv_socket_close(srv_socket *s);
 
+/* srv_heavy_decoder_stop stops the thread that decodes messages over
+ * SRV_HEAVY_BYTES (started with the first socket), once every socket is
+ * closed. */
+void srv_heavy_decoder_stop(void);
+
 #endif /* FT_SERVE_CTX_H */

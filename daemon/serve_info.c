@@ -162,6 +162,13 @@ int srv_info(server *srv, ft_buf *o, int admin)
     ft_buf_printf(o, "high_water: %zu\n", hw);
     ft_buf_printf(o, "queued_total: %llu\n", (unsigned long long)pushed);
     ft_buf_printf(o, "busy_rejections: %llu\n", (unsigned long long)busy);
+    size_t hlen;
+    uint64_t hpushed, hpops, ahead;
+    ft_queue_lane_stats(&srv->queue, &hlen, &hpushed, &hpops, &ahead);
+    ft_buf_printf(o, "heavy_depth: %zu\nheavy_queued_total: %llu\n"
+                  "heavy_batches: %llu\nlight_ahead: %llu\n", hlen,
+                  (unsigned long long)hpushed, (unsigned long long)hpops,
+                  (unsigned long long)ahead);
     ft_buf_printf(o, "batches: %llu\n", (unsigned long long)bs.batches);
     ft_buf_printf(o, "mean_batch: %.2f\n",
                   bs.batches ? (double)bs.requests / (double)bs.batches : 0.0);

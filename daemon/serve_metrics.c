@@ -109,6 +109,8 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
     ft_queue_stats(&srv->queue, &s->queue_depth, &capacity,
                    &s->busy_rejections, &s->queued_total,
                    &s->queue_high_water);
+    ft_queue_lane_stats(&srv->queue, &s->queue_heavy_depth, NULL,
+                        &s->heavy_batches, &s->light_ahead);
     for (int i = 0; i < FT_CONFIG_NSETTINGS; i++)
         if (ft_config_rows[i].gauge)
             s->conf[i] = ft_config_number(&ft_config_rows[i], &srv->cfg);
@@ -403,6 +405,17 @@ static void render_queue(render *r, const srv_metrics_snap *s)
     u64_family(r, "flashtrie_queued_requests_total", "counter",
                "Requests ever queued.",
                s->queued_total);
+    u64_family(r, "flashtrie_queue_heavy_depth", "gauge",
+               "Requests waiting in the heavy lane (T x K x beam over "
+               "light_request_cost).",
+               s->queue_heavy_depth);
+    u64_family(r, "flashtrie_heavy_batches_total", "counter",
+               "Batches formed from the heavy lane.",
+               s->heavy_batches);
+    u64_family(r, "flashtrie_light_ahead_total", "counter",
+               "Light batches that went ahead of heavy requests waiting in "
+               "the queue.",
+               s->light_ahead);
     u64_family(r, "flashtrie_busy_rejections_total", "counter",
                "Messages refused whole with BUSY because their requests did "
                "not fit in the queue.",

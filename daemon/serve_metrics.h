@@ -80,6 +80,10 @@ typedef struct srv_metrics_snap {
      * that row names a gauge (ft_config_number), else 0. */
     uint64_t conf[FT_CONFIG_NSETTINGS];
     uint64_t queued_total, busy_rejections;
+    /* the heavy lane (light_request_cost): requests in it now, batches of
+     * it, light batches that went ahead of waiting heavy requests */
+    size_t queue_heavy_depth;
+    uint64_t heavy_batches, light_ahead;
     uint64_t batches, batch_requests, engine_failed_requests;
     uint64_t failovers;              /* batches re-run on another replica */
     uint64_t batch_sizes[FT_BATCH_SIZE_BUCKETS];

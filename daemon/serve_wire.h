@@ -33,6 +33,7 @@ typedef struct srv_wire {
     ft_job *jobs;
     ft_result *res;      /* res[i] is jobs[i]'s answer */
     void **items;        /* queue pointers to jobs[] */
+    unsigned char *heavy; /* heavy[i]: jobs[i] rides the heavy lane */
     size_t charged;      /* bytes taken from the memory budget for the
                           * message being answered (serve_budget.h) */
 } srv_wire;

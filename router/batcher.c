@@ -454,7 +454,9 @@ static void *worker_main(void *arg)
         int64_t window = b->last > 1 ? (int64_t)wait_us * 1000 : 0;
         pthread_mutex_unlock(&b->mu);
 
-        size_t n = ft_queue_pop(b->q, (void **)bt->jobs, max, -1, window);
+        int lane;
+        size_t n = ft_queue_pop_lane(b->q, (void **)bt->jobs, max, -1, window,
+                                     &lane);
         pthread_mutex_lock(&b->mu);
         b->reserved = NULL;
         b->popping = 0;
@@ -489,6 +491,15 @@ static void *worker_main(void *arg)
         wake_idle(b);
         pthread_mutex_unlock(&b->mu);
         answer(b, bt->jobs, n);
+        /* A heavy batch ended, its answers written: another may start
+         * (heavy_limit).  Counted until here, so that a worker writing a
+         * heavy frame's reply (megabytes) is not the one a light request
+         * waits for while the other replica runs the next heavy batch.
+         * (A heavy batch of one, heavy_batch's default, is answered by
+         * this worker; of more, answer threads may still be writing the
+         * last of its replies.) */
+        if (lane == FT_QUEUE_HEAVY)
+            ft_queue_heavy_done(b->q);
         ft_gen *g = bt->gen;
         bt->gen = NULL;
         ft_gen_unref(g);

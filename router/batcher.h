@@ -6,7 +6,10 @@
  * at a time, as soon as a replica is idle, reserves it, takes the oldest
  * request, waits up to max_wait_us for the batch to fill to max_batch,
  * gives the pop turn to the next worker, runs the batch on that replica,
- * gives the replica back and answers the jobs on its own thread.  While
+ * gives the replica back and answers the jobs on its own thread.  A batch
+ * is of one lane of the queue (queue.h): light requests first, heavy ones
+ * at most heavy_batch at a time and on at most heavy_limit replicas at
+ * once, counted until their answers are written.  While
  * every replica is busy, requests wait in the queue, so the next batch
  * grows with the load (and the queue bound, not memory, absorbs bursts).
  * A request that finds a worker waiting is run and answered by that

@@ -41,6 +41,7 @@ static const char *usage_text =
     "         [--seconds 60] [--mix good,bad,oversize] [--requests FILE]\n"
     "         [--seed S] [--pool N] [--server-pid PID]\n"
     "         [--max-message-bytes N] [--max-rss-growth PCT]\n"
+    "         [--max-peak-rss-mb MB]\n"
     "         [--timeout-ms N] [--tls-ca F | --tls-insecure] [--T T] [--K K]\n"
     "         [--beam B] ...\n"
     "  runs --clients threads against the server at URL (loopback only:\n"
@@ -55,14 +56,16 @@ static const char *usage_text =
     "  half (half a message, then silence) and idle (a handshake, then\n"
     "  silence), which the server must close after its idle_timeout_ms\n"
     "  (from INFO); hostile means maxsize,half,idle at weight 1 each.  The\n"
-    "  server's peak RSS (VmHWM) is printed at the end.  --tls-insecure\n"
+    "  server's peak RSS (VmHWM) is printed at the end, and checked against\n"
+    "  --max-peak-rss-mb when given.  --tls-insecure\n"
     "  takes a tls+tcp:// server's certificate unchecked.\n"
     "  Every good answer is checked bit for bit against INDEX searched here,\n"
     "  every bad one against its expected error.  It prints q/s, latency\n"
     "  percentiles, answers by kind and the server's RSS (--server-pid, or\n"
     "  the pid INFO gives) before, after the warm-up and at the end.\n"
     "  Exit 0 when every answer was right (and the RSS grew less than\n"
-    "  --max-rss-growth percent after the warm-up, when given), 1 otherwise,\n"
+    "  --max-rss-growth percent after the warm-up, and its peak stayed\n"
+    "  within --max-peak-rss-mb, when given), 1 otherwise,\n"
     "  2 for unusable arguments.\n";
 
 
@@ -70,7 +73,7 @@ int cmd_loadtest(int argc, char **argv)
 {
     enum { O_URL = 256, O_INDEX, O_CLIENTS, O_SECONDS, O_MIX, O_REQUESTS,
            O_SEED, O_POOL, O_PID, O_MAXMSG, O_RSS, O_TIMEOUT, O_CA,
-           O_INSECURE };
+           O_INSECURE, O_PEAK };
     static const struct option opts[] = {
         {"url", required_argument, 0, O_URL},
         {"index", required_argument, 0, O_INDEX},
@@ -83,6 +86,7 @@ int cmd_loadtest(int argc, char **argv)
         {"server-pid", required_argument, 0, O_PID},
         {"max-message-bytes", required_argument, 0, O_MAXMSG},
         {"max-rss-growth", required_argument, 0, O_RSS},
+        {"max-peak-rss-mb", required_argument, 0, O_PEAK},
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
         {"tls-ca", required_argument, 0, O_CA},
         {"tls-insecure", no_argument, 0, O_INSECURE},
@@ -100,6 +104,7 @@ int cmd_loadtest(int argc, char **argv)
     uint32_t clients = 64, seconds = 60, pool = 256, timeout = 10000;
     unsigned long long seed = 1, pid = 0, maxmsg = 0;
     double rss_growth = -1;
+    double peak_mb = -1; /* --max-peak-rss-mb; < 0: not checked */
     int insecure = 0;
     ft_wl_req_opts wo;
     ft_wl_req_opts_init(&wo);
@@ -157,6 +162,13 @@ int cmd_loadtest(int argc, char **argv)
             if (ft_cli_parse_f64(optarg, &rss_growth) || !(rss_growth >= 0)) {
                 fprintf(stderr, "flashtrie loadtest: --max-rss-growth: "
                         "expected a percentage >= 0, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case O_PEAK:
+            if (ft_cli_parse_f64(optarg, &peak_mb) || !(peak_mb > 0)) {
+                fprintf(stderr, "flashtrie loadtest: --max-peak-rss-mb: "
+                        "expected a size in MiB > 0, got '%s'\n", optarg);
                 return 2;
             }
             break;
@@ -476,8 +488,14 @@ int cmd_loadtest(int argc, char **argv)
             status = 1;
         }
         printf("\n");
-        printf("server peak rss (VmHWM, kB): %ld\n", lt_hwm_kb((long)pid));
-    } else if (rss_growth >= 0) {
+        long hwm = lt_hwm_kb((long)pid);
+        printf("server peak rss (VmHWM, kB): %ld", hwm);
+        if (peak_mb >= 0 && (hwm <= 0 || (double)hwm > peak_mb * 1024.0)) {
+            printf(": more than --max-peak-rss-mb %.1f", peak_mb);
+            status = 1;
+        }
+        printf("\n");
+    } else if (rss_growth >= 0 || peak_mb >= 0) {
         printf("server rss: unknown (no pid)\n");
         status = 1;
     }

@@ -181,6 +181,9 @@ static void test_dump_format(void)
                  "max_message_bytes: 67108864 (default)\n"
                  "memory_budget_bytes: 805306368 (default)\n"
                  "max_heavy_messages: 4 (default)\n"
+                 "light_request_cost: 67108864 (default)\n"
+                 "heavy_batch: 1 (default)\n"
+                 "light_replicas: 1 (default)\n"
                  "caps.max_beam: 4096 (default)\n"
                  "caps.max_k: 4096 (default)\n"
                  "caps.max_t: 64 (default)\n"
@@ -562,7 +565,9 @@ static void test_reload(void)
                                 "max_batch", "inline_lone", "log_level",
                                 "default_deadline_ms",
                                 "drain_timeout_ms", "admin_reload", "log_file",
-                                "max_connections", "idle_timeout_ms"};
+                                "max_connections", "idle_timeout_ms",
+                                "light_request_cost", "heavy_batch",
+                                "light_replicas"};
     static const char *no[] = {"listeners", "engine", "devices", "cluster.rank",
                                "cluster.world", "cluster.coordinator",
                                "cluster.join_timeout_ms",

@@ -22,6 +22,13 @@
  *           closed at the length header), none lost; p99s are reported
  *   caps    the same flood with caps that refuse every heavy request
  *           (max_t 8)
+ *   lanes   the light lane (light_request_cost, heavy_batch): with every
+ *           batch held 1 s, a small request sent after four heavy
+ *           ones (T x K x beam over the cost) is answered second, right
+ *           after the heavy one already running, and each heavy one runs
+ *           in a batch of its own; with one lane (light_request_cost 0) it
+ *           is answered fifth, after all of them (the order of the
+ *           replies, not their times)
  * The heavy clients are plain sockets writing nng's ipc framing (see
  * raw_conn).
  * Reproducer: mem_test flood CLIENTS SECONDS MB BUDGET_MB [MAX_MSG_MB]
@@ -30,7 +37,9 @@
  * older server given as FT_BIN; FT_MEM_PAUSE_MS: how long a heavy client
  * waits before it reconnects after the server closed its connection,
  * default 100; FT_MEM_LOG=FILE keeps the server's log; FT_MEM_MAXCONN=N
- * gives the server --max-connections N).
+ * gives the server --max-connections N; FT_MEM_REPLICAS=N --replicas N;
+ * FT_MEM_LIGHT_COST=N --light-request-cost N, 0 for one lane;
+ * FT_MEM_HEAVY_NICE=N runs the heavy clients' threads at nice N).
  * Servers listen on ipc:// in a temporary folder and are stopped by the
  * case (killed at exit when a check failed first).
  */
@@ -42,7 +51,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -387,6 +398,12 @@ typedef struct heavy {
 static void *heavy_main(void *arg)
 {
     heavy *h = arg;
+    /* FT_MEM_HEAVY_NICE=N: the heavy clients' threads run at nice N (a
+     * diagnosis: how much of the good client's tail is the box's CPU
+     * shared with the writers, which the server cannot change) */
+    if (getenv("FT_MEM_HEAVY_NICE"))
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid),
+                    atoi(getenv("FT_MEM_HEAVY_NICE")));
     ft_frame_msg m;
     ft_frame_msg_init(&m);
     int fd = -1;
@@ -625,6 +642,159 @@ static void case_limit(void)
     FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 15000, &ms), 0);
 }
 
+/* ---- lanes ---- */
+
+typedef struct lane_rx {
+    nng_socket s;
+    atomic_int *seq;
+    int order;       /* the reply's place among all replies, from 1 */
+    ft_frame_msg m;
+    int type;
+} lane_rx;
+
+static void *lane_recv(void *arg)
+{
+    lane_rx *x = arg;
+    void *rep;
+    size_t len;
+    x->type = -1;
+    if (nng_recv(x->s, &rep, &len, NNG_FLAG_ALLOC) != 0)
+        return NULL;
+    x->order = atomic_fetch_add(x->seq, 1) + 1;
+    char err[256];
+    if (ft_frame_decode(&x->m, rep, len, 0, err, sizeof err) == FT_OK)
+        x->type = x->m.hdr.type;
+    nng_free(rep, len);
+    return NULL;
+}
+
+/* lanes_run starts a server with every batch held 1 s, sends four
+ * heavy frames (one request each, T = 64, K = 64, beam 64: a cost of
+ * 262,144), waits until the first runs and three wait, sends the good
+ * client's request (T = 4, K = 64, beam 32: 8,192) and returns the place
+ * of its reply among the five. */
+static int lanes_run(good *g, const char *idx, const char *url,
+                     const char *cost, const char *max_batch,
+                     const char *replicas)
+{
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--test-delay-us", "1000000",
+                          "--light-request-cost", cost, "--heavy-batch", "1",
+                          "--max-batch", max_batch, "--max-wait-us", "0",
+                          "--replicas", replicas, "--light-replicas", "1",
+                          "--probe-interval-ms", "0", NULL};
+    th_start(&g_pid, g_bin, g_dir, url, args);
+    static uint32_t tok[64 * 64];
+    static float lp[64 * 64];
+    for (uint32_t i = 0; i < 64 * 64; i++) {
+        tok[i] = i % 64;
+        lp[i] = -(float)(i % 64) / 10.0f - (float)(i / 64);
+    }
+    ft_request hr;
+    ft_request_init(&hr);
+    hr.T = 64;
+    hr.K = 64;
+    hr.beam = 64;
+    hr.tokens = tok;
+    hr.logp = lp;
+    atomic_int seq = 0;
+    lane_rx rx[5];
+    pthread_t th[5];
+    ft_buf b;
+    ft_buf_init(&b);
+    for (int i = 0; i < 5; i++) {
+        memset(&rx[i], 0, sizeof rx[i]);
+        rx[i].s = raw_req(url);
+        rx[i].seq = &seq;
+        ft_frame_msg_init(&rx[i].m);
+        b.len = 0;
+        if (i < 4)
+            FT_PASS(ft_frame_encode_search(&b, 100 + (uint64_t)i, 0, &hr,
+                                           NULL, 1));
+        else
+            FT_PASS(ft_frame_encode_search(&b, 200, 0, &g->reqs[0], NULL,
+                                           1));
+        if (i == 4) { /* the light one once the heavy ones wait */
+            wait_info(url, strcmp(cost, "0") ? "heavy_depth" : "depth", 3);
+            /* with two replicas, the idle one is kept for light requests:
+             * the heavy ones still wait a moment later */
+            th_sleep_ms(200);
+            FT_CHECK_EQ_U64(info_num(url, strcmp(cost, "0") ? "heavy_depth"
+                                                            : "depth"), 3);
+        }
+        FT_CHECK(nng_send(rx[i].s, b.data, b.len, 0) == 0);
+        FT_CHECK(pthread_create(&th[i], NULL, lane_recv, &rx[i]) == 0);
+        if (i == 4 && strcmp(replicas, "1") != 0) {
+            /* the kept replica took the small request at once, while the
+             * first heavy one still runs (1 s): only the three heavy ones
+             * are queued */
+            th_sleep_ms(100);
+            FT_CHECK_EQ_U64(info_num(url, "depth"), 3);
+            FT_CHECK_EQ_U64(info_num(url, "heavy_depth"), 3);
+        }
+        if (i == 0) { /* the first heavy one runs before the next come */
+            th_sleep_ms(100);
+            wait_info(url, "depth", 0);
+        }
+    }
+    for (int i = 0; i < 5; i++) {
+        pthread_join(th[i], NULL);
+        FT_CHECK_EQ_U64(rx[i].type, FT_FRAME_RESULT);
+        FT_CHECK_EQ_U64(rx[i].m.hdr.id, i < 4 ? 100 + (uint64_t)i : 200);
+        FT_CHECK_EQ_U64(rx[i].m.res[0].status, FT_OK);
+    }
+    /* the small request's answer is the engine's */
+    FT_CHECK(same(&rx[4].m.res[0], &g->want[0]));
+    /* the heavy ones are answered in the order sent */
+    for (int i = 1; i < 4; i++)
+        FT_CHECK(rx[i].order > rx[i - 1].order);
+    int place = rx[4].order;
+    printf("lanes: light_request_cost %s, max_batch %s, replicas %s: the "
+           "small request answered %d of 5; INFO heavy_queued_total %lld, "
+           "heavy_batches %lld, light_ahead %lld, batches %lld\n", cost,
+           max_batch, replicas, place,
+           info_num(url, "heavy_queued_total"),
+           info_num(url, "heavy_batches"), info_num(url, "light_ahead"),
+           info_num(url, "batches"));
+    if (strcmp(cost, "0") != 0) {
+        FT_CHECK_EQ_U64(info_num(url, "heavy_queued_total"), 4);
+        /* heavy_batch 1: each heavy request in a batch of its own */
+        FT_CHECK_EQ_U64(info_num(url, "heavy_batches"), 4);
+        FT_CHECK_EQ_U64(info_num(url, "light_ahead"), 1);
+    } else {
+        FT_CHECK_EQ_U64(info_num(url, "heavy_queued_total"), 0);
+    }
+    for (int i = 0; i < 5; i++) {
+        nng_close(rx[i].s);
+        ft_frame_msg_free(&rx[i].m);
+    }
+    ft_buf_free(&b);
+    double ms;
+    FT_CHECK_EQ_U64(th_stop(&g_pid, SIGTERM, 15000, &ms), 0);
+    return place;
+}
+
+static void case_lanes(void)
+{
+    char idx[300], url[320];
+    make_library(5000, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    static good g;
+    good_setup(&g, idx);
+    /* One lane (first come, first served), batches of one: the small
+     * request waits for all four heavy ones. */
+    FT_CHECK_EQ_U64(lanes_run(&g, idx, url, "0", "1", "1"), 5);
+    /* Two lanes: it goes right after the heavy one already running, and
+     * no heavy batch takes more than heavy_batch (1) though max_batch is
+     * 8. */
+    FT_CHECK_EQ_U64(lanes_run(&g, idx, url, "100000", "8", "1"), 2);
+    /* Two replicas, one kept for light requests (light_replicas 1): the
+     * heavy ones run one at a time though a replica is idle (checked in
+     * lanes_run), and the small request runs at once on the idle one:
+     * answered second, after the heavy one that began before it. */
+    FT_CHECK_EQ_U64(lanes_run(&g, idx, url, "100000", "8", "2"), 2);
+}
+
 /* ---- flood ---- */
 
 static void case_flood(int caps, int clients, int seconds, int mb,
@@ -644,6 +814,14 @@ static void case_flood(int caps, int clients, int seconds, int mb,
     if (!old) {
         args[na++] = "--memory-budget-bytes";
         args[na++] = bud;
+    }
+    if (getenv("FT_MEM_REPLICAS")) {
+        args[na++] = "--replicas";
+        args[na++] = getenv("FT_MEM_REPLICAS");
+    }
+    if (getenv("FT_MEM_LIGHT_COST")) {
+        args[na++] = "--light-request-cost";
+        args[na++] = getenv("FT_MEM_LIGHT_COST");
     }
     if (getenv("FT_MEM_MAXCONN")) {
         args[na++] = "--max-connections";
@@ -785,7 +963,7 @@ static void case_flood(int caps, int clients, int seconds, int mb,
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: mem_test busy|limit|flood|caps [CLIENTS SECONDS "
+        fprintf(stderr, "usage: mem_test busy|limit|flood|caps|lanes [CLIENTS SECONDS "
                         "MB BUDGET_MB MAX_MSG_MB]\n");
         return 2;
     }
@@ -809,6 +987,8 @@ int main(int argc, char **argv)
         case_flood(0, v[0], v[1], v[2], v[3], v[4]);
     else if (!strcmp(argv[1], "caps"))
         case_flood(1, v[0], v[1], v[2], v[3], v[4]);
+    else if (!strcmp(argv[1], "lanes"))
+        case_lanes();
     else {
         fprintf(stderr, "mem_test: unknown case %s\n", argv[1]);
         return 2;

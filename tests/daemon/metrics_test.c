@@ -541,9 +541,9 @@ static void case_render(void)
     FT_CHECK(check_histogram(&sc, "flashtrie_batch_size") == 0);
     FT_CHECK(!has_sample(&sc, "flashtrie_engine_up"));
     FT_CHECK(has_sample(&sc, "flashtrie_build_info"));
-    /* 36 families: the per-listener ones need listeners and process_*
+    /* 39 families: the per-listener ones need listeners and process_*
      * a process read (ok). */
-    FT_CHECK_EQ_U64(sc.n_fam, 36);
+    FT_CHECK_EQ_U64(sc.n_fam, 39);
     ft_buf_free(&text);
 
     /* Listeners and their probe (issue 39); the process (issue 38). */
@@ -604,7 +604,7 @@ static void case_render(void)
         double now = (double)time(NULL);
         FT_CHECK(st > now - 600 && st <= now + 1);
     }
-    FT_CHECK_EQ_U64(sc.n_fam, 45);
+    FT_CHECK_EQ_U64(sc.n_fam, 48);
     /* A listener down turns /healthz 503 with its reason. */
     FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 200);
     snprintf(s.listener_down, sizeof s.listener_down,
