@@ -92,6 +92,17 @@ typedef enum ft_config_inline {
     FT_CONFIG_INLINE_OFF = 2
 } ft_config_inline;
 
+/* cpus: a CPU list as taskset -c and cpuset files write it ("0-3,8"),
+ * CPUs 0..FT_CONFIG_CPU_LIMIT - 1. */
+#define FT_CONFIG_CPUS_MAX 256
+#define FT_CONFIG_CPU_LIMIT 1024
+
+/* ft_config_cpus_parse reads a CPU list into mask (FT_CONFIG_CPU_LIMIT
+ * bits, bit c of byte c / 8 for CPU c, cleared first): its number of CPUs
+ * (0 for ""), or -1 with why saying what is wrong and where. */
+int ft_config_cpus_parse(const char *s, unsigned char *mask, char *why,
+                         size_t whylen);
+
 /* Settings, in the order of ft_config_rows (src[] is indexed by these). */
 enum {
     FT_CONFIG_S_INDEX,
@@ -103,6 +114,8 @@ enum {
     FT_CONFIG_S_MAX_BATCH,
     FT_CONFIG_S_MAX_WAIT_US,
     FT_CONFIG_S_INLINE_LONE,
+    FT_CONFIG_S_CPUS,
+    FT_CONFIG_S_IDLE_SPIN,
     FT_CONFIG_S_QUEUE_DEPTH,
     FT_CONFIG_S_MAX_MESSAGE_BYTES,
     FT_CONFIG_S_MEMORY_BUDGET_BYTES,
@@ -150,6 +163,8 @@ typedef struct ft_config {
     uint32_t max_batch;
     uint32_t max_wait_us;
     int inline_lone;                     /* ft_config_inline */
+    char cpus[FT_CONFIG_CPUS_MAX];       /* "2-5,8"; "": not pinned */
+    int idle_spin;                       /* a SCHED_IDLE spinner per CPU */
     uint32_t queue_depth;
     uint64_t max_message_bytes;
     uint64_t memory_budget_bytes;        /* messages held, receipt to reply */

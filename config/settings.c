@@ -85,6 +85,14 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         AT(inline_lone), .flag = "inline-lone", .flag_arg = "auto|on|off",
         .show = SHOWN,
         .doc = "run a lone request on an idle server on the receiving thread (no hand-off); auto: on with 4 or more cores"},
+    [FT_CONFIG_S_CPUS] = {.name = "cpus", .type = FT_CONFIG_STRING,
+        STRMAX(cpus), .def = "", .url = FTI_URL_CPUS, AT(cpus),
+        .flag = "cpus", .flag_arg = "LIST", .show = SHOWN,
+        .doc = "CPUs every thread of the server runs on, as taskset -c writes them (\"2-5,8\"); empty = not pinned"},
+    [FT_CONFIG_S_IDLE_SPIN] = {.name = "idle_spin", .type = FT_CONFIG_BOOL,
+        .max = 1, .def = "false", AT(idle_spin), .flag = "idle-spin",
+        .show = SHOWN,
+        .doc = "one thread per CPU of the server (cpus, else all it may use) spins at idle priority (SCHED_IDLE) so that those CPUs never halt: on a VM guest whose idle vCPUs halt into the hypervisor it saves the wake-ups of every round trip; it keeps those CPUs busy"},
     [FT_CONFIG_S_QUEUE_DEPTH] = {.name = "queue_depth", .type = FT_CONFIG_INT,
         .min = 1, .max = 1000000, .def = "1024", AT(queue_depth),
         .flag = "queue-depth", .flag_arg = "N", .show = SHOWN,
@@ -355,9 +363,66 @@ static int port_ok(const char *s, size_t n)
     return port >= 1 && port <= 65535;
 }
 
+int ft_config_cpus_parse(const char *s, unsigned char *mask, char *why,
+                         size_t whylen)
+{
+    memset(mask, 0, FT_CONFIG_CPU_LIMIT / 8);
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        const char *item = p;
+        unsigned long lo, hi;
+        char *end;
+        if (*p < '0' || *p > '9')
+            goto bad;
+        errno = 0;
+        lo = strtoul(p, &end, 10);
+        hi = lo;
+        p = end;
+        if (*p == '-') {
+            p++;
+            if (*p < '0' || *p > '9')
+                goto bad;
+            hi = strtoul(p, &end, 10);
+            p = end;
+        }
+        if (errno || lo >= FT_CONFIG_CPU_LIMIT || hi >= FT_CONFIG_CPU_LIMIT) {
+            snprintf(why, whylen, "CPU list: '%.*s' (at byte %zu of '%s'): "
+                     "CPUs are 0..%d", (int)(p - item), item,
+                     (size_t)(item - s) + 1, s, FT_CONFIG_CPU_LIMIT - 1);
+            return -1;
+        }
+        if (hi < lo) {
+            snprintf(why, whylen, "CPU list: '%.*s' (at byte %zu of '%s'): "
+                     "a range runs from low to high", (int)(p - item), item,
+                     (size_t)(item - s) + 1, s);
+            return -1;
+        }
+        for (unsigned long c = lo; c <= hi; c++)
+            if (!(mask[c / 8] & (1u << (c % 8)))) {
+                mask[c / 8] |= (unsigned char)(1u << (c % 8));
+                n++;
+            }
+        if (*p == ',' && p[1] != 0)
+            p++;
+        else if (*p != 0)
+            goto bad;
+        continue;
+    bad:
+        snprintf(why, whylen, "expected a CPU list such as \"0-3,8\", got "
+                 "'%s' (at byte %zu)", s, (size_t)(p - s) + 1);
+        return -1;
+    }
+    return n;
+}
+
 /* url_ok checks v as a URL of the given kind; on failure writes why. */
 static int url_ok(int kind, const char *v, char *why, size_t whylen)
 {
+    if (kind == FTI_URL_CPUS) {
+        unsigned char mask[FT_CONFIG_CPU_LIMIT / 8];
+        return ft_config_cpus_parse(v, mask, why, whylen) >= 0;
+    }
     if (kind == FTI_URL_MODE) {
         size_t n = strlen(v);
         int ok = n >= 3 && n <= 4;
@@ -795,6 +860,7 @@ static int doc_row(ft_buf *out, const char *name, const ft_config_row *r)
                             r->url == FTI_URL_NNG    ? "nng URL, "
                             : r->url == FTI_URL_HTTP ? "http URL, "
                             : r->url == FTI_URL_MODE ? "octal mode, "
+                            : r->url == FTI_URL_CPUS ? "CPU list, "
                             : r->must_exist          ? "existing file, "
                                                      : "",
                             r->max);

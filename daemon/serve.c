@@ -37,6 +37,7 @@
 #include "serve.h"
 #include "serve_cluster.h"
 #include "serve_conn.h"
+#include "serve_cpus.h"
 #include "serve_ctx.h"
 #include "serve_metrics.h"
 #include "serve_priv.h"
@@ -210,7 +211,7 @@ static int build_config(ft_config *cfg, const char *path, const srv_args *a,
     if (rc != FT_OK)
         return rc;
     *is_arg = 1;
-    char who[64];
+    char who[512]; /* the setting's whole message (64 bytes cut them) */
     for (int i = 0; i < a->nset; i++)
         if ((rc = ft_config_set(cfg, a->set_name[i], a->set_value[i],
                                 FT_CONFIG_SRC_CLI_AT, who, sizeof who)) !=
@@ -952,6 +953,10 @@ static void teardown_phase(const char *what)
     atomic_store(&g_teardown_phase, what);
 }
 
+/* The server's CPUs and idle spinners (serve_cpus.h): outside srv, which
+ * an early exit frees while the spinners still run. */
+static srv_cpus g_cpus;
+
 int cmd_serve(int argc, char **argv)
 {
     server *srv = calloc(1, sizeof *srv);
@@ -987,6 +992,19 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
 
+    /* Pinned (cpus) before the engines and nng start their threads, which
+     * inherit it; the idle spinners (idle_spin) start here too. */
+    {
+        char cerr[512];
+        if (srv_cpus_start(&g_cpus, srv->cfg.cpus, srv->cfg.idle_spin, cerr,
+                           sizeof cerr) != FT_OK) {
+            FT_LOGF(FT_LOG_ERROR, "cannot serve: %s", cerr);
+            close(sfd);
+            free(srv->config_dump);
+            free(srv);
+            return 1;
+        }
+    }
     srv->start_ns = fti_now_ns();
     pthread_mutex_init(&srv->reload_mu, NULL);
     pthread_cond_init(&srv->reload_cv, NULL);
@@ -1209,6 +1227,7 @@ int cmd_serve(int argc, char **argv)
     atomic_store(&g_teardown_done, 1);
     if (wd_on)
         pthread_join(wd, NULL);
+    srv_cpus_stop(&g_cpus);
     FT_LOGF(FT_LOG_INFO, "stopped");
     pthread_mutex_lock(&g_dump_mu);
     free(srv->config_dump);

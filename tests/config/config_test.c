@@ -177,6 +177,8 @@ static void test_dump_format(void)
                  "max_batch: 32 (default)\n"
                  "max_wait_us: 200 (default)\n"
                  "inline_lone: auto (default)\n"
+                 "cpus: \"\" (default)\n"
+                 "idle_spin: false (default)\n"
                  "queue_depth: 1024 (default)\n"
                  "max_message_bytes: 67108864 (default)\n"
                  "memory_budget_bytes: 805306368 (default)\n"
@@ -317,6 +319,16 @@ static void test_cli(void)
         {"ipc_mode", "1777",
          "cli: ipc_mode: expected an octal file mode 000..0777 (\"0660\"), got '1777'"},
         {"max_connections", "0", "cli: max_connections: must be 1..1000000, got 0"},
+        {"cpus", "1024",
+         "cli: cpus: CPU list: '1024' (at byte 1 of '1024'): CPUs are 0..1023"},
+        {"cpus", "0,5-2",
+         "cli: cpus: CPU list: '5-2' (at byte 3 of '0,5-2'): a range runs from low to high"},
+        {"cpus", "0, 1",
+         "cli: cpus: expected a CPU list such as \"0-3,8\", got '0, 1' (at byte 3)"},
+        {"cpus", "1-",
+         "cli: cpus: expected a CPU list such as \"0-3,8\", got '1-' (at byte 3)"},
+        {"cpus", "2,",
+         "cli: cpus: expected a CPU list such as \"0-3,8\", got '2,' (at byte 2)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ft_config before = cfg;
@@ -331,6 +343,19 @@ static void test_cli(void)
                           sizeof err));
     FT_PASS(ft_config_set(&cfg, "ipc_mode", "0600", cli, err, sizeof err));
     FT_CHECK_STR(cfg.ipc_mode, "0600");
+    /* CPU lists: ranges, single CPUs, overlaps counted once. */
+    {
+        unsigned char m[FT_CONFIG_CPU_LIMIT / 8];
+        FT_CHECK(ft_config_cpus_parse("", m, err, sizeof err) == 0);
+        FT_CHECK(ft_config_cpus_parse("0-3,8,2-5,1023", m, err, sizeof err) ==
+                 8);
+        FT_CHECK_EQ_U64(m[0], 0x3f);
+        FT_CHECK_EQ_U64(m[1], 0x01);
+        FT_CHECK_EQ_U64(m[127], 0x80);
+        FT_PASS(ft_config_set(&cfg, "cpus", "2-5,8", cli, err, sizeof err));
+        FT_CHECK_STR(cfg.cpus, "2-5,8");
+        FT_PASS(ft_config_set(&cfg, "cpus", "", cli, err, sizeof err));
+    }
     char longpath[FT_CONFIG_PATH_MAX + 1];
     memset(longpath, 'a', sizeof longpath - 1);
     longpath[sizeof longpath - 1] = 0;
@@ -575,7 +600,8 @@ static void test_reload(void)
                                "cpu_threads", "queue_depth", "max_message_bytes",
                                "probe_interval_ms", "probe_restart_after", "ipc_mode",
                                "memory_budget_bytes", "max_heavy_messages",
-                               "cluster.secret", "metrics"};
+                               "cluster.secret", "metrics", "cpus",
+                               "idle_spin"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         FT_CHECK(ft_config_find(yes[i])->reloadable == 1);
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)

@@ -37,7 +37,9 @@
  * stopped by the case (and killed at exit if a check failed first).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1541,6 +1543,140 @@ static void case_connections(void)
     local_close(&l);
 }
 
+/* ---- cpus ---- */
+
+/* thread_census counts the server's threads: all of them, those whose
+ * Cpus_allowed_list is want_cpus, and those under SCHED_IDLE (policy 5,
+ * field 41 of /proc/PID/task/TID/stat). */
+static void thread_census(pid_t pid, const char *want_cpus, int *all,
+                          int *pinned, int *idle)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    FT_CHECK(d != NULL);
+    *all = *pinned = *idle = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char f[512], line[512];
+        snprintf(f, sizeof f, "%s/%s/status", path, e->d_name);
+        FILE *fp = fopen(f, "r");
+        if (fp == NULL)
+            continue; /* the thread ended meanwhile */
+        (*all)++;
+        while (fgets(line, sizeof line, fp))
+            if (strncmp(line, "Cpus_allowed_list:\t", 19) == 0) {
+                line[strcspn(line, "\n")] = 0;
+                *pinned += strcmp(line + 19, want_cpus) == 0;
+            }
+        fclose(fp);
+        snprintf(f, sizeof f, "%s/%s/stat", path, e->d_name);
+        fp = fopen(f, "r");
+        if (fp == NULL)
+            continue;
+        if (fgets(line, sizeof line, fp)) {
+            /* fields after the command's closing parenthesis: state is
+             * field 3, policy field 41 */
+            char *q = strrchr(line, ')');
+            int field = 2;
+            for (char *t = q ? strtok(q + 1, " ") : NULL; t;
+                 t = strtok(NULL, " "))
+                if (++field == 41) {
+                    *idle += atoi(t) == 5;
+                    break;
+                }
+        }
+        fclose(fp);
+    }
+    closedir(d);
+}
+
+/* case_cpus: `cpus` pins every thread of the server, `idle_spin` adds
+ * one SCHED_IDLE spinner per CPU, and the server answers as before; a
+ * CPU the process may not use, or a list that is not one, is refused at
+ * start, by name. */
+static void case_cpus(void)
+{
+    cpu_set_t may;
+    FT_CHECK(sched_getaffinity(0, sizeof may, &may) == 0);
+    if (sched_setaffinity(0, sizeof may, &may) != 0) {
+        printf("SKIP: this sandbox refuses CPU affinity (%s)\n",
+               strerror(errno));
+        exit(77);
+    }
+    int cpu = -1;
+    for (int c = CPU_SETSIZE - 1; c >= 0 && cpu < 0; c--)
+        if (CPU_ISSET(c, &may))
+            cpu = c;
+    FT_CHECK(cpu >= 0);
+    char cpus[16], idx[300], url[300];
+    snprintf(cpus, sizeof cpus, "%d", cpu);
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "2", "--cpus", cpus, "--idle-spin",
+                          NULL};
+    start_server(url, args);
+    int all, pinned, idle;
+    thread_census(g_pid, cpus, &all, &pinned, &idle);
+    if (pinned != all || idle != 1)
+        fprintf(stderr, "threads: %d, on CPU %s: %d, SCHED_IDLE: %d\n", all,
+                cpus, pinned, idle);
+    FT_CHECK(all > 3);
+    FT_CHECK_EQ_U64(pinned, all);
+    FT_CHECK_EQ_U64(idle, 1);
+    FT_CHECK_EQ_U64(th_count_lines(g_dir, "log", "idle spinners keep them "
+                                                 "from halting"), 1);
+    local l;
+    local_open(&l, idx);
+    ft_client *c = tn_connect(url, 20000, 0);
+    uint64_t seed = 11;
+    for (int i = 0; i < 20; i++) {
+        greq g;
+        gen_req(&g, &seed);
+        search_same(c, &l, &g.r);
+    }
+    ft_client_close(c);
+    local_close(&l);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+
+    /* Refused at start: a CPU the process may not use (exit 1, the log
+     * names it), a list that is not one (exit 2, before anything). */
+    char out[400], text[2048];
+    snprintf(out, sizeof out, "%s/refused", g_dir);
+    const char *bad[] = {"serve", "--index", idx, "--listen", url, "--engine",
+                         "cpu", "--cpus", "1023", NULL};
+    if (!CPU_ISSET(1023, &may)) {
+        pid_t p = th_launch(g_bin, bad, out, 1);
+        int st;
+        FT_CHECK(waitpid(p, &st, 0) == p);
+        FT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+        FILE *fp = fopen(out, "r");
+        FT_CHECK(fp != NULL);
+        size_t n = fread(text, 1, sizeof text - 1, fp);
+        fclose(fp);
+        text[n] = 0;
+        th_want_has("serve --cpus 1023", text,
+                    "cannot serve: cpus: CPU 1023 (of '1023') is not one this "
+                    "process may use (");
+    }
+    bad[8] = "2-1";
+    pid_t p = th_launch(g_bin, bad, out, 1);
+    int st;
+    FT_CHECK(waitpid(p, &st, 0) == p);
+    FT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    FILE *fp = fopen(out, "r");
+    FT_CHECK(fp != NULL);
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    text[n] = 0;
+    th_want_has("serve --cpus 2-1", text,
+                "--cpus: cli: cpus: CPU list: '2-1' (at byte 1 of '2-1'): a "
+                "range runs from low to high");
+}
+
 int main(int argc, char **argv)
 {
     g_bin = getenv("FT_BIN");
@@ -1564,6 +1700,7 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "validate")) case_validate();
     else if (!strcmp(argv[1], "gone")) case_gone();
     else if (!strcmp(argv[1], "connections")) case_connections();
+    else if (!strcmp(argv[1], "cpus")) case_cpus();
     else {
         fprintf(stderr, "daemon_test: unknown case '%s'\n", argv[1]);
         return 2;
