@@ -104,16 +104,8 @@ int srv_cpus_start(srv_cpus *c, const char *list, int idle_spin, char *err,
 {
     memset(c, 0, sizeof *c);
     atomic_init(&c->stop, 0);
-    cpu_set_t may;
-    CPU_ZERO(&may);
-    if (sched_getaffinity(0, sizeof may, &may) != 0) {
-        snprintf(err, errlen, "cpus: cannot read the process's CPUs: %s",
-                 strerror(errno));
-        return FT_ECONFIG;
-    }
-    char mays[256];
-    list_of(&may, mays, sizeof mays);
-    cpu_set_t set = may;
+    cpu_set_t set;
+    CPU_ZERO(&set);
     if (list != NULL && list[0] != 0) {
         unsigned char mask[FT_CONFIG_CPU_LIMIT / 8];
         char why[256];
@@ -121,21 +113,38 @@ int srv_cpus_start(srv_cpus *c, const char *list, int idle_spin, char *err,
             snprintf(err, errlen, "cpus: %s", why);
             return FT_ECONFIG;
         }
-        CPU_ZERO(&set);
         for (int cpu = 0; cpu < FT_CONFIG_CPU_LIMIT && cpu < CPU_SETSIZE;
-             cpu++) {
-            if (!(mask[cpu / 8] & (1u << (cpu % 8))))
-                continue;
-            if (!CPU_ISSET(cpu, &may)) {
-                snprintf(err, errlen, "cpus: CPU %d (of '%s') is not one this "
-                         "process may use (%s)", cpu, list, mays);
-                return FT_ECONFIG;
-            }
-            CPU_SET(cpu, &set);
+             cpu++)
+            if (mask[cpu / 8] & (1u << (cpu % 8)))
+                CPU_SET(cpu, &set);
+        /* The kernel keeps of a mask only the CPUs the process's cpuset
+         * allows (and refuses one with none of them): read back what it
+         * kept, and refuse a list it cut. */
+        cpu_set_t got;
+        CPU_ZERO(&got);
+        if (sched_setaffinity(0, sizeof set, &set) != 0) {
+            snprintf(err, errlen, "cpus: cannot run on '%s': %s", list,
+                     strerror(errno));
+            return FT_ECONFIG;
+        }
+        if (sched_getaffinity(0, sizeof got, &got) != 0 ||
+            !CPU_EQUAL(&got, &set)) {
+            cpu_set_t lost;
+            CPU_XOR(&lost, &set, &got);
+            char ls[128], gs[128];
+            list_of(&lost, ls, sizeof ls);
+            list_of(&got, gs, sizeof gs);
+            snprintf(err, errlen, "cpus: CPUs %s of '%s' are not available "
+                     "to this process (it was given %s)", ls, list, gs);
+            return FT_ECONFIG;
         }
         int rc = pin_all(&set, err, errlen);
         if (rc != FT_OK)
             return rc;
+    } else if (sched_getaffinity(0, sizeof set, &set) != 0) {
+        snprintf(err, errlen, "idle_spin: cannot read the process's CPUs: %s",
+                 strerror(errno));
+        return FT_ECONFIG;
     }
     list_of(&set, c->pinned, sizeof c->pinned);
     if (!idle_spin) {
