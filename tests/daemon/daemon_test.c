@@ -1593,6 +1593,25 @@ static void thread_census(pid_t pid, const char *want_cpus, int *all,
     closedir(d);
 }
 
+/* refused_with runs "flashtrie ARGS" (a server that must not start) and
+ * checks its exit status and that its output holds want. */
+static void refused_with(const char *const *args, int code, const char *want)
+{
+    char out[400], text[2048];
+    snprintf(out, sizeof out, "%s/refused", g_dir);
+    pid_t p = th_launch(g_bin, args, out, 1);
+    int st;
+    FT_CHECK(waitpid(p, &st, 0) == p);
+    FT_CHECK(WIFEXITED(st));
+    FT_CHECK_EQ_U64(WEXITSTATUS(st), code);
+    FILE *fp = fopen(out, "r");
+    FT_CHECK(fp != NULL);
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    text[n] = 0;
+    th_want_has("the refused server's output", text, want);
+}
+
 /* case_cpus: `cpus` pins every thread of the server, `idle_spin` adds
  * one SCHED_IDLE spinner per CPU, and the server answers as before; a
  * CPU the process may not use, or a list that is not one, is refused at
@@ -1644,36 +1663,13 @@ static void case_cpus(void)
 
     /* Refused at start: a CPU the process may not use (exit 1, the log
      * names it), a list that is not one (exit 2, before anything). */
-    char out[400], text[2048];
-    snprintf(out, sizeof out, "%s/refused", g_dir);
     const char *bad[] = {"serve", "--index", idx, "--listen", url, "--engine",
                          "cpu", "--cpus", "1023", NULL};
-    if (!CPU_ISSET(1023, &may)) {
-        pid_t p = th_launch(g_bin, bad, out, 1);
-        int st;
-        FT_CHECK(waitpid(p, &st, 0) == p);
-        FT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
-        FILE *fp = fopen(out, "r");
-        FT_CHECK(fp != NULL);
-        size_t n = fread(text, 1, sizeof text - 1, fp);
-        fclose(fp);
-        text[n] = 0;
-        th_want_has("serve --cpus 1023", text,
-                    "cannot serve: cpus: cannot run on '1023': ");
-    }
+    if (!CPU_ISSET(1023, &may))
+        refused_with(bad, 1, "cannot serve: cpus: cannot run on '1023': ");
     bad[8] = "2-1";
-    pid_t p = th_launch(g_bin, bad, out, 1);
-    int st;
-    FT_CHECK(waitpid(p, &st, 0) == p);
-    FT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
-    FILE *fp = fopen(out, "r");
-    FT_CHECK(fp != NULL);
-    size_t n = fread(text, 1, sizeof text - 1, fp);
-    fclose(fp);
-    text[n] = 0;
-    th_want_has("serve --cpus 2-1", text,
-                "--cpus: cli: cpus: CPU list: '2-1' (at byte 1 of '2-1'): a "
-                "range runs from low to high");
+    refused_with(bad, 2, "--cpus: cli: cpus: CPU list: '2-1' (at byte 1 of "
+                         "'2-1'): a range runs from low to high");
 }
 
 int main(int argc, char **argv)
