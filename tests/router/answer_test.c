@@ -148,21 +148,9 @@ static void run(uint32_t threads, size_t n, int stop_early)
         ft_result_free(&res[i]);
 }
 
-static void cleanup(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", g_dir);
-}
-
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/answer_test.XXXXXX",
-             tmp ? tmp : "/tmp");
-    FT_CHECK(mkdtemp(g_dir) != NULL);
-    atexit(cleanup);
+    ft_test_tmpdir(g_dir, sizeof g_dir, "answer_test");
     snprintf(g_path, sizeof g_path, "%s/lib.idx", g_dir);
     uint64_t seed = 0xa115;
     su_lib_params lp = {1, 3000, 8};

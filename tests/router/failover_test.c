@@ -515,22 +515,10 @@ static void case_whole(void)
     printf("whole: a batch of %d re-ran whole, or got the error whole\n", N);
 }
 
-static void cleanup(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", g_dir);
-}
-
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "all";
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/failover_test.XXXXXX",
-             tmp ? tmp : "/tmp");
-    FT_CHECK(mkdtemp(g_dir) != NULL);
-    atexit(cleanup);
+    ft_test_tmpdir(g_dir, sizeof g_dir, "failover_test");
     snprintf(g_path, sizeof g_path, "%s/lib.idx", g_dir);
     ft_log_set_sink(sink, NULL);
     uint64_t seed = 0xfa11;

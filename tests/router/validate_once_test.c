@@ -169,21 +169,9 @@ static void case_batcher(void)
     printf("batcher: jobs validated at the door are not validated again\n");
 }
 
-static void cleanup(void)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", g_dir);
-}
-
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/validate_once_test.XXXXXX",
-             tmp ? tmp : "/tmp");
-    FT_CHECK(mkdtemp(g_dir) != NULL);
-    atexit(cleanup);
+    ft_test_tmpdir(g_dir, sizeof g_dir, "validate_once_test");
     snprintf(g_path, sizeof g_path, "%s/lib.idx", g_dir);
     uint64_t seed = 0x0dd1;
     su_lib_params lp = {1, 3000, 8};

@@ -80,4 +80,9 @@ int ft_test_toks_cmp(const uint32_t *a, uint32_t na,
 /* ft_test_now returns monotonic seconds, for timings tests print. */
 double ft_test_now(void);
 
+/* ft_test_tmpdir makes a fresh folder $TMPDIR/NAME.XXXXXX (TMPDIR unset:
+ * /tmp) into dir (len bytes; the test fails when it cannot) and removes
+ * it, with everything in it, when the test exits (up to 8 folders). */
+void ft_test_tmpdir(char *dir, size_t len, const char *name);
+
 #endif
