@@ -1,13 +1,16 @@
 /*
  * daemon_bench.c - ft_daemon_bench: what the daemon adds to the engine.
  *
- *   ft_daemon_bench --index F --url URL --requests R.jsonl [--engine cpu|gpu]
+ *   ft_daemon_bench --index F --url URL[,URL...] --requests R.jsonl
+ *                   [--engine cpu|gpu]
  *                   [--threads N] [--rounds N] [--clients C] [--batch B]
  *                   [--seconds S] [--serve-max-batch M] [--connections P]
  *                   [--procs P] [--kinds search,ping,echo]
  *
  * On the same requests, in the same run, against a running
- * `flashtrie serve` on the same index (ops/bench/daemon_bench.sh and
+ * `flashtrie serve` on the same index (several URLs: the server's
+ * listeners; the first serves every step, step 6's own and procs
+ * clients are shared out over all of them) (ops/bench/daemon_bench.sh and
  * ops/bench/engine_gap.sh start one).  Every timed loop runs back to back
  * on its own, each call of it timed by the wall clock; figures are mean,
  * p50 and p99 in microseconds:
@@ -90,6 +93,8 @@
 #include "frame.h"
 #include "jsonl.h"
 #include "nng_echo.h"
+
+#define MAX_URLS 16 /* --url's list: the server's listeners */
 #include "slot.h"
 
 typedef struct bench {
@@ -521,17 +526,18 @@ static pid_t echo_child(const char *url, int n, int *to)
  * what they report. */
 
 /* client_proc is the child's whole life (--client-proc
- * KIND:THREADS:SECONDS:QS:RS with --url, --requests, --refs): connect,
+ * KIND:THREADS:SECONDS:QS:RS:BASE with --url, --requests, --refs):
+ * connect thread i to URL (BASE + i) mod the URLs given,
  * say "ready", wait for the go byte on stdin, run, print "done N bad B
  * failed F secs S". */
-static int client_proc(const char *spec, const char *url, const char *reqs,
-                       const char *refs)
+static int client_proc(const char *spec, const char *const *urls,
+                       int n_urls, const char *reqs, const char *refs)
 {
-    int kind, threads;
+    int kind, threads, base;
     double seconds;
     size_t qs, rs;
-    if (sscanf(spec, "%d:%d:%lf:%zu:%zu", &kind, &threads, &seconds, &qs,
-               &rs) != 5 || threads < 1 || url == NULL) {
+    if (sscanf(spec, "%d:%d:%lf:%zu:%zu:%d", &kind, &threads, &seconds, &qs,
+               &rs, &base) != 6 || threads < 1 || base < 0 || n_urls < 1) {
         fprintf(stderr, "ft_daemon_bench: --client-proc %s: bad\n", spec);
         return 2;
     }
@@ -576,6 +582,8 @@ static int client_proc(const char *spec, const char *url, const char *reqs,
     co.timeout_ms = 30000;
     char err[512];
     for (int i = 0; i < threads; i++) {
+        /* thread base + i of all the processes' threads: its listener */
+        const char *url = urls[(base + i) % n_urls];
         int rv = kind == LOAD_ECHO
                      ? echo_dial(&L.esock[i], url, 1)
                      : ft_client_connect(&L.cli[i], url, &co, err, sizeof err);
@@ -618,6 +626,7 @@ static double procs_run(int kind, int procs, int clients, double seconds,
 {
     pid_t *pid = calloc((size_t)procs, sizeof *pid);
     int *to = calloc((size_t)procs, sizeof *to);
+    int base = 0; /* the first thread's number in the next process */
     FILE **from = calloc((size_t)procs, sizeof *from);
     int ok = 1;
     for (int p = 0; p < procs; p++) {
@@ -628,9 +637,10 @@ static double procs_run(int kind, int procs, int clients, double seconds,
             break;
         }
         int t = clients / procs + (p < clients % procs);
-        char spec[96];
-        snprintf(spec, sizeof spec, "%d:%d:%.3f:%zu:%zu", kind, t, seconds,
-                 qs, rs);
+        char spec[128];
+        snprintf(spec, sizeof spec, "%d:%d:%.3f:%zu:%zu:%d", kind, t, seconds,
+                 qs, rs, base);
+        base += t;
         pid[p] = fork();
         if (pid[p] == 0) {
             dup2(in[0], 0);
@@ -754,6 +764,7 @@ static int engine_call(engines *e, int which, const ft_request *r,
 int main(int argc, char **argv)
 {
     const char *index = NULL, *url = NULL, *reqpath = NULL;
+    const char *url_list = NULL;
     int threads = 1, rounds = 3, clients = 64, batch = 32, gpu = 0;
     int serve_max_batch = 32, conns = 8, echo_ctx = 64, procs = 8;
     int kinds_on = 7; /* step 6's kinds: bits 1 << LOAD_* */
@@ -772,7 +783,7 @@ int main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (ch) {
         case 'i': index = optarg; break;
-        case 'u': url = optarg; break;
+        case 'u': url_list = optarg; break;
         case 'r': reqpath = optarg; break;
         case 't': threads = atoi(optarg); break;
         case 'n': rounds = atoi(optarg); break;
@@ -801,15 +812,38 @@ int main(int argc, char **argv)
         default: return 2;
         }
     }
+    /* --url URL[,URL...]: the first for everything, the others (the
+     * server's other listeners) shared out among step 6's own and procs
+     * clients. */
+    char url_buf[2048], *urls[MAX_URLS];
+    int n_urls = 0;
+    if (url_list != NULL) {
+        if (strlen(url_list) >= sizeof url_buf) {
+            fprintf(stderr, "ft_daemon_bench: --url: too long\n");
+            return 2;
+        }
+        strcpy(url_buf, url_list);
+        for (char *save, *t = strtok_r(url_buf, ",", &save); t != NULL;
+             t = strtok_r(NULL, ",", &save)) {
+            if (n_urls == MAX_URLS) {
+                fprintf(stderr, "ft_daemon_bench: --url: more than %d URLs\n",
+                        MAX_URLS);
+                return 2;
+            }
+            urls[n_urls++] = t;
+        }
+        url = n_urls > 0 ? urls[0] : NULL;
+    }
     if (echo_url != NULL) /* the child of step 6 */
         return echo_serve(echo_url, echo_ctx > 0 ? echo_ctx : 64);
     if (client_spec != NULL) /* a child of the procs layout */
-        return client_proc(client_spec, url, reqpath, refs);
+        return client_proc(client_spec, (const char *const *)urls, n_urls,
+                           reqpath, refs);
     if (!index || !url || !reqpath || rounds < 1 || clients < 0 ||
         batch < 0 || serve_max_batch < 1 || serve_max_batch > 64 ||
         conns < 1 || conns > FT_CLIENT_MAX_CONNECTIONS || procs < 1 ||
         (clients > 0 && procs > clients)) {
-        fprintf(stderr, "usage: ft_daemon_bench --index F --url URL --requests "
+        fprintf(stderr, "usage: ft_daemon_bench --index F --url URL[,URL...] --requests "
                         "R.jsonl [--engine cpu|gpu] [--threads N] [--rounds N] "
                         "[--clients C (0: skip)] [--batch B (0: skip)] "
                         "[--seconds S] [--serve-max-batch M (1..64, serve's "
@@ -1200,8 +1234,8 @@ int main(int argc, char **argv)
             ok = 0;
         }
         for (int i = 0; ok && i < clients; i++)
-            if (ft_client_connect(&own[i], url, &co, err, sizeof err) !=
-                FT_OK) {
+            if (ft_client_connect(&own[i], urls[i % n_urls], &co, err,
+                                  sizeof err) != FT_OK) {
                 fprintf(stderr, "ft_daemon_bench: client %d: %s\n", i, err);
                 ok = 0;
             }
@@ -1247,7 +1281,7 @@ int main(int argc, char **argv)
                     double ba = info_get(b.cli, "batches", 0);
                     unsigned long bad = 0, nf = 0;
                     double q = procs_run(kind, procs, clients, seconds,
-                                         kind == LOAD_ECHO ? eurl : url,
+                                         kind == LOAD_ECHO ? eurl : url_list,
                                          reqpath, refpath, L.qs, L.rs, &bad,
                                          &nf);
                     stages sb = get_stages(b.cli);

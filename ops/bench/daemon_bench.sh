@@ -20,7 +20,9 @@
 # against the same server.  Environment: FT_BUILD_DIR (./build), FT_SEED
 # (1), FT_R (200), FT_ROUNDS (3), FT_SERVE_BIN (the server's flashtrie, to
 # compare two builds: default $FT_BUILD_DIR/flashtrie), FT_BENCH_ARGS
-# (more ft_daemon_bench flags, e.g. "--kinds search --procs 16"), TMPDIR.
+# (more ft_daemon_bench flags, e.g. "--kinds search --procs 16"),
+# FT_LISTENERS (1: the server's ipc listeners, step 6's own and procs
+# clients spread over them), TMPDIR.
 # Step 6 runs the FT_CLIENTS threads in four layouts (one shared handle,
 # one handle of several connections, a handle each, handles in client
 # processes) for SEARCH, PING and an nng echo alone: 12 rows of
@@ -55,8 +57,17 @@ $FT build --input "$W/k.ftk" --output "$W/k.idx" >/dev/null
 $FT gen requests --index "$W/k.idx" --n "$R" --T 8 --K "$BW" --beam "$BW" \
     --seed "$((SEED + BW))" --output "$W/r.jsonl" >/dev/null
 URL="ipc://$W/ft.sock"
+# FT_LISTENERS=N: the server listens on N ipc sockets (nng's REP socket
+# sends its replies under one lock: a socket per listener), and the
+# clients of step 6's own and procs layouts spread over them.
+LISTEN=$URL
+i=2
+while [ "$i" -le "${FT_LISTENERS:-1}" ]; do
+    LISTEN="$LISTEN,ipc://$W/ft$i.sock"
+    i=$((i + 1))
+done
 # shellcheck disable=SC2086
-$SRV serve --index "$W/k.idx" --listen "$URL" --engine "$ENGINE" \
+$SRV serve --index "$W/k.idx" --listen "$LISTEN" --engine "$ENGINE" \
     --threads "$THR" --log-level info ${FT_SERVE_ARGS:-} 2> "$W/serve.log" &
 PID=$!
 $FT query --url "$URL" --ping --timeout-ms 20000
@@ -64,7 +75,7 @@ i=1
 while [ "$i" -le "$RUNS" ]; do
     echo "run $i:"
     # shellcheck disable=SC2086
-    "$DB" --index "$W/k.idx" --url "$URL" --requests "$W/r.jsonl" \
+    "$DB" --index "$W/k.idx" --url "$LISTEN" --requests "$W/r.jsonl" \
         --engine "$ENGINE" --threads "$THR" --rounds "${FT_ROUNDS:-3}" --clients "${FT_CLIENTS:-64}" \
         --seconds "${FT_SECONDS:-5}" --batch 32 ${FT_BENCH_ARGS:-}
     i=$((i + 1))
