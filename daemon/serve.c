@@ -38,6 +38,7 @@
 #include "serve_cluster.h"
 #include "serve_conn.h"
 #include "serve_cpus.h"
+#include "flashtrie/internal/cores.h"
 #include "serve_ctx.h"
 #include "serve_metrics.h"
 #include "serve_priv.h"
@@ -296,7 +297,7 @@ static int make_dump(server *srv, char *err, size_t errlen)
  * queue. */
 /* answer_threads is how many threads share the batches' replies with the
  * workers (ft_batcher_answer_threads): --answer-threads, else, with a GPU
- * replica, half the host's cores up to 8 (a batch of 32 answered by one
+ * replica, half the cores the server may use up to 8 (a batch of 32 answered by one
  * thread kept the H200's replica idle, docs/BENCHMARKS.md, "Daemon
  * overhead"), and none for CPU replicas, whose workers already keep the
  * cores busy. */
@@ -307,7 +308,7 @@ static uint32_t answer_threads(const server *srv, const ft_gen *g)
     int gpu = 0;
     for (size_t i = 0; i < g->n_eng; i++)
         gpu |= g->kind[i] == FT_ENGINE_GPU;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long cores = fti_usable_cores(); /* of the affinity: cpus narrows it */
     long n = cores / 2 < 8 ? cores / 2 : 8;
     return gpu && n > 0 ? (uint32_t)n : 0;
 }

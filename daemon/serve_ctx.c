@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "flashtrie/internal/cores.h"
 #include "serve_conn.h"
 #include "frame.h"
 #include "serve_budget.h"
@@ -144,8 +145,9 @@ void srv_heavy_decoder_stop(void)
         pthread_join(g_dec.th, NULL);
 }
 
-/* g_cores: the host's online cores, read once at the first socket's start:
- * inline_lone = auto runs lone requests inline on 4 or more. */
+/* g_cores: the cores the server may use (cores.h), read once at the first
+ * socket's start: inline_lone = auto runs lone requests inline on 4 or
+ * more. */
 static atomic_int g_cores;
 
 /* inline_lone says whether a lone request on an idle server runs on the
@@ -462,8 +464,7 @@ int srv_socket_start(srv_socket *s, char *err, size_t errlen)
 {
     server *srv = s->srv;
     if (atomic_load(&g_cores) == 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        atomic_store(&g_cores, cores > 0 ? (int)cores : 1);
+        atomic_store(&g_cores, fti_usable_cores());
     }
     heavy_decoder_start();
     int rv = nng_rep0_open(&s->sock);

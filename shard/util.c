@@ -1,5 +1,6 @@
 /* util.c - growable arrays, bit vectors, rank/select directories, packing. */
 #include "ft_impl.h"
+#include "flashtrie/internal/cores.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -188,7 +189,6 @@ void fti_packed_set(uint64_t *words, uint32_t width, uint64_t i, uint64_t v)
 
 int fti_online_cores(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    return fti_usable_cores();
 }
 

@@ -12,13 +12,14 @@
 
 #include "flashtrie/internal/clock.h"
 #include "flashtrie/internal/errmsg.h"
+#include "flashtrie/internal/cores.h"
 #include "workload.h"
 
-/* wl_cores is the number of online cores (threads = 0). */
+/* wl_cores is the number of cores to use for threads = 0: those this
+ * process may run on (cores.h). */
 static inline int wl_cores(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    return fti_usable_cores();
 }
 
 /* ---- growable byte buffer ---- */

@@ -1661,6 +1661,24 @@ static void case_cpus(void)
     local_close(&l);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
 
+    /* threads = 0 is one CPU engine worker per core the server may use:
+     * pinned to one CPU, the same threads as --threads 1 (the online
+     * count would add one worker per other CPU of the host). */
+    int n_auto, n_one;
+    for (int k = 0; k < 2; k++) {
+        const char *a2[] = {"--index", idx, "--listen", url, "--engine",
+                            "cpu", "--threads", k == 0 ? "0" : "1", "--cpus",
+                            cpus, NULL};
+        start_server(url, a2);
+        thread_census(g_pid, cpus, k == 0 ? &n_auto : &n_one, &pinned, &idle);
+        FT_CHECK_EQ_U64(idle, 0);
+        FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+    }
+    if (n_auto != n_one)
+        fprintf(stderr, "threads: %d with --threads 0, %d with 1\n", n_auto,
+                n_one);
+    FT_CHECK_EQ_U64(n_auto, n_one);
+
     /* Refused at start: a CPU the process may not use (exit 1, the log
      * names it), a list that is not one (exit 2, before anything). */
     const char *bad[] = {"serve", "--index", idx, "--listen", url, "--engine",
