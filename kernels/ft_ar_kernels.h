@@ -135,14 +135,31 @@ typedef struct ft_ark_params {
  * (the host raises the kernel's limit to it once, ft_ark_init). */
 size_t ft_ark_step_smem(void);
 
+/* ft_ark_tuning: the one-launch step's knobs, for measurements (the
+ * library reads no environment: ar_step_bench maps FT_AR_FUSED,
+ * FT_AR_CTAS, FT_AR_SPLIT and FT_AR_MASK_SPLIT onto it).  fused 0 keeps
+ * the launches; ctas (>= 2, below the grid's) runs fewer CTAs; split and
+ * mask_split: the live beams above which the ranges are shared out. */
+typedef struct ft_ark_tuning {
+    int fused;           /* default 1 */
+    uint32_t ctas;       /* default 0: one per SM */
+    uint32_t split;      /* default 256 */
+    uint32_t mask_split; /* default 0 */
+} ft_ark_tuning;
+
+/* ft_ark_tuning_get returns the knobs in force (the defaults until
+ * ft_ark_tuning_set); ft_ark_tuning_set changes them for the sessions
+ * opened after it (not thread-safe against ft_ar_open). */
+ft_ark_tuning ft_ark_tuning_get(void);
+void ft_ark_tuning_set(const ft_ark_tuning *t);
+
 /* ft_ark_init sets the kernels' attributes (shared memory) and returns in
  * *sel_ctas the CTAs per list the grid selection may use (all of its CTAs
  * resident at once: they meet at grid barriers), in *fused_ctas those of
  * the one-launch step (0 when it cannot run: no co-resident grid, or
- * FT_AR_FUSED=0 in the environment), and in *split and *mask_split the
- * live beams above which that step and the one-launch mask share the
- * beams' child ranges out over the grid; once per device, before any
- * launch.
+ * ft_ark_tuning's fused 0), and in *split and *mask_split the live beams
+ * above which that step and the one-launch mask share the beams' child
+ * ranges out over the grid; once per device, before any launch.
  * Returns a cudaError_t as int. */
 int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas, uint32_t *fused_ctas,
                 uint32_t *split, uint32_t *mask_split);

@@ -1120,6 +1120,19 @@ extern "C" size_t ft_ark_step_smem(void)
     return (size_t)FT_ARK_SORT_MAX * (8 + 8 + 4);
 }
 
+static ft_ark_tuning g_tuning = {1, 0, ARK_SPLIT_BEAMS,
+                                  ARK_MASK_SPLIT_BEAMS};
+
+extern "C" ft_ark_tuning ft_ark_tuning_get(void)
+{
+    return g_tuning;
+}
+
+extern "C" void ft_ark_tuning_set(const ft_ark_tuning *t)
+{
+    g_tuning = *t;
+}
+
 extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
                            uint32_t *fused_ctas, uint32_t *split,
                            uint32_t *mask_split)
@@ -1156,21 +1169,17 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
     *sel_ctas = (uint32_t)(res < 1 ? 1 : res > ARK_SEL_CTAS ? ARK_SEL_CTAS : res);
     *flat_ctas = (uint32_t)(sms > 0 ? 4 * sms : 4);
     /* the one-launch step: one CTA per SM (an even count: two halves),
-     * all resident; FT_AR_FUSED=0 keeps the launches (a comparison, or a
-     * way out) */
-    const char *env = getenv("FT_AR_FUSED");
+     * all resident; tuning.fused 0 keeps the launches, tuning.ctas runs
+     * fewer (measurements) */
     long fc = focc >= 1 && mocc >= 1 ? (long)sms : 0;
-    const char *cenv = getenv("FT_AR_CTAS"); /* fewer CTAs (measurements) */
-    if (cenv && atol(cenv) >= 2 && atol(cenv) < fc)
-        fc = atol(cenv);
+    if (g_tuning.ctas >= 2 && (long)g_tuning.ctas < fc)
+        fc = (long)g_tuning.ctas;
     fc &= ~1L;
-    *fused_ctas = (env && env[0] == '0') || fc < 2 ? 0 : (uint32_t)fc;
+    *fused_ctas = !g_tuning.fused || fc < 2 ? 0 : (uint32_t)fc;
     /* above these live beams the grid shares the child ranges out (one
-     * more barrier for the step) instead of every CTA finding them all;
-     * FT_AR_SPLIT / FT_AR_MASK_SPLIT override (measurements) */
-    const char *sp = getenv("FT_AR_SPLIT"), *msp = getenv("FT_AR_MASK_SPLIT");
-    *split = sp ? (uint32_t)strtoul(sp, NULL, 10) : ARK_SPLIT_BEAMS;
-    *mask_split = msp ? (uint32_t)strtoul(msp, NULL, 10) : ARK_MASK_SPLIT_BEAMS;
+     * more barrier for the step) instead of every CTA finding them all */
+    *split = g_tuning.split;
+    *mask_split = g_tuning.mask_split;
     return 0;
 }
 

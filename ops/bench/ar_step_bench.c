@@ -27,6 +27,27 @@
 
 #ifdef FT_BENCH_CUDA
 #include <cuda_runtime.h>
+
+#include "ft_ar_kernels.h"
+
+/* tune_from_env maps FT_AR_FUSED (0: the launches), FT_AR_CTAS (fewer
+ * CTAs), FT_AR_SPLIT and FT_AR_MASK_SPLIT (live beams above which the
+ * ranges are shared out) onto the one-launch step's knobs: measurements
+ * only (the library reads no environment). */
+static void tune_from_env(void)
+{
+    ft_ark_tuning t = ft_ark_tuning_get();
+    const char *v;
+    if ((v = getenv("FT_AR_FUSED")) != NULL)
+        t.fused = v[0] != '0';
+    if ((v = getenv("FT_AR_CTAS")) != NULL && atol(v) >= 2)
+        t.ctas = (uint32_t)atol(v);
+    if ((v = getenv("FT_AR_SPLIT")) != NULL)
+        t.split = (uint32_t)strtoul(v, NULL, 10);
+    if ((v = getenv("FT_AR_MASK_SPLIT")) != NULL)
+        t.mask_split = (uint32_t)strtoul(v, NULL, 10);
+    ft_ark_tuning_set(&t);
+}
 #endif
 
 static double now_us(void)
@@ -84,6 +105,9 @@ int main(int argc, char **argv)
 {
     const char *index = NULL, *engine = "gpu";
     uint32_t B = 256, V = 32768, iters = 200, SK = 64, warm = 0;
+#ifdef FT_BENCH_CUDA
+    tune_from_env();
+#endif
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--index"))
             index = argv[i + 1];
