@@ -14,7 +14,7 @@ typedef struct srv_cpus {
     pthread_t *spinners;
     size_t n_spinners;
     atomic_int stop;
-    char pinned[64];  /* the CPU list the threads run on, for INFO */
+    char pinned[256]; /* the CPU list the threads run on, for the log */
 } srv_cpus;
 
 /* srv_cpus_start pins every thread of the process (those running now

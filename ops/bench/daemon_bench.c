@@ -481,36 +481,22 @@ static int echo_serve(const char *url, int n)
  * -1. */
 static pid_t echo_child(const char *url, int n, int *to)
 {
-    int in[2], out[2];
-    if (pipe(in) != 0 || pipe(out) != 0)
-        return -1;
-    pid_t pid = fork();
+    char ns[16];
+    snprintf(ns, sizeof ns, "%d", n);
+    char *argv[] = {"ft_daemon_bench", "--echo-serve", (char *)url,
+                    "--echo-contexts", ns, NULL};
+    int from;
+    pid_t pid = spawn_self(argv, to, &from);
     if (pid < 0)
         return -1;
-    if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[0]);
-        close(in[1]);
-        close(out[0]);
-        close(out[1]);
-        char ns[16];
-        snprintf(ns, sizeof ns, "%d", n);
-        execl("/proc/self/exe", "ft_daemon_bench", "--echo-serve", url,
-              "--echo-contexts", ns, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
     char line[16] = {0};
-    ssize_t r = read(out[0], line, sizeof line - 1);
-    close(out[0]);
+    ssize_t r = read(from, line, sizeof line - 1);
+    close(from);
     if (r <= 0 || strncmp(line, "ready", 5) != 0) {
-        close(in[1]);
+        close(*to);
         waitpid(pid, NULL, 0);
         return -1;
     }
-    *to = in[1];
     return pid;
 }
 
@@ -629,37 +615,25 @@ static double procs_run(int kind, int procs, int clients, double seconds,
     int base = 0; /* the first thread's number in the next process */
     FILE **from = calloc((size_t)procs, sizeof *from);
     int ok = 1;
-    for (int p = 0; p < procs; p++) {
-        int in[2], out[2];
+    for (int p = 0; p < procs; p++)
         to[p] = -1;
-        if (pipe(in) != 0 || pipe(out) != 0) {
-            ok = 0;
-            break;
-        }
+    for (int p = 0; p < procs && ok; p++) {
         int t = clients / procs + (p < clients % procs);
         char spec[128];
         snprintf(spec, sizeof spec, "%d:%d:%.3f:%zu:%zu:%d", kind, t, seconds,
                  qs, rs, base);
         base += t;
-        pid[p] = fork();
-        if (pid[p] == 0) {
-            dup2(in[0], 0);
-            dup2(out[1], 1);
-            close(in[0]);
-            close(in[1]);
-            close(out[0]);
-            close(out[1]);
-            execl("/proc/self/exe", "ft_daemon_bench", "--client-proc", spec,
-                  "--url", url, "--requests", reqs, "--refs", refs,
-                  (char *)NULL);
-            _exit(127);
-        }
-        close(in[0]);
-        close(out[1]);
-        to[p] = in[1];
-        from[p] = fdopen(out[0], "r");
+        char *argv[] = {"ft_daemon_bench", "--client-proc", spec, "--url",
+                        (char *)url, "--requests", (char *)reqs, "--refs",
+                        (char *)refs, NULL};
+        int fd;
+        pid[p] = spawn_self(argv, &to[p], &fd);
         if (pid[p] < 0)
             ok = 0;
+        else if ((from[p] = fdopen(fd, "r")) == NULL) {
+            close(fd);
+            ok = 0;
+        }
     }
     char line[256];
     for (int p = 0; ok && p < procs; p++)

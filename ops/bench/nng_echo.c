@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -180,4 +181,43 @@ double echo_rt(nng_socket s, size_t qs, size_t rs, uint32_t spin_us, int *rvp)
     nng_aio_free(aio);
     nng_ctx_close(ctx);
     return *rv != 0 ? -1 : short_reply ? -2 : t;
+}
+
+pid_t spawn_self(char *const argv[], int *to, int *from)
+{
+    int in[2], out[2] = {-1, -1};
+    if (pipe(in) != 0)
+        return -1;
+    if (from != NULL && pipe(out) != 0) {
+        close(in[0]);
+        close(in[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        if (from != NULL)
+            dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        if (from != NULL) {
+            close(out[0]);
+            close(out[1]);
+        }
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    close(in[0]);
+    if (from != NULL)
+        close(out[1]);
+    if (pid < 0) {
+        close(in[1]);
+        if (from != NULL)
+            close(out[0]);
+        return -1;
+    }
+    *to = in[1];
+    if (from != NULL)
+        *from = out[0];
+    return pid;
 }

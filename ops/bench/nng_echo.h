@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <nng/nng.h>
 
@@ -48,5 +49,13 @@ int echo_dial(nng_socket *s, const char *url, int conns);
  * microseconds; -1 when nng failed (*rv its error), -2 when the reply was
  * not rs bytes long. */
 double echo_rt(nng_socket s, size_t qs, size_t rs, uint32_t spin_us, int *rv);
+
+/* spawn_self runs this program again (/proc/self/exe: exec, not a bare
+ * fork, as the parent's nng threads do not survive a fork) with argv, in
+ * a child whose standard input is a pipe the parent writes (*to; closing
+ * it is how the benchmarks stop their children) and, with from, whose
+ * standard output is a pipe the parent reads (*from), else the parent's.
+ * Returns the child's pid, or -1 (nothing left open). */
+pid_t spawn_self(char *const argv[], int *to, int *from);
 
 #endif

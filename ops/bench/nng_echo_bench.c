@@ -323,7 +323,7 @@ int main(int argc, char **argv)
     echo_srv in;
     nng_socket s_in = NNG_SOCKET_INITIALIZER, s_x = NNG_SOCKET_INITIALIZER;
     pid_t child = -1;
-    int pfd[2] = {-1, -1};
+    int to_child = -1;
     char err[512];
     if ((where & 1) && echo_srv_open(&in, url_in, 1, err, sizeof err) != 0) {
         fprintf(stderr, "ft_nng_echo_bench: %s\n", err);
@@ -345,22 +345,12 @@ int main(int argc, char **argv)
         if (idle)
             cargv[k++] = "--idle-spinner";
         cargv[k] = NULL;
-        if (pipe(pfd) != 0) {
-            fprintf(stderr, "ft_nng_echo_bench: pipe: %s\n", strerror(errno));
-            return 1;
-        }
-        child = fork();
+        child = spawn_self(cargv, &to_child, NULL);
         if (child < 0) {
-            fprintf(stderr, "ft_nng_echo_bench: fork: %s\n", strerror(errno));
+            fprintf(stderr, "ft_nng_echo_bench: cannot start the server "
+                    "process: %s\n", strerror(errno));
             return 1;
         }
-        if (child == 0) {
-            dup2(pfd[0], 0);
-            close(pfd[1]);
-            execv("/proc/self/exe", cargv);
-            _exit(127);
-        }
-        close(pfd[0]);
     }
     int rv = 0;
     if (where & 1)
@@ -398,7 +388,7 @@ int main(int argc, char **argv)
     free(v);
     if (where & 2) {
         nng_close(s_x);
-        close(pfd[1]); /* the child's stdin ends: it exits */
+        close(to_child); /* the child's stdin ends: it exits */
         int st;
         waitpid(child, &st, 0);
     }
