@@ -25,8 +25,6 @@ Environment: FT_BIN, FLASHTRIE_LIB (tests/python/CMakeLists.txt sets both).
 """
 import importlib
 import math
-import os
-import subprocess
 import sys
 import types
 
@@ -35,7 +33,8 @@ import pytest
 
 import torch  # Debian python3-torch: ops/setup.sh must install it
 
-BIN = os.environ.get("FT_BIN", "")
+from trie_lib import Lib, build, make_keys
+
 V = 40
 EOS, BOS = 1, 2
 
@@ -104,49 +103,13 @@ def sg():
     importlib.reload(fs)
 
 
-def make_keys(seed, n, lo, hi, maxlen=5):
-    rng = np.random.default_rng(seed)
-    keys = set()
-    while len(keys) < n:
-        L = int(rng.integers(1, maxlen + 1))
-        keys.add(tuple(int(x) for x in rng.integers(lo, hi, size=L)))
-    return sorted(keys)
-
-
-class Lib:
-    def __init__(self, path, keys, eos):
-        self.path, self.keys, self.eos = path, keys, eos
-        self.keyset = set(keys)
-        self.prefixes = {k[:i] for k in keys for i in range(len(k) + 1)}
-        self.kids = {}
-        for k in keys:
-            for i in range(len(k)):
-                self.kids.setdefault(k[:i], set()).add(k[i])
-
-    def allowed(self, seq):
-        seq = tuple(seq)
-        if self.eos in seq:
-            return {self.eos}
-        if seq not in self.prefixes:
-            return {self.eos}
-        cols = set(self.kids.get(seq, ()))
-        if seq in self.keyset:
-            cols.add(self.eos)
-        return cols
-
-
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sglang")
     out = []
     for name, seed, n, eos in [("a", 21, 50, EOS), ("b", 22, 30, 39)]:
         keys = make_keys(seed, n, 3, 14)
-        txt = tmp / (name + ".txt")
-        txt.write_text("".join(" ".join(map(str, k)) + "\n" for k in keys))
-        path = str(tmp / (name + ".ft"))
-        subprocess.run([BIN, "build", "--input", str(txt), "--output", path,
-                        "--quiet"], check=True, timeout=60)
-        out.append(Lib(path, keys, eos))
+        out.append(Lib(build(tmp, name, keys), keys, eos))
     return out
 
 
