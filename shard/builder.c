@@ -31,6 +31,7 @@
  * profile go to the caller's callback (or the logger).
  */
 #define _GNU_SOURCE /* memrchr */
+#include "flashtrie/internal/cores.h"
 #include "trie.h"
 
 #include <dirent.h>
@@ -1762,7 +1763,7 @@ static int bk_setup(bk_build *b, const ft_build_opts *opts, char *errbuf,
     b->t0 = b->last_progress = fti_now();
     b->profile = opts->profile || opts->progress != NULL;
     b->maxlen = opts->max_key_len ? opts->max_key_len : FT_MAX_KEY_LEN_DEFAULT;
-    b->threads = opts->threads ? opts->threads : fti_online_cores();
+    b->threads = opts->threads ? opts->threads : fti_usable_cores();
     if (b->threads > 256)
         b->threads = 256;
 

@@ -39,6 +39,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "flashtrie/internal/cores.h"
 #include "cpu_engine.h"
 
 typedef unsigned __int128 u128;
@@ -1218,7 +1219,7 @@ int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
     ce->eng = eng;
     ce->view = &eng->idx->trie.view;
     ce->root = eng->idx->root;
-    int nt = eng->opts.threads ? eng->opts.threads : fti_online_cores();
+    int nt = eng->opts.threads ? eng->opts.threads : fti_usable_cores();
     if (nt < 1)
         nt = 1;
     if (nt > 1024)
@@ -1229,7 +1230,7 @@ int ft_cpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen)
      * (the merge) is short next to a sleep and a wake-up.  Not when the
      * workers outnumber the cores: there a spinner takes the core that the
      * thread it waits for needs. */
-    ce->spin_ns = nt <= fti_online_cores() ? CPU_SPIN_NS : 0;
+    ce->spin_ns = nt <= fti_usable_cores() ? CPU_SPIN_NS : 0;
     if (eng->opts.spin_us >= 0)
         ce->spin_ns = eng->opts.spin_us * 1000L;
     eng->impl = ce;

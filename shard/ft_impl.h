@@ -100,8 +100,5 @@ uint32_t fti_bits_needed(uint64_t maxval); /* 0 for maxval == 0 */
 uint64_t fti_packed_words(uint64_t n, uint32_t width); /* incl. spare word */
 void fti_packed_set(uint64_t *words, uint32_t width, uint64_t i, uint64_t v);
 
-/* ---- threads ---- */
-/* fti_online_cores: the CPUs this process may run on (cores.h). */
-int fti_online_cores(void);
 
 #endif /* FT_IMPL_H */

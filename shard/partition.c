@@ -2,6 +2,7 @@
  * partition.c - sizing the root's subtrees, choosing the shard ranges, and
  * writing the shards and their manifest (ft_split).
  */
+#include "flashtrie/internal/cores.h"
 #include "partition.h"
 
 #include <errno.h>
@@ -421,7 +422,7 @@ int ft_split(ft_split_stats *st, const ft_index *idx, const ft_split_opts *o,
                  "%s.shard-%03u-of-%03u.idx", base, i, n);
     }
     if (rc == FT_OK) {
-        int threads = o->threads > 0 ? o->threads : fti_online_cores();
+        int threads = o->threads > 0 ? o->threads : fti_usable_cores();
         if ((uint32_t)threads > n)
             threads = (int)n;
         split_ctx c = {jobs, n, 0};

@@ -1,6 +1,5 @@
 /* util.c - growable arrays, bit vectors, rank/select directories, packing. */
 #include "ft_impl.h"
-#include "flashtrie/internal/cores.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -186,9 +185,3 @@ void fti_packed_set(uint64_t *words, uint32_t width, uint64_t i, uint64_t v)
     if (off + width > 64)
         words[w + 1] |= v >> (64 - off);
 }
-
-int fti_online_cores(void)
-{
-    return fti_usable_cores();
-}
-
