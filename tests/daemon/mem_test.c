@@ -735,6 +735,10 @@ static int lanes_run(good *g, const char *idx, const char *url,
         if (i == 0) { /* the first heavy one runs before the next come */
             th_sleep_ms(100);
             wait_info(url, "depth", 0);
+        } else if (i < 3) {
+            /* each heavy one queued before the next is sent: over their
+             * own connections they could reach the queue out of order */
+            wait_info(url, strcmp(cost, "0") ? "heavy_depth" : "depth", i);
         }
     }
     for (int i = 0; i < 5; i++) {
