@@ -1,12 +1,22 @@
-"""hf_overhead.py INDEX [V] - what flashtrie.hf.TrieLogitsProcessor adds to
-a Hugging Face generate() step (docs/BENCHMARKS.md "Autoregressive steps").
+"""hf_overhead.py INDEX [V] [NEW] - what flashtrie.hf.TrieLogitsProcessor
+adds to a Hugging Face generate() step (docs/BENCHMARKS.md "Autoregressive
+steps").
 
 A randomly initialised GPT-2-small-shaped model (12 layers, 768 wide,
 vocabulary V + 2: ids 0..V-1 are library tokens, V is EOS, V + 1 BOS) on
 the GPU, bf16; beam search of 8 beams.  Prints the model's generate() time
 per new token without the processor, the processor's own time per call on
-8 rows that follow library keys, and their ratio; then runs one
-generate() with the processor and checks its sequences are library keys.
+8 rows that follow library keys, and their ratio.
+
+Then the like-for-like figure: generate() of 1 and of NEW new tokens
+(default 4), with and without the processor, rounds alternating, and the
+time per new token as the median over the rounds of (t(NEW) - t(1)) /
+(NEW - 1), which leaves the prompt's forward pass out.  Every key of
+INDEX must be at least NEW tokens long (the semantic-id library of
+ops/bench/ar_sem_ids.py: exactly 4): the processor allows EOS only at a
+key's end, so both runs make exactly the same number of steps.  Last, it
+checks that every sequence generated with the processor is a library
+prefix or key.
 """
 import sys
 import time
@@ -79,12 +89,49 @@ for cached in (False, True):
     print("processor call (%s prefixes): %.1f us; %.1f%% of a token" %
           ("cached" if cached else "new", per * 1e6, 100 * per / base))
 
-t, out = gen(LogitsProcessorList([TrieLogitsProcessor(idx, eos_token_id=EOS)]),
-             EOS)
-print("generate with processor: %.1f us per new token (wall, any length)" %
-      (t / NEW * 1e6))
-for s in out[:, 1:].tolist():
-    key = s[:s.index(EOS)] if EOS in s else s
-    node = idx.walk(key)
-    assert node is not None, s
+NEWL = int(sys.argv[3]) if len(sys.argv) > 3 else 4
+ROUNDS = 15
+
+
+def gen_n(lp, eos, new):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(prompt, num_beams=NB, max_new_tokens=new,
+                             do_sample=False, logits_processor=lp,
+                             eos_token_id=eos, pad_token_id=EOS,
+                             length_penalty=0.0)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0, out
+
+
+def procs():
+    return LogitsProcessorList([TrieLogitsProcessor(idx, eos_token_id=EOS)])
+
+
+per = {"without": [], "with": []}
+outs = []
+gen_n(procs(), EOS, NEWL)  # warm-up of the processor's session
+for r in range(ROUNDS):
+    for name in ("without", "with"):
+        lp, eos = (LogitsProcessorList(), None) if name == "without" \
+            else (procs(), EOS)
+        t1, _ = gen_n(lp, eos, 1)
+        lp, eos = (LogitsProcessorList(), None) if name == "without" \
+            else (procs(), EOS)
+        tn, out = gen_n(lp, eos, NEWL)
+        if name == "with":
+            outs.append(out)
+        assert out.shape[1] == 1 + NEWL, (name, out.shape)
+        per[name].append((tn - t1) / (NEWL - 1))
+a = float(np.median(per["without"]))
+b = float(np.median(per["with"]))
+print("generate, %d vs 1 new tokens, %d rounds, median per new token: "
+      "without %.1f us, with processor %.1f us: %+.1f%%" %
+      (NEWL, ROUNDS, a * 1e6, b * 1e6, 100 * (b - a) / a))
+for out in outs:
+    for s in out[:, 1:].tolist():
+        key = s[:s.index(EOS)] if EOS in s else s
+        node = idx.walk(key)
+        assert node is not None, s
 print("hf_overhead: sequences are library prefixes/keys: ok")

@@ -156,7 +156,12 @@ char *tn_info(const char *url, int timeout_ms, int tries)
     for (int t = 0; t < tries && rc == FT_ECONN; t++) {
         if (t > 0)
             th_sleep_ms(50);
-        FT_PASS(ft_client_connect(&c, url, &o, NULL, 0));
+        /* a listener not open yet (a server still starting) is retried
+         * as a refused connection is */
+        rc = ft_client_connect(&c, url, &o, NULL, 0);
+        if (rc == FT_ECONN)
+            continue;
+        FT_PASS(rc);
         rc = ft_client_info(c, &info, NULL, 0);
         ft_client_close(c);
     }
