@@ -15,6 +15,7 @@
 
 #include <xxhash.h>
 
+#include "flashtrie/internal/bits.h"
 #include "frame.h"
 #include "ft_test.h"
 
@@ -40,20 +41,6 @@ static void wr16(unsigned char *p, uint16_t v)
 {
     p[0] = (unsigned char)v;
     p[1] = (unsigned char)(v >> 8);
-}
-
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static uint64_t d2u(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
 }
 
 /* fix makes the length and checksum fields agree with a frame of len
@@ -163,9 +150,9 @@ static int same_req(const ft_request *a, const ft_request *b)
     size_t n = (size_t)a->T * a->K;
     return a->T == b->T && a->K == b->K && a->beam == b->beam &&
            a->results == b->results &&
-           f2u(a->theta_tok) == f2u(b->theta_tok) &&
-           f2u(a->theta_sent) == f2u(b->theta_sent) &&
-           d2u(a->alpha) == d2u(b->alpha) &&
+           fti_f2u(a->theta_tok) == fti_f2u(b->theta_tok) &&
+           fti_f2u(a->theta_sent) == fti_f2u(b->theta_sent) &&
+           fti_d2u(a->alpha) == fti_d2u(b->alpha) &&
            memcmp(a->tokens, b->tokens, n * 4) == 0 &&
            memcmp(a->logp, b->logp, n * 4) == 0;
 }
@@ -179,7 +166,8 @@ static int same_res(const ft_result *a, const ft_result *b)
     for (uint32_t i = 0; i < a->n; i++) {
         const ft_hit *x = &a->hits[i], *y = &b->hits[i];
         if (x->len != y->len || x->value != y->value ||
-            d2u(x->score) != d2u(y->score) || f2u(x->sigma) != f2u(y->sigma) ||
+            fti_d2u(x->score) != fti_d2u(y->score) ||
+            fti_f2u(x->sigma) != fti_f2u(y->sigma) ||
             memcmp(a->tokens + x->tok_off, b->tokens + y->tok_off,
                    x->len * 4) != 0)
             return 0;
@@ -475,7 +463,7 @@ static void test_result(void)
     FT_CHECK_EQ_U64(rd32(B.data + 48), 1);  /* hits */
     FT_CHECK_EQ_U64(rd32(B.data + 52), 2);  /* tokens */
     FT_CHECK_EQ_U64(rd32(B.data + 56), 2);  /* len */
-    FT_CHECK_EQ_U64(rd32(B.data + 60), f2u(-2.5f));
+    FT_CHECK_EQ_U64(rd32(B.data + 60), fti_f2u(-2.5f));
     FT_CHECK_EQ_U64(rd32(B.data + 64), 42);
     FT_CHECK_EQ_U64(rd32(B.data + 84), 70000);
     roundtrip(0);
@@ -920,7 +908,7 @@ static void test_search_errors(void)
     BAD(f, n, "search[0].results: 0x3 sent although the mask leaves it out "
               "at byte 56");
     n = search2(f);
-    wr32(f + 60, f2u(-1.0f));
+    wr32(f + 60, fti_f2u(-1.0f));
     fix(f, n);
     BAD(f, n, "search[0].theta_tok: 0xbf800000 sent although the mask leaves "
               "it out at byte 60");
