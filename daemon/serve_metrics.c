@@ -300,6 +300,29 @@ static void u64_family(render *r, const char *name, const char *type,
     u64_sample(r, name, v);
 }
 
+/* u64_row is one family of one sample without labels, with its value. */
+typedef struct u64_row {
+    const char *name, *type, *help;
+    uint64_t v;
+} u64_row;
+
+/* u64_families writes the families of rows[0..n) in order (u64_family). */
+static void u64_families(render *r, const u64_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        u64_family(r, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
+}
+
+#define U64_FAMILIES(r, rows)                                                 \
+    u64_families((r), (rows), sizeof(rows) / sizeof((rows)[0]))
+
+/* label_sample writes name{label="value"} v; value needs no escapes. */
+static void label_sample(render *r, const char *name, const char *label,
+                         const char *value, uint64_t v)
+{
+    put(r, "%s{%s=\"%s\"} %llu\n", name, label, value, (unsigned long long)v);
+}
+
 /* listener_sample writes name{listener="URL"} v. */
 static void listener_sample(render *r, const char *name, const char *url,
                             unsigned v)
@@ -309,14 +332,15 @@ static void listener_sample(render *r, const char *name, const char *url,
     put(r, "} %u\n", v);
 }
 
-/* engine_labels writes {replica="R",kind="K",device="D"}; a CPU engine
- * has an empty device. */
-static void engine_labels(render *r, size_t i, const srv_metrics_engine *e)
+/* engine_series writes name{replica="R",kind="K",device="D"}, the series
+ * of engine i, before its value; a CPU engine has an empty device. */
+static void engine_series(render *r, const char *name, size_t i,
+                          const srv_metrics_engine *e)
 {
     char dev[16] = "";
     if (e->device >= 0)
         snprintf(dev, sizeof dev, "%d", e->device);
-    put(r, "{replica=\"%zu\",kind=", i);
+    put(r, "%s{replica=\"%zu\",kind=", name, i);
     put_label_value(r, e->kind ? e->kind : "");
     put(r, ",device=");
     put_label_value(r, dev);
@@ -338,8 +362,8 @@ static void render_requests(render *r, const srv_metrics_snap *s)
             snprintf(code, sizeof code, "error_%d", i);
             name = code;
         }
-        put(r, "flashtrie_requests_total{status=\"%s\"} %llu\n", name,
-            (unsigned long long)s->status[i]);
+        label_sample(r, "flashtrie_requests_total", "status", name,
+                     s->status[i]);
     }
 
     /* Requests refused before they were queued (malformed, over a cap,
@@ -370,10 +394,10 @@ static void render_requests(render *r, const srv_metrics_snap *s)
     family(r, "flashtrie_messages_total", "counter",
            "Messages received, by format (json: a JSON request line, "
            "frame: a binary frame).");
-    put(r, "flashtrie_messages_total{format=\"json\"} %llu\n",
-        (unsigned long long)s->messages_json);
-    put(r, "flashtrie_messages_total{format=\"frame\"} %llu\n",
-        (unsigned long long)s->messages_frame);
+    label_sample(r, "flashtrie_messages_total", "format", "json",
+                 s->messages_json);
+    label_sample(r, "flashtrie_messages_total", "format", "frame",
+                 s->messages_frame);
     family(r, "flashtrie_in_flight_messages", "gauge",
            "Messages received and not answered yet.");
     put(r, "flashtrie_in_flight_messages %ld\n", s->in_flight);
@@ -388,8 +412,7 @@ static void render_config(render *r, const srv_metrics_snap *s)
         const ft_config_row *row = &ft_config_rows[i];
         if (row->gauge == NULL)
             continue;
-        family(r, row->gauge, "gauge", row->gauge_help);
-        u64_sample(r, row->gauge, s->conf[i]);
+        u64_family(r, row->gauge, "gauge", row->gauge_help, s->conf[i]);
     }
 }
 
@@ -399,27 +422,24 @@ static void render_queue(render *r, const srv_metrics_snap *s)
                "Requests waiting in the queue for a batch.",
                s->queue_depth);
     render_config(r, s);
-    u64_family(r, "flashtrie_queue_high_water", "gauge",
-               "The most requests ever queued at once.",
-               s->queue_high_water);
-    u64_family(r, "flashtrie_queued_requests_total", "counter",
-               "Requests ever queued.",
-               s->queued_total);
-    u64_family(r, "flashtrie_queue_heavy_depth", "gauge",
-               "Requests waiting in the heavy lane (T x K x beam over "
-               "light_request_cost).",
-               s->queue_heavy_depth);
-    u64_family(r, "flashtrie_heavy_batches_total", "counter",
-               "Batches formed from the heavy lane.",
-               s->heavy_batches);
-    u64_family(r, "flashtrie_light_ahead_total", "counter",
-               "Light batches that went ahead of heavy requests waiting in "
-               "the queue.",
-               s->light_ahead);
-    u64_family(r, "flashtrie_busy_rejections_total", "counter",
-               "Messages refused whole with BUSY because their requests did "
-               "not fit in the queue.",
-               s->busy_rejections);
+    const u64_row rows[] = {
+        {"flashtrie_queue_high_water", "gauge",
+         "The most requests ever queued at once.", s->queue_high_water},
+        {"flashtrie_queued_requests_total", "counter",
+         "Requests ever queued.", s->queued_total},
+        {"flashtrie_queue_heavy_depth", "gauge",
+         "Requests waiting in the heavy lane (T x K x beam over "
+         "light_request_cost).", s->queue_heavy_depth},
+        {"flashtrie_heavy_batches_total", "counter",
+         "Batches formed from the heavy lane.", s->heavy_batches},
+        {"flashtrie_light_ahead_total", "counter",
+         "Light batches that went ahead of heavy requests waiting in "
+         "the queue.", s->light_ahead},
+        {"flashtrie_busy_rejections_total", "counter",
+         "Messages refused whole with BUSY because their requests did "
+         "not fit in the queue.", s->busy_rejections},
+    };
+    U64_FAMILIES(r, rows);
 
     family(r, "flashtrie_batch_size", "histogram",
            "Requests per engine call.");
@@ -459,31 +479,30 @@ static void render_engines(render *r, const srv_metrics_snap *s)
     family(r, "flashtrie_engine_up", "gauge",
            "1 while the replica's engine serves, 0 once it failed.");
     for (size_t i = 0; i < s->n_eng; i++) {
-        put(r, "flashtrie_engine_up");
-        engine_labels(r, i, &s->eng[i]);
+        engine_series(r, "flashtrie_engine_up", i, &s->eng[i]);
         put(r, " %d\n", s->eng[i].up ? 1 : 0);
     }
     size_t failed = 0;
     for (size_t i = 0; i < s->n_eng; i++)
         failed += !s->eng[i].up;
-    u64_family(r, "flashtrie_engine_failed_replicas", "gauge",
-               "Replicas out of service after an engine failure.",
-               failed);
-    u64_family(r, "flashtrie_engine_failovers_total", "counter",
-               "Batches re-run on a healthy replica after theirs failed.",
-               s->failovers);
+    const u64_row rows[] = {
+        {"flashtrie_engine_failed_replicas", "gauge",
+         "Replicas out of service after an engine failure.", failed},
+        {"flashtrie_engine_failovers_total", "counter",
+         "Batches re-run on a healthy replica after theirs failed.",
+         s->failovers},
+    };
+    U64_FAMILIES(r, rows);
     family(r, "flashtrie_engine_batches_total", "counter",
            "Engine calls (batches) each replica ran.");
     for (size_t i = 0; i < s->n_eng; i++) {
-        put(r, "flashtrie_engine_batches_total");
-        engine_labels(r, i, &s->eng[i]);
+        engine_series(r, "flashtrie_engine_batches_total", i, &s->eng[i]);
         put(r, " %llu\n", (unsigned long long)s->eng[i].batches);
     }
     family(r, "flashtrie_engine_busy_seconds_total", "counter",
            "Time each replica spent running batches.");
     for (size_t i = 0; i < s->n_eng; i++) {
-        put(r, "flashtrie_engine_busy_seconds_total");
-        engine_labels(r, i, &s->eng[i]);
+        engine_series(r, "flashtrie_engine_busy_seconds_total", i, &s->eng[i]);
         put(r, " %.9f\n", (double)s->eng[i].busy_ns / 1e9);
     }
     u64_family(r, "flashtrie_engine_failed_requests_total", "counter",
@@ -493,28 +512,26 @@ static void render_engines(render *r, const srv_metrics_snap *s)
 
 static void render_index(render *r, const srv_metrics_snap *s)
 {
-    u64_family(r, "flashtrie_index_keys", "gauge",
-               "Keys of the served index.",
-               s->index_keys);
-    u64_family(r, "flashtrie_index_nodes", "gauge",
-               "Trie nodes of the served index.",
-               s->index_nodes);
-    u64_family(r, "flashtrie_index_bytes", "gauge",
-               "Bytes of the served index file (all shards).",
-               s->index_bytes);
-    u64_family(r, "flashtrie_index_shards", "gauge",
-               "Shards of the served library (1 for a plain index).",
-               s->shards);
-    u64_family(r, "flashtrie_index_generation", "gauge",
-               "Id of the served index generation: 1 at start; every index "
-               "a reload opens takes the next id, a refused one included.",
-               s->generation);
+    const u64_row rows[] = {
+        {"flashtrie_index_keys", "gauge", "Keys of the served index.",
+         s->index_keys},
+        {"flashtrie_index_nodes", "gauge", "Trie nodes of the served index.",
+         s->index_nodes},
+        {"flashtrie_index_bytes", "gauge",
+         "Bytes of the served index file (all shards).", s->index_bytes},
+        {"flashtrie_index_shards", "gauge",
+         "Shards of the served library (1 for a plain index).", s->shards},
+        {"flashtrie_index_generation", "gauge",
+         "Id of the served index generation: 1 at start; every index "
+         "a reload opens takes the next id, a refused one included.",
+         s->generation},
+    };
+    U64_FAMILIES(r, rows);
     family(r, "flashtrie_reloads_total", "counter",
            "Index reloads (SIGHUP or RELOAD), by result.");
-    put(r, "flashtrie_reloads_total{result=\"ok\"} %llu\n",
-        (unsigned long long)s->reloads);
-    put(r, "flashtrie_reloads_total{result=\"failed\"} %llu\n",
-        (unsigned long long)s->reload_failures);
+    label_sample(r, "flashtrie_reloads_total", "result", "ok", s->reloads);
+    label_sample(r, "flashtrie_reloads_total", "result", "failed",
+                 s->reload_failures);
 }
 
 static void render_server(render *r, const srv_metrics_snap *s)
@@ -530,46 +547,48 @@ static void render_server(render *r, const srv_metrics_snap *s)
     family(r, "flashtrie_draining", "gauge",
            "1 once SIGTERM or SIGINT started the drain.");
     put(r, "flashtrie_draining %d\n", s->draining ? 1 : 0);
-    u64_family(r, "flashtrie_connections", "gauge",
-               "Client connections open now (all listeners).",
-               s->connections_opened >= s->connections_closed ? s->connections_opened - s->connections_closed : 0);
-    u64_family(r, "flashtrie_connections_opened_total", "counter",
-               "Client connections ever accepted.",
-               s->connections_opened);
+    uint64_t open = s->connections_opened >= s->connections_closed
+                        ? s->connections_opened - s->connections_closed
+                        : 0;
+    const u64_row rows[] = {
+        {"flashtrie_connections", "gauge",
+         "Client connections open now (all listeners).", open},
+        {"flashtrie_connections_opened_total", "counter",
+         "Client connections ever accepted.", s->connections_opened},
+    };
+    U64_FAMILIES(r, rows);
 }
 
 /* render_conn: the listeners' connections and probes (serve_conn.c). */
 static void render_conn(render *r, const srv_metrics_snap *s)
 {
-    u64_family(r, "flashtrie_connections_refused_total", "counter",
-               "Connections closed at once because their listener held "
-               "max_connections already.",
-               s->connections_refused);
-    u64_family(r, "flashtrie_connections_idle_closed_total", "counter",
-               "Connections closed after idle_timeout_ms without completing a "
-               "message (idle, or stuck in half a message).",
-               s->connections_idle_closed);
-    u64_family(r, "flashtrie_memory_held_bytes", "gauge",
-               "Bytes the received messages and their answers hold now, receipt "
-               "to reply, with what the connections may be reading "
-               "(memory_budget_bytes bounds it).",
-               s->memory_held);
-    u64_family(r, "flashtrie_memory_busy_total", "counter",
-               "Messages answered BUSY because the memory budget or "
-               "max_heavy_messages had no room.",
-               s->memory_busy);
-    u64_family(r, "flashtrie_receive_limit_bytes", "gauge",
-               "Largest message the listeners let nng read now: "
-               "max_message_bytes, lowered while the connections could read "
-               "more than half the memory budget between them.",
-               s->receive_limit);
-    u64_family(r, "flashtrie_receive_reserved_bytes", "gauge",
-               "Bytes the connections may be reading now under the receive "
-               "limit (counted as held).",
-               s->receive_reserved);
-    u64_family(r, "flashtrie_receive_limit_lowered_total", "counter",
-               "Times the receive limit came down for more connections.",
-               s->receive_lowered);
+    const u64_row rows[] = {
+        {"flashtrie_connections_refused_total", "counter",
+         "Connections closed at once because their listener held "
+         "max_connections already.", s->connections_refused},
+        {"flashtrie_connections_idle_closed_total", "counter",
+         "Connections closed after idle_timeout_ms without completing a "
+         "message (idle, or stuck in half a message).",
+         s->connections_idle_closed},
+        {"flashtrie_memory_held_bytes", "gauge",
+         "Bytes the received messages and their answers hold now, receipt "
+         "to reply, with what the connections may be reading "
+         "(memory_budget_bytes bounds it).", s->memory_held},
+        {"flashtrie_memory_busy_total", "counter",
+         "Messages answered BUSY because the memory budget or "
+         "max_heavy_messages had no room.", s->memory_busy},
+        {"flashtrie_receive_limit_bytes", "gauge",
+         "Largest message the listeners let nng read now: "
+         "max_message_bytes, lowered while the connections could read "
+         "more than half the memory budget between them.", s->receive_limit},
+        {"flashtrie_receive_reserved_bytes", "gauge",
+         "Bytes the connections may be reading now under the receive "
+         "limit (counted as held).", s->receive_reserved},
+        {"flashtrie_receive_limit_lowered_total", "counter",
+         "Times the receive limit came down for more connections.",
+         s->receive_lowered},
+    };
+    U64_FAMILIES(r, rows);
     if (s->n_listeners == 0)
         return;
     family(r, "flashtrie_listener_connections", "gauge",
@@ -604,17 +623,16 @@ static void render_process(render *r, const srv_metrics_snap *s)
     u64_family(r, "process_open_fds", "gauge",
                "Number of open file descriptors.",
                p->open_fds);
-    if (p->max_fds) {
-        family(r, "process_max_fds", "gauge",
-               "Maximum number of open file descriptors.");
-        u64_sample(r, "process_max_fds", p->max_fds);
-    }
-    u64_family(r, "process_virtual_memory_bytes", "gauge",
-               "Virtual memory size in bytes.",
-               p->virtual_bytes);
-    u64_family(r, "process_resident_memory_bytes", "gauge",
-               "Resident memory size in bytes.",
-               p->resident_bytes);
+    if (p->max_fds)
+        u64_family(r, "process_max_fds", "gauge",
+                   "Maximum number of open file descriptors.", p->max_fds);
+    const u64_row rows[] = {
+        {"process_virtual_memory_bytes", "gauge",
+         "Virtual memory size in bytes.", p->virtual_bytes},
+        {"process_resident_memory_bytes", "gauge",
+         "Resident memory size in bytes.", p->resident_bytes},
+    };
+    U64_FAMILIES(r, rows);
     family(r, "process_start_time_seconds", "gauge",
            "Start time of the process since unix epoch in seconds.");
     put(r, "process_start_time_seconds %.2f\n", p->start_time_seconds);

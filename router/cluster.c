@@ -42,6 +42,7 @@
  * timeout or on the closed connection.  (The mode is deprecated after nng
  * 1.x; per-rank sockets would replace it.)
  */
+#include "flashtrie/internal/bits.h"
 #include "flashtrie/internal/clock.h"
 #include "cluster.h"
 
@@ -126,18 +127,12 @@ uint64_t cl_u64(cl_rd *r)
 
 static float cl_f32(cl_rd *r)
 {
-    uint32_t u = cl_u32(r);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    return fti_u2f(cl_u32(r));
 }
 
 static double cl_f64(cl_rd *r)
 {
-    uint64_t u = cl_u64(r);
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
+    return fti_u2d(cl_u64(r));
 }
 
 void cl_head(ft_buf *b, int type, uint32_t rank, uint32_t seq)

@@ -13,6 +13,7 @@
 
 #include <xxhash.h>
 
+#include "flashtrie/internal/bits.h"
 #include "frame.h"
 #include "rt_impl.h"
 
@@ -72,34 +73,6 @@ static void st64(unsigned char *p, uint64_t v)
     st32(p, (uint32_t)v);
     st32(p + 4, (uint32_t)(v >> 32));
 #endif
-}
-
-static float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static double u2d(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-}
-
-static uint64_t d2u(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
 }
 
 /* load32s copies n little-endian 32-bit words (u32 or f32 bits) from the
@@ -470,11 +443,11 @@ static int dec_search(ft_frame_msg *m, rd *r, uint32_t max_batch)
         if (mask & FT_FRAME_HAS_RESULTS)
             req->results = results;
         if (mask & FT_FRAME_HAS_THETA_TOK)
-            req->theta_tok = u2f(tt);
+            req->theta_tok = fti_u2f(tt);
         if (mask & FT_FRAME_HAS_THETA_SENT)
-            req->theta_sent = u2f(ts);
+            req->theta_sent = fti_u2f(ts);
         if (mask & FT_FRAME_HAS_ALPHA)
-            req->alpha = u2d(alpha);
+            req->alpha = fti_u2d(alpha);
         if (inplace) {
             req->tokens = (const uint32_t *)(const void *)(r->p + r->off);
             req->logp = (const float *)(const void *)(r->p + r->off +
@@ -642,9 +615,9 @@ static int dec_result(ft_frame_msg *m, ft_result *ext, size_t next, rd *r,
                             "%u declared", i, j, len, nt);
             hits[j].len = len;
             hits[j].tok_off = tsum;
-            hits[j].sigma = u2f(ld32(h + 4));
+            hits[j].sigma = fti_u2f(ld32(h + 4));
             hits[j].value = ld64(h + 8);
-            hits[j].score = u2d(ld64(h + 16));
+            hits[j].score = fti_u2d(ld64(h + 16));
             copy_key(toks + tsum, h + FT_FRAME_HIT_SIZE, len);
             tsum += len;
             r->off += FT_FRAME_HIT_SIZE + (size_t)len * 4;
@@ -869,11 +842,11 @@ uint32_t ft_frame_mask_of(const ft_request *req)
         m |= FT_FRAME_HAS_BEAM;
     if (req->results != 0)
         m |= FT_FRAME_HAS_RESULTS;
-    if (f2u(req->theta_tok) != f2u(-INFINITY))
+    if (fti_f2u(req->theta_tok) != fti_f2u(-INFINITY))
         m |= FT_FRAME_HAS_THETA_TOK;
-    if (f2u(req->theta_sent) != f2u(-INFINITY))
+    if (fti_f2u(req->theta_sent) != fti_f2u(-INFINITY))
         m |= FT_FRAME_HAS_THETA_SENT;
-    if (d2u(req->alpha) != d2u(1.0))
+    if (fti_d2u(req->alpha) != fti_d2u(1.0))
         m |= FT_FRAME_HAS_ALPHA;
     return m;
 }
@@ -969,11 +942,11 @@ static void write_search(unsigned char *dst, size_t size, uint64_t id,
         if (m & FT_FRAME_HAS_RESULTS)
             st32(p + 16, q->results);
         if (m & FT_FRAME_HAS_THETA_TOK)
-            st32(p + 20, f2u(q->theta_tok));
+            st32(p + 20, fti_f2u(q->theta_tok));
         if (m & FT_FRAME_HAS_THETA_SENT)
-            st32(p + 24, f2u(q->theta_sent));
+            st32(p + 24, fti_f2u(q->theta_sent));
         if (m & FT_FRAME_HAS_ALPHA)
-            st64(p + 32, d2u(q->alpha));
+            st64(p + 32, fti_d2u(q->alpha));
         p += FT_FRAME_SEARCH_REQ_SIZE;
         size_t elems = (size_t)q->T * q->K;
         p = store32s(p, q->tokens, elems);
@@ -1099,9 +1072,9 @@ static void write_result(unsigned char *dst, size_t size, uint64_t id,
         for (uint32_t j = 0; j < r->n; j++) {
             const ft_hit *x = &r->hits[j];
             st32(p, x->len);
-            st32(p + 4, f2u(x->sigma));
+            st32(p + 4, fti_f2u(x->sigma));
             st64(p + 8, x->value);
-            st64(p + 16, d2u(x->score));
+            st64(p + 16, fti_d2u(x->score));
             p += FT_FRAME_HIT_SIZE;
             p = store32s(p, r->tokens + x->tok_off, x->len);
             nt += x->len; /* <= 4096 * 255 */

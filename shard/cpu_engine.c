@@ -237,27 +237,54 @@ static int selc_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* top_cand keeps the m smallest of a[0..n) in a[0..m) and returns the
- * largest kept key (the new cut-off). */
-static uint64_t top_cand(cand *a, size_t n, size_t m)
-{
-    select_cand(a, n, m);
-    uint64_t mx = 0;
-    for (size_t i = 0; i < m; i++)
-        if (a[i].key > mx)
-            mx = a[i].key;
-    return mx;
-}
+/* DEFINE_TOP defines name(a, n, m), which keeps the m smallest of
+ * a[0..n) in a[0..m) and returns the largest kept key (the new cut-off). */
+#define DEFINE_TOP(name, type, ktype, select)                                 \
+    static ktype name(type *a, size_t n, size_t m)                            \
+    {                                                                         \
+        select(a, n, m);                                                      \
+        ktype mx = 0;                                                         \
+        for (size_t i = 0; i < m; i++)                                        \
+            if (a[i].key > mx)                                                \
+                mx = a[i].key;                                                \
+        return mx;                                                            \
+    }
 
-static u128 top_selc(selc *a, size_t n, size_t m)
-{
-    select_selc(a, n, m);
-    u128 mx = 0;
-    for (size_t i = 0; i < m; i++)
-        if (a[i].key > mx)
-            mx = a[i].key;
-    return mx;
-}
+DEFINE_TOP(top_cand, cand, uint64_t, select_cand)
+DEFINE_TOP(top_selc, selc, u128, select_selc)
+
+/* DEFINE_BEST defines name(gat, wb, nw, lim, n): it merges the candidates
+ * wb[w].buf[0..len) of the workers wb[0..nw) (into gat; one worker's stay
+ * where they are) and returns the first min(lim, all) of them in the
+ * specification's order (*n of them). */
+#define DEFINE_BEST(name, type, buf, len, top, cmp)                           \
+    static type *name(type *gat, wbuf *wb, int nw, size_t lim, size_t *n)     \
+    {                                                                         \
+        type *all = gat;                                                      \
+        size_t m = 0;                                                         \
+        if (nw == 1) {                                                        \
+            all = wb[0].buf;                                                  \
+            m = wb[0].len;                                                    \
+        } else {                                                              \
+            for (int w = 0; w < nw; w++) {                                    \
+                memcpy(all + m, wb[w].buf, wb[w].len * sizeof *all);          \
+                m += wb[w].len;                                               \
+            }                                                                 \
+        }                                                                     \
+        if (m > lim) {                                                        \
+            top(all, m, lim);                                                 \
+            m = lim;                                                          \
+        }                                                                     \
+        qsort(all, m, sizeof *all, cmp);                                      \
+        *n = m;                                                               \
+        return all;                                                           \
+    }
+
+/* step_best: the step's surviving beam candidates, the first B of them
+ * (gat is the request's rctx.gat).  best_results: the terminal ones, the
+ * first of them to be the results (gat is rctx.sgat). */
+DEFINE_BEST(step_best, cand, nb, nb_len, top_cand, cand_cmp)
+DEFINE_BEST(best_results, selc, sb, sb_len, top_selc, selc_cmp)
 
 /* Push into a bounded buffer: a full buffer (2x keep) is cut to keep. */
 static inline void push_cand(wbuf *wb, uint64_t key, uint64_t node, float sg)
@@ -686,32 +713,6 @@ static int req_ready(rctx *c, wbuf *wb, int nw, const fti_prepared *p,
     return FT_OK;
 }
 
-/* step_best merges the step's surviving candidates of wb[0..nw) and
- * returns the first min(B, all) of them in the specification's order (*m of
- * them). */
-static cand *step_best(rctx *c, wbuf *wb, int nw, size_t B, size_t *m)
-{
-    cand *all;
-    size_t n = 0;
-    if (nw == 1) {
-        all = wb[0].nb;
-        n = wb[0].nb_len;
-    } else {
-        all = c->gat;
-        for (int w = 0; w < nw; w++) {
-            memcpy(all + n, wb[w].nb, wb[w].nb_len * sizeof *all);
-            n += wb[w].nb_len;
-        }
-    }
-    if (n > B) {
-        top_cand(all, n, B);
-        n = B;
-    }
-    qsort(all, n, sizeof *all, cand_cmp);
-    *m = n;
-    return all;
-}
-
 /* emit_results merges the terminal candidates of wb[0..nw), takes the
  * first n in the specification's order and writes them with their backtraced
  * tokens and key indexes (values are attached by the public search). */
@@ -719,24 +720,8 @@ static int emit_results(cpu_engine *ce, rctx *c, wbuf *wb, int nw,
                         ft_result *res)
 {
     const fti_prepared *p = c->prep;
-    size_t n = p->results;
-    selc *all;
-    size_t m = 0;
-    if (nw == 1) {
-        all = wb[0].sb;
-        m = wb[0].sb_len;
-    } else {
-        all = c->sgat;
-        for (int w = 0; w < nw; w++) {
-            memcpy(all + m, wb[w].sb, wb[w].sb_len * sizeof *all);
-            m += wb[w].sb_len;
-        }
-    }
-    if (m > n) {
-        top_selc(all, m, n);
-        m = n;
-    }
-    qsort(all, m, sizeof *all, selc_cmp);
+    size_t m;
+    selc *all = best_results(c->sgat, wb, nw, p->results, &m);
     res->n = 0;
     const ft_trie *trie = &ce->eng->idx->trie;
     uint32_t toks[FT_MAX_T];
@@ -823,7 +808,7 @@ static int run_request(cpu_engine *ce, rctx *c, wbuf *wb, int nw, grp *g,
             spinw_wait_for(&g->done, (unsigned)nw - 1, ce->spin_ns);
         }
         size_t m;
-        cand *all = step_best(c, wb, nw, p->beam, &m);
+        cand *all = step_best(c->gat, wb, nw, p->beam, &m);
         /* Alone, an entry's rank in its own beam is its global rank. */
         uint32_t *h = c->hist + (size_t)t * c->bcap; /* row for beam t+1 */
         for (size_t i = 0; i < m; i++) {
@@ -993,7 +978,7 @@ static void step_expand_one(cpu_engine *ce, size_t i, uint32_t t)
             sort_by_token(&q->c, t);
         for (uint32_t r = 0; r < q->c.ncur; r++)
             expand_entry(ce, &q->c, &q->wb, t, r);
-        q->pend = step_best(&q->c, &q->wb, 1, p->beam, &q->npend);
+        q->pend = step_best(q->c.gat, &q->wb, 1, p->beam, &q->npend);
     } else {
         q->c.ncur = 0;
     }

@@ -37,12 +37,25 @@ struct stat;
 int fti_open_read(int *fd, struct stat *st, const char *path, char *errbuf,
                   size_t errlen);
 
-/* fti_commit_tmp finishes a file written through fd at tmp: fsync (unless
- * bad says a write failed already), close, and rename over path.  Returns
- * bad or 1 when a step failed, with *err the errno to report (the failed
- * write's when bad came in set); 0 when path now holds the file. */
-int fti_commit_tmp(int *err, int fd, int bad, const char *tmp,
-                   const char *path);
+/* fti_tmp_create opens PATH.tmp.PID for writing a file that fti_tmp_commit
+ * then puts at path (build aside, then swap): *fd the descriptor, *tmp its
+ * name (malloc'ed).  FT_ENOMEM, or FT_EIO with "TMP: cannot create: ..."
+ * in errbuf. */
+int fti_tmp_create(int *fd, char **tmp, const char *path, char *errbuf,
+                   size_t errlen);
+
+/* fti_write_all writes the n bytes at buf to fd, again after EINTR and
+ * short writes: 0, or -1 with errno set. */
+int fti_write_all(int fd, const void *buf, size_t n);
+
+/* fti_tmp_commit finishes the file written through fd at tmp
+ * (fti_tmp_create): fsync (unless bad says a write failed already), close,
+ * and rename over path; it frees tmp.  FT_OK when path now holds the file;
+ * else FT_EIO with "PATH: cannot write WHAT: ..." in errbuf (the errno of
+ * the failed step, the failed write's when bad came in set) and tmp
+ * removed. */
+int fti_tmp_commit(int fd, int bad, char *tmp, const char *path,
+                   const char *what, char *errbuf, size_t errlen);
 
 /* fti_errf and FT_RETURN_ERROR_IF: the ground floor's errmsg.h. */
 

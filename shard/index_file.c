@@ -110,7 +110,7 @@ static int value_of(uint64_t *value, const ft_trie *t, uint64_t u)
     return FT_OK;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
+int fti_write_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
     while (n > 0) {
@@ -228,41 +228,27 @@ int ft_trie_write_mt(const ft_trie *t, const char *path, int threads,
     if (prof)
         prof[FT_PROF_CHECKSUM] += t1 - t0;
 
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (tmp == NULL)
-        return FT_ENOMEM;
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        fti_errf(errbuf, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return FT_EIO;
-    }
+    int fd;
+    char *tmp;
+    int rc = fti_tmp_create(&fd, &tmp, path, errbuf, errlen);
+    if (rc != FT_OK)
+        return rc;
     static const char zeros[FT_ALIGN];
-    int bad = write_all(fd, &h, sizeof h) || write_all(fd, tab, sizeof tab);
+    int bad = fti_write_all(fd, &h, sizeof h) ||
+              fti_write_all(fd, tab, sizeof tab);
     uint64_t pos = sizeof h + sizeof tab;
     for (int s = 0; s < FT_SEC_COUNT && !bad; s++) {
-        bad = write_all(fd, zeros, tab[s].offset - pos) ||
-              write_all(fd, t->sec[s], t->sec_bytes[s]);
+        bad = fti_write_all(fd, zeros, tab[s].offset - pos) ||
+              fti_write_all(fd, t->sec[s], t->sec_bytes[s]);
         pos = tab[s].offset + tab[s].bytes;
     }
     double t2 = fti_now();
     if (prof)
         prof[FT_PROF_WRITE] += t2 - t1;
-    int e;
-    bad = fti_commit_tmp(&e, fd, bad, tmp, path);
+    rc = fti_tmp_commit(fd, bad, tmp, path, "index", errbuf, errlen);
     if (prof)
         prof[FT_PROF_FSYNC] += fti_now() - t2;
-    if (bad) {
-        fti_errf(errbuf, errlen, "%s: cannot write index: %s", path,
-                 strerror(e));
-        unlink(tmp);
-        free(tmp);
-        return FT_EIO;
-    }
-    free(tmp);
-    return FT_OK;
+    return rc;
 }
 
 /* ---- structural checks ----
@@ -493,8 +479,26 @@ static int check_structure(const ft_index *idx, const char *path,
     return FT_OK;
 }
 
-int fti_commit_tmp(int *err, int fd, int bad, const char *tmp,
-                   const char *path)
+int fti_tmp_create(int *fd, char **tmp, const char *path, char *errbuf,
+                   size_t errlen)
+{
+    size_t plen = strlen(path);
+    char *t = malloc(plen + 32);
+    if (t == NULL)
+        return FT_ENOMEM;
+    snprintf(t, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    *fd = open(t, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (*fd < 0) {
+        fti_errf(errbuf, errlen, "%s: cannot create: %s", t, strerror(errno));
+        free(t);
+        return FT_EIO;
+    }
+    *tmp = t;
+    return FT_OK;
+}
+
+int fti_tmp_commit(int fd, int bad, char *tmp, const char *path,
+                   const char *what, char *errbuf, size_t errlen)
 {
     if (!bad)
         bad = fsync(fd) != 0;
@@ -507,8 +511,13 @@ int fti_commit_tmp(int *err, int fd, int bad, const char *tmp,
         bad = 1;
         e = errno;
     }
-    *err = e;
-    return bad;
+    if (bad) {
+        fti_errf(errbuf, errlen, "%s: cannot write %s: %s", path, what,
+                 strerror(e));
+        unlink(tmp);
+    }
+    free(tmp);
+    return bad ? FT_EIO : FT_OK;
 }
 
 /* file_kind names what a path is when it is no regular file. */

@@ -211,43 +211,17 @@ int ft_manifest_write(const ft_manifest *m, const char *path, char *errbuf,
     }
     put64(buf + FT_MANIFEST_CHECKSUM_OFF, file_sum(buf, total));
 
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (tmp == NULL) {
+    int fd;
+    char *tmp;
+    int rc = fti_tmp_create(&fd, &tmp, path, errbuf, errlen);
+    if (rc != FT_OK) {
         free(buf);
-        return FT_ENOMEM;
+        return rc;
     }
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        fti_errf(errbuf, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        free(buf);
-        return FT_EIO;
-    }
-    int bad = 0;
-    size_t done = 0;
-    while (done < total && !bad) {
-        ssize_t w = write(fd, buf + done, total - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            bad = 1;
-        else
-            done += (size_t)w;
-    }
-    int e;
-    bad = fti_commit_tmp(&e, fd, bad, tmp, path);
+    int bad = fti_write_all(fd, buf, total) != 0;
+    rc = fti_tmp_commit(fd, bad, tmp, path, "manifest", errbuf, errlen);
     free(buf);
-    if (bad) {
-        fti_errf(errbuf, errlen, "%s: cannot write manifest: %s", path,
-                 strerror(e));
-        unlink(tmp);
-        free(tmp);
-        return FT_EIO;
-    }
-    free(tmp);
-    return FT_OK;
+    return rc;
 }
 
 void ft_manifest_close(ft_manifest *m)

@@ -322,6 +322,22 @@ static int split_index(ft_library **lib, const ft_index *idx, size_t ns,
     return rc;
 }
 
+/* open_group opens the group of shards sh[0..nsh) with the engine options
+ * eo and the group options of the command line; devs[j] is shard j's
+ * device under --devices. */
+static int open_group(fti_group **grp, const ft_index *const *sh, size_t nsh,
+                      const ft_engine_opts *eo, const bench_opts *opt,
+                      const int *devs, char *err, size_t errlen)
+{
+    fti_group_opts go;
+    fti_group_opts_init(&go);
+    go.exchange = opt->xchg;
+    go.split_grid = !opt->full_grid;
+    go.shared_lists = !opt->copy_lists;
+    go.shard_mode = opt->shard_mode;
+    go.devices = opt->devlist.n ? devs : NULL;
+    return fti_group_open_ex(grp, sh, nsh, eo, &go, err, errlen);
+}
 
 void bench_run_engines(const bench_opts *opt, bench_state *bs)
 {
@@ -385,14 +401,8 @@ void bench_run_engines(const bench_opts *opt, bench_state *bs)
             nsh = bs->man_shards;
             for (size_t j = 0; j < nsh; j++)
                 sh[j] = ft_library_shard(bs->lib, j);
-            fti_group_opts go;
-            fti_group_opts_init(&go);
-            go.exchange = opt->xchg;
-            go.split_grid = !opt->full_grid;
-            go.shared_lists = !opt->copy_lists;
-            go.shard_mode = opt->shard_mode;
-            go.devices = opt->devlist.n ? gdevs : NULL;
-            rc = fti_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err, sizeof err);
+            rc = open_group(&sr.grp, sh, nsh, &eo, opt, gdevs, err,
+                            sizeof err);
         } else if (nsh) {
             double t0 = fti_now();
             rc = split_index(&shlib, bs->idx, nsh, err, sizeof err);
@@ -409,15 +419,8 @@ void bench_run_engines(const bench_opts *opt, bench_state *bs)
             for (size_t j = 0; j < nsh; j++)
                 printf(" %" PRIu64, ft_index_keys(sh[j]));
             printf(")\n");
-            fti_group_opts go;
-            fti_group_opts_init(&go);
-            go.exchange = opt->xchg;
-            go.split_grid = !opt->full_grid;
-            go.shared_lists = !opt->copy_lists;
-            go.shard_mode = opt->shard_mode;
-            go.devices = opt->devlist.n ? gdevs : NULL;
-            rc = fti_group_open_ex(&sr.grp, sh, nsh, &eo, &go, err,
-                                  sizeof err);
+            rc = open_group(&sr.grp, sh, nsh, &eo, opt, gdevs, err,
+                            sizeof err);
         } else {
             rc = ft_engine_open(&sr.eng, bs->idx, &eo, err, sizeof err);
             /* --replicas: more engines beside it on the same GPU */

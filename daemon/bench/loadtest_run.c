@@ -202,6 +202,31 @@ static uint64_t rnd(worker *w, uint64_t n)
 
 /* ---- one message of each kind ---- */
 
+/* client_search sends reqs[0..n) as one message through the worker's
+ * client and adds its latency (*dt) to lat_all: 0 when it was answered
+ * (*res); -1 after counting a BUSY, or counting and reporting a failure. */
+static int client_search(worker *w, int kind, const ft_request *reqs,
+                         size_t n, ft_client_results **res, double *dt)
+{
+    char err[512];
+    double t0 = fti_now();
+    int rc = ft_client_search(w->cl, reqs, n, res, err, sizeof err);
+    *dt = fti_now() - t0;
+    lat_add(&w->lat_all, *dt);
+    if (rc == FT_EBUSY) {
+        w->c.busy[kind]++;
+        return -1;
+    }
+    if (rc != FT_OK) {
+        if (rc == FT_ECONN)
+            w->conn_errors++;
+        report_wrong(w, kind, "the call failed: %s (%s)", err,
+                     ft_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
 static void do_good_frame(worker *w, int kind)
 {
     shared *sh = w->sh;
@@ -213,22 +238,9 @@ static void do_good_frame(worker *w, int kind)
         reqs[i] = sh->pool[pick[i]].q.req;
     }
     ft_client_results *res = NULL;
-    char err[512];
-    double t0 = fti_now();
-    int rc = ft_client_search(w->cl, reqs, n, &res, err, sizeof err);
-    double dt = fti_now() - t0;
-    lat_add(&w->lat_all, dt);
-    if (rc == FT_EBUSY) {
-        w->c.busy[kind]++;
+    double dt;
+    if (client_search(w, kind, reqs, n, &res, &dt) != 0)
         return;
-    }
-    if (rc != FT_OK) {
-        if (rc == FT_ECONN)
-            w->conn_errors++;
-        report_wrong(w, kind, "the call failed: %s (%s)", err,
-                     ft_strerror(rc));
-        return;
-    }
     lat_add(&w->lat_good, dt);
     if (ft_client_results_count(res) != n) {
         report_wrong(w, kind, "%zu results for %zu requests",
@@ -398,21 +410,9 @@ static void do_bad_spec(worker *w, int kind)
     ft_request reqs[3] = {sh->pool[g1].q.req, sh->br[bi].r,
                           sh->pool[g2].q.req};
     ft_client_results *res = NULL;
-    char err[512];
-    double t0 = fti_now();
-    int rc = ft_client_search(w->cl, reqs, 3, &res, err, sizeof err);
-    lat_add(&w->lat_all, fti_now() - t0);
-    if (rc == FT_EBUSY) {
-        w->c.busy[kind]++;
+    double dt;
+    if (client_search(w, kind, reqs, 3, &res, &dt) != 0)
         return;
-    }
-    if (rc != FT_OK) {
-        if (rc == FT_ECONN)
-            w->conn_errors++;
-        report_wrong(w, kind, "the call failed: %s (%s)", err,
-                     ft_strerror(rc));
-        return;
-    }
     char why[400];
     const ft_result *b = ft_client_results_get(res, 1);
     if (ft_client_results_count(res) != 3)

@@ -1692,15 +1692,11 @@ static void case_cpus(void)
 
 int main(int argc, char **argv)
 {
-    g_bin = getenv("FT_BIN");
-    if (argc != 2 || g_bin == NULL) {
+    if (argc != 2) {
         fprintf(stderr, "usage: FT_BIN=flashtrie daemon_test CASE\n");
         return 2;
     }
-    snprintf(g_dir, sizeof g_dir, "/tmp/ft_daemon_test.XXXXXX");
-    FT_CHECK(mkdtemp(g_dir) != NULL);
-    atexit(kill_server);
-    signal(SIGPIPE, SIG_IGN);
+    g_bin = th_setup("daemon_test", g_dir, sizeof g_dir, kill_server);
     if (!strcmp(argv[1], "concurrent")) case_concurrent();
     else if (!strcmp(argv[1], "proto")) case_proto();
     else if (!strcmp(argv[1], "busy")) case_busy();

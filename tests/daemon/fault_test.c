@@ -614,15 +614,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: fault_test load_ipc|load_tcp|faults|slow_reader\n");
         return 2;
     }
-    g_bin = getenv("FT_BIN");
-    if (g_bin == NULL) {
-        fprintf(stderr, "fault_test: FT_BIN is not set\n");
-        return 2;
-    }
-    signal(SIGPIPE, SIG_IGN);
-    snprintf(g_dir, sizeof g_dir, "/tmp/ft_fault_test.%ld", (long)getpid());
-    FT_CHECK(mkdir(g_dir, 0700) == 0);
-    atexit(cleanup);
+    g_bin = th_setup("fault_test", g_dir, sizeof g_dir, cleanup);
     if (!strcmp(argv[1], "load_ipc")) case_load(0);
     else if (!strcmp(argv[1], "load_tcp")) case_load(1);
     else if (!strcmp(argv[1], "faults")) case_faults(0);

@@ -567,15 +567,11 @@ static void case_drain_load(void)
 
 int main(int argc, char **argv)
 {
-    g_bin = getenv("FT_BIN");
-    if (argc != 2 || g_bin == NULL) {
+    if (argc != 2) {
         fprintf(stderr, "usage: FT_BIN=flashtrie lifecycle_test CASE\n");
         return 2;
     }
-    snprintf(g_dir, sizeof g_dir, "/tmp/ft_lifecycle_test.XXXXXX");
-    FT_CHECK(mkdtemp(g_dir) != NULL);
-    atexit(cleanup);
-    signal(SIGPIPE, SIG_IGN);
+    g_bin = th_setup("lifecycle_test", g_dir, sizeof g_dir, cleanup);
     if (!strcmp(argv[1], "hup")) case_hup();
     else if (!strcmp(argv[1], "probes")) case_probes();
     else if (!strcmp(argv[1], "block")) case_block();

@@ -971,15 +971,7 @@ int main(int argc, char **argv)
                         "MB BUDGET_MB MAX_MSG_MB]\n");
         return 2;
     }
-    g_bin = getenv("FT_BIN");
-    if (g_bin == NULL) {
-        fprintf(stderr, "mem_test: FT_BIN is not set\n");
-        return 2;
-    }
-    signal(SIGPIPE, SIG_IGN);
-    snprintf(g_dir, sizeof g_dir, "/tmp/ft_mem_test.%ld", (long)getpid());
-    FT_CHECK(mkdir(g_dir, 0700) == 0);
-    atexit(cleanup);
+    g_bin = th_setup("mem_test", g_dir, sizeof g_dir, cleanup);
     int v[5] = {12, 5, 8, 64, 16};
     for (int i = 0; i < 5 && i + 2 < argc; i++)
         v[i] = atoi(argv[i + 2]);

@@ -628,11 +628,7 @@ static void cleanup(void) { th_kill(&g_pid, g_dir, "metrics_test"); }
  * temporary folder of its own, removed at exit with the server killed. */
 static void live_setup(void)
 {
-    g_bin = getenv("FT_BIN");
-    FT_CHECK(g_bin != NULL);
-    snprintf(g_dir, sizeof g_dir, "/tmp/ft_metrics_test.XXXXXX");
-    FT_CHECK(mkdtemp(g_dir) != NULL);
-    atexit(cleanup);
+    g_bin = th_setup("metrics_test", g_dir, sizeof g_dir, cleanup);
 }
 
 

@@ -17,6 +17,21 @@ void th_sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+const char *th_setup(const char *who, char *dir, size_t dirlen,
+                     void (*cleanup)(void))
+{
+    const char *bin = getenv("FT_BIN");
+    if (bin == NULL) {
+        fprintf(stderr, "%s: FT_BIN is not set\n", who);
+        exit(2);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(dir, dirlen, "/tmp/ft_%s.XXXXXX", who);
+    FT_CHECK(mkdtemp(dir) != NULL);
+    atexit(cleanup);
+    return bin;
+}
+
 /* ---- servers ---- */
 
 void th_spawn(pid_t *pid, const char *bin, const char *dir,

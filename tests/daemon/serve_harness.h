@@ -18,6 +18,14 @@
 /* th_sleep_ms sleeps ms milliseconds. */
 void th_sleep_ms(long ms);
 
+/* th_setup readies a test that runs the program and returns FT_BIN, the
+ * program (a test run without it ends with status 2).  It makes a fresh
+ * folder /tmp/ft_WHO.XXXXXX into dir (dirlen bytes), registers cleanup to
+ * run at exit (it kills the servers and removes the folder), and ignores
+ * SIGPIPE, so that a write to a closed connection fails, not the test. */
+const char *th_setup(const char *who, char *dir, size_t dirlen,
+                     void (*cleanup)(void));
+
 /* ---- servers ---- */
 
 /* th_start runs "BIN serve ARGS..." with its stderr in DIR/log, stores its

@@ -8,6 +8,9 @@
 #define FT_FUZZ_H
 #include <stddef.h>
 #include <stdint.h>
+
+#include "flashtrie.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* fuzz_count_key is an ft_index_prefix callback counting keys into the
@@ -22,13 +25,37 @@ static inline int fuzz_count_key(const uint32_t *t, size_t n, uint64_t v,
     return 0;
 }
 
+/* fuzz_walk is what fuzz_check_key checks a walk of all keys with: the
+ * index walked, or the library when lib is set; keys seen so far; set
+ * once a key walked did not look up to the value the walk gave. */
+typedef struct fuzz_walk {
+    const ft_index *idx;
+    const ft_library *lib;
+    uint64_t n;
+    int bad;
+} fuzz_walk;
+
+/* fuzz_check_key is an ft_index_prefix / ft_library_prefix callback: it
+ * counts the key and looks it up again in the fuzz_walk at arg (the round
+ * trip of a key through the trie). */
+static inline int fuzz_check_key(const uint32_t *t, size_t n, uint64_t v,
+                                 void *arg)
+{
+    fuzz_walk *w = (fuzz_walk *)arg;
+    uint64_t got;
+    int rc = w->lib ? ft_library_lookup(&got, w->lib, t, n)
+                    : ft_index_lookup(&got, w->idx, t, n);
+    if (rc != FT_OK || got != v)
+        w->bad = 1;
+    w->n++;
+    return 0;
+}
+
 #ifdef FT_FUZZ_DRIVER
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include "flashtrie.h"
 
 /* fuzz_same_as_file checks, in the regression runs (driver.c), that the
  * file open agrees with the memory open the targets use: size bytes at

@@ -19,22 +19,6 @@
 #include "fuzz.h"
 #include "trie.h"
 
-typedef struct walk {
-    const ft_index *idx;
-    uint64_t n;
-    int bad;
-} walk;
-
-static int check_key(const uint32_t *t, size_t n, uint64_t v, void *arg)
-{
-    walk *w = arg;
-    uint64_t got;
-    if (ft_index_lookup(&got, w->idx, t, n) != FT_OK || got != v)
-        w->bad = 1;
-    w->n++;
-    return 0;
-}
-
 /* The name the messages must carry, standing for the file's path. */
 #define NAME "fuzz.idx"
 
@@ -55,11 +39,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         enum { LIMIT = 100000 };
         ft_index_info info;
         ft_index_info_init(&info);
-        walk w = {idx, 0, 0};
+        fuzz_walk w = {idx, NULL, 0, 0};
         uint64_t seen;
         if (ft_index_info_get(&info, idx) != FT_OK ||
             info.file_bytes != size ||
-            ft_index_prefix(&seen, idx, NULL, 0, LIMIT, check_key, &w) != FT_OK ||
+            ft_index_prefix(&seen, idx, NULL, 0, LIMIT, fuzz_check_key,
+                            &w) != FT_OK ||
             w.bad || (info.keys <= LIMIT && w.n != info.keys))
             abort();
         ft_index_close(idx);

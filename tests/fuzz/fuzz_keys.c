@@ -27,22 +27,6 @@
 
 static char g_dir[64];
 
-typedef struct walk {
-    const ft_index *idx;
-    uint64_t n;
-    int bad;
-} walk;
-
-static int check_key(const uint32_t *t, size_t n, uint64_t v, void *arg)
-{
-    walk *w = arg;
-    uint64_t got;
-    if (ft_index_lookup(&got, w->idx, t, n) != FT_OK || got != v)
-        w->bad = 1;
-    w->n++;
-    return 0;
-}
-
 static void remove_dir(void) { rmdir(g_dir); }
 
 static void setup(void)
@@ -97,9 +81,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ft_index *idx;
         if (ft_index_open(&idx, out, 0, err, sizeof err) != FT_OK)
             abort();
-        walk w = {idx, 0, 0};
+        fuzz_walk w = {idx, NULL, 0, 0};
         uint64_t seen = 0;
-        if (ft_index_prefix(&seen, idx, NULL, 0, 0, check_key, &w) != FT_OK ||
+        if (ft_index_prefix(&seen, idx, NULL, 0, 0, fuzz_check_key, &w) !=
+                FT_OK ||
             w.bad || w.n != st.keys || ft_index_keys(idx) != st.keys)
             abort();
         ft_index_close(idx);

@@ -85,22 +85,6 @@ static int open_shard(ft_index **out, const char *path, unsigned flags,
     return FT_EIO;
 }
 
-typedef struct walk {
-    const ft_library *lib;
-    uint64_t n;
-    int bad;
-} walk;
-
-static int check_key(const uint32_t *t, size_t n, uint64_t v, void *arg)
-{
-    walk *w = arg;
-    uint64_t got;
-    if (ft_library_lookup(&got, w->lib, t, n) != FT_OK || got != v)
-        w->bad = 1;
-    w->n++;
-    return 0;
-}
-
 static void try_open(const uint8_t *m, size_t mn)
 {
     /* The file "m" holds these bytes now, for a table that names it and
@@ -138,10 +122,11 @@ static void try_open(const uint8_t *m, size_t mn)
             abort();
         sum += si.keys;
     }
-    walk w = {lib, 0, 0};
+    fuzz_walk w = {NULL, lib, 0, 0};
     uint64_t seen;
     if (sum != info.keys ||
-        ft_library_prefix(&seen, lib, NULL, 0, LIMIT, check_key, &w) != FT_OK ||
+        ft_library_prefix(&seen, lib, NULL, 0, LIMIT, fuzz_check_key,
+                          &w) != FT_OK ||
         w.bad || (info.keys <= LIMIT && w.n != info.keys))
         abort();
     ft_library_close(lib);

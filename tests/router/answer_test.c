@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "batcher.h"
+#include "gen_util.h"
 #include "queue.h"
 #include "search_util.h"
 #include "slot.h"
@@ -39,22 +40,6 @@ static void on_done(ft_job *j)
     nanosleep(&ts, NULL);
     atomic_fetch_add(&g_calls[i], 1);
     atomic_fetch_add(&g_done, 1);
-}
-
-static ft_gen *open_gen(void)
-{
-    ft_slot_opts o;
-    ft_slot_opts_init(&o);
-    o.engine = FT_SLOT_CPU;
-    o.replicas = 1;
-    o.cpu_threads = 1;
-    ft_gen *g;
-    char err[512] = "";
-    if (ft_gen_open(&g, g_path, &o, 1, err, sizeof err) != FT_OK) {
-        fprintf(stderr, "ft_gen_open: %s\n", err);
-        exit(1);
-    }
-    return g;
 }
 
 /* distinct counts the distinct threads among g_thread[from..to). */
@@ -91,7 +76,7 @@ static void run(uint32_t threads, size_t n, int stop_early)
         atomic_store(&g_calls[i], 0);
     }
     atomic_store(&g_done, 0);
-    ft_gen *g = open_gen();
+    ft_gen *g = gen_util_open(g_path, 1);
     ft_queue q;
     FT_PASS(ft_queue_init(&q, MAXJ));
     FT_PASS(ft_queue_push_n(&q, items, n));

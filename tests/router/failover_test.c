@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "batcher.h"
+#include "gen_util.h"
 #include "queue.h"
 #include "search_util.h"
 #include "slot.h"
@@ -181,18 +182,7 @@ static void check_offline(run *r, const ft_result *want, const char *what)
 
 static ft_gen *open_gen(int replicas)
 {
-    ft_slot_opts o;
-    ft_slot_opts_init(&o);
-    o.engine = FT_SLOT_CPU;
-    o.replicas = replicas;
-    o.cpu_threads = 1;
-    ft_gen *g;
-    char err[512] = "";
-    int rc = ft_gen_open(&g, g_path, &o, 1, err, sizeof err);
-    if (rc != FT_OK) {
-        fprintf(stderr, "ft_gen_open: %s\n", err);
-        exit(1);
-    }
+    ft_gen *g = gen_util_open(g_path, replicas);
     FT_CHECK_EQ_U64(g->n_eng, (uint64_t)replicas);
     return g;
 }

@@ -15,6 +15,7 @@
 
 #include <xxhash.h>
 
+#include "flashtrie/internal/bits.h"
 #include "frame.h"
 #include "ft_test.h"
 
@@ -40,20 +41,6 @@ static void wr16(unsigned char *p, uint16_t v)
 {
     p[0] = (unsigned char)v;
     p[1] = (unsigned char)(v >> 8);
-}
-
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static uint64_t d2u(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
 }
 
 /* fix makes the length and checksum fields agree with a frame of len
@@ -97,6 +84,34 @@ static void bad_at(int line, const void *p, size_t len, int code,
     }
 }
 #define BAD(p, len, want) bad_at(__LINE__, (p), (len), FT_EPROTO, (want))
+
+/* bad32_at sets the 32-bit field at off of the frame f of len bytes to v,
+ * makes the length and checksum agree again and expects want. */
+static void bad32_at(int line, unsigned char *f, size_t len, size_t off,
+                     uint32_t v, const char *want)
+{
+    wr32(f + off, v);
+    fix(f, len);
+    bad_at(line, f, len, FT_EPROTO, want);
+}
+#define BAD32(f, len, off, v, want)                                           \
+    bad32_at(__LINE__, (f), (len), (off), (v), (want))
+
+/* field32 is one 32-bit field of a frame set to a value it may not hold,
+ * and the message that names it. */
+typedef struct field32 {
+    size_t off;
+    uint32_t v;
+    const char *want;
+} field32;
+
+/* bad_fresh checks each of c[0..n) on a fresh frame that make writes. */
+static void bad_fresh(size_t (*make)(unsigned char *), unsigned char *f,
+                      const field32 *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        bad32_at(__LINE__, f, make(f), c[i].off, c[i].v, c[i].want);
+}
 
 /* A small random grid pool for requests. */
 static uint32_t g_tok[8 * 64 * 4096];
@@ -163,9 +178,9 @@ static int same_req(const ft_request *a, const ft_request *b)
     size_t n = (size_t)a->T * a->K;
     return a->T == b->T && a->K == b->K && a->beam == b->beam &&
            a->results == b->results &&
-           f2u(a->theta_tok) == f2u(b->theta_tok) &&
-           f2u(a->theta_sent) == f2u(b->theta_sent) &&
-           d2u(a->alpha) == d2u(b->alpha) &&
+           fti_f2u(a->theta_tok) == fti_f2u(b->theta_tok) &&
+           fti_f2u(a->theta_sent) == fti_f2u(b->theta_sent) &&
+           fti_d2u(a->alpha) == fti_d2u(b->alpha) &&
            memcmp(a->tokens, b->tokens, n * 4) == 0 &&
            memcmp(a->logp, b->logp, n * 4) == 0;
 }
@@ -179,7 +194,8 @@ static int same_res(const ft_result *a, const ft_result *b)
     for (uint32_t i = 0; i < a->n; i++) {
         const ft_hit *x = &a->hits[i], *y = &b->hits[i];
         if (x->len != y->len || x->value != y->value ||
-            d2u(x->score) != d2u(y->score) || f2u(x->sigma) != f2u(y->sigma) ||
+            fti_d2u(x->score) != fti_d2u(y->score) ||
+            fti_f2u(x->sigma) != fti_f2u(y->sigma) ||
             memcmp(a->tokens + x->tok_off, b->tokens + y->tok_off,
                    x->len * 4) != 0)
             return 0;
@@ -475,7 +491,7 @@ static void test_result(void)
     FT_CHECK_EQ_U64(rd32(B.data + 48), 1);  /* hits */
     FT_CHECK_EQ_U64(rd32(B.data + 52), 2);  /* tokens */
     FT_CHECK_EQ_U64(rd32(B.data + 56), 2);  /* len */
-    FT_CHECK_EQ_U64(rd32(B.data + 60), f2u(-2.5f));
+    FT_CHECK_EQ_U64(rd32(B.data + 60), fti_f2u(-2.5f));
     FT_CHECK_EQ_U64(rd32(B.data + 64), 42);
     FT_CHECK_EQ_U64(rd32(B.data + 84), 70000);
     roundtrip(0);
@@ -792,9 +808,7 @@ static void test_header_errors(void)
     BAD(f, 32, "type: unknown type 0x0009 at byte 6");
     FT_CHECK_EQ_U64(M.hdr.id, 0x1122334455667788ull);
     wr16(f + 6, FT_FRAME_PING);
-    wr32(f + 8, 0x7);
-    fix(f, 32);
-    BAD(f, 32, "flags: unknown bits 0x6 at byte 8");
+    BAD32(f, 32, 8, 0x7, "flags: unknown bits 0x6 at byte 8");
     wr32(f + 8, FT_FRAME_F_CHECKSUM);
     fix(f, 32);
     wr32(f + 24, 4);
@@ -862,82 +876,49 @@ static void test_search_errors(void)
     size_t n = search2(f);
     FT_CHECK_EQ_U64(n, 152);
     FT_PASS(ft_frame_decode(&M, f, n, 4, err, sizeof err));
-    wr32(f + 32, 0);
-    fix(f, n);
-    BAD(f, n, "search.count: 0 requests, the batch limit is 1..4 at byte 32");
-    wr32(f + 32, 5);
-    fix(f, n);
-    BAD(f, n, "search.count: 5 requests, the batch limit is 1..4 at byte 32");
-    wr32(f + 32, 3);
-    fix(f, n);
-    BAD(f, n, "search.count: 3 requests need at least 120 bytes, 112 left at "
-              "byte 40");
+    BAD32(f, n, 32, 0,
+          "search.count: 0 requests, the batch limit is 1..4 at byte 32");
+    BAD32(f, n, 32, 5,
+          "search.count: 5 requests, the batch limit is 1..4 at byte 32");
+    BAD32(f, n, 32, 3,
+          "search.count: 3 requests need at least 120 bytes, 112 left at "
+          "byte 40");
     wr32(f + 32, 2);
-    wr32(f + 48, 5); /* request 0's grid swallows part of request 1 */
-    fix(f, n);
-    BAD(f, n, "search[1]: truncated: 40 bytes needed, 32 left at byte 120");
+    /* request 0's grid swallows part of request 1 */
+    BAD32(f, n, 48, 5,
+          "search[1]: truncated: 40 bytes needed, 32 left at byte 120");
     wr32(f + 48, 2);
-    wr32(f + 32, 4);
-    fix(f, n);
-    BAD(f, n, "search.count: 4 requests need at least 160 bytes, 112 left at "
-              "byte 40");
-    wr32(f + 32, 1);
-    fix(f, n);
-    BAD(f, n, "payload: 56 trailing bytes after the last request at byte 96");
-    n = search2(f);
-    wr32(f + 36, 1);
-    fix(f, n);
-    BAD(f, n, "search.reserved: 0x00000001, must be 0 at byte 36");
-    n = search2(f);
-    wr32(f + 96, 0x40);
-    fix(f, n);
-    BAD(f, n, "search[1].mask: unknown bits 0x40 at byte 96");
-    n = search2(f);
-    wr32(f + 100, 65);
-    fix(f, n);
-    BAD(f, n, "search[1].T: 65 exceeds 64 at byte 100");
-    n = search2(f);
-    wr32(f + 104, 4097);
-    fix(f, n);
-    BAD(f, n, "search[1].K: 4097 exceeds 4096 at byte 104");
-    n = search2(f);
-    wr32(f + 104, 3);
-    fix(f, n);
-    BAD(f, n, "search[1]: truncated: the 1x3 grid needs 24 bytes, 16 left at "
-              "byte 136");
-    n = search2(f);
-    wr32(f + 100, 0xffffffffu); /* counts that would overflow: limits first */
-    fix(f, n);
-    BAD(f, n, "search[1].T: 4294967295 exceeds 64 at byte 100");
-    n = search2(f);
-    wr32(f + 40, 0);            /* beam sent, mask says left out */
-    fix(f, n);
-    BAD(f, n, "search[0].beam: 0x5 sent although the mask leaves it out at "
-              "byte 52");
-    n = search2(f);
-    wr32(f + 56, 3);
-    fix(f, n);
-    BAD(f, n, "search[0].results: 0x3 sent although the mask leaves it out "
-              "at byte 56");
-    n = search2(f);
-    wr32(f + 60, f2u(-1.0f));
-    fix(f, n);
-    BAD(f, n, "search[0].theta_tok: 0xbf800000 sent although the mask leaves "
-              "it out at byte 60");
-    n = search2(f);
-    wr32(f + 64, 1);
-    fix(f, n);
-    BAD(f, n, "search[0].theta_sent: 0x1 sent although the mask leaves it out "
-              "at byte 64");
+    BAD32(f, n, 32, 4,
+          "search.count: 4 requests need at least 160 bytes, 112 left at "
+          "byte 40");
+    BAD32(f, n, 32, 1,
+          "payload: 56 trailing bytes after the last request at byte 96");
+    const field32 fresh[] = {
+        {36, 1, "search.reserved: 0x00000001, must be 0 at byte 36"},
+        {96, 0x40, "search[1].mask: unknown bits 0x40 at byte 96"},
+        {100, 65, "search[1].T: 65 exceeds 64 at byte 100"},
+        {104, 4097, "search[1].K: 4097 exceeds 4096 at byte 104"},
+        {104, 3, "search[1]: truncated: the 1x3 grid needs 24 bytes, 16 "
+                 "left at byte 136"},
+        /* counts that would overflow: limits first */
+        {100, 0xffffffffu, "search[1].T: 4294967295 exceeds 64 at byte 100"},
+        /* beam sent, mask says left out */
+        {40, 0, "search[0].beam: 0x5 sent although the mask leaves it out "
+                "at byte 52"},
+        {56, 3, "search[0].results: 0x3 sent although the mask leaves it "
+                "out at byte 56"},
+        {60, fti_f2u(-1.0f), "search[0].theta_tok: 0xbf800000 sent although "
+                             "the mask leaves it out at byte 60"},
+        {64, 1, "search[0].theta_sent: 0x1 sent although the mask leaves "
+                "it out at byte 64"},
+        {68, 9, "search[0].reserved: 0x00000009, must be 0 at byte 68"},
+    };
+    bad_fresh(search2, f, fresh, sizeof fresh / sizeof fresh[0]);
     n = search2(f);
     f[79] = 0x3f;
     fix(f, n);
     BAD(f, n, "search[0].alpha: 0x3f00000000000000 sent although the mask "
               "leaves it out at byte 72");
-    n = search2(f);
-    wr32(f + 68, 9);
-    fix(f, n);
-    BAD(f, n, "search[0].reserved: 0x00000009, must be 0 at byte 68");
     n = search2(f);
     f[n] = 0;
     fix(f, n + 1);
@@ -981,64 +962,39 @@ static void test_result_errors(void)
     FT_PASS(ft_frame_decode(&M, f, n, 4, err, sizeof err));
     FT_CHECK_EQ_U64(M.res[1].hits[1].value, 4);
     FT_CHECK_EQ_U64(M.res[1].tokens[M.res[1].hits[1].tok_off + 1], 7);
-    wr32(f + 32, 0);
-    fix(f, n);
-    BAD(f, n, "result.count: 0 results, the batch limit is 1..4 at byte 32");
-    wr32(f + 32, 9);
-    fix(f, n);
-    BAD(f, n, "result.count: 9 results, the batch limit is 1..4 at byte 32");
-    wr32(f + 32, 3);
-    fix(f, n);
-    BAD(f, n, "result[2]: truncated: 16 bytes needed, 0 left at byte 139");
-    n = result2(f);
-    wr32(f + 36, 2);
-    fix(f, n);
-    BAD(f, n, "result.reserved: 0x00000002, must be 0 at byte 36");
-    n = result2(f);
-    wr32(f + 40, 0x80000000u);
-    fix(f, n);
-    BAD(f, n, "result[0].status: 2147483648 is not an error code at byte 40");
-    n = result2(f);
-    wr32(f + 44, 160);
-    fix(f, n);
-    BAD(f, n, "result[0].message: 160 bytes exceed 159 at byte 44");
+    BAD32(f, n, 32, 0,
+          "result.count: 0 results, the batch limit is 1..4 at byte 32");
+    BAD32(f, n, 32, 9,
+          "result.count: 9 results, the batch limit is 1..4 at byte 32");
+    BAD32(f, n, 32, 3,
+          "result[2]: truncated: 16 bytes needed, 0 left at byte 139");
+    const field32 fresh[] = {
+        {36, 2, "result.reserved: 0x00000002, must be 0 at byte 36"},
+        {40, 0x80000000u, "result[0].status: 2147483648 is not an error "
+                          "code at byte 40"},
+        {44, 160, "result[0].message: 160 bytes exceed 159 at byte 44"},
+        {48, 1, "result[0].hits: 1 with status 11 at byte 48"},
+        {44, 100, "result[0]: truncated: 100 bytes needed, 83 left at "
+                  "byte 56"},
+        {75, 600, "result[1].tokens: 600 for 2 hits of at most 255 tokens "
+                  "at byte 75"},
+        {75, 4, "result[1]: truncated: 64 bytes needed, 60 left at byte 79"},
+        {107, 1, "result[1].tokens: 3 declared, the hits hold 2 at byte 75"},
+    };
+    bad_fresh(result2, f, fresh, sizeof fresh / sizeof fresh[0]);
     n = result2(f);
     wr32(f + 44, 200);
-    wr32(f + 40, 0);
-    fix(f, n);
-    BAD(f, n, "result[0].message: 200 bytes exceed 159 at byte 44");
-    wr32(f + 44, 7);
-    fix(f, n);
-    BAD(f, n, "result[0].message: 7 bytes with status 0 at byte 44");
-    n = result2(f);
-    wr32(f + 48, 1);
-    fix(f, n);
-    BAD(f, n, "result[0].hits: 1 with status 11 at byte 48");
+    BAD32(f, n, 40, 0, "result[0].message: 200 bytes exceed 159 at byte 44");
+    BAD32(f, n, 44, 7, "result[0].message: 7 bytes with status 0 at byte 44");
     n = result2(f);
     f[58] = 0;
     fix(f, n);
     BAD(f, n, "result[0].message: NUL byte at byte 58");
     n = result2(f);
-    wr32(f + 44, 100);
-    fix(f, n);
-    BAD(f, n, "result[0]: truncated: 100 bytes needed, 83 left at byte 56");
-    n = result2(f);
-    wr32(f + 71, 4097);
-    fix(f, n);
-    BAD(f, n, "result[1].hits: 4097 exceed 4096 at byte 71");
+    BAD32(f, n, 71, 4097, "result[1].hits: 4097 exceed 4096 at byte 71");
     wr32(f + 71, 0xffffffffu);
-    wr32(f + 75, 0xffffffffu);
-    fix(f, n);
-    BAD(f, n, "result[1].hits: 4294967295 exceed 4096 at byte 71");
-    n = result2(f);
-    wr32(f + 75, 600);
-    fix(f, n);
-    BAD(f, n, "result[1].tokens: 600 for 2 hits of at most 255 tokens at "
-              "byte 75");
-    n = result2(f);
-    wr32(f + 75, 4);
-    fix(f, n);
-    BAD(f, n, "result[1]: truncated: 64 bytes needed, 60 left at byte 79");
+    BAD32(f, n, 75, 0xffffffffu,
+          "result[1].hits: 4294967295 exceed 4096 at byte 71");
     n = result2(f);
     wr32(f + 75, 2);
     f[n] = 0;
@@ -1046,22 +1002,13 @@ static void test_result_errors(void)
     BAD(f, n, "result[1].hit[1].len: 2 tokens overrun the 2 declared at byte "
               "107");
     n = result2(f);
-    wr32(f + 79, 0);
-    fix(f, n);
-    BAD(f, n, "result[1].hit[0].len: 0 is not 1..255 at byte 79");
-    wr32(f + 79, 256);
-    fix(f, n);
-    BAD(f, n, "result[1].hit[0].len: 256 is not 1..255 at byte 79");
+    BAD32(f, n, 79, 0, "result[1].hit[0].len: 0 is not 1..255 at byte 79");
+    BAD32(f, n, 79, 256, "result[1].hit[0].len: 256 is not 1..255 at byte 79");
     /* fewer tokens in the hits than declared: the rest is not hits */
     n = result2(f);
     wr32(f + 107, 1);
-    wr32(f + 75, 2);
-    fix(f, n);
-    BAD(f, n, "payload: 4 trailing bytes after the last result at byte 135");
-    n = result2(f);
-    wr32(f + 107, 1);
-    fix(f, n);
-    BAD(f, n, "result[1].tokens: 3 declared, the hits hold 2 at byte 75");
+    BAD32(f, n, 75, 2,
+          "payload: 4 trailing bytes after the last result at byte 135");
     n = result2(f);
     f[n] = 1;
     fix(f, n + 1);
@@ -1076,22 +1023,15 @@ static void test_other_errors(void)
     FT_PASS(ft_frame_encode_error(&B, 1, FT_EPROTO, "abc"));
     size_t n = B.len;
     memcpy(f, B.data, n);
-    wr32(f + 32, 0);
-    fix(f, n);
-    BAD(f, n, "error.code: 0 is not an error code at byte 32");
-    wr32(f + 32, 0x80000000u);
-    fix(f, n);
-    BAD(f, n, "error.code: 2147483648 is not an error code at byte 32");
+    BAD32(f, n, 32, 0, "error.code: 0 is not an error code at byte 32");
+    BAD32(f, n, 32, 0x80000000u,
+          "error.code: 2147483648 is not an error code at byte 32");
     wr32(f + 32, FT_EPROTO);
-    wr32(f + 36, 1025);
-    fix(f, n);
-    BAD(f, n, "error.message: 1025 bytes exceed 1024 at byte 36");
-    wr32(f + 36, 4);
-    fix(f, n);
-    BAD(f, n, "error.message: truncated: 4 bytes declared, 3 left at byte 40");
-    wr32(f + 36, 2);
-    fix(f, n);
-    BAD(f, n, "payload: 1 trailing bytes after the message at byte 42");
+    BAD32(f, n, 36, 1025, "error.message: 1025 bytes exceed 1024 at byte 36");
+    BAD32(f, n, 36, 4,
+          "error.message: truncated: 4 bytes declared, 3 left at byte 40");
+    BAD32(f, n, 36, 2,
+          "payload: 1 trailing bytes after the message at byte 42");
     wr32(f + 36, 3);
     f[41] = 0;
     fix(f, n);
@@ -1101,10 +1041,8 @@ static void test_other_errors(void)
     B.len = 0;
     FT_PASS(ft_frame_encode_reload_reply(&B, 1, FT_OK, NULL));
     memcpy(f, B.data, B.len);
-    wr32(f + 32, 0xfffffffeu);
-    fix(f, B.len);
-    BAD(f, B.len,
-        "reload_reply.status: 4294967294 is not an error code at byte 32");
+    BAD32(f, B.len, 32, 0xfffffffeu,
+          "reload_reply.status: 4294967294 is not an error code at byte 32");
     /* types without a payload */
     static const struct {
         int (*enc)(ft_buf *, uint64_t);

@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "flashtrie/internal/bits.h"
 #include "flashtrie/internal/buf.h"
 #include "ft_test.h"
 #include "jsonl.h"
@@ -76,20 +77,6 @@ static void error_line(const char *line, const char *want)
     ft_buf_free(&b);
 }
 
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static uint64_t d2u(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
-}
-
 /* G is a minimal valid grid, to build lines around one field. */
 #define G "\"tokens\": [[1]], \"logp\": [[0]]"
 
@@ -99,11 +86,13 @@ static uint64_t d2u(double d)
 static void spec7_numbers(void)
 {
     ok("{\"tokens\": [[1, 2]], \"logp\": [[-100000000000000000000, -1]]}");
-    FT_CHECK_EQ_U64(f2u(q.logp[0]), f2u((float)-1e20));
-    FT_CHECK_EQ_U64(f2u(q.logp[1]), f2u(-1.0f));
+    FT_CHECK_EQ_U64(fti_f2u(q.logp[0]), fti_f2u((float)-1e20));
+    FT_CHECK_EQ_U64(fti_f2u(q.logp[1]), fti_f2u(-1.0f));
     ok("{\"tokens\": [[1]], \"logp\": [[-123456789012345678901234567890123456789]]}");
-    FT_CHECK_EQ_U64(f2u(q.logp[0]),
-                    f2u((float)strtod("-123456789012345678901234567890123456789", NULL)));
+    FT_CHECK_EQ_U64(
+        fti_f2u(q.logp[0]),
+        fti_f2u((float)strtod("-123456789012345678901234567890123456789",
+                              NULL)));
     bad_id("{\"id\": 4, \"tokens\": [[1, 2]], \"logp\": [[0, 1e400]]}",
            "logp: position 0, proposal 1: not finite", "4");
     bad_id("{\"tokens\": [[1], [2]], \"logp\": [[0], [-1e400]], \"id\": \"z\"}",
@@ -126,18 +115,18 @@ static void spec7_numbers(void)
         snprintf(line, sizeof line, "{%s, \"%s\": -100000000000000000000}", G,
                  th[i]);
         ok(line);
-        FT_CHECK_EQ_U64(f2u(*v), f2u((float)-1e20));
+        FT_CHECK_EQ_U64(fti_f2u(*v), fti_f2u((float)-1e20));
         snprintf(line, sizeof line, "{%s, \"%s\": 1e-400}", G, th[i]);
         ok(line);
-        FT_CHECK_EQ_U64(f2u(*v), 0);
+        FT_CHECK_EQ_U64(fti_f2u(*v), 0);
         snprintf(line, sizeof line, "{%s, \"%s\": -0.0e5}", G, th[i]);
         ok(line);
-        FT_CHECK_EQ_U64(f2u(*v), 0x80000000u);
+        FT_CHECK_EQ_U64(fti_f2u(*v), 0x80000000u);
     }
     /* alpha: binary64, not rounded to binary32; its range is the
      * validator's */
     ok("{" G ", \"alpha\": 0.1}");
-    FT_CHECK_EQ_U64(d2u(q.req.alpha), d2u(0.1));
+    FT_CHECK_EQ_U64(fti_d2u(q.req.alpha), fti_d2u(0.1));
     ok("{" G ", \"alpha\": 100000000000000000000}");
     FT_CHECK(q.req.alpha == 1e20);
     ok("{" G ", \"alpha\": 1e400}");
@@ -148,9 +137,9 @@ static void spec7_numbers(void)
     ok("{" G ", \"alpha\": -1e400}");
     FT_CHECK(isinf(q.req.alpha) && q.req.alpha < 0);
     ok("{" G ", \"alpha\": 1e-400}");
-    FT_CHECK_EQ_U64(d2u(q.req.alpha), 0);
+    FT_CHECK_EQ_U64(fti_d2u(q.req.alpha), 0);
     ok("{" G ", \"alpha\": 4.9406564584124654e-324}");
-    FT_CHECK_EQ_U64(d2u(q.req.alpha), 1);
+    FT_CHECK_EQ_U64(fti_d2u(q.req.alpha), 1);
     ok("{" G ", \"alpha\": 1E+0}");
     FT_CHECK(q.req.alpha == 1.0);
 }
@@ -240,7 +229,7 @@ static void spec7_fields(void)
     /* order is free: logp before tokens, id last */
     ok("{\"alpha\": 2, \"logp\": [[-1, -2]], \"tokens\": [[5, 6]], \"id\": 1}");
     FT_CHECK_EQ_U64(q.tokens[1], 6);
-    FT_CHECK_EQ_U64(f2u(q.logp[1]), f2u(-2.0f));
+    FT_CHECK_EQ_U64(fti_f2u(q.logp[1]), fti_f2u(-2.0f));
     FT_CHECK(q.req.alpha == 2.0 && q.has_id && q.id_int_ok && q.id_int == 1);
     /* the first fault in reading order is reported */
     bad("{\"beam\": 0, \"tokens\": [[1.5]], \"logp\": [[0]]}",
@@ -624,10 +613,10 @@ static void check_alpha(const char *lit)
     snprintf(line, sizeof line, "{" G ", \"alpha\": %s}", lit);
     ok(line);
     double want = strtod(lit, NULL);
-    if (d2u(q.req.alpha) != d2u(want))
+    if (fti_d2u(q.req.alpha) != fti_d2u(want))
         fprintf(stderr, "alpha %s: %.17g, strtod %.17g\n", lit, q.req.alpha,
                 want);
-    FT_CHECK_EQ_U64(d2u(q.req.alpha), d2u(want));
+    FT_CHECK_EQ_U64(fti_d2u(q.req.alpha), fti_d2u(want));
 }
 
 /* Numbers read as strtod reads them, bit for bit, long ones included:
@@ -750,20 +739,20 @@ int main(void)
        "\"theta_tok\": -20, \"theta_sent\": -2e2, \"alpha\": 0.1}");
     FT_CHECK_EQ_U64(q.req.T, 2);
     FT_CHECK_EQ_U64(q.tokens[0], 4294967295u);
-    FT_CHECK_EQ_U64(f2u(q.logp[0]), f2u((float)0.1)); /* via binary64 */
-    FT_CHECK_EQ_U64(f2u(q.logp[1]), 0x80000000u);     /* -0 */
-    FT_CHECK_EQ_U64(f2u(q.logp[2]), 0);               /* underflow to 0 */
+    FT_CHECK_EQ_U64(fti_f2u(q.logp[0]), fti_f2u((float)0.1)); /* via binary64 */
+    FT_CHECK_EQ_U64(fti_f2u(q.logp[1]), 0x80000000u);     /* -0 */
+    FT_CHECK_EQ_U64(fti_f2u(q.logp[2]), 0);               /* underflow to 0 */
     FT_CHECK(q.req.theta_sent == -200.0f && q.req.alpha == 0.1);
     FT_CHECK(q.has_id && q.id_is_str && !strcmp(q.id_str, "x"));
     ok("{\"tokens\": [[1, 2]], \"logp\": [[-0, 0]], \"theta_sent\": -0}");
-    FT_CHECK_EQ_U64(f2u(q.logp[0]), 0x80000000u);
-    FT_CHECK_EQ_U64(f2u(q.logp[1]), 0);
-    FT_CHECK_EQ_U64(f2u(q.req.theta_sent), 0x80000000u);
+    FT_CHECK_EQ_U64(fti_f2u(q.logp[0]), 0x80000000u);
+    FT_CHECK_EQ_U64(fti_f2u(q.logp[1]), 0);
+    FT_CHECK_EQ_U64(fti_f2u(q.req.theta_sent), 0x80000000u);
     ok("{\"id\": -12, \"tokens\": [[1]], \"logp\": [[0]]}");
     FT_CHECK(q.has_id && !q.id_is_str && q.id_int == -12);
     /* double rounding: the binary64 value first, then binary32 */
     ok("{\"tokens\": [[1]], \"logp\": [[1.00000005960464477539062500001]]}");
-    FT_CHECK_EQ_U64(f2u(q.logp[0]), f2u((float)1.0000000596046448));
+    FT_CHECK_EQ_U64(fti_f2u(q.logp[0]), fti_f2u((float)1.0000000596046448));
     /* thetas may round to infinity (only NaN is invalid for them) */
     ok("{\"tokens\": [[1]], \"logp\": [[0]], \"theta_tok\": -1e39}");
     FT_CHECK(isinf(q.req.theta_tok));
@@ -917,10 +906,12 @@ int main(void)
             snprintf(vtxt, sizeof vtxt, "\"value\": %llu,",
                      (unsigned long long)w->value);
             FT_CHECK(strstr(buf, vtxt) != NULL);
-            FT_CHECK_EQ_U64(d2u(json_number_value(json_object_get(h, "score"))),
-                            d2u(w->score));
+            json_t *sc = json_object_get(h, "score");
+            FT_CHECK_EQ_U64(fti_d2u(json_number_value(sc)),
+                            fti_d2u(w->score));
             json_t *sg = json_object_get(h, "sigma");
-            FT_CHECK_EQ_U64(f2u((float)json_number_value(sg)), f2u(w->sigma));
+            FT_CHECK_EQ_U64(fti_f2u((float)json_number_value(sg)),
+                            fti_f2u(w->sigma));
         }
         json_decref(o);
         ft_buf_free(&out);

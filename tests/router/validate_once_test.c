@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "batcher.h"
+#include "gen_util.h"
 #include "queue.h"
 #include "search_impl.h"
 #include "search_util.h"
@@ -31,23 +32,6 @@ static void on_done(ft_job *j)
 {
     (void)j;
     atomic_fetch_add(&g_done, 1);
-}
-
-static ft_gen *open_gen(int replicas)
-{
-    ft_slot_opts o;
-    ft_slot_opts_init(&o);
-    o.engine = FT_SLOT_CPU;
-    o.replicas = replicas;
-    o.cpu_threads = 1;
-    ft_gen *g;
-    char err[512] = "";
-    int rc = ft_gen_open(&g, g_path, &o, 1, err, sizeof err);
-    if (rc != FT_OK) {
-        fprintf(stderr, "ft_gen_open: %s\n", err);
-        exit(1);
-    }
-    return g;
 }
 
 static void alloc_results(ft_result *res, size_t n)
@@ -81,7 +65,7 @@ static void case_slot(void)
     ft_result *res = calloc(n, sizeof *res);
     FT_CHECK(res != NULL);
     alloc_results(res, n);
-    ft_gen *g = open_gen(1);
+    ft_gen *g = gen_util_open(g_path, 1);
 
     uint64_t v0 = fti_request_validations();
     FT_PASS(ft_slot_search_validated(g, 0, g_c.batch, n, res));
@@ -138,7 +122,7 @@ static void case_batcher(void)
             jobs[i].validated = marked;
             items[i] = &jobs[i];
         }
-        ft_gen *g = open_gen(2);
+        ft_gen *g = gen_util_open(g_path, 2);
         ft_queue q;
         FT_PASS(ft_queue_init(&q, n));
         ft_batcher *b;
