@@ -84,7 +84,8 @@ static const char *usage_text =
     "  --ar answers through the autoregressive step API, one decode step\n"
     "  at a time, each beam given row t of its grid as a sparse row (the\n"
     "  default) or a dense row over the grid's tokens (--ar dense); the\n"
-    "  answers are the same bytes (a plain index only, not a manifest).\n";
+    "  answers are the same bytes (a plain index only, not a manifest);\n"
+    "  --threads there sets the CPU step's threads (0..256).\n";
 
 static int parse_num(const char *opt, const char *s, unsigned long long max,
                      unsigned long long *out)
@@ -204,8 +205,14 @@ int cmd_search(int argc, char **argv)
             ft_library_close(lib);
             return 2;
         }
+        if (threads > 256) {
+            fprintf(stderr, "flashtrie search: --threads: --ar takes 0..256 "
+                    "threads, got %llu\n", threads);
+            ft_library_close(lib);
+            return 2;
+        }
         rc = ft_cli_ar_open(&cli_ar, ft_library_shard(lib, 0), ar == 2, kind,
-                            (uint32_t)max_beam, err, sizeof err);
+                            (uint32_t)threads, err, sizeof err);
         if (rc != FT_OK) {
             fprintf(stderr, "flashtrie search: --ar: %s\n", err);
             ft_library_close(lib);

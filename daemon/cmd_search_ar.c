@@ -73,7 +73,7 @@ void ft_cli_ar_close(ft_cli_ar *a)
 }
 
 int ft_cli_ar_open(ft_cli_ar **out, const ft_index *idx, int dense,
-                   ft_engine_kind kind, uint32_t max_beam, char *err,
+                   ft_engine_kind kind, uint32_t threads, char *err,
                    size_t errlen)
 {
     *out = NULL;
@@ -81,8 +81,7 @@ int ft_cli_ar_open(ft_cli_ar **out, const ft_index *idx, int dense,
     if (a == NULL)
         return FT_ENOMEM;
     a->dense = dense;
-    /* results may exceed a capped beam: size for the the specification maxima */
-    (void)max_beam;
+    /* results may exceed a capped beam: size for the specification maxima */
     a->cap = FT_MAX_BEAM > FT_MAX_RESULTS ? FT_MAX_BEAM : FT_MAX_RESULTS;
     ft_ar_opts o;
     ft_ar_opts_init(&o);
@@ -90,6 +89,7 @@ int ft_cli_ar_open(ft_cli_ar **out, const ft_index *idx, int dense,
     o.beam = a->cap;
     o.results = a->cap;
     o.max_width = FT_MAX_K;
+    o.threads = threads; /* a CPU session's; 0 = the usable cores */
     int rc = ft_ar_open(&a->ar, idx, &o, err, errlen);
     if (rc != FT_OK) {
         free(a);

@@ -20,7 +20,7 @@ int cmd_search(int argc, char **argv);
  * autoregressive step API, one step at a time. */
 typedef struct ft_cli_ar ft_cli_ar;
 int ft_cli_ar_open(ft_cli_ar **out, const ft_index *idx, int dense,
-                   ft_engine_kind kind, uint32_t max_beam, char *err,
+                   ft_engine_kind kind, uint32_t threads, char *err,
                    size_t errlen);
 void ft_cli_ar_close(ft_cli_ar *a);
 const char *ft_cli_ar_note(const ft_cli_ar *a);

@@ -764,6 +764,11 @@ typedef struct ft_ar_opts {
     double alpha;         /* 0..10, default 1.0 */
     uint32_t max_width;   /* widest row a step takes, 1..FT_AR_WIDTH_MAX;
                            * 0 = 4096 */
+    uint32_t threads;     /* CPU sessions: threads a step's beams are
+                           * shared over, 1..256 (the caller's and
+                           * threads - 1 the session starts at its first
+                           * large step); 0 = the usable cores, at most
+                           * 64.  A GPU session ignores it. */
 } ft_ar_opts;
 
 #define FT_AR_WIDTH_MAX (1u << 20)

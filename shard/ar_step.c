@@ -8,11 +8,17 @@
  * buffers of twice what it keeps: a full buffer is sorted and cut back,
  * and its last kept key becomes a cut-off that later candidates must beat.
  * Keys are unique (r and j differ), so the result does not depend on the
- * order candidates arrive in.
+ * order candidates arrive in.  That is also what lets a large step share
+ * its beams over threads (ft_ar_opts.threads): each thread keeps its own
+ * best in its own buffers, and the union of the threads' kept candidates,
+ * sorted and cut, is the one thread's answer, bit for bit.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "ar_step.h"
+#include "flashtrie/internal/cores.h"
 
 _Static_assert(FT_AR_IN_SPARSE == FT_ARR_SPARSE && FT_AR_IN_DENSE == FT_ARR_DENSE,
                "input forms");
@@ -24,6 +30,156 @@ _Static_assert(FT_AR_NORM_NONE == FT_ARR_NORM_NONE &&
                    FT_AR_NORM_ALLOWED == FT_ARR_NORM_ALLOWED,
                "normalisations");
 _Static_assert(FT_AR_WIDTH_MAX == FT_AR_MAX_WIDTH, "row width");
+
+/* ---- threads of a CPU step ----------------------------------------- */
+
+#define AR_MAX_THREADS 256u
+/* A step shares its beams out when it has at least 2 beams and about
+ * this many row entries to read (below, waking the workers costs more
+ * than they save); beams are taken AR_CHUNK at a time. */
+#define AR_PAR_WORK 32768u
+#define AR_CHUNK 2u
+
+/* ar_scr is one thread's scratch. */
+typedef struct ar_scr {
+    ft_ar_cand *nb, *hb;
+    double *lanes;
+    size_t n_nb, n_hb; /* kept by the thread's last share of a step */
+} ar_scr;
+
+typedef void ar_job(ft_ar *ar, uint32_t w, void *ctx);
+
+typedef struct ar_worker {
+    struct ar_pool *p;
+    uint32_t id;
+} ar_worker;
+
+/* ar_pool: workers 1..n wait for a generation; ar_par runs a job on all
+ * of them and on the caller (thread 0) and returns when all are done. */
+typedef struct ar_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;
+    uint32_t busy;
+    int stop;
+    ar_job *job;
+    void *ctx;
+    ft_ar *ar;
+    uint32_t n; /* workers started */
+    pthread_t th[AR_MAX_THREADS];
+    ar_worker w[AR_MAX_THREADS];
+} ar_pool;
+
+static void *ar_worker_main(void *arg)
+{
+    ar_worker *w = arg;
+    ar_pool *p = w->p;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->gen == seen)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->stop)
+            break;
+        seen = p->gen;
+        pthread_mutex_unlock(&p->mu);
+        p->job(p->ar, w->id, p->ctx);
+        pthread_mutex_lock(&p->mu);
+        if (--p->busy == 0)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static int scr_alloc(ft_ar *ar, ar_scr *s)
+{
+    s->nb = malloc(2 * (size_t)ar->cap_beam * sizeof *s->nb);
+    s->hb = malloc(2 * (size_t)ar->cap_results * sizeof *s->hb);
+    s->lanes = malloc(FT_AR_LANES * sizeof *s->lanes);
+    return s->nb && s->hb && s->lanes ? FT_OK : FT_ENOMEM;
+}
+
+static void scr_free(ar_scr *s)
+{
+    free(s->nb);
+    free(s->hb);
+    free(s->lanes);
+}
+
+/* ar_threads returns how many threads a step of work row entries over m
+ * beams runs on: 1, or, once the workers and their scratch are there
+ * (started here at the first such step; should that fail, the step runs
+ * on the caller's thread alone), all of them. */
+static uint32_t ar_threads(ft_ar *ar, uint64_t work, uint32_t m)
+{
+    if (ar->o.threads < 2 || m < 2 || work < ar->par_work)
+        return 1;
+    if (ar->pool)
+        return ar->pool->n + 1;
+    if (ar->merge == NULL) {
+        size_t cap = ar->cap_beam > ar->cap_results ? ar->cap_beam
+                                                    : ar->cap_results;
+        ar->merge = malloc((size_t)ar->o.threads * cap * sizeof *ar->merge);
+        if (ar->merge == NULL)
+            return 1;
+    }
+    ar_pool *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return 1;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    p->ar = ar;
+    for (uint32_t i = 1; i < ar->o.threads; i++) {
+        if (scr_alloc(ar, &ar->scr[i]) != FT_OK)
+            break;
+        p->w[i] = (ar_worker){p, i};
+        if (pthread_create(&p->th[i], NULL, ar_worker_main, &p->w[i]) != 0)
+            break;
+        p->n = i;
+    }
+    ar->pool = p;
+    if (p->n == 0)
+        FT_INFO("ar: CPU steps on one thread (no worker thread could be "
+                "started)");
+    return p->n + 1;
+}
+
+static void ar_par(ft_ar *ar, ar_job *job, void *ctx)
+{
+    ar_pool *p = ar->pool;
+    pthread_mutex_lock(&p->mu);
+    p->job = job;
+    p->ctx = ctx;
+    p->busy = p->n;
+    p->gen++;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    job(ar, 0, ctx);
+    pthread_mutex_lock(&p->mu);
+    while (p->busy)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void ar_pool_stop(ft_ar *ar)
+{
+    ar_pool *p = ar->pool;
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (uint32_t i = 1; i <= p->n; i++)
+        pthread_join(p->th[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    free(p);
+    ar->pool = NULL;
+}
 
 void ft_ar_opts_init(ft_ar_opts *o)
 {
@@ -62,6 +218,13 @@ static int check_opts(ft_ar_opts *o, char *errbuf, size_t errlen)
     FT_RETURN_ERROR_IF(o->max_width > FT_AR_WIDTH_MAX, FT_EINVAL,
                        "max_width: must be 1..%u, got %u", FT_AR_WIDTH_MAX,
                        o->max_width);
+    FT_RETURN_ERROR_IF(o->threads > AR_MAX_THREADS, FT_EINVAL,
+                       "threads: must be 0..%u, got %u", AR_MAX_THREADS,
+                       o->threads);
+    if (o->threads == 0) {
+        int n = fti_usable_cores();
+        o->threads = n < 1 ? 1 : n > 64 ? 64 : (uint32_t)n;
+    }
     return FT_OK;
 }
 
@@ -84,6 +247,7 @@ int ft_ar_open(ft_ar **out, const ft_index *idx, const ft_ar_opts *opts,
         return rc;
     }
     fill_F(ar);
+    ar->par_work = AR_PAR_WORK;
     ar->cap_beam = ar->o.beam;
     ar->cap_results = ar->o.results;
     if (ar->o.kind != FT_ENGINE_CPU) {
@@ -99,10 +263,9 @@ int ft_ar_open(ft_ar **out, const ft_index *idx, const ft_ar_opts *opts,
         ar->o.kind = rc == FT_OK ? FT_ENGINE_GPU : FT_ENGINE_CPU;
     }
     if (ar->o.kind == FT_ENGINE_CPU) {
-        ar->nb = malloc(2 * (size_t)ar->cap_beam * sizeof *ar->nb);
-        ar->hb = malloc(2 * (size_t)ar->cap_results * sizeof *ar->hb);
-        ar->lanes = malloc(FT_AR_LANES * sizeof *ar->lanes);
-        if (!ar->nb || !ar->hb || !ar->lanes) {
+        ar->scr = calloc(ar->o.threads, sizeof *ar->scr);
+        ar->cr = malloc((size_t)ar->cap_beam * sizeof *ar->cr);
+        if (!ar->scr || !ar->cr || scr_alloc(ar, &ar->scr[0]) != FT_OK) {
             ft_ar_close(ar);
             return FT_ENOMEM;
         }
@@ -117,9 +280,13 @@ void ft_ar_close(ft_ar *ar)
         return;
     if (ar->gpu)
         ft_gpu_ar_close(ar);
-    free(ar->nb);
-    free(ar->hb);
-    free(ar->lanes);
+    ar_pool_stop(ar);
+    if (ar->scr)
+        for (uint32_t i = 0; i < ar->o.threads; i++)
+            scr_free(&ar->scr[i]);
+    free(ar->scr);
+    free(ar->cr);
+    free(ar->merge);
     free(ar);
 }
 
@@ -370,12 +537,11 @@ static int child_driven(const ft_ar_input *in, const ft_child_range *cr)
            cr->deg <= in->width;
 }
 
-static int row_lse(ft_ar *ar, const row *w, const ft_trie_view *v,
+static int row_lse(double *p, const row *w, const ft_trie_view *v,
                    const ft_child_range *cr, double *lse)
 {
     const ft_ar_input *in = w->in;
     int allowed = in->norm == FT_AR_NORM_ALLOWED;
-    double *p = ar->lanes;
     float mx = -INFINITY;
     if (allowed && child_driven(in, cr)) {
         /* the same sums: a lane's children come in ascending label */
@@ -489,19 +655,20 @@ static void offer(ft_ar *ar, bounded *nb, bounded *hb, const ft_trie_view *v,
     }
 }
 
-static int cpu_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
-                    ft_ar_beams *next, ft_ar_hits *hits)
+/* beams_check checks cur's count and nodes (the first bad one is named),
+ * stores each beam's child range in ar->cr and returns the row entries a
+ * step will read (the work that decides its threads). */
+static int beams_check(ft_ar *ar, const ft_ar_beams *cur,
+                       const ft_ar_input *in, uint64_t *work)
 {
-    const ft_trie *t = &ar->idx->trie;
-    const ft_trie_view *v = &t->view;
+    const ft_trie_view *v = &ar->idx->trie.view;
     uint32_t m = cur->count[0];
     if (m > ar->cap_beam) {
         fti_errf(ar->err, sizeof ar->err, "cur.count: %u beams, more than "
                  "beam %u", m, ar->cap_beam);
         return FT_EINVAL;
     }
-    bounded nb = {ar->nb, 0, ar->o.beam, 0, 0, 0};
-    bounded hb = {ar->hb, 0, ar->o.results, 0, 0, 0};
+    uint64_t w = 0;
     for (uint32_t r = 0; r < m; r++) {
         uint64_t node = cur->node[r];
         if (node >= v->n_nodes) {
@@ -511,59 +678,150 @@ static int cpu_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
             return FT_EINVAL;
         }
         ft_child_range cr = ft_children(v, node);
-        if (cr.deg == 0)
-            continue;
-        row w = row_of(in, r);
-        double lse = 0.0;
-        if (in->norm != FT_AR_NORM_NONE && !row_lse(ar, &w, v, &cr, &lse))
-            continue;
-        float s = cur->sigma[r];
-        uint32_t len = cur->len[r];
-        if (child_driven(in, &cr)) {
-            /* Labels ascend: those below width are a prefix. */
-            for (uint64_t u = cr.first; u < cr.first + cr.deg; u++) {
-                uint32_t lab = ft_child_label(v, &cr, u);
-                if (lab >= in->width)
-                    break;
-                float x = row_x(&w, lab);
-                float rho = in->norm ? ft_ar_norm(x, lse) : x;
-                offer(ar, &nb, hits ? &hb : NULL, v, &cr, r, s, len, lab, lab,
-                      rho, u);
-            }
-            continue;
-        }
-        for (uint32_t j = 0; j < in->width; j++) {
-            float x = row_x(&w, j);
-            float rho = in->norm ? ft_ar_norm(x, lse) : x;
-            offer(ar, &nb, hits ? &hb : NULL, v, &cr, r, s, len, j,
-                  row_tok(&w, j), rho, FT_NONE);
-        }
+        ar->cr[r] = cr;
+        if (cr.deg > 0 && in != NULL)
+            w += (child_driven(in, &cr) ? cr.deg : in->width) *
+                 (in->norm != FT_AR_NORM_NONE ? 2u : 1u);
     }
-    size_t nn = bounded_finish(&nb);
+    *work = w;
+    return FT_OK;
+}
+
+/* One call's beams (step, mask or top-k), shared out AR_CHUNK at a
+ * time. */
+typedef struct step_ctx {
+    const ft_ar_beams *cur;
+    const ft_ar_input *in; /* step, top-k */
+    int hits;
+    uint32_t k; /* top-k: per beam, and its outputs */
+    uint32_t *out_entry, *out_token;
+    float *out_logp;
+    uint32_t width, eos; /* mask, and its vocabulary and output */
+    const uint32_t *vocab;
+    uint32_t *mask;
+    uint32_t n; /* beams (rows) to do */
+    _Atomic uint32_t next;
+} step_ctx;
+
+/* step_beam offers beam r's entries to the thread's buffers. */
+static void step_beam(ft_ar *ar, double *lanes, bounded *nb, bounded *hb,
+                      const step_ctx *c, uint32_t r)
+{
+    const ft_trie_view *v = &ar->idx->trie.view;
+    const ft_ar_input *in = c->in;
+    ft_child_range cr = ar->cr[r];
+    if (cr.deg == 0)
+        return;
+    row w = row_of(in, r);
+    double lse = 0.0;
+    if (in->norm != FT_AR_NORM_NONE && !row_lse(lanes, &w, v, &cr, &lse))
+        return;
+    float s = c->cur->sigma[r];
+    uint32_t len = c->cur->len[r];
+    if (child_driven(in, &cr)) {
+        /* Labels ascend: those below width are a prefix. */
+        for (uint64_t u = cr.first; u < cr.first + cr.deg; u++) {
+            uint32_t lab = ft_child_label(v, &cr, u);
+            if (lab >= in->width)
+                break;
+            float x = row_x(&w, lab);
+            float rho = in->norm ? ft_ar_norm(x, lse) : x;
+            offer(ar, nb, hb, v, &cr, r, s, len, lab, lab, rho, u);
+        }
+        return;
+    }
+    for (uint32_t j = 0; j < in->width; j++) {
+        float x = row_x(&w, j);
+        float rho = in->norm ? ft_ar_norm(x, lse) : x;
+        offer(ar, nb, hb, v, &cr, r, s, len, j, row_tok(&w, j), rho, FT_NONE);
+    }
+}
+
+/* ctx_take returns the first of the next AR_CHUNK rows, >= c->n when
+ * none is left. */
+static uint32_t ctx_take(step_ctx *c)
+{
+    return atomic_fetch_add_explicit(&c->next, AR_CHUNK, memory_order_relaxed);
+}
+
+static void step_job(ft_ar *ar, uint32_t wid, void *ctx)
+{
+    step_ctx *c = ctx;
+    ar_scr *sc = &ar->scr[wid];
+    bounded nb = {sc->nb, 0, ar->o.beam, 0, 0, 0};
+    bounded hb = {sc->hb, 0, ar->o.results, 0, 0, 0};
+    for (uint32_t r0; (r0 = ctx_take(c)) < c->n;)
+        for (uint32_t r = r0; r < c->n && r < r0 + AR_CHUNK; r++)
+            step_beam(ar, sc->lanes, &nb, c->hits ? &hb : NULL, c, r);
+    sc->n_nb = bounded_finish(&nb);
+    sc->n_hb = c->hits ? bounded_finish(&hb) : 0;
+}
+
+/* kept returns the step's best keep candidates in order (*n of them):
+ * the one thread's buffer, or the threads' kept ones merged (into
+ * ar->merge) and cut. */
+static const ft_ar_cand *kept(ft_ar *ar, uint32_t nt, int term, size_t keep,
+                              size_t *n)
+{
+    ar_scr *sc = ar->scr;
+    if (nt == 1) {
+        *n = term ? sc[0].n_hb : sc[0].n_nb;
+        return term ? sc[0].hb : sc[0].nb;
+    }
+    size_t m = 0;
+    for (uint32_t t = 0; t < nt; t++) {
+        size_t k = term ? sc[t].n_hb : sc[t].n_nb;
+        memcpy(ar->merge + m, term ? sc[t].hb : sc[t].nb, k * sizeof *ar->merge);
+        m += k;
+    }
+    qsort(ar->merge, m, sizeof *ar->merge, cand_cmp);
+    *n = m < keep ? m : keep;
+    return ar->merge;
+}
+
+static int cpu_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
+                    ft_ar_beams *next, ft_ar_hits *hits)
+{
+    const ft_trie *t = &ar->idx->trie;
+    uint64_t work = 0;
+    int rc = beams_check(ar, cur, in, &work);
+    if (rc != FT_OK)
+        return rc;
+    step_ctx c = {.cur = cur, .in = in, .hits = hits != NULL,
+                  .n = cur->count[0]};
+    atomic_init(&c.next, 0);
+    uint32_t nt = ar_threads(ar, work, c.n);
+    if (nt > 1)
+        ar_par(ar, step_job, &c);
+    else
+        step_job(ar, 0, &c);
+    size_t nn;
+    const ft_ar_cand *a = kept(ar, nt, 0, ar->o.beam, &nn);
     for (size_t i = 0; i < nn; i++) {
-        const ft_ar_cand *c = &nb.a[i];
-        next->node[i] = c->node;
-        next->sigma[i] = c->sigma;
-        next->len[i] = c->len;
-        next->parent[i] = ft_ar_tail_rank(c->k2);
-        next->entry[i] = ft_ar_tail_entry(c->k2);
-        next->token[i] = c->token;
+        const ft_ar_cand *k = &a[i];
+        next->node[i] = k->node;
+        next->sigma[i] = k->sigma;
+        next->len[i] = k->len;
+        next->parent[i] = ft_ar_tail_rank(k->k2);
+        next->entry[i] = ft_ar_tail_entry(k->k2);
+        next->token[i] = k->token;
     }
     next->count[0] = (uint32_t)nn;
     if (hits) {
-        size_t nh = bounded_finish(&hb);
+        size_t nh;
+        a = kept(ar, nt, 1, ar->o.results, &nh);
         for (size_t i = 0; i < nh; i++) {
-            const ft_ar_cand *c = &hb.a[i];
-            uint64_t ki = ft_trie_term_rank(t, c->node);
-            hits->parent[i] = ft_ar_tail_rank(c->k2);
-            hits->entry[i] = ft_ar_tail_entry(c->k2);
-            hits->token[i] = c->token;
-            hits->len[i] = c->len;
+            const ft_ar_cand *k = &a[i];
+            uint64_t ki = ft_trie_term_rank(t, k->node);
+            hits->parent[i] = ft_ar_tail_rank(k->k2);
+            hits->entry[i] = ft_ar_tail_entry(k->k2);
+            hits->token[i] = k->token;
+            hits->len[i] = k->len;
             hits->key_index[i] = ki;
             hits->value[i] = ft_packed_get(t->values, t->value_bits,
                                            ki < t->n_keys ? ki : 0);
-            hits->score[i] = c->score;
-            hits->sigma[i] = c->sigma;
+            hits->score[i] = k->score;
+            hits->sigma[i] = k->sigma;
         }
         hits->count[0] = (uint32_t)nh;
     }
@@ -599,6 +857,37 @@ int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
 
 /* ---- mask and top-k forms --------------------------------------------- */
 
+static void mask_beam(ft_ar *ar, const step_ctx *c, uint32_t r)
+{
+    const ft_trie_view *v = &ar->idx->trie.view;
+    uint32_t width = c->width, *row = c->mask + (size_t)r * ((width + 31) / 32);
+    ft_child_range cr = ar->cr[r];
+    if (c->vocab == NULL) {
+        for (uint64_t u = cr.first; u < cr.first + cr.deg; u++) {
+            uint32_t lab = ft_child_label(v, &cr, u);
+            if (lab >= width)
+                break;
+            row[lab / 32] |= 1u << (lab % 32);
+        }
+    } else if (cr.deg > 0) {
+        for (uint32_t j = 0; j < width; j++)
+            if (ft_find_child(v, &cr, c->vocab[j]) != FT_NONE)
+                row[j / 32] |= 1u << (j % 32);
+    }
+    uint64_t node = c->cur->node[r];
+    if (c->eos < width && (ft_node_flags(v, node) & FT_TERMINAL) && node != 0)
+        row[c->eos / 32] |= 1u << (c->eos % 32);
+}
+
+static void mask_job(ft_ar *ar, uint32_t wid, void *ctx)
+{
+    (void)wid;
+    step_ctx *c = ctx;
+    for (uint32_t r0; (r0 = ctx_take(c)) < c->n;)
+        for (uint32_t r = r0; r < c->n && r < r0 + AR_CHUNK; r++)
+            mask_beam(ar, c, r);
+}
+
 int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
                const uint32_t *vocab, uint32_t eos, uint32_t *mask,
                void *stream)
@@ -615,34 +904,91 @@ int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
     FT_RETURN_ERROR_IF(mask == NULL, FT_EINVAL, "mask: NULL");
     if (ar->gpu)
         return ft_gpu_ar_mask(ar, cur, width, vocab, eos, mask, stream);
-    const ft_trie_view *v = &ar->idx->trie.view;
-    uint32_t words = (width + 31) / 32, m = cur->count[0];
-    FT_RETURN_ERROR_IF(m > ar->cap_beam, FT_EINVAL,
-                       "cur.count: %u beams, more than beam %u", m, ar->cap_beam);
-    memset(mask, 0, (size_t)ar->cap_beam * words * 4);
-    for (uint32_t r = 0; r < m; r++) {
-        uint32_t *row = mask + (size_t)r * words;
-        uint64_t node = cur->node[r];
-        FT_RETURN_ERROR_IF(node >= v->n_nodes, FT_EINVAL,
-                           "cur.node[%u]: %llu is no node", r,
-                           (unsigned long long)node);
-        ft_child_range cr = ft_children(v, node);
-        if (vocab == NULL) {
-            for (uint64_t u = cr.first; u < cr.first + cr.deg; u++) {
-                uint32_t lab = ft_child_label(v, &cr, u);
-                if (lab >= width)
-                    break;
-                row[lab / 32] |= 1u << (lab % 32);
-            }
-        } else if (cr.deg > 0) {
-            for (uint32_t j = 0; j < width; j++)
-                if (ft_find_child(v, &cr, vocab[j]) != FT_NONE)
-                    row[j / 32] |= 1u << (j % 32);
-        }
-        if (eos < width && (ft_node_flags(v, node) & FT_TERMINAL) && node != 0)
-            row[eos / 32] |= 1u << (eos % 32);
-    }
+    uint64_t work = 0;
+    rc = beams_check(ar, cur, NULL, &work);
+    if (rc != FT_OK)
+        return rc;
+    uint32_t m = cur->count[0];
+    step_ctx c = {.width = width, .vocab = vocab, .eos = eos, .mask = mask,
+                  .cur = cur, .n = m};
+    atomic_init(&c.next, 0);
+    memset(mask, 0, (size_t)ar->cap_beam * ((width + 31) / 32) * 4);
+    /* without a vocabulary a beam's bits are its children's labels */
+    uint32_t nt = vocab ? ar_threads(ar, (uint64_t)m * width, m) : 1;
+    if (nt > 1)
+        ar_par(ar, mask_job, &c);
+    else
+        mask_job(ar, 0, &c);
     return FT_OK;
+}
+
+/* topk_beam writes row r's constrained top k (rows past the beams:
+ * none). */
+static void topk_beam(ft_ar *ar, double *lanes, const step_ctx *c, uint32_t r)
+{
+    const ft_trie_view *v = &ar->idx->trie.view;
+    const ft_ar_input *in = c->in;
+    uint32_t m = c->cur->count[0], k = c->k;
+    uint32_t *out_entry = c->out_entry, *out_token = c->out_token;
+    float *out_logp = c->out_logp;
+    uint64_t keys[64];
+    uint32_t nk = 0;
+    ft_child_range cr = {0, 0, 0, 0};
+    if (r < m)
+        cr = ar->cr[r];
+    row w = row_of(in, r);
+    double lse = 0.0;
+    int live = r < m && cr.deg > 0 &&
+               (in->norm == FT_AR_NORM_NONE || row_lse(lanes, &w, v, &cr, &lse));
+    int cd = live && child_driven(in, &cr);
+    uint64_t nit = !live ? 0 : cd ? cr.deg : in->width;
+    for (uint64_t it = 0; it < nit; it++) {
+        uint32_t j;
+        if (cd) { /* children in label order: those below width */
+            j = ft_child_label(v, &cr, cr.first + it);
+            if (j >= in->width)
+                break;
+        } else {
+            j = (uint32_t)it;
+        }
+        float x = row_x(&w, j);
+        float rho = in->norm ? ft_ar_norm(x, lse) : x;
+        if (!(rho > ar->o.theta_tok) ||
+            !(FT_FADD(c->cur->sigma[r], rho) > ar->o.theta_sent) ||
+            (!cd && ft_find_child(v, &cr, row_tok(&w, j)) == FT_NONE))
+            continue;
+        uint64_t key = ft_ar_tail(0, rho, j);
+        /* insertion into the sorted best k (a full list drops its last) */
+        if (nk == k && key >= keys[k - 1])
+            continue;
+        uint32_t i = nk < k ? nk++ : k - 1;
+        while (i > 0 && keys[i - 1] > key) {
+            keys[i] = keys[i - 1];
+            i--;
+        }
+        keys[i] = key;
+    }
+    for (uint32_t i = 0; i < k; i++) {
+        size_t o = (size_t)r * k + i;
+        if (i < nk) {
+            uint32_t j = ft_ar_tail_entry(keys[i]);
+            out_entry[o] = j;
+            out_token[o] = row_tok(&w, j);
+            out_logp[o] = ft_sigma_of_key((uint32_t)(keys[i] >> 20));
+        } else {
+            out_entry[o] = UINT32_MAX;
+            out_token[o] = UINT32_MAX;
+            out_logp[o] = -INFINITY;
+        }
+    }
+}
+
+static void topk_job(ft_ar *ar, uint32_t wid, void *ctx)
+{
+    step_ctx *c = ctx;
+    for (uint32_t r0; (r0 = ctx_take(c)) < c->n;)
+        for (uint32_t r = r0; r < c->n && r < r0 + AR_CHUNK; r++)
+            topk_beam(ar, ar->scr[wid].lanes, c, r);
 }
 
 int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
@@ -665,65 +1011,18 @@ int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
     if (ar->gpu)
         return ft_gpu_ar_topk(ar, cur, in, k, out_entry, out_token, out_logp,
                               stream);
-    const ft_trie_view *v = &ar->idx->trie.view;
-    uint32_t m = cur->count[0];
-    FT_RETURN_ERROR_IF(m > ar->cap_beam, FT_EINVAL,
-                       "cur.count: %u beams, more than beam %u", m, ar->cap_beam);
-    for (uint32_t r = 0; r < ar->cap_beam; r++) {
-        uint64_t keys[64];
-        uint32_t nk = 0;
-        uint64_t node = r < m ? cur->node[r] : FT_NONE;
-        FT_RETURN_ERROR_IF(r < m && node >= v->n_nodes, FT_EINVAL,
-                           "cur.node[%u]: %llu is no node", r,
-                           (unsigned long long)node);
-        ft_child_range cr = {0, 0, 0, 0};
-        if (r < m)
-            cr = ft_children(v, node);
-        row w = row_of(in, r);
-        double lse = 0.0;
-        int live = r < m && cr.deg > 0 &&
-                   (in->norm == FT_AR_NORM_NONE || row_lse(ar, &w, v, &cr, &lse));
-        int cd = live && child_driven(in, &cr);
-        uint64_t nit = !live ? 0 : cd ? cr.deg : in->width;
-        for (uint64_t it = 0; it < nit; it++) {
-            uint32_t j;
-            if (cd) { /* children in label order: those below width */
-                j = ft_child_label(v, &cr, cr.first + it);
-                if (j >= in->width)
-                    break;
-            } else {
-                j = (uint32_t)it;
-            }
-            float x = row_x(&w, j);
-            float rho = in->norm ? ft_ar_norm(x, lse) : x;
-            if (!(rho > ar->o.theta_tok) ||
-                !(FT_FADD(cur->sigma[r], rho) > ar->o.theta_sent) ||
-                (!cd && ft_find_child(v, &cr, row_tok(&w, j)) == FT_NONE))
-                continue;
-            uint64_t key = ft_ar_tail(0, rho, j);
-            /* insertion into the sorted best k (a full list drops its last) */
-            if (nk == k && key >= keys[k - 1])
-                continue;
-            uint32_t i = nk < k ? nk++ : k - 1;
-            while (i > 0 && keys[i - 1] > key) {
-                keys[i] = keys[i - 1];
-                i--;
-            }
-            keys[i] = key;
-        }
-        for (uint32_t i = 0; i < k; i++) {
-            size_t o = (size_t)r * k + i;
-            if (i < nk) {
-                uint32_t j = ft_ar_tail_entry(keys[i]);
-                out_entry[o] = j;
-                out_token[o] = row_tok(&w, j);
-                out_logp[o] = ft_sigma_of_key((uint32_t)(keys[i] >> 20));
-            } else {
-                out_entry[o] = UINT32_MAX;
-                out_token[o] = UINT32_MAX;
-                out_logp[o] = -INFINITY;
-            }
-        }
-    }
+    uint64_t work = 0;
+    rc = beams_check(ar, cur, in, &work);
+    if (rc != FT_OK)
+        return rc;
+    step_ctx c = {.cur = cur, .in = in, .k = k, .out_entry = out_entry,
+                  .out_token = out_token, .out_logp = out_logp,
+                  .n = ar->cap_beam};
+    atomic_init(&c.next, 0);
+    uint32_t nt = ar_threads(ar, work, cur->count[0]);
+    if (nt > 1)
+        ar_par(ar, topk_job, &c);
+    else
+        topk_job(ar, 0, &c);
     return FT_OK;
 }

@@ -31,9 +31,16 @@ struct ft_ar {
     double F[FT_AR_F_LEN];
     int failed;
     char err[256];
-    /* CPU step scratch: bounded candidate buffers (2x what is kept). */
-    ft_ar_cand *nb, *hb;
-    double *lanes;
+    /* CPU step scratch: per thread, bounded candidate buffers (2x what
+     * is kept) and the normalisation's lanes (scr[0]: the caller's);
+     * each beam's child range; the threads' kept candidates, merged. */
+    struct ar_scr *scr;
+    ft_child_range *cr;
+    ft_ar_cand *merge;
+    struct ar_pool *pool; /* threads - 1 workers, started at the first
+                           * step large enough to share (NULL until) */
+    uint64_t par_work;    /* row entries from which a call is shared out
+                           * (AR_PAR_WORK; tests lower it) */
     void *gpu; /* the GPU step's state (gpu_ar_step.c), NULL on the CPU */
 };
 

@@ -4,7 +4,7 @@
  *
  *   ar_step_bench --index INDEX [--engine gpu|cpu] [--beams 256]
  *                 [--vocab 32768] [--iters 200] [--sparse-k 64]
- *                 [--warm-steps N]
+ *                 [--warm-steps N] [--threads N]
  *
  * Decodes from the root with random dense bf16 rows until the beam is full
  * (or 8 steps), then times, from that fixed state, each form of a step:
@@ -104,7 +104,7 @@ static void run_form(ft_ar *ar, form *F, ft_ar_beams *cur, ft_ar_beams *out,
 int main(int argc, char **argv)
 {
     const char *index = NULL, *engine = "gpu";
-    uint32_t B = 256, V = 32768, iters = 200, SK = 64, warm = 0;
+    uint32_t B = 256, V = 32768, iters = 200, SK = 64, warm = 0, threads = 0;
 #ifdef FT_BENCH_CUDA
     tune_from_env();
 #endif
@@ -123,6 +123,8 @@ int main(int argc, char **argv)
             warm = (uint32_t)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--sparse-k"))
             SK = (uint32_t)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads"))
+            threads = (uint32_t)atoi(argv[i + 1]);
         else {
             fprintf(stderr, "ar_step_bench: unknown option %s\n", argv[i]);
             return 2;
@@ -130,7 +132,8 @@ int main(int argc, char **argv)
     }
     if (index == NULL || B == 0 || V == 0 || iters == 0 || SK == 0 || SK > V) {
         fprintf(stderr, "usage: ar_step_bench --index INDEX [--engine gpu|cpu] "
-                "[--beams B] [--vocab V] [--iters N] [--sparse-k K]\n");
+                "[--beams B] [--vocab V] [--iters N] [--sparse-k K] "
+                "[--threads N]\n");
         return 2;
     }
     ft_ar *ar = NULL;
@@ -146,6 +149,7 @@ int main(int argc, char **argv)
     o.beam = B;
     o.results = B;
     o.max_width = V;
+    o.threads = threads;
     int rc = ft_ar_open(&ar, idx, &o, err, sizeof err);
     if (rc != FT_OK) {
         fprintf(stderr, "ar_step_bench: %s\n", err);
@@ -199,9 +203,14 @@ int main(int argc, char **argv)
         CHECK(ft_ar_memcpy(ar, &m, bs[(t + 1) & 1].count, 4, 0));
     }
     ft_ar_beams *cur = &bs[t & 1], *out = &bs[2];
-    printf("ar_step_bench: %s, %llu keys, %u beams live after %u steps, "
+    ft_ar_opts got;
+    ft_ar_get_opts(&got, ar);
+    char thr[32] = "";
+    if (ft_ar_kind(ar) == FT_ENGINE_CPU)
+        snprintf(thr, sizeof thr, " (%u threads)", got.threads);
+    printf("ar_step_bench: %s%s, %llu keys, %u beams live after %u steps, "
            "V %u, %u iterations\n", ft_ar_kind(ar) == FT_ENGINE_GPU ? "GPU" : "CPU",
-           (unsigned long long)ft_index_keys(idx), m, t, V, iters);
+           thr, (unsigned long long)ft_index_keys(idx), m, t, V, iters);
     form forms[6];
     memset(forms, 0, sizeof forms);
     forms[0].name = "step dense bf16";

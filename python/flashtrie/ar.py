@@ -47,7 +47,7 @@ class _Opts(ctypes.Structure):
                 ("device", ctypes.c_int), ("beam", ctypes.c_uint32),
                 ("results", ctypes.c_uint32), ("theta_tok", ctypes.c_float),
                 ("theta_sent", ctypes.c_float), ("alpha", ctypes.c_double),
-                ("max_width", ctypes.c_uint32)]
+                ("max_width", ctypes.c_uint32), ("threads", ctypes.c_uint32)]
 
 
 class _Beams(ctypes.Structure):
@@ -272,12 +272,14 @@ class Session:
 
     beam, results, theta_tok, theta_sent and alpha are docs/specification.md section 3's;
     max_width bounds the rows (K or V).  device "cpu" runs the CPU step on
-    numpy arrays; "cuda" or "cuda:N" the GPU step on torch tensors."""
+    numpy arrays; "cuda" or "cuda:N" the GPU step on torch tensors.
+    threads: the CPU step's threads (0: the usable cores, at most 64; a
+    step of few row entries runs on the caller's thread alone)."""
 
     def __init__(self, index: Index, beam: int = 100, results: int = 0,
                  theta_tok: float = -math.inf, theta_sent: float = -math.inf,
                  alpha: float = 1.0, max_width: int = 4096,
-                 device: str = "cpu"):
+                 device: str = "cpu", threads: int = 0):
         lib = load()
         self.index = index
         o = _Opts()
@@ -286,6 +288,7 @@ class Session:
         dev = int(str(device).split(":")[1]) if ":" in str(device) else 0
         o.kind, o.device = (1 if self.gpu else 0), dev
         o.beam, o.results, o.max_width = beam, results, max_width
+        o.threads = threads
         o.theta_tok, o.theta_sent, o.alpha = theta_tok, theta_sent, alpha
         self._h = ctypes.c_void_p()
         err = ctypes.create_string_buffer(512)

@@ -8,7 +8,9 @@
  * rows arrive: dense f32 by identity, dense with a vocabulary, sparse,
  * dense bf16 and f16 of the same (representable) values, under each
  * normalisation; masks and top-k lists equal brute force over the trie;
- * the step's own exp and log are within a few ulps of libm's.
+ * the step's own exp and log are within a few ulps of libm's; a session
+ * of 1 thread and sessions of 2, 3 and 5 that share out every call give
+ * byte-identical transcripts.
  *
  * With --gpu: the same decodes on a CPU session and a GPU session give
  * byte-identical transcripts (lists long enough for the GPU's radix
@@ -19,6 +21,7 @@
 
 #include <unistd.h>
 
+#include "ar_step.h"
 #include "flashtrie/internal/ar_rules.h"
 #include "search_util.h"
 
@@ -86,12 +89,18 @@ typedef struct dec {
     void *d_lp, *d_ids, *d_vocab, *d_mask, *d_te, *d_tt, *d_tl;
 } dec;
 
+/* dec_open's CPU threads (0: the default) and whether every call of 2+
+ * beams is shared out over them (the session's size rule lowered). */
+static uint32_t g_threads;
+static int g_share_all;
+
 static void dec_open(dec *d, const ft_index *idx, ft_engine_kind kind,
                      uint32_t beam, uint32_t results, uint32_t width)
 {
     ft_ar_opts o;
     ft_ar_opts_init(&o);
     o.kind = kind;
+    o.threads = g_threads;
     o.beam = beam;
     o.results = results;
     o.max_width = width;
@@ -100,6 +109,8 @@ static void dec_open(dec *d, const ft_index *idx, ft_engine_kind kind,
     if (rc != FT_OK)
         fprintf(stderr, "ft_ar_open: %s\n", err);
     FT_PASS(rc);
+    if (g_share_all)
+        d->ar->par_work = 0;
     FT_PASS(ft_ar_beams_alloc(d->ar, &d->b[0]));
     FT_PASS(ft_ar_beams_alloc(d->ar, &d->b[1]));
     FT_PASS(ft_ar_hits_alloc(d->ar, &d->h));
@@ -288,6 +299,10 @@ static void test_errors(const ft_index *idx)
     FT_FAIL(ft_ar_open(&ar, idx, &o, err, sizeof err), FT_EINVAL);
     FT_CHECK_STR(err, "alpha: must be 0..10, got 11");
     ft_ar_opts_init(&o);
+    o.threads = 257;
+    FT_FAIL(ft_ar_open(&ar, idx, &o, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "threads: must be 0..256, got 257");
+    ft_ar_opts_init(&o);
     o.beam = 4;
     o.max_width = 16;
     FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
@@ -422,6 +437,55 @@ static void test_math(void)
     }
 }
 
+/* test_threads: every form and normalisation, a session of one thread
+ * against sessions whose calls (step, mask, top-k) are all shared out
+ * over 2, 3 and 5 threads: byte-identical transcripts. */
+static void test_threads(const ft_index *idx, const uint32_t *wide,
+                         uint32_t nwide)
+{
+    int forms[] = {F_DENSE_ID, F_DENSE_VOCAB, F_SPARSE, F_BF16, F_F16,
+                   F_SPARSE_WIDE};
+    uint32_t beams[] = {7, 64, 300}, threads[] = {2, 3, 5};
+    int cases = 0;
+    for (int fi = 0; fi < 6; fi++)
+        for (int norm = 0; norm < 3; norm++)
+            for (int bi = 0; bi < 3; bi++) {
+                int coarse = (fi + norm + bi) % 2 || fi == F_BF16 || fi == F_F16;
+                uint32_t B = beams[bi], n = bi == 2 ? 1000 : B + 3;
+                uint32_t w = fi == F_SPARSE_WIDE ? nwide : V;
+                tbuf ref = {0};
+                dec d;
+                g_threads = 1;
+                g_share_all = 0;
+                dec_open(&d, idx, FT_ENGINE_CPU, B, n, w);
+                decode(&d, &ref, forms[fi], norm, B, n, 6, 7 + bi, coarse,
+                       plain_step, wide, nwide);
+                dec_close(&d);
+                for (int ti = 0; ti < 3; ti++) {
+                    tbuf t = {0};
+                    g_threads = threads[ti];
+                    g_share_all = 1;
+                    dec_open(&d, idx, FT_ENGINE_CPU, B, n, w);
+                    FT_CHECK_EQ_U64(d.ar->o.threads, threads[ti]);
+                    decode(&d, &t, forms[fi], norm, B, n, 6, 7 + bi, coarse,
+                           plain_step, wide, nwide);
+                    /* the calls of 2+ beams were shared out */
+                    FT_CHECK(d.ar->pool != NULL);
+                    char what[96];
+                    snprintf(what, sizeof what, "1 vs %u threads (form %d, "
+                             "norm %d, beam %u)", threads[ti], fi, norm, B);
+                    same(&ref, &t, what);
+                    dec_close(&d);
+                    free(t.p);
+                    cases++;
+                }
+                free(ref.p);
+            }
+    g_threads = 0;
+    g_share_all = 0;
+    printf("ar_step_test: threads: %d decodes equal one thread's\n", cases);
+}
+
 int main(int argc, char **argv)
 {
     int gpu = argc > 1 && strcmp(argv[1], "--gpu") == 0;
@@ -436,6 +500,7 @@ int main(int argc, char **argv)
         test_errors(idx);
         test_math();
         test_brute(idx);
+        test_threads(idx, wide, nwide);
         /* one decode, every way its rows can arrive */
         for (int norm = 0; norm < 3; norm++) {
             for (int coarse = 0; coarse < 2; coarse++) {
