@@ -141,9 +141,15 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
                 s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, lab), (double)mx)));
             }
         }
+    } else if (!allowed) {
+        /* a lane's exps are independent of each other (only the sum is a
+         * chain, in the same order): unrolled, 4 are in flight at once */
+#pragma unroll 4
+        for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS)
+            s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, j), (double)mx)));
     } else {
         for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
-            if (allowed && ft_find_child(&p.view, cr, ark_tok(p, r, j)) == FT_NONE)
+            if (ft_find_child(&p.view, cr, ark_tok(p, r, j)) == FT_NONE)
                 continue;
             s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, j), (double)mx)));
         }
