@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 
 #include "ar_step.h"
+#include "ar_vexp.h"
 #include "flashtrie/internal/cores.h"
 
 _Static_assert(FT_AR_IN_SPARSE == FT_ARR_SPARSE && FT_AR_IN_DENSE == FT_ARR_DENSE,
@@ -537,6 +538,55 @@ static int child_driven(const ft_ar_input *in, const ft_child_range *cr)
            cr->deg <= in->width;
 }
 
+/* lanes_full fills the FT_AR_LANES partial sums of a whole row's
+ * exp(x - mx) lane-major: entries j0 .. j0 + 255 add to lanes 0 .. 255,
+ * four lanes at a time (ft_ar_exp4), so each lane still adds its terms
+ * in ascending j, the same sums as one lane after another. */
+static inline __attribute__((always_inline)) void
+lanes_full_body(double *p, const row *w, uint32_t width, double mx)
+{
+    for (uint32_t l = 0; l < FT_AR_LANES; l++)
+        p[l] = 0.0;
+    for (uint32_t j0 = 0; j0 < width; j0 += FT_AR_LANES) {
+        uint32_t cnt = width - j0 < FT_AR_LANES ? width - j0 : FT_AR_LANES;
+        uint32_t l = 0;
+        for (; l + 4 <= cnt; l += 4) {
+            uint32_t j = j0 + l;
+            ft_v4d x = {(double)row_x(w, j), (double)row_x(w, j + 1),
+                        (double)row_x(w, j + 2), (double)row_x(w, j + 3)};
+            ft_v4d acc;
+            memcpy(&acc, p + l, sizeof acc);
+            acc = acc + ft_ar_exp4(x - mx);
+            memcpy(p + l, &acc, sizeof acc);
+        }
+        for (; l < cnt; l++)
+            p[l] = FT_DADD(p[l], ft_ar_exp(FT_DSUB((double)row_x(w, j0 + l), mx)));
+    }
+}
+
+__attribute__((target("avx2"))) static void
+lanes_full_avx2(double *p, const row *w, uint32_t width, double mx)
+{
+    lanes_full_body(p, w, width, mx);
+}
+
+static void lanes_full_base(double *p, const row *w, uint32_t width,
+                            double mx)
+{
+    lanes_full_body(p, w, width, mx);
+}
+
+static void lanes_full(double *p, const row *w, uint32_t width, double mx)
+{
+    static int avx2 = -1; /* the same answer whichever thread asks first */
+    if (avx2 < 0)
+        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (avx2)
+        lanes_full_avx2(p, w, width, mx);
+    else
+        lanes_full_base(p, w, width, mx);
+}
+
 static int row_lse(double *p, const row *w, const ft_trie_view *v,
                    const ft_child_range *cr, double *lse)
 {
@@ -575,6 +625,11 @@ static int row_lse(double *p, const row *w, const ft_trie_view *v,
     }
     if (!(mx > -INFINITY))
         return 0;
+    if (!allowed) {
+        lanes_full(p, w, in->width, (double)mx);
+        *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
+        return 1;
+    }
     for (uint32_t l = 0; l < FT_AR_LANES; l++) {
         double s = 0.0;
         for (uint32_t j = l; j < in->width; j += FT_AR_LANES) {

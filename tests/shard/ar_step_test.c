@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "ar_step.h"
+#include "ar_vexp.h"
 #include "flashtrie/internal/ar_rules.h"
 #include "search_util.h"
 
@@ -424,8 +425,50 @@ static void test_brute(const ft_index *idx)
     dec_close(&d);
 }
 
+/* exp4_same: ft_ar_exp4 of four values, bit for bit ft_ar_exp of each. */
+static void exp4_same(const double *d)
+{
+    ft_v4d v = {d[0], d[1], d[2], d[3]};
+    ft_v4d e = ft_ar_exp4(v);
+    for (int i = 0; i < 4; i++) {
+        double a = e[i], b = ft_ar_exp(d[i]);
+        uint64_t ua, ub;
+        memcpy(&ua, &a, 8);
+        memcpy(&ub, &b, 8);
+        if (ua != ub) {
+            fprintf(stderr, "ft_ar_exp4(%.17g) = %.17g, ft_ar_exp: %.17g\n",
+                    d[i], a, b);
+            exit(1);
+        }
+    }
+}
+
 static void test_math(void)
 {
+    /* the four-wide exp of the CPU step's whole-row normalisation: the
+     * scalar's bits, on the edges (NaN, -inf, the -708 cut, zeros, ties
+     * of the rounding to n) and on random values */
+    double edge[] = {NAN, -INFINITY, -708.0, nextafter(-708.0, 0.0),
+                     nextafter(-708.0, -1000.0), -0.0, 0.0, -1e-300,
+                     -0.34657359027997264, -0.34657359027997270,
+                     -1.0397207708399179, -0.69314718055994529, -745.0,
+                     -707.99999999999989, -1.5 * 0.69314718055994529,
+                     -2.5 * 0.69314718055994529, -1e-17, -700.5};
+    size_t ne = sizeof edge / sizeof edge[0];
+    for (size_t i = 0; i + 4 <= ne; i++)
+        exp4_same(edge + i);
+    uint64_t x = 99991;
+    for (int i = 0; i < 200000; i++) {
+        double d[4];
+        for (int k = 0; k < 4; k++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            double u = (double)(x >> 11) / 9007199254740992.0;
+            d[k] = -u * (i % 3 == 0 ? 720.0 : i % 3 == 1 ? 30.0 : 1.0);
+        }
+        exp4_same(d);
+    }
     /* ar_rules.h's exp and log: within a few ulps of libm's */
     for (int i = 0; i <= 20000; i++) {
         double dd = -700.0 * i / 20000.0;
