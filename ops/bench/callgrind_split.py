@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """callgrind_split.py FILE N ROOT [TOP [TIMER]] - a callgrind file's
 instructions per request (its Ir over N): the total, ROOT's inclusive count
-(the engine), TIMER's (a thread's function that runs by the clock, not per
-request: its count moves with the run's length) and the rest, then the TOP
-functions by self count.  Functions of a library without symbols are
-summed into one line per library.  serve_icount.sh runs it on a server's
-dump (a run with --toggle-collect=ROOT counts the rest alone)."""
+(the engine) and TIMER's (a thread's function that runs by the clock, not
+per request: its count moves with the run's length); or, for a run with
+--toggle-collect=ROOT (ROOT counts 0), what it counted less TIMER: the
+work outside the engine.  Then the TOP functions by self count; those of
+a library without symbols are summed into one line per library.
+serve_icount.sh runs it on a server's dumps."""
 import collections
 import re
 import sys
@@ -67,10 +68,14 @@ def main():
                     total += c
     eng = incl.get(root, 0)
     tim = incl.get(timer, 0) if timer else 0
-    print('  per request: total %.0f, engine (%s) %.0f, %sthe rest %.0f'
-          % (total / n, root, eng / n,
-             '%s %.0f, ' % (timer, tim / n) if timer else '',
-             (total - eng - tim) / n))
+    tstr = ', %s %.0f' % (timer, tim / n) if timer else ''
+    if eng:
+        print('  per request: total %.0f, engine (%s, inclusive) %.0f%s'
+              % (total / n, root, eng / n, tstr))
+    else:  # a run with --toggle-collect=ROOT: all it counted is the rest
+        print('  per request outside the engine: %.0f (%s apart: %.0f)'
+              % ((total - tim) / n, timer, tim / n) if timer else
+              '  per request outside the engine: %.0f' % (total / n))
     lines = collections.Counter()
     for f, c in self_ir.items():
         fl, ob = where.get(f, ('?', '?'))

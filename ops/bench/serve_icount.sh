@@ -8,15 +8,17 @@
 #
 # Builds a seeded library of N keys (default 100k) and 256 requests (T = 8,
 # K = beam = 100), serves it with `flashtrie serve --engine cpu` over
-# ipc:// under callgrind, sends every request once as a warm-up, zeroes the
-# counts, sends them again with `flashtrie query` (binary frames) and dumps.
+# ipc:// under callgrind, sends the requests as a warm-up (until each of
+# the 64 contexts has had a message), zeroes the counts, sends them again
+# with `flashtrie query` (binary frames) and dumps.
 # Cases: b1c1 (one request a frame, one at a time: deterministic), b1c16
 # (one a frame, 16 in flight: batches form, as many clients make them;
 # the batch sizes move with timing), b32 (frames of 32, 4 in flight).
 # Each case runs the server twice: counting everything (per request: the
-# total, the engine, the rest), then with --toggle-collect=cpu_run (the
-# engine uncounted: the rest and its top functions by self count; a
-# library without symbols, such as Debian's libnng, is one line).  The
+# total and the engine), then with --toggle-collect=cpu_run (the engine
+# uncounted: the work outside it, the number to compare, and its top
+# functions by self count; a library without symbols, such as Debian's
+# libnng, is one line).  The
 # connection thread's ticks (conn_main: idle reaping, probes) are counted
 # apart: they come by the clock, so their share of a request moves with
 # how long callgrind takes.  Environment: FT_BUILD_DIR (./build), FT_SERVE_BIN
@@ -50,8 +52,9 @@ $FT gen requests --index "$W/k.idx" --n 256 --T 8 --K 100 --beam 100 \
     --seed 2 --output "$W/r.jsonl" >/dev/null
 R=256
 echo "machine: $(nproc) cores; $(date -u +%FT%TZ); $N keys, $R requests, T=8, K=beam=100"
-# run CASE QUERY_ARGS MODE: one server under callgrind, MODE "all" (every
-# instruction) or "rest" (--toggle-collect=cpu_run: the engine uncounted).
+# run CASE QUERY_ARGS MODE WARM: one server under callgrind, MODE "all"
+# (every instruction) or "rest" (--toggle-collect=cpu_run: the engine
+# uncounted), WARM passes over the requests before the count.
 run() {
     URL="ipc://$W/s.sock"
     tog=
@@ -63,8 +66,15 @@ run() {
         ${FT_SERVE_ARGS:-} 2> "$W/serve.$1.log" &
     PID=$!
     $FT query --url "$URL" --ping --timeout-ms 60000
-    # shellcheck disable=SC2086
-    $FT query --url "$URL" $2 < "$W/r.jsonl" > "$W/warm.jsonl"
+    # Warm-up: nng hands messages to the 64 contexts in turn, and a
+    # context sizes its buffers on its first message: every context gets
+    # one before the count (b32: 8 frames a pass, 8 passes).
+    i=0
+    while [ "$i" -lt "$4" ]; do
+        # shellcheck disable=SC2086
+        $FT query --url "$URL" $2 < "$W/r.jsonl" > "$W/warm.jsonl"
+        i=$((i + 1))
+    done
     callgrind_control -z "$PID" >/dev/null 2>&1
     # shellcheck disable=SC2086
     $FT query --url "$URL" $2 < "$W/r.jsonl" > "$W/out.jsonl"
@@ -78,16 +88,16 @@ run() {
 }
 for c in "$@"; do
     case $c in
-    b1c1) qa="--batch 1 --concurrency 1" ;;
-    b1c16) qa="--batch 1 --concurrency 16" ;;
-    b32) qa="--batch 32 --concurrency 4" ;;
+    b1c1) qa="--batch 1 --concurrency 1" warm=1 ;;
+    b1c16) qa="--batch 1 --concurrency 16" warm=1 ;;
+    b32) qa="--batch 32 --concurrency 4" warm=8 ;;
     *) echo "$0: unknown case $c" >&2; exit 2 ;;
     esac
     qa="$qa ${FT_QUERY_ARGS:-}"
     echo "case $c (flashtrie query $qa):"
-    run "$c" "$qa" all
+    run "$c" "$qa" all "$warm"
     python3 "$here/callgrind_split.py" "$f" "$R" cpu_run 0 conn_main
-    run "$c" "$qa" rest
+    run "$c" "$qa" rest "$warm"
     echo "  without the engine (--toggle-collect=cpu_run):"
     python3 "$here/callgrind_split.py" "$f" "$R" cpu_run "${FT_TOP:-25}" conn_main
 done
