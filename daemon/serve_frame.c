@@ -312,9 +312,9 @@ int srv_frame_reply_msg(srv_wire *w, nng_msg *msg)
         return FT_ENOMEM;
     /* The answer carries a checksum when its request did (a client on
      * ipc:// sends none: docs/protocol.md). */
-    rc = ft_frame_encode_result_to(nng_msg_body(msg), size, m->hdr.id,
-                                   m->hdr.flags & FT_FRAME_F_CHECKSUM, f->all,
-                                   m->count);
+    rc = ft_frame_encode_result_sized(nng_msg_body(msg), size, m->hdr.id,
+                                      m->hdr.flags & FT_FRAME_F_CHECKSUM,
+                                      f->all, m->count);
     if (rc != FT_OK) {
         nng_msg_clear(msg);
         return rc;

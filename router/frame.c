@@ -1121,6 +1121,16 @@ int ft_frame_encode_result_to(void *dst, size_t size, uint64_t id,
     return FT_OK;
 }
 
+int ft_frame_encode_result_sized(void *dst, size_t size, uint64_t id,
+                                 uint32_t flags, const ft_result *res,
+                                 size_t n)
+{
+    if (dst == NULL || res == NULL || n == 0 || (flags & ~FT_FRAME_F_ALL))
+        return FT_EINVAL;
+    write_result(dst, size, id, 0, flags, res, n);
+    return FT_OK;
+}
+
 int ft_frame_encode_result(ft_buf *b, uint64_t id, const ft_result *res,
                            size_t n)
 {

@@ -253,6 +253,15 @@ int ft_frame_result_size(const ft_result *res, size_t n, size_t *size);
 int ft_frame_encode_result_to(void *dst, size_t size, uint64_t id,
                               uint32_t flags, const ft_result *res, size_t n);
 
+/* ft_frame_encode_result_sized is ft_frame_encode_result_to for a size
+ * that ft_frame_result_size gave for the same results, unchanged since
+ * (the caller's promise): it writes them without measuring them again.
+ * The server's reply takes this way: the second walk over every hit was
+ * 2% of its work per request outside the engine (issue 35). */
+int ft_frame_encode_result_sized(void *dst, size_t size, uint64_t id,
+                                 uint32_t flags, const ft_result *res,
+                                 size_t n);
+
 /* ft_frame_encode_error appends an ERROR: code (not FT_OK) and a message in
  * the style "<field>: <reason>".  A message longer than FT_FRAME_MAX_MSG is
  * cut to fit and ends with "..." so that the cut shows. */

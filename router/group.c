@@ -1344,7 +1344,8 @@ struct fit_arg {
 static int fit_one(void *arg, const size_t *ix, size_t k)
 {
     struct fit_arg *a = arg;
-    const fti_prepared *b[FTI_ENGINE_CHUNK];
+    /* zeroed: gcc -O2 cannot see that k >= 1 (-Wmaybe-uninitialized) */
+    const fti_prepared *b[FTI_ENGINE_CHUNK] = {NULL};
     ft_result *br[FTI_ENGINE_CHUNK];
     for (size_t j = 0; j < k; j++) {
         b[j] = a->reqs[ix[j]];

@@ -105,19 +105,46 @@ static int validate_fields(const ft_request *req, uint32_t max_beam,
     return FT_OK;
 }
 
-/* Row t's log-probs: exponent bits all ones = inf or nan; a branch-free
- * OR over the row (vectorised), the exact message only on failure. */
+/* Rows are scanned in blocks of LANES floats, each lane OR-ed into its own
+ * accumulator, then the rest one by one: gcc -O2's cost model ("very
+ * cheap") leaves a loop of unknown trip count scalar, but vectorises a
+ * block of a known count.  The row scans below cost ~9 instructions a
+ * float as plain loops and ~1.5 in blocks (callgrind, the server's
+ * T = 8, K = 100 request: validate_finite 7.4k -> 1.7k, the sort check
+ * in preparation 7.5k -> 1.8k; 2-core box, K = 100: 130 -> 20 ns and
+ * 90 -> 21 ns a row; issue 35). */
+#define LANES 8
+
+/* any_nonfinite says whether lp[0..n) holds an inf or a nan: their
+ * exponent bits are all ones, and only all ones carry into the sign bit
+ * when its lowest bit is added. */
+static int any_nonfinite(const float *lp, size_t n)
+{
+    uint32_t acc[LANES] = {0}, bad = 0;
+    const float *p = lp, *end = lp + (n - n % LANES);
+    for (; p < end; p += LANES)
+        for (int j = 0; j < LANES; j++) {
+            uint32_t b;
+            memcpy(&b, &p[j], 4);
+            acc[j] |= (b & 0x7f800000u) + 0x00800000u;
+        }
+    for (; p < lp + n; p++) {
+        uint32_t b;
+        memcpy(&b, p, 4);
+        bad |= (b & 0x7f800000u) + 0x00800000u;
+    }
+    for (int j = 0; j < LANES; j++)
+        bad |= acc[j];
+    return (bad & 0x80000000u) != 0;
+}
+
+/* Row t's log-probs: a branch-free scan, the exact message only on
+ * failure. */
 static int validate_finite(const ft_request *req, uint32_t t, char *errbuf,
                            size_t errlen)
 {
     const float *lp = req->logp + (size_t)t * req->K;
-    uint32_t bad = 0;
-    for (uint32_t k = 0; k < req->K; k++) {
-        uint32_t b;
-        memcpy(&b, &lp[k], 4);
-        bad |= (b & 0x7f800000u) == 0x7f800000u;
-    }
-    if (bad)
+    if (any_nonfinite(lp, req->K))
         for (uint32_t k = 0; k < req->K; k++)
             RT_RETURN_ERROR_IF(!isfinite(lp[k]), FT_EREQUEST,
                                "logp: position %u, proposal %u: not finite",
@@ -245,12 +272,19 @@ void fti_prep_destroy(fti_prep *p)
     free(p);
 }
 
-/* No proposal better than the one before it (branch-free: vectorised). */
+/* No proposal better than the one before it (branch-free, in blocks as
+ * any_nonfinite). */
 static int row_sorted(const float *lp, uint32_t K)
 {
-    uint32_t bad = 0;
-    for (uint32_t k = 1; k < K; k++)
+    int acc[LANES] = {0}, bad = 0;
+    size_t k = 1;
+    for (; k + LANES <= K; k += LANES)
+        for (int j = 0; j < LANES; j++)
+            acc[j] |= lp[k + j] > lp[k + j - 1];
+    for (; k < K; k++)
         bad |= lp[k] > lp[k - 1];
+    for (int j = 0; j < LANES; j++)
+        bad |= acc[j];
     return !bad;
 }
 
@@ -338,8 +372,13 @@ int fti_request_prepare(const fti_prepared **out, fti_prep *p,
         p->row[t] = t * K;
     }
     p->F[0] = 1.0;
-    for (uint32_t d = 1; d <= T; d++)
-        p->F[d] = pow(6.0 / (5.0 + (double)d), req->alpha);
+    for (uint32_t d = 1; d <= T; d++) {
+        /* At the default alpha = 1, pow(x, 1) is x itself (glibc's pow
+         * is within 0.52 ulp, and x is a double): T calls of pow saved,
+         * a sixth of what the server spent on preparing a T = 8 request. */
+        double x = 6.0 / (5.0 + (double)d);
+        p->F[d] = req->alpha == 1.0 ? x : pow(x, req->alpha);
+    }
     *out = q;
     return FT_OK;
 }

@@ -128,20 +128,31 @@ static void check_late(void *arg)
     }
 }
 
-/* How many hits ahead attach prefetches a value: enough misses in flight
- * to cover the memory latency, few enough for the line fill buffers. */
-#define VALUE_AHEAD 24u
+/* bad_key_index fails res for hit j's key index, past its shard's keys. */
+static int bad_key_index(ft_result *res, uint32_t j)
+{
+    /* Never read past the values, never answer wrongly. */
+    FT_LOGF(FT_LOG_ERROR, "search: key index %llu out of range (a damaged "
+            "unverified index, or a bug)",
+            (unsigned long long)res->hits[j].key_index);
+    res->n = 0;
+    res->status = FT_EINTERNAL;
+    snprintf(res->error, sizeof res->error,
+             "engine: bad key index (internal error)");
+    return FT_EINTERNAL;
+}
 
 int fti_attach_values(ft_result *res, const ft_index *const *shards,
                       const uint64_t *key_base, size_t nshards)
 {
-    if (nshards == 1)
-        for (uint32_t j = 0; j < res->n && j < VALUE_AHEAD; j++)
-            fti_index_value_prefetch(shards[0], res->hits[j].key_index);
+    if (nshards == 1 && key_base[0] == 0) { /* one call: the common case */
+        uint32_t bad;
+        if (fti_index_values_attach(shards[0], res->hits, res->n, &bad) !=
+            FT_OK)
+            return bad_key_index(res, bad);
+        return FT_OK;
+    }
     for (uint32_t j = 0; j < res->n; j++) {
-        if (nshards == 1 && j + VALUE_AHEAD < res->n)
-            fti_index_value_prefetch(shards[0],
-                                     res->hits[j + VALUE_AHEAD].key_index);
         ft_hit *h = &res->hits[j];
         /* The shard holding the key: the last with key_base <= index. */
         size_t lo = 0, hi = nshards;
@@ -154,17 +165,8 @@ int fti_attach_values(ft_result *res, const ft_index *const *shards,
         }
         uint64_t v;
         if (ft_index_value_at(&v, shards[lo], h->key_index - key_base[lo]) !=
-            FT_OK) {
-            /* Never read past the values, never answer wrongly. */
-            FT_LOGF(FT_LOG_ERROR, "search: key index %llu out of range (a damaged "
-                    "unverified index, or a bug)",
-                    (unsigned long long)h->key_index);
-            res->n = 0;
-            res->status = FT_EINTERNAL;
-            snprintf(res->error, sizeof res->error,
-                     "engine: bad key index (internal error)");
-            return FT_EINTERNAL;
-        }
+            FT_OK)
+            return bad_key_index(res, j);
         h->value = v;
     }
     return FT_OK;

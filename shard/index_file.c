@@ -1102,11 +1102,32 @@ int ft_index_value_at(uint64_t *value, const ft_index *idx,
     return FT_OK;
 }
 
-void fti_index_value_prefetch(const ft_index *idx, uint64_t key_index)
+/* How many hits ahead fti_index_values_attach prefetches a value: enough
+ * misses in flight to cover the memory latency, few enough for the line
+ * fill buffers. */
+#define VALUE_AHEAD 24u
+
+int fti_index_values_attach(const ft_index *idx, ft_hit *hits, uint32_t n,
+                            uint32_t *bad)
 {
     const ft_trie *t = &idx->trie;
-    if (key_index < t->n_keys)
-        __builtin_prefetch(t->values + (key_index * t->value_bits) / 64u);
+    const uint64_t *vals = t->values;
+    uint32_t bits = t->value_bits;
+    uint64_t nk = t->n_keys;
+    for (uint32_t j = 0; j < n && j < VALUE_AHEAD; j++)
+        if (hits[j].key_index < nk)
+            __builtin_prefetch(vals + (hits[j].key_index * bits) / 64u);
+    for (uint32_t j = 0; j < n; j++) {
+        if (j + VALUE_AHEAD < n && hits[j + VALUE_AHEAD].key_index < nk)
+            __builtin_prefetch(vals +
+                               (hits[j + VALUE_AHEAD].key_index * bits) / 64u);
+        if (hits[j].key_index >= nk) {
+            *bad = j;
+            return FT_ENOTFOUND;
+        }
+        hits[j].value = ft_packed_get(vals, bits, hits[j].key_index);
+    }
+    return FT_OK;
 }
 
 uint64_t ft_index_keys(const ft_index *idx) { return idx->trie.n_keys; }

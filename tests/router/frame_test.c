@@ -552,6 +552,10 @@ static void test_result(void)
         FT_PASS(ft_frame_encode_result_to(direct, size, (uint64_t)round,
                                           FT_FRAME_F_CHECKSUM, res, n));
         FT_CHECK(memcmp(direct, B.data, size) == 0);
+        memset(direct, 0xa5, size); /* and without measuring again */
+        FT_PASS(ft_frame_encode_result_sized(direct, size, (uint64_t)round,
+                                             FT_FRAME_F_CHECKSUM, res, n));
+        FT_CHECK(memcmp(direct, B.data, size) == 0);
         FT_FAIL(ft_frame_encode_result_to(direct, size - 1, (uint64_t)round,
                                           FT_FRAME_F_CHECKSUM, res, n),
                 FT_EINVAL);

@@ -4,6 +4,7 @@
  * the expected message, and the same message comes back through
  * ft_engine_search on a CPU engine.
  */
+#include <float.h>
 #include <math.h>
 
 #include "search_util.h"
@@ -61,6 +62,67 @@ static void accept(const ft_request *q, uint32_t max_beam)
     if (rc != FT_OK)
         fprintf(stderr, "unexpected: %s\n", err);
     FT_PASS(rc);
+}
+
+/* The row scans run in blocks of 8 and then one by one (request.c): an
+ * inf or a nan at every position of row 1, for K around the block size,
+ * is the one named; the largest, smallest and subnormal floats and -0 are
+ * finite.  And preparation keeps a row where it is exactly when no
+ * proposal beats the one before it: one out of order at every position
+ * makes a sorted copy. */
+static void row_scans(void)
+{
+    const uint32_t Ks[] = {1, 2, 7, 8, 9, 15, 16, 17, 100, 1000};
+    const float bad[] = {INFINITY, -INFINITY, NAN, -NAN};
+    const float fine[] = {FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN, 1e-45f,
+                          -1e-45f, -0.0f};
+    char want[96];
+    fti_prep *prep;
+    FT_PASS(fti_prep_create(&prep));
+    for (size_t i = 0; i < sizeof Ks / sizeof Ks[0]; i++) {
+        uint32_t K = Ks[i];
+        for (uint32_t k = 0; k < K; k++) {
+            for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+                ft_request q = base(2, K);
+                lps[K + k] = bad[b];
+                char err[160] = "";
+                FT_FAIL(ft_request_validate(&q, 0, err, sizeof err),
+                        FT_EREQUEST);
+                snprintf(want, sizeof want,
+                         "logp: position 1, proposal %u: not finite", k);
+                FT_CHECK_STR(err, want);
+            }
+            for (size_t f = 0; f < sizeof fine / sizeof fine[0]; f++) {
+                ft_request q = base(2, K);
+                lps[K + k] = fine[f];
+                accept(&q, 0);
+            }
+            ft_request q = base(2, K);
+            const fti_prepared *pp;
+            FT_PASS(fti_request_prepare(&pp, prep, &q));
+            FT_CHECK(pp->logp == q.logp && pp->tok == q.tokens);
+            if (k == 0)
+                continue;
+            lps[K + k] = lps[K + k - 1] + 0.5f; /* beats the one before */
+            FT_PASS(fti_request_prepare(&pp, prep, &q));
+            FT_CHECK(pp->logp != q.logp && pp->tok != q.tokens);
+            for (uint32_t j = 1; j < K; j++)
+                FT_CHECK(pp->logp[K + j] <= pp->logp[K + j - 1]);
+            FT_CHECK_EQ_U64(pp->tok[K + k - 1], q.tokens[K + k]);
+        }
+    }
+    /* The F table at alpha = 1 is the library's pow's, bit for bit, at
+     * every length (alpha volatile: gcc folds pow(x, 1.0) to x). */
+    volatile double one = 1.0;
+    ft_request q = base(FT_MAX_T, 1);
+    const fti_prepared *pp;
+    FT_PASS(fti_request_prepare(&pp, prep, &q));
+    FT_CHECK(pp->F[0] == 1.0);
+    for (uint32_t d = 1; d <= FT_MAX_T; d++) {
+        double want = pow(6.0 / (5.0 + (double)d), one);
+        FT_CHECK(memcmp(&pp->F[d], &want, sizeof want) == 0);
+    }
+    fti_prep_destroy(prep);
 }
 
 /* Randomized rows against a quadratic reference: the first proposal k
@@ -303,6 +365,7 @@ int main(void)
         ft_result_free(&rs[i]);
 
     dup_random();
+    row_scans();
 
     ft_result_free(&res);
     ft_engine_close(eng);

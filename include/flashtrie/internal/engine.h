@@ -326,10 +326,14 @@ ft_engine *fti_group_engine(fti_group *g, size_t s);
 size_t fti_group_shards(const fti_group *g);
 
 
-/* fti_index_value_prefetch hints that the value of key_index will be read
- * soon (a cache prefetch of its word; nothing past the end): issued a few
- * dozen keys ahead, the misses of a result's values overlap. */
-void fti_index_value_prefetch(const ft_index *idx, uint64_t key_index);
+/* fti_index_values_attach sets the value of hits[0..n) from their key
+ * indexes, each value's word prefetched a few dozen hits ahead so that
+ * the misses overlap; FT_ENOTFOUND, with *bad the first hit whose key
+ * index is past the index's keys, leaves the hits from there on as they
+ * were.  One call a result: per hit, a load and a few shifts (a call
+ * each for the value and its prefetch cost ~77 instructions a hit). */
+int fti_index_values_attach(const ft_index *idx, ft_hit *hits, uint32_t n,
+                            uint32_t *bad);
 #ifdef __cplusplus
 }
 #endif
