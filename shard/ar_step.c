@@ -16,6 +16,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 #include "ar_step.h"
 #include "ar_vexp.h"
@@ -66,6 +67,7 @@ typedef struct ar_pool {
     ar_job *job;
     void *ctx;
     ft_ar *ar;
+    pid_t pid;  /* the process the workers run in (fork() leaves them) */
     uint32_t n; /* workers started */
     pthread_t th[AR_MAX_THREADS];
     ar_worker w[AR_MAX_THREADS];
@@ -95,6 +97,11 @@ static void *ar_worker_main(void *arg)
 
 static int scr_alloc(ft_ar *ar, ar_scr *s)
 {
+    if (s->nb && s->hb && s->lanes) /* a pool's before a fork() */
+        return FT_OK;
+    free(s->nb);
+    free(s->hb);
+    free(s->lanes);
     s->nb = malloc(2 * (size_t)ar->cap_beam * sizeof *s->nb);
     s->hb = malloc(2 * (size_t)ar->cap_results * sizeof *s->hb);
     s->lanes = malloc(FT_AR_LANES * sizeof *s->lanes);
@@ -116,6 +123,12 @@ static uint32_t ar_threads(ft_ar *ar, uint64_t work, uint32_t m)
 {
     if (ar->o.threads < 2 || m < 2 || work < ar->par_work)
         return 1;
+    if (ar->pool && ar->pool->pid != getpid()) {
+        /* a child of fork(): the workers stayed in the parent; their pool
+         * is the parent's copy (never locked here) and is dropped */
+        free(ar->pool);
+        ar->pool = NULL;
+    }
     if (ar->pool)
         return ar->pool->n + 1;
     if (ar->merge == NULL) {
@@ -132,6 +145,7 @@ static uint32_t ar_threads(ft_ar *ar, uint64_t work, uint32_t m)
     pthread_cond_init(&p->go, NULL);
     pthread_cond_init(&p->done, NULL);
     p->ar = ar;
+    p->pid = getpid();
     for (uint32_t i = 1; i < ar->o.threads; i++) {
         if (scr_alloc(ar, &ar->scr[i]) != FT_OK)
             break;
@@ -169,6 +183,11 @@ static void ar_pool_stop(ft_ar *ar)
     ar_pool *p = ar->pool;
     if (p == NULL)
         return;
+    ar->pool = NULL;
+    if (p->pid != getpid()) { /* closed in a child of fork(): no workers */
+        free(p);
+        return;
+    }
     pthread_mutex_lock(&p->mu);
     p->stop = 1;
     pthread_cond_broadcast(&p->go);
@@ -179,7 +198,6 @@ static void ar_pool_stop(ft_ar *ar)
     pthread_cond_destroy(&p->go);
     pthread_cond_destroy(&p->done);
     free(p);
-    ar->pool = NULL;
 }
 
 void ft_ar_opts_init(ft_ar_opts *o)

@@ -19,6 +19,7 @@
  */
 #include <math.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ar_step.h"
@@ -529,6 +530,45 @@ static void test_threads(const ft_index *idx, const uint32_t *wide,
     printf("ar_step_test: threads: %d decodes equal one thread's\n", cases);
 }
 
+/* test_fork: a session whose workers started, used in a child of fork()
+ * (which has none of them): the child's steps start workers of its own
+ * and give the parent's transcript; then the parent's session still
+ * runs, and both close.  A hang is bounded by alarm(). */
+static void test_fork(const ft_index *idx)
+{
+    dec d;
+    g_threads = 3;
+    g_share_all = 1;
+    dec_open(&d, idx, FT_ENGINE_CPU, 64, 67, V);
+    tbuf ref = {0};
+    decode(&d, &ref, F_DENSE_ID, 1, 64, 67, 6, 5, 0, plain_step, NULL, 0);
+    FT_CHECK(d.ar->pool != NULL);
+    fflush(NULL);
+    pid_t pid = fork();
+    FT_CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(60);
+        tbuf t = {0};
+        decode(&d, &t, F_DENSE_ID, 1, 64, 67, 6, 5, 0, plain_step, NULL, 0);
+        int ok = t.len == ref.len && memcmp(t.p, ref.p, t.len) == 0 &&
+                 d.ar->pool != NULL;
+        dec_close(&d);
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    FT_CHECK(waitpid(pid, &st, 0) == pid);
+    FT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    tbuf t = {0};
+    decode(&d, &t, F_DENSE_ID, 1, 64, 67, 6, 5, 0, plain_step, NULL, 0);
+    same(&ref, &t, "the parent after a fork");
+    dec_close(&d);
+    free(ref.p);
+    free(t.p);
+    g_threads = 0;
+    g_share_all = 0;
+    printf("ar_step_test: a session's workers after fork(): ok\n");
+}
+
 int main(int argc, char **argv)
 {
     int gpu = argc > 1 && strcmp(argv[1], "--gpu") == 0;
@@ -544,6 +584,7 @@ int main(int argc, char **argv)
         test_math();
         test_brute(idx);
         test_threads(idx, wide, nwide);
+        test_fork(idx);
         /* one decode, every way its rows can arrive */
         for (int norm = 0; norm < 3; norm++) {
             for (int coarse = 0; coarse < 2; coarse++) {
