@@ -40,11 +40,12 @@ prompt = torch.tensor([[BOS]], device="cuda")
 NEW, NB = 8, 8
 
 
-def gen(lp, eos):
+def gen(lp, eos, new=NEW):
+    """gen times one generate() of new tokens: (seconds, sequences)."""
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     with torch.no_grad():
-        out = model.generate(prompt, num_beams=NB, max_new_tokens=NEW,
+        out = model.generate(prompt, num_beams=NB, max_new_tokens=new,
                              do_sample=False, logits_processor=lp,
                              eos_token_id=eos, pad_token_id=EOS,
                              length_penalty=0.0)
@@ -93,33 +94,21 @@ NEWL = int(sys.argv[3]) if len(sys.argv) > 3 else 4
 ROUNDS = 15
 
 
-def gen_n(lp, eos, new):
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    with torch.no_grad():
-        out = model.generate(prompt, num_beams=NB, max_new_tokens=new,
-                             do_sample=False, logits_processor=lp,
-                             eos_token_id=eos, pad_token_id=EOS,
-                             length_penalty=0.0)
-    torch.cuda.synchronize()
-    return time.perf_counter() - t0, out
-
-
 def procs():
     return LogitsProcessorList([TrieLogitsProcessor(idx, eos_token_id=EOS)])
 
 
 per = {"without": [], "with": []}
 outs = []
-gen_n(procs(), EOS, NEWL)  # warm-up of the processor's session
+gen(procs(), EOS, NEWL)  # warm-up of the processor's session
 for r in range(ROUNDS):
     for name in ("without", "with"):
         lp, eos = (LogitsProcessorList(), None) if name == "without" \
             else (procs(), EOS)
-        t1, _ = gen_n(lp, eos, 1)
+        t1, _ = gen(lp, eos, 1)
         lp, eos = (LogitsProcessorList(), None) if name == "without" \
             else (procs(), EOS)
-        tn, out = gen_n(lp, eos, NEWL)
+        tn, out = gen(lp, eos, NEWL)
         if name == "with":
             outs.append(out)
         assert out.shape[1] == 1 + NEWL, (name, out.shape)
