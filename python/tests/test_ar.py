@@ -163,6 +163,27 @@ def test_bad_input_names_the_field(lib):
         s.step(np.zeros((2, V + 1), dtype=np.float32))
     with pytest.raises(ValueError, match="dtype"):
         s.step(np.zeros((2, V), dtype=np.float64))
+    with pytest.raises(Exception, match="threads: must be 0..256, got 300"):
+        Session(idx, beam=2, max_width=V, threads=300)
+
+
+def test_threads_give_the_same_steps(lib):
+    """A session of one thread and one of four give the same steps (the
+    tiny library's steps stay below the size that shares a call out; the
+    C test ar_step_test compares shared-out calls byte for byte)."""
+    idx, _, _ = lib
+    a = Session(idx, beam=6, results=9, max_width=V, threads=1)
+    b = Session(idx, beam=6, results=9, max_width=V, threads=4)
+    rng = np.random.default_rng(11)
+    a.reset()
+    b.reset()
+    for t in range(5):
+        rows = rows_for(rng, 6, V)
+        oa, ob = a.step(rows), b.step(rows.copy())
+        assert oa.count == ob.count and oa.hits == ob.hits
+        assert oa.sigma.tobytes() == ob.sigma.tobytes()
+        if oa.count == 0:
+            break
 
 
 def test_mask_matches_children(lib):
