@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "ar_step.h"
+#include <xxhash.h>
+
 #include "ar_vexp.h"
 #include "flashtrie/internal/cores.h"
 
@@ -306,6 +308,7 @@ void ft_ar_close(ft_ar *ar)
     free(ar->scr);
     free(ar->cr);
     free(ar->merge);
+    free(ar->inv);
     free(ar);
 }
 
@@ -556,6 +559,53 @@ static int child_driven(const ft_ar_input *in, const ft_child_range *cr)
            cr->deg <= in->width;
 }
 
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* vocab_inverse makes ar->inv the vocabulary's columns by token: (token
+ * << 32 | column), sorted; kept while the same array of the same width
+ * holds the same values (its XXH3 hash), so a decode that passes one
+ * vocabulary each step sorts it once. */
+static int vocab_inverse(ft_ar *ar, const uint32_t *vocab, uint32_t width)
+{
+    uint64_t h = XXH3_64bits(vocab, (size_t)width * 4);
+    if (ar->inv && ar->inv_vocab == vocab && ar->inv_width == width &&
+        ar->inv_hash == h)
+        return FT_OK;
+    if (ar->inv == NULL || ar->inv_width < width) {
+        free(ar->inv);
+        ar->inv_vocab = NULL;
+        ar->inv = malloc((size_t)width * sizeof *ar->inv);
+        if (ar->inv == NULL)
+            return FT_ENOMEM;
+    }
+    for (uint32_t j = 0; j < width; j++)
+        ar->inv[j] = (uint64_t)vocab[j] << 32 | j;
+    qsort(ar->inv, width, sizeof *ar->inv, u64_cmp);
+    ar->inv_vocab = vocab;
+    ar->inv_width = width;
+    ar->inv_hash = h;
+    return FT_OK;
+}
+
+/* inv_first is the first place of inv[lo..n) whose token is >= tok. */
+static size_t inv_first(const uint64_t *inv, size_t lo, size_t n, uint32_t tok)
+{
+    uint64_t key = (uint64_t)tok << 32;
+    size_t hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (inv[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* lanes_full fills the FT_AR_LANES partial sums of a whole row's
  * exp(x - mx) lane-major: entries j0 .. j0 + 255 add to lanes 0 .. 255,
  * four lanes at a time (ft_ar_exp4), so each lane still adds its terms
@@ -772,9 +822,22 @@ typedef struct step_ctx {
     uint32_t width, eos; /* mask, and its vocabulary and output */
     const uint32_t *vocab;
     uint32_t *mask;
+    int inv;    /* dense rows through a vocabulary: ar->inv is theirs */
     uint32_t n; /* beams (rows) to do */
     _Atomic uint32_t next;
 } step_ctx;
+
+/* rows_inverse inverts a dense input's vocabulary (when there is one)
+ * for the call's beams to find their columns child by child. */
+static int rows_inverse(ft_ar *ar, const ft_ar_input *in, step_ctx *c)
+{
+    c->inv = 0;
+    if (in->form != FT_AR_IN_DENSE || in->vocab == NULL || ar->inv_off)
+        return FT_OK;
+    int rc = vocab_inverse(ar, in->vocab, in->width);
+    c->inv = rc == FT_OK;
+    return rc;
+}
 
 /* step_beam offers beam r's entries to the thread's buffers. */
 static void step_beam(ft_ar *ar, double *lanes, bounded *nb, bounded *hb,
@@ -800,6 +863,24 @@ static void step_beam(ft_ar *ar, double *lanes, bounded *nb, bounded *hb,
             float x = row_x(&w, lab);
             float rho = in->norm ? ft_ar_norm(x, lse) : x;
             offer(ar, nb, hb, v, &cr, r, s, len, lab, lab, rho, u);
+        }
+        return;
+    }
+    if (c->inv && cr.deg <= in->width) {
+        /* the columns whose token labels a child, child by child (the
+         * vocabulary inverted): the same candidates as every column */
+        const uint64_t *inv = ar->inv;
+        size_t at = 0;
+        for (uint64_t u = cr.first; u < cr.first + cr.deg && at < in->width;
+             u++) {
+            uint32_t lab = ft_child_label(v, &cr, u);
+            at = inv_first(inv, at, in->width, lab);
+            for (; at < in->width && (uint32_t)(inv[at] >> 32) == lab; at++) {
+                uint32_t j = (uint32_t)inv[at];
+                float x = row_x(&w, j);
+                float rho = in->norm ? ft_ar_norm(x, lse) : x;
+                offer(ar, nb, hb, v, &cr, r, s, len, j, lab, rho, u);
+            }
         }
         return;
     }
@@ -863,6 +944,8 @@ static int cpu_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
     step_ctx c = {.cur = cur, .in = in, .hits = hits != NULL,
                   .n = cur->count[0]};
     atomic_init(&c.next, 0);
+    if ((rc = rows_inverse(ar, in, &c)) != FT_OK)
+        return rc;
     uint32_t nt = ar_threads(ar, work, c.n);
     if (nt > 1)
         ar_par(ar, step_job, &c);
@@ -935,7 +1018,20 @@ static void mask_beam(ft_ar *ar, const step_ctx *c, uint32_t r)
     const ft_trie_view *v = &ar->idx->trie.view;
     uint32_t width = c->width, *row = c->mask + (size_t)r * ((width + 31) / 32);
     ft_child_range cr = ar->cr[r];
-    if (c->vocab == NULL) {
+    if (c->inv && cr.deg > 0 && cr.deg <= width) {
+        /* the columns of each child's label, from the inverse: the same
+         * bits as asking every column's token (labels are distinct) */
+        const uint64_t *inv = ar->inv;
+        size_t at = 0;
+        for (uint64_t u = cr.first; u < cr.first + cr.deg && at < width; u++) {
+            uint32_t lab = ft_child_label(v, &cr, u); /* ascending */
+            at = inv_first(inv, at, width, lab);
+            for (; at < width && (uint32_t)(inv[at] >> 32) == lab; at++) {
+                uint32_t j = (uint32_t)inv[at];
+                row[j / 32] |= 1u << (j % 32);
+            }
+        }
+    } else if (c->vocab == NULL) {
         for (uint64_t u = cr.first; u < cr.first + cr.deg; u++) {
             uint32_t lab = ft_child_label(v, &cr, u);
             if (lab >= width)
@@ -986,6 +1082,11 @@ int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
                   .cur = cur, .n = m};
     atomic_init(&c.next, 0);
     memset(mask, 0, (size_t)ar->cap_beam * ((width + 31) / 32) * 4);
+    if (vocab && !ar->inv_off) {
+        if ((rc = vocab_inverse(ar, vocab, width)) != FT_OK)
+            return rc;
+        c.inv = 1;
+    }
     /* without a vocabulary a beam's bits are its children's labels */
     uint32_t nt = vocab ? ar_threads(ar, (uint64_t)m * width, m) : 1;
     if (nt > 1)
@@ -993,6 +1094,21 @@ int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
     else
         mask_job(ar, 0, &c);
     return FT_OK;
+}
+
+/* topk_insert puts key into the sorted best k of keys[0..*nk) (a full
+ * list drops its last). */
+static inline void topk_insert(uint64_t *keys, uint32_t *nk, uint32_t k,
+                               uint64_t key)
+{
+    if (*nk == k && key >= keys[k - 1])
+        return;
+    uint32_t i = *nk < k ? (*nk)++ : k - 1;
+    while (i > 0 && keys[i - 1] > key) {
+        keys[i] = keys[i - 1];
+        i--;
+    }
+    keys[i] = key;
 }
 
 /* topk_beam writes row r's constrained top k (rows past the beams:
@@ -1015,6 +1131,25 @@ static void topk_beam(ft_ar *ar, double *lanes, const step_ctx *c, uint32_t r)
                (in->norm == FT_AR_NORM_NONE || row_lse(lanes, &w, v, &cr, &lse));
     int cd = live && child_driven(in, &cr);
     uint64_t nit = !live ? 0 : cd ? cr.deg : in->width;
+    if (live && !cd && c->inv && cr.deg <= in->width) {
+        /* through the inverted vocabulary: the columns of each child */
+        const uint64_t *inv = ar->inv;
+        size_t at = 0;
+        for (uint64_t u = cr.first; u < cr.first + cr.deg && at < in->width;
+             u++) {
+            uint32_t lab = ft_child_label(v, &cr, u);
+            at = inv_first(inv, at, in->width, lab);
+            for (; at < in->width && (uint32_t)(inv[at] >> 32) == lab; at++) {
+                uint32_t j = (uint32_t)inv[at];
+                float x = row_x(&w, j);
+                float rho = in->norm ? ft_ar_norm(x, lse) : x;
+                if (rho > ar->o.theta_tok &&
+                    FT_FADD(c->cur->sigma[r], rho) > ar->o.theta_sent)
+                    topk_insert(keys, &nk, k, ft_ar_tail(0, rho, j));
+            }
+        }
+        nit = 0;
+    }
     for (uint64_t it = 0; it < nit; it++) {
         uint32_t j;
         if (cd) { /* children in label order: those below width */
@@ -1030,16 +1165,7 @@ static void topk_beam(ft_ar *ar, double *lanes, const step_ctx *c, uint32_t r)
             !(FT_FADD(c->cur->sigma[r], rho) > ar->o.theta_sent) ||
             (!cd && ft_find_child(v, &cr, row_tok(&w, j)) == FT_NONE))
             continue;
-        uint64_t key = ft_ar_tail(0, rho, j);
-        /* insertion into the sorted best k (a full list drops its last) */
-        if (nk == k && key >= keys[k - 1])
-            continue;
-        uint32_t i = nk < k ? nk++ : k - 1;
-        while (i > 0 && keys[i - 1] > key) {
-            keys[i] = keys[i - 1];
-            i--;
-        }
-        keys[i] = key;
+        topk_insert(keys, &nk, k, ft_ar_tail(0, rho, j));
     }
     for (uint32_t i = 0; i < k; i++) {
         size_t o = (size_t)r * k + i;
@@ -1092,6 +1218,8 @@ int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
                   .out_token = out_token, .out_logp = out_logp,
                   .n = ar->cap_beam};
     atomic_init(&c.next, 0);
+    if ((rc = rows_inverse(ar, in, &c)) != FT_OK)
+        return rc;
     uint32_t nt = ar_threads(ar, work, cur->count[0]);
     if (nt > 1)
         ar_par(ar, topk_job, &c);

@@ -95,6 +95,9 @@ typedef struct dec {
  * beams is shared out over them (the session's size rule lowered). */
 static uint32_t g_threads;
 static int g_share_all;
+/* decode's vocabulary for F_DENSE_VOCAB: 0 identity; else a random map
+ * (columns sharing tokens, tokens no key has) of this seed */
+static uint64_t g_vocab_seed;
 
 static void dec_open(dec *d, const ft_index *idx, ft_engine_kind kind,
                      uint32_t beam, uint32_t results, uint32_t width)
@@ -175,8 +178,16 @@ static void decode(dec *d, tbuf *t, int f, int norm, uint32_t B, uint32_t n,
     uint16_t *h16 = malloc((size_t)cap * w * 2);
     uint32_t *voc = malloc((size_t)w * 4);
     FT_CHECK(x && ids && h16 && voc);
-    for (uint32_t j = 0; j < w; j++)
+    uint64_t vs = g_vocab_seed;
+    for (uint32_t j = 0; j < w; j++) {
         voc[j] = j;
+        if (vs) {
+            vs ^= vs << 13;
+            vs ^= vs >> 7;
+            vs ^= vs << 17;
+            voc[j] = vs % 5 == 0 ? 0xFFFFFFFFu : (uint32_t)(vs >> 24) % 130u;
+        }
+    }
     for (uint32_t step = 0; step < steps; step++) {
         ft_ar_beams *cur = &d->b[step & 1], *nxt = &d->b[(step + 1) & 1];
         rows(x, cap, w, s0 * 1000 + step, coarse);
@@ -423,6 +434,48 @@ static void test_brute(const ft_index *idx)
         }
         (void)got;
     }
+    /* masks through a vocabulary (columns -> tokens): columns sharing a
+     * token, tokens no key holds, 0xFFFFFFFF, tokens past V; the same
+     * array changed in place between calls, and other widths (the
+     * session keeps the last vocabulary inverted while it is the same) */
+    uint32_t voc[V + 40];
+    uint64_t sd = 4242;
+    for (int round = 0; round < 6; round++) {
+        uint32_t width = round < 3 ? V : V + 40 - 7 * round;
+        for (uint32_t j = 0; j < width; j++) {
+            sd ^= sd << 13;
+            sd ^= sd >> 7;
+            sd ^= sd << 17;
+            uint32_t k = (uint32_t)(sd % 10);
+            voc[j] = k == 0 ? 0xFFFFFFFFu : k == 1 ? 70000u + (uint32_t)(sd % 30)
+                   : k == 2 ? voc[sd % (j + 1)] : (uint32_t)(sd >> 20) % 125u;
+        }
+        if (round == 1)
+            voc[5] = voc[6]; /* in place: the same array, new contents */
+        uint32_t words = (width + 31) / 32;
+        uint32_t *vm = calloc((size_t)16 * words, 4);
+        FT_CHECK(vm != NULL);
+        FT_PASS(ft_ar_mask(d.ar, &d.b[1], width, voc, 3, vm, NULL));
+        for (uint32_t r = 0; r < m; r++) {
+            ft_node_children ch;
+            FT_PASS(ft_index_children(&ch, idx, d.b[1].node[r]));
+            uint64_t val;
+            int term = ft_index_node_value(&val, idx, d.b[1].node[r]) == FT_OK;
+            for (uint32_t j = 0; j < width; j++) {
+                uint64_t pos;
+                int want = ft_index_child_find(&pos, idx, &ch, voc[j]) == FT_OK ||
+                           (j == 3 && term);
+                int got = (vm[r * words + j / 32] >> (j % 32)) & 1u;
+                if (want != got) {
+                    fprintf(stderr, "vocabulary mask round %d, beam %u, column "
+                            "%u (token %u): %d, brute force %d\n", round, r, j,
+                            voc[j], got, want);
+                    exit(1);
+                }
+            }
+        }
+        free(vm);
+    }
     dec_close(&d);
 }
 
@@ -530,6 +583,47 @@ static void test_threads(const ft_index *idx, const uint32_t *wide,
     printf("ar_step_test: threads: %d decodes equal one thread's\n", cases);
 }
 
+/* test_inverse: decodes through random vocabularies, every call of a
+ * session finding its columns through the inverted vocabulary against a
+ * session asking every column's token: identical transcripts (step,
+ * mask and top-k; 1 and 3 threads). */
+static void test_inverse(const ft_index *idx)
+{
+    int cases = 0;
+    for (int norm = 0; norm < 3; norm++)
+        for (uint32_t thr = 1; thr <= 3; thr += 2)
+            for (uint64_t seed = 1; seed <= 3; seed++) {
+                dec a, b;
+                tbuf ta = {0}, tb = {0};
+                g_threads = thr;
+                g_share_all = thr > 1;
+                g_vocab_seed = seed * 7919;
+                dec_open(&a, idx, FT_ENGINE_CPU, 40, 50, V);
+                dec_open(&b, idx, FT_ENGINE_CPU, 40, 50, V);
+                b.ar->inv_off = 1;
+                decode(&a, &ta, F_DENSE_VOCAB, norm, 40, 50, 6, seed, 0,
+                       plain_step, NULL, 0);
+                decode(&b, &tb, F_DENSE_VOCAB, norm, 40, 50, 6, seed, 0,
+                       plain_step, NULL, 0);
+                char what[96];
+                snprintf(what, sizeof what, "vocabulary inverted vs asked "
+                         "(norm %d, threads %u, seed %llu)", norm, thr,
+                         (unsigned long long)seed);
+                same(&ta, &tb, what);
+                FT_CHECK(ta.len > 1000);
+                dec_close(&a);
+                dec_close(&b);
+                free(ta.p);
+                free(tb.p);
+                cases++;
+            }
+    g_threads = 0;
+    g_share_all = 0;
+    g_vocab_seed = 0;
+    printf("ar_step_test: %d decodes through random vocabularies equal\n",
+           cases);
+}
+
 /* test_fork: a session whose workers started, used in a child of fork()
  * (which has none of them): the child's steps start workers of its own
  * and give the parent's transcript; then the parent's session still
@@ -584,6 +678,7 @@ int main(int argc, char **argv)
         test_math();
         test_brute(idx);
         test_threads(idx, wide, nwide);
+        test_inverse(idx);
         test_fork(idx);
         /* one decode, every way its rows can arrive */
         for (int norm = 0; norm < 3; norm++) {
