@@ -23,6 +23,7 @@
 
 #include "ar_vexp.h"
 #include "flashtrie/internal/cores.h"
+#include "flashtrie/internal/sorted.h"
 
 _Static_assert(FT_AR_IN_SPARSE == FT_ARR_SPARSE && FT_AR_IN_DENSE == FT_ARR_DENSE,
                "input forms");
@@ -548,6 +549,13 @@ static inline float row_x(const row *w, uint32_t j)
     return w->lp ? w->lp[j] : ft_ar_load(w->dense, w->in->dtype, j);
 }
 
+/* row_rho is entry j's log-prob after the row's normalisation (lse). */
+static inline float row_rho(const row *w, uint32_t j, double lse)
+{
+    float x = row_x(w, j);
+    return w->in->norm ? ft_ar_norm(x, lse) : x;
+}
+
 /* row_lse computes a beam's normalisation (ar_rules.h); 0 = no entry can
  * be taken (no maximum). */
 /* child_driven says whether a beam's entries are found from its children
@@ -591,19 +599,45 @@ static int vocab_inverse(ft_ar *ar, const uint32_t *vocab, uint32_t width)
     return FT_OK;
 }
 
-/* inv_first is the first place of inv[lo..n) whose token is >= tok. */
-static size_t inv_first(const uint64_t *inv, size_t lo, size_t n, uint32_t tok)
+/* inv_walk visits the columns j < width whose token labels a child of a
+ * beam's node, child by child, through ar->inv (labels ascend, so each
+ * child's columns lie past the last child's):
+ *     inv_walk_init(&it, ar, &cr, width);
+ *     while (inv_walk_next(&it, v, &j, &u)) ...
+ * gives each such column j with its child u. */
+typedef struct inv_walk {
+    const uint64_t *inv;
+    const ft_child_range *cr;
+    size_t at, n;      /* the next place in inv; width */
+    uint64_t u, end;   /* the next child to look up; past the last */
+    uint32_t lab;      /* the label whose columns are being visited */
+    int cur;           /* a label is being visited */
+} inv_walk;
+
+static void inv_walk_init(inv_walk *it, const ft_ar *ar,
+                          const ft_child_range *cr, uint32_t width)
 {
-    uint64_t key = (uint64_t)tok << 32;
-    size_t hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (inv[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
+    *it = (inv_walk){ar->inv, cr, 0, width, cr->first, cr->first + cr->deg,
+                     0, 0};
+}
+
+static int inv_walk_next(inv_walk *it, const ft_trie_view *v, uint32_t *j,
+                         uint64_t *u)
+{
+    for (;;) {
+        if (it->cur && it->at < it->n &&
+            (uint32_t)(it->inv[it->at] >> 32) == it->lab) {
+            *j = (uint32_t)it->inv[it->at++];
+            *u = it->u - 1;
+            return 1;
+        }
+        if (it->u >= it->end || it->at >= it->n)
+            return 0;
+        it->lab = ft_child_label(v, it->cr, it->u++);
+        it->at += fti_lower_bound_u64(it->inv + it->at, it->n - it->at,
+                                      (uint64_t)it->lab << 32);
+        it->cur = 1;
     }
-    return lo;
 }
 
 /* lanes_full fills the FT_AR_LANES partial sums of a whole row's
@@ -869,19 +903,13 @@ static void step_beam(ft_ar *ar, double *lanes, bounded *nb, bounded *hb,
     if (c->inv && cr.deg <= in->width) {
         /* the columns whose token labels a child, child by child (the
          * vocabulary inverted): the same candidates as every column */
-        const uint64_t *inv = ar->inv;
-        size_t at = 0;
-        for (uint64_t u = cr.first; u < cr.first + cr.deg && at < in->width;
-             u++) {
-            uint32_t lab = ft_child_label(v, &cr, u);
-            at = inv_first(inv, at, in->width, lab);
-            for (; at < in->width && (uint32_t)(inv[at] >> 32) == lab; at++) {
-                uint32_t j = (uint32_t)inv[at];
-                float x = row_x(&w, j);
-                float rho = in->norm ? ft_ar_norm(x, lse) : x;
-                offer(ar, nb, hb, v, &cr, r, s, len, j, lab, rho, u);
-            }
-        }
+        inv_walk it;
+        uint32_t j;
+        uint64_t u;
+        inv_walk_init(&it, ar, &cr, in->width);
+        while (inv_walk_next(&it, v, &j, &u))
+            offer(ar, nb, hb, v, &cr, r, s, len, j, it.lab,
+                  row_rho(&w, j, lse), u);
         return;
     }
     for (uint32_t j = 0; j < in->width; j++) {
@@ -1021,16 +1049,12 @@ static void mask_beam(ft_ar *ar, const step_ctx *c, uint32_t r)
     if (c->inv && cr.deg > 0 && cr.deg <= width) {
         /* the columns of each child's label, from the inverse: the same
          * bits as asking every column's token (labels are distinct) */
-        const uint64_t *inv = ar->inv;
-        size_t at = 0;
-        for (uint64_t u = cr.first; u < cr.first + cr.deg && at < width; u++) {
-            uint32_t lab = ft_child_label(v, &cr, u); /* ascending */
-            at = inv_first(inv, at, width, lab);
-            for (; at < width && (uint32_t)(inv[at] >> 32) == lab; at++) {
-                uint32_t j = (uint32_t)inv[at];
-                row[j / 32] |= 1u << (j % 32);
-            }
-        }
+        inv_walk it;
+        uint32_t j;
+        uint64_t u;
+        inv_walk_init(&it, ar, &cr, width);
+        while (inv_walk_next(&it, v, &j, &u))
+            row[j / 32] |= 1u << (j % 32);
     } else if (c->vocab == NULL) {
         for (uint64_t u = cr.first; u < cr.first + cr.deg; u++) {
             uint32_t lab = ft_child_label(v, &cr, u);
@@ -1133,20 +1157,15 @@ static void topk_beam(ft_ar *ar, double *lanes, const step_ctx *c, uint32_t r)
     uint64_t nit = !live ? 0 : cd ? cr.deg : in->width;
     if (live && !cd && c->inv && cr.deg <= in->width) {
         /* through the inverted vocabulary: the columns of each child */
-        const uint64_t *inv = ar->inv;
-        size_t at = 0;
-        for (uint64_t u = cr.first; u < cr.first + cr.deg && at < in->width;
-             u++) {
-            uint32_t lab = ft_child_label(v, &cr, u);
-            at = inv_first(inv, at, in->width, lab);
-            for (; at < in->width && (uint32_t)(inv[at] >> 32) == lab; at++) {
-                uint32_t j = (uint32_t)inv[at];
-                float x = row_x(&w, j);
-                float rho = in->norm ? ft_ar_norm(x, lse) : x;
-                if (rho > ar->o.theta_tok &&
-                    FT_FADD(c->cur->sigma[r], rho) > ar->o.theta_sent)
-                    topk_insert(keys, &nk, k, ft_ar_tail(0, rho, j));
-            }
+        inv_walk it;
+        uint32_t j;
+        uint64_t u;
+        inv_walk_init(&it, ar, &cr, in->width);
+        while (inv_walk_next(&it, v, &j, &u)) {
+            float rho = row_rho(&w, j, lse);
+            if (rho > ar->o.theta_tok &&
+                FT_FADD(c->cur->sigma[r], rho) > ar->o.theta_sent)
+                topk_insert(keys, &nk, k, ft_ar_tail(0, rho, j));
         }
         nit = 0;
     }

@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "flashtrie/internal/cores.h"
+#include "flashtrie/internal/sorted.h"
 #include "cpu_engine.h"
 
 typedef unsigned __int128 u128;
@@ -988,20 +989,6 @@ static void step_expand_one(cpu_engine *ce, size_t i, uint32_t t)
         out[j] = FT_KEY_NONE;
 }
 
-/* lower_bound counts the keys of a sorted list below key. */
-static size_t lower_bound(const uint64_t *a, size_t n, uint64_t key)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < key)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* step_keep_one keeps request i's members of the global top-B: entry j of
  * the local list has global rank j + (keys of the other shards' lists
  * below it); the local list is sorted, so the kept ones are a prefix. */
@@ -1018,7 +1005,7 @@ static void step_keep_one(cpu_engine *ce, size_t i, uint32_t t)
         size_t g = j;
         for (uint32_t s = 0; s < ce->nshards && g < B; s++)
             if (s != ce->shard)
-                g += lower_bound(ce->recv + s * ce->slen + q->off, B, key);
+                g += fti_lower_bound_u64(ce->recv + s * ce->slen + q->off, B, key);
         if (g >= B)
             break;
         c->nxt[kept].node = q->pend[j].node;
