@@ -19,8 +19,6 @@
 #include <unistd.h>
 
 #include "ar_step.h"
-#include <xxhash.h>
-
 #include "ar_vexp.h"
 #include "flashtrie/internal/cores.h"
 #include "flashtrie/internal/sorted.h"
@@ -310,6 +308,7 @@ void ft_ar_close(ft_ar *ar)
     free(ar->cr);
     free(ar->merge);
     free(ar->inv);
+    free(ar->inv_vocab);
     free(ar);
 }
 
@@ -574,28 +573,30 @@ static int u64_cmp(const void *a, const void *b)
 }
 
 /* vocab_inverse makes ar->inv the vocabulary's columns by token: (token
- * << 32 | column), sorted; kept while the same array of the same width
- * holds the same values (its XXH3 hash), so a decode that passes one
- * vocabulary each step sorts it once. */
+ * << 32 | column), sorted; kept while the vocabulary holds the same
+ * tokens (compared with the session's copy: a memcmp of 4 bytes a column,
+ * exact), so a decode that passes one vocabulary each step sorts it once. */
 static int vocab_inverse(ft_ar *ar, const uint32_t *vocab, uint32_t width)
 {
-    uint64_t h = XXH3_64bits(vocab, (size_t)width * 4);
-    if (ar->inv && ar->inv_vocab == vocab && ar->inv_width == width &&
-        ar->inv_hash == h)
+    if (ar->inv && ar->inv_width == width &&
+        memcmp(ar->inv_vocab, vocab, (size_t)width * 4) == 0)
         return FT_OK;
-    if (ar->inv == NULL || ar->inv_width < width) {
-        free(ar->inv);
-        ar->inv_vocab = NULL;
-        ar->inv = malloc((size_t)width * sizeof *ar->inv);
-        if (ar->inv == NULL)
-            return FT_ENOMEM;
+    uint64_t *inv = malloc((size_t)width * sizeof *inv);
+    uint32_t *copy = malloc((size_t)width * 4);
+    if (inv == NULL || copy == NULL) {
+        free(inv);
+        free(copy);
+        return FT_ENOMEM;
     }
     for (uint32_t j = 0; j < width; j++)
-        ar->inv[j] = (uint64_t)vocab[j] << 32 | j;
-    qsort(ar->inv, width, sizeof *ar->inv, u64_cmp);
-    ar->inv_vocab = vocab;
+        inv[j] = (uint64_t)vocab[j] << 32 | j;
+    qsort(inv, width, sizeof *inv, u64_cmp);
+    memcpy(copy, vocab, (size_t)width * 4);
+    free(ar->inv);
+    free(ar->inv_vocab);
+    ar->inv = inv;
+    ar->inv_vocab = copy;
     ar->inv_width = width;
-    ar->inv_hash = h;
     return FT_OK;
 }
 

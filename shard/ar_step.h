@@ -41,11 +41,10 @@ struct ft_ar {
                            * step large enough to share (NULL until) */
     uint64_t par_work;    /* row entries from which a call is shared out
                            * (AR_PAR_WORK; tests lower it) */
-    /* the last vocabulary a CPU mask took, inverted: (token << 32 |
-     * column) sorted, for width columns of vocab (its XXH3 hash) */
-    const uint32_t *inv_vocab;
+    /* the last vocabulary a CPU call took (a copy of its inv_width
+     * tokens) and its inverse: (token << 32 | column), sorted */
+    uint32_t *inv_vocab;
     uint32_t inv_width;
-    uint64_t inv_hash;
     uint64_t *inv;
     int inv_off;          /* tests: every column asked, no inverse */
     void *gpu; /* the GPU step's state (gpu_ar_step.c), NULL on the CPU */
