@@ -48,6 +48,8 @@ typedef struct ar_scr {
     ft_ar_cand *nb, *hb;
     double *lanes;
     size_t n_nb, n_hb; /* kept by the thread's last share of a step */
+    uint64_t *allow;   /* a beam's allowed columns, a bit each */
+    uint32_t allow_words;
 } ar_scr;
 
 typedef void ar_job(ft_ar *ar, uint32_t w, void *ctx);
@@ -114,6 +116,7 @@ static void scr_free(ar_scr *s)
     free(s->nb);
     free(s->hb);
     free(s->lanes);
+    free(s->allow);
 }
 
 /* ar_threads returns how many threads a step of work row entries over m
@@ -690,6 +693,53 @@ static void lanes_full(double *p, const row *w, uint32_t width, double mx)
         lanes_full_base(p, w, width, mx);
 }
 
+/* allowed_lse is row_lse's sums over the allowed entries of a dense row
+ * through a vocabulary, found through the inverted vocabulary: the
+ * columns set in a bitmap, then each lane's in ascending j (the same sums
+ * as asking every column); 0 when the bitmap cannot be had (the caller
+ * asks every column). */
+static int allowed_lse(const ft_ar *ar, ar_scr *sc, const row *w,
+                       const ft_trie_view *v, const ft_child_range *cr,
+                       double *lse, int *ok)
+{
+    uint32_t width = w->in->width, words = (width + 63) / 64;
+    *ok = 0;
+    if (sc->allow_words < words) {
+        uint64_t *a = realloc(sc->allow, (size_t)words * 8);
+        if (a == NULL)
+            return 0;
+        sc->allow = a;
+        sc->allow_words = words;
+    }
+    *ok = 1;
+    uint64_t *bit = sc->allow;
+    memset(bit, 0, (size_t)words * 8);
+    float mx = -INFINITY;
+    inv_walk it;
+    uint32_t j;
+    uint64_t u;
+    inv_walk_init(&it, ar, cr, width);
+    while (inv_walk_next(&it, v, &j, &u)) {
+        bit[j / 64] |= 1ull << (j % 64);
+        float x = row_x(w, j);
+        if (x > mx)
+            mx = x;
+    }
+    if (!(mx > -INFINITY))
+        return 0;
+    double *p = sc->lanes;
+    for (uint32_t l = 0; l < FT_AR_LANES; l++) {
+        double s = 0.0;
+        for (j = l; j < width; j += FT_AR_LANES)
+            if ((bit[j / 64] >> (j % 64)) & 1u)
+                s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)row_x(w, j),
+                                                 (double)mx)));
+        p[l] = s;
+    }
+    *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
+    return 1;
+}
+
 static int row_lse(double *p, const row *w, const ft_trie_view *v,
                    const ft_child_range *cr, double *lse)
 {
@@ -874,8 +924,24 @@ static int rows_inverse(ft_ar *ar, const ft_ar_input *in, step_ctx *c)
     return rc;
 }
 
+/* beam_lse is a beam's normalisation (row_lse), through the inverted
+ * vocabulary where the call has one and the sums are over the allowed
+ * entries. */
+static int beam_lse(const ft_ar *ar, ar_scr *sc, const step_ctx *c,
+                    const row *w, const ft_child_range *cr, double *lse)
+{
+    const ft_trie_view *v = &ar->idx->trie.view;
+    if (c->inv && w->in->norm == FT_AR_NORM_ALLOWED &&
+        cr->deg <= w->in->width) {
+        int ok, rc = allowed_lse(ar, sc, w, v, cr, lse, &ok);
+        if (ok)
+            return rc;
+    }
+    return row_lse(sc->lanes, w, v, cr, lse);
+}
+
 /* step_beam offers beam r's entries to the thread's buffers. */
-static void step_beam(ft_ar *ar, double *lanes, bounded *nb, bounded *hb,
+static void step_beam(ft_ar *ar, ar_scr *sc, bounded *nb, bounded *hb,
                       const step_ctx *c, uint32_t r)
 {
     const ft_trie_view *v = &ar->idx->trie.view;
@@ -885,7 +951,7 @@ static void step_beam(ft_ar *ar, double *lanes, bounded *nb, bounded *hb,
         return;
     row w = row_of(in, r);
     double lse = 0.0;
-    if (in->norm != FT_AR_NORM_NONE && !row_lse(lanes, &w, v, &cr, &lse))
+    if (in->norm != FT_AR_NORM_NONE && !beam_lse(ar, sc, c, &w, &cr, &lse))
         return;
     float s = c->cur->sigma[r];
     uint32_t len = c->cur->len[r];
@@ -935,7 +1001,7 @@ static void step_job(ft_ar *ar, uint32_t wid, void *ctx)
     bounded hb = {sc->hb, 0, ar->o.results, 0, 0, 0};
     for (uint32_t r0; (r0 = ctx_take(c)) < c->n;)
         for (uint32_t r = r0; r < c->n && r < r0 + AR_CHUNK; r++)
-            step_beam(ar, sc->lanes, &nb, c->hits ? &hb : NULL, c, r);
+            step_beam(ar, sc, &nb, c->hits ? &hb : NULL, c, r);
     sc->n_nb = bounded_finish(&nb);
     sc->n_hb = c->hits ? bounded_finish(&hb) : 0;
 }
@@ -1138,7 +1204,7 @@ static inline void topk_insert(uint64_t *keys, uint32_t *nk, uint32_t k,
 
 /* topk_beam writes row r's constrained top k (rows past the beams:
  * none). */
-static void topk_beam(ft_ar *ar, double *lanes, const step_ctx *c, uint32_t r)
+static void topk_beam(ft_ar *ar, ar_scr *sc, const step_ctx *c, uint32_t r)
 {
     const ft_trie_view *v = &ar->idx->trie.view;
     const ft_ar_input *in = c->in;
@@ -1153,7 +1219,7 @@ static void topk_beam(ft_ar *ar, double *lanes, const step_ctx *c, uint32_t r)
     row w = row_of(in, r);
     double lse = 0.0;
     int live = r < m && cr.deg > 0 &&
-               (in->norm == FT_AR_NORM_NONE || row_lse(lanes, &w, v, &cr, &lse));
+               (in->norm == FT_AR_NORM_NONE || beam_lse(ar, sc, c, &w, &cr, &lse));
     int cd = live && child_driven(in, &cr);
     uint64_t nit = !live ? 0 : cd ? cr.deg : in->width;
     if (live && !cd && c->inv && cr.deg <= in->width) {
@@ -1207,7 +1273,7 @@ static void topk_job(ft_ar *ar, uint32_t wid, void *ctx)
     step_ctx *c = ctx;
     for (uint32_t r0; (r0 = ctx_take(c)) < c->n;)
         for (uint32_t r = r0; r < c->n && r < r0 + AR_CHUNK; r++)
-            topk_beam(ar, ar->scr[wid].lanes, c, r);
+            topk_beam(ar, &ar->scr[wid], c, r);
 }
 
 int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
