@@ -1560,14 +1560,9 @@ static void case_probe(void)
     /* nng 1.5.2 never frees the connections its wedge strands in the old
      * listener (docs/RELIABILITY.md): under LeakSanitizer that server
      * would end with a leak report (exit 1), so it runs without. */
-    {
-        static char opts[1024];
-        const char *o = getenv("ASAN_OPTIONS");
-        snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", o ? o : "",
-                 o && *o ? ":" : "");
-        setenv("ASAN_OPTIONS", opts, 1);
-    }
+    char *leaks = th_leaks_off();
     start_server(url, args);
+    th_leaks_restore(leaks);
 
     /* The wedge itself (nng 1.5.2's bug #1518): oversize messages from nng
      * REQ clients over ipc, tried for at most ~6 s.  Once it reproduces,

@@ -280,3 +280,23 @@ long th_proc_kb(pid_t pid, const char *key)
     fclose(f);
     return v;
 }
+
+char *th_leaks_off(void)
+{
+    const char *o = getenv("ASAN_OPTIONS");
+    char *prev = o ? strdup(o) : NULL;
+    char opts[1024];
+    snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", o ? o : "",
+             o && *o ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+    return prev;
+}
+
+void th_leaks_restore(char *prev)
+{
+    if (prev)
+        setenv("ASAN_OPTIONS", prev, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    free(prev);
+}
