@@ -622,10 +622,7 @@ static void case_proto(void)
     snprintf(want, sizeof want, "%s: connection lost: no answer to SEARCH",
              url);
     FT_CHECK_STR(err, want);
-    int rc = FT_ETIMEDOUT;
-    for (int i = 0; i < 20 && rc != FT_OK; i++)
-        rc = ft_client_ping(c, NULL, 0);
-    FT_PASS(rc);
+    FT_PASS(th_ping_until(c, 20, 0));
     ft_client_close(c);
 
     char *info;
@@ -1159,13 +1156,7 @@ static void case_lost(void)
         search_same(c, &l, &g[i].r);
     /* The handle that does not wait is answered once its own dialer is
      * back (within its 200 ms backoff). */
-    int rc = FT_ECONN;
-    for (int i = 0; i < 50 && rc != FT_OK; i++) {
-        rc = ft_client_ping(now, err, sizeof err);
-        if (rc != FT_OK)
-            th_sleep_ms(20);
-    }
-    FT_PASS(rc);
+    FT_PASS(th_ping_until(now, 50, 20));
     local_close(&l);
 
     /* Drained and gone: the next call fails within the reconnect wait. */
@@ -1528,13 +1519,7 @@ static void case_connections(void)
     /* The server comes back: every connection is dialed again, and the
      * handle answers exactly. */
     start_server(url, fast);
-    int rc = FT_ECONN;
-    for (int i = 0; i < 100 && rc != FT_OK; i++) {
-        rc = ft_client_ping(c, err, sizeof err);
-        if (rc != FT_OK)
-            th_sleep_ms(20);
-    }
-    FT_PASS(rc);
+    FT_PASS(th_ping_until(c, 100, 20));
     FT_CHECK_EQ_U64(conns_opened(c, 5), 5);
     for (int i = 0; i < N; i++)
         search_same(c, &l, &g[i].r);

@@ -300,3 +300,14 @@ void th_leaks_restore(char *prev)
         unsetenv("ASAN_OPTIONS");
     free(prev);
 }
+
+int th_ping_until(ft_client *c, int tries, long gap_ms)
+{
+    int rc = FT_ETIMEDOUT;
+    for (int i = 0; i < tries && rc != FT_OK; i++) {
+        rc = ft_client_ping(c, NULL, 0);
+        if (rc != FT_OK && gap_ms > 0)
+            th_sleep_ms(gap_ms);
+    }
+    return rc;
+}

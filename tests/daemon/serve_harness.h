@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "flashtrie.h"
+#include "flashtrie_client.h"
 
 /* th_sleep_ms sleeps ms milliseconds. */
 void th_sleep_ms(long ms);
@@ -116,6 +117,10 @@ void th_want_has(const char *what, const char *text, const char *s);
 /* th_proc_kb reads the "KEY:" line of /proc/PID/status (VmRSS, VmHWM...),
  * in KiB; -1 when the process or the line is not there. */
 long th_proc_kb(pid_t pid, const char *key);
+
+/* th_ping_until pings c up to tries times, gap_ms apart, until one is
+ * answered; returns the last ping's code (FT_OK once one was). */
+int th_ping_until(ft_client *c, int tries, long gap_ms);
 
 /* th_leaks_off makes the programs this test starts from now on run
  * without LeakSanitizer's leak check (ASAN_OPTIONS gains detect_leaks=0)
