@@ -684,10 +684,7 @@ static void lanes_full_base(double *p, const row *w, uint32_t width,
 
 static void lanes_full(double *p, const row *w, uint32_t width, double mx)
 {
-    static int avx2 = -1; /* the same answer whichever thread asks first */
-    if (avx2 < 0)
-        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    if (avx2)
+    if (__builtin_cpu_supports("avx2")) /* a read of libgcc's CPU model */
         lanes_full_avx2(p, w, width, mx);
     else
         lanes_full_base(p, w, width, mx);
@@ -865,7 +862,8 @@ static void offer(ft_ar *ar, bounded *nb, bounded *hb, const ft_trie_view *v,
 
 /* beams_check checks cur's count and nodes (the first bad one is named),
  * stores each beam's child range in ar->cr and returns the row entries a
- * step will read (the work that decides its threads). */
+ * step or top-k of input in will read, or the children a mask (in NULL)
+ * visits: the work that decides a call's threads. */
 static int beams_check(ft_ar *ar, const ft_ar_beams *cur,
                        const ft_ar_input *in, uint64_t *work)
 {
@@ -887,7 +885,9 @@ static int beams_check(ft_ar *ar, const ft_ar_beams *cur,
         }
         ft_child_range cr = ft_children(v, node);
         ar->cr[r] = cr;
-        if (cr.deg > 0 && in != NULL)
+        if (in == NULL) /* a mask: each child's columns */
+            w += cr.deg;
+        else if (cr.deg > 0)
             w += (child_driven(in, &cr) ? cr.deg : in->width) *
                  (in->norm != FT_AR_NORM_NONE ? 2u : 1u);
     }
@@ -1178,8 +1178,7 @@ int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
             return rc;
         c.inv = 1;
     }
-    /* without a vocabulary a beam's bits are its children's labels */
-    uint32_t nt = vocab ? ar_threads(ar, (uint64_t)m * width, m) : 1;
+    uint32_t nt = ar_threads(ar, work, m);
     if (nt > 1)
         ar_par(ar, mask_job, &c);
     else
