@@ -888,6 +888,25 @@ FT_API int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
                const uint32_t *vocab, uint32_t eos, uint32_t *mask,
                void *stream);
 
+/* ft_ar_walk finds each row's trie node from the tokens the row has taken,
+ * for engines that hand over whole sequences instead of beams and their
+ * parents (Hugging Face's generate gives a logits processor input_ids):
+ * row r's tokens are ids[r * stride + i], i < len (int64 model ids, in
+ * the session's memory; stride 0 = len), each read through vocab (token
+ * vocab[id] for 0 <= id < vocab_len; other ids label nothing) or, vocab
+ * NULL, taken as library tokens (0 .. 0xFFFFFFFF).  state[r] (int64, the
+ * session's memory) is FT_AR_DONE when one of the row's ids is eos (eos
+ * >= 0; whatever else the row took), else FT_AR_DEAD when a token labels
+ * no child of the node before it, else the node the tokens lead to from
+ * the root (len 0: the root, 0), the ft_ar_beams node of the row.  A GPU
+ * session runs one launch on stream and does not wait for it. */
+#define FT_AR_DEAD (-1)
+#define FT_AR_DONE (-2)
+FT_API int ft_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows,
+                      uint32_t len, uint64_t stride, const uint32_t *vocab,
+                      uint32_t vocab_len, int64_t eos, int64_t *state,
+                      void *stream);
+
 /* ft_ar_topk writes each beam's best k allowed entries (after the
  * normalisation, rho > theta_tok and sigma + rho > theta_sent), ordered
  * by (rho desc, j asc): out_entry[r * k + i], out_token, out_logp (the

@@ -20,6 +20,7 @@
 
 #include "ar_step.h"
 #include "ar_vexp.h"
+#include "flashtrie/internal/ar_walk.h"
 #include "flashtrie/internal/cores.h"
 #include "flashtrie/internal/sorted.h"
 
@@ -33,6 +34,8 @@ _Static_assert(FT_AR_NORM_NONE == FT_ARR_NORM_NONE &&
                    FT_AR_NORM_ALLOWED == FT_ARR_NORM_ALLOWED,
                "normalisations");
 _Static_assert(FT_AR_WIDTH_MAX == FT_AR_MAX_WIDTH, "row width");
+_Static_assert(FT_AR_DEAD == FT_ARW_DEAD && FT_AR_DONE == FT_ARW_DONE,
+               "walk states");
 
 /* ---- threads of a CPU step ----------------------------------------- */
 
@@ -1183,6 +1186,70 @@ int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
         ar_par(ar, mask_job, &c);
     else
         mask_job(ar, 0, &c);
+    return FT_OK;
+}
+
+/* ---- walk ------------------------------------------------------------- */
+
+/* A row's child lookup costs about as much as this many row entries of a
+ * step (ar_threads' unit of work). */
+#define AR_WALK_COST 16u
+
+typedef struct walk_ctx {
+    const int64_t *ids;
+    uint64_t stride;
+    uint32_t len, vocab_len, n;
+    const uint32_t *vocab;
+    int64_t eos;
+    int64_t *state;
+    _Atomic uint32_t next;
+} walk_ctx;
+
+static void walk_job(ft_ar *ar, uint32_t wid, void *ctx)
+{
+    (void)wid;
+    walk_ctx *c = ctx;
+    const ft_trie_view *v = &ar->idx->trie.view;
+    for (uint32_t r0; (r0 = atomic_fetch_add_explicit(
+                           &c->next, 64u, memory_order_relaxed)) < c->n;)
+        for (uint32_t r = r0; r < c->n && r < r0 + 64u; r++)
+            c->state[r] = ft_ar_walk_row(v, c->ids + (size_t)r * c->stride,
+                                         c->len, c->vocab, c->vocab_len,
+                                         c->eos);
+}
+
+int ft_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
+               uint64_t stride, const uint32_t *vocab, uint32_t vocab_len,
+               int64_t eos, int64_t *state, void *stream)
+{
+    if (ar->failed)
+        return FT_ESTATE;
+    char *errbuf = ar->err;
+    size_t errlen = sizeof ar->err;
+    if (stride == 0)
+        stride = len;
+    FT_RETURN_ERROR_IF(stride < len, FT_EINVAL,
+                       "stride: %llu is below len %u",
+                       (unsigned long long)stride, len);
+    FT_RETURN_ERROR_IF(rows > 0 && state == NULL, FT_EINVAL, "state: NULL");
+    FT_RETURN_ERROR_IF(rows > 0 && len > 0 && ids == NULL, FT_EINVAL,
+                       "ids: NULL");
+    FT_RETURN_ERROR_IF(vocab == NULL && vocab_len != 0, FT_EINVAL,
+                       "vocab: NULL with vocab_len %u", vocab_len);
+    if (rows == 0)
+        return FT_OK;
+    if (ar->gpu)
+        return ft_gpu_ar_walk(ar, ids, rows, len, stride, vocab, vocab_len,
+                              eos, state, stream);
+    walk_ctx c = {.ids = ids, .stride = stride, .len = len,
+                  .vocab_len = vocab_len, .n = rows, .vocab = vocab,
+                  .eos = eos, .state = state};
+    atomic_init(&c.next, 0);
+    uint64_t work = (uint64_t)rows * (len ? len : 1) * AR_WALK_COST;
+    if (ar_threads(ar, work, rows) > 1)
+        ar_par(ar, walk_job, &c);
+    else
+        walk_job(ar, 0, &c);
     return FT_OK;
 }
 

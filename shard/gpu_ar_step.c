@@ -61,6 +61,14 @@ int ft_gpu_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
         (void)out_logp, (void)stream;
     return FT_ENOTSUP;
 }
+int ft_gpu_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
+                   uint64_t stride, const uint32_t *vocab, uint32_t vocab_len,
+                   int64_t eos, int64_t *state, void *stream)
+{
+    (void)ar, (void)ids, (void)rows, (void)len, (void)stride, (void)vocab,
+        (void)vocab_len, (void)eos, (void)state, (void)stream;
+    return FT_ENOTSUP;
+}
 
 #else /* FT_HAVE_CUDA */
 
@@ -344,6 +352,16 @@ int ft_gpu_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
     set_cur(&p, cur);
     int e = ft_ark_topk(&p, k, out_entry, out_token, out_logp, stream);
     return e == 0 ? FT_OK : fail(ar, e, "top-k launch");
+}
+
+int ft_gpu_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
+                   uint64_t stride, const uint32_t *vocab, uint32_t vocab_len,
+                   int64_t eos, int64_t *state, void *stream)
+{
+    const ft_ark_params *p = &((ark_state *)ar->gpu)->base;
+    int e = ft_ark_walk(&p->view, ids, rows, len, stride, vocab, vocab_len,
+                        eos, state, stream);
+    return e == 0 ? FT_OK : fail(ar, e, "walk launch");
 }
 
 #endif /* FT_HAVE_CUDA */

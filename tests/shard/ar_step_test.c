@@ -663,6 +663,213 @@ static void test_fork(const ft_index *idx)
     printf("ar_step_test: a session's workers after fork(): ok\n");
 }
 
+/* ---- walk ---------------------------------------------------------------- */
+
+/* ref_walk is ft_ar_walk's rule for one row through the public index
+ * calls, each child found by scanning the labels in order. */
+static int64_t ref_walk(const ft_index *idx, const int64_t *ids, uint32_t len,
+                        const uint32_t *vocab, uint32_t vl, int64_t eos)
+{
+    for (uint32_t i = 0; i < len; i++)
+        if (eos >= 0 && ids[i] == eos)
+            return FT_AR_DONE;
+    uint64_t u = FT_NODE_ROOT;
+    for (uint32_t i = 0; i < len; i++) {
+        int64_t id = ids[i];
+        uint64_t tok;
+        if (vocab)
+            tok = id >= 0 && id < (int64_t)vl ? vocab[id] : UINT64_MAX;
+        else
+            tok = id >= 0 && id <= 0xFFFFFFFFll ? (uint64_t)id : UINT64_MAX;
+        if (tok == UINT64_MAX)
+            return FT_AR_DEAD;
+        ft_node_children ch;
+        FT_PASS(ft_index_children(&ch, idx, u));
+        uint64_t c = UINT64_MAX;
+        for (uint64_t k = 0; k < ch.count; k++)
+            if (ft_index_child_label(idx, &ch, k) == tok)
+                c = ch.first + k;
+        if (c == UINT64_MAX)
+            return FT_AR_DEAD;
+        u = c;
+    }
+    return (int64_t)u;
+}
+
+/* walk_rows fills rows x stride ids: mostly paths of the trie (model ids
+ * of child labels, through the vocabulary's first id of a token), mixed
+ * with ids no key continues, ids outside the vocabulary or 32 bits,
+ * negative ids and eos. */
+static void walk_rows(const ft_index *idx, int64_t *ids, uint32_t rows,
+                      uint32_t len, uint64_t stride, const uint32_t *vocab,
+                      uint32_t vl, int64_t eos, uint64_t *s)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        uint64_t u = FT_NODE_ROOT;
+        int off = 0;
+        for (uint64_t i = 0; i < stride; i++) {
+            int64_t *x = &ids[(size_t)r * stride + i];
+            uint64_t q = ft_test_rand(s) % 100;
+            ft_node_children ch;
+            FT_PASS(ft_index_children(&ch, idx, u));
+            *x = (int64_t)(ft_test_rand(s) % 300) - 20;
+            if (i >= len) {
+                *x = eos; /* past the row: never read */
+            } else if (q < 3 && eos >= 0) {
+                *x = eos;
+            } else if (q < 6) {
+                *x = q == 3 ? INT64_MIN : q == 4 ? (int64_t)1 << 33 : -2;
+            } else if (!off && ch.count > 0 && q < 94) {
+                uint64_t k = ft_test_rand(s) % ch.count;
+                uint32_t tok = ft_index_child_label(idx, &ch, k);
+                int64_t id = -1;
+                if (vocab == NULL)
+                    id = tok;
+                else
+                    for (uint32_t j = 0; j < vl && id < 0; j++)
+                        if (vocab[j] == tok)
+                            id = j;
+                if (id >= 0 && id != eos) {
+                    *x = id;
+                    u = ch.first + k;
+                    continue;
+                }
+            }
+            off = 1;
+        }
+    }
+}
+
+/* walk_on runs ft_ar_walk through session memory (stride passed as 0 when
+ * stride0: rows packed len apart) and returns the states (host memory,
+ * rows entries). */
+static int64_t *walk_on(ft_ar *ar, const int64_t *ids, uint32_t rows,
+                        uint32_t len, uint64_t stride, int stride0,
+                        const uint32_t *vocab, uint32_t vl, int64_t eos)
+{
+    void *d_ids = NULL, *d_vocab = NULL, *d_state = NULL;
+    size_t nid = (size_t)rows * stride;
+    FT_PASS(ft_ar_alloc(ar, &d_ids, nid * 8 + 8));
+    FT_PASS(ft_ar_alloc(ar, &d_state, (size_t)rows * 8 + 8));
+    if (nid)
+        FT_PASS(ft_ar_memcpy(ar, d_ids, ids, nid * 8, 1));
+    if (vocab) {
+        FT_PASS(ft_ar_alloc(ar, &d_vocab, (size_t)vl * 4 + 4));
+        FT_PASS(ft_ar_memcpy(ar, d_vocab, vocab, (size_t)vl * 4, 1));
+    }
+    FT_PASS(ft_ar_walk(ar, d_ids, rows, len, stride0 ? 0 : stride, d_vocab,
+                       vl, eos, d_state, NULL));
+    int64_t *st = malloc((size_t)rows * 8 + 8);
+    FT_CHECK(st != NULL);
+    if (rows)
+        FT_PASS(ft_ar_memcpy(ar, st, d_state, (size_t)rows * 8, 0));
+    ft_ar_free(ar, d_ids);
+    ft_ar_free(ar, d_vocab);
+    ft_ar_free(ar, d_state);
+    return st;
+}
+
+/* test_walk: ft_ar_walk of a session of kind (CPU: against ref_walk;
+ * GPU: against a CPU session's) over random rows, every stride, vocabulary
+ * and eos; a CPU session's threads give the same states; bad arguments
+ * are refused by name. */
+static void test_walk(const ft_index *idx, ft_engine_kind kind)
+{
+    ft_ar *ar, *cpu, *par;
+    ft_ar_opts o;
+    ft_ar_opts_init(&o);
+    o.beam = 8;
+    char err[256];
+    o.kind = FT_ENGINE_CPU;
+    o.threads = 1;
+    FT_PASS(ft_ar_open(&cpu, idx, &o, err, sizeof err));
+    o.threads = 3;
+    FT_PASS(ft_ar_open(&par, idx, &o, err, sizeof err));
+    par->par_work = 0;
+    o.kind = kind;
+    o.threads = 0;
+    FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+    uint64_t s = 99;
+    uint32_t vl = 150, vocab[150];
+    for (uint32_t j = 0; j < vl; j++) /* tokens 0..129: some no key has */
+        vocab[j] = j < 100 ? (j * 7u) % 130u : (uint32_t)(ft_test_rand(&s) % 130);
+    vocab[5] = 70003; /* a high label */
+    uint32_t rows_c[] = {0, 1, 7, 300, 2000};
+    uint32_t lens[] = {0, 1, 3, 9};
+    int64_t eoss[] = {-1, 2, 121};
+    int cases = 0, live = 0, dead = 0, done = 0;
+    for (int ri = 0; ri < 5; ri++)
+        for (int li = 0; li < 4; li++)
+            for (int pad = 0; pad < 2; pad++)
+                for (int vi = 0; vi < 2; vi++)
+                    for (int ei = 0; ei < 3; ei++) {
+                        uint32_t rows = rows_c[ri], len = lens[li];
+                        uint64_t stride = len + (pad ? 3u : 0u);
+                        const uint32_t *vc = vi ? vocab : NULL;
+                        uint32_t vn = vi ? vl : 0;
+                        int64_t eos = eoss[ei];
+                        int64_t *ids = malloc((size_t)rows * stride * 8 + 8);
+                        FT_CHECK(ids != NULL);
+                        walk_rows(idx, ids, rows, len, stride, vc, vn, eos, &s);
+                        int64_t *got = walk_on(ar, ids, rows, len, stride, !pad, vc, vn,
+                                               eos);
+                        int64_t *want = walk_on(kind == FT_ENGINE_GPU ? cpu : par,
+                                                ids, rows, len, stride, 0, vc,
+                                                vn, eos);
+                        for (uint32_t r = 0; r < rows; r++) {
+                            int64_t ref = kind == FT_ENGINE_GPU
+                                              ? want[r]
+                                              : ref_walk(idx, ids + (size_t)r * stride,
+                                                         len, vc, vn, eos);
+                            if (got[r] != ref || want[r] != ref) {
+                                fprintf(stderr, "walk: rows %u len %u stride "
+                                        "%llu vocab %d eos %lld: row %u got "
+                                        "%lld / %lld, want %lld\n", rows, len,
+                                        (unsigned long long)stride, vi,
+                                        (long long)eos, r, (long long)got[r],
+                                        (long long)want[r], (long long)ref);
+                                FT_CHECK(0);
+                            }
+                            live += ref >= 0;
+                            dead += ref == FT_AR_DEAD;
+                            done += ref == FT_AR_DONE;
+                        }
+                        free(ids);
+                        free(got);
+                        free(want);
+                        cases++;
+                    }
+    /* every kind of state was reached, and deep nodes */
+    FT_CHECK(live > 10000 && dead > 1000 && done > 1000);
+    if (kind == FT_ENGINE_CPU) {
+        int64_t ids[4] = {1, 2, 3, 4}, st[2];
+        FT_CHECK(ft_ar_walk(ar, ids, 1, 3, 2, NULL, 0, -1, st, NULL) ==
+                 FT_EINVAL);
+        FT_CHECK(strcmp(ft_ar_error(ar), "stride: 2 is below len 3") == 0);
+        FT_CHECK(ft_ar_walk(ar, ids, 1, 3, 0, NULL, 0, -1, NULL, NULL) ==
+                 FT_EINVAL);
+        FT_CHECK(strcmp(ft_ar_error(ar), "state: NULL") == 0);
+        FT_CHECK(ft_ar_walk(ar, NULL, 1, 3, 0, NULL, 0, -1, st, NULL) ==
+                 FT_EINVAL);
+        FT_CHECK(strcmp(ft_ar_error(ar), "ids: NULL") == 0);
+        FT_CHECK(ft_ar_walk(ar, ids, 1, 3, 0, NULL, 5, -1, st, NULL) ==
+                 FT_EINVAL);
+        FT_CHECK(strcmp(ft_ar_error(ar), "vocab: NULL with vocab_len 5") == 0);
+        /* no rows: nothing read or written */
+        FT_PASS(ft_ar_walk(ar, NULL, 0, 3, 0, NULL, 0, -1, NULL, NULL));
+        /* len 0: the root */
+        st[0] = 77;
+        FT_PASS(ft_ar_walk(ar, NULL, 1, 0, 0, NULL, 0, -1, st, NULL));
+        FT_CHECK(st[0] == 0);
+    }
+    ft_ar_close(ar);
+    ft_ar_close(cpu);
+    ft_ar_close(par);
+    printf("ar_step_test: walk (%s) on %d cases: %d live, %d dead, %d done "
+           "rows\n", kind == FT_ENGINE_GPU ? "GPU = CPU" : "CPU = reference",
+           cases, live, dead, done);
+}
+
 int main(int argc, char **argv)
 {
     int gpu = argc > 1 && strcmp(argv[1], "--gpu") == 0;
@@ -680,6 +887,7 @@ int main(int argc, char **argv)
         test_threads(idx, wide, nwide);
         test_inverse(idx);
         test_fork(idx);
+        test_walk(idx, FT_ENGINE_CPU);
         /* one decode, every way its rows can arrive */
         for (int norm = 0; norm < 3; norm++) {
             for (int coarse = 0; coarse < 2; coarse++) {
@@ -721,6 +929,7 @@ int main(int argc, char **argv)
     }
     FT_PASS(rc);
     ft_ar_close(probe);
+    test_walk(idx, FT_ENGINE_GPU);
     /* CPU = GPU, byte for byte: beams up to 300 (lists > 4096 entries
      * take the radix select), every form, dtype and normalisation */
     int forms[] = {F_DENSE_ID, F_DENSE_VOCAB, F_SPARSE, F_BF16, F_F16,
