@@ -137,6 +137,10 @@ def load():
                                P(_Hits), c_void_p]),
         "ft_ar_mask": (c_int, [c_void_p, P(_Beams), ctypes.c_uint32, c_void_p,
                                ctypes.c_uint32, c_void_p, c_void_p]),
+        "ft_ar_walk": (c_int, [c_void_p, c_void_p, ctypes.c_uint32,
+                               ctypes.c_uint32, ctypes.c_uint64, c_void_p,
+                               ctypes.c_uint32, ctypes.c_int64, c_void_p,
+                               c_void_p]),
         "ft_ar_topk": (c_int, [c_void_p, P(_Beams), P(_Input), ctypes.c_uint32,
                                c_void_p, c_void_p, c_void_p, c_void_p]),
     }
@@ -308,7 +312,8 @@ class Session:
         if self.gpu:
             torch = _torch()
             td = {np.uint32: torch.int32, np.uint64: torch.int64,
-                  np.float32: torch.float32, np.float64: torch.float64}[dtype]
+                  np.int64: torch.int64, np.float32: torch.float32,
+                  np.float64: torch.float64}[dtype]
             return torch.zeros(n, dtype=td, device=self.device)
         return np.zeros(n, dtype=dtype)
 
@@ -450,6 +455,19 @@ class Session:
                                       _ptr(m), self._stream()))
         return unpack_mask(m.reshape(self.beam, words), width)
 
+    def walk(self, ids, start: int = 0, eos: Optional[int] = None,
+             vocab=None):
+        """walk returns each row's state from the tokens it has taken: ids
+        [rows, L] (int64 model ids; numpy on a CPU session, a torch tensor
+        on the session's device on a GPU session), row r's tokens from
+        column start on, read through vocab (as in step) or as library
+        tokens.  State: the trie node reached (>= 0), DONE (-2) once eos is
+        among the tokens, DEAD (-1) when a token labels no child (one
+        ft_ar_walk; a GPU session does not wait for it)."""
+        out = self._zeros(int(ids.shape[0]), np.int64)
+        _walk(self, ids, start, eos, vocab, out)
+        return out
+
     def set_nodes(self, nodes, sigma=None):
         """set_nodes makes the state beams at the given trie nodes (for
         engines that choose beams themselves and want the mask form)."""
@@ -467,6 +485,53 @@ class Session:
             a["count"][0] = n
         if sigma is not None:
             a["sigma"][:n] = sigma
+
+
+DEAD, DONE = -1, -2     # ft_ar_walk's states (FT_AR_DEAD, FT_AR_DONE)
+
+
+def _walk_rows(ids, start: int):
+    """_walk_rows returns (ids, address of row 0's column start, rows,
+    length, row stride in elements) of a 2-D int64 array or tensor whose
+    rows are contiguous (a copy when they are not, or not int64)."""
+    if len(ids.shape) != 2:
+        raise ValueError("ids: expected [rows, length], got shape %r" %
+                         (tuple(ids.shape),))
+    rows, cols = (int(x) for x in ids.shape)
+    if not 0 <= start <= cols:
+        raise ValueError("start: %d outside 0..%d (the ids' columns)" %
+                         (start, cols))
+    if isinstance(ids, np.ndarray):
+        st = ids.strides
+        if ids.dtype != np.int64 or (cols > 1 and st[1] != 8) or \
+                st[0] % 8 or (rows > 1 and st[0] < 8 * cols):
+            ids = np.ascontiguousarray(ids, dtype=np.int64)
+            st = ids.strides
+        base, s0, s1 = ids.ctypes.data, st[0] // 8, st[1] // 8
+    else:
+        torch = _torch()
+        if ids.dtype != torch.int64:
+            ids = ids.to(torch.int64)
+        if (cols > 1 and ids.stride(1) != 1) or \
+                (rows > 1 and ids.stride(0) < cols):
+            ids = ids.contiguous()
+        base, s0, s1 = ids.data_ptr(), ids.stride(0), ids.stride(1)
+    n = cols - start
+    stride = s0 if rows > 1 else n
+    return ids, base + 8 * start * s1, rows, n, stride
+
+
+def _walk(s: "Session", ids, start: int, eos, vocab, out):
+    """_walk runs ft_ar_walk of session s into out (int64 [rows], the
+    session's memory); vocab: uint32 tokens in the session's memory."""
+    ids, addr, rows, n, stride = _walk_rows(ids, start)
+    if rows == 0:
+        return out
+    vn = 0 if vocab is None else int(vocab.shape[0])
+    s._check(load().ft_ar_walk(s._h, addr if n else None, rows, n, stride,
+                               _ptr(vocab), vn, -1 if eos is None else int(eos),
+                               _ptr(out), s._stream()))
+    return out
 
 
 def unpack_mask(words, width: int):
@@ -547,6 +612,8 @@ class TrieRows:
         self.vocab = None if vocab is None else vocab_u32(vocab)
         self._vocab_dev = None if self.vocab is None else torch.as_tensor(
             self.vocab.astype(np.int64), device=self.device)
+        self._vocab32 = None if self.vocab is None else torch.as_tensor(
+            self.vocab.view(np.int32), device=self.device)
         self._cols = {}          # width -> (int32 vocab columns, eos)
         # host: numpy unpacking into reused buffers; device: torch ops
         self.host_unpack = not self.gpu
@@ -661,6 +728,19 @@ class TrieRows:
         if self.eos is not None:
             new = torch.where(tok == self.eos, torch.full_like(new, self.DONE), new)
         return torch.where(live, new, st)
+
+    def walk(self, ids, start: int = 0):
+        """walk returns the states of rows given as whole sequences (what
+        generate hands a logits processor): row r of ids (model ids [n, L],
+        int64 on the rows' device) from column start on is what the row
+        has taken since the root.  A node, DONE once eos is among the
+        tokens, else DEAD when one of them left the library.  One
+        ft_ar_walk on the device, no host wait."""
+        torch = _torch()
+        ids = torch.as_tensor(ids, device=self.device)
+        out = torch.empty(int(ids.shape[0]), dtype=torch.int64,
+                          device=self.device)
+        return _walk(self._s, ids, start, self.eos, self._vocab32, out)
 
     def _columns(self, width: int):
         torch = _torch()

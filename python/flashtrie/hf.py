@@ -18,10 +18,13 @@ without vocab, model id j is library token j.  Model ids that are no
 library token (EOS, padding, the rest of a text vocabulary) should map to a
 value no key holds (0xFFFFFFFF).
 
-The allowed tokens of the rows come from the library's mask form
-(ft_ar_mask), on the device of the scores when it is a CUDA device (a GPU
-session) and on the CPU otherwise; each row's trie node is kept from the
-last call (one child lookup per row and step).
+Each call finds every row's place in the trie with one walk over its
+generated tokens (ft_ar_walk) and the allowed tokens with one mask call
+(ft_ar_mask), on the scores' device when it is a CUDA device (a GPU
+session) and on the CPU otherwise: no host wait on a GPU, nothing kept
+between calls but the session's buffers (generate() reorders its beams
+between calls without telling a processor, so the rows are walked whole:
+a row of L generated tokens is L child lookups, on the device).
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from .ar import Index, Session
+from .ar import DEAD, DONE, Index, Session, TrieRows, vocab_u32
 
 try:  # subclass transformers' base class when it is there (duck-typed if not)
     from transformers import LogitsProcessor as _Base
@@ -85,7 +88,8 @@ class TrieLogitsProcessor(_Base):
     """TrieLogitsProcessor is a transformers LogitsProcessor (see the
     module's docstring).  eos_token_id: the id allowed once a row spells a
     whole key (None: rows end only by length); pad_token_id: allowed (with
-    EOS) after a row has ended."""
+    EOS) after a row has ended.  Rows that left the library (a step this
+    processor did not constrain) may take EOS only."""
 
     def __init__(self, index: Index, eos_token_id: Optional[int] = None,
                  vocab=None, pad_token_id: Optional[int] = None,
@@ -93,82 +97,86 @@ class TrieLogitsProcessor(_Base):
         self.index = index
         self.eos = eos_token_id
         self.pad = pad_token_id
-        self.vocab = vocab
-        self.walker = PrefixWalker(index, vocab)
+        self.vocab = None if vocab is None else vocab_u32(vocab)
         self.prompt_len = prompt_len
         self._fixed_prompt = prompt_len is not None
-        self._session: Optional[Session] = None
-        self._vocab_dev = None
+        self._rows: Optional[TrieRows] = None      # torch input
+        self._session: Optional[Session] = None    # numpy input
+        self._cols: Dict[int, np.ndarray] = {}
 
     def reset(self):
         """reset forgets the prompt width (for the next generate call)."""
         if not self._fixed_prompt:
             self.prompt_len = None
 
-    def _session_for(self, rows: int, width: int, device) -> Session:
+    def _start(self, ids) -> int:
+        if self.prompt_len is None:
+            self.prompt_len = int(ids.shape[1])
+        return self.prompt_len
+
+    def _trie_rows(self, n: int, device) -> TrieRows:
+        r = self._rows
+        if r is None or r.device != device:
+            import torch
+            device = torch.device(device)
+            r = TrieRows(self.index, rows=max(n, 1), device=device,
+                         vocab=self.vocab, eos=self.eos)
+            self._rows = r
+        return r
+
+    def disallowed(self, input_ids, width: int):
+        """disallowed returns bool [rows, width] (torch, on input_ids'
+        device): True where a row may not take the column.  A view of a
+        buffer that the next call reuses."""
+        rows = self._trie_rows(int(input_ids.shape[0]), input_ids.device)
+        state = rows.walk(input_ids, self._start(input_ids))
+        bad = rows._disallowed(state, width)
+        if self.pad is not None and 0 <= self.pad < width:
+            bad[:, self.pad] &= state != TrieRows.DONE
+        return bad
+
+    def _vocab_cols(self, width: int) -> Optional[np.ndarray]:
+        """the library token of each of width columns (numpy input)"""
+        if self.vocab is None:
+            return None
+        v = self._cols.get(width)
+        if v is None:
+            v = np.full(width, 0xFFFFFFFF, dtype=np.uint32)
+            k = min(width, len(self.vocab))
+            v[:k] = self.vocab[:k]
+            self._cols[width] = v
+        return v
+
+    def _allowed_np(self, ids: np.ndarray, width: int) -> np.ndarray:
+        rows = ids.shape[0]
         s = self._session
-        dev = "cuda:%d" % device.index if getattr(device, "type", "") == "cuda" \
-            else "cpu"
-        if s is None or s.beam < rows or s.device != dev or s.max_width < width:
-            s = Session(self.index, beam=max(rows, 1), max_width=max(width, 1),
-                        device=dev)
+        if s is None or s.beam < rows or s.max_width < width:
+            s = Session(self.index, beam=max(rows, 1), max_width=max(width, 1))
             self._session = s
-            self._vocab_dev = None
-            if self.vocab is not None:
-                v = np.asarray(self.vocab, dtype=np.uint64)
-                v = np.where(v > 0xFFFFFFFF, 0xFFFFFFFF, v).astype(np.uint32)
-                if s.gpu:
-                    import torch
-                    self._vocab_dev = torch.as_tensor(v.astype(np.int32),
-                                                      device=dev)
-                else:
-                    self._vocab_dev = v
-        return s
+        state = s.walk(ids, self._start(ids), self.eos, self.vocab)
+        s.set_nodes(np.where(state >= 0, state, 0))
+        eos = self.eos if self.eos is not None and 0 <= self.eos < width \
+            else None
+        m = s.mask(width, vocab=self._vocab_cols(width), eos=eos)[:rows]
+        ended, dead = state == DONE, state == DEAD
+        m[ended | dead] = False
+        if eos is not None:
+            m[ended | dead, eos] = True
+        if self.pad is not None and 0 <= self.pad < width:
+            m[ended, self.pad] = True
+        return m
 
     def allowed(self, input_ids, width: int, device=None):
         """allowed returns the bool mask [rows, width] of the tokens each
         row may take next (numpy for numpy input, else a torch tensor on
-        device)."""
-        is_np = isinstance(input_ids, np.ndarray)
-        ids = input_ids if is_np else input_ids.detach().cpu().numpy()
-        rows = ids.shape[0]
-        if self.prompt_len is None:
-            self.prompt_len = ids.shape[1]
-        gen = ids[:, self.prompt_len:]
-        nodes, dead, ended = [], [], []
-        for r in range(rows):
-            seq = list(gen[r])
-            if self.eos is not None and self.eos in seq:
-                nodes.append(0)
-                ended.append(r)
-                continue
-            u = self.walker.node(seq)
-            if u is None:
-                nodes.append(0)
-                dead.append(r)
-            else:
-                nodes.append(u)
-        s = self._session_for(rows, width, device if not is_np else None)
-        s.set_nodes(nodes)
-        eos = self.eos if self.eos is not None and self.eos < width else None
-        m = s.mask(width, vocab=self._vocab_dev, eos=eos)[:rows]
-        fix = dead + ended
-        if fix:
-            m[fix] = False
-            for col in (self.eos, self.pad):
-                if col is not None and col < width:
-                    if ended:
-                        m[ended, col] = True
-                    if dead and col == self.eos:
-                        m[dead, col] = True
-        if not is_np and not s.gpu:
-            import torch
-            m = torch.as_tensor(m, device=device)
-        return m
+        input_ids' device)."""
+        if isinstance(input_ids, np.ndarray):
+            return self._allowed_np(input_ids, width)
+        return ~self.disallowed(input_ids, width)
 
     def __call__(self, input_ids, scores):
         if isinstance(scores, np.ndarray):
-            m = self.allowed(input_ids, scores.shape[1])
+            m = self._allowed_np(np.asarray(input_ids), scores.shape[1])
             return np.where(m, scores, -np.inf).astype(scores.dtype)
-        m = self.allowed(input_ids, scores.shape[1], scores.device)
-        return scores.masked_fill(~m, -math.inf)
+        bad = self.disallowed(input_ids.to(scores.device), scores.shape[1])
+        return scores.masked_fill(bad, -math.inf)

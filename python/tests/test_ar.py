@@ -23,7 +23,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from flashtrie.ar import Index, Session
+from flashtrie.ar import DEAD, DONE, Index, Session, TrieRows
 from flashtrie.hf import TrieLogitsProcessor
 
 BIN = os.environ.get("FT_BIN", "")
@@ -291,6 +291,163 @@ def test_processor_greedy_and_sampling_stay_inside(lib):
             assert EOS in gen, s
             assert tuple(gen[:gen.index(EOS)]) in set(keys), s
             assert all(t in (EOS, PAD) for t in gen[gen.index(EOS):]), s
+
+
+# ---- the processor on torch tensors (generate's own types) ----------------
+
+def _torch_or_skip():
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001
+        pytest.skip("torch not installed here (%s)" % e)
+    return torch
+
+
+def brute_allowed(keys, gen, lib_of, width, eos, pad):
+    """the columns row gen (model ids) may take, from the keys alone:
+    lib_of maps a model id to its library token (None: no token)."""
+    if eos is not None and eos in gen:
+        return {c for c in (eos, pad) if c is not None and c < width}
+    toks = [lib_of(t) for t in gen]
+    n = len(toks)
+    if any(t is None for t in toks) or \
+            (n and tuple(toks) not in prefix_set(keys)):    # left the library
+        return {eos} if eos is not None and eos < width else set()
+    nxt = {k[n] for k in keys if len(k) > n and list(k[:n]) == toks}
+    out = {c for c in range(width) if lib_of(c) in nxt}
+    if eos is not None and eos < width and n and tuple(toks) in set(keys):
+        out.add(eos)
+    return out
+
+
+def random_rows(rng, keys, n, L, eos, pad, model_of):
+    """n rows of L generated model ids: along keys, then off them, with
+    EOS + PAD endings and rows that leave the library."""
+    rows = []
+    for r in range(n):
+        k = keys[int(rng.integers(len(keys)))]
+        row = [model_of(t) for t in k[:L]]
+        kind = r % 4
+        if kind == 1 and len(row) < L:
+            row.append(eos)
+        if kind == 2 and row:
+            row[int(rng.integers(len(row)))] = int(rng.integers(0, V))
+        while len(row) < L:
+            row.append(pad if eos in row else int(rng.integers(0, V)))
+        rows.append(row[:L])
+    return rows
+
+
+@pytest.mark.parametrize("with_vocab", [False, True])
+def test_processor_torch_equals_brute_force(lib, with_vocab):
+    """The torch path (ft_ar_walk + the mask, as generate() calls it) and
+    the numpy path give brute force's allowed columns, row by row, for
+    rows along keys, rows that ended with EOS (then PAD), rows that left
+    the library, with a vocabulary (a permutation of the model ids) and
+    without; input_ids as int64 and int32, contiguous and a slice; more
+    rows than the first call's (the session grows)."""
+    torch = _torch_or_skip()
+    idx, keys, _ = lib
+    rng = np.random.default_rng(21 + with_vocab)
+    if with_vocab:
+        # model id j -> library token perm[j]; 0..2 (PAD, EOS, BOS) no token
+        perm = np.arange(V, dtype=np.int64)
+        perm[3:] = 3 + rng.permutation(V - 3)
+        vocab = perm.copy()
+        vocab[:3] = -1
+        # a library index built over library tokens: keys are library
+        # tokens; the model spells token t as the id j with perm[j] == t
+        model_of = {int(perm[j]): j for j in range(3, V)}.__getitem__
+        lib_of = lambda j: int(perm[j]) if 3 <= j < V else None  # noqa: E731
+    else:
+        vocab = None
+        model_of = int
+        lib_of = lambda j: j if 0 <= j < V else None  # noqa: E731
+    proc_t = TrieLogitsProcessor(idx, eos_token_id=EOS, pad_token_id=PAD,
+                                 vocab=vocab, prompt_len=2)
+    proc_n = TrieLogitsProcessor(idx, eos_token_id=EOS, pad_token_id=PAD,
+                                 vocab=vocab, prompt_len=2)
+    checked = 0
+    for n, L in ((3, 0), (5, 1), (8, 2), (40, 3), (9, 5), (70, 4)):
+        gen = random_rows(rng, keys, n, L, EOS, PAD, model_of)
+        ids = np.array([[BOS, 7] + g for g in gen], dtype=np.int64)
+        ids = ids.reshape(n, 2 + L)
+        scores = torch.zeros((n, V), dtype=torch.float32)
+        for form in range(3):
+            t = torch.as_tensor(ids)
+            if form == 1:
+                t = t.to(torch.int32)
+            if form == 2:       # a slice of a wider tensor (strided rows)
+                wide = torch.zeros((n, 2 + L + 3), dtype=torch.int64)
+                wide[:, :2 + L] = t
+                t = wide[:, :2 + L]
+            out = proc_t(t, scores)
+            got_t = torch.isfinite(out).numpy()
+            got_n = proc_n.allowed(ids, V)
+            for r in range(n):
+                want = brute_allowed(keys, gen[r], lib_of, V, EOS, PAD)
+                assert set(np.nonzero(got_t[r])[0].tolist()) == want, \
+                    (gen[r], form)
+                assert set(np.nonzero(got_n[r])[0].tolist()) == want, gen[r]
+                checked += 1
+    assert checked > 300
+
+
+def test_processor_torch_beam_search_is_exact(lib):
+    """beam_search's rows reordered every step (as generate's are) through
+    the torch path find the brute-force best key."""
+    torch = _torch_or_skip()
+    idx, keys, _ = lib
+
+    class OnTorch:
+        def __init__(self):
+            self.p = TrieLogitsProcessor(idx, eos_token_id=EOS,
+                                         pad_token_id=PAD)
+
+        def __call__(self, ids, scores):
+            perm = np.random.default_rng(len(ids)).permutation(len(ids))
+            inv = np.argsort(perm)
+            out = self.p(torch.as_tensor(ids[perm]),
+                         torch.as_tensor(scores[perm]))
+            return out.numpy()[inv]
+
+    for salt in range(4):
+        done = beam_search(OnTorch(), [BOS], num_beams=len(keys) + 2,
+                           max_new=6, salt=salt)
+        for seq, _ in done:
+            assert tuple(seq[1:-1]) in set(keys), seq
+        got = max(done, key=lambda d: d[1])
+        want = brute_best(keys, [BOS], salt)
+        assert tuple(got[0][1:-1]) == want[0]
+        assert abs(got[1] - want[1]) < 1e-9
+
+
+def test_walk_states(lib):
+    """Session.walk and TrieRows.walk: nodes of the public walk, DONE
+    once eos is taken (even after a dead token), DEAD off the library;
+    start skips the prompt; a bad shape or start is refused by name."""
+    idx, keys, _ = lib
+    s = Session(idx, beam=4, max_width=V)
+    k = keys[-1]
+    rows = np.array([[BOS] + list(k) + [PAD] * (6 - len(k)),
+                     [BOS, 0, 0, 0, 0, 0, EOS],
+                     [BOS, k[0], 0, 0, 0, 0, 0]], dtype=np.int64)
+    L = len(k)
+    st = s.walk(rows[:, :1 + L], start=1, eos=EOS)
+    assert st[0] == idx.walk(k)
+    assert st[1] == DONE if L == 6 else st[1] == DEAD
+    assert st[2] == (DEAD if L > 1 else idx.walk(k[:1]))
+    st = s.walk(rows, start=1, eos=EOS)
+    assert st.tolist()[1] == DONE
+    assert s.walk(rows, start=7).tolist() == [0, 0, 0]
+    with pytest.raises(ValueError, match="start: 8 outside 0..7"):
+        s.walk(rows, start=8)
+    with pytest.raises(ValueError, match="ids: expected"):
+        s.walk(rows[0])
+    torch = _torch_or_skip()
+    tr = TrieRows(idx, rows=2, device="cpu", eos=EOS)
+    got = tr.walk(torch.as_tensor(rows), 1)
+    assert got.tolist() == s.walk(rows, start=1, eos=EOS).tolist()
 
 
 # ---- transformers ------------------------------------------------------------
