@@ -24,7 +24,9 @@
 # how long callgrind takes.  Environment: FT_BUILD_DIR (./build), FT_SERVE_BIN
 # (the server's flashtrie, to compare two builds), FT_SERVE_ARGS (more
 # serve flags), FT_QUERY_ARGS (more query flags, e.g. "--checksum on"),
-# FT_TOP (25), FT_KEEP (a directory: keep the callgrind files there).
+# FT_TOP (25), FT_KEEP (a directory: keep the callgrind files there),
+# FT_K (K = beam, 100), FT_R (requests, 256; at least 64 for the b1
+# cases' warm-up to reach every context).
 set -eu
 B=${FT_BUILD_DIR:-./build}
 FT=$B/flashtrie
@@ -48,10 +50,11 @@ cleanup() {
 trap cleanup EXIT
 $FT gen keys --n "$N" --seed 1 --format ftk --output "$W/k.ftk" >/dev/null
 $FT build --input "$W/k.ftk" --output "$W/k.idx" >/dev/null 2>&1
-$FT gen requests --index "$W/k.idx" --n 256 --T 8 --K 100 --beam 100 \
+K=${FT_K:-100}
+R=${FT_R:-256}
+$FT gen requests --index "$W/k.idx" --n "$R" --T 8 --K "$K" --beam "$K" \
     --seed 2 --output "$W/r.jsonl" >/dev/null
-R=256
-echo "machine: $(nproc) cores; $(date -u +%FT%TZ); $N keys, $R requests, T=8, K=beam=100"
+echo "machine: $(nproc) cores; $(date -u +%FT%TZ); $N keys, $R requests, T=8, K=beam=$K"
 # run CASE QUERY_ARGS MODE WARM: one server under callgrind, MODE "all"
 # (every instruction) or "rest" (--toggle-collect=cpu_run: the engine
 # uncounted), WARM passes over the requests before the count.
