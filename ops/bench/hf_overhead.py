@@ -29,6 +29,8 @@ from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessorList
 from flashtrie.ar import Index
 from flashtrie.hf import TrieLogitsProcessor
 
+from bench_pkg import sample_keys
+
 idx = Index(sys.argv[1], verify=False)
 V = int(sys.argv[2]) if len(sys.argv) > 2 else 32768
 EOS, BOS = V, V + 1
@@ -60,18 +62,7 @@ print("generate without processor: %.1f us per new token (%d beams)" %
       (base * 1e6, NB))
 
 # the processor alone: 8 rows along library keys, scores on the GPU
-rng = np.random.default_rng(1)
-rows = []
-for r in range(NB):
-    seq, node = [], 0
-    for d in range(4):
-        kids = idx.children(node)
-        if len(kids) == 0:
-            break
-        t = int(kids[rng.integers(len(kids))])
-        seq.append(t)
-        node = idx.child(node, t)
-    rows.append(seq)
+rows = sample_keys(idx, NB, np.random.default_rng(1), depth=4)
 L = min(len(s) for s in rows)
 ids = torch.tensor([[BOS] + s[:L] for s in rows], device="cuda")
 scores = torch.randn(NB, V + 2, device="cuda", dtype=torch.float32)

@@ -18,9 +18,7 @@ in the same run, call for call, as base.
 Environment: FLASHTRIE_LIB (libflashtrie.so), PYTHONPATH=python.
 """
 import argparse
-import importlib.util
-import os
-import sys
+import importlib
 import time
 
 import numpy as np
@@ -29,36 +27,7 @@ import torch
 from flashtrie.ar import Index
 from flashtrie.hf import TrieLogitsProcessor
 
-
-def import_baseline(d):
-    """import_baseline imports DIR/flashtrie as the module flashtrie_base."""
-    pkg = os.path.join(d, "flashtrie")
-    spec = importlib.util.spec_from_file_location(
-        "flashtrie_base", os.path.join(pkg, "__init__.py"),
-        submodule_search_locations=[pkg])
-    if spec is None:
-        sys.exit("hf_proc_bench: %s: no flashtrie package" % d)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["flashtrie_base"] = mod
-    spec.loader.exec_module(mod)
-    importlib.import_module("flashtrie_base.hf")
-    return mod
-
-
-def sample_keys(idx, n, rng):
-    """n keys (token lists) reached by random child choices."""
-    keys = []
-    while len(keys) < n:
-        node, key = 0, []
-        while True:
-            kids = idx.children(node)
-            if len(kids) == 0:
-                break
-            t = int(kids[rng.integers(len(kids))])
-            key.append(t)
-            node = idx.child(node, t)
-        keys.append(key)
-    return keys
+from bench_pkg import import_baseline, sample_keys
 
 
 def sync(dev):
@@ -82,7 +51,8 @@ def main():
     procs = {"ours": TrieLogitsProcessor}
     index = {"ours": idx}
     if a.baseline:
-        base = import_baseline(a.baseline)
+        base = import_baseline(a.baseline, "hf_proc_bench")
+        importlib.import_module("flashtrie_base.hf")
         procs["base"] = base.hf.TrieLogitsProcessor
         index["base"] = base.ar.Index(a.index, verify=False)
     rng = np.random.default_rng(5)

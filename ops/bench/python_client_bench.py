@@ -52,7 +52,6 @@ test: ctest does not run it.
 """
 import argparse
 import ctypes
-import importlib.util
 import json
 import os
 import random
@@ -65,6 +64,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "python"))
 import flashtrie  # noqa: E402
+from bench_pkg import import_baseline  # noqa: E402
 from flashtrie import _lib, client as fc  # noqa: E402
 
 
@@ -93,21 +93,6 @@ def fill(q, tok, lp, r):
                    r.get("theta_tok", -float("inf")),
                    r.get("theta_sent", -float("inf")), r.get("alpha", 1.0))
     p.fill(q, tok.shape[0], tok.shape[1], tok.ctypes.data, lp.ctypes.data)
-
-
-def import_baseline(d):
-    """import_baseline imports DIR/flashtrie as the module flashtrie_base
-    (its relative imports resolve inside it)."""
-    pkg = os.path.join(d, "flashtrie")
-    spec = importlib.util.spec_from_file_location(
-        "flashtrie_base", os.path.join(pkg, "__init__.py"),
-        submodule_search_locations=[pkg])
-    if spec is None:
-        sys.exit("python_client_bench: %s: no flashtrie package" % d)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["flashtrie_base"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 class Inner:
@@ -287,7 +272,7 @@ def main():
         cases.append(("c.search_b%d" % B, c_batch, None))
     cases += py_cases("py", flashtrie, a.url, grids, reqs, batch)
     if a.baseline:
-        cases += py_cases("base", import_baseline(a.baseline), a.url, grids,
+        cases += py_cases("base", import_baseline(a.baseline, "python_client_bench"), a.url, grids,
                           reqs, batch)
 
     if a.replay_only:

@@ -843,18 +843,23 @@ static void test_walk(const ft_index *idx, ft_engine_kind kind)
     FT_CHECK(live > 10000 && dead > 1000 && done > 1000);
     if (kind == FT_ENGINE_CPU) {
         int64_t ids[4] = {1, 2, 3, 4}, st[2];
-        FT_CHECK(ft_ar_walk(ar, ids, 1, 3, 2, NULL, 0, -1, st, NULL) ==
-                 FT_EINVAL);
-        FT_CHECK(strcmp(ft_ar_error(ar), "stride: 2 is below len 3") == 0);
-        FT_CHECK(ft_ar_walk(ar, ids, 1, 3, 0, NULL, 0, -1, NULL, NULL) ==
-                 FT_EINVAL);
-        FT_CHECK(strcmp(ft_ar_error(ar), "state: NULL") == 0);
-        FT_CHECK(ft_ar_walk(ar, NULL, 1, 3, 0, NULL, 0, -1, st, NULL) ==
-                 FT_EINVAL);
-        FT_CHECK(strcmp(ft_ar_error(ar), "ids: NULL") == 0);
-        FT_CHECK(ft_ar_walk(ar, ids, 1, 3, 0, NULL, 5, -1, st, NULL) ==
-                 FT_EINVAL);
-        FT_CHECK(strcmp(ft_ar_error(ar), "vocab: NULL with vocab_len 5") == 0);
+        static const struct {
+            int ids, state;
+            uint64_t stride;
+            uint32_t vocab_len;
+            const char *msg;
+        } bad[] = {
+            {1, 1, 2, 0, "stride: 2 is below len 3"},
+            {1, 0, 0, 0, "state: NULL"},
+            {0, 1, 0, 0, "ids: NULL"},
+            {1, 1, 0, 5, "vocab: NULL with vocab_len 5"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            FT_CHECK(ft_ar_walk(ar, bad[i].ids ? ids : NULL, 1, 3,
+                                bad[i].stride, NULL, bad[i].vocab_len, -1,
+                                bad[i].state ? st : NULL, NULL) == FT_EINVAL);
+            FT_CHECK(strcmp(ft_ar_error(ar), bad[i].msg) == 0);
+        }
         /* no rows: nothing read or written */
         FT_PASS(ft_ar_walk(ar, NULL, 0, 3, 0, NULL, 0, -1, NULL, NULL));
         /* len 0: the root */
