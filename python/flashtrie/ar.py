@@ -208,6 +208,14 @@ class Index:
         return np.array([lib.ft_index_child_label(self._h, ctypes.byref(ch), i)
                          for i in range(ch.count)], dtype=np.uint32)
 
+    def first_child(self, node: int) -> Optional[int]:
+        """first_child returns node's child of the smallest label, or None
+        (a leaf)."""
+        ch = _Children()
+        if load().ft_index_children(ctypes.byref(ch), self._h, node):
+            raise Error(2, "node %d: out of range" % node)
+        return ch.first if ch.count else None
+
     def value(self, node: int) -> Optional[int]:
         """value returns the value of the key node ends, or None."""
         v = ctypes.c_uint64()
@@ -665,11 +673,8 @@ class TrieRows:
         eos alone, the mask of DONE and DEAD rows."""
         if getattr(self, "_leaf_node", None) is None:
             u = NODE_ROOT
-            while True:
-                kids = self.index.children(u)
-                if len(kids) == 0:
-                    break
-                u = self.index.child(u, int(kids[0]))
+            while (c := self.index.first_child(u)) is not None:
+                u = c
             self._leaf_node = u
         return self._leaf_node
 
