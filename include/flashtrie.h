@@ -888,22 +888,29 @@ FT_API int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
                const uint32_t *vocab, uint32_t eos, uint32_t *mask,
                void *stream);
 
-/* ft_ar_walk finds each row's trie node from the tokens the row has taken,
- * for engines that hand over whole sequences instead of beams and their
- * parents (Hugging Face's generate gives a logits processor input_ids):
- * row r's tokens are ids[r * stride + i], i < len (int64 model ids, in
- * the session's memory; stride 0 = len), each read through vocab (token
+/* ft_ar_walk moves rows down the trie by the model ids they took, for
+ * engines that choose tokens themselves: from the root, for those that
+ * hand over whole sequences instead of beams and their parents
+ * (Hugging Face's generate gives a logits processor input_ids), or from
+ * each row's state, by the tokens it took since (vLLM, SGLang).  Row r's
+ * tokens are ids[r * stride + i], i < lens[r] (lens NULL: len for every
+ * row; stride 0 = len), int64 model ids, each read through vocab (token
  * vocab[id] for 0 <= id < vocab_len; other ids label nothing) or, vocab
- * NULL, taken as library tokens (0 .. 0xFFFFFFFF).  state[r] (int64, the
- * session's memory) is FT_AR_DONE when one of the row's ids is eos (eos
- * >= 0; whatever else the row took), else FT_AR_DEAD when a token labels
- * no child of the node before it, else the node the tokens lead to from
- * the root (len 0: the root, 0), the ft_ar_beams node of the row.  A GPU
- * session runs one launch on stream and does not wait for it. */
+ * NULL, taken as library tokens (0 .. 0xFFFFFFFF).  Row r starts at
+ * from[r] (from NULL: the root), a state as written here.  state[r]:
+ * FT_AR_DONE when from[r] is, or one of the row's ids is eos (eos >= 0);
+ * else FT_AR_DEAD when from[r] is, or a token labels no child of the node
+ * before it; else the node reached, the ft_ar_beams node of the row.
+ * from may be state (each row reads its own entry first).  ids, lens,
+ * from, vocab and state are in the session's memory.  A CPU session
+ * refuses a from that is no state and a lens[r] above len, naming the
+ * row; a GPU session (one launch on stream, no host wait) cannot report
+ * them and makes such a row FT_AR_DEAD (a lens[r] above len reads len). */
 #define FT_AR_DEAD (-1)
 #define FT_AR_DONE (-2)
 FT_API int ft_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows,
-                      uint32_t len, uint64_t stride, const uint32_t *vocab,
+                      uint32_t len, uint64_t stride, const uint32_t *lens,
+                      const int64_t *from, const uint32_t *vocab,
                       uint32_t vocab_len, int64_t eos, int64_t *state,
                       void *stream);
 

@@ -1258,25 +1258,32 @@ extern "C" int ft_ark_topk(const ft_ark_params *p, uint32_t k,
     return (int)cudaGetLastError();
 }
 
-/* ark_walk: ft_ar_walk, one thread per row (ft_ar_walk_row). */
+/* ark_walk: ft_ar_walk, one thread per row (ft_ar_walk_row); a row's
+ * lens above len reads len. */
 __global__ void __launch_bounds__(ARK_EXP_THREADS)
 ark_walk(ft_trie_view view, const int64_t *ids, uint32_t rows, uint32_t len,
-         uint64_t stride, const uint32_t *vocab, uint32_t vocab_len,
-         int64_t eos, int64_t *state)
+         uint64_t stride, const uint32_t *lens, const int64_t *from,
+         const uint32_t *vocab, uint32_t vocab_len, int64_t eos,
+         int64_t *state)
 {
     uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r < rows)
-        state[r] = ft_ar_walk_row(&view, ids + (size_t)r * stride, len, vocab,
-                                  vocab_len, eos);
+    if (r >= rows)
+        return;
+    uint32_t n = lens ? min(lens[r], len) : len;
+    state[r] = ft_ar_walk_row(&view, from ? from[r] : 0,
+                              ids + (size_t)r * stride, n, vocab, vocab_len,
+                              eos);
 }
 
 extern "C" int ft_ark_walk(const ft_trie_view *view, const int64_t *ids,
                            uint32_t rows, uint32_t len, uint64_t stride,
+                           const uint32_t *lens, const int64_t *from,
                            const uint32_t *vocab, uint32_t vocab_len,
                            int64_t eos, int64_t *state, void *stream)
 {
     uint32_t blocks = (rows + ARK_EXP_THREADS - 1) / ARK_EXP_THREADS;
     ark_walk<<<blocks, ARK_EXP_THREADS, 0, (cudaStream_t)stream>>>(
-        *view, ids, rows, len, stride, vocab, vocab_len, eos, state);
+        *view, ids, rows, len, stride, lens, from, vocab, vocab_len, eos,
+        state);
     return (int)cudaGetLastError();
 }

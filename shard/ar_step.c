@@ -1196,10 +1196,10 @@ int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
 #define AR_WALK_COST 16u
 
 typedef struct walk_ctx {
-    const int64_t *ids;
+    const int64_t *ids, *from;
+    const uint32_t *lens, *vocab;
     uint64_t stride;
     uint32_t len, vocab_len, n;
-    const uint32_t *vocab;
     int64_t eos;
     int64_t *state;
     _Atomic uint32_t next;
@@ -1213,14 +1213,15 @@ static void walk_job(ft_ar *ar, uint32_t wid, void *ctx)
     for (uint32_t r0; (r0 = atomic_fetch_add_explicit(
                            &c->next, 64u, memory_order_relaxed)) < c->n;)
         for (uint32_t r = r0; r < c->n && r < r0 + 64u; r++)
-            c->state[r] = ft_ar_walk_row(v, c->ids + (size_t)r * c->stride,
-                                         c->len, c->vocab, c->vocab_len,
-                                         c->eos);
+            c->state[r] = ft_ar_walk_row(
+                v, c->from ? c->from[r] : 0, c->ids + (size_t)r * c->stride,
+                c->lens ? c->lens[r] : c->len, c->vocab, c->vocab_len, c->eos);
 }
 
 int ft_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
-               uint64_t stride, const uint32_t *vocab, uint32_t vocab_len,
-               int64_t eos, int64_t *state, void *stream)
+               uint64_t stride, const uint32_t *lens, const int64_t *from,
+               const uint32_t *vocab, uint32_t vocab_len, int64_t eos,
+               int64_t *state, void *stream)
 {
     if (ar->failed)
         return FT_ESTATE;
@@ -1239,13 +1240,26 @@ int ft_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
     if (rows == 0)
         return FT_OK;
     if (ar->gpu)
-        return ft_gpu_ar_walk(ar, ids, rows, len, stride, vocab, vocab_len,
-                              eos, state, stream);
-    walk_ctx c = {.ids = ids, .stride = stride, .len = len,
-                  .vocab_len = vocab_len, .n = rows, .vocab = vocab,
-                  .eos = eos, .state = state};
+        return ft_gpu_ar_walk(ar, ids, rows, len, stride, lens, from, vocab,
+                              vocab_len, eos, state, stream);
+    uint64_t n_nodes = ar->idx->trie.view.n_nodes, steps = 0;
+    for (uint32_t r = 0; r < rows; r++) {
+        FT_RETURN_ERROR_IF(lens && lens[r] > len, FT_EINVAL,
+                           "lens[%u]: %u exceeds len %u", r, lens[r], len);
+        FT_RETURN_ERROR_IF(from && from[r] != FT_AR_DEAD &&
+                               from[r] != FT_AR_DONE &&
+                               (from[r] < 0 || (uint64_t)from[r] >= n_nodes),
+                           FT_EINVAL,
+                           "from[%u]: %lld is no state (a node below %llu, "
+                           "FT_AR_DEAD or FT_AR_DONE)", r,
+                           (long long)from[r], (unsigned long long)n_nodes);
+        steps += lens ? lens[r] : len;
+    }
+    walk_ctx c = {.ids = ids, .from = from, .lens = lens, .vocab = vocab,
+                  .stride = stride, .len = len, .vocab_len = vocab_len,
+                  .n = rows, .eos = eos, .state = state};
     atomic_init(&c.next, 0);
-    uint64_t work = (uint64_t)rows * (len ? len : 1) * AR_WALK_COST;
+    uint64_t work = (steps > rows ? steps : rows) * AR_WALK_COST;
     if (ar_threads(ar, work, rows) > 1)
         ar_par(ar, walk_job, &c);
     else

@@ -67,8 +67,9 @@ int ft_gpu_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
                    const uint32_t *vocab, uint32_t eos, uint32_t *mask,
                    void *stream);
 int ft_gpu_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
-                   uint64_t stride, const uint32_t *vocab, uint32_t vocab_len,
-                   int64_t eos, int64_t *state, void *stream);
+                   uint64_t stride, const uint32_t *lens, const int64_t *from,
+                   const uint32_t *vocab, uint32_t vocab_len, int64_t eos,
+                   int64_t *state, void *stream);
 int ft_gpu_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
                    uint32_t k, uint32_t *out_entry, uint32_t *out_token,
                    float *out_logp, void *stream);

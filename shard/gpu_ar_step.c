@@ -62,11 +62,13 @@ int ft_gpu_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
     return FT_ENOTSUP;
 }
 int ft_gpu_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
-                   uint64_t stride, const uint32_t *vocab, uint32_t vocab_len,
-                   int64_t eos, int64_t *state, void *stream)
+                   uint64_t stride, const uint32_t *lens, const int64_t *from,
+                   const uint32_t *vocab, uint32_t vocab_len, int64_t eos,
+                   int64_t *state, void *stream)
 {
-    (void)ar, (void)ids, (void)rows, (void)len, (void)stride, (void)vocab,
-        (void)vocab_len, (void)eos, (void)state, (void)stream;
+    (void)ar, (void)ids, (void)rows, (void)len, (void)stride, (void)lens,
+        (void)from, (void)vocab, (void)vocab_len, (void)eos, (void)state,
+        (void)stream;
     return FT_ENOTSUP;
 }
 
@@ -355,12 +357,13 @@ int ft_gpu_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
 }
 
 int ft_gpu_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
-                   uint64_t stride, const uint32_t *vocab, uint32_t vocab_len,
-                   int64_t eos, int64_t *state, void *stream)
+                   uint64_t stride, const uint32_t *lens, const int64_t *from,
+                   const uint32_t *vocab, uint32_t vocab_len, int64_t eos,
+                   int64_t *state, void *stream)
 {
     const ft_ark_params *p = &((ark_state *)ar->gpu)->base;
-    int e = ft_ark_walk(&p->view, ids, rows, len, stride, vocab, vocab_len,
-                        eos, state, stream);
+    int e = ft_ark_walk(&p->view, ids, rows, len, stride, lens, from, vocab,
+                        vocab_len, eos, state, stream);
     return e == 0 ? FT_OK : fail(ar, e, "walk launch");
 }
 

@@ -139,8 +139,8 @@ def load():
                                ctypes.c_uint32, c_void_p, c_void_p]),
         "ft_ar_walk": (c_int, [c_void_p, c_void_p, ctypes.c_uint32,
                                ctypes.c_uint32, ctypes.c_uint64, c_void_p,
-                               ctypes.c_uint32, ctypes.c_int64, c_void_p,
-                               c_void_p]),
+                               c_void_p, c_void_p, ctypes.c_uint32,
+                               ctypes.c_int64, c_void_p, c_void_p]),
         "ft_ar_topk": (c_int, [c_void_p, P(_Beams), P(_Input), ctypes.c_uint32,
                                c_void_p, c_void_p, c_void_p, c_void_p]),
     }
@@ -464,16 +464,18 @@ class Session:
         return unpack_mask(m.reshape(self.beam, words), width)
 
     def walk(self, ids, start: int = 0, eos: Optional[int] = None,
-             vocab=None):
-        """walk returns each row's state from the tokens it has taken: ids
+             vocab=None, lens=None, state=None):
+        """walk returns each row's state after the tokens it took: ids
         [rows, L] (int64 model ids; numpy on a CPU session, a torch tensor
         on the session's device on a GPU session), row r's tokens from
-        column start on, read through vocab (as in step) or as library
-        tokens.  State: the trie node reached (>= 0), DONE (-2) once eos is
-        among the tokens, DEAD (-1) when a token labels no child (one
-        ft_ar_walk; a GPU session does not wait for it)."""
+        column start on (lens: uint32 [rows], how many of them; None: all),
+        read through vocab (as in step) or as library tokens, from state
+        (int64 [rows], as walk returns; None: the root).  A state: the trie
+        node reached (>= 0), DONE (-2) once eos is among the tokens, DEAD
+        (-1) when a token labels no child (one ft_ar_walk; a GPU session
+        does not wait for it)."""
         out = self._zeros(int(ids.shape[0]), np.int64)
-        _walk(self, ids, start, eos, vocab, out)
+        _walk(self, ids, start, eos, vocab, out, lens, state)
         return out
 
     def set_nodes(self, nodes, sigma=None):
@@ -529,16 +531,23 @@ def _walk_rows(ids, start: int):
     return ids, base + 8 * start * s1, rows, n, stride
 
 
-def _walk(s: "Session", ids, start: int, eos, vocab, out):
+def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
+          state=None):
     """_walk runs ft_ar_walk of session s into out (int64 [rows], the
-    session's memory); vocab: uint32 tokens in the session's memory."""
+    session's memory); vocab: uint32 tokens, lens: uint32 [rows] (int32
+    on torch), state: int64 [rows], all in the session's memory."""
     ids, addr, rows, n, stride = _walk_rows(ids, start)
     if rows == 0:
         return out
+    for name, x in (("lens", lens), ("state", state)):
+        if x is not None and tuple(x.shape) != (rows,):
+            raise ValueError("%s: expected shape (%d,), got %r" %
+                             (name, rows, tuple(x.shape)))
     vn = 0 if vocab is None else int(vocab.shape[0])
     s._check(load().ft_ar_walk(s._h, addr if n else None, rows, n, stride,
-                               _ptr(vocab), vn, -1 if eos is None else int(eos),
-                               _ptr(out), s._stream()))
+                               _ptr(lens), _ptr(state), _ptr(vocab), vn,
+                               -1 if eos is None else int(eos), _ptr(out),
+                               s._stream()))
     return out
 
 
@@ -591,17 +600,16 @@ class TrieRows:
         rows.constrain(logits, state)                  # mask logits [n, V] in place
         state = rows.advance(state, sampled)           # sampled: model ids [n]
 
-    advance is one ft_ar_step over width-1 sparse rows (each row's token with
-    log-prob 0): the step's next beams give the children that have children,
-    its completed keys the leaves, so the library's own step finds every
-    row's child at once, on the device, with no host wait.  constrain is one
-    ft_ar_mask over the rows.  Token ids are model ids: column j of the
+    advance is one ft_ar_walk of one token a row from the rows' states
+    (walk: of several, or of whole sequences from the root): every row's
+    child at once, one launch on the device, no host wait.  constrain is
+    one ft_ar_mask over the rows.  Token ids are model ids: column j of the
     logits is library token vocab[j] (or j), as in flashtrie.hf.
 
-    States: node >= 0 allows its children and, when it ends a key, eos;
-    DONE (eos taken, or a key that nothing extends) and DEAD (a token that
-    no key continues: the rows were not masked) allow eos only (nothing
-    without an eos).  In tokens, a negative id (KEEP) leaves the row as it
+    States: node >= 0 allows its children and, when it ends a key, eos
+    (a key that nothing extends: eos only); DONE (eos taken) and DEAD (a
+    token that no key continues: the rows were not masked) allow eos only
+    (nothing without an eos).  In tokens, a negative id (KEEP) leaves the row as it
     is.  torch is required; rows grows (a new session) when more rows come."""
 
     DEAD = -1
@@ -631,9 +639,9 @@ class TrieRows:
     def _open(self, cap: int):
         torch = _torch()
         dev = "cuda:%d" % self.device.index if self.gpu else "cpu"
-        # max_width 1: the advance's rows are one entry wide (ft_ar_mask
-        # takes any width), so the session's candidate lists stay small.
-        self._s = Session(self.index, beam=cap, results=cap, max_width=1,
+        # The session walks (any length) and masks (any width): its step
+        # buffers are never used, so they are sized as small as they go.
+        self._s = Session(self.index, beam=cap, results=1, max_width=1,
                           device=dev)
         z = lambda n, dt: torch.zeros(n, dtype=dt, device=self.device)
         i32, i64 = torch.int32, torch.int64
@@ -644,15 +652,7 @@ class TrieRows:
                      parent=z(cap, i32), entry=z(cap, i32), token=z(cap, i32))
             return a, _Beams(**{k: _ptr(v) for k, v in a.items()})
 
-        self._cur, self._nxt = beams(), beams()
-        h = dict(count=z(1, i32), parent=z(cap, i32), entry=z(cap, i32),
-                 token=z(cap, i32), len=z(cap, i32), key_index=z(cap, i64),
-                 value=z(cap, i64), score=z(cap, torch.float64),
-                 sigma=z(cap, torch.float32))
-        self._hits = h, _Hits(**{k: _ptr(v) for k, v in h.items()})
-        self._ids = z(cap, i32)
-        self._lp = z(cap, torch.float32)
-        self._ar = torch.arange(cap, device=self.device)
+        self._cur = beams()     # the mask's beams: the rows' nodes
         self._masks = {}
         self._full = {}
         self._cap = cap
@@ -690,62 +690,30 @@ class TrieRows:
         n = int(state.shape[0])
         if n == 0:
             return state
-        self._ensure(n)
         tok = torch.as_tensor(tokens, device=self.device).to(torch.int64)
-        st = state.to(torch.int64)
-        live = (st >= 0) & (tok >= 0)
-        if self._vocab_dev is not None:
-            nv = self._vocab_dev.shape[0]
-            lib = torch.where((tok >= 0) & (tok < nv),
-                              self._vocab_dev[tok.clamp(0, nv - 1)],
-                              torch.full_like(tok, 0xFFFFFFFF))
-        else:
-            lib = torch.where((tok >= 0) & (tok <= 0xFFFFFFFF), tok,
-                              torch.full_like(tok, 0xFFFFFFFF))
-        self._set_cur(st, n)
-        self._ids[:n] = _i32(lib)
-        self._lp[:n] = torch.where(live, torch.zeros_like(self._lp[:n]),
-                                   torch.full_like(self._lp[:n], -math.inf))
-        inp = _Input()
-        inp.form, inp.dtype, inp.norm = FORM_SPARSE, DTYPES["float32"], 0
-        inp.width, inp.stride = 1, 1
-        inp.ids, inp.logp = _ptr(self._ids), _ptr(self._lp)
-        self._s._check(load().ft_ar_step(
-            self._s._h, ctypes.byref(self._cur[1]), ctypes.byref(inp),
-            ctypes.byref(self._nxt[1]), ctypes.byref(self._hits[1]),
-            self._stream()))
-        nb, h = self._nxt[0], self._hits[0]
-        dummy = torch.full_like(self._ar, n)
-        # next beams: the children that have children, parent = row
-        par = torch.where(self._ar < nb["count"].to(torch.int64),
-                          nb["parent"].to(torch.int64), dummy)
-        child = torch.full((n + 1,), -1, dtype=torch.int64, device=self.device)
-        child.scatter_(0, par, nb["node"])
-        # completed keys: a child that ends a key (a leaf when not above)
-        hpar = torch.where(self._ar < h["count"].to(torch.int64),
-                           h["parent"].to(torch.int64), dummy)
-        term = torch.zeros(n + 1, dtype=torch.int64, device=self.device)
-        term.scatter_(0, hpar, torch.ones_like(hpar))
-        child, term = child[:n], term[:n]
-        new = torch.where(child >= 0, child,
-                          torch.where(term > 0, torch.full_like(child, self.DONE),
-                                      torch.full_like(child, self.DEAD)))
-        if self.eos is not None:
-            new = torch.where(tok == self.eos, torch.full_like(new, self.DONE), new)
-        return torch.where(live, new, st)
+        return self.walk(tok.reshape(n, 1), state=state,
+                         lens=(tok >= 0).to(torch.int32))
 
-    def walk(self, ids, start: int = 0):
-        """walk returns the states of rows given as whole sequences (what
-        generate hands a logits processor): row r of ids (model ids [n, L],
-        int64 on the rows' device) from column start on is what the row
-        has taken since the root.  A node, DONE once eos is among the
-        tokens, else DEAD when one of them left the library.  One
-        ft_ar_walk on the device, no host wait."""
+    def walk(self, ids, start: int = 0, state=None, lens=None):
+        """walk returns the rows' states after the tokens they took: row r
+        of ids (model ids [n, L], int64 on the rows' device) from column
+        start on (lens: [n] ints, how many of them; None: all), from state
+        (a tensor [n] of states; None: the root: whole sequences, what
+        generate hands a logits processor).  A node, DONE once eos is
+        among the tokens, else DEAD when one of them left the library.
+        One ft_ar_walk on the device, no host wait."""
         torch = _torch()
         ids = torch.as_tensor(ids, device=self.device)
-        out = torch.empty(int(ids.shape[0]), dtype=torch.int64,
-                          device=self.device)
-        return _walk(self._s, ids, start, self.eos, self._vocab32, out)
+        n = int(ids.shape[0])
+        if state is not None:
+            state = state.to(device=self.device, dtype=torch.int64)
+            state = state.contiguous()
+        if lens is not None:
+            lens = torch.as_tensor(lens, device=self.device).to(
+                torch.int32).contiguous()
+        out = torch.empty(n, dtype=torch.int64, device=self.device)
+        return _walk(self._s, ids, start, self.eos, self._vocab32, out, lens,
+                     state)
 
     def _columns(self, width: int):
         torch = _torch()

@@ -19,7 +19,7 @@ constrained row's trie node is an int64 of one tensor on the engine's
 device, indexed by the row's place in the batch; moves and swaps permute
 it there.  At apply, the token each row took since the last step (the last
 entry of the request's output_tok_ids, a live list) advances the nodes of
-all constrained rows with one call of the library's step (TrieRows.advance),
+all constrained rows with one walk call (ft_ar_walk: TrieRows.walk),
 and one mask call (ft_ar_mask) gives the allowed columns of all of them;
 the rows' logits outside it become -inf.  Rows of requests that do not set
 flashtrie_index are not touched.  Requests of different libraries (index,
@@ -198,12 +198,13 @@ _ROWS: Dict[tuple, TrieRows] = {}
 
 # ---- the tokens rows took since their last step -----------------------------
 
-def _to_device(values: List[int], device, pin: bool):
-    """_to_device copies host ints to an int64 tensor on device without
-    waiting: from pinned memory (a pageable copy would wait for the
-    stream), unless pin is False (vLLM's is_pin_memory: no pinning)."""
+def _to_device(values: List, device, pin: bool, dtype=None):
+    """_to_device copies host ints (a list, or a list of equal lists) to a
+    tensor on device (int64, or dtype) without waiting: from pinned memory
+    (a pageable copy would wait for the stream), unless pin is False
+    (vLLM's is_pin_memory: no pinning)."""
     import torch
-    t = torch.tensor(values, dtype=torch.int64)
+    t = torch.tensor(values, dtype=dtype or torch.int64)
     if torch.device(device).type == "cpu":
         return t
     if pin:
@@ -214,11 +215,11 @@ def _to_device(values: List[int], device, pin: bool):
 def catch_up(tr: TrieRows, state, outs: List, done: List[int], pin: bool):
     """catch_up advances state (the rows' nodes, a tensor [n]) by the
     tokens each row's output list gained since done[i] of them were taken
-    (done is updated): usually one token a row, one step call for all; a
-    row that gained more (added with outputs, a resumed request) takes
-    them in further calls, one per token of the longest; a row whose list
-    got shorter starts again from the root.  A negative token (an unfilled
-    placeholder) raises ValueError."""
+    (done is updated), all rows in one walk call: usually one token a row;
+    a row that gained more (added with outputs, a resumed request) takes
+    them all in the same call; a row whose list got shorter starts again
+    from the root.  A negative token (an unfilled placeholder) raises
+    ValueError."""
     n = len(outs)
     lens = [len(o) for o in outs]
     delta = [a - b for a, b in zip(lens, done)]
@@ -231,17 +232,20 @@ def catch_up(tr: TrieRows, state, outs: List, done: List[int], pin: bool):
         for i in again:
             done[i], delta[i] = 0, lens[i]
     if min(delta) == 1 and max(delta) == 1:     # the usual step
-        rounds = [[o[-1] for o in outs]]
-        low = min(rounds[0])
+        toks = [[o[-1]] for o in outs]
+        low = min(t[0] for t in toks)
+        steps = None
     else:
-        rounds = [[outs[i][done[i] + k] if delta[i] > k else TrieRows.KEEP
-                   for i in range(n)] for k in range(max(delta))]
+        m = max(delta)
+        toks = [outs[i][done[i]:] + [0] * (m - delta[i]) for i in range(n)]
         low = min([min(outs[i][done[i]:]) for i in range(n) if delta[i] > 0])
+        import torch
+        steps = _to_device(delta, state.device, pin, torch.int32)
     if low < 0:
         raise ValueError("output token ids: %d is no token id (an unfilled "
                          "placeholder?)" % low)
-    for toks in rounds:
-        state = tr.advance(state, _to_device(toks, state.device, pin))
+    state = tr.walk(_to_device(toks, state.device, pin), state=state,
+                    lens=steps)
     done[:] = lens
     return state
 
@@ -295,7 +299,6 @@ class FlashTrieLogitsProcessor(_Base):
     def update_state(self, batch_update):
         if batch_update is None:
             return
-        import torch
         top = max([batch_update.batch_size] +
                   [i + 1 for i in batch_update.removed] +
                   [a[0] + 1 for a in batch_update.added] +

@@ -508,8 +508,8 @@ def test_trierows_unpackings_and_growth(vl, libs):
         for k in range(max(len(q) for q in seqs)):
             st = tr.advance(st, torch.tensor([q[k] if k < len(q) else -1
                                               for q in seqs]))
-        assert tr.capacity >= n
         m = tr.allowed(st, V)
+        assert tr.capacity >= n
         for r, q in enumerate(seqs):
             got = set(torch.nonzero(m[r]).flatten().tolist())
             assert got == A.allowed(q), (q, got)

@@ -665,15 +665,20 @@ static void test_fork(const ft_index *idx)
 
 /* ---- walk ---------------------------------------------------------------- */
 
-/* ref_walk is ft_ar_walk's rule for one row through the public index
- * calls, each child found by scanning the labels in order. */
-static int64_t ref_walk(const ft_index *idx, const int64_t *ids, uint32_t len,
-                        const uint32_t *vocab, uint32_t vl, int64_t eos)
+/* ref_walk is ft_ar_walk's rule for one row that was at from, through the
+ * public index calls, each child found by scanning the labels in order. */
+static int64_t ref_walk(const ft_index *idx, int64_t from, const int64_t *ids,
+                        uint32_t len, const uint32_t *vocab, uint32_t vl,
+                        int64_t eos)
 {
+    if (from == FT_AR_DONE)
+        return FT_AR_DONE;
     for (uint32_t i = 0; i < len; i++)
         if (eos >= 0 && ids[i] == eos)
             return FT_AR_DONE;
-    uint64_t u = FT_NODE_ROOT;
+    if (from == FT_AR_DEAD)
+        return FT_AR_DEAD;
+    uint64_t u = (uint64_t)from;
     for (uint32_t i = 0; i < len; i++) {
         int64_t id = ids[i];
         uint64_t tok;
@@ -696,16 +701,18 @@ static int64_t ref_walk(const ft_index *idx, const int64_t *ids, uint32_t len,
     return (int64_t)u;
 }
 
-/* walk_rows fills rows x stride ids: mostly paths of the trie (model ids
+/* walk_rows fills rows x stride ids: from each row's start (from[r], a
+ * node, or the root when it is none), mostly paths of the trie (model ids
  * of child labels, through the vocabulary's first id of a token), mixed
  * with ids no key continues, ids outside the vocabulary or 32 bits,
  * negative ids and eos. */
 static void walk_rows(const ft_index *idx, int64_t *ids, uint32_t rows,
-                      uint32_t len, uint64_t stride, const uint32_t *vocab,
-                      uint32_t vl, int64_t eos, uint64_t *s)
+                      uint32_t len, uint64_t stride, const int64_t *from,
+                      const uint32_t *vocab, uint32_t vl, int64_t eos,
+                      uint64_t *s)
 {
     for (uint32_t r = 0; r < rows; r++) {
-        uint64_t u = FT_NODE_ROOT;
+        uint64_t u = from && from[r] >= 0 ? (uint64_t)from[r] : FT_NODE_ROOT;
         int off = 0;
         for (uint64_t i = 0; i < stride; i++) {
             int64_t *x = &ids[(size_t)r * stride + i];
@@ -740,39 +747,62 @@ static void walk_rows(const ft_index *idx, int64_t *ids, uint32_t rows,
     }
 }
 
-/* walk_on runs ft_ar_walk through session memory (stride passed as 0 when
- * stride0: rows packed len apart) and returns the states (host memory,
- * rows entries). */
-static int64_t *walk_on(ft_ar *ar, const int64_t *ids, uint32_t rows,
-                        uint32_t len, uint64_t stride, int stride0,
-                        const uint32_t *vocab, uint32_t vl, int64_t eos)
+/* One ft_ar_walk call's arguments, in host memory (lens, from NULL: not
+ * passed). */
+typedef struct walk_args {
+    const int64_t *ids, *from;
+    const uint32_t *lens, *vocab;
+    uint32_t rows, len, vl;
+    uint64_t stride;
+    int stride0; /* pass stride 0 (rows packed len apart) */
+    int64_t eos;
+} walk_args;
+
+/* put_session copies n bytes of host memory into new session memory
+ * (NULL for NULL). */
+static void *put_session(ft_ar *ar, const void *src, size_t n)
 {
-    void *d_ids = NULL, *d_vocab = NULL, *d_state = NULL;
-    size_t nid = (size_t)rows * stride;
-    FT_PASS(ft_ar_alloc(ar, &d_ids, nid * 8 + 8));
-    FT_PASS(ft_ar_alloc(ar, &d_state, (size_t)rows * 8 + 8));
-    if (nid)
-        FT_PASS(ft_ar_memcpy(ar, d_ids, ids, nid * 8, 1));
-    if (vocab) {
-        FT_PASS(ft_ar_alloc(ar, &d_vocab, (size_t)vl * 4 + 4));
-        FT_PASS(ft_ar_memcpy(ar, d_vocab, vocab, (size_t)vl * 4, 1));
-    }
-    FT_PASS(ft_ar_walk(ar, d_ids, rows, len, stride0 ? 0 : stride, d_vocab,
-                       vl, eos, d_state, NULL));
-    int64_t *st = malloc((size_t)rows * 8 + 8);
+    if (src == NULL)
+        return NULL;
+    void *d = NULL;
+    FT_PASS(ft_ar_alloc(ar, &d, n + 8));
+    if (n)
+        FT_PASS(ft_ar_memcpy(ar, d, src, n, 1));
+    return d;
+}
+
+/* walk_on runs ft_ar_walk through session memory and returns the states
+ * (host memory, rows entries); with in_place, state is the copy of from. */
+static int64_t *walk_on(ft_ar *ar, const walk_args *a, int in_place)
+{
+    size_t rows = a->rows;
+    void *d_ids = put_session(ar, a->ids, rows * a->stride * 8);
+    void *d_lens = put_session(ar, a->lens, rows * 4);
+    void *d_from = put_session(ar, a->from, rows * 8);
+    void *d_vocab = put_session(ar, a->vocab, (size_t)a->vl * 4);
+    void *d_state = in_place && d_from ? d_from : NULL;
+    if (d_state == NULL)
+        FT_PASS(ft_ar_alloc(ar, &d_state, rows * 8 + 8));
+    FT_PASS(ft_ar_walk(ar, d_ids, a->rows, a->len, a->stride0 ? 0 : a->stride,
+                       d_lens, d_from, d_vocab, a->vl, a->eos, d_state, NULL));
+    int64_t *st = malloc(rows * 8 + 8);
     FT_CHECK(st != NULL);
     if (rows)
-        FT_PASS(ft_ar_memcpy(ar, st, d_state, (size_t)rows * 8, 0));
-    ft_ar_free(ar, d_ids);
-    ft_ar_free(ar, d_vocab);
-    ft_ar_free(ar, d_state);
+        FT_PASS(ft_ar_memcpy(ar, st, d_state, rows * 8, 0));
+    if (d_state != d_from)
+        ft_ar_free(ar, d_state);
+    void *p[] = {d_ids, d_lens, d_from, d_vocab};
+    for (size_t i = 0; i < 4; i++)
+        ft_ar_free(ar, p[i]);
     return st;
 }
 
 /* test_walk: ft_ar_walk of a session of kind (CPU: against ref_walk;
- * GPU: against a CPU session's) over random rows, every stride, vocabulary
- * and eos; a CPU session's threads give the same states; bad arguments
- * are refused by name. */
+ * GPU: against a CPU session's) over random rows, every stride,
+ * vocabulary and eos, from the root and from earlier states (nodes,
+ * DEAD, DONE) with rows of their own lengths, state written over from;
+ * a CPU session's threads give the same states; bad arguments are
+ * refused by name. */
 static void test_walk(const ft_index *idx, ft_engine_kind kind)
 {
     ft_ar *ar, *cpu, *par;
@@ -795,84 +825,135 @@ static void test_walk(const ft_index *idx, ft_engine_kind kind)
         vocab[j] = j < 100 ? (j * 7u) % 130u : (uint32_t)(ft_test_rand(&s) % 130);
     vocab[5] = 70003; /* a high label */
     uint32_t rows_c[] = {0, 1, 7, 300, 2000};
-    uint32_t lens[] = {0, 1, 3, 9};
+    uint32_t lens_c[] = {0, 1, 3, 9};
     int64_t eoss[] = {-1, 2, 121};
-    int cases = 0, live = 0, dead = 0, done = 0;
+    int cases = 0, live = 0, dead = 0, done = 0, moved = 0;
     for (int ri = 0; ri < 5; ri++)
         for (int li = 0; li < 4; li++)
             for (int pad = 0; pad < 2; pad++)
                 for (int vi = 0; vi < 2; vi++)
-                    for (int ei = 0; ei < 3; ei++) {
-                        uint32_t rows = rows_c[ri], len = lens[li];
-                        uint64_t stride = len + (pad ? 3u : 0u);
-                        const uint32_t *vc = vi ? vocab : NULL;
-                        uint32_t vn = vi ? vl : 0;
-                        int64_t eos = eoss[ei];
-                        int64_t *ids = malloc((size_t)rows * stride * 8 + 8);
-                        FT_CHECK(ids != NULL);
-                        walk_rows(idx, ids, rows, len, stride, vc, vn, eos, &s);
-                        int64_t *got = walk_on(ar, ids, rows, len, stride, !pad, vc, vn,
-                                               eos);
-                        int64_t *want = walk_on(kind == FT_ENGINE_GPU ? cpu : par,
-                                                ids, rows, len, stride, 0, vc,
-                                                vn, eos);
-                        for (uint32_t r = 0; r < rows; r++) {
-                            int64_t ref = kind == FT_ENGINE_GPU
-                                              ? want[r]
-                                              : ref_walk(idx, ids + (size_t)r * stride,
-                                                         len, vc, vn, eos);
-                            if (got[r] != ref || want[r] != ref) {
-                                fprintf(stderr, "walk: rows %u len %u stride "
-                                        "%llu vocab %d eos %lld: row %u got "
-                                        "%lld / %lld, want %lld\n", rows, len,
-                                        (unsigned long long)stride, vi,
-                                        (long long)eos, r, (long long)got[r],
-                                        (long long)want[r], (long long)ref);
-                                FT_CHECK(0);
+                    for (int ei = 0; ei < 3; ei++)
+                        for (int fi = 0; fi < 2; fi++) {
+                            uint32_t rows = rows_c[ri], len = lens_c[li];
+                            walk_args a = {.rows = rows, .len = len,
+                                           .stride = len + (pad ? 3u : 0u),
+                                           .stride0 = !pad,
+                                           .vocab = vi ? vocab : NULL,
+                                           .vl = vi ? vl : 0,
+                                           .eos = eoss[ei]};
+                            int64_t *ids = malloc((size_t)rows * a.stride * 8 + 8);
+                            int64_t *from = NULL;
+                            uint32_t *lens = NULL;
+                            FT_CHECK(ids != NULL);
+                            if (fi) { /* from the states of a walk before */
+                                walk_args b = a;
+                                b.len = b.stride = 4;
+                                b.stride0 = 0;
+                                int64_t *pre = malloc((size_t)rows * 32 + 8);
+                                FT_CHECK(pre != NULL);
+                                walk_rows(idx, pre, rows, 4, 4, NULL, b.vocab,
+                                          b.vl, b.eos, &s);
+                                b.ids = pre;
+                                from = walk_on(cpu, &b, 0);
+                                free(pre);
+                                lens = malloc((size_t)rows * 4 + 4);
+                                FT_CHECK(lens != NULL);
+                                for (uint32_t r = 0; r < rows; r++)
+                                    lens[r] = (uint32_t)(ft_test_rand(&s) % (len + 1));
+                                a.from = from;
+                                a.lens = lens;
                             }
-                            live += ref >= 0;
-                            dead += ref == FT_AR_DEAD;
-                            done += ref == FT_AR_DONE;
+                            walk_rows(idx, ids, rows, len, a.stride, from,
+                                      a.vocab, a.vl, a.eos, &s);
+                            a.ids = ids;
+                            int64_t *got = walk_on(ar, &a, fi && ri % 2);
+                            int64_t *want = walk_on(kind == FT_ENGINE_GPU ? cpu : par,
+                                                    &a, 0);
+                            for (uint32_t r = 0; r < rows; r++) {
+                                int64_t f = from ? from[r] : 0;
+                                uint32_t n = lens ? lens[r] : len;
+                                int64_t ref = kind == FT_ENGINE_GPU
+                                                  ? want[r]
+                                                  : ref_walk(idx, f, ids + (size_t)r * a.stride,
+                                                             n, a.vocab, a.vl, a.eos);
+                                if (got[r] != ref || want[r] != ref) {
+                                    fprintf(stderr, "walk: rows %u len %u stride "
+                                            "%llu vocab %d eos %lld from %d: row "
+                                            "%u got %lld / %lld, want %lld\n",
+                                            rows, len,
+                                            (unsigned long long)a.stride, vi,
+                                            (long long)a.eos, fi, r,
+                                            (long long)got[r], (long long)want[r],
+                                            (long long)ref);
+                                    FT_CHECK(0);
+                                }
+                                live += ref >= 0;
+                                dead += ref == FT_AR_DEAD;
+                                done += ref == FT_AR_DONE;
+                                moved += fi && f >= 0 && ref >= 0 && ref != f;
+                            }
+                            free(ids);
+                            free(from);
+                            free(lens);
+                            free(got);
+                            free(want);
+                            cases++;
                         }
-                        free(ids);
-                        free(got);
-                        free(want);
-                        cases++;
-                    }
-    /* every kind of state was reached, and deep nodes */
-    FT_CHECK(live > 10000 && dead > 1000 && done > 1000);
+    /* every kind of state was reached, and rows moved on from nodes */
+    FT_CHECK(live > 10000 && dead > 1000 && done > 1000 && moved > 1000);
     if (kind == FT_ENGINE_CPU) {
-        int64_t ids[4] = {1, 2, 3, 4}, st[2];
-        static const struct {
+        int64_t ids[4] = {1, 2, 3, 4}, st[2], bad_from[1] = {-3};
+        int64_t far[1] = {(int64_t)idx->trie.view.n_nodes};
+        uint32_t long_lens[1] = {4};
+        char far_msg[128], neg_msg[128];
+        unsigned long long nn = idx->trie.view.n_nodes;
+        snprintf(far_msg, sizeof far_msg, "from[0]: %llu is no state (a node "
+                 "below %llu, FT_AR_DEAD or FT_AR_DONE)", nn, nn);
+        snprintf(neg_msg, sizeof neg_msg, "from[0]: -3 is no state (a node "
+                 "below %llu, FT_AR_DEAD or FT_AR_DONE)", nn);
+        const struct {
             int ids, state;
             uint64_t stride;
             uint32_t vocab_len;
+            const uint32_t *lens;
+            const int64_t *from;
             const char *msg;
         } bad[] = {
-            {1, 1, 2, 0, "stride: 2 is below len 3"},
-            {1, 0, 0, 0, "state: NULL"},
-            {0, 1, 0, 0, "ids: NULL"},
-            {1, 1, 0, 5, "vocab: NULL with vocab_len 5"},
+            {1, 1, 2, 0, NULL, NULL, "stride: 2 is below len 3"},
+            {1, 0, 0, 0, NULL, NULL, "state: NULL"},
+            {0, 1, 0, 0, NULL, NULL, "ids: NULL"},
+            {1, 1, 0, 5, NULL, NULL, "vocab: NULL with vocab_len 5"},
+            {1, 1, 0, 0, long_lens, NULL, "lens[0]: 4 exceeds len 3"},
+            {1, 1, 0, 0, NULL, bad_from, neg_msg},
+            {1, 1, 0, 0, NULL, far, far_msg},
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             FT_CHECK(ft_ar_walk(ar, bad[i].ids ? ids : NULL, 1, 3,
-                                bad[i].stride, NULL, bad[i].vocab_len, -1,
+                                bad[i].stride, bad[i].lens, bad[i].from, NULL,
+                                bad[i].vocab_len, -1,
                                 bad[i].state ? st : NULL, NULL) == FT_EINVAL);
             FT_CHECK(strcmp(ft_ar_error(ar), bad[i].msg) == 0);
         }
         /* no rows: nothing read or written */
-        FT_PASS(ft_ar_walk(ar, NULL, 0, 3, 0, NULL, 0, -1, NULL, NULL));
-        /* len 0: the root */
+        FT_PASS(ft_ar_walk(ar, NULL, 0, 3, 0, NULL, NULL, NULL, 0, -1, NULL,
+                           NULL));
+        /* len 0: the root, or from as it was */
         st[0] = 77;
-        FT_PASS(ft_ar_walk(ar, NULL, 1, 0, 0, NULL, 0, -1, st, NULL));
+        FT_PASS(ft_ar_walk(ar, NULL, 1, 0, 0, NULL, NULL, NULL, 0, -1, st,
+                           NULL));
         FT_CHECK(st[0] == 0);
+        st[0] = 5;
+        FT_PASS(ft_ar_walk(ar, NULL, 1, 0, 0, NULL, st, NULL, 0, -1, st,
+                           NULL));
+        FT_CHECK(st[0] == 5);
     }
     ft_ar_close(ar);
     ft_ar_close(cpu);
     ft_ar_close(par);
     printf("ar_step_test: walk (%s) on %d cases: %d live, %d dead, %d done "
-           "rows\n", kind == FT_ENGINE_GPU ? "GPU = CPU" : "CPU = reference",
-           cases, live, dead, done);
+           "rows, %d moved on from a node\n",
+           kind == FT_ENGINE_GPU ? "GPU = CPU" : "CPU = reference", cases,
+           live, dead, done, moved);
 }
 
 int main(int argc, char **argv)

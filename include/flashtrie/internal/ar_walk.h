@@ -14,16 +14,22 @@
 #define FT_ARW_DEAD (-1)
 #define FT_ARW_DONE (-2)
 
-/* ft_ar_walk_row returns the state of a row of len model ids: FT_ARW_DONE
- * when one of them is eos (eos >= 0), else FT_ARW_DEAD when a token labels
- * no child of the node before it (an id outside the vocabulary, or outside
- * 0..0xFFFFFFFF without one, labels nothing), else the node reached. */
-FT_HD int64_t ft_ar_walk_row(const ft_trie_view *t, const int64_t *ids,
-                             uint32_t len, const uint32_t *vocab,
-                             uint32_t vocab_len, int64_t eos)
+/* ft_ar_walk_row returns the state of a row that was at from (a node, or
+ * FT_ARW_DEAD / FT_ARW_DONE) after len more model ids: FT_ARW_DONE when
+ * from is, or one of the ids is eos (eos >= 0); else FT_ARW_DEAD when from
+ * is, or is no node (n_nodes and above, other negatives: what the GPU
+ * cannot report), or a token labels no child of the node before it (an
+ * id outside the vocabulary, or outside 0..0xFFFFFFFF without one, labels
+ * nothing); else the node reached. */
+FT_HD int64_t ft_ar_walk_row(const ft_trie_view *t, int64_t from,
+                             const int64_t *ids, uint32_t len,
+                             const uint32_t *vocab, uint32_t vocab_len,
+                             int64_t eos)
 {
-    uint64_t u = 0;
-    int dead = 0;
+    if (from == FT_ARW_DONE)
+        return FT_ARW_DONE;
+    int dead = from < 0 || (uint64_t)from >= t->n_nodes;
+    uint64_t u = dead ? 0 : (uint64_t)from;
     for (uint32_t i = 0; i < len; i++) {
         int64_t id = ids[i];
         if (eos >= 0 && id == eos)
