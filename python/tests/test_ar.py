@@ -493,6 +493,40 @@ def test_hf_generate_tiny_gpt2(lib):
                                                         transformers.__version__)
 
 
+def test_gpu_processor_equals_cpu(lib):
+    """On a CUDA device: the processor on CUDA tensors (ft_ar_walk and the
+    mask on the device) gives the CPU's scores; TrieRows.advance and a
+    ragged walk give the CPU's states."""
+    torch = _torch_or_skip()
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    idx, keys, _ = lib
+    rng = np.random.default_rng(8)
+    gen = random_rows(rng, keys, 64, 4, EOS, PAD, int)
+    ids = torch.tensor([[BOS] + g for g in gen], dtype=torch.int64)
+    scores = torch.randn(64, V)
+    pc = TrieLogitsProcessor(idx, eos_token_id=EOS, pad_token_id=PAD)
+    pg = TrieLogitsProcessor(idx, eos_token_id=EOS, pad_token_id=PAD)
+    for L in range(1, 6):
+        want = pc(ids[:, :L], scores)
+        got = pg(ids[:, :L].cuda(), scores.cuda()).cpu()
+        assert torch.equal(got, want), L
+    rc = TrieRows(idx, rows=4, device="cpu", eos=EOS)
+    rg = TrieRows(idx, rows=4, device="cuda", eos=EOS)
+    sc = torch.zeros(64, dtype=torch.int64)
+    sg = sc.cuda()
+    for k in range(4):
+        tok = ids[:, 1 + k].clone()
+        tok[::7] = -1                      # rows that keep their state
+        sc, sg = rc.advance(sc, tok), rg.advance(sg, tok.cuda())
+        assert sg.cpu().tolist() == sc.tolist(), k
+    lens = torch.tensor([r % 5 for r in range(64)], dtype=torch.int32)
+    wc = rc.walk(ids, 1, lens=lens)
+    wg = rg.walk(ids.cuda(), 1, lens=lens.cuda(), state=torch.zeros(
+        64, dtype=torch.int64, device="cuda"))
+    assert wg.cpu().tolist() == wc.tolist()
+
+
 def test_gpu_session_equals_cpu(lib):
     try:
         import torch
