@@ -13,7 +13,9 @@ overall, and the floor: scores.masked_fill of a fixed bool mask of the
 same shape, what any processor that returns new scores pays (on a CPU
 most of a call: allocating and writing [rows, V + 2] floats).  --baseline DIR times another copy of the package (e.g.
 `git archive REV python/flashtrie | tar -x -C DIR --strip-components=1`)
-in the same run, call for call, as base.
+in the same run, call for call, as base.  Then TrieRows.advance (the vLLM
+and SGLang adapters' step) down the same rows' keys, one token a call:
+the best decode's time per call.
 
 Environment: FLASHTRIE_LIB (libflashtrie.so), PYTHONPATH=python.
 """
@@ -50,11 +52,13 @@ def main():
     EOS, BOS = V, V + 1
     procs = {"ours": TrieLogitsProcessor}
     index = {"ours": idx}
+    ar_mod = {"ours": importlib.import_module("flashtrie.ar")}
     if a.baseline:
         base = import_baseline(a.baseline, "hf_proc_bench")
         importlib.import_module("flashtrie_base.hf")
         procs["base"] = base.hf.TrieLogitsProcessor
         index["base"] = base.ar.Index(a.index, verify=False)
+        ar_mod["base"] = base.ar
     rng = np.random.default_rng(5)
     print("hf_proc_bench: %s, V = %d, device %s, %d decodes per case" %
           (a.index, V, dev, a.decodes))
@@ -104,6 +108,31 @@ def main():
                   (R, per["base"].mean() / per["ours"].mean(),
                    (per["base"].mean() - floor) /
                    max(per["ours"].mean() - floor, 1e-9)))
+        # TrieRows.advance (vLLM's and SGLang's step): the rows down their
+        # keys one token a call, D calls a decode
+        toks = [torch.tensor([k[d] for k in keys], device=dev)
+                for d in range(D)]
+        adv = {}
+        for name in procs:
+            mod = ar_mod[name]
+            tr = mod.TrieRows(index[name], rows=R, device=dev, eos=EOS)
+            best = None
+            for rep in range(a.decodes + 1):
+                st = torch.zeros(R, dtype=torch.int64, device=dev)
+                sync(dev)
+                t0 = time.perf_counter()
+                for t in toks:
+                    st = tr.advance(st, t)
+                sync(dev)
+                dt = (time.perf_counter() - t0) / D
+                if rep:
+                    best = dt if best is None else min(best, dt)
+            if name == "ours":      # the rows are at their keys' nodes
+                want = [index[name].walk(k[:D]) for k in keys]
+                assert st.cpu().tolist() == want
+            adv[name] = best
+            print("rows %5d  %-5s TrieRows.advance %9.1f us a call (best "
+                  "decode)" % (R, name, best * 1e6))
 
 
 if __name__ == "__main__":
