@@ -9,8 +9,10 @@
  * Decodes from the root with random dense bf16 rows until the beam is full
  * (or 8 steps), then times, from that fixed state, each form of a step:
  * the fused step on dense bf16 rows (no normalisation, log-softmax over the
- * row, over the allowed children), the mask form, the top-k form (k = 8)
- * and the step on sparse top-K rows.  A GPU session's calls are enqueued
+ * row, over the allowed children), the mask form, the top-k form (k = 8),
+ * the step on sparse top-K rows, and ft_ar_walk over beams rows that
+ * follow keys: 4 tokens from the root (a generate() processor's call on
+ * semantic ids) and 1 token from the rows' states (TrieRows.advance).  A GPU session's calls are enqueued
  * on one stream and timed by the host clock around iters calls and one
  * wait ("stream" rows: launch costs included); with CUDA they are also
  * captured once into a CUDA graph, replayed iters times and timed by
@@ -85,20 +87,53 @@ static uint16_t bf16(float f)
 
 typedef struct form {
     const char *name;
-    int kind; /* 0 step, 1 mask, 2 top-k */
+    int kind; /* 0 step, 1 mask, 2 top-k, 3 walk */
     ft_ar_input in;
+    /* walk: rows x len ids (stride WALK_LEN) from from (NULL: the root) */
+    const int64_t *ids, *from;
+    uint32_t len;
 } form;
+
+#define WALK_LEN 4u
 
 static void run_form(ft_ar *ar, form *F, ft_ar_beams *cur, ft_ar_beams *out,
                      ft_ar_hits *hits, uint32_t V, void *d_mask, void *d_te,
                      void *d_tt, void *d_tl, void *stream)
 {
+    uint32_t B;
     if (F->kind == 0)
         CHECK(ft_ar_step(ar, cur, &F->in, out, hits, stream));
     else if (F->kind == 1)
         CHECK(ft_ar_mask(ar, cur, V, NULL, UINT32_MAX, d_mask, stream));
-    else
+    else if (F->kind == 2)
         CHECK(ft_ar_topk(ar, cur, &F->in, 8, d_te, d_tt, d_tl, stream));
+    else {
+        ft_ar_opts o;
+        ft_ar_get_opts(&o, ar);
+        B = o.beam;
+        /* the states go to out->node (B int64 entries) */
+        CHECK(ft_ar_walk(ar, F->ids, B, F->len, WALK_LEN, NULL, F->from, NULL,
+                         0, -1, (int64_t *)out->node, stream));
+    }
+}
+
+/* walk_ids fills rows x WALK_LEN ids that follow the library's keys (a
+ * random child at each level; a leaf's row ends in ids no key has). */
+static void walk_ids(const ft_index *idx, int64_t *ids, uint32_t rows)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        uint64_t u = FT_NODE_ROOT;
+        for (uint32_t i = 0; i < WALK_LEN; i++) {
+            ft_node_children ch;
+            int64_t id = (int64_t)0xFFFFFFFFll;
+            if (ft_index_children(&ch, idx, u) == FT_OK && ch.count > 0) {
+                uint64_t k = next_rand() % ch.count;
+                id = ft_index_child_label(idx, &ch, k);
+                u = ch.first + k;
+            }
+            ids[(size_t)r * WALK_LEN + i] = id;
+        }
+    }
 }
 
 int main(int argc, char **argv)
@@ -211,7 +246,18 @@ int main(int argc, char **argv)
     printf("ar_step_bench: %s%s, %llu keys, %u beams live after %u steps, "
            "V %u, %u iterations\n", ft_ar_kind(ar) == FT_ENGINE_GPU ? "GPU" : "CPU",
            thr, (unsigned long long)ft_index_keys(idx), m, t, V, iters);
-    form forms[6];
+    /* the walk's rows: 4 tokens along keys from the root; the states
+     * after 3 of them, to walk the 4th from */
+    int64_t *hw = malloc((size_t)B * WALK_LEN * 8);
+    void *d_walk, *d_from;
+    CHECK(hw ? FT_OK : FT_ENOMEM);
+    walk_ids(idx, hw, B);
+    CHECK(ft_ar_alloc(ar, &d_walk, (size_t)B * WALK_LEN * 8));
+    CHECK(ft_ar_alloc(ar, &d_from, (size_t)B * 8));
+    CHECK(ft_ar_memcpy(ar, d_walk, hw, (size_t)B * WALK_LEN * 8, 1));
+    CHECK(ft_ar_walk(ar, d_walk, B, WALK_LEN - 1, WALK_LEN, NULL, NULL, NULL, 0,
+                     -1, d_from, NULL));
+    form forms[8];
     memset(forms, 0, sizeof forms);
     forms[0].name = "step dense bf16";
     forms[0].in = dense;
@@ -231,8 +277,17 @@ int main(int argc, char **argv)
     forms[5].in.width = SK;
     forms[5].in.ids = d_ids;
     forms[5].in.logp = d_lp;
+    forms[6].name = "walk 4 tokens from the root";
+    forms[6].kind = 3;
+    forms[6].ids = d_walk;
+    forms[6].len = WALK_LEN;
+    forms[7].name = "walk 1 token from the rows' states";
+    forms[7].kind = 3;
+    forms[7].ids = (const int64_t *)d_walk + (WALK_LEN - 1);
+    forms[7].from = d_from;
+    forms[7].len = 1;
     uint32_t check_m;
-    for (int f = 0; f < 6; f++) {
+    for (int f = 0; f < 8; f++) {
         form *F = &forms[f];
         for (uint32_t i = 0; i < 5; i++)
             run_form(ar, F, cur, out, &hits, V, d_mask, d_te, d_tt, d_tl, NULL);
@@ -257,7 +312,7 @@ int main(int argc, char **argv)
         cudaEventCreate(&e0);
         cudaEventCreate(&e1);
         uint64_t *ref = malloc((size_t)B * 8), *got = malloc((size_t)B * 8);
-        for (int f = 0; f < 6; f++) {
+        for (int f = 0; f < 8; f++) {
             form *F = &forms[f];
             if (cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) != cudaSuccess)
                 return 1;
@@ -306,9 +361,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         ft_ar_beams_free(ar, &bs[i]);
     ft_ar_hits_free(ar, &hits);
-    void *p[] = {d_rows, d_ids, d_lp, d_mask, d_te, d_tt, d_tl};
-    for (int i = 0; i < 7; i++)
+    void *p[] = {d_rows, d_ids, d_lp, d_mask, d_te, d_tt, d_tl, d_walk, d_from};
+    for (int i = 0; i < 9; i++)
         ft_ar_free(ar, p[i]);
+    free(hw);
     ft_ar_close(ar);
     ft_index_close(idx);
     free(h);
