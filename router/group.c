@@ -244,6 +244,38 @@ static void ndev_teardown(fti_group *g)
     g->nmade = 0;
 }
 
+/* vmm_note writes whether GPU dev offers CUDA's virtual memory management
+ * (cuMemCreate and its family: NCCL's symmetric memory, which its device
+ * API needs, is built on it unless NCCL_CUMEM_ENABLE=0 turns it off), for
+ * the reason a device communicator could not be made.  The driver's
+ * attribute comes through the runtime's entry point (no libcuda link). */
+static void vmm_note(int dev, char *buf, size_t len)
+{
+    typedef int (*get_fn)(int *, int);
+    typedef int (*attr_fn)(int *, int, int);
+    void *pg = NULL, *pa = NULL;
+    enum cudaDriverEntryPointQueryResult qg, qa;
+    int cu = 0, vmm = -1;
+    if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &pg, 12000,
+                                         cudaEnableDefault, &qg) ==
+            cudaSuccess &&
+        cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &pa, 12000,
+                                         cudaEnableDefault, &qa) ==
+            cudaSuccess &&
+        qg == cudaDriverEntryPointSuccess &&
+        qa == cudaDriverEntryPointSuccess && pg && pa &&
+        ((get_fn)pg)(&cu, dev) == 0 &&
+        /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+        ((attr_fn)pa)(&vmm, 102, cu) != 0)
+        vmm = -1;
+    (void)cudaGetLastError();
+    const char *env = getenv("NCCL_CUMEM_ENABLE");
+    snprintf(buf, len, "CUDA virtual memory management on GPU %d: %s; "
+             "NCCL_CUMEM_ENABLE %s", dev,
+             vmm < 0 ? "unknown" : vmm ? "yes" : "no (NCCL has no symmetric "
+             "memory without it)", env ? env : "unset");
+}
+
 /* ndev_setup makes the NCCL device-API exchange over the group's
  * communicators (one rank per GPU, g->comm made): checks what it needs
  * (the library's device API and version, this build's kernel, P2P
@@ -371,8 +403,10 @@ static int ndev_setup(fti_group *g, int deny, char *why, size_t len)
         r = N.devcomm_create(g->comm[s], zreq, g->ndc[s].b);
     e = N.group_end();
     if (r != ncclSuccess || e != ncclSuccess) {
-        snprintf(why, len, "ncclDevCommCreate failed: %s",
-                 N.error_string(r != ncclSuccess ? r : e));
+        vmm_note(fti_engine_device(g->eng[0]), w, sizeof w);
+        snprintf(why, len, "ncclDevCommCreate failed: %s (it needs a "
+                 "communicator with symmetric memory; %s)",
+                 N.error_string(r != ncclSuccess ? r : e), w);
         goto fail;
     }
     g->nmade = 2;
