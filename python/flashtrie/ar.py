@@ -512,6 +512,9 @@ def _walk_rows(ids, start: int):
         raise ValueError("start: %d outside 0..%d (the ids' columns)" %
                          (start, cols))
     if isinstance(ids, np.ndarray):
+        if ids.dtype.kind not in "iu":
+            raise ValueError("ids: expected integer token ids, got %s" %
+                             ids.dtype)
         st = ids.strides
         if ids.dtype != np.int64 or (cols > 1 and st[1] != 8) or \
                 st[0] % 8 or (rows > 1 and st[0] < 8 * cols):
@@ -520,6 +523,10 @@ def _walk_rows(ids, start: int):
         base, s0, s1 = ids.ctypes.data, st[0] // 8, st[1] // 8
     else:
         torch = _torch()
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or \
+                ids.dtype == torch.bool:
+            raise ValueError("ids: expected integer token ids, got %s" %
+                             str(ids.dtype).split(".")[-1])
         if ids.dtype != torch.int64:
             ids = ids.to(torch.int64)
         if (cols > 1 and ids.stride(1) != 1) or \
@@ -543,6 +550,16 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
         if x is not None and tuple(x.shape) != (rows,):
             raise ValueError("%s: expected shape (%d,), got %r" %
                              (name, rows, tuple(x.shape)))
+    if isinstance(lens, np.ndarray):
+        if lens.dtype.kind not in "iu" or (lens.size and lens.min() < 0):
+            raise ValueError("lens: expected counts (integers >= 0)")
+        lens = np.ascontiguousarray(lens, dtype=np.uint32)
+    elif lens is not None and lens.dtype != _torch().int32:
+        lens = lens.to(_torch().int32).contiguous()
+    if isinstance(state, np.ndarray):
+        state = np.ascontiguousarray(state, dtype=np.int64)
+    elif state is not None and state.dtype != _torch().int64:
+        state = state.to(_torch().int64).contiguous()
     vn = 0 if vocab is None else int(vocab.shape[0])
     s._check(load().ft_ar_walk(s._h, addr if n else None, rows, n, stride,
                                _ptr(lens), _ptr(state), _ptr(vocab), vn,

@@ -442,10 +442,26 @@ def test_walk_states(lib):
         s.walk(rows, start=8)
     with pytest.raises(ValueError, match="ids: expected"):
         s.walk(rows[0])
+    with pytest.raises(ValueError, match="ids: expected integer token ids, "
+                       "got float64"):
+        s.walk(rows.astype(np.float64))
+    with pytest.raises(ValueError, match=r"lens: expected shape \(3,\)"):
+        s.walk(rows, lens=np.zeros(2, dtype=np.uint32))
+    with pytest.raises(ValueError, match=r"lens: expected counts"):
+        s.walk(rows, lens=np.array([1, -1, 0]))
+    # lens and state of other integer types are converted, not misread
+    st = s.walk(rows, start=1, eos=EOS, lens=np.array([L, 2, 1]),
+                state=np.zeros(3, dtype=np.int32))
+    want = [idx.walk(k), s.walk(rows[1:2, :3], start=1, eos=EOS)[0],
+            idx.walk(k[:1])]
+    assert st.tolist() == want
     torch = _torch_or_skip()
     tr = TrieRows(idx, rows=2, device="cpu", eos=EOS)
     got = tr.walk(torch.as_tensor(rows), 1)
     assert got.tolist() == s.walk(rows, start=1, eos=EOS).tolist()
+    with pytest.raises(ValueError, match="ids: expected integer token ids, "
+                       "got float32"):
+        tr.walk(torch.zeros((2, 3)))
 
 
 # ---- transformers ------------------------------------------------------------
