@@ -14,8 +14,9 @@
  * them by (score desc, order asc), which is a total order across shards
  * (orders hold global ranks), and attaches the values once.
  *
- * Exchanges (fti_exchange): CPU engines' lists are host memory, copied with
- * memcpy.  GPU engines' lists are device memory and their steps are
+ * Exchanges (fti_exchange): CPU engines' lists are host memory, which the
+ * engines, stepping together on shard 0's workers, read from each other
+ * (nothing is copied).  GPU engines' lists are device memory and their steps are
  * enqueued on their streams; the exchange is enqueued too, so nothing waits
  * on the host until the results: either device copies on a group stream
  * (every engine's expand -> event -> the group stream gathers all send
@@ -828,10 +829,6 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
         o = *opts;
     else
         ft_engine_opts_init(&o);
-    /* The host exchange runs the shards one after another: idle pools
-     * would spin on the cores the running one needs. */
-    if (nshards > 1 && o.kind == FT_ENGINE_CPU && o.spin_us < 0)
-        o.spin_us = 0;
     g->max_beam = o.max_beam;
     uint64_t base = 0;
     for (size_t s = 0; s < nshards; s++) {
@@ -842,6 +839,10 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
         ft_engine_opts os = o;
         if (gopts && gopts->devices)
             os.device = gopts->devices[s];
+        /* CPU engines step together on shard 0's workers
+         * (fti_engines_step_*): the others need none. */
+        if (s > 0 && o.kind == FT_ENGINE_CPU)
+            os.threads = 1;
         int rc = ft_engine_open(&g->eng[s], shards[s], &os, e, sizeof e);
         if (rc != FT_OK) {
             if (errbuf && errlen)
@@ -877,27 +878,12 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
     return FT_OK;
 }
 
-/* exchange_host copies every shard's send list into every shard's recv
- * buffer at the sender's place. */
+/* exchange_host has nothing to copy: the group's CPU engines step
+ * together (fti_engines_step_keep), each reading the others' lists where
+ * they were written. */
 static int exchange_host(fti_group *g)
 {
-    for (size_t s = 0; s < g->n; s++) {
-        uint64_t *send, *recv;
-        size_t len;
-        int rc = fti_engine_step_buffers(g->eng[s], &send, &recv, &len);
-        if (rc != FT_OK)
-            return rc;
-        for (size_t d = 0; d < g->n; d++) {
-            uint64_t *dsend, *drecv;
-            size_t dlen;
-            rc = fti_engine_step_buffers(g->eng[d], &dsend, &drecv, &dlen);
-            if (rc != FT_OK)
-                return rc;
-            if (dlen != len)
-                return FT_EINTERNAL;
-            memcpy(drecv + s * len, send, len * sizeof *send);
-        }
-    }
+    (void)g;
     return FT_OK;
 }
 

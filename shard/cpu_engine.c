@@ -113,6 +113,9 @@ typedef struct sreq {
     size_t off;
     cand *pend;      /* this step's local best, sorted (points into wb) */
     size_t npend;
+    atomic_uint ready; /* t + 1 once step t's list is in send (the joint
+                        * expand's seeds, see step_seed) */
+    u128 sbound;       /* with ready: wb's result cut-off after step t */
 } sreq;
 
 /* job is what the pool runs: one call of fn per worker. */
@@ -179,9 +182,17 @@ struct cpu_engine {
     uint64_t *send, *recv;
     size_t slen, send_alloc, recv_alloc;
     uint32_t jt;       /* the step the pool is running */
-    int jkind;         /* 0 expand, 1 keep, 2 finish */
-    ft_result *const *sres;
+    int jkind;         /* FTI_STEP_EXPAND, _KEEP or _FINISH */
+    /* the engines of the joint step (cpu_steps): jeng[0] is this one */
+    ft_engine *const *jeng;
+    size_t jcount;
+    ft_result *jpart;  /* finish: [j * FTI_ENGINE_CHUNK + i], */
+    ft_result *const *jfres; /* or (one engine) [i] */
 };
+
+/* A seed in a candidate buffer (step_seed): another shard's key, which
+ * tightens the buffer's cut-off but is never a candidate of this one. */
+#define CPU_SEED UINT64_MAX
 
 /* ---- selection helpers --------------------------------------------- */
 
@@ -965,21 +976,90 @@ static int cpu_run(ft_engine *eng, const fti_prepared *const *reqs,
 
 /* ---- steps (a shard group drives them) ------------------------------- */
 
-/* step_expand_one expands request i's beam at step t and writes its local
- * best B candidate keys, sorted and padded, to its part of send. */
-static void step_expand_one(cpu_engine *ce, size_t i, uint32_t t)
+/* A batch's steps run jointly over the engines of the shards that one
+ * process holds (cpu_steps: engine.h's fti_engines_step_*): one round of
+ * the first engine's workers takes every (engine, request) pair of the
+ * step, shard by shard, so that the shards' work of a step runs in
+ * parallel instead of one engine's round after another's.  A pair's state
+ * (its request's context and candidate buffers) is its own, so any worker
+ * may take any pair; the engine's own steps are the joint steps of one. */
+
+/* How many mates step_seed looks at for seeds. */
+#define CPU_SEED_MATES 8u
+
+/* step_mate is engine j of the joint step that drv drives. */
+static cpu_engine *step_mate(const cpu_engine *drv, size_t j)
 {
+    return drv->jeng[j]->impl;
+}
+
+/* step_seed starts the candidate buffer of request i on mate je at step t
+ * with the lists of the (up to CPU_SEED_MATES) mates before it that have
+ * finished theirs (ready == t + 1): their keys tighten the cut-off as the
+ * unsharded engine's one buffer would, so that the shard offers and keeps
+ * fewer candidates that cannot make the global beam.  Exact: a key is
+ * dropped only when B candidate keys of this step (seeds among them, each
+ * a real candidate of its shard) are below it, so it is no member of the
+ * global top-B; the seeds are then taken out of the shard's list
+ * (step_expand_one), whose members of the global top-B are the same with
+ * or without them.  The same holds for the results: a mate's result
+ * cut-off (n terminal candidates of the request are below it) becomes
+ * this shard's where lower.  Both also end an entry's expansion sooner
+ * (expand_entry stops at the first proposal that can enter neither
+ * buffer).  Which mates are ready depends on timing; the results do
+ * not. */
+static void step_seed(const cpu_engine *drv, size_t je, size_t i, uint32_t t)
+{
+    cpu_engine *ce = step_mate(drv, je);
+    wbuf *wb = &ce->sr[i].wb;
+    uint32_t B = ce->sr[i].p->beam;
+    size_t look = drv->jcount - 1;
+    look = look < CPU_SEED_MATES ? look : CPU_SEED_MATES;
+    for (size_t d = 1; d <= look; d++) {
+        const cpu_engine *m =
+            step_mate(drv, (je + drv->jcount - d) % drv->jcount);
+        if (atomic_load_explicit(&m->sr[i].ready, memory_order_acquire) !=
+            t + 1)
+            continue;
+        const uint64_t *l = m->send + m->sr[i].off;
+        /* sorted, padded with FT_KEY_NONE (never below a cut-off) */
+        for (uint32_t k = 0; k < B && l[k] < wb->nb_cut; k++)
+            push_cand(wb, l[k], CPU_SEED, 0.0f);
+        if (m->sr[i].sbound < wb->sb_cut)
+            wb->sb_cut = m->sr[i].sbound;
+    }
+    if (wb->nb_len >= wb->nb_keep) {
+        wb->nb_cut = top_cand(wb->nb, wb->nb_len, wb->nb_keep);
+        wb->nb_len = wb->nb_keep;
+    }
+}
+
+/* step_expand_one expands request i's beam on mate je at step t and writes
+ * its local best B candidate keys, sorted and padded, to its part of the
+ * mate's send. */
+static void step_expand_one(const cpu_engine *drv, size_t je, size_t i,
+                            uint32_t t)
+{
+    cpu_engine *ce = step_mate(drv, je);
     sreq *q = &ce->sr[i];
     const fti_prepared *p = q->p;
     uint64_t *out = ce->send + q->off;
     q->npend = 0;
     if (t < p->T && q->c.ncur > 0 && p->keff[t] > 0) {
         wbuf_start_step(&q->wb, p->beam);
+        if (drv->jcount > 1)
+            step_seed(drv, je, i, t);
         if (ce->match != FT_CPU_MATCH_BSEARCH)
             sort_by_token(&q->c, t);
         for (uint32_t r = 0; r < q->c.ncur; r++)
             expand_entry(ce, &q->c, &q->wb, t, r);
-        q->pend = step_best(q->c.gat, &q->wb, 1, p->beam, &q->npend);
+        size_t m, n = 0;
+        cand *all = step_best(q->c.gat, &q->wb, 1, p->beam, &m);
+        for (size_t j = 0; j < m; j++)
+            if (all[j].node != CPU_SEED)
+                all[n++] = all[j];
+        q->pend = all;
+        q->npend = n;
     } else {
         q->c.ncur = 0;
     }
@@ -987,13 +1067,28 @@ static void step_expand_one(cpu_engine *ce, size_t i, uint32_t t)
         out[j] = q->pend[j].key;
     for (size_t j = q->npend; j < p->beam; j++)
         out[j] = FT_KEY_NONE;
+    if (drv->jcount > 1) {
+        /* the result cut-off for the mates' seeds: as tight as the
+         * candidates so far allow (the cut a full buffer would make) */
+        wbuf *wb = &q->wb;
+        if (wb->sb_len >= wb->sb_keep && wb->sb_len > 0) {
+            wb->sb_cut = top_selc(wb->sb, wb->sb_len, wb->sb_keep);
+            wb->sb_len = wb->sb_keep;
+        }
+        q->sbound = wb->sb_cut;
+    }
+    atomic_store_explicit(&q->ready, t + 1, memory_order_release);
 }
 
-/* step_keep_one keeps request i's members of the global top-B: entry j of
- * the local list has global rank j + (keys of the other shards' lists
- * below it); the local list is sorted, so the kept ones are a prefix. */
-static void step_keep_one(cpu_engine *ce, size_t i, uint32_t t)
+/* step_keep_one keeps request i's members of the global top-B on mate je:
+ * entry j of the local list has global rank j + (keys of the other shards'
+ * lists below it); the local list is sorted, so the kept ones are a
+ * prefix.  The lists of the joint step's mates are read where they were
+ * written (their send), only the other shards' from recv. */
+static void step_keep_one(const cpu_engine *drv, size_t je, size_t i,
+                          uint32_t t)
 {
+    cpu_engine *ce = step_mate(drv, je);
     sreq *q = &ce->sr[i];
     const fti_prepared *p = q->p;
     rctx *c = &q->c;
@@ -1003,9 +1098,15 @@ static void step_keep_one(cpu_engine *ce, size_t i, uint32_t t)
     for (size_t j = 0; j < q->npend; j++) {
         uint64_t key = q->pend[j].key;
         size_t g = j;
-        for (uint32_t s = 0; s < ce->nshards && g < B; s++)
-            if (s != ce->shard)
-                g += fti_lower_bound_u64(ce->recv + s * ce->slen + q->off, B, key);
+        for (uint32_t s = 0; s < ce->nshards && g < B; s++) {
+            if (s == ce->shard)
+                continue;
+            size_t js = (size_t)(s - drv->shard); /* wraps below first */
+            const uint64_t *l = js < drv->jcount
+                                    ? step_mate(drv, js)->send + q->off
+                                    : ce->recv + s * ce->slen + q->off;
+            g += fti_lower_bound_u64(l, B, key);
+        }
         if (g >= B)
             break;
         c->nxt[kept].node = q->pend[j].node;
@@ -1020,40 +1121,80 @@ static void step_keep_one(cpu_engine *ce, size_t i, uint32_t t)
     c->ncur = kept;
 }
 
+/* job_steps takes the pairs (mate j, request i) of the joint step, shard
+ * by shard: a mate's lists are then mostly done before the next mate's
+ * expansion of the same request starts, in time to seed it. */
 static void job_steps(cpu_engine *ce, int w)
 {
     (void)w;
+    size_t items = ce->sn * ce->jcount;
     for (;;) {
-        unsigned i = atomic_fetch_add_explicit(&ce->jnext, 1,
+        unsigned x = atomic_fetch_add_explicit(&ce->jnext, 1,
                                                memory_order_relaxed);
-        if (i >= ce->sn)
+        if (x >= items)
             break;
-        if (ce->jkind == 0)
-            step_expand_one(ce, i, ce->jt);
-        else if (ce->jkind == 1)
-            step_keep_one(ce, i, ce->jt);
-        else
-            emit_results(ce, &ce->sr[i].c, &ce->sr[i].wb, 1, ce->sres[i]);
+        size_t j = x / ce->sn, i = x % ce->sn;
+        if (ce->jkind == FTI_STEP_EXPAND) {
+            step_expand_one(ce, j, i, ce->jt);
+        } else if (ce->jkind == FTI_STEP_KEEP) {
+            step_keep_one(ce, j, i, ce->jt);
+        } else {
+            cpu_engine *m = step_mate(ce, j);
+            ft_result *r = ce->jfres ? ce->jfres[i]
+                                    : &ce->jpart[j * FTI_ENGINE_CHUNK + i];
+            emit_results(m, &m->sr[i].c, &m->sr[i].wb, 1, r);
+        }
     }
 }
 
-/* run_steps runs one kind of step on every request of the batch, spread
- * over the workers one request at a time. */
-static void run_steps(cpu_engine *ce, int kind, uint32_t t)
+/* cpu_steps runs one kind of step (FTI_STEP_*) of the batch begun on
+ * eng[0..count) (the shards eng[0]'s first on, one batch) on eng[0]'s
+ * workers, one (engine, request) pair at a time.  finish writes engine j's
+ * request i to part[j * FTI_ENGINE_CHUNK + i], or (one engine) to
+ * res[i]. */
+static int steps_run(ft_engine *const *eng, size_t count, int kind,
+                     uint32_t t, ft_result *part, ft_result *const *res)
 {
+    cpu_engine *ce = eng[0]->impl;
+    if (ce->sn == 0)
+        return FT_ESTATE;
+    for (size_t j = 1; j < count; j++) {
+        const cpu_engine *m = eng[j]->impl;
+        if (m->sn != ce->sn || m->slen != ce->slen ||
+            m->nshards != ce->nshards || m->shard != ce->shard + j)
+            return FT_EINVAL;
+        for (size_t i = 0; i < ce->sn; i++)
+            if (m->sr[i].p != ce->sr[i].p)
+                return FT_EINVAL;
+    }
+    ce->jeng = eng;
+    ce->jcount = count;
+    ce->jpart = part;
+    ce->jfres = res;
     ce->jkind = kind;
     ce->jt = t;
     atomic_store(&ce->jnext, 0);
-    if (ce->nthreads == 1 || ce->sn == 1)
+    if (ce->nthreads == 1 || ce->sn * count == 1)
         job_steps(ce, 0);
     else
         pool_run(ce, job_steps);
+    if (kind == FTI_STEP_FINISH)
+        for (size_t j = 0; j < count; j++)
+            ((cpu_engine *)eng[j]->impl)->sn = 0;
+    return FT_OK;
+}
+
+static int cpu_steps(ft_engine *const *eng, size_t count, int kind,
+                     uint32_t t, ft_result *part)
+{
+    return steps_run(eng, count, kind, t, part, NULL);
 }
 
 static int cpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
                           size_t n, uint32_t shard, uint32_t nshards)
 {
     cpu_engine *ce = eng->impl;
+    ce->sn = 0;
     if (ce->sr == NULL) {
         ce->sr = aligned_alloc(128, FTI_ENGINE_CHUNK * sizeof *ce->sr);
         if (ce->sr == NULL)
@@ -1066,6 +1207,7 @@ static int cpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
         q->p = reqs[i];
         q->off = len;
         q->npend = 0;
+        atomic_store_explicit(&q->ready, 0, memory_order_relaxed);
         len += reqs[i]->beam;
         ft_result dummy;
         if (req_ready(&q->c, &q->wb, 1, reqs[i], &dummy) != FT_OK)
@@ -1098,31 +1240,17 @@ static int cpu_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
 
 static int cpu_step_expand(ft_engine *eng, uint32_t t)
 {
-    cpu_engine *ce = eng->impl;
-    if (ce->sn == 0)
-        return FT_ESTATE;
-    run_steps(ce, 0, t);
-    return FT_OK;
+    return steps_run(&eng, 1, FTI_STEP_EXPAND, t, NULL, NULL);
 }
 
 static int cpu_step_keep(ft_engine *eng, uint32_t t)
 {
-    cpu_engine *ce = eng->impl;
-    if (ce->sn == 0)
-        return FT_ESTATE;
-    run_steps(ce, 1, t);
-    return FT_OK;
+    return steps_run(&eng, 1, FTI_STEP_KEEP, t, NULL, NULL);
 }
 
 static int cpu_step_finish(ft_engine *eng, ft_result *const *res)
 {
-    cpu_engine *ce = eng->impl;
-    if (ce->sn == 0)
-        return FT_ESTATE;
-    ce->sres = res;
-    run_steps(ce, 2, 0);
-    ce->sn = 0;
-    return FT_OK;
+    return steps_run(&eng, 1, FTI_STEP_FINISH, 0, NULL, res);
 }
 
 /* ---- open / close ---------------------------------------------------- */
@@ -1178,6 +1306,7 @@ static const ft_engine_ops cpu_ops = {
     .step_expand = cpu_step_expand,
     .step_keep = cpu_step_keep,
     .step_finish = cpu_step_finish,
+    .steps = cpu_steps,
     .close = cpu_close,
 };
 
