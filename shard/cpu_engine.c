@@ -54,6 +54,7 @@ typedef struct cand {
     uint64_t key;
     uint64_t node;
     float sigma; /* kept as computed: the key folds -0 into +0 */
+    uint32_t tag; /* the buffer's tag when it came (wbuf.tag) */
 } cand;
 
 /* selc is a terminal candidate: key = score key << 32 | order. */
@@ -62,6 +63,7 @@ typedef struct selc {
     uint64_t node;
     double score;
     float sigma;
+    uint32_t tag;
 } selc;
 
 /* bent is one entry of a beam. */
@@ -81,6 +83,8 @@ typedef struct wbuf {
     selc *sb;
     size_t sb_len, sb_keep, sb_lim, sb_alloc;
     u128 sb_cut; /* keys >= sb_cut cannot make the results */
+    uint32_t tag; /* given to every candidate pushed (0; the merged
+                   * steps: the shard's engine, step_expand_merged) */
 } wbuf;
 
 /* rctx is the state of the request one thread drives. */
@@ -117,6 +121,16 @@ typedef struct sreq {
                         * expand's seeds, see step_seed) */
     u128 sbound;       /* with ready: wb's result cut-off after step t */
 } sreq;
+
+/* mreq is one request of a joint batch that runs merged (steps_merged):
+ * one candidate buffer for the shards of every engine of the step, its
+ * candidates tagged with their engine, and the request's beam entries by
+ * global rank, to expand in that order. */
+typedef struct mreq {
+    wbuf wb;
+    uint64_t *at;    /* [g]: engine << 32 | entry of global rank g */
+    size_t at_alloc;
+} mreq;
 
 /* job is what the pool runs: one call of fn per worker. */
 typedef void (*job_fn)(cpu_engine *ce, int w);
@@ -188,6 +202,10 @@ struct cpu_engine {
     size_t jcount;
     ft_result *jpart;  /* finish: [j * FTI_ENGINE_CHUNK + i], */
     ft_result *const *jfres; /* or (one engine) [i] */
+    int jmerged;       /* the joint step runs merged (steps_merged) */
+    mreq *mr;          /* the merged steps' requests (this engine drives) */
+    size_t mr_alloc;   /* mr entries whose buffers exist */
+    int mr_ready;      /* mr is ready for the current batch */
 };
 
 /* A seed in a candidate buffer (step_seed): another shard's key, which
@@ -311,6 +329,7 @@ static inline void push_cand(wbuf *wb, uint64_t key, uint64_t node, float sg)
     c->key = key;
     c->node = node;
     c->sigma = sg;
+    c->tag = wb->tag;
 }
 
 static inline void push_selc(wbuf *wb, u128 key, uint64_t node, double score,
@@ -327,6 +346,7 @@ static inline void push_selc(wbuf *wb, u128 key, uint64_t node, double score,
     c->node = node;
     c->score = score;
     c->sigma = sg;
+    c->tag = wb->tag;
 }
 
 /* ---- buffers --------------------------------------------------------- */
@@ -728,12 +748,23 @@ static int req_ready(rctx *c, wbuf *wb, int nw, const fti_prepared *p,
 /* emit_results merges the terminal candidates of wb[0..nw), takes the
  * first n in the specification's order and writes them with their backtraced
  * tokens and key indexes (values are attached by the public search). */
+static int emit_hits(const cpu_engine *ce, const rctx *c, const selc *all,
+                     size_t m, ft_result *res);
+
 static int emit_results(cpu_engine *ce, rctx *c, wbuf *wb, int nw,
                         ft_result *res)
 {
-    const fti_prepared *p = c->prep;
     size_t m;
-    selc *all = best_results(c->sgat, wb, nw, p->results, &m);
+    selc *all = best_results(c->sgat, wb, nw, c->prep->results, &m);
+    return emit_hits(ce, c, all, m, res);
+}
+
+/* emit_hits writes the terminal candidates all[0..m), in the
+ * specification's order, as the hits of res. */
+static int emit_hits(const cpu_engine *ce, const rctx *c, const selc *all,
+                     size_t m, ft_result *res)
+{
+    const fti_prepared *p = c->prep;
     res->n = 0;
     const ft_trie *trie = &ce->eng->idx->trie;
     uint32_t toks[FT_MAX_T];
@@ -1084,7 +1115,9 @@ static void step_expand_one(const cpu_engine *drv, size_t je, size_t i,
  * entry j of the local list has global rank j + (keys of the other shards'
  * lists below it); the local list is sorted, so the kept ones are a
  * prefix.  The lists of the joint step's mates are read where they were
- * written (their send), only the other shards' from recv. */
+ * written (their send), only the other shards' from recv; after a merged
+ * expansion the mates' keys below an entry are known (its place in the
+ * merged list), and only the other shards' are counted. */
 static void step_keep_one(const cpu_engine *drv, size_t je, size_t i,
                           uint32_t t)
 {
@@ -1095,13 +1128,18 @@ static void step_keep_one(const cpu_engine *drv, size_t je, size_t i,
     uint32_t B = p->beam;
     uint32_t *h = c->hist + (size_t)t * c->bcap;
     uint32_t kept = 0;
+    /* merged: an entry's tag is its place among every mate's lists */
+    int merged = drv->jmerged;
+    uint32_t others = merged && drv->jcount == ce->nshards ? 0 : ce->nshards;
     for (size_t j = 0; j < q->npend; j++) {
         uint64_t key = q->pend[j].key;
-        size_t g = j;
-        for (uint32_t s = 0; s < ce->nshards && g < B; s++) {
+        size_t g = merged ? q->pend[j].tag : j;
+        for (uint32_t s = 0; s < others && g < B; s++) {
             if (s == ce->shard)
                 continue;
             size_t js = (size_t)(s - drv->shard); /* wraps below first */
+            if (js < drv->jcount && merged)
+                continue;
             const uint64_t *l = js < drv->jcount
                                     ? step_mate(drv, js)->send + q->off
                                     : ce->recv + s * ce->slen + q->off;
@@ -1121,20 +1159,179 @@ static void step_keep_one(const cpu_engine *drv, size_t je, size_t i,
     c->ncur = kept;
 }
 
-/* job_steps takes the pairs (mate j, request i) of the joint step, shard
- * by shard: a mate's lists are then mostly done before the next mate's
- * expansion of the same request starts, in time to seed it. */
+/* ---- merged steps ----
+ *
+ * With at least as many requests as workers, a request's step over every
+ * mate is one piece of work instead of one per mate: one worker expands
+ * the beam entries of all the mates in global rank order into one
+ * candidate buffer (each candidate tagged with its mate), as the
+ * unsharded engine expands its one beam, so that the cut-offs are the
+ * unsharded engine's and no mate offers or keeps more candidates than
+ * that engine would; each mate's list is then its members of the first B
+ * (a mate's members of the global top-B are among them: exact as
+ * step_seed's seeds are), and at the end each mate's hits its members of
+ * the first n terminal candidates.  The keep is the same pair by pair. */
+
+/* steps_merged says whether the joint step of count engines driven by ce
+ * runs merged: the same answer for every step of a batch.  The driver's
+ * split (ft_cpu_engine_tune) forces it: FT_CPU_SPLIT_REQUESTS merged,
+ * _BEAMS and _GROUPS by pairs. */
+static int steps_merged(const cpu_engine *ce, size_t count)
+{
+    if (count <= 1)
+        return 0;
+    if (ce->split == FT_CPU_SPLIT_REQUESTS)
+        return 1;
+    if (ce->split != FT_CPU_SPLIT_AUTO)
+        return 0;
+    return ce->sn >= (size_t)ce->nthreads;
+}
+
+/* merged_ready sizes the merged requests for the batch and starts their
+ * results (before the first step of a batch that runs merged). */
+static int merged_ready(cpu_engine *ce)
+{
+    if (ce->mr == NULL) {
+        ce->mr = aligned_alloc(128, FTI_ENGINE_CHUNK * sizeof *ce->mr);
+        if (ce->mr == NULL)
+            return FT_ENOMEM;
+        memset(ce->mr, 0, FTI_ENGINE_CHUNK * sizeof *ce->mr);
+    }
+    for (size_t i = 0; i < ce->sn; i++) {
+        mreq *m = &ce->mr[i];
+        const fti_prepared *p = ce->sr[i].p;
+        if (i >= ce->mr_alloc)
+            ce->mr_alloc = i + 1;
+        if (wbuf_ready(&m->wb, p->beam, p->results) ||
+            grow((void **)&m->at, &m->at_alloc, p->beam, sizeof *m->at))
+            return FT_ENOMEM;
+        wbuf_start_request(&m->wb, p->results);
+    }
+    ce->mr_ready = 1;
+    return FT_OK;
+}
+
+/* step_expand_merged expands request i at step t on every mate and writes
+ * each mate's list to its send. */
+static void step_expand_merged(const cpu_engine *drv, size_t i, uint32_t t)
+{
+    mreq *mq = &drv->mr[i];
+    wbuf *wb = &mq->wb;
+    const fti_prepared *p = drv->sr[i].p;
+    uint32_t B = p->beam;
+    int go = t < p->T && p->keff[t] > 0;
+    size_t live = 0;
+    const rctx *sorted = NULL; /* the step's proposals by token, once */
+    for (size_t j = 0; j < drv->jcount; j++) {
+        cpu_engine *m = step_mate(drv, j);
+        sreq *q = &m->sr[i];
+        q->npend = 0;
+        q->pend = q->wb.nb;
+        if (!go)
+            q->c.ncur = 0;
+        if (q->c.ncur > 0 && m->match != FT_CPU_MATCH_BSEARCH) {
+            if (sorted == NULL) {
+                sort_by_token(&q->c, t);
+                sorted = &q->c;
+            } else {
+                memcpy(q->c.bytok, sorted->bytok,
+                       p->keff[t] * sizeof *q->c.bytok);
+            }
+        }
+        live += q->c.ncur;
+    }
+    if (live > 0) {
+        wbuf_start_step(wb, B);
+        if (t == 0) {
+            /* every mate's beam is its root, of rank 0 */
+            for (size_t j = 0; j < drv->jcount; j++) {
+                cpu_engine *m = step_mate(drv, j);
+                wb->tag = (uint32_t)j;
+                for (uint32_t r = 0; r < m->sr[i].c.ncur; r++)
+                    expand_entry(m, &m->sr[i].c, wb, t, r);
+            }
+        } else {
+            /* global ranks are distinct and below B */
+            uint64_t *at = mq->at;
+            for (uint32_t g = 0; g < B; g++)
+                at[g] = UINT64_MAX;
+            for (size_t j = 0; j < drv->jcount; j++) {
+                const rctx *c = &step_mate(drv, j)->sr[i].c;
+                for (uint32_t r = 0; r < c->ncur; r++)
+                    at[c->cur[r].rank] = (uint64_t)j << 32 | r;
+            }
+            for (uint32_t g = 0; g < B; g++) {
+                if (at[g] == UINT64_MAX)
+                    continue;
+                uint32_t j = (uint32_t)(at[g] >> 32);
+                cpu_engine *m = step_mate(drv, j);
+                wb->tag = j;
+                expand_entry(m, &m->sr[i].c, wb, t, (uint32_t)at[g]);
+            }
+        }
+        size_t n;
+        cand *all = step_best(NULL, wb, 1, B, &n);
+        for (size_t k = 0; k < n; k++) {
+            sreq *q = &step_mate(drv, all[k].tag)->sr[i];
+            q->pend[q->npend] = all[k];
+            q->pend[q->npend++].tag = (uint32_t)k; /* its place (the keep) */
+        }
+    }
+    for (size_t j = 0; j < drv->jcount; j++) {
+        cpu_engine *m = step_mate(drv, j);
+        sreq *q = &m->sr[i];
+        uint64_t *out = m->send + q->off;
+        for (size_t k = 0; k < q->npend; k++)
+            out[k] = q->pend[k].key;
+        for (size_t k = q->npend; k < B; k++)
+            out[k] = FT_KEY_NONE;
+    }
+}
+
+/* step_finish_merged writes request i's hits on every mate: its members
+ * of the first n terminal candidates of them all. */
+static void step_finish_merged(const cpu_engine *drv, size_t i)
+{
+    wbuf *wb = &drv->mr[i].wb;
+    size_t n;
+    selc *all = best_results(NULL, wb, 1, drv->sr[i].p->results, &n);
+    for (size_t j = 0; j < drv->jcount; j++)
+        step_mate(drv, j)->sr[i].wb.sb_len = 0;
+    for (size_t k = 0; k < n; k++) {
+        wbuf *mw = &step_mate(drv, all[k].tag)->sr[i].wb;
+        mw->sb[mw->sb_len++] = all[k];
+    }
+    for (size_t j = 0; j < drv->jcount; j++) {
+        cpu_engine *m = step_mate(drv, j);
+        const wbuf *mw = &m->sr[i].wb; /* in order already */
+        emit_hits(m, &m->sr[i].c, mw->sb, mw->sb_len,
+                  &drv->jpart[j * FTI_ENGINE_CHUNK + i]);
+    }
+}
+
+/* job_steps takes the pieces of the joint step: requests (merged), or
+ * pairs (mate j, request i) shard by shard: a mate's lists are then
+ * mostly done before the next mate's expansion of the same request
+ * starts, in time to seed it. */
 static void job_steps(cpu_engine *ce, int w)
 {
     (void)w;
-    size_t items = ce->sn * ce->jcount;
+    int whole = ce->jmerged;
+    size_t items = ce->sn * (whole ? 1 : ce->jcount);
     for (;;) {
         unsigned x = atomic_fetch_add_explicit(&ce->jnext, 1,
                                                memory_order_relaxed);
         if (x >= items)
             break;
         size_t j = x / ce->sn, i = x % ce->sn;
-        if (ce->jkind == FTI_STEP_EXPAND) {
+        if (whole && ce->jkind == FTI_STEP_EXPAND) {
+            step_expand_merged(ce, i, ce->jt);
+        } else if (whole && ce->jkind == FTI_STEP_KEEP) {
+            for (size_t m = 0; m < ce->jcount; m++)
+                step_keep_one(ce, m, i, ce->jt);
+        } else if (whole) {
+            step_finish_merged(ce, i);
+        } else if (ce->jkind == FTI_STEP_EXPAND) {
             step_expand_one(ce, j, i, ce->jt);
         } else if (ce->jkind == FTI_STEP_KEEP) {
             step_keep_one(ce, j, i, ce->jt);
@@ -1173,8 +1370,17 @@ static int steps_run(ft_engine *const *eng, size_t count, int kind,
     ce->jfres = res;
     ce->jkind = kind;
     ce->jt = t;
+    ce->jmerged = steps_merged(ce, count);
+    if (ce->jmerged && !ce->mr_ready) {
+        if (kind != FTI_STEP_EXPAND)
+            return FT_ESTATE; /* the batch's steps began with another count */
+        int rc = merged_ready(ce);
+        if (rc != FT_OK)
+            return rc;
+    }
     atomic_store(&ce->jnext, 0);
-    if (ce->nthreads == 1 || ce->sn * count == 1)
+    size_t items = ce->sn * (ce->jmerged ? 1 : count);
+    if (ce->nthreads == 1 || items == 1)
         job_steps(ce, 0);
     else
         pool_run(ce, job_steps);
@@ -1223,6 +1429,7 @@ static int cpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
     ce->slen = len;
     ce->shard = shard;
     ce->nshards = nshards;
+    ce->mr_ready = 0;
     return FT_OK;
 }
 
@@ -1292,6 +1499,11 @@ static void cpu_close(ft_engine *eng)
         wbuf_free(&ce->sr[i].wb);
     }
     free(ce->sr);
+    for (size_t i = 0; i < ce->mr_alloc; i++) {
+        wbuf_free(&ce->mr[i].wb);
+        free(ce->mr[i].at);
+    }
+    free(ce->mr);
     free(ce->send);
     free(ce->recv);
     free(ce);
