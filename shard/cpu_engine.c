@@ -203,6 +203,8 @@ struct cpu_engine {
     ft_result *jpart;  /* finish: [j * FTI_ENGINE_CHUNK + i], */
     ft_result *const *jfres; /* or (one engine) [i] */
     int jmerged;       /* the joint step runs merged (steps_merged) */
+    uint32_t jkeep;    /* merged: t + 1 of step t's keep, not done yet: the
+                        * next round's pieces do it first */
     mreq *mr;          /* the merged steps' requests (this engine drives) */
     size_t mr_alloc;   /* mr entries whose buffers exist */
     int mr_ready;      /* mr is ready for the current batch */
@@ -1324,11 +1326,11 @@ static void job_steps(cpu_engine *ce, int w)
         if (x >= items)
             break;
         size_t j = x / ce->sn, i = x % ce->sn;
+        if (whole && ce->jkeep)
+            for (size_t m = 0; m < ce->jcount; m++)
+                step_keep_one(ce, m, i, ce->jkeep - 1);
         if (whole && ce->jkind == FTI_STEP_EXPAND) {
             step_expand_merged(ce, i, ce->jt);
-        } else if (whole && ce->jkind == FTI_STEP_KEEP) {
-            for (size_t m = 0; m < ce->jcount; m++)
-                step_keep_one(ce, m, i, ce->jt);
         } else if (whole) {
             step_finish_merged(ce, i);
         } else if (ce->jkind == FTI_STEP_EXPAND) {
@@ -1378,12 +1380,22 @@ static int steps_run(ft_engine *const *eng, size_t count, int kind,
         if (rc != FT_OK)
             return rc;
     }
+    if (ce->jmerged && kind == FTI_STEP_KEEP) {
+        /* A round of its own would cost a meeting of the workers for
+         * little work: each request's keep is done by the piece of the
+         * next round (expand or finish) that takes the request, first.
+         * It reads recv, which holds step t's lists until the next
+         * step's exchange, after that round. */
+        ce->jkeep = t + 1;
+        return FT_OK;
+    }
     atomic_store(&ce->jnext, 0);
     size_t items = ce->sn * (ce->jmerged ? 1 : count);
     if (ce->nthreads == 1 || items == 1)
         job_steps(ce, 0);
     else
         pool_run(ce, job_steps);
+    ce->jkeep = 0;
     if (kind == FTI_STEP_FINISH)
         for (size_t j = 0; j < count; j++)
             ((cpu_engine *)eng[j]->impl)->sn = 0;
@@ -1430,6 +1442,7 @@ static int cpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
     ce->shard = shard;
     ce->nshards = nshards;
     ce->mr_ready = 0;
+    ce->jkeep = 0;
     return FT_OK;
 }
 

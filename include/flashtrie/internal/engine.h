@@ -138,8 +138,13 @@ int fti_engine_step_finish(ft_engine *eng, ft_result *const *res);
  * engines one after another.  A CPU engine's keep reads the lists of the
  * shards in eng[] from their engines' send buffers, and only the other
  * shards' lists from its recv: an exchange among CPU engines that are all
- * in eng[] has nothing to copy.  finish writes engine j's hits of request
- * i (of n) to part[j * FTI_ENGINE_CHUNK + i]. */
+ * in eng[] has nothing to copy.  CPU engines that run a batch merged (one
+ * piece of work per request over all of eng[], shard/cpu_engine.h) do
+ * each request's keep at the start of the next expand's or the finish's
+ * piece for it, not in a round of its own: recv must keep step t's lists
+ * until then (the step loop writes it only in the next step's exchange).
+ * finish writes engine j's hits of request i (of n) to part[j *
+ * FTI_ENGINE_CHUNK + i]. */
 int fti_engines_step_expand(ft_engine *const *eng, size_t count, uint32_t t);
 int fti_engines_step_keep(ft_engine *const *eng, size_t count, uint32_t t);
 int fti_engines_step_finish(ft_engine *const *eng, size_t count,
