@@ -64,6 +64,8 @@ struct fti_group {
     ft_engine_opts o;          /* every engine's options */
     ft_result *part;           /* [n * FTI_ENGINE_CHUNK] local hits */
     fti_exchange xk;           /* the exchange in use */
+    const fti_prepared *const *creqs; /* run_chunk's requests (x_done) */
+    ft_result *const *cres;
 #ifdef FT_HAVE_CUDA
     int xdev;                  /* device of the group stream */
     cudaStream_t xs;           /* FTI_EXCHANGE_DEVICE: the copies */
@@ -1078,6 +1080,14 @@ static int merge_parts(fti_group *g, size_t i, const fti_prepared *p,
     return fti_attach_values(res, g->idx, g->base, g->n);
 }
 
+/* x_done merges request i of the chunk that run_chunk runs (steps.h's
+ * done: maybe on an engine's worker, one request each). */
+static void x_done(void *arg, size_t i)
+{
+    fti_group *g = arg;
+    merge_parts(g, i, g->creqs[i], g->cres[i]);
+}
+
 /* The group's exchange as the step loop's callback (steps.h). */
 static int x_exchange(void *arg, uint32_t t, size_t len)
 {
@@ -1270,7 +1280,9 @@ static int run_chunk(fti_group *g, const fti_prepared *const *reqs,
                      ft_result *const *res, size_t m)
 {
     uint32_t tmax = fti_steps_tmax(reqs, m);
-    fti_steps_xchg x = {.exchange = x_exchange, .arg = g};
+    fti_steps_xchg x = {.exchange = x_exchange, .done = x_done, .arg = g};
+    g->creqs = reqs;
+    g->cres = res;
 #ifdef FT_HAVE_CUDA
     double h0 = g->tev ? fti_now() : 0;
     if (g->xk == FTI_EXCHANGE_KERNEL || g->xk == FTI_EXCHANGE_NCCL_DEVICE) {
@@ -1315,9 +1327,7 @@ static int run_chunk(fti_group *g, const fti_prepared *const *reqs,
         }
         return rc == FT_ENOMEM ? FT_OK : rc;
     }
-    for (size_t i = 0; i < m; i++)
-        merge_parts(g, i, reqs[i], res[i]);
-    return FT_OK;
+    return FT_OK; /* x_done merged every request */
 }
 
 /* run_fit runs reqs[0..m) in the batches the engines take (steps.h). */

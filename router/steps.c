@@ -61,13 +61,19 @@ again:
     }
     if (erc == FT_OK && rc == FT_OK && x->settle)
         rc = x->settle(x->arg);
+    /* done goes with the finish, except where a fused run may still be
+     * void (fused_done): then it follows that */
     if (erc == FT_OK && rc == FT_OK)
-        erc = fti_engines_step_finish(eng, count, part, m);
+        erc = fti_engines_step_finish(eng, count, part, m,
+                                      fused ? NULL : x->done, x->arg);
     if (fused && erc == FT_OK && rc == FT_OK && x->fused_done &&
         x->fused_done(x->arg) == FTI_STEPS_REDO) {
         fused = 0;
         goto again;
     }
+    if (fused && erc == FT_OK && rc == FT_OK && x->done)
+        for (size_t i = 0; i < m; i++)
+            x->done(x->arg, i);
     if (engine_rc)
         *engine_rc = erc;
     return erc != FT_OK ? erc : rc;

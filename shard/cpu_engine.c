@@ -202,6 +202,8 @@ struct cpu_engine {
     size_t jcount;
     ft_result *jpart;  /* finish: [j * FTI_ENGINE_CHUNK + i], */
     ft_result *const *jfres; /* or (one engine) [i] */
+    fti_step_done jdone; /* finish: called for each request once written */
+    void *jdarg;
     int jmerged;       /* the joint step runs merged (steps_merged) */
     uint32_t jkeep;    /* merged: t + 1 of step t's keep, not done yet: the
                         * next round's pieces do it first */
@@ -1333,6 +1335,8 @@ static void job_steps(cpu_engine *ce, int w)
             step_expand_merged(ce, i, ce->jt);
         } else if (whole) {
             step_finish_merged(ce, i);
+            if (ce->jdone)
+                ce->jdone(ce->jdarg, i);
         } else if (ce->jkind == FTI_STEP_EXPAND) {
             step_expand_one(ce, j, i, ce->jt);
         } else if (ce->jkind == FTI_STEP_KEEP) {
@@ -1352,7 +1356,8 @@ static void job_steps(cpu_engine *ce, int w)
  * request i to part[j * FTI_ENGINE_CHUNK + i], or (one engine) to
  * res[i]. */
 static int steps_run(ft_engine *const *eng, size_t count, int kind,
-                     uint32_t t, ft_result *part, ft_result *const *res)
+                     uint32_t t, ft_result *part, ft_result *const *res,
+                     fti_step_done done, void *arg)
 {
     cpu_engine *ce = eng[0]->impl;
     if (ce->sn == 0)
@@ -1370,6 +1375,8 @@ static int steps_run(ft_engine *const *eng, size_t count, int kind,
     ce->jcount = count;
     ce->jpart = part;
     ce->jfres = res;
+    ce->jdone = done;
+    ce->jdarg = arg;
     ce->jkind = kind;
     ce->jt = t;
     ce->jmerged = steps_merged(ce, count);
@@ -1396,6 +1403,9 @@ static int steps_run(ft_engine *const *eng, size_t count, int kind,
     else
         pool_run(ce, job_steps);
     ce->jkeep = 0;
+    if (kind == FTI_STEP_FINISH && done && !ce->jmerged)
+        for (size_t i = 0; i < ce->sn; i++)
+            done(arg, i); /* pairs: request i's parts are known now */
     if (kind == FTI_STEP_FINISH)
         for (size_t j = 0; j < count; j++)
             ((cpu_engine *)eng[j]->impl)->sn = 0;
@@ -1403,9 +1413,10 @@ static int steps_run(ft_engine *const *eng, size_t count, int kind,
 }
 
 static int cpu_steps(ft_engine *const *eng, size_t count, int kind,
-                     uint32_t t, ft_result *part)
+                     uint32_t t, ft_result *part, fti_step_done done,
+                     void *arg)
 {
-    return steps_run(eng, count, kind, t, part, NULL);
+    return steps_run(eng, count, kind, t, part, NULL, done, arg);
 }
 
 static int cpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
@@ -1460,17 +1471,17 @@ static int cpu_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
 
 static int cpu_step_expand(ft_engine *eng, uint32_t t)
 {
-    return steps_run(&eng, 1, FTI_STEP_EXPAND, t, NULL, NULL);
+    return steps_run(&eng, 1, FTI_STEP_EXPAND, t, NULL, NULL, NULL, NULL);
 }
 
 static int cpu_step_keep(ft_engine *eng, uint32_t t)
 {
-    return steps_run(&eng, 1, FTI_STEP_KEEP, t, NULL, NULL);
+    return steps_run(&eng, 1, FTI_STEP_KEEP, t, NULL, NULL, NULL, NULL);
 }
 
 static int cpu_step_finish(ft_engine *eng, ft_result *const *res)
 {
-    return steps_run(&eng, 1, FTI_STEP_FINISH, 0, NULL, res);
+    return steps_run(&eng, 1, FTI_STEP_FINISH, 0, NULL, res, NULL, NULL);
 }
 
 /* ---- open / close ---------------------------------------------------- */

@@ -48,9 +48,11 @@ typedef struct ft_engine_ops {
     /* Optional: one step (FTI_STEP_*) of the batch begun on eng[0..count),
      * every one an engine of these ops, together (fti_engines_step_*);
      * finish writes engine j's request i to part[j * FTI_ENGINE_CHUNK +
-     * i].  NULL: the engines' own steps, one engine after another. */
+     * i] and calls done (may be NULL) for each request, as
+     * fti_engines_step_finish says.  NULL: the engines' own steps, one
+     * engine after another. */
     int (*steps)(ft_engine *const *eng, size_t count, int kind, uint32_t t,
-                 ft_result *part);
+                 ft_result *part, fti_step_done done, void *arg);
     void *(*stream)(ft_engine *eng);
     void (*timing_report)(const ft_engine *eng, char *buf, size_t len);
     void (*close)(ft_engine *eng);

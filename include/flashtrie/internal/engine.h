@@ -144,11 +144,16 @@ int fti_engine_step_finish(ft_engine *eng, ft_result *const *res);
  * piece for it, not in a round of its own: recv must keep step t's lists
  * until then (the step loop writes it only in the next step's exchange).
  * finish writes engine j's hits of request i (of n) to part[j *
- * FTI_ENGINE_CHUNK + i]. */
+ * FTI_ENGINE_CHUNK + i] and then, when done is not NULL, calls done(arg,
+ * i) once for each request: from the CPU engines' workers as soon as
+ * every engine's part of request i is written (concurrently for distinct
+ * requests), else from the calling thread after every part. */
 int fti_engines_step_expand(ft_engine *const *eng, size_t count, uint32_t t);
 int fti_engines_step_keep(ft_engine *const *eng, size_t count, uint32_t t);
+typedef void (*fti_step_done)(void *arg, size_t i);
 int fti_engines_step_finish(ft_engine *const *eng, size_t count,
-                            ft_result *part, size_t n);
+                            ft_result *part, size_t n, fti_step_done done,
+                            void *arg);
 /* fti_engine_stream returns the cudaStream_t a GPU engine enqueues its steps
  * on, NULL for the CPU engine (its steps are done when they return). */
 void *fti_engine_stream(ft_engine *eng);
