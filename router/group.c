@@ -16,13 +16,14 @@
  *
  * Exchanges (fti_exchange): CPU engines' lists are host memory, which the
  * engines, stepping together on shard 0's workers, read from each other
- * (nothing is copied).  GPU engines' lists are device memory and their steps are
- * enqueued on their streams; the exchange is enqueued too, so nothing waits
- * on the host until the results: either device copies on a group stream
- * (every engine's expand -> event -> the group stream gathers all send
- * lists into shard 0's recv and copies that to the others -> event -> every
- * engine's next launch), or one ncclAllGather per engine (one rank per
- * GPU), which puts rank s's list at recv + s * len as the contract wants.
+ * (nothing is copied).  GPU engines' lists are device memory and their
+ * steps are enqueued on their streams; the exchange is enqueued too, so
+ * nothing waits on the host until the results: either device copies on a
+ * group stream (every engine's expand -> event -> the group stream gathers
+ * all send lists into shard 0's recv and copies that to the others ->
+ * event -> every engine's next launch), or one ncclAllGather per engine
+ * (one rank per GPU), which puts rank s's list at recv + s * len as the
+ * contract wants.
  */
 #include <stdio.h>
 #include <stdlib.h>
