@@ -1350,11 +1350,13 @@ static void job_steps(cpu_engine *ce, int w)
     }
 }
 
-/* cpu_steps runs one kind of step (FTI_STEP_*) of the batch begun on
- * eng[0..count) (the shards eng[0]'s first on, one batch) on eng[0]'s
- * workers, one (engine, request) pair at a time.  finish writes engine j's
- * request i to part[j * FTI_ENGINE_CHUNK + i], or (one engine) to
- * res[i]. */
+/* steps_run runs one kind of step (FTI_STEP_*) of the batch begun on
+ * eng[0..count) (the shards from eng[0]'s on, one batch) on eng[0]'s
+ * workers: a piece per request (merged) or per (engine, request) pair.
+ * finish writes engine j's request i to part[j * FTI_ENGINE_CHUNK + i],
+ * or (one engine) to res[i], and calls done (may be NULL) for each
+ * request.  FT_EINVAL when the engines did not begin one batch as
+ * consecutive shards. */
 static int steps_run(ft_engine *const *eng, size_t count, int kind,
                      uint32_t t, ft_result *part, ft_result *const *res,
                      fti_step_done done, void *arg)
