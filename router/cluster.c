@@ -877,10 +877,12 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
     c->idx = calloc(c->count, sizeof *c->idx);
     if (c->eng == NULL || c->idx == NULL)
         goto fail;
-    ft_engine_opts eo = c->eo;
-    if (c->count > 1 && eo.kind == FT_ENGINE_CPU && eo.spin_us < 0)
-        eo.spin_us = 0; /* as group.c: the shards run one after another */
     for (uint32_t j = 0; j < c->count; j++) {
+        ft_engine_opts eo = c->eo;
+        /* as group.c: CPU engines step together on the first one's
+         * workers (fti_engines_step_*) */
+        if (j > 0 && eo.kind == FT_ENGINE_CPU)
+            eo.threads = 1;
         c->idx[j] = ft_library_shard(lib, c->first + j);
         if (c->idx[j] == NULL) {
             RT_ERRF(errbuf, errlen, "cluster: rank %u: shard %u is not open",

@@ -14,14 +14,16 @@
  * them by (score desc, order asc), which is a total order across shards
  * (orders hold global ranks), and attaches the values once.
  *
- * Exchanges (fti_exchange): CPU engines' lists are host memory, copied with
- * memcpy.  GPU engines' lists are device memory and their steps are
- * enqueued on their streams; the exchange is enqueued too, so nothing waits
- * on the host until the results: either device copies on a group stream
- * (every engine's expand -> event -> the group stream gathers all send
- * lists into shard 0's recv and copies that to the others -> event -> every
- * engine's next launch), or one ncclAllGather per engine (one rank per
- * GPU), which puts rank s's list at recv + s * len as the contract wants.
+ * Exchanges (fti_exchange): CPU engines' lists are host memory, which the
+ * engines, stepping together on shard 0's workers, read from each other
+ * (nothing is copied).  GPU engines' lists are device memory and their
+ * steps are enqueued on their streams; the exchange is enqueued too, so
+ * nothing waits on the host until the results: either device copies on a
+ * group stream (every engine's expand -> event -> the group stream gathers
+ * all send lists into shard 0's recv and copies that to the others ->
+ * event -> every engine's next launch), or one ncclAllGather per engine
+ * (one rank per GPU), which puts rank s's list at recv + s * len as the
+ * contract wants.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +65,8 @@ struct fti_group {
     ft_engine_opts o;          /* every engine's options */
     ft_result *part;           /* [n * FTI_ENGINE_CHUNK] local hits */
     fti_exchange xk;           /* the exchange in use */
+    const fti_prepared *const *creqs; /* run_chunk's requests (x_done) */
+    ft_result *const *cres;
 #ifdef FT_HAVE_CUDA
     int xdev;                  /* device of the group stream */
     cudaStream_t xs;           /* FTI_EXCHANGE_DEVICE: the copies */
@@ -862,10 +866,6 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
         o = *opts;
     else
         ft_engine_opts_init(&o);
-    /* The host exchange runs the shards one after another: idle pools
-     * would spin on the cores the running one needs. */
-    if (nshards > 1 && o.kind == FT_ENGINE_CPU && o.spin_us < 0)
-        o.spin_us = 0;
     g->max_beam = o.max_beam;
     uint64_t base = 0;
     for (size_t s = 0; s < nshards; s++) {
@@ -876,6 +876,10 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
         ft_engine_opts os = o;
         if (gopts && gopts->devices)
             os.device = gopts->devices[s];
+        /* CPU engines step together on shard 0's workers
+         * (fti_engines_step_*): the others need none. */
+        if (s > 0 && o.kind == FT_ENGINE_CPU)
+            os.threads = 1;
         int rc = ft_engine_open(&g->eng[s], shards[s], &os, e, sizeof e);
         if (rc != FT_OK) {
             if (errbuf && errlen)
@@ -911,27 +915,12 @@ int fti_group_open_ex(fti_group **out, const ft_index *const *shards,
     return FT_OK;
 }
 
-/* exchange_host copies every shard's send list into every shard's recv
- * buffer at the sender's place. */
+/* exchange_host has nothing to copy: the group's CPU engines step
+ * together (fti_engines_step_keep), each reading the others' lists where
+ * they were written. */
 static int exchange_host(fti_group *g)
 {
-    for (size_t s = 0; s < g->n; s++) {
-        uint64_t *send, *recv;
-        size_t len;
-        int rc = fti_engine_step_buffers(g->eng[s], &send, &recv, &len);
-        if (rc != FT_OK)
-            return rc;
-        for (size_t d = 0; d < g->n; d++) {
-            uint64_t *dsend, *drecv;
-            size_t dlen;
-            rc = fti_engine_step_buffers(g->eng[d], &dsend, &drecv, &dlen);
-            if (rc != FT_OK)
-                return rc;
-            if (dlen != len)
-                return FT_EINTERNAL;
-            memcpy(drecv + s * len, send, len * sizeof *send);
-        }
-    }
+    (void)g;
     return FT_OK;
 }
 
@@ -1126,6 +1115,14 @@ static int merge_parts(fti_group *g, size_t i, const fti_prepared *p,
     return fti_attach_values(res, g->idx, g->base, g->n);
 }
 
+/* x_done merges request i of the chunk that run_chunk runs (steps.h's
+ * done: maybe on an engine's worker, one request each). */
+static void x_done(void *arg, size_t i)
+{
+    fti_group *g = arg;
+    merge_parts(g, i, g->creqs[i], g->cres[i]);
+}
+
 /* The group's exchange as the step loop's callback (steps.h). */
 static int x_exchange(void *arg, uint32_t t, size_t len)
 {
@@ -1318,7 +1315,9 @@ static int run_chunk(fti_group *g, const fti_prepared *const *reqs,
                      ft_result *const *res, size_t m)
 {
     uint32_t tmax = fti_steps_tmax(reqs, m);
-    fti_steps_xchg x = {.exchange = x_exchange, .arg = g};
+    fti_steps_xchg x = {.exchange = x_exchange, .done = x_done, .arg = g};
+    g->creqs = reqs;
+    g->cres = res;
 #ifdef FT_HAVE_CUDA
     double h0 = g->tev ? fti_now() : 0;
     if (g->xk == FTI_EXCHANGE_KERNEL || g->xk == FTI_EXCHANGE_NCCL_DEVICE) {
@@ -1363,9 +1362,7 @@ static int run_chunk(fti_group *g, const fti_prepared *const *reqs,
         }
         return rc == FT_ENOMEM ? FT_OK : rc;
     }
-    for (size_t i = 0; i < m; i++)
-        merge_parts(g, i, reqs[i], res[i]);
-    return FT_OK;
+    return FT_OK; /* x_done merged every request */
 }
 
 /* run_fit runs reqs[0..m) in the batches the engines take (steps.h). */

@@ -47,8 +47,8 @@ again:
     for (uint32_t t = 0; t < steps && erc == FT_OK && rc == FT_OK; t++) {
         if (x->step)
             rc = x->step(x->arg, t);
-        for (size_t j = 0; j < count && erc == FT_OK && rc == FT_OK; j++)
-            erc = fti_engine_step_expand(eng[j], t);
+        if (erc == FT_OK && rc == FT_OK)
+            erc = fti_engines_step_expand(eng, count, t);
         if (erc != FT_OK || rc != FT_OK)
             break;
         uint64_t *send, *recv;
@@ -56,22 +56,24 @@ again:
         erc = fti_engine_step_buffers(eng[0], &send, &recv, &len);
         if (erc == FT_OK)
             rc = x->exchange(x->arg, t, len);
-        for (size_t j = 0; j < count && erc == FT_OK && rc == FT_OK; j++)
-            erc = fti_engine_step_keep(eng[j], t);
+        if (erc == FT_OK && rc == FT_OK)
+            erc = fti_engines_step_keep(eng, count, t);
     }
     if (erc == FT_OK && rc == FT_OK && x->settle)
         rc = x->settle(x->arg);
-    ft_result *p[FTI_ENGINE_CHUNK];
-    for (size_t j = 0; j < count && erc == FT_OK && rc == FT_OK; j++) {
-        for (size_t i = 0; i < m; i++)
-            p[i] = &part[j * FTI_ENGINE_CHUNK + i];
-        erc = fti_engine_step_finish(eng[j], p);
-    }
+    /* done goes with the finish, except where a fused run may still be
+     * void (fused_done): then it follows that */
+    if (erc == FT_OK && rc == FT_OK)
+        erc = fti_engines_step_finish(eng, count, part, m,
+                                      fused ? NULL : x->done, x->arg);
     if (fused && erc == FT_OK && rc == FT_OK && x->fused_done &&
         x->fused_done(x->arg) == FTI_STEPS_REDO) {
         fused = 0;
         goto again;
     }
+    if (fused && erc == FT_OK && rc == FT_OK && x->done)
+        for (size_t i = 0; i < m; i++)
+            x->done(x->arg, i);
     if (engine_rc)
         *engine_rc = erc;
     return erc != FT_OK ? erc : rc;

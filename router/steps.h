@@ -48,6 +48,12 @@ typedef struct fti_steps_xchg {
      * again and run by the loop (exchange then must work). */
     int (*fused)(void *arg, uint32_t tmax);
     int (*fused_done)(void *arg);
+    /* done (optional): every engine's part of request i is final, called
+     * once per request of a batch that finished: from the CPU engines'
+     * workers as each request's parts are written (concurrently for
+     * distinct requests; fti_engines_step_finish), else from the calling
+     * thread at the end.  The group merges a request's parts there. */
+    void (*done)(void *arg, size_t i);
     void *arg;
 } fti_steps_xchg;
 

@@ -54,6 +54,7 @@ typedef struct cand {
     uint64_t key;
     uint64_t node;
     float sigma; /* kept as computed: the key folds -0 into +0 */
+    uint32_t tag; /* the buffer's tag when it came (wbuf.tag) */
 } cand;
 
 /* selc is a terminal candidate: key = score key << 32 | order. */
@@ -62,6 +63,7 @@ typedef struct selc {
     uint64_t node;
     double score;
     float sigma;
+    uint32_t tag;
 } selc;
 
 /* bent is one entry of a beam. */
@@ -81,6 +83,8 @@ typedef struct wbuf {
     selc *sb;
     size_t sb_len, sb_keep, sb_lim, sb_alloc;
     u128 sb_cut; /* keys >= sb_cut cannot make the results */
+    uint32_t tag; /* given to every candidate pushed (0; the merged
+                   * steps: the shard's engine, step_expand_merged) */
 } wbuf;
 
 /* rctx is the state of the request one thread drives. */
@@ -113,7 +117,20 @@ typedef struct sreq {
     size_t off;
     cand *pend;      /* this step's local best, sorted (points into wb) */
     size_t npend;
+    atomic_uint ready; /* t + 1 once step t's list is in send (the joint
+                        * expand's seeds, see step_seed) */
+    u128 sbound;       /* with ready: wb's result cut-off after step t */
 } sreq;
+
+/* mreq is one request of a joint batch that runs merged (steps_merged):
+ * one candidate buffer for the shards of every engine of the step, its
+ * candidates tagged with their engine, and the request's beam entries by
+ * global rank, to expand in that order. */
+typedef struct mreq {
+    wbuf wb;
+    uint64_t *at;    /* [g]: engine << 32 | entry of global rank g */
+    size_t at_alloc;
+} mreq;
 
 /* job is what the pool runs: one call of fn per worker. */
 typedef void (*job_fn)(cpu_engine *ce, int w);
@@ -179,9 +196,25 @@ struct cpu_engine {
     uint64_t *send, *recv;
     size_t slen, send_alloc, recv_alloc;
     uint32_t jt;       /* the step the pool is running */
-    int jkind;         /* 0 expand, 1 keep, 2 finish */
-    ft_result *const *sres;
+    int jkind;         /* FTI_STEP_EXPAND, _KEEP or _FINISH */
+    /* the engines of the joint step (cpu_steps): jeng[0] is this one */
+    ft_engine *const *jeng;
+    size_t jcount;
+    ft_result *jpart;  /* finish: [j * FTI_ENGINE_CHUNK + i], */
+    ft_result *const *jfres; /* or (one engine) [i] */
+    fti_step_done jdone; /* finish: called for each request once written */
+    void *jdarg;
+    int jmerged;       /* the joint step runs merged (steps_merged) */
+    uint32_t jkeep;    /* merged: t + 1 of step t's keep, not done yet: the
+                        * next round's pieces do it first */
+    mreq *mr;          /* the merged steps' requests (this engine drives) */
+    size_t mr_alloc;   /* mr entries whose buffers exist */
+    int mr_ready;      /* mr is ready for the current batch */
 };
+
+/* A seed in a candidate buffer (step_seed): another shard's key, which
+ * tightens the buffer's cut-off but is never a candidate of this one. */
+#define CPU_SEED UINT64_MAX
 
 /* ---- selection helpers --------------------------------------------- */
 
@@ -300,6 +333,7 @@ static inline void push_cand(wbuf *wb, uint64_t key, uint64_t node, float sg)
     c->key = key;
     c->node = node;
     c->sigma = sg;
+    c->tag = wb->tag;
 }
 
 static inline void push_selc(wbuf *wb, u128 key, uint64_t node, double score,
@@ -316,6 +350,7 @@ static inline void push_selc(wbuf *wb, u128 key, uint64_t node, double score,
     c->node = node;
     c->score = score;
     c->sigma = sg;
+    c->tag = wb->tag;
 }
 
 /* ---- buffers --------------------------------------------------------- */
@@ -717,12 +752,23 @@ static int req_ready(rctx *c, wbuf *wb, int nw, const fti_prepared *p,
 /* emit_results merges the terminal candidates of wb[0..nw), takes the
  * first n in the specification's order and writes them with their backtraced
  * tokens and key indexes (values are attached by the public search). */
+static int emit_hits(const cpu_engine *ce, const rctx *c, const selc *all,
+                     size_t m, ft_result *res);
+
 static int emit_results(cpu_engine *ce, rctx *c, wbuf *wb, int nw,
                         ft_result *res)
 {
-    const fti_prepared *p = c->prep;
     size_t m;
-    selc *all = best_results(c->sgat, wb, nw, p->results, &m);
+    selc *all = best_results(c->sgat, wb, nw, c->prep->results, &m);
+    return emit_hits(ce, c, all, m, res);
+}
+
+/* emit_hits writes the terminal candidates all[0..m), in the
+ * specification's order, as the hits of res. */
+static int emit_hits(const cpu_engine *ce, const rctx *c, const selc *all,
+                     size_t m, ft_result *res)
+{
+    const fti_prepared *p = c->prep;
     res->n = 0;
     const ft_trie *trie = &ce->eng->idx->trie;
     uint32_t toks[FT_MAX_T];
@@ -965,21 +1011,90 @@ static int cpu_run(ft_engine *eng, const fti_prepared *const *reqs,
 
 /* ---- steps (a shard group drives them) ------------------------------- */
 
-/* step_expand_one expands request i's beam at step t and writes its local
- * best B candidate keys, sorted and padded, to its part of send. */
-static void step_expand_one(cpu_engine *ce, size_t i, uint32_t t)
+/* A batch's steps run jointly over the engines of the shards that one
+ * process holds (cpu_steps: engine.h's fti_engines_step_*): one round of
+ * the first engine's workers takes every (engine, request) pair of the
+ * step, shard by shard, so that the shards' work of a step runs in
+ * parallel instead of one engine's round after another's.  A pair's state
+ * (its request's context and candidate buffers) is its own, so any worker
+ * may take any pair; the engine's own steps are the joint steps of one. */
+
+/* How many mates step_seed looks at for seeds. */
+#define CPU_SEED_MATES 8u
+
+/* step_mate is engine j of the joint step that drv drives. */
+static cpu_engine *step_mate(const cpu_engine *drv, size_t j)
 {
+    return drv->jeng[j]->impl;
+}
+
+/* step_seed starts the candidate buffer of request i on mate je at step t
+ * with the lists of the (up to CPU_SEED_MATES) mates before it that have
+ * finished theirs (ready == t + 1): their keys tighten the cut-off as the
+ * unsharded engine's one buffer would, so that the shard offers and keeps
+ * fewer candidates that cannot make the global beam.  Exact: a key is
+ * dropped only when B candidate keys of this step (seeds among them, each
+ * a real candidate of its shard) are below it, so it is no member of the
+ * global top-B; the seeds are then taken out of the shard's list
+ * (step_expand_one), whose members of the global top-B are the same with
+ * or without them.  The same holds for the results: a mate's result
+ * cut-off (n terminal candidates of the request are below it) becomes
+ * this shard's where lower.  Both also end an entry's expansion sooner
+ * (expand_entry stops at the first proposal that can enter neither
+ * buffer).  Which mates are ready depends on timing; the results do
+ * not. */
+static void step_seed(const cpu_engine *drv, size_t je, size_t i, uint32_t t)
+{
+    cpu_engine *ce = step_mate(drv, je);
+    wbuf *wb = &ce->sr[i].wb;
+    uint32_t B = ce->sr[i].p->beam;
+    size_t look = drv->jcount - 1;
+    look = look < CPU_SEED_MATES ? look : CPU_SEED_MATES;
+    for (size_t d = 1; d <= look; d++) {
+        const cpu_engine *m =
+            step_mate(drv, (je + drv->jcount - d) % drv->jcount);
+        if (atomic_load_explicit(&m->sr[i].ready, memory_order_acquire) !=
+            t + 1)
+            continue;
+        const uint64_t *l = m->send + m->sr[i].off;
+        /* sorted, padded with FT_KEY_NONE (never below a cut-off) */
+        for (uint32_t k = 0; k < B && l[k] < wb->nb_cut; k++)
+            push_cand(wb, l[k], CPU_SEED, 0.0f);
+        if (m->sr[i].sbound < wb->sb_cut)
+            wb->sb_cut = m->sr[i].sbound;
+    }
+    if (wb->nb_len >= wb->nb_keep) {
+        wb->nb_cut = top_cand(wb->nb, wb->nb_len, wb->nb_keep);
+        wb->nb_len = wb->nb_keep;
+    }
+}
+
+/* step_expand_one expands request i's beam on mate je at step t and writes
+ * its local best B candidate keys, sorted and padded, to its part of the
+ * mate's send. */
+static void step_expand_one(const cpu_engine *drv, size_t je, size_t i,
+                            uint32_t t)
+{
+    cpu_engine *ce = step_mate(drv, je);
     sreq *q = &ce->sr[i];
     const fti_prepared *p = q->p;
     uint64_t *out = ce->send + q->off;
     q->npend = 0;
     if (t < p->T && q->c.ncur > 0 && p->keff[t] > 0) {
         wbuf_start_step(&q->wb, p->beam);
+        if (drv->jcount > 1)
+            step_seed(drv, je, i, t);
         if (ce->match != FT_CPU_MATCH_BSEARCH)
             sort_by_token(&q->c, t);
         for (uint32_t r = 0; r < q->c.ncur; r++)
             expand_entry(ce, &q->c, &q->wb, t, r);
-        q->pend = step_best(q->c.gat, &q->wb, 1, p->beam, &q->npend);
+        size_t m, n = 0;
+        cand *all = step_best(q->c.gat, &q->wb, 1, p->beam, &m);
+        for (size_t j = 0; j < m; j++)
+            if (all[j].node != CPU_SEED)
+                all[n++] = all[j];
+        q->pend = all;
+        q->npend = n;
     } else {
         q->c.ncur = 0;
     }
@@ -987,25 +1102,53 @@ static void step_expand_one(cpu_engine *ce, size_t i, uint32_t t)
         out[j] = q->pend[j].key;
     for (size_t j = q->npend; j < p->beam; j++)
         out[j] = FT_KEY_NONE;
+    if (drv->jcount > 1) {
+        /* the result cut-off for the mates' seeds: as tight as the
+         * candidates so far allow (the cut a full buffer would make) */
+        wbuf *wb = &q->wb;
+        if (wb->sb_len >= wb->sb_keep && wb->sb_len > 0) {
+            wb->sb_cut = top_selc(wb->sb, wb->sb_len, wb->sb_keep);
+            wb->sb_len = wb->sb_keep;
+        }
+        q->sbound = wb->sb_cut;
+    }
+    atomic_store_explicit(&q->ready, t + 1, memory_order_release);
 }
 
-/* step_keep_one keeps request i's members of the global top-B: entry j of
- * the local list has global rank j + (keys of the other shards' lists
- * below it); the local list is sorted, so the kept ones are a prefix. */
-static void step_keep_one(cpu_engine *ce, size_t i, uint32_t t)
+/* step_keep_one keeps request i's members of the global top-B on mate je:
+ * entry j of the local list has global rank j + (keys of the other shards'
+ * lists below it); the local list is sorted, so the kept ones are a
+ * prefix.  The lists of the joint step's mates are read where they were
+ * written (their send), only the other shards' from recv; after a merged
+ * expansion the mates' keys below an entry are known (its place in the
+ * merged list), and only the other shards' are counted. */
+static void step_keep_one(const cpu_engine *drv, size_t je, size_t i,
+                          uint32_t t)
 {
+    cpu_engine *ce = step_mate(drv, je);
     sreq *q = &ce->sr[i];
     const fti_prepared *p = q->p;
     rctx *c = &q->c;
     uint32_t B = p->beam;
     uint32_t *h = c->hist + (size_t)t * c->bcap;
     uint32_t kept = 0;
+    /* merged: an entry's tag is its place among every mate's lists */
+    int merged = drv->jmerged;
+    uint32_t others = merged && drv->jcount == ce->nshards ? 0 : ce->nshards;
     for (size_t j = 0; j < q->npend; j++) {
         uint64_t key = q->pend[j].key;
-        size_t g = j;
-        for (uint32_t s = 0; s < ce->nshards && g < B; s++)
-            if (s != ce->shard)
-                g += fti_lower_bound_u64(ce->recv + s * ce->slen + q->off, B, key);
+        size_t g = merged ? q->pend[j].tag : j;
+        for (uint32_t s = 0; s < others && g < B; s++) {
+            if (s == ce->shard)
+                continue;
+            size_t js = (size_t)(s - drv->shard); /* wraps below first */
+            if (js < drv->jcount && merged)
+                continue;
+            const uint64_t *l = js < drv->jcount
+                                    ? step_mate(drv, js)->send + q->off
+                                    : ce->recv + s * ce->slen + q->off;
+            g += fti_lower_bound_u64(l, B, key);
+        }
         if (g >= B)
             break;
         c->nxt[kept].node = q->pend[j].node;
@@ -1020,40 +1163,269 @@ static void step_keep_one(cpu_engine *ce, size_t i, uint32_t t)
     c->ncur = kept;
 }
 
-static void job_steps(cpu_engine *ce, int w)
+/* ---- merged steps ----
+ *
+ * With at least as many requests as workers, a request's step over every
+ * mate is one piece of work instead of one per mate: one worker expands
+ * the beam entries of all the mates in global rank order into one
+ * candidate buffer (each candidate tagged with its mate), as the
+ * unsharded engine expands its one beam, so that the cut-offs are the
+ * unsharded engine's and no mate offers or keeps more candidates than
+ * that engine would; each mate's list is then its members of the first B
+ * (a mate's members of the global top-B are among them: exact as
+ * step_seed's seeds are), and at the end each mate's hits its members of
+ * the first n terminal candidates.  The keep is the same pair by pair. */
+
+/* steps_merged says whether the joint step of count engines driven by ce
+ * runs merged: the same answer for every step of a batch.  The driver's
+ * split (ft_cpu_engine_tune) forces it: FT_CPU_SPLIT_REQUESTS merged,
+ * _BEAMS and _GROUPS by pairs. */
+static int steps_merged(const cpu_engine *ce, size_t count)
 {
-    (void)w;
-    for (;;) {
-        unsigned i = atomic_fetch_add_explicit(&ce->jnext, 1,
-                                               memory_order_relaxed);
-        if (i >= ce->sn)
-            break;
-        if (ce->jkind == 0)
-            step_expand_one(ce, i, ce->jt);
-        else if (ce->jkind == 1)
-            step_keep_one(ce, i, ce->jt);
-        else
-            emit_results(ce, &ce->sr[i].c, &ce->sr[i].wb, 1, ce->sres[i]);
+    if (count <= 1)
+        return 0;
+    if (ce->split == FT_CPU_SPLIT_REQUESTS)
+        return 1;
+    if (ce->split != FT_CPU_SPLIT_AUTO)
+        return 0;
+    return ce->sn >= (size_t)ce->nthreads;
+}
+
+/* merged_ready sizes the merged requests for the batch and starts their
+ * results (before the first step of a batch that runs merged). */
+static int merged_ready(cpu_engine *ce)
+{
+    if (ce->mr == NULL) {
+        ce->mr = aligned_alloc(128, FTI_ENGINE_CHUNK * sizeof *ce->mr);
+        if (ce->mr == NULL)
+            return FT_ENOMEM;
+        memset(ce->mr, 0, FTI_ENGINE_CHUNK * sizeof *ce->mr);
+    }
+    for (size_t i = 0; i < ce->sn; i++) {
+        mreq *m = &ce->mr[i];
+        const fti_prepared *p = ce->sr[i].p;
+        if (i >= ce->mr_alloc)
+            ce->mr_alloc = i + 1;
+        if (wbuf_ready(&m->wb, p->beam, p->results) ||
+            grow((void **)&m->at, &m->at_alloc, p->beam, sizeof *m->at))
+            return FT_ENOMEM;
+        wbuf_start_request(&m->wb, p->results);
+    }
+    ce->mr_ready = 1;
+    return FT_OK;
+}
+
+/* step_expand_merged expands request i at step t on every mate and writes
+ * each mate's list to its send. */
+static void step_expand_merged(const cpu_engine *drv, size_t i, uint32_t t)
+{
+    mreq *mq = &drv->mr[i];
+    wbuf *wb = &mq->wb;
+    const fti_prepared *p = drv->sr[i].p;
+    uint32_t B = p->beam;
+    int go = t < p->T && p->keff[t] > 0;
+    size_t live = 0;
+    const rctx *sorted = NULL; /* the step's proposals by token, once */
+    for (size_t j = 0; j < drv->jcount; j++) {
+        cpu_engine *m = step_mate(drv, j);
+        sreq *q = &m->sr[i];
+        q->npend = 0;
+        q->pend = q->wb.nb;
+        if (!go)
+            q->c.ncur = 0;
+        if (q->c.ncur > 0 && m->match != FT_CPU_MATCH_BSEARCH) {
+            if (sorted == NULL) {
+                sort_by_token(&q->c, t);
+                sorted = &q->c;
+            } else {
+                memcpy(q->c.bytok, sorted->bytok,
+                       p->keff[t] * sizeof *q->c.bytok);
+            }
+        }
+        live += q->c.ncur;
+    }
+    if (live > 0) {
+        wbuf_start_step(wb, B);
+        if (t == 0) {
+            /* every mate's beam is its root, of rank 0 */
+            for (size_t j = 0; j < drv->jcount; j++) {
+                cpu_engine *m = step_mate(drv, j);
+                wb->tag = (uint32_t)j;
+                for (uint32_t r = 0; r < m->sr[i].c.ncur; r++)
+                    expand_entry(m, &m->sr[i].c, wb, t, r);
+            }
+        } else {
+            /* global ranks are distinct and below B */
+            uint64_t *at = mq->at;
+            for (uint32_t g = 0; g < B; g++)
+                at[g] = UINT64_MAX;
+            for (size_t j = 0; j < drv->jcount; j++) {
+                const rctx *c = &step_mate(drv, j)->sr[i].c;
+                for (uint32_t r = 0; r < c->ncur; r++)
+                    at[c->cur[r].rank] = (uint64_t)j << 32 | r;
+            }
+            for (uint32_t g = 0; g < B; g++) {
+                if (at[g] == UINT64_MAX)
+                    continue;
+                uint32_t j = (uint32_t)(at[g] >> 32);
+                cpu_engine *m = step_mate(drv, j);
+                wb->tag = j;
+                expand_entry(m, &m->sr[i].c, wb, t, (uint32_t)at[g]);
+            }
+        }
+        size_t n;
+        cand *all = step_best(NULL, wb, 1, B, &n);
+        for (size_t k = 0; k < n; k++) {
+            sreq *q = &step_mate(drv, all[k].tag)->sr[i];
+            q->pend[q->npend] = all[k];
+            q->pend[q->npend++].tag = (uint32_t)k; /* its place (the keep) */
+        }
+    }
+    for (size_t j = 0; j < drv->jcount; j++) {
+        cpu_engine *m = step_mate(drv, j);
+        sreq *q = &m->sr[i];
+        uint64_t *out = m->send + q->off;
+        for (size_t k = 0; k < q->npend; k++)
+            out[k] = q->pend[k].key;
+        for (size_t k = q->npend; k < B; k++)
+            out[k] = FT_KEY_NONE;
     }
 }
 
-/* run_steps runs one kind of step on every request of the batch, spread
- * over the workers one request at a time. */
-static void run_steps(cpu_engine *ce, int kind, uint32_t t)
+/* step_finish_merged writes request i's hits on every mate: its members
+ * of the first n terminal candidates of them all. */
+static void step_finish_merged(const cpu_engine *drv, size_t i)
 {
+    wbuf *wb = &drv->mr[i].wb;
+    size_t n;
+    selc *all = best_results(NULL, wb, 1, drv->sr[i].p->results, &n);
+    for (size_t j = 0; j < drv->jcount; j++)
+        step_mate(drv, j)->sr[i].wb.sb_len = 0;
+    for (size_t k = 0; k < n; k++) {
+        wbuf *mw = &step_mate(drv, all[k].tag)->sr[i].wb;
+        mw->sb[mw->sb_len++] = all[k];
+    }
+    for (size_t j = 0; j < drv->jcount; j++) {
+        cpu_engine *m = step_mate(drv, j);
+        const wbuf *mw = &m->sr[i].wb; /* in order already */
+        emit_hits(m, &m->sr[i].c, mw->sb, mw->sb_len,
+                  &drv->jpart[j * FTI_ENGINE_CHUNK + i]);
+    }
+}
+
+/* job_steps takes the pieces of the joint step: requests (merged), or
+ * pairs (mate j, request i) shard by shard: a mate's lists are then
+ * mostly done before the next mate's expansion of the same request
+ * starts, in time to seed it. */
+static void job_steps(cpu_engine *ce, int w)
+{
+    (void)w;
+    int whole = ce->jmerged;
+    size_t items = ce->sn * (whole ? 1 : ce->jcount);
+    for (;;) {
+        unsigned x = atomic_fetch_add_explicit(&ce->jnext, 1,
+                                               memory_order_relaxed);
+        if (x >= items)
+            break;
+        size_t j = x / ce->sn, i = x % ce->sn;
+        if (whole && ce->jkeep)
+            for (size_t m = 0; m < ce->jcount; m++)
+                step_keep_one(ce, m, i, ce->jkeep - 1);
+        if (whole && ce->jkind == FTI_STEP_EXPAND) {
+            step_expand_merged(ce, i, ce->jt);
+        } else if (whole) {
+            step_finish_merged(ce, i);
+            if (ce->jdone)
+                ce->jdone(ce->jdarg, i);
+        } else if (ce->jkind == FTI_STEP_EXPAND) {
+            step_expand_one(ce, j, i, ce->jt);
+        } else if (ce->jkind == FTI_STEP_KEEP) {
+            step_keep_one(ce, j, i, ce->jt);
+        } else {
+            cpu_engine *m = step_mate(ce, j);
+            ft_result *r = ce->jfres ? ce->jfres[i]
+                                    : &ce->jpart[j * FTI_ENGINE_CHUNK + i];
+            emit_results(m, &m->sr[i].c, &m->sr[i].wb, 1, r);
+        }
+    }
+}
+
+/* steps_run runs one kind of step (FTI_STEP_*) of the batch begun on
+ * eng[0..count) (the shards from eng[0]'s on, one batch) on eng[0]'s
+ * workers: a piece per request (merged) or per (engine, request) pair.
+ * finish writes engine j's request i to part[j * FTI_ENGINE_CHUNK + i],
+ * or (one engine) to res[i], and calls done (may be NULL) for each
+ * request.  FT_EINVAL when the engines did not begin one batch as
+ * consecutive shards. */
+static int steps_run(ft_engine *const *eng, size_t count, int kind,
+                     uint32_t t, ft_result *part, ft_result *const *res,
+                     fti_step_done done, void *arg)
+{
+    cpu_engine *ce = eng[0]->impl;
+    if (ce->sn == 0)
+        return FT_ESTATE;
+    for (size_t j = 1; j < count; j++) {
+        const cpu_engine *m = eng[j]->impl;
+        if (m->sn != ce->sn || m->slen != ce->slen ||
+            m->nshards != ce->nshards || m->shard != ce->shard + j)
+            return FT_EINVAL;
+        for (size_t i = 0; i < ce->sn; i++)
+            if (m->sr[i].p != ce->sr[i].p)
+                return FT_EINVAL;
+    }
+    ce->jeng = eng;
+    ce->jcount = count;
+    ce->jpart = part;
+    ce->jfres = res;
+    ce->jdone = done;
+    ce->jdarg = arg;
     ce->jkind = kind;
     ce->jt = t;
+    ce->jmerged = steps_merged(ce, count);
+    if (ce->jmerged && !ce->mr_ready) {
+        if (kind != FTI_STEP_EXPAND)
+            return FT_ESTATE; /* the batch's steps began with another count */
+        int rc = merged_ready(ce);
+        if (rc != FT_OK)
+            return rc;
+    }
+    if (ce->jmerged && kind == FTI_STEP_KEEP) {
+        /* A round of its own would cost a meeting of the workers for
+         * little work: each request's keep is done by the piece of the
+         * next round (expand or finish) that takes the request, first.
+         * It reads recv, which holds step t's lists until the next
+         * step's exchange, after that round. */
+        ce->jkeep = t + 1;
+        return FT_OK;
+    }
     atomic_store(&ce->jnext, 0);
-    if (ce->nthreads == 1 || ce->sn == 1)
+    size_t items = ce->sn * (ce->jmerged ? 1 : count);
+    if (ce->nthreads == 1 || items == 1)
         job_steps(ce, 0);
     else
         pool_run(ce, job_steps);
+    ce->jkeep = 0;
+    if (kind == FTI_STEP_FINISH && done && !ce->jmerged)
+        for (size_t i = 0; i < ce->sn; i++)
+            done(arg, i); /* pairs: request i's parts are known now */
+    if (kind == FTI_STEP_FINISH)
+        for (size_t j = 0; j < count; j++)
+            ((cpu_engine *)eng[j]->impl)->sn = 0;
+    return FT_OK;
+}
+
+static int cpu_steps(ft_engine *const *eng, size_t count, int kind,
+                     uint32_t t, ft_result *part, fti_step_done done,
+                     void *arg)
+{
+    return steps_run(eng, count, kind, t, part, NULL, done, arg);
 }
 
 static int cpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
                           size_t n, uint32_t shard, uint32_t nshards)
 {
     cpu_engine *ce = eng->impl;
+    ce->sn = 0;
     if (ce->sr == NULL) {
         ce->sr = aligned_alloc(128, FTI_ENGINE_CHUNK * sizeof *ce->sr);
         if (ce->sr == NULL)
@@ -1066,6 +1438,7 @@ static int cpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
         q->p = reqs[i];
         q->off = len;
         q->npend = 0;
+        atomic_store_explicit(&q->ready, 0, memory_order_relaxed);
         len += reqs[i]->beam;
         ft_result dummy;
         if (req_ready(&q->c, &q->wb, 1, reqs[i], &dummy) != FT_OK)
@@ -1081,6 +1454,8 @@ static int cpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
     ce->slen = len;
     ce->shard = shard;
     ce->nshards = nshards;
+    ce->mr_ready = 0;
+    ce->jkeep = 0;
     return FT_OK;
 }
 
@@ -1098,31 +1473,17 @@ static int cpu_step_buffers(ft_engine *eng, uint64_t **send, uint64_t **recv,
 
 static int cpu_step_expand(ft_engine *eng, uint32_t t)
 {
-    cpu_engine *ce = eng->impl;
-    if (ce->sn == 0)
-        return FT_ESTATE;
-    run_steps(ce, 0, t);
-    return FT_OK;
+    return steps_run(&eng, 1, FTI_STEP_EXPAND, t, NULL, NULL, NULL, NULL);
 }
 
 static int cpu_step_keep(ft_engine *eng, uint32_t t)
 {
-    cpu_engine *ce = eng->impl;
-    if (ce->sn == 0)
-        return FT_ESTATE;
-    run_steps(ce, 1, t);
-    return FT_OK;
+    return steps_run(&eng, 1, FTI_STEP_KEEP, t, NULL, NULL, NULL, NULL);
 }
 
 static int cpu_step_finish(ft_engine *eng, ft_result *const *res)
 {
-    cpu_engine *ce = eng->impl;
-    if (ce->sn == 0)
-        return FT_ESTATE;
-    ce->sres = res;
-    run_steps(ce, 2, 0);
-    ce->sn = 0;
-    return FT_OK;
+    return steps_run(&eng, 1, FTI_STEP_FINISH, 0, NULL, res, NULL, NULL);
 }
 
 /* ---- open / close ---------------------------------------------------- */
@@ -1164,6 +1525,11 @@ static void cpu_close(ft_engine *eng)
         wbuf_free(&ce->sr[i].wb);
     }
     free(ce->sr);
+    for (size_t i = 0; i < ce->mr_alloc; i++) {
+        wbuf_free(&ce->mr[i].wb);
+        free(ce->mr[i].at);
+    }
+    free(ce->mr);
     free(ce->send);
     free(ce->recv);
     free(ce);
@@ -1178,6 +1544,7 @@ static const ft_engine_ops cpu_ops = {
     .step_expand = cpu_step_expand,
     .step_keep = cpu_step_keep,
     .step_finish = cpu_step_finish,
+    .steps = cpu_steps,
     .close = cpu_close,
 };
 

@@ -14,7 +14,12 @@ typedef enum ft_cpu_match {
     FT_CPU_MATCH_MERGE = 2   /* two-pointer merge over token-sorted lists */
 } ft_cpu_match;
 
-/* How the workers share a batch. */
+/* How the workers share a batch.  The joint steps of a shard group
+ * (fti_engines_step_*) follow the split of the group's first engine:
+ * AUTO one piece of work per request (merged over the shards) when the
+ * batch has at least as many requests as workers, else one per (shard,
+ * request); REQUESTS always per request; BEAMS and GROUPS always per
+ * (shard, request). */
 typedef enum ft_cpu_split {
     FT_CPU_SPLIT_AUTO = 0,     /* rounds of one request per worker, the rest
                                   at once in groups; small requests alone */

@@ -217,6 +217,61 @@ int fti_engine_step_finish(ft_engine *eng, ft_result *const *res)
     return eng->ops->step_finish(eng, res);
 }
 
+/* engines_step runs one step of kind (FTI_STEP_*) on eng[0..count):
+ * together when they are engines of one kind with joint steps, else one
+ * engine after another. */
+static int engines_step(ft_engine *const *eng, size_t count, int kind,
+                        uint32_t t, ft_result *part, size_t n,
+                        fti_step_done done, void *arg)
+{
+    if (count == 0 || (kind == FTI_STEP_FINISH && part == NULL))
+        return FT_EINVAL;
+    const ft_engine_ops *ops = eng[0]->ops;
+    int joint = ops->steps != NULL;
+    for (size_t j = 0; j < count; j++) {
+        if (eng[j]->failed)
+            return FT_ESTATE;
+        joint = joint && eng[j]->ops == ops;
+    }
+    if (joint)
+        return ops->steps(eng, count, kind, t, part, done, arg);
+    int rc = FT_OK;
+    ft_result *p[FTI_ENGINE_CHUNK];
+    for (size_t j = 0; j < count && rc == FT_OK; j++) {
+        if (kind == FTI_STEP_EXPAND) {
+            rc = fti_engine_step_expand(eng[j], t);
+        } else if (kind == FTI_STEP_KEEP) {
+            rc = fti_engine_step_keep(eng[j], t);
+        } else {
+            for (size_t i = 0; i < n && i < FTI_ENGINE_CHUNK; i++)
+                p[i] = &part[j * FTI_ENGINE_CHUNK + i];
+            rc = fti_engine_step_finish(eng[j], p);
+        }
+    }
+    for (size_t i = 0; i < n && rc == FT_OK && done; i++)
+        done(arg, i);
+    return rc;
+}
+
+int fti_engines_step_expand(ft_engine *const *eng, size_t count, uint32_t t)
+{
+    return engines_step(eng, count, FTI_STEP_EXPAND, t, NULL, 0, NULL, NULL);
+}
+
+int fti_engines_step_keep(ft_engine *const *eng, size_t count, uint32_t t)
+{
+    return engines_step(eng, count, FTI_STEP_KEEP, t, NULL, 0, NULL, NULL);
+}
+
+int fti_engines_step_finish(ft_engine *const *eng, size_t count,
+                            ft_result *part, size_t n, fti_step_done done,
+                            void *arg)
+{
+    if (n > FTI_ENGINE_CHUNK)
+        return FT_EINVAL;
+    return engines_step(eng, count, FTI_STEP_FINISH, 0, part, n, done, arg);
+}
+
 void *fti_engine_stream(ft_engine *eng)
 {
     return eng->ops->stream ? eng->ops->stream(eng) : NULL;

@@ -26,6 +26,9 @@ void fti_result_fail(ft_result *res, int status, const char *msg);
  * or an error of that request); it returns an error only when the engine
  * itself failed.  The step operations follow include/flashtrie.h's
  * "engine steps" contract; an engine without them leaves them NULL. */
+/* The kinds of step of ft_engine_ops.steps. */
+enum { FTI_STEP_EXPAND = 0, FTI_STEP_KEEP = 1, FTI_STEP_FINISH = 2 };
+
 typedef struct ft_engine_ops {
     ft_engine_kind kind; /* CPU or GPU: ft_engine_name is its name */
     int (*run)(ft_engine *eng, const fti_prepared *const *reqs,
@@ -42,6 +45,14 @@ typedef struct ft_engine_ops {
     int (*step_expand)(ft_engine *eng, uint32_t t);
     int (*step_keep)(ft_engine *eng, uint32_t t);
     int (*step_finish)(ft_engine *eng, ft_result *const *res);
+    /* Optional: one step (FTI_STEP_*) of the batch begun on eng[0..count),
+     * every one an engine of these ops, together (fti_engines_step_*);
+     * finish writes engine j's request i to part[j * FTI_ENGINE_CHUNK +
+     * i] and calls done (may be NULL) for each request, as
+     * fti_engines_step_finish says.  NULL: the engines' own steps, one
+     * engine after another. */
+    int (*steps)(ft_engine *const *eng, size_t count, int kind, uint32_t t,
+                 ft_result *part, fti_step_done done, void *arg);
     void *(*stream)(ft_engine *eng);
     void (*timing_report)(const ft_engine *eng, char *buf, size_t len);
     void (*close)(ft_engine *eng);

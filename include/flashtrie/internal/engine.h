@@ -130,6 +130,30 @@ int fti_engine_step_keep(ft_engine *eng, uint32_t t);
 /* fti_engine_step_finish writes each request's local top-n hits, sorted by
  * (score desc, order asc), key_index local to this engine's index. */
 int fti_engine_step_finish(ft_engine *eng, ft_result *const *res);
+/* fti_engines_step_expand, _keep and _finish are those steps of every
+ * engine of eng[0..count), which hold the shards of one batch begun as
+ * shards first .. first + count - 1 (engine j as first + j): CPU engines
+ * run them together, every (engine, request) pair of the step in one
+ * round of eng[0]'s workers (the other engines' workers stay idle), other
+ * engines one after another.  A CPU engine's keep reads the lists of the
+ * shards in eng[] from their engines' send buffers, and only the other
+ * shards' lists from its recv: an exchange among CPU engines that are all
+ * in eng[] has nothing to copy.  CPU engines that run a batch merged (one
+ * piece of work per request over all of eng[], shard/cpu_engine.h) do
+ * each request's keep at the start of the next expand's or the finish's
+ * piece for it, not in a round of its own: recv must keep step t's lists
+ * until then (the step loop writes it only in the next step's exchange).
+ * finish writes engine j's hits of request i (of n) to part[j *
+ * FTI_ENGINE_CHUNK + i] and then, when done is not NULL, calls done(arg,
+ * i) once for each request: from the CPU engines' workers as soon as
+ * every engine's part of request i is written (concurrently for distinct
+ * requests), else from the calling thread after every part. */
+int fti_engines_step_expand(ft_engine *const *eng, size_t count, uint32_t t);
+int fti_engines_step_keep(ft_engine *const *eng, size_t count, uint32_t t);
+typedef void (*fti_step_done)(void *arg, size_t i);
+int fti_engines_step_finish(ft_engine *const *eng, size_t count,
+                            ft_result *part, size_t n, fti_step_done done,
+                            void *arg);
 /* fti_engine_stream returns the cudaStream_t a GPU engine enqueues its steps
  * on, NULL for the CPU engine (its steps are done when they return). */
 void *fti_engine_stream(ft_engine *eng);
@@ -242,7 +266,9 @@ typedef enum fti_exchange {
                            * FTI_EXCHANGE_KERNEL, when it fits), NCCL for GPU
                            * engines on distinct GPUs (device copies when
                            * built without NCCL) */
-    FTI_EXCHANGE_HOST,     /* CPU engines: memcpy between host buffers */
+    FTI_EXCHANGE_HOST,     /* CPU engines: each reads the others' lists
+                           * where they were written (they step together,
+                           * fti_engines_step_keep) */
     FTI_EXCHANGE_DEVICE,   /* GPU engines: device copies on a group stream,
                            * ordered by events, no host wait */
     FTI_EXCHANGE_NCCL,     /* GPU engines, one per GPU: ncclAllGather */
