@@ -946,6 +946,11 @@ static void test_walk(const ft_index *idx, ft_engine_kind kind)
         FT_PASS(ft_ar_walk(ar, NULL, 1, 0, 0, NULL, st, NULL, 0, -1, st,
                            NULL));
         FT_CHECK(st[0] == 5);
+        /* rows of no tokens with a stride, and no ids: none is read */
+        st[0] = st[1] = 9;
+        FT_PASS(ft_ar_walk(ar, NULL, 2, 0, 3, NULL, NULL, NULL, 0, -1, st,
+                           NULL));
+        FT_CHECK(st[0] == 0 && st[1] == 0);
     }
     ft_ar_close(ar);
     ft_ar_close(cpu);
