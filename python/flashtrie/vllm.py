@@ -37,7 +37,8 @@ Under async scheduling needs_output_token_ids() asks vLLM for the real
 output tokens while a constrained request is in the batch; a -1
 placeholder still there at apply raises ValueError.  This is the V1 model
 runner's interface (vLLM 0.32 documents another one for Model Runner V2,
-its default there: run such releases with VLLM_USE_V2_MODEL_RUNNER=0).
+its default there: flashtrie.vllm_mrv2.FlashTrieLogitsProcessorV2 is that
+one; this one needs VLLM_USE_V2_MODEL_RUNNER=0 on such releases).
 Speculative decoding is not supported (vLLM refuses custom processors
 with it).
 
