@@ -131,16 +131,35 @@ class Buf:
             self.np = t.numpy()
 
 
-class Runner:
-    """Runner plays MRV2's model runner for one processor."""
+class Buf2(Buf):
+    """a UvaBackedTensor on a device: the host array and its device copy
+    (refreshed by the runner after each write)."""
 
-    def __init__(self, itf, proc_cls, slots=8, max_len=24, config=None):
+    def __init__(self, t, device):
+        self.np = t.numpy()
+        self.host, self.device = t, device
+        self.sync()
+
+    def sync(self):
+        self.gpu = self.host.to(self.device)
+
+
+class Runner:
+    """Runner plays MRV2's model runner for one processor (device: where
+    the runner's buffers and the logits live)."""
+
+    def __init__(self, itf, proc_cls, slots=8, max_len=24, config=None,
+                 device="cpu"):
         self.slots, self.max_len = slots, max_len
-        self.tokens = torch.zeros((slots, max_len), dtype=torch.int32)
+        self.dev = torch.device(device)
+        self.tokens = torch.zeros((slots, max_len), dtype=torch.int32,
+                                  device=self.dev)
         self.plen = torch.zeros(slots, dtype=torch.int32)
+        self.plen_buf = Buf(self.plen, True) if self.dev.type == "cpu" \
+            else Buf2(self.plen, self.dev)
         self.rs = itf.LogitsProcRequestState(
-            device=torch.device("cpu"), max_num_reqs=slots, vocab_size=V,
-            all_token_ids=Buf(self.tokens), prompt_len=Buf(self.plen, True),
+            device=self.dev, max_num_reqs=slots, vocab_size=V,
+            all_token_ids=Buf(self.tokens), prompt_len=self.plen_buf,
             prefill_len=Buf(torch.zeros(slots, dtype=torch.int32), True),
             total_len=Buf(torch.zeros(slots, dtype=torch.int32)))
         self.itf = itf
@@ -158,6 +177,8 @@ class Runner:
         self.tokens[slot, :len(seq)] = torch.tensor(seq, dtype=torch.int32)
         self.tokens[slot, len(seq):] = 7            # stale ids past the end
         self.plen[slot] = len(req.prompt)
+        if isinstance(self.plen_buf, Buf2):
+            self.plen_buf.sync()
         self.active[slot] = req
         return slot
 
@@ -168,14 +189,15 @@ class Runner:
     def context(self, order):
         seq_len = [len(self.active[s].prompt) + len(self.active[s].out)
                    for s in order]
-        idx = torch.tensor(order, dtype=torch.int32)
+        idx = torch.tensor(order, dtype=torch.int32, device=self.dev)
         return self.itf.LogitsContext(
             expanded_idx_mapping=idx, idx_mapping=idx,
             idx_mapping_np=np.array(order, dtype=np.int32),
             expanded_local_pos=torch.zeros(len(order), dtype=torch.int32),
             input_ids=torch.tensor([(self.active[s].prompt +
                                      self.active[s].out)[-1] for s in order]),
-            pos=torch.tensor([n - 1 for n in seq_len], dtype=torch.int32),
+            pos=torch.tensor([n - 1 for n in seq_len], dtype=torch.int32,
+                             device=self.dev),
             seq_lens_upper_bound_np=np.array(seq_len, dtype=np.int32))
 
     def commit(self, slot, tok):
@@ -268,3 +290,36 @@ def test_refusals(v2, libs):  # noqa: F811
     x = torch.randn(1, V)
     assert torch.equal(run.proc.apply(x.clone(), ctx), x)
     assert math.isfinite(float(x.sum()))
+
+
+def test_cuda_equals_cpu(v2, libs):  # noqa: F811
+    """With a CUDA device: a runner on cuda:0 and one on the CPU, fed the
+    same requests and logits step by step, give the same logits."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    m2, itf, vllm = v2
+    rng = np.random.default_rng(31)
+    runs = [Runner(itf, m2.FlashTrieLogitsProcessorV2),
+            Runner(itf, m2.FlashTrieLogitsProcessorV2, device="cuda:0")]
+    from test_vllm import Req
+    for step in range(30):
+        while runs[0].free and rng.random() < 0.7:
+            r = new_request(sys.modules["flashtrie.vllm"], vllm, libs, rng)
+            twin = Req(r.params, r.lib, r.eos, r.prefix, r.out, r.max_tokens)
+            assert runs[0].add(r) == runs[1].add(twin)
+        if not runs[0].active:
+            continue
+        order = [int(s) for s in rng.permutation(sorted(runs[0].active))]
+        x = torch.randn(len(order), V)
+        y0 = runs[0].proc.apply(x.clone(), runs[0].context(order))
+        y1 = runs[1].proc.apply(x.cuda(), runs[1].context(order)).cpu()
+        assert torch.equal(y0, y1), step
+        for r, slot in enumerate(order):
+            tok = sample(runs[0].active[slot], y0[r], rng)
+            for run in runs:
+                run.commit(slot, tok)
+            req = runs[0].active[slot]
+            if len(req.out) >= req.max_tokens or (
+                    req.lib is not None and tok == req.the_eos()):
+                for run in runs:
+                    run.remove(slot)
