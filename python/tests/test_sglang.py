@@ -33,7 +33,7 @@ import pytest
 
 import torch  # Debian python3-torch: ops/setup.sh must install it
 
-from trie_lib import Lib, build, make_keys
+from trie_lib import Lib, build, make_keys, remove_standins
 
 V = 40
 EOS, BOS = 1, 2
@@ -95,11 +95,7 @@ def sg():
     import flashtrie.sglang as fs
     fs = importlib.reload(fs)
     yield fs, clp
-    for n, m in saved.items():
-        if m is None:
-            sys.modules.pop(n, None)
-        else:
-            sys.modules[n] = m
+    remove_standins(saved)
     importlib.reload(fs)
 
 

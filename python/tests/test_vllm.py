@@ -43,7 +43,7 @@ import pytest
 
 import torch  # Debian python3-torch: ops/setup.sh must install it
 
-from trie_lib import Lib, build, make_keys
+from trie_lib import Lib, build, make_keys, remove_standins
 
 V = 40                  # model vocabulary: 0 pad, 1 EOS, 2 BOS, 3.. tokens
 EOS, BOS = 1, 2
@@ -194,14 +194,6 @@ def install_standins():
     exec(compile(LP_SRC, "<vllm.v1.sample.logits_processor stand-in>", "exec"),
          lp.__dict__)
     return saved
-
-
-def remove_standins(saved):
-    for n, m in saved.items():
-        if m is None:
-            sys.modules.pop(n, None)
-        else:
-            sys.modules[n] = m
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ import torch
 
 from test_vllm import (EOS, V, VLLM_SRC, check_rows, libs,  # noqa: F401
                        new_request, sample)
+from trie_lib import remove_standins
 
 MRV2_SRC = '''
 from abc import ABC, abstractmethod
@@ -112,11 +113,7 @@ def v2():
     m2 = importlib.reload(m2)
     assert issubclass(m2.FlashTrieLogitsProcessorV2, itf.LogitsProcessor)
     yield m2, itf, mods["vllm"]
-    for n, m in saved.items():
-        if m is None:
-            sys.modules.pop(n, None)
-        else:
-            sys.modules[n] = m
+    remove_standins(saved)
     importlib.reload(fv)
     importlib.reload(m2)
 

@@ -3,6 +3,7 @@ random keys, the index flashtrie builds from them, and the test's own
 model of which columns a row may take (test_vllm.py, test_sglang.py)."""
 import os
 import subprocess
+import sys
 
 import numpy as np
 
@@ -63,3 +64,13 @@ class Lib:
             a["flashtrie_vocab"] = self.vocab_path
         a.update(kw)
         return a
+
+
+def remove_standins(saved):
+    """remove_standins puts back the sys.modules entries a test replaced
+    with stand-in modules (saved: name -> the module before, or None)."""
+    for n, m in saved.items():
+        if m is None:
+            sys.modules.pop(n, None)
+        else:
+            sys.modules[n] = m
