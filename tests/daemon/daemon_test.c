@@ -167,6 +167,111 @@ static void check_same(local *l, const ft_request *r, const ft_result *got)
     ft_result_free(&want);
 }
 
+/* check_grid_call: ft_client_grid_search and ft_client_grid_columns give
+ * what ft_client_search_grids, _results_shape and _results_columns gave
+ * for the same n requests (want, measured mh x ml), byte for byte, free
+ * the results, and fail with the errors of the calls they stand for. */
+static void check_grid_call(ft_client *c, const ft_request *tmpl, size_t n,
+                            const ft_client_results *want, uint32_t mh,
+                            uint32_t ml)
+{
+    char err[256];
+    ft_client_grid_call call;
+    memset(&call, 0xee, sizeof call);
+    call.client = c;
+    call.grids = *tmpl;
+    call.n = n;
+    call.errbuf = err;
+    call.errlen = sizeof err;
+    memset(&call.cols, 0, sizeof call.cols);
+    FT_PASS(ft_client_grid_search(&call));
+    FT_CHECK(call.results != NULL);
+    FT_CHECK_EQ_U64(ft_client_results_count(call.results), n);
+    FT_CHECK_EQ_U64(call.max_hits, mh);
+    FT_CHECK_EQ_U64(call.max_len, ml);
+    FT_CHECK_EQ_U64(call.failed, 0);
+    FT_CHECK_EQ_U64(call.first_status, FT_OK);
+    /* the same columns as ft_client_results_columns writes from want */
+    size_t slots = n * mh, isz = 4 * (size_t)ml + 24;
+    unsigned char *a = malloc(slots * isz), *b = malloc(slots * isz);
+    uint32_t na[8], nb[8];
+    int32_t sa[8], sb[8];
+    FT_CHECK(a && b && n <= 8);
+    memset(a, 0xab, slots * isz);
+    memset(b, 0xcd, slots * isz);
+    ft_client_columns cols; /* one array of records, as numpy's */
+    memset(&cols, 0, sizeof cols);
+    cols.rows = mh;
+    cols.width = ml;
+    cols.n = na;
+    cols.status = sa;
+    cols.tokens = a;
+    cols.len = a + 4 * ml;
+    cols.value = a + 4 * ml + 4;
+    cols.score = a + 4 * ml + 12;
+    cols.sigma = a + 4 * ml + 20;
+    cols.tokens_stride = cols.len_stride = cols.value_stride =
+        cols.score_stride = cols.sigma_stride = isz;
+    FT_PASS(ft_client_results_columns(want, 0, n, &cols, NULL, 0));
+    call.cols = cols;
+    call.cols.n = nb;
+    call.cols.status = sb;
+    ptrdiff_t d = b - a;
+    call.cols.tokens = b;
+    call.cols.len = (unsigned char *)cols.len + d;
+    call.cols.value = (unsigned char *)cols.value + d;
+    call.cols.score = (unsigned char *)cols.score + d;
+    call.cols.sigma = (unsigned char *)cols.sigma + d;
+    FT_PASS(ft_client_grid_columns(&call));
+    FT_CHECK(call.results == NULL);
+    FT_CHECK(memcmp(a, b, slots * isz) == 0);
+    FT_CHECK(memcmp(na, nb, n * 4) == 0);
+    FT_CHECK(memcmp(sa, sb, n * 4) == 0);
+    /* freed: a second columns call is refused by name */
+    FT_FAIL(ft_client_grid_columns(&call), FT_EINVAL);
+    FT_CHECK(strstr(err, "results is NULL") != NULL);
+    /* a layout too small: refused, nothing written, the results freed */
+    FT_PASS(ft_client_grid_search(&call));
+    memset(b, 0xcd, slots * isz);
+    call.cols.rows = mh - 1;
+    FT_FAIL(ft_client_grid_columns(&call), FT_EINVAL);
+    FT_CHECK(strstr(err, "rows holds") != NULL);
+    FT_CHECK(call.results == NULL);
+    for (size_t i = 0; i < slots * isz; i++)
+        FT_CHECK_EQ_U64(b[i], 0xcd);
+    /* the errors of ft_client_search_grids, with nothing to free */
+    call.n = 0;
+    FT_FAIL(ft_client_grid_search(&call), FT_EINVAL);
+    FT_CHECK(call.results == NULL);
+    FT_CHECK(strstr(err, "expected 1..") != NULL);
+    FT_CHECK_EQ_U64(call.max_hits, 0);
+    FT_CHECK_EQ_U64(call.max_len, 0);
+    call.n = n;
+    call.grids.T = FT_MAX_T + 1;
+    FT_FAIL(ft_client_grid_search(&call), FT_ELIMIT);
+    FT_CHECK(call.results == NULL);
+    FT_CHECK(strstr(err, "grids: T") != NULL);
+    /* rejected requests: counted in failed, the first one's status */
+    call.grids = *tmpl;
+    call.grids.beam = 0;
+    FT_PASS(ft_client_grid_search(&call));
+    FT_CHECK_EQ_U64(call.failed, n);
+    FT_CHECK_EQ_U64(call.first_status, (uint32_t)FT_EREQUEST);
+    FT_CHECK_EQ_U64(call.max_hits, 0);
+    FT_CHECK_EQ_U64(call.max_len, 0);
+    call.cols.rows = 0;
+    call.cols.width = 0;
+    FT_PASS(ft_client_grid_columns(&call));
+    for (size_t i = 0; i < n; i++) {
+        FT_CHECK_EQ_U64(nb[i], 0);
+        FT_CHECK_EQ_U64(sb[i], FT_EREQUEST);
+    }
+    FT_FAIL(ft_client_grid_search(NULL), FT_EINVAL);
+    FT_FAIL(ft_client_grid_columns(NULL), FT_EINVAL);
+    free(a);
+    free(b);
+}
+
 /* check_grids: the array form (ft_client_search_grids, _results_shape,
  * _results_columns) gives the engine's answers, columns written exactly
  * as the results read, and refuses a layout too small before writing. */
@@ -266,6 +371,7 @@ static void check_grids(ft_client *c, local *l, uint64_t *seed)
     cols.rows = rows;
     FT_FAIL(ft_client_results_columns(res, 1, N, &cols, err, sizeof err),
             FT_EINVAL);
+    check_grid_call(c, &tmpl, N, res, mh, ml);
     ft_client_results_free(res);
     free(n);
     free(len);
