@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import math
 import operator
+from operator import getitem as _getitem
 import re
 import threading
 import warnings
@@ -86,6 +87,7 @@ _U64_DTYPE = np.dtype(np.uint64)
 _F64_DTYPE = np.dtype(np.float64)
 _I32_DTYPE = np.dtype(np.int32)
 _U8_DTYPE = np.dtype(np.uint8)
+_ND = np.ndarray
 
 
 _RawRequest = _lib.RequestAddr   # ft_request, grid pointers as ints
@@ -174,6 +176,17 @@ def _grids(tokens: Any, logp: Any, ndim: int, where: str):
     """_grids checks and converts one request's grids (ndim 2: (T, K)) or a
     batch's (ndim 3: (b, T, K)) into C-contiguous uint32 and float32
     arrays.  Every fault is raised here, before anything is sent."""
+    # The fast path first: exact ndarrays, uint32 and float32 (their
+    # dtypes are numpy's singletons), C-contiguous, of a shape in range,
+    # are sent from where they are (no conversion, no copy).
+    if type(tokens) is _ND and type(logp) is _ND and \
+            tokens.dtype is _U32_DTYPE and logp.dtype is _F32_DTYPE:
+        sh = tokens.shape
+        if sh == logp.shape and len(sh) == ndim and \
+                0 < sh[-2] <= MAX_T and 0 < sh[-1] <= MAX_K and \
+                (ndim == 2 or 0 < sh[0] <= MAX_BATCH) and \
+                tokens.flags.c_contiguous and logp.flags.c_contiguous:
+            return tokens, logp
     want = "(T, K)" if ndim == 2 else "(b, T, K)"
     tok = np.asarray(tokens)
     lp = np.asarray(logp)
@@ -187,8 +200,8 @@ def _grids(tokens: Any, logp: Any, ndim: int, where: str):
         raise ValueError("%sbatch: must hold 1..%d requests, got %d"
                          % (where, MAX_BATCH, tok.shape[0]))
     T, K = tok.shape[-2], tok.shape[-1]
-    # The fast path: grids already uint32 and float32, C-contiguous, are
-    # sent from where they are (no conversion, no copy).
+    # Grids already uint32 and float32, C-contiguous (subclasses, equal
+    # dtypes that are other objects) are sent as they are too.
     if tok.dtype == _U32_DTYPE and lp.dtype == _F32_DTYPE and \
             tok.flags.c_contiguous and lp.flags.c_contiguous and \
             1 <= T <= MAX_T and 1 <= K <= MAX_K:
@@ -458,10 +471,11 @@ def _list_build(s: "_Slot", n: int, width: int, o1: int, o2: int, o3: int,
     sigmas = mv[o4:o5].cast("f").tolist()
     s.trim()
     # Each hit's width slots as one tuple (zip over one iterator, all in
-    # C), cut to the key's length where it is shorter.
-    keys = list(zip(*[iter(toks)] * width))
+    # C), cut to the key's length where it is shorter (k[:len] mapped, no
+    # Python loop; a full-length slice is k itself).
+    keys = zip(*[iter(toks)] * width)
     if min(lens) < width:
-        keys = [k if m == width else k[:m] for k, m in zip(keys, lens)]
+        keys = map(_getitem, keys, map(slice, lens))
     return list(map(_tuple_new, repeat(Hit, n),
                     zip(keys, values, scores, sigmas)))
 
