@@ -42,6 +42,12 @@ whose C search hands back an answer recorded before (the same bytes the
 server sent), in a third pass: the client's own work with warm caches and
 no server at all, the steadiest of the three on a busy machine.
 
+--calls-only CASE:N makes N real calls (after one warm-up call per
+request) and prints nothing: under `valgrind --tool=callgrind
+--separate-threads=yes` the calling thread's count holds the C client's
+own work too (the same for every package), none of the replay's stubs
+(FT_ICOUNT=calls ops/bench/python_client_icount.sh).
+
 --replay-only CASE:N replays N calls of one case and prints nothing; run
 under `valgrind --tool=cachegrind --cache-sim=no` at two N, the
 difference of the two "I refs" over the difference of the Ns is the
@@ -257,6 +263,11 @@ def main():
                     help="only replay N calls of one py.* or base.* case "
                     "and print nothing: for counting instructions under "
                     "valgrind --tool=cachegrind")
+    ap.add_argument("--calls-only", metavar="CASE:N",
+                    help="only make N real calls of one case and print "
+                    "nothing: for counting the calling thread's "
+                    "instructions under valgrind --tool=callgrind "
+                    "--separate-threads=yes (no replay stubs in them)")
     a = ap.parse_args()
 
     reqs = load(a.requests, a.limit)
@@ -309,6 +320,17 @@ def main():
     if a.baseline:
         cases += py_cases("base", import_baseline(a.baseline, "python_client_bench"), a.url, grids,
                           reqs, batch)
+
+    if a.calls_only:
+        name, _, count = a.calls_only.rpartition(":")
+        found = [f for n, f, cli in cases if n == name]
+        if not found or not count.isdigit():
+            sys.exit("python_client_bench: --calls-only %s: expected "
+                     "CASE:N with CASE one of %s" % (a.calls_only, ", ".join(
+                         n for n, _, _ in cases)))
+        for k in range(len(reqs) + int(count)):
+            found[0](k % len(reqs))
+        return
 
     if a.replay_only:
         name, _, count = a.replay_only.rpartition(":")

@@ -310,76 +310,79 @@ static void check_grids(ft_client *c, local *l, uint64_t *seed)
     FT_CHECK_EQ_U64(ft_client_results_shape(res, 0, N, &mh, &ml), N);
     FT_CHECK_EQ_U64(mh, want_h);
     FT_CHECK_EQ_U64(ml, want_l);
-    /* packed columns, one spare row and token slot each, sentinels */
-    uint32_t rows = mh + 1, width = ml + 1;
-    size_t slots = (size_t)N * rows;
-    uint32_t *n = malloc(N * 4), *len = malloc(slots * 4);
-    uint32_t *ktok = malloc(slots * width * 4);
-    int32_t *st = malloc(N * 4);
-    uint64_t *val = malloc(slots * 8);
-    double *score = malloc(slots * 8);
-    float *sigma = malloc(slots * 4);
-    FT_CHECK(n && len && ktok && st && val && score && sigma);
-    memset(ktok, 0xab, slots * width * 4);
-    memset(len, 0xab, slots * 4);
-    ft_client_columns cols;
-    memset(&cols, 0, sizeof cols);
-    cols.rows = rows;
-    cols.width = width;
-    cols.n = n;
-    cols.status = st;
-    cols.tokens = ktok;
-    cols.len = len;
-    cols.value = val;
-    cols.score = score;
-    cols.sigma = sigma;
-    FT_PASS(ft_client_results_columns(res, 0, N, &cols, NULL, 0));
-    for (int i = 0; i < N; i++) {
-        const ft_result *got = ft_client_results_get(res, (size_t)i);
-        FT_CHECK_EQ_U64(st[i], got->status);
-        FT_CHECK_EQ_U64(n[i], got->status == FT_OK ? got->n : 0);
-        for (uint32_t j = 0; j < rows; j++) {
-            size_t at = (size_t)i * rows + j;
-            uint32_t *kt = ktok + at * width;
-            if (j < n[i]) {
-                const ft_hit *h = &got->hits[j];
-                FT_CHECK_EQ_U64(len[at], h->len);
-                FT_CHECK_EQ_U64(val[at], h->value);
-                FT_CHECK(memcmp(&score[at], &h->score, 8) == 0);
-                FT_CHECK(memcmp(&sigma[at], &h->sigma, 4) == 0);
-                FT_CHECK(memcmp(kt, got->tokens + h->tok_off, h->len * 4) ==
-                         0);
-                for (uint32_t w = h->len; w < width; w++)
-                    FT_CHECK_EQ_U64(kt[w], 0);
-            } else {
-                FT_CHECK_EQ_U64(len[at], 0);
-                for (uint32_t w = 0; w < width; w++)
-                    FT_CHECK_EQ_U64(kt[w], 0);
+    for (uint32_t spare = 1; spare <= 17; spare += 16) {
+        /* packed columns, one spare row and token slots to spare (1, then
+         * 17: wide zero padding), sentinels */
+        uint32_t rows = mh + 1, width = ml + spare;
+        size_t slots = (size_t)N * rows;
+        uint32_t *n = malloc(N * 4), *len = malloc(slots * 4);
+        uint32_t *ktok = malloc(slots * width * 4);
+        int32_t *st = malloc(N * 4);
+        uint64_t *val = malloc(slots * 8);
+        double *score = malloc(slots * 8);
+        float *sigma = malloc(slots * 4);
+        FT_CHECK(n && len && ktok && st && val && score && sigma);
+        memset(ktok, 0xab, slots * width * 4);
+        memset(len, 0xab, slots * 4);
+        ft_client_columns cols;
+        memset(&cols, 0, sizeof cols);
+        cols.rows = rows;
+        cols.width = width;
+        cols.n = n;
+        cols.status = st;
+        cols.tokens = ktok;
+        cols.len = len;
+        cols.value = val;
+        cols.score = score;
+        cols.sigma = sigma;
+        FT_PASS(ft_client_results_columns(res, 0, N, &cols, NULL, 0));
+        for (int i = 0; i < N; i++) {
+            const ft_result *got = ft_client_results_get(res, (size_t)i);
+            FT_CHECK_EQ_U64(st[i], got->status);
+            FT_CHECK_EQ_U64(n[i], got->status == FT_OK ? got->n : 0);
+            for (uint32_t j = 0; j < rows; j++) {
+                size_t at = (size_t)i * rows + j;
+                uint32_t *kt = ktok + at * width;
+                if (j < n[i]) {
+                    const ft_hit *h = &got->hits[j];
+                    FT_CHECK_EQ_U64(len[at], h->len);
+                    FT_CHECK_EQ_U64(val[at], h->value);
+                    FT_CHECK(memcmp(&score[at], &h->score, 8) == 0);
+                    FT_CHECK(memcmp(&sigma[at], &h->sigma, 4) == 0);
+                    FT_CHECK(memcmp(kt, got->tokens + h->tok_off, h->len * 4) ==
+                             0);
+                    for (uint32_t w = h->len; w < width; w++)
+                        FT_CHECK_EQ_U64(kt[w], 0);
+                } else {
+                    FT_CHECK_EQ_U64(len[at], 0);
+                    for (uint32_t w = 0; w < width; w++)
+                        FT_CHECK_EQ_U64(kt[w], 0);
+                }
             }
         }
+        /* one row short: refused, nothing written */
+        memset(len, 0xab, slots * 4);
+        cols.rows = mh - 1;
+        char err[256];
+        FT_FAIL(ft_client_results_columns(res, 0, N, &cols, err, sizeof err),
+                FT_EINVAL);
+        FT_CHECK(err[0] != 0);
+        for (size_t i = 0; i < slots; i++)
+            FT_CHECK_EQ_U64(len[i], 0xabababab);
+        /* past the results */
+        cols.rows = rows;
+        FT_FAIL(ft_client_results_columns(res, 1, N, &cols, err, sizeof err),
+                FT_EINVAL);
+        free(n);
+        free(len);
+        free(ktok);
+        free(st);
+        free(val);
+        free(score);
+        free(sigma);
     }
-    /* one row short: refused, nothing written */
-    memset(len, 0xab, slots * 4);
-    cols.rows = mh - 1;
-    char err[256];
-    FT_FAIL(ft_client_results_columns(res, 0, N, &cols, err, sizeof err),
-            FT_EINVAL);
-    FT_CHECK(err[0] != 0);
-    for (size_t i = 0; i < slots; i++)
-        FT_CHECK_EQ_U64(len[i], 0xabababab);
-    /* past the results */
-    cols.rows = rows;
-    FT_FAIL(ft_client_results_columns(res, 1, N, &cols, err, sizeof err),
-            FT_EINVAL);
     check_grid_call(c, &tmpl, N, res, mh, ml);
     ft_client_results_free(res);
-    free(n);
-    free(len);
-    free(ktok);
-    free(st);
-    free(val);
-    free(score);
-    free(sigma);
 }
 
 /* ---- concurrent ---- */
