@@ -219,6 +219,46 @@ FT_API int ft_client_results_columns(const ft_client_results *r,
                                      const ft_client_columns *cols,
                                      char *errbuf, size_t errlen);
 
+/* ---- The array form in two calls of one argument each -----------------
+ *
+ * For callers through an FFI, where every call and every argument crossing
+ * it costs (ctypes: about 0.1 us a call and as much again an argument):
+ * ft_client_search_grids, _results_shape, _results_columns and
+ * _results_free in two calls, each taking one struct that the caller
+ * keeps and reuses between calls. */
+
+typedef struct ft_client_grid_call {
+    /* in */
+    ft_client *client;
+    ft_request grids;            /* as ft_client_search_grids's *grids */
+    size_t n;                    /* requests, 1 .. FT_FRAME_MAX_BATCH */
+    char *errbuf;                /* may be NULL */
+    size_t errlen;
+    ft_client_columns cols;      /* for ft_client_grid_columns */
+    /* out, from ft_client_grid_search */
+    ft_client_results *results;  /* the n results; NULL when the search
+                                  * failed or once freed */
+    uint32_t max_hits;           /* ft_client_results_shape of all n */
+    uint32_t max_len;
+    uint32_t failed;             /* results whose status is not FT_OK */
+    uint32_t first_status;       /* results[0]'s status (as uint32) */
+} ft_client_grid_call;
+
+/* ft_client_grid_search is ft_client_search_grids(call->client,
+ * &call->grids, call->n, &call->results, call->errbuf, call->errlen)
+ * followed, on FT_OK, by ft_client_results_shape of all n results into
+ * max_hits and max_len, and the count of failed results.  On an error
+ * results is NULL and max_hits, max_len, failed and first_status are 0.
+ * The caller frees the results (ft_client_results_free, or
+ * ft_client_grid_columns). */
+FT_API int ft_client_grid_search(ft_client_grid_call *call);
+
+/* ft_client_grid_columns is ft_client_results_columns(call->results, 0,
+ * call->n, &call->cols, call->errbuf, call->errlen) followed by
+ * ft_client_results_free(call->results) whatever it returned; results is
+ * then NULL.  With results NULL it is FT_EINVAL and writes nothing. */
+FT_API int ft_client_grid_columns(ft_client_grid_call *call);
+
 /* ft_client_ping succeeds when the server answers a PING. */
 FT_API int ft_client_ping(ft_client *c, char *errbuf, size_t errlen);
 

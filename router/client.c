@@ -852,6 +852,45 @@ int ft_client_results_columns(const ft_client_results *r, size_t first,
     return FT_OK;
 }
 
+/* ---- the array form in two calls of one argument ---- */
+
+int ft_client_grid_search(ft_client_grid_call *call)
+{
+    if (call == NULL)
+        return FT_EINVAL;
+    call->max_hits = call->max_len = call->failed = call->first_status = 0;
+    int rc = ft_client_search_grids(call->client, &call->grids, call->n,
+                                    &call->results, call->errbuf,
+                                    call->errlen);
+    if (rc != FT_OK)
+        return rc;
+    const ft_client_results *r = call->results;
+    ft_client_results_shape(r, 0, call->n, &call->max_hits,
+                            &call->max_len);
+    uint32_t failed = 0;
+    for (size_t i = 0; i < r->m.count; i++)
+        failed += r->m.res[i].status != FT_OK;
+    call->failed = failed;
+    call->first_status = (uint32_t)r->m.res[0].status;
+    return FT_OK;
+}
+
+int ft_client_grid_columns(ft_client_grid_call *call)
+{
+    if (call == NULL)
+        return FT_EINVAL;
+    if (call->results == NULL) {
+        fti_errf(call->errbuf, call->errlen, "columns: results is NULL");
+        return FT_EINVAL;
+    }
+    int rc = ft_client_results_columns(call->results, 0, call->n,
+                                       &call->cols, call->errbuf,
+                                       call->errlen);
+    ft_client_results_free(call->results);
+    call->results = NULL;
+    return rc;
+}
+
 /* ---- asynchronous search ---- */
 
 typedef struct acall {

@@ -42,6 +42,12 @@ whose C search hands back an answer recorded before (the same bytes the
 server sent), in a third pass: the client's own work with warm caches and
 no server at all, the steadiest of the three on a busy machine.
 
+--calls-only CASE:N makes N real calls (after one warm-up call per
+request) and prints nothing: under `valgrind --tool=callgrind
+--separate-threads=yes` the calling thread's count holds the C client's
+own work too (the same for every package), none of the replay's stubs
+(FT_ICOUNT=calls ops/bench/python_client_icount.sh).
+
 --replay-only CASE:N replays N calls of one case and prints nothing; run
 under `valgrind --tool=cachegrind --cache-sim=no` at two N, the
 difference of the two "I refs" over the difference of the Ns is the
@@ -126,7 +132,11 @@ class LibProxy:
 def instrument(cli):
     """instrument puts an Inner around the C search calls of a Client
     (either generation of the package) and returns it."""
-    if hasattr(cli, "_search_grids"):    # every case timed here uses it
+    if hasattr(cli, "_grid_search"):     # every case timed here uses it
+        inner = Inner(cli._grid_search)
+        cli._grid_search = inner
+        return inner
+    if hasattr(cli, "_search_grids"):    # the package before ft_client_grid_call
         inner = Inner(cli._search_grids)
         cli._search_grids = inner
         return inner
@@ -143,7 +153,38 @@ class Replay:
 
     def __init__(self, cli):
         self.cli, self.store, self.key, self.recording = cli, {}, None, True
-        if hasattr(cli, "_search_grids"):
+        if hasattr(cli, "_grid_search"):
+            # ft_client_grid_search's outputs (results, max_hits, max_len,
+            # failed, first_status: 24 bytes) recorded and written back
+            # with one memmove; ft_client_grid_columns replayed as the
+            # ft_client_results_columns it makes, without the free.
+            real, GC = cli._grid_search, _lib.GridCall
+            off, size = GC.results.offset, ctypes.sizeof(GC) - \
+                GC.results.offset
+            ocols, cols = GC.cols.offset, cli._columns
+            memmove, cur = ctypes.memmove, [None, 0]
+
+            def grid_search(addr):
+                if self.recording:
+                    rc = real(addr)
+                    c = GC.from_address(addr)
+                    cur[0], cur[1] = c.results, c.n
+                    self.store[self.key] = (ctypes.string_at(addr + off,
+                                                             size), c.n)
+                    return rc
+                blob, cur[1] = self.store[self.key]
+                memmove(addr + off, blob, size)
+                cur[0] = GC.from_address(addr).results
+                return 0
+
+            def grid_columns(addr):
+                return cols(cur[0], 0, cur[1], addr + ocols, None, 0)
+            self.free = lambda blob: cli._free(
+                ctypes.c_void_p.from_buffer_copy(blob[0][:8]).value)
+            cli._grid_search = grid_search
+            cli._grid_columns = grid_columns
+            cli._free = lambda res: None
+        elif hasattr(cli, "_search_grids"):
             real = cli._search_grids
 
             def search_grids(h, q, n, out, err, errlen):
@@ -222,6 +263,11 @@ def main():
                     help="only replay N calls of one py.* or base.* case "
                     "and print nothing: for counting instructions under "
                     "valgrind --tool=cachegrind")
+    ap.add_argument("--calls-only", metavar="CASE:N",
+                    help="only make N real calls of one case and print "
+                    "nothing: for counting the calling thread's "
+                    "instructions under valgrind --tool=callgrind "
+                    "--separate-threads=yes (no replay stubs in them)")
     a = ap.parse_args()
 
     reqs = load(a.requests, a.limit)
@@ -274,6 +320,17 @@ def main():
     if a.baseline:
         cases += py_cases("base", import_baseline(a.baseline, "python_client_bench"), a.url, grids,
                           reqs, batch)
+
+    if a.calls_only:
+        name, _, count = a.calls_only.rpartition(":")
+        found = [f for n, f, cli in cases if n == name]
+        if not found or not count.isdigit():
+            sys.exit("python_client_bench: --calls-only %s: expected "
+                     "CASE:N with CASE one of %s" % (a.calls_only, ", ".join(
+                         n for n, _, _ in cases)))
+        for k in range(len(reqs) + int(count)):
+            found[0](k % len(reqs))
+        return
 
     if a.replay_only:
         name, _, count = a.replay_only.rpartition(":")

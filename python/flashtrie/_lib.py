@@ -99,6 +99,42 @@ class Columns(ctypes.Structure):
     ]
 
 
+class RequestAddr(ctypes.Structure):
+    """ft_request with its grid pointers as plain addresses (ints): set
+    from an array's address with no ctypes.cast."""
+
+    _fields_ = [
+        ("T", ctypes.c_uint32),
+        ("K", ctypes.c_uint32),
+        ("tokens", ctypes.c_void_p),
+        ("logp", ctypes.c_void_p),
+        ("beam", ctypes.c_uint32),
+        ("results", ctypes.c_uint32),
+        ("theta_tok", ctypes.c_float),
+        ("theta_sent", ctypes.c_float),
+        ("alpha", ctypes.c_double),
+    ]
+
+
+class GridCall(ctypes.Structure):
+    """ft_client_grid_call of include/flashtrie_client.h (pointers as
+    addresses)."""
+
+    _fields_ = [
+        ("client", ctypes.c_void_p),
+        ("grids", RequestAddr),
+        ("n", ctypes.c_size_t),
+        ("errbuf", ctypes.c_void_p),
+        ("errlen", ctypes.c_size_t),
+        ("cols", Columns),
+        ("results", ctypes.c_void_p),
+        ("max_hits", ctypes.c_uint32),
+        ("max_len", ctypes.c_uint32),
+        ("failed", ctypes.c_uint32),
+        ("first_status", ctypes.c_uint32),
+    ]
+
+
 def _install_prefix(here):
     """_install_prefix returns the prefix a package installed at
     PREFIX/lib*/pythonX.Y/{site,dist}-packages/flashtrie lives in (where
@@ -172,6 +208,10 @@ def _declare(lib):
                                                c_void_p]),
         "ft_client_results_columns": (c_int, [c_void_p, c_size_t, c_size_t,
                                               c_void_p, c_char_p, c_size_t]),
+        # The same in two calls of one argument (a ft_client_grid_call's
+        # address): the fewest crossings per search.
+        "ft_client_grid_search": (c_int, [c_void_p]),
+        "ft_client_grid_columns": (c_int, [c_void_p]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)

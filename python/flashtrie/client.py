@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import math
 import operator
+from operator import getitem as _getitem
 import re
 import threading
 import warnings
@@ -74,7 +75,8 @@ def _hit_layout(width: int):
     if lay is None:
         dt = hit_dtype(width)
         lay = (dt,) + tuple(dt.fields[f][1] for f in
-                            ("tokens", "len", "value", "score", "sigma"))
+                            ("tokens", "len", "value", "score",
+                             "sigma")) + (dt.itemsize,)
         _HIT_DTYPES[width] = lay
     return lay
 
@@ -85,23 +87,10 @@ _U64_DTYPE = np.dtype(np.uint64)
 _F64_DTYPE = np.dtype(np.float64)
 _I32_DTYPE = np.dtype(np.int32)
 _U8_DTYPE = np.dtype(np.uint8)
+_ND = np.ndarray
 
 
-class _RawRequest(ctypes.Structure):
-    """ft_request with its grid pointers as plain addresses (ints): set
-    from an array's address with no ctypes.cast."""
-
-    _fields_ = [
-        ("T", ctypes.c_uint32),
-        ("K", ctypes.c_uint32),
-        ("tokens", ctypes.c_void_p),
-        ("logp", ctypes.c_void_p),
-        ("beam", ctypes.c_uint32),
-        ("results", ctypes.c_uint32),
-        ("theta_tok", ctypes.c_float),
-        ("theta_sent", ctypes.c_float),
-        ("alpha", ctypes.c_double),
-    ]
+_RawRequest = _lib.RequestAddr   # ft_request, grid pointers as ints
 
 
 class _RawResult(ctypes.Structure):
@@ -187,6 +176,17 @@ def _grids(tokens: Any, logp: Any, ndim: int, where: str):
     """_grids checks and converts one request's grids (ndim 2: (T, K)) or a
     batch's (ndim 3: (b, T, K)) into C-contiguous uint32 and float32
     arrays.  Every fault is raised here, before anything is sent."""
+    # The fast path first: exact ndarrays, uint32 and float32 (their
+    # dtypes are numpy's singletons), C-contiguous, of a shape in range,
+    # are sent from where they are (no conversion, no copy).
+    if type(tokens) is _ND and type(logp) is _ND and \
+            tokens.dtype is _U32_DTYPE and logp.dtype is _F32_DTYPE:
+        sh = tokens.shape
+        if sh == logp.shape and len(sh) == ndim and \
+                0 < sh[-2] <= MAX_T and 0 < sh[-1] <= MAX_K and \
+                (ndim == 2 or 0 < sh[0] <= MAX_BATCH) and \
+                tokens.flags.c_contiguous and logp.flags.c_contiguous:
+            return tokens, logp
     want = "(T, K)" if ndim == 2 else "(b, T, K)"
     tok = np.asarray(tokens)
     lp = np.asarray(logp)
@@ -200,8 +200,8 @@ def _grids(tokens: Any, logp: Any, ndim: int, where: str):
         raise ValueError("%sbatch: must hold 1..%d requests, got %d"
                          % (where, MAX_BATCH, tok.shape[0]))
     T, K = tok.shape[-2], tok.shape[-1]
-    # The fast path: grids already uint32 and float32, C-contiguous, are
-    # sent from where they are (no conversion, no copy).
+    # Grids already uint32 and float32, C-contiguous (subclasses, equal
+    # dtypes that are other objects) are sent as they are too.
     if tok.dtype == _U32_DTYPE and lp.dtype == _F32_DTYPE and \
             tok.flags.c_contiguous and lp.flags.c_contiguous and \
             1 <= T <= MAX_T and 1 <= K <= MAX_K:
@@ -335,19 +335,42 @@ _UNSET = object()
 
 
 class _Scratch(threading.local):
-    """_Scratch is one thread's reusable ctypes state for a Client's
-    searches: the request template (shape, grid addresses, parameters),
-    the out pointer, the error buffer, the shape counters, the columns
-    descriptors and the block the list form's columns are written to.  A
-    thread runs one call at a time, so nothing here is shared; nothing in
-    it outlives a call as seen by the caller (answers are copied out)."""
+    """_Scratch holds one thread's _Slot of a Client (made on the thread's
+    first search, for the handle h): one threading.local lookup per call,
+    then plain attributes."""
 
-    def __init__(self):
-        self.req = _RawRequest()
+    def __init__(self, h: int):
+        self.s = _Slot(h)
+
+
+class _Slot:
+    """_Slot is one thread's reusable ctypes state for a Client's
+    searches: the ft_client_grid_call (the handle, the request template:
+    shape, grid addresses, parameters; the columns descriptor; the shape
+    and results it gets back), the out pointer, the error buffer, the
+    shape counters and columns descriptors of the batch path, and the
+    block the list form's columns are written to.  A thread runs one call
+    at a time, so nothing here is shared; nothing in it outlives a call as
+    seen by the caller (answers are copied out)."""
+
+    __slots__ = ("call", "call_addr", "req", "req_addr", "c", "lay", "out",
+                 "out_addr", "err", "dims", "dims_addr", "len_addr",
+                 "one_n", "one_status", "cols", "cols_addr", "scols",
+                 "scols_addr", "cap", "buf", "mv", "base", "key")
+
+    def __init__(self, h: int):
+        self.call = _lib.GridCall()
+        self.call_addr = ctypes.addressof(self.call)
+        self.call.client = h
+        self.req = self.call.grids            # a view into call
         self.req_addr = ctypes.addressof(self.req)
+        self.c = self.call.cols
+        self.lay = -1      # the layout c's strides are set for: see _Slot
         self.out = ctypes.c_void_p()
         self.out_addr = ctypes.addressof(self.out)
         self.err = ctypes.create_string_buffer(_ERRLEN)
+        self.call.errbuf = ctypes.addressof(self.err)
+        self.call.errlen = _ERRLEN
         self.dims = (ctypes.c_uint32 * 4)()   # max hits, max len, n, status
         d = ctypes.addressof(self.dims)
         self.dims_addr, self.len_addr = d, d + 4
@@ -378,6 +401,23 @@ class _Scratch(threading.local):
         self.key = args if all(isinstance(a, _IMMUTABLE) for a in args) \
             else (_UNSET,) * 5
 
+    def packed(self) -> None:
+        """packed sets c's strides for separate packed columns (lay 0)."""
+        c = self.c
+        c.tokens_stride = c.len_stride = c.value_stride = c.score_stride = \
+            c.sigma_stride = 0
+        self.lay = 0
+
+    def records(self, width: int, itemsize: int) -> None:
+        """records sets c for one array of hit_dtype(width) (lay width):
+        strides of its itemsize, no n and status columns."""
+        c = self.c
+        c.tokens_stride = c.len_stride = c.value_stride = c.score_stride = \
+            c.sigma_stride = itemsize
+        c.n = c.status = None
+        c.width = width
+        self.lay = width
+
     def block(self, nbytes: int) -> None:
         """block makes the scratch block at least nbytes long."""
         if nbytes > self.cap:
@@ -395,10 +435,9 @@ class _Scratch(threading.local):
 
 
 _tuple_new = tuple.__new__
-_count_nonzero = np.count_nonzero
 
 
-def _hits_list(columns, s: _Scratch, res: int, i: int, n: int, width: int) -> list:
+def _hits_list(columns, s: "_Slot", res: int, i: int, n: int, width: int) -> list:
     """_hits_list copies result i's n >= 1 hits (keys up to width tokens)
     into the scratch block in column form, one C call, and builds the list
     of Hit from it: no numpy, no Python loop over the hits."""
@@ -416,6 +455,14 @@ def _hits_list(columns, s: _Scratch, res: int, i: int, n: int, width: int) -> li
     rc = columns(res, i, 1, s.cols_addr, s.err, _ERRLEN)
     if rc != 0:
         raise error_for(rc, _text(s.err))
+    return _list_build(s, n, width, o1, o2, o3, o4, o5)
+
+
+def _list_build(s: "_Slot", n: int, width: int, o1: int, o2: int, o3: int,
+                o4: int, o5: int) -> list:
+    """_list_build makes the list of Hit of the n hits whose columns are
+    in s's block (values at 0, scores at o1, tokens at o2, lengths at o3,
+    sigmas at o4)."""
     mv = s.mv
     values = mv[:o1].cast("Q").tolist()
     scores = mv[o1:o2].cast("d").tolist()
@@ -424,19 +471,60 @@ def _hits_list(columns, s: _Scratch, res: int, i: int, n: int, width: int) -> li
     sigmas = mv[o4:o5].cast("f").tolist()
     s.trim()
     # Each hit's width slots as one tuple (zip over one iterator, all in
-    # C), cut to the key's length where it is shorter.
-    keys = list(zip(*[iter(toks)] * width))
+    # C), cut to the key's length where it is shorter (k[:len] mapped, no
+    # Python loop; a full-length slice is k itself).
+    keys = zip(*[iter(toks)] * width)
     if min(lens) < width:
-        keys = [k if m == width else k[:m] for k, m in zip(keys, lens)]
+        keys = map(_getitem, keys, map(slice, lens))
     return list(map(_tuple_new, repeat(Hit, n),
                     zip(keys, values, scores, sigmas)))
 
 
-def _hits_array(columns, s: _Scratch, res: int, i: int, n: int,
+def _grid_list(gcols, s: "_Slot", n: int, width: int) -> list:
+    """_grid_list is _hits_list for the one result of s.call, written by
+    ft_client_grid_columns (which frees the results)."""
+    tw = 4 * width
+    o1, o2 = 8 * n, 16 * n
+    o3 = o2 + n * tw
+    o4 = o3 + 4 * n
+    o5 = o4 + 4 * n
+    s.block(o5 + 8)
+    if s.lay:
+        s.packed()
+    base, c = s.base, s.c
+    c.rows, c.width = n, width
+    c.value, c.score, c.tokens = base, base + o1, base + o2
+    c.len, c.sigma = base + o3, base + o4
+    c.n, c.status = base + o5, base + o5 + 4
+    rc = gcols(s.call_addr)
+    if rc != 0:
+        raise error_for(rc, _text(s.err))
+    return _list_build(s, n, width, o1, o2, o3, o4, o5)
+
+
+def _grid_array(gcols, s: "_Slot", n: int, width: int) -> np.ndarray:
+    """_grid_array is _hits_array for the one result of s.call, written by
+    ft_client_grid_columns (which frees the results)."""
+    dt, ot, ol, ov, osc, osg, isz = _hit_layout(width)
+    out = np.empty(n, dt)
+    a = _addr(out)
+    if s.lay != width:
+        s.records(width, isz)
+    c = s.c
+    c.rows = n
+    c.tokens, c.len, c.value, c.score, c.sigma = (a + ot, a + ol, a + ov,
+                                                  a + osc, a + osg)
+    rc = gcols(s.call_addr)
+    if rc != 0:
+        raise error_for(rc, _text(s.err))
+    return out
+
+
+def _hits_array(columns, s: "_Slot", res: int, i: int, n: int,
                 width: int) -> np.ndarray:
     """_hits_array writes result i's n >= 1 hits straight into a new
     structured array of hit_dtype(width), one C call."""
-    dt, ot, ol, ov, osc, osg = _hit_layout(width)
+    dt, ot, ol, ov, osc, osg, _ = _hit_layout(width)
     out = np.empty(n, dt)
     a = _addr(out)
     c = s.scols
@@ -500,16 +588,19 @@ class Client:
                                      ctypes.c_size_t)(
             ("ft_client_results_get", self._lib))
         lib = self._lib
-        self._search_grids = lib.ft_client_search_grids
+        self._grid_search = lib.ft_client_grid_search
+        self._grid_columns = lib.ft_client_grid_columns
         self._shape = lib.ft_client_results_shape
         self._columns = lib.ft_client_results_columns
         self._free = lib.ft_client_results_free
-        # One lock guards _closed and _busy; close() waits on _cv (over
-        # the same lock) for the calls in flight.
+        # The calls in flight: one entry each in _inflight (list.append
+        # and .pop are atomic), added before _closed is read; close() sets
+        # _closed, then waits on _cv until _inflight is empty, so either
+        # it sees a call's entry and waits for it or the call sees _closed
+        # and does not start.  A call leaving after close() notifies _cv.
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
-        self._tls = _Scratch()
-        self._busy = 0
+        self._inflight: List[None] = []
         self._closed = True
         self._h = None
         if not isinstance(url, str):
@@ -557,6 +648,7 @@ class Client:
         if rc != 0:
             raise error_for(rc, _text(err))
         self._h = h
+        self._tls = _Scratch(h.value)
         self._closed = False
 
     # ---- lifetime ----
@@ -568,7 +660,7 @@ class Client:
             if self._closed:
                 return
             self._closed = True
-            while self._busy:
+            while self._inflight:
                 self._cv.wait()
             h, self._h = self._h, None
         self._lib.ft_client_close(h)
@@ -594,17 +686,38 @@ class Client:
                                            ", closed" if self._closed else "")
 
     def _enter(self):
-        with self._lock:
-            if self._closed:
-                raise StateError(FT_ESTATE, "client: closed")
-            self._busy += 1
-            return self._h
+        self._inflight.append(None)
+        if self._closed:
+            self._leave()
+            raise StateError(FT_ESTATE, "client: closed")
+        return self._h
 
     def _leave(self):
-        with self._lock:
-            self._busy -= 1
-            if self._closed and self._busy == 0:
+        self._inflight.pop()
+        if self._closed:
+            with self._cv:
                 self._cv.notify_all()
+
+    def _gsearch(self, s: "_Slot", n: int) -> None:
+        """_gsearch runs the search of s.call for its template's n
+        requests (grids back to back from its addresses, which the caller
+        keeps alive): ft_client_grid_search, one call, which leaves the
+        results (s.call.results: ft_client_grid_columns or self._free
+        them) and their shape in s.call; raises when it fails."""
+        s.call.n = n
+        fl = self._inflight
+        fl.append(None)
+        try:
+            if self._closed:
+                raise StateError(FT_ESTATE, "client: closed")
+            rc = self._grid_search(s.call_addr)
+        finally:
+            fl.pop()
+            if self._closed:
+                with self._cv:
+                    self._cv.notify_all()
+        if rc != 0:
+            raise error_for(rc, _text(s.err))
 
     # ---- search ----
 
@@ -618,19 +731,29 @@ class Client:
         as_array a structured array of hit_dtype.  A request the server
         rejects raises RequestError with the server's message."""
         tok, lp = _grids(tokens, logp, 2, "")
-        s = self._tls
+        s = self._tls.s
         s.params(beam, results, theta_tok, theta_sent, alpha)
         q = s.req
         q.T, q.K = tok.shape
         q.tokens, q.logp = _addr(tok), _addr(lp)
-        res = self._send(s, 1)
+        self._gsearch(s, 1)
+        call = s.call
+        n = call.max_hits
         try:
-            out = self._answer(s, res, 0, as_array, None)
+            if n:
+                if as_array:
+                    return _grid_array(self._grid_columns, s, n,
+                                       call.max_len)
+                return _grid_list(self._grid_columns, s, n, call.max_len)
+            if call.failed:
+                r = _RawResult.from_address(self._get(call.results, 0))
+                raise error_for(r.status, r.error.decode("utf-8",
+                                                         "replace"))
         finally:
-            self._free(res)
-        if isinstance(out, Error):
-            raise out
-        return out
+            if call.results:      # not freed by ft_client_grid_columns
+                self._free(call.results)
+                call.results = None
+        return np.zeros(0, dtype=_hit_layout(1)[0]) if as_array else []
 
     def search_batch(self, tokens, logp=None, beam: int = 100,
                      results: Optional[int] = None,
@@ -665,12 +788,13 @@ class Client:
                 grids.append(pr)
         elif isinstance(tokens, np.ndarray) or isinstance(logp, np.ndarray):
             tok, lp = _grids(tokens, logp, 3, "")
-            s = self._tls
+            s = self._tls.s
             s.params(beam, results, theta_tok, theta_sent, alpha)
             q = s.req
             b, q.T, q.K = tok.shape
             q.tokens, q.logp = _addr(tok), _addr(lp)
-            res = self._send(s, b)
+            self._gsearch(s, b)
+            res, s.call.results = s.call.results, None
             return self._answers(s, res, b, as_array, errors)
         else:
             tl, ll = list(tokens), list(logp)
@@ -687,7 +811,7 @@ class Client:
             keep += [tok, lp]
             p.fill(reqs[i], tok.shape[0], tok.shape[1], _addr(tok),
                    _addr(lp))
-        s = self._tls
+        s = self._tls.s
         err = s.err
         h = self._enter()
         try:
@@ -714,15 +838,15 @@ class Client:
         and errors[i] say why.  The arrays of one BatchResult are views
         of one block of memory that they keep alive together."""
         tok, lp = _grids(tokens, logp, 3, "")
-        s = self._tls
+        s = self._tls.s
         s.params(beam, results, theta_tok, theta_sent, alpha)
         q = s.req
         b, q.T, q.K = tok.shape
         q.tokens, q.logp = _addr(tok), _addr(lp)
-        res = self._send(s, b)
+        self._gsearch(s, b)
+        call = s.call
         try:
-            self._shape(res, 0, b, s.dims_addr, s.len_addr)
-            R, L = s.dims[0], s.dims[1]
+            R, L = call.max_hits, call.max_len
             bR = b * R
             o1 = 8 * bR
             o2 = 2 * o1
@@ -732,54 +856,38 @@ class Client:
             o6 = o5 + 4 * b
             block = np.empty(o6 + 4 * b, _U8_DTYPE)
             a = _addr(block)
-            c = s.cols
+            if s.lay:
+                s.packed()
+            c = s.c
             c.rows, c.width = R, L
             c.value, c.score, c.tokens, c.len, c.sigma, c.n, c.status = (
                 a, a + o1, a + o2, a + o3, a + o4, a + o5, a + o6)
-            rc = self._columns(res, 0, b, s.cols_addr, s.err, _ERRLEN)
-            if rc != 0:
-                raise error_for(rc, _text(s.err))
-            nd = np.ndarray
-            status = nd((b,), _I32_DTYPE, block, o6)
             errs = [None] * b
-            if _count_nonzero(status):
-                for i in np.flatnonzero(status).tolist():
+            if call.failed:     # their messages, before the results go
+                res = call.results
+                for i in range(b):
                     r = _RawResult.from_address(self._get(res, i))
-                    errs[i] = error_for(r.status, r.error.decode(
-                        "utf-8", "replace"), i)
+                    if r.status != 0:
+                        errs[i] = error_for(r.status, r.error.decode(
+                            "utf-8", "replace"), i)
+            rc = self._grid_columns(s.call_addr)
         finally:
-            self._free(res)
+            if call.results:      # not freed by ft_client_grid_columns
+                self._free(call.results)
+                call.results = None
+        if rc != 0:
+            raise error_for(rc, _text(s.err))
+        nd = np.ndarray
         return _tuple_new(BatchResult, (
             nd((b,), _U32_DTYPE, block, o5),
             nd((b, R, L), _U32_DTYPE, block, o2),
             nd((b, R), _U32_DTYPE, block, o3),
             nd((b, R), _U64_DTYPE, block, 0),
             nd((b, R), _F64_DTYPE, block, o1),
-            nd((b, R), _F32_DTYPE, block, o4), status, errs))
+            nd((b, R), _F32_DTYPE, block, o4),
+            nd((b,), _I32_DTYPE, block, o6), errs))
 
-    def _send(self, s: "_Scratch", n: int) -> int:
-        """_send sends the n requests of s's template (grids back to back
-        from its addresses, which the caller keeps alive) in one call and
-        returns the address of the C results (self._free them)."""
-        lock = self._lock
-        with lock:
-            if self._closed:
-                raise StateError(FT_ESTATE, "client: closed")
-            self._busy += 1
-            h = self._h
-        try:
-            rc = self._search_grids(h, s.req_addr, n, s.out_addr, s.err,
-                                    _ERRLEN)
-        finally:
-            with lock:
-                self._busy -= 1
-                if self._closed and self._busy == 0:
-                    self._cv.notify_all()
-        if rc != 0:
-            raise error_for(rc, _text(s.err))
-        return s.out.value
-
-    def _answer(self, s: "_Scratch", res: int, i: int, as_array: bool,
+    def _answer(self, s: "_Slot", res: int, i: int, as_array: bool,
                 index: Optional[int]):
         """_answer converts result i: its list of Hit (or structured array),
         or the Error of a rejected request (returned, not raised; index is
@@ -796,7 +904,7 @@ class Client:
                              index)
         return np.zeros(0, dtype=_hit_layout(1)[0]) if as_array else []
 
-    def _answers(self, s: "_Scratch", res: int, n: int, as_array: bool,
+    def _answers(self, s: "_Slot", res: int, n: int, as_array: bool,
                  errors: str) -> list:
         """_answers converts the n results of a batch and frees them; with
         errors="raise" the first rejected request raises."""

@@ -454,6 +454,96 @@ def test_read_only_grids(env, client):
         [x["value"] for x in want[0]["results"]]
 
 
+class _Sub(np.ndarray):
+    pass
+
+
+def test_forms_interleaved_and_grid_kinds(env, client):
+    """One thread's calls switch between the forms (list, as_array of
+    different key widths, search_arrays, search_batch) with the same
+    answers as each alone; grids that miss the fast path (an ndarray
+    subclass, a uint32 dtype that is not numpy's own object, Fortran
+    order, lists) answer as plain uint32/float32 arrays do."""
+    reqs = env["requests"][:6]
+    want = expected(env["big"], reqs)
+    for rnd in range(2):
+        for r, w in zip(reqs, want):
+            tok = np.array(r["tokens"], np.uint32)
+            lp = np.array(r["logp"], np.float32)
+            kw = kwargs_of(r)
+            check_hits(client.search(tok, lp, **kw), w)
+            arr = client.search(tok, lp, as_array=True, **kw)
+            assert arr.dtype == flashtrie.hit_dtype(
+                max(len(x["tokens"]) for x in w["results"]))
+            assert arr["value"].tolist() == [x["value"] for x in
+                                             w["results"]]
+            got = client.search_arrays(tok[None], lp[None], **kw)
+            assert got.n.tolist() == [len(w["results"])]
+            assert got.value[0].tolist() == arr["value"].tolist()
+            assert got.tokens[0].tolist() == arr["tokens"].tolist()
+            odd = [(tok.view(_Sub), lp.view(_Sub)),
+                   (tok.astype(np.dtype(np.uint32, metadata={"m": 1})),
+                    lp.astype(np.dtype(np.float32, metadata={"m": 1}))),
+                   (np.asfortranarray(tok), np.asfortranarray(lp)),
+                   (r["tokens"], r["logp"])]
+            for t, l in odd:
+                check_hits(client.search(t, l, **kw), w)
+                a2 = client.search(t, l, as_array=True, **kw)
+                assert a2.tobytes() == arr.tobytes()
+            b = client.search_batch(tok[None], lp[None], **kw)
+            check_hits(b[0], w)
+
+
+def test_close_while_searching(env):
+    """close() from another thread while four threads search: each call
+    either answers or raises StateError (client: closed), close() returns
+    once the calls in flight are done, and nothing else happens."""
+    reqs = env["requests"]
+    want = expected(env["big"], reqs[:8])
+    for _ in range(3):
+        c = flashtrie.Client(env["urls"][0], timeout=20)
+        outcomes, errors = [], []
+        go = threading.Event()
+
+        def work(k):
+            go.wait()
+            try:
+                for i in range(200):
+                    j = (k + i) % 8
+                    r = reqs[j]
+                    try:
+                        if i % 3 == 0:
+                            check_hits(c.search(r["tokens"], r["logp"],
+                                                **kwargs_of(r)), want[j])
+                        elif i % 3 == 1:
+                            c.search(r["tokens"], r["logp"], as_array=True,
+                                     **kwargs_of(r))
+                        else:
+                            c.search_arrays(np.array([r["tokens"]]),
+                                            np.array([r["logp"]]),
+                                            **kwargs_of(r))
+                        outcomes.append(1)
+                    except flashtrie.StateError as e:
+                        assert e.message == "client: closed"
+                        outcomes.append(0)
+                        return
+            except BaseException as e:  # reported by the main thread
+                errors.append(e)
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        go.set()
+        time.sleep(0.05)
+        c.close()
+        assert c.closed
+        for t in ts:
+            t.join(timeout=60)
+        assert not errors, errors[0]
+        assert not any(t.is_alive() for t in ts)
+        with pytest.raises(flashtrie.StateError):
+            c.search(reqs[0]["tokens"], reqs[0]["logp"])
+
+
 def test_array_form_entry_points(env, client):
     """ft_client_search_grids, ft_client_results_shape and
     ft_client_results_columns, called as a C program would: the answers of

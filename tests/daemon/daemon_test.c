@@ -167,6 +167,111 @@ static void check_same(local *l, const ft_request *r, const ft_result *got)
     ft_result_free(&want);
 }
 
+/* check_grid_call: ft_client_grid_search and ft_client_grid_columns give
+ * what ft_client_search_grids, _results_shape and _results_columns gave
+ * for the same n requests (want, measured mh x ml), byte for byte, free
+ * the results, and fail with the errors of the calls they stand for. */
+static void check_grid_call(ft_client *c, const ft_request *tmpl, size_t n,
+                            const ft_client_results *want, uint32_t mh,
+                            uint32_t ml)
+{
+    char err[256];
+    ft_client_grid_call call;
+    memset(&call, 0xee, sizeof call);
+    call.client = c;
+    call.grids = *tmpl;
+    call.n = n;
+    call.errbuf = err;
+    call.errlen = sizeof err;
+    memset(&call.cols, 0, sizeof call.cols);
+    FT_PASS(ft_client_grid_search(&call));
+    FT_CHECK(call.results != NULL);
+    FT_CHECK_EQ_U64(ft_client_results_count(call.results), n);
+    FT_CHECK_EQ_U64(call.max_hits, mh);
+    FT_CHECK_EQ_U64(call.max_len, ml);
+    FT_CHECK_EQ_U64(call.failed, 0);
+    FT_CHECK_EQ_U64(call.first_status, FT_OK);
+    /* the same columns as ft_client_results_columns writes from want */
+    size_t slots = n * mh, isz = 4 * (size_t)ml + 24;
+    unsigned char *a = malloc(slots * isz), *b = malloc(slots * isz);
+    uint32_t na[8], nb[8];
+    int32_t sa[8], sb[8];
+    FT_CHECK(a && b && n <= 8);
+    memset(a, 0xab, slots * isz);
+    memset(b, 0xcd, slots * isz);
+    ft_client_columns cols; /* one array of records, as numpy's */
+    memset(&cols, 0, sizeof cols);
+    cols.rows = mh;
+    cols.width = ml;
+    cols.n = na;
+    cols.status = sa;
+    cols.tokens = a;
+    cols.len = a + 4 * ml;
+    cols.value = a + 4 * ml + 4;
+    cols.score = a + 4 * ml + 12;
+    cols.sigma = a + 4 * ml + 20;
+    cols.tokens_stride = cols.len_stride = cols.value_stride =
+        cols.score_stride = cols.sigma_stride = isz;
+    FT_PASS(ft_client_results_columns(want, 0, n, &cols, NULL, 0));
+    call.cols = cols;
+    call.cols.n = nb;
+    call.cols.status = sb;
+    ptrdiff_t d = b - a;
+    call.cols.tokens = b;
+    call.cols.len = (unsigned char *)cols.len + d;
+    call.cols.value = (unsigned char *)cols.value + d;
+    call.cols.score = (unsigned char *)cols.score + d;
+    call.cols.sigma = (unsigned char *)cols.sigma + d;
+    FT_PASS(ft_client_grid_columns(&call));
+    FT_CHECK(call.results == NULL);
+    FT_CHECK(memcmp(a, b, slots * isz) == 0);
+    FT_CHECK(memcmp(na, nb, n * 4) == 0);
+    FT_CHECK(memcmp(sa, sb, n * 4) == 0);
+    /* freed: a second columns call is refused by name */
+    FT_FAIL(ft_client_grid_columns(&call), FT_EINVAL);
+    FT_CHECK(strstr(err, "results is NULL") != NULL);
+    /* a layout too small: refused, nothing written, the results freed */
+    FT_PASS(ft_client_grid_search(&call));
+    memset(b, 0xcd, slots * isz);
+    call.cols.rows = mh - 1;
+    FT_FAIL(ft_client_grid_columns(&call), FT_EINVAL);
+    FT_CHECK(strstr(err, "rows holds") != NULL);
+    FT_CHECK(call.results == NULL);
+    for (size_t i = 0; i < slots * isz; i++)
+        FT_CHECK_EQ_U64(b[i], 0xcd);
+    /* the errors of ft_client_search_grids, with nothing to free */
+    call.n = 0;
+    FT_FAIL(ft_client_grid_search(&call), FT_EINVAL);
+    FT_CHECK(call.results == NULL);
+    FT_CHECK(strstr(err, "expected 1..") != NULL);
+    FT_CHECK_EQ_U64(call.max_hits, 0);
+    FT_CHECK_EQ_U64(call.max_len, 0);
+    call.n = n;
+    call.grids.T = FT_MAX_T + 1;
+    FT_FAIL(ft_client_grid_search(&call), FT_ELIMIT);
+    FT_CHECK(call.results == NULL);
+    FT_CHECK(strstr(err, "grids: T") != NULL);
+    /* rejected requests: counted in failed, the first one's status */
+    call.grids = *tmpl;
+    call.grids.beam = 0;
+    FT_PASS(ft_client_grid_search(&call));
+    FT_CHECK_EQ_U64(call.failed, n);
+    FT_CHECK_EQ_U64(call.first_status, (uint32_t)FT_EREQUEST);
+    FT_CHECK_EQ_U64(call.max_hits, 0);
+    FT_CHECK_EQ_U64(call.max_len, 0);
+    call.cols.rows = 0;
+    call.cols.width = 0;
+    FT_PASS(ft_client_grid_columns(&call));
+    for (size_t i = 0; i < n; i++) {
+        FT_CHECK_EQ_U64(nb[i], 0);
+        FT_CHECK_EQ_U64(sb[i], FT_EREQUEST);
+    }
+    FT_FAIL(ft_client_grid_search(NULL), FT_EINVAL);
+    FT_FAIL(ft_client_grid_columns(NULL), FT_EINVAL);
+    free(a);
+    free(b);
+}
+
 /* check_grids: the array form (ft_client_search_grids, _results_shape,
  * _results_columns) gives the engine's answers, columns written exactly
  * as the results read, and refuses a layout too small before writing. */
@@ -205,75 +310,79 @@ static void check_grids(ft_client *c, local *l, uint64_t *seed)
     FT_CHECK_EQ_U64(ft_client_results_shape(res, 0, N, &mh, &ml), N);
     FT_CHECK_EQ_U64(mh, want_h);
     FT_CHECK_EQ_U64(ml, want_l);
-    /* packed columns, one spare row and token slot each, sentinels */
-    uint32_t rows = mh + 1, width = ml + 1;
-    size_t slots = (size_t)N * rows;
-    uint32_t *n = malloc(N * 4), *len = malloc(slots * 4);
-    uint32_t *ktok = malloc(slots * width * 4);
-    int32_t *st = malloc(N * 4);
-    uint64_t *val = malloc(slots * 8);
-    double *score = malloc(slots * 8);
-    float *sigma = malloc(slots * 4);
-    FT_CHECK(n && len && ktok && st && val && score && sigma);
-    memset(ktok, 0xab, slots * width * 4);
-    memset(len, 0xab, slots * 4);
-    ft_client_columns cols;
-    memset(&cols, 0, sizeof cols);
-    cols.rows = rows;
-    cols.width = width;
-    cols.n = n;
-    cols.status = st;
-    cols.tokens = ktok;
-    cols.len = len;
-    cols.value = val;
-    cols.score = score;
-    cols.sigma = sigma;
-    FT_PASS(ft_client_results_columns(res, 0, N, &cols, NULL, 0));
-    for (int i = 0; i < N; i++) {
-        const ft_result *got = ft_client_results_get(res, (size_t)i);
-        FT_CHECK_EQ_U64(st[i], got->status);
-        FT_CHECK_EQ_U64(n[i], got->status == FT_OK ? got->n : 0);
-        for (uint32_t j = 0; j < rows; j++) {
-            size_t at = (size_t)i * rows + j;
-            uint32_t *kt = ktok + at * width;
-            if (j < n[i]) {
-                const ft_hit *h = &got->hits[j];
-                FT_CHECK_EQ_U64(len[at], h->len);
-                FT_CHECK_EQ_U64(val[at], h->value);
-                FT_CHECK(memcmp(&score[at], &h->score, 8) == 0);
-                FT_CHECK(memcmp(&sigma[at], &h->sigma, 4) == 0);
-                FT_CHECK(memcmp(kt, got->tokens + h->tok_off, h->len * 4) ==
-                         0);
-                for (uint32_t w = h->len; w < width; w++)
-                    FT_CHECK_EQ_U64(kt[w], 0);
-            } else {
-                FT_CHECK_EQ_U64(len[at], 0);
-                for (uint32_t w = 0; w < width; w++)
-                    FT_CHECK_EQ_U64(kt[w], 0);
+    for (uint32_t spare = 1; spare <= 17; spare += 16) {
+        /* packed columns, one spare row and token slots to spare (1, then
+         * 17: wide zero padding), sentinels */
+        uint32_t rows = mh + 1, width = ml + spare;
+        size_t slots = (size_t)N * rows;
+        uint32_t *n = malloc(N * 4), *len = malloc(slots * 4);
+        uint32_t *ktok = malloc(slots * width * 4);
+        int32_t *st = malloc(N * 4);
+        uint64_t *val = malloc(slots * 8);
+        double *score = malloc(slots * 8);
+        float *sigma = malloc(slots * 4);
+        FT_CHECK(n && len && ktok && st && val && score && sigma);
+        memset(ktok, 0xab, slots * width * 4);
+        memset(len, 0xab, slots * 4);
+        ft_client_columns cols;
+        memset(&cols, 0, sizeof cols);
+        cols.rows = rows;
+        cols.width = width;
+        cols.n = n;
+        cols.status = st;
+        cols.tokens = ktok;
+        cols.len = len;
+        cols.value = val;
+        cols.score = score;
+        cols.sigma = sigma;
+        FT_PASS(ft_client_results_columns(res, 0, N, &cols, NULL, 0));
+        for (int i = 0; i < N; i++) {
+            const ft_result *got = ft_client_results_get(res, (size_t)i);
+            FT_CHECK_EQ_U64(st[i], got->status);
+            FT_CHECK_EQ_U64(n[i], got->status == FT_OK ? got->n : 0);
+            for (uint32_t j = 0; j < rows; j++) {
+                size_t at = (size_t)i * rows + j;
+                uint32_t *kt = ktok + at * width;
+                if (j < n[i]) {
+                    const ft_hit *h = &got->hits[j];
+                    FT_CHECK_EQ_U64(len[at], h->len);
+                    FT_CHECK_EQ_U64(val[at], h->value);
+                    FT_CHECK(memcmp(&score[at], &h->score, 8) == 0);
+                    FT_CHECK(memcmp(&sigma[at], &h->sigma, 4) == 0);
+                    FT_CHECK(memcmp(kt, got->tokens + h->tok_off, h->len * 4) ==
+                             0);
+                    for (uint32_t w = h->len; w < width; w++)
+                        FT_CHECK_EQ_U64(kt[w], 0);
+                } else {
+                    FT_CHECK_EQ_U64(len[at], 0);
+                    for (uint32_t w = 0; w < width; w++)
+                        FT_CHECK_EQ_U64(kt[w], 0);
+                }
             }
         }
+        /* one row short: refused, nothing written */
+        memset(len, 0xab, slots * 4);
+        cols.rows = mh - 1;
+        char err[256];
+        FT_FAIL(ft_client_results_columns(res, 0, N, &cols, err, sizeof err),
+                FT_EINVAL);
+        FT_CHECK(err[0] != 0);
+        for (size_t i = 0; i < slots; i++)
+            FT_CHECK_EQ_U64(len[i], 0xabababab);
+        /* past the results */
+        cols.rows = rows;
+        FT_FAIL(ft_client_results_columns(res, 1, N, &cols, err, sizeof err),
+                FT_EINVAL);
+        free(n);
+        free(len);
+        free(ktok);
+        free(st);
+        free(val);
+        free(score);
+        free(sigma);
     }
-    /* one row short: refused, nothing written */
-    memset(len, 0xab, slots * 4);
-    cols.rows = mh - 1;
-    char err[256];
-    FT_FAIL(ft_client_results_columns(res, 0, N, &cols, err, sizeof err),
-            FT_EINVAL);
-    FT_CHECK(err[0] != 0);
-    for (size_t i = 0; i < slots; i++)
-        FT_CHECK_EQ_U64(len[i], 0xabababab);
-    /* past the results */
-    cols.rows = rows;
-    FT_FAIL(ft_client_results_columns(res, 1, N, &cols, err, sizeof err),
-            FT_EINVAL);
+    check_grid_call(c, &tmpl, N, res, mh, ml);
     ft_client_results_free(res);
-    free(n);
-    free(len);
-    free(ktok);
-    free(st);
-    free(val);
-    free(score);
-    free(sigma);
 }
 
 /* ---- concurrent ---- */
