@@ -437,15 +437,21 @@ class _Slot:
 _tuple_new = tuple.__new__
 
 
+def _list_offsets(n: int, width: int):
+    """_list_offsets: where the list form's columns of n hits (keys of
+    width tokens) start in the scratch block: scores, tokens, lengths,
+    sigmas, then the count and status words (values at 0)."""
+    o1, o2 = 8 * n, 16 * n
+    o3 = o2 + n * 4 * width
+    o4 = o3 + 4 * n
+    return o1, o2, o3, o4, o4 + 4 * n
+
+
 def _hits_list(columns, s: "_Slot", res: int, i: int, n: int, width: int) -> list:
     """_hits_list copies result i's n >= 1 hits (keys up to width tokens)
     into the scratch block in column form, one C call, and builds the list
     of Hit from it: no numpy, no Python loop over the hits."""
-    tw = 4 * width
-    o1, o2 = 8 * n, 16 * n
-    o3 = o2 + n * tw
-    o4 = o3 + 4 * n
-    o5 = o4 + 4 * n
+    o1, o2, o3, o4, o5 = _list_offsets(n, width)
     s.block(o5 + 8)
     base, c = s.base, s.cols
     c.rows, c.width = n, width
@@ -483,11 +489,7 @@ def _list_build(s: "_Slot", n: int, width: int, o1: int, o2: int, o3: int,
 def _grid_list(gcols, s: "_Slot", n: int, width: int) -> list:
     """_grid_list is _hits_list for the one result of s.call, written by
     ft_client_grid_columns (which frees the results)."""
-    tw = 4 * width
-    o1, o2 = 8 * n, 16 * n
-    o3 = o2 + n * tw
-    o4 = o3 + 4 * n
-    o5 = o4 + 4 * n
+    o1, o2, o3, o4, o5 = _list_offsets(n, width)
     s.block(o5 + 8)
     if s.lay:
         s.packed()
