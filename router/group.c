@@ -408,9 +408,17 @@ static int ndev_setup(fti_group *g, int deny, char *why, size_t len)
     e = N.group_end();
     if (r != ncclSuccess || e != ncclSuccess) {
         vmm_note(fti_engine_device(g->eng[0]), w, sizeof w);
-        snprintf(why, len, "ncclDevCommCreate failed: %s (it needs a "
-                 "communicator with symmetric memory; %s)",
-                 N.error_string(r != ncclSuccess ? r : e), w);
+        /* NCCL before 2.28.7 makes symmetric memory depend on its P2P
+         * check among local ranks, which one rank alone fails (read in
+         * NCCL's sources, tags v2.28.3-1 and v2.28.7-1) */
+        snprintf(why, len, "ncclDevCommCreate failed: %.40s (it needs a "
+                 "communicator with symmetric memory%s; %.120s)",
+                 N.error_string(r != ncclSuccess ? r : e),
+                 g->n == 1 && g->nver < 22807
+                     ? ", which NCCL before 2.28.7 gives no one-rank "
+                       "communicator"
+                     : "",
+                 w);
         goto fail;
     }
     g->nmade = 2;

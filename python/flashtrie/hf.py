@@ -29,6 +29,7 @@ a row of L generated tokens is L child lookups, on the device).
 from __future__ import annotations
 
 import math
+import threading
 from typing import Dict, Optional, Tuple
 
 import numpy as np
@@ -84,6 +85,35 @@ class PrefixWalker:
         return cols[cols < width]
 
 
+# The TrieRows of this thread's processors, by (index, device, vocabulary,
+# EOS): a GPU session copies the library to the device when it opens
+# (~13 ms for a 77 MB index on the H200), and generate() is given a new
+# processor per call, so processors of one thread share it; threads keep
+# their own (a session serves one caller at a time).  At most _KEEP kept.
+_TLS = threading.local()
+_KEEP = 4
+
+
+def _thread_rows(index: Index, device, vocab, eos, n: int) -> TrieRows:
+    import torch
+    device = torch.device(device)
+    vkey = None if vocab is None else (len(vocab), hash(vocab.tobytes()))
+    key = (id(index), str(device), vkey, eos)
+    cache = getattr(_TLS, "rows", None)
+    if cache is None:
+        cache = _TLS.rows = {}
+    hit = cache.get(key)
+    if hit is not None and hit[0] is index and (
+            vocab is None or np.array_equal(hit[1].vocab, vocab)):
+        cache[key] = cache.pop(key)          # most recent last
+        return hit[1]
+    r = TrieRows(index, rows=max(n, 1), device=device, vocab=vocab, eos=eos)
+    cache[key] = (index, r)
+    while len(cache) > _KEEP:
+        cache.pop(next(iter(cache)))
+    return r
+
+
 class TrieLogitsProcessor(_Base):
     """TrieLogitsProcessor is a transformers LogitsProcessor (see the
     module's docstring).  eos_token_id: the id allowed once a row spells a
@@ -117,10 +147,7 @@ class TrieLogitsProcessor(_Base):
     def _trie_rows(self, n: int, device) -> TrieRows:
         r = self._rows
         if r is None or r.device != device:
-            import torch
-            device = torch.device(device)
-            r = TrieRows(self.index, rows=max(n, 1), device=device,
-                         vocab=self.vocab, eos=self.eos)
+            r = _thread_rows(self.index, device, self.vocab, self.eos, n)
             self._rows = r
         return r
 

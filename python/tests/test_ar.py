@@ -420,6 +420,34 @@ def test_processor_torch_beam_search_is_exact(lib):
     check_beam_search(keys, OnTorch, 4)
 
 
+def test_processors_share_their_session(lib):
+    """generate() gets a new processor per call: processors of one thread
+    over one library, device, vocabulary and EOS share the session (a GPU
+    session copies the library to the device when it opens); another EOS
+    or another thread gets its own; answers are unchanged."""
+    torch = _torch_or_skip()
+    import threading
+    idx, keys, _ = lib
+    ids = torch.tensor([[BOS, keys[0][0]]])
+    scores = torch.zeros((1, V))
+    p1 = TrieLogitsProcessor(idx, eos_token_id=EOS, prompt_len=1)
+    p2 = TrieLogitsProcessor(idx, eos_token_id=EOS, prompt_len=1)
+    p3 = TrieLogitsProcessor(idx, eos_token_id=PAD, prompt_len=1)
+    a, b, c = p1(ids, scores), p2(ids, scores), p3(ids, scores)
+    assert p1._rows is p2._rows and p3._rows is not p1._rows
+    assert torch.equal(a, b) and c.shape == a.shape
+    other = []
+    t = threading.Thread(target=lambda: other.append(
+        (TrieLogitsProcessor(idx, eos_token_id=EOS, prompt_len=1), None)))
+    t.start()
+    t.join()
+    p4 = other[0][0]
+    t = threading.Thread(target=lambda: p4(ids, scores))
+    t.start()
+    t.join()
+    assert p4._rows is not p1._rows
+
+
 def test_walk_states(lib):
     """Session.walk and TrieRows.walk: nodes of the public walk, DONE
     once eos is taken (even after a dead token), DEAD off the library;
