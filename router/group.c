@@ -250,7 +250,7 @@ static void ndev_teardown(fti_group *g)
 
 /* vmm_note writes whether GPU dev offers CUDA's virtual memory management
  * (cuMemCreate and its family: NCCL's symmetric memory, which its device
- * API needs, is built on it unless NCCL_CUMEM_ENABLE=0 turns it off), for
+ * API needs, is built on it), for
  * the reason a device communicator could not be made.  The driver's
  * attribute comes through the runtime's entry point (no libcuda link). */
 static void vmm_note(int dev, char *buf, size_t len)
@@ -273,11 +273,9 @@ static void vmm_note(int dev, char *buf, size_t len)
         ((attr_fn)pa)(&vmm, 102, cu) != 0)
         vmm = -1;
     (void)cudaGetLastError();
-    const char *env = getenv("NCCL_CUMEM_ENABLE");
-    snprintf(buf, len, "CUDA virtual memory management on GPU %d: %s; "
-             "NCCL_CUMEM_ENABLE %s", dev,
+    snprintf(buf, len, "CUDA virtual memory management on GPU %d: %s", dev,
              vmm < 0 ? "unknown" : vmm ? "yes" : "no (NCCL has no symmetric "
-             "memory without it)", env ? env : "unset");
+             "memory without it)");
 }
 
 /* ndev_setup makes the NCCL device-API exchange over the group's
