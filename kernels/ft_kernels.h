@@ -189,6 +189,39 @@ FT_HD ft_gk_lists ft_gk_lists_of(const ft_gk_slot *s)
     return l;
 }
 
+/* A forest (issue 36): the tries of a shard group whose shards share one
+ * GPU, searched by one launch of the search kernel as if they were one
+ * trie whose root's children are the union of the shards' (the shards
+ * split the library by first token, so those never collide).  A node of
+ * shard s travels through the kernel as (s << FT_GK_TREE_SHIFT) | its
+ * node id in shard s: a child range's first and hstart carry the same
+ * bits, so first + j is child j of shard s.  Per shard, what the kernel
+ * reads of it (device pointers: the trie's view, its child table and
+ * map, its terminal-rank directory) and the global key index of its first
+ * key (the group's key base), which the terminal rank is offset by. */
+#define FT_GK_TREE_SHIFT 56u
+#define FT_GK_TREE_MASK ((1ull << FT_GK_TREE_SHIFT) - 1u)
+#define FT_GK_FOREST_MAX 16u
+/* The forest's root map (ft_gk_params.root_map with forest): label ->
+ * (shard << FT_GK_ROOT_SHIFT) | the child's node id in its shard (> 0:
+ * the root is node 0), 0 if no shard has it. */
+#define FT_GK_ROOT_SHIFT 27u
+#define FT_GK_ROOT_MASK ((1u << FT_GK_ROOT_SHIFT) - 1u)
+
+typedef struct ft_gk_tree {
+    ft_trie_view view;
+    const uint64_t *ctab;      /* or NULL */
+    const uint64_t *cmap;      /* or NULL */
+    uint64_t cmap_mask;
+    const uint64_t *term_rank;
+    uint64_t key_base;
+    uint32_t cmap_min;
+    uint32_t pad_;
+} ft_gk_tree;
+
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_tree) == sizeof(ft_trie_view) + 48,
+                    "ft_gk_tree layout");
+
 /* ft_gk_params is the kernel's one argument, passed by value. */
 typedef struct ft_gk_params {
     ft_trie_view view;      /* device pointers */
@@ -275,9 +308,14 @@ typedef struct ft_gk_params {
                              * memory for its passes (capped at what fits,
                              * GK_LCACHE: 7,170 places); the
                              * rest it reads through L2 each pass */
+    uint32_t nforest;       /* with forest: its trees */
+    const ft_gk_tree *forest; /* NULL, or the trees of a forest (device
+                             * memory, [nforest]): then view, ctab, cmap
+                             * and term_rank are not read, and root_map
+                             * is the forest's (FT_GK_ROOT_SHIFT) */
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 224,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 232,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange

@@ -664,6 +664,31 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
     RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_KERNEL && (ngpu == 0 || !same),
                        FT_ENOTSUP, "exchange: kernel needs GPU engines on "
                        "one GPU");
+    RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_FOREST && (ngpu == 0 || !same),
+                       FT_ENOTSUP, "exchange: forest needs GPU engines on "
+                       "one GPU");
+    if ((x == FTI_EXCHANGE_FOREST || x == FTI_EXCHANGE_AUTO) && ngpu != 0 &&
+        same) {
+        /* One launch over every shard's trie: no exchange to make. */
+        char why[200] = "";
+        int rc = fti_engine_gpu_forest(g->eng[0], g->eng, g->n, g->base, why,
+                                       sizeof why);
+        if (rc == FT_OK) {
+            g->xk = FTI_EXCHANGE_FOREST;
+            FT_LOGF(FT_LOG_INFO, "shard group: %zu shards on GPU %d searched "
+                    "as one forest (one launch a batch, no exchange)", g->n,
+                    fti_engine_device(g->eng[0]));
+            return FT_OK;
+        }
+        RT_RETURN_ERROR_IF(x == FTI_EXCHANGE_FOREST ||
+                               ft_engine_failed(g->eng[0]),
+                           rc == FT_ENOMEM ? FT_ENOMEM
+                           : rc == FT_ECUDA ? FT_ECUDA
+                                            : FT_ENOTSUP,
+                           "exchange: forest: %s", why);
+        FT_LOGF(FT_LOG_INFO, "shard group: no forest (%s): the shard "
+                "kernel or device copies instead", why);
+    }
     if (x == FTI_EXCHANGE_AUTO && ngpu != 0 && same)
         x = FTI_EXCHANGE_KERNEL;
     if (x == FTI_EXCHANGE_KERNEL && !kernel_fits(g, shared, want))
@@ -1404,6 +1429,21 @@ int fti_group_search_batch(fti_group *g, const ft_request *reqs, size_t n,
     return fti_group_search_batch_mode(g, reqs, n, res, FTI_ADMIT_FULL);
 }
 
+/* forest_run answers reqs[0..m) by the forest's one launch a batch
+ * (FTI_EXCHANGE_FOREST): shard 0's engine searches every shard's trie,
+ * its results carry global key indexes; the values are attached here. */
+static int forest_run(fti_group *g, const fti_prepared *const *reqs,
+                      ft_result *const *res, size_t m)
+{
+    int rc = fti_engine_run(g->eng[0], reqs, res, m);
+    if (rc != FT_OK)
+        return rc;
+    for (size_t i = 0; i < m; i++)
+        if (res[i]->status == FT_OK)
+            fti_attach_values(res[i], g->idx, g->base, g->n);
+    return FT_OK;
+}
+
 int fti_group_search_batch_mode(fti_group *g, const ft_request *reqs,
                                 size_t n, ft_result *res, int mode)
 {
@@ -1421,7 +1461,8 @@ int fti_group_search_batch_mode(fti_group *g, const ft_request *reqs,
                                    vres, NULL, mode);
         if (m == 0)
             continue;
-        int rc = run_fit(g, vp, vres, m);
+        int rc = g->xk == FTI_EXCHANGE_FOREST ? forest_run(g, vp, vres, m)
+                                              : run_fit(g, vp, vres, m);
         if (rc != FT_OK)
             return rc;
     }

@@ -83,6 +83,18 @@ int fti_engine_gpu_nccl_kernel(ft_engine *eng, char *why, size_t len)
     return 0;
 }
 
+int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
+                          const uint64_t *key_base, char *why, size_t len)
+{
+    (void)eng;
+    (void)shards;
+    (void)n;
+    (void)key_base;
+    if (len)
+        snprintf(why, len, "this build has no CUDA");
+    return FT_ENOTSUP;
+}
+
 int fti_gpu_memory(uint64_t *used, uint64_t *total, int device)
 {
     (void)device;
@@ -185,6 +197,18 @@ typedef struct gpu_engine {
     uint32_t cmap_min;
     size_t cmap_bytes;
     uint32_t root_n;
+    /* A forest (fti_engine_gpu_forest): its trees on the device, their
+     * count, every key of them, its root map (label -> tree and child)
+     * and a root range of its children's count; d_forest NULL: none. */
+    ft_gk_tree *d_forest;
+    uint32_t nforest;
+    uint64_t forest_keys;
+    uint32_t *d_froot_map;
+    uint32_t froot_n;
+    ft_child_range froot;
+    /* This engine's trie is searched by another engine's forest: its
+     * slots are gone, it answers nothing itself. */
+    int forest_member;
     size_t hash_bytes;          /* per slot of kmax/tmax; big slot aside */
     uint32_t epoch;
     int grid, block;
@@ -463,6 +487,8 @@ static void gpu_close(ft_engine *eng)
     if (g->fuse_lists == &g->alt)
         slot_free(&g->alt);
     index_release(g);
+    cudaFree(g->d_forest);
+    cudaFree(g->d_froot_map);
     cudaFree(g->d_in);
     cudaFree(g->d_out);
     cudaFree(g->d_prof);
@@ -1213,6 +1239,16 @@ static cudaError_t next_params(gpu_engine *g, ft_gk_params *prm, size_t n)
     prm->cmap = g->d_cmap;
     prm->cmap_mask = g->cmap_mask;
     prm->cmap_min = g->cmap_min;
+    if (g->d_forest) {
+        /* the forest's trees hold what the kernel reads of the tries */
+        prm->forest = g->d_forest;
+        prm->nforest = g->nforest;
+        prm->root_n = g->froot_n;
+        prm->root_map = g->d_froot_map;
+        prm->ctab = NULL;
+        prm->cmap = NULL;
+        prm->term_rank = NULL;
+    }
     prm->pair_items = g->pair_items;
     prm->pf_ranges = g->pf_ranges;
     return cudaSuccess;
@@ -1263,7 +1299,8 @@ static void assemble(ft_engine *eng, const fti_prepared *const *reqs,
                      ft_result *const *res, size_t n)
 {
     gpu_engine *g = eng->impl;
-    const ft_trie *t = &eng->idx->trie;
+    /* (a forest's ranks are global key indexes) */
+    uint64_t keys = g->d_forest ? g->forest_keys : eng->idx->trie.n_keys;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         const fti_prepared *p = reqs[i];
@@ -1284,12 +1321,12 @@ static void assemble(ft_engine *eng, const fti_prepared *const *reqs,
             continue;
         }
         for (uint32_t j = 0; j < h->n; j++) {
-            if (hit[j].rank >= t->n_keys || hit[j].len == 0 ||
+            if (hit[j].rank >= keys || hit[j].len == 0 ||
                 hit[j].len > p->T) {
                 /* Never read past the values, never answer wrongly. */
                 FT_ERROR("GPU engine: key index %llu of %llu keys (a bug)",
                          (unsigned long long)hit[j].rank,
-                         (unsigned long long)t->n_keys);
+                         (unsigned long long)keys);
                 fti_result_fail(r, FT_EINTERNAL,
                                 "engine: GPU returned a bad key index "
                                 "(internal error)");
@@ -1355,7 +1392,8 @@ static int run_launch(ft_engine *eng, const fti_prepared *const *reqs,
         const fti_prepared *p = reqs[i];
         gpu_slot *slot = big ? &g->slots[g->nslots] : &g->slots[i];
         pack_req(g, (ft_gk_req *)(g->h_in + i * sizeof(ft_gk_req)), p, slot,
-                 &eng->idx->root, &in_off, &out_off, 0, 0);
+                 g->d_forest ? &g->froot : &eng->idx->root, &in_off,
+                 &out_off, 0, 0);
     }
     if (timing)
         tk[1] = fti_now();
@@ -1578,6 +1616,11 @@ static int gpu_run(ft_engine *eng, const fti_prepared *const *reqs,
         fail_all(res, n, FT_ECUDA, "engine: the GPU engine failed earlier");
         return FT_ECUDA;
     }
+    if (g->forest_member) {
+        fail_all(res, n, FT_ESTATE, "engine: its trie is searched by a "
+                                    "shard group's forest");
+        return FT_ESTATE;
+    }
     if (cudaSetDevice(g->device) != cudaSuccess) {
         (void)cudaGetLastError();
         eng->failed = 1;
@@ -1659,6 +1702,11 @@ static int gpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
     STEP_CHECK(
         n == 0 || n > FTI_ENGINE_CHUNK || nshards == 0 || shard >= nshards,
         FT_EINVAL, "steps: %zu requests, shard %u of %u", n, shard, nshards);
+    STEP_CHECK(g->d_forest != NULL, FT_ESTATE,
+               "steps: the engine searches a forest of %u shards",
+               g->nforest);
+    STEP_CHECK(g->forest_member, FT_ESTATE,
+               "steps: the engine's trie is searched by a forest");
     /* The batch rides in the slots: up to max_batch requests that fit
      * them, or one request alone in the big slot. */
     int big = 0;
@@ -1724,6 +1772,175 @@ static int gpu_step_begin(ft_engine *eng, const fti_prepared *const *reqs,
     g->stmax = tmax;
     g->snext = 0;
     g->skept = 0;
+    return FT_OK;
+}
+
+/* ---- a forest (fti_engine_gpu_forest, issue 36) ---------------------- */
+
+/* forest_slots makes every slot of g again for a wider level (wmax): the
+ * forest's candidates of a step are those of every shard at one depth.
+ * Returns FT_OK, or FT_ECUDA with the engine then failed (a slot could
+ * not be made). */
+static int forest_slots(gpu_engine *g, uint64_t wmax)
+{
+    g->wmax = wmax;
+    uint32_t ns = g->nslots + (uint32_t)g->has_big;
+    for (uint32_t i = 0; i < ns; i++) {
+        uint32_t kmax = g->slots[i].kmax, tmax = g->slots[i].d.tmax;
+        slot_free(&g->slots[i]);
+        if (slot_alloc(g, &g->slots[i], kmax, tmax) != FT_OK)
+            return FT_ECUDA;
+    }
+    if (g->fuse_lists == &g->alt) {
+        uint32_t kmax = g->alt.kmax, tmax = g->alt.d.tmax;
+        slot_free(&g->alt);
+        if (slot_alloc(g, &g->alt, kmax, tmax) != FT_OK)
+            return FT_ECUDA;
+    }
+    return FT_OK;
+}
+
+int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
+                          const uint64_t *key_base, char *why, size_t len)
+{
+    if (len)
+        why[0] = 0;
+    if (eng->ops != &gpu_ops) {
+        snprintf(why, len, "not a GPU engine");
+        return FT_ENOTSUP;
+    }
+    gpu_engine *g = eng->impl;
+    if (n == 0 || n > FT_GK_FOREST_MAX) {
+        snprintf(why, len, "%zu shards (a forest holds 1..%u)", n,
+                 FT_GK_FOREST_MAX);
+        return FT_ENOTSUP;
+    }
+    if (eng->failed || g->sn != 0 || g->forest_member) {
+        snprintf(why, len, "the engine failed, has steps in flight or "
+                 "lends its trie to another forest");
+        return FT_ESTATE;
+    }
+    uint64_t wmax = 0, keys = 0, rdeg = 0;
+    uint32_t top = 0;
+    for (size_t s = 0; s < n; s++) {
+        if (shards[s]->ops != &gpu_ops || shards[s]->failed ||
+            ((gpu_engine *)shards[s]->impl)->device != g->device) {
+            snprintf(why, len, "shard %zu is not a working GPU engine on "
+                     "GPU %d", s, g->device);
+            return FT_ENOTSUP;
+        }
+        const gpu_engine *gs = shards[s]->impl;
+        const ft_index *x = shards[s]->idx;
+        const ft_child_range *cr = &x->root;
+        wmax += gs->wmax;
+        rdeg += cr->deg;
+        uint64_t end = key_base[s] + x->trie.n_keys;
+        keys = end > keys ? end : keys;
+        if (cr->deg && cr->first + cr->deg - 1 > FT_GK_ROOT_MASK) {
+            snprintf(why, len, "shard %zu's root children lie past node "
+                     "%u", s, FT_GK_ROOT_MASK);
+            return FT_ENOTSUP;
+        }
+        if (cr->deg) {
+            uint32_t l = ft_child_label(&x->trie.view, cr,
+                                        cr->first + cr->deg - 1);
+            top = l > top ? l : top;
+        }
+    }
+    if (top >= (1u << 26)) {
+        snprintf(why, len, "a first token (%u) is 2^26 or more: no root "
+                 "map", top);
+        return FT_ENOTSUP;
+    }
+    uint32_t mapn = top + 1;
+    uint32_t *map = calloc(mapn, sizeof *map);
+    ft_gk_tree *tr = calloc(n, sizeof *tr);
+    if (map == NULL || tr == NULL) {
+        free(map);
+        free(tr);
+        snprintf(why, len, "out of memory");
+        return FT_ENOMEM;
+    }
+    for (size_t s = 0; s < n; s++) {
+        const gpu_engine *gs = shards[s]->impl;
+        const ft_index *x = shards[s]->idx;
+        const ft_child_range *cr = &x->root;
+        for (uint64_t c = 0; c < cr->deg; c++) {
+            uint32_t l = ft_child_label(&x->trie.view, cr, cr->first + c);
+            if (map[l] != 0) {
+                snprintf(why, len, "first token %u is in shards %u and %zu "
+                         "(not a split by first token)", l,
+                         map[l] >> FT_GK_ROOT_SHIFT, s);
+                free(map);
+                free(tr);
+                return FT_ENOTSUP;
+            }
+            map[l] = ((uint32_t)s << FT_GK_ROOT_SHIFT) |
+                     (uint32_t)(cr->first + c);
+        }
+        tr[s].view = gs->view;
+        tr[s].ctab = gs->d_ctab;
+        tr[s].cmap = gs->d_cmap;
+        tr[s].cmap_mask = gs->cmap_mask;
+        tr[s].cmap_min = gs->d_cmap ? gs->cmap_min : UINT32_MAX;
+        tr[s].term_rank = gs->dsec[FT_SEC_TERM_RANK];
+        tr[s].key_base = key_base[s];
+    }
+    int rc = FT_OK;
+    ft_gk_tree *dtr = NULL;
+    uint32_t *dmap = NULL;
+    if (cudaSetDevice(g->device) != cudaSuccess ||
+        cudaStreamSynchronize(g->stream) != cudaSuccess ||
+        cudaMalloc((void **)&dtr, n * sizeof *dtr) != cudaSuccess ||
+        cudaMalloc((void **)&dmap, (size_t)mapn * 4) != cudaSuccess ||
+        cudaMemcpy(dtr, tr, n * sizeof *dtr, cudaMemcpyHostToDevice) !=
+            cudaSuccess ||
+        cudaMemcpy(dmap, map, (size_t)mapn * 4, cudaMemcpyHostToDevice) !=
+            cudaSuccess) {
+        snprintf(why, len, "CUDA: %s", cudaGetErrorString(cudaGetLastError()));
+        cudaFree(dtr);
+        cudaFree(dmap);
+        rc = FT_ECUDA;
+    }
+    free(map);
+    free(tr);
+    if (rc != FT_OK)
+        return rc;
+    if (wmax > g->wmax && forest_slots(g, wmax) != FT_OK) {
+        (void)cudaGetLastError();
+        eng->failed = 1;
+        cudaFree(dtr);
+        cudaFree(dmap);
+        snprintf(why, len, "no GPU memory for slots of the forest's widest "
+                 "level (%llu candidates): the engine failed",
+                 (unsigned long long)wmax);
+        return FT_ECUDA;
+    }
+    /* The other shards' engines lend their tries and search nothing
+     * themselves any more: their slots (GBs each at the default caps)
+     * go back to the GPU. */
+    for (size_t s = 0; s < n; s++) {
+        gpu_engine *gs = shards[s]->impl;
+        if (shards[s] == eng || gs->forest_member)
+            continue;
+        for (uint32_t i = 0; i < gs->nslots + (uint32_t)gs->has_big; i++)
+            slot_free(&gs->slots[i]);
+        if (gs->fuse_lists == &gs->alt)
+            slot_free(&gs->alt);
+        gs->fuse_lists = NULL;
+        gs->nslots = 0;
+        gs->has_big = 0;
+        gs->forest_member = 1;
+    }
+    cudaFree(g->d_forest);
+    cudaFree(g->d_froot_map);
+    g->d_forest = dtr;
+    g->nforest = (uint32_t)n;
+    g->forest_keys = keys;
+    g->d_froot_map = dmap;
+    g->froot_n = mapn;
+    memset(&g->froot, 0, sizeof g->froot);
+    g->froot.deg = rdeg;
     return FT_OK;
 }
 

@@ -88,7 +88,7 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         "          [--K K] [--head r] [--results n] [--theta-tok x] [--theta-sent x]\n"
         "          [--alpha a]] [--engine cpu,gpu] [--threads N] [--device D]\n"
         "         [--batch 1,4,8,16,32] [--warmup N] [--report FILE.json | DIR/]\n"
-        "         [--shards 2,4,8 [--exchange kernel|device|nccl|nccl-device] [--full-grid] [--copy-lists]\n"
+        "         [--shards 2,4,8 [--exchange forest|kernel|device|nccl|nccl-device] [--full-grid] [--copy-lists]\n"
         "          [--shard-mode N]\n"
         "          [--devices 0,1,..]]\n"
         "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
@@ -114,9 +114,10 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         "  before the exchange); 0, the default: spread where cheaper, early beams.\n"
         "  --devices D,...: shard j's engine on GPU D[j % n] (groups of --shards and of\n"
         "  a manifest; default all on --device); --exchange auto takes NCCL when every\n"
-        "  shard has a GPU of its own, and on one GPU the shard kernel (kernel: one\n"
-        "  launch per shard for all steps, lists exchanged inside the kernels) when\n"
-        "  the shards' launches fit the GPU side by side; nccl-device: one shard per\n"
+        "  shard has a GPU of its own, and on one GPU the forest (forest: one launch\n"
+        "  a batch over every shard's trie, no exchange), else the shard kernel\n"
+        "  (kernel: one launch per shard for all steps, lists exchanged inside the\n"
+        "  kernels) when the shards' launches fit the GPU side by side; nccl-device: one shard per\n"
         "  GPU, one persistent launch per GPU exchanging through NCCL's device API\n"
         "  (ncclAllGather where it cannot be set up, logged).  --timing:\n"
         "  validation and preparation per request, the GPU engine's host/event\n"
@@ -272,8 +273,10 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
                 opt->xchg = FTI_EXCHANGE_NCCL;
             else if (!strcmp(optarg, "nccl-device"))
                 opt->xchg = FTI_EXCHANGE_NCCL_DEVICE;
+            else if (!strcmp(optarg, "forest"))
+                opt->xchg = FTI_EXCHANGE_FOREST;
             else {
-                fprintf(stderr, "flashtrie bench: --exchange: expected kernel, device, nccl or nccl-device, got '%s'\n", optarg);
+                fprintf(stderr, "flashtrie bench: --exchange: expected forest, kernel, device, nccl or nccl-device, got '%s'\n", optarg);
                 return 2;
             }
             break;

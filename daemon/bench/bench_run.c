@@ -470,7 +470,8 @@ void bench_run_engines(const bench_opts *opt, bench_state *bs)
             printf(", exchange %s\n", gx == FTI_EXCHANGE_NCCL_DEVICE ? "nccl-device"
                                       : gx == FTI_EXCHANGE_NCCL ? "nccl"
                                       : gx == FTI_EXCHANGE_DEVICE ? "device"
-                                      : gx == FTI_EXCHANGE_KERNEL ? "kernel" : "host");
+                                      : gx == FTI_EXCHANGE_KERNEL ? "kernel"
+                                      : gx == FTI_EXCHANGE_FOREST ? "forest" : "host");
         }
         /* What the rows time, so that another harness's figure can be
          * held against them (ops/bench/daemon_bench.c's "sized" engine is

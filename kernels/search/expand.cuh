@@ -110,7 +110,8 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
     uint64_t e0 = (uint64_t)chunk * FT_GK_WARP_ITEM + lane;
     /* the new beams' ranges are computed below: their child table entries
      * prefetched with the flags (gk_pf_range) */
-    const int pf = (P.pf_ranges & 3u) && eager && !last && P.ctab;
+    const int pf = (P.pf_ranges & 3u) && eager && !last &&
+                   (P.ctab || P.forest);
     if (ft_gk_use_hash(t, cr.deg, kcut)) {
         GK_PM(1);
         GK_PM_PATH(1);
@@ -126,8 +127,8 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
             u[v] = v < ub && j < cr.deg ? cr.first + j : FT_NONE;
             if (u[v] != FT_NONE) {
                 /* u is known now: its flags load overlaps the label's. */
-                flags[v] = ft_node_flags(&P.view, u[v]);
-                label[v] = ft_child_label(&P.view, &cr, u[v]);
+                flags[v] = gk_flags(P, u[v]);
+                label[v] = gk_label(P, cr, u[v]);
                 gk_pf_range(P, pf, u[v]);
             }
         }
@@ -174,43 +175,61 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
             tk[v] = k[v] < kcut ? tok[k[v]] : 0u;
             lpk[v] = k[v] < kcut ? lp[k[v]] : 0.0f;
         }
+        /* (a forest's child map is its tree's) */
+        const uint64_t *cmap = P.cmap;
+        uint64_t cmask = P.cmap_mask;
+        uint32_t cmin = P.cmap_min;
+        if (P.forest && t > 0) {
+            const ft_gk_tree *T = gk_tree(P, cr.first);
+            cmap = T->cmap;
+            cmask = T->cmap_mask;
+            cmin = T->cmap_min;
+        }
         if (t == 0 && P.root_n) {
-            /* The root's children through the label map. */
+            /* The root's children through the label map (a forest's
+             * entry names the tree and the child's id there). */
 #pragma unroll
             for (uint32_t v = 0; v < U; v++) {
                 uint32_t c = k[v] < kcut && tk[v] < P.root_n
                                  ? P.root_map[tk[v]] : 0u;
-                u[v] = c ? cr.first + (c - 1u) : FT_NONE;
+                if (P.forest)
+                    u[v] = c ? ((uint64_t)(c >> FT_GK_ROOT_SHIFT)
+                                << FT_GK_TREE_SHIFT) |
+                                   (c & FT_GK_ROOT_MASK)
+                             : FT_NONE;
+                else
+                    u[v] = c ? cr.first + (c - 1u) : FT_NONE;
             }
-        } else if (t > 0 && P.cmap && cr.deg >= P.cmap_min) {
+        } else if (t > 0 && cmap && cr.deg >= cmin) {
             /* The child map: every lane's first probes in flight
              * together (load <= 1/2: usually the only ones). */
             uint64_t key[FT_GK_LANE_PROPS], h[FT_GK_LANE_PROPS];
             ulonglong2 e[FT_GK_LANE_PROPS];
-            const ulonglong2 *M = reinterpret_cast<const ulonglong2 *>(P.cmap);
+            const ulonglong2 *M = reinterpret_cast<const ulonglong2 *>(cmap);
 #pragma unroll
             for (uint32_t v = 0; v < U; v++) {
+                /* (a forest's tree bits leave the key by the shift) */
                 key[v] = (cr.first << 32) | tk[v];
-                h[v] = gk_cmap_hash(key[v]) & P.cmap_mask;
+                h[v] = gk_cmap_hash(key[v]) & cmask;
                 if (k[v] < kcut)
                     e[v] = __ldg(M + h[v]);
             }
 #pragma unroll
             for (uint32_t v = 0; v < U; v++)
                 if (k[v] < kcut)
-                    u[v] = gk_cmap_probe(M, P.cmap_mask, key[v], h[v], e[v],
+                    u[v] = gk_cmap_probe(M, cmask, key[v], h[v], e[v],
                                          cr.first);
         } else {
 #pragma unroll
             for (uint32_t v = 0; v < U; v++)
                 if (k[v] < kcut)
-                    u[v] = ft_find_child(&P.view, &cr, tk[v]);
+                    u[v] = gk_find(P, cr, tk[v]);
         }
 #pragma unroll
         for (uint32_t v = 0; v < U; v++) {
             found[v] = u[v] != FT_NONE;
             if (found[v]) {
-                flags[v] = ft_node_flags(&P.view, u[v]);
+                flags[v] = gk_flags(P, u[v]);
                 gk_pf_range(P, pf, u[v]);
             }
         }

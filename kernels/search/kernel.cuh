@@ -131,6 +131,8 @@ __global__ void __launch_bounds__(FT_GK_BLOCK, FT_GK_MINB)
     extern __shared__ __align__(16) unsigned char gk_raw[];
     gk_smem &sm = *reinterpret_cast<gk_smem *>(gk_raw);
     cg::grid_group grid = cg::this_grid();
+    if (P.forest)
+        gk_forest_load(P);
     if (P.in_src) {
         /* The input region from mapped host memory: one PCIe round trip
          * spread over the grid and one barrier instead of a copy that the

@@ -14,6 +14,12 @@
 __device__ __forceinline__ uint64_t gk_term_rank(const ft_gk_params &P,
                                                  uint64_t u)
 {
+    if (P.forest) {
+        /* a forest's: the global key index (its tree's key base on) */
+        const ft_gk_tree *T = gk_tree(P, u);
+        return T->key_base + ft_term_rank(T->view.flags, T->term_rank,
+                                          u & FT_GK_TREE_MASK);
+    }
     return ft_term_rank(P.view.flags, P.term_rank, u);
 }
 

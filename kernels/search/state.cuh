@@ -240,12 +240,91 @@ __device__ __forceinline__ ft_child_range gk_ctab_range(const uint64_t *T,
  * (P.pf_ranges 1) or to this SM's L1 (2) while the expansion's other
  * loads of u are in flight: the new beam's range (gk_children, after the
  * append) then costs a hit, not a miss. */
+/* ---- a forest (ft_gk_tree: a shard group's tries, one launch) ----------
+ * Every read of the trie goes through these: without a forest (P.forest
+ * NULL, every launch but a forest's) they are the plain reads of P.view;
+ * with one, node u belongs to tree u >> FT_GK_TREE_SHIFT and is read
+ * there at its own id, and what comes back carries the tree's bits. */
+/* The trees, copied into every CTA's shared memory when its launch
+ * starts (gk_forest_load): read at every step of every chain of loads,
+ * they would otherwise go back and forth between L1 and L2 with the
+ * expansion's data (the launches without a forest never touch them). */
+__shared__ ft_gk_tree gk_forest_sm[FT_GK_FOREST_MAX];
+
+__device__ __forceinline__ void gk_forest_load(const ft_gk_params &P)
+{
+    const uint64_t *src = reinterpret_cast<const uint64_t *>(P.forest);
+    uint64_t *dst = reinterpret_cast<uint64_t *>(gk_forest_sm);
+    uint32_t n = P.nforest < FT_GK_FOREST_MAX ? P.nforest : FT_GK_FOREST_MAX;
+    for (uint32_t i = threadIdx.x; i < n * (sizeof(ft_gk_tree) / 8);
+         i += blockDim.x)
+        dst[i] = __ldg(src + i);
+    __syncthreads();
+}
+
+__device__ __forceinline__ const ft_gk_tree *gk_tree(const ft_gk_params &P,
+                                                     uint64_t u)
+{
+    (void)P;
+    return &gk_forest_sm[u >> FT_GK_TREE_SHIFT];
+}
+
+__device__ __forceinline__ ft_child_range gk_local(const ft_child_range &cr)
+{
+    ft_child_range l = cr;
+    l.first &= FT_GK_TREE_MASK;
+    l.hstart &= FT_GK_TREE_MASK;
+    return l;
+}
+
+__device__ __forceinline__ uint32_t gk_flags(const ft_gk_params &P,
+                                             uint64_t u)
+{
+    if (P.forest)
+        return ft_node_flags(&gk_tree(P, u)->view, u & FT_GK_TREE_MASK);
+    return ft_node_flags(&P.view, u);
+}
+
+/* The label of child u of range cr. */
+__device__ __forceinline__ uint32_t gk_label(const ft_gk_params &P,
+                                             const ft_child_range &cr,
+                                             uint64_t u)
+{
+    if (P.forest) {
+        ft_child_range l = gk_local(cr);
+        return ft_child_label(&gk_tree(P, u)->view, &l,
+                              u & FT_GK_TREE_MASK);
+    }
+    return ft_child_label(&P.view, &cr, u);
+}
+
+/* The child of range cr labelled tok (a binary search), or FT_NONE. */
+__device__ __forceinline__ uint64_t gk_find(const ft_gk_params &P,
+                                           const ft_child_range &cr,
+                                           uint32_t tok)
+{
+    if (P.forest) {
+        ft_child_range l = gk_local(cr);
+        uint64_t c = ft_find_child(&gk_tree(P, cr.first)->view, &l, tok);
+        return c == FT_NONE ? FT_NONE : c | (cr.first & ~FT_GK_TREE_MASK);
+    }
+    return ft_find_child(&P.view, &cr, tok);
+}
+
 __device__ __forceinline__ void gk_pf_range(const ft_gk_params &P, int on,
                                             uint64_t u)
 {
     if (!on)
         return;
-    const uint64_t *a = P.ctab + 2 * u;
+    const uint64_t *a;
+    if (P.forest) {
+        const uint64_t *T = gk_tree(P, u)->ctab;
+        if (T == NULL)
+            return;
+        a = T + 2 * (u & FT_GK_TREE_MASK);
+    } else {
+        a = P.ctab + 2 * u;
+    }
     if ((P.pf_ranges & 3u) == 1u) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
         asm volatile("prefetch.global.L2 [%0];" ::"l"(a + 2));
@@ -263,14 +342,24 @@ __device__ __forceinline__ void gk_pf_next(const ft_gk_params &P,
 {
     if (!(P.pf_ranges & 4u) || cr.deg == 0)
         return;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(P.view.label_lo + cr.first));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(P.view.flags +
-                                                   (cr.first >> 5)));
+    const ft_trie_view *V = P.forest ? &gk_tree(P, cr.first)->view : &P.view;
+    uint64_t f = cr.first & FT_GK_TREE_MASK;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(V->label_lo + f));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(V->flags + (f >> 5)));
 }
 
 __device__ __forceinline__ ft_child_range gk_children(const ft_gk_params &P,
                                                       uint64_t u)
 {
+    if (P.forest) {
+        const ft_gk_tree *T = gk_tree(P, u);
+        uint64_t l = u & FT_GK_TREE_MASK, hi = u & ~FT_GK_TREE_MASK;
+        ft_child_range cr = T->ctab ? gk_ctab_range(T->ctab, l)
+                                    : ft_children(&T->view, l);
+        cr.first |= hi;
+        cr.hstart |= hi;
+        return cr;
+    }
     return P.ctab ? gk_ctab_range(P.ctab, u) : ft_children(&P.view, u);
 }
 

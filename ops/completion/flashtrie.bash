@@ -68,7 +68,7 @@ _flashtrie()
             mapfile -t COMPREPLY < <(compgen -W "error warn info debug" -- "$cur")
             return 0 ;;
         --exchange)
-            mapfile -t COMPREPLY < <(compgen -W "device nccl" -- "$cur")
+            mapfile -t COMPREPLY < <(compgen -W "forest kernel device nccl nccl-device" -- "$cur")
             return 0 ;;
         --launch)
             mapfile -t COMPREPLY < <(compgen -W "graph plain" -- "$cur")

@@ -9,6 +9,10 @@
  *     shared lists (no copies) and with device copies into each recv;
  *   - the shard kernel (FTI_EXCHANGE_KERNEL: one persistent launch per
  *     shard, the lists exchanged in the kernels), the same splits;
+ *   - the forest (FTI_EXCHANGE_FOREST: one launch of the search kernel
+ *     over every shard's trie, no exchange), the same splits, and its
+ *     refusals (shards that share a first token, CPU engines; its
+ *     engine's steps);
  *   - skewed shards: every beam in one shard, a shard without candidates
  *     at a step while others go on, empty shards, batched alone and mixed,
  *     through the shard kernel in every mode of its selection and keep
@@ -128,6 +132,10 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
         small = (int)(ft_test_rand(&s) % 3 == 0);
         run_group(&s, c.keys, c.m, counts[ci], FTI_EXCHANGE_KERNEL, small, 1,
                   c.batch, nreq, c.cs, one, got, dir, seed);
+        /* the forest: one launch a batch over every shard's trie */
+        small = (int)(ft_test_rand(&s) % 3 == 0);
+        run_group(&s, c.keys, c.m, counts[ci], FTI_EXCHANGE_FOREST, small, 1,
+                  c.batch, nreq, c.cs, one, got, dir, seed);
     }
     if (have_nccl && (!quick || seed % 2 == 0))
         run_group(&s, c.keys, c.m, 1, FTI_EXCHANGE_NCCL, 0, 0, c.batch, nreq,
@@ -157,13 +165,53 @@ static void contract(const char *dir)
     fti_group *g;
     char err[256] = "";
     int rc;
-    /* auto: one GPU, the shard kernel (it fits: two shards) */
+    /* auto: one GPU, the forest; its engine takes no steps */
+    FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
+                              sizeof err));
+    FT_CHECK(fti_group_exchange(g) == FTI_EXCHANGE_FOREST);
+    {
+        uint32_t tk[2] = {5, 6};
+        float lq[2] = {-1.0f, -2.0f};
+        ft_request r1;
+        ft_request_init(&r1);
+        r1.T = 1;
+        r1.K = 2;
+        r1.tokens = tk;
+        r1.logp = lq;
+        fti_prep *pq;
+        const fti_prepared *q;
+        FT_PASS(fti_prep_create(&pq));
+        FT_PASS(fti_request_prepare(&q, pq, &r1));
+        FT_FAIL(fti_engine_step_begin(fti_group_engine(g, 0), &q, 1, 0, 2),
+                FT_ESTATE);
+        /* shard 1's engine lent its trie (its slots are gone) */
+        FT_FAIL(fti_engine_step_begin(fti_group_engine(g, 1), &q, 1, 1, 2),
+                FT_ESTATE);
+        fti_prep_destroy(pq);
+        /* the forest answers: key 5 (shard 0, value 9) beats 6's node,
+         * which has no key of length 1 */
+        ft_result res;
+        FT_PASS(ft_result_alloc(&res, 100, 1));
+        FT_PASS(fti_group_search_batch(g, &r1, 1, &res));
+        if (!(res.status == FT_OK && res.n == 1 && res.hits[0].value == 9 &&
+              res.hits[0].key_index == 0)) {
+            fprintf(stderr, "forest contract: status %d (%s) n %u value "
+                    "%llu key %llu\n", res.status, res.error, res.n,
+                    res.n ? (unsigned long long)res.hits[0].value : 0ull,
+                    res.n ? (unsigned long long)res.hits[0].key_index : 0ull);
+            exit(1);
+        }
+        ft_result_free(&res);
+    }
+    fti_group_close(g);
+    /* the shard kernel when asked for (it fits: two shards) */
+    go.exchange = FTI_EXCHANGE_KERNEL;
     FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
                               sizeof err));
     FT_CHECK(fti_group_exchange(g) == FTI_EXCHANGE_KERNEL);
     fti_group_close(g);
     /* without shared lists, or with whole grids each, it does not fit:
-     * device copies (forced too) */
+     * device copies */
     go.shared_lists = 0;
     FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
                               sizeof err));
@@ -184,6 +232,30 @@ static void contract(const char *dir)
                               err, sizeof err),
             FT_ENOTSUP);
     FT_CHECK_STR(err, "exchange: kernel needs GPU engines on one GPU");
+    go.exchange = FTI_EXCHANGE_FOREST;
+    FT_FAIL(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &cpuo, &go,
+                              err, sizeof err),
+            FT_ENOTSUP);
+    FT_CHECK_STR(err, "exchange: forest needs GPU engines on one GPU");
+    {
+        /* shards that share a first token (5): no forest; auto takes the
+         * shard kernel instead */
+        su_key k2[1] = {{2, {5, 1}, 3}};
+        ft_index *sx[2] = {sh[0], NULL};
+        snprintf(path, sizeof path, "%s/c2.idx", dir);
+        su_build(k2, 1, path, &sx[1]);
+        FT_FAIL(fti_group_open_ex(&g, (const ft_index *const *)sx, 2, &o, &go,
+                                  err, sizeof err),
+                FT_ENOTSUP);
+        FT_CHECK_STR(err, "exchange: forest: first token 5 is in shards 0 "
+                          "and 1 (not a split by first token)");
+        go.exchange = FTI_EXCHANGE_AUTO;
+        FT_PASS(fti_group_open_ex(&g, (const ft_index *const *)sx, 2, &o, &go,
+                                  err, sizeof err));
+        FT_CHECK(fti_group_exchange(g) == FTI_EXCHANGE_KERNEL);
+        fti_group_close(g);
+        ft_index_close(sx[1]);
+    }
     go.exchange = FTI_EXCHANGE_AUTO;
     go.exchange = FTI_EXCHANGE_HOST;
     FT_FAIL(fti_group_open_ex(&g, (const ft_index *const *)sh, 2, &o, &go, err,
@@ -395,14 +467,14 @@ static void skewed(const char *dir, uint64_t seed)
         /* the shard kernel in every mode of its selection and keep:
          * lists spread (where cheaper, everywhere) or one CTA a list,
          * with and without early beams */
-        static const fti_exchange xs[7] = {
+        static const fti_exchange xs[8] = {
             FTI_EXCHANGE_DEVICE, FTI_EXCHANGE_DEVICE, FTI_EXCHANGE_KERNEL,
             FTI_EXCHANGE_KERNEL, FTI_EXCHANGE_KERNEL, FTI_EXCHANGE_KERNEL,
-            FTI_EXCHANGE_KERNEL};
-        static const uint32_t xm[7] = {
+            FTI_EXCHANGE_KERNEL, FTI_EXCHANGE_FOREST};
+        static const uint32_t xm[8] = {
             0, 0, 0, FTI_SHARD_SPREAD, FTI_SHARD_CTA, FTI_SHARD_NO_EARLY,
-            FTI_SHARD_SPREAD | FTI_SHARD_NO_EARLY};
-        for (int xi = 0; xi < 7; xi++) {
+            FTI_SHARD_SPREAD | FTI_SHARD_NO_EARLY, 0};
+        for (int xi = 0; xi < 8; xi++) {
             fti_group_opts go;
             fti_group_opts_init(&go);
             go.exchange = xs[xi];
@@ -498,7 +570,7 @@ int main(int argc, char **argv)
     }
     FT_CHECK(system(cmd) == 0);
     printf("gpu_group_test: ok, %llu cases, %llu group runs (1/2/4/8 shards "
-           "device copies, shard kernel, NCCL, %d GPU%s), %.1f s\n",
+           "device copies, shard kernel, forest, NCCL, %d GPU%s), %.1f s\n",
            (unsigned long long)n_cases, (unsigned long long)n_runs, ndev,
            ndev > 1 ? "s" : "", ft_test_now() - t0);
     return 0;

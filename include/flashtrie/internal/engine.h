@@ -220,6 +220,21 @@ int fti_engine_gpu_steps_all(ft_engine *eng, const fti_gpu_xbar *xb);
  * device-API shard kernel (xb->nwin) and it can be launched on the
  * engine's GPU: 1, or 0 with the reason in why. */
 int fti_engine_gpu_nccl_kernel(ft_engine *eng, char *why, size_t len);
+/* fti_engine_gpu_forest makes GPU engine eng search, from now on, the
+ * forest of the n shards' tries (issue 36, FTI_EXCHANGE_FOREST): every
+ * shard's engine open on eng's GPU (eng may be one of them), their
+ * device copies of the tries read in place by one launch of eng's search
+ * kernel per batch, a node carrying its shard in its top bits
+ * (kernels/ft_kernels.h, ft_gk_tree).  key_base[s] is shard s's first
+ * global key index: results carry global key indexes.  The shards must
+ * split the library by first token (no first token in two shards).
+ * eng's slots are sized again for the forest's widest level.  FT_OK, or
+ * an error with the reason in why (eng unchanged, or failed if its
+ * slots could not be made again); FT_ENOTSUP for other engines and
+ * builds.  eng's steps are then refused; fti_engine_run searches the
+ * forest. */
+int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
+                          const uint64_t *key_base, char *why, size_t len);
 /* fti_gpu_memory reports a GPU's memory in use and in all (bytes, the
  * device's view: every process's allocations).  FT_ENODEV for a device
  * that does not exist, FT_ENOTSUP in a build without CUDA. */
@@ -261,9 +276,10 @@ int fti_group_open(fti_group **out, const ft_index *const *shards,
 void fti_group_close(fti_group *g);
 /* How a group's shards exchange their candidate lists after each step. */
 typedef enum fti_exchange {
-    FTI_EXCHANGE_AUTO = 0, /* from the engines: host for CPU engines, device
-                           * for GPU engines on one GPU (the shard kernel,
-                           * FTI_EXCHANGE_KERNEL, when it fits), NCCL for GPU
+    FTI_EXCHANGE_AUTO = 0, /* from the engines: host for CPU engines, the
+                           * forest for GPU engines on one GPU (else the
+                           * shard kernel, FTI_EXCHANGE_KERNEL, when it
+                           * fits, else device copies), NCCL for GPU
                            * engines on distinct GPUs (device copies when
                            * built without NCCL) */
     FTI_EXCHANGE_HOST,     /* CPU engines: each reads the others' lists
@@ -278,6 +294,14 @@ typedef enum fti_exchange {
                            * there when the launches fit side by side;
                            * otherwise, and after a wait that ran out,
                            * device copies) */
+    FTI_EXCHANGE_FOREST,   /* GPU engines all on one GPU: one launch of the
+                           * search kernel over every shard's trie at once
+                           * (fti_engine_gpu_forest: shard 0's engine reads
+                           * the others' device copies), every step's
+                           * candidates of all shards in one list, so no
+                           * exchange at all (AUTO's first choice there;
+                           * where it cannot be set up, e.g. shards that
+                           * share a first token, FTI_EXCHANGE_KERNEL) */
     FTI_EXCHANGE_NCCL_DEVICE /* GPU engines, one per GPU of one host: one
                            * persistent launch per GPU for all steps, the
                            * lists written into every peer's NCCL symmetric
