@@ -129,6 +129,10 @@ typedef struct ft_ark_params {
     ft_child_range *b_rng;
     double *b_lse;
     uint32_t *b_work, *b_cd;
+    /* the trie's child table (ft_gk_ctab_build), or NULL: a beam's child
+     * range is then two adjacent loads, not a chain of select and rank
+     * misses */
+    const uint64_t *ctab;
 } ft_ark_params;
 
 /* ft_ark_step_smem is the dynamic shared memory one selection CTA needs

@@ -39,6 +39,7 @@
 #include "flashtrie/internal/ar_walk.h"
 #include "ft_ar_kernels.h"
 #include "ft_ar_nav.cuh"
+#include "ft_ctab.cuh"
 
 #define ARK_EXP_THREADS 256
 #define ARK_SEL_THREADS 1024
@@ -54,6 +55,13 @@
 namespace cg = cooperative_groups;
 
 static_assert(ARK_EXP_THREADS == FT_AR_LANES, "one thread per lane");
+
+/* Node's child range: from the child table when the session has one. */
+__device__ __forceinline__ ft_child_range ark_range(const ft_ark_params &p,
+                                                    uint64_t node)
+{
+    return p.ctab ? ft_ctab_range(p.ctab, node) : ark_children(&p.view, node);
+}
 
 __device__ __forceinline__ uint64_t ark_stride(const ft_ark_params &p)
 {
@@ -240,7 +248,7 @@ ark_ranges(ft_ark_params p, int mode, uint32_t eos, uint32_t *mask)
     uint32_t work = 0, cd = 0;
     uint64_t node = r < m ? p.cur_node[r] : FT_NONE;
     if (r < m && node < p.view.n_nodes) {
-        ft_child_range cr = ark_children(&p.view, node);
+        ft_child_range cr = ark_range(p, node);
         p.b_rng[r] = cr;
         if (mode == 0) {
             if (cr.deg > 0) {
@@ -765,7 +773,7 @@ __device__ __forceinline__ void ark_beam_range(const ft_ark_params &p,
     *work = 0;
     if (node >= p.view.n_nodes)
         return;
-    *cr = ark_children(&p.view, node);
+    *cr = ark_range(p, node);
     if (mode == 0) {
         if (cr->deg > 0) {
             *cd = ark_child_driven(p, cr);
@@ -1076,7 +1084,7 @@ ark_topk_kernel(ft_ark_params p, uint32_t k, uint32_t *out_entry,
     uint64_t node = p.cur_node[r];
     if (node >= p.view.n_nodes)
         return;
-    ft_child_range cr = ark_children(&p.view, node);
+    ft_child_range cr = ark_range(p, node);
     if (cr.deg == 0)
         return;
     double lse = 0.0;

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ft_ctab.cuh"
 #include "ft_kernels.h"
 #include "flashtrie/internal/rules.h"
 
@@ -215,25 +216,11 @@ __device__ __forceinline__ uint32_t gk_list_len(const ft_gk_req *q,
     return m > q->slot.cap_cand ? (uint32_t)q->slot.cap_cand : m;
 }
 
-/* Node u's child range from the child table (entries u and u + 1, one
- * 32-byte sector apart at most): the same range ft_children computes,
- * which the engine checked for every node when it built the table. */
+/* Node u's child range from the child table (kernels/ft_ctab.cuh). */
 __device__ __forceinline__ ft_child_range gk_ctab_range(const uint64_t *T,
                                                         uint64_t u)
 {
-    ulonglong2 a = *reinterpret_cast<const ulonglong2 *>(T + 2 * u);
-    ulonglong2 b = *reinterpret_cast<const ulonglong2 *>(T + 2 * u + 2);
-    ft_child_range cr;
-    cr.first = a.x;
-    cr.deg = b.x - a.x;
-    if (cr.deg == 0) {
-        cr.hstart = cr.first;
-        cr.hbase = 0;
-    } else {
-        cr.hstart = cr.first + cr.deg - (b.y - a.y);
-        cr.hbase = a.y;
-    }
-    return cr;
+    return ft_ctab_range(T, u);
 }
 
 /* Node u's child table entries (gk_ctab_range's two) on their way to L2
