@@ -1433,9 +1433,9 @@ int fti_group_search_batch(fti_group *g, const ft_request *reqs, size_t n,
  * (FTI_EXCHANGE_FOREST): shard 0's engine searches every shard's trie,
  * its results carry global key indexes; the values are attached here. */
 static int forest_run(fti_group *g, const fti_prepared *const *reqs,
-                      ft_result *const *res, size_t m)
+                      ft_result **res, const ft_request **vreq, size_t m)
 {
-    int rc = fti_engine_run(g->eng[0], reqs, res, m);
+    int rc = fti_engine_run_late(g->eng[0], reqs, res, vreq, m);
     if (rc != FT_OK)
         return rc;
     for (size_t i = 0; i < m; i++)
@@ -1449,20 +1449,27 @@ int fti_group_search_batch_mode(fti_group *g, const ft_request *reqs,
 {
     const fti_prepared *vp[FTI_ENGINE_CHUNK];
     ft_result *vres[FTI_ENGINE_CHUNK];
+    const ft_request *vreq[FTI_ENGINE_CHUNK];
     for (size_t s = 0; s < g->n; s++)
         if (ft_engine_failed(g->eng[s]))
             return FT_ESTATE;
+    /* A forest is one engine's launch: a public search checks the
+     * duplicate tokens while it runs, as the unsharded engine's does. */
+    int forest = g->xk == FTI_EXCHANGE_FOREST;
+    if (forest && mode == FTI_ADMIT_FULL)
+        mode = FTI_ADMIT_LATE;
     fti_prep **pool = fti_prep_pool();
     if (pool == NULL)
         return FT_ENOMEM;
     size_t i = 0;
     while (i < n) {
         size_t m = fti_admit_chunk(pool, reqs, n, &i, g->max_beam, res, vp,
-                                   vres, NULL, mode);
+                                   vres, vreq, mode);
         if (m == 0)
             continue;
-        int rc = g->xk == FTI_EXCHANGE_FOREST ? forest_run(g, vp, vres, m)
-                                              : run_fit(g, vp, vres, m);
+        int rc = forest ? forest_run(g, vp, vres,
+                                     mode == FTI_ADMIT_LATE ? vreq : NULL, m)
+                        : run_fit(g, vp, vres, m);
         if (rc != FT_OK)
             return rc;
     }

@@ -128,6 +128,14 @@ static void check_late(void *arg)
     }
 }
 
+int fti_engine_run_late(ft_engine *eng, const fti_prepared *const *vp,
+                        ft_result **vres, const ft_request **vreq, size_t m)
+{
+    late_check lc = {vreq, vres, m};
+    return fti_engine_run_checked(eng, vp, vres, m,
+                                  vreq ? check_late : NULL, &lc);
+}
+
 /* bad_key_index fails res for hit j's key index, past its shard's keys. */
 static int bad_key_index(ft_result *res, uint32_t j)
 {
@@ -207,10 +215,8 @@ int fti_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
                                    vres, vreq, mode);
         if (m == 0)
             continue;
-        late_check lc = {vreq, vres, m};
-        int rc = fti_engine_run_checked(
-            eng, vp, vres, m, mode == FTI_ADMIT_LATE ? check_late : NULL,
-            &lc);
+        int rc = fti_engine_run_late(eng, vp, vres,
+                                     mode == FTI_ADMIT_LATE ? vreq : NULL, m);
         if (rc != FT_OK)
             return rc;
         for (size_t j = 0; j < m; j++)

@@ -69,6 +69,14 @@ size_t fti_admit_chunk(fti_prep **pool, const ft_request *reqs, size_t n,
                        const fti_prepared **vp, ft_result **vres,
                        const ft_request **vreq, int mode);
 
+/* fti_engine_run_late runs vp[0..m) (m <= FTI_ENGINE_CHUNK) admitted by
+ * fti_admit_chunk with FTI_ADMIT_LATE: their duplicate tokens (vreq)
+ * are checked while the engine works (a GPU's launch), a request that
+ * fails gets its error and its answer is dropped.  vreq NULL: no check
+ * (the requests were admitted whole). */
+int fti_engine_run_late(ft_engine *eng, const fti_prepared *const *vp,
+                        ft_result **vres, const ft_request **vreq, size_t m);
+
 /* fti_engine_search_batch is ft_engine_search_batch (mode FTI_ADMIT_FULL,
  * with the duplicate check overlapping the engine: FTI_ADMIT_LATE) or,
  * with FTI_ADMIT_TRUSTED, the same search of requests a door validated. */

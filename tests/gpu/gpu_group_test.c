@@ -201,6 +201,18 @@ static void contract(const char *dir)
                     res.n ? (unsigned long long)res.hits[0].key_index : 0ull);
             exit(1);
         }
+        /* a duplicate token, found while the forest's launch runs: the
+         * validator's own error, and nothing else of the request */
+        uint32_t td[2] = {5, 5};
+        r1.tokens = td;
+        ft_result_free(&res);
+        FT_PASS(ft_result_alloc(&res, 100, 1));
+        char want[200];
+        int vrc = ft_request_validate(&r1, 0, want, sizeof want);
+        FT_CHECK(vrc != FT_OK);
+        FT_PASS(fti_group_search_batch(g, &r1, 1, &res));
+        FT_CHECK(res.status == vrc && res.n == 0);
+        FT_CHECK_STR(res.error, want);
         ft_result_free(&res);
     }
     fti_group_close(g);
