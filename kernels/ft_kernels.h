@@ -313,9 +313,15 @@ typedef struct ft_gk_params {
                              * memory, [nforest]): then view, ctab, cmap
                              * and term_rank are not read, and root_map
                              * is the forest's (FT_GK_ROOT_SHIFT) */
+    const uint64_t *root_tab; /* with forest and no root_map (root_n 0):
+                             * the forest's root children sorted by label,
+                             * root_cnt pairs (label, node with its tree's
+                             * bits), searched by step 0 */
+    uint32_t root_cnt;
+    uint32_t pad_f_;
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 232,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 248,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange

@@ -205,6 +205,8 @@ typedef struct gpu_engine {
     uint64_t forest_keys;
     uint32_t *d_froot_map;
     uint32_t froot_n;
+    uint64_t *d_froot_tab;      /* without a map: the sorted root table */
+    uint32_t froot_cnt;
     ft_child_range froot;
     /* This engine's trie is searched by another engine's forest: its
      * slots are gone, it answers nothing itself. */
@@ -489,6 +491,7 @@ static void gpu_close(ft_engine *eng)
     index_release(g);
     cudaFree(g->d_forest);
     cudaFree(g->d_froot_map);
+    cudaFree(g->d_froot_tab);
     cudaFree(g->d_in);
     cudaFree(g->d_out);
     cudaFree(g->d_prof);
@@ -1245,6 +1248,8 @@ static cudaError_t next_params(gpu_engine *g, ft_gk_params *prm, size_t n)
         prm->nforest = g->nforest;
         prm->root_n = g->froot_n;
         prm->root_map = g->d_froot_map;
+        prm->root_tab = g->d_froot_tab;
+        prm->root_cnt = g->froot_cnt;
         prm->ctab = NULL;
         prm->cmap = NULL;
         prm->term_rank = NULL;
@@ -1800,6 +1805,21 @@ static int forest_slots(gpu_engine *g, uint64_t wmax)
     return FT_OK;
 }
 
+/* A forest's root child: its label and its node (the shard's bits on),
+ * sorted by label (then node: a label of two shards shows as equal
+ * labels side by side). */
+typedef struct forest_root {
+    uint64_t label, node;
+} forest_root;
+
+static int forest_root_cmp(const void *a, const void *b)
+{
+    const forest_root *x = a, *y = b;
+    if (x->label != y->label)
+        return x->label < y->label ? -1 : 1;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
 int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
                           const uint64_t *key_base, char *why, size_t len)
 {
@@ -1821,7 +1841,6 @@ int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
         return FT_ESTATE;
     }
     uint64_t wmax = 0, keys = 0, rdeg = 0;
-    uint32_t top = 0;
     for (size_t s = 0; s < n; s++) {
         if (shards[s]->ops != &gpu_ops || shards[s]->failed ||
             ((gpu_engine *)shards[s]->impl)->device != g->device) {
@@ -1831,52 +1850,38 @@ int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
         }
         const gpu_engine *gs = shards[s]->impl;
         const ft_index *x = shards[s]->idx;
-        const ft_child_range *cr = &x->root;
         wmax += gs->wmax;
-        rdeg += cr->deg;
+        rdeg += x->root.deg;
         uint64_t end = key_base[s] + x->trie.n_keys;
         keys = end > keys ? end : keys;
-        if (cr->deg && cr->first + cr->deg - 1 > FT_GK_ROOT_MASK) {
-            snprintf(why, len, "shard %zu's root children lie past node "
-                     "%u", s, FT_GK_ROOT_MASK);
-            return FT_ENOTSUP;
-        }
-        if (cr->deg) {
-            uint32_t l = ft_child_label(&x->trie.view, cr,
-                                        cr->first + cr->deg - 1);
-            top = l > top ? l : top;
-        }
     }
-    if (top >= (1u << 26)) {
-        snprintf(why, len, "a first token (%u) is 2^26 or more: no root "
-                 "map", top);
+    if (rdeg > UINT32_MAX) {
+        snprintf(why, len, "%llu root children", (unsigned long long)rdeg);
         return FT_ENOTSUP;
     }
-    uint32_t mapn = top + 1;
-    uint32_t *map = calloc(mapn, sizeof *map);
+    /* The root children of every shard, sorted by label: two shards with
+     * one first token are refused; the table is what step 0 searches
+     * when the labels are too large for a map. */
+    forest_root *rt = malloc((rdeg ? rdeg : 1) * sizeof *rt);
     ft_gk_tree *tr = calloc(n, sizeof *tr);
-    if (map == NULL || tr == NULL) {
-        free(map);
+    if (rt == NULL || tr == NULL) {
+        free(rt);
         free(tr);
         snprintf(why, len, "out of memory");
         return FT_ENOMEM;
     }
+    size_t m = 0;
+    int mapok = 1;
     for (size_t s = 0; s < n; s++) {
         const gpu_engine *gs = shards[s]->impl;
         const ft_index *x = shards[s]->idx;
         const ft_child_range *cr = &x->root;
         for (uint64_t c = 0; c < cr->deg; c++) {
-            uint32_t l = ft_child_label(&x->trie.view, cr, cr->first + c);
-            if (map[l] != 0) {
-                snprintf(why, len, "first token %u is in shards %u and %zu "
-                         "(not a split by first token)", l,
-                         map[l] >> FT_GK_ROOT_SHIFT, s);
-                free(map);
-                free(tr);
-                return FT_ENOTSUP;
-            }
-            map[l] = ((uint32_t)s << FT_GK_ROOT_SHIFT) |
-                     (uint32_t)(cr->first + c);
+            uint64_t u = cr->first + c;
+            rt[m].label = ft_child_label(&x->trie.view, cr, u);
+            rt[m].node = ((uint64_t)s << FT_GK_TREE_SHIFT) | u;
+            mapok &= rt[m].label < (1u << 26) && u <= FT_GK_ROOT_MASK;
+            m++;
         }
         tr[s].view = gs->view;
         tr[s].ctab = gs->d_ctab;
@@ -1886,23 +1891,56 @@ int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
         tr[s].term_rank = gs->dsec[FT_SEC_TERM_RANK];
         tr[s].key_base = key_base[s];
     }
+    qsort(rt, m, sizeof *rt, forest_root_cmp);
+    for (size_t i = 1; i < m; i++)
+        if (rt[i].label == rt[i - 1].label) {
+            snprintf(why, len, "first token %llu is in shards %llu and %llu "
+                     "(not a split by first token)",
+                     (unsigned long long)rt[i].label,
+                     (unsigned long long)(rt[i - 1].node >> FT_GK_TREE_SHIFT),
+                     (unsigned long long)(rt[i].node >> FT_GK_TREE_SHIFT));
+            free(rt);
+            free(tr);
+            return FT_ENOTSUP;
+        }
+    /* A dense map (label -> shard and child: one load at step 0) where
+     * the labels allow it, else the sorted table. */
+    uint32_t mapn = mapok && m ? (uint32_t)rt[m - 1].label + 1u : 0;
+    uint32_t *map = mapn ? calloc(mapn, sizeof *map) : NULL;
+    if (mapn && map == NULL) {
+        free(rt);
+        free(tr);
+        snprintf(why, len, "out of memory");
+        return FT_ENOMEM;
+    }
+    for (size_t i = 0; mapn && i < m; i++)
+        map[rt[i].label] =
+            (uint32_t)((rt[i].node >> FT_GK_TREE_SHIFT) << FT_GK_ROOT_SHIFT) |
+            (uint32_t)(rt[i].node & FT_GK_TREE_MASK);
     int rc = FT_OK;
     ft_gk_tree *dtr = NULL;
     uint32_t *dmap = NULL;
+    uint64_t *dtab = NULL;
     if (cudaSetDevice(g->device) != cudaSuccess ||
         cudaStreamSynchronize(g->stream) != cudaSuccess ||
         cudaMalloc((void **)&dtr, n * sizeof *dtr) != cudaSuccess ||
-        cudaMalloc((void **)&dmap, (size_t)mapn * 4) != cudaSuccess ||
         cudaMemcpy(dtr, tr, n * sizeof *dtr, cudaMemcpyHostToDevice) !=
             cudaSuccess ||
-        cudaMemcpy(dmap, map, (size_t)mapn * 4, cudaMemcpyHostToDevice) !=
-            cudaSuccess) {
+        (mapn && (cudaMalloc((void **)&dmap, (size_t)mapn * 4) != cudaSuccess ||
+                  cudaMemcpy(dmap, map, (size_t)mapn * 4,
+                             cudaMemcpyHostToDevice) != cudaSuccess)) ||
+        (!mapn && m &&
+         (cudaMalloc((void **)&dtab, m * sizeof *rt) != cudaSuccess ||
+          cudaMemcpy(dtab, rt, m * sizeof *rt, cudaMemcpyHostToDevice) !=
+              cudaSuccess))) {
         snprintf(why, len, "CUDA: %s", cudaGetErrorString(cudaGetLastError()));
         cudaFree(dtr);
         cudaFree(dmap);
+        cudaFree(dtab);
         rc = FT_ECUDA;
     }
     free(map);
+    free(rt);
     free(tr);
     if (rc != FT_OK)
         return rc;
@@ -1911,6 +1949,7 @@ int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
         eng->failed = 1;
         cudaFree(dtr);
         cudaFree(dmap);
+        cudaFree(dtab);
         snprintf(why, len, "no GPU memory for slots of the forest's widest "
                  "level (%llu candidates): the engine failed",
                  (unsigned long long)wmax);
@@ -1934,11 +1973,14 @@ int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
     }
     cudaFree(g->d_forest);
     cudaFree(g->d_froot_map);
+    cudaFree(g->d_froot_tab);
     g->d_forest = dtr;
     g->nforest = (uint32_t)n;
     g->forest_keys = keys;
     g->d_froot_map = dmap;
     g->froot_n = mapn;
+    g->d_froot_tab = dtab;
+    g->froot_cnt = (uint32_t)m;
     memset(&g->froot, 0, sizeof g->froot);
     g->froot.deg = rdeg;
     return FT_OK;

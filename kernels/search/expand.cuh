@@ -200,6 +200,11 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
                 else
                     u[v] = c ? cr.first + (c - 1u) : FT_NONE;
             }
+        } else if (t == 0 && P.forest) {
+            /* a forest without a root map: its sorted root table */
+#pragma unroll
+            for (uint32_t v = 0; v < U; v++)
+                u[v] = k[v] < kcut ? gk_root_find(P, tk[v]) : FT_NONE;
         } else if (t > 0 && cmap && cr.deg >= cmin) {
             /* The child map: every lane's first probes in flight
              * together (load <= 1/2: usually the only ones). */

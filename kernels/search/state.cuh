@@ -285,6 +285,24 @@ __device__ __forceinline__ uint32_t gk_label(const ft_gk_params &P,
     return ft_child_label(&P.view, &cr, u);
 }
 
+/* A forest's root child labelled tok from its sorted root table
+ * (P.root_tab: a forest without a root map), or FT_NONE. */
+__device__ __forceinline__ uint64_t gk_root_find(const ft_gk_params &P,
+                                                 uint32_t tok)
+{
+    uint32_t lo = 0, hi = P.root_cnt; /* [lo, hi) */
+    while (lo < hi) {
+        uint32_t mid = lo + ((hi - lo) >> 1);
+        if (P.root_tab[2 * (uint64_t)mid] < tok)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < P.root_cnt && P.root_tab[2 * (uint64_t)lo] == tok
+               ? P.root_tab[2 * (uint64_t)lo + 1]
+               : FT_NONE;
+}
+
 /* The child of range cr labelled tok (a binary search), or FT_NONE. */
 __device__ __forceinline__ uint64_t gk_find(const ft_gk_params &P,
                                            const ft_child_range &cr,
