@@ -199,7 +199,8 @@ int ft_ark_topk(const ft_ark_params *p, uint32_t k, uint32_t *out_entry,
 
 /* ft_ark_walk enqueues ft_ar_walk (include/flashtrie.h) over rows >= 1:
  * one thread per row.  Returns the launch's cudaError_t. */
-int ft_ark_walk(const ft_trie_view *view, const int64_t *ids, uint32_t rows,
+int ft_ark_walk(const ft_trie_view *view, const uint64_t *ctab,
+                const int64_t *ids, uint32_t rows,
                 uint32_t len, uint64_t stride, const uint32_t *lens,
                 const int64_t *from, const uint32_t *vocab, uint32_t vocab_len,
                 int64_t eos, int64_t *state, void *stream);

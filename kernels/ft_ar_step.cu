@@ -1269,7 +1269,8 @@ extern "C" int ft_ark_topk(const ft_ark_params *p, uint32_t k,
 /* ark_walk: ft_ar_walk, one thread per row (ft_ar_walk_row); a row's
  * lens above len reads len. */
 __global__ void __launch_bounds__(ARK_EXP_THREADS)
-ark_walk(ft_trie_view view, const int64_t *ids, uint32_t rows, uint32_t len,
+ark_walk(ft_trie_view view, const uint64_t *ctab, const int64_t *ids,
+         uint32_t rows, uint32_t len,
          uint64_t stride, const uint32_t *lens, const int64_t *from,
          const uint32_t *vocab, uint32_t vocab_len, int64_t eos,
          int64_t *state)
@@ -1278,12 +1279,13 @@ ark_walk(ft_trie_view view, const int64_t *ids, uint32_t rows, uint32_t len,
     if (r >= rows)
         return;
     uint32_t n = lens ? min(lens[r], len) : len;
-    state[r] = ft_ar_walk_row(&view, from ? from[r] : 0,
+    state[r] = ft_ar_walk_row(&view, ctab, from ? from[r] : 0,
                               ids + (size_t)r * stride, n, vocab, vocab_len,
                               eos);
 }
 
-extern "C" int ft_ark_walk(const ft_trie_view *view, const int64_t *ids,
+extern "C" int ft_ark_walk(const ft_trie_view *view, const uint64_t *ctab,
+                           const int64_t *ids,
                            uint32_t rows, uint32_t len, uint64_t stride,
                            const uint32_t *lens, const int64_t *from,
                            const uint32_t *vocab, uint32_t vocab_len,
@@ -1291,7 +1293,7 @@ extern "C" int ft_ark_walk(const ft_trie_view *view, const int64_t *ids,
 {
     uint32_t blocks = (rows + ARK_EXP_THREADS - 1) / ARK_EXP_THREADS;
     ark_walk<<<blocks, ARK_EXP_THREADS, 0, (cudaStream_t)stream>>>(
-        *view, ids, rows, len, stride, lens, from, vocab, vocab_len, eos,
+        *view, ctab, ids, rows, len, stride, lens, from, vocab, vocab_len, eos,
         state);
     return (int)cudaGetLastError();
 }

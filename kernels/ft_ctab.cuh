@@ -18,17 +18,7 @@ __device__ __forceinline__ ft_child_range ft_ctab_range(const uint64_t *T,
 {
     ulonglong2 a = *reinterpret_cast<const ulonglong2 *>(T + 2 * u);
     ulonglong2 b = *reinterpret_cast<const ulonglong2 *>(T + 2 * u + 2);
-    ft_child_range cr;
-    cr.first = a.x;
-    cr.deg = b.x - a.x;
-    if (cr.deg == 0) {
-        cr.hstart = cr.first;
-        cr.hbase = 0;
-    } else {
-        cr.hstart = cr.first + cr.deg - (b.y - a.y);
-        cr.hbase = a.y;
-    }
-    return cr;
+    return ft_ctab_decode(a.x, a.y, b.x, b.y);
 }
 
 #endif /* FT_CTAB_CUH */

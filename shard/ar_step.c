@@ -1214,7 +1214,7 @@ static void walk_job(ft_ar *ar, uint32_t wid, void *ctx)
                            &c->next, 64u, memory_order_relaxed)) < c->n;)
         for (uint32_t r = r0; r < c->n && r < r0 + 64u; r++)
             c->state[r] = ft_ar_walk_row(
-                v, c->from ? c->from[r] : 0,
+                v, NULL, c->from ? c->from[r] : 0,
                 c->ids ? c->ids + (size_t)r * c->stride : NULL, /* len 0 */
                 c->lens ? c->lens[r] : c->len, c->vocab, c->vocab_len, c->eos);
 }

@@ -401,7 +401,7 @@ int ft_gpu_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
                    int64_t *state, void *stream)
 {
     const ft_ark_params *p = &((ark_state *)ar->gpu)->base;
-    int e = ft_ark_walk(&p->view, ids, rows, len, stride, lens, from, vocab,
+    int e = ft_ark_walk(&p->view, p->ctab, ids, rows, len, stride, lens, from, vocab,
                         vocab_len, eos, state, stream);
     return e == 0 ? FT_OK : fail(ar, e, "walk launch");
 }

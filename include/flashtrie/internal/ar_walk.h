@@ -20,9 +20,10 @@
  * is, or is no node (n_nodes and above, other negatives: what the GPU
  * cannot report), or a token labels no child of the node before it (an
  * id outside the vocabulary, or outside 0..0xFFFFFFFF without one, labels
- * nothing); else the node reached. */
-FT_HD int64_t ft_ar_walk_row(const ft_trie_view *t, int64_t from,
-                             const int64_t *ids, uint32_t len,
+ * nothing); else the node reached.  ctab: the trie's child table
+ * (ft_ctab_decode), or NULL: each node's range from the trie itself. */
+FT_HD int64_t ft_ar_walk_row(const ft_trie_view *t, const uint64_t *ctab,
+                             int64_t from, const int64_t *ids, uint32_t len,
                              const uint32_t *vocab, uint32_t vocab_len,
                              int64_t eos)
 {
@@ -50,7 +51,10 @@ FT_HD int64_t ft_ar_walk_row(const ft_trie_view *t, int64_t from,
             }
             tok = (uint32_t)id;
         }
-        ft_child_range cr = ft_children(t, u);
+        ft_child_range cr =
+            ctab ? ft_ctab_decode(ctab[2 * u], ctab[2 * u + 1],
+                                  ctab[2 * u + 2], ctab[2 * u + 3])
+                 : ft_children(t, u);
         uint64_t c = cr.deg ? ft_find_child(t, &cr, tok) : FT_NONE;
         if (c == FT_NONE)
             dead = 1;

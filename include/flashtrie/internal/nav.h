@@ -208,6 +208,26 @@ FT_HD uint64_t ft_next_zero(const uint64_t *bits, uint64_t pos)
     return (w << 6) + ft_ctz64(word);
 }
 
+/* ft_ctab_decode is a node's child range from its two child-table
+ * entries (ft_gk_ctab_build, kernels/ft_kernels.h): a0, a1 = node u's
+ * (its first child, the high labels before it), b0, b1 = node u + 1's.
+ * The same range ft_children computes; the builder checked every node. */
+FT_HD ft_child_range ft_ctab_decode(uint64_t a0, uint64_t a1, uint64_t b0,
+                                    uint64_t b1)
+{
+    ft_child_range cr;
+    cr.first = a0;
+    cr.deg = b0 - a0;
+    if (cr.deg == 0) {
+        cr.hstart = cr.first;
+        cr.hbase = 0;
+    } else {
+        cr.hstart = cr.first + cr.deg - (b1 - a1);
+        cr.hbase = a1;
+    }
+    return cr;
+}
+
 /* ft_children computes node v's child range.  deg is 0 for a leaf. */
 FT_HD ft_child_range ft_children(const ft_trie_view *t, uint64_t v)
 {
