@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "flashtrie/internal/nav.h"
+#include "flashtrie/internal/forest.h"
 
 #ifdef __cplusplus
 #define FT_GK_STATIC_ASSERT(c, m) static_assert(c, m)
@@ -199,14 +200,15 @@ FT_HD ft_gk_lists ft_gk_lists_of(const ft_gk_slot *s)
  * reads of it (device pointers: the trie's view, its child table and
  * map, its terminal-rank directory) and the global key index of its first
  * key (the group's key base), which the terminal rank is offset by. */
-#define FT_GK_TREE_SHIFT 56u
-#define FT_GK_TREE_MASK ((1ull << FT_GK_TREE_SHIFT) - 1u)
-#define FT_GK_FOREST_MAX 16u
+#define FT_GK_TREE_SHIFT FT_FOREST_TREE_SHIFT
+#define FT_GK_TREE_MASK FT_FOREST_TREE_MASK
+#define FT_GK_FOREST_MAX FT_FOREST_MAX
 /* The forest's root map (ft_gk_params.root_map with forest): label ->
  * (shard << FT_GK_ROOT_SHIFT) | the child's node id in its shard (> 0:
- * the root is node 0), 0 if no shard has it. */
-#define FT_GK_ROOT_SHIFT 27u
-#define FT_GK_ROOT_MASK ((1u << FT_GK_ROOT_SHIFT) - 1u)
+ * the root is node 0), 0 if no shard has it (include/flashtrie/internal/
+ * forest.h). */
+#define FT_GK_ROOT_SHIFT FT_FOREST_ROOT_SHIFT
+#define FT_GK_ROOT_MASK FT_FOREST_ROOT_MASK
 
 typedef struct ft_gk_tree {
     ft_trie_view view;

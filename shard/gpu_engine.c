@@ -1805,21 +1805,6 @@ static int forest_slots(gpu_engine *g, uint64_t wmax)
     return FT_OK;
 }
 
-/* A forest's root child: its label and its node (the shard's bits on),
- * sorted by label (then node: a label of two shards shows as equal
- * labels side by side). */
-typedef struct forest_root {
-    uint64_t label, node;
-} forest_root;
-
-static int forest_root_cmp(const void *a, const void *b)
-{
-    const forest_root *x = a, *y = b;
-    if (x->label != y->label)
-        return x->label < y->label ? -1 : 1;
-    return x->node < y->node ? -1 : x->node > y->node;
-}
-
 int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
                           const uint64_t *key_base, char *why, size_t len)
 {
@@ -1862,27 +1847,23 @@ int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
     /* The root children of every shard, sorted by label: two shards with
      * one first token are refused; the table is what step 0 searches
      * when the labels are too large for a map. */
-    forest_root *rt = malloc((rdeg ? rdeg : 1) * sizeof *rt);
+    const ft_index *xs[FT_GK_FOREST_MAX];
+    for (size_t s = 0; s < n; s++)
+        xs[s] = shards[s]->idx;
+    fti_forest_root *rt;
+    size_t m;
+    int mapok;
+    int frc = fti_forest_roots(xs, n, &rt, &m, &mapok, why, len);
+    if (frc != FT_OK)
+        return frc;
     ft_gk_tree *tr = calloc(n, sizeof *tr);
-    if (rt == NULL || tr == NULL) {
+    if (tr == NULL) {
         free(rt);
-        free(tr);
         snprintf(why, len, "out of memory");
         return FT_ENOMEM;
     }
-    size_t m = 0;
-    int mapok = 1;
     for (size_t s = 0; s < n; s++) {
         const gpu_engine *gs = shards[s]->impl;
-        const ft_index *x = shards[s]->idx;
-        const ft_child_range *cr = &x->root;
-        for (uint64_t c = 0; c < cr->deg; c++) {
-            uint64_t u = cr->first + c;
-            rt[m].label = ft_child_label(&x->trie.view, cr, u);
-            rt[m].node = ((uint64_t)s << FT_GK_TREE_SHIFT) | u;
-            mapok &= rt[m].label < (1u << 26) && u <= FT_GK_ROOT_MASK;
-            m++;
-        }
         tr[s].view = gs->view;
         tr[s].ctab = gs->d_ctab;
         tr[s].cmap = gs->d_cmap;
@@ -1891,18 +1872,6 @@ int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
         tr[s].term_rank = gs->dsec[FT_SEC_TERM_RANK];
         tr[s].key_base = key_base[s];
     }
-    qsort(rt, m, sizeof *rt, forest_root_cmp);
-    for (size_t i = 1; i < m; i++)
-        if (rt[i].label == rt[i - 1].label) {
-            snprintf(why, len, "first token %llu is in shards %llu and %llu "
-                     "(not a split by first token)",
-                     (unsigned long long)rt[i].label,
-                     (unsigned long long)(rt[i - 1].node >> FT_GK_TREE_SHIFT),
-                     (unsigned long long)(rt[i].node >> FT_GK_TREE_SHIFT));
-            free(rt);
-            free(tr);
-            return FT_ENOTSUP;
-        }
     /* A dense map (label -> shard and child: one load at step 0) where
      * the labels allow it, else the sorted table. */
     uint32_t mapn = mapok && m ? (uint32_t)rt[m - 1].label + 1u : 0;
