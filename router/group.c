@@ -24,6 +24,14 @@
  * event -> every engine's next launch), or one ncclAllGather per engine
  * (one rank per GPU), which puts rank s's list at recv + s * len as the
  * contract wants.
+ *
+ * GPU engines all on one GPU are searched by default as one forest
+ * (FTI_EXCHANGE_FOREST, fti_engine_gpu_forest): shard 0's engine runs its
+ * whole-batch launch over every shard's trie, each step's candidates of
+ * all shards in one list and one selection (which is the merge above,
+ * done once), so none of the steps, exchanges or merges below run; the
+ * results carry global key indexes and get their values here
+ * (forest_run).
  */
 #include <stdio.h>
 #include <stdlib.h>
