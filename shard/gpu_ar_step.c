@@ -75,7 +75,6 @@ int ft_gpu_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
 #else /* FT_HAVE_CUDA */
 
 #include "ft_ar_kernels.h"
-#include "ft_kernels.h"
 #include "flashtrie/internal/check.h"
 #include "trie.h"
 
@@ -148,40 +147,6 @@ void ft_gpu_ar_close(ft_ar *ar)
     ar->gpu = NULL;
 }
 
-/* child_table builds the trie's child table on the device (16 bytes a
- * node; ft_gk_ctab_build, checked there against ft_children for every
- * node), as the search engine does: each step's ranges are then one
- * pair of adjacent loads a beam instead of a chain of select and rank
- * misses.  Only where it takes at most a quarter of the memory still
- * free, and dropped with a warning if the build fails or finds a node
- * that differs (a damaged index opened without verification): the steps
- * are the same either way. */
-static void child_table(ark_state *g, const ft_trie *t)
-{
-    size_t bytes = (size_t)(t->view.n_nodes + 1) * 16, fr = 0, tot = 0;
-    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || bytes > fr / 4 ||
-        cudaMalloc((void **)&g->ctab, bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        g->ctab = NULL;
-        FT_INFO("GPU step: no child table (%zu MB, %zu MB free)",
-                bytes >> 20, fr >> 20);
-        return;
-    }
-    unsigned long long bad = 0;
-    int e = ft_gk_ctab_build(&g->base.view, g->ctab, &bad, NULL);
-    if (e != 0 || bad != 0) {
-        if (e != 0)
-            FT_WARN("GPU step: child table: %s (stepping without it)",
-                    cudaGetErrorString((cudaError_t)e));
-        else
-            FT_WARN("GPU step: child table: %llu nodes differ from the trie "
-                    "(a damaged index?): stepping without it", bad);
-        (void)cudaGetLastError();
-        cudaFree(g->ctab);
-        g->ctab = NULL;
-    }
-}
-
 static int open_dev(ft_ar *ar, ark_state *g)
 {
     const ft_trie *t = &ar->idx->trie;
@@ -198,7 +163,8 @@ static int open_dev(ft_ar *ar, ark_state *g)
         return urc;
     p->term_rank = g->dsec[FT_SEC_TERM_RANK];
     p->values = g->dsec[FT_SEC_VALUES];
-    child_table(g, t);
+    size_t ctab_bytes;
+    g->ctab = fti_gpu_child_table(&p->view, NULL, "GPU step", &ctab_bytes);
     p->ctab = g->ctab;
     p->n_keys = t->n_keys;
     p->value_bits = t->value_bits;

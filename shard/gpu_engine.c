@@ -190,7 +190,7 @@ typedef struct gpu_engine {
     ft_gk_graphs *graphs; /* the search kernel's launch graphs, or NULL */
     uint64_t *d_prof;
     uint32_t *d_root_map;       /* label -> 1 + root child index */
-    uint64_t *d_ctab;           /* child table, or NULL (child_table) */
+    uint64_t *d_ctab;           /* child table, or NULL (fti_gpu_child_table) */
     size_t ctab_bytes;
     uint64_t *d_cmap;           /* child map, or NULL (child_map) */
     uint64_t cmap_mask;
@@ -410,6 +410,21 @@ static void prof_line(const char *line)
 
 static void index_release(gpu_engine *g);
 
+/* slots_release frees the device arenas of every slot (and of the fused
+ * launches' second lists when the engine has its own); the engine then
+ * has no slot (the slots array itself stays, for gpu_close to free). */
+static void slots_release(gpu_engine *g)
+{
+    for (uint32_t i = 0; g->slots && i < g->nslots + (uint32_t)g->has_big;
+         i++)
+        slot_free(&g->slots[i]);
+    if (g->fuse_lists == &g->alt)
+        slot_free(&g->alt);
+    g->fuse_lists = NULL;
+    g->nslots = 0;
+    g->has_big = 0;
+}
+
 static void gpu_close(ft_engine *eng)
 {
     gpu_engine *g = eng->impl;
@@ -481,13 +496,8 @@ static void gpu_close(ft_engine *eng)
         }
     }
 #endif
-    if (g->slots) {
-        for (uint32_t i = 0; i < g->nslots + (uint32_t)g->has_big; i++)
-            slot_free(&g->slots[i]);
-        free(g->slots);
-    }
-    if (g->fuse_lists == &g->alt)
-        slot_free(&g->alt);
+    slots_release(g);
+    free(g->slots);
     index_release(g);
     cudaFree(g->d_forest);
     cudaFree(g->d_froot_map);
@@ -725,13 +735,13 @@ static int root_map(gpu_engine *g, ft_engine *eng)
  * INFO); aux_built keeps it after its build only if the build ran and
  * found nothing wrong (bad == 0; else a warning, and *p is freed and set
  * to NULL). */
-static void *aux_alloc(size_t bytes, const char *what)
+static void *aux_alloc(size_t bytes, const char *who, const char *what)
 {
     size_t fr = 0, tot = 0;
     void *p = NULL;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || bytes > fr / 4) {
         (void)cudaGetLastError();
-        FT_INFO("GPU engine: no %s (%zu MB, %zu MB free)", what, bytes >> 20,
+        FT_INFO("%s: no %s (%zu MB, %zu MB free)", who, what, bytes >> 20,
                 fr >> 20);
         return NULL;
     }
@@ -743,41 +753,46 @@ static void *aux_alloc(size_t bytes, const char *what)
 }
 
 static int aux_built(void **p, int e, unsigned long long bad,
-                     const char *what, const char *bad_what)
+                     const char *who, const char *what, const char *bad_what)
 {
     if (e == 0 && bad == 0)
         return 1;
     if (e != 0)
-        FT_WARN("GPU engine: %s: %s (searching without it)", what,
+        FT_WARN("%s: %s: %s (going on without it)", who, what,
                 cudaGetErrorString((cudaError_t)e));
     else
-        FT_WARN("GPU engine: %s: %llu %s (a damaged index?): searching "
-                "without it", what, bad, bad_what);
+        FT_WARN("%s: %s: %llu %s (a damaged index?): going on without it",
+                who, what, bad, bad_what);
     (void)cudaGetLastError();
     cudaFree(*p);
     *p = NULL;
     return 0;
 }
 
-/* child_table builds the per-node child table (16 B per node: first child
- * and high labels before it) that turns a child range, the chain of about
- * six dependent select/rank misses every next beam needs, into two
- * adjacent loads.  Built on the device from the copied trie and checked
- * there against ft_children for every node; only used when it takes at
- * most a quarter of the memory still free (3 GB at 100M keys, 21 GB at
- * 800M), and dropped with a warning if any node differs (a damaged
- * index opened without verification): the search is the same either
- * way, the table only makes it faster. */
-static void child_table(gpu_engine *g, const ft_trie *t)
+/* fti_gpu_child_table builds the per-node child table (16 B per node:
+ * first child and high labels before it) that turns a child range, the
+ * chain of about six dependent select/rank misses every next beam needs,
+ * into two adjacent loads.  Built on the device from the copied trie and
+ * checked there against ft_children for every node; only used when it
+ * takes at most a quarter of the memory still free (3 GB at 100M keys,
+ * 21 GB at 800M), and dropped with a warning if any node differs (a
+ * damaged index opened without verification): the search (or step) is
+ * the same either way, the table only makes it faster. */
+uint64_t *fti_gpu_child_table(const ft_trie_view *view, void *stream,
+                              const char *who, size_t *bytes)
 {
-    size_t bytes = (size_t)(t->view.n_nodes + 1) * 16;
-    if ((g->d_ctab = aux_alloc(bytes, "child table")) == NULL)
-        return;
+    size_t b = (size_t)(view->n_nodes + 1) * 16;
+    uint64_t *t = aux_alloc(b, who, "child table");
+    *bytes = 0;
+    if (t == NULL)
+        return NULL;
     unsigned long long bad = 0;
-    int e = ft_gk_ctab_build(&g->view, g->d_ctab, &bad, g->stream);
-    if (aux_built((void **)&g->d_ctab, e, bad, "child table",
-                  "nodes differ from the trie"))
-        g->ctab_bytes = bytes;
+    int e = ft_gk_ctab_build(view, t, &bad, stream);
+    if (!aux_built((void **)&t, e, bad, who, "child table",
+                   "nodes differ from the trie"))
+        return NULL;
+    *bytes = b;
+    return t;
 }
 
 /* Nodes with at least this many children are in the child map unless the
@@ -810,14 +825,14 @@ static void child_map(gpu_engine *g, const ft_trie *t, uint32_t min_deg)
     while (size < 2 * (uint64_t)entries)
         size <<= 1;
     size_t bytes = (size_t)size * 16;
-    if ((g->d_cmap = aux_alloc(bytes, "child map")) == NULL)
+    if ((g->d_cmap = aux_alloc(bytes, "GPU engine", "child map")) == NULL)
         return;
     unsigned long long bad = 0;
     e = cudaMemsetAsync(g->d_cmap, 0xff, bytes, g->stream);
     if (e == cudaSuccess)
         e = ft_gk_cmap_build(&g->view, g->d_ctab, g->d_cmap, size - 1,
                              min_deg, &bad, g->stream);
-    if (!aux_built((void **)&g->d_cmap, e, bad, "child map",
+    if (!aux_built((void **)&g->d_cmap, e, bad, "GPU engine", "child map",
                    "children not found again"))
         return;
     g->cmap_mask = size - 1;
@@ -985,7 +1000,8 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
         goto cuda_fail;
     }
     if (shared == NULL) {
-        child_table(g, t);
+        g->d_ctab = fti_gpu_child_table(&g->view, g->stream, "GPU engine",
+                                        &g->ctab_bytes);
         child_map(g, t, cmap_req);
         if (uid)
             index_publish(g, uid, cmap_req);
@@ -1931,13 +1947,7 @@ int fti_engine_gpu_forest(ft_engine *eng, ft_engine *const *shards, size_t n,
         gpu_engine *gs = shards[s]->impl;
         if (shards[s] == eng || gs->forest_member)
             continue;
-        for (uint32_t i = 0; i < gs->nslots + (uint32_t)gs->has_big; i++)
-            slot_free(&gs->slots[i]);
-        if (gs->fuse_lists == &gs->alt)
-            slot_free(&gs->alt);
-        gs->fuse_lists = NULL;
-        gs->nslots = 0;
-        gs->has_big = 0;
+        slots_release(gs);
         gs->forest_member = 1;
     }
     cudaFree(g->d_forest);

@@ -81,4 +81,14 @@ int ft_gpu_engine_open(ft_engine *eng, char *errbuf, size_t errlen);
 int fti_gpu_upload_trie(const ft_trie *t, const int *need, size_t n,
                         void *dsec[FT_SEC_COUNT], ft_trie_view *view);
 
+/* fti_gpu_child_table builds the child table (ft_gk_ctab_build) of a
+ * trie view uploaded to the current GPU, checked there node by node, on
+ * stream: the device table, or NULL (it would take more than a quarter
+ * of the free memory, or the build failed or found a node that differs:
+ * said at INFO / WARN under who's name); *bytes its size (0 with NULL).
+ * The GPU engine and the GPU step read child ranges from it.  Built with
+ * CUDA only (gpu_engine.c). */
+uint64_t *fti_gpu_child_table(const ft_trie_view *view, void *stream,
+                              const char *who, size_t *bytes);
+
 #endif /* FT_SEARCH_H */

@@ -33,19 +33,12 @@ __global__ void gk_ctab_check(const ft_trie_view V, const uint64_t *T,
     unsigned long long mine = 0;
     for (uint64_t u = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; u < n;
          u += (uint64_t)gridDim.x * blockDim.x) {
-        ft_child_range a = ft_children(&V, u), b = gk_ctab_range(T, u);
+        ft_child_range a = ft_children(&V, u), b = ft_ctab_range(T, u);
         mine += a.first != b.first || a.deg != b.deg ||
                 a.hstart != b.hstart || a.hbase != b.hbase;
     }
     if (mine)
         atomicAdd(bad, mine);
-}
-
-__device__ __forceinline__ ft_child_range gk_range_of(const ft_trie_view &V,
-                                                    const uint64_t *T,
-                                                    uint64_t u)
-{
-    return T ? gk_ctab_range(T, u) : ft_children(&V, u);
 }
 
 __global__ void gk_cmap_count_k(const ft_trie_view V, const uint64_t *T,

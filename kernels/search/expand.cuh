@@ -180,7 +180,7 @@ __device__ uint32_t gk_expand_item(const ft_gk_params &P, ft_gk_req *q,
         uint64_t cmask = P.cmap_mask;
         uint32_t cmin = P.cmap_min;
         if (P.forest && t > 0) {
-            const ft_gk_tree *T = gk_tree(P, cr.first);
+            const ft_gk_tree *T = gk_tree(cr.first);
             cmap = T->cmap;
             cmask = T->cmap_mask;
             cmin = T->cmap_min;

@@ -16,7 +16,7 @@ __device__ __forceinline__ uint64_t gk_term_rank(const ft_gk_params &P,
 {
     if (P.forest) {
         /* a forest's: the global key index (its tree's key base on) */
-        const ft_gk_tree *T = gk_tree(P, u);
+        const ft_gk_tree *T = gk_tree(u);
         return T->key_base + ft_term_rank(T->view.flags, T->term_rank,
                                           u & FT_GK_TREE_MASK);
     }

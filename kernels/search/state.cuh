@@ -216,17 +216,15 @@ __device__ __forceinline__ uint32_t gk_list_len(const ft_gk_req *q,
     return m > q->slot.cap_cand ? (uint32_t)q->slot.cap_cand : m;
 }
 
-/* Node u's child range from the child table (kernels/ft_ctab.cuh). */
-__device__ __forceinline__ ft_child_range gk_ctab_range(const uint64_t *T,
-                                                        uint64_t u)
+/* Node u's child range: from the child table T (kernels/ft_ctab.cuh)
+ * when there is one, else from the trie V. */
+__device__ __forceinline__ ft_child_range gk_range_of(const ft_trie_view &V,
+                                                    const uint64_t *T,
+                                                    uint64_t u)
 {
-    return ft_ctab_range(T, u);
+    return T ? ft_ctab_range(T, u) : ft_children(&V, u);
 }
 
-/* Node u's child table entries (gk_ctab_range's two) on their way to L2
- * (P.pf_ranges 1) or to this SM's L1 (2) while the expansion's other
- * loads of u are in flight: the new beam's range (gk_children, after the
- * append) then costs a hit, not a miss. */
 /* ---- a forest (ft_gk_tree: a shard group's tries, one launch) ----------
  * Every read of the trie goes through these: without a forest (P.forest
  * NULL, every launch but a forest's) they are the plain reads of P.view;
@@ -249,10 +247,9 @@ __device__ __forceinline__ void gk_forest_load(const ft_gk_params &P)
     __syncthreads();
 }
 
-__device__ __forceinline__ const ft_gk_tree *gk_tree(const ft_gk_params &P,
-                                                     uint64_t u)
+/* The tree of node u (or of a range whose first child is u). */
+__device__ __forceinline__ const ft_gk_tree *gk_tree(uint64_t u)
 {
-    (void)P;
     return &gk_forest_sm[u >> FT_GK_TREE_SHIFT];
 }
 
@@ -268,7 +265,7 @@ __device__ __forceinline__ uint32_t gk_flags(const ft_gk_params &P,
                                              uint64_t u)
 {
     if (P.forest)
-        return ft_node_flags(&gk_tree(P, u)->view, u & FT_GK_TREE_MASK);
+        return ft_node_flags(&gk_tree(u)->view, u & FT_GK_TREE_MASK);
     return ft_node_flags(&P.view, u);
 }
 
@@ -279,7 +276,7 @@ __device__ __forceinline__ uint32_t gk_label(const ft_gk_params &P,
 {
     if (P.forest) {
         ft_child_range l = gk_local(cr);
-        return ft_child_label(&gk_tree(P, u)->view, &l,
+        return ft_child_label(&gk_tree(u)->view, &l,
                               u & FT_GK_TREE_MASK);
     }
     return ft_child_label(&P.view, &cr, u);
@@ -310,12 +307,16 @@ __device__ __forceinline__ uint64_t gk_find(const ft_gk_params &P,
 {
     if (P.forest) {
         ft_child_range l = gk_local(cr);
-        uint64_t c = ft_find_child(&gk_tree(P, cr.first)->view, &l, tok);
+        uint64_t c = ft_find_child(&gk_tree(cr.first)->view, &l, tok);
         return c == FT_NONE ? FT_NONE : c | (cr.first & ~FT_GK_TREE_MASK);
     }
     return ft_find_child(&P.view, &cr, tok);
 }
 
+/* Node u's child table entries (gk_range_of's two) on their way to L2
+ * (P.pf_ranges 1) or to this SM's L1 (2) while the expansion's other
+ * loads of u are in flight: the new beam's range (gk_children, after the
+ * append) then costs a hit, not a miss. */
 __device__ __forceinline__ void gk_pf_range(const ft_gk_params &P, int on,
                                             uint64_t u)
 {
@@ -323,7 +324,7 @@ __device__ __forceinline__ void gk_pf_range(const ft_gk_params &P, int on,
         return;
     const uint64_t *a;
     if (P.forest) {
-        const uint64_t *T = gk_tree(P, u)->ctab;
+        const uint64_t *T = gk_tree(u)->ctab;
         if (T == NULL)
             return;
         a = T + 2 * (u & FT_GK_TREE_MASK);
@@ -347,7 +348,7 @@ __device__ __forceinline__ void gk_pf_next(const ft_gk_params &P,
 {
     if (!(P.pf_ranges & 4u) || cr.deg == 0)
         return;
-    const ft_trie_view *V = P.forest ? &gk_tree(P, cr.first)->view : &P.view;
+    const ft_trie_view *V = P.forest ? &gk_tree(cr.first)->view : &P.view;
     uint64_t f = cr.first & FT_GK_TREE_MASK;
     asm volatile("prefetch.global.L2 [%0];" ::"l"(V->label_lo + f));
     asm volatile("prefetch.global.L2 [%0];" ::"l"(V->flags + (f >> 5)));
@@ -357,15 +358,15 @@ __device__ __forceinline__ ft_child_range gk_children(const ft_gk_params &P,
                                                       uint64_t u)
 {
     if (P.forest) {
-        const ft_gk_tree *T = gk_tree(P, u);
-        uint64_t l = u & FT_GK_TREE_MASK, hi = u & ~FT_GK_TREE_MASK;
-        ft_child_range cr = T->ctab ? gk_ctab_range(T->ctab, l)
-                                    : ft_children(&T->view, l);
+        const ft_gk_tree *T = gk_tree(u);
+        uint64_t hi = u & ~FT_GK_TREE_MASK;
+        ft_child_range cr = gk_range_of(T->view, T->ctab,
+                                        u & FT_GK_TREE_MASK);
         cr.first |= hi;
         cr.hstart |= hi;
         return cr;
     }
-    return P.ctab ? gk_ctab_range(P.ctab, u) : ft_children(&P.view, u);
+    return gk_range_of(P.view, P.ctab, u);
 }
 
 /* ---- the child map (ft_gk_cmap_build) ---------------------------------- */

@@ -707,17 +707,11 @@ class Client:
         results (s.call.results: ft_client_grid_columns or self._free
         them) and their shape in s.call; raises when it fails."""
         s.call.n = n
-        fl = self._inflight
-        fl.append(None)
+        self._enter()
         try:
-            if self._closed:
-                raise StateError(FT_ESTATE, "client: closed")
             rc = self._grid_search(s.call_addr)
         finally:
-            fl.pop()
-            if self._closed:
-                with self._cv:
-                    self._cv.notify_all()
+            self._leave()
         if rc != 0:
             raise error_for(rc, _text(s.err))
 
