@@ -92,6 +92,14 @@ typedef enum ft_config_inline {
     FT_CONFIG_INLINE_OFF = 2
 } ft_config_inline;
 
+/* dup_check: where the server checks a request's duplicate tokens (the
+ * one rule whose check reads every token: ~17 instructions a token). */
+typedef enum ft_config_dup_check {
+    FT_CONFIG_DUP_AUTO = 0,   /* engine where the engine overlaps it (GPU) */
+    FT_CONFIG_DUP_DOOR = 1,   /* in the decoder, before the queue */
+    FT_CONFIG_DUP_ENGINE = 2  /* beside the engine's work, on its thread */
+} ft_config_dup_check;
+
 /* cpus: a CPU list as taskset -c and cpuset files write it ("0-3,8"),
  * CPUs 0..FT_CONFIG_CPU_LIMIT - 1. */
 #define FT_CONFIG_CPUS_MAX 256
@@ -114,6 +122,7 @@ enum {
     FT_CONFIG_S_MAX_BATCH,
     FT_CONFIG_S_MAX_WAIT_US,
     FT_CONFIG_S_INLINE_LONE,
+    FT_CONFIG_S_DUP_CHECK,
     FT_CONFIG_S_CPUS,
     FT_CONFIG_S_IDLE_SPIN,
     FT_CONFIG_S_QUEUE_DEPTH,
@@ -163,6 +172,7 @@ typedef struct ft_config {
     uint32_t max_batch;
     uint32_t max_wait_us;
     int inline_lone;                     /* ft_config_inline */
+    int dup_check;                       /* ft_config_dup_check */
     char cpus[FT_CONFIG_CPUS_MAX];       /* "2-5,8"; "": not pinned */
     int idle_spin;                       /* a SCHED_IDLE spinner per CPU */
     uint32_t queue_depth;

@@ -21,6 +21,7 @@ static const char *const engine_choices[] = {"auto", "cpu", "gpu", "shards",
                                              NULL};
 /* The order matches ft_log_level, so the stored index is the level. */
 static const char *const inline_choices[] = {"auto", "on", "off", NULL};
+static const char *const dup_choices[] = {"auto", "door", "engine", NULL};
 static const char *const log_choices[] = {"error", "warn", "info", "debug",
                                           NULL};
 
@@ -85,6 +86,11 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         AT(inline_lone), .flag = "inline-lone", .flag_arg = "auto|on|off",
         .show = SHOWN,
         .doc = "run a lone request on an idle server on the receiving thread (no hand-off); auto: on with 4 or more cores"},
+    [FT_CONFIG_S_DUP_CHECK] = {.name = "dup_check", .type = FT_CONFIG_ENUM,
+        .def = "auto", .choices = dup_choices, .reloadable = 1,
+        AT(dup_check), .flag = "dup-check", .flag_arg = "auto|door|engine",
+        .show = SHOWN,
+        .doc = "where a request's duplicate tokens are checked: door (the decoder, before the queue), engine (on the engine's thread while a GPU launch runs; refused requests are answered from there); auto: engine where the engine overlaps it (GPU engines, a forest of shards), else door"},
     [FT_CONFIG_S_CPUS] = {.name = "cpus", .type = FT_CONFIG_STRING,
         STRMAX(cpus), .def = "", .url = FTI_URL_CPUS, AT(cpus),
         .flag = "cpus", .flag_arg = "LIST", .show = SHOWN,

@@ -42,6 +42,8 @@
 #include "serve_ctx.h"
 #include "serve_metrics.h"
 #include "serve_priv.h"
+#include "serve_wire.h"
+#include "search_impl.h"
 
 /* The flags of serve that are no settings: they shape the listeners given
  * by flags, or the server itself (contexts, checksums; the test hooks are
@@ -311,6 +313,17 @@ static uint32_t answer_threads(const server *srv, const ft_gen *g)
     long cores = fti_usable_cores(); /* of the affinity: cpus narrows it */
     long n = cores / 2 < 8 ? cores / 2 : 8;
     return gpu && n > 0 ? (uint32_t)n : 0;
+}
+
+/* note_overlap records whether every replica of g checks a batch's
+ * duplicate tokens while its engine works (server.gen_overlaps: where
+ * dup_check = auto moves that check off the decoder). */
+static void note_overlap(server *srv, const ft_gen *g)
+{
+    int all = g->n_eng > 0;
+    for (size_t i = 0; i < g->n_eng; i++)
+        all &= fti_searcher_overlaps_check(g->eng[i]) != 0;
+    atomic_store(&srv->gen_overlaps, all);
 }
 
 static uint32_t batch_cap(const ft_config *c)
@@ -761,6 +774,7 @@ static int do_reload(server *srv, int hup, const char *path, char *msg,
         ft_config_take_reloadable(&srv->cfg, &g_next);
         ft_config_run_hooks(&srv->cfg, &g_old, hooks, srv, err, sizeof err);
     }
+    note_overlap(srv, g);
     ft_gen *old = ft_batcher_swap(srv->batcher, g);
     snprintf(srv->index, sizeof srv->index, "%s", p);
     atomic_fetch_add(&srv->reloads, 1);
@@ -1078,6 +1092,17 @@ int cmd_serve(int argc, char **argv)
         FT_LOGF(FT_LOG_WARN, "test hook: replica %zu fails from its engine "
                 "call %llu on (injected fault)", i,
                 (unsigned long long)srv->test_fault[i]);
+    }
+    note_overlap(srv, g);
+    {
+        int door = srv_wire_door(srv);
+        FT_LOGF(FT_LOG_INFO, "duplicate tokens: checked %s (dup_check = %s)",
+                door == FT_DOOR_EARLY
+                    ? "on the engine's thread, beside its work"
+                    : "by the decoder, before the queue",
+                srv->cfg.dup_check == FT_CONFIG_DUP_AUTO     ? "auto"
+                : srv->cfg.dup_check == FT_CONFIG_DUP_ENGINE ? "engine"
+                                                              : "door");
     }
     if (ft_queue_init(&srv->queue, srv->cfg.queue_depth) != FT_OK ||
         ft_batcher_start(&srv->batcher, &srv->queue, g, batch_cap(&srv->cfg),

@@ -126,7 +126,7 @@ static int do_search(srv_wire *w, frame_state *f, server *srv, ft_buf *out)
         memset(rj, 0, sizeof *rj);
         int rc = ft_frame_search_fault(m, i, rj->error, sizeof rj->error);
         if (rc == FT_OK)
-            rc = srv_wire_check(srv, &m->reqs[i], rj->error,
+            rc = srv_wire_check(srv, w, &m->reqs[i], rj->error,
                                 sizeof rj->error);
         rj->status = rc;
         f->job_of[i] = rc == FT_OK ? 0 : -1;

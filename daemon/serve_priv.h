@@ -108,6 +108,11 @@ struct server {
     char reload_path[FT_CONFIG_PATH_MAX]; /* what the running one opens */
     uint64_t reload_t0;        /* when it started (fti_now_ns) */
     atomic_uint_fast64_t next_gen;
+    /* The generation served checks a batch's duplicate tokens while its
+     * engine works (fti_searcher_overlaps_check of every replica): where
+     * dup_check = auto leaves that check to the engine.  Set at start and
+     * at each swap. */
+    atomic_int gen_overlaps;
     atomic_int draining;
     atomic_long inflight;      /* messages received, reply not yet sent */
     /* the memory budget (serve_budget.c) */

@@ -111,8 +111,18 @@ static int result_fit(ft_result *res, const ft_request *r)
     return ft_result_alloc(res, hits, T ? T : 1);
 }
 
-int srv_wire_check(struct server *srv, const ft_request *r, char *err,
-                   size_t errlen)
+int srv_wire_door(server *srv)
+{
+    int v = FT_CONFIG_LIVE(&srv->cfg, dup_check);
+    if (v == FT_CONFIG_DUP_AUTO)
+        return atomic_load_explicit(&srv->gen_overlaps, memory_order_relaxed)
+                   ? FT_DOOR_EARLY
+                   : FT_DOOR_ALL;
+    return v == FT_CONFIG_DUP_ENGINE ? FT_DOOR_EARLY : FT_DOOR_ALL;
+}
+
+int srv_wire_check(struct server *srv, const srv_wire *w, const ft_request *r,
+                   char *err, size_t errlen)
 {
     const ft_config *c = &srv->cfg;
     uint32_t max_beam = FT_CONFIG_LIVE(c, max_beam);
@@ -143,7 +153,13 @@ int srv_wire_check(struct server *srv, const ft_request *r, char *err,
                  nres, cap_results);
         return FT_EREQUEST;
     }
-    return ft_request_validate(r, max_beam, err, errlen);
+    /* dup_check = engine: the duplicate tokens are checked on the
+     * engine's thread while its launch runs (fti_request_validate_late),
+     * off this one's path; every other rule here, with the message
+     * ft_request_validate gives. */
+    return w->door == FT_DOOR_EARLY
+               ? fti_request_validate_early(r, max_beam, err, errlen)
+               : ft_request_validate(r, max_beam, err, errlen);
 }
 
 /* srv_wire_add_job appends a validated request as a job. */
@@ -160,8 +176,9 @@ int srv_wire_add_job(srv_wire *w, const ft_request *r, uint64_t deadline_ns)
     j->req = *r;
     j->res = res;
     j->deadline_ns = deadline_ns;
-    /* srv_wire_check ran ft_request_validate: the engine trusts it. */
-    j->validated = 1;
+    /* srv_wire_check validated it as far as w->door says: the engine
+     * trusts that much. */
+    j->validated = w->door;
     return FT_OK;
 }
 
@@ -181,7 +198,7 @@ static int decode_json(srv_wire *w, const srv_wire_ctx *wc,
     w->mode = SRV_MODE_JSON;
     int rc = ft_jsonl_parse(&w->jq, (const char *)p, len, err, sizeof err);
     if (rc == FT_OK)
-        rc = srv_wire_check(srv, &w->jq.req, err, sizeof err);
+        rc = srv_wire_check(srv, w, &w->jq.req, err, sizeof err);
     if (rc == FT_OK && atomic_load(&srv->draining)) {
         rc = FT_ESHUTDOWN;
         snprintf(err, sizeof err, "server: draining; no new requests taken");
@@ -211,6 +228,7 @@ int srv_wire_decode(srv_wire *w, const srv_wire_ctx *wc,
                     const unsigned char *p, size_t len, ft_buf *out)
 {
     w->n_jobs = 0;
+    w->door = srv_wire_door(wc->srv);
     /* A JSON line starts with '{' (docs/specification.md section 7 requests are
      * objects); leading blanks are allowed too, so a hand-typed line works.
      * Binary frames begin with their magic, which is neither. */

@@ -36,6 +36,9 @@ typedef struct srv_wire {
     unsigned char *heavy; /* heavy[i]: jobs[i] rides the heavy lane */
     size_t charged;      /* bytes taken from the memory budget for the
                           * message being answered (serve_budget.h) */
+    int door;            /* FT_DOOR_ALL or FT_DOOR_EARLY: how much of the
+                          * message's requests the decoder validates
+                          * (dup_check, srv_wire_door) */
 } srv_wire;
 
 typedef struct srv_wire_ctx {
@@ -81,10 +84,18 @@ void srv_wire_encode_error(srv_wire *w, ft_buf *out, int code,
 /* What the binary half (serve_frame.h) uses of this one. */
 /* srv_wire_reserve makes room for n jobs. */
 int srv_wire_reserve(srv_wire *w, size_t n);
-/* srv_wire_check checks a request against the server's caps. */
-int srv_wire_check(struct server *srv, const ft_request *r, char *err,
-                   size_t errlen);
-/* srv_wire_add_job appends a validated request as a job. */
+/* srv_wire_check checks a request against the server's caps and
+ * validates it: whole with w->door FT_DOOR_ALL, all but its duplicate
+ * tokens with FT_DOOR_EARLY (the engine's thread checks those). */
+int srv_wire_check(struct server *srv, const srv_wire *w, const ft_request *r,
+                   char *err, size_t errlen);
+/* srv_wire_door is how much of a request the decoder validates now
+ * (FT_DOOR_ALL or FT_DOOR_EARLY), by the dup_check setting and whether
+ * the generation served overlaps the check with its engine
+ * (server.gen_overlaps). */
+int srv_wire_door(struct server *srv);
+/* srv_wire_add_job appends a validated request as a job, as far
+ * validated as w->door says. */
 int srv_wire_add_job(srv_wire *w, const ft_request *r, uint64_t deadline_ns);
 /* srv_wire_deadline is the deadline of a request arriving now that asks
  * for ms milliseconds (0: the server's default_deadline_ms). */

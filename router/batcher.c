@@ -31,7 +31,7 @@ typedef struct batch {
     ft_request *reqs;
     ft_result *res;
     ft_job **run;  /* jobs that are run (deadline not passed) */
-    int validated; /* every job run was validated at the door */
+    int validated; /* FT_DOOR_*: the least of its jobs' (slot.h) */
 } batch;
 
 typedef struct worker {
@@ -295,13 +295,21 @@ static int failover(batch *bt, size_t m, int rc)
     return rc;
 }
 
-/* search runs the m requests of bt on replica index of g: trusted when a
- * door validated every one of them. */
+/* search runs the m requests of bt on replica index of g: trusted as
+ * far as a door validated every one of them. */
 static int search(ft_gen *g, size_t index, batch *bt, size_t m)
 {
-    return bt->validated
-               ? ft_slot_search_validated(g, index, bt->reqs, m, bt->res)
-               : ft_slot_search(g, index, bt->reqs, m, bt->res);
+    return ft_slot_search_at(g, index, bt->reqs, m, bt->res, bt->validated);
+}
+
+/* door_least is how far a batch holding a job checked as far as a and
+ * one checked as far as b is checked (FT_DOOR_*). */
+static int door_least(int a, int b)
+{
+    if (a == FT_DOOR_NONE || b == FT_DOOR_NONE)
+        return FT_DOOR_NONE;
+    return a == FT_DOOR_EARLY || b == FT_DOOR_EARLY ? FT_DOOR_EARLY
+                                                    : FT_DOOR_ALL;
 }
 
 static void run_batch(batch *bt)
@@ -318,7 +326,7 @@ static void run_batch(batch *bt)
     uint64_t now = fti_now_ns();
     size_t m = 0;
     uint64_t late = 0;
-    bt->validated = 1;
+    bt->validated = FT_DOOR_ALL;
     for (size_t i = 0; i < bt->n; i++) {
         ft_job *j = bt->jobs[i];
         if (j->deadline_ns != 0 && now >= j->deadline_ns) {
@@ -330,7 +338,7 @@ static void run_batch(batch *bt)
             late++;
             continue;
         }
-        bt->validated &= j->validated != 0;
+        bt->validated = door_least(bt->validated, j->validated);
         j->run_ns = now;
         bt->run[m] = j;
         bt->reqs[m] = j->req;

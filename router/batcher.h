@@ -57,10 +57,11 @@ typedef struct ft_job {
     ft_result *res;
     uint64_t deadline_ns; /* fti_now_ns() clock; 0 = none */
     uint64_t gen_id;      /* the generation that answered (0: not run) */
-    /* validated: the producer ran ft_request_validate on req (the
-     * server's decoder: the door), so the engine does not again
-     * (ft_slot_search_validated); a batch runs trusted when every job of
-     * it is.  0: the engine validates. */
+    /* validated: how much of req the producer (the server's decoder:
+     * the door) validated, FT_DOOR_* (slot.h): FT_DOOR_ALL, the engine
+     * validates nothing again; FT_DOOR_EARLY, only the duplicate tokens,
+     * beside its work; FT_DOOR_NONE (0), everything.  A batch runs at the
+     * least of its jobs' (none < all-but-duplicates < all). */
     int validated;
     /* The engine call of the job's batch began and ended (fti_now_ns; a
      * failover's re-runs included): the producer's clock of its queue

@@ -1466,17 +1466,19 @@ int fti_group_search_batch_mode(fti_group *g, const ft_request *reqs,
     int forest = g->xk == FTI_EXCHANGE_FOREST;
     if (forest && mode == FTI_ADMIT_FULL)
         mode = FTI_ADMIT_LATE;
+    /* Shards searched step by step have no launch to overlap: admission
+     * checks the duplicate tokens (vreq NULL). */
+    int late = forest && (mode == FTI_ADMIT_LATE || mode == FTI_ADMIT_DOOR);
     fti_prep **pool = fti_prep_pool();
     if (pool == NULL)
         return FT_ENOMEM;
     size_t i = 0;
     while (i < n) {
         size_t m = fti_admit_chunk(pool, reqs, n, &i, g->max_beam, res, vp,
-                                   vres, vreq, mode);
+                                   vres, late ? vreq : NULL, mode);
         if (m == 0)
             continue;
-        int rc = forest ? forest_run(g, vp, vres,
-                                     mode == FTI_ADMIT_LATE ? vreq : NULL, m)
+        int rc = forest ? forest_run(g, vp, vres, late ? vreq : NULL, m)
                         : run_fit(g, vp, vres, m);
         if (rc != FT_OK)
             return rc;

@@ -50,11 +50,11 @@ int fti_search_admit(fti_prep **slot, const fti_prepared **out,
                      const ft_request *req, uint32_t max_beam, ft_result *res,
                      int mode)
 {
-    int late = mode == FTI_ADMIT_LATE;
+    int late = mode == FTI_ADMIT_LATE || mode == FTI_ADMIT_DOOR;
     res->n = 0;
     res->error[0] = 0;
     res->status =
-        mode == FTI_ADMIT_TRUSTED
+        mode == FTI_ADMIT_TRUSTED || mode == FTI_ADMIT_DOOR
             ? fti_request_validate_fields(req, max_beam, res->error,
                                           sizeof res->error)
         : late ? fti_request_validate_early(req, max_beam, res->error,
@@ -94,13 +94,19 @@ size_t fti_admit_chunk(fti_prep **pool, const ft_request *reqs, size_t n,
     size_t m = 0;
     if (mode == FTI_ADMIT_LATE && vreq == NULL)
         mode = FTI_ADMIT_FULL;
+    int late = mode == FTI_ADMIT_LATE || mode == FTI_ADMIT_DOOR;
     for (; *i < n && m < FTI_ENGINE_CHUNK; (*i)++) {
-        if (fti_search_admit(&pool[m], &vp[m], &reqs[*i], max_beam,
-                             &res[*i], mode) != FT_OK)
+        ft_result *r = &res[*i];
+        if (fti_search_admit(&pool[m], &vp[m], &reqs[*i], max_beam, r,
+                             mode) != FT_OK)
             continue;
-        if (vreq && mode == FTI_ADMIT_LATE)
+        if (late && vreq == NULL &&
+            (r->status = fti_request_validate_late(&reqs[*i], r->error,
+                                                   sizeof r->error)) != FT_OK)
+            continue; /* FTI_ADMIT_DOOR, no caller to check: here */
+        if (late && vreq)
             vreq[m] = &reqs[*i];
-        vres[m++] = &res[*i];
+        vres[m++] = r;
     }
     return m;
 }
@@ -215,8 +221,8 @@ int fti_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
                                    vres, vreq, mode);
         if (m == 0)
             continue;
-        int rc = fti_engine_run_late(eng, vp, vres,
-                                     mode == FTI_ADMIT_LATE ? vreq : NULL, m);
+        int late = mode == FTI_ADMIT_LATE || mode == FTI_ADMIT_DOOR;
+        int rc = fti_engine_run_late(eng, vp, vres, late ? vreq : NULL, m);
         if (rc != FT_OK)
             return rc;
         for (size_t j = 0; j < m; j++)

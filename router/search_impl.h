@@ -40,8 +40,21 @@ int fti_request_validate_fields(const ft_request *req, uint32_t max_beam,
  *                      on it already.  Only what is the engine's own bound
  *                      (fti_request_validate_fields: T, K, beam
  *                      within its max_beam; the answer within res) is
- *                      checked, in O(1). */
-enum { FTI_ADMIT_FULL = 0, FTI_ADMIT_LATE = 1, FTI_ADMIT_TRUSTED = 2 };
+ *                      checked, in O(1);
+ *   FTI_ADMIT_DOOR     a door ran fti_request_validate_early on it (every
+ *                      rule but the duplicate tokens): the engine's own
+ *                      bounds are checked here as with FTI_ADMIT_TRUSTED,
+ *                      and the duplicate tokens by the caller while the
+ *                      engine runs (fti_request_validate_late), or here
+ *                      when the caller cannot (fti_admit_chunk without
+ *                      vreq).  Between them every rule is checked once:
+ *                      the server's dup_check = engine (docs/config.md). */
+enum {
+    FTI_ADMIT_FULL = 0,
+    FTI_ADMIT_LATE = 1,
+    FTI_ADMIT_TRUSTED = 2,
+    FTI_ADMIT_DOOR = 3
+};
 
 /* fti_search_admit validates req (beam capped at max_beam, 0 = the
  * specification's) as mode says, checks that its answer fits res and
@@ -61,9 +74,10 @@ uint64_t fti_request_validations(void);
 /* fti_admit_chunk admits the requests from *i on into vp/vres until
  * FTI_ENGINE_CHUNK are admitted or none is left (rejected ones get their
  * status in res), advancing *i; returns how many were admitted.  mode is
- * fti_search_admit's; with FTI_ADMIT_LATE vreq gets the admitted
- * requests, whose duplicate tokens the caller then checks (vreq may be
- * NULL otherwise). */
+ * fti_search_admit's; with FTI_ADMIT_LATE or FTI_ADMIT_DOOR vreq gets the
+ * admitted requests, whose duplicate tokens the caller then checks
+ * (fti_engine_run_late); vreq NULL: they are checked here, before the
+ * request is admitted. */
 size_t fti_admit_chunk(fti_prep **pool, const ft_request *reqs, size_t n,
                        size_t *i, uint32_t max_beam, ft_result *res,
                        const fti_prepared **vp, ft_result **vres,
@@ -79,7 +93,9 @@ int fti_engine_run_late(ft_engine *eng, const fti_prepared *const *vp,
 
 /* fti_engine_search_batch is ft_engine_search_batch (mode FTI_ADMIT_FULL,
  * with the duplicate check overlapping the engine: FTI_ADMIT_LATE) or,
- * with FTI_ADMIT_TRUSTED, the same search of requests a door validated. */
+ * with FTI_ADMIT_TRUSTED, the same search of requests a door validated
+ * (with FTI_ADMIT_DOOR: all but their duplicate tokens, which are checked
+ * while the engine runs). */
 int fti_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
                             ft_result *res, int mode);
 
@@ -89,6 +105,17 @@ int fti_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
  * engine slot (slot.c) is its one caller; the public searches validate. */
 int fti_searcher_search_validated(ft_searcher *s, const ft_request *reqs,
                                   size_t n, ft_result *res);
+/* fti_searcher_search_door is the same for requests a door validated all
+ * but the duplicate tokens of (fti_request_validate_early): those are
+ * checked beside the engine (FTI_ADMIT_DOOR), once.  A searcher of ops
+ * (a cluster) runs its validating search on them. */
+int fti_searcher_search_door(ft_searcher *s, const ft_request *reqs, size_t n,
+                             ft_result *res);
+/* fti_searcher_overlaps_check says whether s checks a batch's duplicate
+ * tokens on the host while its engine works (a GPU engine, or a forest
+ * of shards on one GPU): where the door's dup_check = auto leaves that
+ * check to the engine. */
+int fti_searcher_overlaps_check(const ft_searcher *s);
 
 /* fti_attach_values replaces every hit's value by the value of its key:
  * the key index is global over shards[0..nshards), shard s holding the

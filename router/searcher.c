@@ -180,23 +180,41 @@ static void fault_all(ft_result *res, size_t n, const char *msg)
 }
 
 static int searcher_search(ft_searcher *s, const ft_request *reqs, size_t n,
-                           ft_result *res, int trusted);
+                           ft_result *res, int door);
 
 int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs, size_t n,
                              ft_result *res)
 {
-    return searcher_search(s, reqs, n, res, 0);
+    return searcher_search(s, reqs, n, res, FT_DOOR_NONE);
 }
 
 int fti_searcher_search_validated(ft_searcher *s, const ft_request *reqs,
                                   size_t n, ft_result *res)
 {
-    return searcher_search(s, reqs, n, res, 1);
+    return searcher_search(s, reqs, n, res, FT_DOOR_ALL);
+}
+
+int fti_searcher_search_door(ft_searcher *s, const ft_request *reqs, size_t n,
+                             ft_result *res)
+{
+    return searcher_search(s, reqs, n, res, FT_DOOR_EARLY);
+}
+
+int fti_searcher_overlaps_check(const ft_searcher *s)
+{
+    if (s->ops != NULL)
+        return 0;
+    if (s->eng != NULL)
+        return s->kind == FT_ENGINE_GPU;
+    return fti_group_exchange(s->grp) == FTI_EXCHANGE_FOREST;
 }
 
 static int searcher_search(ft_searcher *s, const ft_request *reqs, size_t n,
-                           ft_result *res, int trusted)
+                           ft_result *res, int door)
 {
+    int mode = door == FT_DOOR_ALL     ? FTI_ADMIT_TRUSTED
+               : door == FT_DOOR_EARLY ? FTI_ADMIT_DOOR
+                                    : FTI_ADMIT_FULL;
     uint64_t k = atomic_fetch_add(&s->calls, 1) + 1;
     uint64_t at = atomic_load(&s->fault_at);
     if (atomic_load(&s->faulted)) {
@@ -209,15 +227,14 @@ static int searcher_search(ft_searcher *s, const ft_request *reqs, size_t n,
         return FT_ECUDA;
     }
     if (s->ops)
-        return trusted && s->ops->search_validated
+        return door == FT_DOOR_ALL && s->ops->search_validated
                    ? s->ops->search_validated(s->ops_arg, reqs, n, res)
                    : s->ops->search(s->ops_arg, reqs, n, res);
     if (s->eng)
-        return trusted ? fti_engine_search_batch(s->eng, reqs, n, res,
-                                                 FTI_ADMIT_TRUSTED)
-                       : ft_engine_search_batch(s->eng, reqs, n, res);
-    return fti_group_search_batch_mode(
-        s->grp, reqs, n, res, trusted ? FTI_ADMIT_TRUSTED : FTI_ADMIT_FULL);
+        return mode == FTI_ADMIT_FULL
+                   ? ft_engine_search_batch(s->eng, reqs, n, res)
+                   : fti_engine_search_batch(s->eng, reqs, n, res, mode);
+    return fti_group_search_batch_mode(s->grp, reqs, n, res, mode);
 }
 
 const char *ft_searcher_note(const ft_searcher *s)

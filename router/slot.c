@@ -258,23 +258,26 @@ int ft_slot_is_device_error(const ft_gen *g, size_t r, int rc)
            (rc != FT_OK && ft_searcher_failed(g->eng[r]));
 }
 
-static int slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
-                       ft_result *res, int validated);
-
 int ft_slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
                    ft_result *res)
 {
-    return slot_search(g, r, reqs, n, res, 0);
+    return ft_slot_search_at(g, r, reqs, n, res, FT_DOOR_NONE);
 }
 
 int ft_slot_search_validated(ft_gen *g, size_t r, const ft_request *reqs,
                              size_t n, ft_result *res)
 {
-    return slot_search(g, r, reqs, n, res, 1);
+    return ft_slot_search_at(g, r, reqs, n, res, FT_DOOR_ALL);
 }
 
-static int slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
-                       ft_result *res, int validated)
+int ft_slot_search_door(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
+                        ft_result *res)
+{
+    return ft_slot_search_at(g, r, reqs, n, res, FT_DOOR_EARLY);
+}
+
+int ft_slot_search_at(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
+                      ft_result *res, int door)
 {
     const char *why;
     int rc = ft_gen_replica_failed(g, r, &why);
@@ -291,9 +294,13 @@ static int slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
         return rc;
     }
     /* A door (the server's decoder) validated the requests: the engine
-     * trusts it and validates nothing of their rows again. */
-    rc = validated ? fti_searcher_search_validated(g->eng[r], reqs, n, res)
-                   : ft_searcher_search_batch(g->eng[r], reqs, n, res);
+     * trusts it and validates nothing of their rows again (but their
+     * duplicate tokens where the door left those to it). */
+    rc = door == FT_DOOR_ALL
+             ? fti_searcher_search_validated(g->eng[r], reqs, n, res)
+         : door == FT_DOOR_EARLY
+             ? fti_searcher_search_door(g->eng[r], reqs, n, res)
+             : ft_searcher_search_batch(g->eng[r], reqs, n, res);
     if (ft_slot_is_device_error(g, r, rc)) {
         /* The reason: the error and what the engine said about it (the
          * first request's message, which every request of a failed call

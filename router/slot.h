@@ -111,6 +111,20 @@ int ft_slot_search(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
  * trusts it (fti_searcher_search_validated: no row is scanned again). */
 int ft_slot_search_validated(ft_gen *g, size_t r, const ft_request *reqs,
                              size_t n, ft_result *res);
+/* ft_slot_search_door is ft_slot_search for requests the door validated
+ * all but the duplicate tokens of (fti_request_validate_early: the
+ * server's dup_check = engine): those are checked on the host while the
+ * engine works (fti_searcher_search_door), each rule once. */
+int ft_slot_search_door(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
+                        ft_result *res);
+
+/* How much of a request its producer (the server's decoder: the door)
+ * validated: nothing, all of it (ft_request_validate), or all but the
+ * duplicate tokens (fti_request_validate_early).  ft_job.validated holds
+ * one; a batch runs at the least of its jobs' (ft_slot_search_at). */
+enum { FT_DOOR_NONE = 0, FT_DOOR_ALL = 1, FT_DOOR_EARLY = 2 };
+int ft_slot_search_at(ft_gen *g, size_t r, const ft_request *reqs, size_t n,
+                      ft_result *res, int door);
 
 /* ft_slot_is_device_error: rc, returned by replica r's engine, means the
  * engine (the device under it) is out of service, not that one request was

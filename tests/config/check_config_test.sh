@@ -48,7 +48,7 @@ grep -qx "max_batch: 16 (file:3)" "$TMP/out" || fail "no max_batch line"
 grep -qx "listeners\[0\].admin: true (file:2)" "$TMP/out" || fail "no admin line"
 grep -qx "queue_depth: 1024 (default)" "$TMP/out" || fail "no default line"
 n=$(wc -l < "$TMP/out")
-[ "$n" -eq 45 ] || fail "good.conf: $n lines, want 45 (ok, 38 settings shown, 6 listener fields)"
+[ "$n" -eq 46 ] || fail "good.conf: $n lines, want 46 (ok, 39 settings shown, 6 listener fields)"
 
 # Refused files: exit 1 and exactly one line.
 printf 'index = "x";\nmax_batch = 100;\n' > "$TMP/range.conf"
@@ -85,5 +85,5 @@ run 0 --help
 run 0 --doc
 [ "$(head -n 1 "$TMP/out")" = "| setting | type | default | bounds | reload | description |" ] ||
   fail "--doc header: $(head -n 1 "$TMP/out")"
-[ "$(grep -c '^| `' "$TMP/out")" -eq 45 ] || fail "--doc: want 45 rows"
+[ "$(grep -c '^| `' "$TMP/out")" -eq 46 ] || fail "--doc: want 46 rows"
 echo "check_config_test: ok"

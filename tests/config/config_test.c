@@ -177,6 +177,7 @@ static void test_dump_format(void)
                  "max_batch: 32 (default)\n"
                  "max_wait_us: 200 (default)\n"
                  "inline_lone: auto (default)\n"
+                 "dup_check: auto (default)\n"
                  "cpus: \"\" (default)\n"
                  "idle_spin: false (default)\n"
                  "queue_depth: 1024 (default)\n"
@@ -587,7 +588,7 @@ static void test_reload(void)
 {
     static const char *yes[] = {"index", "caps.max_beam", "caps.max_k",
                                 "caps.max_t", "caps.max_results", "max_wait_us",
-                                "max_batch", "inline_lone", "log_level",
+                                "max_batch", "inline_lone", "dup_check", "log_level",
                                 "default_deadline_ms",
                                 "drain_timeout_ms", "admin_reload", "log_file",
                                 "max_connections", "idle_timeout_ms",

@@ -1406,13 +1406,17 @@ static void case_tls(void)
 
 /* ---- validate ---- */
 
-static void case_validate(void)
+/* dup_check = door: every rule at the door; = engine: the duplicate
+ * tokens on the engine's thread (the same answers and messages, the
+ * request with a token twice queued and run in its batch). */
+static void validate_run(const char *dup_check)
 {
+    int at_door = !strcmp(dup_check, "door");
     char idx[300], url[300];
     th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
-                          "--threads", "1", NULL};
+                          "--threads", "1", "--dup-check", dup_check, NULL};
     start_server(url, args);
     ft_client *c = tn_connect(url, 20000, 0);
     local l;
@@ -1444,26 +1448,30 @@ static void case_validate(void)
     FT_CHECK(strstr(ft_client_results_get(res, 1)->error,
                     "appears twice") != NULL);
     ft_client_results_free(res);
-    /* A frame of refused requests only: answered at once, nothing run. */
+    /* A frame of refused requests only: answered at once, nothing run
+     * (with dup_check = engine the one with a token twice runs). */
     ft_request bad[2] = {g[1].r, g[3].r};
     FT_PASS(ft_client_search(c, bad, 2, &res, err, sizeof err));
     FT_CHECK_EQ_U64(ft_client_results_get(res, 0)->status, FT_EREQUEST);
     FT_CHECK_EQ_U64(ft_client_results_get(res, 1)->status, FT_EREQUEST);
+    check_same(&l, &bad[0], ft_client_results_get(res, 0));
+    check_same(&l, &bad[1], ft_client_results_get(res, 1));
     ft_client_results_free(res);
     char *info;
     FT_PASS(ft_client_info(c, &info, NULL, 0));
-    /* Only the three valid requests reached the queue and the engine. */
-    FT_CHECK_EQ_U64(tn_info_value(info, "queued_total: "), 3);
+    /* Only the three valid requests reached the queue and the engine
+     * (and, checked there, the two with a token twice). */
+    FT_CHECK_EQ_U64(tn_info_value(info, "queued_total: "), at_door ? 3 : 5);
     FT_CHECK_EQ_U64(tn_info_value(info, "status.rejected: "), 5);
     FT_CHECK_EQ_U64(tn_info_value(info, "status.ok: "), 3);
     FT_CHECK(tn_info_value(info, "engine.0.batches: ") >= 1);
-    FT_CHECK(tn_info_value(info, "engine.0.batches: ") <= 3);
+    FT_CHECK(tn_info_value(info, "engine.0.batches: ") <= (at_door ? 3 : 5));
     /* INFO's stages (serve_stages.c), by their exact names: one message
      * ran jobs (the second was refused whole), its three requests. */
     const char *st = strstr(info, "\n# stages\n");
     FT_CHECK(st != NULL);
-    FT_CHECK_EQ_U64(tn_info_value(st, "\nmessages: "), 1);
-    FT_CHECK_EQ_U64(tn_info_value(st, "\nrequests: "), 3);
+    FT_CHECK_EQ_U64(tn_info_value(st, "\nmessages: "), at_door ? 1 : 2);
+    FT_CHECK_EQ_U64(tn_info_value(st, "\nrequests: "), at_door ? 3 : 5);
     static const char *const keys[] = {"\ndecode_us: ", "\nqueue_us: ",
                                        "\nengine_us: ", "\nanswer_us: ",
                                        "\nencode_us: ", "\nsend_us: "};
@@ -1473,6 +1481,12 @@ static void case_validate(void)
     ft_client_close(c);
     local_close(&l);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+}
+
+static void case_validate(void)
+{
+    validate_run("door");
+    validate_run("engine");
 }
 
 /* ---- gone ---- */

@@ -11,6 +11,7 @@
  * a live server (daemon_test validate).
  */
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -153,6 +154,181 @@ static void case_batcher(void)
     printf("batcher: jobs validated at the door are not validated again\n");
 }
 
+/* dup_copy gives a copy of batch[0..n) in which every third request
+ * with K >= 2 has a token twice (row T - 1, proposal K - 1 = proposal 0),
+ * its token arrays in *keep (freed by the caller); want[i] gets
+ * ft_request_validate's verdict and message for request i. */
+static ft_request *dup_copy(const ft_request *batch, size_t n,
+                            uint32_t ***keep, ft_result *want, size_t *ndup)
+{
+    ft_request *q = malloc(n * sizeof *q);
+    uint32_t **tk = calloc(n, sizeof *tk);
+    FT_CHECK(q != NULL && tk != NULL);
+    *ndup = 0;
+    for (size_t i = 0; i < n; i++) {
+        q[i] = batch[i];
+        if (i % 3 == 1 && q[i].K >= 2) {
+            size_t m = (size_t)q[i].T * q[i].K;
+            tk[i] = malloc(m * sizeof *tk[i]);
+            FT_CHECK(tk[i] != NULL);
+            memcpy(tk[i], q[i].tokens, m * sizeof *tk[i]);
+            size_t row = (size_t)(q[i].T - 1) * q[i].K;
+            tk[i][row + q[i].K - 1] = tk[i][row];
+            q[i].tokens = tk[i];
+            (*ndup)++;
+        }
+        want[i].error[0] = 0;
+        want[i].status = ft_request_validate(&q[i], 0, want[i].error,
+                                             sizeof want[i].error);
+        FT_CHECK_EQ_U64(want[i].status, tk[i] ? FT_EREQUEST : FT_OK);
+    }
+    *keep = tk;
+    return q;
+}
+
+static void dup_free(ft_request *q, uint32_t **tk, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(tk[i]);
+    free(tk);
+    free(q);
+}
+
+/* check_dups: got answers q as the validating search would: the requests
+ * with a token twice refused with ft_request_validate's message (want),
+ * the others as the reference answers (ref). */
+static void check_dups(const ft_result *got, const ft_result *want,
+                       const ft_result *ref, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (want[i].status != FT_OK) {
+            if (got[i].status != want[i].status || got[i].n != 0 ||
+                strcmp(got[i].error, want[i].error) != 0) {
+                fprintf(stderr, "%s: request %zu: status %d n %u '%s', "
+                        "want status %d '%s'\n", what, i, got[i].status,
+                        got[i].n, got[i].error, want[i].status,
+                        want[i].error);
+                exit(1);
+            }
+        } else if (!su_same_full(&got[i], &ref[i], 1)) {
+            fprintf(stderr, "%s: request %zu differs\n", what, i);
+            exit(1);
+        }
+    }
+}
+
+/* dup_check = engine (FT_DOOR_EARLY): the door checked every rule but
+ * the duplicate tokens; the engine's side checks those once per request
+ * (one fti_request_validate_late each: the validation count moves by n),
+ * while it works, and refuses a request with a token twice with the
+ * message the door would have given; the others are answered as ever.
+ * The same through the batcher, and through a shard group that has no
+ * launch to overlap (its admission checks them). */
+static void case_door(void)
+{
+    size_t n = g_c.n, ndup;
+    ft_result *res = calloc(n, sizeof *res), *want = calloc(n, sizeof *want);
+    FT_CHECK(res != NULL && want != NULL);
+    alloc_results(res, n);
+    ft_gen *g = gen_util_open(g_path, 1);
+
+    uint64_t v0 = fti_request_validations();
+    FT_PASS(ft_slot_search_door(g, 0, g_c.batch, n, res));
+    FT_CHECK_EQ_U64(fti_request_validations() - v0, n);
+    check_same(res, n, "door slot");
+
+    uint32_t **tk;
+    ft_request *q = dup_copy(g_c.batch, n, &tk, want, &ndup);
+    FT_CHECK(ndup >= 5);
+    v0 = fti_request_validations();
+    FT_PASS(ft_slot_search_door(g, 0, q, n, res));
+    FT_CHECK_EQ_U64(fti_request_validations() - v0, n);
+    check_dups(res, want, g_c.res, n, "door slot, tokens twice");
+    /* A trusted call is what dup_check = door gives after the door's
+     * full check: nothing checked, so the door must have refused them. */
+    FT_PASS(ft_slot_search_at(g, 0, q, n, res, FT_DOOR_NONE));
+    check_dups(res, want, g_c.res, n, "validating slot, tokens twice");
+
+    /* The batcher: jobs of FT_DOOR_EARLY, and mixed with FT_DOOR_ALL
+     * ones (a batch of both checks every job's duplicates: none is
+     * trusted further than its door went). */
+    for (int mixed = 0; mixed < 2; mixed++) {
+        ft_job *jobs = calloc(n, sizeof *jobs);
+        void **items = calloc(n, sizeof *items);
+        FT_CHECK(jobs && items);
+        for (size_t i = 0; i < n; i++) {
+            jobs[i].req = q[i];
+            jobs[i].res = &res[i];
+            jobs[i].done = on_done;
+            jobs[i].validated =
+                mixed && want[i].status == FT_OK && i % 2 ? FT_DOOR_ALL
+                                                          : FT_DOOR_EARLY;
+            items[i] = &jobs[i];
+        }
+        ft_queue qu;
+        FT_PASS(ft_queue_init(&qu, n));
+        ft_batcher *b;
+        atomic_store(&g_done, 0);
+        v0 = fti_request_validations();
+        /* the batcher takes the generation's reference */
+        FT_PASS(ft_batcher_start(&b, &qu, gen_util_open(g_path, 2), 8, 200,
+                                 0));
+        for (size_t i = 0; i < n; i += 5)
+            FT_PASS(ft_queue_push_n(&qu, &items[i], n - i < 5 ? n - i : 5));
+        for (int t = 0; atomic_load(&g_done) < n; t++) {
+            FT_CHECK(t < 60000);
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        ft_queue_close(&qu);
+        ft_batcher_stop(b);
+        uint64_t dv = fti_request_validations() - v0;
+        if (mixed)
+            FT_CHECK(dv >= n / 2 && dv <= n);
+        else
+            FT_CHECK_EQ_U64(dv, n);
+        check_dups(res, want, g_c.res, n, mixed ? "door batches, mixed"
+                                                 : "door batches");
+        ft_queue_destroy(&qu);
+        free(jobs);
+        free(items);
+    }
+    ft_gen_unref(g);
+
+    /* A shard group of CPU engines (steps, no launch): the admission
+     * checks the duplicates; the answers are the validating group's. */
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/shards", g_dir);
+    FT_CHECK(mkdir(dir, 0755) == 0);
+    ft_index *sh[3];
+    uint64_t seed = 0x5eed;
+    su_split_build(&seed, g_c.keys, g_c.m, 3, dir, sh);
+    ft_result *cg = su_cpu_group(sh, 3, q, (uint32_t)n);
+    check_dups(cg, want, cg, n, "validating group, tokens twice");
+    ft_engine_opts co;
+    ft_engine_opts_init(&co);
+    co.threads = 1;
+    fti_group *grp;
+    char err[256] = "";
+    FT_PASS(fti_group_open(&grp, (const ft_index *const *)sh, 3, &co, err,
+                           sizeof err));
+    v0 = fti_request_validations();
+    FT_PASS(fti_group_search_batch_mode(grp, q, n, res, FTI_ADMIT_DOOR));
+    FT_CHECK_EQ_U64(fti_request_validations() - v0, n);
+    check_dups(res, want, cg, n, "door group");
+    fti_group_close(grp);
+    su_results_free(cg, (uint32_t)n);
+    for (int j = 0; j < 3; j++)
+        ft_index_close(sh[j]);
+
+    dup_free(q, tk, n);
+    free_results(res, n);
+    free(res);
+    free(want);
+    printf("door: %zu requests (%zu with a token twice) checked once, the "
+           "duplicates beside the engine\n", n, ndup);
+}
+
 int main(void)
 {
     ft_test_tmpdir(g_dir, sizeof g_dir, "validate_once_test");
@@ -163,6 +339,7 @@ int main(void)
     su_cases_cpu(&g_c);
     case_slot();
     case_batcher();
+    case_door();
     su_cases_free(&g_c);
     return 0;
 }

@@ -368,7 +368,8 @@ void fti_group_timing_report(fti_group *g, char *buf, size_t len);
 int fti_group_search_batch(fti_group *g, const ft_request *reqs, size_t n,
                            ft_result *res);
 /* fti_group_search_batch_mode admits the requests as mode says
- * (router/search_impl.h's FTI_ADMIT_FULL or FTI_ADMIT_TRUSTED). */
+ * (router/search_impl.h's FTI_ADMIT_*): a forest checks duplicate tokens
+ * while its launch runs, other groups at admission. */
 int fti_group_search_batch_mode(fti_group *g, const ft_request *reqs,
                                 size_t n, ft_result *res, int mode);
 /* fti_group_engine returns the engine of shard s. */
