@@ -368,6 +368,44 @@ static int walk_group(walk *w, const config_setting_t *g, const char *show,
  * wrong path (a device, an index) is refused rather than read whole. */
 #define FTI_CONFIG_FILE_MAX (16u << 20)
 
+/* unclosed_comment returns the line of a block comment that text never
+ * closes, else 0: libconfig ends one at the end of the file without a
+ * word, which would drop every setting after it silently.  Strings and
+ * line comments are skipped as scan_wide skips them. */
+static int unclosed_comment(const char *text)
+{
+    int line = 1;
+    for (const char *p = text; *p;) {
+        if (*p == '\n') {
+            line++;
+            p++;
+        } else if (*p == '"') {
+            for (p++; *p && *p != '"'; p++) {
+                if (*p == '\\' && p[1])
+                    p++;
+                if (*p == '\n')
+                    line++;
+            }
+            if (*p)
+                p++;
+        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+            while (*p && *p != '\n')
+                p++;
+        } else if (p[0] == '/' && p[1] == '*') {
+            int at = line;
+            for (p += 2; *p && !(p[0] == '*' && p[1] == '/'); p++)
+                if (*p == '\n')
+                    line++;
+            if (!*p)
+                return at;
+            p += 2;
+        } else {
+            p++;
+        }
+    }
+    return 0;
+}
+
 /* load parses text (the whole file, NUL-terminated) and applies it. */
 static int load(ft_config *cfg, const char *text, char *errbuf, size_t errlen)
 {
@@ -377,6 +415,14 @@ static int load(ft_config *cfg, const char *text, char *errbuf, size_t errlen)
         free(wd);
         fti_cfg_errf(errbuf, errlen, "%s: out of memory", cfg->path);
         return FT_ENOMEM;
+    }
+    int open_at = unclosed_comment(text);
+    if (open_at > 0) {
+        free(wd);
+        fti_cfg_errf(errbuf, errlen,
+                     "%s:%d: syntax error: a /* comment is never closed",
+                     cfg->path, open_at);
+        return FT_ECONFIG;
     }
     config_t lc;
     config_init(&lc);

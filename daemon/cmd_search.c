@@ -87,12 +87,12 @@ static const char *usage_text =
     "  answers are the same bytes (a plain index only, not a manifest);\n"
     "  --threads there sets the CPU step's threads (0..256).\n";
 
-static int parse_num(const char *opt, const char *s, unsigned long long max,
-                     unsigned long long *out)
+static int parse_num(const char *opt, const char *s, unsigned long long min,
+                     unsigned long long max, unsigned long long *out)
 {
-    if (ft_cli_parse_u64(s, out) || *out > max) {
-        fprintf(stderr, "flashtrie search: %s: expected 0..%llu, got '%s'\n",
-                opt, max, s);
+    if (ft_cli_parse_u64(s, out) || *out < min || *out > max) {
+        fprintf(stderr, "flashtrie search: %s: expected %llu..%llu, got "
+                "'%s'\n", opt, min, max, s);
         return -1;
     }
     return 0;
@@ -123,19 +123,15 @@ int cmd_search(int argc, char **argv)
         case 'i': index = optarg; break;
         case 'e': engine = optarg; break;
         case 't':
-            if (parse_num("--threads", optarg, 1024, &threads))
+            if (parse_num("--threads", optarg, 0, 1024, &threads))
                 return 2;
             break;
         case 'b':
-            if (parse_num("--batch", optarg, 65536, &batch))
+            if (parse_num("--batch", optarg, 1, 65536, &batch))
                 return 2;
-            if (batch == 0) {
-                fprintf(stderr, "flashtrie search: --batch: must be >= 1\n");
-                return 2;
-            }
             break;
         case 'm':
-            if (parse_num("--max-beam", optarg, FT_MAX_BEAM, &max_beam))
+            if (parse_num("--max-beam", optarg, 1, FT_MAX_BEAM, &max_beam))
                 return 2;
             break;
         case 'n': no_verify = 1; break;
@@ -158,13 +154,9 @@ int cmd_search(int argc, char **argv)
             break;
         }
         case 'L':
-            if (parse_num("--max-line-bytes", optarg, 1ull << 40, &max_line))
+            if (parse_num("--max-line-bytes", optarg, 1, 1ull << 40,
+                          &max_line))
                 return 2;
-            if (max_line == 0) {
-                fprintf(stderr,
-                        "flashtrie search: --max-line-bytes: must be >= 1\n");
-                return 2;
-            }
             break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: fputs(usage_text, stderr); return 2;

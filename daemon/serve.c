@@ -219,7 +219,10 @@ static int build_config(ft_config *cfg, const char *path, const srv_args *a,
         if ((rc = ft_config_set(cfg, a->set_name[i], a->set_value[i],
                                 FT_CONFIG_SRC_CLI_AT, who, sizeof who)) !=
             FT_OK) {
-            snprintf(err, errlen, "--%s: %s", a->set_name[i], who);
+            /* the flag as typed (--max-batch), not the row's name */
+            const ft_config_row *r = ft_config_find(a->set_name[i]);
+            snprintf(err, errlen, "--%s: %s",
+                     r && r->flag ? r->flag : a->set_name[i], who);
             return rc;
         }
     if (a->listen[0] &&

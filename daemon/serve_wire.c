@@ -7,6 +7,7 @@
 #include <string.h>
 
 
+#include "frame.h"
 #include "serve_budget.h"
 #include "serve_frame.h"
 #include "serve_info.h"
@@ -229,13 +230,12 @@ int srv_wire_decode(srv_wire *w, const srv_wire_ctx *wc,
 {
     w->n_jobs = 0;
     w->door = srv_wire_door(wc->srv);
-    /* A JSON line starts with '{' (docs/specification.md section 7 requests are
-     * objects); leading blanks are allowed too, so a hand-typed line works.
-     * Binary frames begin with their magic, which is neither. */
-    size_t i = 0;
-    while (i < len && (p[i] == ' ' || p[i] == '\t'))
-        i++;
-    if (i < len && p[i] == '{')
+    /* The first byte decides (docs/protocol.md, "Frame or JSON line?"):
+     * 'F', the magic's first byte, which no JSON text starts with, is a
+     * frame; anything else (empty messages, blank lines, other JSON
+     * values, garbage) is a JSON line and gets a JSON answer line, as
+     * busy_unread answers it too. */
+    if (!ft_frame_is_binary(p, len))
         return decode_json(w, wc, p, len, out);
     return srv_frame_decode(w, wc, p, len, out);
 }

@@ -383,9 +383,9 @@ static void do_bad_frame(worker *w, int kind)
         len = 1 + rnd(w, 200);
         for (size_t i = 0; i < len; i++)
             p[i] = (unsigned char)ft_wl_next(&w->rng);
-        /* A '{' would make it a JSON line: this kind is about frames. */
-        if (p[0] == '{')
-            p[0] = 'F';
+        /* Only 'F' makes a frame (anything else is a JSON line): this
+         * kind is about frames. */
+        p[0] = 'F';
         break;
     }
     }

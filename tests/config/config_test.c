@@ -483,6 +483,13 @@ static void test_errors(void)
     BAD("max_batch = 4;\nmax_wait_us = ;\n", "t.conf:2: syntax error");
     BAD("caps = {\n max_t = 1;\n", "t.conf:3: syntax error");
     BAD("max_batch = 4;\n\nmax_batch = 5;\n", "t.conf:3: duplicate setting name");
+    /* libconfig ends an unclosed comment at the end of the file without a
+     * word: the settings after it would vanish silently. */
+    BAD("max_batch = 4;\n/* max_wait_us = 5;\nqueue_depth = 0;\n",
+        "t.conf:2: syntax error: a /* comment is never closed");
+    BAD("index = \"/* not a comment\"; # /* nor this\n// /* nor this\n"
+        "max_batch = 4; /* closed */ /* open\n",
+        "t.conf:3: syntax error: a /* comment is never closed");
 
     /* A missing file is an I/O error, not a config error. */
     FT_FAIL(ft_config_load(&cfg, "/nonexistent/ft.conf", err, sizeof err), FT_EIO);

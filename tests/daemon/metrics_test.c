@@ -779,7 +779,7 @@ static void case_scrape(void)
         FT_CHECK_STR(ans, "{\"error\": \"beam: must be 1..4096, got 0\"}\n");
         rejected++;
     }
-    raw_send(url, "garbage!", 8, ans, sizeof ans);
+    raw_send(url, "Fgarbage!", 9, ans, sizeof ans); /* a frame: starts with F */
     protocol++;
     /* Deadline: 20 ms, and the batch is held 300 ms. */
     ft_client_opts od = o;

@@ -138,6 +138,15 @@ printf 'index = "%s";\nno_such_key = 1;\n' "$TMP/small.fti" > "$TMP/bad2.conf"
 grep -q "bad2.conf:2: no_such_key" "$TMP/err" || fail "config error: $(cat "$TMP/err")"
 "$BIN" serve --index "$TMP/small.fti" --engine tpu 2> /dev/null
 [ $? -eq 2 ] || fail "--engine tpu: want 2"
+# A bad flag value names the flag as typed, not the setting behind it.
+"$BIN" serve --index "$TMP/small.fti" --max-batch 0 2> "$TMP/err"
+[ $? -eq 2 ] || fail "--max-batch 0: want 2"
+[ "$(cat "$TMP/err")" = "flashtrie serve: --max-batch: cli: max_batch: must be 1..64, got 0" ] ||
+  fail "--max-batch 0: $(cat "$TMP/err")"
+"$BIN" serve --index "$TMP/small.fti" --threads x 2> "$TMP/err"
+[ $? -eq 2 ] || fail "--threads x: want 2"
+[ "$(cat "$TMP/err")" = "flashtrie serve: --threads: cli: cpu_threads: expected an integer, got 'x'" ] ||
+  fail "--threads x: $(cat "$TMP/err")"
 "$BIN" serve --index "$TMP/missing.fti" --listen "ipc://$TMP/s2" 2> "$TMP/err"
 [ $? -ne 0 ] || fail "missing index accepted"
 grep -q "missing.fti" "$TMP/err" || fail "missing index: $(cat "$TMP/err")"

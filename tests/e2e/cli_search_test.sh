@@ -62,4 +62,16 @@ cmp "$TMP/out.jsonl" "$TMP/want.jsonl" || fail "max-line-bytes: $(cat "$TMP/out.
 [ $? -eq 2 ] || fail "--max-line-bytes 0: want 2"
 "$BIN" search --index "$TMP/idx.ft" --max-line-bytes x < /dev/null > /dev/null 2>&1
 [ $? -eq 2 ] || fail "--max-line-bytes x: want 2"
+# a number flag's message gives the range it takes; 0 is none of them
+for a in "--batch 0:--batch: expected 1..65536, got '0'" \
+         "--max-line-bytes 0:--max-line-bytes: expected 1..1099511627776, got '0'" \
+         "--max-beam 0:--max-beam: expected 1..4096, got '0'" \
+         "--max-beam 4097:--max-beam: expected 1..4096, got '4097'" \
+         "--threads x:--threads: expected 0..1024, got 'x'"; do
+  "$BIN" search --index "$TMP/idx.ft" ${a%%:*} < /dev/null > /dev/null 2> "$TMP/err.txt"
+  rc=$?
+  [ $rc -eq 2 ] || fail "${a%%:*}: exit $rc, want 2"
+  [ "$(cat "$TMP/err.txt")" = "flashtrie search: ${a#*:}" ] ||
+    fail "${a%%:*}: $(cat "$TMP/err.txt")"
+done
 echo "cli_search_test: ok"
