@@ -159,31 +159,13 @@ static int bad_key_index(ft_result *res, uint32_t j)
 int fti_attach_values(ft_result *res, const ft_index *const *shards,
                       const uint64_t *key_base, size_t nshards)
 {
-    if (nshards == 1 && key_base[0] == 0) { /* one call: the common case */
-        uint32_t bad;
-        if (fti_index_values_attach(shards[0], res->hits, res->n, &bad) !=
-            FT_OK)
-            return bad_key_index(res, bad);
-        return FT_OK;
-    }
-    for (uint32_t j = 0; j < res->n; j++) {
-        ft_hit *h = &res->hits[j];
-        /* The shard holding the key: the last with key_base <= index. */
-        size_t lo = 0, hi = nshards;
-        while (hi - lo > 1) {
-            size_t mid = (lo + hi) / 2;
-            if (key_base[mid] <= h->key_index)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        uint64_t v;
-        if (ft_index_value_at(&v, shards[lo], h->key_index - key_base[lo]) !=
-            FT_OK)
-            return bad_key_index(res, j);
-        h->value = v;
-    }
-    return FT_OK;
+    uint32_t bad;
+    int rc = nshards == 1 && key_base[0] == 0 /* the common case */
+                 ? fti_index_values_attach(shards[0], res->hits, res->n,
+                                           &bad)
+                 : fti_index_values_attach_shards(shards, key_base, nshards,
+                                                  res->hits, res->n, &bad);
+    return rc == FT_OK ? FT_OK : bad_key_index(res, bad);
 }
 
 int ft_engine_search(ft_engine *eng, const ft_request *req, ft_result *res)

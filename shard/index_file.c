@@ -1130,4 +1130,64 @@ int fti_index_values_attach(const ft_index *idx, ft_hit *hits, uint32_t n,
     return FT_OK;
 }
 
+/* shard_of is the last s of base[0..ns) with base[s] <= key (0 when
+ * none): a binary search without branches on the data (a select a
+ * step), since a result's hits fall in the shards at random and a
+ * mispredicted branch a step cost more than the lookup (1,000 hits of 4
+ * shards: 20-32 us with branches, against 11 us for one shard). */
+static inline uint32_t shard_of(const uint64_t *base, size_t ns, uint64_t key)
+{
+    size_t lo = 0, len = ns;
+    while (len > 1) {
+        size_t half = len / 2;
+        lo = base[lo + half] <= key ? lo + half : lo;
+        len -= half;
+    }
+    return (uint32_t)lo;
+}
+
+/* A ring of the shards of the hits from j to j + VALUE_AHEAD. */
+#define SHARD_RING 32u
+_Static_assert(SHARD_RING > VALUE_AHEAD &&
+                   (SHARD_RING & (SHARD_RING - 1)) == 0,
+               "the ring holds the hits in flight");
+
+static inline void value_prefetch(const ft_index *const *idx,
+                                  const uint64_t *base, uint32_t s,
+                                  uint64_t key)
+{
+    const ft_trie *t = &idx[s]->trie;
+    uint64_t l = key - base[s];
+    if (l < t->n_keys)
+        __builtin_prefetch(t->values + (l * t->value_bits) / 64u);
+}
+
+int fti_index_values_attach_shards(const ft_index *const *idx,
+                                   const uint64_t *base, size_t ns,
+                                   ft_hit *hits, uint32_t n, uint32_t *bad)
+{
+    uint32_t ring[SHARD_RING];
+    for (uint32_t j = 0; j < n && j < VALUE_AHEAD; j++) {
+        ring[j] = shard_of(base, ns, hits[j].key_index);
+        value_prefetch(idx, base, ring[j], hits[j].key_index);
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t a = j + VALUE_AHEAD;
+        if (a < n) {
+            uint32_t sa = shard_of(base, ns, hits[a].key_index);
+            ring[a % SHARD_RING] = sa;
+            value_prefetch(idx, base, sa, hits[a].key_index);
+        }
+        uint32_t s = ring[j % SHARD_RING];
+        const ft_trie *t = &idx[s]->trie;
+        uint64_t l = hits[j].key_index - base[s];
+        if (l >= t->n_keys) {
+            *bad = j;
+            return FT_ENOTFOUND;
+        }
+        hits[j].value = ft_packed_get(t->values, t->value_bits, l);
+    }
+    return FT_OK;
+}
+
 uint64_t ft_index_keys(const ft_index *idx) { return idx->trie.n_keys; }

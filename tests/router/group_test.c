@@ -7,11 +7,84 @@
  * that leave a shard without a beam at some step), requests in batches of
  * 1, 3 and all (docs/specification.md section 6).
  */
+#include <string.h>
 #include <unistd.h>
 
+#include "search_impl.h"
 #include "search_util.h"
 
 static uint64_t n_cases, n_runs;
+
+/* attach_check: fti_attach_values over shards sh[0..ns) gives every hit
+ * of res (global key indexes) the value its shard holds, the values
+ * written anew over zeros (a run of hits longer than the prefetch ring
+ * included); a hit one past the last key makes it FT_EINTERNAL with its
+ * message, the hits before it written. */
+/* The log lines of the bad key index (one a refusal), kept here. */
+static char g_logged[512];
+static unsigned g_nlogged;
+
+static void log_keep(ft_log_level level, const char *line, void *arg)
+{
+    (void)arg;
+    if (level == FT_LOG_ERROR)
+        snprintf(g_logged, sizeof g_logged, "%s", line);
+    g_nlogged++;
+}
+
+static void attach_check(ft_index *const *sh, size_t ns, const ft_result *res,
+                         uint32_t nres)
+{
+    uint64_t base[8], b = 0;
+    for (size_t j = 0; j < ns; j++) {
+        base[j] = b;
+        b += ft_index_keys(sh[j]);
+    }
+    ft_result r;
+    FT_PASS(ft_result_alloc(&r, 4096, 1));
+    r.n = 0;
+    for (uint32_t i = 0; i < nres && r.n < 4000; i++)
+        for (uint32_t j = 0; j < res[i].n && r.n < 4000; j++)
+            r.hits[r.n++] = res[i].hits[j];
+    for (uint32_t j = 0; j < r.n; j++)
+        r.hits[j].value = 0;
+    r.status = FT_OK;
+    FT_PASS(fti_attach_values(&r, (const ft_index *const *)sh, base, ns));
+    uint32_t k = 0;
+    uint64_t *want = malloc((r.n + 1) * sizeof *want);
+    FT_CHECK(want != NULL);
+    for (uint32_t i = 0; i < nres && k < r.n; i++)
+        for (uint32_t j = 0; j < res[i].n && k < r.n; j++, k++) {
+            FT_CHECK_EQ_U64(r.hits[k].value, res[i].hits[j].value);
+            want[k] = r.hits[k].value;
+        }
+    if (r.n >= 2) {
+        uint32_t at = r.n / 2;
+        for (uint32_t j = 0; j < r.n; j++)
+            r.hits[j].value = 0;
+        uint32_t cnt = r.n;
+        r.hits[at].key_index = b; /* past the last shard's keys */
+        g_nlogged = 0;
+        ft_log_set_sink(log_keep, NULL);
+        FT_FAIL(fti_attach_values(&r, (const ft_index *const *)sh, base, ns),
+                FT_EINTERNAL);
+        ft_log_set_sink(NULL, NULL);
+        char line[128];
+        snprintf(line, sizeof line, "search: key index %llu out of range",
+                 (unsigned long long)b);
+        FT_CHECK_EQ_U64(g_nlogged, 1);
+        FT_CHECK(strstr(g_logged, line) != NULL);
+        FT_CHECK_EQ_U64(r.status, FT_EINTERNAL);
+        FT_CHECK_EQ_U64(r.n, 0);
+        FT_CHECK_STR(r.error, "engine: bad key index (internal error)");
+        /* the hits before it have their values; it and the rest as
+         * they were (zero) */
+        for (uint32_t j = 0; j < cnt; j++)
+            FT_CHECK_EQ_U64(r.hits[j].value, (j < at ? want[j] : 0));
+    }
+    free(want);
+    ft_result_free(&r);
+}
 
 static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                     uint32_t maxT, uint32_t maxK, uint32_t maxB,
@@ -54,6 +127,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
                              c.res[i].hits[j].key_index);
             }
         n_runs += nreq;
+        attach_check(sh, ns, c.res, nreq);
         fti_group_close(g);
         for (size_t j = 0; j < ns; j++)
             ft_index_close(sh[j]);

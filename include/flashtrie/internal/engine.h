@@ -385,6 +385,16 @@ size_t fti_group_shards(const fti_group *g);
  * each for the value and its prefetch cost ~77 instructions a hit). */
 int fti_index_values_attach(const ft_index *idx, ft_hit *hits, uint32_t n,
                             uint32_t *bad);
+/* fti_index_values_attach_shards is the same for hits whose key indexes
+ * are global over shards idx[0..ns) (shard s holding the indexes from
+ * base[s] on, base ascending): each hit's shard is the last with base <=
+ * its index, its value read from there, the values' words prefetched
+ * ahead as above (a shard group's or a forest's results; one call a
+ * hit of ft_index_value_at took a miss after another).  The key indexes
+ * stay global.  FT_ENOTFOUND, *bad: a hit past its shard's keys. */
+int fti_index_values_attach_shards(const ft_index *const *idx,
+                                   const uint64_t *base, size_t ns,
+                                   ft_hit *hits, uint32_t n, uint32_t *bad);
 #ifdef __cplusplus
 }
 #endif
