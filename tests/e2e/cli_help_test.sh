@@ -94,6 +94,10 @@ done
 grep -qx '  answers one JSON request per input line with one result line, in' "$TMP/out" &&
 grep -qx '  input order (docs/specification.md section 7).  INDEX is an index' "$TMP/out" ||
     fail "search --help: $(cat "$TMP/out")"
+# lookup --help says what --limit 0 does.
+"$BIN" lookup --help > "$TMP/out"
+grep -qx '  the keys under it (TAB value), at most N (default 100;' "$TMP/out" &&
+grep -qx '  0: all of them).' "$TMP/out" || fail "lookup --help: $(cat "$TMP/out")"
 # serve --help names --log-file (and every flag of the settings table).
 "$BIN" serve --help > "$TMP/out"
 for f in --log-file --log-level --max-beam --metrics; do

@@ -48,6 +48,13 @@ for K in keys vkeys; do
   "$BIN" lookup --prefix --limit 0 "$TMP/$K.idx" < "$TMP/p.txt" > "$TMP/pre.want"
   "$BIN" lookup --prefix --limit 7 "$TMP/$K.idx" < "$TMP/p.txt" > "$TMP/pre7.want"
   [ "$(grep -c . "$TMP/look.want")" -gt 20000 ] || fail "$K: too few lookups"
+  # --limit 0 lists every key under the prefix (the help says so), the
+  # default 100 of them
+  nkeys=$(sed -n 's/^keys: //p' "$TMP/info.want")
+  [ "$(echo | "$BIN" lookup --prefix --limit 0 "$TMP/$K.idx" | grep -c .)" = "$nkeys" ] ||
+    fail "$K: the empty prefix with --limit 0 does not list all $nkeys keys"
+  [ "$(echo | "$BIN" lookup --prefix "$TMP/$K.idx" | grep -c .)" = 100 ] ||
+    fail "$K: the empty prefix without --limit does not list 100 keys"
   grep -q "not found" "$TMP/look.want" || fail "$K: no misses among the queries"
   for L in "$K.ftm" "$K-5.ftm" "$K-b.ftm"; do
     "$BIN" info "$TMP/$L" > "$TMP/info.txt" || fail "$L: info"
