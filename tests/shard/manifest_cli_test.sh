@@ -105,6 +105,17 @@ done
 "$BIN" build --input "$TMP/keys.txt" --output "$TMP/x.ftm" --shards 2 --shard-bytes 1M \
   > /dev/null 2>&1
 [ $? -eq 2 ] || fail "build --shards --shard-bytes: want exit 2"
+# a manifest is not what split takes (2), and it is named as one
+"$BIN" split "$TMP/keys.ftm" --shards 2 --output "$TMP/x.ftm" 2> "$TMP/err.txt"
+[ $? -eq 2 ] || fail "split MANIFEST: want exit 2"
+echo "flashtrie split: $TMP/keys.ftm is a shard manifest; split takes an unsharded index" |
+  cmp - "$TMP/err.txt" || fail "split MANIFEST: $(cat "$TMP/err.txt")"
+# anything else that is not an index: exit 1, the file and the reason
+"$BIN" split "$TMP/keys.txt" --shards 2 --output "$TMP/x.ftm" 2> "$TMP/err.txt"
+[ $? -eq 1 ] || fail "split KEYS: want exit 1"
+echo "flashtrie split: $TMP/keys.txt: not a FlashTrie index (bad magic)" |
+  cmp - "$TMP/err.txt" || fail "split KEYS: $(cat "$TMP/err.txt")"
+[ -z "$(ls "$TMP" | grep '^x\.ftm')" ] || fail "a refused split left files: $(ls "$TMP")"
 
 # progress through the logger
 "$BIN" split "$TMP/keys.idx" --shards 2 --output "$TMP/p.ftm" --progress 2> "$TMP/err.txt" ||
