@@ -273,9 +273,10 @@ int cmd_query(int argc, char **argv)
     co.connect_wait_ms = ping ? (int)timeout : 0;
     char err[1024];
     ft_client *cl;
-    if (ft_client_connect(&cl, url, &co, err, sizeof err) != FT_OK) {
+    int crc = ft_client_connect(&cl, url, &co, err, sizeof err);
+    if (crc != FT_OK) {
         fprintf(stderr, "flashtrie query: %s\n", err);
-        return 1;
+        return crc == FT_EINVAL ? 2 : 1; /* a URL nng cannot dial: 2 */
     }
     if (ping || info || reload) {
         int st = admin_call(cl, ping, info, reload, reload_path);
