@@ -87,13 +87,13 @@ int ft_cli_parse_f64(const char *s, double *out)
     return 0;
 }
 
-int ft_cli_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi,
-                     uint32_t *out)
+int ft_cli_parse_u32(const char *cmd, const char *opt, const char *s,
+                     uint32_t lo, uint32_t hi, uint32_t *out)
 {
     unsigned long long v;
     if (ft_cli_parse_u64(s, &v) || v < lo || v > hi) {
-        fprintf(stderr, "flashtrie: %s: expected an integer in %u..%u, got '%s'\n",
-                opt, lo, hi, s);
+        fprintf(stderr, "%s: %s: expected an integer in %u..%u, got '%s'\n",
+                cmd, opt, lo, hi, s);
         return -1;
     }
     *out = (uint32_t)v;

@@ -196,20 +196,23 @@ int cmd_query(int argc, char **argv)
         switch (c) {
         case O_URL: url = optarg; break;
         case O_BATCH:
-            if (ft_cli_parse_u32("--batch", optarg, 1, 1024, &batch))
+            if (ft_cli_parse_u32("flashtrie query",
+                                 "--batch", optarg, 1, 1024, &batch))
                 return 2;
             break;
         case O_CONC:
-            if (ft_cli_parse_u32("--concurrency", optarg, 1, 1024, &conc))
+            if (ft_cli_parse_u32("flashtrie query",
+                                 "--concurrency", optarg, 1, 1024, &conc))
                 return 2;
             break;
         case O_TIMEOUT:
-            if (ft_cli_parse_u32("--timeout-ms", optarg, 1, 86400000,
-                                 &timeout))
+            if (ft_cli_parse_u32("flashtrie query",
+                                 "--timeout-ms", optarg, 1, 86400000, &timeout))
                 return 2;
             break;
         case O_DEADLINE:
-            if (ft_cli_parse_u32("--deadline-ms", optarg, 0, 86400000,
+            if (ft_cli_parse_u32("flashtrie query",
+                                 "--deadline-ms", optarg, 0, 86400000,
                                  &deadline))
                 return 2;
             break;
