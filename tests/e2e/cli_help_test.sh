@@ -103,6 +103,9 @@ grep -qx '  0: all of them).' "$TMP/out" || fail "lookup --help: $(cat "$TMP/out
 for f in --log-file --log-level --max-beam --metrics; do
     grep -q -- "\[$f " "$TMP/out" || fail "serve --help does not list $f"
 done
+# ...and every engine the setting takes, shards too.
+grep -qF -- "[--engine auto|cpu|gpu|shards]" "$TMP/out" ||
+    fail "serve --help: --engine: $(grep -o -- '\[--engine [^]]*\]' "$TMP/out")"
 # The help texts point at docs/specification.md, not at a file users
 # do not have.
 for c in build split info lookup search serve query check-config gen bench loadtest; do
@@ -141,6 +144,7 @@ comp "--max-beam --max-line-bytes" search --ma
 comp "--log-file --log-level" serve --log-
 comp "warn" serve --log-level w
 comp "auto cpu gpu" search --engine ""
+comp "auto cpu gpu shards" serve --engine ""
 comp "auto text ftk" build --format ""
 bash -c 'source "$1"; complete -p flashtrie' _ "$COMP" | grep -q -- '-F _flashtrie flashtrie$' ||
     fail "completion is not registered for flashtrie"
