@@ -479,12 +479,15 @@ int ft_config_load(ft_config *cfg, const char *path, char *errbuf,
         fti_cfg_errf(errbuf, errlen, "%s: out of memory", path);
         return FT_ENOMEM;
     }
+    errno = 0;
     size_t n = fread(text, 1, FTI_CONFIG_FILE_MAX + 1, f);
-    int bad = ferror(f);
+    int bad = ferror(f), err = errno;
     fclose(f);
     if (bad) {
+        /* a directory opens, and fails here: EISDIR */
         free(text);
-        fti_cfg_errf(errbuf, errlen, "%s: read failed", path);
+        fti_cfg_errf(errbuf, errlen, "%s: read failed: %s", path,
+                     err ? strerror(err) : "I/O error");
         return FT_EIO;
     }
     if (n > FTI_CONFIG_FILE_MAX) {

@@ -55,7 +55,7 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         .doc = "the nng addresses the server listens on (list of groups, see listeners[] rows)"},
     [FT_CONFIG_S_ENGINE] = {.name = "engine", .type = FT_CONFIG_ENUM,
         .def = "auto", .choices = engine_choices, AT(engine), .flag = "engine",
-        .flag_arg = "auto|cpu|gpu", .show = SHOWN | FT_CONFIG_SHOW_CHECK,
+        .flag_arg = "auto|cpu|gpu|shards", .show = SHOWN | FT_CONFIG_SHOW_CHECK,
         .doc = "auto: GPU when one is usable, else CPU; cpu; gpu; shards: the index split over devices"},
     [FT_CONFIG_S_DEVICES] = {.name = "devices", .type = FT_CONFIG_INT_LIST,
         .min = 0, .max = 255, .def = "0", AT(devices),

@@ -87,13 +87,13 @@ int ft_cli_parse_f64(const char *s, double *out)
     return 0;
 }
 
-int ft_cli_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi,
-                     uint32_t *out)
+int ft_cli_parse_u32(const char *cmd, const char *opt, const char *s,
+                     uint32_t lo, uint32_t hi, uint32_t *out)
 {
     unsigned long long v;
     if (ft_cli_parse_u64(s, &v) || v < lo || v > hi) {
-        fprintf(stderr, "flashtrie: %s: expected an integer in %u..%u, got '%s'\n",
-                opt, lo, hi, s);
+        fprintf(stderr, "%s: %s: expected an integer in %u..%u, got '%s'\n",
+                cmd, opt, lo, hi, s);
         return -1;
     }
     *out = (uint32_t)v;
@@ -113,6 +113,19 @@ int ft_cli_parse_count(const char *cmd, const char *opt, const char *s,
     return 0;
 }
 
+/* is_manifest says whether the file at path starts with a shard
+ * manifest's magic (FT_MANIFEST_MAGIC, shard/manifest.h). */
+static int is_manifest(const char *path)
+{
+    char magic[8];
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    return n == sizeof magic && memcmp(magic, "FTSHARDS", 8) == 0;
+}
+
 int ft_cli_split(const char *cmd, const char *index_path, const char *output,
                  uint32_t shards, uint64_t shard_bytes, int threads,
                  int no_verify, int quiet)
@@ -121,8 +134,15 @@ int ft_cli_split(const char *cmd, const char *index_path, const char *output,
     ft_index *idx;
     int rc = ft_index_open(&idx, index_path, no_verify ? FT_OPEN_NO_VERIFY : 0,
                            err, sizeof err);
+    /* A manifest fails as "bad magic": say what it is (the file was
+     * opened as a regular file, so reading its magic cannot block). */
+    if (rc == FT_EFORMAT && is_manifest(index_path)) {
+        fprintf(stderr, "flashtrie %s: %s is a shard manifest; %s takes an "
+                "unsharded index\n", cmd, index_path, cmd);
+        return 2;
+    }
     if (rc != FT_OK) {
-        fprintf(stderr, "flashtrie: %s\n", err);
+        fprintf(stderr, "flashtrie %s: %s\n", cmd, err);
         return 1;
     }
     ft_split_opts o = {output, shards, shard_bytes, threads};

@@ -22,10 +22,11 @@ int ft_cli_parse_bytes(const char *s, unsigned long long *out);
 
 /* ft_cli_parse_f64 parses a whole decimal float (inf allowed); 0 on success. */
 int ft_cli_parse_f64(const char *s, double *out);
-/* ft_cli_parse_u32 parses an integer in lo..hi for option opt, printing a
- * message naming the option when it is not; 0 on success. */
-int ft_cli_parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi,
-                     uint32_t *out);
+/* ft_cli_parse_u32 parses an integer in lo..hi for option opt of command
+ * cmd ("flashtrie query"), printing "cmd: opt: expected an integer in
+ * lo..hi, got 'S'" when it is not; 0 on success. */
+int ft_cli_parse_u32(const char *cmd, const char *opt, const char *s,
+                     uint32_t lo, uint32_t hi, uint32_t *out);
 
 /* ft_cli_parse_count parses a whole decimal integer (positive: not 0) for
  * option opt of command cmd, printing "cmd: opt: expected a positive

@@ -113,7 +113,8 @@ int cmd_lookup(int argc, char **argv)
                       "[--no-verify] INDEX|MANIFEST < keys\n"
                       "  each input line is a key (tokens separated by spaces);\n"
                       "  prints its value or \"not found\"; with --prefix, lists\n"
-                      "  the keys under it (TAB value), at most N (default 100).\n";
+                      "  the keys under it (TAB value), at most N (default 100;\n"
+                      "  0: all of them).\n";
     int prefix = 0, no_verify = 0, c;
     unsigned long long limit = 100;
     optind = 1;

@@ -196,20 +196,23 @@ int cmd_query(int argc, char **argv)
         switch (c) {
         case O_URL: url = optarg; break;
         case O_BATCH:
-            if (ft_cli_parse_u32("--batch", optarg, 1, 1024, &batch))
+            if (ft_cli_parse_u32("flashtrie query",
+                                 "--batch", optarg, 1, 1024, &batch))
                 return 2;
             break;
         case O_CONC:
-            if (ft_cli_parse_u32("--concurrency", optarg, 1, 1024, &conc))
+            if (ft_cli_parse_u32("flashtrie query",
+                                 "--concurrency", optarg, 1, 1024, &conc))
                 return 2;
             break;
         case O_TIMEOUT:
-            if (ft_cli_parse_u32("--timeout-ms", optarg, 1, 86400000,
-                                 &timeout))
+            if (ft_cli_parse_u32("flashtrie query",
+                                 "--timeout-ms", optarg, 1, 86400000, &timeout))
                 return 2;
             break;
         case O_DEADLINE:
-            if (ft_cli_parse_u32("--deadline-ms", optarg, 0, 86400000,
+            if (ft_cli_parse_u32("flashtrie query",
+                                 "--deadline-ms", optarg, 0, 86400000,
                                  &deadline))
                 return 2;
             break;
@@ -273,9 +276,10 @@ int cmd_query(int argc, char **argv)
     co.connect_wait_ms = ping ? (int)timeout : 0;
     char err[1024];
     ft_client *cl;
-    if (ft_client_connect(&cl, url, &co, err, sizeof err) != FT_OK) {
+    int crc = ft_client_connect(&cl, url, &co, err, sizeof err);
+    if (crc != FT_OK) {
         fprintf(stderr, "flashtrie query: %s\n", err);
-        return 1;
+        return crc == FT_EINVAL ? 2 : 1; /* a URL nng cannot dial: 2 */
     }
     if (ping || info || reload) {
         int st = admin_call(cl, ping, info, reload, reload_path);

@@ -113,7 +113,9 @@ typedef struct ft_client_opts {
 FT_API void ft_client_opts_init(ft_client_opts *opts);
 
 /* ft_client_connect opens a handle to the server at url.  opts may be
- * NULL (defaults). */
+ * NULL (defaults).  A url nng cannot dial (an unsupported scheme, a
+ * malformed address) is FT_EINVAL ("URL: unsupported URL scheme
+ * (expected tcp://, tls+tcp:// or ipc://)"). */
 FT_API int ft_client_connect(ft_client **out, const char *url,
                              const ft_client_opts *opts, char *errbuf,
                              size_t errlen);

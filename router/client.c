@@ -369,7 +369,11 @@ int ft_client_connect(ft_client **out, const char *url,
     int rc = FT_OK;
     for (int i = 0; rc == FT_OK && i < c->n_dialers; i++) {
         rv = nng_dialer_create(&c->dialer[i], c->sock, url);
-        if (rv != 0) {
+        if (rv == NNG_ENOTSUP) {
+            fti_errf(errbuf, errlen, "%s: unsupported URL scheme (expected "
+                     "tcp://, tls+tcp:// or ipc://)", url);
+            rc = FT_EINVAL;
+        } else if (rv != 0) {
             fti_errf(errbuf, errlen, "%s: %s", url, nng_strerror(rv));
             rc = FT_EINVAL;
         } else {

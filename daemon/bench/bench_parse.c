@@ -20,7 +20,8 @@ static int parse_list(const char *opt, const char *s, uint32_t lo, uint32_t hi,
             fprintf(stderr, "flashtrie bench: %s: at most %d values\n", opt, MAX_LIST);
             return -1;
         }
-        if (ft_cli_parse_u32(opt, tok, lo, hi, &out->v[out->n]))
+        if (ft_cli_parse_u32("flashtrie bench",
+                             opt, tok, lo, hi, &out->v[out->n]))
             return -1;
         out->n++;
     }
@@ -40,7 +41,7 @@ static int bench_n_or_off(const char *opt, const char *arg, uint32_t lo,
         *out = UINT32_MAX;
         return 0;
     }
-    return ft_cli_parse_u32(opt, arg, lo, hi, out);
+    return ft_cli_parse_u32("flashtrie bench", opt, arg, lo, hi, out);
 }
 
 /* A two-way option's value: 0 for a, 1 for b, else -1 after a message
@@ -164,7 +165,7 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
     unsigned long long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        int r = ft_cli_req_opt(c, optarg, &opt->ro);
+        int r = ft_cli_req_opt("flashtrie bench", c, optarg, &opt->ro);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -238,7 +239,8 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
                 return 2;
             break;
         case 'I':
-            if (ft_cli_parse_u32("--round1-items", optarg, 1, 1u << 24,
+            if (ft_cli_parse_u32("flashtrie bench",
+                                 "--round1-items", optarg, 1, 1u << 24,
                                  &opt->round1_items))
                 return 2;
             break;
@@ -298,20 +300,23 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         }
         case 't': {
             uint32_t t;
-            if (ft_cli_parse_u32("--threads", optarg, 0, 1024, &t))
+            if (ft_cli_parse_u32("flashtrie bench",
+                                 "--threads", optarg, 0, 1024, &t))
                 return 2;
             opt->threads = (int)t;
             break;
         }
         case 'd': {
             uint32_t d;
-            if (ft_cli_parse_u32("--device", optarg, 0, 255, &d))
+            if (ft_cli_parse_u32("flashtrie bench",
+                                 "--device", optarg, 0, 255, &d))
                 return 2;
             opt->device = (int)d;
             break;
         }
         case 'w':
-            if (ft_cli_parse_u32("--warmup", optarg, 0, 1000000, &opt->warmup))
+            if (ft_cli_parse_u32("flashtrie bench",
+                                 "--warmup", optarg, 0, 1000000, &opt->warmup))
                 return 2;
             break;
         case 'h': fputs(use, stdout); return 0;

@@ -35,7 +35,7 @@ static int keys_opt(const char *cmd, int c, const char *arg,
         o->seed = v;
         return 1;
     case 't':
-        if (ft_cli_parse_u32("--threads", arg, 0, 256, &t))
+        if (ft_cli_parse_u32(cmd, "--threads", arg, 0, 256, &t))
             return -1;
         o->threads = (int)t;
         return 1;
@@ -126,7 +126,8 @@ static int gen_keys(int argc, char **argv)
         case 'f': format = optarg; break;
         case 'o': out = optarg; break;
         case 'v':
-            if (ft_cli_parse_u32("--vocab", optarg, 2, UINT32_MAX, &o.vocab))
+            if (ft_cli_parse_u32("flashtrie gen keys",
+                                 "--vocab", optarg, 2, UINT32_MAX, &o.vocab))
                 return 2;
             break;
         case 'h': fputs(use, stdout); return 0;
@@ -176,23 +177,27 @@ static int gen_keys(int argc, char **argv)
 /* ft_cli_req_opt parses one request-shaping option shared by "gen
  * requests" and "bench"; returns 1 when c was one of them, -1 on a bad
  * value (message printed), 0 when c is not a request option. */
-int ft_cli_req_opt(int c, const char *arg, ft_wl_req_opts *o)
+int ft_cli_req_opt(const char *cmd, int c, const char *arg,
+                   ft_wl_req_opts *o)
 {
     double d;
     switch (c) {
-    case 'T': return ft_cli_parse_u32("--T", arg, 1, FT_MAX_T, &o->T) ? -1 : 1;
-    case 'K': return ft_cli_parse_u32("--K", arg, 1, FT_MAX_K, &o->K) ? -1 : 1;
+    case 'T': return ft_cli_parse_u32(cmd, "--T", arg, 1, FT_MAX_T, &o->T) ? -1 : 1;
+    case 'K': return ft_cli_parse_u32(cmd, "--K", arg, 1, FT_MAX_K, &o->K) ? -1 : 1;
     case 'H':
         o->head_set = 1;
-        return ft_cli_parse_u32("--head", arg, 0, FT_MAX_K, &o->head) ? -1 : 1;
+        return ft_cli_parse_u32(cmd,
+                                "--head", arg, 0, FT_MAX_K, &o->head) ? -1 : 1;
     case 'R':
-        return ft_cli_parse_u32("--results", arg, 1, FT_MAX_RESULTS, &o->results) ? -1 : 1;
+        return ft_cli_parse_u32(cmd,
+                                "--results", arg, 1, FT_MAX_RESULTS,
+                                &o->results) ? -1 : 1;
     case 'a':
     case 'b':
     case 'A':
         if (ft_cli_parse_f64(arg, &d) || (c != 'A' && !isfinite((float)d) && d != -INFINITY) ||
             (c == 'A' && !(d >= 0 && d <= 10))) {
-            fprintf(stderr, "flashtrie: --%s: bad value '%s'\n",
+            fprintf(stderr, "%s: --%s: bad value '%s'\n", cmd,
                     c == 'a' ? "theta-tok" : c == 'b' ? "theta-sent" : "alpha", arg);
             return -1;
         }
@@ -240,7 +245,7 @@ static int gen_requests(int argc, char **argv)
     unsigned long long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        int r = ft_cli_req_opt(c, optarg, &o);
+        int r = ft_cli_req_opt("flashtrie gen requests", c, optarg, &o);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -251,7 +256,8 @@ static int gen_requests(int argc, char **argv)
         case 'o': out = optarg; break;
         case 't': {
             uint32_t t;
-            if (ft_cli_parse_u32("--threads", optarg, 0, 256, &t))
+            if (ft_cli_parse_u32("flashtrie gen requests",
+                                 "--threads", optarg, 0, 256, &t))
                 return 2;
             o.threads = (int)t;
             break;
@@ -267,7 +273,8 @@ static int gen_requests(int argc, char **argv)
             o.seed = v;
             break;
         case 'B':
-            if (ft_cli_parse_u32("--beam", optarg, 1, FT_MAX_BEAM, &o.beam))
+            if (ft_cli_parse_u32("flashtrie gen requests",
+                                 "--beam", optarg, 1, FT_MAX_BEAM, &o.beam))
                 return 2;
             break;
         case 'h': fputs(use, stdout); return 0;

@@ -112,7 +112,7 @@ int cmd_loadtest(int argc, char **argv)
     optind = 1;
     opterr = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        int r = ft_cli_req_opt(c, optarg, &wo);
+        int r = ft_cli_req_opt("flashtrie loadtest", c, optarg, &wo);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -125,19 +125,23 @@ int cmd_loadtest(int argc, char **argv)
         case O_CA: tls_ca = optarg; break;
         case O_INSECURE: insecure = 1; break;
         case O_CLIENTS:
-            if (ft_cli_parse_u32("--clients", optarg, 1, 1024, &clients))
+            if (ft_cli_parse_u32("flashtrie loadtest",
+                                 "--clients", optarg, 1, 1024, &clients))
                 return 2;
             break;
         case O_SECONDS:
-            if (ft_cli_parse_u32("--seconds", optarg, 1, 86400, &seconds))
+            if (ft_cli_parse_u32("flashtrie loadtest",
+                                 "--seconds", optarg, 1, 86400, &seconds))
                 return 2;
             break;
         case O_POOL:
-            if (ft_cli_parse_u32("--pool", optarg, 1, 100000, &pool))
+            if (ft_cli_parse_u32("flashtrie loadtest",
+                                 "--pool", optarg, 1, 100000, &pool))
                 return 2;
             break;
         case O_TIMEOUT:
-            if (ft_cli_parse_u32("--timeout-ms", optarg, 1, 600000, &timeout))
+            if (ft_cli_parse_u32("flashtrie loadtest",
+                                 "--timeout-ms", optarg, 1, 600000, &timeout))
                 return 2;
             break;
         case O_SEED:
@@ -173,7 +177,8 @@ int cmd_loadtest(int argc, char **argv)
             }
             break;
         case 'B':
-            if (ft_cli_parse_u32("--beam", optarg, 1, FT_MAX_BEAM, &wo.beam))
+            if (ft_cli_parse_u32("flashtrie loadtest",
+                                 "--beam", optarg, 1, FT_MAX_BEAM, &wo.beam))
                 return 2;
             break;
         case 'h': fputs(usage_text, stdout); return 0;

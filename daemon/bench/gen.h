@@ -17,8 +17,10 @@ int ft_cli_build_temp(char *path, size_t pathlen, const char *keys,
 
 /* ft_cli_req_opt parses one request-shaping option (--T, --K, --head,
  * --results, --theta-tok, --theta-sent, --alpha; getopt codes T K H R a b
- * A); returns 1 when c was one, -1 on a bad value, 0 otherwise. */
-int ft_cli_req_opt(int c, const char *arg, ft_wl_req_opts *o);
+ * A) of command cmd ("flashtrie bench", which starts its messages);
+ * returns 1 when c was one, -1 on a bad value, 0 otherwise. */
+int ft_cli_req_opt(const char *cmd, int c, const char *arg,
+                   ft_wl_req_opts *o);
 /* ft_cli_print_key_stats prints a generated library's shape. */
 void ft_cli_print_key_stats(FILE *f, const ft_wl_keys_stats *st);
 

@@ -51,7 +51,7 @@ _flashtrie()
         --engine)
             if [ "$cmd" = bench ]; then
                 mapfile -t COMPREPLY < <(compgen -W "cpu gpu cpu,gpu" -- "$cur")
-            elif [ "$cmd" = check-config ]; then
+            elif [ "$cmd" = serve ] || [ "$cmd" = check-config ]; then
                 mapfile -t COMPREPLY < <(compgen -W "auto cpu gpu shards" -- "$cur")
             else
                 mapfile -t COMPREPLY < <(compgen -W "auto cpu gpu" -- "$cur")

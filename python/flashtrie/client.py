@@ -29,6 +29,8 @@ from .errors import FT_ESTATE, Error, StateError, error_for
 MAX_T = 64            # positions per request (the wire format's limit)
 MAX_K = 4096          # proposals per position
 MAX_BATCH = 1024      # requests per SEARCH frame
+_MAX_BEAM = 4096      # beam, 1..4096 (docs/specification.md section 3)
+_MAX_RESULTS = 4096   # results, 1..4096
 _U32 = 2 ** 32 - 1
 _ERRLEN = 1024
 
@@ -133,9 +135,12 @@ def _text(buf) -> str:
     return buf.value.decode("utf-8", "replace")
 
 
-def _uint(name: str, v: Any, lo: int = 0, hi: int = _U32) -> int:
+def _uint(name: str, v: Any, lo: int = 0, hi: int = _U32,
+          limit: Optional[int] = None) -> int:
     """_uint reads an integer argument that the wire format carries as a
-    u32; the protocol's own ranges are the server's to check."""
+    u32; the protocol's own ranges are the server's to check.  A count
+    with a limit (beam, results: 1..limit) that cannot be sent is refused
+    with the message the server's validator gives for one out of range."""
     if isinstance(v, (float, np.floating)):
         raise TypeError("%s: must be an integer, got %r" % (name, v))
     try:
@@ -144,6 +149,8 @@ def _uint(name: str, v: Any, lo: int = 0, hi: int = _U32) -> int:
         raise TypeError("%s: must be an integer, got %s"
                         % (name, type(v).__name__)) from None
     if i < lo or i > hi:
+        if limit is not None:
+            lo, hi = 1, limit
         raise ValueError("%s: must be %d..%d, got %d" % (name, lo, hi, i))
     return i
 
@@ -247,14 +254,17 @@ class _Params:
         # Plain ints and floats are taken as they are (the common case,
         # checked in a few operations); anything else goes through the
         # checks and conversions of _uint and _real.
+        # Counts the wire carries are sent and checked by the server
+        # (beam 0 and 4097 too); results 0 would be read there as absent,
+        # so it is refused here, with the server's own message.
         self.beam = beam if type(beam) is int and 0 <= beam <= _U32 \
-            else _uint("beam", beam)
+            else _uint("beam", beam, limit=_MAX_BEAM)
         if results is None:
             self.results = 0      # the wire's "absent": as many as beam
         elif type(results) is int and 1 <= results <= _U32:
             self.results = results
         else:
-            self.results = _uint("results", results, 1)
+            self.results = _uint("results", results, 1, limit=_MAX_RESULTS)
         # float32 on the wire: the c_float fields of the request round
         # the binary64 value to nearest (C's conversion, which is what
         # np.float32 does too, and what strtod-then-binary32 does to a

@@ -70,6 +70,11 @@ run 1 "$TMP/noindex.conf"
 run 1 "$TMP/absent.conf"
 [ "$(cat "$TMP/err")" = "$TMP/absent.conf: cannot open: No such file or directory" ] ||
   fail "absent.conf: $(cat "$TMP/err")"
+# a directory: named, with the reason
+mkdir "$TMP/dir.conf"
+run 1 "$TMP/dir.conf"
+[ "$(cat "$TMP/err")" = "$TMP/dir.conf: read failed: Is a directory" ] ||
+  fail "dir.conf: $(cat "$TMP/err")"
 
 # Bad arguments: 2.
 run 2

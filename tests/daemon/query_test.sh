@@ -205,6 +205,40 @@ cmp -s "$TMP/got.jsonl" "$TMP/want_big.jsonl" || fail "after --reload PATH: not 
 [ $? -eq 2 ] || fail "--reload a b: want exit 2"
 stop_server
 
+# Bad flag values: 2, the message starting "flashtrie query:" as every
+# command's does.
+"$BIN" query --url "$URL" --batch 0 < /dev/null > /dev/null 2> "$TMP/err"
+rc=$?
+[ $rc -eq 2 ] || fail "--batch 0: exit $rc, want 2"
+[ "$(cat "$TMP/err")" = "flashtrie query: --batch: expected an integer in 1..1024, got '0'" ] ||
+  fail "--batch 0: '$(cat "$TMP/err")'"
+"$BIN" query --url "$URL" --timeout-ms x --ping > /dev/null 2> "$TMP/err"
+rc=$?
+[ $rc -eq 2 ] || fail "--timeout-ms x: exit $rc, want 2"
+[ "$(cat "$TMP/err")" = "flashtrie query: --timeout-ms: expected an integer in 1..86400000, got 'x'" ] ||
+  fail "--timeout-ms x: '$(cat "$TMP/err")'"
+
+# A URL nng cannot dial is a bad argument (2), named with the reason;
+# a server that is not there is not (1).
+for args in "--ping" "--info" ""; do
+  # shellcheck disable=SC2086
+  "$BIN" query --url foo://x $args < /dev/null > /dev/null 2> "$TMP/err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "--url foo://x $args: exit $rc, want 2"
+  [ "$(cat "$TMP/err")" = "flashtrie query: foo://x: unsupported URL scheme (expected tcp://, tls+tcp:// or ipc://)" ] ||
+    fail "--url foo://x $args: '$(cat "$TMP/err")'"
+done
+"$BIN" query --url tcp:// --ping > /dev/null 2> "$TMP/err"
+rc=$?
+[ $rc -eq 2 ] || fail "--url tcp://: exit $rc, want 2"
+[ "$(cat "$TMP/err")" = "flashtrie query: tcp://: Address invalid" ] ||
+  fail "--url tcp://: '$(cat "$TMP/err")'"
+"$BIN" query --url "ipc://$TMP/nobody.sock" --info > /dev/null 2> "$TMP/err"
+rc=$?
+[ $rc -eq 1 ] || fail "no server: exit $rc, want 1"
+[ "$(cat "$TMP/err")" = "flashtrie query: ipc://$TMP/nobody.sock: cannot connect: Connection refused" ] ||
+  fail "no server: '$(cat "$TMP/err")'"
+
 # A server that goes away mid-run: query stops at once (not one timeout per
 # batch), prints the answers it got, in order, and says on one line where
 # it stopped and why.

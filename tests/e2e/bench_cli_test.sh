@@ -91,12 +91,18 @@ refused() {
 refused "bench --gen-keys 10 --replicas 9" "--replicas: at most 8, got 9"
 refused "bench --gen-keys 10 --launch fast" "--launch: expected graph or plain, got 'fast'"
 refused "bench --gen-keys 10 --select-local 70000" \
-    "--select-local: expected an integer in 1..65536, got '70000'"
+    "^flashtrie bench: --select-local: expected an integer in 1..65536, got '70000'"
 refused "bench --gen-keys 10 --prefetch maybe" "--prefetch: expected on or off, got 'maybe'"
 refused "bench --gen-keys 10 --round1-items 0" \
-    "--round1-items: expected an integer in 1..16777216, got '0'"
+    "^flashtrie bench: --round1-items: expected an integer in 1..16777216, got '0'"
 refused "bench --gen-keys 10 --select-local-cache 0" \
-    "--select-local-cache: expected an integer in 1..65536, got '0'"
+    "^flashtrie bench: --select-local-cache: expected an integer in 1..65536, got '0'"
+refused "gen requests --index $IDX --T 0" \
+    "^flashtrie gen requests: --T: expected an integer in 1..64, got '0'"
+refused "gen requests --index $IDX --alpha 11" \
+    "^flashtrie gen requests: --alpha: bad value '11'"
+refused "gen keys --n 3 --threads 999" \
+    "^flashtrie gen keys: --threads: expected an integer in 0..256, got '999'"
 
 # MARISA-Int answers exactly like the CPU engine.
 if [ -n "$MB" ]; then

@@ -94,11 +94,18 @@ done
 grep -qx '  answers one JSON request per input line with one result line, in' "$TMP/out" &&
 grep -qx '  input order (docs/specification.md section 7).  INDEX is an index' "$TMP/out" ||
     fail "search --help: $(cat "$TMP/out")"
+# lookup --help says what --limit 0 does.
+"$BIN" lookup --help > "$TMP/out"
+grep -qx '  the keys under it (TAB value), at most N (default 100;' "$TMP/out" &&
+grep -qx '  0: all of them).' "$TMP/out" || fail "lookup --help: $(cat "$TMP/out")"
 # serve --help names --log-file (and every flag of the settings table).
 "$BIN" serve --help > "$TMP/out"
 for f in --log-file --log-level --max-beam --metrics; do
     grep -q -- "\[$f " "$TMP/out" || fail "serve --help does not list $f"
 done
+# ...and every engine the setting takes, shards too.
+grep -qF -- "[--engine auto|cpu|gpu|shards]" "$TMP/out" ||
+    fail "serve --help: --engine: $(grep -o -- '\[--engine [^]]*\]' "$TMP/out")"
 # The help texts point at docs/specification.md, not at a file users
 # do not have.
 for c in build split info lookup search serve query check-config gen bench loadtest; do
@@ -137,6 +144,7 @@ comp "--max-beam --max-line-bytes" search --ma
 comp "--log-file --log-level" serve --log-
 comp "warn" serve --log-level w
 comp "auto cpu gpu" search --engine ""
+comp "auto cpu gpu shards" serve --engine ""
 comp "auto text ftk" build --format ""
 bash -c 'source "$1"; complete -p flashtrie' _ "$COMP" | grep -q -- '-F _flashtrie flashtrie$' ||
     fail "completion is not registered for flashtrie"

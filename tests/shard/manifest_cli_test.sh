@@ -48,6 +48,13 @@ for K in keys vkeys; do
   "$BIN" lookup --prefix --limit 0 "$TMP/$K.idx" < "$TMP/p.txt" > "$TMP/pre.want"
   "$BIN" lookup --prefix --limit 7 "$TMP/$K.idx" < "$TMP/p.txt" > "$TMP/pre7.want"
   [ "$(grep -c . "$TMP/look.want")" -gt 20000 ] || fail "$K: too few lookups"
+  # --limit 0 lists every key under the prefix (the help says so), the
+  # default 100 of them
+  nkeys=$(sed -n 's/^keys: //p' "$TMP/info.want")
+  [ "$(echo | "$BIN" lookup --prefix --limit 0 "$TMP/$K.idx" | grep -c .)" = "$nkeys" ] ||
+    fail "$K: the empty prefix with --limit 0 does not list all $nkeys keys"
+  [ "$(echo | "$BIN" lookup --prefix "$TMP/$K.idx" | grep -c .)" = 100 ] ||
+    fail "$K: the empty prefix without --limit does not list 100 keys"
   grep -q "not found" "$TMP/look.want" || fail "$K: no misses among the queries"
   for L in "$K.ftm" "$K-5.ftm" "$K-b.ftm"; do
     "$BIN" info "$TMP/$L" > "$TMP/info.txt" || fail "$L: info"
@@ -98,6 +105,17 @@ done
 "$BIN" build --input "$TMP/keys.txt" --output "$TMP/x.ftm" --shards 2 --shard-bytes 1M \
   > /dev/null 2>&1
 [ $? -eq 2 ] || fail "build --shards --shard-bytes: want exit 2"
+# a manifest is not what split takes (2), and it is named as one
+"$BIN" split "$TMP/keys.ftm" --shards 2 --output "$TMP/x.ftm" 2> "$TMP/err.txt"
+[ $? -eq 2 ] || fail "split MANIFEST: want exit 2"
+echo "flashtrie split: $TMP/keys.ftm is a shard manifest; split takes an unsharded index" |
+  cmp - "$TMP/err.txt" || fail "split MANIFEST: $(cat "$TMP/err.txt")"
+# anything else that is not an index: exit 1, the file and the reason
+"$BIN" split "$TMP/keys.txt" --shards 2 --output "$TMP/x.ftm" 2> "$TMP/err.txt"
+[ $? -eq 1 ] || fail "split KEYS: want exit 1"
+echo "flashtrie split: $TMP/keys.txt: not a FlashTrie index (bad magic)" |
+  cmp - "$TMP/err.txt" || fail "split KEYS: $(cat "$TMP/err.txt")"
+[ -z "$(ls "$TMP" | grep '^x\.ftm')" ] || fail "a refused split left files: $(ls "$TMP")"
 
 # progress through the logger
 "$BIN" split "$TMP/keys.idx" --shards 2 --output "$TMP/p.ftm" --progress 2> "$TMP/err.txt" ||
