@@ -1146,46 +1146,62 @@ static inline uint32_t shard_of(const uint64_t *base, size_t ns, uint64_t key)
     return (uint32_t)lo;
 }
 
+/* A shard's values as the attach reads them, copied out of its index
+ * once a call (a hit then loads them from this array, not through the
+ * index's pointer). */
+typedef struct value_src {
+    const uint64_t *vals;
+    uint64_t base, n;
+    uint32_t bits;
+} value_src;
+
+/* The most shards whose sources fit the stack; more read them each hit. */
+#define VALUE_SRCS 64u
+
 /* A ring of the shards of the hits from j to j + VALUE_AHEAD. */
 #define SHARD_RING 32u
 _Static_assert(SHARD_RING > VALUE_AHEAD &&
                    (SHARD_RING & (SHARD_RING - 1)) == 0,
                "the ring holds the hits in flight");
 
-static inline void value_prefetch(const ft_index *const *idx,
-                                  const uint64_t *base, uint32_t s,
-                                  uint64_t key)
+static inline value_src value_src_of(const ft_index *const *idx,
+                                     const uint64_t *base, uint32_t s)
 {
     const ft_trie *t = &idx[s]->trie;
-    uint64_t l = key - base[s];
-    if (l < t->n_keys)
-        __builtin_prefetch(t->values + (l * t->value_bits) / 64u);
+    value_src v = {t->values, base[s], t->n_keys, t->value_bits};
+    return v;
 }
 
 int fti_index_values_attach_shards(const ft_index *const *idx,
                                    const uint64_t *base, size_t ns,
                                    ft_hit *hits, uint32_t n, uint32_t *bad)
 {
+    value_src src[VALUE_SRCS];
+    int local = ns <= VALUE_SRCS;
+    for (uint32_t s = 0; local && s < ns; s++)
+        src[s] = value_src_of(idx, base, s);
     uint32_t ring[SHARD_RING];
-    for (uint32_t j = 0; j < n && j < VALUE_AHEAD; j++) {
-        ring[j] = shard_of(base, ns, hits[j].key_index);
-        value_prefetch(idx, base, ring[j], hits[j].key_index);
-    }
-    for (uint32_t j = 0; j < n; j++) {
-        uint32_t a = j + VALUE_AHEAD;
-        if (a < n) {
+    for (uint32_t j = 0; j < n + VALUE_AHEAD; j++) {
+        uint32_t a = j;
+        if (a < n) { /* hit a's shard, its value's word on its way */
             uint32_t sa = shard_of(base, ns, hits[a].key_index);
             ring[a % SHARD_RING] = sa;
-            value_prefetch(idx, base, sa, hits[a].key_index);
+            value_src v = local ? src[sa] : value_src_of(idx, base, sa);
+            uint64_t l = hits[a].key_index - v.base;
+            if (l < v.n)
+                __builtin_prefetch(v.vals + (l * v.bits) / 64u);
         }
-        uint32_t s = ring[j % SHARD_RING];
-        const ft_trie *t = &idx[s]->trie;
-        uint64_t l = hits[j].key_index - base[s];
-        if (l >= t->n_keys) {
-            *bad = j;
+        if (j < VALUE_AHEAD)
+            continue;
+        uint32_t h = j - VALUE_AHEAD; /* hit h's value, read now */
+        uint32_t sh = ring[h % SHARD_RING];
+        value_src v = local ? src[sh] : value_src_of(idx, base, sh);
+        uint64_t l = hits[h].key_index - v.base;
+        if (l >= v.n) {
+            *bad = h;
             return FT_ENOTFOUND;
         }
-        hits[j].value = ft_packed_get(t->values, t->value_bits, l);
+        hits[h].value = ft_packed_get(v.vals, v.bits, l);
     }
     return FT_OK;
 }
