@@ -39,8 +39,9 @@
  * the protocol never has more than one message outstanding per rank (each
  * BATCH and ALL waits for the rank's answer), so only an ABORT or BYE to a
  * rank that stopped reading can be lost, and the rank then ends on its own
- * timeout or on the closed connection.  (The mode is deprecated after nng
- * 1.x; per-rank sockets would replace it.)
+ * timeout or on the closed connection (the BYE is repeated while rank 0
+ * waits for the ranks to leave, leave_ranks).  (The mode is deprecated
+ * after nng 1.x; per-rank sockets would replace it.)
  */
 #include "flashtrie/internal/bits.h"
 #include "flashtrie/internal/clock.h"
@@ -149,21 +150,22 @@ void cl_head(ft_buf *b, int type, uint32_t rank, uint32_t seq)
 /* ---- the connections ---- */
 
 /* on_pipe marks a rank down when its connection goes (coordinator), or
- * the coordinator lost (ranks). */
+ * the coordinator lost (ranks).  While closing it is our own close, or
+ * (coordinator) the ranks leaving after the BYE, which leave_ranks waits
+ * for. */
 static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     ft_cluster *c = arg;
     if (ev != NNG_PIPE_EV_REM_POST)
         return;
     pthread_mutex_lock(&c->mu);
-    if (c->closing) {
-        /* our own close, or the ranks leaving after the BYE */
-    } else if (c->rank != 0) {
-        c->lost = 1;
+    if (c->rank != 0) {
+        if (!c->closing)
+            c->lost = 1;
     } else {
         for (uint32_t r = 1; r < c->world; r++)
             if (c->r[r].joined && nng_pipe_id(c->r[r].pipe) == nng_pipe_id(p)) {
-                if (c->running && c->r[r].up) {
+                if (!c->closing && c->running && c->r[r].up) {
                     c->r[r].up = 0;
                     snprintf(c->r[r].why, sizeof c->r[r].why,
                              "rank %u: the connection was lost", r);
@@ -264,6 +266,29 @@ int cl_recv(ft_cluster *c, nng_msg **out, int *type, uint32_t *from,
             uint32_t *seq, cl_rd *rd)
 {
     return recv_x(c, out, type, from, seq, rd, 0);
+}
+
+/* bye_queued (ranks, the connection gone) reads what the coordinator sent
+ * before it went and says whether a BYE is among it: nng reports the
+ * closed connection from its own threads, so a rank can see it before it
+ * reads the BYE received ahead of it (a rank slowed down, a loaded
+ * machine); the coordinator then left, it was not lost. */
+static int bye_queued(ft_cluster *c)
+{
+    int bye = 0, rc;
+    for (;;) {
+        nng_msg *m;
+        int type;
+        uint32_t from, seq;
+        cl_rd rd;
+        rc = recv_x(c, &m, &type, &from, &seq, &rd, NNG_FLAG_NONBLOCK);
+        if (rc == FT_EPROTO)
+            continue;
+        if (rc != FT_OK)
+            return bye;
+        bye |= type == CL_BYE;
+        nng_msg_free(m);
+    }
 }
 
 /* ---- the bootstrap ---- */
@@ -559,6 +584,12 @@ static int join_rank(ft_cluster *c, char *errbuf, size_t errlen)
     int rc = FT_ETIMEDOUT, sent = 0;
     while (rc == FT_ETIMEDOUT) {
         if (c->running && is_lost(c)) {
+            if (bye_queued(c)) {
+                RT_ERRF(errbuf, errlen, "cluster: rank %u: the coordinator "
+                        "left while it registered again", c->rank);
+                rc = FT_ESHUTDOWN;
+                break;
+            }
             RT_ERRF(errbuf, errlen, "cluster: rank %u: the coordinator's "
                     "connection was lost while registering again", c->rank);
             rc = FT_ECONN;
@@ -843,6 +874,12 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
     c->step_ms = o->step_ms ? o->step_ms : FT_CLUSTER_STEP_MS;
     c->stop = o->stop;
     c->stop_arg = o->stop_arg;
+    /* A test hook (tests/daemon/cluster_test.c, case leave): a rank that
+     * sleeps this long after each message it served, as one starved on a
+     * loaded machine. */
+    const char *slow = getenv("FT_CLUSTER_TEST_SLOW_MS");
+    if (slow && c->rank != 0)
+        c->slow_ms = (uint32_t)strtoul(slow, NULL, 10);
     snprintf(c->url, sizeof c->url, "%s", o->coordinator);
     snprintf(c->secret, sizeof c->secret, "%s", o->secret ? o->secret : "");
     int rc = FT_ENOMEM;
@@ -965,6 +1002,48 @@ fail:
     return rc;
 }
 
+/* leave_ranks (rank 0) tells every rank still connected that it leaves
+ * (BYE) and waits, FT_CLUSTER_BYE_MS at most, for their connections to
+ * close.  A fixed pause was not enough: nng sends from its own threads,
+ * and a rank's transport that sees the connection closed drops what it
+ * has not read yet, so on a loaded machine a rank could lose the BYE and
+ * take the close for a lost coordinator (exit 1).  Ranks taken down for a
+ * timeout may still be there: they are told too.  The BYE goes again each
+ * FT_CLUSTER_PING_MS to those still there: pair1's polyamorous mode drops
+ * a message to a rank whose queue is full. */
+static void leave_ranks(ft_cluster *c)
+{
+    ft_buf b;
+    ft_buf_init(&b);
+    cl_head(&b, CL_BYE, 0, 0);
+    uint64_t t0 = fti_now_ms(), sent_ms = 0;
+    uint32_t left = 0;
+    for (int first = 1;; first = 0) {
+        uint64_t now = fti_now_ms();
+        int send = first || now - sent_ms >= FT_CLUSTER_PING_MS;
+        left = 0;
+        for (uint32_t r = 1; r < c->world; r++) {
+            pthread_mutex_lock(&c->mu);
+            int joined = c->r[r].joined;
+            pthread_mutex_unlock(&c->mu);
+            if (!joined)
+                continue;
+            left++;
+            if (send && b.data)
+                cl_send(c, r, &b);
+        }
+        if (send)
+            sent_ms = now;
+        if (left == 0 || now - t0 >= FT_CLUSTER_BYE_MS)
+            break;
+        nng_msleep(CL_KEEP_MS);
+    }
+    if (left > 0)
+        FT_LOGF(FT_LOG_WARN, "cluster: %u rank(s) still connected %u ms "
+                "after the BYE; closing anyway", left, FT_CLUSTER_BYE_MS);
+    ft_buf_free(&b);
+}
+
 void ft_cluster_close(ft_cluster *c)
 {
     if (c == NULL)
@@ -974,20 +1053,8 @@ void ft_cluster_close(ft_cluster *c)
     pthread_mutex_unlock(&c->mu);
     if (c->keeper_on)
         pthread_join(c->keeper, NULL);
-    if (c->sock_open && c->rank == 0 && c->running && !c->bye_sent) {
-        ft_buf b;
-        ft_buf_init(&b);
-        cl_head(&b, CL_BYE, 0, 0);
-        /* Ranks taken down for a timeout may still be there: they are
-         * told too (a send to a connection gone just fails). */
-        for (uint32_t r = 1; r < c->world; r++)
-            if (c->r[r].joined)
-                cl_send(c, r, &b);
-        ft_buf_free(&b);
-        /* nng sends from its own threads: a moment for the BYEs to leave
-         * before the socket closes. */
-        nng_msleep(50);
-    }
+    if (c->sock_open && c->rank == 0 && c->running && !c->bye_sent)
+        leave_ranks(c);
     cl_nccl_close(c);
     if (c->pending)
         nng_msg_free(c->pending);
@@ -1237,6 +1304,10 @@ static int wait_msg(ft_cluster *c, uint32_t r, int want, uint32_t seq,
                 return FT_ECONN;
             }
         } else if (is_lost(c)) {
+            if (bye_queued(c)) {
+                snprintf(why, whylen, "the coordinator left");
+                return FT_ESHUTDOWN;
+            }
             snprintf(why, whylen, "the coordinator's connection was lost");
             return FT_ECONN;
         }
@@ -1791,6 +1862,11 @@ int ft_cluster_serve(ft_cluster *c)
         return FT_ESTATE;
     for (;;) {
         if (is_lost(c)) {
+            if (bye_queued(c)) {
+                FT_LOGF(FT_LOG_INFO, "cluster: rank %u: the coordinator "
+                        "left", c->rank);
+                return FT_OK;
+            }
             FT_LOGF(FT_LOG_ERROR, "cluster: rank %u: the coordinator's "
                     "connection was lost", c->rank);
             return FT_ECONN;
@@ -1836,6 +1912,8 @@ int ft_cluster_serve(ft_cluster *c)
         if (type == CL_BATCH)
             rc = serve_batch(c, seq, &rd);
         nng_msg_free(m);
+        if (c->slow_ms)
+            nng_msleep((nng_duration)c->slow_ms);
         if (rc == FT_OK && c->rejoin) {
             /* The coordinator took this rank out (it missed the heartbeat
              * or a batch): it registers again, as at the start. */

@@ -52,6 +52,12 @@
 /* A rank registering repeats its registration this often until answered
  * (a registration that reached rank 0 during a batch is dropped). */
 #define FT_CLUSTER_REG_RETRY_MS 1000u
+/* Rank 0 leaving waits this long at most for every rank to close its
+ * connection after the BYE (each closes once it read it), sending the
+ * BYE again each FT_CLUSTER_PING_MS: closing earlier could lose a BYE not
+ * yet read, and the rank would take the closed connection for a lost
+ * coordinator (exit 1). */
+#define FT_CLUSTER_BYE_MS 3000u
 /* The most ranks a cluster has. */
 #define FT_CLUSTER_MAX_RANKS 1024u
 

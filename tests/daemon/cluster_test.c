@@ -32,6 +32,14 @@
  *              dropped, a registration cut short refused (FT_EPROTO); the cluster then starts with
  *              the right rank and answers; a coordinator missing a rank
  *              gives up on SIGTERM (exit 1, saying how many are missing)
+ *   leave      how a rank learns the coordinator went, with the orderings
+ *              a loaded machine gives: a rank slowed down (the test hook
+ *              FT_CLUSTER_TEST_SLOW_MS) whose connection closes after a
+ *              BYE it has not read yet still sees the BYE (exit 0, "the
+ *              coordinator left"); a rank stopped (SIGSTOP) when rank 0
+ *              gets SIGTERM: rank 0 waits for it to close its connection,
+ *              and resumed it reads the BYE (both exit 0); rank 0 killed
+ *              (SIGKILL): the rank's "connection was lost", exit 1
  * Everything listens on ipc:// in a temporary folder (and /healthz on
  * 127.0.0.1); every process is stopped by the case, or killed at exit.
  * FT_KEEP=1 keeps the folder (the logs) for a look afterwards.
@@ -719,12 +727,119 @@ static void case_secret(void)
     su_cases_free(&g_cs);
 }
 
+/* put_head writes a cluster message header: FTCL, type, rank 0, seq 0. */
+static void put_head(unsigned char *b, int type)
+{
+    memset(b, 0, 16);
+    memcpy(b, "FTCL", 4);
+    b[4] = (unsigned char)type;
+}
+
+/* recv_type receives on sk until a message of type comes (a rank repeats
+ * its registration until answered); exits after 10 s. */
+static void recv_type(nng_socket sk, int type)
+{
+    double t0 = ft_test_now();
+    while (ft_test_now() - t0 < 10.0) {
+        void *m;
+        size_t len;
+        if (nng_recv(sk, &m, &len, NNG_FLAG_ALLOC) != 0)
+            continue;
+        int t = len >= 16 && !memcmp(m, "FTCL", 4) ? ((unsigned char *)m)[4]
+                                                    : -1;
+        nng_free(m, len);
+        if (t == type)
+            return;
+    }
+    fprintf(stderr, "no message of type %d within 10 s\n", type);
+    exit(1);
+}
+
+static void case_leave(void)
+{
+    make_lib();
+    split(3);
+    write_conf("l0.conf", "m3.ftm", 0, 2, 8, NULL);
+    write_conf("l1.conf", "m3.ftm", 1, 2, 8, NULL);
+
+    /* The test is the coordinator of rank 1 of 2 (shards 1..2), which
+     * sleeps 1 s after each message it serves.  It answers a PING (it now
+     * sleeps), gets a BYE, and the connection closes 200 ms later: by the
+     * time it looks, its transport read the BYE and saw the close. */
+    {
+        nng_socket sk;
+        FT_CHECK(nng_pair1_open(&sk) == 0);
+        nng_socket_set_ms(sk, NNG_OPT_RECVTIMEO, 500);
+        nng_socket_set_ms(sk, NNG_OPT_SENDTIMEO, 5000);
+        char boot[300];
+        snprintf(boot, sizeof boot, "ipc://%s/boot.sock", g_dir);
+        FT_CHECK(nng_listen(sk, boot, NULL, 0) == 0);
+        setenv("FT_CLUSTER_TEST_SLOW_MS", "1000", 1);
+        start_rank(1, 1, "l1.conf");
+        unsetenv("FT_CLUSTER_TEST_SLOW_MS");
+        recv_type(sk, 1); /* REG */
+        /* SESSION: world 2, 3 shards, blocks 0..0 and 1..2, no NCCL id */
+        unsigned char ses[16 + 4 * 6 + 1] = {0};
+        put_head(ses, 2);
+        ses[16] = 2;
+        ses[20] = 3;
+        ses[28] = 1; /* rank 0: first 0, count 1 */
+        ses[32] = 1;
+        ses[36] = 2; /* rank 1: first 1, count 2 */
+        FT_CHECK(nng_send(sk, ses, sizeof ses, 0) == 0);
+        expect_log("log1", "cluster: rank 1: session started");
+        unsigned char h[16];
+        put_head(h, 11); /* PING */
+        FT_CHECK(nng_send(sk, h, sizeof h, 0) == 0);
+        recv_type(sk, 12); /* PONG: it sleeps now */
+        put_head(h, 10); /* BYE */
+        FT_CHECK(nng_send(sk, h, sizeof h, 0) == 0);
+        th_sleep_ms(200);
+        nng_close(sk);
+        FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+        expect_log("log1", "cluster: rank 1: the coordinator left");
+        FT_CHECK(!file_has("log1", "connection was lost"));
+    }
+
+    /* Rank 1 stopped (as a rank starved of CPU) when rank 0 gets SIGTERM:
+     * rank 0 does not close while rank 1 holds its connection; resumed,
+     * rank 1 reads the BYE and leaves, then rank 0 exits, both 0. */
+    start_rank(1, 1, "l1.conf");
+    start_rank(0, 0, "l0.conf");
+    ft_client *c = connect_coord();
+    check_answers(c, 8, "world 2 before the leave");
+    ft_client_close(c);
+    kill(g_pid[1], SIGSTOP);
+    kill(g_pid[0], SIGTERM);
+    FT_CHECK(th_wait_exit(&g_pid[0], 700) == -1);
+    kill(g_pid[1], SIGCONT);
+    FT_CHECK_EQ_U64(wait_exit(1, 10000), 0);
+    FT_CHECK_EQ_U64(wait_exit(0, 10000), 0);
+    expect_log("log1", "cluster: rank 1: the coordinator left");
+    FT_CHECK(!file_has("log1", "connection was lost"));
+    FT_CHECK(!file_has("log", "after the BYE; closing anyway"));
+
+    /* Rank 0 killed: no BYE; the connection was lost, exit 1. */
+    start_rank(1, 1, "l1.conf");
+    start_rank(0, 0, "l0.conf");
+    c = connect_coord();
+    check_answers(c, 8, "world 2 before the kill");
+    ft_client_close(c);
+    kill(g_pid[0], SIGKILL);
+    FT_CHECK_EQ_U64(wait_exit(0, 5000), 128 + SIGKILL);
+    FT_CHECK_EQ_U64(wait_exit(1, 10000), 1);
+    expect_log("log1", "cluster: rank 1: the coordinator's connection was "
+                       "lost");
+    expect_log("log1", "cluster rank 1 stopped: ");
+    su_cases_free(&g_cs);
+}
+
 int main(int argc, char **argv)
 {
     g_bin = getenv("FT_BIN");
     if (argc != 2 || g_bin == NULL) {
         fprintf(stderr, "usage: FT_BIN=flashtrie cluster_test "
-                "equal|kill|stall|bootstrap|secret\n");
+                "equal|kill|stall|bootstrap|secret|leave\n");
         return 2;
     }
     snprintf(g_dir, sizeof g_dir, "/tmp/ft_cluster_%ld", (long)getpid());
@@ -742,6 +857,8 @@ int main(int argc, char **argv)
         case_bootstrap();
     else if (!strcmp(argv[1], "secret"))
         case_secret();
+    else if (!strcmp(argv[1], "leave"))
+        case_leave();
     else {
         fprintf(stderr, "cluster_test: unknown case %s\n", argv[1]);
         return 2;
