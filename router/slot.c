@@ -152,16 +152,18 @@ int ft_gen_open(ft_gen **out, const char *path, const ft_slot_opts *o,
         snprintf(g->why, sizeof g->why, "cpu: asked for (engine = cpu)");
     } else {
         rc = open_gpus(g, o, why, sizeof why);
+        /* engine = shards is auto with the shards spread (serve.c) */
+        const char *asked = o->spread ? "shards" : ft_slot_engine_str(o->engine);
         if (rc == FT_OK) {
             snprintf(g->why, sizeof g->why, "gpu: %s (engine = %s)",
                      o->engine == FT_SLOT_AUTO ? "a GPU is usable" : "asked for",
-                     ft_slot_engine_str(o->engine));
+                     asked);
         } else if (o->engine == FT_SLOT_GPU) {
             snprintf(errbuf, errlen, "%s", why);
         } else {
             rc = open_cpus(g, o, errbuf, errlen);
             snprintf(g->why, sizeof g->why,
-                     "cpu: no usable GPU (engine = auto; %s)", why);
+                     "cpu: no usable GPU (engine = %s; %s)", asked, why);
         }
     }
     if (rc != FT_OK) {

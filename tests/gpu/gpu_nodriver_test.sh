@@ -33,4 +33,13 @@ kill -TERM $PID
 wait $PID
 grep -q "cpu: no usable GPU (engine = auto; .*no NVIDIA driver found (no GPU, or its driver is not installed))" "$TMP/log" ||
   fail "serve's log: $(grep 'engine' "$TMP/log")"
+# engine = shards names itself, not auto, when it falls back the same way.
+"$BIN" serve --index "$TMP/small.fti" --listen "ipc://$TMP/sock2" --engine shards \
+  --threads 1 2> "$TMP/log2" &
+PID=$!
+"$BIN" query --url "ipc://$TMP/sock2" --ping --timeout-ms 20000 || { kill $PID; fail "serve --engine shards did not answer"; }
+kill -TERM $PID
+wait $PID
+grep -q "cpu: no usable GPU (engine = shards; .*no NVIDIA driver found" "$TMP/log2" ||
+  fail "serve --engine shards' log: $(grep 'engine' "$TMP/log2")"
 echo "gpu_nodriver_test: ok"
