@@ -28,36 +28,59 @@ static int ident_char(int c)
            (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '*';
 }
 
-/* scan_wide collects the 32-bit-overflowing integer literals of text;
+/* skip_plain steps *pp over what at it is no setting's text for the
+ * scans below: a newline, a string (escapes included), a line comment
+ * or a block comment, counting *line; 1 if it stepped.  A block comment
+ * the text never closes sets *open_at to its line (libconfig ends one at
+ * the end of the file without a word, which would drop every setting
+ * after it silently). */
+static int skip_plain(const char **pp, int *line, int *open_at)
+{
+    const char *p = *pp;
+    if (*p == '\n') {
+        (*line)++;
+        p++;
+    } else if (*p == '"') {
+        for (p++; *p && *p != '"'; p++) {
+            if (*p == '\\' && p[1])
+                p++;
+            if (*p == '\n')
+                (*line)++;
+        }
+        if (*p)
+            p++;
+    } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
+        while (*p && *p != '\n')
+            p++;
+    } else if (p[0] == '/' && p[1] == '*') {
+        int at = *line;
+        for (p += 2; *p && !(p[0] == '*' && p[1] == '/'); p++)
+            if (*p == '\n')
+                (*line)++;
+        if (*p)
+            p += 2;
+        else if (*open_at == 0)
+            *open_at = at;
+    } else {
+        return 0;
+    }
+    *pp = p;
+    return 1;
+}
+
+/* scan_wide collects the 32-bit-overflowing integer literals of text
+ * and the line of a block comment it never closes (*open_at, else 0);
  * FT_ENOMEM if the list cannot grow. */
-static int scan_wide(const char *text, wide **out, size_t *n)
+static int scan_wide(const char *text, wide **out, size_t *n, int *open_at)
 {
     size_t cap = 0;
     int line = 1;
     *out = NULL;
     *n = 0;
+    *open_at = 0;
     for (const char *p = text; *p;) {
-        if (*p == '\n') {
-            line++;
-            p++;
-        } else if (*p == '"') { /* a string, escapes included */
-            for (p++; *p && *p != '"'; p++) {
-                if (*p == '\\' && p[1])
-                    p++;
-                if (*p == '\n')
-                    line++;
-            }
-            if (*p)
-                p++;
-        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
-            while (*p && *p != '\n')
-                p++;
-        } else if (p[0] == '/' && p[1] == '*') {
-            for (p += 2; *p && !(p[0] == '*' && p[1] == '/'); p++)
-                if (*p == '\n')
-                    line++;
-            if (*p)
-                p += 2;
+        if (skip_plain(&p, &line, open_at)) {
+            continue;
         } else if (*p >= '0' && *p <= '9' && (p == text || !ident_char(p[-1]) ||
                                                p[-1] == '-')) {
             const char *q = p;
@@ -368,55 +391,17 @@ static int walk_group(walk *w, const config_setting_t *g, const char *show,
  * wrong path (a device, an index) is refused rather than read whole. */
 #define FTI_CONFIG_FILE_MAX (16u << 20)
 
-/* unclosed_comment returns the line of a block comment that text never
- * closes, else 0: libconfig ends one at the end of the file without a
- * word, which would drop every setting after it silently.  Strings and
- * line comments are skipped as scan_wide skips them. */
-static int unclosed_comment(const char *text)
-{
-    int line = 1;
-    for (const char *p = text; *p;) {
-        if (*p == '\n') {
-            line++;
-            p++;
-        } else if (*p == '"') {
-            for (p++; *p && *p != '"'; p++) {
-                if (*p == '\\' && p[1])
-                    p++;
-                if (*p == '\n')
-                    line++;
-            }
-            if (*p)
-                p++;
-        } else if (*p == '#' || (p[0] == '/' && p[1] == '/')) {
-            while (*p && *p != '\n')
-                p++;
-        } else if (p[0] == '/' && p[1] == '*') {
-            int at = line;
-            for (p += 2; *p && !(p[0] == '*' && p[1] == '/'); p++)
-                if (*p == '\n')
-                    line++;
-            if (!*p)
-                return at;
-            p += 2;
-        } else {
-            p++;
-        }
-    }
-    return 0;
-}
-
 /* load parses text (the whole file, NUL-terminated) and applies it. */
 static int load(ft_config *cfg, const char *text, char *errbuf, size_t errlen)
 {
     wide *wd;
     size_t nwide;
-    if (scan_wide(text, &wd, &nwide) != FT_OK) {
+    int open_at;
+    if (scan_wide(text, &wd, &nwide, &open_at) != FT_OK) {
         free(wd);
         fti_cfg_errf(errbuf, errlen, "%s: out of memory", cfg->path);
         return FT_ENOMEM;
     }
-    int open_at = unclosed_comment(text);
     if (open_at > 0) {
         free(wd);
         fti_cfg_errf(errbuf, errlen,
