@@ -3,7 +3,8 @@
 # answers through the server, over ipc:// and tcp://127.0.0.1 with batch 1
 # and 32, are byte-identical to "flashtrie search" on the same index and
 # requests (the tests' file and a generated larger one); --ping, --info;
-# the nngcat JSON round trip; config errors by line; SIGTERM exits 0;
+# the nngcat JSON round trip; dup_check = engine answering as search does;
+# config errors by line; SIGTERM exits 0;
 # --reload PATH; a server lost mid-run; TLS without a CA, --tls-insecure
 # and a failed handshake.
 # usage: query_test.sh FLASHTRIE DATA_DIR
@@ -120,6 +121,28 @@ if command -v nngcat > /dev/null; then
   grep -q '^{"error": "beam: ' "$TMP/nngcat.out" || fail "nngcat error line: $(cat "$TMP/nngcat.out")"
 else
   echo "query_test: nngcat not installed; its round trip skipped"
+fi
+stop_server
+
+# dup_check = engine: a JSON line with a token twice is refused by the
+# engine's thread with the bytes the door (and search) give; the other
+# lines of the file are answered the same; the start log says where.
+DUP='{"id": 9, "tokens": [[3, 3, 8]], "logp": [[-0.5, -1, -2]], "beam": 2}'
+printf '%s\n' "$DUP" > "$TMP/dup.jsonl"
+cat "$DATA/cli_requests.jsonl" >> "$TMP/dup.jsonl"
+"$BIN" search --index "$TMP/small.fti" --engine cpu < "$TMP/dup.jsonl" > "$TMP/dup.want"
+grep -q '^{"id": 9, "error": "tokens: position 0: token 3 appears twice (proposals 0 and 1)"}$' \
+  "$TMP/dup.want" || fail "search's line for a token twice: $(head -1 "$TMP/dup.want")"
+start_server --index "$TMP/small.fti" --listen "$URL" --engine cpu --threads 1 \
+  --dup-check engine
+grep -q "duplicate tokens: checked on the engine's thread, beside its work (dup_check = engine)" \
+  "$TMP/log" || fail "dup_check = engine: no start line"
+"$BIN" query --url "$URL" < "$TMP/dup.jsonl" > "$TMP/dup.got" || fail "query (dup_check engine)"
+cmp -s "$TMP/dup.got" "$TMP/dup.want" || fail "dup_check = engine: answers differ from search's"
+if command -v nngcat > /dev/null; then
+  nngcat --req0 --dial "$URL" --data "$DUP" --raw > "$TMP/nngcat.out" || fail "nngcat dup"
+  head -1 "$TMP/dup.want" | cmp -s - "$TMP/nngcat.out" ||
+    fail "dup_check = engine, JSON: '$(cat "$TMP/nngcat.out")'"
 fi
 stop_server
 
