@@ -418,7 +418,8 @@ class Session:
         (float32/float16/bfloat16; column j is token vocab[j], or j), or
         sparse ids + logp [rows, K] (uint32 tokens, float32).  norm is None,
         "row" (log-softmax over the row) or "allowed" (over the beam's
-        children).  Returns the new beams and the completed keys; on a GPU
+        children).  Returns the new beams (copies: they stay as they are
+        after later steps) and the completed keys; on a GPU
         session reading them waits for the device (the state itself stays
         on the device: call step_async to keep the host out)."""
         self.step_async(logp, ids, norm, vocab, want_hits)
@@ -436,8 +437,10 @@ class Session:
                                 int(cols[3][i]), int(cols[4][i]),
                                 int(cols[5][i]) & 0xFFFFFFFFFFFFFFFF,
                                 float(cols[6][i]), float(cols[7][i])))
-        return StepOut(n, nxt["parent"][:n], nxt["token"][:n], nxt["sigma"][:n],
-                       hits)
+        # copies: the state's arrays are written again two steps later
+        cp = (lambda x: x.clone()) if self.gpu else (lambda x: x.copy())
+        return StepOut(n, cp(nxt["parent"][:n]), cp(nxt["token"][:n]),
+                       cp(nxt["sigma"][:n]), hits)
 
     def step_async(self, logp, ids=None, norm=None, vocab=None,
                    want_hits: bool = True):

@@ -595,3 +595,23 @@ def test_gpu_session_equals_cpu(lib):
         assert oc.hits == og.hits
         if oc.count == 0:
             break
+
+
+def test_step_outputs_outlive_later_steps(lib):
+    """A step's parent, token and sigma are its own arrays: a decoder keeps
+    them to trace its beams back, and two steps later the session writes
+    the state they were read from again."""
+    idx, _, _ = lib
+    s = Session(idx, beam=4, results=4, max_width=V)
+    s.reset()
+    kept = []
+    for t in range(3):
+        rows = -np.arange(4 * V, dtype=np.float32).reshape(4, V) / 8
+        out = s.step(rows)
+        assert out.count > 0
+        kept.append((out, out.parent.copy(), out.token.copy(),
+                     out.sigma.copy()))
+    for out, parent, token, sigma in kept:
+        assert out.parent.tolist() == parent.tolist()
+        assert out.token.tolist() == token.tolist()
+        assert out.sigma.tobytes() == sigma.tobytes()
