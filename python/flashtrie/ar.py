@@ -279,6 +279,29 @@ def _dtype_name(x) -> str:
     return s.split(".")[-1]
 
 
+def _tokens(name: str, x, width: Optional[int] = None):
+    """_tokens checks that x (ids or a vocabulary, read as uint32 by the
+    library) holds 32-bit integers (uint32, or int32: the same bits, torch
+    has no uint32) and, width given, at least width entries."""
+    if x is None:
+        return None
+    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+        raise TypeError("%s: expected a numpy array or a tensor, got %r" %
+                        (name, type(x)))
+    dt = _dtype_name(x)
+    if dt not in ("uint32", "int32"):
+        raise ValueError("%s: expected uint32 library tokens, got %s" %
+                         (name, dt))
+    if width is not None:
+        if len(x.shape) != 1:
+            raise ValueError("%s: expected one dimension, got shape %r" %
+                             (name, tuple(x.shape)))
+        if int(x.shape[0]) < width:
+            raise ValueError("%s: %d entries for width %d" %
+                             (name, int(x.shape[0]), width))
+    return x
+
+
 class Session:
     """Session is one decoder's trie-constrained beam over an Index.
 
@@ -399,14 +422,14 @@ class Session:
                                  (tuple(ids.shape), shape))
             if _dtype_name(logp) != "float32":
                 raise ValueError("sparse rows: logp must be float32")
-            inp.form, inp.ids = FORM_SPARSE, _ptr(ids)
+            inp.form, inp.ids = FORM_SPARSE, _ptr(_tokens("ids", ids))
         else:
             name = _dtype_name(logp)
             if name not in DTYPES:
                 raise ValueError("logp: dtype %s; expected float32, float16 or "
                                  "bfloat16" % name)
             inp.form, inp.dtype = FORM_DENSE, DTYPES[name]
-            inp.vocab = _ptr(vocab)
+            inp.vocab = _ptr(_tokens("vocab", vocab, shape[1]))
         if not self.gpu and shape[0] < self.count():
             raise ValueError("logp: %d rows for %d live beams" %
                              (shape[0], self.count()))
@@ -416,7 +439,7 @@ class Session:
              want_hits: bool = True) -> StepOut:
         """step expands the live beams by their rows: dense logp [rows, V]
         (float32/float16/bfloat16; column j is token vocab[j], or j), or
-        sparse ids + logp [rows, K] (uint32 tokens, float32).  norm is None,
+        sparse ids + logp [rows, K] (uint32 or int32 tokens, float32).  norm is None,
         "row" (log-softmax over the row) or "allowed" (over the beam's
         children).  Returns the new beams (copies: they stay as they are
         after later steps) and the completed keys; on a GPU
@@ -461,6 +484,7 @@ class Session:
         words = (width + 31) // 32
         m = self._zeros(self.beam * words, np.uint32)
         cur = self._state[self._cur]
+        vocab = _tokens("vocab", vocab, width)
         self._check(load().ft_ar_mask(self._h, ctypes.byref(cur[1]), width,
                                       _ptr(vocab), 0xFFFFFFFF if eos is None else eos,
                                       _ptr(m), self._stream()))
@@ -563,7 +587,7 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
         state = np.ascontiguousarray(state, dtype=np.int64)
     elif state is not None and state.dtype != _torch().int64:
         state = state.to(_torch().int64).contiguous()
-    vn = 0 if vocab is None else int(vocab.shape[0])
+    vn = 0 if _tokens("vocab", vocab) is None else int(vocab.shape[0])
     s._check(load().ft_ar_walk(s._h, addr if n else None, rows, n, stride,
                                _ptr(lens), _ptr(state), _ptr(vocab), vn,
                                -1 if eos is None else int(eos), _ptr(out),

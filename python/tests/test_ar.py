@@ -615,3 +615,37 @@ def test_step_outputs_outlive_later_steps(lib):
         assert out.parent.tolist() == parent.tolist()
         assert out.token.tolist() == token.tolist()
         assert out.sigma.tobytes() == sigma.tobytes()
+
+
+def test_token_arrays_of_another_type_or_too_short_are_refused(lib):
+    """Sparse ids and vocabularies are read as uint32: ids or a vocab of
+    int64 or float (read as uint32, other tokens), or a vocab shorter than
+    the rows (read past its end), are refused, naming the argument."""
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    lp = np.zeros((1, 2), dtype=np.float32)
+    for dt in (np.int64, np.float32, np.uint16):
+        with pytest.raises(ValueError,
+                           match="ids: expected uint32 .*, got %s" %
+                           np.dtype(dt).name):
+            s.step(lp, ids=np.array([[3, 4]], dtype=dt))
+    rows = np.zeros((1, V), dtype=np.float32)
+    with pytest.raises(ValueError, match="vocab: expected uint32 .*, got int64"):
+        s.step(rows, vocab=np.arange(V, dtype=np.int64))
+    with pytest.raises(ValueError, match="vocab: 3 entries for width 16"):
+        s.step(rows, vocab=np.arange(3, dtype=np.uint32))
+    with pytest.raises(ValueError, match="vocab: expected uint32 .*, got int64"):
+        s.mask(V, vocab=np.arange(V, dtype=np.int64))
+    with pytest.raises(ValueError, match="vocab: 3 entries for width 16"):
+        s.mask(V, vocab=np.arange(3, dtype=np.uint32))
+    with pytest.raises(ValueError, match="vocab: expected uint32 .*, got int64"):
+        s.walk(np.array([[3, 4]]), vocab=np.arange(V, dtype=np.int64))
+    # int32 (torch has no uint32) and uint32 are the same bits: taken
+    kids = idx.children(0)[:2].tolist()
+    a = s.step(lp, ids=np.array([kids], dtype=np.uint32))
+    s.reset()
+    b = s.step(lp, ids=np.array([kids], dtype=np.int32))
+    assert a.token.tolist() == b.token.tolist() == kids
+    assert s.mask(V, vocab=np.arange(V, dtype=np.int32)).tolist() == \
+        s.mask(V).tolist()
