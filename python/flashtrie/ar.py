@@ -162,6 +162,16 @@ class Error(Exception):
 
 
 NODE_ROOT = 0
+FT_ESTATE = 18
+
+
+def _open_handle(h, what: str):
+    """_open_handle returns h, or raises Error(FT_ESTATE) once what (an
+    index or a session) was closed: the library must never see a freed
+    or NULL handle."""
+    if not h:
+        raise Error(FT_ESTATE, "%s: closed" % what)
+    return h
 
 
 class Index:
@@ -187,11 +197,15 @@ class Index:
         except Exception:
             pass
 
+    def handle(self):
+        """handle is the ft_index pointer; Error (FT_ESTATE) once closed."""
+        return _open_handle(self._h, "index")
+
     def child(self, node: int, token: int) -> Optional[int]:
         """child returns the child of node labelled token, or None."""
         lib = load()
         ch = _Children()
-        if lib.ft_index_children(ctypes.byref(ch), self._h, node):
+        if lib.ft_index_children(ctypes.byref(ch), self.handle(), node):
             raise Error(2, "node %d: out of range" % node)
         i = ctypes.c_uint64()
         if lib.ft_index_child_find(ctypes.byref(i), self._h, ctypes.byref(ch),
@@ -203,7 +217,7 @@ class Index:
         """children returns node's child labels (ascending, uint32)."""
         lib = load()
         ch = _Children()
-        if lib.ft_index_children(ctypes.byref(ch), self._h, node):
+        if lib.ft_index_children(ctypes.byref(ch), self.handle(), node):
             raise Error(2, "node %d: out of range" % node)
         return np.array([lib.ft_index_child_label(self._h, ctypes.byref(ch), i)
                          for i in range(ch.count)], dtype=np.uint32)
@@ -212,14 +226,14 @@ class Index:
         """first_child returns node's child of the smallest label, or None
         (a leaf)."""
         ch = _Children()
-        if load().ft_index_children(ctypes.byref(ch), self._h, node):
+        if load().ft_index_children(ctypes.byref(ch), self.handle(), node):
             raise Error(2, "node %d: out of range" % node)
         return ch.first if ch.count else None
 
     def value(self, node: int) -> Optional[int]:
         """value returns the value of the key node ends, or None."""
         v = ctypes.c_uint64()
-        rc = load().ft_index_node_value(ctypes.byref(v), self._h, node)
+        rc = load().ft_index_node_value(ctypes.byref(v), self.handle(), node)
         return v.value if rc == 0 else None
 
     def walk(self, tokens) -> Optional[int]:
@@ -327,7 +341,7 @@ class Session:
         o.theta_tok, o.theta_sent, o.alpha = theta_tok, theta_sent, alpha
         self._h = ctypes.c_void_p()
         err = ctypes.create_string_buffer(512)
-        rc = lib.ft_ar_open(ctypes.byref(self._h), index._h, ctypes.byref(o),
+        rc = lib.ft_ar_open(ctypes.byref(self._h), index.handle(), ctypes.byref(o),
                             err, len(err))
         if rc:
             raise Error(rc, err.value.decode(errors="replace"))
@@ -372,6 +386,12 @@ class Session:
             return None
         return _torch().cuda.current_stream(self.device).cuda_stream
 
+    def handle(self):
+        """handle is the ft_ar pointer; Error (FT_ESTATE) once the session
+        or its index was closed (the index must outlive the session)."""
+        self.index.handle()
+        return _open_handle(self._h, "session")
+
     def _check(self, rc):
         if rc:
             raise Error(rc, load().ft_ar_error(self._h).decode(errors="replace"))
@@ -391,13 +411,13 @@ class Session:
     def configure(self, beam: int, results: int = 0, theta_tok=-math.inf,
                   theta_sent=-math.inf, alpha=1.0):
         """configure changes the search parameters (beam <= the opened)."""
-        self._check(load().ft_ar_configure(self._h, beam, results, theta_tok,
+        self._check(load().ft_ar_configure(self.handle(), beam, results, theta_tok,
                                            theta_sent, alpha))
 
     def reset(self):
         """reset makes the state one beam at the root."""
         self._cur = 0
-        self._check(load().ft_ar_reset(self._h, ctypes.byref(self._state[0][1]),
+        self._check(load().ft_ar_reset(self.handle(), ctypes.byref(self._state[0][1]),
                                        self._stream()))
 
     def beams(self) -> dict:
@@ -472,7 +492,7 @@ class Session:
         inp = self._input(logp, ids, norm, vocab)
         cur, nxt = self._state[self._cur], self._state[1 - self._cur]
         self._check(load().ft_ar_step(
-            self._h, ctypes.byref(cur[1]), ctypes.byref(inp),
+            self.handle(), ctypes.byref(cur[1]), ctypes.byref(inp),
             ctypes.byref(nxt[1]),
             ctypes.byref(self._hits[1]) if want_hits else None, self._stream()))
         self._cur = 1 - self._cur
@@ -485,7 +505,7 @@ class Session:
         m = self._zeros(self.beam * words, np.uint32)
         cur = self._state[self._cur]
         vocab = _tokens("vocab", vocab, width)
-        self._check(load().ft_ar_mask(self._h, ctypes.byref(cur[1]), width,
+        self._check(load().ft_ar_mask(self.handle(), ctypes.byref(cur[1]), width,
                                       _ptr(vocab), 0xFFFFFFFF if eos is None else eos,
                                       _ptr(m), self._stream()))
         return unpack_mask(m.reshape(self.beam, words), width)
@@ -588,7 +608,7 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
     elif state is not None and state.dtype != _torch().int64:
         state = state.to(_torch().int64).contiguous()
     vn = 0 if _tokens("vocab", vocab) is None else int(vocab.shape[0])
-    s._check(load().ft_ar_walk(s._h, addr if n else None, rows, n, stride,
+    s._check(load().ft_ar_walk(s.handle(), addr if n else None, rows, n, stride,
                                _ptr(lens), _ptr(state), _ptr(vocab), vn,
                                -1 if eos is None else int(eos), _ptr(out),
                                s._stream()))
@@ -804,7 +824,7 @@ class TrieRows:
         st = state.to(torch.int64)
         self._set_cur(st, n, self._leaf())
         self._s._check(load().ft_ar_mask(
-            self._s._h, ctypes.byref(self._cur[1]), width, _ptr(vcols),
+            self._s.handle(), ctypes.byref(self._cur[1]), width, _ptr(vcols),
             0xFFFFFFFF if eos is None else eos, _ptr(m), self._stream()))
         if not self.host_unpack:    # bit j of a row: bit j % 8 of byte j // 8
             byts = m[:n * words].view(n, words).view(torch.uint8)

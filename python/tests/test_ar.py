@@ -649,3 +649,40 @@ def test_token_arrays_of_another_type_or_too_short_are_refused(lib):
     assert a.token.tolist() == b.token.tolist() == kids
     assert s.mask(V, vocab=np.arange(V, dtype=np.int32)).tolist() == \
         s.mask(V).tolist()
+
+
+def test_closed_session_or_index_is_refused(lib, tmp_path):
+    """A closed session, or a session whose index was closed, raises
+    (FT_ESTATE) instead of handing the library a freed handle."""
+    idx, _, _ = lib
+    rows = np.zeros((1, V), dtype=np.float32)
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    s.close()
+    s.close()                                   # idempotent
+    calls = [s.reset, lambda: s.step(rows), lambda: s.mask(V),
+             lambda: s.walk(np.zeros((1, 2), dtype=np.int64)),
+             lambda: s.configure(1)]
+    for call in calls:
+        with pytest.raises(Exception, match=r"\(18\): session: closed") as e:
+            call()
+        assert e.value.code == 18
+    other = Index(idx_path_of(tmp_path))
+    t = Session(other, beam=2, max_width=V)
+    other.close()
+    for call in (t.reset, lambda: t.step(rows), lambda: t.mask(V)):
+        with pytest.raises(Exception, match=r"\(18\): index: closed"):
+            call()
+    for call in (lambda: other.child(0, 3), lambda: other.children(0),
+                 lambda: other.value(0), lambda: Session(other)):
+        with pytest.raises(Exception, match=r"\(18\): index: closed"):
+            call()
+
+
+def idx_path_of(tmp_path):
+    txt = tmp_path / "k.txt"
+    txt.write_text("3 4\t1\n5\t2\n")
+    path = str(tmp_path / "k.ft")
+    subprocess.run([BIN, "build", "--input", str(txt), "--output", path,
+                    "--quiet"], check=True, timeout=60)
+    return path
