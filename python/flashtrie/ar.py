@@ -286,6 +286,19 @@ def _ptr(x) -> int:
     raise TypeError("expected a numpy array or a tensor, got %r" % type(x))
 
 
+def _where(x) -> Optional[str]:
+    """_where is the device of x's memory: "cpu" for numpy, torch's device
+    for a tensor ("cuda:0", "meta"), None for another object in CUDA
+    memory (__cuda_array_interface__, device unknown)."""
+    if isinstance(x, np.ndarray):
+        return "cpu"
+    if hasattr(x, "data_ptr") and hasattr(x, "device"):
+        return str(x.device)
+    if hasattr(x, "__cuda_array_interface__"):
+        return None
+    return "cpu"
+
+
 def _dtype_name(x) -> str:
     if isinstance(x, np.ndarray):
         return str(x.dtype)
@@ -333,8 +346,13 @@ class Session:
         self.index = index
         o = _Opts()
         lib.ft_ar_opts_init(ctypes.byref(o))
-        self.gpu = str(device).startswith("cuda")
-        dev = int(str(device).split(":")[1]) if ":" in str(device) else 0
+        d = str(device)
+        if not (d in ("cpu", "cuda") or
+                (d.startswith("cuda:") and d[5:].isdigit())):
+            raise ValueError("device: expected 'cpu', 'cuda' or 'cuda:N', "
+                             "got %r" % d)
+        self.gpu = d.startswith("cuda")
+        dev = int(d[5:]) if ":" in d else 0
         o.kind, o.device = (1 if self.gpu else 0), dev
         o.beam, o.results, o.max_width = beam, results, max_width
         o.threads = threads
@@ -392,6 +410,26 @@ class Session:
         self.index.handle()
         return _open_handle(self._h, "session")
 
+    def _ptr(self, name: str, x) -> int:
+        """_ptr is _ptr(x) for an x in the session's memory: host arrays
+        for a CPU session, its device's for a GPU session, else
+        ValueError naming the argument."""
+        if x is None:
+            return 0
+        self._here(name, x)
+        return _ptr(x)
+
+    def _here(self, name: str, x):
+        """_here raises ValueError naming x when x is not in the
+        session's memory."""
+        where = _where(x)
+        if where is None and not self.gpu:
+            raise ValueError("%s: in CUDA memory, the session is on cpu" %
+                             name)
+        if where is not None and where != self.device:
+            raise ValueError("%s: on %s, the session is on %s" %
+                             (name, where, self.device))
+
     def _check(self, rc):
         if rc:
             raise Error(rc, load().ft_ar_error(self._h).decode(errors="replace"))
@@ -435,21 +473,22 @@ class Session:
             raise ValueError("logp: expected [rows, width], got %r" % (shape,))
         inp.width, inp.stride = shape[1], shape[1]
         inp.norm = NORMS[norm]
-        inp.logp = _ptr(logp)
+        inp.logp = self._ptr("logp", logp)
         if ids is not None:
             if tuple(ids.shape) != shape:
                 raise ValueError("ids: shape %r differs from logp's %r" %
                                  (tuple(ids.shape), shape))
             if _dtype_name(logp) != "float32":
                 raise ValueError("sparse rows: logp must be float32")
-            inp.form, inp.ids = FORM_SPARSE, _ptr(_tokens("ids", ids))
+            inp.form, inp.ids = FORM_SPARSE, self._ptr("ids",
+                                                       _tokens("ids", ids))
         else:
             name = _dtype_name(logp)
             if name not in DTYPES:
                 raise ValueError("logp: dtype %s; expected float32, float16 or "
                                  "bfloat16" % name)
             inp.form, inp.dtype = FORM_DENSE, DTYPES[name]
-            inp.vocab = _ptr(_tokens("vocab", vocab, shape[1]))
+            inp.vocab = self._ptr("vocab", _tokens("vocab", vocab, shape[1]))
         if not self.gpu and shape[0] < self.count():
             raise ValueError("logp: %d rows for %d live beams" %
                              (shape[0], self.count()))
@@ -506,7 +545,8 @@ class Session:
         cur = self._state[self._cur]
         vocab = _tokens("vocab", vocab, width)
         self._check(load().ft_ar_mask(self.handle(), ctypes.byref(cur[1]), width,
-                                      _ptr(vocab), 0xFFFFFFFF if eos is None else eos,
+                                      self._ptr("vocab", vocab),
+                                      0xFFFFFFFF if eos is None else eos,
                                       _ptr(m), self._stream()))
         return unpack_mask(m.reshape(self.beam, words), width)
 
@@ -590,6 +630,7 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
     """_walk runs ft_ar_walk of session s into out (int64 [rows], the
     session's memory); vocab: uint32 tokens, lens: uint32 [rows] (int32
     on torch), state: int64 [rows], all in the session's memory."""
+    s._here("ids", ids)
     ids, addr, rows, n, stride = _walk_rows(ids, start)
     if rows == 0:
         return out
@@ -609,7 +650,8 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
         state = state.to(_torch().int64).contiguous()
     vn = 0 if _tokens("vocab", vocab) is None else int(vocab.shape[0])
     s._check(load().ft_ar_walk(s.handle(), addr if n else None, rows, n, stride,
-                               _ptr(lens), _ptr(state), _ptr(vocab), vn,
+                               s._ptr("lens", lens), s._ptr("state", state),
+                               s._ptr("vocab", vocab), vn,
                                -1 if eos is None else int(eos), _ptr(out),
                                s._stream()))
     return out

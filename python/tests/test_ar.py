@@ -686,3 +686,49 @@ def idx_path_of(tmp_path):
     subprocess.run([BIN, "build", "--input", str(txt), "--output", path,
                     "--quiet"], check=True, timeout=60)
     return path
+
+
+class _DeviceRows:
+    """An array in CUDA memory as CuPy or Numba hand one over (only the
+    interface: nothing here may read it)."""
+
+    def __init__(self, shape, typestr):
+        self.shape = shape
+        self.dtype = np.dtype(typestr)
+        self.__cuda_array_interface__ = {"data": (0x7f0000001000, False),
+                                         "shape": shape, "typestr": typestr,
+                                         "version": 2}
+
+
+def test_arrays_on_another_device_are_refused(lib):
+    """A CPU session refuses arrays in CUDA memory (and torch tensors not
+    on the CPU) instead of reading device addresses on the host; a device
+    that is neither the CPU nor CUDA is refused when the session opens."""
+    idx, _, _ = lib
+    with pytest.raises(ValueError,
+                       match="device: expected 'cpu', 'cuda' or 'cuda:N', "
+                             "got 'tpu'"):
+        Session(idx, beam=2, max_width=V, device="tpu")
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    with pytest.raises(ValueError, match="logp: in CUDA memory, the session "
+                                         "is on cpu"):
+        s.step(_DeviceRows((1, V), "<f4"))
+    lp = np.zeros((1, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match="ids: in CUDA memory, the session "
+                                         "is on cpu"):
+        s.step(lp, ids=_DeviceRows((1, 2), "<u4"))
+    with pytest.raises(ValueError, match="vocab: in CUDA memory, the "
+                                         "session is on cpu"):
+        s.mask(V, vocab=_DeviceRows((V,), "<u4"))
+    try:
+        import torch
+    except Exception:  # noqa: BLE001
+        return
+    with pytest.raises(ValueError, match="logp: on meta, the session is on "
+                                         "cpu"):
+        s.step(torch.zeros((1, V), device="meta"))
+    with pytest.raises(ValueError, match="ids: on meta, the session is on "
+                                         "cpu"):
+        s.walk(torch.zeros((1, 2), dtype=torch.int64, device="meta"))
+    assert s.step(torch.zeros((1, V))).count == 2      # CPU tensors: taken
