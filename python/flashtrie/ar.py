@@ -472,6 +472,9 @@ class Session:
         if len(shape) != 2:
             raise ValueError("logp: expected [rows, width], got %r" % (shape,))
         inp.width, inp.stride = shape[1], shape[1]
+        if norm not in NORMS:
+            raise ValueError("norm: expected None, 'none', 'row' or "
+                             "'allowed', got %r" % (norm,))
         inp.norm = NORMS[norm]
         inp.logp = self._ptr("logp", logp)
         if ids is not None:

@@ -732,3 +732,12 @@ def test_arrays_on_another_device_are_refused(lib):
                                          "cpu"):
         s.walk(torch.zeros((1, 2), dtype=torch.int64, device="meta"))
     assert s.step(torch.zeros((1, V))).count == 2      # CPU tensors: taken
+
+
+def test_unknown_norm_is_refused(lib):
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    with pytest.raises(ValueError, match="norm: expected None, 'none', "
+                                         "'row' or 'allowed', got 'softmax'"):
+        s.step(np.zeros((1, V), dtype=np.float32), norm="softmax")
