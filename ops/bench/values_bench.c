@@ -21,27 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "flashtrie.h"
+#include "flashtrie/internal/clock.h"
 #include "flashtrie/internal/engine.h"
 #include "search_impl.h"
+#include "workload.h"
 
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static uint64_t rng = 88172645463325252ull;
-static uint64_t next_rand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
 
 /* The baseline: a call of ft_index_value_at a hit. */
 static int per_hit(ft_hit *h, uint32_t n, const ft_index *const *sh,
@@ -106,23 +92,25 @@ int main(int argc, char **argv)
     size_t evict = (size_t)64 << 20;
     char *ev = malloc(evict);
     double t[3] = {0, 0, 0};
+    ft_wl_rng rng;
+    ft_wl_rng_seed(&rng, 1);
     uint64_t sum[2] = {0, 0};
     for (int rep = 0; rep < reps; rep++) {
-        uint64_t c = next_rand() % keys;
+        uint64_t c = ft_wl_next(&rng) % keys;
         for (uint32_t j = 0; j < n; j++)
-            ki[j] = span ? (c + next_rand() % span) % keys
-                         : next_rand() % keys;
+            ki[j] = span ? (c + ft_wl_next(&rng) % span) % keys
+                         : ft_wl_next(&rng) % keys;
         for (int m = 0; m < 3; m++) {
             memset(ev, rep + m, evict);
             for (uint32_t j = 0; j < n; j++)
                 r.hits[j].key_index = ki[j];
             r.n = n;
             r.status = FT_OK;
-            double t0 = now_ns();
+            double t0 = (double)fti_now_ns();
             int rc = m == 0 ? per_hit(r.hits, n, sh, base, ns)
                      : m == 1 ? fti_attach_values(&r, sh, base, ns)
                               : fti_attach_values(&r, &full, base, 1);
-            t[m] += now_ns() - t0;
+            t[m] += (double)fti_now_ns() - t0;
             if (rc != 0) {
                 fprintf(stderr, "ft_values_bench: way %d failed\n", m);
                 return 1;
