@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -61,6 +62,11 @@ static void cluster_opts(ft_cluster_opts *co, const server *srv)
     co->join_ms = srv->cfg.cluster_join_timeout_ms;
     co->step_ms = srv->cfg.cluster_step_timeout_ms;
     co->secret = srv->cfg.cluster_secret;
+    /* A test hook (tests/daemon/cluster_test.c, case leave): the server
+     * reads it, the library reads no environment. */
+    const char *slow = getenv("FT_CLUSTER_TEST_SLOW_MS");
+    if (slow)
+        co->test_slow_ms = (uint32_t)strtoul(slow, NULL, 10);
     ft_engine_opts *e = &co->engine;
     e->device = srv->slot.n_devices ? srv->slot.devices[0] : 0;
     uint64_t used, total;

@@ -874,12 +874,8 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
     c->step_ms = o->step_ms ? o->step_ms : FT_CLUSTER_STEP_MS;
     c->stop = o->stop;
     c->stop_arg = o->stop_arg;
-    /* A test hook (tests/daemon/cluster_test.c, case leave): a rank that
-     * sleeps this long after each message it served, as one starved on a
-     * loaded machine. */
-    const char *slow = getenv("FT_CLUSTER_TEST_SLOW_MS");
-    if (slow && c->rank != 0)
-        c->slow_ms = (uint32_t)strtoul(slow, NULL, 10);
+    if (c->rank != 0)
+        c->slow_ms = o->test_slow_ms;
     snprintf(c->url, sizeof c->url, "%s", o->coordinator);
     snprintf(c->secret, sizeof c->secret, "%s", o->secret ? o->secret : "");
     int rc = FT_ENOMEM;

@@ -78,6 +78,9 @@ typedef struct ft_cluster_opts {
                               * rank 0 (NULL or "": none) */
     ft_cluster_stop_fn stop; /* may be NULL */
     void *stop_arg;
+    uint32_t test_slow_ms;   /* test hook (ranks): sleep this long after
+                              * each message served, as a rank starved on
+                              * a loaded machine; 0: never */
 } ft_cluster_opts;
 
 void ft_cluster_opts_init(ft_cluster_opts *o);

@@ -73,7 +73,7 @@ struct ft_cluster {
     int rejoin;                /* ranks: told to register again */
     nng_msg *pending;          /* ranks: a BATCH that came during another */
     int lost;                  /* ranks: the coordinator's connection went */
-    uint32_t slow_ms;          /* ranks: FT_CLUSTER_TEST_SLOW_MS (tests) */
+    uint32_t slow_ms;          /* ranks: ft_cluster_opts.test_slow_ms */
     int local_failed;          /* rank 0's own engines failed */
     int bye_sent;
     int closing;               /* ft_cluster_close under way */
