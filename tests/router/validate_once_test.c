@@ -105,6 +105,32 @@ static void case_slot(void)
            "side\n", n);
 }
 
+/* run_batcher runs the n jobs of items through a batcher over a new
+ * generation of two replicas (the batcher takes its reference), pushed
+ * five at a time, until every one is done; returns the validations it
+ * took. */
+static uint64_t run_batcher(void **items, size_t n)
+{
+    ft_queue q;
+    FT_PASS(ft_queue_init(&q, n));
+    ft_batcher *b;
+    atomic_store(&g_done, 0);
+    uint64_t v0 = fti_request_validations();
+    FT_PASS(ft_batcher_start(&b, &q, gen_util_open(g_path, 2), 8, 200, 0));
+    for (size_t i = 0; i < n; i += 5)
+        FT_PASS(ft_queue_push_n(&q, &items[i], n - i < 5 ? n - i : 5));
+    for (int t = 0; atomic_load(&g_done) < n; t++) {
+        FT_CHECK(t < 60000);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    ft_queue_close(&q);
+    ft_batcher_stop(b);
+    uint64_t dv = fti_request_validations() - v0;
+    ft_queue_destroy(&q);
+    return dv;
+}
+
 /* The batcher: a batch of jobs the door validated runs trusted; one job
  * not marked validated makes its batch validate. */
 static void case_batcher(void)
@@ -123,29 +149,12 @@ static void case_batcher(void)
             jobs[i].validated = marked;
             items[i] = &jobs[i];
         }
-        ft_gen *g = gen_util_open(g_path, 2);
-        ft_queue q;
-        FT_PASS(ft_queue_init(&q, n));
-        ft_batcher *b;
-        atomic_store(&g_done, 0);
-        uint64_t v0 = fti_request_validations();
-        FT_PASS(ft_batcher_start(&b, &q, g, 8, 200, 0));
-        for (size_t i = 0; i < n; i += 5)
-            FT_PASS(ft_queue_push_n(&q, &items[i], n - i < 5 ? n - i : 5));
-        for (int t = 0; atomic_load(&g_done) < n; t++) {
-            FT_CHECK(t < 60000);
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-        ft_queue_close(&q);
-        ft_batcher_stop(b);
-        uint64_t dv = fti_request_validations() - v0;
+        uint64_t dv = run_batcher(items, n);
         if (marked)
             FT_CHECK_EQ_U64(dv, 0);
         else
             FT_CHECK(dv >= n);
         check_same(res, n, marked ? "trusted batches" : "validated batches");
-        ft_queue_destroy(&q);
         free_results(res, n);
         free(res);
         free(jobs);
@@ -265,31 +274,13 @@ static void case_door(void)
                                                           : FT_DOOR_EARLY;
             items[i] = &jobs[i];
         }
-        ft_queue qu;
-        FT_PASS(ft_queue_init(&qu, n));
-        ft_batcher *b;
-        atomic_store(&g_done, 0);
-        v0 = fti_request_validations();
-        /* the batcher takes the generation's reference */
-        FT_PASS(ft_batcher_start(&b, &qu, gen_util_open(g_path, 2), 8, 200,
-                                 0));
-        for (size_t i = 0; i < n; i += 5)
-            FT_PASS(ft_queue_push_n(&qu, &items[i], n - i < 5 ? n - i : 5));
-        for (int t = 0; atomic_load(&g_done) < n; t++) {
-            FT_CHECK(t < 60000);
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-        ft_queue_close(&qu);
-        ft_batcher_stop(b);
-        uint64_t dv = fti_request_validations() - v0;
+        uint64_t dv = run_batcher(items, n);
         if (mixed)
             FT_CHECK(dv >= n / 2 && dv <= n);
         else
             FT_CHECK_EQ_U64(dv, n);
         check_dups(res, want, g_c.res, n, mixed ? "door batches, mixed"
                                                  : "door batches");
-        ft_queue_destroy(&qu);
         free(jobs);
         free(items);
     }
