@@ -741,8 +741,10 @@ FT_API uint64_t ft_index_keys(const ft_index *idx);
  * j asc).  Decoding row t of a NAR grid at every step t and merging the
  * steps' keys by (score desc, t asc, place in the step) gives the specification's
  * search of that grid, bit for bit (flashtrie search --ar checks it).
- * Entries that are NaN or -inf are never taken; a token twice in one
- * sparse row gives two candidates.
+ * Entries that are NaN, -inf or +inf are never taken (a row normalised
+ * over a +inf entry has a NaN log-sum-exp and takes nothing, as torch's
+ * log_softmax gives NaN there); a token twice in one sparse row gives
+ * two candidates.
  *
  * A session serves one caller at a time (like an engine); sessions over
  * one index may run at once.  Steps of a GPU session are ordered by the

@@ -209,7 +209,7 @@ __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
 {
     uint32_t d = len + 1 < FT_ARK_F_LEN ? len + 1 : FT_ARK_F_LEN - 1;
     double f = p.h_count ? p.F[d] : 0.0; /* loaded early: no data dependence */
-    if (!(rho > p.theta_tok))
+    if (!ft_ar_takes(rho, p.theta_tok))
         return;
     float sig = FT_FADD(s, rho);
     if (!(sig > p.theta_sent))
@@ -1103,7 +1103,7 @@ ark_topk_kernel(ft_ark_params p, uint32_t k, uint32_t *out_entry,
                 continue;
             float x = ark_x(p, r, j);
             float rho = p.norm ? ft_ar_norm(x, lse) : x;
-            if (!(rho > p.theta_tok) || !(FT_FADD(s, rho) > p.theta_sent))
+            if (!ft_ar_takes(rho, p.theta_tok) || !(FT_FADD(s, rho) > p.theta_sent))
                 continue;
             unsigned long long key = ft_ar_tail(0, rho, j);
             if ((i > 0 && key <= prev) || key >= best)

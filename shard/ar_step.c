@@ -840,7 +840,7 @@ static void offer(ft_ar *ar, bounded *nb, bounded *hb, const ft_trie_view *v,
                   const ft_child_range *cr, uint32_t r, float s, uint32_t len,
                   uint32_t j, uint32_t tok, float rho, uint64_t u)
 {
-    if (!(rho > ar->o.theta_tok))
+    if (!ft_ar_takes(rho, ar->o.theta_tok))
         return;
     float sig = FT_FADD(s, rho);
     if (!(sig > ar->o.theta_sent))
@@ -1311,7 +1311,7 @@ static void topk_beam(ft_ar *ar, ar_scr *sc, const step_ctx *c, uint32_t r)
         inv_walk_init(&it, ar, &cr, in->width);
         while (inv_walk_next(&it, v, &j, &u)) {
             float rho = row_rho(&w, j, lse);
-            if (rho > ar->o.theta_tok &&
+            if (ft_ar_takes(rho, ar->o.theta_tok) &&
                 FT_FADD(c->cur->sigma[r], rho) > ar->o.theta_sent)
                 topk_insert(keys, &nk, k, ft_ar_tail(0, rho, j));
         }
@@ -1328,7 +1328,7 @@ static void topk_beam(ft_ar *ar, ar_scr *sc, const step_ctx *c, uint32_t r)
         }
         float x = row_x(&w, j);
         float rho = in->norm ? ft_ar_norm(x, lse) : x;
-        if (!(rho > ar->o.theta_tok) ||
+        if (!ft_ar_takes(rho, ar->o.theta_tok) ||
             !(FT_FADD(c->cur->sigma[r], rho) > ar->o.theta_sent) ||
             (!cd && ft_find_child(v, &cr, row_tok(&w, j)) == FT_NONE))
             continue;

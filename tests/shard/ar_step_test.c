@@ -49,13 +49,18 @@ static void put(tbuf *t, const void *x, size_t n)
 }
 
 /* rows fills m rows of width w (values on a coarse grid with -inf holes,
- * ties everywhere, or wide floats), deterministic in (s, step). */
+ * ties everywhere, or wide floats; a rare +inf or NaN, which no step may
+ * take), deterministic in (s, step). */
 static void rows(float *x, uint32_t m, uint32_t w, uint64_t s, int coarse)
 {
     for (size_t i = 0; i < (size_t)m * w; i++) {
         uint64_t r = ft_test_rand(&s);
         if (r % 10 == 0)
             x[i] = -INFINITY;
+        else if (r % 331 == 1)
+            x[i] = INFINITY;
+        else if (r % 331 == 2)
+            x[i] = NAN;
         else if (coarse)
             x[i] = -(float)((r >> 8) % 33) * 0.25f;
         else
@@ -74,8 +79,10 @@ static uint16_t to_f16(float f) /* exact for 0, -inf and k/4, k <= 32 */
 {
     if (f == 0.0f)
         return signbit(f) ? 0x8000u : 0;
+    if (isnan(f))
+        return 0x7e00u;
     if (isinf(f))
-        return 0xfc00u;
+        return f > 0 ? 0x7c00u : 0xfc00u;
     uint32_t u;
     memcpy(&u, &f, 4);
     uint32_t e = ((u >> 23) & 0xffu) - 127u + 15u, m = (u >> 13) & 0x3ffu;
@@ -159,6 +166,38 @@ static int plain_step(dec *d, ft_ar_beams *cur, const ft_ar_input *in,
                       ft_ar_beams *nxt)
 {
     return ft_ar_step(d->ar, cur, in, nxt, &d->h, NULL);
+}
+
+/* taken_finite checks that every beam and hit of a step, and every
+ * top-k entry of the step's rows, came from a finite entry of its beam's
+ * row x (w wide): +inf and NaN are never taken. */
+static void taken_finite(dec *d, const ft_ar_beams *nxt, const float *x,
+                         uint32_t w, uint32_t m, uint32_t nh, uint32_t cap)
+{
+    size_t n = (size_t)m + nh + (size_t)cap * 8;
+    uint32_t *pa = malloc(n * 8 + 8), *en = pa + n;
+    FT_CHECK(pa != NULL);
+    FT_PASS(ft_ar_memcpy(d->ar, pa, nxt->parent, (size_t)m * 4, 0));
+    FT_PASS(ft_ar_memcpy(d->ar, en, nxt->entry, (size_t)m * 4, 0));
+    FT_PASS(ft_ar_memcpy(d->ar, pa + m, d->h.parent, (size_t)nh * 4, 0));
+    FT_PASS(ft_ar_memcpy(d->ar, en + m, d->h.entry, (size_t)nh * 4, 0));
+    FT_PASS(ft_ar_memcpy(d->ar, en + m + nh, d->d_te, (size_t)cap * 32, 0));
+    for (size_t i = 0; i < n; i++) {
+        if (i >= (size_t)m + nh) { /* top-k: rank r, slot (i - m - nh) % 8 */
+            pa[i] = (uint32_t)((i - m - nh) / 8);
+            if (en[i] == UINT32_MAX)
+                continue;
+        }
+        FT_CHECK(pa[i] < cap && en[i] < w);
+        float v = x[(size_t)pa[i] * w + en[i]];
+        if (!isfinite(v)) {
+            fprintf(stderr, "%s %zu took entry %u of row %u: %g\n",
+                    i < m ? "beam" : i < (size_t)m + nh ? "hit" : "top-k",
+                    i, en[i], pa[i], (double)v);
+            exit(1);
+        }
+    }
+    free(pa);
 }
 
 static void decode(dec *d, tbuf *t, int f, int norm, uint32_t B, uint32_t n,
@@ -247,6 +286,7 @@ static void decode(dec *d, tbuf *t, int f, int norm, uint32_t B, uint32_t n,
         get(d, t, d->h.value, (size_t)nh * 8);
         get(d, t, d->h.score, (size_t)nh * 8);
         get(d, t, d->h.sigma, (size_t)nh * 4);
+        taken_finite(d, nxt, x, w, m, nh, cap);
         if (m == 0)
             break;
     }
@@ -413,7 +453,7 @@ static void test_brute(const ft_index *idx)
             for (uint32_t j = 0; j < V; j++) {
                 float v = x[r * V + j];
                 uint64_t pos;
-                if (!(v > -INFINITY) ||
+                if (!isfinite(v) ||
                     ft_index_child_find(&pos, idx, &ch, j) != FT_OK)
                     continue;
                 int taken = 0;

@@ -222,6 +222,19 @@ FT_HD float ft_ar_norm(float x, double lse)
     return FT_D2F(FT_DSUB((double)x, lse));
 }
 
+/* ft_ar_takes says whether an entry of normalised log-prob rho may extend
+ * a beam: rho > theta_tok and rho finite.  NaN fails every comparison, -inf
+ * fails theta_tok (the least threshold is -inf), and +inf is refused here:
+ * no log-prob is +inf, and one would make every later sigma of its beam
+ * +inf (a NAR request refuses a non-finite logp at the door; a step, which
+ * has no door, never takes one).  A row normalised over entries holding
+ * +inf gets a NaN lse and takes nothing, as torch's log_softmax gives NaN
+ * there. */
+FT_HD int ft_ar_takes(float rho, float theta_tok)
+{
+    return rho > theta_tok && rho <= 3.40282346638528859812e+38f;
+}
+
 /* ft_ar_lse finishes a normalisation: the maximum and the lane total. */
 FT_HD double ft_ar_lse(float mx, double total)
 {
