@@ -74,4 +74,19 @@ for a in "--batch 0:--batch: expected 1..65536, got '0'" \
   [ "$(cat "$TMP/err.txt")" = "flashtrie search: ${a#*:}" ] ||
     fail "${a%%:*}: $(cat "$TMP/err.txt")"
 done
+
+# output that cannot be written: exit 1 with a message, never 0 with the
+# output lost (info, lookup and bench exited 0 on a full disk)
+if [ -w /dev/full ]; then
+  for c in "info $TMP/idx.ft" "lookup $TMP/idx.ft" "lookup --prefix $TMP/idx.ft" \
+           "bench --index $TMP/idx.ft --engine cpu --n-requests 1 --T 1 --beam 2 --batch 1"; do
+    echo 1 | "$BIN" $c > /dev/full 2> "$TMP/err.txt"
+    rc=$?
+    [ $rc -eq 1 ] || fail "$c > /dev/full: exit $rc, want 1"
+    [ "$(cat "$TMP/err.txt")" = "flashtrie ${c%% *}: cannot write the output" ] ||
+      fail "$c > /dev/full: $(cat "$TMP/err.txt")"
+  done
+  "$BIN" --version > /dev/full 2> /dev/null && fail "--version > /dev/full: exit 0"
+fi
+
 echo "cli_search_test: ok"
