@@ -89,4 +89,12 @@ if [ -w /dev/full ]; then
   "$BIN" --version > /dev/full 2> /dev/null && fail "--version > /dev/full: exit 0"
 fi
 
+# lookup: a line with a NUL byte is no key (it was read as the tokens
+# before the NUL)
+key=$(grep -v '^#' "$DATA/cli_keys.txt" | head -1 | cut -f1 | cut -d' ' -f1)
+printf '%s\0 9\n' "$key" | "$BIN" lookup "$TMP/idx.ft" > "$TMP/out.txt" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "lookup of a line with a NUL: exit $rc, want 1"
+[ "$(cat "$TMP/out.txt")" = "error: line 1: not a list of u32 tokens" ] ||
+  fail "lookup of a line with a NUL: $(cat "$TMP/out.txt")"
 echo "cli_search_test: ok"
