@@ -45,6 +45,18 @@ set -e
 grep -qxF "flashtrie bench: --beam: list longer than 255 characters" "$D/err" ||
     fail "a 256-character --beam list: $(cat "$D/err")"
 
+# A vocabulary too small for the keys asked for is said so (it was "out
+# of memory"), as is one too small for the count outright.
+for a in "5 3" "100000000 3"; do
+    set +e
+    $FT gen keys --n ${a% *} --vocab ${a#* } --output "$D/v.txt" 2>"$D/err"
+    rc=$?
+    set -e
+    [ $rc -eq 1 ] || fail "'gen keys --n ${a% *} --vocab ${a#* }' exited $rc, want 1"
+    grep -qxF "flashtrie gen keys: a vocabulary of ${a#* } tokens is too small for ${a% *} distinct keys; give a larger --vocab" "$D/err" ||
+        fail "'gen keys --n ${a% *} --vocab ${a#* }': $(cat "$D/err")"
+done
+
 # Determinism: same seed, any threads, same bytes; another seed differs.
 $FT gen keys --n 120000 --seed 11 --threads 1 --output "$D/a.txt"
 $FT gen keys --n 120000 --seed 11 --threads 2 > "$D/b.txt"
