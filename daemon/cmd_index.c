@@ -150,7 +150,9 @@ int cmd_lookup(int argc, char **argv)
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = 0;
-        int n = ft_cli_parse_tokens(line, toks, FT_MAX_KEY_LEN_LIMIT + 1);
+        /* a NUL byte would end the string early: "5\0 9" is no key 5 */
+        int n = strlen(line) != (size_t)len
+                    ? -1 : ft_cli_parse_tokens(line, toks, FT_MAX_KEY_LEN_LIMIT + 1);
         if (n < 0) {
             printf("error: line %llu: %s\n", lineno,
                    n == -1 ? "not a list of u32 tokens" : "key longer than 255");

@@ -72,6 +72,19 @@ static int version(void)
     return 0;
 }
 
+/* finish flushes stdout: a command whose output could not all be written
+ * (a full disk, say) exits 1, not 0 with its output cut short.  A command
+ * that failed already has said why. */
+static int finish(const char *name, int rc)
+{
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "flashtrie%s%s: cannot write the output\n",
+                name ? " " : "", name ? name : "");
+        rc = 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -80,15 +93,15 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
-        return 0;
+        return finish(NULL, 0);
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
-        return version();
+        return finish(NULL, version());
     if (!strcmp(argv[1], "help")) {
         /* help [CMD [SUB...]]: CMD [SUB...] --help */
         if (argc < 3) {
             usage(stdout);
-            return 0;
+            return finish(NULL, 0);
         }
         const command *c = find(argv[2]);
         if (!c)
@@ -103,7 +116,7 @@ int main(int argc, char **argv)
         av[argc - 2] = "--help";
         int rc = c->run(argc - 1, av);
         free(av);
-        return rc;
+        return finish(c->name, rc);
     }
     const command *c = find(argv[1]);
     if (!c)
@@ -111,6 +124,6 @@ int main(int argc, char **argv)
     /* CMD ... --version, up to a "--" that ends the options. */
     for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--version"))
-            return version();
-    return c->run(argc - 1, argv + 1);
+            return finish(NULL, version());
+    return finish(c->name, c->run(argc - 1, argv + 1));
 }

@@ -13,6 +13,12 @@ static int parse_list(const char *opt, const char *s, uint32_t lo, uint32_t hi,
 {
     out->n = 0;
     char buf[256];
+    if (strlen(s) >= sizeof buf) {
+        /* cut short, the last value would change silently */
+        fprintf(stderr, "flashtrie bench: %s: list longer than %zu characters\n",
+                opt, sizeof buf - 1);
+        return -1;
+    }
     snprintf(buf, sizeof buf, "%s", s);
     for (char *save, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
@@ -283,18 +289,25 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
             }
             break;
         case 'e': {
+            /* Read in place: a copy into a fixed buffer cut long values
+             * short, and an empty list ("" or ",") ran no engine at all
+             * and exited 0. */
             opt->use_cpu = opt->use_gpu = 0;
-            char buf[64];
-            snprintf(buf, sizeof buf, "%s", optarg);
-            for (char *sv, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-                if (!strcmp(t, "cpu"))
+            for (const char *t = optarg; *t;) {
+                size_t n = strcspn(t, ",");
+                if (n == 3 && !strncmp(t, "cpu", 3))
                     opt->use_cpu = 1;
-                else if (!strcmp(t, "gpu"))
+                else if (n == 3 && !strncmp(t, "gpu", 3))
                     opt->use_gpu = 1;
-                else {
+                else if (n > 0) {
                     fprintf(stderr, "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '%s'\n", optarg);
                     return 2;
                 }
+                t += n + (t[n] == ',');
+            }
+            if (!opt->use_cpu && !opt->use_gpu) {
+                fprintf(stderr, "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '%s'\n", optarg);
+                return 2;
             }
             break;
         }

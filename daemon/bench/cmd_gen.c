@@ -164,6 +164,13 @@ static int gen_keys(int argc, char **argv)
     ft_wl_keys_stats st;
     int rc = ft_wl_keys_write(&st, &o, fmt, ft_cli_file_sink, f);
     int crc = f == stdout ? fflush(f) : fclose(f);
+    if (rc == FT_ELIMIT) {
+        /* not "out of memory": the shape needs more distinct tokens */
+        fprintf(stderr, "flashtrie gen keys: a vocabulary of %" PRIu32 " tokens is "
+                "too small for %" PRIu64 " distinct keys; give a larger --vocab\n",
+                o.vocab ? o.vocab : (uint32_t)FT_WL_VOCAB, o.n);
+        return 1;
+    }
     if (rc || crc) {
         fprintf(stderr, "flashtrie gen keys: %s\n",
                 rc ? ft_strerror(rc) : "writing the output failed");

@@ -160,7 +160,9 @@ static int draw_distinct(wl_ctx *c, wl_level *l, size_t k)
 }
 
 /* split shares r keys among the children of a node at depth d; returns
- * the number of children (sizes and tokens in c->lv[d]) or 0 on error. */
+ * the number of children (sizes and tokens in c->lv[d]) or 0 on error:
+ * FT_ELIMIT in c->err when the vocabulary has too few tokens for them,
+ * else out of memory. */
 static size_t split(wl_ctx *c, uint32_t d, uint64_t r)
 {
     wl_level *l = &c->lv[d];
@@ -170,7 +172,11 @@ static size_t split(wl_ctx *c, uint32_t d, uint64_t r)
     size_t kmax = c->sh->vocab / 2;
     if (d + 1 == FT_WL_MAX_LEN) {
         /* Children at the deepest level can hold one key each. */
-        if (r > kmax || level_reserve(l, r))
+        if (r > kmax) {
+            c->err = FT_ELIMIT;
+            return 0;
+        }
+        if (level_reserve(l, r))
             return 0;
         for (; k < r; k++)
             l->sizes[k] = 1;
@@ -264,7 +270,8 @@ static void gen(wl_ctx *c, uint32_t *prefix, uint32_t d, uint64_t n)
         return;
     size_t k = split(c, d, r);
     if (k == 0) {
-        c->err = FT_ENOMEM;
+        if (!c->err)
+            c->err = FT_ENOMEM;
         return;
     }
     if (d == 0)
@@ -368,7 +375,7 @@ static void expand(wl_plan *pl, uint32_t *prefix, uint32_t d, uint64_t n,
         plan_add(pl, prefix, d, 0, 0);
     size_t k = split(c, d, r);
     if (k == 0) {
-        pl->err = FT_ENOMEM;
+        pl->err = c->err ? c->err : FT_ENOMEM;
         return;
     }
     if (d == 0)
@@ -468,8 +475,10 @@ int ft_wl_keys_write(ft_wl_keys_stats *st, const ft_wl_keys_opts *o,
     double t0 = fti_now();
     wl_shape sh;
     shape_init(&sh, o->vocab ? o->vocab : FT_WL_VOCAB);
-    if (sh.vocab < 2 || o->n > (uint64_t)sh.vocab * 1000000ull)
+    if (sh.vocab < 2)
         return FT_EINVAL;
+    if (o->n > (uint64_t)sh.vocab * 1000000ull)
+        return FT_ELIMIT;
     wl_plan pl;
     memset(&pl, 0, sizeof pl);
     /* The piece size depends on n only, never on threads, so the random

@@ -87,7 +87,9 @@ typedef int (*ft_wl_sink)(const void *buf, size_t len, void *arg);
 
 /* ft_wl_keys_write generates the library and hands it to sink in fmt.  The
  * keys come out distinct and in lexicographic order (a prefix before its
- * extensions), so they can go straight into the trie builder. */
+ * extensions), so they can go straight into the trie builder.  FT_ELIMIT:
+ * the vocabulary has too few tokens for n distinct keys of this shape
+ * (output may have reached the sink already). */
 int ft_wl_keys_write(ft_wl_keys_stats *st, const ft_wl_keys_opts *o,
                      ft_wl_format fmt, ft_wl_sink sink, void *arg);
 

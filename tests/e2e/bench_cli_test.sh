@@ -26,6 +26,37 @@ for args in "gen keys" "gen keys --n x" "gen keys --n 10 --format xml" \
     [ -s "$D/err" ] || fail "'flashtrie $args' printed no message"
 done
 
+# --engine with no engine in it ran nothing and exited 0; a list option
+# longer than its buffer was cut short (the last value changed silently).
+for e in "" "," "cpu,,tpu" "cpu$(printf '%070d' 0 | tr 0 ,)tpu"; do
+    set +e
+    $FT bench --gen-keys 10 --engine "$e" >/dev/null 2>"$D/err"
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] || fail "'bench --engine \"$e\"' exited $rc, want 2"
+    grep -qxF "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '$e'" "$D/err" ||
+        fail "'bench --engine \"$e\"': $(cat "$D/err")"
+done
+set +e
+$FT bench --gen-keys 10 --engine cpu --beam "1,$(printf '%0250d' 0)1000" >/dev/null 2>"$D/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "a 256-character --beam list exited $rc, want 2"
+grep -qxF "flashtrie bench: --beam: list longer than 255 characters" "$D/err" ||
+    fail "a 256-character --beam list: $(cat "$D/err")"
+
+# A vocabulary too small for the keys asked for is said so (it was "out
+# of memory"), as is one too small for the count outright.
+for a in "5 3" "100000000 3"; do
+    set +e
+    $FT gen keys --n ${a% *} --vocab ${a#* } --output "$D/v.txt" 2>"$D/err"
+    rc=$?
+    set -e
+    [ $rc -eq 1 ] || fail "'gen keys --n ${a% *} --vocab ${a#* }' exited $rc, want 1"
+    grep -qxF "flashtrie gen keys: a vocabulary of ${a#* } tokens is too small for ${a% *} distinct keys; give a larger --vocab" "$D/err" ||
+        fail "'gen keys --n ${a% *} --vocab ${a#* }': $(cat "$D/err")"
+done
+
 # Determinism: same seed, any threads, same bytes; another seed differs.
 $FT gen keys --n 120000 --seed 11 --threads 1 --output "$D/a.txt"
 $FT gen keys --n 120000 --seed 11 --threads 2 > "$D/b.txt"

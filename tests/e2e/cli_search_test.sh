@@ -74,4 +74,27 @@ for a in "--batch 0:--batch: expected 1..65536, got '0'" \
   [ "$(cat "$TMP/err.txt")" = "flashtrie search: ${a#*:}" ] ||
     fail "${a%%:*}: $(cat "$TMP/err.txt")"
 done
+
+# output that cannot be written: exit 1 with a message, never 0 with the
+# output lost (info, lookup and bench exited 0 on a full disk)
+if [ -w /dev/full ]; then
+  for c in "info $TMP/idx.ft" "lookup $TMP/idx.ft" "lookup --prefix $TMP/idx.ft" \
+           "bench --index $TMP/idx.ft --engine cpu --n-requests 1 --T 1 --beam 2 --batch 1"; do
+    echo 1 | "$BIN" $c > /dev/full 2> "$TMP/err.txt"
+    rc=$?
+    [ $rc -eq 1 ] || fail "$c > /dev/full: exit $rc, want 1"
+    [ "$(cat "$TMP/err.txt")" = "flashtrie ${c%% *}: cannot write the output" ] ||
+      fail "$c > /dev/full: $(cat "$TMP/err.txt")"
+  done
+  "$BIN" --version > /dev/full 2> /dev/null && fail "--version > /dev/full: exit 0"
+fi
+
+# lookup: a line with a NUL byte is no key (it was read as the tokens
+# before the NUL)
+key=$(grep -v '^#' "$DATA/cli_keys.txt" | head -1 | cut -f1 | cut -d' ' -f1)
+printf '%s\0 9\n' "$key" | "$BIN" lookup "$TMP/idx.ft" > "$TMP/out.txt" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "lookup of a line with a NUL: exit $rc, want 1"
+[ "$(cat "$TMP/out.txt")" = "error: line 1: not a list of u32 tokens" ] ||
+  fail "lookup of a line with a NUL: $(cat "$TMP/out.txt")"
 echo "cli_search_test: ok"
