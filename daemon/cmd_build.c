@@ -1,5 +1,6 @@
 /* cmd_build.c - "flashtrie build": a keys file in, an index file out. */
 #include <getopt.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -163,6 +164,17 @@ int cmd_build(int argc, char **argv)
     if (shards && shard_bytes) {
         fprintf(stderr, "flashtrie build: give one of --shards and "
                         "--shard-bytes\n");
+        return 2;
+    }
+    /* The index is renamed onto --output when it is written: were that
+     * the keys file, the keys would be gone. */
+    struct stat si, so;
+    if (strcmp(o.input, "-") != 0 && stat(o.input, &si) == 0 &&
+        stat(o.output, &so) == 0 && si.st_dev == so.st_dev &&
+        si.st_ino == so.st_ino) {
+        fprintf(stderr, "flashtrie build: --output %s is the input file: the "
+                        "index would replace the keys; give another path\n",
+                o.output);
         return 2;
     }
     /* A sharded build writes the whole index aside first, then splits it:

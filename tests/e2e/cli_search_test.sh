@@ -97,4 +97,20 @@ rc=$?
 [ $rc -eq 1 ] || fail "lookup of a line with a NUL: exit $rc, want 1"
 [ "$(cat "$TMP/out.txt")" = "error: line 1: not a list of u32 tokens" ] ||
   fail "lookup of a line with a NUL: $(cat "$TMP/out.txt")"
+# build: an --output that is the input file (by name, through another
+# path, or a hard link) is refused and the keys stay as they were
+printf '1 2\t5\n1 3\t6\n' > "$TMP/keys.txt"
+cp "$TMP/keys.txt" "$TMP/keys.orig"
+ln "$TMP/keys.txt" "$TMP/keys.link"
+for out in "$TMP/keys.txt" "$TMP/../$(basename "$TMP")/keys.txt" "$TMP/keys.link"; do
+  for sh in "" "--shards 2"; do
+    "$BIN" build --input "$TMP/keys.txt" --output "$out" $sh > /dev/null 2> "$TMP/err.txt"
+    rc=$?
+    [ $rc -eq 2 ] || fail "build --output $out $sh (the input): exit $rc, want 2"
+    [ "$(cat "$TMP/err.txt")" = "flashtrie build: --output $out is the input file: the index would replace the keys; give another path" ] ||
+      fail "build onto its input: $(cat "$TMP/err.txt")"
+    cmp -s "$TMP/keys.txt" "$TMP/keys.orig" || fail "build onto its input changed the keys"
+  done
+done
+"$BIN" build --input "$TMP/keys.txt" --output "$TMP/keys.ft" --quiet || fail "build of keys.txt failed"
 echo "cli_search_test: ok"
