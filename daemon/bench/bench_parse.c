@@ -20,6 +20,12 @@ static int parse_list(const char *opt, const char *s, uint32_t lo, uint32_t hi,
         return -1;
     }
     snprintf(buf, sizeof buf, "%s", s);
+    /* every item given: "10,,20" or "10," is a mistake, not "10,20" */
+    size_t len = strlen(buf);
+    if (len > 0 && (buf[0] == ',' || buf[len - 1] == ',' || strstr(buf, ",,"))) {
+        fprintf(stderr, "flashtrie bench: %s: an empty item in '%s'\n", opt, s);
+        return -1;
+    }
     for (char *save, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         if (out->n == MAX_LIST) {
@@ -299,11 +305,16 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
                     opt->use_cpu = 1;
                 else if (n == 3 && !strncmp(t, "gpu", 3))
                     opt->use_gpu = 1;
-                else if (n > 0) {
+                else {
+                    /* an empty item too: "cpu," or ",gpu" */
                     fprintf(stderr, "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '%s'\n", optarg);
                     return 2;
                 }
                 t += n + (t[n] == ',');
+                if (t[-1] == ',' && *t == 0) {
+                    fprintf(stderr, "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '%s'\n", optarg);
+                    return 2;
+                }
             }
             if (!opt->use_cpu && !opt->use_gpu) {
                 fprintf(stderr, "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '%s'\n", optarg);

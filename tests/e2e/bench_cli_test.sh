@@ -28,7 +28,7 @@ done
 
 # --engine with no engine in it ran nothing and exited 0; a list option
 # longer than its buffer was cut short (the last value changed silently).
-for e in "" "," "cpu,,tpu" "cpu$(printf '%070d' 0 | tr 0 ,)tpu"; do
+for e in "" "," "cpu,,tpu" "cpu$(printf '%070d' 0 | tr 0 ,)tpu" "cpu," ",gpu" "cpu,,gpu"; do
     set +e
     $FT bench --gen-keys 10 --engine "$e" >/dev/null 2>"$D/err"
     rc=$?
@@ -44,6 +44,17 @@ set -e
 [ $rc -eq 2 ] || fail "a 256-character --beam list exited $rc, want 2"
 grep -qxF "flashtrie bench: --beam: list longer than 255 characters" "$D/err" ||
     fail "a 256-character --beam list: $(cat "$D/err")"
+
+# An empty item in a number list was skipped ("10,,20" ran 10 and 20).
+for l in "10,,20" "10," ",10"; do
+    set +e
+    $FT bench --gen-keys 10 --engine cpu --beam "$l" >/dev/null 2>"$D/err"
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] || fail "'bench --beam $l' exited $rc, want 2"
+    grep -qxF "flashtrie bench: --beam: an empty item in '$l'" "$D/err" ||
+        fail "'bench --beam $l': $(cat "$D/err")"
+done
 
 # A vocabulary too small for the keys asked for is said so (it was "out
 # of memory"), as is one too small for the count outright.
