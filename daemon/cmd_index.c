@@ -114,8 +114,11 @@ int cmd_lookup(int argc, char **argv)
                       "  each input line is a key (tokens separated by spaces);\n"
                       "  prints its value or \"not found\"; with --prefix, lists\n"
                       "  the keys under it (TAB value), at most N (default 100;\n"
-                      "  0: all of them).\n";
-    int prefix = 0, no_verify = 0, c;
+                      "  0: all of them).\n"
+                      "  exit 0; 1 when the index cannot be opened or a line is\n"
+                      "  no key (\"error: line N: ...\" in its place, the other\n"
+                      "  lines answered); 2 bad arguments.\n";
+    int prefix = 0, no_verify = 0, limit_given = 0, c;
     unsigned long long limit = 100;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -128,6 +131,7 @@ int cmd_lookup(int argc, char **argv)
                         optarg);
                 return 2;
             }
+            limit_given = 1;
             break;
         case 'h': fputs(use, stdout); return 0;
         default: fputs(use, stderr); return 2;
@@ -135,6 +139,11 @@ int cmd_lookup(int argc, char **argv)
     }
     if (optind != argc - 1) {
         fputs(use, stderr);
+        return 2;
+    }
+    if (limit_given && !prefix) {
+        /* a whole-key lookup prints one line a key: no limit to apply */
+        fprintf(stderr, "flashtrie lookup: --limit applies only with --prefix\n");
         return 2;
     }
     ft_library *m;

@@ -97,6 +97,13 @@ rc=$?
 [ $rc -eq 1 ] || fail "lookup of a line with a NUL: exit $rc, want 1"
 [ "$(cat "$TMP/out.txt")" = "error: line 1: not a list of u32 tokens" ] ||
   fail "lookup of a line with a NUL: $(cat "$TMP/out.txt")"
+# lookup: --limit without --prefix has nothing to limit: refused
+"$BIN" lookup --limit 5 "$TMP/idx.ft" < /dev/null > /dev/null 2> "$TMP/err.txt"
+rc=$?
+[ $rc -eq 2 ] || fail "lookup --limit without --prefix: exit $rc, want 2"
+[ "$(cat "$TMP/err.txt")" = "flashtrie lookup: --limit applies only with --prefix" ] ||
+  fail "lookup --limit without --prefix: $(cat "$TMP/err.txt")"
+
 # build: an --output that is the input file (by name, through another
 # path, or a hard link) is refused and the keys stay as they were
 printf '1 2\t5\n1 3\t6\n' > "$TMP/keys.txt"
