@@ -443,8 +443,12 @@ void bench_run_engines(const bench_opts *opt, bench_state *bs)
             shlib = NULL;
         }
         if (rc == FT_ENODEV || rc == FT_ENOTSUP) {
-            printf("%s engine: skipped (%s%s%s)\n", bs->eng_names[e], ft_strerror(rc),
-                   err[0] ? ": " : "", err[0] ? err : "");
+            /* the engine's reason names the error itself ("no usable
+             * GPU: ...") or says only why */
+            const char *what = ft_strerror(rc);
+            int named = !strncmp(err, what, strlen(what));
+            printf("%s engine: skipped (%s%s%s)\n", bs->eng_names[e],
+                   named ? "" : what, err[0] && !named ? ": " : "", err);
             json_object_set_new(bs->skipped, bs->eng_names[e], json_string(ft_strerror(rc)));
             continue;
         }

@@ -112,6 +112,12 @@ $FT bench --index "$IDX" --n-requests 5 --beam 20,40 --batch 1,4 --warmup 1 \
     --engine cpu,gpu --report "$D/rep.json" > "$D/bench.out"
 grep -q '"throughput_qps"' "$D/rep.json" || fail "bench report lacks throughput"
 grep -q '"cpu_model"' "$D/rep.json" || fail "bench report lacks machine info"
+# where no GPU answers, the skip line names the reason once
+if grep -q '^gpu engine: skipped' "$D/bench.out"; then
+    grep -qE '^gpu engine: skipped \((no usable GPU|not supported)[:)]' "$D/bench.out" &&
+        ! grep -q 'no usable GPU: no usable GPU' "$D/bench.out" ||
+        fail "skip line: $(grep '^gpu engine' "$D/bench.out")"
+fi
 $FT bench --index "$IDX" --requests "$D/r1.jsonl" --batch 1,2 --warmup 0 --engine cpu \
     > "$D/bench2.out" || fail "bench --requests failed"
 
