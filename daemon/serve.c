@@ -911,8 +911,11 @@ static int drain(server *srv)
     }
     long left = atomic_load(&srv->inflight);
     if (left > 0) {
-        FT_LOGF(FT_LOG_ERROR, "drain timed out after %u ms: %ld requests cut unanswered",
-                 FT_CONFIG_LIVE(&srv->cfg, drain_timeout_ms), left);
+        /* The requests, not the messages: a batch frame holds many. */
+        FT_LOGF(FT_LOG_ERROR, "drain timed out after %u ms: %ld requests cut "
+                "unanswered (%ld messages)",
+                FT_CONFIG_LIVE(&srv->cfg, drain_timeout_ms),
+                atomic_load(&srv->inflight_reqs), left);
         return 1;
     }
     FT_LOGF(FT_LOG_INFO, "drained: every request answered");
