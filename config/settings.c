@@ -583,15 +583,18 @@ static int parse_ll(const char *s, long long *out)
 }
 
 /* next_item copies the next comma-separated item of *s (spaces trimmed)
- * into item and advances *s; 0 at the end, -1 when an item is too long. */
+ * into item and advances *s, which is NULL after the last item (start it
+ * at NULL for an empty list); 0 at the end, -1 when an item is too long.
+ * A comma always has an item after it, so "a," ends with an empty item
+ * (refused by the callers) rather than passing for "a". */
 static int next_item(const char **s, char *item, size_t cap)
 {
     const char *p = *s;
-    if (*p == 0)
+    if (p == NULL)
         return 0;
     const char *e = strchr(p, ',');
     size_t n = e ? (size_t)(e - p) : strlen(p);
-    *s = e ? e + 1 : p + n;
+    *s = e ? e + 1 : NULL;
     while (n && (*p == ' ' || *p == '\t')) {
         p++;
         n--;
@@ -623,7 +626,7 @@ static int set_listeners(ft_config *cfg, const char *v, ft_config_source src,
     const ft_config_row *ur = &ft_config_listener_rows[FT_CONFIG_L_URL];
     uint32_t n = 0;
     int rc;
-    const char *s = v;
+    const char *s = v[0] ? v : NULL;
     while ((rc = next_item(&s, item, sizeof item)) != 0) {
         if (rc < 0) {
             fti_cfg_errf(errbuf, errlen, "%s: a URL is longer than %d bytes",
@@ -683,7 +686,7 @@ static int set_text(ft_config *cfg, const ft_config_row *r, void *base,
         char item[32];
         size_t n = 0;
         int rc;
-        const char *s = v;
+        const char *s = v[0] ? v : NULL;
         while ((rc = next_item(&s, item, sizeof item)) != 0) {
             if (rc < 0 || parse_ll(item, &x)) {
                 fti_cfg_errf(errbuf, errlen,

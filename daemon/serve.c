@@ -99,6 +99,7 @@ typedef struct srv_args {
     const char *set_name[64], *set_value[64]; /* row names, values */
     int nset;
     char listen[4096];   /* the LISTENERS row's flag: URLs, comma-separated */
+    int n_listen;        /* how many times it was given ("" counts) */
     const char *admin_listen[FT_CONFIG_MAX_LISTENERS];
     int n_admin;
     const char *cert, *key, *ca;
@@ -225,7 +226,7 @@ static int build_config(ft_config *cfg, const char *path, const srv_args *a,
                      r && r->flag ? r->flag : a->set_name[i], who);
             return rc;
         }
-    if (a->listen[0] &&
+    if (a->n_listen &&
         (rc = ft_config_set(cfg, ft_config_rows[FT_CONFIG_S_LISTENERS].name,
                             a->listen, FT_CONFIG_SRC_CLI_AT, err, errlen)) !=
             FT_OK)
@@ -445,7 +446,8 @@ static int parse_args(server *srv, int argc, char **argv)
                     return 2;
                 }
                 snprintf(a->listen + n, sizeof a->listen - n, "%s%s",
-                         n ? "," : "", optarg);
+                         a->n_listen ? "," : "", optarg);
+                a->n_listen++;
                 break;
             }
             if (a->nset == 64) {
@@ -909,8 +911,11 @@ static int drain(server *srv)
     }
     long left = atomic_load(&srv->inflight);
     if (left > 0) {
-        FT_LOGF(FT_LOG_ERROR, "drain timed out after %u ms: %ld requests cut unanswered",
-                 FT_CONFIG_LIVE(&srv->cfg, drain_timeout_ms), left);
+        /* The requests, not the messages: a batch frame holds many. */
+        FT_LOGF(FT_LOG_ERROR, "drain timed out after %u ms: %ld requests cut "
+                "unanswered (%ld messages)",
+                FT_CONFIG_LIVE(&srv->cfg, drain_timeout_ms),
+                atomic_load(&srv->inflight_reqs), left);
         return 1;
     }
     FT_LOGF(FT_LOG_INFO, "drained: every request answered");

@@ -57,6 +57,7 @@ typedef struct srv_ctx {
     ft_buf out;
     nng_pipe pipe;         /* the connection the message came on */
     size_t rxlen;          /* the received message's bytes */
+    size_t nreq;           /* its requests counted in srv->inflight_reqs */
     int heavy;             /* it holds a heavy slot (serve_budget.h) */
     struct srv_ctx *next;  /* in the heavy decoder's list */
 } srv_ctx;
@@ -183,6 +184,8 @@ static void ctx_release(srv_ctx *c)
 {
     srv_budget_give(c->s->srv, c->w.charged, c->heavy);
     c->w.charged = 0;
+    atomic_fetch_sub(&c->s->srv->inflight_reqs, (long)c->nreq);
+    c->nreq = 0;
     c->heavy = 0;
     if (c->out.cap > SRV_KEEP_BYTES)
         ft_buf_free(&c->out);
@@ -350,6 +353,10 @@ static void handle(srv_ctx *c)
     }
     c->state = CTX_WAIT;
     atomic_store(&c->pending, n);
+    /* Counted until the reply is gone (ctx_release), for the drain's
+     * count of what a timeout cuts. */
+    c->nreq = n;
+    atomic_fetch_add(&srv->inflight_reqs, (long)n);
     c->t_ready = fti_now_ns();
 #ifdef FT_SERVE_TRACE
     c->t_dec = fti_now_ns();
@@ -377,6 +384,8 @@ static void handle(srv_ctx *c)
              ft_strerror(rc));
     if (rc == FT_OK)
         return;
+    atomic_fetch_sub(&srv->inflight_reqs, (long)n);
+    c->nreq = 0;
     c->state = CTX_RECV;
     size_t qcap = srv->queue.cap;
     for (size_t i = 0; i < n; i++)

@@ -115,6 +115,7 @@ struct server {
     atomic_int gen_overlaps;
     atomic_int draining;
     atomic_long inflight;      /* messages received, reply not yet sent */
+    atomic_long inflight_reqs; /* their requests queued for an engine */
     /* the memory budget (serve_budget.c) */
     atomic_uint_fast64_t budget_used, budget_peak, budget_refused;
     atomic_uint budget_heavy;  /* heavy messages held */

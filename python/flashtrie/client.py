@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import math
 import operator
+import os
 from operator import getitem as _getitem
 import re
 import threading
@@ -173,6 +174,27 @@ def _seconds_ms(name: str, v: Any, allow_zero: bool) -> int:
         raise ValueError("%s: at most %d seconds, got %r"
                          % (name, (2 ** 31 - 1) // 1000, v))
     return ms
+
+
+def _cstr(name: str, v: Any, path: bool = False) -> bytes:
+    """_cstr encodes a text argument for the C library, which reads it up
+    to its first NUL: one inside it would silently cut it (a reload of
+    another file, a dial of another address), so it is refused.  A path
+    may be str, bytes or os.PathLike (os.fsencode)."""
+    if path:
+        try:
+            b = os.fsencode(v)
+        except TypeError:
+            raise TypeError("%s: must be a str, bytes or os.PathLike, got %s"
+                            % (name, type(v).__name__)) from None
+    elif isinstance(v, str):
+        b = v.encode()
+    else:
+        raise TypeError("%s: must be a str, got %s" % (name, type(v).__name__))
+    z = b.find(b"\0")
+    if z >= 0:
+        raise ValueError("%s: NUL byte at byte %d of %r" % (name, z, v))
+    return b
 
 
 def _shape(a: np.ndarray) -> str:
@@ -642,7 +664,9 @@ class Client:
             if not isinstance(t, TLS):
                 raise TypeError("tls: must be a flashtrie.TLS or a dict, got "
                                 "%s" % type(tls).__name__)
-            enc = [None if v is None else str(v).encode() for v in t[:3]]
+            enc = [None if v is None else
+                   _cstr("tls." + f, v, f != "server_name")
+                   for f, v in zip(t._fields, t[:3])]
             opts.tls_ca, opts.tls_cert, opts.tls_server_name = enc
             opts.tls_key = enc[1]
             opts.tls_insecure = 1 if t.insecure else 0
@@ -655,7 +679,7 @@ class Client:
                           stacklevel=2)
         h = ctypes.c_void_p()
         err = ctypes.create_string_buffer(_ERRLEN)
-        rc = self._lib.ft_client_connect(ctypes.byref(h), url.encode(),
+        rc = self._lib.ft_client_connect(ctypes.byref(h), _cstr("url", url),
                                          ctypes.byref(opts), err, _ERRLEN)
         if rc != 0:
             raise error_for(rc, _text(err))
@@ -966,12 +990,11 @@ class Client:
         configured one); only on an admin listener of a server with
         admin_reload on, else PermissionError.  Returns the server's
         message."""
+        p = None if path is None else _cstr("path", path, True)
         err = ctypes.create_string_buffer(_ERRLEN)
         h = self._enter()
         try:
-            rc = self._lib.ft_client_reload(
-                h, None if path is None else str(path).encode(), err,
-                _ERRLEN)
+            rc = self._lib.ft_client_reload(h, p, err, _ERRLEN)
         finally:
             self._leave()
         if rc != 0:

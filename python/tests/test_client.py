@@ -12,6 +12,7 @@ import ctypes
 import json
 import math
 import os
+import pathlib
 import re
 import signal
 import socket
@@ -837,6 +838,53 @@ def test_reload_not_allowed(env, client):
     assert ei.value.code == 23
     assert isinstance(ei.value, PermissionError)
     assert ei.value.message
+
+
+def test_text_arguments(env, tmp_path):
+    """The C library reads a URL or a path up to its first NUL: one inside
+    it is refused, not cut (a reload of the file before it was answered
+    "reloaded"); a reload path may be bytes or a PathLike, sent as the
+    path itself (bytes went out as "b'...'")."""
+    url = env["urls"][0]
+    with pytest.raises(ValueError) as ei:
+        flashtrie.Client(url + "\0x")
+    assert str(ei.value) == "url: NUL byte at byte %d of %r" % (
+        len(url), url + "\0x")
+    with pytest.raises(ValueError) as ei:
+        flashtrie.Client("tls+tcp://127.0.0.1:1",
+                         tls=flashtrie.TLS(ca="ca.pem\0"))
+    assert str(ei.value) == "tls.ca: NUL byte at byte 6 of 'ca.pem\\x00'"
+    with pytest.raises(TypeError) as ei:
+        flashtrie.Client("tls+tcp://127.0.0.1:1",
+                         tls=flashtrie.TLS(ca="ca.pem", server_name=5))
+    assert str(ei.value) == "tls.server_name: must be a str, got int"
+    admin = "ipc://%s/admin.sock" % tmp_path
+    srv = Server(str(tmp_path), "reload", env["small"], [admin],
+                 "--admin-reload")
+    srv.args[srv.args.index("--listen")] = "--admin-listen"
+    srv.start()
+    try:
+        with flashtrie.Client(admin) as c:
+            before = c.info_dict()["index"]["generation"]
+            with pytest.raises(ValueError) as ei:
+                c.reload(env["small"] + "\0junk")
+            assert str(ei.value) == "path: NUL byte at byte %d of %r" % (
+                len(env["small"]), env["small"] + "\0junk")
+            with pytest.raises(TypeError) as ei:
+                c.reload(7)
+            assert str(ei.value) == \
+                "path: must be a str, bytes or os.PathLike, got int"
+            assert c.info_dict()["index"]["generation"] == before
+            missing = os.path.join(str(tmp_path), "none.fti")
+            with pytest.raises(flashtrie.Error) as ei:
+                c.reload(missing.encode())
+            assert ei.value.message == \
+                "reload: refused: %s: cannot open: No such file or " \
+                "directory" % missing
+            assert c.reload(pathlib.Path(env["small"])).startswith(
+                "reloaded %s: generation " % env["small"])
+    finally:
+        srv.stop()
 
 
 def test_busy_deadline_shutdown_closed(env, tmp_path):

@@ -299,6 +299,12 @@ static void test_cli(void)
         {"listeners", "", "cli: listeners: expected at least one URL"},
         {"listeners", "tcp://127.0.0.1:1,,ipc:///a",
          "cli: listeners: empty URL in 'tcp://127.0.0.1:1,,ipc:///a'"},
+        /* a trailing comma is an empty item, not the end of the list */
+        {"listeners", "tcp://127.0.0.1:1,",
+         "cli: listeners: empty URL in 'tcp://127.0.0.1:1,'"},
+        {"listeners", "tcp://127.0.0.1:1, ",
+         "cli: listeners: empty URL in 'tcp://127.0.0.1:1, '"},
+        {"devices", "0,", "cli: devices: expected comma-separated integers, got '0,'"},
         {"listeners", "udp://x:1",
          "cli: listeners: expected tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH, got 'udp://x:1'"},
         {"listeners", "tcp://127.0.0.1:99999",

@@ -170,6 +170,21 @@ grep -q "bad2.conf:2: no_such_key" "$TMP/err" || fail "config error: $(cat "$TMP
 [ $? -eq 2 ] || fail "--threads x: want 2"
 [ "$(cat "$TMP/err")" = "flashtrie serve: --threads: cli: cpu_threads: expected an integer, got 'x'" ] ||
   fail "--threads x: $(cat "$TMP/err")"
+# An empty --listen (an unset variable) or a trailing comma is refused, not
+# read as "no --listen" (the default tcp://127.0.0.1:7710) or as the URLs
+# before the comma; timeout stops a server that took it.
+timeout 5 "$BIN" serve --index "$TMP/small.fti" --listen "" 2> "$TMP/err"
+[ $? -eq 2 ] || fail "--listen '': want 2"
+[ "$(cat "$TMP/err")" = "flashtrie serve: cli: listeners: expected at least one URL" ] ||
+  fail "--listen '': $(cat "$TMP/err")"
+timeout 5 "$BIN" serve --index "$TMP/small.fti" --listen "ipc://$TMP/s3," 2> "$TMP/err"
+[ $? -eq 2 ] || fail "--listen URL,: want 2"
+[ "$(cat "$TMP/err")" = "flashtrie serve: cli: listeners: empty URL in 'ipc://$TMP/s3,'" ] ||
+  fail "--listen URL,: $(cat "$TMP/err")"
+timeout 5 "$BIN" serve --index "$TMP/small.fti" --listen "ipc://$TMP/s3" --listen "" 2> "$TMP/err"
+[ $? -eq 2 ] || fail "--listen URL --listen '': want 2"
+[ "$(cat "$TMP/err")" = "flashtrie serve: cli: listeners: empty URL in 'ipc://$TMP/s3,'" ] ||
+  fail "--listen URL --listen '': $(cat "$TMP/err")"
 "$BIN" serve --index "$TMP/missing.fti" --listen "ipc://$TMP/s2" 2> "$TMP/err"
 [ $? -ne 0 ] || fail "missing index accepted"
 grep -q "missing.fti" "$TMP/err" || fail "missing index: $(cat "$TMP/err")"
