@@ -331,28 +331,48 @@ static int take_text(ft_frame_msg *m, rd *r, size_t n, const char *field)
 
 /* ---- SEARCH ------------------------------------------------------------ */
 
-static int dec_search(ft_frame_msg *m, rd *r, uint32_t max_batch)
+/* dec_head reads the (count, reserved) head of a SEARCH or RESULT
+ * payload (what: "search" or "result"; unit: "requests" or "results"):
+ * count in 1..max_batch, and at most *room when room is given, reserved 0,
+ * and count items of at least item bytes left after it. */
+static int dec_head(rd *r, const char *what, const char *unit,
+                    uint32_t max_batch, const size_t *room, size_t item,
+                    uint32_t *count_out)
 {
     char *errbuf = r->errbuf;
     size_t errlen = r->errlen;
     if (left(r) < 8)
         return fail(FT_EPROTO, errbuf, errlen, r->off,
-                    "search: truncated: 8 bytes needed, %zu left", left(r));
+                    "%s: truncated: 8 bytes needed, %zu left", what, left(r));
     uint32_t count = ld32(r->p + r->off), rsv = ld32(r->p + r->off + 4);
     if (count == 0 || count > max_batch)
         return fail(FT_EPROTO, errbuf, errlen, r->off,
-                    "search.count: %u requests, the batch limit is 1..%u",
-                    count, max_batch);
+                    "%s.count: %u %s, the batch limit is 1..%u", what, count,
+                    unit, max_batch);
+    if (room != NULL && count > *room)
+        return fail(FT_ELIMIT, errbuf, errlen, r->off,
+                    "%s.count: %u %s, room for %zu", what, count, unit, *room);
     if (rsv != 0)
         return fail(FT_EPROTO, errbuf, errlen, r->off + 4,
-                    "search.reserved: 0x%08x, must be 0", rsv);
+                    "%s.reserved: 0x%08x, must be 0", what, rsv);
     r->off += 8;
-    if ((uint64_t)count * FT_FRAME_SEARCH_REQ_SIZE > left(r))
+    if ((uint64_t)count * item > left(r))
         return fail(FT_EPROTO, errbuf, errlen, r->off,
-                    "search.count: %u requests need at least %llu bytes, %zu "
-                    "left", count,
-                    (unsigned long long)count * FT_FRAME_SEARCH_REQ_SIZE,
-                    left(r));
+                    "%s.count: %u %s need at least %llu bytes, %zu left", what,
+                    count, unit, (unsigned long long)count * item, left(r));
+    *count_out = count;
+    return FT_OK;
+}
+
+static int dec_search(ft_frame_msg *m, rd *r, uint32_t max_batch)
+{
+    char *errbuf = r->errbuf;
+    size_t errlen = r->errlen;
+    uint32_t count;
+    int hrc = dec_head(r, "search", "requests", max_batch, NULL,
+                       FT_FRAME_SEARCH_REQ_SIZE, &count);
+    if (hrc != FT_OK)
+        return hrc;
     size_t cap = m->req_cap;
     if (grow((void **)&m->reqs, &cap, count, sizeof *m->reqs, 0) != FT_OK)
         return FT_ENOMEM;
@@ -475,27 +495,12 @@ static int dec_result(ft_frame_msg *m, ft_result *ext, size_t next, rd *r,
 {
     char *errbuf = r->errbuf;
     size_t errlen = r->errlen;
-    if (left(r) < 8)
-        return fail(FT_EPROTO, errbuf, errlen, r->off,
-                    "result: truncated: 8 bytes needed, %zu left", left(r));
-    uint32_t count = ld32(r->p + r->off), rsv = ld32(r->p + r->off + 4);
-    if (count == 0 || count > max_batch)
-        return fail(FT_EPROTO, errbuf, errlen, r->off,
-                    "result.count: %u results, the batch limit is 1..%u",
-                    count, max_batch);
-    if (ext != NULL && count > next)
-        return fail(FT_ELIMIT, errbuf, errlen, r->off,
-                    "result.count: %u results, room for %zu", count, next);
-    if (rsv != 0)
-        return fail(FT_EPROTO, errbuf, errlen, r->off + 4,
-                    "result.reserved: 0x%08x, must be 0", rsv);
-    r->off += 8;
-    if ((uint64_t)count * FT_FRAME_RESULT_REQ_SIZE > left(r))
-        return fail(FT_EPROTO, errbuf, errlen, r->off,
-                    "result.count: %u results need at least %llu bytes, %zu "
-                    "left", count,
-                    (unsigned long long)count * FT_FRAME_RESULT_REQ_SIZE,
-                    left(r));
+    uint32_t count;
+    int hrc = dec_head(r, "result", "results", max_batch,
+                       ext != NULL ? &next : NULL, FT_FRAME_RESULT_REQ_SIZE,
+                       &count);
+    if (hrc != FT_OK)
+        return hrc;
     ft_result *res = ext;
     if (m != NULL) {
         size_t cap = m->res_cap;
