@@ -18,6 +18,16 @@
  *    where.  The buffer may be NULL.
  *  - Library code never exits and never prints except through the logger
  *    (ft_log_set_sink) and the callbacks a caller hands it.
+ *  - A pointer argument may be NULL only where its comment says so.  The
+ *    open and create calls (their out, path, index or library), the
+ *    searches (requests and results), the index and library queries
+ *    (keys, prefixes, callbacks) and the AR calls (beams, inputs, outputs)
+ *    check theirs and return FT_EINVAL, named in errbuf (or ft_ar_error)
+ *    where the call has one.  What no call can check: a closed or freed
+ *    object, an options struct not filled by its *_init function beyond
+ *    the fields it validates, arrays shorter than their stated counts, and
+ *    (AR) host pointers given to a GPU session or device pointers to a CPU
+ *    session.
  *
  * Thread safety:
  *  - An opened ft_index is immutable: any number of threads may look up,
@@ -137,7 +147,9 @@ typedef void (*ft_log_sink)(ft_log_level level, const char *line, void *arg);
 /* ft_log_set_sink redirects log lines; NULL restores stderr. */
 FT_API void ft_log_set_sink(ft_log_sink sink, void *arg);
 /* ft_log_write formats and emits one log line (timestamp, level, file:line,
- * message) to the sink.  Use FT_LOGF, which checks the level first. */
+ * message) to the sink.  Use FT_LOGF, which checks the level first.  A
+ * level that is no ft_log_level is written as "levelN", a NULL file as
+ * "?". */
 FT_API void ft_log_write(ft_log_level level, const char *file, int line,
                          const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -340,7 +352,9 @@ FT_API void ft_index_info_init(ft_index_info *info);
  * ft_index_info_init (FT_EINVAL otherwise). */
 FT_API int ft_index_info_get(ft_index_info *info, const ft_index *idx);
 
-/* ft_index_lookup finds a whole key; FT_ENOTFOUND when it is not a key.
+/* ft_index_lookup finds a whole key; FT_ENOTFOUND when it is not a key
+ * (or n is 0).  value may be NULL (is it a key?); toks may be NULL only
+ * when n is 0 (FT_EINVAL otherwise).
  * FT_EFORMAT (here and in ft_index_prefix) when the index is found damaged
  * on the way, which only an open with FT_OPEN_NO_VERIFY lets happen. */
 FT_API int ft_index_lookup(uint64_t *value, const ft_index *idx,
@@ -351,8 +365,10 @@ typedef int (*ft_prefix_cb)(const uint32_t *toks, size_t n, uint64_t value,
                             void *arg);
 
 /* ft_index_prefix walks, in lexicographic order, the keys that start with
- * prefix (n may be 0: all keys), at most limit of them (0 = no limit).
- * FT_ENOTFOUND when no node spells the prefix. */
+ * prefix (n may be 0: all keys; prefix may be NULL then), at most limit of
+ * them (0 = no limit).  FT_ENOTFOUND when no node spells the prefix;
+ * FT_EINVAL for a NULL cb.  visited (may be NULL) counts the keys handed
+ * to cb. */
 FT_API int ft_index_prefix(uint64_t *visited, const ft_index *idx,
                            const uint32_t *prefix, size_t n, uint64_t limit,
                            ft_prefix_cb cb, void *arg);
@@ -375,7 +391,9 @@ FT_API void ft_library_close(ft_library *lib);
  * them (count 0: none, only the manifest's entries): what a rank of a
  * multi-process cluster serves (docs/sharding.md).
  * ft_library_shard is NULL for the others; the info call gives the
- * manifest's counts (keys, nodes, bytes) for the whole library. */
+ * manifest's counts (keys, nodes, bytes) for the whole library.  A
+ * lookup or prefix walk that needs a shard the part does not hold
+ * returns FT_ESTATE, and ft_searcher_open refuses a part (FT_EINVAL). */
 FT_API int ft_library_open_part(ft_library **out, const char *path,
                                 unsigned flags, uint32_t first, uint32_t count,
                                 char *errbuf, size_t errlen);
@@ -416,7 +434,8 @@ FT_API int ft_index_children(ft_node_children *ch, const ft_index *idx,
                              uint64_t node);
 
 /* ft_index_child_label returns the label (token) of child i (0-based,
- * i < ch->count) of ch. */
+ * i < ch->count) of ch.  Neither i nor ch (which ft_index_children must
+ * have filled, over this idx) is checked: it returns no error. */
 FT_API uint32_t ft_index_child_label(const ft_index *idx,
                                      const ft_node_children *ch, uint64_t i);
 
@@ -526,6 +545,11 @@ typedef struct ft_result {
     char error[160];     /* "<field>: <reason>" when status != FT_OK */
 } ft_result;
 
+/* ft_result_alloc sizes res for max_hits hits (0 = 1) of up to max_len
+ * tokens each (0 = FT_MAX_T): FT_ELIMIT, with res->error saying so, when
+ * max_hits * max_len exceeds the uint32_t cap_tokens; FT_EINVAL for a
+ * NULL res.  ft_result_free frees the buffers and zeroes res (NULL is
+ * fine; a freed result can be freed again). */
 FT_API int ft_result_alloc(ft_result *res, uint32_t max_hits, uint32_t max_len);
 FT_API void ft_result_free(ft_result *res);
 
@@ -708,7 +732,8 @@ FT_API int ft_searcher_failed(const ft_searcher *s);
 FT_API ft_engine_kind ft_searcher_kind(const ft_searcher *s);
 
 /* ft_index_value_at gives the value of the key with the given key index
- * (ft_hit.key_index within this index); FT_ENOTFOUND past the end. */
+ * (ft_hit.key_index within this index); FT_ENOTFOUND past the end.  value
+ * may be NULL. */
 FT_API int ft_index_value_at(uint64_t *value, const ft_index *idx,
                              uint64_t key_index);
 /* ft_index_keys is the number of keys of idx. */
@@ -796,7 +821,8 @@ FT_API int ft_ar_configure(ft_ar *ar, uint32_t beam, uint32_t results,
                     float theta_tok, float theta_sent, double alpha);
 /* ft_ar_memcpy copies bytes between host memory and the session's memory
  * (to_session non-zero: src is host memory, dst the session's), and
- * waits for it: a convenience for drivers and tests (memcpy on the CPU). */
+ * waits for it: a convenience for drivers and tests (memcpy on the CPU).
+ * 0 bytes copy nothing; otherwise a NULL dst or src is FT_EINVAL. */
 FT_API int ft_ar_memcpy(ft_ar *ar, void *dst, const void *src, size_t bytes,
                  int to_session);
 /* ft_ar_error returns the message of the session's last failed call, one
@@ -865,11 +891,12 @@ FT_API void ft_ar_hits_free(ft_ar *ar, ft_ar_hits *h);
 
 /* ft_ar_alloc allocates bytes of the session's memory (device memory for
  * a GPU session, zeroed host memory for a CPU session); ft_ar_free frees
- * it (NULL is fine). */
+ * it (NULL is fine).  A NULL p is FT_EINVAL. */
 FT_API int ft_ar_alloc(ft_ar *ar, void **p, size_t bytes);
 FT_API void ft_ar_free(ft_ar *ar, void *p);
 
-/* ft_ar_reset makes b one beam at the root (count 1, sigma 0, len 0). */
+/* ft_ar_reset makes b one beam at the root (count 1, sigma 0, len 0);
+ * FT_EINVAL ("b: NULL array") when b or one of its arrays is NULL. */
 FT_API int ft_ar_reset(ft_ar *ar, ft_ar_beams *b, void *stream);
 
 /* ft_ar_step expands cur by in into next (cur and next must differ) and

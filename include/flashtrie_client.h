@@ -34,7 +34,9 @@
  *
  * The request and result types are those of flashtrie.h (ft_request,
  * ft_result, ft_hit); results are owned by an ft_client_results that the
- * caller frees.  The client library also carries four calls of
+ * caller frees.  A NULL handle, url, request array, out-pointer or
+ * callback is FT_EINVAL, named in errbuf; a closed handle cannot be told
+ * from a live one (do not use it).  The client library also carries four calls of
  * flashtrie.h, so that a client program needs nothing of libflashtrie:
  * ft_strerror, ft_err_name, ft_request_init and ft_request_validate.  It
  * exports those and the FT_API functions below, nothing else.
@@ -143,7 +145,7 @@ typedef void (*ft_client_cb)(int status, ft_client_results *res,
 
 /* ft_client_search_async encodes the requests at once (the caller may
  * reuse them when it returns) and calls cb exactly once, unless it fails
- * itself (then cb is not called). */
+ * itself (then cb is not called).  cb must not be NULL (FT_EINVAL). */
 FT_API int ft_client_search_async(ft_client *c, const ft_request *reqs,
                                   size_t n, ft_client_cb cb, void *arg,
                                   char *errbuf, size_t errlen);
@@ -214,8 +216,9 @@ typedef struct ft_client_columns {
  * and zeros in every slot past them (a failed result's slots are all
  * zero; its message stays in ft_client_results_get's error).  Nothing is
  * written and FT_EINVAL names the fault when the range passes the results,
- * a result has more hits than rows, or (tokens given) a key is longer
- * than width. */
+ * a given column's stride is below its element's size (4*width for
+ * tokens), a result has more hits than rows, or (tokens given) a key is
+ * longer than width. */
 FT_API int ft_client_results_columns(const ft_client_results *r,
                                      size_t first, size_t count,
                                      const ft_client_columns *cols,

@@ -306,6 +306,11 @@ static uint32_t frame_flags_for(const char *url, int checksum)
 int ft_client_connect(ft_client **out, const char *url,
                       const ft_client_opts *opts, char *errbuf, size_t errlen)
 {
+    if (out == NULL || url == NULL) {
+        fti_errf(errbuf, errlen, "connect: %s is NULL",
+                 out == NULL ? "out" : "url");
+        return FT_EINVAL;
+    }
     *out = NULL;
     ft_client_opts def;
     if (opts == NULL) {
@@ -642,6 +647,11 @@ int fti_client_search_decode(const void *body, size_t len, uint64_t id,
 int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
                      ft_client_results **out, char *errbuf, size_t errlen)
 {
+    if (c == NULL || reqs == NULL || out == NULL) {
+        fti_errf(errbuf, errlen, "search: %s is NULL",
+                 c == NULL ? "the client" : reqs == NULL ? "reqs" : "out");
+        return FT_EINVAL;
+    }
     *out = NULL;
     uint64_t id = atomic_fetch_add(&c->next_id, 1);
     nng_msg *msg, *reply;
@@ -684,11 +694,12 @@ int ft_client_search_grids(ft_client *c, const ft_request *g, size_t n,
                            ft_client_results **out, char *errbuf,
                            size_t errlen)
 {
-    *out = NULL;
-    if (g == NULL) {
-        fti_errf(errbuf, errlen, "search: grids is NULL");
+    if (c == NULL || g == NULL || out == NULL) {
+        fti_errf(errbuf, errlen, "search: %s is NULL",
+                 c == NULL ? "the client" : g == NULL ? "grids" : "out");
         return FT_EINVAL;
     }
+    *out = NULL;
     if (n == 0 || n > FT_FRAME_MAX_BATCH) {
         fti_errf(errbuf, errlen, "search: expected 1..%u requests, got %zu",
                  FT_FRAME_MAX_BATCH, n);
@@ -770,6 +781,18 @@ static void col_zero(void *base, size_t stride, size_t rows, size_t k,
         memset(p, 0, size);
 }
 
+/* stride_ok says whether a given column's stride (0: packed) holds its
+ * element of size bytes; if not, errbuf names it. */
+static int stride_ok(const void *col, size_t stride, size_t size,
+                     const char *name, char *errbuf, size_t errlen)
+{
+    if (col == NULL || stride == 0 || stride >= size)
+        return 1;
+    fti_errf(errbuf, errlen, "columns: %s_stride %zu is less than its "
+             "element's %zu bytes", name, stride, size);
+    return 0;
+}
+
 int ft_client_results_columns(const ft_client_results *r, size_t first,
                               size_t count, const ft_client_columns *cols,
                               char *errbuf, size_t errlen)
@@ -786,6 +809,18 @@ int ft_client_results_columns(const ft_client_results *r, size_t first,
                  first + count, have);
         return FT_EINVAL;
     }
+    /* A stride below its element's size would have slots overlap and the
+     * last one run past count*rows strides. */
+    if (!stride_ok(cols->tokens, cols->tokens_stride, 4 * (size_t)cols->width,
+                   "tokens", errbuf, errlen) ||
+        !stride_ok(cols->len, cols->len_stride, 4, "len", errbuf, errlen) ||
+        !stride_ok(cols->value, cols->value_stride, 8, "value", errbuf,
+                   errlen) ||
+        !stride_ok(cols->score, cols->score_stride, 8, "score", errbuf,
+                   errlen) ||
+        !stride_ok(cols->sigma, cols->sigma_stride, 4, "sigma", errbuf,
+                   errlen))
+        return FT_EINVAL;
     /* Every fault is found before anything is written. */
     for (size_t k = 0; k < count; k++) {
         const ft_result *x = &r->m.res[first + k];
@@ -970,6 +1005,13 @@ int ft_client_search_async(ft_client *c, const ft_request *reqs, size_t n,
                            ft_client_cb cb, void *arg, char *errbuf,
                            size_t errlen)
 {
+    /* cb is called exactly once, on one of nng's threads: without one the
+     * call would fail there, long after it returned FT_OK. */
+    if (c == NULL || reqs == NULL || cb == NULL) {
+        fti_errf(errbuf, errlen, "search: %s is NULL",
+                 c == NULL ? "the client" : reqs == NULL ? "reqs" : "cb");
+        return FT_EINVAL;
+    }
     acall *a = calloc(1, sizeof *a);
     if (a == NULL) {
         fti_errf(errbuf, errlen, "search: out of memory");
@@ -1014,6 +1056,10 @@ int ft_client_search_async(ft_client *c, const ft_request *reqs, size_t n,
 
 int ft_client_ping(ft_client *c, char *errbuf, size_t errlen)
 {
+    if (c == NULL) {
+        fti_errf(errbuf, errlen, "ping: the client is NULL");
+        return FT_EINVAL;
+    }
     uint64_t id = atomic_fetch_add(&c->next_id, 1);
     ft_buf b;
     ft_buf_init(&b);
@@ -1031,6 +1077,11 @@ int ft_client_ping(ft_client *c, char *errbuf, size_t errlen)
 
 int ft_client_info(ft_client *c, char **text, char *errbuf, size_t errlen)
 {
+    if (c == NULL || text == NULL) {
+        fti_errf(errbuf, errlen, "info: %s is NULL",
+                 c == NULL ? "the client" : "text");
+        return FT_EINVAL;
+    }
     *text = NULL;
     uint64_t id = atomic_fetch_add(&c->next_id, 1);
     ft_buf b;
@@ -1062,6 +1113,10 @@ void ft_client_text_free(char *text)
 int ft_client_reload(ft_client *c, const char *path, char *errbuf,
                      size_t errlen)
 {
+    if (c == NULL) {
+        fti_errf(errbuf, errlen, "reload: the client is NULL");
+        return FT_EINVAL;
+    }
     uint64_t id = atomic_fetch_add(&c->next_id, 1);
     ft_buf b;
     ft_buf_init(&b);

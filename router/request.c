@@ -194,6 +194,7 @@ static void count_validation(void)
 int ft_request_validate(const ft_request *req, uint32_t max_beam, char *errbuf,
                         size_t errlen)
 {
+    RT_RETURN_ERROR_IF(req == NULL, FT_EINVAL, "request: NULL");
     count_validation();
     int rc = validate_fields(req, max_beam, errbuf, errlen);
     for (uint32_t t = 0; rc == FT_OK && t < req->T; t++) {

@@ -170,6 +170,8 @@ int fti_attach_values(ft_result *res, const ft_index *const *shards,
 
 int ft_engine_search(ft_engine *eng, const ft_request *req, ft_result *res)
 {
+    if (eng == NULL || req == NULL || res == NULL)
+        return FT_EINVAL;
     int rc = ft_engine_search_batch(eng, req, 1, res);
     return rc != FT_OK ? rc : res->status;
 }
@@ -179,6 +181,8 @@ int ft_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
 {
     /* The public search is a door: it validates, the duplicate tokens
      * while the engine runs (on a GPU they overlap the launch). */
+    if (eng == NULL || (n > 0 && (reqs == NULL || res == NULL)))
+        return FT_EINVAL;
     return fti_engine_search_batch(eng, reqs, n, res, FTI_ADMIT_LATE);
 }
 

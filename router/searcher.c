@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "flashtrie.h"
+#include "rt_impl.h"
 #include "slot.h"
 #include "search_impl.h"
 
@@ -89,7 +90,15 @@ static void describe_devices(char *out, size_t len, const ft_searcher_opts *o,
 int ft_searcher_open(ft_searcher **out, const ft_library *lib,
                      const ft_searcher_opts *o, char *errbuf, size_t errlen)
 {
+    RT_RETURN_ERROR_IF(out == NULL || lib == NULL, FT_EINVAL,
+                       "searcher: %s is NULL", out == NULL ? "out" : "library");
     *out = NULL;
+    /* A part (ft_library_open_part) lacks the other shards' indexes: what
+     * a cluster rank serves through ft_cluster, never a searcher. */
+    for (size_t i = 0; i < ft_library_shards(lib); i++)
+        RT_RETURN_ERROR_IF(ft_library_shard(lib, i) == NULL, FT_EINVAL,
+                           "searcher: shard %zu of the library is not open "
+                           "(a part from ft_library_open_part)", i);
     ft_searcher_opts d;
     if (o == NULL) {
         ft_searcher_opts_init(&d);
@@ -185,6 +194,8 @@ static int searcher_search(ft_searcher *s, const ft_request *reqs, size_t n,
 int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs, size_t n,
                              ft_result *res)
 {
+    if (s == NULL || (n > 0 && (reqs == NULL || res == NULL)))
+        return FT_EINVAL;
     return searcher_search(s, reqs, n, res, FT_DOOR_NONE);
 }
 

@@ -257,6 +257,7 @@ static int check_opts(ft_ar_opts *o, char *errbuf, size_t errlen)
 int ft_ar_open(ft_ar **out, const ft_index *idx, const ft_ar_opts *opts,
                char *errbuf, size_t errlen)
 {
+    FT_RETURN_ERROR_IF(out == NULL, FT_EINVAL, "ft_ar_open: out is NULL");
     *out = NULL;
     FT_RETURN_ERROR_IF(idx == NULL, FT_EINVAL, "ft_ar_open: index is NULL");
     ft_ar *ar = calloc(1, sizeof *ar);
@@ -359,6 +360,13 @@ int ft_ar_configure(ft_ar *ar, uint32_t beam, uint32_t results,
 int ft_ar_memcpy(ft_ar *ar, void *dst, const void *src, size_t bytes,
                  int to_session)
 {
+    if (bytes == 0)
+        return FT_OK;
+    if (dst == NULL || src == NULL) {
+        fti_errf(ar->err, sizeof ar->err, "memcpy: %s is NULL",
+                 dst == NULL ? "dst" : "src");
+        return FT_EINVAL;
+    }
     if (ar->gpu)
         return ft_gpu_ar_memcpy(ar, dst, src, bytes, to_session);
     memmove(dst, src, bytes);
@@ -391,6 +399,10 @@ static void mem_free(ft_ar *ar, void *p)
 
 int ft_ar_alloc(ft_ar *ar, void **p, size_t bytes)
 {
+    if (p == NULL) {
+        fti_errf(ar->err, sizeof ar->err, "alloc: p is NULL");
+        return FT_EINVAL;
+    }
     return mem_alloc(ar, p, bytes);
 }
 
@@ -456,10 +468,15 @@ void ft_ar_hits_free(ft_ar *ar, ft_ar_hits *h)
     memset(h, 0, sizeof *h);
 }
 
+static int check_beams(ft_ar *ar, const ft_ar_beams *b, const char *what);
+
 int ft_ar_reset(ft_ar *ar, ft_ar_beams *b, void *stream)
 {
     if (ar->failed)
         return FT_ESTATE;
+    int rc = check_beams(ar, b, "b");
+    if (rc != FT_OK)
+        return rc;
     if (ar->gpu)
         return ft_gpu_ar_reset(ar, b, stream);
     b->count[0] = 1;

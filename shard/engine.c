@@ -48,6 +48,7 @@ void ft_engine_opts_init(ft_engine_opts *opts)
 int ft_engine_open(ft_engine **out, const ft_index *idx,
                    const ft_engine_opts *opts, char *errbuf, size_t errlen)
 {
+    FT_RETURN_ERROR_IF(out == NULL, FT_EINVAL, "engine: out is NULL");
     *out = NULL;
     ft_engine *eng = calloc(1, sizeof *eng);
     if (eng == NULL)

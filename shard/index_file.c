@@ -833,6 +833,8 @@ static uint64_t index_uid(void)
 int ft_index_open(ft_index **out, const char *path, unsigned flags,
                   char *errbuf, size_t errlen)
 {
+    FT_RETURN_ERROR_IF(out == NULL || path == NULL, FT_EINVAL,
+                       "index: %s is NULL", out == NULL ? "out" : "path");
     *out = NULL;
     int fd;
     struct stat stt;
@@ -1010,6 +1012,8 @@ static uint64_t walk(const ft_index *idx, const uint32_t *toks, size_t n)
 int ft_index_lookup(uint64_t *value, const ft_index *idx, const uint32_t *toks,
                     size_t n)
 {
+    if (idx == NULL || (n > 0 && toks == NULL))
+        return FT_EINVAL;
     if (n == 0 || n > FT_MAX_KEY_LEN_LIMIT)
         return FT_ENOTFOUND;
     uint64_t u = walk(idx, toks, n);
@@ -1026,10 +1030,12 @@ int ft_index_prefix(uint64_t *visited, const ft_index *idx,
                     const uint32_t *prefix, size_t n, uint64_t limit,
                     ft_prefix_cb cb, void *arg)
 {
-    const ft_trie *t = &idx->trie;
-    const ft_trie_view *v = &t->view;
     if (visited)
         *visited = 0;
+    if (idx == NULL || cb == NULL || (n > 0 && prefix == NULL))
+        return FT_EINVAL;
+    const ft_trie *t = &idx->trie;
+    const ft_trie_view *v = &t->view;
     if (n > FT_MAX_KEY_LEN_LIMIT)
         return FT_ENOTFOUND;
     uint64_t u = walk(idx, prefix, n);
@@ -1095,10 +1101,13 @@ done:
 int ft_index_value_at(uint64_t *value, const ft_index *idx,
                       uint64_t key_index)
 {
+    if (idx == NULL)
+        return FT_EINVAL;
     const ft_trie *t = &idx->trie;
     if (key_index >= t->n_keys)
         return FT_ENOTFOUND;
-    *value = ft_packed_get(t->values, t->value_bits, key_index);
+    if (value)
+        *value = ft_packed_get(t->values, t->value_bits, key_index);
     return FT_OK;
 }
 

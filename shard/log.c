@@ -35,11 +35,20 @@ void ft_log_write(ft_log_level lvl, const char *file, int line,
                   const char *fmt, ...)
 {
     static const char *names[] = {"error", "warn", "info", "debug"};
+    /* A level outside ft_log_level (a cast int) is printed by number, and
+     * a NULL file as "?": never read past names or through NULL. */
+    char lvl_name[16];
+    if ((unsigned)lvl < sizeof names / sizeof names[0])
+        snprintf(lvl_name, sizeof lvl_name, "%s", names[lvl]);
+    else
+        snprintf(lvl_name, sizeof lvl_name, "level%d", (int)lvl);
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt ? fmt : "", ap);
     va_end(ap);
+    if (file == NULL)
+        file = "?";
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
     char out[1200];
@@ -49,7 +58,7 @@ void ft_log_write(ft_log_level lvl, const char *file, int line,
     gmtime_r(&ts.tv_sec, &tm);
     snprintf(out, sizeof out, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s %s:%d %s",
              tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, names[lvl], base,
+             tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, lvl_name, base,
              line, msg);
     pthread_mutex_lock(&g_lock);
     if (g_sink)

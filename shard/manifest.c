@@ -590,6 +590,8 @@ static int neither(const char *path, char *errbuf, size_t errlen)
 int ft_library_open(ft_manifest **out, const char *path, unsigned flags,
                     char *errbuf, size_t errlen)
 {
+    FT_RETURN_ERROR_IF(out == NULL || path == NULL, FT_EINVAL,
+                       "library: %s is NULL", out == NULL ? "out" : "path");
     *out = NULL;
     int fd;
     struct stat st;
@@ -626,10 +628,15 @@ int ft_library_open_mem(ft_manifest **out, const char *path,
 int ft_manifest_lookup(uint64_t *value, const ft_manifest *m,
                        const uint32_t *toks, size_t n)
 {
+    if (m == NULL || (n > 0 && toks == NULL))
+        return FT_EINVAL;
     if (n == 0)
         return FT_ENOTFOUND;
-    return ft_index_lookup(value, m->shards[ft_shard_of_token(m, toks[0])].idx,
-                           toks, n);
+    const ft_index *idx = m->shards[ft_shard_of_token(m, toks[0])].idx;
+    /* a part (ft_library_open_part) without the key's shard */
+    if (idx == NULL)
+        return FT_ESTATE;
+    return ft_index_lookup(value, idx, toks, n);
 }
 
 /* A walk over several shards must know whether the callback, not the
@@ -654,10 +661,21 @@ int ft_manifest_prefix(uint64_t *visited, const ft_manifest *m,
                        const uint32_t *prefix, size_t n, uint64_t limit,
                        ft_prefix_cb cb, void *arg)
 {
-    if (n > 0)
-        return ft_index_prefix(visited,
-                               m->shards[ft_shard_of_token(m, prefix[0])].idx,
-                               prefix, n, limit, cb, arg);
+    if (visited)
+        *visited = 0;
+    if (m == NULL || cb == NULL || (n > 0 && prefix == NULL))
+        return FT_EINVAL;
+    /* A part (ft_library_open_part) walks no shard it does not hold: the
+     * prefix's shard, or (n = 0) every shard, must be open. */
+    if (n > 0) {
+        const ft_index *idx = m->shards[ft_shard_of_token(m, prefix[0])].idx;
+        if (idx == NULL)
+            return FT_ESTATE;
+        return ft_index_prefix(visited, idx, prefix, n, limit, cb, arg);
+    }
+    for (uint32_t i = 0; i < m->n_shards; i++)
+        if (m->shards[i].idx == NULL)
+            return FT_ESTATE;
     walk_ctx w = {cb, arg, 0};
     uint64_t total = 0;
     for (uint32_t i = 0; i < m->n_shards && !w.stopped; i++) {
@@ -755,6 +773,8 @@ int ft_library_open_part(ft_library **out, const char *path, unsigned flags,
                          uint32_t first, uint32_t count, char *errbuf,
                          size_t errlen)
 {
+    FT_RETURN_ERROR_IF(out == NULL || path == NULL, FT_EINVAL,
+                       "library: %s is NULL", out == NULL ? "out" : "path");
     return ft_manifest_open_part(out, path, flags, first, count, errbuf,
                                  errlen);
 }

@@ -5,11 +5,22 @@
 
 int ft_result_alloc(ft_result *res, uint32_t max_hits, uint32_t max_len)
 {
+    if (res == NULL)
+        return FT_EINVAL;
     memset(res, 0, sizeof *res);
     if (max_hits == 0)
         max_hits = 1;
     if (max_len == 0)
         max_len = FT_MAX_T;
+    /* cap_tokens is a uint32_t: a product past it would wrap to a
+     * capacity that is not the buffer's. */
+    if ((uint64_t)max_hits * max_len > UINT32_MAX) {
+        snprintf(res->error, sizeof res->error,
+                 "result: %u hits of %u tokens exceed %u token slots",
+                 max_hits, max_len, UINT32_MAX);
+        res->status = FT_ELIMIT;
+        return FT_ELIMIT;
+    }
     res->hits = calloc(max_hits, sizeof *res->hits);
     res->tokens = calloc((size_t)max_hits * max_len, sizeof *res->tokens);
     if (res->hits == NULL || res->tokens == NULL) {
@@ -23,6 +34,8 @@ int ft_result_alloc(ft_result *res, uint32_t max_hits, uint32_t max_len)
 
 void ft_result_free(ft_result *res)
 {
+    if (res == NULL)
+        return;
     free(res->hits);
     free(res->tokens);
     memset(res, 0, sizeof *res);

@@ -373,6 +373,28 @@ static void check_grids(ft_client *c, local *l, uint64_t *seed)
         cols.rows = rows;
         FT_FAIL(ft_client_results_columns(res, 1, N, &cols, err, sizeof err),
                 FT_EINVAL);
+        /* a stride below its element (a token slot of width tokens, 8
+         * bytes of a value): slots would overlap and the last run past
+         * the column; refused by name, nothing written */
+        cols.tokens_stride = 4;
+        FT_FAIL(ft_client_results_columns(res, 0, N, &cols, err, sizeof err),
+                FT_EINVAL);
+        char want[160];
+        snprintf(want, sizeof want, "columns: tokens_stride 4 is less than "
+                 "its element's %u bytes", 4 * width);
+        FT_CHECK_STR(err, want);
+        cols.tokens_stride = 0;
+        cols.value_stride = 4;
+        FT_FAIL(ft_client_results_columns(res, 0, N, &cols, err, sizeof err),
+                FT_EINVAL);
+        FT_CHECK_STR(err, "columns: value_stride 4 is less than its "
+                          "element's 8 bytes");
+        for (size_t i = 0; i < slots; i++)
+            FT_CHECK_EQ_U64(len[i], 0xabababab);
+        /* a stride of a column not given is not read */
+        cols.value = NULL;
+        FT_PASS(ft_client_results_columns(res, 0, N, &cols, err, sizeof err));
+        cols.value_stride = 0;
         free(n);
         free(len);
         free(ktok);
@@ -512,6 +534,17 @@ static void case_concurrent(void)
     send_async(shared, g, s, 64, &seed);
     wait_all(s, 64, 30);
     check_slots(&l, g, s, 64);
+    /* No callback: refused at once (it would be called, NULL, on one of
+     * nng's threads once the answer came), and nothing is sent. */
+    char err[256];
+    FT_FAIL(ft_client_search_async(shared, &g[0].r, 1, NULL, NULL, err,
+                                   sizeof err),
+            FT_EINVAL);
+    FT_CHECK_STR(err, "search: cb is NULL");
+    FT_FAIL(ft_client_search(shared, NULL, 1, &(ft_client_results *){NULL},
+                             err, sizeof err),
+            FT_EINVAL);
+    FT_CHECK_STR(err, "search: reqs is NULL");
     /* The array form, on the same handle. */
     for (int i = 0; i < 4; i++)
         check_grids(shared, &l, &seed);

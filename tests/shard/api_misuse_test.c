@@ -1,0 +1,302 @@
+/*
+ * api_misuse_test.c - the public API used as a careless user would: NULL
+ * pointers where the header allows none, a result buffer too large for its
+ * counters, a part of a manifest used as a whole library, log levels that
+ * are no ft_log_level.  Each call must come back with the code (and the
+ * message, where the call has an error buffer) that flashtrie.h documents,
+ * never crash or read past its data.  Only public calls.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "ft_test.h"
+
+static char g_dir[] = "/tmp/ft_misuse.XXXXXX";
+static char g_idx[300];
+
+static void cleanup(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "api_misuse_test: cannot remove %s\n", g_dir);
+}
+
+/* make_index builds the test's library: keys (i % 7, i, 3i) of 1..3
+ * tokens, i < 50, each valued its number (a key given twice keeps the
+ * first). */
+static void make_index(void)
+{
+    FT_CHECK(mkdtemp(g_dir) != NULL);
+    atexit(cleanup);
+    snprintf(g_idx, sizeof g_idx, "%s/a.fti", g_dir);
+    ft_builder *b;
+    char err[256];
+    FT_PASS(ft_builder_create(&b, NULL, err, sizeof err));
+    for (uint32_t i = 0; i < 50; i++) {
+        uint32_t k[3] = {i % 7, i, i * 3};
+        FT_PASS(ft_builder_add_auto(b, k, 1 + i % 3));
+    }
+    FT_PASS(ft_builder_finish(b, NULL, g_idx, err, sizeof err));
+    ft_builder_destroy(b);
+}
+
+/* ---- the logger ---- */
+
+static char g_line[1400];
+static int g_lines;
+
+static void keep_sink(ft_log_level level, const char *line, void *arg)
+{
+    (void)level;
+    (void)arg;
+    snprintf(g_line, sizeof g_line, "%s", line);
+    g_lines++;
+}
+
+static void test_log(void)
+{
+    ft_log_set_sink(keep_sink, NULL);
+    /* a level that is no ft_log_level (names[] has four) and a NULL file */
+    ft_log_write((ft_log_level)99, "dir/x.c", 7, "hello %d", 1);
+    FT_CHECK_EQ_U64(g_lines, 1);
+    FT_CHECK(strstr(g_line, " level99 x.c:7 hello 1") != NULL);
+    ft_log_write((ft_log_level)-1, "x.c", 8, "neg");
+    FT_CHECK(strstr(g_line, " level-1 x.c:8 neg") != NULL);
+    ft_log_write(FT_LOG_WARN, NULL, 9, "nofile");
+    FT_CHECK(strstr(g_line, " warn ?:9 nofile") != NULL);
+    ft_log_set_sink(NULL, NULL);
+}
+
+/* ---- results ---- */
+
+static void test_result(void)
+{
+    ft_result r;
+    /* (2^24 + 1) * 256 tokens wrap cap_tokens (a uint32_t) to 256 */
+    FT_FAIL(ft_result_alloc(&r, (1u << 24) + 1, 256), FT_ELIMIT);
+    FT_CHECK(r.hits == NULL && r.tokens == NULL && r.cap_tokens == 0);
+    FT_CHECK_STR(r.error, "result: 16777217 hits of 256 tokens exceed "
+                          "4294967295 token slots");
+    FT_FAIL(ft_result_alloc(&r, UINT32_MAX, UINT32_MAX), FT_ELIMIT);
+    FT_FAIL(ft_result_alloc(NULL, 1, 1), FT_EINVAL);
+    FT_PASS(ft_result_alloc(&r, 4, 3));
+    FT_CHECK_EQ_U64(r.cap_tokens, 12);
+    ft_result_free(&r);
+    ft_result_free(&r); /* freed and zeroed: again is fine */
+    ft_result_free(NULL);
+}
+
+/* ---- opening ---- */
+
+static void test_open(const ft_index *idx, const ft_library *lib)
+{
+    char err[256];
+    ft_index *x;
+    FT_FAIL(ft_index_open(NULL, g_idx, 0, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "index: out is NULL");
+    FT_FAIL(ft_index_open(&x, NULL, 0, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "index: path is NULL");
+    ft_library *l;
+    FT_FAIL(ft_library_open(NULL, g_idx, 0, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "library: out is NULL");
+    FT_FAIL(ft_library_open(&l, NULL, 0, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "library: path is NULL");
+    FT_FAIL(ft_library_open_part(&l, NULL, 0, 0, 1, err, sizeof err),
+            FT_EINVAL);
+    FT_CHECK_STR(err, "library: path is NULL");
+    FT_FAIL(ft_engine_open(NULL, idx, NULL, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "engine: out is NULL");
+    ft_searcher *s;
+    FT_FAIL(ft_searcher_open(NULL, lib, NULL, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "searcher: out is NULL");
+    FT_FAIL(ft_searcher_open(&s, NULL, NULL, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "searcher: library is NULL");
+    FT_FAIL(ft_ar_open(NULL, idx, NULL, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "ft_ar_open: out is NULL");
+    /* error buffers of 1 byte get the NUL only, of 0 nothing */
+    char tiny[2] = {'X', 'Y'};
+    FT_FAIL(ft_index_open(&x, NULL, 0, tiny, 1), FT_EINVAL);
+    FT_CHECK(tiny[0] == 0 && tiny[1] == 'Y');
+    tiny[0] = 'X';
+    FT_FAIL(ft_index_open(&x, NULL, 0, tiny, 0), FT_EINVAL);
+    FT_CHECK(tiny[0] == 'X');
+}
+
+/* ---- queries ---- */
+
+static int count_cb(const uint32_t *toks, size_t n, uint64_t value, void *arg)
+{
+    (void)toks;
+    (void)n;
+    (void)value;
+    (*(int *)arg)++;
+    return 0;
+}
+
+static void test_queries(const ft_index *idx, const ft_library *lib)
+{
+    uint64_t v = 99, seen = 99;
+    const uint32_t key[2] = {0, 7}; /* i = 7: (0, 7) */
+    FT_FAIL(ft_index_lookup(&v, idx, NULL, 2), FT_EINVAL);
+    FT_FAIL(ft_library_lookup(&v, lib, NULL, 2), FT_EINVAL);
+    FT_FAIL(ft_index_lookup(&v, idx, NULL, 0), FT_ENOTFOUND);
+    FT_PASS(ft_index_lookup(NULL, idx, key, 2)); /* is it a key? */
+    FT_PASS(ft_index_lookup(&v, idx, key, 2));
+    FT_CHECK_EQ_U64(v, 7);
+    int calls = 0;
+    FT_FAIL(ft_index_prefix(&seen, idx, NULL, 1, 0, count_cb, &calls),
+            FT_EINVAL);
+    FT_FAIL(ft_library_prefix(&seen, lib, NULL, 1, 0, count_cb, &calls),
+            FT_EINVAL);
+    FT_FAIL(ft_index_prefix(&seen, idx, key, 1, 0, NULL, NULL), FT_EINVAL);
+    FT_CHECK_EQ_U64(seen, 0);
+    FT_FAIL(ft_library_prefix(&seen, lib, NULL, 0, 0, NULL, NULL), FT_EINVAL);
+    FT_CHECK_EQ_U64(calls, 0);
+    FT_PASS(ft_index_prefix(NULL, idx, NULL, 0, 0, count_cb, &calls));
+    FT_CHECK_EQ_U64(calls, ft_index_keys(idx));
+    FT_PASS(ft_index_value_at(NULL, idx, 3));
+    FT_FAIL(ft_index_value_at(NULL, idx, ft_index_keys(idx)), FT_ENOTFOUND);
+}
+
+/* ---- a part of a manifest ---- */
+
+static void test_part(const ft_index *idx)
+{
+    char err[256], man[320];
+    snprintf(man, sizeof man, "%s/m.ftm", g_dir);
+    ft_split_opts so;
+    memset(&so, 0, sizeof so);
+    so.output = man;
+    so.shards = 3;
+    ft_split_stats st;
+    FT_PASS(ft_split(&st, idx, &so, err, sizeof err));
+    ft_library *part;
+    FT_PASS(ft_library_open_part(&part, man, 0, 0, 1, err, sizeof err));
+    FT_CHECK_EQ_U64(ft_library_shards(part), 3);
+    FT_CHECK(ft_library_shard(part, 0) != NULL);
+    FT_CHECK(ft_library_shard(part, 2) == NULL);
+    ft_library_shard_info si;
+    FT_PASS(ft_library_shard_get(&si, part, 2));
+    /* a key of the part's shard is found; one of a shard it lacks cannot
+     * be looked up (it was a NULL index read) */
+    uint32_t have[1] = {0}, lack[2] = {si.lo, si.lo};
+    uint64_t v;
+    FT_PASS(ft_library_lookup(&v, part, have, 1));
+    FT_FAIL(ft_library_lookup(&v, part, lack, 1), FT_ESTATE);
+    int calls = 0;
+    uint64_t seen = 99;
+    FT_FAIL(ft_library_prefix(&seen, part, lack, 1, 0, count_cb, &calls),
+            FT_ESTATE);
+    FT_FAIL(ft_library_prefix(&seen, part, NULL, 0, 0, count_cb, &calls),
+            FT_ESTATE);
+    FT_CHECK_EQ_U64(calls, 0);
+    FT_CHECK_EQ_U64(seen, 0);
+    FT_PASS(ft_library_prefix(&seen, part, have, 1, 0, count_cb, &calls));
+    FT_CHECK(calls > 0 && seen == (uint64_t)calls);
+    /* a searcher needs every shard */
+    ft_searcher *s = NULL;
+    FT_FAIL(ft_searcher_open(&s, part, NULL, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "searcher: shard 1 of the library is not open (a part "
+                      "from ft_library_open_part)");
+    FT_CHECK(s == NULL);
+    ft_library_close(part);
+}
+
+/* ---- searches ---- */
+
+static void test_search(const ft_index *idx, const ft_library *lib)
+{
+    char err[256];
+    ft_engine *eng;
+    FT_PASS(ft_engine_open(&eng, idx, NULL, err, sizeof err));
+    ft_request q;
+    ft_request_init(&q);
+    uint32_t tk[2] = {0, 1};
+    float lp[2] = {-1.0f, -2.0f};
+    q.T = 1;
+    q.K = 2;
+    q.tokens = tk;
+    q.logp = lp;
+    ft_result r;
+    FT_PASS(ft_result_alloc(&r, 100, 64));
+    FT_FAIL(ft_engine_search(eng, NULL, &r), FT_EINVAL);
+    FT_FAIL(ft_engine_search(eng, &q, NULL), FT_EINVAL);
+    FT_FAIL(ft_engine_search_batch(eng, NULL, 1, &r), FT_EINVAL);
+    FT_FAIL(ft_engine_search_batch(eng, &q, 1, NULL), FT_EINVAL);
+    FT_PASS(ft_engine_search_batch(eng, NULL, 0, NULL)); /* nothing to do */
+    FT_PASS(ft_engine_search(eng, &q, &r));
+    FT_FAIL(ft_request_validate(NULL, 0, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "request: NULL");
+    ft_searcher *s;
+    FT_PASS(ft_searcher_open(&s, lib, NULL, err, sizeof err));
+    FT_FAIL(ft_searcher_search_batch(s, NULL, 1, &r), FT_EINVAL);
+    FT_FAIL(ft_searcher_search_batch(s, &q, 1, NULL), FT_EINVAL);
+    FT_PASS(ft_searcher_search_batch(s, &q, 1, &r));
+    ft_searcher_close(s);
+    ft_result_free(&r);
+    ft_engine_close(eng);
+}
+
+/* ---- the AR step API ---- */
+
+static void test_ar(const ft_index *idx)
+{
+    char err[256];
+    ft_ar_opts o;
+    ft_ar_opts_init(&o);
+    o.beam = 4;
+    o.threads = 1;
+    ft_ar *ar;
+    FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+    FT_FAIL(ft_ar_reset(ar, NULL, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "b: NULL array");
+    ft_ar_beams b;
+    memset(&b, 0, sizeof b); /* never allocated */
+    FT_FAIL(ft_ar_reset(ar, &b, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "b: NULL array");
+    FT_PASS(ft_ar_beams_alloc(ar, &b));
+    FT_PASS(ft_ar_reset(ar, &b, NULL));
+    FT_CHECK_EQ_U64(b.count[0], 1);
+    FT_FAIL(ft_ar_alloc(ar, NULL, 16), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "alloc: p is NULL");
+    FT_PASS(ft_ar_memcpy(ar, NULL, NULL, 0, 1)); /* nothing to copy */
+    uint32_t x = 5;
+    FT_FAIL(ft_ar_memcpy(ar, NULL, &x, 4, 1), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "memcpy: dst is NULL");
+    FT_PASS(ft_ar_memcpy(ar, b.count, &x, 4, 1));
+    FT_CHECK_EQ_U64(b.count[0], 5);
+    ft_ar_beams_free(ar, &b);
+    ft_ar_beams_free(ar, &b); /* zeroed: again is fine */
+    ft_ar_close(ar);
+}
+
+/* api_misuse_test [CASE]: every case, or only the one named (log,
+ * result, open, queries, part, search, ar). */
+int main(int argc, char **argv)
+{
+    const char *only = argc > 1 ? argv[1] : NULL;
+#define RUN(name, call)                                                       \
+    do {                                                                      \
+        if (only == NULL || strcmp(only, name) == 0)                          \
+            call;                                                             \
+    } while (0)
+    make_index();
+    char err[256];
+    ft_index *idx;
+    ft_library *lib;
+    FT_PASS(ft_index_open(&idx, g_idx, 0, err, sizeof err));
+    FT_PASS(ft_library_open(&lib, g_idx, 0, err, sizeof err));
+    RUN("log", test_log());
+    RUN("result", test_result());
+    RUN("open", test_open(idx, lib));
+    RUN("queries", test_queries(idx, lib));
+    RUN("part", test_part(idx));
+    RUN("search", test_search(idx, lib));
+    RUN("ar", test_ar(idx));
+    ft_library_close(lib);
+    ft_index_close(idx);
+    printf("api_misuse_test: ok\n");
+    return 0;
+}
