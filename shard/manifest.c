@@ -696,14 +696,33 @@ int ft_manifest_prefix(uint64_t *visited, const ft_manifest *m,
     return FT_OK;
 }
 
+static int manifest_info(ft_index_info *info, const ft_manifest *m);
+
+/* ft_manifest_info_get takes what ft_index_info_get takes (a struct_size
+ * of at least this build's, from a caller built with a newer, longer
+ * ft_index_info) and writes the fields it knows, keeping struct_size. */
 int ft_manifest_info_get(ft_index_info *info, const ft_manifest *m)
+{
+    if (info == NULL || m == NULL || info->struct_size < sizeof *info ||
+        info->struct_size > 65536u)
+        return FT_EINVAL;
+    uint32_t size = info->struct_size;
+    ft_index_info full;
+    ft_index_info_init(&full);
+    int rc = manifest_info(&full, m);
+    if (rc != FT_OK)
+        return rc;
+    memcpy(info, &full, sizeof full);
+    info->struct_size = size;
+    return FT_OK;
+}
+
+static int manifest_info(ft_index_info *info, const ft_manifest *m)
 {
     for (uint32_t i = 0; i < m->n_shards; i++)
         if (m->shards[i].idx == NULL) {
             /* A part (ft_library_open_part): only the manifest's counts
              * are known for the whole library. */
-            if (info->struct_size != sizeof *info)
-                return FT_EINVAL;
             memset(info, 0, sizeof *info);
             info->struct_size = sizeof *info;
             info->keys = m->keys;
@@ -719,8 +738,6 @@ int ft_manifest_info_get(ft_index_info *info, const ft_manifest *m)
         }
     if (m->n_shards == 1)
         return ft_index_info_get(info, m->shards[0].idx);
-    if (info->struct_size != sizeof *info)
-        return FT_EINVAL;
     memset(info, 0, sizeof *info);
     uint64_t fanout = 0;
     for (uint32_t i = 0; i < m->n_shards; i++) {
@@ -781,6 +798,8 @@ int ft_library_open_part(ft_library **out, const char *path, unsigned flags,
 
 int ft_library_info_get(ft_index_info *info, const ft_library *lib)
 {
+    if (lib == NULL)
+        return FT_EINVAL;
     if (!lib->is_manifest)
         return ft_index_info_get(info, lib->shards[0].idx);
     return ft_manifest_info_get(info, lib);

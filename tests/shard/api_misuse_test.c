@@ -202,6 +202,36 @@ static void test_part(const ft_index *idx)
                       "from ft_library_open_part)");
     FT_CHECK(s == NULL);
     ft_library_close(part);
+    /* the whole manifest's info takes a longer ft_index_info (a caller
+     * built with a newer header) as the index's does, and keeps its
+     * struct_size and the bytes past this build's fields; a shorter one
+     * is refused (it was refused unless exactly this size) */
+    ft_library *lib;
+    FT_PASS(ft_library_open(&lib, man, 0, err, sizeof err));
+    for (int whole = 0; whole < 2; whole++) {
+        ft_library *l = lib;
+        if (!whole)
+            FT_PASS(ft_library_open_part(&l, man, 0, 0, 1, err, sizeof err));
+        struct {
+            ft_index_info info;
+            unsigned char tail[16];
+        } big;
+        memset(&big, 0xab, sizeof big);
+        big.info.struct_size = sizeof big;
+        FT_PASS(ft_library_info_get(&big.info, l));
+        FT_CHECK_EQ_U64(big.info.struct_size, sizeof big);
+        FT_CHECK_EQ_U64(big.info.keys, ft_index_keys(idx));
+        for (size_t i = 0; i < sizeof big.tail; i++)
+            FT_CHECK(big.tail[i] == 0xab);
+        ft_index_info small;
+        ft_index_info_init(&small);
+        small.struct_size -= 8;
+        FT_FAIL(ft_library_info_get(&small, l), FT_EINVAL);
+        FT_FAIL(ft_library_info_get(NULL, l), FT_EINVAL);
+        if (!whole)
+            ft_library_close(l);
+    }
+    ft_library_close(lib);
 }
 
 /* ---- searches ---- */
