@@ -577,6 +577,36 @@ static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
     return rc;
 }
 
+/* bad_request names the first request of reqs that no SEARCH frame can
+ * carry, and why (the error path of fti_client_search_encode). */
+static void bad_request(const ft_request *reqs, size_t n, int rc,
+                        char *errbuf, size_t errlen)
+{
+    if (reqs == NULL) {
+        fti_errf(errbuf, errlen, "search: reqs is NULL");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const ft_request *q = &reqs[i];
+        if (q->T > FT_MAX_T || q->K > FT_MAX_K) {
+            fti_errf(errbuf, errlen, "search: request %zu: %s = %u, at most "
+                     "%u", i, q->T > FT_MAX_T ? "T" : "K",
+                     q->T > FT_MAX_T ? q->T : q->K,
+                     q->T > FT_MAX_T ? FT_MAX_T : FT_MAX_K);
+            return;
+        }
+        if ((size_t)q->T * q->K > 0 && (q->tokens == NULL || q->logp == NULL)) {
+            fti_errf(errbuf, errlen, "search: request %zu: %s is NULL (T = "
+                     "%u, K = %u)", i, q->tokens == NULL ? "tokens" : "logp",
+                     q->T, q->K);
+            return;
+        }
+    }
+    fti_errf(errbuf, errlen, "search: cannot encode the request (%s%s)",
+             ft_strerror(rc), rc == FT_ELIMIT ? ": the frame would pass 4 GiB"
+                                              : "");
+}
+
 int fti_client_search_encode(const ft_client *c, uint64_t id,
                              const ft_request *reqs, size_t n, nng_msg **out,
                              char *errbuf, size_t errlen)
@@ -592,8 +622,7 @@ int fti_client_search_encode(const ft_client *c, uint64_t id,
     size_t size;
     int rc = ft_frame_search_size(reqs, NULL, n, &size);
     if (rc != FT_OK) {
-        fti_errf(errbuf, errlen, "search: cannot encode the request (%s)",
-             ft_strerror(rc));
+        bad_request(reqs, n, rc, errbuf, errlen);
         return rc;
     }
     nng_msg *msg;

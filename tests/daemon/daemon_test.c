@@ -545,6 +545,27 @@ static void case_concurrent(void)
                              err, sizeof err),
             FT_EINVAL);
     FT_CHECK_STR(err, "search: reqs is NULL");
+    /* A request no frame can carry is named, with its field (the message
+     * said only "cannot encode the request (invalid argument)"). */
+    ft_request bad[2] = {g[0].r, g[1].r};
+    ft_client_results *none = NULL;
+    bad[1].T = FT_MAX_T + 1;
+    FT_FAIL(ft_client_search(shared, bad, 2, &none, err, sizeof err),
+            FT_ELIMIT);
+    FT_CHECK_STR(err, "search: request 1: T = 65, at most 64");
+    bad[1] = g[1].r;
+    bad[1].K = FT_MAX_K + 1;
+    FT_FAIL(ft_client_search(shared, bad, 2, &none, err, sizeof err),
+            FT_ELIMIT);
+    FT_CHECK_STR(err, "search: request 1: K = 4097, at most 4096");
+    bad[1] = g[1].r;
+    bad[0].logp = NULL;
+    FT_FAIL(ft_client_search(shared, bad, 2, &none, err, sizeof err),
+            FT_EINVAL);
+    char want[96];
+    snprintf(want, sizeof want, "search: request 0: logp is NULL (T = %u, K = %u)",
+             g[0].r.T, g[0].r.K);
+    FT_CHECK_STR(err, want);
     /* The array form, on the same handle. */
     for (int i = 0; i < 4; i++)
         check_grids(shared, &l, &seed);
