@@ -140,7 +140,8 @@ typedef enum ft_log_level {
 } ft_log_level;
 
 /* ft_log_set_level sets the most verbose level that is printed (to stderr,
- * or to the sink given to ft_log_set_sink).  The default is FT_LOG_WARN. */
+ * or to the sink given to ft_log_set_sink).  The default is FT_LOG_WARN.
+ * The value is taken as it is: below FT_LOG_ERROR prints nothing at all. */
 FT_API void ft_log_set_level(ft_log_level level);
 FT_API ft_log_level ft_log_get_level(void);
 typedef void (*ft_log_sink)(ft_log_level level, const char *line, void *arg);
@@ -572,7 +573,8 @@ FT_API int ft_engine_kind_parse(const char *name, ft_engine_kind *kind);
 
 typedef struct ft_engine_opts {
     ft_engine_kind kind;
-    int threads;        /* CPU engine workers, 0 = all online cores */
+    int threads;        /* CPU engine workers, 0 = all online cores;
+                         * more than 1024 run as 1024 */
     int device;         /* GPU ordinal */
     uint32_t max_batch; /* GPU: requests per launch, 0 = 32 */
     uint32_t max_beam;  /* GPU: arena sizing, 0 = FT_MAX_BEAM */

@@ -61,7 +61,7 @@ typedef struct ft_client ft_client;
 typedef struct ft_client_results ft_client_results;
 
 typedef struct ft_client_opts {
-    int timeout_ms;          /* per call, send to answer; 0 = 10000 */
+    int timeout_ms;          /* per call, send to answer; 0 (or below) = 10000 */
     int connect_wait_ms;     /* 0: connect now and fail at once when the
                               * server is not there; > 0: keep dialing in
                               * the background, each call waiting up to
