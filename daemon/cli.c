@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "cli.h"
 
 int ft_cli_parse_u64(const char *s, unsigned long long *out)
@@ -165,4 +168,50 @@ int ft_cli_split(const char *cmd, const char *index_path, const char *output,
                 output);
     }
     return 0;
+}
+
+int ft_cli_out_open(ft_cli_out *o, const char *path, const char *mode)
+{
+    o->path = path;
+    o->tmp[0] = 0;
+    if (strcmp(path, "-") == 0) {
+        o->f = stdout;
+        return 0;
+    }
+    struct stat st;
+    int aside = stat(path, &st) != 0 ? errno == ENOENT : S_ISREG(st.st_mode);
+    if (aside && (size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%ld", path,
+                                  (long)getpid()) >= sizeof o->tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    o->f = fopen(aside ? o->tmp : path, mode);
+    if (o->f == NULL) {
+        int e = errno;
+        o->tmp[0] = 0;
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+int ft_cli_out_close(ft_cli_out *o, int ok)
+{
+    int rc = 0;
+    if (o->f == stdout) {
+        rc = fflush(stdout) != 0 || ferror(stdout) ? -1 : 0;
+    } else if (o->f != NULL) {
+        int bad = ferror(o->f);
+        rc = fclose(o->f) != 0 || bad ? -1 : 0;
+        if (o->tmp[0]) {
+            int e = errno;
+            if (ok && rc == 0 && rename(o->tmp, o->path) != 0)
+                rc = -1, e = errno;
+            if (!ok || rc != 0)
+                unlink(o->tmp);
+            errno = e;
+        }
+    }
+    o->f = NULL;
+    return ok ? rc : 0;
 }

@@ -7,8 +7,28 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "flashtrie.h"
+
+/* ft_cli_out is a command's output file.  A path that is no file yet or
+ * a regular file is written aside (PATH.tmp.<pid> beside it) and renamed
+ * into place by ft_cli_out_close(o, 1), so that a command that fails
+ * leaves nothing under the name (nor a half of what was there);
+ * "-" is stdout, and anything else (a device, a pipe) is written
+ * directly. */
+typedef struct ft_cli_out {
+    FILE *f;
+    const char *path;
+    char tmp[4096]; /* the file written aside; "" when written directly */
+} ft_cli_out;
+/* ft_cli_out_open opens o for path with fopen's mode; 0, or -1 with errno
+ * set (the message is the caller's). */
+int ft_cli_out_open(ft_cli_out *o, const char *path, const char *mode);
+/* ft_cli_out_close flushes and closes o; with ok it moves the file into
+ * place, without it removes what was written aside.  0, or -1 with errno
+ * set when ok and writing, closing or renaming failed. */
+int ft_cli_out_close(ft_cli_out *o, int ok);
 
 /* ft_cli_parse_u64 parses a whole decimal string; 0 on success. */
 int ft_cli_parse_u64(const char *s, unsigned long long *out);

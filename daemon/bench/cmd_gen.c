@@ -151,19 +151,18 @@ static int gen_keys(int argc, char **argv)
         fprintf(stderr, "flashtrie gen keys: --format: expected text or ftk, got '%s'\n", format);
         return 2;
     }
-    FILE *f = stdout;
-    if (strcmp(out, "-")) {
-        f = fopen(out, "wb");
-        if (f == NULL) {
-            fprintf(stderr, "flashtrie gen keys: %s: %s\n", out, strerror(errno));
-            return 1;
-        }
+    ft_cli_out fo;
+    if (ft_cli_out_open(&fo, out, "wb") != 0) {
+        fprintf(stderr, "flashtrie gen keys: %s: %s\n", out, strerror(errno));
+        return 1;
     }
+    FILE *f = fo.f;
     static char iobuf[1 << 20];
     setvbuf(f, iobuf, _IOFBF, sizeof iobuf);
     ft_wl_keys_stats st;
     int rc = ft_wl_keys_write(&st, &o, fmt, ft_cli_file_sink, f);
-    int crc = f == stdout ? fflush(f) : fclose(f);
+    /* a failed run leaves no partial file under the name */
+    int crc = ft_cli_out_close(&fo, rc == FT_OK);
     if (rc == FT_ELIMIT) {
         /* not "out of memory": the shape needs more distinct tokens */
         fprintf(stderr, "flashtrie gen keys: a vocabulary of %" PRIu32 " tokens is "
@@ -317,15 +316,15 @@ static int gen_requests(int argc, char **argv)
         ft_library_close(lib);
         return rc == FT_EINVAL ? 2 : 1;
     }
-    FILE *f = stdout;
-    if (strcmp(out, "-") && (f = fopen(out, "w")) == NULL) {
+    ft_cli_out fo;
+    if (ft_cli_out_open(&fo, out, "w") != 0) {
         fprintf(stderr, "flashtrie gen requests: %s: %s\n", out, strerror(errno));
         ft_wl_reqs_close(g);
         ft_library_close(lib);
         return 1;
     }
-    rc = ft_wl_reqs_write(g, f, err, sizeof err);
-    int crc = f == stdout ? fflush(f) : fclose(f);
+    rc = ft_wl_reqs_write(g, fo.f, err, sizeof err);
+    int crc = ft_cli_out_close(&fo, rc == FT_OK);
     ft_wl_reqs_close(g);
     ft_library_close(lib);
     if (rc || crc) {

@@ -66,7 +66,18 @@ for a in "5 3" "100000000 3"; do
     [ $rc -eq 1 ] || fail "'gen keys --n ${a% *} --vocab ${a#* }' exited $rc, want 1"
     grep -qxF "flashtrie gen keys: a vocabulary of ${a#* } tokens is too small for ${a% *} distinct keys; give a larger --vocab" "$D/err" ||
         fail "'gen keys --n ${a% *} --vocab ${a#* }': $(cat "$D/err")"
+    # a failed run leaves no partial file under the name (it left the keys
+    # written before the failure), nor one written aside
+    [ ! -e "$D/v.txt" ] || fail "'gen keys --n ${a% *} --vocab ${a#* }' left $D/v.txt"
 done
+# ... and a file that was there stays as it was
+echo "kept" > "$D/v.txt"
+set +e
+$FT gen keys --n 100000 --vocab 3 --output "$D/v.txt" 2>/dev/null
+rc=$?
+set -e
+[ $rc -eq 1 ] && [ "$(cat "$D/v.txt")" = kept ] || fail "a failed gen keys changed the file there (exit $rc)"
+ls "$D" | grep -q '\.tmp\.' && fail "a failed gen keys left $(ls "$D" | grep '\.tmp\.')"
 
 # Determinism: same seed, any threads, same bytes; another seed differs.
 $FT gen keys --n 120000 --seed 11 --threads 1 --output "$D/a.txt"
