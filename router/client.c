@@ -312,6 +312,11 @@ int ft_client_connect(ft_client **out, const char *url,
         return FT_EINVAL;
     }
     *out = NULL;
+    if (url[0] == 0) {
+        fti_errf(errbuf, errlen, "connect: url is empty (expected tcp://, "
+                 "tls+tcp:// or ipc://)");
+        return FT_EINVAL;
+    }
     ft_client_opts def;
     if (opts == NULL) {
         ft_client_opts_init(&def);
@@ -396,6 +401,12 @@ int ft_client_connect(ft_client **out, const char *url,
         if (rv == NNG_ECRYPTO || rv == NNG_EPEERAUTH) {
             tls_failed(c, rv, errbuf, errlen);
             rc = FT_ECONN;
+        } else if (rv == NNG_EADDRINVAL) {
+            /* the URL names no address (a port past 65535, say): the
+             * caller's mistake, not the network's */
+            fti_errf(errbuf, errlen, "%s: not a valid address: %s", url,
+                     nng_strerror(rv));
+            rc = FT_EINVAL;
         } else if (rv != 0) {
             fti_errf(errbuf, errlen, "%s: cannot connect: %s", url,
                  nng_strerror(rv));

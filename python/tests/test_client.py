@@ -823,6 +823,17 @@ def test_connection_errors(env, tmp_path):
     with pytest.raises(flashtrie.Error) as ei:
         flashtrie.Client("nonsense://x")
     assert ei.value.code == 2 and ei.value.message.startswith("nonsense://x")
+    # an empty URL and an address that is none are the caller's mistakes
+    # (FT_EINVAL, named), not a failed connection (": Invalid argument",
+    # and ConnectionError for a port past 65535, before)
+    for u, msg in [("", "connect: url is empty (expected tcp://, tls+tcp:// "
+                        "or ipc://)"),
+                   ("tcp://127.0.0.1:99999", "tcp://127.0.0.1:99999: not a "
+                    "valid address: Address invalid")]:
+        with pytest.raises(flashtrie.Error) as ei:
+            flashtrie.Client(u)
+        assert not isinstance(ei.value, ConnectionError)
+        assert ei.value.name == "FT_EINVAL" and ei.value.message == msg
     c = flashtrie.Client(env["urls"][0])
     c.close()
     c.close()
