@@ -286,6 +286,18 @@ static void vmm_note(int dev, char *buf, size_t len)
              "memory without it)");
 }
 
+/* lists_cap is the candidates of one step's shared lists: a full batch
+ * (max_batch, at most a chunk) of full beams from every shard. */
+static size_t lists_cap(const fti_group *g)
+{
+    size_t slots = g->o.max_batch ? g->o.max_batch : 32;
+    slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
+    size_t bmax = g->o.max_beam && g->o.max_beam < FT_MAX_BEAM
+                      ? g->o.max_beam
+                      : FT_MAX_BEAM;
+    return g->n * slots * bmax;
+}
+
 /* ndev_setup makes the NCCL device-API exchange over the group's
  * communicators (one rank per GPU, g->comm made): checks what it needs
  * (the library's device API and version, this build's kernel, P2P
@@ -356,12 +368,7 @@ static int ndev_setup(fti_group *g, int deny, char *why, size_t len)
     }
     /* The layout (ft_gk_nxparams): the inbox, the words, the two lists,
      * each as large as the one-GPU group's shared lists. */
-    size_t slots = g->o.max_batch ? g->o.max_batch : 32;
-    slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
-    size_t bmax = g->o.max_beam && g->o.max_beam < FT_MAX_BEAM
-                      ? g->o.max_beam
-                      : FT_MAX_BEAM;
-    size_t cap = g->n * slots * bmax;
+    size_t cap = lists_cap(g);
     g->nwords = 8 * g->n;
     g->nhdr = (g->nwords + 16 + 4095) & ~(size_t)4095;
     g->nlist[0] = g->nhdr;
@@ -763,12 +770,7 @@ static int exchange_setup(fti_group *g, fti_exchange want, int shared,
         if ((shared && same) || x == FTI_EXCHANGE_KERNEL) {
             /* One list buffer per step parity for all shards: room for a
              * full batch of full beams from every shard. */
-            size_t slots = g->o.max_batch ? g->o.max_batch : 32;
-            slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
-            size_t bmax = g->o.max_beam && g->o.max_beam < FT_MAX_BEAM
-                              ? g->o.max_beam
-                              : FT_MAX_BEAM;
-            size_t cap = g->n * slots * bmax;
+            size_t cap = lists_cap(g);
             for (int i = 0; i < 2; i++)
                 FT_CUDA_CHECK_GOTO(cudaMalloc((void **)&g->lists[i], cap * 8), rc,
                                    fail);
