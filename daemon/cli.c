@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dirent.h>
+#include <libgen.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -129,6 +131,42 @@ static int is_manifest(const char *path)
     return n == sizeof magic && memcmp(magic, "FTSHARDS", 8) == 0;
 }
 
+/* remove_stale_shards removes the shard files an earlier split into
+ * another count left beside output (OUTPUT.shard-III-of-NNN.idx, NNN not
+ * n): the manifest that named them has just been replaced, so nothing
+ * can open them any more.  Says each one unless quiet. */
+static void remove_stale_shards(const char *cmd, const char *output,
+                                uint32_t n, int quiet)
+{
+    char dbuf[4096], bbuf[4096];
+    if (strlen(output) >= sizeof dbuf)
+        return;
+    snprintf(dbuf, sizeof dbuf, "%s", output);
+    snprintf(bbuf, sizeof bbuf, "%s", output);
+    const char *dir = dirname(dbuf), *base = basename(bbuf);
+    size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *nm = e->d_name;
+        unsigned i, of;
+        int end = -1;
+        if (strncmp(nm, base, bl) != 0 ||
+            sscanf(nm + bl, ".shard-%3u-of-%3u.idx%n", &i, &of, &end) != 2 ||
+            end < 0 || nm[bl + (size_t)end] != 0 || of == n ||
+            strlen(nm + bl) != strlen(".shard-000-of-000.idx"))
+            continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, nm);
+        if (unlink(path) == 0 && !quiet)
+            fprintf(stderr, "flashtrie %s: removed %s (shard %u of an earlier "
+                    "split into %u)\n", cmd, path, i, of);
+    }
+    closedir(d);
+}
+
 int ft_cli_split(const char *cmd, const char *index_path, const char *output,
                  uint32_t shards, uint64_t shard_bytes, int threads,
                  int no_verify, int quiet)
@@ -158,6 +196,7 @@ int ft_cli_split(const char *cmd, const char *index_path, const char *output,
                 err[0] ? err : ft_strerror(rc));
         return rc == FT_EINVAL ? 2 : 1;
     }
+    remove_stale_shards(cmd, output, st.shards, quiet);
     if (!quiet) {
         double mean = (double)st.total_bytes / (double)st.shards;
         fprintf(stderr,

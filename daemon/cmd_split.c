@@ -16,7 +16,9 @@ static const char split_usage[] =
     "         [--threads N] [--no-verify] [--progress|--quiet]\n"
     "  cuts INDEX by first token into N shards of balanced trie bytes, or\n"
     "  into as few shards as fit B trie bytes each; writes the shards as\n"
-    "  MANIFEST.shard-III-of-NNN.idx beside the manifest.\n";
+    "  MANIFEST.shard-III-of-NNN.idx beside the manifest (the shard files\n"
+    "  of an earlier split into another count, which the manifest named\n"
+    "  before it was replaced, are removed).\n";
 
 int cmd_split(int argc, char **argv)
 {

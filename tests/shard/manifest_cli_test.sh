@@ -122,6 +122,20 @@ echo "flashtrie split: $TMP/keys.txt: not a FlashTrie index (bad magic)" |
   fail "split --progress"
 grep -q 'split: shard 1 of 2: first tokens' "$TMP/err.txt" || fail "no progress: $(cat "$TMP/err.txt")"
 
+# a split into another count over the same manifest removes the earlier
+# split's shard files (the manifest naming them is replaced), saying so,
+# and nothing else (they stayed behind before)
+mkdir "$TMP/re"
+"$BIN" split "$TMP/keys.idx" --shards 3 --output "$TMP/re/m.ftm" --quiet || fail "re: split 3"
+touch "$TMP/re/m.ftm.shard-000-of-003.idx.bak" "$TMP/re/n.ftm.shard-000-of-003.idx"
+"$BIN" split "$TMP/keys.idx" --shards 2 --output "$TMP/re/m.ftm" 2> "$TMP/err.txt" || fail "re: split 2"
+[ "$(grep -c 'removed' "$TMP/err.txt")" -eq 3 ] || fail "re: $(cat "$TMP/err.txt")"
+grep -qxF "flashtrie split: removed $TMP/re/m.ftm.shard-001-of-003.idx (shard 1 of an earlier split into 3)" "$TMP/err.txt" ||
+  fail "re: $(cat "$TMP/err.txt")"
+[ "$(cd "$TMP/re" && ls | sort | tr '\n' ' ')" = "m.ftm m.ftm.shard-000-of-002.idx m.ftm.shard-000-of-003.idx.bak m.ftm.shard-001-of-002.idx n.ftm.shard-000-of-003.idx " ] ||
+  fail "re: left $(ls "$TMP/re")"
+"$BIN" info "$TMP/re/m.ftm" > /dev/null || fail "re: the new manifest does not open"
+
 # a missing shard: the manifest is refused, naming the shard
 rm "$TMP/keys-5.ftm.shard-002-of-005.idx"
 "$BIN" info "$TMP/keys-5.ftm" > /dev/null 2> "$TMP/err.txt"
