@@ -26,46 +26,38 @@ for args in "gen keys" "gen keys --n x" "gen keys --n 10 --format xml" \
     [ -s "$D/err" ] || fail "'flashtrie $args' printed no message"
 done
 
+# refused WANT_RC MESSAGE CMD...: CMD exits WANT_RC with exactly MESSAGE
+# on stderr
+refused() {
+    local want=$1 msg=$2 rc; shift 2
+    set +e
+    "$@" >/dev/null 2>"$D/err"
+    rc=$?
+    set -e
+    [ $rc -eq "$want" ] || fail "'$*' exited $rc, want $want"
+    grep -qxF "$msg" "$D/err" || fail "'$*': $(cat "$D/err")"
+}
+
 # --engine with no engine in it ran nothing and exited 0; a list option
 # longer than its buffer was cut short (the last value changed silently).
 for e in "" "," "cpu,,tpu" "cpu$(printf '%070d' 0 | tr 0 ,)tpu" "cpu," ",gpu" "cpu,,gpu"; do
-    set +e
-    $FT bench --gen-keys 10 --engine "$e" >/dev/null 2>"$D/err"
-    rc=$?
-    set -e
-    [ $rc -eq 2 ] || fail "'bench --engine \"$e\"' exited $rc, want 2"
-    grep -qxF "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '$e'" "$D/err" ||
-        fail "'bench --engine \"$e\"': $(cat "$D/err")"
+    refused 2 "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '$e'" \
+        $FT bench --gen-keys 10 --engine "$e"
 done
-set +e
-$FT bench --gen-keys 10 --engine cpu --beam "1,$(printf '%0250d' 0)1000" >/dev/null 2>"$D/err"
-rc=$?
-set -e
-[ $rc -eq 2 ] || fail "a 256-character --beam list exited $rc, want 2"
-grep -qxF "flashtrie bench: --beam: list longer than 255 characters" "$D/err" ||
-    fail "a 256-character --beam list: $(cat "$D/err")"
+refused 2 "flashtrie bench: --beam: list longer than 255 characters" \
+    $FT bench --gen-keys 10 --engine cpu --beam "1,$(printf '%0250d' 0)1000"
 
 # An empty item in a number list was skipped ("10,,20" ran 10 and 20).
 for l in "10,,20" "10," ",10"; do
-    set +e
-    $FT bench --gen-keys 10 --engine cpu --beam "$l" >/dev/null 2>"$D/err"
-    rc=$?
-    set -e
-    [ $rc -eq 2 ] || fail "'bench --beam $l' exited $rc, want 2"
-    grep -qxF "flashtrie bench: --beam: an empty item in '$l'" "$D/err" ||
-        fail "'bench --beam $l': $(cat "$D/err")"
+    refused 2 "flashtrie bench: --beam: an empty item in '$l'" \
+        $FT bench --gen-keys 10 --engine cpu --beam "$l"
 done
 
 # A vocabulary too small for the keys asked for is said so (it was "out
 # of memory"), as is one too small for the count outright.
 for a in "5 3" "100000000 3"; do
-    set +e
-    $FT gen keys --n ${a% *} --vocab ${a#* } --output "$D/v.txt" 2>"$D/err"
-    rc=$?
-    set -e
-    [ $rc -eq 1 ] || fail "'gen keys --n ${a% *} --vocab ${a#* }' exited $rc, want 1"
-    grep -qxF "flashtrie gen keys: a vocabulary of ${a#* } tokens is too small for ${a% *} distinct keys; give a larger --vocab" "$D/err" ||
-        fail "'gen keys --n ${a% *} --vocab ${a#* }': $(cat "$D/err")"
+    refused 1 "flashtrie gen keys: a vocabulary of ${a#* } tokens is too small for ${a% *} distinct keys; give a larger --vocab" \
+        $FT gen keys --n ${a% *} --vocab ${a#* } --output "$D/v.txt"
     # a failed run leaves no partial file under the name (it left the keys
     # written before the failure), nor one written aside
     [ ! -e "$D/v.txt" ] || fail "'gen keys --n ${a% *} --vocab ${a#* }' left $D/v.txt"
