@@ -1099,6 +1099,31 @@ static int cpu_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
     return FT_OK;
 }
 
+/* beams_overlap names in why the first array of a (read) that shares
+ * bytes with one of b (written), each of cap beams; 0 when none does. */
+static int beams_overlap(const ft_ar_beams *a, const ft_ar_beams *b,
+                         uint32_t cap, char *why, size_t len)
+{
+    static const char *const nm[7] = {"count", "node", "sigma", "len",
+                                       "parent", "entry", "token"};
+    const void *pa[7] = {a->count, a->node, a->sigma, a->len,
+                         a->parent, a->entry, a->token};
+    const void *pb[7] = {b->count, b->node, b->sigma, b->len,
+                         b->parent, b->entry, b->token};
+    size_t sz[7] = {4, (size_t)cap * 8, (size_t)cap * 4, (size_t)cap * 4,
+                    (size_t)cap * 4, (size_t)cap * 4, (size_t)cap * 4};
+    for (int i = 0; i < 7; i++)
+        for (int j = 0; j < 7; j++) {
+            uintptr_t x = (uintptr_t)pa[i], y = (uintptr_t)pb[j];
+            if (x < y + sz[j] && y < x + sz[i]) {
+                snprintf(why, len, "next.%s overlaps cur.%s: a step reads "
+                         "cur while it writes next", nm[j], nm[i]);
+                return 1;
+            }
+        }
+    return 0;
+}
+
 int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
                ft_ar_beams *next, ft_ar_hits *hits, void *stream)
 {
@@ -1115,6 +1140,8 @@ int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
         fti_errf(ar->err, sizeof ar->err, "next: must not be cur");
         return FT_EINVAL;
     }
+    if (beams_overlap(cur, next, ar->o.beam, ar->err, sizeof ar->err))
+        return FT_EINVAL;
     if (hits && (!hits->count || !hits->parent || !hits->entry ||
                  !hits->token || !hits->len || !hits->key_index ||
                  !hits->value || !hits->score || !hits->sigma)) {

@@ -394,6 +394,21 @@ static void test_errors(const ft_index *idx)
     in.norm = 0;
     FT_FAIL(ft_ar_step(ar, &a, &in, &a, NULL, NULL), FT_EINVAL);
     FT_CHECK_STR(ft_ar_error(ar), "next: must not be cur");
+    {
+        /* next's arrays must not share bytes with cur's (only next == cur
+         * was caught): an array of next inside one of cur, or one
+         * running into it */
+        ft_ar_beams c = b;
+        c.sigma = (float *)a.node + 1;
+        FT_FAIL(ft_ar_step(ar, &a, &in, &c, NULL, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "next.sigma overlaps cur.node: a step "
+                                      "reads cur while it writes next");
+        c = b;
+        c.token = a.len - 1;
+        FT_FAIL(ft_ar_step(ar, &a, &in, &c, NULL, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "next.token overlaps cur.len: a step "
+                                      "reads cur while it writes next");
+    }
     a.count[0] = 5;
     FT_FAIL(ft_ar_step(ar, &a, &in, &b, NULL, NULL), FT_EINVAL);
     FT_CHECK_STR(ft_ar_error(ar), "cur.count: 5 beams, more than beam 4");
