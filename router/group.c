@@ -290,12 +290,8 @@ static void vmm_note(int dev, char *buf, size_t len)
  * (max_batch, at most a chunk) of full beams from every shard. */
 static size_t lists_cap(const fti_group *g)
 {
-    size_t slots = g->o.max_batch ? g->o.max_batch : 32;
-    slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
-    size_t bmax = g->o.max_beam && g->o.max_beam < FT_MAX_BEAM
-                      ? g->o.max_beam
-                      : FT_MAX_BEAM;
-    return g->n * slots * bmax;
+    return g->n * fti_gpu_slots(g->o.max_batch) *
+           (size_t)fti_gpu_max_beam(g->o.max_beam);
 }
 
 /* ndev_setup makes the NCCL device-API exchange over the group's

@@ -90,8 +90,7 @@ int fti_steps_fit(const ft_engine_opts *o, const fti_prepared *const *reqs,
             ix[i] = i;
         return m ? run(arg, ix, m) : FT_OK;
     }
-    size_t slots = o->max_batch ? o->max_batch : 32;
-    slots = slots < FTI_ENGINE_CHUNK ? slots : FTI_ENGINE_CHUNK;
+    size_t slots = fti_gpu_slots(o->max_batch);
     uint32_t kmax = o->max_k ? o->max_k : FT_MAX_K;
     uint32_t tmax = o->max_t ? o->max_t : FT_MAX_T;
     size_t k = 0;

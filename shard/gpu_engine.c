@@ -908,11 +908,8 @@ static int gpu_open(gpu_engine *g, ft_engine *eng, char *errbuf,
             return rc;
     }
     g->wmax = widest_level(t);
-    g->nslots = o->max_batch ? o->max_batch : 32;
-    if (g->nslots > FTI_ENGINE_CHUNK)
-        g->nslots = FTI_ENGINE_CHUNK;
-    g->bmax = o->max_beam && o->max_beam < FT_MAX_BEAM ? o->max_beam
-                                                        : FT_MAX_BEAM;
+    g->nslots = fti_gpu_slots(o->max_batch);
+    g->bmax = fti_gpu_max_beam(o->max_beam);
     g->kmax = o->max_k && o->max_k < FT_MAX_K ? o->max_k : FT_MAX_K;
     g->tmax = o->max_t && o->max_t < FT_MAX_T ? o->max_t : FT_MAX_T;
     g->has_big = g->kmax < FT_MAX_K || g->tmax < FT_MAX_T;

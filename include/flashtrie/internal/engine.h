@@ -107,6 +107,22 @@ int fti_engine_run(ft_engine *eng, const fti_prepared *const *reqs,
 /* The most requests one fti_engine_run or step batch takes. */
 #define FTI_ENGINE_CHUNK 64
 
+/* fti_gpu_slots is the requests one GPU engine launch holds for
+ * ft_engine_opts.max_batch (0: 32), at most FTI_ENGINE_CHUNK, and
+ * fti_gpu_max_beam its widest beam for max_beam (0, or past FT_MAX_BEAM:
+ * FT_MAX_BEAM): what the engine sizes its buffers by, and what a batch
+ * (router/steps.c) and a shard group's shared lists are fitted to. */
+static inline uint32_t fti_gpu_slots(uint32_t max_batch)
+{
+    uint32_t n = max_batch ? max_batch : 32;
+    return n < FTI_ENGINE_CHUNK ? n : FTI_ENGINE_CHUNK;
+}
+
+static inline uint32_t fti_gpu_max_beam(uint32_t max_beam)
+{
+    return max_beam && max_beam < FT_MAX_BEAM ? max_beam : FT_MAX_BEAM;
+}
+
 /* fti_engine_run_checked is fti_engine_run (n <= FTI_ENGINE_CHUNK) that calls
  * check(arg) once while the engine works: the GPU engine between issuing
  * its launch and waiting for it, others before their search.  A result
