@@ -299,26 +299,21 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
              * short, and an empty list ("" or ",") ran no engine at all
              * and exited 0. */
             opt->use_cpu = opt->use_gpu = 0;
-            for (const char *t = optarg; *t;) {
+            /* every item, the empty ones too ("", "cpu,", ",gpu"): each
+             * must name an engine, so at least one is named */
+            for (const char *t = optarg;; t++) {
                 size_t n = strcspn(t, ",");
                 if (n == 3 && !strncmp(t, "cpu", 3))
                     opt->use_cpu = 1;
                 else if (n == 3 && !strncmp(t, "gpu", 3))
                     opt->use_gpu = 1;
                 else {
-                    /* an empty item too: "cpu," or ",gpu" */
                     fprintf(stderr, "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '%s'\n", optarg);
                     return 2;
                 }
-                t += n + (t[n] == ',');
-                if (t[-1] == ',' && *t == 0) {
-                    fprintf(stderr, "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '%s'\n", optarg);
-                    return 2;
-                }
-            }
-            if (!opt->use_cpu && !opt->use_gpu) {
-                fprintf(stderr, "flashtrie bench: --engine: expected cpu, gpu or cpu,gpu, got '%s'\n", optarg);
-                return 2;
+                t += n;
+                if (*t == 0)
+                    break;
             }
             break;
         }
