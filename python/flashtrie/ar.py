@@ -651,7 +651,8 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
         state = np.ascontiguousarray(state, dtype=np.int64)
     elif state is not None and state.dtype != _torch().int64:
         state = state.to(_torch().int64).contiguous()
-    vn = 0 if _tokens("vocab", vocab) is None else int(vocab.shape[0])
+    vocab = _tokens("vocab", vocab)
+    vn = 0 if vocab is None else int(vocab.shape[0])
     s._check(load().ft_ar_walk(s.handle(), addr if n else None, rows, n, stride,
                                s._ptr("lens", lens), s._ptr("state", state),
                                s._ptr("vocab", vocab), vn,
