@@ -901,9 +901,10 @@ FT_API void ft_ar_free(ft_ar *ar, void *p);
  * FT_EINVAL ("b: NULL array") when b or one of its arrays is NULL. */
 FT_API int ft_ar_reset(ft_ar *ar, ft_ar_beams *b, void *stream);
 
-/* ft_ar_step expands cur by in into next (no array of next may share a
- * byte with one of cur, counted at the configured beam: FT_EINVAL) and
- * writes the step's completed keys to hits (may be NULL).  stream is the
+/* ft_ar_step expands cur by in into next and writes the step's completed
+ * keys to hits (may be NULL).  No array it writes (next's, counted at the
+ * configured beam; hits', at the configured results) may share a byte
+ * with one of cur or with another it writes: FT_EINVAL naming both.  stream is the
  * cudaStream_t of a GPU session (NULL: the default stream), ignored by a
  * CPU session.  FT_EINVAL for a bad input description (naming the field),
  * FT_ECUDA when a launch failed (the session is then failed). */

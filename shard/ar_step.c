@@ -1099,28 +1099,81 @@ static int cpu_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
     return FT_OK;
 }
 
-/* beams_overlap names in why the first array of a (read) that shares
- * bytes with one of b (written), each of cap beams; 0 when none does. */
-static int beams_overlap(const ft_ar_beams *a, const ft_ar_beams *b,
-                         uint32_t cap, char *why, size_t len)
+/* An array a step reads or writes: its name and bytes. */
+typedef struct {
+    const char *name;
+    uintptr_t p;
+    size_t n;
+} ar_span;
+
+static size_t beam_spans(ar_span *s, const ft_ar_beams *b, uint32_t cap)
 {
     static const char *const nm[7] = {"count", "node", "sigma", "len",
                                        "parent", "entry", "token"};
-    const void *pa[7] = {a->count, a->node, a->sigma, a->len,
-                         a->parent, a->entry, a->token};
-    const void *pb[7] = {b->count, b->node, b->sigma, b->len,
-                         b->parent, b->entry, b->token};
+    const void *p[7] = {b->count, b->node, b->sigma, b->len,
+                        b->parent, b->entry, b->token};
     size_t sz[7] = {4, (size_t)cap * 8, (size_t)cap * 4, (size_t)cap * 4,
                     (size_t)cap * 4, (size_t)cap * 4, (size_t)cap * 4};
     for (int i = 0; i < 7; i++)
-        for (int j = 0; j < 7; j++) {
-            uintptr_t x = (uintptr_t)pa[i], y = (uintptr_t)pb[j];
-            if (x < y + sz[j] && y < x + sz[i]) {
-                snprintf(why, len, "next.%s overlaps cur.%s: a step reads "
-                         "cur while it writes next", nm[j], nm[i]);
+        s[i] = (ar_span){nm[i], (uintptr_t)p[i], sz[i]};
+    return 7;
+}
+
+static size_t hit_spans(ar_span *s, const ft_ar_hits *h, uint32_t cap)
+{
+    static const char *const nm[9] = {"count", "parent", "entry", "token",
+                                       "len", "key_index", "value", "score",
+                                       "sigma"};
+    const void *p[9] = {h->count, h->parent, h->entry, h->token, h->len,
+                        h->key_index, h->value, h->score, h->sigma};
+    size_t sz[9] = {4, (size_t)cap * 4, (size_t)cap * 4, (size_t)cap * 4,
+                    (size_t)cap * 4, (size_t)cap * 8, (size_t)cap * 8,
+                    (size_t)cap * 8, (size_t)cap * 4};
+    for (int i = 0; i < 9; i++)
+        s[i] = (ar_span){nm[i], (uintptr_t)p[i], sz[i]};
+    return 9;
+}
+
+static int spans_meet(const ar_span *x, const ar_span *y)
+{
+    return x->p < y->p + y->n && y->p < x->p + x->n;
+}
+
+/* step_overlap names in why the first array a step writes (next's, then
+ * hits') that shares bytes with one it reads (cur's) or with another it
+ * writes (each of next's at the configured beam, each of hits' at the
+ * configured results); 0 when none does. */
+static int step_overlap(const ft_ar *ar, const ft_ar_beams *cur,
+                        const ft_ar_beams *next, const ft_ar_hits *hits,
+                        char *why, size_t len)
+{
+    ar_span rd[7], wr[16];
+    const char *wn[16];
+    beam_spans(rd, cur, ar->o.beam);
+    size_t nw = beam_spans(wr, next, ar->o.beam);
+    for (size_t i = 0; i < nw; i++)
+        wn[i] = "next";
+    if (hits) {
+        size_t nh = hit_spans(wr + nw, hits, ar->o.results);
+        for (size_t i = nw; i < nw + nh; i++)
+            wn[i] = "hits";
+        nw += nh;
+    }
+    for (size_t i = 0; i < nw; i++) {
+        for (size_t j = 0; j < 7; j++)
+            if (spans_meet(&wr[i], &rd[j])) {
+                snprintf(why, len, "%s.%s overlaps cur.%s: a step reads "
+                         "cur while it writes %s", wn[i], wr[i].name,
+                         rd[j].name, wn[i]);
                 return 1;
             }
-        }
+        for (size_t j = 0; j < i; j++)
+            if (spans_meet(&wr[i], &wr[j])) {
+                snprintf(why, len, "%s.%s overlaps %s.%s: a step writes "
+                         "both", wn[i], wr[i].name, wn[j], wr[j].name);
+                return 1;
+            }
+    }
     return 0;
 }
 
@@ -1140,14 +1193,14 @@ int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
         fti_errf(ar->err, sizeof ar->err, "next: must not be cur");
         return FT_EINVAL;
     }
-    if (beams_overlap(cur, next, ar->o.beam, ar->err, sizeof ar->err))
-        return FT_EINVAL;
     if (hits && (!hits->count || !hits->parent || !hits->entry ||
                  !hits->token || !hits->len || !hits->key_index ||
                  !hits->value || !hits->score || !hits->sigma)) {
         fti_errf(ar->err, sizeof ar->err, "hits: NULL array");
         return FT_EINVAL;
     }
+    if (step_overlap(ar, cur, next, hits, ar->err, sizeof ar->err))
+        return FT_EINVAL;
     if (ar->gpu)
         return ft_gpu_ar_step(ar, cur, in, next, hits, stream);
     return cpu_step(ar, cur, in, next, hits);

@@ -408,6 +408,31 @@ static void test_errors(const ft_index *idx)
         FT_FAIL(ft_ar_step(ar, &a, &in, &c, NULL, NULL), FT_EINVAL);
         FT_CHECK_STR(ft_ar_error(ar), "next.token overlaps cur.len: a step "
                                       "reads cur while it writes next");
+        /* hits' arrays: not in cur's, not in next's, not in each other */
+        ft_ar_hits h;
+        FT_PASS(ft_ar_hits_alloc(ar, &h));
+        ft_ar_hits g = h;
+        g.score = (double *)a.sigma;
+        FT_FAIL(ft_ar_step(ar, &a, &in, &b, &g, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "hits.score overlaps cur.sigma: a step "
+                                      "reads cur while it writes hits");
+        g = h;
+        g.count = b.count;
+        FT_FAIL(ft_ar_step(ar, &a, &in, &b, &g, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "hits.count overlaps next.count: a step "
+                                      "writes both");
+        g = h;
+        g.key_index = h.value + 1;
+        FT_FAIL(ft_ar_step(ar, &a, &in, &b, &g, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "hits.value overlaps hits.key_index: a "
+                                      "step writes both");
+        c = b;
+        c.len = c.parent;
+        FT_FAIL(ft_ar_step(ar, &a, &in, &c, NULL, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "next.parent overlaps next.len: a step "
+                                      "writes both");
+        FT_PASS(ft_ar_step(ar, &a, &in, &b, &h, NULL));
+        ft_ar_hits_free(ar, &h);
     }
     a.count[0] = 5;
     FT_FAIL(ft_ar_step(ar, &a, &in, &b, NULL, NULL), FT_EINVAL);
