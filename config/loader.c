@@ -391,6 +391,42 @@ static int walk_group(walk *w, const config_setting_t *g, const char *show,
  * wrong path (a device, an index) is refused rather than read whole. */
 #define FTI_CONFIG_FILE_MAX (16u << 20)
 
+/* line_quote writes ", at 'TEXT'" for line n (from 1) of text, its
+ * blanks at either end left out, control bytes shown as '?' and a line
+ * longer than 60 bytes cut with "..." shown; ", at the end of the file"
+ * for a line past the end (libconfig names the line after the last for
+ * a group or list never closed); "" for a blank line. */
+static void line_quote(const char *text, int n, char *out, size_t outlen)
+{
+    out[0] = 0;
+    const char *p = text;
+    for (int i = 1; i < n && p; i++)
+        if ((p = strchr(p, '\n')) != NULL)
+            p++;
+    if (n < 1)
+        return;
+    if (!p || *p == 0) {
+        snprintf(out, outlen, ", at the end of the file");
+        return;
+    }
+    size_t len = strcspn(p, "\n");
+    while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t' ||
+                       p[len - 1] == '\r'))
+        len--;
+    while (len > 0 && (*p == ' ' || *p == '\t')) {
+        p++;
+        len--;
+    }
+    if (len == 0)
+        return;
+    char q[64];
+    size_t m = len > 60 ? 60 : len;
+    for (size_t i = 0; i < m; i++)
+        q[i] = (unsigned char)p[i] < 0x20 || p[i] == 0x7f ? '?' : p[i];
+    q[m] = 0;
+    snprintf(out, outlen, ", at '%s%s'", q, len > m ? "..." : "");
+}
+
 /* load parses text (the whole file, NUL-terminated) and applies it. */
 static int load(ft_config *cfg, const char *text, char *errbuf, size_t errlen)
 {
@@ -412,8 +448,16 @@ static int load(ft_config *cfg, const char *text, char *errbuf, size_t errlen)
     config_t lc;
     config_init(&lc);
     if (!config_read_string(&lc, text)) {
-        fti_cfg_errf(errbuf, errlen, "%s:%d: %s", cfg->path,
-                     config_error_line(&lc), config_error_text(&lc));
+        char at[96];
+        const char *why = config_error_text(&lc);
+        line_quote(text, config_error_line(&lc), at, sizeof at);
+        fti_cfg_errf(errbuf, errlen, "%s:%d: %s%s%s", cfg->path,
+                     config_error_line(&lc), why,
+                     strcmp(why, "mismatched element type in array") == 0
+                         ? " (the values of an array [...] must all be "
+                           "of one type)"
+                         : "",
+                     at);
         config_destroy(&lc);
         free(wd);
         return FT_ECONFIG;

@@ -61,7 +61,7 @@ run 1 "$TMP/unknown.conf"
   fail "unknown.conf: $(cat "$TMP/err")"
 printf 'index = "x"\n\nmax_batch = = 3;\n' > "$TMP/syntax.conf"
 run 1 "$TMP/syntax.conf"
-[ "$(cat "$TMP/err")" = "$TMP/syntax.conf:3: syntax error" ] ||
+[ "$(cat "$TMP/err")" = "$TMP/syntax.conf:3: syntax error, at 'max_batch = = 3;'" ] ||
   fail "syntax.conf: $(cat "$TMP/err")"
 printf 'max_batch = 3;\n' > "$TMP/noindex.conf"
 run 1 "$TMP/noindex.conf"

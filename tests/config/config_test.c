@@ -485,10 +485,19 @@ static void test_errors(void)
         "t.conf:1: cluster.coordinator: expected tcp://HOST:PORT, tls+tcp://HOST:PORT "
         "or ipc://PATH, got 'tcp://host'");
 
-    /* Syntax errors and names given twice (libconfig's own words). */
-    BAD("max_batch = 4;\nmax_wait_us = ;\n", "t.conf:2: syntax error");
-    BAD("caps = {\n max_t = 1;\n", "t.conf:3: syntax error");
-    BAD("max_batch = 4;\n\nmax_batch = 5;\n", "t.conf:3: duplicate setting name");
+    /* Syntax errors and names given twice (libconfig's own words, then
+     * the line they are on, or the end of the file a group runs into). */
+    BAD("max_batch = 4;\nmax_wait_us = ;\n",
+        "t.conf:2: syntax error, at 'max_wait_us = ;'");
+    BAD("caps = {\n max_t = 1;\n", "t.conf:3: syntax error, at the end of the file");
+    BAD("max_batch = 4;\n\n\tmax_batch = 5;  \n",
+        "t.conf:3: duplicate setting name, at 'max_batch = 5;'");
+    BAD("devices = [0, 1.5];\n",
+        "t.conf:1: mismatched element type in array (the values of an array "
+        "[...] must all be of one type), at 'devices = [0, 1.5];'");
+    BAD("max_batch = 4; max_wait_us = 5; queue_depth = 10; max_batch = 9; # x\n",
+        "t.conf:1: duplicate setting name, at 'max_batch = 4; max_wait_us = 5; "
+        "queue_depth = 10; max_batch ...'");
     /* libconfig ends an unclosed comment at the end of the file without a
      * word: the settings after it would vanish silently. */
     BAD("max_batch = 4;\n/* max_wait_us = 5;\nqueue_depth = 0;\n",
