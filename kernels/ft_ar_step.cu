@@ -147,20 +147,35 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
                 /* ascending: past the row's width, so are the rest */
                 if (lab >= p.width || lab % ARK_EXP_THREADS != l)
                     continue;
-                s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, lab), (double)mx)));
+                s = FT_DADD(s, ft_ar_term(ark_x(p, r, lab), mx));
             }
         }
     } else if (!allowed) {
-        /* a lane's exps are independent of each other (only the sum is a
-         * chain, in the same order): unrolled, 4 are in flight at once */
-#pragma unroll 4
-        for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS)
-            s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, j), (double)mx)));
+        /* a lane's terms are independent of each other (only the sum is a
+         * chain, in the same order): eight loads and exps are issued
+         * before the eight adds */
+        const uint32_t S = ARK_EXP_THREADS;
+        uint32_t j = l;
+        for (; j + 7 * S < p.width; j += 8 * S) {
+            float x[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                x[u] = ark_x(p, r, j + u * S);
+            double e[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                e[u] = ft_ar_term(x[u], mx);
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                s = FT_DADD(s, e[u]);
+        }
+        for (; j < p.width; j += S)
+            s = FT_DADD(s, ft_ar_term(ark_x(p, r, j), mx));
     } else {
         for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
             if (ft_find_child(&p.view, cr, ark_tok(p, r, j)) == FT_NONE)
                 continue;
-            s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)ark_x(p, r, j), (double)mx)));
+            s = FT_DADD(s, ft_ar_term(ark_x(p, r, j), mx));
         }
     }
     lanes[l] = s;

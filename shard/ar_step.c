@@ -666,43 +666,48 @@ static int inv_walk_next(inv_walk *it, const ft_trie_view *v, uint32_t *j,
 
 /* lanes_full fills the FT_AR_LANES partial sums of a whole row's
  * exp(x - mx) lane-major: entries j0 .. j0 + 255 add to lanes 0 .. 255,
- * four lanes at a time (ft_ar_exp4), so each lane still adds its terms
+ * eight lanes at a time (ft_ar_terms8), so each lane still adds its terms
  * in ascending j, the same sums as one lane after another. */
 static inline __attribute__((always_inline)) void
-lanes_full_body(double *p, const row *w, uint32_t width, double mx)
+lanes_full_body(double *p, const row *w, uint32_t width, float mx)
 {
     for (uint32_t l = 0; l < FT_AR_LANES; l++)
         p[l] = 0.0;
     for (uint32_t j0 = 0; j0 < width; j0 += FT_AR_LANES) {
         uint32_t cnt = width - j0 < FT_AR_LANES ? width - j0 : FT_AR_LANES;
         uint32_t l = 0;
-        for (; l + 4 <= cnt; l += 4) {
+        for (; l + 8 <= cnt; l += 8) {
             uint32_t j = j0 + l;
-            ft_v4d x = {(double)row_x(w, j), (double)row_x(w, j + 1),
-                        (double)row_x(w, j + 2), (double)row_x(w, j + 3)};
-            ft_v4d acc;
-            memcpy(&acc, p + l, sizeof acc);
-            acc = acc + ft_ar_exp4(x - mx);
-            memcpy(p + l, &acc, sizeof acc);
+            ft_v8f x = {row_x(w, j), row_x(w, j + 1), row_x(w, j + 2),
+                        row_x(w, j + 3), row_x(w, j + 4), row_x(w, j + 5),
+                        row_x(w, j + 6), row_x(w, j + 7)};
+            ft_v4d lo, hi, a, b;
+            ft_ar_terms8(x, mx, &lo, &hi);
+            memcpy(&a, p + l, sizeof a);
+            memcpy(&b, p + l + 4, sizeof b);
+            a = a + lo;
+            b = b + hi;
+            memcpy(p + l, &a, sizeof a);
+            memcpy(p + l + 4, &b, sizeof b);
         }
         for (; l < cnt; l++)
-            p[l] = FT_DADD(p[l], ft_ar_exp(FT_DSUB((double)row_x(w, j0 + l), mx)));
+            p[l] = FT_DADD(p[l], ft_ar_term(row_x(w, j0 + l), mx));
     }
 }
 
 __attribute__((target("avx2"))) static void
-lanes_full_avx2(double *p, const row *w, uint32_t width, double mx)
+lanes_full_avx2(double *p, const row *w, uint32_t width, float mx)
 {
     lanes_full_body(p, w, width, mx);
 }
 
 static void lanes_full_base(double *p, const row *w, uint32_t width,
-                            double mx)
+                            float mx)
 {
     lanes_full_body(p, w, width, mx);
 }
 
-static void lanes_full(double *p, const row *w, uint32_t width, double mx)
+static void lanes_full(double *p, const row *w, uint32_t width, float mx)
 {
     if (__builtin_cpu_supports("avx2")) /* a read of libgcc's CPU model */
         lanes_full_avx2(p, w, width, mx);
@@ -749,8 +754,7 @@ static int allowed_lse(const ft_ar *ar, ar_scr *sc, const row *w,
         double s = 0.0;
         for (j = l; j < width; j += FT_AR_LANES)
             if ((bit[j / 64] >> (j % 64)) & 1u)
-                s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)row_x(w, j),
-                                                 (double)mx)));
+                s = FT_DADD(s, ft_ar_term(row_x(w, j), mx));
         p[l] = s;
     }
     *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
@@ -783,7 +787,7 @@ static int row_lse(double *p, const row *w, const ft_trie_view *v,
             if (lab >= in->width)
                 break;
             double *s = &p[lab % FT_AR_LANES];
-            *s = FT_DADD(*s, ft_ar_exp(FT_DSUB((double)row_x(w, lab), (double)mx)));
+            *s = FT_DADD(*s, ft_ar_term(row_x(w, lab), mx));
         }
         *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
         return 1;
@@ -796,7 +800,7 @@ static int row_lse(double *p, const row *w, const ft_trie_view *v,
     if (!(mx > -INFINITY))
         return 0;
     if (!allowed) {
-        lanes_full(p, w, in->width, (double)mx);
+        lanes_full(p, w, in->width, mx);
         *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
         return 1;
     }
@@ -805,7 +809,7 @@ static int row_lse(double *p, const row *w, const ft_trie_view *v,
         for (uint32_t j = l; j < in->width; j += FT_AR_LANES) {
             if (allowed && ft_find_child(v, cr, row_tok(w, j)) == FT_NONE)
                 continue;
-            s = FT_DADD(s, ft_ar_exp(FT_DSUB((double)row_x(w, j), (double)mx)));
+            s = FT_DADD(s, ft_ar_term(row_x(w, j), mx));
         }
         p[l] = s;
     }

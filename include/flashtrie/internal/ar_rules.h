@@ -20,13 +20,16 @@
  *
  * Normalisation.  A log-softmax over a row (the whole row, or only the
  * entries that label a child of the beam's node) must give the same bits
- * on the host and on the device, so it uses its own exp and log in binary64
- * (FT_DADD / FT_DMUL / FT_DDIV, no contraction) and one summation shape:
- * lane l of FT_AR_LANES sums the terms of the entries j = l, l + LANES, ...
- * in ascending j, then the lanes are added pairwise (l += l + h for
+ * on the host and on the device, so it uses its own exp (binary32, one
+ * per entry) and log (binary64, one per row), with explicitly rounded
+ * operations (FT_FADD / FT_FMUL / FT_DADD / FT_DMUL / FT_DDIV, no
+ * contraction) and one summation shape, in binary64: lane l of
+ * FT_AR_LANES sums the terms of the entries j = l, l + LANES, ... in
+ * ascending j, then the lanes are added pairwise (l += l + h for
  * h = LANES/2 .. 1).  An entry outside the set adds 0.  The maximum is
  * taken over the set (NaN entries are never a maximum).
- *   lse = max + log(sum exp(x - max)),   rho = (float)((double)x - lse)
+ *   lse = max + log(sum (double)expf(x - max)),
+ *   rho = (float)((double)x - lse)
  */
 #ifndef FT_AR_RULES_H
 #define FT_AR_RULES_H
@@ -40,11 +43,15 @@
 #define FT_DSUB(a, b) __dsub_rn((a), (b))
 #define FT_DDIV(a, b) __ddiv_rn((a), (b))
 #define FT_D2F(a) __double2float_rn(a)
+#define FT_FSUB(a, b) __fsub_rn((a), (b))
+#define FT_FMUL(a, b) __fmul_rn((a), (b))
 #else
 #define FT_DADD(a, b) ((double)((a) + (b)))
 #define FT_DSUB(a, b) ((double)((a) - (b)))
 #define FT_DDIV(a, b) ((double)((a) / (b)))
 #define FT_D2F(a) ((float)(a))
+#define FT_FSUB(a, b) ((float)((a) - (b)))
+#define FT_FMUL(a, b) ((float)((a) * (b)))
 #endif
 
 /* The widest row a step reads (the tail's j field) and the summation
@@ -145,42 +152,58 @@ FT_HD uint64_t ft_bits_of_d(double d)
     return c.u;
 }
 
-/* ft_ar_exp is exp(d) for d <= 0 (NaN passes through), a few ulp off the
- * true value, the same bits everywhere: d = n ln2 + f, |f| <= ln2 / 2,
- * the degree-13 Taylor polynomial of f, scaled by 2^n.  The polynomial
- * is evaluated by Estrin's scheme (pairs a + b f, then the pairs' pairs
- * over f^2, f^4 and f^8): a chain of 8 dependent operations instead of
- * Horner's 26, which is what a normalising step's exps wait on (each lane
- * sums its row entries' exps one after another, on the GPU and here). */
-FT_HD double ft_ar_exp(double d)
+FT_HD float ft_f_of_bits(uint32_t u)
+{
+    union {
+        uint32_t u;
+        float f;
+    } c;
+    c.u = u;
+    return c.f;
+}
+
+/* ft_ar_expf is exp(d) for d <= 0 in binary32 (NaN passes through),
+ * within 2 ulp of the true value, the same bits everywhere: d = n ln2 + f
+ * (ln2 split in two, Cody and Waite: n ln2's high part is exact),
+ * |f| <= ln2 / 2 + a little, the degree-7 Taylor polynomial of f (its
+ * remainder is below 2^-27) by Estrin's scheme (a chain of 5 dependent
+ * operations), scaled by 2^n.  Below -86 it is 0: such a term is under
+ * 2^-124 of the largest term of its row, exp(0) = 1, which a binary64 sum
+ * of at most 2^20 terms cannot see, and 2^n stays a normal number.
+ * binary32 on purpose: a whole-row normalisation computes one exp per
+ * entry (2^28 of them for 1,024 beams of 262,144 columns), and binary32
+ * runs at twice the rate of binary64 on the GPU (far more on most) with a
+ * quarter of the registers; the terms are added in binary64. */
+FT_HD float ft_ar_expf(float d)
 {
     if (d != d)
         return d;
-    if (d < -708.0)
-        return 0.0;
-    double q = FT_DMUL(d, 1.4426950408889634);   /* 1 / ln 2 */
+    if (d < -86.0f)
+        return 0.0f;
+    float q = FT_FMUL(d, 1.44269504f); /* 1 / ln 2 */
     /* q <= 0: truncating q - 1/2 toward zero rounds q to a nearest
-     * integer, so |q - nf| <= 1/2. */
-    double nf = (double)(int64_t)FT_DSUB(q, 0.5);
-    double f = FT_DSUB(d, FT_DMUL(nf, 6.93147180369123816490e-01));
-    f = FT_DSUB(f, FT_DMUL(nf, 1.90821492927058770002e-10));
-    double f2 = FT_DMUL(f, f), f4 = FT_DMUL(f2, f2), f8 = FT_DMUL(f4, f4);
-    /* 1/k! as a_k + a_(k+1) f, k = 0, 2, ..., 12 */
-    double b0 = FT_DADD(1.0, f);
-    double b1 = FT_DADD(0.5, FT_DMUL(1.0 / 6.0, f));
-    double b2 = FT_DADD(1.0 / 24.0, FT_DMUL(1.0 / 120.0, f));
-    double b3 = FT_DADD(1.0 / 720.0, FT_DMUL(1.0 / 5040.0, f));
-    double b4 = FT_DADD(1.0 / 40320.0, FT_DMUL(1.0 / 362880.0, f));
-    double b5 = FT_DADD(1.0 / 3628800.0, FT_DMUL(1.0 / 39916800.0, f));
-    double b6 = FT_DADD(1.0 / 479001600.0, FT_DMUL(1.0 / 6227020800.0, f));
-    double c0 = FT_DADD(b0, FT_DMUL(b1, f2));
-    double c1 = FT_DADD(b2, FT_DMUL(b3, f2));
-    double c2 = FT_DADD(b4, FT_DMUL(b5, f2));
-    double d0 = FT_DADD(c0, FT_DMUL(c1, f4));
-    double d1 = FT_DADD(c2, FT_DMUL(b6, f4));
-    double p = FT_DADD(d0, FT_DMUL(d1, f8));
-    int64_t n = (int64_t)nf; /* -1022 <= n <= 0 */
-    return FT_DMUL(p, ft_d_of_bits((uint64_t)(1023 + n) << 52));
+     * integer, so |q - nf| <= 1/2; -124 <= nf <= 0 */
+    float nf = (float)(int32_t)FT_FSUB(q, 0.5f);
+    float f = FT_FSUB(d, FT_FMUL(nf, 0.693359375f));
+    f = FT_FSUB(f, FT_FMUL(nf, -2.12194440e-4f));
+    float f2 = FT_FMUL(f, f), f4 = FT_FMUL(f2, f2);
+    /* 1/k! as a_k + a_(k+1) f, k = 0, 2, 4, 6 */
+    float b0 = FT_FADD(1.0f, f);
+    float b1 = FT_FADD(0.5f, FT_FMUL(0.166666667f, f));
+    float b2 = FT_FADD(0.0416666667f, FT_FMUL(0.00833333333f, f));
+    float b3 = FT_FADD(0.00138888889f, FT_FMUL(0.000198412698f, f));
+    float c0 = FT_FADD(b0, FT_FMUL(b1, f2));
+    float c1 = FT_FADD(b2, FT_FMUL(b3, f2));
+    float p = FT_FADD(c0, FT_FMUL(c1, f4));
+    int32_t n = (int32_t)nf;
+    return FT_FMUL(p, ft_f_of_bits((uint32_t)(127 + n) << 23));
+}
+
+/* ft_ar_term is one entry's term of a normalisation: exp(x - mx), the
+ * difference and the exp in binary32, widened for the binary64 sum. */
+FT_HD double ft_ar_term(float x, float mx)
+{
+    return (double)ft_ar_expf(FT_FSUB(x, mx));
 }
 
 /* ft_ar_log is log(s) for s >= 1 (NaN and +inf pass through): s = 2^e m,
