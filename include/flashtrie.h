@@ -658,6 +658,13 @@ typedef struct ft_engine_opts {
                          * fit (7,170), UINT32_MAX = none (every pass
                          * reads the list through L2).  The same results
                          * either way (tests mix the two). */
+    uint32_t values_on_device; /* GPU: 0 = the keys' values are copied to
+                         * the device (where they take at most a quarter
+                         * of its free memory) and the search writes each
+                         * result's value with its key; UINT32_MAX = the
+                         * host attaches them after the launch (a value a
+                         * hit from the index in host memory).  The same
+                         * results either way. */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;

@@ -120,6 +120,9 @@ typedef struct ft_gk_out_head {
 
 typedef struct ft_gk_out_hit {
     uint64_t rank;  /* terminal rank of the node: the value's index */
+    uint64_t value; /* the key's value where the launch has the values on
+                     * the device (ft_gk_params.values, a forest's trees'
+                     * values), else 0 and the host attaches it */
     double score;
     float sigma;
     uint32_t order;
@@ -128,7 +131,7 @@ typedef struct ft_gk_out_hit {
 } ft_gk_out_hit;
 
 FT_GK_STATIC_ASSERT(sizeof(ft_gk_out_head) == 8, "ft_gk_out_head layout");
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_out_hit) == 32, "ft_gk_out_hit layout");
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_out_hit) == 40, "ft_gk_out_hit layout");
 
 /* ft_gk_req describes one request of a batch (lives in device memory). */
 typedef struct ft_gk_req {
@@ -218,10 +221,12 @@ typedef struct ft_gk_tree {
     const uint64_t *term_rank;
     uint64_t key_base;
     uint32_t cmap_min;
-    uint32_t pad_;
+    uint32_t value_bits;       /* with values */
+    const uint64_t *values;    /* the tree's values (value_bits each, by
+                                * its own key index), or NULL */
 } ft_gk_tree;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_tree) == sizeof(ft_trie_view) + 48,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_tree) == sizeof(ft_trie_view) + 56,
                     "ft_gk_tree layout");
 
 /* ft_gk_params is the kernel's one argument, passed by value. */
@@ -320,10 +325,13 @@ typedef struct ft_gk_params {
                              * root_cnt pairs (label, node with its tree's
                              * bits), searched by step 0 */
     uint32_t root_cnt;
-    uint32_t pad_f_;
+    uint32_t value_bits;    /* with values */
+    const uint64_t *values; /* the keys' values (value_bits each, by key
+                             * index) for the results, or NULL: the host
+                             * attaches them (a forest's are its trees') */
 } ft_gk_params;
 
-FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 248,
+FT_GK_STATIC_ASSERT(sizeof(ft_gk_params) == sizeof(ft_trie_view) + 256,
                     "ft_gk_params layout");
 
 /* ft_gk_xparams is the step kernel's second argument: the exchange

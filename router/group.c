@@ -1437,13 +1437,14 @@ int fti_group_search_batch(fti_group *g, const ft_request *reqs, size_t n,
 
 /* forest_run answers reqs[0..m) by the forest's one launch a batch
  * (FTI_EXCHANGE_FOREST): shard 0's engine searches every shard's trie,
- * its results carry global key indexes; the values are attached here. */
+ * its results carry global key indexes; the values are attached here
+ * unless every tree has them on the device (the kernel wrote them). */
 static int forest_run(fti_group *g, const fti_prepared *const *reqs,
                       ft_result **res, const ft_request **vreq, size_t m)
 {
     int rc = fti_engine_run_late(g->eng[0], reqs, res, vreq, m);
-    if (rc != FT_OK)
-        return rc;
+    if (rc != FT_OK || fti_engine_values_attached(g->eng[0]))
+        return rc; /* (with every tree's values on the device: given) */
     for (size_t i = 0; i < m; i++)
         if (res[i]->status == FT_OK)
             fti_attach_values(res[i], g->idx, g->base, g->n);

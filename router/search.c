@@ -211,9 +211,11 @@ int fti_engine_search_batch(ft_engine *eng, const ft_request *reqs, size_t n,
         int rc = fti_engine_run_late(eng, vp, vres, late ? vreq : NULL, m);
         if (rc != FT_OK)
             return rc;
-        for (size_t j = 0; j < m; j++)
-            if (vres[j]->status == FT_OK)
-                fti_attach_values(vres[j], &idx, &base0, 1);
+        /* A GPU engine with the values on the device gave them already */
+        if (!fti_engine_values_attached(eng))
+            for (size_t j = 0; j < m; j++)
+                if (vres[j]->status == FT_OK)
+                    fti_attach_values(vres[j], &idx, &base0, 1);
     }
     return FT_OK;
 }

@@ -51,6 +51,7 @@ typedef struct bench_opts {
     const char *index, *keys, *requests, *report;
     uint32_t fuse_term, round1, launch_graph, local_max;
     uint32_t round1_items, prefetch, local_cache;
+    int values_host; /* --values host */
     uint64_t gen_keys, seed;
     ft_wl_req_opts ro;        /* generated requests (ro.seed = seed) */
     u32_list beams, batches, shards, devlist;

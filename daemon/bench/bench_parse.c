@@ -92,6 +92,7 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         {"prefetch", required_argument, 0, 'W'},
         {"select-local-cache", required_argument, 0, 'V'},
         {"launch", required_argument, 0, 'L'},
+        {"values", required_argument, 0, 'J'},
         {"copy-lists", no_argument, 0, 'C'},   {"devices", required_argument, 0, 'G'},
         {"shard-mode", required_argument, 0, 'Z'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
@@ -107,6 +108,7 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         "         [--timing] [--replicas R] [--fuse-term N|off] [--round1 N|off]\n"
         "         [--round1-items N] [--launch graph|plain] [--select-local N|off]\n"
         "         [--prefetch on|off] [--select-local-cache N|off]\n"
+        "         [--values device|host]\n"
         "  per engine and beam: latency (mean/p50/p90/p95/p99 ms) of requests run\n"
         "  one at a time, and throughput (q/s) in batches of each size; GPU/CPU\n"
         "  ratios when both ran.  K defaults to the beam.  --keys/--gen-keys build\n"
@@ -157,7 +159,10 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
         "  default on).  --select-local-cache N|off: each CTA that narrows a list\n"
         "  on its own (--select-local) keeps its first N places (by default as\n"
         "  many as fit, 7,170) or none in shared memory for the radix passes\n"
-        "  (ft_engine_opts.select_local_cache).\n"
+        "  (ft_engine_opts.select_local_cache).  --values device|host: the\n"
+        "  GPU search writes each result's value from a device copy of the\n"
+        "  values, or the host attaches them after the launch\n"
+        "  (ft_engine_opts.values_on_device; default device).\n"
         "  --report DIR/ (or an existing folder): DIR/results.json, and with\n"
         "  gnuplot DIR/plots.gp drawn\n"
         "  into latency, throughput, speedup and shards PNGs.\n";
@@ -238,6 +243,13 @@ int bench_parse(bench_opts *opt, int argc, char **argv)
             if (bench_n_or_off("--round1", optarg, 1, 4096, &opt->round1))
                 return 2;
             break;
+        case 'J': {
+            int v = bench_choice("--values", optarg, "device", "host");
+            if (v < 0)
+                return 2;
+            opt->values_host = v; /* host: ft_engine_opts' UINT32_MAX */
+            break;
+        }
         case 'W': {
             int v = bench_choice("--prefetch", optarg, "on", "off");
             if (v < 0)

@@ -392,6 +392,7 @@ void bench_run_engines(const bench_opts *opt, bench_state *bs)
         eo.launch_graph = opt->launch_graph;
         eo.select_local_max = opt->local_max;
         eo.prefetch = opt->prefetch;
+        eo.values_on_device = opt->values_host ? UINT32_MAX : 0;
         eo.select_local_cache = opt->local_cache;
         eo.max_beam = max_beam;
         eo.max_k = max_k;

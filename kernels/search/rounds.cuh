@@ -23,6 +23,21 @@ __device__ __forceinline__ uint64_t gk_term_rank(const ft_gk_params &P,
     return ft_term_rank(P.view.flags, P.term_rank, u);
 }
 
+/* The value of the key of terminal node u, whose key index gk_term_rank
+ * gave as rank (a forest's: global), read where the launch has the values
+ * on the device; else 0 (the host attaches it). */
+__device__ __forceinline__ uint64_t gk_value(const ft_gk_params &P,
+                                             uint64_t u, uint64_t rank)
+{
+    if (P.forest) {
+        const ft_gk_tree *T = gk_tree(u);
+        return T->values ? ft_packed_get(T->values, T->value_bits,
+                                         rank - T->key_base)
+                         : 0;
+    }
+    return P.values ? ft_packed_get(P.values, P.value_bits, rank) : 0;
+}
+
 /* Block-wide exclusive scan of one value per thread; returns the total.
  * The whole CTA calls it; sm.scan is free again when it returns. */
 __device__ uint32_t gk_scan(gk_smem &sm, uint32_t v, uint32_t *excl)

@@ -52,6 +52,7 @@ __device__ __forceinline__ void gk_write_result(const ft_gk_params &P,
     o.len = ft_backtrace(otok + (size_t)j * q->T, h.order, q->slot.hist,
                          q->slot.bmax, q->tok, q->row);
     o.rank = gk_term_rank(P, h.node);
+    o.value = gk_value(P, h.node, o.rank);
     o.score = h.score;
     o.sigma = h.sigma;
     o.order = h.order;

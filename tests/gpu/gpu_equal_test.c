@@ -160,7 +160,9 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
      * have launches of 1..3 requests read it from mapped host memory),
      * and plain cooperative launches ended by a stream synchronisation
      * (the others go through launch graphs and wait on the kernel's
-     * completion word in mapped memory).
+     * completion word in mapped memory), and its results' values attached
+     * by the host (values_on_device off; the others' kernels write them
+     * from the device's copy).
      * Engines 0-2 run a request alone with fused steps (one barrier a
      * step, every CTA its own copy of the beams, step lists by parity in
      * two slots; engine 2 with one terminal CTA), engine 4 without.
@@ -207,6 +209,7 @@ static void run_lib(uint64_t seed, const su_lib_params *lp, uint32_t nreq,
             o.select_grid_min = UINT32_MAX;
             o.mapped_input_max = UINT32_MAX; /* the input copied in */
             o.launch_graph = UINT32_MAX; /* plain launches, stream sync */
+            o.values_on_device = UINT32_MAX; /* values attached by the host */
         }
         if (e == 4) {
             o.fuse_term = UINT32_MAX; /* requests alone: two barriers a

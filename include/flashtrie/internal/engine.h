@@ -183,6 +183,12 @@ int fti_engine_gpu_share(ft_engine *eng, uint32_t ways);
  * same index and GPU share one copy), 0 for an engine that is not a GPU
  * engine. */
 int fti_engine_gpu_index_refs(const ft_engine *eng);
+/* fti_engine_values_attached says whether eng's searches (fti_engine_run
+ * and the forest's) give each hit its value already: a GPU engine whose
+ * values are on the device (a forest's: every tree's).  0: the caller
+ * attaches them from the index (fti_attach_values), as for the CPU
+ * engine and the results of steps. */
+int fti_engine_values_attached(const ft_engine *eng);
 /* fti_engine_gpu_bind_lists makes a GPU engine's step lists live in two
  * device buffers of cap keys shared by a group on one GPU (NULL unbinds):
  * at step t shard s writes its list at list[t % 2] + s * len and keeps
