@@ -483,6 +483,9 @@ class Session:
                                  (tuple(ids.shape), shape))
             if _dtype_name(logp) != "float32":
                 raise ValueError("sparse rows: logp must be float32")
+            if vocab is not None:
+                raise ValueError("vocab: only for dense rows (sparse ids "
+                                 "are library tokens)")
             inp.form, inp.ids = FORM_SPARSE, self._ptr("ids",
                                                        _tokens("ids", ids))
         else:

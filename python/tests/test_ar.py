@@ -651,6 +651,23 @@ def test_token_arrays_of_another_type_or_too_short_are_refused(lib):
         s.mask(V).tolist()
 
 
+def test_sparse_rows_with_a_vocab_are_refused(lib):
+    """Sparse ids are library tokens: a vocabulary given with them would
+    be ignored (the C API refuses it, input.vocab), so it is refused
+    before the step, which leaves the beams as they were."""
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    lp = np.zeros((1, 2), dtype=np.float32)
+    kids = np.array([idx.children(0)[:2]], dtype=np.uint32)
+    with pytest.raises(ValueError) as e:
+        s.step(lp, ids=kids, vocab=np.arange(2, dtype=np.uint32))
+    assert str(e.value) == ("vocab: only for dense rows (sparse ids are "
+                            "library tokens)")
+    assert s.count() == 1
+    assert s.step(lp, ids=kids).token.tolist() == kids[0].tolist()
+
+
 def test_closed_session_or_index_is_refused(lib, tmp_path):
     """A closed session, or a session whose index was closed, raises
     (FT_ESTATE) instead of handing the library a freed handle."""
