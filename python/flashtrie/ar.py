@@ -270,20 +270,42 @@ def _torch():
     return torch
 
 
-def _ptr(x) -> int:
+def _c_strides(shape, itemsize: int):
+    """_c_strides is the byte strides of a C-contiguous array of shape."""
+    st, n = [], itemsize
+    for d in reversed(shape):
+        st.append(n)
+        n *= int(d)
+    return tuple(reversed(st))
+
+
+def _ptr(x, name: str = "array") -> int:
+    """_ptr is the address of x's first element; ValueError naming x
+    (name) when its elements are not contiguous in row-major order (the
+    library reads them so)."""
     if x is None:
         return 0
     if isinstance(x, np.ndarray):
         if not x.flags["C_CONTIGUOUS"]:
-            raise ValueError("arrays must be C-contiguous")
+            raise ValueError("%s: not C-contiguous (strides %r for shape "
+                             "%r)" % (name, x.strides, x.shape))
         return x.ctypes.data
     if hasattr(x, "data_ptr"):
         if not x.is_contiguous():
-            raise ValueError("tensors must be contiguous")
+            raise ValueError("%s: not contiguous (strides %r for shape %r)" %
+                             (name, tuple(x.stride()), tuple(x.shape)))
         return x.data_ptr()
     if hasattr(x, "__cuda_array_interface__"):
-        return x.__cuda_array_interface__["data"][0]
-    raise TypeError("expected a numpy array or a tensor, got %r" % type(x))
+        cai = x.__cuda_array_interface__
+        st, shape = cai.get("strides"), tuple(cai["shape"])
+        c = _c_strides(shape, np.dtype(cai["typestr"]).itemsize)
+        if st is not None and any(d > 1 and a != b for d, a, b in
+                                  zip(shape, st, c)):
+            raise ValueError("%s: not C-contiguous (strides %r for shape "
+                             "%r)" % (name, tuple(st), shape))
+        return cai["data"][0]
+    raise TypeError("%s: expected a numpy array or a tensor, got %r" %
+                    (name, type(x)))
 
 
 def _where(x) -> Optional[str]:
@@ -417,7 +439,7 @@ class Session:
         if x is None:
             return 0
         self._here(name, x)
-        return _ptr(x)
+        return _ptr(x, name)
 
     def _here(self, name: str, x):
         """_here raises ValueError naming x when x is not in the

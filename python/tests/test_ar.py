@@ -23,7 +23,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from flashtrie.ar import DEAD, DONE, Index, Session, TrieRows
+from flashtrie.ar import DEAD, DONE, Index, Session, TrieRows, _ptr
 from flashtrie.hf import TrieLogitsProcessor
 
 BIN = os.environ.get("FT_BIN", "")
@@ -749,6 +749,48 @@ def test_arrays_on_another_device_are_refused(lib):
                                          "cpu"):
         s.walk(torch.zeros((1, 2), dtype=torch.int64, device="meta"))
     assert s.step(torch.zeros((1, V))).count == 2      # CPU tensors: taken
+
+
+def test_non_contiguous_arrays_are_refused_by_name(lib):
+    """The library reads rows, ids and vocabularies in row-major order: a
+    strided view is refused naming the argument and its strides, a CUDA
+    array interface's strides included (read as if contiguous, they
+    would give another array's values)."""
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    rows = np.zeros((1, 2 * V), dtype=np.float32)
+    with pytest.raises(ValueError) as e:
+        s.step(rows[:, ::2])
+    assert str(e.value) == ("logp: not C-contiguous (strides (128, 8) for "
+                            "shape (1, 16))")
+    lp = np.zeros((1, 2), dtype=np.float32)
+    with pytest.raises(ValueError) as e:
+        s.step(lp, ids=np.zeros((1, 4), dtype=np.uint32)[:, ::2])
+    assert str(e.value) == ("ids: not C-contiguous (strides (16, 8) for "
+                            "shape (1, 2))")
+    with pytest.raises(ValueError) as e:
+        s.mask(V, vocab=np.arange(2 * V, dtype=np.uint32)[::2])
+    assert str(e.value) == "vocab: not C-contiguous (strides (8,) for shape (16,))"
+    dev = _DeviceRows((2, V), "<f4")
+    dev.__cuda_array_interface__["strides"] = (4, 8)
+    with pytest.raises(ValueError) as e:
+        _ptr(dev, "logp")
+    assert str(e.value) == ("logp: not C-contiguous (strides (4, 8) for "
+                            "shape (2, 16))")
+    dev.__cuda_array_interface__["strides"] = (4 * V, 4)    # contiguous
+    assert _ptr(dev, "logp") == 0x7f0000001000
+    dev = _DeviceRows((1, V), "<f4")                        # one row: any
+    dev.__cuda_array_interface__["strides"] = (12345, 4)
+    assert _ptr(dev, "logp") == 0x7f0000001000
+    try:
+        import torch
+    except Exception:  # noqa: BLE001
+        return
+    with pytest.raises(ValueError) as e:
+        s.step(torch.zeros((V, 2)).t())
+    assert str(e.value) == ("logp: not contiguous (strides (1, 2) for shape "
+                            "(2, 16))")
 
 
 def test_unknown_norm_is_refused(lib):
