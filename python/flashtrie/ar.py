@@ -26,6 +26,7 @@ import ctypes
 import ctypes.util
 import glob
 import math
+import operator
 import os
 from typing import Any, List, NamedTuple, Optional
 
@@ -328,6 +329,23 @@ def _dtype_name(x) -> str:
     return s.split(".")[-1]
 
 
+def _int(name: str, v, lo: int, hi: int) -> int:
+    """_int is v as an int, or ValueError naming it when it is no integer
+    or outside lo..hi: ctypes would pass it on wrapped (2**32 + 3 as 3)."""
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise ValueError("%s: expected an integer, got %r" % (name, v)) \
+            from None
+    if not lo <= i <= hi:
+        raise ValueError("%s: %d is outside %d..%d" % (name, i, lo, hi))
+    return i
+
+
+U32 = 0xFFFFFFFF
+I64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def _tokens(name: str, x, width: Optional[int] = None):
     """_tokens checks that x (ids or a vocabulary, read as uint32 by the
     library) holds 32-bit integers (uint32, or int32: the same bits, torch
@@ -376,6 +394,10 @@ class Session:
         self.gpu = d.startswith("cuda")
         dev = int(d[5:]) if ":" in d else 0
         o.kind, o.device = (1 if self.gpu else 0), dev
+        beam, results, max_width, threads = (
+            _int(k, v, 0, U32) for k, v in (
+                ("beam", beam), ("results", results),
+                ("max_width", max_width), ("threads", threads)))
         o.beam, o.results, o.max_width = beam, results, max_width
         o.threads = threads
         o.theta_tok, o.theta_sent, o.alpha = theta_tok, theta_sent, alpha
@@ -471,6 +493,8 @@ class Session:
     def configure(self, beam: int, results: int = 0, theta_tok=-math.inf,
                   theta_sent=-math.inf, alpha=1.0):
         """configure changes the search parameters (beam <= the opened)."""
+        beam, results = _int("beam", beam, 0, U32), \
+            _int("results", results, 0, U32)
         self._check(load().ft_ar_configure(self.handle(), beam, results, theta_tok,
                                            theta_sent, alpha))
 
@@ -567,7 +591,10 @@ class Session:
     def mask(self, width: int, vocab=None, eos: Optional[int] = None):
         """mask returns a bool array [beam, width]: True where column j's
         token labels a child of the beam's node (and at eos where the node
-        ends a key).  Rows past the live beams are False."""
+        ends a key; eos None or >= width: no such column).  Rows past the
+        live beams are False."""
+        width = _int("width", width, 0, U32)
+        eos = None if eos is None else _int("eos", eos, 0, U32)
         words = (width + 31) // 32
         m = self._zeros(self.beam * words, np.uint32)
         cur = self._state[self._cur]
@@ -681,7 +708,8 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
     s._check(load().ft_ar_walk(s.handle(), addr if n else None, rows, n, stride,
                                s._ptr("lens", lens), s._ptr("state", state),
                                s._ptr("vocab", vocab), vn,
-                               -1 if eos is None else int(eos), _ptr(out),
+                               -1 if eos is None else _int("eos", eos, *I64),
+                               _ptr(out),
                                s._stream()))
     return out
 

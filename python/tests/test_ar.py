@@ -793,6 +793,51 @@ def test_non_contiguous_arrays_are_refused_by_name(lib):
                             "(2, 16))")
 
 
+def test_integers_that_would_wrap_are_refused(lib):
+    """ctypes passes a Python int on wrapped to the parameter's width: a
+    beam of 2**32 + 4 opened a session of beam 4 (and the Python side
+    then allocated 2**32 + 4 beams), a mask's eos of 2**32 + 3 set column
+    3 and a walk's eos of 2**64 ended rows at id 0.  Such values, and
+    values that are no integers, are refused naming the argument."""
+    idx, _, _ = lib
+    big = 2 ** 32
+    for kw in ("beam", "results", "max_width", "threads"):
+        with pytest.raises(ValueError) as e:
+            Session(idx, **{kw: big + 4})
+        assert str(e.value) == "%s: 4294967300 is outside 0..4294967295" % kw
+    with pytest.raises(ValueError) as e:
+        Session(idx, beam=-1)
+    assert str(e.value) == "beam: -1 is outside 0..4294967295"
+    with pytest.raises(ValueError) as e:
+        Session(idx, beam=2.5)
+    assert str(e.value) == "beam: expected an integer, got 2.5"
+    s = Session(idx, beam=2, max_width=V)
+    with pytest.raises(ValueError) as e:
+        s.configure(big + 1)
+    assert str(e.value) == "beam: 4294967297 is outside 0..4294967295"
+    with pytest.raises(ValueError) as e:
+        s.configure(1, -1)
+    assert str(e.value) == "results: -1 is outside 0..4294967295"
+    s.reset()
+    s.set_nodes([idx.walk(lib[1][0])])        # a node that ends a key
+    assert s.mask(V, eos=EOS)[0, EOS]           # no key token: EOS alone
+    for eos in (big + EOS, -1):
+        with pytest.raises(ValueError) as e:
+            s.mask(V, eos=eos)
+        assert str(e.value) == "eos: %d is outside 0..4294967295" % eos
+    with pytest.raises(ValueError) as e:
+        s.mask(big + V)
+    assert str(e.value) == "width: 4294967312 is outside 0..4294967295"
+    rows = np.array([[3, 0], [4, 0]], dtype=np.int64)
+    with pytest.raises(ValueError) as e:
+        s.walk(rows, eos=2 ** 64)
+    assert str(e.value) == ("eos: 18446744073709551616 is outside "
+                            "-9223372036854775808..9223372036854775807")
+    assert s.walk(rows, eos=0).tolist() == [DONE, DONE]
+    assert s.walk(rows, eos=np.int64(-1)).tolist() == \
+        s.walk(rows).tolist()
+
+
 def test_unknown_norm_is_refused(lib):
     idx, _, _ = lib
     s = Session(idx, beam=2, max_width=V)
