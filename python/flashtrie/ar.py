@@ -956,9 +956,18 @@ class TrieRows:
         rows of logits (all when they are as many as the states)."""
         torch = _torch()
         n = int(state.shape[0])
+        shape = tuple(logits.shape)
+        if len(shape) != 2:
+            raise ValueError("logits: expected [rows, width], got shape %r" %
+                             (shape,))
+        if rows is None and shape[0] < n:
+            raise ValueError("logits: %d rows for %d states" % (shape[0], n))
+        if rows is not None and tuple(rows.shape) != (n,):
+            raise ValueError("rows: expected shape (%d,) (one per state), "
+                             "got %r" % (n, tuple(rows.shape)))
         if n == 0:
             return logits
-        width = int(logits.shape[-1])
+        width = shape[1]
         bad = self._disallowed(state, width)
         if rows is None:
             logits[:n].masked_fill_(bad, -math.inf)

@@ -114,6 +114,19 @@ def _thread_rows(index: Index, device, vocab, eos, n: int) -> TrieRows:
     return r
 
 
+def _same_rows(input_ids, scores):
+    """_same_rows raises ValueError unless scores is [rows, vocab] and
+    input_ids [rows, length] with the same rows (a mask of fewer rows
+    would be broadcast over the scores, or fail inside torch)."""
+    si, ss = tuple(input_ids.shape), tuple(scores.shape)
+    if len(ss) != 2:
+        raise ValueError("scores: expected [rows, vocab], got shape %r" %
+                         (ss,))
+    if len(si) != 2 or si[0] != ss[0]:
+        raise ValueError("input_ids: expected [%d, length] for scores of "
+                         "shape %r, got shape %r" % (ss[0], ss, si))
+
+
 class TrieLogitsProcessor(_Base):
     """TrieLogitsProcessor is a transformers LogitsProcessor (see the
     module's docstring).  eos_token_id: the id allowed once a row spells a
@@ -203,7 +216,10 @@ class TrieLogitsProcessor(_Base):
 
     def __call__(self, input_ids, scores):
         if isinstance(scores, np.ndarray):
-            m = self._allowed_np(np.asarray(input_ids), scores.shape[1])
+            input_ids = np.asarray(input_ids)
+        _same_rows(input_ids, scores)
+        if isinstance(scores, np.ndarray):
+            m = self._allowed_np(input_ids, scores.shape[1])
             return np.where(m, scores, -np.inf).astype(scores.dtype)
         bad = self.disallowed(input_ids.to(scores.device), scores.shape[1])
         return scores.masked_fill(bad, -math.inf)

@@ -399,6 +399,46 @@ def test_processor_torch_equals_brute_force(lib, with_vocab):
     assert checked > 300
 
 
+def test_processor_rows_must_match_the_scores(lib):
+    """generate hands the processor input_ids [rows, length] and scores
+    [rows, vocab] of the same rows.  One row of input_ids with four rows
+    of scores had its mask broadcast over all four rows (three rows
+    masked by another row's prefix), and more rows failed inside torch;
+    both are refused naming the shapes, for torch and numpy, and so are
+    TrieRows.constrain's logits with fewer rows than states."""
+    torch = _torch_or_skip()
+    idx, keys, _ = lib
+    proc = TrieLogitsProcessor(idx, eos_token_id=EOS, prompt_len=1)
+    ids = torch.tensor([[BOS, keys[0][0]]])
+    for sc in (torch.zeros((4, V)), np.zeros((4, V), dtype=np.float32)):
+        with pytest.raises(ValueError) as e:
+            proc(ids if isinstance(sc, torch.Tensor) else ids.numpy(), sc)
+        assert str(e.value) == ("input_ids: expected [4, length] for scores "
+                                "of shape (4, 16), got shape (1, 2)")
+    with pytest.raises(ValueError) as e:
+        proc(ids.repeat(3, 1), torch.zeros((2, V)))
+    assert str(e.value) == ("input_ids: expected [2, length] for scores of "
+                            "shape (2, 16), got shape (3, 2)")
+    with pytest.raises(ValueError) as e:
+        proc(ids, torch.zeros(V))
+    assert str(e.value) == "scores: expected [rows, vocab], got shape (16,)"
+    got = torch.isfinite(proc(ids, torch.zeros((1, V))))      # still fine
+    assert got[0].tolist() == torch.isfinite(
+        proc(ids.repeat(2, 1), torch.zeros((2, V))))[1].tolist()
+    tr = TrieRows(idx, rows=2, eos=EOS)
+    state = torch.zeros(3, dtype=torch.int64)
+    with pytest.raises(ValueError) as e:
+        tr.constrain(torch.zeros((2, V)), state)
+    assert str(e.value) == "logits: 2 rows for 3 states"
+    with pytest.raises(ValueError) as e:
+        tr.constrain(torch.zeros((5, V)), state, rows=torch.tensor([4, 0]))
+    assert str(e.value) == ("rows: expected shape (3,) (one per state), "
+                            "got (2,)")
+    with pytest.raises(ValueError) as e:
+        tr.constrain(torch.zeros(V), state)
+    assert str(e.value) == "logits: expected [rows, width], got shape (16,)"
+
+
 def test_processor_torch_beam_search_is_exact(lib):
     """beam_search's rows reordered every step (as generate's are) through
     the torch path find the brute-force best key."""
