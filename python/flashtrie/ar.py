@@ -693,9 +693,20 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
         if x is not None and tuple(x.shape) != (rows,):
             raise ValueError("%s: expected shape (%d,), got %r" %
                              (name, rows, tuple(x.shape)))
+    for name, x in (("lens", lens), ("state", state)):
+        if x is not None and not _dtype_name(x).startswith(("int", "uint")):
+            raise ValueError("%s: expected integers, got %s" %
+                             (name, _dtype_name(x)))
+    if lens is not None and not isinstance(lens, np.ndarray) and \
+            lens.device.type == "cpu":
+        lens = lens.numpy()         # host memory: checked as numpy's are
     if isinstance(lens, np.ndarray):
-        if lens.dtype.kind not in "iu" or (lens.size and lens.min() < 0):
+        if lens.size and lens.min() < 0:
             raise ValueError("lens: expected counts (integers >= 0)")
+        if lens.size and lens.max() > n:      # would wrap past 2**32
+            r = int(np.argmax(lens > n))
+            raise ValueError("lens[%d]: %d exceeds len %d" %
+                             (r, int(lens[r]), n))
         lens = np.ascontiguousarray(lens, dtype=np.uint32)
     elif lens is not None and lens.dtype != _torch().int32:
         lens = lens.to(_torch().int32).contiguous()
@@ -869,11 +880,9 @@ class TrieRows:
         ids = torch.as_tensor(ids, device=self.device)
         n = int(ids.shape[0])
         if state is not None:
-            state = state.to(device=self.device, dtype=torch.int64)
-            state = state.contiguous()
-        if lens is not None:
-            lens = torch.as_tensor(lens, device=self.device).to(
-                torch.int32).contiguous()
+            state = state.to(device=self.device)
+        if lens is not None:        # converted (and checked) by _walk
+            lens = torch.as_tensor(lens, device=self.device)
         out = torch.empty(n, dtype=torch.int64, device=self.device)
         return _walk(self._s, ids, start, self.eos, self._vocab32, out, lens,
                      state)

@@ -460,6 +460,47 @@ def test_processor_torch_beam_search_is_exact(lib):
     check_beam_search(keys, OnTorch, 4)
 
 
+def test_walk_lens_and_states_are_not_wrapped_or_truncated(lib):
+    """Session.walk and TrieRows.walk took lens of 2**32 + 1 as 1 (cast to
+    uint32: the row walked one token) and float lens or states truncated
+    (a state of 0.7 walked from the root); lens of a CPU torch tensor
+    below 0 were named as 4294967295.  Lens above the row's length, below
+    0 and lens or states that are no integers are refused naming them."""
+    idx, keys, _ = lib
+    s = Session(idx, beam=4, max_width=V)
+    rows = np.array([list(keys[0][:1]) + [0], [3, 0]], dtype=np.int64)
+    with pytest.raises(ValueError) as e:
+        s.walk(rows, lens=np.array([2 ** 32 + 1, 1]))
+    assert str(e.value) == "lens[0]: 4294967297 exceeds len 2"
+    with pytest.raises(ValueError) as e:
+        s.walk(rows, lens=np.array([1, 3], dtype=np.uint64))
+    assert str(e.value) == "lens[1]: 3 exceeds len 2"
+    with pytest.raises(ValueError) as e:
+        s.walk(rows, lens=np.array([1.0, 1.0]))
+    assert str(e.value) == "lens: expected integers, got float64"
+    with pytest.raises(ValueError) as e:
+        s.walk(rows, state=np.array([0.7, 0.0]))
+    assert str(e.value) == "state: expected integers, got float64"
+    torch = _torch_or_skip()
+    t = torch.as_tensor(rows)
+    tr = TrieRows(idx, rows=2, device="cpu")
+    for walk in (lambda **kw: s.walk(t, **kw), lambda **kw: tr.walk(t, **kw)):
+        with pytest.raises(ValueError) as e:
+            walk(lens=torch.tensor([1, 2 ** 32 + 1]))
+        assert str(e.value) == "lens[1]: 4294967297 exceeds len 2"
+        with pytest.raises(ValueError) as e:
+            walk(lens=torch.tensor([-1, 1], dtype=torch.int32))
+        assert str(e.value) == "lens: expected counts (integers >= 0)"
+        with pytest.raises(ValueError) as e:
+            walk(lens=torch.tensor([1.0, 1.0]))
+        assert str(e.value) == "lens: expected integers, got float32"
+        with pytest.raises(ValueError) as e:
+            walk(state=torch.tensor([0.7, 0.0]))
+        assert str(e.value) == "state: expected integers, got float32"
+        one = walk(lens=torch.tensor([1, 1]))
+        assert one.tolist() == [idx.walk(keys[0][:1]), idx.walk([3]) or DEAD]
+
+
 def test_processors_share_their_session(lib):
     """generate() gets a new processor per call: processors of one thread
     over one library, device, vocabulary and EOS share the session (a GPU
