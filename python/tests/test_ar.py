@@ -439,6 +439,34 @@ def test_processor_rows_must_match_the_scores(lib):
     assert str(e.value) == "logits: expected [rows, width], got shape (16,)"
 
 
+def test_processor_takes_one_eos_id(lib):
+    """transformers' generation configs give eos_token_id as an int, a
+    list or a tensor: a list crashed the processor inside its session
+    cache (TypeError: unhashable type: 'list'); one id in a list or a
+    tensor is that id, several ids or a float are refused by name."""
+    torch = _torch_or_skip()
+    idx, keys, _ = lib
+    k = next(k for k in keys if len(k) == 1 or idx.value(idx.walk(k[:1])))
+    ids = torch.tensor([[BOS, k[0]]])
+    scores = torch.zeros((1, V))
+    want = TrieLogitsProcessor(idx, eos_token_id=EOS, prompt_len=1)(
+        ids, scores)
+    assert bool(torch.isfinite(want[0, EOS]))      # k[:1] is a key
+    for eos in ([EOS], torch.tensor([EOS]), np.array([EOS])):
+        p = TrieLogitsProcessor(idx, eos_token_id=eos, prompt_len=1)
+        assert torch.equal(p(ids, scores), want)
+        assert p.allowed(ids.numpy(), V).tolist() == \
+            torch.isfinite(want).tolist()
+    for eos, shown in (([EOS, PAD], "[1, 0]"), (1.0, "1.0")):
+        with pytest.raises(ValueError) as e:
+            TrieLogitsProcessor(idx, eos_token_id=eos)
+        assert str(e.value) == ("eos_token_id: expected one integer id, "
+                                "got %s" % shown)
+    with pytest.raises(ValueError) as e:
+        TrieLogitsProcessor(idx, eos_token_id=EOS, pad_token_id=[0, 1])
+    assert str(e.value) == "pad_token_id: expected one integer id, got [0, 1]"
+
+
 def test_processor_torch_beam_search_is_exact(lib):
     """beam_search's rows reordered every step (as generate's are) through
     the torch path find the brute-force best key."""
