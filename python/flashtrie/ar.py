@@ -865,6 +865,9 @@ class TrieRows:
         if n == 0:
             return state
         tok = torch.as_tensor(tokens, device=self.device).to(torch.int64)
+        if tuple(tok.shape) != (n,):
+            raise ValueError("tokens: expected shape (%d,) (one per row), "
+                             "got %r" % (n, tuple(tok.shape)))
         return self.walk(tok.reshape(n, 1), state=state,
                          lens=(tok >= 0).to(torch.int32))
 

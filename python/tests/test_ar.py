@@ -529,6 +529,24 @@ def test_walk_lens_and_states_are_not_wrapped_or_truncated(lib):
         assert one.tolist() == [idx.walk(keys[0][:1]), idx.walk([3]) or DEAD]
 
 
+def test_advance_takes_one_token_a_row(lib):
+    """TrieRows.advance with another number of tokens than rows failed
+    inside torch ("shape '[3, 1]' is invalid for input of size 2"), and
+    a [rows, 1] column was taken for lens' shape; both now name tokens."""
+    torch = _torch_or_skip()
+    idx, keys, _ = lib
+    tr = TrieRows(idx, rows=2, device="cpu", eos=EOS)
+    state = torch.zeros(3, dtype=torch.int64)
+    for tok, shape in (([3, 4], "(2,)"), ([[3], [4], [5]], "(3, 1)")):
+        with pytest.raises(ValueError) as e:
+            tr.advance(state, torch.tensor(tok))
+        assert str(e.value) == ("tokens: expected shape (3,) (one per row), "
+                                "got %s" % shape)
+    k = keys[0]
+    got = tr.advance(state, torch.tensor([k[0], -1, EOS]))
+    assert got.tolist() == [idx.walk(k[:1]), 0, DONE]
+
+
 def test_processors_share_their_session(lib):
     """generate() gets a new processor per call: processors of one thread
     over one library, device, vocabulary and EOS share the session (a GPU
