@@ -26,6 +26,7 @@ import ctypes
 import ctypes.util
 import glob
 import math
+import operator
 import os
 from typing import Any, List, NamedTuple, Optional
 
@@ -270,20 +271,42 @@ def _torch():
     return torch
 
 
-def _ptr(x) -> int:
+def _c_strides(shape, itemsize: int):
+    """_c_strides is the byte strides of a C-contiguous array of shape."""
+    st, n = [], itemsize
+    for d in reversed(shape):
+        st.append(n)
+        n *= int(d)
+    return tuple(reversed(st))
+
+
+def _ptr(x, name: str = "array") -> int:
+    """_ptr is the address of x's first element; ValueError naming x
+    (name) when its elements are not contiguous in row-major order (the
+    library reads them so)."""
     if x is None:
         return 0
     if isinstance(x, np.ndarray):
         if not x.flags["C_CONTIGUOUS"]:
-            raise ValueError("arrays must be C-contiguous")
+            raise ValueError("%s: not C-contiguous (strides %r for shape "
+                             "%r)" % (name, x.strides, x.shape))
         return x.ctypes.data
     if hasattr(x, "data_ptr"):
         if not x.is_contiguous():
-            raise ValueError("tensors must be contiguous")
+            raise ValueError("%s: not contiguous (strides %r for shape %r)" %
+                             (name, tuple(x.stride()), tuple(x.shape)))
         return x.data_ptr()
     if hasattr(x, "__cuda_array_interface__"):
-        return x.__cuda_array_interface__["data"][0]
-    raise TypeError("expected a numpy array or a tensor, got %r" % type(x))
+        cai = x.__cuda_array_interface__
+        st, shape = cai.get("strides"), tuple(cai["shape"])
+        c = _c_strides(shape, np.dtype(cai["typestr"]).itemsize)
+        if st is not None and any(d > 1 and a != b for d, a, b in
+                                  zip(shape, st, c)):
+            raise ValueError("%s: not C-contiguous (strides %r for shape "
+                             "%r)" % (name, tuple(st), shape))
+        return cai["data"][0]
+    raise TypeError("%s: expected a numpy array or a tensor, got %r" %
+                    (name, type(x)))
 
 
 def _where(x) -> Optional[str]:
@@ -304,6 +327,23 @@ def _dtype_name(x) -> str:
         return str(x.dtype)
     s = str(x.dtype)                       # torch.float32, torch.bfloat16
     return s.split(".")[-1]
+
+
+def _int(name: str, v, lo: int, hi: int) -> int:
+    """_int is v as an int, or ValueError naming it when it is no integer
+    or outside lo..hi: ctypes would pass it on wrapped (2**32 + 3 as 3)."""
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise ValueError("%s: expected an integer, got %r" % (name, v)) \
+            from None
+    if not lo <= i <= hi:
+        raise ValueError("%s: %d is outside %d..%d" % (name, i, lo, hi))
+    return i
+
+
+U32 = 0xFFFFFFFF
+I64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _tokens(name: str, x, width: Optional[int] = None):
@@ -354,6 +394,10 @@ class Session:
         self.gpu = d.startswith("cuda")
         dev = int(d[5:]) if ":" in d else 0
         o.kind, o.device = (1 if self.gpu else 0), dev
+        beam, results, max_width, threads = (
+            _int(k, v, 0, U32) for k, v in (
+                ("beam", beam), ("results", results),
+                ("max_width", max_width), ("threads", threads)))
         o.beam, o.results, o.max_width = beam, results, max_width
         o.threads = threads
         o.theta_tok, o.theta_sent, o.alpha = theta_tok, theta_sent, alpha
@@ -417,7 +461,7 @@ class Session:
         if x is None:
             return 0
         self._here(name, x)
-        return _ptr(x)
+        return _ptr(x, name)
 
     def _here(self, name: str, x):
         """_here raises ValueError naming x when x is not in the
@@ -449,6 +493,8 @@ class Session:
     def configure(self, beam: int, results: int = 0, theta_tok=-math.inf,
                   theta_sent=-math.inf, alpha=1.0):
         """configure changes the search parameters (beam <= the opened)."""
+        beam, results = _int("beam", beam, 0, U32), \
+            _int("results", results, 0, U32)
         self._check(load().ft_ar_configure(self.handle(), beam, results, theta_tok,
                                            theta_sent, alpha))
 
@@ -483,6 +529,9 @@ class Session:
                                  (tuple(ids.shape), shape))
             if _dtype_name(logp) != "float32":
                 raise ValueError("sparse rows: logp must be float32")
+            if vocab is not None:
+                raise ValueError("vocab: only for dense rows (sparse ids "
+                                 "are library tokens)")
             inp.form, inp.ids = FORM_SPARSE, self._ptr("ids",
                                                        _tokens("ids", ids))
         else:
@@ -542,7 +591,10 @@ class Session:
     def mask(self, width: int, vocab=None, eos: Optional[int] = None):
         """mask returns a bool array [beam, width]: True where column j's
         token labels a child of the beam's node (and at eos where the node
-        ends a key).  Rows past the live beams are False."""
+        ends a key; eos None or >= width: no such column).  Rows past the
+        live beams are False."""
+        width = _int("width", width, 0, U32)
+        eos = None if eos is None else _int("eos", eos, 0, U32)
         words = (width + 31) // 32
         m = self._zeros(self.beam * words, np.uint32)
         cur = self._state[self._cur]
@@ -641,9 +693,20 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
         if x is not None and tuple(x.shape) != (rows,):
             raise ValueError("%s: expected shape (%d,), got %r" %
                              (name, rows, tuple(x.shape)))
+    for name, x in (("lens", lens), ("state", state)):
+        if x is not None and not _dtype_name(x).startswith(("int", "uint")):
+            raise ValueError("%s: expected integers, got %s" %
+                             (name, _dtype_name(x)))
+    if lens is not None and not isinstance(lens, np.ndarray) and \
+            lens.device.type == "cpu":
+        lens = lens.numpy()         # host memory: checked as numpy's are
     if isinstance(lens, np.ndarray):
-        if lens.dtype.kind not in "iu" or (lens.size and lens.min() < 0):
+        if lens.size and lens.min() < 0:
             raise ValueError("lens: expected counts (integers >= 0)")
+        if lens.size and lens.max() > n:      # would wrap past 2**32
+            r = int(np.argmax(lens > n))
+            raise ValueError("lens[%d]: %d exceeds len %d" %
+                             (r, int(lens[r]), n))
         lens = np.ascontiguousarray(lens, dtype=np.uint32)
     elif lens is not None and lens.dtype != _torch().int32:
         lens = lens.to(_torch().int32).contiguous()
@@ -656,7 +719,8 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
     s._check(load().ft_ar_walk(s.handle(), addr if n else None, rows, n, stride,
                                s._ptr("lens", lens), s._ptr("state", state),
                                s._ptr("vocab", vocab), vn,
-                               -1 if eos is None else int(eos), _ptr(out),
+                               -1 if eos is None else _int("eos", eos, *I64),
+                               _ptr(out),
                                s._stream()))
     return out
 
@@ -801,6 +865,9 @@ class TrieRows:
         if n == 0:
             return state
         tok = torch.as_tensor(tokens, device=self.device).to(torch.int64)
+        if tuple(tok.shape) != (n,):
+            raise ValueError("tokens: expected shape (%d,) (one per row), "
+                             "got %r" % (n, tuple(tok.shape)))
         return self.walk(tok.reshape(n, 1), state=state,
                          lens=(tok >= 0).to(torch.int32))
 
@@ -816,11 +883,9 @@ class TrieRows:
         ids = torch.as_tensor(ids, device=self.device)
         n = int(ids.shape[0])
         if state is not None:
-            state = state.to(device=self.device, dtype=torch.int64)
-            state = state.contiguous()
-        if lens is not None:
-            lens = torch.as_tensor(lens, device=self.device).to(
-                torch.int32).contiguous()
+            state = state.to(device=self.device)
+        if lens is not None:        # converted (and checked) by _walk
+            lens = torch.as_tensor(lens, device=self.device)
         out = torch.empty(n, dtype=torch.int64, device=self.device)
         return _walk(self._s, ids, start, self.eos, self._vocab32, out, lens,
                      state)
@@ -903,9 +968,18 @@ class TrieRows:
         rows of logits (all when they are as many as the states)."""
         torch = _torch()
         n = int(state.shape[0])
+        shape = tuple(logits.shape)
+        if len(shape) != 2:
+            raise ValueError("logits: expected [rows, width], got shape %r" %
+                             (shape,))
+        if rows is None and shape[0] < n:
+            raise ValueError("logits: %d rows for %d states" % (shape[0], n))
+        if rows is not None and tuple(rows.shape) != (n,):
+            raise ValueError("rows: expected shape (%d,) (one per state), "
+                             "got %r" % (n, tuple(rows.shape)))
         if n == 0:
             return logits
-        width = int(logits.shape[-1])
+        width = shape[1]
         bad = self._disallowed(state, width)
         if rows is None:
             logits[:n].masked_fill_(bad, -math.inf)

@@ -114,10 +114,37 @@ def _thread_rows(index: Index, device, vocab, eos, n: int) -> TrieRows:
     return r
 
 
+def _one_id(name: str, v) -> Optional[int]:
+    """_one_id is v (None, an id, or a list, array or tensor of one id)
+    as an int; ValueError naming it for several ids (generation configs
+    may list several EOS ids; the walk and the mask take one) or no
+    integer."""
+    if v is None:
+        return None
+    a = np.asarray(v.tolist() if hasattr(v, "tolist") else v).reshape(-1)
+    if a.size != 1 or a.dtype.kind not in "iu":
+        raise ValueError("%s: expected one integer id, got %r" % (name, v))
+    return int(a[0])
+
+
+def _same_rows(input_ids, scores):
+    """_same_rows raises ValueError unless scores is [rows, vocab] and
+    input_ids [rows, length] with the same rows (a mask of fewer rows
+    would be broadcast over the scores, or fail inside torch)."""
+    si, ss = tuple(input_ids.shape), tuple(scores.shape)
+    if len(ss) != 2:
+        raise ValueError("scores: expected [rows, vocab], got shape %r" %
+                         (ss,))
+    if len(si) != 2 or si[0] != ss[0]:
+        raise ValueError("input_ids: expected [%d, length] for scores of "
+                         "shape %r, got shape %r" % (ss[0], ss, si))
+
+
 class TrieLogitsProcessor(_Base):
     """TrieLogitsProcessor is a transformers LogitsProcessor (see the
     module's docstring).  eos_token_id: the id allowed once a row spells a
-    whole key (None: rows end only by length); pad_token_id: allowed (with
+    whole key (None: rows end only by length; a list or tensor of one id
+    is that id, several are refused); pad_token_id: allowed (with
     EOS) after a row has ended.  Rows that left the library (a step this
     processor did not constrain) may take EOS only."""
 
@@ -125,8 +152,8 @@ class TrieLogitsProcessor(_Base):
                  vocab=None, pad_token_id: Optional[int] = None,
                  prompt_len: Optional[int] = None):
         self.index = index
-        self.eos = eos_token_id
-        self.pad = pad_token_id
+        self.eos = _one_id("eos_token_id", eos_token_id)
+        self.pad = _one_id("pad_token_id", pad_token_id)
         self.vocab = None if vocab is None else vocab_u32(vocab)
         self.prompt_len = prompt_len
         self._fixed_prompt = prompt_len is not None
@@ -203,7 +230,10 @@ class TrieLogitsProcessor(_Base):
 
     def __call__(self, input_ids, scores):
         if isinstance(scores, np.ndarray):
-            m = self._allowed_np(np.asarray(input_ids), scores.shape[1])
+            input_ids = np.asarray(input_ids)
+        _same_rows(input_ids, scores)
+        if isinstance(scores, np.ndarray):
+            m = self._allowed_np(input_ids, scores.shape[1])
             return np.where(m, scores, -np.inf).astype(scores.dtype)
         bad = self.disallowed(input_ids.to(scores.device), scores.shape[1])
         return scores.masked_fill(bad, -math.inf)

@@ -23,7 +23,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from flashtrie.ar import DEAD, DONE, Index, Session, TrieRows
+from flashtrie.ar import DEAD, DONE, Index, Session, TrieRows, _ptr
 from flashtrie.hf import TrieLogitsProcessor
 
 BIN = os.environ.get("FT_BIN", "")
@@ -399,6 +399,74 @@ def test_processor_torch_equals_brute_force(lib, with_vocab):
     assert checked > 300
 
 
+def test_processor_rows_must_match_the_scores(lib):
+    """generate hands the processor input_ids [rows, length] and scores
+    [rows, vocab] of the same rows.  One row of input_ids with four rows
+    of scores had its mask broadcast over all four rows (three rows
+    masked by another row's prefix), and more rows failed inside torch;
+    both are refused naming the shapes, for torch and numpy, and so are
+    TrieRows.constrain's logits with fewer rows than states."""
+    torch = _torch_or_skip()
+    idx, keys, _ = lib
+    proc = TrieLogitsProcessor(idx, eos_token_id=EOS, prompt_len=1)
+    ids = torch.tensor([[BOS, keys[0][0]]])
+    for sc in (torch.zeros((4, V)), np.zeros((4, V), dtype=np.float32)):
+        with pytest.raises(ValueError) as e:
+            proc(ids if isinstance(sc, torch.Tensor) else ids.numpy(), sc)
+        assert str(e.value) == ("input_ids: expected [4, length] for scores "
+                                "of shape (4, 16), got shape (1, 2)")
+    with pytest.raises(ValueError) as e:
+        proc(ids.repeat(3, 1), torch.zeros((2, V)))
+    assert str(e.value) == ("input_ids: expected [2, length] for scores of "
+                            "shape (2, 16), got shape (3, 2)")
+    with pytest.raises(ValueError) as e:
+        proc(ids, torch.zeros(V))
+    assert str(e.value) == "scores: expected [rows, vocab], got shape (16,)"
+    got = torch.isfinite(proc(ids, torch.zeros((1, V))))      # still fine
+    assert got[0].tolist() == torch.isfinite(
+        proc(ids.repeat(2, 1), torch.zeros((2, V))))[1].tolist()
+    tr = TrieRows(idx, rows=2, eos=EOS)
+    state = torch.zeros(3, dtype=torch.int64)
+    with pytest.raises(ValueError) as e:
+        tr.constrain(torch.zeros((2, V)), state)
+    assert str(e.value) == "logits: 2 rows for 3 states"
+    with pytest.raises(ValueError) as e:
+        tr.constrain(torch.zeros((5, V)), state, rows=torch.tensor([4, 0]))
+    assert str(e.value) == ("rows: expected shape (3,) (one per state), "
+                            "got (2,)")
+    with pytest.raises(ValueError) as e:
+        tr.constrain(torch.zeros(V), state)
+    assert str(e.value) == "logits: expected [rows, width], got shape (16,)"
+
+
+def test_processor_takes_one_eos_id(lib):
+    """transformers' generation configs give eos_token_id as an int, a
+    list or a tensor: a list crashed the processor inside its session
+    cache (TypeError: unhashable type: 'list'); one id in a list or a
+    tensor is that id, several ids or a float are refused by name."""
+    torch = _torch_or_skip()
+    idx, keys, _ = lib
+    k = next(k for k in keys if len(k) == 1 or idx.value(idx.walk(k[:1])))
+    ids = torch.tensor([[BOS, k[0]]])
+    scores = torch.zeros((1, V))
+    want = TrieLogitsProcessor(idx, eos_token_id=EOS, prompt_len=1)(
+        ids, scores)
+    assert bool(torch.isfinite(want[0, EOS]))      # k[:1] is a key
+    for eos in ([EOS], torch.tensor([EOS]), np.array([EOS])):
+        p = TrieLogitsProcessor(idx, eos_token_id=eos, prompt_len=1)
+        assert torch.equal(p(ids, scores), want)
+        assert p.allowed(ids.numpy(), V).tolist() == \
+            torch.isfinite(want).tolist()
+    for eos, shown in (([EOS, PAD], "[1, 0]"), (1.0, "1.0")):
+        with pytest.raises(ValueError) as e:
+            TrieLogitsProcessor(idx, eos_token_id=eos)
+        assert str(e.value) == ("eos_token_id: expected one integer id, "
+                                "got %s" % shown)
+    with pytest.raises(ValueError) as e:
+        TrieLogitsProcessor(idx, eos_token_id=EOS, pad_token_id=[0, 1])
+    assert str(e.value) == "pad_token_id: expected one integer id, got [0, 1]"
+
+
 def test_processor_torch_beam_search_is_exact(lib):
     """beam_search's rows reordered every step (as generate's are) through
     the torch path find the brute-force best key."""
@@ -418,6 +486,65 @@ def test_processor_torch_beam_search_is_exact(lib):
             return out.numpy()[inv]
 
     check_beam_search(keys, OnTorch, 4)
+
+
+def test_walk_lens_and_states_are_not_wrapped_or_truncated(lib):
+    """Session.walk and TrieRows.walk took lens of 2**32 + 1 as 1 (cast to
+    uint32: the row walked one token) and float lens or states truncated
+    (a state of 0.7 walked from the root); lens of a CPU torch tensor
+    below 0 were named as 4294967295.  Lens above the row's length, below
+    0 and lens or states that are no integers are refused naming them."""
+    idx, keys, _ = lib
+    s = Session(idx, beam=4, max_width=V)
+    rows = np.array([list(keys[0][:1]) + [0], [3, 0]], dtype=np.int64)
+    with pytest.raises(ValueError) as e:
+        s.walk(rows, lens=np.array([2 ** 32 + 1, 1]))
+    assert str(e.value) == "lens[0]: 4294967297 exceeds len 2"
+    with pytest.raises(ValueError) as e:
+        s.walk(rows, lens=np.array([1, 3], dtype=np.uint64))
+    assert str(e.value) == "lens[1]: 3 exceeds len 2"
+    with pytest.raises(ValueError) as e:
+        s.walk(rows, lens=np.array([1.0, 1.0]))
+    assert str(e.value) == "lens: expected integers, got float64"
+    with pytest.raises(ValueError) as e:
+        s.walk(rows, state=np.array([0.7, 0.0]))
+    assert str(e.value) == "state: expected integers, got float64"
+    torch = _torch_or_skip()
+    t = torch.as_tensor(rows)
+    tr = TrieRows(idx, rows=2, device="cpu")
+    for walk in (lambda **kw: s.walk(t, **kw), lambda **kw: tr.walk(t, **kw)):
+        with pytest.raises(ValueError) as e:
+            walk(lens=torch.tensor([1, 2 ** 32 + 1]))
+        assert str(e.value) == "lens[1]: 4294967297 exceeds len 2"
+        with pytest.raises(ValueError) as e:
+            walk(lens=torch.tensor([-1, 1], dtype=torch.int32))
+        assert str(e.value) == "lens: expected counts (integers >= 0)"
+        with pytest.raises(ValueError) as e:
+            walk(lens=torch.tensor([1.0, 1.0]))
+        assert str(e.value) == "lens: expected integers, got float32"
+        with pytest.raises(ValueError) as e:
+            walk(state=torch.tensor([0.7, 0.0]))
+        assert str(e.value) == "state: expected integers, got float32"
+        one = walk(lens=torch.tensor([1, 1]))
+        assert one.tolist() == [idx.walk(keys[0][:1]), idx.walk([3]) or DEAD]
+
+
+def test_advance_takes_one_token_a_row(lib):
+    """TrieRows.advance with another number of tokens than rows failed
+    inside torch ("shape '[3, 1]' is invalid for input of size 2"), and
+    a [rows, 1] column was taken for lens' shape; both now name tokens."""
+    torch = _torch_or_skip()
+    idx, keys, _ = lib
+    tr = TrieRows(idx, rows=2, device="cpu", eos=EOS)
+    state = torch.zeros(3, dtype=torch.int64)
+    for tok, shape in (([3, 4], "(2,)"), ([[3], [4], [5]], "(3, 1)")):
+        with pytest.raises(ValueError) as e:
+            tr.advance(state, torch.tensor(tok))
+        assert str(e.value) == ("tokens: expected shape (3,) (one per row), "
+                                "got %s" % shape)
+    k = keys[0]
+    got = tr.advance(state, torch.tensor([k[0], -1, EOS]))
+    assert got.tolist() == [idx.walk(k[:1]), 0, DONE]
 
 
 def test_processors_share_their_session(lib):
@@ -651,6 +778,23 @@ def test_token_arrays_of_another_type_or_too_short_are_refused(lib):
         s.mask(V).tolist()
 
 
+def test_sparse_rows_with_a_vocab_are_refused(lib):
+    """Sparse ids are library tokens: a vocabulary given with them would
+    be ignored (the C API refuses it, input.vocab), so it is refused
+    before the step, which leaves the beams as they were."""
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    lp = np.zeros((1, 2), dtype=np.float32)
+    kids = np.array([idx.children(0)[:2]], dtype=np.uint32)
+    with pytest.raises(ValueError) as e:
+        s.step(lp, ids=kids, vocab=np.arange(2, dtype=np.uint32))
+    assert str(e.value) == ("vocab: only for dense rows (sparse ids are "
+                            "library tokens)")
+    assert s.count() == 1
+    assert s.step(lp, ids=kids).token.tolist() == kids[0].tolist()
+
+
 def test_closed_session_or_index_is_refused(lib, tmp_path):
     """A closed session, or a session whose index was closed, raises
     (FT_ESTATE) instead of handing the library a freed handle."""
@@ -732,6 +876,93 @@ def test_arrays_on_another_device_are_refused(lib):
                                          "cpu"):
         s.walk(torch.zeros((1, 2), dtype=torch.int64, device="meta"))
     assert s.step(torch.zeros((1, V))).count == 2      # CPU tensors: taken
+
+
+def test_non_contiguous_arrays_are_refused_by_name(lib):
+    """The library reads rows, ids and vocabularies in row-major order: a
+    strided view is refused naming the argument and its strides, a CUDA
+    array interface's strides included (read as if contiguous, they
+    would give another array's values)."""
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    rows = np.zeros((1, 2 * V), dtype=np.float32)
+    with pytest.raises(ValueError) as e:
+        s.step(rows[:, ::2])
+    assert str(e.value) == ("logp: not C-contiguous (strides (128, 8) for "
+                            "shape (1, 16))")
+    lp = np.zeros((1, 2), dtype=np.float32)
+    with pytest.raises(ValueError) as e:
+        s.step(lp, ids=np.zeros((1, 4), dtype=np.uint32)[:, ::2])
+    assert str(e.value) == ("ids: not C-contiguous (strides (16, 8) for "
+                            "shape (1, 2))")
+    with pytest.raises(ValueError) as e:
+        s.mask(V, vocab=np.arange(2 * V, dtype=np.uint32)[::2])
+    assert str(e.value) == "vocab: not C-contiguous (strides (8,) for shape (16,))"
+    dev = _DeviceRows((2, V), "<f4")
+    dev.__cuda_array_interface__["strides"] = (4, 8)
+    with pytest.raises(ValueError) as e:
+        _ptr(dev, "logp")
+    assert str(e.value) == ("logp: not C-contiguous (strides (4, 8) for "
+                            "shape (2, 16))")
+    dev.__cuda_array_interface__["strides"] = (4 * V, 4)    # contiguous
+    assert _ptr(dev, "logp") == 0x7f0000001000
+    dev = _DeviceRows((1, V), "<f4")                        # one row: any
+    dev.__cuda_array_interface__["strides"] = (12345, 4)
+    assert _ptr(dev, "logp") == 0x7f0000001000
+    try:
+        import torch
+    except Exception:  # noqa: BLE001
+        return
+    with pytest.raises(ValueError) as e:
+        s.step(torch.zeros((V, 2)).t())
+    assert str(e.value) == ("logp: not contiguous (strides (1, 2) for shape "
+                            "(2, 16))")
+
+
+def test_integers_that_would_wrap_are_refused(lib):
+    """ctypes passes a Python int on wrapped to the parameter's width: a
+    beam of 2**32 + 4 opened a session of beam 4 (and the Python side
+    then allocated 2**32 + 4 beams), a mask's eos of 2**32 + 3 set column
+    3 and a walk's eos of 2**64 ended rows at id 0.  Such values, and
+    values that are no integers, are refused naming the argument."""
+    idx, _, _ = lib
+    big = 2 ** 32
+    for kw in ("beam", "results", "max_width", "threads"):
+        with pytest.raises(ValueError) as e:
+            Session(idx, **{kw: big + 4})
+        assert str(e.value) == "%s: 4294967300 is outside 0..4294967295" % kw
+    with pytest.raises(ValueError) as e:
+        Session(idx, beam=-1)
+    assert str(e.value) == "beam: -1 is outside 0..4294967295"
+    with pytest.raises(ValueError) as e:
+        Session(idx, beam=2.5)
+    assert str(e.value) == "beam: expected an integer, got 2.5"
+    s = Session(idx, beam=2, max_width=V)
+    with pytest.raises(ValueError) as e:
+        s.configure(big + 1)
+    assert str(e.value) == "beam: 4294967297 is outside 0..4294967295"
+    with pytest.raises(ValueError) as e:
+        s.configure(1, -1)
+    assert str(e.value) == "results: -1 is outside 0..4294967295"
+    s.reset()
+    s.set_nodes([idx.walk(lib[1][0])])        # a node that ends a key
+    assert s.mask(V, eos=EOS)[0, EOS]           # no key token: EOS alone
+    for eos in (big + EOS, -1):
+        with pytest.raises(ValueError) as e:
+            s.mask(V, eos=eos)
+        assert str(e.value) == "eos: %d is outside 0..4294967295" % eos
+    with pytest.raises(ValueError) as e:
+        s.mask(big + V)
+    assert str(e.value) == "width: 4294967312 is outside 0..4294967295"
+    rows = np.array([[3, 0], [4, 0]], dtype=np.int64)
+    with pytest.raises(ValueError) as e:
+        s.walk(rows, eos=2 ** 64)
+    assert str(e.value) == ("eos: 18446744073709551616 is outside "
+                            "-9223372036854775808..9223372036854775807")
+    assert s.walk(rows, eos=0).tolist() == [DONE, DONE]
+    assert s.walk(rows, eos=np.int64(-1)).tolist() == \
+        s.walk(rows).tolist()
 
 
 def test_unknown_norm_is_refused(lib):
