@@ -208,11 +208,14 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         .flag = "metrics", .flag_arg = "URL",
         .show = SHOWN | FT_CONFIG_SHOW_CHECK,
         .doc = "http:// address serving /metrics, /healthz, /livez, /readyz; empty = off"},
+    /* At most FT_CLUSTER_MAX_RANKS (router/cluster.h) ranks: a larger
+     * world passed every check here and was refused only at start, once
+     * the manifest was open ("the world must be 2..1024"). */
     [FT_CONFIG_S_CLUSTER_RANK] = {.name = "cluster.rank", .type = FT_CONFIG_INT,
-        .min = 0, .max = 65535, .def = "0", AT(cluster_rank), .show = SHOWN,
+        .min = 0, .max = 1023, .def = "0", AT(cluster_rank), .show = SHOWN,
         .doc = "this process's rank in a multi-process shard group"},
     [FT_CONFIG_S_CLUSTER_WORLD] = {.name = "cluster.world",
-        .type = FT_CONFIG_INT, .min = 1, .max = 65536, .def = "1",
+        .type = FT_CONFIG_INT, .min = 1, .max = 1024, .def = "1",
         AT(cluster_world), .show = SHOWN,
         .doc = "number of processes in the shard group; 1 = no cluster"},
     [FT_CONFIG_S_CLUSTER_COORDINATOR] = {.name = "cluster.coordinator",

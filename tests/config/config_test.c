@@ -431,7 +431,13 @@ static void test_errors(void)
     BAD("caps = { max_results = 5000; };\n",
         "t.conf:1: caps.max_results: must be 1..4096, got 5000");
     BAD("cluster = { world = 0; };\n",
-        "t.conf:1: cluster.world: must be 1..65536, got 0");
+        "t.conf:1: cluster.world: must be 1..1024, got 0");
+    /* A cluster holds at most 1024 ranks (router/cluster.h): more is
+     * refused here, not only once serve has opened the manifest. */
+    BAD("cluster = { world = 1025; coordinator = \"ipc:///x\"; };\n",
+        "t.conf:1: cluster.world: must be 1..1024, got 1025");
+    BAD("cluster = { rank = 1024; };\n",
+        "t.conf:1: cluster.rank: must be 0..1023, got 1024");
     BAD("replicas = 0;\n", "t.conf:1: replicas: must be 1..64, got 0");
     BAD("devices = [0, 0];\n", "t.conf:1: devices: 0 is listed twice");
     BAD("devices = [];\n", "t.conf:1: devices: must hold 1..64 integers, got 0");
