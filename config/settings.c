@@ -926,6 +926,37 @@ static int fail(const ft_config *cfg, ft_config_source src, const char *name,
     return FT_ECONFIG;
 }
 
+/* addr_of gives the address a URL of this server listens on: HOST:PORT
+ * of tcp://, tls+tcp:// and http:// (the metrics), the path of ipc://
+ * (*ipc set); NULL for anything else.  Compared as written: two spellings
+ * of one address (localhost and 127.0.0.1) are not told alike. */
+static const char *addr_of(const char *url, size_t *len, int *ipc)
+{
+    static const char *const tcp[] = {"tcp://", "tls+tcp://", "http://"};
+    *ipc = strncmp(url, "ipc://", 6) == 0;
+    if (*ipc) {
+        *len = strlen(url + 6);
+        return url + 6;
+    }
+    for (size_t i = 0; i < sizeof tcp / sizeof tcp[0]; i++) {
+        size_t n = strlen(tcp[i]);
+        if (strncmp(url, tcp[i], n) == 0) {
+            *len = strcspn(url + n, "/");
+            return url + n;
+        }
+    }
+    return NULL;
+}
+
+/* same_addr says whether URLs a and b would listen on one address. */
+static int same_addr(const char *a, const char *b)
+{
+    size_t na, nb;
+    int ia, ib;
+    const char *x = addr_of(a, &na, &ia), *y = addr_of(b, &nb, &ib);
+    return x && y && ia == ib && na == nb && memcmp(x, y, na) == 0;
+}
+
 int ft_config_validate(const ft_config *cfg, char *errbuf, size_t errlen)
 {
     if (cfg->index_path[0] == 0) {
@@ -1007,6 +1038,31 @@ int ft_config_validate(const ft_config *cfg, char *errbuf, size_t errlen)
         return fail(cfg, cfg->src[FT_CONFIG_S_CLUSTER_WORLD],
                     "cluster.coordinator", errbuf, errlen,
                     "required when cluster.world is %u", cfg->cluster_world);
+    /* Two sockets of this process on one address: the second failed to
+     * listen ("Address in use") only once the index was open (and, for the
+     * coordinator's port, once every rank had joined), naming the client
+     * listener alone.  Ranks other than 0 open neither listeners nor
+     * metrics, and dial the coordinator. */
+    if (cfg->cluster_world > 1 && cfg->cluster_rank > 0)
+        return FT_OK;
+    for (uint32_t i = 0; cfg->metrics[0] && i < cfg->n_listeners; i++)
+        if (same_addr(cfg->metrics, cfg->listeners[i].url))
+            return fail(cfg, cfg->src[FT_CONFIG_S_METRICS], "metrics", errbuf,
+                        errlen, "'%s' has the address of listeners[%u] "
+                        "('%s')", cfg->metrics, i, cfg->listeners[i].url);
+    if (cfg->cluster_world == 1)
+        return FT_OK;
+    const char *co = cfg->cluster_coordinator;
+    ft_config_source cs = cfg->src[FT_CONFIG_S_CLUSTER_COORDINATOR];
+    for (uint32_t i = 0; i < cfg->n_listeners; i++)
+        if (same_addr(co, cfg->listeners[i].url))
+            return fail(cfg, cs, "cluster.coordinator", errbuf, errlen,
+                        "'%s' has the address of listeners[%u] ('%s')", co, i,
+                        cfg->listeners[i].url);
+    if (cfg->metrics[0] && same_addr(co, cfg->metrics))
+        return fail(cfg, cs, "cluster.coordinator", errbuf, errlen,
+                    "'%s' has the address of metrics ('%s')", co,
+                    cfg->metrics);
     return FT_OK;
 }
 
