@@ -30,7 +30,9 @@
  *              refused rank's log and exit 1: a different manifest, a
  *              duplicate rank, a wrong world; a frame without the magic
  *              dropped, a registration cut short refused (FT_EPROTO); the cluster then starts with
- *              the right rank and answers; a coordinator missing a rank
+ *              the right rank and answers (a rank whose file names no
+ *              listener does not warn of listeners, one that names some
+ *              does); a coordinator missing a rank
  *              gives up on SIGTERM (exit 1, saying how many are missing)
  *   leave      how a rank learns the coordinator went, with the orderings
  *              a loaded machine gives: a rank slowed down (the test hook
@@ -563,6 +565,23 @@ static void join_last(int slot, const char *what)
     FT_CHECK_EQ_U64(wait_exit(slot, 10000), 0);
 }
 
+/* drop_listeners rewrites DIR/name without its listeners line: a rank's
+ * file as ops/config/cluster-rank1.conf has it. */
+static void drop_listeners(const char *name)
+{
+    char path[300], line[1024], text[4096] = "";
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "r");
+    FT_CHECK(f != NULL);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "listeners", 9) != 0) {
+            FT_CHECK(strlen(text) + strlen(line) < sizeof text);
+            strcat(text, line);
+        }
+    fclose(f);
+    th_write_file(path, text, "w");
+}
+
 static void case_bootstrap(void)
 {
     make_lib();
@@ -571,6 +590,7 @@ static void case_bootstrap(void)
     write_conf("c0.conf", "m3.ftm", 0, 3, 8, NULL);
     write_conf("c1.conf", "m3.ftm", 1, 3, 8, NULL);
     write_conf("c2.conf", "m3.ftm", 2, 3, 8, NULL);
+    drop_listeners("c2.conf");
     write_conf("bad_manifest.conf", "m5.ftm", 2, 3, 8, NULL);
     write_conf("bad_world.conf", "m3.ftm", 1, 2, 8, NULL);
     spawn_coord("log");
@@ -635,6 +655,12 @@ static void case_bootstrap(void)
 
     /* The right rank 2: the session starts and answers. */
     join_last(5, "world 3 after refusals");
+    /* A rank warns of listeners its file names (rank 1), and of none
+     * when the file has none (rank 2: the default one is no choice). */
+    expect_log("log1", "cluster rank 1: listeners and metrics are rank 0's; "
+                       "this rank opens none");
+    expect_log("log5", "cluster rank 2 of 3 serving");
+    FT_CHECK(!file_has("log5", "listeners and metrics are rank 0's"));
 
     /* A coordinator whose ranks never come gives up on SIGTERM. */
     spawn_coord("log_alone");
