@@ -89,6 +89,7 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
     s->draining = atomic_load(&srv->draining);
     s->starting = srv->http != NULL && !atomic_load(&srv->http->ready);
     s->loading = srv->http != NULL && !atomic_load(&srv->http->loaded);
+    s->cluster_world = srv->cfg.cluster_world;
     s->in_flight = atomic_load(&srv->inflight);
     s->connections_opened = atomic_load(&srv->pipes_added);
     s->connections_closed = atomic_load(&srv->pipes_removed);
@@ -670,11 +671,24 @@ static size_t describe_failed(const srv_metrics_snap *s, char *out,
     return failed;
 }
 
+/* loading_reason says why a server is starting before its index is open:
+ * rank 0 of a cluster waits there for the other ranks too (up to
+ * cluster.join_timeout_ms), which "opening the index" alone hid: an
+ * operator looked at the disk, not at the ranks. */
+static void loading_reason(uint32_t world, char *out, size_t len)
+{
+    if (world > 1)
+        snprintf(out, len, "starting: opening the index and waiting for the "
+                 "cluster's other ranks to join (world %u)", world);
+    else
+        snprintf(out, len, "starting: opening the index");
+}
+
 int srv_metrics_health(const srv_metrics_snap *s, char *reason,
                        size_t reasonlen)
 {
     if (s->loading) {
-        snprintf(reason, reasonlen, "starting: opening the index");
+        loading_reason(s->cluster_world, reason, reasonlen);
         return 503;
     }
     /* A cluster with a rank down answers no request at all. */
@@ -780,8 +794,10 @@ static void on_metrics(nng_aio *aio)
         return;
     server *srv = h->srv;
     if (!atomic_load(&h->loaded)) {
-        static const char m[] = "starting: opening the index\n";
-        reply(aio, 503, "text/plain; charset=utf-8", m, sizeof m - 1);
+        char m[160];
+        loading_reason(srv->cfg.cluster_world, m, sizeof m - 1);
+        strcat(m, "\n");
+        reply(aio, 503, "text/plain; charset=utf-8", m, strlen(m));
         atomic_fetch_sub(&h->active, 1);
         return;
     }

@@ -67,6 +67,8 @@ typedef struct srv_metrics_snap {
     double uptime_s;
     int draining;
     int starting;                    /* the request listeners are not open */
+    uint32_t cluster_world;          /* cluster.world: while loading, rank 0
+                                      * also waits for the other ranks */
     int loading;                     /* the index is not open yet: only the
                                         fields above are filled */
     long in_flight;                  /* messages not answered yet */

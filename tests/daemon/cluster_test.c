@@ -662,9 +662,23 @@ static void case_bootstrap(void)
     expect_log("log5", "cluster rank 2 of 3 serving");
     FT_CHECK(!file_has("log5", "listeners and metrics are rank 0's"));
 
-    /* A coordinator whose ranks never come gives up on SIGTERM. */
+    /* A coordinator whose ranks never come gives up on SIGTERM.  Until
+     * then its probes say it waits for the ranks, not only for its index
+     * (which is open). */
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", tn_free_port());
+    write_conf("c0.conf", "m3.ftm", 0, 3, 8, base);
     spawn_coord("log_alone");
     FT_CHECK(log_within("log_alone", "waiting for the ranks on", 500));
+    const char *wait = "starting: opening the index and waiting for the "
+                       "cluster's other ranks to join (world 3)\n";
+    char *body;
+    FT_CHECK_EQ_U64(healthz(base, &body), 503);
+    FT_CHECK_STR(body, wait);
+    free(body);
+    FT_CHECK_EQ_U64(tn_http_get(base, "/metrics", &body, NULL, NULL, 0), 503);
+    FT_CHECK_STR(body, wait);
+    free(body);
     double ms;
     FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 5000, &ms), 1);
     expect_log("log_alone", "cannot serve: cluster: start given up (a signal) "
