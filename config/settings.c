@@ -233,7 +233,7 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
     [FT_CONFIG_S_CLUSTER_SECRET] = {.name = "cluster.secret",
         .type = FT_CONFIG_STRING, STRMAX(cluster_secret), .def = "",
         AT(cluster_secret),
-        .doc = "shared secret every rank sends when it registers; a rank with another is refused; empty = none (travels in clear without tls+tcp://)"},
+        .doc = "shared secret every rank sends when it registers; a rank with another is refused; empty = none (travels in clear: the coordinator has no TLS)"},
 };
 
 /* The fields of one listeners element: not settings of their own (no
@@ -1038,6 +1038,17 @@ int ft_config_validate(const ft_config *cfg, char *errbuf, size_t errlen)
         return fail(cfg, cfg->src[FT_CONFIG_S_CLUSTER_WORLD],
                     "cluster.coordinator", errbuf, errlen,
                     "required when cluster.world is %u", cfg->cluster_world);
+    /* The cluster's socket has no TLS settings (docs/sharding.md,
+     * "Security of the coordinator"): on tls+tcp:// rank 0 listened
+     * without a certificate, every handshake failed unseen, and both
+     * sides waited out join_timeout_ms ("never reached it"). */
+    if (cfg->cluster_world > 1 &&
+        strncmp(cfg->cluster_coordinator, "tls+tcp://", 10) == 0)
+        return fail(cfg, cfg->src[FT_CONFIG_S_CLUSTER_COORDINATOR],
+                    "cluster.coordinator", errbuf, errlen,
+                    "'%s': the cluster has no TLS yet; use tcp:// on a "
+                    "private network, ipc://, or a tunnel",
+                    cfg->cluster_coordinator);
     /* Two sockets of this process on one address: the second failed to
      * listen ("Address in use") only once the index was open (and, for the
      * coordinator's port, once every rank had joined), naming the client

@@ -574,6 +574,13 @@ static void test_validate(void)
               "key = \"k\"; }; } );\nmetrics = \"http://127.0.0.1:9700/\";\n",
               "t.conf:4: metrics: 'http://127.0.0.1:9700/' has the address of "
               "listeners[1] ('tls+tcp://127.0.0.1:9700')");
+    /* The cluster has no TLS settings: a tls+tcp:// coordinator could
+     * never be reached. */
+    BAD_VALID("index = \"i\";\ncluster = { world = 2; rank = 1;\n"
+              "  coordinator = \"tls+tcp://10.0.0.1:7711\"; };\n",
+              "t.conf:3: cluster.coordinator: 'tls+tcp://10.0.0.1:7711': the "
+              "cluster has no TLS yet; use tcp:// on a private network, "
+              "ipc://, or a tunnel");
     /* A rank other than 0 dials the coordinator and opens no listener. */
     load_ok("index = \"i\";\ncluster = { world = 2; rank = 1;"
             " coordinator = \"tcp://127.0.0.1:7710\"; };\n");
