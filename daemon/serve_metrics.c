@@ -132,8 +132,15 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
     s->index_bytes = g->info.file_bytes;
     s->shards = g->shards;
     s->n_eng = g->n_eng;
-    if (srv->cluster)
+    if (srv->cluster) {
         ft_cluster_down(srv->cluster, s->cluster_down, sizeof s->cluster_down);
+        s->cl_ranks = ft_cluster_world(srv->cluster);
+        char why[240];
+        for (uint32_t r = 0; r < s->cl_ranks; r++)
+            s->cl_rank[r].up = ft_cluster_rank_state(
+                srv->cluster, r, &s->cl_rank[r].first, &s->cl_rank[r].count,
+                why, sizeof why);
+    }
     for (size_t i = 0; i < g->n_eng && i < FT_SLOT_MAX_REPLICAS; i++) {
         srv_metrics_engine *e = &s->eng[i];
         /* The kind names are static strings, so they outlive g. */
@@ -511,6 +518,23 @@ static void render_engines(render *r, const srv_metrics_snap *s)
                s->engine_failed_requests);
 }
 
+/* render_cluster writes each rank's state on rank 0 of a cluster: a rank
+ * down fails every request, and without it a scrape showed the one
+ * replica up (flashtrie_engine_up 1) while /healthz and INFO said down. */
+static void render_cluster(render *r, const srv_metrics_snap *s)
+{
+    if (s->cl_ranks == 0)
+        return;
+    family(r, "flashtrie_cluster_rank_up", "gauge",
+           "1 while the cluster rank serves its shards, 0 while it is down "
+           "(every request fails then).");
+    for (uint32_t i = 0; i < s->cl_ranks; i++)
+        put(r, "flashtrie_cluster_rank_up{rank=\"%u\",shards=\"%u..%u\"} "
+            "%d\n", i, s->cl_rank[i].first,
+            s->cl_rank[i].first + s->cl_rank[i].count - 1,
+            s->cl_rank[i].up ? 1 : 0);
+}
+
 static void render_index(render *r, const srv_metrics_snap *s)
 {
     const u64_row rows[] = {
@@ -645,6 +669,7 @@ int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out)
     render_requests(&r, s);
     render_queue(&r, s);
     render_engines(&r, s);
+    render_cluster(&r, s);
     render_index(&r, s);
     render_server(&r, s);
     render_conn(&r, s);

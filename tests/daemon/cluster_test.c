@@ -13,7 +13,8 @@
  *              exits 0
  *   kill       a world of 3: rank 2 killed with SIGKILL; the next requests
  *              get FT_ECONN "cluster: rank 2: the connection was lost", INFO
- *              says which rank is down, /healthz answers 503 saying so;
+ *              says which rank is down, /healthz answers 503 saying so, /metrics has
+ *              flashtrie_cluster_rank_up 0 for it (1 again after the rejoin);
  *              rank 2 restarted with the same config rejoins: INFO and
  *              /healthz up again, every answer equal to the unsharded
  *              index's; a second rank 2 is refused as a duplicate (exit
@@ -337,6 +338,19 @@ static int healthz(const char *base, char **body)
     return tn_http_get(base, "/healthz", body, NULL, NULL, 0);
 }
 
+/* expect_ranks scrapes /metrics and checks that it holds the cluster's
+ * family as want (the TYPE line and every rank's sample). */
+static void expect_ranks(const char *base, const char *want)
+{
+    char *body;
+    FT_CHECK_EQ_U64(tn_http_get(base, "/metrics", &body, NULL, NULL, 0), 200);
+    if (strstr(body, want) == NULL) {
+        fprintf(stderr, "/metrics lacks\n%s\nit holds:\n%s\n", want, body);
+        exit(1);
+    }
+    free(body);
+}
+
 static void case_kill(void)
 {
     make_lib();
@@ -393,6 +407,10 @@ static void case_kill(void)
     FT_CHECK_EQ_U64(healthz(base, &body), 503);
     FT_CHECK_STR(body, "cluster: rank 2: the connection was lost\n");
     free(body);
+    expect_ranks(base, "# TYPE flashtrie_cluster_rank_up gauge\n"
+                       "flashtrie_cluster_rank_up{rank=\"0\",shards=\"0..0\"} 1\n"
+                       "flashtrie_cluster_rank_up{rank=\"1\",shards=\"1..1\"} 1\n"
+                       "flashtrie_cluster_rank_up{rank=\"2\",shards=\"2..3\"} 0\n");
 
     /* Rank 2 restarted with the same config: it registers, passes the
      * same checks, gets the session again; the cluster is up again and
@@ -407,6 +425,7 @@ static void case_kill(void)
     FT_CHECK_EQ_U64(healthz(base, &body), 200);
     FT_CHECK_STR(body, "ok\n");
     free(body);
+    expect_ranks(base, "flashtrie_cluster_rank_up{rank=\"2\",shards=\"2..3\"} 1\n");
     check_answers(c, 8, "world 3 after rank 2 rejoined");
     check_answers(c, 5, "world 3 after rank 2 rejoined, 5 per message");
     /* A second process claiming rank 2, which is up: refused. */
