@@ -208,11 +208,14 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         .flag = "metrics", .flag_arg = "URL",
         .show = SHOWN | FT_CONFIG_SHOW_CHECK,
         .doc = "http:// address serving /metrics, /healthz, /livez, /readyz; empty = off"},
+    /* At most FT_CLUSTER_MAX_RANKS (router/cluster.h) ranks: a larger
+     * world passed every check here and was refused only at start, once
+     * the manifest was open ("the world must be 2..1024"). */
     [FT_CONFIG_S_CLUSTER_RANK] = {.name = "cluster.rank", .type = FT_CONFIG_INT,
-        .min = 0, .max = 65535, .def = "0", AT(cluster_rank), .show = SHOWN,
+        .min = 0, .max = 1023, .def = "0", AT(cluster_rank), .show = SHOWN,
         .doc = "this process's rank in a multi-process shard group"},
     [FT_CONFIG_S_CLUSTER_WORLD] = {.name = "cluster.world",
-        .type = FT_CONFIG_INT, .min = 1, .max = 65536, .def = "1",
+        .type = FT_CONFIG_INT, .min = 1, .max = 1024, .def = "1",
         AT(cluster_world), .show = SHOWN,
         .doc = "number of processes in the shard group; 1 = no cluster"},
     [FT_CONFIG_S_CLUSTER_COORDINATOR] = {.name = "cluster.coordinator",
@@ -230,7 +233,7 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
     [FT_CONFIG_S_CLUSTER_SECRET] = {.name = "cluster.secret",
         .type = FT_CONFIG_STRING, STRMAX(cluster_secret), .def = "",
         AT(cluster_secret),
-        .doc = "shared secret every rank sends when it registers; a rank with another is refused; empty = none (travels in clear without tls+tcp://)"},
+        .doc = "shared secret every rank sends when it registers; a rank with another is refused; empty = none (travels in clear: the coordinator has no TLS)"},
 };
 
 /* The fields of one listeners element: not settings of their own (no
@@ -923,6 +926,37 @@ static int fail(const ft_config *cfg, ft_config_source src, const char *name,
     return FT_ECONFIG;
 }
 
+/* addr_of gives the address a URL of this server listens on: HOST:PORT
+ * of tcp://, tls+tcp:// and http:// (the metrics), the path of ipc://
+ * (*ipc set); NULL for anything else.  Compared as written: two spellings
+ * of one address (localhost and 127.0.0.1) are not told alike. */
+static const char *addr_of(const char *url, size_t *len, int *ipc)
+{
+    static const char *const tcp[] = {"tcp://", "tls+tcp://", "http://"};
+    *ipc = strncmp(url, "ipc://", 6) == 0;
+    if (*ipc) {
+        *len = strlen(url + 6);
+        return url + 6;
+    }
+    for (size_t i = 0; i < sizeof tcp / sizeof tcp[0]; i++) {
+        size_t n = strlen(tcp[i]);
+        if (strncmp(url, tcp[i], n) == 0) {
+            *len = strcspn(url + n, "/");
+            return url + n;
+        }
+    }
+    return NULL;
+}
+
+/* same_addr says whether URLs a and b would listen on one address. */
+static int same_addr(const char *a, const char *b)
+{
+    size_t na, nb;
+    int ia, ib;
+    const char *x = addr_of(a, &na, &ia), *y = addr_of(b, &nb, &ib);
+    return x && y && ia == ib && na == nb && memcmp(x, y, na) == 0;
+}
+
 int ft_config_validate(const ft_config *cfg, char *errbuf, size_t errlen)
 {
     if (cfg->index_path[0] == 0) {
@@ -1004,6 +1038,42 @@ int ft_config_validate(const ft_config *cfg, char *errbuf, size_t errlen)
         return fail(cfg, cfg->src[FT_CONFIG_S_CLUSTER_WORLD],
                     "cluster.coordinator", errbuf, errlen,
                     "required when cluster.world is %u", cfg->cluster_world);
+    /* The cluster's socket has no TLS settings (docs/sharding.md,
+     * "Security of the coordinator"): on tls+tcp:// rank 0 listened
+     * without a certificate, every handshake failed unseen, and both
+     * sides waited out join_timeout_ms ("never reached it"). */
+    if (cfg->cluster_world > 1 &&
+        strncmp(cfg->cluster_coordinator, "tls+tcp://", 10) == 0)
+        return fail(cfg, cfg->src[FT_CONFIG_S_CLUSTER_COORDINATOR],
+                    "cluster.coordinator", errbuf, errlen,
+                    "'%s': the cluster has no TLS yet; use tcp:// on a "
+                    "private network, ipc://, or a tunnel",
+                    cfg->cluster_coordinator);
+    /* Two sockets of this process on one address: the second failed to
+     * listen ("Address in use") only once the index was open (and, for the
+     * coordinator's port, once every rank had joined), naming the client
+     * listener alone.  Ranks other than 0 open neither listeners nor
+     * metrics, and dial the coordinator. */
+    if (cfg->cluster_world > 1 && cfg->cluster_rank > 0)
+        return FT_OK;
+    for (uint32_t i = 0; cfg->metrics[0] && i < cfg->n_listeners; i++)
+        if (same_addr(cfg->metrics, cfg->listeners[i].url))
+            return fail(cfg, cfg->src[FT_CONFIG_S_METRICS], "metrics", errbuf,
+                        errlen, "'%s' has the address of listeners[%u] "
+                        "('%s')", cfg->metrics, i, cfg->listeners[i].url);
+    if (cfg->cluster_world == 1)
+        return FT_OK;
+    const char *co = cfg->cluster_coordinator;
+    ft_config_source cs = cfg->src[FT_CONFIG_S_CLUSTER_COORDINATOR];
+    for (uint32_t i = 0; i < cfg->n_listeners; i++)
+        if (same_addr(co, cfg->listeners[i].url))
+            return fail(cfg, cs, "cluster.coordinator", errbuf, errlen,
+                        "'%s' has the address of listeners[%u] ('%s')", co, i,
+                        cfg->listeners[i].url);
+    if (cfg->metrics[0] && same_addr(co, cfg->metrics))
+        return fail(cfg, cs, "cluster.coordinator", errbuf, errlen,
+                    "'%s' has the address of metrics ('%s')", co,
+                    cfg->metrics);
     return FT_OK;
 }
 

@@ -139,7 +139,14 @@ int srv_cluster_gen(server *srv, int sfd, ft_gen **out, char *err,
 int srv_cluster_worker(server *srv, int sfd)
 {
     sig_watch w = {sfd, 0};
-    if (srv->cfg.n_listeners > 0 || srv->cfg.metrics[0])
+    /* Only listeners the file or the flags name: without any, the
+     * settings hold the default one (tcp://127.0.0.1:7710), which no
+     * operator asked for, and a rank configured right was warned too. */
+    int given = srv->cfg.metrics[0] != 0;
+    for (uint32_t i = 0; i < srv->cfg.n_listeners; i++)
+        if (srv->cfg.listeners[i].at.kind != FT_CONFIG_SRC_DEFAULT)
+            given = 1;
+    if (given)
         FT_LOGF(FT_LOG_WARN, "cluster rank %u: listeners and metrics are "
                 "rank 0's; this rank opens none", srv->cfg.cluster_rank);
     ft_library *lib;

@@ -89,6 +89,7 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
     s->draining = atomic_load(&srv->draining);
     s->starting = srv->http != NULL && !atomic_load(&srv->http->ready);
     s->loading = srv->http != NULL && !atomic_load(&srv->http->loaded);
+    s->cluster_world = srv->cfg.cluster_world;
     s->in_flight = atomic_load(&srv->inflight);
     s->connections_opened = atomic_load(&srv->pipes_added);
     s->connections_closed = atomic_load(&srv->pipes_removed);
@@ -131,8 +132,15 @@ void srv_metrics_take(server *srv, srv_metrics_snap *s)
     s->index_bytes = g->info.file_bytes;
     s->shards = g->shards;
     s->n_eng = g->n_eng;
-    if (srv->cluster)
+    if (srv->cluster) {
         ft_cluster_down(srv->cluster, s->cluster_down, sizeof s->cluster_down);
+        s->cl_ranks = ft_cluster_world(srv->cluster);
+        char why[240];
+        for (uint32_t r = 0; r < s->cl_ranks; r++)
+            s->cl_rank[r].up = ft_cluster_rank_state(
+                srv->cluster, r, &s->cl_rank[r].first, &s->cl_rank[r].count,
+                why, sizeof why);
+    }
     for (size_t i = 0; i < g->n_eng && i < FT_SLOT_MAX_REPLICAS; i++) {
         srv_metrics_engine *e = &s->eng[i];
         /* The kind names are static strings, so they outlive g. */
@@ -510,6 +518,23 @@ static void render_engines(render *r, const srv_metrics_snap *s)
                s->engine_failed_requests);
 }
 
+/* render_cluster writes each rank's state on rank 0 of a cluster: a rank
+ * down fails every request, and without it a scrape showed the one
+ * replica up (flashtrie_engine_up 1) while /healthz and INFO said down. */
+static void render_cluster(render *r, const srv_metrics_snap *s)
+{
+    if (s->cl_ranks == 0)
+        return;
+    family(r, "flashtrie_cluster_rank_up", "gauge",
+           "1 while the cluster rank serves its shards, 0 while it is down "
+           "(every request fails then).");
+    for (uint32_t i = 0; i < s->cl_ranks; i++)
+        put(r, "flashtrie_cluster_rank_up{rank=\"%u\",shards=\"%u..%u\"} "
+            "%d\n", i, s->cl_rank[i].first,
+            s->cl_rank[i].first + s->cl_rank[i].count - 1,
+            s->cl_rank[i].up ? 1 : 0);
+}
+
 static void render_index(render *r, const srv_metrics_snap *s)
 {
     const u64_row rows[] = {
@@ -644,6 +669,7 @@ int srv_metrics_render(const srv_metrics_snap *s, ft_buf *out)
     render_requests(&r, s);
     render_queue(&r, s);
     render_engines(&r, s);
+    render_cluster(&r, s);
     render_index(&r, s);
     render_server(&r, s);
     render_conn(&r, s);
@@ -670,11 +696,24 @@ static size_t describe_failed(const srv_metrics_snap *s, char *out,
     return failed;
 }
 
+/* loading_reason says why a server is starting before its index is open:
+ * rank 0 of a cluster waits there for the other ranks too (up to
+ * cluster.join_timeout_ms), which "opening the index" alone hid: an
+ * operator looked at the disk, not at the ranks. */
+static void loading_reason(uint32_t world, char *out, size_t len)
+{
+    if (world > 1)
+        snprintf(out, len, "starting: opening the index and waiting for the "
+                 "cluster's other ranks to join (world %u)", world);
+    else
+        snprintf(out, len, "starting: opening the index");
+}
+
 int srv_metrics_health(const srv_metrics_snap *s, char *reason,
                        size_t reasonlen)
 {
     if (s->loading) {
-        snprintf(reason, reasonlen, "starting: opening the index");
+        loading_reason(s->cluster_world, reason, reasonlen);
         return 503;
     }
     /* A cluster with a rank down answers no request at all. */
@@ -780,8 +819,10 @@ static void on_metrics(nng_aio *aio)
         return;
     server *srv = h->srv;
     if (!atomic_load(&h->loaded)) {
-        static const char m[] = "starting: opening the index\n";
-        reply(aio, 503, "text/plain; charset=utf-8", m, sizeof m - 1);
+        char m[160];
+        loading_reason(srv->cfg.cluster_world, m, sizeof m - 1);
+        strcat(m, "\n");
+        reply(aio, 503, "text/plain; charset=utf-8", m, strlen(m));
         atomic_fetch_sub(&h->active, 1);
         return;
     }

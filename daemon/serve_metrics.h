@@ -67,6 +67,8 @@ typedef struct srv_metrics_snap {
     double uptime_s;
     int draining;
     int starting;                    /* the request listeners are not open */
+    uint32_t cluster_world;          /* cluster.world: while loading, rank 0
+                                      * also waits for the other ranks */
     int loading;                     /* the index is not open yet: only the
                                         fields above are filled */
     long in_flight;                  /* messages not answered yet */
@@ -97,6 +99,13 @@ typedef struct srv_metrics_snap {
         uint64_t used, total;         /* bytes (fti_gpu_memory) */
     } gpu[FT_SLOT_MAX_REPLICAS];
     char cluster_down[240];           /* a cluster rank is down: why */
+    /* rank 0 of a cluster: every rank's state, as INFO's # cluster has
+     * it (flashtrie_cluster_rank_up); cl_ranks is 0 without a cluster */
+    uint32_t cl_ranks;
+    struct {
+        uint32_t first, count; /* its shards */
+        int up;
+    } cl_rank[FT_CLUSTER_MAX_RANKS];
     /* Connections (serve_conn.c) and the process (issue 38, 39). */
     size_t n_listeners;
     srv_metrics_listener listener[FT_CONFIG_MAX_LISTENERS];

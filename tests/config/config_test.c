@@ -431,7 +431,13 @@ static void test_errors(void)
     BAD("caps = { max_results = 5000; };\n",
         "t.conf:1: caps.max_results: must be 1..4096, got 5000");
     BAD("cluster = { world = 0; };\n",
-        "t.conf:1: cluster.world: must be 1..65536, got 0");
+        "t.conf:1: cluster.world: must be 1..1024, got 0");
+    /* A cluster holds at most 1024 ranks (router/cluster.h): more is
+     * refused here, not only once serve has opened the manifest. */
+    BAD("cluster = { world = 1025; coordinator = \"ipc:///x\"; };\n",
+        "t.conf:1: cluster.world: must be 1..1024, got 1025");
+    BAD("cluster = { rank = 1024; };\n",
+        "t.conf:1: cluster.rank: must be 0..1023, got 1024");
     BAD("replicas = 0;\n", "t.conf:1: replicas: must be 1..64, got 0");
     BAD("devices = [0, 0];\n", "t.conf:1: devices: 0 is listed twice");
     BAD("devices = [];\n", "t.conf:1: devices: must hold 1..64 integers, got 0");
@@ -548,6 +554,36 @@ static void test_validate(void)
               "t.conf:4: cluster.rank: must be below cluster.world (2), got 2");
     BAD_VALID("index = \"i\";\ncluster = {\n  world = 2;\n};\n",
               "t.conf:3: cluster.coordinator: required when cluster.world is 2");
+    /* One address for two sockets of a server: refused here, not once
+     * the index is open and (the coordinator) every rank joined. */
+    BAD_VALID("index = \"i\";\nlisteners = ( { url = \"ipc:///tmp/c\"; } );\n"
+              "cluster = {\n  world = 2;\n  coordinator = \"ipc:///tmp/c\";\n};\n",
+              "t.conf:5: cluster.coordinator: 'ipc:///tmp/c' has the address "
+              "of listeners[0] ('ipc:///tmp/c')");
+    /* the default listener counts too */
+    BAD_VALID("index = \"i\";\n"
+              "cluster = { world = 2; coordinator = \"tcp://127.0.0.1:7710\"; };\n",
+              "t.conf:2: cluster.coordinator: 'tcp://127.0.0.1:7710' has the "
+              "address of listeners[0] ('tcp://127.0.0.1:7710')");
+    BAD_VALID("index = \"i\";\nmetrics = \"http://127.0.0.1:9700\";\n"
+              "cluster = { world = 2; coordinator = \"tcp://127.0.0.1:9700\"; };\n",
+              "t.conf:3: cluster.coordinator: 'tcp://127.0.0.1:9700' has the "
+              "address of metrics ('http://127.0.0.1:9700')");
+    BAD_VALID("index = \"i\";\nlisteners = ( { url = \"ipc:///tmp/a\"; },\n"
+              "  { url = \"tls+tcp://127.0.0.1:9700\"; tls = { cert = \"c\"; "
+              "key = \"k\"; }; } );\nmetrics = \"http://127.0.0.1:9700/\";\n",
+              "t.conf:4: metrics: 'http://127.0.0.1:9700/' has the address of "
+              "listeners[1] ('tls+tcp://127.0.0.1:9700')");
+    /* The cluster has no TLS settings: a tls+tcp:// coordinator could
+     * never be reached. */
+    BAD_VALID("index = \"i\";\ncluster = { world = 2; rank = 1;\n"
+              "  coordinator = \"tls+tcp://10.0.0.1:7711\"; };\n",
+              "t.conf:3: cluster.coordinator: 'tls+tcp://10.0.0.1:7711': the "
+              "cluster has no TLS yet; use tcp:// on a private network, "
+              "ipc://, or a tunnel");
+    /* A rank other than 0 dials the coordinator and opens no listener. */
+    load_ok("index = \"i\";\ncluster = { world = 2; rank = 1;"
+            " coordinator = \"tcp://127.0.0.1:7710\"; };\n");
     load_ok("index = \"i\";\ncluster = { world = 2; rank = 1;"
             " coordinator = \"tcp://10.0.0.1:7710\"; };\n");
     FT_CHECK_EQ_U64(cfg.cluster_rank, 1);

@@ -13,7 +13,8 @@
  *              exits 0
  *   kill       a world of 3: rank 2 killed with SIGKILL; the next requests
  *              get FT_ECONN "cluster: rank 2: the connection was lost", INFO
- *              says which rank is down, /healthz answers 503 saying so;
+ *              says which rank is down, /healthz answers 503 saying so, /metrics has
+ *              flashtrie_cluster_rank_up 0 for it (1 again after the rejoin);
  *              rank 2 restarted with the same config rejoins: INFO and
  *              /healthz up again, every answer equal to the unsharded
  *              index's; a second rank 2 is refused as a duplicate (exit
@@ -30,7 +31,9 @@
  *              refused rank's log and exit 1: a different manifest, a
  *              duplicate rank, a wrong world; a frame without the magic
  *              dropped, a registration cut short refused (FT_EPROTO); the cluster then starts with
- *              the right rank and answers; a coordinator missing a rank
+ *              the right rank and answers (a rank whose file names no
+ *              listener does not warn of listeners, one that names some
+ *              does); a coordinator missing a rank
  *              gives up on SIGTERM (exit 1, saying how many are missing)
  *   leave      how a rank learns the coordinator went, with the orderings
  *              a loaded machine gives: a rank slowed down (the test hook
@@ -335,6 +338,19 @@ static int healthz(const char *base, char **body)
     return tn_http_get(base, "/healthz", body, NULL, NULL, 0);
 }
 
+/* expect_ranks scrapes /metrics and checks that it holds the cluster's
+ * family as want (the TYPE line and every rank's sample). */
+static void expect_ranks(const char *base, const char *want)
+{
+    char *body;
+    FT_CHECK_EQ_U64(tn_http_get(base, "/metrics", &body, NULL, NULL, 0), 200);
+    if (strstr(body, want) == NULL) {
+        fprintf(stderr, "/metrics lacks\n%s\nit holds:\n%s\n", want, body);
+        exit(1);
+    }
+    free(body);
+}
+
 static void case_kill(void)
 {
     make_lib();
@@ -391,6 +407,10 @@ static void case_kill(void)
     FT_CHECK_EQ_U64(healthz(base, &body), 503);
     FT_CHECK_STR(body, "cluster: rank 2: the connection was lost\n");
     free(body);
+    expect_ranks(base, "# TYPE flashtrie_cluster_rank_up gauge\n"
+                       "flashtrie_cluster_rank_up{rank=\"0\",shards=\"0..0\"} 1\n"
+                       "flashtrie_cluster_rank_up{rank=\"1\",shards=\"1..1\"} 1\n"
+                       "flashtrie_cluster_rank_up{rank=\"2\",shards=\"2..3\"} 0\n");
 
     /* Rank 2 restarted with the same config: it registers, passes the
      * same checks, gets the session again; the cluster is up again and
@@ -405,6 +425,7 @@ static void case_kill(void)
     FT_CHECK_EQ_U64(healthz(base, &body), 200);
     FT_CHECK_STR(body, "ok\n");
     free(body);
+    expect_ranks(base, "flashtrie_cluster_rank_up{rank=\"2\",shards=\"2..3\"} 1\n");
     check_answers(c, 8, "world 3 after rank 2 rejoined");
     check_answers(c, 5, "world 3 after rank 2 rejoined, 5 per message");
     /* A second process claiming rank 2, which is up: refused. */
@@ -563,6 +584,23 @@ static void join_last(int slot, const char *what)
     FT_CHECK_EQ_U64(wait_exit(slot, 10000), 0);
 }
 
+/* drop_listeners rewrites DIR/name without its listeners line: a rank's
+ * file as ops/config/cluster-rank1.conf has it. */
+static void drop_listeners(const char *name)
+{
+    char path[300], line[1024], text[4096] = "";
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "r");
+    FT_CHECK(f != NULL);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "listeners", 9) != 0) {
+            FT_CHECK(strlen(text) + strlen(line) < sizeof text);
+            strcat(text, line);
+        }
+    fclose(f);
+    th_write_file(path, text, "w");
+}
+
 static void case_bootstrap(void)
 {
     make_lib();
@@ -571,6 +609,7 @@ static void case_bootstrap(void)
     write_conf("c0.conf", "m3.ftm", 0, 3, 8, NULL);
     write_conf("c1.conf", "m3.ftm", 1, 3, 8, NULL);
     write_conf("c2.conf", "m3.ftm", 2, 3, 8, NULL);
+    drop_listeners("c2.conf");
     write_conf("bad_manifest.conf", "m5.ftm", 2, 3, 8, NULL);
     write_conf("bad_world.conf", "m3.ftm", 1, 2, 8, NULL);
     spawn_coord("log");
@@ -635,10 +674,30 @@ static void case_bootstrap(void)
 
     /* The right rank 2: the session starts and answers. */
     join_last(5, "world 3 after refusals");
+    /* A rank warns of listeners its file names (rank 1), and of none
+     * when the file has none (rank 2: the default one is no choice). */
+    expect_log("log1", "cluster rank 1: listeners and metrics are rank 0's; "
+                       "this rank opens none");
+    expect_log("log5", "cluster rank 2 of 3 serving");
+    FT_CHECK(!file_has("log5", "listeners and metrics are rank 0's"));
 
-    /* A coordinator whose ranks never come gives up on SIGTERM. */
+    /* A coordinator whose ranks never come gives up on SIGTERM.  Until
+     * then its probes say it waits for the ranks, not only for its index
+     * (which is open). */
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", tn_free_port());
+    write_conf("c0.conf", "m3.ftm", 0, 3, 8, base);
     spawn_coord("log_alone");
     FT_CHECK(log_within("log_alone", "waiting for the ranks on", 500));
+    const char *wait = "starting: opening the index and waiting for the "
+                       "cluster's other ranks to join (world 3)\n";
+    char *body;
+    FT_CHECK_EQ_U64(healthz(base, &body), 503);
+    FT_CHECK_STR(body, wait);
+    free(body);
+    FT_CHECK_EQ_U64(tn_http_get(base, "/metrics", &body, NULL, NULL, 0), 503);
+    FT_CHECK_STR(body, wait);
+    free(body);
     double ms;
     FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 5000, &ms), 1);
     expect_log("log_alone", "cannot serve: cluster: start given up (a signal) "

@@ -540,10 +540,36 @@ static void case_render(void)
     FT_CHECK(check_histogram(&sc, "flashtrie_request_duration_seconds") == 0);
     FT_CHECK(check_histogram(&sc, "flashtrie_batch_size") == 0);
     FT_CHECK(!has_sample(&sc, "flashtrie_engine_up"));
+    FT_CHECK(!has_sample(&sc, "flashtrie_cluster_rank_up"));
     FT_CHECK(has_sample(&sc, "flashtrie_build_info"));
     /* 39 families: the per-listener ones need listeners and process_*
      * a process read (ok). */
     FT_CHECK_EQ_U64(sc.n_fam, 39);
+    ft_buf_free(&text);
+
+    /* Rank 0 of a cluster whose rank 1 is down: the replica's engine is
+     * up, the rank is not, and each rank has its series. */
+    memset(&s, 0, sizeof s);
+    s.n_eng = 1;
+    s.eng[0] = (srv_metrics_engine){"cpu", -1, 1, 0, 0, ""};
+    s.cl_ranks = 2;
+    s.cl_rank[0].count = 2;
+    s.cl_rank[0].up = 1;
+    s.cl_rank[1].first = 2;
+    s.cl_rank[1].count = 3;
+    snprintf(s.cluster_down, sizeof s.cluster_down,
+             "rank 1: the connection was lost");
+    FT_CHECK_EQ_U64(srv_metrics_health(&s, reason, sizeof reason), 503);
+    FT_CHECK_STR(reason, "cluster: rank 1: the connection was lost");
+    render_snap(&s, &sc, &text);
+    FT_CHECK(value_of(&sc, "flashtrie_cluster_rank_up",
+                      "rank=\"0\",shards=\"0..1\"") == 1);
+    FT_CHECK(value_of(&sc, "flashtrie_cluster_rank_up",
+                      "rank=\"1\",shards=\"2..4\"") == 0);
+    FT_CHECK(strstr((const char *)text.data,
+                    "\n# TYPE flashtrie_cluster_rank_up gauge\n"
+                    "flashtrie_cluster_rank_up{rank=\"0\",shards=\"0..1\"} 1\n"
+                    "flashtrie_cluster_rank_up{rank=\"1\",shards=\"2..4\"} 0\n"));
     ft_buf_free(&text);
 
     /* Listeners and their probe (issue 39); the process (issue 38). */
