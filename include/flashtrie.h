@@ -23,8 +23,20 @@
  *    searches (requests and results), the index and library queries
  *    (keys, prefixes, callbacks) and the AR calls (beams, inputs, outputs)
  *    check theirs and return FT_EINVAL, named in errbuf (or ft_ar_error)
- *    where the call has one.  What no call can check: a closed or freed
- *    object, an options struct not filled by its *_init function beyond
+ *    where the call has one.
+ *  - A NULL object handle (ft_builder, ft_index, ft_library, ft_engine,
+ *    ft_searcher, ft_ar; ft_client and ft_client_results in
+ *    flashtrie_client.h) is refused by every call that takes one: a call
+ *    that returns a status returns FT_EINVAL (errbuf, where the call has
+ *    one, names it: "engine: index is NULL"; ft_ar_error(NULL) and
+ *    ft_builder_error(NULL) say "ar: NULL" and "builder: NULL"), the
+ *    close, destroy and free calls do nothing (as free(NULL) does), and
+ *    the getters return the neutral value their comment gives (0, NULL,
+ *    "", or FT_ENGINE_AUTO for a kind), writing nothing through their
+ *    out-pointers.
+ *  - What no call can check: a closed or freed (dangling) handle, which
+ *    cannot be told from a live one (using one is undefined: it may
+ *    crash), an options struct not filled by its *_init function beyond
  *    the fields it validates, arrays shorter than their stated counts, and
  *    (AR) host pointers given to a GPU session or device pointers to a CPU
  *    session.
@@ -298,7 +310,8 @@ FT_API int ft_builder_add(ft_builder *b, const uint32_t *toks, size_t n,
 FT_API int ft_builder_add_auto(ft_builder *b, const uint32_t *toks, size_t n);
 
 /* ft_builder_error returns the message of the last failed call ("" if
- * none); it lives until the next call on b. */
+ * none); it lives until the next call on b.  "builder: NULL" for a NULL
+ * b (static). */
 FT_API const char *ft_builder_error(const ft_builder *b);
 
 /* ft_builder_finish writes the index to output (aside, then renamed).
@@ -398,12 +411,13 @@ FT_API void ft_library_close(ft_library *lib);
 FT_API int ft_library_open_part(ft_library **out, const char *path,
                                 unsigned flags, uint32_t first, uint32_t count,
                                 char *errbuf, size_t errlen);
-/* ft_library_shards is 1 for a plain index. */
+/* ft_library_shards is 1 for a plain index (0 for a NULL lib). */
 FT_API size_t ft_library_shards(const ft_library *lib);
-/* ft_library_shard returns shard s's index (in token order). */
+/* ft_library_shard returns shard s's index (in token order); NULL past
+ * the end or for a NULL lib. */
 FT_API const ft_index *ft_library_shard(const ft_library *lib, size_t s);
 /* ft_library_is_manifest is non-zero when the library came from a
- * manifest (even one of one shard). */
+ * manifest (even one of one shard); 0 for a NULL lib. */
 FT_API int ft_library_is_manifest(const ft_library *lib);
 /* ft_library_info_get, _lookup and _prefix are the ft_index_ calls over
  * the whole library (counts summed, lookups routed by first token). */
@@ -435,13 +449,16 @@ FT_API int ft_index_children(ft_node_children *ch, const ft_index *idx,
                              uint64_t node);
 
 /* ft_index_child_label returns the label (token) of child i (0-based,
- * i < ch->count) of ch.  Neither i nor ch (which ft_index_children must
- * have filled, over this idx) is checked: it returns no error. */
+ * i < ch->count) of ch.  Neither i nor the contents of ch (which
+ * ft_index_children must have filled, over this idx) are checked: it
+ * returns no error.  A NULL idx or ch gives 0 (a label like any other:
+ * do not pass them). */
 FT_API uint32_t ft_index_child_label(const ft_index *idx,
                                      const ft_node_children *ch, uint64_t i);
 
-/* ft_index_child_find sets *i to the position of the child labelled tok;
- * FT_ENOTFOUND when there is none. */
+/* ft_index_child_find sets *i (may be NULL) to the position of the child
+ * labelled tok; FT_ENOTFOUND when there is none, FT_EINVAL for a NULL idx
+ * or ch. */
 FT_API int ft_index_child_find(uint64_t *i, const ft_index *idx,
                                const ft_node_children *ch, uint32_t tok);
 
@@ -463,7 +480,8 @@ typedef struct ft_library_shard_info {
     const char *name;    /* the shard file, relative to the manifest */
 } ft_library_shard_info;
 
-/* ft_library_shard_get fills out for shard s; FT_EINVAL past the end. */
+/* ft_library_shard_get fills out for shard s; FT_EINVAL past the end or
+ * for a NULL out or lib. */
 FT_API int ft_library_shard_get(ft_library_shard_info *out,
                                 const ft_library *lib, size_t s);
 
@@ -492,7 +510,8 @@ typedef struct ft_split_stats {
  * manifest at OUTPUT, so a failed build leaves neither a half shard nor a
  * manifest naming one (only a failing rename can leave some new shards in
  * place, which an old manifest then refuses by their checksums).  Each
- * shard written is logged at FT_LOG_INFO. */
+ * shard written is logged at FT_LOG_INFO.  FT_EINVAL for a NULL o (or no
+ * output) or idx ("split: index is NULL"). */
 FT_API int ft_split(ft_split_stats *st, const ft_index *idx,
                     const ft_split_opts *o, char *errbuf, size_t errlen);
 
@@ -671,27 +690,34 @@ typedef struct ft_engine ft_engine;
 
 FT_API void ft_engine_opts_init(ft_engine_opts *opts);
 
-/* ft_engine_open creates an engine over idx (which must outlive it).  The
- * GPU engine returns FT_ENODEV when no GPU is usable, FT_ENOTSUP when the
- * library was built without CUDA.  An engine serves one caller at a time:
- * calls on one engine must not overlap (use one engine per thread, or a
- * lock); different engines over one index may run at once. */
+/* ft_engine_open creates an engine over idx (which must outlive it; NULL
+ * is FT_EINVAL, "engine: index is NULL").  The GPU engine returns
+ * FT_ENODEV when no GPU is usable, FT_ENOTSUP when the library was built
+ * without CUDA.  An engine serves one caller at a time: calls on one
+ * engine must not overlap (use one engine per thread, or a lock);
+ * different engines over one index may run at once. */
 FT_API int ft_engine_open(ft_engine **out, const ft_index *idx,
                           const ft_engine_opts *opts, char *errbuf,
                           size_t errlen);
 FT_API void ft_engine_close(ft_engine *eng);
+/* ft_engine_name is the engine's kind name ("cpu" or "gpu"); "" for a
+ * NULL eng. */
 FT_API const char *ft_engine_name(const ft_engine *eng);
 /* ft_engine_note says in one line which engine runs and why (for
- * FT_ENGINE_AUTO: the GPU's name, or why no GPU engine could start). */
+ * FT_ENGINE_AUTO: the GPU's name, or why no GPU engine could start); ""
+ * for a NULL eng. */
 FT_API const char *ft_engine_note(const ft_engine *eng);
 /* ft_engine_get_opts copies the options the engine was opened with (with
- * its defaults resolved where it resolves them). */
+ * its defaults resolved where it resolves them); nothing for a NULL opts
+ * or eng. */
 FT_API void ft_engine_get_opts(ft_engine_opts *opts, const ft_engine *eng);
 /* ft_engine_failed is non-zero once an engine error (a CUDA error) took the
- * engine out of service; it then answers every call with FT_ESTATE. */
+ * engine out of service; it then answers every call with FT_ESTATE.  0
+ * for a NULL eng. */
 FT_API int ft_engine_failed(const ft_engine *eng);
 /* ft_engine_timing_report writes the engine's host-side phase timings (opened
- * with opts.timing) as text into buf; an empty string when it keeps none. */
+ * with opts.timing) as text into buf; an empty string when it keeps none
+ * (or eng is NULL), nothing when buf is NULL or len 0. */
 FT_API void ft_engine_timing_report(const ft_engine *eng, char *buf,
                                     size_t len);
 
@@ -734,10 +760,13 @@ FT_API void ft_searcher_close(ft_searcher *s);
 /* ft_searcher_search_batch is ft_engine_search_batch over the library. */
 FT_API int ft_searcher_search_batch(ft_searcher *s, const ft_request *reqs,
                                     size_t n, ft_result *res);
+/* ft_searcher_note is ft_engine_note for the searcher; "" for a NULL s. */
 FT_API const char *ft_searcher_note(const ft_searcher *s);
-/* ft_searcher_failed is non-zero once an engine of the searcher failed. */
+/* ft_searcher_failed is non-zero once an engine of the searcher failed
+ * (0 for a NULL s). */
 FT_API int ft_searcher_failed(const ft_searcher *s);
-/* ft_searcher_kind is the engine kind the searcher runs (CPU or GPU). */
+/* ft_searcher_kind is the engine kind the searcher runs (CPU or GPU);
+ * FT_ENGINE_AUTO, which no searcher runs, for a NULL s. */
 FT_API ft_engine_kind ft_searcher_kind(const ft_searcher *s);
 
 /* ft_index_value_at gives the value of the key with the given key index
@@ -745,7 +774,7 @@ FT_API ft_engine_kind ft_searcher_kind(const ft_searcher *s);
  * may be NULL. */
 FT_API int ft_index_value_at(uint64_t *value, const ft_index *idx,
                              uint64_t key_index);
-/* ft_index_keys is the number of keys of idx. */
+/* ft_index_keys is the number of keys of idx (0 for a NULL idx). */
 FT_API uint64_t ft_index_keys(const ft_index *idx);
 
 /* ---- Autoregressive steps (docs/autoregressive.md) ----------------------
@@ -814,13 +843,20 @@ FT_API void ft_ar_opts_init(ft_ar_opts *o);
 /* ft_ar_open starts a session over idx (which must outlive it).  A GPU
  * session copies the trie and the values to the device once; FT_ENODEV
  * without a usable GPU, FT_ENOTSUP in a build without CUDA.  Bad options
- * are FT_EINVAL naming the field. */
+ * are FT_EINVAL naming the field.
+ *
+ * Every call below given a NULL ar refuses it as the conventions at the
+ * top say: FT_EINVAL (ft_ar_error(NULL) is "ar: NULL"), a free that
+ * does nothing (a buffer handed to ft_ar_free or the _free calls with a
+ * NULL ar stays allocated), FT_ENGINE_AUTO from ft_ar_kind. */
 FT_API int ft_ar_open(ft_ar **out, const ft_index *idx, const ft_ar_opts *o,
                char *errbuf, size_t errlen);
 FT_API void ft_ar_close(ft_ar *ar);
-/* ft_ar_kind is the engine kind the session runs (CPU or GPU). */
+/* ft_ar_kind is the engine kind the session runs (CPU or GPU);
+ * FT_ENGINE_AUTO, which no session runs, for a NULL ar. */
 FT_API ft_engine_kind ft_ar_kind(const ft_ar *ar);
-/* ft_ar_get_opts copies the session's options, defaults resolved. */
+/* ft_ar_get_opts copies the session's options, defaults resolved (nothing
+ * for a NULL o or ar). */
 FT_API void ft_ar_get_opts(ft_ar_opts *o, const ft_ar *ar);
 /* ft_ar_configure changes the search parameters between decodes: beam
  * and results at most the opened ones (buffers keep their size),
@@ -835,7 +871,8 @@ FT_API int ft_ar_configure(ft_ar *ar, uint32_t beam, uint32_t results,
 FT_API int ft_ar_memcpy(ft_ar *ar, void *dst, const void *src, size_t bytes,
                  int to_session);
 /* ft_ar_error returns the message of the session's last failed call, one
- * line naming the field ("input.width: ..."); "" if none. */
+ * line naming the field ("input.width: ..."); "" if none, "ar: NULL"
+ * (static) for a NULL ar. */
 FT_API const char *ft_ar_error(const ft_ar *ar);
 
 /* ft_ar_beams is the state of up to B beams, structure of arrays, in the
@@ -892,7 +929,9 @@ typedef struct ft_ar_input {
 
 /* ft_ar_beams_alloc allocates a beam state of B entries (and
  * ft_ar_hits_alloc one of n hits) in the session's memory; the _free calls
- * release them.  Callers may use their own buffers instead. */
+ * release them and zero the struct.  A NULL b or h is FT_EINVAL ("b:
+ * NULL", "h: NULL"); a NULL b or h is nothing to free.  Callers may use
+ * their own buffers instead. */
 FT_API int ft_ar_beams_alloc(ft_ar *ar, ft_ar_beams *b);
 FT_API void ft_ar_beams_free(ft_ar *ar, ft_ar_beams *b);
 FT_API int ft_ar_hits_alloc(ft_ar *ar, ft_ar_hits *h);
@@ -900,7 +939,8 @@ FT_API void ft_ar_hits_free(ft_ar *ar, ft_ar_hits *h);
 
 /* ft_ar_alloc allocates bytes of the session's memory (device memory for
  * a GPU session, zeroed host memory for a CPU session); ft_ar_free frees
- * it (NULL is fine).  A NULL p is FT_EINVAL. */
+ * it (NULL is fine).  A NULL p is FT_EINVAL; with a NULL ar *p is set to
+ * NULL. */
 FT_API int ft_ar_alloc(ft_ar *ar, void **p, size_t bytes);
 FT_API void ft_ar_free(ft_ar *ar, void *p);
 

@@ -34,12 +34,16 @@
  *
  * The request and result types are those of flashtrie.h (ft_request,
  * ft_result, ft_hit); results are owned by an ft_client_results that the
- * caller frees.  A NULL handle, url, request array, out-pointer or
- * callback is FT_EINVAL, named in errbuf; a closed handle cannot be told
- * from a live one (do not use it).  The client library also carries four calls of
- * flashtrie.h, so that a client program needs nothing of libflashtrie:
- * ft_strerror, ft_err_name, ft_request_init and ft_request_validate.  It
- * exports those and the FT_API functions below, nothing else.
+ * caller frees.  A NULL handle (ft_client, ft_client_results,
+ * ft_client_grid_call), url, request array, out-pointer or callback is
+ * FT_EINVAL, named in errbuf where the call has one ("ping: the client is
+ * NULL"); the close and free calls do nothing with NULL, and the results
+ * getters give 0 or NULL.  A closed handle or freed results cannot be
+ * told from live ones (do not use them: that may crash).  The client
+ * library also carries four calls of flashtrie.h, so that a client
+ * program needs nothing of libflashtrie: ft_strerror, ft_err_name,
+ * ft_request_init and ft_request_validate.  It exports those and the
+ * FT_API functions below, nothing else.
  *
  * Installed: libflashtrie_client.a and .so, this header (beside
  * flashtrie.h), flashtrie_client.pc, and the CMake targets
@@ -150,9 +154,11 @@ FT_API int ft_client_search_async(ft_client *c, const ft_request *reqs,
                                   size_t n, ft_client_cb cb, void *arg,
                                   char *errbuf, size_t errlen);
 
+/* ft_client_results_count is the number of results (0 for a NULL r). */
 FT_API size_t ft_client_results_count(const ft_client_results *r);
 /* ft_client_results_get returns result i (valid until the results are
- * freed): its hits, tokens, status and error. */
+ * freed): its hits, tokens, status and error; NULL past the end or for a
+ * NULL r. */
 FT_API const ft_result *ft_client_results_get(const ft_client_results *r,
                                               size_t i);
 FT_API void ft_client_results_free(ft_client_results *r);
@@ -180,7 +186,7 @@ FT_API int ft_client_search_grids(ft_client *c, const ft_request *grids,
  * ft_client_results_columns needs (0 and 0 when they hold no hit; a
  * result whose status is not FT_OK counts no hit).  Either pointer may be
  * NULL.  Returns how many results it measured: count, less where the
- * range passes the last result. */
+ * range passes the last result (0, with 0 and 0, for a NULL r). */
 FT_API size_t ft_client_results_shape(const ft_client_results *r,
                                       size_t first, size_t count,
                                       uint32_t *max_hits, uint32_t *max_len);

@@ -250,11 +250,15 @@ static int searcher_search(ft_searcher *s, const ft_request *reqs, size_t n,
 
 const char *ft_searcher_note(const ft_searcher *s)
 {
+    if (s == NULL)
+        return "";
     return s->ops ? s->ops->note(s->ops_arg) : s->note;
 }
 
 int ft_searcher_failed(const ft_searcher *s)
 {
+    if (s == NULL)
+        return 0;
     if (atomic_load(&s->faulted))
         return 1;
     if (s->ops)
@@ -267,4 +271,7 @@ int ft_searcher_failed(const ft_searcher *s)
     return 0;
 }
 
-ft_engine_kind ft_searcher_kind(const ft_searcher *s) { return s->kind; }
+ft_engine_kind ft_searcher_kind(const ft_searcher *s)
+{
+    return s ? s->kind : FT_ENGINE_AUTO;
+}

@@ -328,6 +328,8 @@ static void fill_F(ft_ar *ar)
 int ft_ar_configure(ft_ar *ar, uint32_t beam, uint32_t results,
                     float theta_tok, float theta_sent, double alpha)
 {
+    if (ar == NULL)
+        return FT_EINVAL;
     if (ar->failed)
         return FT_ESTATE;
     char *errbuf = ar->err;
@@ -360,6 +362,8 @@ int ft_ar_configure(ft_ar *ar, uint32_t beam, uint32_t results,
 int ft_ar_memcpy(ft_ar *ar, void *dst, const void *src, size_t bytes,
                  int to_session)
 {
+    if (ar == NULL)
+        return FT_EINVAL;
     if (bytes == 0)
         return FT_OK;
     if (dst == NULL || src == NULL) {
@@ -373,9 +377,16 @@ int ft_ar_memcpy(ft_ar *ar, void *dst, const void *src, size_t bytes,
     return FT_OK;
 }
 
-ft_engine_kind ft_ar_kind(const ft_ar *ar) { return ar->o.kind; }
+ft_engine_kind ft_ar_kind(const ft_ar *ar)
+{
+    return ar ? ar->o.kind : FT_ENGINE_AUTO;
+}
 
-void ft_ar_get_opts(ft_ar_opts *o, const ft_ar *ar) { *o = ar->o; }
+void ft_ar_get_opts(ft_ar_opts *o, const ft_ar *ar)
+{
+    if (o && ar)
+        *o = ar->o;
+}
 
 const char *ft_ar_error(const ft_ar *ar) { return ar ? ar->err : "ar: NULL"; }
 
@@ -399,6 +410,11 @@ static void mem_free(ft_ar *ar, void *p)
 
 int ft_ar_alloc(ft_ar *ar, void **p, size_t bytes)
 {
+    if (ar == NULL) {
+        if (p)
+            *p = NULL;
+        return FT_EINVAL;
+    }
     if (p == NULL) {
         fti_errf(ar->err, sizeof ar->err, "alloc: p is NULL");
         return FT_EINVAL;
@@ -408,13 +424,20 @@ int ft_ar_alloc(ft_ar *ar, void **p, size_t bytes)
 
 void ft_ar_free(ft_ar *ar, void *p)
 {
-    if (p)
+    if (ar && p)
         mem_free(ar, p);
 }
 
 int ft_ar_beams_alloc(ft_ar *ar, ft_ar_beams *b)
 {
+    if (b == NULL) {
+        if (ar)
+            fti_errf(ar->err, sizeof ar->err, "b: NULL");
+        return FT_EINVAL;
+    }
     memset(b, 0, sizeof *b);
+    if (ar == NULL)
+        return FT_EINVAL;
     size_t B = ar->cap_beam;
     if (mem_alloc(ar, (void **)&b->count, 4) ||
         mem_alloc(ar, (void **)&b->node, B * 8) ||
@@ -431,6 +454,8 @@ int ft_ar_beams_alloc(ft_ar *ar, ft_ar_beams *b)
 
 void ft_ar_beams_free(ft_ar *ar, ft_ar_beams *b)
 {
+    if (ar == NULL || b == NULL)
+        return;
     void *p[] = {b->count, b->node, b->sigma, b->len,
                  b->parent, b->entry, b->token};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
@@ -441,7 +466,14 @@ void ft_ar_beams_free(ft_ar *ar, ft_ar_beams *b)
 
 int ft_ar_hits_alloc(ft_ar *ar, ft_ar_hits *h)
 {
+    if (h == NULL) {
+        if (ar)
+            fti_errf(ar->err, sizeof ar->err, "h: NULL");
+        return FT_EINVAL;
+    }
     memset(h, 0, sizeof *h);
+    if (ar == NULL)
+        return FT_EINVAL;
     size_t n = ar->cap_results;
     if (mem_alloc(ar, (void **)&h->count, 4) ||
         mem_alloc(ar, (void **)&h->parent, n * 4) ||
@@ -460,6 +492,8 @@ int ft_ar_hits_alloc(ft_ar *ar, ft_ar_hits *h)
 
 void ft_ar_hits_free(ft_ar *ar, ft_ar_hits *h)
 {
+    if (ar == NULL || h == NULL)
+        return;
     void *p[] = {h->count, h->parent, h->entry,  h->token, h->len,
                  h->key_index, h->value, h->score, h->sigma};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
@@ -472,6 +506,8 @@ static int check_beams(ft_ar *ar, const ft_ar_beams *b, const char *what);
 
 int ft_ar_reset(ft_ar *ar, ft_ar_beams *b, void *stream)
 {
+    if (ar == NULL)
+        return FT_EINVAL;
     if (ar->failed)
         return FT_ESTATE;
     int rc = check_beams(ar, b, "b");
@@ -1184,6 +1220,8 @@ static int step_overlap(const ft_ar *ar, const ft_ar_beams *cur,
 int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
                ft_ar_beams *next, ft_ar_hits *hits, void *stream)
 {
+    if (ar == NULL)
+        return FT_EINVAL;
     if (ar->failed)
         return FT_ESTATE;
     int rc = check_input(ar, in, 1);
@@ -1256,6 +1294,8 @@ int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
                const uint32_t *vocab, uint32_t eos, uint32_t *mask,
                void *stream)
 {
+    if (ar == NULL)
+        return FT_EINVAL;
     if (ar->failed)
         return FT_ESTATE;
     char *errbuf = ar->err;
@@ -1325,6 +1365,8 @@ int ft_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
                const uint32_t *vocab, uint32_t vocab_len, int64_t eos,
                int64_t *state, void *stream)
 {
+    if (ar == NULL)
+        return FT_EINVAL;
     if (ar->failed)
         return FT_ESTATE;
     char *errbuf = ar->err;
@@ -1462,6 +1504,8 @@ int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
                uint32_t k, uint32_t *out_entry, uint32_t *out_token,
                float *out_logp, void *stream)
 {
+    if (ar == NULL)
+        return FT_EINVAL;
     if (ar->failed)
         return FT_ESTATE;
     char *errbuf = ar->err;

@@ -2051,7 +2051,8 @@ int ft_builder_finish(ft_builder *bl, ft_build_stats *stats,
     if (errbuf && errlen)
         errbuf[0] = 0;
     FT_RETURN_ERROR_IF(bl == NULL || output == NULL, FT_EINVAL,
-                       "builder: the builder and output are required");
+                       "builder: %s is NULL",
+                       bl == NULL ? "the builder" : "output");
     int rc = stats_check(stats, errbuf, errlen);
     if (rc)
         return rc;

@@ -50,6 +50,7 @@ int ft_engine_open(ft_engine **out, const ft_index *idx,
 {
     FT_RETURN_ERROR_IF(out == NULL, FT_EINVAL, "engine: out is NULL");
     *out = NULL;
+    FT_RETURN_ERROR_IF(idx == NULL, FT_EINVAL, "engine: index is NULL");
     ft_engine *eng = calloc(1, sizeof *eng);
     if (eng == NULL)
         return FT_ENOMEM;
@@ -105,26 +106,30 @@ void ft_engine_close(ft_engine *eng)
 
 const char *ft_engine_name(const ft_engine *eng)
 {
-    return ft_engine_kind_name(eng->ops->kind);
+    return eng ? ft_engine_kind_name(eng->ops->kind) : "";
 }
 
-const char *ft_engine_note(const ft_engine *eng) { return eng->note; }
+const char *ft_engine_note(const ft_engine *eng)
+{
+    return eng ? eng->note : "";
+}
 
 void ft_engine_get_opts(ft_engine_opts *opts, const ft_engine *eng)
 {
-    *opts = eng->opts;
+    if (opts && eng)
+        *opts = eng->opts;
 }
 
-int ft_engine_failed(const ft_engine *eng) { return eng->failed; }
+int ft_engine_failed(const ft_engine *eng) { return eng ? eng->failed : 0; }
 
 int fti_engine_device(const ft_engine *eng) { return eng->device; }
 
 void ft_engine_timing_report(const ft_engine *eng, char *buf, size_t len)
 {
-    if (len == 0)
+    if (buf == NULL || len == 0)
         return;
     buf[0] = 0;
-    if (eng->ops->timing_report)
+    if (eng && eng->ops->timing_report)
         eng->ops->timing_report(eng, buf, len);
 }
 

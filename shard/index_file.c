@@ -1215,4 +1215,7 @@ int fti_index_values_attach_shards(const ft_index *const *idx,
     return FT_OK;
 }
 
-uint64_t ft_index_keys(const ft_index *idx) { return idx->trie.n_keys; }
+uint64_t ft_index_keys(const ft_index *idx)
+{
+    return idx ? idx->trie.n_keys : 0;
+}

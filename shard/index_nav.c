@@ -30,6 +30,8 @@ int ft_index_children(ft_node_children *ch, const ft_index *idx, uint64_t node)
 uint32_t ft_index_child_label(const ft_index *idx,
                               const ft_node_children *ch, uint64_t i)
 {
+    if (idx == NULL || ch == NULL)
+        return 0;
     ft_child_range cr = range_of(ch);
     return ft_child_label(&idx->trie.view, &cr, cr.first + i);
 }
@@ -37,6 +39,8 @@ uint32_t ft_index_child_label(const ft_index *idx,
 int ft_index_child_find(uint64_t *i, const ft_index *idx,
                         const ft_node_children *ch, uint32_t tok)
 {
+    if (idx == NULL || ch == NULL)
+        return FT_EINVAL;
     if (ch->count == 0)
         return FT_ENOTFOUND;
     ft_child_range cr = range_of(ch);

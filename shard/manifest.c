@@ -777,14 +777,20 @@ static int manifest_info(ft_index_info *info, const ft_manifest *m)
 
 void ft_library_close(ft_library *lib) { ft_manifest_close(lib); }
 
-size_t ft_library_shards(const ft_library *lib) { return lib->n_shards; }
+size_t ft_library_shards(const ft_library *lib)
+{
+    return lib ? lib->n_shards : 0;
+}
 
 const ft_index *ft_library_shard(const ft_library *lib, size_t s)
 {
-    return s < lib->n_shards ? lib->shards[s].idx : NULL;
+    return lib && s < lib->n_shards ? lib->shards[s].idx : NULL;
 }
 
-int ft_library_is_manifest(const ft_library *lib) { return lib->is_manifest; }
+int ft_library_is_manifest(const ft_library *lib)
+{
+    return lib ? lib->is_manifest : 0;
+}
 
 int ft_library_open_part(ft_library **out, const char *path, unsigned flags,
                          uint32_t first, uint32_t count, char *errbuf,
@@ -821,7 +827,7 @@ int ft_library_prefix(uint64_t *visited, const ft_library *lib,
 int ft_library_shard_get(ft_library_shard_info *out, const ft_library *lib,
                          size_t s)
 {
-    if (s >= lib->n_shards)
+    if (out == NULL || lib == NULL || s >= lib->n_shards)
         return FT_EINVAL;
     const ft_manifest_shard *m = &lib->shards[s];
     out->lo = m->lo;

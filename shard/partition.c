@@ -379,6 +379,7 @@ int ft_split(ft_split_stats *st, const ft_index *idx, const ft_split_opts *o,
     double t0 = fti_now();
     FT_RETURN_ERROR_IF(o == NULL || o->output == NULL || o->output[0] == 0,
                        FT_EINVAL, "split: an output path is required");
+    FT_RETURN_ERROR_IF(idx == NULL, FT_EINVAL, "split: index is NULL");
     ft_partition p;
     int rc = ft_partition_make(&p, idx, o->shards, o->shard_bytes, errbuf,
                                errlen);

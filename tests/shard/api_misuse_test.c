@@ -1,15 +1,18 @@
 /*
  * api_misuse_test.c - the public API used as a careless user would: NULL
- * pointers where the header allows none, a result buffer too large for its
- * counters, a part of a manifest used as a whole library, log levels that
- * are no ft_log_level.  Each call must come back with the code (and the
- * message, where the call has an error buffer) that flashtrie.h documents,
- * never crash or read past its data.  Only public calls.
+ * pointers where the header allows none, a NULL object handle given to
+ * every call of flashtrie.h and flashtrie_client.h that takes one, a
+ * result buffer too large for its counters, a part of a manifest used as
+ * a whole library, log levels that are no ft_log_level.  Each call must
+ * come back with the code (and the message, where the call has an error
+ * buffer) that the headers document, never crash or read past its data.
+ * Only public calls.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "flashtrie_client.h"
 #include "ft_test.h"
 
 static char g_dir[] = "/tmp/ft_misuse.XXXXXX";
@@ -302,8 +305,261 @@ static void test_ar(const ft_index *idx)
     ft_ar_close(ar);
 }
 
+/* ---- NULL handles (flashtrie.h's conventions) ---- */
+
+static void untouched(const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        FT_CHECK(((const unsigned char *)p)[i] == 0xab);
+}
+
+static void test_null_index(const ft_index *idx, const ft_library *lib)
+{
+    char err[256];
+    const uint32_t tok[1] = {0};
+    uint64_t v = 99, seen = 99, at = 99;
+    int calls = 0;
+    /* a builder */
+    FT_FAIL(ft_builder_add(NULL, tok, 1, 0), FT_EINVAL);
+    FT_FAIL(ft_builder_add_auto(NULL, tok, 1), FT_EINVAL);
+    FT_CHECK_STR(ft_builder_error(NULL), "builder: NULL");
+    FT_FAIL(ft_builder_finish(NULL, NULL, g_idx, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "builder: the builder is NULL");
+    ft_builder_destroy(NULL);
+    /* an index */
+    ft_index_close(NULL);
+    ft_index_info info;
+    ft_index_info_init(&info);
+    FT_FAIL(ft_index_info_get(&info, NULL), FT_EINVAL);
+    FT_FAIL(ft_index_lookup(&v, NULL, tok, 1), FT_EINVAL);
+    FT_FAIL(ft_index_prefix(&seen, NULL, NULL, 0, 0, count_cb, &calls),
+            FT_EINVAL);
+    FT_CHECK_EQ_U64(seen, 0);
+    ft_node_children ch;
+    FT_PASS(ft_index_children(&ch, idx, FT_NODE_ROOT));
+    FT_FAIL(ft_index_children(&ch, NULL, FT_NODE_ROOT), FT_EINVAL);
+    FT_CHECK_EQ_U64(ft_index_child_label(NULL, &ch, 0), 0);
+    FT_CHECK_EQ_U64(ft_index_child_label(idx, NULL, 0), 0);
+    FT_FAIL(ft_index_child_find(&at, NULL, &ch, 0), FT_EINVAL);
+    FT_FAIL(ft_index_child_find(&at, idx, NULL, 0), FT_EINVAL);
+    FT_FAIL(ft_index_node_value(&v, NULL, 1), FT_EINVAL);
+    FT_FAIL(ft_index_value_at(&v, NULL, 0), FT_EINVAL);
+    FT_CHECK_EQ_U64(ft_index_keys(NULL), 0);
+    FT_CHECK(v == 99 && at == 99 && calls == 0);
+    ft_split_opts so;
+    memset(&so, 0, sizeof so);
+    so.output = "/nonexistent/m.ftm";
+    so.shards = 2;
+    ft_split_stats st;
+    FT_FAIL(ft_split(&st, NULL, &so, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "split: index is NULL");
+    /* a library */
+    ft_library_close(NULL);
+    FT_CHECK_EQ_U64(ft_library_shards(NULL), 0);
+    FT_CHECK(ft_library_shard(NULL, 0) == NULL);
+    FT_CHECK_EQ_U64(ft_library_is_manifest(NULL), 0);
+    FT_FAIL(ft_library_info_get(&info, NULL), FT_EINVAL);
+    FT_FAIL(ft_library_lookup(&v, NULL, tok, 1), FT_EINVAL);
+    seen = 99;
+    FT_FAIL(ft_library_prefix(&seen, NULL, NULL, 0, 0, count_cb, &calls),
+            FT_EINVAL);
+    FT_CHECK_EQ_U64(seen, 0);
+    ft_library_shard_info si;
+    memset(&si, 0xab, sizeof si);
+    FT_FAIL(ft_library_shard_get(&si, NULL, 0), FT_EINVAL);
+    untouched(&si, sizeof si);
+    FT_FAIL(ft_library_shard_get(NULL, lib, 0), FT_EINVAL);
+    FT_CHECK(v == 99 && calls == 0);
+}
+
+static void test_null_search(void)
+{
+    char err[256];
+    ft_request q;
+    ft_request_init(&q);
+    ft_result r;
+    memset(&r, 0, sizeof r);
+    /* an engine: every kind refuses a NULL index before it starts */
+    ft_engine_kind kinds[3] = {FT_ENGINE_CPU, FT_ENGINE_GPU, FT_ENGINE_AUTO};
+    for (int i = 0; i < 3; i++) {
+        ft_engine_opts o;
+        ft_engine_opts_init(&o);
+        o.kind = kinds[i];
+        ft_engine *e = (ft_engine *)&o; /* must become NULL */
+        FT_FAIL(ft_engine_open(&e, NULL, &o, err, sizeof err), FT_EINVAL);
+        FT_CHECK_STR(err, "engine: index is NULL");
+        FT_CHECK(e == NULL);
+    }
+    ft_engine_close(NULL);
+    FT_CHECK_STR(ft_engine_name(NULL), "");
+    FT_CHECK_STR(ft_engine_note(NULL), "");
+    ft_engine_opts eo;
+    memset(&eo, 0xab, sizeof eo);
+    ft_engine_get_opts(&eo, NULL);
+    untouched(&eo, sizeof eo);
+    FT_CHECK_EQ_U64(ft_engine_failed(NULL), 0);
+    char buf[8] = "x";
+    ft_engine_timing_report(NULL, buf, sizeof buf);
+    FT_CHECK_STR(buf, "");
+    ft_engine_timing_report(NULL, NULL, sizeof buf);
+    FT_FAIL(ft_engine_search(NULL, &q, &r), FT_EINVAL);
+    FT_FAIL(ft_engine_search_batch(NULL, &q, 1, &r), FT_EINVAL);
+    FT_FAIL(ft_engine_search_batch(NULL, NULL, 0, NULL), FT_EINVAL);
+    /* a searcher */
+    ft_searcher_close(NULL);
+    FT_FAIL(ft_searcher_search_batch(NULL, &q, 1, &r), FT_EINVAL);
+    FT_FAIL(ft_searcher_search_batch(NULL, NULL, 0, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_searcher_note(NULL), "");
+    FT_CHECK_EQ_U64(ft_searcher_failed(NULL), 0);
+    FT_CHECK(ft_searcher_kind(NULL) == FT_ENGINE_AUTO);
+    FT_CHECK(r.n == 0 && r.status == FT_OK && r.error[0] == 0);
+}
+
+static void test_null_ar(const ft_index *idx)
+{
+    char err[256];
+    ft_ar *a = (ft_ar *)err; /* must become NULL */
+    FT_FAIL(ft_ar_open(&a, NULL, NULL, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "ft_ar_open: index is NULL");
+    FT_CHECK(a == NULL);
+    ft_ar_close(NULL);
+    FT_CHECK(ft_ar_kind(NULL) == FT_ENGINE_AUTO);
+    ft_ar_opts ao;
+    memset(&ao, 0xab, sizeof ao);
+    ft_ar_get_opts(&ao, NULL);
+    untouched(&ao, sizeof ao);
+    FT_CHECK_STR(ft_ar_error(NULL), "ar: NULL");
+    FT_FAIL(ft_ar_configure(NULL, 1, 1, -INFINITY, -INFINITY, 1.0),
+            FT_EINVAL);
+    uint32_t x = 5, y = 6;
+    FT_FAIL(ft_ar_memcpy(NULL, &y, &x, 4, 1), FT_EINVAL);
+    FT_FAIL(ft_ar_memcpy(NULL, NULL, NULL, 0, 1), FT_EINVAL);
+    FT_CHECK_EQ_U64(y, 6);
+    ft_ar_beams b, b2;
+    memset(&b, 0xab, sizeof b);
+    FT_FAIL(ft_ar_beams_alloc(NULL, &b), FT_EINVAL);
+    FT_CHECK(b.count == NULL && b.node == NULL && b.token == NULL);
+    ft_ar_hits h;
+    memset(&h, 0xab, sizeof h);
+    FT_FAIL(ft_ar_hits_alloc(NULL, &h), FT_EINVAL);
+    FT_CHECK(h.count == NULL && h.sigma == NULL);
+    FT_FAIL(ft_ar_beams_alloc(NULL, NULL), FT_EINVAL);
+    FT_FAIL(ft_ar_hits_alloc(NULL, NULL), FT_EINVAL);
+    /* memory the library never gave out: freeing it with no session must
+     * leave it alone */
+    b.count = &x;
+    h.count = &x;
+    ft_ar_beams_free(NULL, &b);
+    ft_ar_hits_free(NULL, &h);
+    ft_ar_beams_free(NULL, NULL);
+    ft_ar_hits_free(NULL, NULL);
+    FT_CHECK(b.count == &x && h.count == &x);
+    ft_ar_free(NULL, &x);
+    ft_ar_free(NULL, NULL);
+    void *p = &x;
+    FT_FAIL(ft_ar_alloc(NULL, &p, 16), FT_EINVAL);
+    FT_CHECK(p == NULL);
+    FT_FAIL(ft_ar_alloc(NULL, NULL, 16), FT_EINVAL);
+    memset(&b, 0, sizeof b);
+    memset(&b2, 0, sizeof b2);
+    memset(&h, 0, sizeof h);
+    ft_ar_input in;
+    memset(&in, 0, sizeof in);
+    uint32_t mask[4], entry[4], token[4];
+    float logp[4];
+    int64_t ids[2] = {0, 0}, state[2];
+    FT_FAIL(ft_ar_reset(NULL, &b, NULL), FT_EINVAL);
+    FT_FAIL(ft_ar_step(NULL, &b, &in, &b2, &h, NULL), FT_EINVAL);
+    FT_FAIL(ft_ar_mask(NULL, &b, 4, NULL, 0, mask, NULL), FT_EINVAL);
+    FT_FAIL(ft_ar_walk(NULL, ids, 2, 1, 0, NULL, NULL, NULL, 0, -1, state,
+                       NULL),
+            FT_EINVAL);
+    FT_FAIL(ft_ar_walk(NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0, -1, NULL,
+                       NULL),
+            FT_EINVAL);
+    FT_FAIL(ft_ar_topk(NULL, &b, &in, 1, entry, token, logp, NULL),
+            FT_EINVAL);
+    /* a live session and NULL state structs */
+    ft_ar_opts o;
+    ft_ar_opts_init(&o);
+    o.beam = 4;
+    o.threads = 1;
+    ft_ar *ar;
+    FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+    FT_FAIL(ft_ar_beams_alloc(ar, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "b: NULL");
+    FT_FAIL(ft_ar_hits_alloc(ar, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "h: NULL");
+    ft_ar_beams_free(ar, NULL);
+    ft_ar_hits_free(ar, NULL);
+    ft_ar_get_opts(NULL, ar);
+    ft_ar_close(ar);
+}
+
+static void null_cb(int status, ft_client_results *res, const char *error,
+                    void *arg)
+{
+    (void)status;
+    (void)res;
+    (void)error;
+    (*(int *)arg)++;
+}
+
+static void test_null_client(void)
+{
+    char err[256];
+    ft_request q;
+    ft_request_init(&q);
+    ft_client_results *out = (ft_client_results *)err;
+    ft_client_close(NULL);
+    FT_FAIL(ft_client_search(NULL, &q, 1, &out, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "search: the client is NULL");
+    int calls = 0;
+    FT_FAIL(ft_client_search_async(NULL, &q, 1, null_cb, &calls, err,
+                                   sizeof err),
+            FT_EINVAL);
+    FT_CHECK_STR(err, "search: the client is NULL");
+    FT_CHECK_EQ_U64(calls, 0);
+    FT_FAIL(ft_client_search_grids(NULL, &q, 1, &out, err, sizeof err),
+            FT_EINVAL);
+    FT_CHECK_STR(err, "search: the client is NULL");
+    FT_CHECK_EQ_U64(ft_client_results_count(NULL), 0);
+    FT_CHECK(ft_client_results_get(NULL, 0) == NULL);
+    ft_client_results_free(NULL);
+    uint32_t mh = 9, ml = 9;
+    FT_CHECK_EQ_U64(ft_client_results_shape(NULL, 0, 5, &mh, &ml), 0);
+    FT_CHECK(mh == 0 && ml == 0);
+    ft_client_columns cols;
+    memset(&cols, 0, sizeof cols);
+    FT_FAIL(ft_client_results_columns(NULL, 0, 0, &cols, err, sizeof err),
+            FT_EINVAL);
+    FT_CHECK_STR(err, "columns: results is NULL");
+    FT_FAIL(ft_client_grid_search(NULL), FT_EINVAL);
+    FT_FAIL(ft_client_grid_columns(NULL), FT_EINVAL);
+    ft_client_grid_call call;
+    memset(&call, 0, sizeof call);
+    call.grids = q;
+    call.n = 1;
+    call.errbuf = err;
+    call.errlen = sizeof err;
+    call.max_hits = call.failed = 7;
+    FT_FAIL(ft_client_grid_search(&call), FT_EINVAL);
+    FT_CHECK_STR(err, "search: the client is NULL");
+    FT_CHECK(call.results == NULL && call.max_hits == 0 && call.failed == 0);
+    FT_FAIL(ft_client_grid_columns(&call), FT_EINVAL);
+    FT_CHECK_STR(err, "columns: results is NULL");
+    FT_FAIL(ft_client_ping(NULL, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "ping: the client is NULL");
+    char *text = err;
+    FT_FAIL(ft_client_info(NULL, &text, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "info: the client is NULL");
+    FT_FAIL(ft_client_reload(NULL, NULL, err, sizeof err), FT_EINVAL);
+    FT_CHECK_STR(err, "reload: the client is NULL");
+    ft_client_text_free(NULL);
+}
+
 /* api_misuse_test [CASE]: every case, or only the one named (log,
- * result, open, queries, part, search, ar). */
+ * result, open, queries, part, search, ar, null). */
 int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : NULL;
@@ -325,6 +581,10 @@ int main(int argc, char **argv)
     RUN("part", test_part(idx));
     RUN("search", test_search(idx, lib));
     RUN("ar", test_ar(idx));
+    RUN("null", test_null_index(idx, lib));
+    RUN("null", test_null_search());
+    RUN("null", test_null_ar(idx));
+    RUN("null", test_null_client());
     ft_library_close(lib);
     ft_index_close(idx);
     printf("api_misuse_test: ok\n");
