@@ -55,6 +55,11 @@
 namespace cg = cooperative_groups;
 
 static_assert(ARK_EXP_THREADS == FT_AR_LANES, "one thread per lane");
+/* A whole-row normalisation's loads in flight per thread (each pass over
+ * the row: the maximum, then the terms): one at a time, every entry
+ * waited a memory latency (a 256-thread CTA read a 512 KB row in ~600 us
+ * on an H100). */
+#define ARK_ROW_UNROLL 16
 
 /* Node's child range: from the child table when the session has one. */
 __device__ __forceinline__ ft_child_range ark_range(const ft_ark_params &p,
@@ -112,11 +117,39 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
                     mx = x;
             }
         }
+    } else if (!allowed) {
+        /* the whole row: ARK_ROW_UNROLL loads in flight and as many
+         * running maxima (a maximum is exact in any order; NaN is never
+         * one) */
+        const uint32_t S = ARK_EXP_THREADS;
+        float m[ARK_ROW_UNROLL];
+#pragma unroll
+        for (int u = 0; u < ARK_ROW_UNROLL; u++)
+            m[u] = -INFINITY;
+        uint32_t j = l;
+        for (; j + (ARK_ROW_UNROLL - 1) * S < p.width; j += ARK_ROW_UNROLL * S) {
+            float x[ARK_ROW_UNROLL];
+#pragma unroll
+            for (int u = 0; u < ARK_ROW_UNROLL; u++)
+                x[u] = ark_x(p, r, j + u * S);
+#pragma unroll
+            for (int u = 0; u < ARK_ROW_UNROLL; u++)
+                if (x[u] > m[u])
+                    m[u] = x[u];
+        }
+        for (; j < p.width; j += S) {
+            float x = ark_x(p, r, j);
+            if (x > m[0])
+                m[0] = x;
+        }
+#pragma unroll
+        for (int u = 0; u < ARK_ROW_UNROLL; u++)
+            if (m[u] > mx)
+                mx = m[u];
     } else {
         for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
             float x = ark_x(p, r, j);
-            if (x > mx &&
-                (!allowed || ft_find_child(&p.view, cr, ark_tok(p, r, j)) != FT_NONE))
+            if (x > mx && ft_find_child(&p.view, cr, ark_tok(p, r, j)) != FT_NONE)
                 mx = x;
         }
     }
@@ -152,21 +185,21 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
         }
     } else if (!allowed) {
         /* a lane's terms are independent of each other (only the sum is a
-         * chain, in the same order): eight loads and exps are issued
-         * before the eight adds */
+         * chain, in the same order): ARK_ROW_UNROLL loads and exps are
+         * issued before as many adds */
         const uint32_t S = ARK_EXP_THREADS;
         uint32_t j = l;
-        for (; j + 7 * S < p.width; j += 8 * S) {
-            float x[8];
+        for (; j + (ARK_ROW_UNROLL - 1) * S < p.width; j += ARK_ROW_UNROLL * S) {
+            float x[ARK_ROW_UNROLL];
 #pragma unroll
-            for (int u = 0; u < 8; u++)
+            for (int u = 0; u < ARK_ROW_UNROLL; u++)
                 x[u] = ark_x(p, r, j + u * S);
-            double e[8];
+            double e[ARK_ROW_UNROLL];
 #pragma unroll
-            for (int u = 0; u < 8; u++)
+            for (int u = 0; u < ARK_ROW_UNROLL; u++)
                 e[u] = ft_ar_term(x[u], mx);
 #pragma unroll
-            for (int u = 0; u < 8; u++)
+            for (int u = 0; u < ARK_ROW_UNROLL; u++)
                 s = FT_DADD(s, e[u]);
         }
         for (; j < p.width; j += S)
