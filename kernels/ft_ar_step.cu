@@ -91,14 +91,24 @@ __device__ __forceinline__ float ark_x(const ft_ark_params &p, uint32_t r,
     return ft_ar_load((const char *)p.logp + off * esz, p.dtype, j);
 }
 
-/* ark_lse computes beam r's normalisation in the calling CTA (256
- * threads, all of them); false when no entry can be taken. */
 __device__ __forceinline__ bool ark_child_driven(const ft_ark_params &p,
                                                  const ft_child_range *cr)
 {
     return p.form == FT_ARR_DENSE && p.vocab == NULL && cr->deg <= p.width;
 }
 
+/* ark_row_load reads ARK_ROW_UNROLL entries of beam r's row a lane
+ * apart from j on (all issued before any is used). */
+__device__ __forceinline__ void ark_row_load(const ft_ark_params &p,
+                                             uint32_t r, uint32_t j, float *x)
+{
+#pragma unroll
+    for (int u = 0; u < ARK_ROW_UNROLL; u++)
+        x[u] = ark_x(p, r, j + u * ARK_EXP_THREADS);
+}
+
+/* ark_lse computes beam r's normalisation in the calling CTA (256
+ * threads, all of them); false when no entry can be taken. */
 __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
                         const ft_child_range *cr, double *lse)
 {
@@ -129,9 +139,7 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
         uint32_t j = l;
         for (; j + (ARK_ROW_UNROLL - 1) * S < p.width; j += ARK_ROW_UNROLL * S) {
             float x[ARK_ROW_UNROLL];
-#pragma unroll
-            for (int u = 0; u < ARK_ROW_UNROLL; u++)
-                x[u] = ark_x(p, r, j + u * S);
+            ark_row_load(p, r, j, x);
 #pragma unroll
             for (int u = 0; u < ARK_ROW_UNROLL; u++)
                 if (x[u] > m[u])
@@ -191,9 +199,7 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
         uint32_t j = l;
         for (; j + (ARK_ROW_UNROLL - 1) * S < p.width; j += ARK_ROW_UNROLL * S) {
             float x[ARK_ROW_UNROLL];
-#pragma unroll
-            for (int u = 0; u < ARK_ROW_UNROLL; u++)
-                x[u] = ark_x(p, r, j + u * S);
+            ark_row_load(p, r, j, x);
             double e[ARK_ROW_UNROLL];
 #pragma unroll
             for (int u = 0; u < ARK_ROW_UNROLL; u++)

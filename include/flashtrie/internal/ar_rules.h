@@ -35,6 +35,7 @@
 #define FT_AR_RULES_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "rules.h"
 
@@ -154,12 +155,9 @@ FT_HD uint64_t ft_bits_of_d(double d)
 
 FT_HD float ft_f_of_bits(uint32_t u)
 {
-    union {
-        uint32_t u;
-        float f;
-    } c;
-    c.u = u;
-    return c.f;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 
 /* ft_ar_expf is exp(d) for d <= 0 in binary32 (NaN passes through),
