@@ -622,11 +622,20 @@ class Session:
 
     def set_nodes(self, nodes, sigma=None):
         """set_nodes makes the state beams at the given trie nodes (for
-        engines that choose beams themselves and want the mask form)."""
+        engines that choose beams themselves and want the mask form).
+        sigma: the beams' sigmas, one per node (a scalar or a sigma of
+        another length is refused, not spread over the nodes); None
+        leaves the sigmas as they were."""
         a = self.beams()
         n = len(nodes)
         if n > self.beam:
             raise ValueError("%d nodes for beam %d" % (n, self.beam))
+        if sigma is not None:
+            sh = tuple(sigma.shape) if hasattr(sigma, "shape") \
+                else np.shape(sigma)
+            if sh != (n,):
+                raise ValueError("sigma: shape %r differs from nodes' %r" %
+                                 (sh, (n,)))
         if self.gpu:
             torch = _torch()
             a["node"][:n] = torch.as_tensor(np.asarray(nodes, dtype=np.int64),

@@ -972,3 +972,25 @@ def test_unknown_norm_is_refused(lib):
     with pytest.raises(ValueError, match="norm: expected None, 'none', "
                                          "'row' or 'allowed', got 'softmax'"):
         s.step(np.zeros((1, V), dtype=np.float32), norm="softmax")
+
+
+def test_set_nodes_takes_one_sigma_per_node(lib):
+    """set_nodes(nodes, sigma=[x]) spread the one sigma over every node
+    (numpy's broadcast); a sigma of another length than the nodes, or a
+    scalar, is refused naming both shapes, and leaves the state as it
+    was."""
+    idx, keys, _ = lib
+    s = Session(idx, beam=4, max_width=V)
+    s.reset()
+    nodes = [idx.walk(k[:1]) for k in keys[:3]]
+    for sigma, shape in (([-1.5], "(1,)"), (np.zeros(4), "(4,)"),
+                         (-1.5, "()")):
+        with pytest.raises(ValueError) as e:
+            s.set_nodes(nodes, sigma=sigma)
+        assert str(e.value) == "sigma: shape %s differs from nodes' (3,)" % \
+            shape
+        assert s.count() == 1 and s.beams()["node"][0] == 0
+    s.set_nodes(nodes, sigma=[-1.0, -2.0, -3.0])
+    assert s.count() == 3
+    assert s.beams()["node"][:3].tolist() == nodes
+    assert s.beams()["sigma"][:3].tolist() == [-1.0, -2.0, -3.0]
