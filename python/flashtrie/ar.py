@@ -518,7 +518,11 @@ class Session:
         if len(shape) != 2:
             raise ValueError("logp: expected [rows, width], got %r" % (shape,))
         inp.width, inp.stride = shape[1], shape[1]
-        if norm not in NORMS:
+        try:
+            known = norm in NORMS
+        except TypeError:           # unhashable (a list): no norm either
+            known = False
+        if not known:
             raise ValueError("norm: expected None, 'none', 'row' or "
                              "'allowed', got %r" % (norm,))
         inp.norm = NORMS[norm]

@@ -966,12 +966,19 @@ def test_integers_that_would_wrap_are_refused(lib):
 
 
 def test_unknown_norm_is_refused(lib):
+    """An unknown norm is refused naming the accepted ones; an unhashable
+    one (a list) too, where it raised TypeError: unhashable type."""
     idx, _, _ = lib
     s = Session(idx, beam=2, max_width=V)
     s.reset()
     with pytest.raises(ValueError, match="norm: expected None, 'none', "
                                          "'row' or 'allowed', got 'softmax'"):
         s.step(np.zeros((1, V), dtype=np.float32), norm="softmax")
+    with pytest.raises(ValueError) as e:
+        s.step(np.zeros((1, V), dtype=np.float32), norm=["row"])
+    assert str(e.value) == ("norm: expected None, 'none', 'row' or "
+                            "'allowed', got ['row']")
+    assert s.count() == 1
 
 
 def test_set_nodes_takes_one_sigma_per_node(lib):
