@@ -346,15 +346,23 @@ U32 = 0xFFFFFFFF
 I64 = (-(1 << 63), (1 << 63) - 1)
 
 
+def _array(name: str, x):
+    """_array is x when it is an array or a tensor (None stays None), else
+    TypeError naming it: a list (or any other sequence) has no dtype for
+    the library to read it by, nor an address to hand it."""
+    if x is not None and (not hasattr(x, "shape") or
+                          not hasattr(x, "dtype")):
+        raise TypeError("%s: expected a numpy array or a tensor, got %r" %
+                        (name, type(x)))
+    return x
+
+
 def _tokens(name: str, x, width: Optional[int] = None):
     """_tokens checks that x (ids or a vocabulary, read as uint32 by the
     library) holds 32-bit integers (uint32, or int32: the same bits, torch
     has no uint32) and, width given, at least width entries."""
-    if x is None:
+    if _array(name, x) is None:
         return None
-    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-        raise TypeError("%s: expected a numpy array or a tensor, got %r" %
-                        (name, type(x)))
     dt = _dtype_name(x)
     if dt not in ("uint32", "int32"):
         raise ValueError("%s: expected uint32 library tokens, got %s" %
@@ -514,7 +522,7 @@ class Session:
 
     def _input(self, logp, ids=None, norm=None, vocab=None):
         inp = _Input()
-        shape = tuple(logp.shape)
+        shape = tuple(_array("logp", logp).shape)
         if len(shape) != 2:
             raise ValueError("logp: expected [rows, width], got %r" % (shape,))
         inp.width, inp.stride = shape[1], shape[1]
@@ -527,7 +535,7 @@ class Session:
                              "'allowed', got %r" % (norm,))
         inp.norm = NORMS[norm]
         inp.logp = self._ptr("logp", logp)
-        if ids is not None:
+        if _array("ids", ids) is not None:
             if tuple(ids.shape) != shape:
                 raise ValueError("ids: shape %r differs from logp's %r" %
                                  (tuple(ids.shape), shape))
@@ -620,7 +628,7 @@ class Session:
         node reached (>= 0), DONE (-2) once eos is among the tokens, DEAD
         (-1) when a token labels no child (one ft_ar_walk; a GPU session
         does not wait for it)."""
-        out = self._zeros(int(ids.shape[0]), np.int64)
+        out = self._zeros(int(_array("ids", ids).shape[0]), np.int64)
         _walk(self, ids, start, eos, vocab, out, lens, state)
         return out
 
@@ -698,7 +706,9 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
     """_walk runs ft_ar_walk of session s into out (int64 [rows], the
     session's memory); vocab: uint32 tokens, lens: uint32 [rows] (int32
     on torch), state: int64 [rows], all in the session's memory."""
-    s._here("ids", ids)
+    s._here("ids", _array("ids", ids))
+    _array("lens", lens)
+    _array("state", state)
     ids, addr, rows, n, stride = _walk_rows(ids, start)
     if rows == 0:
         return out

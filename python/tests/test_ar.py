@@ -1001,3 +1001,33 @@ def test_set_nodes_takes_one_sigma_per_node(lib):
     assert s.count() == 3
     assert s.beams()["node"][:3].tolist() == nodes
     assert s.beams()["sigma"][:3].tolist() == [-1.0, -2.0, -3.0]
+
+
+def test_lists_are_refused_by_name(lib):
+    """A Python list where an array is expected failed with
+    "AttributeError: 'list' object has no attribute 'shape'" (step's
+    logp and ids, walk's ids, lens and state) while mask's vocab was
+    refused by name: every entry point now refuses it as mask does,
+    naming the argument, before the state changes."""
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    rows = np.zeros((1, V), dtype=np.float32)
+    ids = np.array([[3, 4]], dtype=np.int64)
+    calls = (("logp", lambda: s.step([[0.0] * V])),
+             ("ids", lambda: s.step(np.zeros((1, 2), dtype=np.float32),
+                                    ids=[[3, 4]])),
+             ("vocab", lambda: s.step(rows, vocab=list(range(V)))),
+             ("vocab", lambda: s.mask(V, vocab=list(range(V)))),
+             ("ids", lambda: s.walk([[3, 4]])),
+             ("lens", lambda: s.walk(ids, lens=[1])),
+             ("state", lambda: s.walk(ids, state=[0])),
+             ("vocab", lambda: s.walk(ids, vocab=list(range(V)))))
+    for name, call in calls:
+        with pytest.raises(TypeError) as e:
+            call()
+        assert str(e.value) == ("%s: expected a numpy array or a tensor, "
+                                "got <class 'list'>" % name)
+    assert s.count() == 1
+    assert s.walk(ids, lens=np.array([1]), state=np.array([0])).tolist() \
+        == [idx.walk([3]) or DEAD]
