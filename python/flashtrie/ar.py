@@ -734,6 +734,14 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
     elif lens is not None and lens.dtype != _torch().int32:
         lens = lens.to(_torch().int32).contiguous()
     if isinstance(state, np.ndarray):
+        # (uint64 against a Python int compares as float64: 2**63 + 5
+        # would equal 2**63 - 1)
+        top = np.uint64(I64[1])
+        if state.dtype == np.uint64 and state.size and \
+                state.max() > top:        # would wrap to a negative state
+            r = int(np.argmax(state > top))
+            raise ValueError("state[%d]: %d is outside %d..%d" %
+                             (r, int(state[r]), *I64))
         state = np.ascontiguousarray(state, dtype=np.int64)
     elif state is not None and state.dtype != _torch().int64:
         state = state.to(_torch().int64).contiguous()

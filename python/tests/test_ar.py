@@ -1031,3 +1031,18 @@ def test_lists_are_refused_by_name(lib):
     assert s.count() == 1
     assert s.walk(ids, lens=np.array([1]), state=np.array([0])).tolist() \
         == [idx.walk([3]) or DEAD]
+
+
+def test_uint64_states_past_int64_are_not_wrapped(lib):
+    """A uint64 state of 2**63 + 5 was cast to int64 and reported as the
+    negative number it wraps to ('from[0]: -9223372036854775803 is no
+    state ...'); it is now refused as given, naming the row."""
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    ids = np.array([[3], [4]], dtype=np.int64)
+    with pytest.raises(ValueError) as e:
+        s.walk(ids, state=np.array([0, 2 ** 63 + 5], dtype=np.uint64))
+    assert str(e.value) == ("state[1]: 9223372036854775813 is outside "
+                            "-9223372036854775808..9223372036854775807")
+    got = s.walk(ids, state=np.zeros(2, dtype=np.uint64))
+    assert got.tolist() == [idx.walk([3]) or DEAD, idx.walk([4]) or DEAD]
