@@ -996,7 +996,9 @@ class TrieRows:
         """constrain sets to -inf, in place, the logits each row may not
         take and returns logits: rows (an index tensor on logits' device)
         names the logits rows of the states, in order; None: the first
-        rows of logits (all when they are as many as the states)."""
+        rows of logits (all when they are as many as the states).  rows
+        in host memory are checked (each a row of logits); on a GPU they
+        are taken as given: a check would wait for the device."""
         torch = _torch()
         n = int(state.shape[0])
         shape = tuple(logits.shape)
@@ -1008,6 +1010,12 @@ class TrieRows:
         if rows is not None and tuple(rows.shape) != (n,):
             raise ValueError("rows: expected shape (%d,) (one per state), "
                              "got %r" % (n, tuple(rows.shape)))
+        if rows is not None and n and rows.device.type == "cpu":
+            out = (rows < 0) | (rows >= shape[0])
+            if bool(out.any()):         # else torch's own IndexError
+                r = int(out.nonzero()[0, 0])
+                raise ValueError("rows[%d]: %d outside 0..%d (the logits' "
+                                 "rows)" % (r, int(rows[r]), shape[0] - 1))
         if n == 0:
             return logits
         width = shape[1]

@@ -405,7 +405,8 @@ def test_processor_rows_must_match_the_scores(lib):
     of scores had its mask broadcast over all four rows (three rows
     masked by another row's prefix), and more rows failed inside torch;
     both are refused naming the shapes, for torch and numpy, and so are
-    TrieRows.constrain's logits with fewer rows than states."""
+    TrieRows.constrain's logits with fewer rows than states and rows
+    naming no row of the logits."""
     torch = _torch_or_skip()
     idx, keys, _ = lib
     proc = TrieLogitsProcessor(idx, eos_token_id=EOS, prompt_len=1)
@@ -437,6 +438,17 @@ def test_processor_rows_must_match_the_scores(lib):
     with pytest.raises(ValueError) as e:
         tr.constrain(torch.zeros(V), state)
     assert str(e.value) == "logits: expected [rows, width], got shape (16,)"
+    # rows naming no row of logits: torch's IndexError ("index_copy_():
+    # index 5 is out of bounds for dimension 0 with size 5") before
+    for bad, at in (([4, 0, 5], "rows[2]: 5"), ([4, -1, 0], "rows[1]: -1")):
+        logits = torch.zeros((5, V))
+        with pytest.raises(ValueError) as e:
+            tr.constrain(logits, state, rows=torch.tensor(bad))
+        assert str(e.value) == "%s outside 0..4 (the logits' rows)" % at
+        assert torch.equal(logits, torch.zeros((5, V)))
+    got = tr.constrain(torch.zeros((5, V)), state, rows=torch.tensor([4, 0, 2]))
+    assert torch.isinf(got[[0, 2, 4]]).any(dim=1).all()
+    assert not torch.isinf(got[[1, 3]]).any()
 
 
 def test_processor_takes_one_eos_id(lib):
