@@ -502,7 +502,8 @@ static int join_coordinator(ft_cluster *c, char *errbuf, size_t errlen)
             break;
         if (stop_asked(c)) {
             RT_ERRF(errbuf, errlen, "cluster: start given up (a signal) "
-                    "with %u ranks missing", missing);
+                    "with %u rank%s missing", missing,
+                    missing == 1 ? "" : "s");
             rc = FT_ESHUTDOWN;
             goto out;
         }

@@ -702,6 +702,13 @@ static void case_bootstrap(void)
     FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 5000, &ms), 1);
     expect_log("log_alone", "cannot serve: cluster: start given up (a signal) "
                       "with 2 ranks missing");
+    /* One rank missing is one rank (it said "1 ranks"). */
+    write_conf("c0.conf", "m3.ftm", 0, 2, 8, NULL);
+    spawn_coord("log_alone2");
+    FT_CHECK(log_within("log_alone2", "waiting for the ranks on", 500));
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 5000, &ms), 1);
+    expect_log("log_alone2", "cannot serve: cluster: start given up (a "
+                             "signal) with 1 rank missing");
     su_cases_free(&g_cs);
 }
 
