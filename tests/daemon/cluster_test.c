@@ -9,7 +9,9 @@
  *              answer equal, bit for bit,
  *              to the unsharded CPU engine's (what `flashtrie search
  *              --index INDEX` answers) and to the specification's reference
- *              search, on a random library with ties; then SIGTERM: every rank
+ *              search, on a random library with ties; rank 0's start line
+ *              says what SIGHUP does for a cluster, and a SIGHUP is
+ *              refused (logged in its log_file); then SIGTERM: every rank
  *              exits 0
  *   kill       a world of 3: rank 2 killed with SIGKILL; the next requests
  *              get FT_ECONN "cluster: rank 2: the connection was lost", INFO
@@ -265,6 +267,7 @@ static void check_answers(ft_client *c, uint32_t per, const char *what)
 
 static void case_equal(void)
 {
+    char path_a0[300];
     make_lib();
     split(3);
     split(5);
@@ -276,10 +279,24 @@ static void case_equal(void)
      * one request per batch. */
     write_conf("a0.conf", "m3.ftm", 0, 2, 1, NULL);
     write_conf("a1.conf", "m3.ftm", 1, 2, 1, NULL);
+    char line[600];
+    snprintf(line, sizeof line, "log_file = \"%s/a0.log\";\n", g_dir);
+    snprintf(path_a0, sizeof path_a0, "%s/a0.conf", g_dir);
+    th_write_file(path_a0, line, "a");
     start_rank(1, 1, "a1.conf");
     start_rank(0, 0, "a0.conf");
     ft_client *c = connect_coord();
     check_answers(c, 1, "world 2, 3 shards, batch 1");
+    /* Rank 0's start line says what SIGHUP does for a cluster (it said
+     * "SIGHUP reloads"): with a log file, reopen it and refuse. */
+    snprintf(line, sizeof line, "serving (pid %ld); SIGHUP reopens the log "
+             "file only (a cluster does not reload), SIGTERM drains",
+             (long)g_pid[0]);
+    expect_log("a0.log", line);
+    FT_CHECK(kill(g_pid[0], SIGHUP) == 0);
+    expect_log("a0.log", "reload refused: a cluster does not reload its "
+                         "index (restart every rank)");
+    check_answers(c, 1, "world 2 after SIGHUP");
     char *t = info(c);
     FT_CHECK(strstr(t, "# cluster\nworld: 2\nstate: up\n"
                        "rank.0: up, shards 0..0\n"
@@ -680,6 +697,10 @@ static void case_bootstrap(void)
                        "this rank opens none");
     expect_log("log5", "cluster rank 2 of 3 serving");
     FT_CHECK(!file_has("log5", "listeners and metrics are rank 0's"));
+    /* Without a log file, rank 0's SIGHUP is refused and nothing else. */
+    expect_log("log", "); SIGHUP is refused (a cluster does not reload), "
+                      "SIGTERM drains");
+    FT_CHECK(!file_has("log", "SIGHUP reloads"));
 
     /* A coordinator whose ranks never come gives up on SIGTERM.  Until
      * then its probes say it waits for the ranks, not only for its index
