@@ -961,12 +961,21 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
         rc = FT_ECONN;
         goto fail;
     }
+    /* Only rank 0 accepts registrations: what the secret means to it
+     * differs from what it means to a rank that registers. */
+    const char *auth =
+        c->rank == 0 ? (c->secret[0] ? "ranks authenticated by the cluster "
+                                       "secret"
+                                     : "no cluster secret: any peer may "
+                                       "register")
+                     : (c->secret[0] ? "registering with the cluster secret"
+                                     : "registering without a cluster "
+                                       "secret");
     FT_LOGF(FT_LOG_INFO, "cluster: rank %u of %u, shards %u..%u of %u; %s "
             "%s (messages up to %zu bytes; %s)", c->rank, c->world, c->first,
             c->first + c->count - 1, c->S,
             c->rank == 0 ? "waiting for the ranks on" : "joining", c->url,
-            c->max_msg, c->secret[0] ? "ranks authenticated by the cluster "
-            "secret" : "no cluster secret: any peer may register");
+            c->max_msg, auth);
     rc = c->rank == 0 ? join_coordinator(c, errbuf, errlen)
                       : join_rank(c, errbuf, errlen);
     if (rc == FT_OK)

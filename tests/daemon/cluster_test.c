@@ -35,7 +35,8 @@
  *              dropped, a registration cut short refused (FT_EPROTO); the cluster then starts with
  *              the right rank and answers (a rank whose file names no
  *              listener does not warn of listeners, one that names some
- *              does); a coordinator missing a rank
+ *              does; only rank 0 logs that any peer may register); a
+ *              coordinator missing a rank
  *              gives up on SIGTERM (exit 1, saying how many are missing)
  *   leave      how a rank learns the coordinator went, with the orderings
  *              a loaded machine gives: a rank slowed down (the test hook
@@ -697,6 +698,12 @@ static void case_bootstrap(void)
                        "this rank opens none");
     expect_log("log5", "cluster rank 2 of 3 serving");
     FT_CHECK(!file_has("log5", "listeners and metrics are rank 0's"));
+    /* Only rank 0, which takes registrations, says that any peer may
+     * register (every rank said it); the others say how they register. */
+    expect_log("log", "; no cluster secret: any peer may register)");
+    expect_log("log1", "; registering without a cluster secret)");
+    FT_CHECK(!file_has("log1", "any peer may register"));
+    FT_CHECK(!file_has("log5", "any peer may register"));
     /* Without a log file, rank 0's SIGHUP is refused and nothing else. */
     expect_log("log", "); SIGHUP is refused (a cluster does not reload), "
                       "SIGTERM drains");
@@ -773,6 +780,7 @@ static void case_secret(void)
     snprintf(want, sizeof want, "(messages up to %zu bytes; ranks "
              "authenticated by the cluster secret)", bound);
     expect_log("log", want);
+    expect_log("log1", "; registering with the cluster secret)");
 
     start_rank(2, 2, "wrong.conf");
     FT_CHECK_EQ_U64(wait_exit(2, 10000), 1);
