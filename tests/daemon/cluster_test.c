@@ -29,7 +29,9 @@
  *              it is down after the step timeout: FT_ECONN "... stopped
  *              answering ...", no hang; resumed, it rejoins the same way;
  *              SIGTERM ends both with exit 0
- *   bootstrap  refused registrations, each with its exact message in the
+ *   bootstrap  an unsharded index refused by rank 0 and rank 1, saying a
+ *              cluster needs a shard manifest (exit 1);
+ *              refused registrations, each with its exact message in the
  *              refused rank's log and exit 1: a different manifest, a
  *              duplicate rank, a wrong world; a frame without the magic
  *              dropped, a registration cut short refused (FT_EPROTO); the cluster then starts with
@@ -630,6 +632,24 @@ static void case_bootstrap(void)
     drop_listeners("c2.conf");
     write_conf("bad_manifest.conf", "m5.ftm", 2, 3, 8, NULL);
     write_conf("bad_world.conf", "m3.ftm", 1, 2, 8, NULL);
+    /* An unsharded index: rank 0 and the others say a cluster needs a
+     * shard manifest (they said "not a FlashTrie shard manifest (bad
+     * magic)"). */
+    write_conf("idx0.conf", "lib.idx", 0, 2, 8, NULL);
+    write_conf("idx1.conf", "lib.idx", 1, 2, 8, NULL);
+    for (int r = 0; r < 2; r++) {
+        char conf[16], log[16], path[300], want[512];
+        snprintf(conf, sizeof conf, "idx%d.conf", r);
+        snprintf(log, sizeof log, "log_idx%d", r);
+        snprintf(path, sizeof path, "%s/%s", g_dir, conf);
+        const char *args[] = {"--config", path, NULL};
+        th_spawn(&g_pid[1], g_bin, g_dir, log, args);
+        FT_CHECK_EQ_U64(wait_exit(1, 10000), 1);
+        snprintf(want, sizeof want, "cannot serve: %s/lib.idx: an unsharded "
+                 "FlashTrie index: a cluster of world 2 needs a shard "
+                 "manifest (made by `flashtrie split`)", g_dir);
+        expect_log(log, want);
+    }
     spawn_coord("log");
     start_rank(1, 1, "c1.conf");
     /* Rank 1 registers; wait until the coordinator says so. */
