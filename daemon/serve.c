@@ -1163,8 +1163,15 @@ int cmd_serve(int argc, char **argv)
         srv_http_ready(srv);
     int reload_running = 0;
     if (st == 0) {
-        FT_LOGF(FT_LOG_INFO, "flashtrie %s serving (pid %ld); SIGHUP reloads, SIGTERM "
-                "drains", FT_VERSION_STRING, (long)getpid());
+        /* A cluster refuses reloads (do_reload): its SIGHUP reopens the
+         * log file at most. */
+        const char *hup = !srv->cluster ? "reloads"
+                          : srv->cfg.log_file[0]
+                              ? "reopens the log file only (a cluster does "
+                                "not reload)"
+                              : "is refused (a cluster does not reload)";
+        FT_LOGF(FT_LOG_INFO, "flashtrie %s serving (pid %ld); SIGHUP %s, "
+                "SIGTERM drains", FT_VERSION_STRING, (long)getpid(), hup);
         notify("READY=1\nSTATUS=serving\nMAINPID=%ld\n", (long)getpid());
         for (;;) {
             struct pollfd pfd = {sfd, POLLIN, 0};

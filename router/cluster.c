@@ -312,6 +312,19 @@ static uint64_t manifest_sum(const char *path, char *errbuf, size_t errlen)
     return h ? h : 1;
 }
 
+/* is_index says whether the file at path starts with an index's magic
+ * (shard/index_file.c). */
+static int is_index(const char *path)
+{
+    char magic[8];
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    return n == sizeof magic && memcmp(magic, "FLSHTRIE", 8) == 0;
+}
+
 int ft_cluster_open_library(ft_library **out, const char *path,
                             unsigned flags, uint32_t rank, uint32_t world,
                             char *errbuf, size_t errlen)
@@ -319,6 +332,14 @@ int ft_cluster_open_library(ft_library **out, const char *path,
     *out = NULL;
     ft_library *m;
     int rc = ft_library_open_part(&m, path, flags, 0, 0, errbuf, errlen);
+    /* The manifest's own words ("not a FlashTrie shard manifest (bad
+     * magic)", or for a large index "(N bytes, more than any
+     * manifest)") do not say what a cluster wants instead: FT_EINVAL,
+     * as cluster.h says, the file being no damaged manifest. */
+    RT_RETURN_ERROR_IF(rc == FT_EFORMAT && is_index(path), FT_EINVAL,
+                       "%s: an unsharded FlashTrie index: a cluster of "
+                       "world %u needs a shard manifest (made by `flashtrie "
+                       "split`)", path, world);
     if (rc != FT_OK)
         return rc;
     uint32_t s = (uint32_t)ft_library_shards(m);
@@ -502,7 +523,8 @@ static int join_coordinator(ft_cluster *c, char *errbuf, size_t errlen)
             break;
         if (stop_asked(c)) {
             RT_ERRF(errbuf, errlen, "cluster: start given up (a signal) "
-                    "with %u ranks missing", missing);
+                    "with %u rank%s missing", missing,
+                    missing == 1 ? "" : "s");
             rc = FT_ESHUTDOWN;
             goto out;
         }
@@ -960,12 +982,21 @@ int ft_cluster_open(ft_cluster **out, const ft_library *lib,
         rc = FT_ECONN;
         goto fail;
     }
+    /* Only rank 0 accepts registrations: what the secret means to it
+     * differs from what it means to a rank that registers. */
+    const char *auth =
+        c->rank == 0 ? (c->secret[0] ? "ranks authenticated by the cluster "
+                                       "secret"
+                                     : "no cluster secret: any peer may "
+                                       "register")
+                     : (c->secret[0] ? "registering with the cluster secret"
+                                     : "registering without a cluster "
+                                       "secret");
     FT_LOGF(FT_LOG_INFO, "cluster: rank %u of %u, shards %u..%u of %u; %s "
             "%s (messages up to %zu bytes; %s)", c->rank, c->world, c->first,
             c->first + c->count - 1, c->S,
             c->rank == 0 ? "waiting for the ranks on" : "joining", c->url,
-            c->max_msg, c->secret[0] ? "ranks authenticated by the cluster "
-            "secret" : "no cluster secret: any peer may register");
+            c->max_msg, auth);
     rc = c->rank == 0 ? join_coordinator(c, errbuf, errlen)
                       : join_rank(c, errbuf, errlen);
     if (rc == FT_OK)

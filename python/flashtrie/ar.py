@@ -346,15 +346,23 @@ U32 = 0xFFFFFFFF
 I64 = (-(1 << 63), (1 << 63) - 1)
 
 
+def _array(name: str, x):
+    """_array is x when it is an array or a tensor (None stays None), else
+    TypeError naming it: a list (or any other sequence) has no dtype for
+    the library to read it by, nor an address to hand it."""
+    if x is not None and (not hasattr(x, "shape") or
+                          not hasattr(x, "dtype")):
+        raise TypeError("%s: expected a numpy array or a tensor, got %r" %
+                        (name, type(x)))
+    return x
+
+
 def _tokens(name: str, x, width: Optional[int] = None):
     """_tokens checks that x (ids or a vocabulary, read as uint32 by the
     library) holds 32-bit integers (uint32, or int32: the same bits, torch
     has no uint32) and, width given, at least width entries."""
-    if x is None:
+    if _array(name, x) is None:
         return None
-    if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-        raise TypeError("%s: expected a numpy array or a tensor, got %r" %
-                        (name, type(x)))
     dt = _dtype_name(x)
     if dt not in ("uint32", "int32"):
         raise ValueError("%s: expected uint32 library tokens, got %s" %
@@ -514,16 +522,20 @@ class Session:
 
     def _input(self, logp, ids=None, norm=None, vocab=None):
         inp = _Input()
-        shape = tuple(logp.shape)
+        shape = tuple(_array("logp", logp).shape)
         if len(shape) != 2:
             raise ValueError("logp: expected [rows, width], got %r" % (shape,))
         inp.width, inp.stride = shape[1], shape[1]
-        if norm not in NORMS:
+        try:
+            known = norm in NORMS
+        except TypeError:           # unhashable (a list): no norm either
+            known = False
+        if not known:
             raise ValueError("norm: expected None, 'none', 'row' or "
                              "'allowed', got %r" % (norm,))
         inp.norm = NORMS[norm]
         inp.logp = self._ptr("logp", logp)
-        if ids is not None:
+        if _array("ids", ids) is not None:
             if tuple(ids.shape) != shape:
                 raise ValueError("ids: shape %r differs from logp's %r" %
                                  (tuple(ids.shape), shape))
@@ -616,17 +628,26 @@ class Session:
         node reached (>= 0), DONE (-2) once eos is among the tokens, DEAD
         (-1) when a token labels no child (one ft_ar_walk; a GPU session
         does not wait for it)."""
-        out = self._zeros(int(ids.shape[0]), np.int64)
+        out = self._zeros(int(_array("ids", ids).shape[0]), np.int64)
         _walk(self, ids, start, eos, vocab, out, lens, state)
         return out
 
     def set_nodes(self, nodes, sigma=None):
         """set_nodes makes the state beams at the given trie nodes (for
-        engines that choose beams themselves and want the mask form)."""
+        engines that choose beams themselves and want the mask form).
+        sigma: the beams' sigmas, one per node (a scalar or a sigma of
+        another length is refused, not spread over the nodes); None
+        leaves the sigmas as they were."""
         a = self.beams()
         n = len(nodes)
         if n > self.beam:
             raise ValueError("%d nodes for beam %d" % (n, self.beam))
+        if sigma is not None:
+            sh = tuple(sigma.shape) if hasattr(sigma, "shape") \
+                else np.shape(sigma)
+            if sh != (n,):
+                raise ValueError("sigma: shape %r differs from nodes' %r" %
+                                 (sh, (n,)))
         if self.gpu:
             torch = _torch()
             a["node"][:n] = torch.as_tensor(np.asarray(nodes, dtype=np.int64),
@@ -685,7 +706,9 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
     """_walk runs ft_ar_walk of session s into out (int64 [rows], the
     session's memory); vocab: uint32 tokens, lens: uint32 [rows] (int32
     on torch), state: int64 [rows], all in the session's memory."""
-    s._here("ids", ids)
+    s._here("ids", _array("ids", ids))
+    _array("lens", lens)
+    _array("state", state)
     ids, addr, rows, n, stride = _walk_rows(ids, start)
     if rows == 0:
         return out
@@ -711,6 +734,14 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
     elif lens is not None and lens.dtype != _torch().int32:
         lens = lens.to(_torch().int32).contiguous()
     if isinstance(state, np.ndarray):
+        # (uint64 against a Python int compares as float64: 2**63 + 5
+        # would equal 2**63 - 1)
+        top = np.uint64(I64[1])
+        if state.dtype == np.uint64 and state.size and \
+                state.max() > top:        # would wrap to a negative state
+            r = int(np.argmax(state > top))
+            raise ValueError("state[%d]: %d is outside %d..%d" %
+                             (r, int(state[r]), *I64))
         state = np.ascontiguousarray(state, dtype=np.int64)
     elif state is not None and state.dtype != _torch().int64:
         state = state.to(_torch().int64).contiguous()
@@ -965,7 +996,9 @@ class TrieRows:
         """constrain sets to -inf, in place, the logits each row may not
         take and returns logits: rows (an index tensor on logits' device)
         names the logits rows of the states, in order; None: the first
-        rows of logits (all when they are as many as the states)."""
+        rows of logits (all when they are as many as the states).  rows
+        in host memory are checked (each a row of logits); on a GPU they
+        are taken as given: a check would wait for the device."""
         torch = _torch()
         n = int(state.shape[0])
         shape = tuple(logits.shape)
@@ -977,6 +1010,12 @@ class TrieRows:
         if rows is not None and tuple(rows.shape) != (n,):
             raise ValueError("rows: expected shape (%d,) (one per state), "
                              "got %r" % (n, tuple(rows.shape)))
+        if rows is not None and n and rows.device.type == "cpu":
+            out = (rows < 0) | (rows >= shape[0])
+            if bool(out.any()):         # else torch's own IndexError
+                r = int(out.nonzero()[0, 0])
+                raise ValueError("rows[%d]: %d outside 0..%d (the logits' "
+                                 "rows)" % (r, int(rows[r]), shape[0] - 1))
         if n == 0:
             return logits
         width = shape[1]

@@ -405,7 +405,8 @@ def test_processor_rows_must_match_the_scores(lib):
     of scores had its mask broadcast over all four rows (three rows
     masked by another row's prefix), and more rows failed inside torch;
     both are refused naming the shapes, for torch and numpy, and so are
-    TrieRows.constrain's logits with fewer rows than states."""
+    TrieRows.constrain's logits with fewer rows than states and rows
+    naming no row of the logits."""
     torch = _torch_or_skip()
     idx, keys, _ = lib
     proc = TrieLogitsProcessor(idx, eos_token_id=EOS, prompt_len=1)
@@ -437,6 +438,17 @@ def test_processor_rows_must_match_the_scores(lib):
     with pytest.raises(ValueError) as e:
         tr.constrain(torch.zeros(V), state)
     assert str(e.value) == "logits: expected [rows, width], got shape (16,)"
+    # rows naming no row of logits: torch's IndexError ("index_copy_():
+    # index 5 is out of bounds for dimension 0 with size 5") before
+    for bad, at in (([4, 0, 5], "rows[2]: 5"), ([4, -1, 0], "rows[1]: -1")):
+        logits = torch.zeros((5, V))
+        with pytest.raises(ValueError) as e:
+            tr.constrain(logits, state, rows=torch.tensor(bad))
+        assert str(e.value) == "%s outside 0..4 (the logits' rows)" % at
+        assert torch.equal(logits, torch.zeros((5, V)))
+    got = tr.constrain(torch.zeros((5, V)), state, rows=torch.tensor([4, 0, 2]))
+    assert torch.isinf(got[[0, 2, 4]]).any(dim=1).all()
+    assert not torch.isinf(got[[1, 3]]).any()
 
 
 def test_processor_takes_one_eos_id(lib):
@@ -966,9 +978,83 @@ def test_integers_that_would_wrap_are_refused(lib):
 
 
 def test_unknown_norm_is_refused(lib):
+    """An unknown norm is refused naming the accepted ones; an unhashable
+    one (a list) too, where it raised TypeError: unhashable type."""
     idx, _, _ = lib
     s = Session(idx, beam=2, max_width=V)
     s.reset()
     with pytest.raises(ValueError, match="norm: expected None, 'none', "
                                          "'row' or 'allowed', got 'softmax'"):
         s.step(np.zeros((1, V), dtype=np.float32), norm="softmax")
+    with pytest.raises(ValueError) as e:
+        s.step(np.zeros((1, V), dtype=np.float32), norm=["row"])
+    assert str(e.value) == ("norm: expected None, 'none', 'row' or "
+                            "'allowed', got ['row']")
+    assert s.count() == 1
+
+
+def test_set_nodes_takes_one_sigma_per_node(lib):
+    """set_nodes(nodes, sigma=[x]) spread the one sigma over every node
+    (numpy's broadcast); a sigma of another length than the nodes, or a
+    scalar, is refused naming both shapes, and leaves the state as it
+    was."""
+    idx, keys, _ = lib
+    s = Session(idx, beam=4, max_width=V)
+    s.reset()
+    nodes = [idx.walk(k[:1]) for k in keys[:3]]
+    for sigma, shape in (([-1.5], "(1,)"), (np.zeros(4), "(4,)"),
+                         (-1.5, "()")):
+        with pytest.raises(ValueError) as e:
+            s.set_nodes(nodes, sigma=sigma)
+        assert str(e.value) == "sigma: shape %s differs from nodes' (3,)" % \
+            shape
+        assert s.count() == 1 and s.beams()["node"][0] == 0
+    s.set_nodes(nodes, sigma=[-1.0, -2.0, -3.0])
+    assert s.count() == 3
+    assert s.beams()["node"][:3].tolist() == nodes
+    assert s.beams()["sigma"][:3].tolist() == [-1.0, -2.0, -3.0]
+
+
+def test_lists_are_refused_by_name(lib):
+    """A Python list where an array is expected failed with
+    "AttributeError: 'list' object has no attribute 'shape'" (step's
+    logp and ids, walk's ids, lens and state) while mask's vocab was
+    refused by name: every entry point now refuses it as mask does,
+    naming the argument, before the state changes."""
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    s.reset()
+    rows = np.zeros((1, V), dtype=np.float32)
+    ids = np.array([[3, 4]], dtype=np.int64)
+    calls = (("logp", lambda: s.step([[0.0] * V])),
+             ("ids", lambda: s.step(np.zeros((1, 2), dtype=np.float32),
+                                    ids=[[3, 4]])),
+             ("vocab", lambda: s.step(rows, vocab=list(range(V)))),
+             ("vocab", lambda: s.mask(V, vocab=list(range(V)))),
+             ("ids", lambda: s.walk([[3, 4]])),
+             ("lens", lambda: s.walk(ids, lens=[1])),
+             ("state", lambda: s.walk(ids, state=[0])),
+             ("vocab", lambda: s.walk(ids, vocab=list(range(V)))))
+    for name, call in calls:
+        with pytest.raises(TypeError) as e:
+            call()
+        assert str(e.value) == ("%s: expected a numpy array or a tensor, "
+                                "got <class 'list'>" % name)
+    assert s.count() == 1
+    assert s.walk(ids, lens=np.array([1]), state=np.array([0])).tolist() \
+        == [idx.walk([3]) or DEAD]
+
+
+def test_uint64_states_past_int64_are_not_wrapped(lib):
+    """A uint64 state of 2**63 + 5 was cast to int64 and reported as the
+    negative number it wraps to ('from[0]: -9223372036854775803 is no
+    state ...'); it is now refused as given, naming the row."""
+    idx, _, _ = lib
+    s = Session(idx, beam=2, max_width=V)
+    ids = np.array([[3], [4]], dtype=np.int64)
+    with pytest.raises(ValueError) as e:
+        s.walk(ids, state=np.array([0, 2 ** 63 + 5], dtype=np.uint64))
+    assert str(e.value) == ("state[1]: 9223372036854775813 is outside "
+                            "-9223372036854775808..9223372036854775807")
+    got = s.walk(ids, state=np.zeros(2, dtype=np.uint64))
+    assert got.tolist() == [idx.walk([3]) or DEAD, idx.walk([4]) or DEAD]

@@ -9,7 +9,9 @@
  *              answer equal, bit for bit,
  *              to the unsharded CPU engine's (what `flashtrie search
  *              --index INDEX` answers) and to the specification's reference
- *              search, on a random library with ties; then SIGTERM: every rank
+ *              search, on a random library with ties; rank 0's start line
+ *              says what SIGHUP does for a cluster, and a SIGHUP is
+ *              refused (logged in its log_file); then SIGTERM: every rank
  *              exits 0
  *   kill       a world of 3: rank 2 killed with SIGKILL; the next requests
  *              get FT_ECONN "cluster: rank 2: the connection was lost", INFO
@@ -27,13 +29,16 @@
  *              it is down after the step timeout: FT_ECONN "... stopped
  *              answering ...", no hang; resumed, it rejoins the same way;
  *              SIGTERM ends both with exit 0
- *   bootstrap  refused registrations, each with its exact message in the
+ *   bootstrap  an unsharded index refused by rank 0 and rank 1, saying a
+ *              cluster needs a shard manifest (exit 1);
+ *              refused registrations, each with its exact message in the
  *              refused rank's log and exit 1: a different manifest, a
  *              duplicate rank, a wrong world; a frame without the magic
  *              dropped, a registration cut short refused (FT_EPROTO); the cluster then starts with
  *              the right rank and answers (a rank whose file names no
  *              listener does not warn of listeners, one that names some
- *              does); a coordinator missing a rank
+ *              does; only rank 0 logs that any peer may register); a
+ *              coordinator missing a rank
  *              gives up on SIGTERM (exit 1, saying how many are missing)
  *   leave      how a rank learns the coordinator went, with the orderings
  *              a loaded machine gives: a rank slowed down (the test hook
@@ -265,6 +270,7 @@ static void check_answers(ft_client *c, uint32_t per, const char *what)
 
 static void case_equal(void)
 {
+    char path_a0[300];
     make_lib();
     split(3);
     split(5);
@@ -276,10 +282,24 @@ static void case_equal(void)
      * one request per batch. */
     write_conf("a0.conf", "m3.ftm", 0, 2, 1, NULL);
     write_conf("a1.conf", "m3.ftm", 1, 2, 1, NULL);
+    char line[600];
+    snprintf(line, sizeof line, "log_file = \"%s/a0.log\";\n", g_dir);
+    snprintf(path_a0, sizeof path_a0, "%s/a0.conf", g_dir);
+    th_write_file(path_a0, line, "a");
     start_rank(1, 1, "a1.conf");
     start_rank(0, 0, "a0.conf");
     ft_client *c = connect_coord();
     check_answers(c, 1, "world 2, 3 shards, batch 1");
+    /* Rank 0's start line says what SIGHUP does for a cluster (it said
+     * "SIGHUP reloads"): with a log file, reopen it and refuse. */
+    snprintf(line, sizeof line, "serving (pid %ld); SIGHUP reopens the log "
+             "file only (a cluster does not reload), SIGTERM drains",
+             (long)g_pid[0]);
+    expect_log("a0.log", line);
+    FT_CHECK(kill(g_pid[0], SIGHUP) == 0);
+    expect_log("a0.log", "reload refused: a cluster does not reload its "
+                         "index (restart every rank)");
+    check_answers(c, 1, "world 2 after SIGHUP");
     char *t = info(c);
     FT_CHECK(strstr(t, "# cluster\nworld: 2\nstate: up\n"
                        "rank.0: up, shards 0..0\n"
@@ -612,6 +632,24 @@ static void case_bootstrap(void)
     drop_listeners("c2.conf");
     write_conf("bad_manifest.conf", "m5.ftm", 2, 3, 8, NULL);
     write_conf("bad_world.conf", "m3.ftm", 1, 2, 8, NULL);
+    /* An unsharded index: rank 0 and the others say a cluster needs a
+     * shard manifest (they said "not a FlashTrie shard manifest (bad
+     * magic)"). */
+    write_conf("idx0.conf", "lib.idx", 0, 2, 8, NULL);
+    write_conf("idx1.conf", "lib.idx", 1, 2, 8, NULL);
+    for (int r = 0; r < 2; r++) {
+        char conf[16], log[16], path[300], want[512];
+        snprintf(conf, sizeof conf, "idx%d.conf", r);
+        snprintf(log, sizeof log, "log_idx%d", r);
+        snprintf(path, sizeof path, "%s/%s", g_dir, conf);
+        const char *args[] = {"--config", path, NULL};
+        th_spawn(&g_pid[1], g_bin, g_dir, log, args);
+        FT_CHECK_EQ_U64(wait_exit(1, 10000), 1);
+        snprintf(want, sizeof want, "cannot serve: %s/lib.idx: an unsharded "
+                 "FlashTrie index: a cluster of world 2 needs a shard "
+                 "manifest (made by `flashtrie split`)", g_dir);
+        expect_log(log, want);
+    }
     spawn_coord("log");
     start_rank(1, 1, "c1.conf");
     /* Rank 1 registers; wait until the coordinator says so. */
@@ -680,6 +718,16 @@ static void case_bootstrap(void)
                        "this rank opens none");
     expect_log("log5", "cluster rank 2 of 3 serving");
     FT_CHECK(!file_has("log5", "listeners and metrics are rank 0's"));
+    /* Only rank 0, which takes registrations, says that any peer may
+     * register (every rank said it); the others say how they register. */
+    expect_log("log", "; no cluster secret: any peer may register)");
+    expect_log("log1", "; registering without a cluster secret)");
+    FT_CHECK(!file_has("log1", "any peer may register"));
+    FT_CHECK(!file_has("log5", "any peer may register"));
+    /* Without a log file, rank 0's SIGHUP is refused and nothing else. */
+    expect_log("log", "); SIGHUP is refused (a cluster does not reload), "
+                      "SIGTERM drains");
+    FT_CHECK(!file_has("log", "SIGHUP reloads"));
 
     /* A coordinator whose ranks never come gives up on SIGTERM.  Until
      * then its probes say it waits for the ranks, not only for its index
@@ -702,6 +750,13 @@ static void case_bootstrap(void)
     FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 5000, &ms), 1);
     expect_log("log_alone", "cannot serve: cluster: start given up (a signal) "
                       "with 2 ranks missing");
+    /* One rank missing is one rank (it said "1 ranks"). */
+    write_conf("c0.conf", "m3.ftm", 0, 2, 8, NULL);
+    spawn_coord("log_alone2");
+    FT_CHECK(log_within("log_alone2", "waiting for the ranks on", 500));
+    FT_CHECK_EQ_U64(th_stop(&g_pid[0], SIGTERM, 5000, &ms), 1);
+    expect_log("log_alone2", "cannot serve: cluster: start given up (a "
+                             "signal) with 1 rank missing");
     su_cases_free(&g_cs);
 }
 
@@ -745,6 +800,7 @@ static void case_secret(void)
     snprintf(want, sizeof want, "(messages up to %zu bytes; ranks "
              "authenticated by the cluster secret)", bound);
     expect_log("log", want);
+    expect_log("log1", "; registering with the cluster secret)");
 
     start_rank(2, 2, "wrong.conf");
     FT_CHECK_EQ_U64(wait_exit(2, 10000), 1);
