@@ -105,6 +105,10 @@ static int g_share_all;
 /* decode's vocabulary for F_DENSE_VOCAB: 0 identity; else a random map
  * (columns sharing tokens, tokens no key has) of this seed */
 static uint64_t g_vocab_seed;
+/* decode's width of dense rows (V: the mask's and the sparse rows'
+ * width; wider rows exercise the GPU's whole-row passes, which take
+ * 16 x 256 entries a round) */
+static uint32_t g_dense_w = V;
 
 static void dec_open(dec *d, const ft_index *idx, ft_engine_kind kind,
                      uint32_t beam, uint32_t results, uint32_t width)
@@ -212,6 +216,8 @@ static void decode(dec *d, tbuf *t, int f, int norm, uint32_t B, uint32_t n,
     uint32_t w = V, cap = o.beam;
     if (f == F_SPARSE_WIDE)
         w = wide_n;
+    else if (f != F_SPARSE)
+        w = g_dense_w;
     float *x = malloc((size_t)cap * w * 4);
     uint32_t *ids = malloc((size_t)cap * w * 4);
     uint16_t *h16 = malloc((size_t)cap * w * 2);
@@ -1116,6 +1122,27 @@ int main(int argc, char **argv)
                 free(t.p);
             }
         }
+        /* rows wider than the GPU's whole-row rounds (the --gpu run
+         * compares them with the GPU's): the dense forms agree */
+        g_dense_w = 2 * 16 * 256 + 809;
+        for (int norm = 1; norm < 3; norm++) {
+            tbuf ref = {0}, t = {0};
+            dec d;
+            dec_open(&d, idx, FT_ENGINE_CPU, 16, 20, g_dense_w);
+            decode(&d, &ref, F_DENSE_ID, norm, 16, 20, 6, 5, 1, plain_step,
+                   NULL, 0);
+            int forms[] = {F_DENSE_VOCAB, F_BF16, F_F16};
+            for (int fi = 0; fi < 3; fi++) {
+                t.len = 0;
+                decode(&d, &t, forms[fi], norm, 16, 20, 6, 5, 1, plain_step,
+                       NULL, 0);
+                same(&ref, &t, "wide dense identity vs other forms");
+            }
+            dec_close(&d);
+            free(ref.p);
+            free(t.p);
+        }
+        g_dense_w = V;
         ft_index_close(idx);
         printf("ar_step_test: CPU ok\n");
         return 0;
@@ -1165,6 +1192,35 @@ int main(int argc, char **argv)
                 dec_close(&g);
                 cases++;
             }
+    /* rows wider than a round of the whole-row passes (16 loads of 256
+     * lanes): two full rounds and a tail, every dense form, both
+     * normalisations, a random vocabulary too */
+    int dforms[] = {F_DENSE_ID, F_DENSE_VOCAB, F_BF16, F_F16};
+    g_dense_w = 2 * 16 * 256 + 809;
+    for (int fi = 0; fi < 4; fi++)
+        for (int norm = 1; norm < 3; norm++)
+            for (uint32_t B = 7; B <= 64; B += 57) {
+                dec c, g;
+                g_vocab_seed = dforms[fi] == F_DENSE_VOCAB && B == 64 ? 77 : 0;
+                dec_open(&c, idx, FT_ENGINE_CPU, B, B + 3, g_dense_w);
+                dec_open(&g, idx, FT_ENGINE_GPU, B, B + 3, g_dense_w);
+                tbuf tc = {0}, tg = {0};
+                decode(&c, &tc, dforms[fi], norm, B, B + 3, 6, 91 + B, 0,
+                       plain_step, NULL, 0);
+                decode(&g, &tg, dforms[fi], norm, B, B + 3, 6, 91 + B, 0,
+                       plain_step, NULL, 0);
+                char what[96];
+                snprintf(what, sizeof what, "CPU vs GPU, %u wide (form %d, "
+                         "norm %d, beam %u)", g_dense_w, dforms[fi], norm, B);
+                same(&tc, &tg, what);
+                free(tc.p);
+                free(tg.p);
+                dec_close(&c);
+                dec_close(&g);
+                cases++;
+            }
+    g_dense_w = V;
+    g_vocab_seed = 0;
     ft_index_close(idx);
     printf("ar_step_test: CPU = GPU on %d decodes\n", cases);
     return 0;
