@@ -913,10 +913,12 @@ class TrieRows:
         torch = _torch()
         ids = torch.as_tensor(ids, device=self.device)
         n = int(ids.shape[0])
+        # converted (and checked) by _walk; made contiguous here, as the
+        # rows' own states may be views (a column, every other row)
         if state is not None:
-            state = state.to(device=self.device)
-        if lens is not None:        # converted (and checked) by _walk
-            lens = torch.as_tensor(lens, device=self.device)
+            state = state.to(device=self.device).contiguous()
+        if lens is not None:
+            lens = torch.as_tensor(lens, device=self.device).contiguous()
         out = torch.empty(n, dtype=torch.int64, device=self.device)
         return _walk(self._s, ids, start, self.eos, self._vocab32, out, lens,
                      state)

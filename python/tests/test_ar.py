@@ -1058,3 +1058,24 @@ def test_uint64_states_past_int64_are_not_wrapped(lib):
                             "-9223372036854775808..9223372036854775807")
     got = s.walk(ids, state=np.zeros(2, dtype=np.uint64))
     assert got.tolist() == [idx.walk([3]) or DEAD, idx.walk([4]) or DEAD]
+
+
+def test_trie_rows_walk_takes_strided_states_and_lens(lib):
+    """TrieRows.walk made its state and lens contiguous (a column of a
+    [rows, 2] tensor, every other row); since it left the conversion to
+    _walk, an int64 state view (or an int32 lens view on a GPU) was
+    refused as 'state: not contiguous'.  Session.walk, which takes the
+    session's own arrays, still refuses them by name."""
+    torch = _torch_or_skip()
+    idx, keys, _ = lib
+    tr = TrieRows(idx, rows=2, device="cpu", eos=EOS)
+    k = keys[0]
+    ids = torch.tensor([[k[0]], [3]])
+    want = [idx.walk(k[:1]), idx.walk([3]) or DEAD]
+    state = torch.zeros((2, 2), dtype=torch.int64)[:, 0]
+    lens = torch.ones((2, 2), dtype=torch.int32)[:, 1]
+    assert not state.is_contiguous() and not lens.is_contiguous()
+    assert tr.walk(ids, state=state).tolist() == want
+    assert tr.walk(ids, lens=lens).tolist() == want
+    assert tr.walk(ids, state=state, lens=lens).tolist() == want
+    assert tr.advance(state, ids[:, 0]).tolist() == want
