@@ -16,7 +16,10 @@
 /* URL kinds a STRING row may be checked as (ft_config_row.url). */
 enum { FTI_URL_NONE = 0, FTI_URL_NNG = 1, FTI_URL_HTTP = 2,
        FTI_URL_MODE = 3, /* not a URL: an octal file mode, "0660" */
-       FTI_URL_CPUS = 4 /* not a URL: a CPU list, "0-3,8" */ };
+       FTI_URL_CPUS = 4, /* not a URL: a CPU list, "0-3,8" */
+       FTI_URL_PEER = 5 /* an nng URL, worded without tls+tcp:// (the
+                         * cluster's coordinator: validation refuses it
+                         * there with its own reason) */ };
 
 /* fti_cfg_errf writes a formatted message into an optional error buffer,
  * control characters shown as '?' so that it stays one line. */

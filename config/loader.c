@@ -421,6 +421,9 @@ static void line_quote(const char *text, int n, char *out, size_t outlen)
         return;
     char q[64];
     size_t m = len > 60 ? 60 : len;
+    /* cut between characters: not inside a UTF-8 sequence */
+    while (m < len && m > 0 && ((unsigned char)p[m] & 0xC0) == 0x80)
+        m--;
     for (size_t i = 0; i < m; i++)
         q[i] = (unsigned char)p[i] < 0x20 || p[i] == 0x7f ? '?' : p[i];
     q[m] = 0;

@@ -220,7 +220,7 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         .doc = "number of processes in the shard group; 1 = no cluster"},
     [FT_CONFIG_S_CLUSTER_COORDINATOR] = {.name = "cluster.coordinator",
         .type = FT_CONFIG_STRING, STRMAX(cluster_coordinator), .def = "",
-        .url = FTI_URL_NNG, AT(cluster_coordinator), .show = SHOWN,
+        .url = FTI_URL_PEER, AT(cluster_coordinator), .show = SHOWN,
         .doc = "nng address of rank 0's bootstrap listener; required when world > 1"},
     [FT_CONFIG_S_CLUSTER_JOIN_TIMEOUT_MS] = {.name = "cluster.join_timeout_ms",
         .type = FT_CONFIG_INT, .min = 100, .max = 86400000, .def = "60000",
@@ -470,7 +470,10 @@ static int url_ok(int kind, const char *v, char *why, size_t whylen)
     if (strncmp(v, "ipc://", 6) == 0 && v[6] != 0)
         return 1;
     snprintf(why, whylen,
-             "expected tcp://HOST:PORT, tls+tcp://HOST:PORT or ipc://PATH, got '%s'",
+             kind == FTI_URL_PEER
+                 ? "expected tcp://HOST:PORT or ipc://PATH, got '%s'"
+                 : "expected tcp://HOST:PORT, tls+tcp://HOST:PORT or "
+                   "ipc://PATH, got '%s'",
              v);
     return 0;
 }
@@ -869,7 +872,8 @@ static int doc_row(ft_buf *out, const char *name, const ft_config_row *r)
         break;
     case FT_CONFIG_STRING:
         rc |= ft_buf_printf(out, "%sat most %lld bytes",
-                            r->url == FTI_URL_NNG    ? "nng URL, "
+                            r->url == FTI_URL_NNG ||
+                                    r->url == FTI_URL_PEER ? "nng URL, "
                             : r->url == FTI_URL_HTTP ? "http URL, "
                             : r->url == FTI_URL_MODE ? "octal mode, "
                             : r->url == FTI_URL_CPUS ? "CPU list, "

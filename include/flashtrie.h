@@ -682,8 +682,11 @@ typedef struct ft_engine_opts {
                          * of its free memory) and the search writes each
                          * result's value with its key; UINT32_MAX = the
                          * host attaches them after the launch (a value a
-                         * hit from the index in host memory).  The same
-                         * results either way. */
+                         * hit from the index in host memory).  Engines of
+                         * one process on the same index and GPU share one
+                         * device copy of it, made by the first to open:
+                         * its choice holds for the others while it lives.
+                         * The same results either way. */
 } ft_engine_opts;
 
 typedef struct ft_engine ft_engine;

@@ -488,8 +488,8 @@ static void test_errors(void)
     BAD("metrics = \"http://localhost\";\n",
         "t.conf:1: metrics: expected http://HOST:PORT, got 'http://localhost'");
     BAD("cluster = { coordinator = \"tcp://host\"; };\n",
-        "t.conf:1: cluster.coordinator: expected tcp://HOST:PORT, tls+tcp://HOST:PORT "
-        "or ipc://PATH, got 'tcp://host'");
+        "t.conf:1: cluster.coordinator: expected tcp://HOST:PORT or ipc://PATH, "
+        "got 'tcp://host'");
 
     /* Syntax errors and names given twice (libconfig's own words, then
      * the line they are on, or the end of the file a group runs into). */
@@ -504,6 +504,11 @@ static void test_errors(void)
     BAD("max_batch = 4; max_wait_us = 5; queue_depth = 10; max_batch = 9; # x\n",
         "t.conf:1: duplicate setting name, at 'max_batch = 4; max_wait_us = 5; "
         "queue_depth = 10; max_batch ...'");
+    /* a cut never splits a UTF-8 character: 59 ASCII bytes, then a
+     * two-byte e-acute across the 60th */
+    BAD("max_batch = 4; max_batch = 5; # aaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9xyz\n",
+        "t.conf:1: duplicate setting name, at 'max_batch = 4; max_batch = 5; # "
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaa...'");
     /* libconfig ends an unclosed comment at the end of the file without a
      * word: the settings after it would vanish silently. */
     BAD("max_batch = 4;\n/* max_wait_us = 5;\nqueue_depth = 0;\n",
