@@ -6,9 +6,11 @@
  * JSON syntax error and an empty line ("json: empty line") all answer with
  * an {"error": ...} line.  The exit status is 0 however many lines were
  * rejected; 2 for unusable arguments; 1 when the index cannot be used, the
- * asked engine cannot start, or the output cannot be written.  A line
- * longer than --max-line-bytes is answered with an error without being
- * held in memory whole: only its first bytes are kept (for the id). */
+ * asked engine cannot start, the input cannot be read (the lines read
+ * before the error are answered first) or the output cannot be written.
+ * A line longer than --max-line-bytes is answered with an error without
+ * being held in memory whole: only its first bytes are kept (for the id). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +41,8 @@ static int ensure_result(ft_result *res, uint32_t n, uint32_t T)
 /* read_line reads one line (its '\n' dropped) into *buf, keeping at most
  * keep bytes of it and discarding the rest, so that memory stays bounded
  * whatever the input.  1 for a line, 0 at the end of the input, -1 when
- * out of memory. */
+ * out of memory, -2 when the input cannot be read (errno set; the part of
+ * a line read before the error is dropped). */
 static int read_line(FILE *f, char **buf, size_t *cap, size_t keep,
                      size_t *len)
 {
@@ -63,6 +66,8 @@ static int read_line(FILE *f, char **buf, size_t *cap, size_t keep,
         }
         (*buf)[n++] = (char)c;
     }
+    if (c == EOF && ferror(f))
+        return -2;
     *len = n;
     return any;
 }
@@ -249,15 +254,22 @@ opened:;
     size_t keep = (size_t)max_line + 2;
     ft_buf out;
     ft_buf_init(&out);
-    int eof = 0;
+    int eof = 0, read_errno = 0;
     while (!eof) {
         size_t n = 0, m = 0;
         while (n < batch) {
             size_t len;
             int got = read_line(stdin, &line, &cap, keep, &len);
-            if (got < 0) {
+            if (got == -1) {
                 fprintf(stderr, "flashtrie search: out of memory\n");
                 status = 1;
+                eof = 1;
+                break;
+            }
+            if (got == -2) {
+                /* The lines read so far are answered, then exit 1: a
+                 * read error is never taken for the end of the input. */
+                read_errno = errno ? errno : EIO;
                 eof = 1;
                 break;
             }
@@ -328,6 +340,11 @@ opened:;
     ft_buf_free(&out);
     if (fflush(stdout) != 0 && status == 0) {
         fprintf(stderr, "flashtrie search: cannot write the output\n");
+        status = 1;
+    }
+    if (read_errno != 0 && status == 0) {
+        fprintf(stderr, "flashtrie search: cannot read the input: %s\n",
+                strerror(read_errno));
         status = 1;
     }
 done:

@@ -89,6 +89,17 @@ if [ -w /dev/full ]; then
   "$BIN" --version > /dev/full 2> /dev/null && fail "--version > /dev/full: exit 0"
 fi
 
+# input that cannot be read (a directory on stdin: read() fails with
+# EISDIR): exit 1 with a message, never 0 as if the input were empty
+# (docs/specification.md section 7: every input line gets one output line;
+# exit 0 only when every line was answered)
+"$BIN" search --index "$TMP/idx.ft" --engine cpu < "$TMP" > "$TMP/out.jsonl" 2> "$TMP/err.txt"
+rc=$?
+[ $rc -eq 1 ] || fail "search < a directory: exit $rc, want 1"
+[ "$(cat "$TMP/err.txt")" = "flashtrie search: cannot read the input: Is a directory" ] ||
+  fail "search < a directory: $(cat "$TMP/err.txt")"
+[ -s "$TMP/out.jsonl" ] && fail "search < a directory: output $(cat "$TMP/out.jsonl")"
+
 # lookup: a line with a NUL byte is no key (it was read as the tokens
 # before the NUL)
 key=$(grep -v '^#' "$DATA/cli_keys.txt" | head -1 | cut -f1 | cut -d' ' -f1)
