@@ -905,11 +905,6 @@ static int read_id(rd *r)
     }
     if (r->cut && r->p == r->end) /* its digits may go on past the cut */
         return syn(r, r->end, "cut");
-    if (x.n > FT_JSONL_MAX_ID_DIGITS) {
-        fault(r, "id: an integer id may have at most %d characters, got %zu",
-              FT_JSONL_MAX_ID_DIGITS, x.n);
-        return 0;
-    }
     sink k = {NULL, 0, q, 0};
     if (sink_put(r, &k, x.a, x.n) || sink_put(r, &k, (const unsigned char *)"", 1))
         return -1;

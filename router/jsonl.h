@@ -5,10 +5,9 @@
  * FILE *.
  *
  * Choices docs/specification.md leaves open (docs/search-cli.md repeats them):
- *  - "id" is optional: a JSON string, or a JSON integer of at most
- *    FT_JSONL_MAX_ID_DIGITS characters (sign included), whatever its
- *    value; an integer id is echoed back exactly as written (its digits
- *    kept, "-0" stays "-0").  It is echoed first in the answer line, also
+ *  - "id" is optional: a JSON string, or a JSON integer of any length
+ *    (the line's cap bounds it) and any value; an integer id is echoed
+ *    back exactly as written (its digits kept, "-0" stays "-0").  It is echoed first in the answer line, also
  *    in error lines whenever it could be read (a later fault, even a JSON
  *    syntax error after it, does not lose it); left out when absent.
  *  - Errors read "<field>: <reason>", grid faults with their position;
@@ -41,9 +40,6 @@
 /* FT_JSONL_MAX_LINE_DEFAULT is the default line-size cap: 64 MiB holds a
  * full 64 x 4096 grid written with 17 significant digits many times over. */
 #define FT_JSONL_MAX_LINE_DEFAULT ((size_t)64 << 20)
-/* FT_JSONL_MAX_ID_DIGITS bounds an integer id's text: u64, i64 and 128-bit
- * ids all fit. */
-#define FT_JSONL_MAX_ID_DIGITS 64
 
 /* ft_jsonl_req is one parsed request line.  The parser owns the grid and id
  * buffers and reuses them for the next line: init once, parse many.  The

@@ -268,7 +268,7 @@ static void spec7_ids(void)
     FT_CHECK(q.id_int_ok && q.id_int == INT64_MIN);
     ok("{\"id\": 9223372036854775808, " G "}");
     FT_CHECK(!q.id_int_ok);
-    /* 64 characters are allowed, 65 are not */
+    /* 64 characters, 65, 1000: all echoed as written */
     char line[512], id[80];
     memset(id, '9', 64);
     id[64] = 0;
@@ -291,7 +291,26 @@ static void spec7_ids(void)
     snprintf(line, sizeof line, "{\"id\": -%s, " G "}", id + 1);
     ok(line);
     snprintf(line, sizeof line, "{\"id\": -9%s, " G "}", id + 1);
-    no_id(line, "id: an integer id may have at most 64 characters, got 65");
+    ok(line);
+    FT_CHECK(strlen(q.id_str) == 65 && strncmp(q.id_str, "-99", 3) == 0);
+    {
+        /* an integer id of any length is echoed as written (SPEC §7: a
+         * string or integer id is echoed back) */
+        char big[1200], bline[1400], bwant[1400];
+        memset(big, '7', 1000);
+        big[0] = '1';
+        big[1000] = 0;
+        snprintf(bline, sizeof bline, "{\"id\": %s, " G "}", big);
+        ok(bline);
+        FT_CHECK(q.has_id && !q.id_is_str && !q.id_int_ok);
+        FT_CHECK_STR(q.id_str, big);
+        ft_buf bb;
+        ft_buf_init(&bb);
+        FT_PASS(ft_jsonl_encode_result(&bb, &q, &res));
+        snprintf(bwant, sizeof bwant, "{\"id\": %s, \"results\": []}\n", big);
+        FT_CHECK_STR((const char *)bb.data, bwant);
+        ft_buf_free(&bb);
+    }
     no_id("{\"id\": 1e2, " G "}", "id: must be a string or an integer");
     no_id("{\"id\": 1.0, " G "}", "id: must be a string or an integer");
     no_id("{\"id\": [1], " G "}", "id: must be a string or an integer");
