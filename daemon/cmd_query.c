@@ -14,6 +14,7 @@
  * unanswered are printed, then one line on stderr names the error and
  * that input line, and the exit status is 1.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -310,13 +311,19 @@ int cmd_query(int argc, char **argv)
     ft_buf_init(&out);
     char *buf = NULL;
     size_t bcap = 0;
-    int eof = 0, status = 0;
+    int eof = 0, status = 0, read_errno = 0;
     size_t done = 0;    /* input lines of the chunks before this one */
     while (!eof && status == 0) {
         ch.n = ch.n_todo = ch.next = 0;
         while (ch.n < cap) {
+            errno = 0;
             ssize_t len = getline(&buf, &bcap, stdin);
             if (len < 0) {
+                /* a read error (or no memory for the line) is never
+                 * taken for the end of the input: the lines read so far
+                 * are answered, then exit 1 */
+                if (ferror(stdin) || errno == ENOMEM)
+                    read_errno = errno ? errno : EIO;
                 eof = 1;
                 break;
             }
@@ -370,6 +377,11 @@ int cmd_query(int argc, char **argv)
     }
     if (fflush(stdout) != 0 && status == 0) {
         fprintf(stderr, "flashtrie query: cannot write the output\n");
+        status = 1;
+    }
+    if (read_errno && status == 0) {
+        fprintf(stderr, "flashtrie query: cannot read the input: %s\n",
+                strerror(read_errno));
         status = 1;
     }
     if (ch.failed && status == 0) {

@@ -84,6 +84,14 @@ start_server --index "$TMP/big.ftm" --listen "$URL" --engine cpu --threads 1 --r
 "$BIN" query --url "$URL" --batch 32 --concurrency 4 < "$TMP/big_req.jsonl" > "$TMP/got.jsonl" ||
   fail "query (manifest)"
 cmp -s "$TMP/got.jsonl" "$TMP/want.jsonl" || fail "manifest: output differs from search"
+# Input that cannot be read (a directory on stdin) is no empty input:
+# exit 1, saying so, nothing written.
+"$BIN" query --url "$URL" < "$TMP" > "$TMP/got.jsonl" 2> "$TMP/err3"
+rc=$?
+[ $rc -eq 1 ] || fail "query of a directory: exit $rc, want 1"
+[ "$(cat "$TMP/err3")" = "flashtrie query: cannot read the input: Is a directory" ] ||
+  fail "query of a directory: $(cat "$TMP/err3")"
+[ ! -s "$TMP/got.jsonl" ] || fail "query of a directory wrote output"
 "$BIN" query --url "$URL" --info > "$TMP/info" || fail "--info (manifest)"
 grep -q "^shards: 3$" "$TMP/info" || fail "INFO: no 'shards: 3'"
 grep -q "^replicas: 2$" "$TMP/info" || fail "INFO: no 'replicas: 2'"
