@@ -155,6 +155,7 @@ int cmd_lookup(int argc, char **argv)
     unsigned toks[FT_MAX_KEY_LEN_LIMIT + 1];
     unsigned long long lineno = 0;
     int status = 0;
+    errno = 0;
     while ((len = getline(&line, &cap, stdin)) >= 0) {
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -183,6 +184,13 @@ int cmd_lookup(int argc, char **argv)
             else
                 printf("not found\n");
         }
+        errno = 0;
+    }
+    if (ferror(stdin) || errno == ENOMEM) {
+        /* never taken for the end of the input */
+        fprintf(stderr, "flashtrie lookup: cannot read the input: %s\n",
+                strerror(errno ? errno : EIO));
+        status = 1;
     }
     free(line);
     ft_library_close(m);

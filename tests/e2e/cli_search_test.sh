@@ -99,6 +99,18 @@ rc=$?
 [ "$(cat "$TMP/err.txt")" = "flashtrie search: cannot read the input: Is a directory" ] ||
   fail "search < a directory: $(cat "$TMP/err.txt")"
 [ -s "$TMP/out.jsonl" ] && fail "search < a directory: output $(cat "$TMP/out.jsonl")"
+# the same for search --ar and lookup
+"$BIN" search --index "$TMP/idx.ft" --ar --engine cpu < "$TMP" > "$TMP/out.jsonl" 2> "$TMP/err.txt"
+rc=$?
+[ $rc -eq 1 ] || fail "search --ar < a directory: exit $rc, want 1"
+[ "$(cat "$TMP/err.txt")" = "flashtrie search: cannot read the input: Is a directory" ] ||
+  fail "search --ar < a directory: $(cat "$TMP/err.txt")"
+"$BIN" lookup "$TMP/idx.ft" < "$TMP" > "$TMP/out.txt" 2> "$TMP/err.txt"
+rc=$?
+[ $rc -eq 1 ] || fail "lookup < a directory: exit $rc, want 1"
+[ "$(cat "$TMP/err.txt")" = "flashtrie lookup: cannot read the input: Is a directory" ] ||
+  fail "lookup < a directory: $(cat "$TMP/err.txt")"
+[ -s "$TMP/out.txt" ] && fail "lookup < a directory: output $(cat "$TMP/out.txt")"
 
 # lookup: a line with a NUL byte is no key (it was read as the tokens
 # before the NUL)
