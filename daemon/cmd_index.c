@@ -115,9 +115,10 @@ int cmd_lookup(int argc, char **argv)
                       "  prints its value or \"not found\"; with --prefix, lists\n"
                       "  the keys under it (TAB value), at most N (default 100;\n"
                       "  0: all of them).\n"
-                      "  exit 0; 1 when the index cannot be opened or a line is\n"
+                      "  exit 0; 1 when the index cannot be opened, a line is\n"
                       "  no key (\"error: line N: ...\" in its place, the other\n"
-                      "  lines answered); 2 bad arguments.\n";
+                      "  lines answered) or the input cannot be read; 2 bad\n"
+                      "  arguments.\n";
     int prefix = 0, no_verify = 0, limit_given = 0, c;
     unsigned long long limit = 100;
     optind = 1;
