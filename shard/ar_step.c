@@ -700,6 +700,55 @@ static int inv_walk_next(inv_walk *it, const ft_trie_view *v, uint32_t *j,
     }
 }
 
+/* row_load8 is entries j .. j + 7 of w (row_x of each, the same bits):
+ * f32 rows and bf16 rows (a shift) without a call an entry. */
+static inline __attribute__((always_inline)) ft_v8f row_load8(const row *w,
+                                                              uint32_t j)
+{
+    ft_v8f x;
+    if (w->lp) {
+        memcpy(&x, w->lp + j, sizeof x);
+    } else if (w->in->dtype == FT_AR_IN_F32) {
+        memcpy(&x, (const float *)w->dense + j, sizeof x);
+    } else if (w->in->dtype == FT_AR_IN_BF16) {
+        uint16_t h[8];
+        memcpy(h, (const uint16_t *)w->dense + j, sizeof h);
+        ft_v8i u = {h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]};
+        x = ft_v8f_of(u << 16);
+    } else {
+        for (int i = 0; i < 8; i++)
+            x[i] = row_x(w, j + (uint32_t)i);
+    }
+    return x;
+}
+
+/* row_max8 is the maximum of a whole row (NaN never one; -inf when every
+ * entry is NaN or -inf), eight running maxima at a time: a maximum is
+ * exact in any order. */
+static inline __attribute__((always_inline)) float row_max8(const row *w,
+                                                            uint32_t width)
+{
+    const ft_v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                         -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    ft_v8f m = ninf;
+    uint32_t j = 0;
+    for (; j + 8 <= width; j += 8) {
+        ft_v8f x = row_load8(w, j);
+        ft_v8i gt = x > m;
+        m = ft_v8f_of((ft_v8i_of(x) & gt) | (ft_v8i_of(m) & ~gt));
+    }
+    float mx = -INFINITY;
+    for (int i = 0; i < 8; i++)
+        if (m[i] > mx)
+            mx = m[i];
+    for (; j < width; j++) {
+        float x = row_x(w, j);
+        if (x > mx)
+            mx = x;
+    }
+    return mx;
+}
+
 /* lanes_full fills the FT_AR_LANES partial sums of a whole row's
  * exp(x - mx) lane-major: entries j0 .. j0 + 255 add to lanes 0 .. 255,
  * eight lanes at a time (ft_ar_terms8), so each lane still adds its terms
@@ -713,10 +762,7 @@ lanes_full_body(double *p, const row *w, uint32_t width, float mx)
         uint32_t cnt = width - j0 < FT_AR_LANES ? width - j0 : FT_AR_LANES;
         uint32_t l = 0;
         for (; l + 8 <= cnt; l += 8) {
-            uint32_t j = j0 + l;
-            ft_v8f x = {row_x(w, j), row_x(w, j + 1), row_x(w, j + 2),
-                        row_x(w, j + 3), row_x(w, j + 4), row_x(w, j + 5),
-                        row_x(w, j + 6), row_x(w, j + 7)};
+            ft_v8f x = row_load8(w, j0 + l);
             ft_v4d lo, hi, a, b;
             ft_ar_terms8(x, mx, &lo, &hi);
             memcpy(&a, p + l, sizeof a);
@@ -731,24 +777,35 @@ lanes_full_body(double *p, const row *w, uint32_t width, float mx)
     }
 }
 
-__attribute__((target("avx2"))) static void
-lanes_full_avx2(double *p, const row *w, uint32_t width, float mx)
+/* full_body is a whole row's maximum (*mx) and its lanes' sums; 0 when
+ * no entry can be taken (no maximum). */
+static inline __attribute__((always_inline)) int
+full_body(double *p, const row *w, uint32_t width, float *mx)
 {
-    lanes_full_body(p, w, width, mx);
+    *mx = row_max8(w, width);
+    if (!(*mx > -INFINITY))
+        return 0;
+    lanes_full_body(p, w, width, *mx);
+    return 1;
 }
 
-static void lanes_full_base(double *p, const row *w, uint32_t width,
-                            float mx)
+__attribute__((target("avx2"))) static int
+lanes_full_avx2(double *p, const row *w, uint32_t width, float *mx)
 {
-    lanes_full_body(p, w, width, mx);
+    return full_body(p, w, width, mx);
 }
 
-static void lanes_full(double *p, const row *w, uint32_t width, float mx)
+static int lanes_full_base(double *p, const row *w, uint32_t width,
+                           float *mx)
+{
+    return full_body(p, w, width, mx);
+}
+
+static int lanes_full(double *p, const row *w, uint32_t width, float *mx)
 {
     if (__builtin_cpu_supports("avx2")) /* a read of libgcc's CPU model */
-        lanes_full_avx2(p, w, width, mx);
-    else
-        lanes_full_base(p, w, width, mx);
+        return lanes_full_avx2(p, w, width, mx);
+    return lanes_full_base(p, w, width, mx);
 }
 
 /* allowed_lse is row_lse's sums over the allowed entries of a dense row
@@ -828,22 +885,23 @@ static int row_lse(double *p, const row *w, const ft_trie_view *v,
         *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
         return 1;
     }
+    if (!allowed) {
+        if (!lanes_full(p, w, in->width, &mx))
+            return 0;
+        *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
+        return 1;
+    }
     for (uint32_t j = 0; j < in->width; j++) {
         float x = row_x(w, j);
-        if (x > mx && (!allowed || ft_find_child(v, cr, row_tok(w, j)) != FT_NONE))
+        if (x > mx && ft_find_child(v, cr, row_tok(w, j)) != FT_NONE)
             mx = x;
     }
     if (!(mx > -INFINITY))
         return 0;
-    if (!allowed) {
-        lanes_full(p, w, in->width, mx);
-        *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
-        return 1;
-    }
     for (uint32_t l = 0; l < FT_AR_LANES; l++) {
         double s = 0.0;
         for (uint32_t j = l; j < in->width; j += FT_AR_LANES) {
-            if (allowed && ft_find_child(v, cr, row_tok(w, j)) == FT_NONE)
+            if (ft_find_child(v, cr, row_tok(w, j)) == FT_NONE)
                 continue;
             s = FT_DADD(s, ft_ar_term(row_x(w, j), mx));
         }

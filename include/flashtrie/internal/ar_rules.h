@@ -35,7 +35,6 @@
 #define FT_AR_RULES_H
 
 #include <stdint.h>
-#include <string.h>
 
 #include "rules.h"
 
@@ -153,12 +152,6 @@ FT_HD uint64_t ft_bits_of_d(double d)
     return c.u;
 }
 
-FT_HD float ft_f_of_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 /* ft_ar_expf is exp(d) for d <= 0 in binary32 (NaN passes through),
  * within 2 ulp of the true value, the same bits everywhere: d = n ln2 + f
@@ -194,7 +187,7 @@ FT_HD float ft_ar_expf(float d)
     float c1 = FT_FADD(b2, FT_FMUL(b3, f2));
     float p = FT_FADD(c0, FT_FMUL(c1, f4));
     int32_t n = (int32_t)nf;
-    return FT_FMUL(p, ft_f_of_bits((uint32_t)(127 + n) << 23));
+    return FT_FMUL(p, ft_f32_of_bits((uint32_t)(127 + n) << 23));
 }
 
 /* ft_ar_term is one entry's term of a normalisation: exp(x - mx), the
