@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "flashtrie/internal/filemagic.h"
 
 int ft_cli_parse_u64(const char *s, unsigned long long *out)
 {
@@ -122,13 +123,7 @@ int ft_cli_parse_count(const char *cmd, const char *opt, const char *s,
  * manifest's magic (FT_MANIFEST_MAGIC, shard/manifest.h). */
 static int is_manifest(const char *path)
 {
-    char magic[8];
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(magic, 1, sizeof magic, f);
-    fclose(f);
-    return n == sizeof magic && memcmp(magic, "FTSHARDS", 8) == 0;
+    return fti_file_has_magic(path, "FTSHARDS");
 }
 
 /* remove_stale_shards removes the shard files an earlier split into

@@ -45,6 +45,7 @@
  */
 #include "flashtrie/internal/bits.h"
 #include "flashtrie/internal/clock.h"
+#include "flashtrie/internal/filemagic.h"
 #include "cluster.h"
 
 #include <inttypes.h>
@@ -316,13 +317,7 @@ static uint64_t manifest_sum(const char *path, char *errbuf, size_t errlen)
  * (shard/index_file.c). */
 static int is_index(const char *path)
 {
-    char magic[8];
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(magic, 1, sizeof magic, f);
-    fclose(f);
-    return n == sizeof magic && memcmp(magic, "FLSHTRIE", 8) == 0;
+    return fti_file_has_magic(path, "FLSHTRIE");
 }
 
 int ft_cluster_open_library(ft_library **out, const char *path,

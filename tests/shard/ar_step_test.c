@@ -707,6 +707,29 @@ static void test_threads(const ft_index *idx, const uint32_t *wide,
  * session finding its columns through the inverted vocabulary against a
  * session asking every column's token: identical transcripts (step,
  * mask and top-k; 1 and 3 threads). */
+/* cpu_vs_gpu decodes the same rows (form f, normalisation norm, beam B,
+ * n results, w wide, seed s0) on a CPU and a GPU session and checks the
+ * transcripts byte for byte. */
+static void cpu_vs_gpu(const ft_index *idx, int f, int norm, uint32_t B,
+                       uint32_t n, uint32_t w, uint64_t s0, int coarse,
+                       const uint32_t *wide, uint32_t nwide)
+{
+    dec c, g;
+    dec_open(&c, idx, FT_ENGINE_CPU, B, n, w);
+    dec_open(&g, idx, FT_ENGINE_GPU, B, n, w);
+    tbuf tc = {0}, tg = {0};
+    decode(&c, &tc, f, norm, B, n, 6, s0, coarse, plain_step, wide, nwide);
+    decode(&g, &tg, f, norm, B, n, 6, s0, coarse, plain_step, wide, nwide);
+    char what[128];
+    snprintf(what, sizeof what, "CPU vs GPU (form %d, norm %d, beam %u, "
+             "%u wide)", f, norm, B, w);
+    same(&tc, &tg, what);
+    free(tc.p);
+    free(tg.p);
+    dec_close(&c);
+    dec_close(&g);
+}
+
 /* test_full_norm_ref: one step from the root over a whole-row
  * normalisation (f32 and bf16 rows, widths that are and are not a
  * multiple of 8, -inf holes): every next beam's sigma is
@@ -1249,23 +1272,9 @@ int main(int argc, char **argv)
             for (int bi = 0; bi < 4; bi++) {
                 int coarse = (fi + norm + bi) % 2 || fi == F_BF16 || fi == F_F16;
                 uint32_t B = beams[bi], n = bi == 3 ? 1000 : B + 3;
-                dec c, g;
                 uint32_t w = fi == F_SPARSE_WIDE ? nwide : V;
-                dec_open(&c, idx, FT_ENGINE_CPU, B, n, w);
-                dec_open(&g, idx, FT_ENGINE_GPU, B, n, w);
-                tbuf tc = {0}, tg = {0};
-                decode(&c, &tc, forms[fi], norm, B, n, 6, 7 + bi, coarse,
-                       plain_step, wide, nwide);
-                decode(&g, &tg, forms[fi], norm, B, n, 6, 7 + bi, coarse,
-                       plain_step, wide, nwide);
-                char what[96];
-                snprintf(what, sizeof what, "CPU vs GPU (form %d, norm %d, "
-                         "beam %u)", fi, norm, B);
-                same(&tc, &tg, what);
-                free(tc.p);
-                free(tg.p);
-                dec_close(&c);
-                dec_close(&g);
+                cpu_vs_gpu(idx, forms[fi], norm, B, n, w, 7 + bi, coarse,
+                           wide, nwide);
                 cases++;
             }
     /* rows wider than a round of the whole-row passes (16 loads of 256
@@ -1276,23 +1285,9 @@ int main(int argc, char **argv)
     for (int fi = 0; fi < 4; fi++)
         for (int norm = 1; norm < 3; norm++)
             for (uint32_t B = 7; B <= 64; B += 57) {
-                dec c, g;
                 g_vocab_seed = dforms[fi] == F_DENSE_VOCAB && B == 64 ? 77 : 0;
-                dec_open(&c, idx, FT_ENGINE_CPU, B, B + 3, g_dense_w);
-                dec_open(&g, idx, FT_ENGINE_GPU, B, B + 3, g_dense_w);
-                tbuf tc = {0}, tg = {0};
-                decode(&c, &tc, dforms[fi], norm, B, B + 3, 6, 91 + B, 0,
-                       plain_step, NULL, 0);
-                decode(&g, &tg, dforms[fi], norm, B, B + 3, 6, 91 + B, 0,
-                       plain_step, NULL, 0);
-                char what[96];
-                snprintf(what, sizeof what, "CPU vs GPU, %u wide (form %d, "
-                         "norm %d, beam %u)", g_dense_w, dforms[fi], norm, B);
-                same(&tc, &tg, what);
-                free(tc.p);
-                free(tg.p);
-                dec_close(&c);
-                dec_close(&g);
+                cpu_vs_gpu(idx, dforms[fi], norm, B, B + 3, g_dense_w, 91 + B,
+                           0, NULL, 0);
                 cases++;
             }
     g_dense_w = V;
