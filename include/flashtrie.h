@@ -966,7 +966,8 @@ FT_API int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
  * (width + 31) / 32) is set when column j's token (vocab[j], or j) labels a
  * child of beam r's node, and bit eos is set when the node ends a key (eos
  * >= width: no such bit).  Rows of dead beams (r >= count, r < B) are
- * zeroed: mask holds B * words words (B: the opened beam). */
+ * zeroed: mask holds B * words words (B: the opened beam), none of them
+ * in an array of cur (FT_EINVAL naming both). */
 FT_API int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
                const uint32_t *vocab, uint32_t eos, uint32_t *mask,
                void *stream);
@@ -1001,7 +1002,9 @@ FT_API int ft_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows,
  * normalisation, rho > theta_tok and sigma + rho > theta_sent), ordered
  * by (rho desc, j asc): out_entry[r * k + i], out_token, out_logp (the
  * normalised rho, -0 as +0), r < B; missing places and dead beams get entry
- * and token UINT32_MAX and logp -inf.  k is 1..64. */
+ * and token UINT32_MAX and logp -inf.  k is 1..64.  The three outputs
+ * (B * k entries each) share no byte with each other or with cur's arrays
+ * (FT_EINVAL naming both). */
 FT_API int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
                uint32_t k, uint32_t *out_entry, uint32_t *out_token,
                float *out_logp, void *stream);

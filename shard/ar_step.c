@@ -1237,42 +1237,55 @@ static int spans_meet(const ar_span *x, const ar_span *y)
     return x->p < y->p + y->n && y->p < x->p + x->n;
 }
 
-/* step_overlap names in why the first array a step writes (next's, then
- * hits') that shares bytes with one it reads (cur's) or with another it
- * writes (each of next's at the configured beam, each of hits' at the
- * configured results); 0 when none does. */
+/* writes_clash names in why the first array a call (what: "a step")
+ * writes, wr[i] of group wg[i] ("next", "hits", "mask", ...; an empty
+ * name: the group is the array), that shares bytes with one of cur's it
+ * reads or with another it writes; 0 when none does. */
+static int writes_clash(const ar_span *rd, const ar_span *wr,
+                        const char *const *wg, size_t nw, const char *what,
+                        char *why, size_t len)
+{
+    char a[48], b[48];
+    for (size_t i = 0; i < nw; i++) {
+        snprintf(a, sizeof a, "%s%s%s", wg[i], wr[i].name[0] ? "." : "",
+                 wr[i].name);
+        for (size_t j = 0; j < 7; j++)
+            if (spans_meet(&wr[i], &rd[j])) {
+                snprintf(why, len, "%s overlaps cur.%s: %s reads cur while "
+                         "it writes %s", a, rd[j].name, what, wg[i]);
+                return 1;
+            }
+        for (size_t j = 0; j < i; j++)
+            if (spans_meet(&wr[i], &wr[j])) {
+                snprintf(b, sizeof b, "%s%s%s", wg[j],
+                         wr[j].name[0] ? "." : "", wr[j].name);
+                snprintf(why, len, "%s overlaps %s: %s writes both", a, b,
+                         what);
+                return 1;
+            }
+    }
+    return 0;
+}
+
+/* step_overlap: writes_clash for a step (next's arrays at the configured
+ * beam, then hits' at the configured results). */
 static int step_overlap(const ft_ar *ar, const ft_ar_beams *cur,
                         const ft_ar_beams *next, const ft_ar_hits *hits,
                         char *why, size_t len)
 {
     ar_span rd[7], wr[16];
-    const char *wn[16];
+    const char *wg[16];
     beam_spans(rd, cur, ar->o.beam);
     size_t nw = beam_spans(wr, next, ar->o.beam);
     for (size_t i = 0; i < nw; i++)
-        wn[i] = "next";
+        wg[i] = "next";
     if (hits) {
         size_t nh = hit_spans(wr + nw, hits, ar->o.results);
         for (size_t i = nw; i < nw + nh; i++)
-            wn[i] = "hits";
+            wg[i] = "hits";
         nw += nh;
     }
-    for (size_t i = 0; i < nw; i++) {
-        for (size_t j = 0; j < 7; j++)
-            if (spans_meet(&wr[i], &rd[j])) {
-                snprintf(why, len, "%s.%s overlaps cur.%s: a step reads "
-                         "cur while it writes %s", wn[i], wr[i].name,
-                         rd[j].name, wn[i]);
-                return 1;
-            }
-        for (size_t j = 0; j < i; j++)
-            if (spans_meet(&wr[i], &wr[j])) {
-                snprintf(why, len, "%s.%s overlaps %s.%s: a step writes "
-                         "both", wn[i], wr[i].name, wn[j], wr[j].name);
-                return 1;
-            }
-    }
-    return 0;
+    return writes_clash(rd, wr, wg, nw, "a step", why, len);
 }
 
 int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
@@ -1364,6 +1377,14 @@ int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
     FT_RETURN_ERROR_IF(width < 1 || width > FT_AR_WIDTH_MAX, FT_EINVAL,
                        "width: must be 1..%u, got %u", FT_AR_WIDTH_MAX, width);
     FT_RETURN_ERROR_IF(mask == NULL, FT_EINVAL, "mask: NULL");
+    {
+        ar_span rd[7], wr[1] = {{"", (uintptr_t)mask,
+                                 (size_t)ar->cap_beam * ((width + 31) / 32) * 4}};
+        static const char *const wg[1] = {"mask"};
+        beam_spans(rd, cur, ar->o.beam);
+        if (writes_clash(rd, wr, wg, 1, "ft_ar_mask", errbuf, errlen))
+            return FT_EINVAL;
+    }
     if (ar->gpu)
         return ft_gpu_ar_mask(ar, cur, width, vocab, eos, mask, stream);
     uint64_t work = 0;
@@ -1577,6 +1598,17 @@ int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
                        k);
     FT_RETURN_ERROR_IF(!out_entry || !out_token || !out_logp, FT_EINVAL,
                        "topk outputs: NULL array");
+    {
+        size_t n = (size_t)ar->cap_beam * k * 4;
+        ar_span rd[7], wr[3] = {{"", (uintptr_t)out_entry, n},
+                                {"", (uintptr_t)out_token, n},
+                                {"", (uintptr_t)out_logp, n}};
+        static const char *const wg[3] = {"out_entry", "out_token",
+                                          "out_logp"};
+        beam_spans(rd, cur, ar->o.beam);
+        if (writes_clash(rd, wr, wg, 3, "ft_ar_topk", errbuf, errlen))
+            return FT_EINVAL;
+    }
     if (ar->gpu)
         return ft_gpu_ar_topk(ar, cur, in, k, out_entry, out_token, out_logp,
                               stream);

@@ -451,6 +451,17 @@ static void test_errors(const ft_index *idx)
     FT_CHECK_STR(ft_ar_error(ar), "k: must be 1..64, got 65");
     FT_FAIL(ft_ar_mask(ar, &a, 0, NULL, 0, ids, NULL), FT_EINVAL);
     FT_CHECK_STR(ft_ar_error(ar), "width: must be 1..1048576, got 0");
+    /* the mask's and top-k's outputs: not in cur's arrays, not in each
+     * other (top-k: beam 4 x k 2 entries each) */
+    FT_FAIL(ft_ar_mask(ar, &a, 16, NULL, 0, a.len, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "mask overlaps cur.len: ft_ar_mask reads "
+                                  "cur while it writes mask");
+    FT_FAIL(ft_ar_topk(ar, &a, &in, 2, ids, ids + 4, lp, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "out_token overlaps out_entry: ft_ar_topk "
+                                  "writes both");
+    FT_FAIL(ft_ar_topk(ar, &a, &in, 2, ids, ids + 8, a.sigma, NULL), FT_EINVAL);
+    FT_CHECK_STR(ft_ar_error(ar), "out_logp overlaps cur.sigma: ft_ar_topk "
+                                  "reads cur while it writes out_logp");
     ft_ar_beams_free(ar, &a);
     ft_ar_beams_free(ar, &b);
     ft_ar_close(ar);
