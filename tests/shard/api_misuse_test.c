@@ -274,7 +274,8 @@ static void test_search(const ft_index *idx, const ft_library *lib)
 
 /* ---- the AR step API ---- */
 
-static void test_ar(const ft_index *idx)
+/* small_ar opens a CPU step session of beam 4 on one thread. */
+static ft_ar *small_ar(const ft_index *idx)
 {
     char err[256];
     ft_ar_opts o;
@@ -283,6 +284,12 @@ static void test_ar(const ft_index *idx)
     o.threads = 1;
     ft_ar *ar;
     FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+    return ar;
+}
+
+static void test_ar(const ft_index *idx)
+{
+    ft_ar *ar = small_ar(idx);
     FT_FAIL(ft_ar_reset(ar, NULL, NULL), FT_EINVAL);
     FT_CHECK_STR(ft_ar_error(ar), "b: NULL array");
     ft_ar_beams b;
@@ -480,12 +487,7 @@ static void test_null_ar(const ft_index *idx)
     FT_FAIL(ft_ar_topk(NULL, &b, &in, 1, entry, token, logp, NULL),
             FT_EINVAL);
     /* a live session and NULL state structs */
-    ft_ar_opts o;
-    ft_ar_opts_init(&o);
-    o.beam = 4;
-    o.threads = 1;
-    ft_ar *ar;
-    FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+    ft_ar *ar = small_ar(idx);
     FT_FAIL(ft_ar_beams_alloc(ar, NULL), FT_EINVAL);
     FT_CHECK_STR(ft_ar_error(ar), "b: NULL");
     FT_FAIL(ft_ar_hits_alloc(ar, NULL), FT_EINVAL);
