@@ -1197,14 +1197,17 @@ static int cpu_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
     return FT_OK;
 }
 
-/* An array a step reads or writes: its name and bytes. */
+/* An array a call reads or writes: its group ("cur", "next", "hits",
+ * "mask", ...), its name in the group ("" when the group is the array)
+ * and its bytes. */
 typedef struct {
-    const char *name;
+    const char *group, *name;
     uintptr_t p;
     size_t n;
 } ar_span;
 
-static size_t beam_spans(ar_span *s, const ft_ar_beams *b, uint32_t cap)
+static size_t beam_spans(ar_span *s, const char *group, const ft_ar_beams *b,
+                         uint32_t cap)
 {
     static const char *const nm[7] = {"count", "node", "sigma", "len",
                                        "parent", "entry", "token"};
@@ -1213,7 +1216,7 @@ static size_t beam_spans(ar_span *s, const ft_ar_beams *b, uint32_t cap)
     size_t sz[7] = {4, (size_t)cap * 8, (size_t)cap * 4, (size_t)cap * 4,
                     (size_t)cap * 4, (size_t)cap * 4, (size_t)cap * 4};
     for (int i = 0; i < 7; i++)
-        s[i] = (ar_span){nm[i], (uintptr_t)p[i], sz[i]};
+        s[i] = (ar_span){group, nm[i], (uintptr_t)p[i], sz[i]};
     return 7;
 }
 
@@ -1228,7 +1231,7 @@ static size_t hit_spans(ar_span *s, const ft_ar_hits *h, uint32_t cap)
                     (size_t)cap * 4, (size_t)cap * 8, (size_t)cap * 8,
                     (size_t)cap * 8, (size_t)cap * 4};
     for (int i = 0; i < 9; i++)
-        s[i] = (ar_span){nm[i], (uintptr_t)p[i], sz[i]};
+        s[i] = (ar_span){"hits", nm[i], (uintptr_t)p[i], sz[i]};
     return 9;
 }
 
@@ -1237,28 +1240,30 @@ static int spans_meet(const ar_span *x, const ar_span *y)
     return x->p < y->p + y->n && y->p < x->p + x->n;
 }
 
+/* span_name writes a span's full name ("next.sigma", "mask"). */
+static void span_name(const ar_span *x, char *out, size_t len)
+{
+    snprintf(out, len, "%s%s%s", x->group, x->name[0] ? "." : "", x->name);
+}
+
 /* writes_clash names in why the first array a call (what: "a step")
- * writes, wr[i] of group wg[i] ("next", "hits", "mask", ...; an empty
- * name: the group is the array), that shares bytes with one of cur's it
- * reads or with another it writes; 0 when none does. */
-static int writes_clash(const ar_span *rd, const ar_span *wr,
-                        const char *const *wg, size_t nw, const char *what,
-                        char *why, size_t len)
+ * writes, wr[i], that shares bytes with one of cur's it reads (rd, 7
+ * spans) or with another it writes; 0 when none does. */
+static int writes_clash(const ar_span *rd, const ar_span *wr, size_t nw,
+                        const char *what, char *why, size_t len)
 {
     char a[48], b[48];
     for (size_t i = 0; i < nw; i++) {
-        snprintf(a, sizeof a, "%s%s%s", wg[i], wr[i].name[0] ? "." : "",
-                 wr[i].name);
+        span_name(&wr[i], a, sizeof a);
         for (size_t j = 0; j < 7; j++)
             if (spans_meet(&wr[i], &rd[j])) {
                 snprintf(why, len, "%s overlaps cur.%s: %s reads cur while "
-                         "it writes %s", a, rd[j].name, what, wg[i]);
+                         "it writes %s", a, rd[j].name, what, wr[i].group);
                 return 1;
             }
         for (size_t j = 0; j < i; j++)
             if (spans_meet(&wr[i], &wr[j])) {
-                snprintf(b, sizeof b, "%s%s%s", wg[j],
-                         wr[j].name[0] ? "." : "", wr[j].name);
+                span_name(&wr[j], b, sizeof b);
                 snprintf(why, len, "%s overlaps %s: %s writes both", a, b,
                          what);
                 return 1;
@@ -1274,18 +1279,11 @@ static int step_overlap(const ft_ar *ar, const ft_ar_beams *cur,
                         char *why, size_t len)
 {
     ar_span rd[7], wr[16];
-    const char *wg[16];
-    beam_spans(rd, cur, ar->o.beam);
-    size_t nw = beam_spans(wr, next, ar->o.beam);
-    for (size_t i = 0; i < nw; i++)
-        wg[i] = "next";
-    if (hits) {
-        size_t nh = hit_spans(wr + nw, hits, ar->o.results);
-        for (size_t i = nw; i < nw + nh; i++)
-            wg[i] = "hits";
-        nw += nh;
-    }
-    return writes_clash(rd, wr, wg, nw, "a step", why, len);
+    beam_spans(rd, "cur", cur, ar->o.beam);
+    size_t nw = beam_spans(wr, "next", next, ar->o.beam);
+    if (hits)
+        nw += hit_spans(wr + nw, hits, ar->o.results);
+    return writes_clash(rd, wr, nw, "a step", why, len);
 }
 
 int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
@@ -1378,11 +1376,10 @@ int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
                        "width: must be 1..%u, got %u", FT_AR_WIDTH_MAX, width);
     FT_RETURN_ERROR_IF(mask == NULL, FT_EINVAL, "mask: NULL");
     {
-        ar_span rd[7], wr[1] = {{"", (uintptr_t)mask,
+        ar_span rd[7], wr[1] = {{"mask", "", (uintptr_t)mask,
                                  (size_t)ar->cap_beam * ((width + 31) / 32) * 4}};
-        static const char *const wg[1] = {"mask"};
-        beam_spans(rd, cur, ar->o.beam);
-        if (writes_clash(rd, wr, wg, 1, "ft_ar_mask", errbuf, errlen))
+        beam_spans(rd, "cur", cur, ar->o.beam);
+        if (writes_clash(rd, wr, 1, "ft_ar_mask", errbuf, errlen))
             return FT_EINVAL;
     }
     if (ar->gpu)
@@ -1600,13 +1597,11 @@ int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
                        "topk outputs: NULL array");
     {
         size_t n = (size_t)ar->cap_beam * k * 4;
-        ar_span rd[7], wr[3] = {{"", (uintptr_t)out_entry, n},
-                                {"", (uintptr_t)out_token, n},
-                                {"", (uintptr_t)out_logp, n}};
-        static const char *const wg[3] = {"out_entry", "out_token",
-                                          "out_logp"};
-        beam_spans(rd, cur, ar->o.beam);
-        if (writes_clash(rd, wr, wg, 3, "ft_ar_topk", errbuf, errlen))
+        ar_span rd[7], wr[3] = {{"out_entry", "", (uintptr_t)out_entry, n},
+                                {"out_token", "", (uintptr_t)out_token, n},
+                                {"out_logp", "", (uintptr_t)out_logp, n}};
+        beam_spans(rd, "cur", cur, ar->o.beam);
+        if (writes_clash(rd, wr, 3, "ft_ar_topk", errbuf, errlen))
             return FT_EINVAL;
     }
     if (ar->gpu)
