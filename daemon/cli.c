@@ -119,6 +119,16 @@ int ft_cli_parse_count(const char *cmd, const char *opt, const char *s,
     return 0;
 }
 
+ssize_t ft_cli_getline(char **buf, size_t *cap, FILE *f, int *err)
+{
+    errno = 0;
+    ssize_t n = getline(buf, cap, f);
+    *err = 0;
+    if (n < 0 && (ferror(f) || errno == ENOMEM))
+        *err = errno ? errno : EIO;
+    return n;
+}
+
 /* is_manifest says whether the file at path starts with a shard
  * manifest's magic (FT_MANIFEST_MAGIC, shard/manifest.h). */
 static int is_manifest(const char *path)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "flashtrie.h"
 
@@ -29,6 +30,12 @@ int ft_cli_out_open(ft_cli_out *o, const char *path, const char *mode);
  * place, without it removes what was written aside.  0, or -1 with errno
  * set when ok and writing, closing or renaming failed. */
 int ft_cli_out_close(ft_cli_out *o, int ok);
+
+/* ft_cli_getline is getline(3) on f that tells a read error from the end
+ * of the input: the line's length, or -1 with *err 0 at the end and *err
+ * the error (errno; EIO where it gave none) when f could not be read or
+ * the line had no memory. */
+ssize_t ft_cli_getline(char **buf, size_t *cap, FILE *f, int *err);
 
 /* ft_cli_parse_u64 parses a whole decimal string; 0 on success. */
 int ft_cli_parse_u64(const char *s, unsigned long long *out);

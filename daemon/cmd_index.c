@@ -155,9 +155,8 @@ int cmd_lookup(int argc, char **argv)
     ssize_t len;
     unsigned toks[FT_MAX_KEY_LEN_LIMIT + 1];
     unsigned long long lineno = 0;
-    int status = 0;
-    errno = 0;
-    while ((len = getline(&line, &cap, stdin)) >= 0) {
+    int status = 0, read_errno;
+    while ((len = ft_cli_getline(&line, &cap, stdin, &read_errno)) >= 0) {
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = 0;
@@ -185,12 +184,10 @@ int cmd_lookup(int argc, char **argv)
             else
                 printf("not found\n");
         }
-        errno = 0;
     }
-    if (ferror(stdin) || errno == ENOMEM) {
-        /* never taken for the end of the input */
+    if (read_errno) { /* never taken for the end of the input */
         fprintf(stderr, "flashtrie lookup: cannot read the input: %s\n",
-                strerror(errno ? errno : EIO));
+                strerror(read_errno));
         status = 1;
     }
     free(line);

@@ -14,7 +14,6 @@
  * unanswered are printed, then one line on stderr names the error and
  * that input line, and the exit status is 1.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -316,14 +315,10 @@ int cmd_query(int argc, char **argv)
     while (!eof && status == 0) {
         ch.n = ch.n_todo = ch.next = 0;
         while (ch.n < cap) {
-            errno = 0;
-            ssize_t len = getline(&buf, &bcap, stdin);
+            /* a read error is never taken for the end of the input:
+             * the lines read so far are answered, then exit 1 */
+            ssize_t len = ft_cli_getline(&buf, &bcap, stdin, &read_errno);
             if (len < 0) {
-                /* a read error (or no memory for the line) is never
-                 * taken for the end of the input: the lines read so far
-                 * are answered, then exit 1 */
-                if (ferror(stdin) || errno == ENOMEM)
-                    read_errno = errno ? errno : EIO;
                 eof = 1;
                 break;
             }
