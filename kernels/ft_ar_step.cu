@@ -56,9 +56,9 @@ namespace cg = cooperative_groups;
 
 static_assert(ARK_EXP_THREADS == FT_AR_LANES, "one thread per lane");
 /* A whole-row normalisation's loads in flight per thread (each pass over
- * the row: the maximum, then the terms): one at a time, every entry
- * waited a memory latency (a 256-thread CTA read a 512 KB row in ~600 us
- * on an H100). */
+ * the row: the maximum, then the terms): a CTA of one beam streams a row
+ * of up to 2^20 entries, and with one load at a time each entry waits a
+ * memory latency. */
 #define ARK_ROW_UNROLL 16
 
 /* Node's child range: from the child table when the session has one. */
