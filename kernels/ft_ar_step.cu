@@ -8,7 +8,9 @@
  *  - ark_lse_kernel (with a normalisation): one CTA per beam, the row's
  *    maximum (exact in any order) and the lane sums of ar_rules.h (thread l
  *    is lane l: entries l, l + 256, ... in ascending order, then the same
- *    pairwise tree in shared memory).
+ *    pairwise tree in shared memory).  A whole row that starts on 16 bytes
+ *    is read 16 bytes a thread and handed to its lanes through shared
+ *    memory (ark_full_max, ark_full_sum).
  *  - ark_flat: a grid over every beam's work items, flattened (a beam with
  *    10^4 children is spread over the grid, not one CTA): every item that
  *    passes theta_tok, theta_sent and has a child is appended to the
@@ -60,6 +62,14 @@ static_assert(ARK_EXP_THREADS == FT_AR_LANES, "one thread per lane");
  * of up to 2^20 entries, and with one load at a time each entry waits a
  * memory latency. */
 #define ARK_ROW_UNROLL 16
+/* Where the row starts on 16 bytes, the whole-row passes read it 16 bytes
+ * a thread (8 bf16/f16 or 4 f32 entries): the maximum with ARK_VEC_MAX
+ * such loads in flight, the terms ARK_VEC_SUM rounds of 256 x 16 bytes at
+ * a time, staged in shared memory so that lane l still takes entries
+ * l, l + 256, ... in ascending order (ar_rules.h's shape), the next rounds'
+ * loads in flight while these are added. */
+#define ARK_VEC_MAX 8
+#define ARK_VEC_SUM 4
 
 /* Node's child range: from the child table when the session has one. */
 __device__ __forceinline__ ft_child_range ark_range(const ft_ark_params &p,
@@ -107,6 +117,171 @@ __device__ __forceinline__ void ark_row_load(const ft_ark_params &p,
         x[u] = ark_x(p, r, j + u * ARK_EXP_THREADS);
 }
 
+/* ark_row_at is where beam r's row starts, its entries' size and dtype. */
+__device__ __forceinline__ const char *ark_row_at(const ft_ark_params &p,
+                                                  uint32_t r, uint32_t *esz,
+                                                  int *dt)
+{
+    *dt = p.form == FT_ARR_SPARSE ? FT_ARR_F32 : p.dtype;
+    *esz = *dt == FT_ARR_F32 ? 4 : 2;
+    return (const char *)p.logp + (uint64_t)r * ark_stride(p) * *esz;
+}
+
+/* ark_h2f widens a bf16 or f16 entry (ft_ar_load's bits). */
+__device__ __forceinline__ float ark_h2f(uint16_t h, int dt)
+{
+    return dt == FT_ARR_BF16 ? ft_bf16_to_f32(h) : ft_f16_to_f32(h);
+}
+
+/* ark_vec_max is the maximum of the entries held by one 16-byte load. */
+__device__ __forceinline__ float ark_vec_max(uint4 q, int dt, float m)
+{
+    uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (dt == FT_ARR_F32) {
+            float x = __uint_as_float(w[i]);
+            if (x > m)
+                m = x;
+        } else {
+            float lo = ark_h2f((uint16_t)w[i], dt);
+            float hi = ark_h2f((uint16_t)(w[i] >> 16), dt);
+            if (lo > m)
+                m = lo;
+            if (hi > m)
+                m = hi;
+        }
+    }
+    return m;
+}
+
+/* ark_full_max: lane l's maximum over a whole row (the CTA combines the
+ * lanes'); a maximum is exact in any order and NaN is never one. */
+__device__ float ark_full_max(const ft_ark_params &p, uint32_t r)
+{
+    const uint32_t S = ARK_EXP_THREADS, l = threadIdx.x;
+    uint32_t esz;
+    int dt;
+    const char *base = ark_row_at(p, r, &esz, &dt);
+    float m[ARK_ROW_UNROLL];
+#pragma unroll
+    for (int u = 0; u < ARK_ROW_UNROLL; u++)
+        m[u] = -INFINITY;
+    uint32_t j = l;
+    if (((uintptr_t)base & 15) == 0) {
+        const uint4 *v = (const uint4 *)base;
+        uint32_t P = 16 / esz, nvec = p.width / P, i = l;
+        for (; i + (ARK_VEC_MAX - 1) * S < nvec; i += ARK_VEC_MAX * S) {
+            uint4 q[ARK_VEC_MAX];
+#pragma unroll
+            for (int u = 0; u < ARK_VEC_MAX; u++)
+                q[u] = v[i + u * S];
+#pragma unroll
+            for (int u = 0; u < ARK_VEC_MAX; u++)
+                m[u] = ark_vec_max(q[u], dt, m[u]);
+        }
+        for (; i < nvec; i += S)
+            m[0] = ark_vec_max(v[i], dt, m[0]);
+        j = nvec * P + l;
+    } else {
+        for (; j + (ARK_ROW_UNROLL - 1) * S < p.width; j += ARK_ROW_UNROLL * S) {
+            float x[ARK_ROW_UNROLL];
+            ark_row_load(p, r, j, x);
+#pragma unroll
+            for (int u = 0; u < ARK_ROW_UNROLL; u++)
+                if (x[u] > m[u])
+                    m[u] = x[u];
+        }
+    }
+    for (; j < p.width; j += S) {
+        float x = ft_ar_load(base, dt, j);
+        if (x > m[0])
+            m[0] = x;
+    }
+    float mx = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < ARK_ROW_UNROLL; u++)
+        if (m[u] > mx)
+            mx = m[u];
+    return mx;
+}
+
+/* ark_full_sum: lane l's sum of the terms of entries l, l + 256, ... of a
+ * whole row in ascending order (ar_rules.h).  stage holds ARK_VEC_SUM x
+ * 256 16-byte words; the CTA calls it together. */
+__device__ double ark_full_sum(const ft_ark_params &p, uint32_t r, float mx,
+                               uint4 *stage)
+{
+    const uint32_t S = ARK_EXP_THREADS, l = threadIdx.x;
+    uint32_t esz;
+    int dt;
+    const char *base = ark_row_at(p, r, &esz, &dt);
+    double s = 0.0;
+    uint32_t j = l;
+    if (((uintptr_t)base & 15) == 0) {
+        const uint4 *v = (const uint4 *)base;
+        const uint32_t P = 16 / esz, E = S * P; /* entries a round */
+        uint32_t nround = p.width / E, nb = 0;
+        uint4 q[ARK_VEC_SUM];
+        /* rounds k0 .. k0 + nb - 1 into registers (in flight) */
+        auto fetch = [&](uint32_t k0) {
+            nb = min((uint32_t)ARK_VEC_SUM, nround - k0);
+#pragma unroll
+            for (int u = 0; u < ARK_VEC_SUM; u++)
+                if (u < nb)
+                    q[u] = v[(uint64_t)(k0 + u) * S + l];
+        };
+        if (nround > 0)
+            fetch(0);
+        for (uint32_t k = 0; k < nround;) {
+            uint32_t cnt = nb;
+            __syncthreads(); /* the last rounds' readers are done */
+#pragma unroll
+            for (int u = 0; u < ARK_VEC_SUM; u++)
+                if (u < cnt)
+                    stage[u * S + l] = q[u];
+            __syncthreads();
+            if (k + cnt < nround)
+                fetch(k + cnt);
+#pragma unroll
+            for (int u = 0; u < ARK_VEC_SUM; u++) {
+                if (u >= cnt)
+                    break;
+                const char *sb = (const char *)(stage + u * S);
+                double e[8];
+#pragma unroll
+                for (uint32_t i = 0; i < 8; i++)
+                    if (i < P)
+                        e[i] = ft_ar_term(ft_ar_load(sb, dt, l + i * S), mx);
+#pragma unroll
+                for (uint32_t i = 0; i < 8; i++)
+                    if (i < P)
+                        s = FT_DADD(s, e[i]);
+            }
+            k += cnt;
+        }
+        j = nround * E + l;
+    } else {
+        /* a lane's terms are independent of each other (only the sum is a
+         * chain, in the same order): ARK_ROW_UNROLL loads and exps are
+         * issued before as many adds */
+        for (; j + (ARK_ROW_UNROLL - 1) * S < p.width; j += ARK_ROW_UNROLL * S) {
+            float x[ARK_ROW_UNROLL];
+            ark_row_load(p, r, j, x);
+            double e[ARK_ROW_UNROLL];
+#pragma unroll
+            for (int u = 0; u < ARK_ROW_UNROLL; u++)
+                e[u] = ft_ar_term(x[u], mx);
+#pragma unroll
+            for (int u = 0; u < ARK_ROW_UNROLL; u++)
+                s = FT_DADD(s, e[u]);
+        }
+    }
+    for (; j < p.width; j += S)
+        s = FT_DADD(s, ft_ar_term(ft_ar_load(base, dt, j), mx));
+    return s;
+}
+
 /* ark_lse computes beam r's normalisation in the calling CTA (256
  * threads, all of them); false when no entry can be taken. */
 __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
@@ -114,6 +289,10 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
 {
     __shared__ float smx[ARK_EXP_THREADS];
     __shared__ double lanes[ARK_EXP_THREADS];
+    /* a whole row's staged rounds, or an allowed set's labels */
+    __shared__ uint4 stage[ARK_VEC_SUM * ARK_EXP_THREADS];
+    static_assert(sizeof stage >= ARK_LAB_CHUNK * sizeof(uint32_t),
+                  "the labels fit the stage");
     uint32_t l = threadIdx.x;
     bool allowed = p.norm == FT_ARR_NORM_ALLOWED;
     bool cd = allowed && ark_child_driven(p, cr);
@@ -128,32 +307,7 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
             }
         }
     } else if (!allowed) {
-        /* the whole row: ARK_ROW_UNROLL loads in flight and as many
-         * running maxima (a maximum is exact in any order; NaN is never
-         * one) */
-        const uint32_t S = ARK_EXP_THREADS;
-        float m[ARK_ROW_UNROLL];
-#pragma unroll
-        for (int u = 0; u < ARK_ROW_UNROLL; u++)
-            m[u] = -INFINITY;
-        uint32_t j = l;
-        for (; j + (ARK_ROW_UNROLL - 1) * S < p.width; j += ARK_ROW_UNROLL * S) {
-            float x[ARK_ROW_UNROLL];
-            ark_row_load(p, r, j, x);
-#pragma unroll
-            for (int u = 0; u < ARK_ROW_UNROLL; u++)
-                if (x[u] > m[u])
-                    m[u] = x[u];
-        }
-        for (; j < p.width; j += S) {
-            float x = ark_x(p, r, j);
-            if (x > m[0])
-                m[0] = x;
-        }
-#pragma unroll
-        for (int u = 0; u < ARK_ROW_UNROLL; u++)
-            if (m[u] > mx)
-                mx = m[u];
+        mx = ark_full_max(p, r);
     } else {
         for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
             float x = ark_x(p, r, j);
@@ -176,7 +330,7 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
         /* lane l: its children (label % 256 == l) in ascending label; the
          * labels are staged in shared memory a chunk at a time, so each
          * lane's scan reads broadcasts, not one global load per child */
-        __shared__ uint32_t slab[ARK_LAB_CHUNK];
+        uint32_t *slab = (uint32_t *)stage;
         for (uint64_t b0 = 0; b0 < cr->deg; b0 += ARK_LAB_CHUNK) {
             uint32_t cnt = (uint32_t)min((uint64_t)ARK_LAB_CHUNK, cr->deg - b0);
             __syncthreads();
@@ -192,24 +346,7 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
             }
         }
     } else if (!allowed) {
-        /* a lane's terms are independent of each other (only the sum is a
-         * chain, in the same order): ARK_ROW_UNROLL loads and exps are
-         * issued before as many adds */
-        const uint32_t S = ARK_EXP_THREADS;
-        uint32_t j = l;
-        for (; j + (ARK_ROW_UNROLL - 1) * S < p.width; j += ARK_ROW_UNROLL * S) {
-            float x[ARK_ROW_UNROLL];
-            ark_row_load(p, r, j, x);
-            double e[ARK_ROW_UNROLL];
-#pragma unroll
-            for (int u = 0; u < ARK_ROW_UNROLL; u++)
-                e[u] = ft_ar_term(x[u], mx);
-#pragma unroll
-            for (int u = 0; u < ARK_ROW_UNROLL; u++)
-                s = FT_DADD(s, e[u]);
-        }
-        for (; j < p.width; j += S)
-            s = FT_DADD(s, ft_ar_term(ark_x(p, r, j), mx));
+        s = ark_full_sum(p, r, mx, stage);
     } else {
         for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
             if (ft_find_child(&p.view, cr, ark_tok(p, r, j)) == FT_NONE)

@@ -107,7 +107,8 @@ static int g_share_all;
 static uint64_t g_vocab_seed;
 /* decode's width of dense rows (V: the mask's and the sparse rows'
  * width; wider rows exercise the GPU's whole-row passes, which take
- * 16 x 256 entries a round) */
+ * rounds of 256 x 16 bytes, or of 16 x 256 entries where a row does not
+ * start on 16 bytes) */
 static uint32_t g_dense_w = V;
 
 static void dec_open(dec *d, const ft_index *idx, ft_engine_kind kind,
@@ -1288,11 +1289,15 @@ int main(int argc, char **argv)
                            wide, nwide);
                 cases++;
             }
-    /* rows wider than a round of the whole-row passes (16 loads of 256
-     * lanes): two full rounds and a tail, every dense form, both
-     * normalisations, a random vocabulary too */
+    /* rows wider than a round of the whole-row passes, every dense
+     * form, both normalisations, a random vocabulary too: 19,241 entries
+     * are, for rows that start on 16 bytes (every 8th bf16/f16 row, every
+     * 4th f32 row), 9 (bf16/f16) or 18 (f32) rounds of 256 x 16 bytes,
+     * staged 4 at a time (the last batch short), and a tail of 809; the
+     * maximum's 8 loads in flight; for the other rows 4 rounds of 16
+     * loads of 256 lanes and a tail */
     int dforms[] = {F_DENSE_ID, F_DENSE_VOCAB, F_BF16, F_F16};
-    g_dense_w = 2 * 16 * 256 + 809;
+    g_dense_w = 9 * 2048 + 809;
     for (int fi = 0; fi < 4; fi++)
         for (int norm = 1; norm < 3; norm++)
             for (uint32_t B = 7; B <= 64; B += 57) {
