@@ -58,9 +58,9 @@ namespace cg = cooperative_groups;
 
 static_assert(ARK_EXP_THREADS == FT_AR_LANES, "one thread per lane");
 /* A whole-row normalisation's loads in flight per thread (each pass over
- * the row: the maximum, then the terms): a CTA of one beam streams a row
- * of up to 2^20 entries, and with one load at a time each entry waits a
- * memory latency. */
+ * the row: the maximum, then the terms) where the row does not start on
+ * 16 bytes: a CTA of one beam streams a row of up to 2^20 entries, and
+ * with one load at a time each entry waits a memory latency. */
 #define ARK_ROW_UNROLL 16
 /* Where the row starts on 16 bytes, the whole-row passes read it 16 bytes
  * a thread (8 bf16/f16 or 4 f32 entries): the maximum with ARK_VEC_MAX
@@ -107,62 +107,46 @@ __device__ __forceinline__ bool ark_child_driven(const ft_ark_params &p,
     return p.form == FT_ARR_DENSE && p.vocab == NULL && cr->deg <= p.width;
 }
 
-/* ark_row_load reads ARK_ROW_UNROLL entries of beam r's row a lane
- * apart from j on (all issued before any is used). */
-__device__ __forceinline__ void ark_row_load(const ft_ark_params &p,
-                                             uint32_t r, uint32_t j, float *x)
-{
-#pragma unroll
-    for (int u = 0; u < ARK_ROW_UNROLL; u++)
-        x[u] = ark_x(p, r, j + u * ARK_EXP_THREADS);
-}
-
 /* ark_row_at is where beam r's row starts, its entries' size and dtype. */
 __device__ __forceinline__ const char *ark_row_at(const ft_ark_params &p,
-                                                  uint32_t r, uint32_t *esz,
-                                                  int *dt)
+                                                  uint32_t r, int *dt)
 {
     *dt = p.form == FT_ARR_SPARSE ? FT_ARR_F32 : p.dtype;
-    *esz = *dt == FT_ARR_F32 ? 4 : 2;
-    return (const char *)p.logp + (uint64_t)r * ark_stride(p) * *esz;
+    size_t esz = *dt == FT_ARR_F32 ? 4 : 2;
+    return (const char *)p.logp + (uint64_t)r * ark_stride(p) * esz;
 }
 
-/* ark_h2f widens a bf16 or f16 entry (ft_ar_load's bits). */
-__device__ __forceinline__ float ark_h2f(uint16_t h, int dt)
-{
-    return dt == FT_ARR_BF16 ? ft_bf16_to_f32(h) : ft_f16_to_f32(h);
-}
-
-/* ark_vec_max is the maximum of the entries held by one 16-byte load. */
-__device__ __forceinline__ float ark_vec_max(uint4 q, int dt, float m)
+/* ark_vec_max is the maximum of m and the entries of one 16-byte load
+ * of a row of dtype DT. */
+template <int DT>
+__device__ __forceinline__ float ark_vec_max(uint4 q, float m)
 {
     uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        if (dt == FT_ARR_F32) {
-            float x = __uint_as_float(w[i]);
-            if (x > m)
-                m = x;
+        float x[2];
+        int n = DT == FT_ARR_F32 ? 1 : 2;
+        if (DT == FT_ARR_F32) {
+            x[0] = __uint_as_float(w[i]);
         } else {
-            float lo = ark_h2f((uint16_t)w[i], dt);
-            float hi = ark_h2f((uint16_t)(w[i] >> 16), dt);
-            if (lo > m)
-                m = lo;
-            if (hi > m)
-                m = hi;
+            x[0] = ft_ar_load(&w[i], DT, 0);
+            x[1] = ft_ar_load(&w[i], DT, 1);
         }
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+            if (k < n && x[k] > m)
+                m = x[k];
     }
     return m;
 }
 
-/* ark_full_max: lane l's maximum over a whole row (the CTA combines the
- * lanes'); a maximum is exact in any order and NaN is never one. */
-__device__ float ark_full_max(const ft_ark_params &p, uint32_t r)
+/* ark_full_max_t: lane l's maximum over a whole row of dtype DT at base
+ * (the CTA combines the lanes'); a maximum is exact in any order and NaN
+ * is never one. */
+template <int DT>
+__device__ float ark_full_max_t(const char *base, uint32_t width)
 {
     const uint32_t S = ARK_EXP_THREADS, l = threadIdx.x;
-    uint32_t esz;
-    int dt;
-    const char *base = ark_row_at(p, r, &esz, &dt);
     float m[ARK_ROW_UNROLL];
 #pragma unroll
     for (int u = 0; u < ARK_ROW_UNROLL; u++)
@@ -170,7 +154,8 @@ __device__ float ark_full_max(const ft_ark_params &p, uint32_t r)
     uint32_t j = l;
     if (((uintptr_t)base & 15) == 0) {
         const uint4 *v = (const uint4 *)base;
-        uint32_t P = 16 / esz, nvec = p.width / P, i = l;
+        const uint32_t P = DT == FT_ARR_F32 ? 4 : 8;
+        uint32_t nvec = width / P, i = l;
         for (; i + (ARK_VEC_MAX - 1) * S < nvec; i += ARK_VEC_MAX * S) {
             uint4 q[ARK_VEC_MAX];
 #pragma unroll
@@ -178,23 +163,25 @@ __device__ float ark_full_max(const ft_ark_params &p, uint32_t r)
                 q[u] = v[i + u * S];
 #pragma unroll
             for (int u = 0; u < ARK_VEC_MAX; u++)
-                m[u] = ark_vec_max(q[u], dt, m[u]);
+                m[u] = ark_vec_max<DT>(q[u], m[u]);
         }
         for (; i < nvec; i += S)
-            m[0] = ark_vec_max(v[i], dt, m[0]);
+            m[0] = ark_vec_max<DT>(v[i], m[0]);
         j = nvec * P + l;
     } else {
-        for (; j + (ARK_ROW_UNROLL - 1) * S < p.width; j += ARK_ROW_UNROLL * S) {
+        for (; j + (ARK_ROW_UNROLL - 1) * S < width; j += ARK_ROW_UNROLL * S) {
             float x[ARK_ROW_UNROLL];
-            ark_row_load(p, r, j, x);
+#pragma unroll
+            for (int u = 0; u < ARK_ROW_UNROLL; u++)
+                x[u] = ft_ar_load(base, DT, j + u * S);
 #pragma unroll
             for (int u = 0; u < ARK_ROW_UNROLL; u++)
                 if (x[u] > m[u])
                     m[u] = x[u];
         }
     }
-    for (; j < p.width; j += S) {
-        float x = ft_ar_load(base, dt, j);
+    for (; j < width; j += S) {
+        float x = ft_ar_load(base, DT, j);
         if (x > m[0])
             m[0] = x;
     }
@@ -206,22 +193,22 @@ __device__ float ark_full_max(const ft_ark_params &p, uint32_t r)
     return mx;
 }
 
-/* ark_full_sum: lane l's sum of the terms of entries l, l + 256, ... of a
- * whole row in ascending order (ar_rules.h).  stage holds ARK_VEC_SUM x
- * 256 16-byte words; the CTA calls it together. */
-__device__ double ark_full_sum(const ft_ark_params &p, uint32_t r, float mx,
-                               uint4 *stage)
+/* ark_full_sum_t: lane l's sum of the terms of entries l, l + 256, ... of
+ * a whole row of dtype DT at base, in ascending order (ar_rules.h).
+ * stage holds ARK_VEC_SUM x 256 16-byte words; the CTA calls it
+ * together.  Straight-line code an entry (the dtype a template argument,
+ * ft_ar_expf without branches), so a lane's entries of a round overlap. */
+template <int DT>
+__device__ double ark_full_sum_t(const char *base, uint32_t width, float mx,
+                                 uint4 *stage)
 {
     const uint32_t S = ARK_EXP_THREADS, l = threadIdx.x;
-    uint32_t esz;
-    int dt;
-    const char *base = ark_row_at(p, r, &esz, &dt);
     double s = 0.0;
     uint32_t j = l;
     if (((uintptr_t)base & 15) == 0) {
         const uint4 *v = (const uint4 *)base;
-        const uint32_t P = 16 / esz, E = S * P; /* entries a round */
-        uint32_t nround = p.width / E, nb = 0;
+        const uint32_t P = DT == FT_ARR_F32 ? 4 : 8, E = S * P; /* a round */
+        uint32_t nround = width / E, nb = 0;
         uint4 q[ARK_VEC_SUM];
         /* rounds k0 .. k0 + nb - 1 into registers (in flight) */
         auto fetch = [&](uint32_t k0) {
@@ -248,15 +235,13 @@ __device__ double ark_full_sum(const ft_ark_params &p, uint32_t r, float mx,
                 if (u >= cnt)
                     break;
                 const char *sb = (const char *)(stage + u * S);
-                double e[8];
+                double e[P];
 #pragma unroll
-                for (uint32_t i = 0; i < 8; i++)
-                    if (i < P)
-                        e[i] = ft_ar_term(ft_ar_load(sb, dt, l + i * S), mx);
+                for (uint32_t i = 0; i < P; i++)
+                    e[i] = ft_ar_term(ft_ar_load(sb, DT, l + i * S), mx);
 #pragma unroll
-                for (uint32_t i = 0; i < 8; i++)
-                    if (i < P)
-                        s = FT_DADD(s, e[i]);
+                for (uint32_t i = 0; i < P; i++)
+                    s = FT_DADD(s, e[i]);
             }
             k += cnt;
         }
@@ -265,21 +250,44 @@ __device__ double ark_full_sum(const ft_ark_params &p, uint32_t r, float mx,
         /* a lane's terms are independent of each other (only the sum is a
          * chain, in the same order): ARK_ROW_UNROLL loads and exps are
          * issued before as many adds */
-        for (; j + (ARK_ROW_UNROLL - 1) * S < p.width; j += ARK_ROW_UNROLL * S) {
-            float x[ARK_ROW_UNROLL];
-            ark_row_load(p, r, j, x);
+        for (; j + (ARK_ROW_UNROLL - 1) * S < width; j += ARK_ROW_UNROLL * S) {
             double e[ARK_ROW_UNROLL];
 #pragma unroll
             for (int u = 0; u < ARK_ROW_UNROLL; u++)
-                e[u] = ft_ar_term(x[u], mx);
+                e[u] = ft_ar_term(ft_ar_load(base, DT, j + u * S), mx);
 #pragma unroll
             for (int u = 0; u < ARK_ROW_UNROLL; u++)
                 s = FT_DADD(s, e[u]);
         }
     }
-    for (; j < p.width; j += S)
-        s = FT_DADD(s, ft_ar_term(ft_ar_load(base, dt, j), mx));
+    for (; j < width; j += S)
+        s = FT_DADD(s, ft_ar_term(ft_ar_load(base, DT, j), mx));
     return s;
+}
+
+/* ark_full_max and ark_full_sum: the above for beam r's row, its dtype
+ * chosen once a row. */
+__device__ float ark_full_max(const ft_ark_params &p, uint32_t r)
+{
+    int dt;
+    const char *base = ark_row_at(p, r, &dt);
+    if (dt == FT_ARR_BF16)
+        return ark_full_max_t<FT_ARR_BF16>(base, p.width);
+    if (dt == FT_ARR_F16)
+        return ark_full_max_t<FT_ARR_F16>(base, p.width);
+    return ark_full_max_t<FT_ARR_F32>(base, p.width);
+}
+
+__device__ double ark_full_sum(const ft_ark_params &p, uint32_t r, float mx,
+                               uint4 *stage)
+{
+    int dt;
+    const char *base = ark_row_at(p, r, &dt);
+    if (dt == FT_ARR_BF16)
+        return ark_full_sum_t<FT_ARR_BF16>(base, p.width, mx, stage);
+    if (dt == FT_ARR_F16)
+        return ark_full_sum_t<FT_ARR_F16>(base, p.width, mx, stage);
+    return ark_full_sum_t<FT_ARR_F32>(base, p.width, mx, stage);
 }
 
 /* ark_lse computes beam r's normalisation in the calling CTA (256

@@ -4,8 +4,8 @@
  * order on each element, so the same bits as the scalar function (and as
  * the GPU's).  GCC vector extensions: eight floats, which a plain x86-64
  * build runs as pairs of SSE2 operations and an AVX2 build as one; the
- * conversions (q - 1/2 truncated to an int32, an int32 to a float, a
- * float to a double) are the scalar code's, which SSE2 has.  ar_step_test
+ * one conversion (a float to a double) is the scalar code's, which SSE2
+ * has (the rounding of q to an integer is an add).  ar_step_test
  * compares it with ft_ar_term.
  */
 #ifndef FT_AR_VEXP_H
@@ -50,8 +50,8 @@ static inline __attribute__((always_inline)) ft_v8f ft_ar_expf8(ft_v8f d)
     /* lanes that return d or 0 compute on 0 (no overflow, no NaN) */
     ft_v8f x = ft_v8f_of(ft_v8i_of(d) & ~(nan | low));
     ft_v8f q = x * 1.44269504f;
-    ft_v8f nf = __builtin_convertvector(
-        __builtin_convertvector(q - 0.5f, ft_v8i), ft_v8f);
+    ft_v8f t = q + 12582912.0f;
+    ft_v8f nf = t - 12582912.0f;
     ft_v8f f = x - nf * 0.693359375f;
     f = f - nf * -2.12194440e-4f;
     ft_v8f f2 = f * f, f4 = f2 * f2;
@@ -62,7 +62,7 @@ static inline __attribute__((always_inline)) ft_v8f ft_ar_expf8(ft_v8f d)
     ft_v8f c0 = b0 + b1 * f2;
     ft_v8f c1 = b2 + b3 * f2;
     ft_v8f p = c0 + c1 * f4;
-    ft_v8i n = __builtin_convertvector(nf, ft_v8i);
+    ft_v8i n = ft_v8i_of(t) - 0x4B400000;
     ft_v8f res = p * ft_v8f_of((n + 127) << 23);
     ft_v8i keep = ~(nan | low);
     return ft_v8f_of((ft_v8i_of(res) & keep) | (ft_v8i_of(d) & nan));

@@ -655,6 +655,27 @@ static void test_math(void)
     FT_CHECK(worst >= 1);
     printf("ar_step_test: ft_ar_expf within %lld ulp of exp on [-86, 0]\n",
            (long long)worst);
+    /* ft_f16_to_f32 (branch-free) on every binary16, against its value
+     * (-1)^s 2^(e-15) (1 + m/1024), or 2^-14 m/1024 for e = 0, in
+     * binary64; inf and NaN by their bits */
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+        float got = ft_f16_to_f32((uint16_t)h);
+        uint32_t gb;
+        memcpy(&gb, &got, 4);
+        if (e == 0x1fu) {
+            FT_CHECK(gb == (((h & 0x8000u) << 16) | 0x7f800000u | (m << 13)));
+            continue;
+        }
+        double v = e ? ldexp(1.0 + m / 1024.0, (int)e - 15) : ldexp(m / 1024.0, -14);
+        if (h & 0x8000u)
+            v = -v;
+        if ((double)got != v || !!signbit(got) != !!(h & 0x8000u)) {
+            fprintf(stderr, "ft_f16_to_f32(0x%04x) = %.9g, want %.9g\n", h,
+                    got, v);
+            exit(1);
+        }
+    }
     FT_CHECK(ft_ar_expf(nextafterf(-86.0f, -100.0f)) == 0.0f);
     FT_CHECK(ft_ar_expf(-INFINITY) == 0.0f);
     FT_CHECK(ft_ar_expf(0.0f) == 1.0f);

@@ -88,6 +88,16 @@ FT_HD int ft_ar_before(uint64_t a1, uint64_t a2, uint64_t b1, uint64_t b2)
     return a1 < b1 || (a1 == b1 && a2 < b2);
 }
 
+FT_HD uint32_t ft_bits_of_f32(float f)
+{
+    union {
+        uint32_t u;
+        float f;
+    } c;
+    c.f = f;
+    return c.u;
+}
+
 FT_HD float ft_f32_of_bits(uint32_t u)
 {
     union {
@@ -103,24 +113,15 @@ FT_HD float ft_bf16_to_f32(uint16_t h) { return ft_f32_of_bits((uint32_t)h << 16
 
 FT_HD float ft_f16_to_f32(uint16_t h)
 {
+    /* without branches (the GPU widens the entries of a row side by
+     * side): a subnormal m 2^-24 is 2^-14 (1 + m/1024) - 2^-14, exactly */
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    uint32_t u;
-    if (e == 0x1fu) {
-        u = sign | 0x7f800000u | (m << 13); /* inf, NaN */
-    } else if (e != 0) {
-        u = sign | ((e + 112u) << 23) | (m << 13);
-    } else if (m == 0) {
-        u = sign; /* +-0 */
-    } else {      /* subnormal: normalise */
-        uint32_t sh = 0;
-        while (!(m & 0x400u)) {
-            m <<= 1;
-            sh++;
-        }
-        u = sign | ((113u - sh) << 23) | ((m & 0x3ffu) << 13);
-    }
-    return ft_f32_of_bits(u);
+    uint32_t nrm = sign | ((e + 112u) << 23) | (m << 13);
+    uint32_t inf = sign | 0x7f800000u | (m << 13); /* inf, NaN */
+    float sub = FT_FSUB(ft_f32_of_bits(0x38800000u | (m << 13)), 6.103515625e-05f);
+    uint32_t subu = sign | ft_bits_of_f32(sub); /* +-0 too */
+    return ft_f32_of_bits(e == 0x1fu ? inf : e != 0 ? nrm : subu);
 }
 
 /* ft_ar_load reads entry j of a dense row of the given dtype. */
@@ -167,15 +168,17 @@ FT_HD uint64_t ft_bits_of_d(double d)
  * quarter of the registers; the terms are added in binary64. */
 FT_HD float ft_ar_expf(float d)
 {
-    if (d != d)
-        return d;
-    if (d < -86.0f)
-        return 0.0f;
-    float q = FT_FMUL(d, 1.44269504f); /* 1 / ln 2 */
-    /* q <= 0: truncating q - 1/2 toward zero rounds q to a nearest
-     * integer, so |q - nf| <= 1/2; -124 <= nf <= 0 */
-    float nf = (float)(int32_t)FT_FSUB(q, 0.5f);
-    float f = FT_FSUB(d, FT_FMUL(nf, 0.693359375f));
+    /* NaN and d < -86 are chosen at the end (no branch: the GPU runs the
+     * exps of a lane's entries side by side); their lanes compute on 0 */
+    int nan = d != d, low = d < -86.0f;
+    float z = (nan | low) ? 0.0f : d;
+    float q = FT_FMUL(z, 1.44269504f); /* 1 / ln 2 */
+    /* q + 1.5 * 2^23 has q rounded to an integer n (to nearest, ties to
+     * even: |q - n| <= 1/2, -124 <= n <= 0) in its low bits, by one add
+     * and no conversion; taking 1.5 * 2^23 off again gives n exactly */
+    float t = FT_FADD(q, 12582912.0f);
+    float nf = FT_FSUB(t, 12582912.0f);
+    float f = FT_FSUB(z, FT_FMUL(nf, 0.693359375f));
     f = FT_FSUB(f, FT_FMUL(nf, -2.12194440e-4f));
     float f2 = FT_FMUL(f, f), f4 = FT_FMUL(f2, f2);
     /* 1/k! as a_k + a_(k+1) f, k = 0, 2, 4, 6 */
@@ -186,8 +189,9 @@ FT_HD float ft_ar_expf(float d)
     float c0 = FT_FADD(b0, FT_FMUL(b1, f2));
     float c1 = FT_FADD(b2, FT_FMUL(b3, f2));
     float p = FT_FADD(c0, FT_FMUL(c1, f4));
-    int32_t n = (int32_t)nf;
-    return FT_FMUL(p, ft_f32_of_bits((uint32_t)(127 + n) << 23));
+    int32_t n = (int32_t)(ft_bits_of_f32(t) - 0x4B400000u);
+    float r = FT_FMUL(p, ft_f32_of_bits((uint32_t)(127 + n) << 23));
+    return nan ? d : low ? 0.0f : r;
 }
 
 /* ft_ar_term is one entry's term of a normalisation: exp(x - mx), the
