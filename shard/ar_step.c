@@ -789,7 +789,7 @@ full_body(double *p, const row *w, uint32_t width, float *mx)
     return 1;
 }
 
-__attribute__((target("avx2"))) static int
+__attribute__((target("avx2,fma"))) static int
 lanes_full_avx2(double *p, const row *w, uint32_t width, float *mx)
 {
     return full_body(p, w, width, mx);
@@ -801,9 +801,18 @@ static int lanes_full_base(double *p, const row *w, uint32_t width,
     return full_body(p, w, width, mx);
 }
 
+/* ar_fma says whether this CPU has AVX2 and FMA (a read of libgcc's CPU
+ * model): the normalisations' clones for it run ar_rules.h's fused
+ * multiply-adds as instructions; the others call fmaf an operation (the
+ * same bits, slower). */
+static int ar_fma(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
 static int lanes_full(double *p, const row *w, uint32_t width, float *mx)
 {
-    if (__builtin_cpu_supports("avx2")) /* a read of libgcc's CPU model */
+    if (ar_fma())
         return lanes_full_avx2(p, w, width, mx);
     return lanes_full_base(p, w, width, mx);
 }
@@ -813,7 +822,8 @@ static int lanes_full(double *p, const row *w, uint32_t width, float *mx)
  * columns set in a bitmap, then each lane's in ascending j (the same sums
  * as asking every column); 0 when the bitmap cannot be had (the caller
  * asks every column). */
-static int allowed_lse(const ft_ar *ar, ar_scr *sc, const row *w,
+static inline __attribute__((always_inline)) int
+allowed_lse(const ft_ar *ar, ar_scr *sc, const row *w,
                        const ft_trie_view *v, const ft_child_range *cr,
                        double *lse, int *ok)
 {
@@ -854,7 +864,8 @@ static int allowed_lse(const ft_ar *ar, ar_scr *sc, const row *w,
     return 1;
 }
 
-static int row_lse(double *p, const row *w, const ft_trie_view *v,
+static inline __attribute__((always_inline)) int
+row_lse(double *p, const row *w, const ft_trie_view *v,
                    const ft_child_range *cr, double *lse)
 {
     const ft_ar_input *in = w->in;
@@ -1045,8 +1056,9 @@ static int rows_inverse(ft_ar *ar, const ft_ar_input *in, step_ctx *c)
 /* beam_lse is a beam's normalisation (row_lse), through the inverted
  * vocabulary where the call has one and the sums are over the allowed
  * entries. */
-static int beam_lse(const ft_ar *ar, ar_scr *sc, const step_ctx *c,
-                    const row *w, const ft_child_range *cr, double *lse)
+static inline __attribute__((always_inline)) int
+beam_lse_body(const ft_ar *ar, ar_scr *sc, const step_ctx *c, const row *w,
+              const ft_child_range *cr, double *lse)
 {
     const ft_trie_view *v = &ar->idx->trie.view;
     if (c->inv && w->in->norm == FT_AR_NORM_ALLOWED &&
@@ -1056,6 +1068,28 @@ static int beam_lse(const ft_ar *ar, ar_scr *sc, const step_ctx *c,
             return rc;
     }
     return row_lse(sc->lanes, w, v, cr, lse);
+}
+
+/* beam_lse's clones: with AVX2 and FMA, and without (ar_fma). */
+__attribute__((target("avx2,fma"))) static int
+beam_lse_fma(const ft_ar *ar, ar_scr *sc, const step_ctx *c, const row *w,
+             const ft_child_range *cr, double *lse)
+{
+    return beam_lse_body(ar, sc, c, w, cr, lse);
+}
+
+static int beam_lse_base(const ft_ar *ar, ar_scr *sc, const step_ctx *c,
+                         const row *w, const ft_child_range *cr, double *lse)
+{
+    return beam_lse_body(ar, sc, c, w, cr, lse);
+}
+
+static int beam_lse(const ft_ar *ar, ar_scr *sc, const step_ctx *c,
+                    const row *w, const ft_child_range *cr, double *lse)
+{
+    if (ar_fma())
+        return beam_lse_fma(ar, sc, c, w, cr, lse);
+    return beam_lse_base(ar, sc, c, w, cr, lse);
 }
 
 /* step_beam offers beam r's entries to the thread's buffers. */

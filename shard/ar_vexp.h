@@ -43,25 +43,38 @@ static inline __attribute__((always_inline)) ft_v8i ft_v8i_of(ft_v8f f)
     return u;
 }
 
+/* ft_v8f_fma is fmaf of each element: one vfmadd where the caller is
+ * compiled for FMA (ar_step.c's AVX2 + FMA clone), else fmaf each (the
+ * same bits: a fused multiply-add has one rounding). */
+static inline __attribute__((always_inline)) ft_v8f ft_v8f_fma(ft_v8f a,
+                                                               ft_v8f b,
+                                                               ft_v8f c)
+{
+    ft_v8f r;
+    for (int i = 0; i < 8; i++)
+        r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+    return r;
+}
+
 /* ft_ar_expf8 is ft_ar_expf of each element of d (d <= 0 or NaN). */
 static inline __attribute__((always_inline)) ft_v8f ft_ar_expf8(ft_v8f d)
 {
+    const ft_v8f one = {1, 1, 1, 1, 1, 1, 1, 1};
     ft_v8i nan = d != d, low = d < -86.0f;
     /* lanes that return d or 0 compute on 0 (no overflow, no NaN) */
     ft_v8f x = ft_v8f_of(ft_v8i_of(d) & ~(nan | low));
-    ft_v8f q = x * 1.44269504f;
-    ft_v8f t = q + 12582912.0f;
+    ft_v8f t = ft_v8f_fma(x, one * 1.44269504f, one * 12582912.0f);
     ft_v8f nf = t - 12582912.0f;
-    ft_v8f f = x - nf * 0.693359375f;
-    f = f - nf * -2.12194440e-4f;
+    ft_v8f f = ft_v8f_fma(nf, one * -0.693359375f, x);
+    f = ft_v8f_fma(nf, one * 2.12194440e-4f, f);
     ft_v8f f2 = f * f, f4 = f2 * f2;
     ft_v8f b0 = 1.0f + f;
-    ft_v8f b1 = 0.5f + 0.166666667f * f;
-    ft_v8f b2 = 0.0416666667f + 0.00833333333f * f;
-    ft_v8f b3 = 0.00138888889f + 0.000198412698f * f;
-    ft_v8f c0 = b0 + b1 * f2;
-    ft_v8f c1 = b2 + b3 * f2;
-    ft_v8f p = c0 + c1 * f4;
+    ft_v8f b1 = ft_v8f_fma(one * 0.166666667f, f, one * 0.5f);
+    ft_v8f b2 = ft_v8f_fma(one * 0.00833333333f, f, one * 0.0416666667f);
+    ft_v8f b3 = ft_v8f_fma(one * 0.000198412698f, f, one * 0.00138888889f);
+    ft_v8f c0 = ft_v8f_fma(b1, f2, b0);
+    ft_v8f c1 = ft_v8f_fma(b3, f2, b2);
+    ft_v8f p = ft_v8f_fma(c1, f4, c0);
     ft_v8i n = ft_v8i_of(t) - 0x4B400000;
     ft_v8f res = p * ft_v8f_of((n + 127) << 23);
     ft_v8i keep = ~(nan | low);

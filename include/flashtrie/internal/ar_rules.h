@@ -22,8 +22,8 @@
  * entries that label a child of the beam's node) must give the same bits
  * on the host and on the device, so it uses its own exp (binary32, one
  * per entry) and log (binary64, one per row), with explicitly rounded
- * operations (FT_FADD / FT_FMUL / FT_DADD / FT_DMUL / FT_DDIV, no
- * contraction) and one summation shape, in binary64: lane l of
+ * operations (FT_FADD / FT_FMUL / FT_FFMA / FT_DADD / FT_DMUL / FT_DDIV,
+ * no contraction) and one summation shape, in binary64: lane l of
  * FT_AR_LANES sums the terms of the entries j = l, l + LANES, ... in
  * ascending j, then the lanes are added pairwise (l += l + h for
  * h = LANES/2 .. 1).  An entry outside the set adds 0.  The maximum is
@@ -34,6 +34,7 @@
 #ifndef FT_AR_RULES_H
 #define FT_AR_RULES_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "rules.h"
@@ -45,6 +46,7 @@
 #define FT_D2F(a) __double2float_rn(a)
 #define FT_FSUB(a, b) __fsub_rn((a), (b))
 #define FT_FMUL(a, b) __fmul_rn((a), (b))
+#define FT_FFMA(a, b, c) __fmaf_rn((a), (b), (c))
 #else
 #define FT_DADD(a, b) ((double)((a) + (b)))
 #define FT_DSUB(a, b) ((double)((a) - (b)))
@@ -52,6 +54,7 @@
 #define FT_D2F(a) ((float)(a))
 #define FT_FSUB(a, b) ((float)((a) - (b)))
 #define FT_FMUL(a, b) ((float)((a) * (b)))
+#define FT_FFMA(a, b, c) fmaf((a), (b), (c))
 #endif
 
 /* The widest row a step reads (the tail's j field) and the summation
@@ -158,37 +161,38 @@ FT_HD uint64_t ft_bits_of_d(double d)
  * within 2 ulp of the true value, the same bits everywhere: d = n ln2 + f
  * (ln2 split in two, Cody and Waite: n ln2's high part is exact),
  * |f| <= ln2 / 2 + a little, the degree-7 Taylor polynomial of f (its
- * remainder is below 2^-27) by Estrin's scheme (a chain of 5 dependent
- * operations), scaled by 2^n.  Below -86 it is 0: such a term is under
- * 2^-124 of the largest term of its row, exp(0) = 1, which a binary64 sum
- * of at most 2^20 terms cannot see, and 2^n stays a normal number.
+ * remainder is below 2^-27) by Estrin's scheme with fused multiply-adds
+ * (one rounding each, on every IEEE machine: fmaf on the host, __fmaf_rn
+ * on the GPU; a chain of 4 dependent operations), scaled by 2^n.  Below
+ * -86 it is 0: such a term is under 2^-124 of the largest term of its
+ * row, exp(0) = 1, which a binary64 sum of at most 2^20 terms cannot see,
+ * and 2^n stays a normal number.  No branch: NaN and d < -86 compute on 0
+ * and are chosen at the end (the GPU runs a lane's exps side by side).
  * binary32 on purpose: a whole-row normalisation computes one exp per
  * entry (2^28 of them for 1,024 beams of 262,144 columns), and binary32
  * runs at twice the rate of binary64 on the GPU (far more on most) with a
  * quarter of the registers; the terms are added in binary64. */
 FT_HD float ft_ar_expf(float d)
 {
-    /* NaN and d < -86 are chosen at the end (no branch: the GPU runs the
-     * exps of a lane's entries side by side); their lanes compute on 0 */
     int nan = d != d, low = d < -86.0f;
     float z = (nan | low) ? 0.0f : d;
-    float q = FT_FMUL(z, 1.44269504f); /* 1 / ln 2 */
-    /* q + 1.5 * 2^23 has q rounded to an integer n (to nearest, ties to
-     * even: |q - n| <= 1/2, -124 <= n <= 0) in its low bits, by one add
-     * and no conversion; taking 1.5 * 2^23 off again gives n exactly */
-    float t = FT_FADD(q, 12582912.0f);
+    /* z / ln 2 + 1.5 * 2^23, rounded once, has z / ln 2 rounded to an
+     * integer n (to nearest, ties to even: |z / ln 2 - n| <= 1/2 + 2^-23,
+     * -124 <= n <= 0) in its low bits: no conversion; taking 1.5 * 2^23
+     * off again gives n exactly */
+    float t = FT_FFMA(z, 1.44269504f, 12582912.0f);
     float nf = FT_FSUB(t, 12582912.0f);
-    float f = FT_FSUB(z, FT_FMUL(nf, 0.693359375f));
-    f = FT_FSUB(f, FT_FMUL(nf, -2.12194440e-4f));
+    float f = FT_FFMA(nf, -0.693359375f, z);
+    f = FT_FFMA(nf, 2.12194440e-4f, f);
     float f2 = FT_FMUL(f, f), f4 = FT_FMUL(f2, f2);
     /* 1/k! as a_k + a_(k+1) f, k = 0, 2, 4, 6 */
     float b0 = FT_FADD(1.0f, f);
-    float b1 = FT_FADD(0.5f, FT_FMUL(0.166666667f, f));
-    float b2 = FT_FADD(0.0416666667f, FT_FMUL(0.00833333333f, f));
-    float b3 = FT_FADD(0.00138888889f, FT_FMUL(0.000198412698f, f));
-    float c0 = FT_FADD(b0, FT_FMUL(b1, f2));
-    float c1 = FT_FADD(b2, FT_FMUL(b3, f2));
-    float p = FT_FADD(c0, FT_FMUL(c1, f4));
+    float b1 = FT_FFMA(0.166666667f, f, 0.5f);
+    float b2 = FT_FFMA(0.00833333333f, f, 0.0416666667f);
+    float b3 = FT_FFMA(0.000198412698f, f, 0.00138888889f);
+    float c0 = FT_FFMA(b1, f2, b0);
+    float c1 = FT_FFMA(b3, f2, b2);
+    float p = FT_FFMA(c1, f4, c0);
     int32_t n = (int32_t)(ft_bits_of_f32(t) - 0x4B400000u);
     float r = FT_FMUL(p, ft_f32_of_bits((uint32_t)(127 + n) << 23));
     return nan ? d : low ? 0.0f : r;
