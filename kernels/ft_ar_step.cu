@@ -193,6 +193,24 @@ __device__ float ark_full_max_t(const char *base, uint32_t width)
     return mx;
 }
 
+/* ark_add_terms adds to s the terms of N entries of a row of dtype DT at
+ * base, j, j + 256, ...: a lane's terms are independent of each other
+ * (only the sum is a chain, in ascending order), so all N are loaded and
+ * exp'd before the adds. */
+template <int DT, int N>
+__device__ __forceinline__ double ark_add_terms(double s, const char *base,
+                                                uint32_t j, float mx)
+{
+    double e[N];
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        e[i] = ft_ar_term(ft_ar_load(base, DT, j + i * ARK_EXP_THREADS), mx);
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        s = FT_DADD(s, e[i]);
+    return s;
+}
+
 /* ark_full_sum_t: lane l's sum of the terms of entries l, l + 256, ... of
  * a whole row of dtype DT at base, in ascending order (ar_rules.h).
  * stage holds ARK_VEC_SUM x 256 16-byte words; the CTA calls it
@@ -207,7 +225,8 @@ __device__ double ark_full_sum_t(const char *base, uint32_t width, float mx,
     uint32_t j = l;
     if (((uintptr_t)base & 15) == 0) {
         const uint4 *v = (const uint4 *)base;
-        const uint32_t P = DT == FT_ARR_F32 ? 4 : 8, E = S * P; /* a round */
+        constexpr uint32_t P = DT == FT_ARR_F32 ? 4 : 8;
+        const uint32_t E = S * P; /* entries a round */
         uint32_t nround = width / E, nb = 0;
         uint4 q[ARK_VEC_SUM];
         /* rounds k0 .. k0 + nb - 1 into registers (in flight) */
@@ -234,31 +253,14 @@ __device__ double ark_full_sum_t(const char *base, uint32_t width, float mx,
             for (int u = 0; u < ARK_VEC_SUM; u++) {
                 if (u >= cnt)
                     break;
-                const char *sb = (const char *)(stage + u * S);
-                double e[P];
-#pragma unroll
-                for (uint32_t i = 0; i < P; i++)
-                    e[i] = ft_ar_term(ft_ar_load(sb, DT, l + i * S), mx);
-#pragma unroll
-                for (uint32_t i = 0; i < P; i++)
-                    s = FT_DADD(s, e[i]);
+                s = ark_add_terms<DT, P>(s, (const char *)(stage + u * S), l, mx);
             }
             k += cnt;
         }
         j = nround * E + l;
     } else {
-        /* a lane's terms are independent of each other (only the sum is a
-         * chain, in the same order): ARK_ROW_UNROLL loads and exps are
-         * issued before as many adds */
-        for (; j + (ARK_ROW_UNROLL - 1) * S < width; j += ARK_ROW_UNROLL * S) {
-            double e[ARK_ROW_UNROLL];
-#pragma unroll
-            for (int u = 0; u < ARK_ROW_UNROLL; u++)
-                e[u] = ft_ar_term(ft_ar_load(base, DT, j + u * S), mx);
-#pragma unroll
-            for (int u = 0; u < ARK_ROW_UNROLL; u++)
-                s = FT_DADD(s, e[u]);
-        }
+        for (; j + (ARK_ROW_UNROLL - 1) * S < width; j += ARK_ROW_UNROLL * S)
+            s = ark_add_terms<DT, ARK_ROW_UNROLL>(s, base, j, mx);
     }
     for (; j < width; j += S)
         s = FT_DADD(s, ft_ar_term(ft_ar_load(base, DT, j), mx));
