@@ -14,6 +14,7 @@
  * sorted and cut, is the one thread's answer, bit for bit.
  */
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -428,78 +429,89 @@ void ft_ar_free(ft_ar *ar, void *p)
         mem_free(ar, p);
 }
 
-int ft_ar_beams_alloc(ft_ar *ar, ft_ar_beams *b)
+/* A beams' or hits' structure of arrays, as a table: each array's place
+ * in the structure, its element size and whether it holds one element
+ * (the count) or one a slot. */
+typedef struct {
+    size_t off, esz;
+    int one;
+} ar_arr;
+
+#define AR_ARR(T, f, esz, one) {offsetof(T, f), esz, one}
+static const ar_arr beams_arrs[] = {
+    AR_ARR(ft_ar_beams, count, 4, 1),  AR_ARR(ft_ar_beams, node, 8, 0),
+    AR_ARR(ft_ar_beams, sigma, 4, 0),  AR_ARR(ft_ar_beams, len, 4, 0),
+    AR_ARR(ft_ar_beams, parent, 4, 0), AR_ARR(ft_ar_beams, entry, 4, 0),
+    AR_ARR(ft_ar_beams, token, 4, 0)};
+static const ar_arr hits_arrs[] = {
+    AR_ARR(ft_ar_hits, count, 4, 1),     AR_ARR(ft_ar_hits, parent, 4, 0),
+    AR_ARR(ft_ar_hits, entry, 4, 0),     AR_ARR(ft_ar_hits, token, 4, 0),
+    AR_ARR(ft_ar_hits, len, 4, 0),       AR_ARR(ft_ar_hits, key_index, 8, 0),
+    AR_ARR(ft_ar_hits, value, 8, 0),     AR_ARR(ft_ar_hits, score, 8, 0),
+    AR_ARR(ft_ar_hits, sigma, 4, 0)};
+#undef AR_ARR
+
+/* arrs_free frees the n arrays of a (those allocated) and zeroes the
+ * structure s of size bytes. */
+static void arrs_free(ft_ar *ar, void *s, size_t size, const ar_arr *a,
+                      size_t n)
 {
-    if (b == NULL) {
+    for (size_t i = 0; i < n; i++) {
+        void **q = (void **)((char *)s + a[i].off);
+        if (*q)
+            mem_free(ar, *q);
+    }
+    memset(s, 0, size);
+}
+
+/* arrs_alloc zeroes s (size bytes) and allocates its n arrays of cap
+ * slots (name: the argument, for the NULL error); all or none. */
+static int arrs_alloc(ft_ar *ar, void *s, size_t size, const char *name,
+                      const ar_arr *a, size_t n, size_t cap)
+{
+    if (s == NULL) {
         if (ar)
-            fti_errf(ar->err, sizeof ar->err, "b: NULL");
+            fti_errf(ar->err, sizeof ar->err, "%s: NULL", name);
         return FT_EINVAL;
     }
-    memset(b, 0, sizeof *b);
+    memset(s, 0, size);
     if (ar == NULL)
         return FT_EINVAL;
-    size_t B = ar->cap_beam;
-    if (mem_alloc(ar, (void **)&b->count, 4) ||
-        mem_alloc(ar, (void **)&b->node, B * 8) ||
-        mem_alloc(ar, (void **)&b->sigma, B * 4) ||
-        mem_alloc(ar, (void **)&b->len, B * 4) ||
-        mem_alloc(ar, (void **)&b->parent, B * 4) ||
-        mem_alloc(ar, (void **)&b->entry, B * 4) ||
-        mem_alloc(ar, (void **)&b->token, B * 4)) {
-        ft_ar_beams_free(ar, b);
-        return ar->gpu ? FT_ECUDA : FT_ENOMEM;
-    }
+    for (size_t i = 0; i < n; i++)
+        if (mem_alloc(ar, (void **)((char *)s + a[i].off),
+                      a[i].esz * (a[i].one ? 1 : cap))) {
+            arrs_free(ar, s, size, a, n);
+            return ar->gpu ? FT_ECUDA : FT_ENOMEM;
+        }
     return FT_OK;
+}
+
+int ft_ar_beams_alloc(ft_ar *ar, ft_ar_beams *b)
+{
+    return arrs_alloc(ar, b, sizeof *b, "b", beams_arrs,
+                      sizeof beams_arrs / sizeof beams_arrs[0],
+                      ar ? ar->cap_beam : 0);
 }
 
 void ft_ar_beams_free(ft_ar *ar, ft_ar_beams *b)
 {
-    if (ar == NULL || b == NULL)
-        return;
-    void *p[] = {b->count, b->node, b->sigma, b->len,
-                 b->parent, b->entry, b->token};
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
-        if (p[i])
-            mem_free(ar, p[i]);
-    memset(b, 0, sizeof *b);
+    if (ar && b)
+        arrs_free(ar, b, sizeof *b, beams_arrs,
+                  sizeof beams_arrs / sizeof beams_arrs[0]);
 }
 
 int ft_ar_hits_alloc(ft_ar *ar, ft_ar_hits *h)
 {
-    if (h == NULL) {
-        if (ar)
-            fti_errf(ar->err, sizeof ar->err, "h: NULL");
-        return FT_EINVAL;
-    }
-    memset(h, 0, sizeof *h);
-    if (ar == NULL)
-        return FT_EINVAL;
-    size_t n = ar->cap_results;
-    if (mem_alloc(ar, (void **)&h->count, 4) ||
-        mem_alloc(ar, (void **)&h->parent, n * 4) ||
-        mem_alloc(ar, (void **)&h->entry, n * 4) ||
-        mem_alloc(ar, (void **)&h->token, n * 4) ||
-        mem_alloc(ar, (void **)&h->len, n * 4) ||
-        mem_alloc(ar, (void **)&h->key_index, n * 8) ||
-        mem_alloc(ar, (void **)&h->value, n * 8) ||
-        mem_alloc(ar, (void **)&h->score, n * 8) ||
-        mem_alloc(ar, (void **)&h->sigma, n * 4)) {
-        ft_ar_hits_free(ar, h);
-        return ar->gpu ? FT_ECUDA : FT_ENOMEM;
-    }
-    return FT_OK;
+    return arrs_alloc(ar, h, sizeof *h, "h", hits_arrs,
+                      sizeof hits_arrs / sizeof hits_arrs[0],
+                      ar ? ar->cap_results : 0);
 }
 
 void ft_ar_hits_free(ft_ar *ar, ft_ar_hits *h)
 {
-    if (ar == NULL || h == NULL)
-        return;
-    void *p[] = {h->count, h->parent, h->entry,  h->token, h->len,
-                 h->key_index, h->value, h->score, h->sigma};
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
-        if (p[i])
-            mem_free(ar, p[i]);
-    memset(h, 0, sizeof *h);
+    if (ar && h)
+        arrs_free(ar, h, sizeof *h, hits_arrs,
+                  sizeof hits_arrs / sizeof hits_arrs[0]);
 }
 
 static int check_beams(ft_ar *ar, const ft_ar_beams *b, const char *what);
