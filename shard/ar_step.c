@@ -813,18 +813,20 @@ static int lanes_full_base(double *p, const row *w, uint32_t width,
     return full_body(p, w, width, mx);
 }
 
-/* ar_fma says whether this CPU has AVX2 and FMA (a read of libgcc's CPU
- * model): the normalisations' clones for it run ar_rules.h's fused
- * multiply-adds as instructions; the others call fmaf an operation (the
- * same bits, slower). */
-static int ar_fma(void)
+/* ar_fma says whether this session's CPU steps use the clones for AVX2
+ * and FMA (a read of libgcc's CPU model; never with ar->no_fma): they run
+ * ar_rules.h's fused multiply-adds as instructions; the others call fmaf
+ * an operation (the same bits, slower). */
+static int ar_fma(const ft_ar *ar)
 {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return !ar->no_fma && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("fma");
 }
 
-static int lanes_full(double *p, const row *w, uint32_t width, float *mx)
+static int lanes_full(int fma, double *p, const row *w, uint32_t width,
+                      float *mx)
 {
-    if (ar_fma())
+    if (fma)
         return lanes_full_avx2(p, w, width, mx);
     return lanes_full_base(p, w, width, mx);
 }
@@ -877,8 +879,8 @@ allowed_lse(const ft_ar *ar, ar_scr *sc, const row *w,
 }
 
 static inline __attribute__((always_inline)) int
-row_lse(double *p, const row *w, const ft_trie_view *v,
-                   const ft_child_range *cr, double *lse)
+row_lse(int fma, double *p, const row *w, const ft_trie_view *v,
+        const ft_child_range *cr, double *lse)
 {
     const ft_ar_input *in = w->in;
     int allowed = in->norm == FT_AR_NORM_ALLOWED;
@@ -909,7 +911,7 @@ row_lse(double *p, const row *w, const ft_trie_view *v,
         return 1;
     }
     if (!allowed) {
-        if (!lanes_full(p, w, in->width, &mx))
+        if (!lanes_full(fma, p, w, in->width, &mx))
             return 0;
         *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
         return 1;
@@ -1069,8 +1071,8 @@ static int rows_inverse(ft_ar *ar, const ft_ar_input *in, step_ctx *c)
  * vocabulary where the call has one and the sums are over the allowed
  * entries. */
 static inline __attribute__((always_inline)) int
-beam_lse_body(const ft_ar *ar, ar_scr *sc, const step_ctx *c, const row *w,
-              const ft_child_range *cr, double *lse)
+beam_lse_body(int fma, const ft_ar *ar, ar_scr *sc, const step_ctx *c,
+              const row *w, const ft_child_range *cr, double *lse)
 {
     const ft_trie_view *v = &ar->idx->trie.view;
     if (c->inv && w->in->norm == FT_AR_NORM_ALLOWED &&
@@ -1079,7 +1081,7 @@ beam_lse_body(const ft_ar *ar, ar_scr *sc, const step_ctx *c, const row *w,
         if (ok)
             return rc;
     }
-    return row_lse(sc->lanes, w, v, cr, lse);
+    return row_lse(fma, sc->lanes, w, v, cr, lse);
 }
 
 /* beam_lse's clones: with AVX2 and FMA, and without (ar_fma). */
@@ -1087,19 +1089,19 @@ __attribute__((target("avx2,fma"))) static int
 beam_lse_fma(const ft_ar *ar, ar_scr *sc, const step_ctx *c, const row *w,
              const ft_child_range *cr, double *lse)
 {
-    return beam_lse_body(ar, sc, c, w, cr, lse);
+    return beam_lse_body(1, ar, sc, c, w, cr, lse);
 }
 
 static int beam_lse_base(const ft_ar *ar, ar_scr *sc, const step_ctx *c,
                          const row *w, const ft_child_range *cr, double *lse)
 {
-    return beam_lse_body(ar, sc, c, w, cr, lse);
+    return beam_lse_body(0, ar, sc, c, w, cr, lse);
 }
 
 static int beam_lse(const ft_ar *ar, ar_scr *sc, const step_ctx *c,
                     const row *w, const ft_child_range *cr, double *lse)
 {
-    if (ar_fma())
+    if (ar_fma(ar))
         return beam_lse_fma(ar, sc, c, w, cr, lse);
     return beam_lse_base(ar, sc, c, w, cr, lse);
 }

@@ -47,6 +47,9 @@ struct ft_ar {
     uint32_t inv_width;
     uint64_t *inv;
     int inv_off;          /* tests: every column asked, no inverse */
+    int no_fma;           /* tests: the normalisations' clones without
+                           * FMA instructions (fmaf calls), as on a CPU
+                           * without AVX2 and FMA */
     void *gpu; /* the GPU step's state (gpu_ar_step.c), NULL on the CPU */
 };
 

@@ -768,74 +768,77 @@ static void cpu_vs_gpu(const ft_index *idx, int f, int norm, uint32_t B,
  * multiple of 8, -inf holes): every next beam's sigma is
  * (float)((double)x - lse) with lse computed here from ar_rules.h's
  * definition, one entry at a time (the CPU step loads and exps eight at
- * a time and takes the maximum in eight runs). */
+ * a time and takes the maximum in eight runs), with the clones for AVX2
+ * and FMA and without them (no_fma: fmaf calls, as on a CPU without). */
 static void test_full_norm_ref(const ft_index *idx)
 {
     uint32_t widths[] = {3000, 4099, 17, 8};
-    for (int wi = 0; wi < 4; wi++)
-        for (int bf = 0; bf < 2; bf++) {
-            uint32_t W = widths[wi];
-            ft_ar_opts o;
-            ft_ar_opts_init(&o);
-            o.kind = FT_ENGINE_CPU;
-            o.beam = 16;
-            o.results = 16;
-            o.max_width = W;
-            ft_ar *ar;
-            char err[256];
-            FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
-            ft_ar_beams a, b;
-            FT_PASS(ft_ar_beams_alloc(ar, &a));
-            FT_PASS(ft_ar_beams_alloc(ar, &b));
-            FT_PASS(ft_ar_reset(ar, &a, NULL));
-            float *x = malloc((size_t)W * 4);
-            uint16_t *h = malloc((size_t)W * 2);
-            FT_CHECK(x && h);
-            uint64_t sd = 4242 + W * 2 + (uint64_t)bf;
-            for (uint32_t j = 0; j < W; j++) {
-                uint64_t r = ft_test_rand(&sd);
-                x[j] = r % 7 == 0 ? -INFINITY
-                                  : -(float)((r >> 8) % 1000000) * 3e-5f;
-                if (bf) {
-                    h[j] = to_bf16(x[j]);
-                    x[j] = ft_bf16_to_f32(h[j]);
-                }
+    for (int k = 0; k < 16; k++) {
+        int wi = k % 4, bf = k / 4 % 2, nf = k / 8;
+        uint32_t W = widths[wi];
+        ft_ar_opts o;
+        ft_ar_opts_init(&o);
+        o.kind = FT_ENGINE_CPU;
+        o.beam = 16;
+        o.results = 16;
+        o.max_width = W;
+        ft_ar *ar;
+        char err[256];
+        FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+        ar->no_fma = nf;
+        ft_ar_beams a, b;
+        FT_PASS(ft_ar_beams_alloc(ar, &a));
+        FT_PASS(ft_ar_beams_alloc(ar, &b));
+        FT_PASS(ft_ar_reset(ar, &a, NULL));
+        float *x = malloc((size_t)W * 4);
+        uint16_t *h = malloc((size_t)W * 2);
+        FT_CHECK(x && h);
+        uint64_t sd = 4242 + W * 2 + (uint64_t)bf;
+        for (uint32_t j = 0; j < W; j++) {
+            uint64_t r = ft_test_rand(&sd);
+            x[j] = r % 7 == 0 ? -INFINITY
+                              : -(float)((r >> 8) % 1000000) * 3e-5f;
+            if (bf) {
+                h[j] = to_bf16(x[j]);
+                x[j] = ft_bf16_to_f32(h[j]);
             }
-            float mx = -INFINITY;
-            for (uint32_t j = 0; j < W; j++)
-                if (x[j] > mx)
-                    mx = x[j];
-            double lanes[FT_AR_LANES];
-            for (uint32_t l = 0; l < FT_AR_LANES; l++) {
-                lanes[l] = 0.0;
-                for (uint32_t j = l; j < W; j += FT_AR_LANES)
-                    lanes[l] = FT_DADD(lanes[l], ft_ar_term(x[j], mx));
-            }
-            double lse = ft_ar_lse(mx, ft_ar_lanes_sum(lanes));
-            ft_ar_input in;
-            memset(&in, 0, sizeof in);
-            in.form = FT_AR_IN_DENSE;
-            in.dtype = bf ? FT_AR_IN_BF16 : FT_AR_IN_F32;
-            in.norm = FT_AR_NORM_FULL;
-            in.width = W;
-            in.logp = bf ? (const void *)h : (const void *)x;
-            FT_PASS(ft_ar_step(ar, &a, &in, &b, NULL, NULL));
-            FT_CHECK(b.count[0] > 0);
-            for (uint32_t i = 0; i < b.count[0]; i++) {
-                float want = ft_ar_norm(x[b.token[i]], lse);
-                if (memcmp(&want, &b.sigma[i], 4) != 0) {
-                    fprintf(stderr, "width %u %s: beam %u (token %u): sigma "
-                            "%.9g, want %.9g\n", W, bf ? "bf16" : "f32", i,
-                            b.token[i], (double)b.sigma[i], (double)want);
-                    exit(1);
-                }
-            }
-            free(x);
-            free(h);
-            ft_ar_beams_free(ar, &a);
-            ft_ar_beams_free(ar, &b);
-            ft_ar_close(ar);
         }
+        float mx = -INFINITY;
+        for (uint32_t j = 0; j < W; j++)
+            if (x[j] > mx)
+                mx = x[j];
+        double lanes[FT_AR_LANES];
+        for (uint32_t l = 0; l < FT_AR_LANES; l++) {
+            lanes[l] = 0.0;
+            for (uint32_t j = l; j < W; j += FT_AR_LANES)
+                lanes[l] = FT_DADD(lanes[l], ft_ar_term(x[j], mx));
+        }
+        double lse = ft_ar_lse(mx, ft_ar_lanes_sum(lanes));
+        ft_ar_input in;
+        memset(&in, 0, sizeof in);
+        in.form = FT_AR_IN_DENSE;
+        in.dtype = bf ? FT_AR_IN_BF16 : FT_AR_IN_F32;
+        in.norm = FT_AR_NORM_FULL;
+        in.width = W;
+        in.logp = bf ? (const void *)h : (const void *)x;
+        FT_PASS(ft_ar_step(ar, &a, &in, &b, NULL, NULL));
+        FT_CHECK(b.count[0] > 0);
+        for (uint32_t i = 0; i < b.count[0]; i++) {
+            float want = ft_ar_norm(x[b.token[i]], lse);
+            if (memcmp(&want, &b.sigma[i], 4) != 0) {
+                fprintf(stderr, "width %u %s%s: beam %u (token %u): sigma "
+                        "%.9g, want %.9g\n", W, bf ? "bf16" : "f32",
+                        nf ? " without FMA" : "", i,
+                        b.token[i], (double)b.sigma[i], (double)want);
+                exit(1);
+            }
+        }
+        free(x);
+        free(h);
+        ft_ar_beams_free(ar, &a);
+        ft_ar_beams_free(ar, &b);
+        ft_ar_close(ar);
+    }
 }
 
 static void test_inverse(const ft_index *idx)
@@ -1270,6 +1273,16 @@ int main(int argc, char **argv)
                        NULL, 0);
                 same(&ref, &t, "wide dense identity vs other forms");
             }
+            /* the normalisations' clones without FMA instructions (a CPU
+             * without AVX2 and FMA): the same transcript */
+            d.ar->no_fma = 1;
+            for (int fi = 0; fi < 2; fi++) {
+                t.len = 0;
+                decode(&d, &t, fi ? F_DENSE_VOCAB : F_DENSE_ID, norm, 16, 20,
+                       6, 5, 1, plain_step, NULL, 0);
+                same(&ref, &t, "wide dense with FMA vs without");
+            }
+            d.ar->no_fma = 0;
             dec_close(&d);
             free(ref.p);
             free(t.p);
