@@ -761,7 +761,7 @@ static inline __attribute__((always_inline)) float row_max8(const row *w,
     return mx;
 }
 
-/* lanes_full fills the FT_AR_LANES partial sums of a whole row's
+/* lanes_full_body fills the FT_AR_LANES partial sums of a whole row's
  * exp(x - mx) lane-major: entries j0 .. j0 + 255 add to lanes 0 .. 255,
  * eight lanes at a time (ft_ar_terms8), so each lane still adds its terms
  * in ascending j, the same sums as one lane after another. */
@@ -799,36 +799,6 @@ full_body(double *p, const row *w, uint32_t width, float *mx)
         return 0;
     lanes_full_body(p, w, width, *mx);
     return 1;
-}
-
-__attribute__((target("avx2,fma"))) static int
-lanes_full_avx2(double *p, const row *w, uint32_t width, float *mx)
-{
-    return full_body(p, w, width, mx);
-}
-
-static int lanes_full_base(double *p, const row *w, uint32_t width,
-                           float *mx)
-{
-    return full_body(p, w, width, mx);
-}
-
-/* ar_fma says whether this session's CPU steps use the clones for AVX2
- * and FMA (a read of libgcc's CPU model; never with ar->no_fma): they run
- * ar_rules.h's fused multiply-adds as instructions; the others call fmaf
- * an operation (the same bits, slower). */
-static int ar_fma(const ft_ar *ar)
-{
-    return !ar->no_fma && __builtin_cpu_supports("avx2") &&
-           __builtin_cpu_supports("fma");
-}
-
-static int lanes_full(int fma, double *p, const row *w, uint32_t width,
-                      float *mx)
-{
-    if (fma)
-        return lanes_full_avx2(p, w, width, mx);
-    return lanes_full_base(p, w, width, mx);
 }
 
 /* allowed_lse is row_lse's sums over the allowed entries of a dense row
@@ -879,7 +849,7 @@ allowed_lse(const ft_ar *ar, ar_scr *sc, const row *w,
 }
 
 static inline __attribute__((always_inline)) int
-row_lse(int fma, double *p, const row *w, const ft_trie_view *v,
+row_lse(double *p, const row *w, const ft_trie_view *v,
         const ft_child_range *cr, double *lse)
 {
     const ft_ar_input *in = w->in;
@@ -911,7 +881,7 @@ row_lse(int fma, double *p, const row *w, const ft_trie_view *v,
         return 1;
     }
     if (!allowed) {
-        if (!lanes_full(fma, p, w, in->width, &mx))
+        if (!full_body(p, w, in->width, &mx))
             return 0;
         *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
         return 1;
@@ -1071,8 +1041,8 @@ static int rows_inverse(ft_ar *ar, const ft_ar_input *in, step_ctx *c)
  * vocabulary where the call has one and the sums are over the allowed
  * entries. */
 static inline __attribute__((always_inline)) int
-beam_lse_body(int fma, const ft_ar *ar, ar_scr *sc, const step_ctx *c,
-              const row *w, const ft_child_range *cr, double *lse)
+beam_lse_body(const ft_ar *ar, ar_scr *sc, const step_ctx *c, const row *w,
+              const ft_child_range *cr, double *lse)
 {
     const ft_trie_view *v = &ar->idx->trie.view;
     if (c->inv && w->in->norm == FT_AR_NORM_ALLOWED &&
@@ -1081,7 +1051,17 @@ beam_lse_body(int fma, const ft_ar *ar, ar_scr *sc, const step_ctx *c,
         if (ok)
             return rc;
     }
-    return row_lse(fma, sc->lanes, w, v, cr, lse);
+    return row_lse(sc->lanes, w, v, cr, lse);
+}
+
+/* ar_fma says whether ar's CPU normalisations run in beam_lse's clone for
+ * AVX2 and FMA (a read of libgcc's CPU model; never with ar->no_fma):
+ * there ar_rules.h's fused multiply-adds are instructions; in the other
+ * clone they are fmaf calls (the same bits, slower). */
+static int ar_fma(const ft_ar *ar)
+{
+    return !ar->no_fma && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("fma");
 }
 
 /* beam_lse's clones: with AVX2 and FMA, and without (ar_fma). */
@@ -1089,13 +1069,13 @@ __attribute__((target("avx2,fma"))) static int
 beam_lse_fma(const ft_ar *ar, ar_scr *sc, const step_ctx *c, const row *w,
              const ft_child_range *cr, double *lse)
 {
-    return beam_lse_body(1, ar, sc, c, w, cr, lse);
+    return beam_lse_body(ar, sc, c, w, cr, lse);
 }
 
 static int beam_lse_base(const ft_ar *ar, ar_scr *sc, const step_ctx *c,
                          const row *w, const ft_child_range *cr, double *lse)
 {
-    return beam_lse_body(0, ar, sc, c, w, cr, lse);
+    return beam_lse_body(ar, sc, c, w, cr, lse);
 }
 
 static int beam_lse(const ft_ar *ar, ar_scr *sc, const step_ctx *c,
