@@ -143,12 +143,16 @@ size_t ft_ark_step_smem(void);
  * library reads no environment: ar_step_bench maps FT_AR_FUSED,
  * FT_AR_CTAS, FT_AR_SPLIT and FT_AR_MASK_SPLIT onto it).  fused 0 keeps
  * the launches; ctas (>= 2, below the grid's) runs fewer CTAs; split and
- * mask_split: the live beams above which the ranges are shared out. */
+ * mask_split: the live beams above which the ranges are shared out;
+ * threads and mask_threads (512 or 1024; fewer than the session's beams
+ * means 1024): the CTAs' size for the step and the mask. */
 typedef struct ft_ark_tuning {
-    int fused;           /* default 1 */
-    uint32_t ctas;       /* default 0: one per SM */
-    uint32_t split;      /* default 256 */
-    uint32_t mask_split; /* default 0 */
+    int fused;             /* default 1 */
+    uint32_t ctas;         /* default 0: one per SM */
+    uint32_t split;        /* default 256 */
+    uint32_t mask_split;   /* default 0 */
+    uint32_t threads;      /* default 0: 512 when the beams fit */
+    uint32_t mask_threads; /* default 0: 1024 */
 } ft_ark_tuning;
 
 /* ft_ark_tuning_get returns the knobs in force (the defaults until

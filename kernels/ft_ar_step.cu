@@ -91,15 +91,7 @@ __device__ __forceinline__ uint32_t ark_tok(const ft_ark_params &p,
     return p.vocab ? p.vocab[j] : j;
 }
 
-__device__ __forceinline__ float ark_x(const ft_ark_params &p, uint32_t r,
-                                       uint32_t j)
-{
-    uint64_t off = (uint64_t)r * ark_stride(p);
-    if (p.form == FT_ARR_SPARSE)
-        return ((const float *)p.logp)[off + j];
-    size_t esz = p.dtype == FT_ARR_F32 ? 4 : 2;
-    return ft_ar_load((const char *)p.logp + off * esz, p.dtype, j);
-}
+
 
 __device__ __forceinline__ bool ark_child_driven(const ft_ark_params &p,
                                                  const ft_child_range *cr)
@@ -114,6 +106,15 @@ __device__ __forceinline__ const char *ark_row_at(const ft_ark_params &p,
     *dt = p.form == FT_ARR_SPARSE ? FT_ARR_F32 : p.dtype;
     size_t esz = *dt == FT_ARR_F32 ? 4 : 2;
     return (const char *)p.logp + (uint64_t)r * ark_stride(p) * esz;
+}
+
+/* ark_x is entry j of beam r's row, as a float. */
+__device__ __forceinline__ float ark_x(const ft_ark_params &p, uint32_t r,
+                                       uint32_t j)
+{
+    int dt;
+    const char *base = ark_row_at(p, r, &dt);
+    return ft_ar_load(base, dt, j);
 }
 
 /* ark_vec_max is the maximum of m and the entries of one 16-byte load
@@ -143,10 +144,10 @@ __device__ __forceinline__ float ark_vec_max(uint4 q, float m)
 /* ark_full_max_t: lane l's maximum over a whole row of dtype DT at base
  * (the CTA combines the lanes'); a maximum is exact in any order and NaN
  * is never one. */
-template <int DT>
+template <int DT, uint32_t S = ARK_EXP_THREADS>
 __device__ float ark_full_max_t(const char *base, uint32_t width)
 {
-    const uint32_t S = ARK_EXP_THREADS, l = threadIdx.x;
+    const uint32_t l = threadIdx.x;
     float m[ARK_ROW_UNROLL];
 #pragma unroll
     for (int u = 0; u < ARK_ROW_UNROLL; u++)
@@ -267,17 +268,31 @@ __device__ double ark_full_sum_t(const char *base, uint32_t width, float mx,
     return s;
 }
 
-/* ark_full_max and ark_full_sum: the above for beam r's row, its dtype
- * chosen once a row. */
+/* ark_by_dtype calls f with the row dtype dt as a compile-time constant
+ * (ark_dt<DT>::v): the whole-row passes' dtype is chosen once a row. */
+template <int DT>
+struct ark_dt {
+    static constexpr int v = DT;
+};
+
+template <class F>
+__device__ __forceinline__ auto ark_by_dtype(int dt, F f)
+{
+    if (dt == FT_ARR_BF16)
+        return f(ark_dt<FT_ARR_BF16>());
+    if (dt == FT_ARR_F16)
+        return f(ark_dt<FT_ARR_F16>());
+    return f(ark_dt<FT_ARR_F32>());
+}
+
+/* ark_full_max and ark_full_sum: the above for beam r's row. */
 __device__ float ark_full_max(const ft_ark_params &p, uint32_t r)
 {
     int dt;
     const char *base = ark_row_at(p, r, &dt);
-    if (dt == FT_ARR_BF16)
-        return ark_full_max_t<FT_ARR_BF16>(base, p.width);
-    if (dt == FT_ARR_F16)
-        return ark_full_max_t<FT_ARR_F16>(base, p.width);
-    return ark_full_max_t<FT_ARR_F32>(base, p.width);
+    return ark_by_dtype(dt, [&](auto d) {
+        return ark_full_max_t<decltype(d)::v>(base, p.width);
+    });
 }
 
 __device__ double ark_full_sum(const ft_ark_params &p, uint32_t r, float mx,
@@ -285,11 +300,39 @@ __device__ double ark_full_sum(const ft_ark_params &p, uint32_t r, float mx,
 {
     int dt;
     const char *base = ark_row_at(p, r, &dt);
-    if (dt == FT_ARR_BF16)
-        return ark_full_sum_t<FT_ARR_BF16>(base, p.width, mx, stage);
-    if (dt == FT_ARR_F16)
-        return ark_full_sum_t<FT_ARR_F16>(base, p.width, mx, stage);
-    return ark_full_sum_t<FT_ARR_F32>(base, p.width, mx, stage);
+    return ark_by_dtype(dt, [&](auto d) {
+        return ark_full_sum_t<decltype(d)::v>(base, p.width, mx, stage);
+    });
+}
+
+/* ark_cta_max: the maximum of the N threads' m (all N call it; NaN is
+ * never one); ark_lanes_total: the FT_AR_LANES lanes' sums added pairwise
+ * (ar_rules.h's tree; all of the CTA's threads call it, lanes[0..255]
+ * written before). */
+template <uint32_t N>
+__device__ float ark_cta_max(float *smx, float m)
+{
+    uint32_t t = threadIdx.x;
+    smx[t] = m;
+    __syncthreads();
+    for (uint32_t h = N / 2; h > 0; h >>= 1) {
+        if (t < h && smx[t + h] > smx[t])
+            smx[t] = smx[t + h];
+        __syncthreads();
+    }
+    return smx[0];
+}
+
+__device__ double ark_lanes_total(double *lanes)
+{
+    uint32_t t = threadIdx.x;
+    __syncthreads();
+    for (uint32_t h = FT_AR_LANES / 2; h > 0; h >>= 1) {
+        if (t < h)
+            lanes[t] = FT_DADD(lanes[t], lanes[t + h]);
+        __syncthreads();
+    }
+    return lanes[0];
 }
 
 /* ark_lse computes beam r's normalisation in the calling CTA (256
@@ -325,14 +368,7 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
                 mx = x;
         }
     }
-    smx[l] = mx;
-    __syncthreads();
-    for (uint32_t h = ARK_EXP_THREADS / 2; h > 0; h >>= 1) {
-        if (l < h && smx[l + h] > smx[l])
-            smx[l] = smx[l + h];
-        __syncthreads();
-    }
-    mx = smx[0];
+    mx = ark_cta_max<ARK_EXP_THREADS>(smx, mx);
     if (!(mx > -INFINITY))
         return false;
     double s = 0.0;
@@ -365,13 +401,7 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
         }
     }
     lanes[l] = s;
-    __syncthreads();
-    for (uint32_t h = ARK_EXP_THREADS / 2; h > 0; h >>= 1) {
-        if (l < h)
-            lanes[l] = FT_DADD(lanes[l], lanes[l + h]);
-        __syncthreads();
-    }
-    *lse = ft_ar_lse(mx, lanes[0]);
+    *lse = ft_ar_lse(mx, ark_lanes_total(lanes));
     return true;
 }
 
@@ -471,6 +501,135 @@ ark_ranges(ft_ark_params p, int mode, uint32_t eos, uint32_t *mask)
     }
     p.b_work[r] = work;
     p.b_cd[r] = cd;
+}
+
+/* ---- The whole-row normalisation in CTAs of two halves ----
+ * ark_lse_full_kernel (norm FT_ARR_NORM_FULL, the step): one CTA of
+ * ARK_FULL_THREADS (2 x 256) per beam, so that an SM holding one or two
+ * rows has twice the warps to hide the exps' latencies.  The maximum over
+ * all 512 threads (any order); the terms a batch of ARK_VEC_SUM rounds of
+ * 256 x 16 bytes at a time: half 0 (threads 0-255, the lanes) takes the
+ * first two rounds and adds its terms as ark_full_sum_t does, half 1 the
+ * last two and leaves its terms (binary32, widened exactly when added) in
+ * shared memory, which lane l then adds after its own: entries l, l + 256,
+ * ... in ascending order, ar_rules.h's sums.  A row that does not start on
+ * 16 bytes is summed by half 0 alone (ark_full_sum_t's other path). */
+#define ARK_FULL_THREADS 512
+static_assert(ARK_FULL_THREADS == 2 * FT_AR_LANES, "two halves of lanes");
+static_assert(ARK_VEC_SUM == 4, "two rounds a half");
+
+template <int DT>
+__device__ double ark_full_sum2_t(const char *base, uint32_t width, float mx,
+                                  uint4 *stage, float *tb)
+{
+    const uint32_t S = ARK_EXP_THREADS, l = threadIdx.x % S,
+                   h = threadIdx.x / S;
+    constexpr uint32_t P = DT == FT_ARR_F32 ? 4 : 8;
+    double s = 0.0;
+    uint32_t j = l;
+    if (((uintptr_t)base & 15) == 0) {
+        const uint4 *v = (const uint4 *)base;
+        const uint32_t E = S * P; /* entries a round */
+        uint32_t nround = width / E, nb = 0;
+        uint4 q[2];
+        /* this half's rounds of the batch k0 .. k0 + nb - 1 (in flight) */
+        auto fetch = [&](uint32_t k0) {
+            nb = min((uint32_t)ARK_VEC_SUM, nround - k0);
+#pragma unroll
+            for (uint32_t w = 0; w < 2; w++)
+                if (2 * h + w < nb)
+                    q[w] = v[(uint64_t)(k0 + 2 * h + w) * S + l];
+        };
+        if (nround > 0)
+            fetch(0);
+        for (uint32_t k = 0; k < nround;) {
+            uint32_t cnt = nb;
+            __syncthreads(); /* the last batch's readers are done */
+#pragma unroll
+            for (uint32_t w = 0; w < 2; w++)
+                if (2 * h + w < cnt)
+                    stage[(2 * h + w) * S + l] = q[w];
+            __syncthreads();
+            if (k + cnt < nround)
+                fetch(k + cnt);
+#pragma unroll
+            for (uint32_t w = 0; w < 2; w++) {
+                uint32_t u = 2 * h + w;
+                if (u >= cnt)
+                    break;
+                const char *sb = (const char *)(stage + u * S);
+                if (h == 0) {
+                    s = ark_add_terms<DT, P>(s, sb, l, mx);
+                } else {
+                    float e[P];
+#pragma unroll
+                    for (uint32_t i = 0; i < P; i++)
+                        e[i] = ft_ar_expf(FT_FSUB(ft_ar_load(sb, DT, l + i * S), mx));
+#pragma unroll
+                    for (uint32_t i = 0; i < P; i++)
+                        tb[(w * P + i) * S + l] = e[i];
+                }
+            }
+            __syncthreads();
+            if (h == 0)
+                for (uint32_t w = 0; w < 2 && 2 + w < cnt; w++)
+#pragma unroll
+                    for (uint32_t i = 0; i < P; i++)
+                        s = FT_DADD(s, (double)tb[(w * P + i) * S + l]);
+            k += cnt;
+        }
+        j = nround * E + l;
+    } else if (h == 0) {
+        for (; j + (ARK_ROW_UNROLL - 1) * S < width; j += ARK_ROW_UNROLL * S)
+            s = ark_add_terms<DT, ARK_ROW_UNROLL>(s, base, j, mx);
+    }
+    if (h == 0)
+        for (; j < width; j += S)
+            s = FT_DADD(s, ft_ar_term(ft_ar_load(base, DT, j), mx));
+    return s;
+}
+
+/* ark_full_smem: ark_lse_full_t's shared memory (one copy for the three
+ * dtypes' instances: the kernel declares it). */
+struct ark_full_smem {
+    float smx[ARK_FULL_THREADS];
+    double lanes[FT_AR_LANES];
+    uint4 stage[ARK_VEC_SUM * FT_AR_LANES];
+    float tb[2 * 8 * FT_AR_LANES];
+};
+
+template <int DT>
+__device__ void ark_lse_full_t(const ft_ark_params &p, uint32_t r,
+                               const char *base, ark_full_smem &sm)
+{
+    uint32_t t = threadIdx.x;
+    float mx = ark_cta_max<ARK_FULL_THREADS>(
+        sm.smx, ark_full_max_t<DT, ARK_FULL_THREADS>(base, p.width));
+    if (!(mx > -INFINITY)) {
+        if (t == 0)
+            p.b_work[r] = 0;
+        return;
+    }
+    double s = ark_full_sum2_t<DT>(base, p.width, mx, sm.stage, sm.tb);
+    if (t < FT_AR_LANES)
+        sm.lanes[t] = s;
+    double total = ark_lanes_total(sm.lanes);
+    if (t == 0)
+        p.b_lse[r] = ft_ar_lse(mx, total);
+}
+
+__global__ void __launch_bounds__(ARK_FULL_THREADS)
+ark_lse_full_kernel(ft_ark_params p)
+{
+    uint32_t r = blockIdx.x;
+    if (p.b_work[r] == 0)
+        return;
+    __shared__ ark_full_smem sm;
+    int dt;
+    const char *base = ark_row_at(p, r, &dt);
+    ark_by_dtype(dt, [&](auto d) {
+        ark_lse_full_t<decltype(d)::v>(p, r, base, sm);
+    });
 }
 
 /* ark_lse_kernel: one CTA per beam with work, its normalisation
@@ -877,8 +1036,8 @@ ark_select(ft_ark_params p)
 
 /* ---- The one-launch step (ft_ark_step) ----
  *
- * A grid of ft_ark_init's fused_ctas CTAs, all resident at once, of
- * ARK_FUSED_THREADS threads:
+ * A grid of ft_ark_init's fused_ctas CTAs, all resident at once, of 512
+ * or ARK_FUSED_THREADS threads (ark_fused_nt):
  *  1. every CTA finds every live beam's child range and work (one thread
  *     per beam: the same dependent loads as ark_ranges, answered by L2
  *     after the first CTA; no barrier before the expansion) and scans the
@@ -909,7 +1068,8 @@ ark_select(ft_ark_params p)
 #define ARK_SPLIT_BEAMS 256u
 #define ARK_MASK_SPLIT_BEAMS 0u
 
-static_assert(FT_ARK_FUSED_MAX <= ARK_FUSED_THREADS, "one thread per beam");
+static_assert(FT_ARK_FUSED_MAX <= ARK_FUSED_THREADS,
+              "one thread per beam in the largest instance");
 static_assert(FT_ARK_FUSED_MAX <= ARK_DIRECT, "radix survivors fit the rank stage");
 
 __host__ __device__ constexpr size_t ark_fused_smem(uint32_t cap)
@@ -1012,13 +1172,13 @@ __device__ __forceinline__ void ark_fused_barrier(uint32_t *bar, uint32_t b)
  * split true the grid shares them out (beam r to CTA r % G) through the
  * per-beam scratch and one grid barrier (the launch's first), and every
  * CTA reads them back. */
-template <typename TS>
+template <uint32_t NT, typename TS>
 __device__ uint64_t ark_fused_ranges(const ft_ark_params &p, int mode,
                                      ft_child_range *rng,
                                      unsigned long long *off, uint32_t *cdv,
                                      uint32_t m, bool split, TS &ts)
 {
-    typedef cub::BlockScan<unsigned long long, ARK_FUSED_THREADS> Scan;
+    typedef cub::BlockScan<unsigned long long, NT> Scan;
     uint32_t tid = threadIdx.x;
     unsigned long long work = 0;
     ft_child_range cr;
@@ -1098,10 +1258,10 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
     return sh_last != 0;
 }
 
-__global__ void __launch_bounds__(ARK_FUSED_THREADS, 1)
-ark_fused(ft_ark_params p)
+template <uint32_t NT>
+__global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
 {
-    typedef cub::BlockScan<unsigned long long, ARK_FUSED_THREADS> Scan;
+    typedef cub::BlockScan<unsigned long long, NT> Scan;
     __shared__ typename Scan::TempStorage ts;
     extern __shared__ uint64_t fsm[];
     uint32_t tid = threadIdx.x, G = gridDim.x, cap = p.cap_beam;
@@ -1112,11 +1272,11 @@ ark_fused(ft_ark_params p)
 
     /* 1. every beam's child range and work, in this CTA */
     bool split = m > p.fused_split;
-    uint64_t total = ark_fused_ranges(p, 0, rng, off, cdv, m, split, ts);
+    uint64_t total = ark_fused_ranges<NT>(p, 0, rng, off, cdv, m, split, ts);
 
     /* 2. the work items over the grid (ark_flat, mode 0, no normalisation) */
-    for (uint64_t t = (uint64_t)blockIdx.x * ARK_FUSED_THREADS + tid;
-         t < total; t += (uint64_t)G * ARK_FUSED_THREADS) {
+    for (uint64_t t = (uint64_t)blockIdx.x * NT + tid; t < total;
+         t += (uint64_t)G * NT) {
         uint32_t lo = 0, hi = m;
         while (hi - lo > 1) {
             uint32_t mid = (lo + hi) >> 1;
@@ -1191,10 +1351,11 @@ ark_fused(ft_ark_params p)
  * finds every beam's range (mode 1) and clears its share of the mask; one
  * grid barrier; then the EOS bits and the flattened items' bits (ark_flat
  * mode 1), by atomics (ark_fused_read clears the barrier). */
-__global__ void __launch_bounds__(ARK_FUSED_THREADS, 1)
+template <uint32_t NT>
+__global__ void __launch_bounds__(NT, 1)
 ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
 {
-    typedef cub::BlockScan<unsigned long long, ARK_FUSED_THREADS> Scan;
+    typedef cub::BlockScan<unsigned long long, NT> Scan;
     __shared__ typename Scan::TempStorage ts;
     extern __shared__ uint64_t fsm[];
     uint32_t tid = threadIdx.x, G = gridDim.x, cap = p.cap_beam;
@@ -1204,12 +1365,12 @@ ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
     uint32_t m = min(*p.cur_count, cap);
     uint32_t words = (p.width + 31) / 32;
     uint64_t nw = (uint64_t)cap * words;
-    for (uint64_t k = (uint64_t)blockIdx.x * ARK_FUSED_THREADS + tid; k < nw;
-         k += (uint64_t)G * ARK_FUSED_THREADS)
+    for (uint64_t k = (uint64_t)blockIdx.x * NT + tid; k < nw;
+         k += (uint64_t)G * NT)
         mask[k] = 0;
     /* split: the ranges' barrier also orders the clearing before the bits */
     bool split = m > p.fused_mask_split;
-    uint64_t total = ark_fused_ranges(p, 1, rng, off, cdv, m, split, ts);
+    uint64_t total = ark_fused_ranges<NT>(p, 1, rng, off, cdv, m, split, ts);
     if (!split)
         ark_fused_barrier(&p.counts[2], 1);
     __shared__ uint32_t ncnt[2];
@@ -1220,8 +1381,8 @@ ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
             (ft_node_flags(&p.view, node) & FT_TERMINAL))
             atomicOr(&mask[(uint64_t)tid * words + eos / 32], 1u << (eos % 32));
     }
-    for (uint64_t t = (uint64_t)blockIdx.x * ARK_FUSED_THREADS + tid;
-         t < total; t += (uint64_t)G * ARK_FUSED_THREADS) {
+    for (uint64_t t = (uint64_t)blockIdx.x * NT + tid; t < total;
+         t += (uint64_t)G * NT) {
         uint32_t lo = 0, hi = m;
         while (hi - lo > 1) {
             uint32_t mid = (lo + hi) >> 1;
@@ -1336,8 +1497,8 @@ extern "C" size_t ft_ark_step_smem(void)
     return (size_t)FT_ARK_SORT_MAX * (8 + 8 + 4);
 }
 
-static ft_ark_tuning g_tuning = {1, 0, ARK_SPLIT_BEAMS,
-                                  ARK_MASK_SPLIT_BEAMS};
+static ft_ark_tuning g_tuning = {1, 0, ARK_SPLIT_BEAMS, ARK_MASK_SPLIT_BEAMS,
+                                  0, 0};
 
 extern "C" ft_ark_tuning ft_ark_tuning_get(void)
 {
@@ -1349,6 +1510,40 @@ extern "C" void ft_ark_tuning_set(const ft_ark_tuning *t)
     g_tuning = *t;
 }
 
+/* The one-launch kernels' instances: CTAs of 512 or 1,024 threads (one
+ * thread per live beam in the ranges' scan).  ark_fused_nt picks 512 for
+ * the step when the session's beams fit (its barriers and scan are
+ * shorter: 9.0 against 10.8 us at 256 beams on an H200) and 1,024 for the
+ * mask (its clearing is spread over every thread), unless the tuning's
+ * threads / mask_threads names one. */
+static uint32_t ark_fused_nt(uint32_t cap, int mask)
+{
+    uint32_t t = mask ? g_tuning.mask_threads : g_tuning.threads;
+    uint32_t nt = t == 512 || t == 1024 ? t : mask ? 1024u : 512u;
+    return nt < cap ? 1024u : nt;
+}
+
+template <uint32_t NT>
+static cudaError_t ark_fused_attr(size_t fsm, long *fc)
+{
+    int focc = 0, mocc = 0;
+    cudaError_t e = cudaFuncSetAttribute(
+        ark_fused<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(ark_mask_fused<NT>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)fsm);
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&focc, ark_fused<NT>,
+                                                          NT, fsm);
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &mocc, ark_mask_fused<NT>, NT, fsm);
+    if (e == cudaSuccess && (focc < 1 || mocc < 1))
+        *fc = 0;
+    return e;
+}
+
 extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
                            uint32_t *fused_ctas, uint32_t *split,
                            uint32_t *mask_split)
@@ -1358,27 +1553,18 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
         (int)ft_ark_step_smem());
     if (e != cudaSuccess)
         return (int)e;
-    size_t fsm = ark_fused_smem(FT_ARK_FUSED_MAX);
-    e = cudaFuncSetAttribute(ark_fused,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)fsm);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(ark_mask_fused,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)fsm);
-    if (e != cudaSuccess)
-        return (int)e;
-    int dev = 0, sms = 0, occ = 0, focc = 0, mocc = 0;
+    int dev = 0, sms = 0, occ = 0;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
                                     dev)) != cudaSuccess ||
         (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
              &occ, ark_select, ARK_SEL_THREADS, ft_ark_step_smem())) !=
-            cudaSuccess ||
-        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-             &focc, ark_fused, ARK_FUSED_THREADS, fsm)) != cudaSuccess ||
-        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-             &mocc, ark_mask_fused, ARK_FUSED_THREADS, fsm)) != cudaSuccess)
+            cudaSuccess)
+        return (int)e;
+    size_t fsm = ark_fused_smem(FT_ARK_FUSED_MAX);
+    long fc = sms;
+    if ((e = ark_fused_attr<512>(fsm, &fc)) != cudaSuccess ||
+        (e = ark_fused_attr<1024>(fsm, &fc)) != cudaSuccess)
         return (int)e;
     /* both lists' CTAs resident at once (they meet at barriers) */
     long res = (long)sms * occ / 2;
@@ -1387,7 +1573,6 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
     /* the one-launch step: one CTA per SM (an even count: two halves),
      * all resident; tuning.fused 0 keeps the launches, tuning.ctas runs
      * fewer (measurements) */
-    long fc = focc >= 1 && mocc >= 1 ? (long)sms : 0;
     if (g_tuning.ctas >= 2 && (long)g_tuning.ctas < fc)
         fc = (long)g_tuning.ctas;
     fc &= ~1L;
@@ -1413,14 +1598,24 @@ extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
         ft_ark_params q = *p;
         q.counts = p->fcounts;
         q.heads = p->fheads;
-        ark_fused<<<p->fused_ctas, ARK_FUSED_THREADS,
-                    ark_fused_smem(p->cap_beam), st>>>(q);
+        size_t sm = ark_fused_smem(p->cap_beam);
+        switch (ark_fused_nt(p->cap_beam, 0)) {
+        case 512:
+            ark_fused<512><<<p->fused_ctas, 512, sm, st>>>(q);
+            break;
+        default:
+            ark_fused<1024><<<p->fused_ctas, 1024, sm, st>>>(q);
+        }
         return (int)cudaGetLastError();
     }
     /* ark_ranges clears the counters and the selection's heads */
     uint32_t rb = (p->cap_beam + ARK_EXP_THREADS - 1) / ARK_EXP_THREADS;
     ark_ranges<<<rb, ARK_EXP_THREADS, 0, st>>>(*p, 0, 0, NULL);
-    if (p->norm != FT_ARR_NORM_NONE)
+    /* the two-half CTAs up to 128 beams (an H200, V = 262,144: 92 -> 79
+     * us at 64 beams; level at 256, 4-8% slower at 1,024) */
+    if (p->norm == FT_ARR_NORM_FULL && p->cap_beam <= 128)
+        ark_lse_full_kernel<<<p->cap_beam, ARK_FULL_THREADS, 0, st>>>(*p);
+    else if (p->norm != FT_ARR_NORM_NONE)
         ark_lse_kernel<<<p->cap_beam, ARK_EXP_THREADS, 0, st>>>(*p);
     ark_flat<<<p->flat_ctas, ARK_EXP_THREADS, ark_flat_smem(p), st>>>(*p, 0, NULL);
     ark_select<<<2 * p->sel_ctas, ARK_SEL_THREADS, ft_ark_step_smem(), st>>>(*p);
@@ -1445,8 +1640,14 @@ extern "C" int ft_ark_mask(const ft_ark_params *p, uint32_t eos,
         ft_ark_params q = *p;
         q.counts = p->fcounts;
         q.heads = p->fheads;
-        ark_mask_fused<<<p->fused_ctas, ARK_FUSED_THREADS,
-                         ark_fused_smem(p->cap_beam), st>>>(q, eos, mask);
+        size_t sm = ark_fused_smem(p->cap_beam);
+        switch (ark_fused_nt(p->cap_beam, 1)) {
+        case 512:
+            ark_mask_fused<512><<<p->fused_ctas, 512, sm, st>>>(q, eos, mask);
+            break;
+        default:
+            ark_mask_fused<1024><<<p->fused_ctas, 1024, sm, st>>>(q, eos, mask);
+        }
         return (int)cudaGetLastError();
     }
     cudaError_t e = cudaMemsetAsync(mask, 0, (size_t)p->cap_beam * words * 4, st);

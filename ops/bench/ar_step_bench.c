@@ -34,8 +34,9 @@
 
 /* tune_from_env maps FT_AR_FUSED (0: the launches), FT_AR_CTAS (fewer
  * CTAs), FT_AR_SPLIT and FT_AR_MASK_SPLIT (live beams above which the
- * ranges are shared out) onto the one-launch step's knobs: measurements
- * only (the library reads no environment). */
+ * ranges are shared out), FT_AR_THREADS and FT_AR_MASK_THREADS (the
+ * CTAs' size: 512, 1024) onto the one-launch step's knobs:
+ * measurements only (the library reads no environment). */
 static void tune_from_env(void)
 {
     ft_ark_tuning t = ft_ark_tuning_get();
@@ -48,6 +49,10 @@ static void tune_from_env(void)
         t.split = (uint32_t)strtoul(v, NULL, 10);
     if ((v = getenv("FT_AR_MASK_SPLIT")) != NULL)
         t.mask_split = (uint32_t)strtoul(v, NULL, 10);
+    if ((v = getenv("FT_AR_THREADS")) != NULL)
+        t.threads = (uint32_t)strtoul(v, NULL, 10);
+    if ((v = getenv("FT_AR_MASK_THREADS")) != NULL)
+        t.mask_threads = (uint32_t)strtoul(v, NULL, 10);
     ft_ark_tuning_set(&t);
 }
 #endif

@@ -1323,23 +1323,35 @@ int main(int argc, char **argv)
                            wide, nwide);
                 cases++;
             }
+    /* the one-launch kernels come in CTAs of 512 threads (beams 1-512:
+     * the cases above) and 1,024 (here): the larger instance against the
+     * CPU too, without a normalisation (the step's one launch) */
+    for (int fi = 0; fi < 3; fi++) {
+        cpu_vs_gpu(idx, forms[fi], 0, 700, 1000, V, 31 + fi, fi == 1, wide,
+                   nwide);
+        cases++;
+    }
     /* rows wider than a round of the whole-row passes, every dense
-     * form, both normalisations, a random vocabulary too: 19,241 entries
-     * are, for rows that start on 16 bytes (every 8th bf16/f16 row, every
-     * 4th f32 row), 9 (bf16/f16) or 18 (f32) rounds of 256 x 16 bytes,
-     * staged 4 at a time (the last batch short), and a tail of 809; the
-     * maximum's 8 loads in flight; for the other rows 4 rounds of 16
-     * loads of 256 lanes and a tail */
+     * form, both normalisations, a random vocabulary too: for rows that
+     * start on 16 bytes (every 8th bf16/f16 row, every 4th f32 row)
+     * 19,241 entries are 9 (bf16/f16) or 18 (f32) rounds of 256 x 16
+     * bytes and 24,361 are 11 or 23, staged 4 at a time (a whole-row step
+     * gives two to each half of its CTA), so the last batch holds 1, 2
+     * or 3 rounds; then a tail of 809; the maximum's 8 loads in flight;
+     * for the other rows rounds of 16 loads of 256 lanes and a tail */
     int dforms[] = {F_DENSE_ID, F_DENSE_VOCAB, F_BF16, F_F16};
-    g_dense_w = 9 * 2048 + 809;
-    for (int fi = 0; fi < 4; fi++)
-        for (int norm = 1; norm < 3; norm++)
-            for (uint32_t B = 7; B <= 64; B += 57) {
-                g_vocab_seed = dforms[fi] == F_DENSE_VOCAB && B == 64 ? 77 : 0;
-                cpu_vs_gpu(idx, dforms[fi], norm, B, B + 3, g_dense_w, 91 + B,
-                           0, NULL, 0);
-                cases++;
-            }
+    uint32_t widths[] = {9 * 2048 + 809, 11 * 2048 + 1024 + 809};
+    for (int wi = 0; wi < 2; wi++)
+        for (int fi = 0; fi < 4; fi++)
+            for (int norm = 1; norm < 3; norm++)
+                for (uint32_t B = 7; B <= 64; B += 57) {
+                    g_dense_w = widths[wi];
+                    g_vocab_seed =
+                        dforms[fi] == F_DENSE_VOCAB && B == 64 ? 77 : 0;
+                    cpu_vs_gpu(idx, dforms[fi], norm, B, B + 3, g_dense_w,
+                               91 + B + wi, 0, NULL, 0);
+                    cases++;
+                }
     g_dense_w = V;
     g_vocab_seed = 0;
     ft_index_close(idx);
