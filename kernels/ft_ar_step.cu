@@ -5,12 +5,15 @@
  *
  *  - ark_ranges: one thread per beam, its child range and its work items
  *    (children for dense rows without a vocabulary, else row entries).
- *  - ark_lse_kernel (with a normalisation): one CTA per beam, the row's
- *    maximum (exact in any order) and the lane sums of ar_rules.h (thread l
- *    is lane l: entries l, l + 256, ... in ascending order, then the same
- *    pairwise tree in shared memory).  A whole row that starts on 16 bytes
- *    is read 16 bytes a thread and handed to its lanes through shared
- *    memory (ark_full_max, ark_full_sum).
+ *  - ark_fl_max_kernel, ark_fl_sum_kernel (a whole-row normalisation):
+ *    FT_ARK_FL_CTAS CTAs a row, each owning a run of neighbouring lanes of
+ *    ar_rules.h's 8,192, every thread 8 of them (one 16-byte load of a
+ *    bf16 row a period); ark_fl_row_kernel, the same sums by one CTA a
+ *    row when there are many rows; "The whole-row normalisation" below.
+ *  - ark_lse_kernel (a normalisation over the allowed entries): one CTA
+ *    per beam, the set's maximum (exact in any order) and the lane sums of
+ *    ar_rules.h (thread l is lane l: entries l, l + 256, ... in ascending
+ *    order, then the same pairwise tree in shared memory).
  *  - ark_flat: a grid over every beam's work items, flattened (a beam with
  *    10^4 children is spread over the grid, not one CTA): every item that
  *    passes theta_tok, theta_sent and has a child is appended to the
@@ -57,19 +60,6 @@
 namespace cg = cooperative_groups;
 
 static_assert(ARK_EXP_THREADS == FT_AR_LANES, "one thread per lane");
-/* A whole-row normalisation's loads in flight per thread (each pass over
- * the row: the maximum, then the terms) where the row does not start on
- * 16 bytes: a CTA of one beam streams a row of up to 2^20 entries, and
- * with one load at a time each entry waits a memory latency. */
-#define ARK_ROW_UNROLL 16
-/* Where the row starts on 16 bytes, the whole-row passes read it 16 bytes
- * a thread (8 bf16/f16 or 4 f32 entries): the maximum with ARK_VEC_MAX
- * such loads in flight, the terms ARK_VEC_SUM rounds of 256 x 16 bytes at
- * a time, staged in shared memory so that lane l still takes entries
- * l, l + 256, ... in ascending order (ar_rules.h's shape), the next rounds'
- * loads in flight while these are added. */
-#define ARK_VEC_MAX 8
-#define ARK_VEC_SUM 4
 
 /* Node's child range: from the child table when the session has one. */
 __device__ __forceinline__ ft_child_range ark_range(const ft_ark_params &p,
@@ -117,157 +107,6 @@ __device__ __forceinline__ float ark_x(const ft_ark_params &p, uint32_t r,
     return ft_ar_load(base, dt, j);
 }
 
-/* ark_vec_max is the maximum of m and the entries of one 16-byte load
- * of a row of dtype DT. */
-template <int DT>
-__device__ __forceinline__ float ark_vec_max(uint4 q, float m)
-{
-    uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float x[2];
-        int n = DT == FT_ARR_F32 ? 1 : 2;
-        if (DT == FT_ARR_F32) {
-            x[0] = __uint_as_float(w[i]);
-        } else {
-            x[0] = ft_ar_load(&w[i], DT, 0);
-            x[1] = ft_ar_load(&w[i], DT, 1);
-        }
-#pragma unroll
-        for (int k = 0; k < 2; k++)
-            if (k < n && x[k] > m)
-                m = x[k];
-    }
-    return m;
-}
-
-/* ark_full_max_t: lane l's maximum over a whole row of dtype DT at base
- * (the CTA combines the lanes'); a maximum is exact in any order and NaN
- * is never one. */
-template <int DT, uint32_t S = ARK_EXP_THREADS>
-__device__ float ark_full_max_t(const char *base, uint32_t width)
-{
-    const uint32_t l = threadIdx.x;
-    float m[ARK_ROW_UNROLL];
-#pragma unroll
-    for (int u = 0; u < ARK_ROW_UNROLL; u++)
-        m[u] = -INFINITY;
-    uint32_t j = l;
-    if (((uintptr_t)base & 15) == 0) {
-        const uint4 *v = (const uint4 *)base;
-        const uint32_t P = DT == FT_ARR_F32 ? 4 : 8;
-        uint32_t nvec = width / P, i = l;
-        for (; i + (ARK_VEC_MAX - 1) * S < nvec; i += ARK_VEC_MAX * S) {
-            uint4 q[ARK_VEC_MAX];
-#pragma unroll
-            for (int u = 0; u < ARK_VEC_MAX; u++)
-                q[u] = v[i + u * S];
-#pragma unroll
-            for (int u = 0; u < ARK_VEC_MAX; u++)
-                m[u] = ark_vec_max<DT>(q[u], m[u]);
-        }
-        for (; i < nvec; i += S)
-            m[0] = ark_vec_max<DT>(v[i], m[0]);
-        j = nvec * P + l;
-    } else {
-        for (; j + (ARK_ROW_UNROLL - 1) * S < width; j += ARK_ROW_UNROLL * S) {
-            float x[ARK_ROW_UNROLL];
-#pragma unroll
-            for (int u = 0; u < ARK_ROW_UNROLL; u++)
-                x[u] = ft_ar_load(base, DT, j + u * S);
-#pragma unroll
-            for (int u = 0; u < ARK_ROW_UNROLL; u++)
-                if (x[u] > m[u])
-                    m[u] = x[u];
-        }
-    }
-    for (; j < width; j += S) {
-        float x = ft_ar_load(base, DT, j);
-        if (x > m[0])
-            m[0] = x;
-    }
-    float mx = -INFINITY;
-#pragma unroll
-    for (int u = 0; u < ARK_ROW_UNROLL; u++)
-        if (m[u] > mx)
-            mx = m[u];
-    return mx;
-}
-
-/* ark_add_terms adds to s the terms of N entries of a row of dtype DT at
- * base, j, j + 256, ...: a lane's terms are independent of each other
- * (only the sum is a chain, in ascending order), so all N are loaded and
- * exp'd before the adds. */
-template <int DT, int N>
-__device__ __forceinline__ double ark_add_terms(double s, const char *base,
-                                                uint32_t j, float mx)
-{
-    double e[N];
-#pragma unroll
-    for (int i = 0; i < N; i++)
-        e[i] = ft_ar_term(ft_ar_load(base, DT, j + i * ARK_EXP_THREADS), mx);
-#pragma unroll
-    for (int i = 0; i < N; i++)
-        s = FT_DADD(s, e[i]);
-    return s;
-}
-
-/* ark_full_sum_t: lane l's sum of the terms of entries l, l + 256, ... of
- * a whole row of dtype DT at base, in ascending order (ar_rules.h).
- * stage holds ARK_VEC_SUM x 256 16-byte words; the CTA calls it
- * together.  Straight-line code an entry (the dtype a template argument,
- * ft_ar_expf without branches), so a lane's entries of a round overlap. */
-template <int DT>
-__device__ double ark_full_sum_t(const char *base, uint32_t width, float mx,
-                                 uint4 *stage)
-{
-    const uint32_t S = ARK_EXP_THREADS, l = threadIdx.x;
-    double s = 0.0;
-    uint32_t j = l;
-    if (((uintptr_t)base & 15) == 0) {
-        const uint4 *v = (const uint4 *)base;
-        constexpr uint32_t P = DT == FT_ARR_F32 ? 4 : 8;
-        const uint32_t E = S * P; /* entries a round */
-        uint32_t nround = width / E, nb = 0;
-        uint4 q[ARK_VEC_SUM];
-        /* rounds k0 .. k0 + nb - 1 into registers (in flight) */
-        auto fetch = [&](uint32_t k0) {
-            nb = min((uint32_t)ARK_VEC_SUM, nround - k0);
-#pragma unroll
-            for (int u = 0; u < ARK_VEC_SUM; u++)
-                if (u < nb)
-                    q[u] = v[(uint64_t)(k0 + u) * S + l];
-        };
-        if (nround > 0)
-            fetch(0);
-        for (uint32_t k = 0; k < nround;) {
-            uint32_t cnt = nb;
-            __syncthreads(); /* the last rounds' readers are done */
-#pragma unroll
-            for (int u = 0; u < ARK_VEC_SUM; u++)
-                if (u < cnt)
-                    stage[u * S + l] = q[u];
-            __syncthreads();
-            if (k + cnt < nround)
-                fetch(k + cnt);
-#pragma unroll
-            for (int u = 0; u < ARK_VEC_SUM; u++) {
-                if (u >= cnt)
-                    break;
-                s = ark_add_terms<DT, P>(s, (const char *)(stage + u * S), l, mx);
-            }
-            k += cnt;
-        }
-        j = nround * E + l;
-    } else {
-        for (; j + (ARK_ROW_UNROLL - 1) * S < width; j += ARK_ROW_UNROLL * S)
-            s = ark_add_terms<DT, ARK_ROW_UNROLL>(s, base, j, mx);
-    }
-    for (; j < width; j += S)
-        s = FT_DADD(s, ft_ar_term(ft_ar_load(base, DT, j), mx));
-    return s;
-}
-
 /* ark_by_dtype calls f with the row dtype dt as a compile-time constant
  * (ark_dt<DT>::v): the whole-row passes' dtype is chosen once a row. */
 template <int DT>
@@ -285,30 +124,10 @@ __device__ __forceinline__ auto ark_by_dtype(int dt, F f)
     return f(ark_dt<FT_ARR_F32>());
 }
 
-/* ark_full_max and ark_full_sum: the above for beam r's row. */
-__device__ float ark_full_max(const ft_ark_params &p, uint32_t r)
-{
-    int dt;
-    const char *base = ark_row_at(p, r, &dt);
-    return ark_by_dtype(dt, [&](auto d) {
-        return ark_full_max_t<decltype(d)::v>(base, p.width);
-    });
-}
-
-__device__ double ark_full_sum(const ft_ark_params &p, uint32_t r, float mx,
-                               uint4 *stage)
-{
-    int dt;
-    const char *base = ark_row_at(p, r, &dt);
-    return ark_by_dtype(dt, [&](auto d) {
-        return ark_full_sum_t<decltype(d)::v>(base, p.width, mx, stage);
-    });
-}
-
 /* ark_cta_max: the maximum of the N threads' m (all N call it; NaN is
- * never one); ark_lanes_total: the FT_AR_LANES lanes' sums added pairwise
- * (ar_rules.h's tree; all of the CTA's threads call it, lanes[0..255]
- * written before). */
+ * never one); ark_lanes_total: the FT_AR_LANES lanes' sums added pairwise,
+ * neighbours first (ar_rules.h's tree; all of the CTA's threads call it,
+ * lanes[0..255] written before). */
 template <uint32_t N>
 __device__ float ark_cta_max(float *smx, float m)
 {
@@ -327,28 +146,26 @@ __device__ double ark_lanes_total(double *lanes)
 {
     uint32_t t = threadIdx.x;
     __syncthreads();
-    for (uint32_t h = FT_AR_LANES / 2; h > 0; h >>= 1) {
-        if (t < h)
+    for (uint32_t h = 1; h < FT_AR_LANES; h <<= 1) {
+        if (t < FT_AR_LANES && (t & (2 * h - 1)) == 0)
             lanes[t] = FT_DADD(lanes[t], lanes[t + h]);
         __syncthreads();
     }
     return lanes[0];
 }
 
-/* ark_lse computes beam r's normalisation in the calling CTA (256
- * threads, all of them); false when no entry can be taken. */
+/* ark_lse computes beam r's normalisation over its allowed entries
+ * (FT_ARR_NORM_ALLOWED) in the calling CTA (256 threads, all of them);
+ * false when no entry can be taken. */
 __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
                         const ft_child_range *cr, double *lse)
 {
     __shared__ float smx[ARK_EXP_THREADS];
     __shared__ double lanes[ARK_EXP_THREADS];
-    /* a whole row's staged rounds, or an allowed set's labels */
-    __shared__ uint4 stage[ARK_VEC_SUM * ARK_EXP_THREADS];
-    static_assert(sizeof stage >= ARK_LAB_CHUNK * sizeof(uint32_t),
-                  "the labels fit the stage");
+    /* the children's labels, a chunk at a time */
+    __shared__ uint32_t slab[ARK_LAB_CHUNK];
     uint32_t l = threadIdx.x;
-    bool allowed = p.norm == FT_ARR_NORM_ALLOWED;
-    bool cd = allowed && ark_child_driven(p, cr);
+    bool cd = ark_child_driven(p, cr);
     float mx = -INFINITY;
     if (cd) {
         for (uint64_t i = l; i < cr->deg; i += ARK_EXP_THREADS) {
@@ -359,8 +176,6 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
                     mx = x;
             }
         }
-    } else if (!allowed) {
-        mx = ark_full_max(p, r);
     } else {
         for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
             float x = ark_x(p, r, j);
@@ -376,7 +191,6 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
         /* lane l: its children (label % 256 == l) in ascending label; the
          * labels are staged in shared memory a chunk at a time, so each
          * lane's scan reads broadcasts, not one global load per child */
-        uint32_t *slab = (uint32_t *)stage;
         for (uint64_t b0 = 0; b0 < cr->deg; b0 += ARK_LAB_CHUNK) {
             uint32_t cnt = (uint32_t)min((uint64_t)ARK_LAB_CHUNK, cr->deg - b0);
             __syncthreads();
@@ -391,8 +205,6 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
                 s = FT_DADD(s, ft_ar_term(ark_x(p, r, lab), mx));
             }
         }
-    } else if (!allowed) {
-        s = ark_full_sum(p, r, mx, stage);
     } else {
         for (uint32_t j = l; j < p.width; j += ARK_EXP_THREADS) {
             if (ft_find_child(&p.view, cr, ark_tok(p, r, j)) == FT_NONE)
@@ -503,133 +315,332 @@ ark_ranges(ft_ark_params p, int mode, uint32_t eos, uint32_t *mask)
     p.b_cd[r] = cd;
 }
 
-/* ---- The whole-row normalisation in CTAs of two halves ----
- * ark_lse_full_kernel (norm FT_ARR_NORM_FULL, the step): one CTA of
- * ARK_FULL_THREADS (2 x 256) per beam, so that an SM holding one or two
- * rows has twice the warps to hide the exps' latencies.  The maximum over
- * all 512 threads (any order); the terms a batch of ARK_VEC_SUM rounds of
- * 256 x 16 bytes at a time: half 0 (threads 0-255, the lanes) takes the
- * first two rounds and adds its terms as ark_full_sum_t does, half 1 the
- * last two and leaves its terms (binary32, widened exactly when added) in
- * shared memory, which lane l then adds after its own: entries l, l + 256,
- * ... in ascending order, ar_rules.h's sums.  A row that does not start on
- * 16 bytes is summed by half 0 alone (ark_full_sum_t's other path). */
-#define ARK_FULL_THREADS 512
-static_assert(ARK_FULL_THREADS == 2 * FT_AR_LANES, "two halves of lanes");
-static_assert(ARK_VEC_SUM == 4, "two rounds a half");
+/* ---- The whole-row normalisation (FT_ARR_NORM_FULL) ----
+ * ar_rules.h's FT_AR_FULL_LANES lanes over FT_ARK_FL_CTAS CTAs of
+ * ARK_FL_THREADS threads a row: thread t of CTA c owns the 8 neighbouring
+ * lanes 8 (c T + t) .. + 7, i.e. the chunk of entries j0 = 8 (c T + t) +
+ * 8192 k .. j0 + 7 of each period k: one 16-byte load of a bf16 or f16
+ * row (two of an f32 row) where the row starts on 16 bytes, else 8 loads
+ * of one entry; ARK_FL_BATCH periods' loads are in flight at once.
+ *  - ark_fl_max_kernel: each CTA's maximum over its chunks (b_fmax);
+ *  - ark_fl_sum_kernel: the row's maximum from its CTAs' (exact in any
+ *    order); each lane's terms added in ascending j in a register; the
+ *    pairwise tree over the CTA's lanes in the thread (8 lanes), across
+ *    the warp by shuffles and across the warps in shared memory, into
+ *    b_fsum; the last of the row's CTAs to finish (a ticket, left at 0
+ *    for the next launch) adds their subtotals, the tree's top, and
+ *    writes b_lse (-inf when the row has no maximum: nothing can be
+ *    taken; the step's launch also sets the beam's work to 0).
+ * The same sums as the CPU's lanes one after another: no entry of a lane
+ * passes through shared memory, and a row of 64 beams is 256 CTAs. */
+#define ARK_FL_THREADS 256
+#define ARK_FL_BATCH 4
+static_assert(ARK_FL_THREADS * 8 * FT_ARK_FL_CTAS == FT_AR_FULL_LANES,
+              "the CTAs of a row own its lanes");
 
+/* ark_fl_chunk is one chunk of 8 entries of a row of dtype DT, loaded 16
+ * bytes at a time; ark_fl_get decodes entry i. */
 template <int DT>
-__device__ double ark_full_sum2_t(const char *base, uint32_t width, float mx,
-                                  uint4 *stage, float *tb)
-{
-    const uint32_t S = ARK_EXP_THREADS, l = threadIdx.x % S,
-                   h = threadIdx.x / S;
-    constexpr uint32_t P = DT == FT_ARR_F32 ? 4 : 8;
-    double s = 0.0;
-    uint32_t j = l;
-    if (((uintptr_t)base & 15) == 0) {
-        const uint4 *v = (const uint4 *)base;
-        const uint32_t E = S * P; /* entries a round */
-        uint32_t nround = width / E, nb = 0;
-        uint4 q[2];
-        /* this half's rounds of the batch k0 .. k0 + nb - 1 (in flight) */
-        auto fetch = [&](uint32_t k0) {
-            nb = min((uint32_t)ARK_VEC_SUM, nround - k0);
-#pragma unroll
-            for (uint32_t w = 0; w < 2; w++)
-                if (2 * h + w < nb)
-                    q[w] = v[(uint64_t)(k0 + 2 * h + w) * S + l];
-        };
-        if (nround > 0)
-            fetch(0);
-        for (uint32_t k = 0; k < nround;) {
-            uint32_t cnt = nb;
-            __syncthreads(); /* the last batch's readers are done */
-#pragma unroll
-            for (uint32_t w = 0; w < 2; w++)
-                if (2 * h + w < cnt)
-                    stage[(2 * h + w) * S + l] = q[w];
-            __syncthreads();
-            if (k + cnt < nround)
-                fetch(k + cnt);
-#pragma unroll
-            for (uint32_t w = 0; w < 2; w++) {
-                uint32_t u = 2 * h + w;
-                if (u >= cnt)
-                    break;
-                const char *sb = (const char *)(stage + u * S);
-                if (h == 0) {
-                    s = ark_add_terms<DT, P>(s, sb, l, mx);
-                } else {
-                    float e[P];
-#pragma unroll
-                    for (uint32_t i = 0; i < P; i++)
-                        e[i] = ft_ar_expf(FT_FSUB(ft_ar_load(sb, DT, l + i * S), mx));
-#pragma unroll
-                    for (uint32_t i = 0; i < P; i++)
-                        tb[(w * P + i) * S + l] = e[i];
-                }
-            }
-            __syncthreads();
-            if (h == 0)
-                for (uint32_t w = 0; w < 2 && 2 + w < cnt; w++)
-#pragma unroll
-                    for (uint32_t i = 0; i < P; i++)
-                        s = FT_DADD(s, (double)tb[(w * P + i) * S + l]);
-            k += cnt;
-        }
-        j = nround * E + l;
-    } else if (h == 0) {
-        for (; j + (ARK_ROW_UNROLL - 1) * S < width; j += ARK_ROW_UNROLL * S)
-            s = ark_add_terms<DT, ARK_ROW_UNROLL>(s, base, j, mx);
-    }
-    if (h == 0)
-        for (; j < width; j += S)
-            s = FT_DADD(s, ft_ar_term(ft_ar_load(base, DT, j), mx));
-    return s;
-}
-
-/* ark_full_smem: ark_lse_full_t's shared memory (one copy for the three
- * dtypes' instances: the kernel declares it). */
-struct ark_full_smem {
-    float smx[ARK_FULL_THREADS];
-    double lanes[FT_AR_LANES];
-    uint4 stage[ARK_VEC_SUM * FT_AR_LANES];
-    float tb[2 * 8 * FT_AR_LANES];
+struct ark_fl_chunk {
+    uint4 q[DT == FT_ARR_F32 ? 2 : 1];
 };
 
 template <int DT>
-__device__ void ark_lse_full_t(const ft_ark_params &p, uint32_t r,
-                               const char *base, ark_full_smem &sm)
+__device__ __forceinline__ void ark_fl_fetch(const char *base, uint32_t j0,
+                                             ark_fl_chunk<DT> &c)
 {
-    uint32_t t = threadIdx.x;
-    float mx = ark_cta_max<ARK_FULL_THREADS>(
-        sm.smx, ark_full_max_t<DT, ARK_FULL_THREADS>(base, p.width));
-    if (!(mx > -INFINITY)) {
-        if (t == 0)
-            p.b_work[r] = 0;
-        return;
-    }
-    double s = ark_full_sum2_t<DT>(base, p.width, mx, sm.stage, sm.tb);
-    if (t < FT_AR_LANES)
-        sm.lanes[t] = s;
-    double total = ark_lanes_total(sm.lanes);
-    if (t == 0)
-        p.b_lse[r] = ft_ar_lse(mx, total);
+    const uint4 *v =
+        (const uint4 *)(base + (size_t)j0 * (DT == FT_ARR_F32 ? 4 : 2));
+#pragma unroll
+    for (int k = 0; k < (DT == FT_ARR_F32 ? 2 : 1); k++)
+        c.q[k] = v[k];
 }
 
-__global__ void __launch_bounds__(ARK_FULL_THREADS)
-ark_lse_full_kernel(ft_ark_params p)
+template <int DT>
+__device__ __forceinline__ float ark_fl_get(const ark_fl_chunk<DT> &c, int i)
 {
-    uint32_t r = blockIdx.x;
-    if (p.b_work[r] == 0)
+    const uint4 &q = c.q[DT == FT_ARR_F32 ? i / 4 : 0];
+    uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    if (DT == FT_ARR_F32)
+        return __uint_as_float(w[i % 4]);
+    return ft_ar_load(&w[i / 2], DT, i % 2);
+}
+
+/* ark_fl_max_t: this thread's maximum over its chunks of a row of dtype DT
+ * at base (CTA c of the row). */
+template <int DT>
+__device__ float ark_fl_max_t(const char *base, uint32_t width, uint32_t c)
+{
+    const uint32_t L = FT_AR_FULL_LANES;
+    uint32_t j = (c * ARK_FL_THREADS + threadIdx.x) * 8;
+    float m[ARK_FL_BATCH];
+#pragma unroll
+    for (int u = 0; u < ARK_FL_BATCH; u++)
+        m[u] = -INFINITY;
+    if (((uintptr_t)base & 15) == 0) {
+        for (; j + (ARK_FL_BATCH - 1) * L + 8 <= width; j += ARK_FL_BATCH * L) {
+            ark_fl_chunk<DT> q[ARK_FL_BATCH];
+#pragma unroll
+            for (int u = 0; u < ARK_FL_BATCH; u++)
+                ark_fl_fetch<DT>(base, j + u * L, q[u]);
+#pragma unroll
+            for (int u = 0; u < ARK_FL_BATCH; u++)
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    float x = ark_fl_get<DT>(q[u], i);
+                    if (x > m[u])
+                        m[u] = x;
+                }
+        }
+        for (; j + 8 <= width; j += L) {
+            ark_fl_chunk<DT> q;
+            ark_fl_fetch<DT>(base, j, q);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                float x = ark_fl_get<DT>(q, i);
+                if (x > m[0])
+                    m[0] = x;
+            }
+        }
+    }
+    /* a row not on 16 bytes, or the chunk the row's end cuts */
+    for (; j < width; j += L) {
+        float x[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            x[i] = j + i < width ? ft_ar_load(base, DT, j + i) : -INFINITY;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            if (x[i] > m[0])
+                m[0] = x[i];
+    }
+    float mx = m[0];
+#pragma unroll
+    for (int u = 1; u < ARK_FL_BATCH; u++)
+        if (m[u] > mx)
+            mx = m[u];
+    return mx;
+}
+
+/* ark_fl_add adds to lanes a[0..7] the terms of n (at most 8) entries x. */
+__device__ __forceinline__ void ark_fl_add(double a[8], const float x[8],
+                                           float mx, int n)
+{
+    float e[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        e[i] = ft_ar_expf(FT_FSUB(x[i], mx));
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        if (i < n)
+            a[i] = FT_DADD(a[i], (double)e[i]);
+}
+
+/* ark_fl_sum_t: this thread's 8 lanes' sums of a row of dtype DT at base
+ * (CTA c of the row), added pairwise (a subtree of ar_rules.h's). */
+template <int DT>
+__device__ double ark_fl_sum_t(const char *base, uint32_t width, uint32_t c,
+                               float mx)
+{
+    const uint32_t L = FT_AR_FULL_LANES;
+    uint32_t j = (c * ARK_FL_THREADS + threadIdx.x) * 8;
+    double a[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        a[i] = 0.0;
+    if (((uintptr_t)base & 15) == 0) {
+        for (; j + (ARK_FL_BATCH - 1) * L + 8 <= width; j += ARK_FL_BATCH * L) {
+            ark_fl_chunk<DT> q[ARK_FL_BATCH];
+#pragma unroll
+            for (int u = 0; u < ARK_FL_BATCH; u++)
+                ark_fl_fetch<DT>(base, j + u * L, q[u]);
+#pragma unroll
+            for (int u = 0; u < ARK_FL_BATCH; u++) {
+                float x[8];
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    x[i] = ark_fl_get<DT>(q[u], i);
+                ark_fl_add(a, x, mx, 8);
+            }
+        }
+        for (; j + 8 <= width; j += L) {
+            ark_fl_chunk<DT> q;
+            ark_fl_fetch<DT>(base, j, q);
+            float x[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                x[i] = ark_fl_get<DT>(q, i);
+            ark_fl_add(a, x, mx, 8);
+        }
+    }
+    for (; j < width; j += L) {
+        float x[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            x[i] = j + i < width ? ft_ar_load(base, DT, j + i) : 0.0f;
+        ark_fl_add(a, x, mx, (int)min(width - j, 8u));
+    }
+#pragma unroll
+    for (int h = 1; h < 8; h <<= 1)
+#pragma unroll
+        for (int i = 0; i + h < 8; i += 2 * h)
+            a[i] = FT_DADD(a[i], a[i + h]);
+    return a[0];
+}
+
+/* ark_fl_row: the row of CTA blockIdx.x, its CTA number c; false when the
+ * row is not normalised (step: a beam without work; top-k: past the
+ * live beams). */
+__device__ __forceinline__ bool ark_fl_row(const ft_ark_params &p, int step,
+                                           uint32_t *r, uint32_t *c)
+{
+    *r = blockIdx.x / FT_ARK_FL_CTAS;
+    *c = blockIdx.x % FT_ARK_FL_CTAS;
+    if (step)
+        return p.b_work[*r] != 0;
+    return *r < min(*p.cur_count, p.cap_beam);
+}
+
+__global__ void __launch_bounds__(ARK_FL_THREADS)
+ark_fl_max_kernel(ft_ark_params p, int step)
+{
+    uint32_t r, c;
+    if (!ark_fl_row(p, step, &r, &c))
         return;
-    __shared__ ark_full_smem sm;
+    __shared__ float smx[ARK_FL_THREADS];
     int dt;
     const char *base = ark_row_at(p, r, &dt);
-    ark_by_dtype(dt, [&](auto d) {
-        ark_lse_full_t<decltype(d)::v>(p, r, base, sm);
+    float m = ark_by_dtype(dt, [&](auto d) {
+        return ark_fl_max_t<decltype(d)::v>(base, p.width, c);
     });
+    m = ark_cta_max<ARK_FL_THREADS>(smx, m);
+    if (threadIdx.x == 0)
+        p.b_fmax[blockIdx.x] = m;
+}
+
+/* ark_fl_cta_tree: the pairwise tree over the CTA's threads' subtotals v
+ * (neighbours first: across the warp by shuffles, then across the warps in
+ * shared memory); returns the CTA's total in thread 0 (all threads call
+ * it; the others' return value is not the total). */
+__device__ __forceinline__ double ark_fl_cta_tree(double v)
+{
+    __shared__ double ws[ARK_FL_THREADS / 32];
+    uint32_t t = threadIdx.x, lane = t & 31u;
+    for (uint32_t h = 1; h < 32; h <<= 1) {
+        double o = __shfl_down_sync(0xffffffffu, v, h);
+        if ((lane & (2 * h - 1)) == 0)
+            v = FT_DADD(v, o);
+    }
+    __syncthreads(); /* ws: a previous call's readers are done */
+    if (lane == 0)
+        ws[t >> 5] = v;
+    __syncthreads();
+    if (t == 0)
+        for (uint32_t h = 1; h < ARK_FL_THREADS / 32; h <<= 1)
+            for (uint32_t w = 0; w + h < ARK_FL_THREADS / 32; w += 2 * h)
+                ws[w] = FT_DADD(ws[w], ws[w + h]);
+    return ws[0];
+}
+
+/* ark_fl_top adds the row's FT_ARK_FL_CTAS subtotals z (the tree's top) and
+ * writes its normalisation. */
+__device__ __forceinline__ void ark_fl_top(const ft_ark_params &p, uint32_t r,
+                                           float mx, double *z)
+{
+#pragma unroll
+    for (uint32_t h = 1; h < FT_ARK_FL_CTAS; h <<= 1)
+#pragma unroll
+        for (uint32_t g = 0; g + h < FT_ARK_FL_CTAS; g += 2 * h)
+            z[g] = FT_DADD(z[g], z[g + h]);
+    p.b_lse[r] = ft_ar_lse(mx, z[0]);
+}
+
+/* ark_fl_none marks row r as having no maximum: nothing can be taken. */
+__device__ __forceinline__ void ark_fl_none(const ft_ark_params &p, int step,
+                                            uint32_t r)
+{
+    p.b_lse[r] = -INFINITY;
+    if (step)
+        p.b_work[r] = 0;
+}
+
+__global__ void __launch_bounds__(ARK_FL_THREADS)
+ark_fl_sum_kernel(ft_ark_params p, int step)
+{
+    uint32_t r, c;
+    if (!ark_fl_row(p, step, &r, &c))
+        return;
+    const uint32_t G = FT_ARK_FL_CTAS;
+    float mx = -INFINITY;
+#pragma unroll
+    for (uint32_t g = 0; g < G; g++) {
+        float x = p.b_fmax[r * G + g];
+        if (x > mx)
+            mx = x;
+    }
+    if (!(mx > -INFINITY)) {
+        if (c == 0 && threadIdx.x == 0)
+            ark_fl_none(p, step, r);
+        return;
+    }
+    int dt;
+    const char *base = ark_row_at(p, r, &dt);
+    double v = ark_by_dtype(dt, [&](auto d) {
+        return ark_fl_sum_t<decltype(d)::v>(base, p.width, c, mx);
+    });
+    v = ark_fl_cta_tree(v);
+    if (threadIdx.x != 0)
+        return;
+    p.b_fsum[blockIdx.x] = v;
+    __threadfence();
+    if (atomicAdd(&p.b_ftick[r], 1u) != G - 1)
+        return;
+    __threadfence();
+    double z[FT_ARK_FL_CTAS];
+#pragma unroll
+    for (uint32_t g = 0; g < G; g++)
+        z[g] = __ldcg(&p.b_fsum[r * G + g]);
+    ark_fl_top(p, r, mx, z);
+    p.b_ftick[r] = 0;
+}
+
+/* ark_fl_row_kernel: the same normalisation with one CTA a row (many
+ * rows): it takes the parts of the row's FT_ARK_FL_CTAS CTAs one after
+ * another, the maximum over all of them first, then each part's subtree,
+ * then the top; one launch, the second pass over the row while other
+ * CTAs' first passes read memory. */
+__global__ void __launch_bounds__(ARK_FL_THREADS)
+ark_fl_row_kernel(ft_ark_params p, int step)
+{
+    uint32_t r = blockIdx.x;
+    if (step ? p.b_work[r] == 0 : r >= min(*p.cur_count, p.cap_beam))
+        return;
+    __shared__ float smx[ARK_FL_THREADS];
+    int dt;
+    const char *base = ark_row_at(p, r, &dt);
+    float m = ark_by_dtype(dt, [&](auto d) {
+        float x = -INFINITY;
+        for (uint32_t c = 0; c < FT_ARK_FL_CTAS; c++)
+            x = fmaxf(x, ark_fl_max_t<decltype(d)::v>(base, p.width, c));
+        return x;
+    });
+    float mx = ark_cta_max<ARK_FL_THREADS>(smx, m);
+    if (!(mx > -INFINITY)) {
+        if (threadIdx.x == 0)
+            ark_fl_none(p, step, r);
+        return;
+    }
+    __shared__ double z[FT_ARK_FL_CTAS];
+    for (uint32_t c = 0; c < FT_ARK_FL_CTAS; c++) {
+        double v = ark_by_dtype(dt, [&](auto d) {
+            return ark_fl_sum_t<decltype(d)::v>(base, p.width, c, mx);
+        });
+        v = ark_fl_cta_tree(v);
+        if (threadIdx.x == 0)
+            z[c] = v;
+    }
+    if (threadIdx.x == 0)
+        ark_fl_top(p, r, mx, z);
 }
 
 /* ark_lse_kernel: one CTA per beam with work, its normalisation
@@ -1450,8 +1461,15 @@ ark_topk_kernel(ft_ark_params p, uint32_t k, uint32_t *out_entry,
     if (cr.deg == 0)
         return;
     double lse = 0.0;
-    if (p.norm != FT_ARR_NORM_NONE && !ark_lse(p, r, &cr, &lse))
+    if (p.norm == FT_ARR_NORM_FULL) {
+        /* ark_fl_sum_kernel's, launched before: -inf when nothing can be
+         * taken */
+        lse = p.b_lse[r];
+        if (lse == -INFINITY)
+            return;
+    } else if (p.norm != FT_ARR_NORM_NONE && !ark_lse(p, r, &cr, &lse)) {
         return;
+    }
     float s = p.cur_sigma[r];
     unsigned long long prev = 0;
     bool cd = ark_child_driven(p, &cr);
@@ -1498,7 +1516,7 @@ extern "C" size_t ft_ark_step_smem(void)
 }
 
 static ft_ark_tuning g_tuning = {1, 0, ARK_SPLIT_BEAMS, ARK_MASK_SPLIT_BEAMS,
-                                  0, 0};
+                                  0, 0, 0};
 
 extern "C" ft_ark_tuning ft_ark_tuning_get(void)
 {
@@ -1584,6 +1602,34 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
     return 0;
 }
 
+/* ark_fl_launch launches a whole-row normalisation of every row: one CTA
+ * a row when there are rows enough to fill the GPU with CTAs that stay
+ * long enough (ARK_FL_ROW_BEAMS up, or ARK_FL_ROW_NARROW_BEAMS up with
+ * rows at most ARK_FL_ROW_NARROW wide), else FT_ARK_FL_CTAS CTAs a row in
+ * two launches (the maxima, then the sums); the tuning's fl_row 1 or 2
+ * forces one or the other.  Measured on an H100 (graph us, one CTA a row
+ * against four): 256 x 32,768 39.2 / 42.5, 1,024 x 32,768 110.6 / 125.7,
+ * 256 x 262,144 169.9 / 150.2, 1,024 x 262,144 494.7 / 494.5. */
+#define ARK_FL_ROW_BEAMS 512u
+#define ARK_FL_ROW_NARROW_BEAMS 256u
+#define ARK_FL_ROW_NARROW 65536u
+static void ark_fl_launch(const ft_ark_params *p, int step, cudaStream_t st)
+{
+    int row = p->cap_beam >= ARK_FL_ROW_BEAMS ||
+              (p->cap_beam >= ARK_FL_ROW_NARROW_BEAMS &&
+               p->width <= ARK_FL_ROW_NARROW);
+    if (g_tuning.fl_row == 1 || g_tuning.fl_row == 2)
+        row = g_tuning.fl_row == 1;
+    if (row) {
+        ark_fl_row_kernel<<<p->cap_beam, ARK_FL_THREADS, 0, st>>>(*p, step);
+        return;
+    }
+    ark_fl_max_kernel<<<p->cap_beam * FT_ARK_FL_CTAS, ARK_FL_THREADS, 0, st>>>(
+        *p, step);
+    ark_fl_sum_kernel<<<p->cap_beam * FT_ARK_FL_CTAS, ARK_FL_THREADS, 0, st>>>(
+        *p, step);
+}
+
 static size_t ark_flat_smem(const ft_ark_params *p)
 {
     return ((size_t)p->cap_beam + 1) * 8;
@@ -1611,12 +1657,11 @@ extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
     /* ark_ranges clears the counters and the selection's heads */
     uint32_t rb = (p->cap_beam + ARK_EXP_THREADS - 1) / ARK_EXP_THREADS;
     ark_ranges<<<rb, ARK_EXP_THREADS, 0, st>>>(*p, 0, 0, NULL);
-    /* the two-half CTAs up to 128 beams (an H200, V = 262,144: 92 -> 79
-     * us at 64 beams; level at 256, 4-8% slower at 1,024) */
-    if (p->norm == FT_ARR_NORM_FULL && p->cap_beam <= 128)
-        ark_lse_full_kernel<<<p->cap_beam, ARK_FULL_THREADS, 0, st>>>(*p);
-    else if (p->norm != FT_ARR_NORM_NONE)
+    if (p->norm == FT_ARR_NORM_FULL) {
+        ark_fl_launch(p, 1, st);
+    } else if (p->norm != FT_ARR_NORM_NONE) {
         ark_lse_kernel<<<p->cap_beam, ARK_EXP_THREADS, 0, st>>>(*p);
+    }
     ark_flat<<<p->flat_ctas, ARK_EXP_THREADS, ark_flat_smem(p), st>>>(*p, 0, NULL);
     ark_select<<<2 * p->sel_ctas, ARK_SEL_THREADS, ft_ark_step_smem(), st>>>(*p);
     return (int)cudaGetLastError();
@@ -1663,7 +1708,10 @@ extern "C" int ft_ark_topk(const ft_ark_params *p, uint32_t k,
                            uint32_t *out_entry, uint32_t *out_token,
                            float *out_logp, void *stream)
 {
-    ark_topk_kernel<<<p->cap_beam, ARK_EXP_THREADS, 0, (cudaStream_t)stream>>>(
+    cudaStream_t st = (cudaStream_t)stream;
+    if (p->norm == FT_ARR_NORM_FULL)
+        ark_fl_launch(p, 0, st);
+    ark_topk_kernel<<<p->cap_beam, ARK_EXP_THREADS, 0, st>>>(
         *p, k, out_entry, out_token, out_logp);
     return (int)cudaGetLastError();
 }

@@ -111,7 +111,7 @@ static int scr_alloc(ft_ar *ar, ar_scr *s)
     free(s->lanes);
     s->nb = malloc(2 * (size_t)ar->cap_beam * sizeof *s->nb);
     s->hb = malloc(2 * (size_t)ar->cap_results * sizeof *s->hb);
-    s->lanes = malloc(FT_AR_LANES * sizeof *s->lanes);
+    s->lanes = malloc(FT_AR_FULL_LANES * sizeof *s->lanes);
     return s->nb && s->hb && s->lanes ? FT_OK : FT_ENOMEM;
 }
 
@@ -761,43 +761,77 @@ static inline __attribute__((always_inline)) float row_max8(const row *w,
     return mx;
 }
 
-/* lanes_full_body fills the FT_AR_LANES partial sums of a whole row's
- * exp(x - mx) lane-major: entries j0 .. j0 + 255 add to lanes 0 .. 255,
- * eight lanes at a time (ft_ar_terms8), so each lane still adds its terms
- * in ascending j, the same sums as one lane after another. */
-static inline __attribute__((always_inline)) void
-lanes_full_body(double *p, const row *w, uint32_t width, float mx)
+/* FULL_BLOCK lanes of the whole row's are summed together, then added
+ * up as their subtree of the pairwise sum, while they are in the cache. */
+#define FULL_BLOCK 256u
+
+/* lanes_tree is ft_ar_lanes_sum(q, n) (n a power of two), a level at a
+ * time into the front of q: level by level each pair of neighbours is
+ * added (q[i] = q[2i] + q[2i + 1], four pairs per vector add), the same
+ * additions as the tree in place. */
+static inline __attribute__((always_inline)) double lanes_tree(double *q,
+                                                               uint32_t n)
 {
-    for (uint32_t l = 0; l < FT_AR_LANES; l++)
-        p[l] = 0.0;
-    for (uint32_t j0 = 0; j0 < width; j0 += FT_AR_LANES) {
-        uint32_t cnt = width - j0 < FT_AR_LANES ? width - j0 : FT_AR_LANES;
-        uint32_t l = 0;
-        for (; l + 8 <= cnt; l += 8) {
-            ft_v8f x = row_load8(w, j0 + l);
-            ft_v4d lo, hi, a, b;
-            ft_ar_terms8(x, mx, &lo, &hi);
-            memcpy(&a, p + l, sizeof a);
-            memcpy(&b, p + l + 4, sizeof b);
-            a = a + lo;
-            b = b + hi;
-            memcpy(p + l, &a, sizeof a);
-            memcpy(p + l + 4, &b, sizeof b);
+    for (; n >= 8; n /= 2)
+        for (uint32_t i = 0; i < n; i += 8) {
+            ft_v4d a, b;
+            memcpy(&a, q + i, sizeof a);
+            memcpy(&b, q + i + 4, sizeof b);
+            ft_v4d e = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+            ft_v4d o = __builtin_shufflevector(a, b, 1, 3, 5, 7);
+            ft_v4d s = e + o;
+            memcpy(q + i / 2, &s, sizeof s);
         }
-        for (; l < cnt; l++)
-            p[l] = FT_DADD(p[l], ft_ar_term(row_x(w, j0 + l), mx));
-    }
+    return ft_ar_lanes_sum(q, n);
 }
 
-/* full_body is a whole row's maximum (*mx) and its lanes' sums; 0 when
+/* lanes_full_total is the sum of a whole row's exp(x - mx) in ar_rules.h's
+ * shape over the lanes the row uses (ft_ar_lanes_used of FT_AR_FULL_LANES):
+ * a block of FULL_BLOCK neighbouring lanes at a time, eight lanes at a time
+ * (ft_ar_terms8) over every period of the row, so each lane still adds its
+ * terms in ascending j; then the block's subtree, and at the end the tree
+ * over the blocks' totals (p holds FT_AR_FULL_LANES doubles). */
+static inline __attribute__((always_inline)) double
+lanes_full_total(double *p, const row *w, uint32_t width, float mx)
+{
+    uint32_t used = ft_ar_lanes_used(width, FT_AR_FULL_LANES);
+    uint32_t blk = used < FULL_BLOCK ? used : FULL_BLOCK;
+    for (uint32_t b = 0; b < used; b += blk) {
+        double *q = p + b;
+        for (uint32_t l = 0; l < blk; l++)
+            q[l] = 0.0;
+        for (uint32_t j0 = b; j0 < width; j0 += FT_AR_FULL_LANES) {
+            uint32_t cnt = width - j0 < blk ? width - j0 : blk;
+            uint32_t l = 0;
+            for (; l + 8 <= cnt; l += 8) {
+                ft_v8f x = row_load8(w, j0 + l);
+                ft_v4d lo, hi, a, c;
+                ft_ar_terms8(x, mx, &lo, &hi);
+                memcpy(&a, q + l, sizeof a);
+                memcpy(&c, q + l + 4, sizeof c);
+                a = a + lo;
+                c = c + hi;
+                memcpy(q + l, &a, sizeof a);
+                memcpy(q + l + 4, &c, sizeof c);
+            }
+            for (; l < cnt; l++)
+                q[l] = FT_DADD(q[l], ft_ar_term(row_x(w, j0 + l), mx));
+        }
+        /* the block's subtree; its total to the front, for the top */
+        p[b / blk] = lanes_tree(q, blk);
+    }
+    return lanes_tree(p, used / blk);
+}
+
+/* full_body is a whole row's maximum (*mx) and its sum (*total); 0 when
  * no entry can be taken (no maximum). */
 static inline __attribute__((always_inline)) int
-full_body(double *p, const row *w, uint32_t width, float *mx)
+full_body(double *p, const row *w, uint32_t width, float *mx, double *total)
 {
     *mx = row_max8(w, width);
     if (!(*mx > -INFINITY))
         return 0;
-    lanes_full_body(p, w, width, *mx);
+    *total = lanes_full_total(p, w, width, *mx);
     return 1;
 }
 
@@ -844,7 +878,7 @@ allowed_lse(const ft_ar *ar, ar_scr *sc, const row *w,
                 s = FT_DADD(s, ft_ar_term(row_x(w, j), mx));
         p[l] = s;
     }
-    *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
+    *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p, FT_AR_LANES));
     return 1;
 }
 
@@ -877,13 +911,14 @@ row_lse(double *p, const row *w, const ft_trie_view *v,
             double *s = &p[lab % FT_AR_LANES];
             *s = FT_DADD(*s, ft_ar_term(row_x(w, lab), mx));
         }
-        *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
+        *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p, FT_AR_LANES));
         return 1;
     }
     if (!allowed) {
-        if (!full_body(p, w, in->width, &mx))
+        double total;
+        if (!full_body(p, w, in->width, &mx, &total))
             return 0;
-        *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
+        *lse = ft_ar_lse(mx, total);
         return 1;
     }
     for (uint32_t j = 0; j < in->width; j++) {
@@ -902,7 +937,7 @@ row_lse(double *p, const row *w, const ft_trie_view *v,
         }
         p[l] = s;
     }
-    *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p));
+    *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p, FT_AR_LANES));
     return 1;
 }
 

@@ -26,6 +26,7 @@
 
 typedef float ft_v8f __attribute__((vector_size(32)));
 typedef int32_t ft_v8i __attribute__((vector_size(32)));
+typedef uint32_t ft_v8u __attribute__((vector_size(32)));
 typedef double ft_v4d __attribute__((vector_size(32)));
 typedef float ft_v4f __attribute__((vector_size(16)));
 
@@ -75,8 +76,13 @@ static inline __attribute__((always_inline)) ft_v8f ft_ar_expf8(ft_v8f d)
     ft_v8f c0 = ft_v8f_fma(b1, f2, b0);
     ft_v8f c1 = ft_v8f_fma(b3, f2, b2);
     ft_v8f p = ft_v8f_fma(c1, f4, c0);
-    ft_v8i n = ft_v8i_of(t) - 0x4B400000;
-    ft_v8f res = p * ft_v8f_of((n + 127) << 23);
+    /* p 2^n by adding t's bits shifted left by 23 to p's (ft_ar_expf) */
+    ft_v8u pu, tu;
+    memcpy(&pu, &p, sizeof pu);
+    memcpy(&tu, &t, sizeof tu);
+    pu += tu << 23;
+    ft_v8f res;
+    memcpy(&res, &pu, sizeof res);
     ft_v8i keep = ~(nan | low);
     return ft_v8f_of((ft_v8i_of(res) & keep) | (ft_v8i_of(d) & nan));
 }

@@ -767,14 +767,15 @@ static void cpu_vs_gpu(const ft_index *idx, int f, int norm, uint32_t B,
  * normalisation (f32 and bf16 rows, widths that are and are not a
  * multiple of 8, -inf holes): every next beam's sigma is
  * (float)((double)x - lse) with lse computed here from ar_rules.h's
- * definition, one entry at a time (the CPU step loads and exps eight at
+ * definition (every lane, the whole tree), one entry at a time (the CPU step loads and exps eight at
  * a time and takes the maximum in eight runs), with the clones for AVX2
  * and FMA and without them (no_fma: fmaf calls, as on a CPU without). */
 static void test_full_norm_ref(const ft_index *idx)
 {
-    uint32_t widths[] = {3000, 4099, 17, 8};
-    for (int k = 0; k < 16; k++) {
-        int wi = k % 4, bf = k / 4 % 2, nf = k / 8;
+    /* below, at and past one period of the 8,192 lanes */
+    uint32_t widths[] = {3000, 4099, 17, 8, 8203, 20000};
+    for (int k = 0; k < 24; k++) {
+        int wi = k % 6, bf = k / 6 % 2, nf = k / 12;
         uint32_t W = widths[wi];
         ft_ar_opts o;
         ft_ar_opts_init(&o);
@@ -807,13 +808,15 @@ static void test_full_norm_ref(const ft_index *idx)
         for (uint32_t j = 0; j < W; j++)
             if (x[j] > mx)
                 mx = x[j];
-        double lanes[FT_AR_LANES];
-        for (uint32_t l = 0; l < FT_AR_LANES; l++) {
+        /* the definition: every one of the 8,192 lanes, in ascending j,
+         * then the whole pairwise tree */
+        static double lanes[FT_AR_FULL_LANES];
+        for (uint32_t l = 0; l < FT_AR_FULL_LANES; l++) {
             lanes[l] = 0.0;
-            for (uint32_t j = l; j < W; j += FT_AR_LANES)
+            for (uint32_t j = l; j < W; j += FT_AR_FULL_LANES)
                 lanes[l] = FT_DADD(lanes[l], ft_ar_term(x[j], mx));
         }
-        double lse = ft_ar_lse(mx, ft_ar_lanes_sum(lanes));
+        double lse = ft_ar_lse(mx, ft_ar_lanes_sum(lanes, FT_AR_FULL_LANES));
         ft_ar_input in;
         memset(&in, 0, sizeof in);
         in.form = FT_AR_IN_DENSE;
@@ -1325,25 +1328,29 @@ int main(int argc, char **argv)
             }
     /* the one-launch kernels come in CTAs of 512 threads (beams 1-512:
      * the cases above) and 1,024 (here): the larger instance against the
-     * CPU too, without a normalisation (the step's one launch) */
+     * CPU too, without a normalisation (the step's one launch); and a
+     * whole-row normalisation from 512 beams up runs one CTA a row */
     for (int fi = 0; fi < 3; fi++) {
         cpu_vs_gpu(idx, forms[fi], 0, 700, 1000, V, 31 + fi, fi == 1, wide,
                    nwide);
         cases++;
     }
-    /* rows wider than a round of the whole-row passes, every dense
-     * form, both normalisations, a random vocabulary too: for rows that
-     * start on 16 bytes (every 8th bf16/f16 row, every 4th f32 row)
-     * 19,241 entries are 9 (bf16/f16) or 18 (f32) rounds of 256 x 16
-     * bytes and 24,361 are 11 or 23, staged 4 at a time (a whole-row step
-     * gives two to each half of its CTA), so the last batch holds 1, 2
-     * or 3 rounds; then a tail of 809; the maximum's 8 loads in flight;
-     * for the other rows rounds of 16 loads of 256 lanes and a tail */
+    cpu_vs_gpu(idx, F_DENSE_ID, 1, 700, 1000, V, 34, 0, wide, nwide);
+    cases++;
+    /* rows wider than a period of the whole-row lanes (8,192 entries),
+     * every dense form, both normalisations, a random vocabulary too:
+     * 19,241 entries are two periods and 2,857 more (the last period's
+     * first CTA full, its second cut inside a chunk, the other two
+     * empty), 24,361 two and 7,977, 43,961 (the whole row only) a batch
+     * of 4 periods in flight, one more and 3,001; rows that start on 16
+     * bytes (every 8th bf16/f16 row, every 4th f32 row) take 16-byte
+     * loads, the others one entry at a time */
     int dforms[] = {F_DENSE_ID, F_DENSE_VOCAB, F_BF16, F_F16};
-    uint32_t widths[] = {9 * 2048 + 809, 11 * 2048 + 1024 + 809};
-    for (int wi = 0; wi < 2; wi++)
+    uint32_t widths[] = {9 * 2048 + 809, 11 * 2048 + 1024 + 809,
+                         5 * 8192 + 3001};
+    for (int wi = 0; wi < 3; wi++)
         for (int fi = 0; fi < 4; fi++)
-            for (int norm = 1; norm < 3; norm++)
+            for (int norm = 1; norm < 3 - (wi == 2); norm++)
                 for (uint32_t B = 7; B <= 64; B += 57) {
                     g_dense_w = widths[wi];
                     g_vocab_seed =
@@ -1352,6 +1359,12 @@ int main(int argc, char **argv)
                                91 + B + wi, 0, NULL, 0);
                     cases++;
                 }
+    /* the widest rows, one CTA a row (520 beams) */
+    for (int fi = 2; fi < 4; fi++) {
+        g_dense_w = widths[2];
+        cpu_vs_gpu(idx, dforms[fi], 1, 520, 523, g_dense_w, 97 + fi, 0, NULL, 0);
+        cases++;
+    }
     g_dense_w = V;
     g_vocab_seed = 0;
     ft_index_close(idx);

@@ -23,11 +23,17 @@
  * on the host and on the device, so it uses its own exp (binary32, one
  * per entry) and log (binary64, one per row), with explicitly rounded
  * operations (FT_FADD / FT_FMUL / FT_FFMA / FT_DADD / FT_DMUL / FT_DDIV,
- * no contraction) and one summation shape, in binary64: lane l of
- * FT_AR_LANES sums the terms of the entries j = l, l + LANES, ... in
- * ascending j, then the lanes are added pairwise (l += l + h for
- * h = LANES/2 .. 1).  An entry outside the set adds 0.  The maximum is
- * taken over the set (NaN entries are never a maximum).
+ * no contraction) and one summation shape, in binary64: L lanes, lane l
+ * sums the terms of the entries j = l, l + L, l + 2L, ... in ascending j,
+ * then the lanes are added pairwise, neighbours first (p[l] += p[l + h]
+ * for every l that is a multiple of 2h, h = 1, 2, 4, ..., L/2:
+ * ft_ar_lanes_sum).  L is FT_AR_FULL_LANES (8,192) over the whole row and
+ * FT_AR_LANES (256) over the allowed entries.  An entry outside the set,
+ * or past the row's end, adds 0.  The maximum is taken over the set (NaN
+ * entries are never a maximum).  The whole row's 8,192 lanes let the
+ * device spread one row over several CTAs, each owning a run of
+ * neighbouring lanes (a subtree of the pairwise sum), every thread 8 of
+ * them: one 16-byte load of a bf16 row.
  *   lse = max + log(sum (double)expf(x - max)),
  *   rho = (float)((double)x - lse)
  */
@@ -61,6 +67,7 @@
  * lanes of a normalisation. */
 #define FT_AR_MAX_WIDTH (1u << 20)
 #define FT_AR_LANES 256u
+#define FT_AR_FULL_LANES 8192u
 
 /* Input forms, dtypes and normalisations: the values of
  * include/flashtrie.h's FT_AR_IN_* and FT_AR_NORM_* (ar_step.c asserts it). */
@@ -89,26 +96,6 @@ FT_HD uint32_t ft_ar_tail_entry(uint64_t tail)
 FT_HD int ft_ar_before(uint64_t a1, uint64_t a2, uint64_t b1, uint64_t b2)
 {
     return a1 < b1 || (a1 == b1 && a2 < b2);
-}
-
-FT_HD uint32_t ft_bits_of_f32(float f)
-{
-    union {
-        uint32_t u;
-        float f;
-    } c;
-    c.f = f;
-    return c.u;
-}
-
-FT_HD float ft_f32_of_bits(uint32_t u)
-{
-    union {
-        uint32_t u;
-        float f;
-    } c;
-    c.u = u;
-    return c.f;
 }
 
 /* ft_bf16_to_f32 and ft_f16_to_f32 widen exactly (integer code only). */
@@ -193,8 +180,11 @@ FT_HD float ft_ar_expf(float d)
     float c0 = FT_FFMA(b1, f2, b0);
     float c1 = FT_FFMA(b3, f2, b2);
     float p = FT_FFMA(c1, f4, c0);
-    int32_t n = (int32_t)(ft_bits_of_f32(t) - 0x4B400000u);
-    float r = FT_FMUL(p, ft_f32_of_bits((uint32_t)(127 + n) << 23));
+    /* p 2^n: t's bits are 0x4B400000 + n, so shifted left by 23 they are
+     * n << 23 (mod 2^32), which added to p's bits (p in [0.7, 1.42])
+     * scales it by 2^n; the result is a normal number (n >= -124), the
+     * value a multiply by 2^n rounds to, with one integer multiply-add */
+    float r = ft_f32_of_bits(ft_bits_of_f32(p) + (ft_bits_of_f32(t) << 23));
     return nan ? d : low ? 0.0f : r;
 }
 
@@ -228,14 +218,29 @@ FT_HD double ft_ar_log(double s)
                    FT_DADD(lm, FT_DMUL((double)e, 1.90821492927058770002e-10)));
 }
 
-/* ft_ar_lanes_sum adds the FT_AR_LANES partial sums in place, pairwise
- * (the device does the same in shared memory), and returns the total. */
-FT_HD double ft_ar_lanes_sum(double *p)
+/* ft_ar_lanes_sum adds n (a power of two) lanes' partial sums in place,
+ * pairwise with neighbours first (the device does the same in registers,
+ * shuffles and shared memory), and returns the total.  Lanes past a row's
+ * end hold +0, which adds nothing: a caller may pass the lanes up to the
+ * row's width rounded up to a power of two instead of all of them (the
+ * same bits). */
+FT_HD double ft_ar_lanes_sum(double *p, uint32_t n)
 {
-    for (uint32_t h = FT_AR_LANES / 2; h > 0; h >>= 1)
-        for (uint32_t l = 0; l < h; l++)
+    for (uint32_t h = 1; h < n; h <<= 1)
+        for (uint32_t l = 0; l + h < n; l += 2 * h)
             p[l] = FT_DADD(p[l], p[l + h]);
     return p[0];
+}
+
+/* ft_ar_lanes_used is the lanes of n that a row of width entries fills,
+ * rounded up to a power of two (at least 1): ft_ar_lanes_sum over them is
+ * its sum over all n. */
+FT_HD uint32_t ft_ar_lanes_used(uint32_t width, uint32_t n)
+{
+    uint32_t u = 1;
+    while (u < width && u < n)
+        u <<= 1;
+    return u;
 }
 
 /* ft_ar_norm applies a row's lse to one entry. */

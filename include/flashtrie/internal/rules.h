@@ -44,16 +44,32 @@
 #define FT_RULES_MAX_K 4096u
 #define FT_RULES_MAX_T 64u
 
+/* ft_bits_of_f32 and ft_f32_of_bits: a binary32's bits and back. */
+FT_HD uint32_t ft_bits_of_f32(float f)
+{
+    union {
+        uint32_t u;
+        float f;
+    } c;
+    c.f = f;
+    return c.u;
+}
+
+FT_HD float ft_f32_of_bits(uint32_t u)
+{
+    union {
+        uint32_t u;
+        float f;
+    } c;
+    c.u = u;
+    return c.f;
+}
+
 /* ft_sigma_key maps a binary32 sigma to a u32 that sorts ascending when
  * sigma sorts descending (+0 and -0 map alike). */
 FT_HD uint32_t ft_sigma_key(float sigma)
 {
-    union {
-        float f;
-        uint32_t u;
-    } c;
-    c.f = sigma + 0.0f; /* -0 becomes +0 */
-    uint32_t u = c.u;
+    uint32_t u = ft_bits_of_f32(sigma + 0.0f); /* -0 becomes +0 */
     u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending for asc */
     return ~u;                                       /* ascending for desc */
 }
@@ -63,13 +79,7 @@ FT_HD uint32_t ft_sigma_key(float sigma)
 FT_HD float ft_sigma_of_key(uint32_t skey)
 {
     uint32_t v = ~skey;
-    uint32_t bits = (v & 0x80000000u) ? (v & 0x7fffffffu) : ~v;
-    union {
-        uint32_t u;
-        float f;
-    } c;
-    c.u = bits;
-    return c.f;
+    return ft_f32_of_bits((v & 0x80000000u) ? (v & 0x7fffffffu) : ~v);
 }
 
 /* ft_cand_key packs docs/specification.md section 4's beam order (sigma desc, r
