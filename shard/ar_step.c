@@ -761,10 +761,6 @@ static inline __attribute__((always_inline)) float row_max8(const row *w,
     return mx;
 }
 
-/* FULL_BLOCK lanes of the whole row's are summed together, then added
- * up as their subtree of the pairwise sum, while they are in the cache. */
-#define FULL_BLOCK 256u
-
 /* lanes_tree is ft_ar_lanes_sum(q, n) (n a power of two), a level at a
  * time into the front of q: level by level each pair of neighbours is
  * added (q[i] = q[2i] + q[2i + 1], four pairs per vector add), the same
@@ -786,41 +782,41 @@ static inline __attribute__((always_inline)) double lanes_tree(double *q,
 }
 
 /* lanes_full_total is the sum of a whole row's exp(x - mx) in ar_rules.h's
- * shape over the lanes the row uses (ft_ar_lanes_used of FT_AR_FULL_LANES):
- * a block of FULL_BLOCK neighbouring lanes at a time, eight lanes at a time
- * (ft_ar_terms8) over every period of the row, so each lane still adds its
- * terms in ascending j; then the block's subtree, and at the end the tree
- * over the blocks' totals (p holds FT_AR_FULL_LANES doubles). */
+ * shape over the lanes the row uses (ft_ar_lanes_used of FT_AR_FULL_LANES,
+ * at least 8): a group of 8 neighbouring lanes at a time, the lanes'
+ * sums in two vectors over every period of the row (entries j0 .. j0 + 7,
+ * j0 = 8g + 8192k, eight exps at once: each lane adds its terms in
+ * ascending j), then the group's subtree (pairs, then pairs of pairs), and
+ * at the end the tree over the groups' totals in p (FT_AR_FULL_LANES / 8
+ * doubles).  Lanes past the row's end hold +0 and add nothing. */
 static inline __attribute__((always_inline)) double
 lanes_full_total(double *p, const row *w, uint32_t width, float mx)
 {
     uint32_t used = ft_ar_lanes_used(width, FT_AR_FULL_LANES);
-    uint32_t blk = used < FULL_BLOCK ? used : FULL_BLOCK;
-    for (uint32_t b = 0; b < used; b += blk) {
-        double *q = p + b;
-        for (uint32_t l = 0; l < blk; l++)
-            q[l] = 0.0;
-        for (uint32_t j0 = b; j0 < width; j0 += FT_AR_FULL_LANES) {
-            uint32_t cnt = width - j0 < blk ? width - j0 : blk;
-            uint32_t l = 0;
-            for (; l + 8 <= cnt; l += 8) {
-                ft_v8f x = row_load8(w, j0 + l);
-                ft_v4d lo, hi, a, c;
-                ft_ar_terms8(x, mx, &lo, &hi);
-                memcpy(&a, q + l, sizeof a);
-                memcpy(&c, q + l + 4, sizeof c);
-                a = a + lo;
-                c = c + hi;
-                memcpy(q + l, &a, sizeof a);
-                memcpy(q + l + 4, &c, sizeof c);
-            }
-            for (; l < cnt; l++)
-                q[l] = FT_DADD(q[l], ft_ar_term(row_x(w, j0 + l), mx));
+    uint32_t groups = used < 8 ? 1 : used / 8;
+    for (uint32_t g = 0; g < groups; g++) {
+        ft_v4d lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
+        uint32_t j0 = 8 * g;
+        for (; j0 + 8 <= width; j0 += FT_AR_FULL_LANES) {
+            ft_v4d tl, th;
+            ft_ar_terms8(row_load8(w, j0), mx, &tl, &th);
+            lo = lo + tl;
+            hi = hi + th;
         }
-        /* the block's subtree; its total to the front, for the top */
-        p[b / blk] = lanes_tree(q, blk);
+        if (j0 < width) /* the chunk the row's end cuts */
+            for (uint32_t l = 0; l < 8 && j0 + l < width; l++) {
+                double t = ft_ar_term(row_x(w, j0 + l), mx);
+                if (l < 4)
+                    lo[l] = FT_DADD(lo[l], t);
+                else
+                    hi[l - 4] = FT_DADD(hi[l - 4], t);
+            }
+        ft_v4d e = __builtin_shufflevector(lo, hi, 0, 2, 4, 6);
+        ft_v4d o = __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+        ft_v4d q = e + o; /* lanes 0+1, 2+3, 4+5, 6+7 */
+        p[g] = FT_DADD(FT_DADD(q[0], q[1]), FT_DADD(q[2], q[3]));
     }
-    return lanes_tree(p, used / blk);
+    return lanes_tree(p, groups);
 }
 
 /* full_body is a whole row's maximum (*mx) and its sum (*total); 0 when
