@@ -81,8 +81,6 @@ __device__ __forceinline__ uint32_t ark_tok(const ft_ark_params &p,
     return p.vocab ? p.vocab[j] : j;
 }
 
-
-
 __device__ __forceinline__ bool ark_child_driven(const ft_ark_params &p,
                                                  const ft_child_range *cr)
 {
