@@ -1031,9 +1031,15 @@ static int beams_check(ft_ar *ar, const ft_ar_beams *cur,
         ar->cr[r] = cr;
         if (in == NULL) /* a mask: each child's columns */
             w += cr.deg;
-        else if (cr.deg > 0)
-            w += (child_driven(in, &cr) ? cr.deg : in->width) *
-                 (in->norm != FT_AR_NORM_NONE ? 2u : 1u);
+        else if (cr.deg > 0) {
+            uint64_t items = child_driven(in, &cr) ? cr.deg : in->width;
+            /* a whole-row normalisation reads the whole row twice (its
+             * maximum, its terms), however few the children; one over the
+             * allowed entries reads them twice */
+            w += in->norm == FT_AR_NORM_FULL      ? items + 2 * (uint64_t)in->width
+                 : in->norm == FT_AR_NORM_ALLOWED ? 2 * items
+                                                  : items;
+        }
     }
     *work = w;
     return FT_OK;

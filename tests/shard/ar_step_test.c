@@ -844,6 +844,51 @@ static void test_full_norm_ref(const ft_index *idx)
     }
 }
 
+/* test_par_full: a whole-row normalisation reads the whole row, however
+ * few children a beam has, so a call of few children but wide rows is
+ * shared over the session's threads (its workers start), while the same
+ * call without a normalisation stays on one thread. */
+static void test_par_full(const ft_index *idx)
+{
+    const uint32_t W = 9000;
+    ft_ar_opts o;
+    ft_ar_opts_init(&o);
+    o.kind = FT_ENGINE_CPU;
+    o.beam = 4;
+    o.results = 4;
+    o.threads = 2;
+    o.max_width = W;
+    ft_ar *ar;
+    char err[256];
+    FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+    ft_ar_beams a, b;
+    FT_PASS(ft_ar_beams_alloc(ar, &a));
+    FT_PASS(ft_ar_beams_alloc(ar, &b));
+    FT_PASS(ft_ar_reset(ar, &a, NULL));
+    float *x = malloc((size_t)W * 4);
+    FT_CHECK(x != NULL);
+    for (uint32_t j = 0; j < W; j++)
+        x[j] = -(float)(j % 97) * 0.01f;
+    ft_ar_input in;
+    memset(&in, 0, sizeof in);
+    in.form = FT_AR_IN_DENSE;
+    in.dtype = FT_AR_IN_F32;
+    in.norm = FT_AR_NORM_NONE;
+    in.width = W;
+    in.logp = x;
+    FT_PASS(ft_ar_step(ar, &a, &in, &b, NULL, NULL));
+    FT_CHECK(b.count[0] >= 2);
+    FT_PASS(ft_ar_step(ar, &b, &in, &a, NULL, NULL));
+    FT_CHECK(ar->pool == NULL); /* children only: one thread */
+    in.norm = FT_AR_NORM_FULL;
+    FT_PASS(ft_ar_step(ar, &b, &in, &a, NULL, NULL));
+    FT_CHECK(ar->pool != NULL); /* whole rows: shared out */
+    free(x);
+    ft_ar_beams_free(ar, &a);
+    ft_ar_beams_free(ar, &b);
+    ft_ar_close(ar);
+}
+
 static void test_inverse(const ft_index *idx)
 {
     int cases = 0;
@@ -1235,6 +1280,7 @@ int main(int argc, char **argv)
         test_threads(idx, wide, nwide);
         test_inverse(idx);
         test_full_norm_ref(idx);
+        test_par_full(idx);
         test_fork(idx);
         test_walk(idx, FT_ENGINE_CPU);
         /* one decode, every way its rows can arrive */
