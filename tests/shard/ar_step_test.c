@@ -865,9 +865,10 @@ static void test_par_full(const ft_index *idx)
     FT_PASS(ft_ar_beams_alloc(ar, &a));
     FT_PASS(ft_ar_beams_alloc(ar, &b));
     FT_PASS(ft_ar_reset(ar, &a, NULL));
-    float *x = malloc((size_t)W * 4);
+    /* a row per beam (o.beam rows of W) */
+    float *x = malloc((size_t)o.beam * W * 4);
     FT_CHECK(x != NULL);
-    for (uint32_t j = 0; j < W; j++)
+    for (uint32_t j = 0; j < o.beam * W; j++)
         x[j] = -(float)(j % 97) * 0.01f;
     ft_ar_input in;
     memset(&in, 0, sizeof in);
