@@ -47,10 +47,16 @@ _Static_assert(FT_AR_DEAD == FT_ARW_DEAD && FT_AR_DONE == FT_ARW_DONE,
 #define AR_PAR_WORK 32768u
 #define AR_CHUNK 2u
 
+/* A normalisation's partial sums: FT_AR_LANES lanes over the allowed
+ * entries, or a whole row's FT_AR_FULL_LANES in groups of 8 (one sum a
+ * group, lanes_full_total). */
+#define AR_LANES_CAP                                                       \
+    (FT_AR_LANES > FT_AR_FULL_LANES / 8 ? FT_AR_LANES : FT_AR_FULL_LANES / 8)
+
 /* ar_scr is one thread's scratch. */
 typedef struct ar_scr {
     ft_ar_cand *nb, *hb;
-    double *lanes;
+    double *lanes;     /* AR_LANES_CAP: a normalisation's partial sums */
     size_t n_nb, n_hb; /* kept by the thread's last share of a step */
     uint64_t *allow;   /* a beam's allowed columns, a bit each */
     uint32_t allow_words;
@@ -111,7 +117,7 @@ static int scr_alloc(ft_ar *ar, ar_scr *s)
     free(s->lanes);
     s->nb = malloc(2 * (size_t)ar->cap_beam * sizeof *s->nb);
     s->hb = malloc(2 * (size_t)ar->cap_results * sizeof *s->hb);
-    s->lanes = malloc(FT_AR_FULL_LANES * sizeof *s->lanes);
+    s->lanes = malloc(AR_LANES_CAP * sizeof *s->lanes);
     return s->nb && s->hb && s->lanes ? FT_OK : FT_ENOMEM;
 }
 
@@ -761,10 +767,19 @@ static inline __attribute__((always_inline)) float row_max8(const row *w,
     return mx;
 }
 
+/* lanes_pairs is the sums of the four neighbouring pairs of 8 lanes (a
+ * lanes 0-3, b lanes 4-7): 0 + 1, 2 + 3, 4 + 5, 6 + 7, one vector add. */
+static inline __attribute__((always_inline)) ft_v4d lanes_pairs(ft_v4d a,
+                                                                ft_v4d b)
+{
+    return __builtin_shufflevector(a, b, 0, 2, 4, 6) +
+           __builtin_shufflevector(a, b, 1, 3, 5, 7);
+}
+
 /* lanes_tree is ft_ar_lanes_sum(q, n) (n a power of two), a level at a
  * time into the front of q: level by level each pair of neighbours is
- * added (q[i] = q[2i] + q[2i + 1], four pairs per vector add), the same
- * additions as the tree in place. */
+ * added (q[i] = q[2i] + q[2i + 1], lanes_pairs), the same additions as the
+ * tree in place. */
 static inline __attribute__((always_inline)) double lanes_tree(double *q,
                                                                uint32_t n)
 {
@@ -773,9 +788,7 @@ static inline __attribute__((always_inline)) double lanes_tree(double *q,
             ft_v4d a, b;
             memcpy(&a, q + i, sizeof a);
             memcpy(&b, q + i + 4, sizeof b);
-            ft_v4d e = __builtin_shufflevector(a, b, 0, 2, 4, 6);
-            ft_v4d o = __builtin_shufflevector(a, b, 1, 3, 5, 7);
-            ft_v4d s = e + o;
+            ft_v4d s = lanes_pairs(a, b);
             memcpy(q + i / 2, &s, sizeof s);
         }
     return ft_ar_lanes_sum(q, n);
@@ -787,7 +800,7 @@ static inline __attribute__((always_inline)) double lanes_tree(double *q,
  * sums in two vectors over every period of the row (entries j0 .. j0 + 7,
  * j0 = 8g + 8192k, eight exps at once: each lane adds its terms in
  * ascending j), then the group's subtree (pairs, then pairs of pairs), and
- * at the end the tree over the groups' totals in p (FT_AR_FULL_LANES / 8
+ * at the end the tree over the groups' totals in p (AR_LANES_CAP
  * doubles).  Lanes past the row's end hold +0 and add nothing. */
 static inline __attribute__((always_inline)) double
 lanes_full_total(double *p, const row *w, uint32_t width, float mx)
@@ -811,9 +824,7 @@ lanes_full_total(double *p, const row *w, uint32_t width, float mx)
                 else
                     hi[l - 4] = FT_DADD(hi[l - 4], t);
             }
-        ft_v4d e = __builtin_shufflevector(lo, hi, 0, 2, 4, 6);
-        ft_v4d o = __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
-        ft_v4d q = e + o; /* lanes 0+1, 2+3, 4+5, 6+7 */
+        ft_v4d q = lanes_pairs(lo, hi);
         p[g] = FT_DADD(FT_DADD(q[0], q[1]), FT_DADD(q[2], q[3]));
     }
     return lanes_tree(p, groups);
