@@ -763,6 +763,35 @@ static void cpu_vs_gpu(const ft_index *idx, int f, int norm, uint32_t B,
     dec_close(&g);
 }
 
+/* cpu_open opens a CPU session of beam beams and results, threads
+ * threads and rows up to width wide, with two beam sets, a reset to the
+ * root; cpu_close frees them. */
+static ft_ar *cpu_open(const ft_index *idx, uint32_t beam, uint32_t threads,
+                       uint32_t width, ft_ar_beams *a, ft_ar_beams *b)
+{
+    ft_ar_opts o;
+    ft_ar_opts_init(&o);
+    o.kind = FT_ENGINE_CPU;
+    o.beam = beam;
+    o.results = beam;
+    o.threads = threads;
+    o.max_width = width;
+    ft_ar *ar;
+    char err[256];
+    FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+    FT_PASS(ft_ar_beams_alloc(ar, a));
+    FT_PASS(ft_ar_beams_alloc(ar, b));
+    FT_PASS(ft_ar_reset(ar, a, NULL));
+    return ar;
+}
+
+static void cpu_close(ft_ar *ar, ft_ar_beams *a, ft_ar_beams *b)
+{
+    ft_ar_beams_free(ar, a);
+    ft_ar_beams_free(ar, b);
+    ft_ar_close(ar);
+}
+
 /* test_full_norm_ref: one step from the root over a whole-row
  * normalisation (f32 and bf16 rows, widths that are and are not a
  * multiple of 8, -inf holes): every next beam's sigma is
@@ -777,20 +806,9 @@ static void test_full_norm_ref(const ft_index *idx)
     for (int k = 0; k < 24; k++) {
         int wi = k % 6, bf = k / 6 % 2, nf = k / 12;
         uint32_t W = widths[wi];
-        ft_ar_opts o;
-        ft_ar_opts_init(&o);
-        o.kind = FT_ENGINE_CPU;
-        o.beam = 16;
-        o.results = 16;
-        o.max_width = W;
-        ft_ar *ar;
-        char err[256];
-        FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
-        ar->no_fma = nf;
         ft_ar_beams a, b;
-        FT_PASS(ft_ar_beams_alloc(ar, &a));
-        FT_PASS(ft_ar_beams_alloc(ar, &b));
-        FT_PASS(ft_ar_reset(ar, &a, NULL));
+        ft_ar *ar = cpu_open(idx, 16, 0, W, &a, &b);
+        ar->no_fma = nf;
         float *x = malloc((size_t)W * 4);
         uint16_t *h = malloc((size_t)W * 2);
         FT_CHECK(x && h);
@@ -838,9 +856,7 @@ static void test_full_norm_ref(const ft_index *idx)
         }
         free(x);
         free(h);
-        ft_ar_beams_free(ar, &a);
-        ft_ar_beams_free(ar, &b);
-        ft_ar_close(ar);
+        cpu_close(ar, &a, &b);
     }
 }
 
@@ -850,25 +866,13 @@ static void test_full_norm_ref(const ft_index *idx)
  * call without a normalisation stays on one thread. */
 static void test_par_full(const ft_index *idx)
 {
-    const uint32_t W = 9000;
-    ft_ar_opts o;
-    ft_ar_opts_init(&o);
-    o.kind = FT_ENGINE_CPU;
-    o.beam = 4;
-    o.results = 4;
-    o.threads = 2;
-    o.max_width = W;
-    ft_ar *ar;
-    char err[256];
-    FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+    const uint32_t W = 9000, B = 4;
     ft_ar_beams a, b;
-    FT_PASS(ft_ar_beams_alloc(ar, &a));
-    FT_PASS(ft_ar_beams_alloc(ar, &b));
-    FT_PASS(ft_ar_reset(ar, &a, NULL));
-    /* a row per beam (o.beam rows of W) */
-    float *x = malloc((size_t)o.beam * W * 4);
+    ft_ar *ar = cpu_open(idx, B, 2, W, &a, &b);
+    /* a row per beam (B rows of W) */
+    float *x = malloc((size_t)B * W * 4);
     FT_CHECK(x != NULL);
-    for (uint32_t j = 0; j < o.beam * W; j++)
+    for (uint32_t j = 0; j < B * W; j++)
         x[j] = -(float)(j % 97) * 0.01f;
     ft_ar_input in;
     memset(&in, 0, sizeof in);
@@ -885,9 +889,7 @@ static void test_par_full(const ft_index *idx)
     FT_PASS(ft_ar_step(ar, &b, &in, &a, NULL, NULL));
     FT_CHECK(ar->pool != NULL); /* whole rows: shared out */
     free(x);
-    ft_ar_beams_free(ar, &a);
-    ft_ar_beams_free(ar, &b);
-    ft_ar_close(ar);
+    cpu_close(ar, &a, &b);
 }
 
 static void test_inverse(const ft_index *idx)
