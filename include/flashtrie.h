@@ -972,6 +972,22 @@ FT_API int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
                const uint32_t *vocab, uint32_t eos, uint32_t *mask,
                void *stream);
 
+/* ft_ar_constrain applies the mask to dense rows, for engines that sample
+ * or select from the logits themselves: it writes ft_ar_mask(cur,
+ * in->width, in->vocab, eos) into mask (B * words words, as there), then
+ * for each row r < rows and column j < in->width sets out[r * stride + j]
+ * to in->logp's element when bit j of mask row r is set and to -inf when
+ * it is not (rows of dead beams, r >= count: every column).  in is dense
+ * (f32, f16 or bf16; norm FT_AR_NORM_NONE; width up to FT_AR_WIDTH_MAX,
+ * whatever max_width) and out has its dtype and stride; elements are
+ * copied as bits, and nothing past a row's width is touched.  out may be
+ * in->logp (in place: only the -inf are written) or share no byte with
+ * it; mask shares none with cur, in->logp or out; rows is 1..B.  One
+ * launch after the mask's on a GPU (no host wait). */
+FT_API int ft_ar_constrain(ft_ar *ar, const ft_ar_beams *cur,
+                           const ft_ar_input *in, uint32_t rows, uint32_t eos,
+                           uint32_t *mask, void *out, void *stream);
+
 /* ft_ar_walk moves rows down the trie by the model ids they took, for
  * engines that choose tokens themselves: from the root, for those that
  * hand over whole sequences instead of beams and their parents

@@ -209,6 +209,16 @@ int ft_ark_reset(uint32_t *count, uint64_t *node, float *sigma, uint32_t *len,
 int ft_ark_mask(const ft_ark_params *p, uint32_t eos, uint32_t *mask,
                 void *stream);
 
+/* ft_ark_constrain enqueues ft_ar_constrain's rows (include/flashtrie.h)
+ * after their mask: out[r * stride + j] = in's element where bit j of
+ * mask row r ((width + 31) / 32 words a row) is set, else -inf of dtype
+ * (FT_ARR_F32, _F16, _BF16), for r < rows, j < width; in place (out ==
+ * in) it writes only the -inf.  One thread a column, a CTA's columns in
+ * one row.  Returns the launch's cudaError_t. */
+int ft_ark_constrain(const uint32_t *mask, uint32_t rows, uint32_t width,
+                     uint64_t stride, int dtype, const void *in, void *out,
+                     void *stream);
+
 /* ft_ark_topk enqueues the top-k form (ft_ar_topk). */
 int ft_ark_topk(const ft_ark_params *p, uint32_t k, uint32_t *out_entry,
                 uint32_t *out_token, float *out_logp, void *stream);

@@ -1714,6 +1714,41 @@ extern "C" int ft_ark_topk(const ft_ark_params *p, uint32_t k,
     return (int)cudaGetLastError();
 }
 
+/* ark_constrain: ft_ark_constrain, T an integer type of the element's
+ * size (bits are copied), neg -inf's bits. */
+template <typename T>
+__global__ void __launch_bounds__(ARK_EXP_THREADS)
+ark_constrain(const uint32_t *mask, uint32_t width, uint64_t stride,
+              const T *in, T *out, T neg)
+{
+    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+    if (j >= width)
+        return;
+    uint32_t wd = mask[(size_t)r * ((width + 31) / 32) + j / 32];
+    size_t at = (size_t)r * stride + j;
+    if (!((wd >> (j % 32)) & 1u))
+        out[at] = neg;
+    else if (out != in)
+        out[at] = in[at];
+}
+
+extern "C" int ft_ark_constrain(const uint32_t *mask, uint32_t rows,
+                                uint32_t width, uint64_t stride, int dtype,
+                                const void *in, void *out, void *stream)
+{
+    dim3 grid((width + ARK_EXP_THREADS - 1) / ARK_EXP_THREADS, rows);
+    cudaStream_t st = (cudaStream_t)stream;
+    if (dtype == FT_ARR_F32)
+        ark_constrain<uint32_t><<<grid, ARK_EXP_THREADS, 0, st>>>(
+            mask, width, stride, (const uint32_t *)in, (uint32_t *)out,
+            0xff800000u);
+    else
+        ark_constrain<uint16_t><<<grid, ARK_EXP_THREADS, 0, st>>>(
+            mask, width, stride, (const uint16_t *)in, (uint16_t *)out,
+            (uint16_t)(dtype == FT_ARR_F16 ? 0xfc00u : 0xff80u));
+    return (int)cudaGetLastError();
+}
+
 /* ark_walk: ft_ar_walk, one thread per row (ft_ar_walk_row); a row's
  * lens above len reads len. */
 __global__ void __launch_bounds__(ARK_EXP_THREADS)

@@ -1068,6 +1068,7 @@ typedef struct step_ctx {
     uint32_t width, eos; /* mask, and its vocabulary and output */
     const uint32_t *vocab;
     uint32_t *mask;
+    void *cout; /* constrain: the rows written (in's dtype and stride) */
     int inv;    /* dense rows through a vocabulary: ar->inv is theirs */
     uint32_t n; /* beams (rows) to do */
     _Atomic uint32_t next;
@@ -1479,6 +1480,138 @@ int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
         ar_par(ar, mask_job, &c);
     else
         mask_job(ar, 0, &c);
+    return FT_OK;
+}
+
+/* ---- constrain: the mask applied to dense rows ------------------------ */
+
+/* CONSTRAIN_ROW(T) is a row of width elements of T (an integer type of
+ * the element's size: bits are copied, never converted): out[j] = in[j]
+ * where bit j of m is set, else neg (-inf's bits); in place (out == in)
+ * only the -inf are written.  Whole words in loops of 32 (the compiler
+ * makes vector code of them), the last part-word alone. */
+#define CONSTRAIN_ROW(T)                                                   \
+    static void constrain_row_##T(const T *in, T *out, const uint32_t *m,  \
+                                  uint32_t width, T neg)                   \
+    {                                                                      \
+        uint32_t full = width / 32;                                        \
+        for (uint32_t k = 0; k < full; k++) {                              \
+            uint32_t wd = m[k];                                            \
+            const T *a = in + (size_t)k * 32;                              \
+            T *b = out + (size_t)k * 32;                                   \
+            if (wd == 0)                                                   \
+                for (uint32_t i = 0; i < 32; i++)                          \
+                    b[i] = neg;                                            \
+            else if (in != out || wd != UINT32_MAX)                        \
+                for (uint32_t i = 0; i < 32; i++)                          \
+                    b[i] = (wd >> i) & 1u ? a[i] : neg;                    \
+        }                                                                  \
+        for (uint32_t j = full * 32; j < width; j++)                       \
+            out[j] = (m[full] >> (j % 32)) & 1u ? in[j] : neg;             \
+    }
+CONSTRAIN_ROW(uint32_t)
+CONSTRAIN_ROW(uint16_t)
+#undef CONSTRAIN_ROW
+
+static void constrain_job(ft_ar *ar, uint32_t wid, void *ctx)
+{
+    (void)ar, (void)wid;
+    step_ctx *c = ctx;
+    const ft_ar_input *in = c->in;
+    uint32_t width = in->width, words = (width + 31) / 32;
+    size_t stride = in->stride ? in->stride : width;
+    for (uint32_t r0; (r0 = ctx_take(c)) < c->n;)
+        for (uint32_t r = r0; r < c->n && r < r0 + AR_CHUNK; r++) {
+            const uint32_t *m = c->mask + (size_t)r * words;
+            size_t at = (size_t)r * stride;
+            if (in->dtype == FT_AR_IN_F32)
+                constrain_row_uint32_t((const uint32_t *)in->logp + at,
+                                       (uint32_t *)c->cout + at, m, width,
+                                       0xff800000u);
+            else
+                constrain_row_uint16_t((const uint16_t *)in->logp + at,
+                                       (uint16_t *)c->cout + at, m, width,
+                                       in->dtype == FT_AR_IN_F16 ? 0xfc00u
+                                                                 : 0xff80u);
+        }
+}
+
+/* constrain_check refuses what ft_ar_constrain cannot take, naming it. */
+static int constrain_check(ft_ar *ar, const ft_ar_beams *cur,
+                           const ft_ar_input *in, uint32_t rows,
+                           const uint32_t *mask, const void *out)
+{
+    char *errbuf = ar->err;
+    size_t errlen = sizeof ar->err;
+    FT_RETURN_ERROR_IF(in == NULL, FT_EINVAL, "input: NULL");
+    FT_RETURN_ERROR_IF(in->form != FT_AR_IN_DENSE, FT_EINVAL,
+                       "input.form: ft_ar_constrain takes dense rows, got "
+                       "form %d", in->form);
+    FT_RETURN_ERROR_IF(in->dtype != FT_AR_IN_F32 && in->dtype != FT_AR_IN_F16 &&
+                           in->dtype != FT_AR_IN_BF16,
+                       FT_EINVAL, "input.dtype: unknown dtype %d", in->dtype);
+    FT_RETURN_ERROR_IF(in->norm != FT_AR_NORM_NONE, FT_EINVAL,
+                       "input.norm: ft_ar_constrain normalises nothing, got "
+                       "%d", in->norm);
+    FT_RETURN_ERROR_IF(in->width < 1 || in->width > FT_AR_WIDTH_MAX, FT_EINVAL,
+                       "input.width: must be 1..%u, got %u", FT_AR_WIDTH_MAX,
+                       in->width);
+    FT_RETURN_ERROR_IF(in->stride != 0 && in->stride < in->width, FT_EINVAL,
+                       "input.stride: %llu is less than width %u",
+                       (unsigned long long)in->stride, in->width);
+    FT_RETURN_ERROR_IF(in->logp == NULL, FT_EINVAL, "input.logp: NULL");
+    FT_RETURN_ERROR_IF(out == NULL, FT_EINVAL, "out: NULL");
+    FT_RETURN_ERROR_IF(mask == NULL, FT_EINVAL, "mask: NULL");
+    FT_RETURN_ERROR_IF(rows < 1 || rows > ar->cap_beam, FT_EINVAL,
+                       "rows: must be 1..%u (beam), got %u", ar->cap_beam,
+                       rows);
+    size_t esz = in->dtype == FT_AR_IN_F32 ? 4 : 2;
+    size_t stride = in->stride ? in->stride : in->width;
+    size_t span = ((rows - 1) * stride + in->width) * esz;
+    ar_span lp = {"input.logp", "", (uintptr_t)in->logp, span};
+    ar_span o = {"out", "", (uintptr_t)out, span};
+    ar_span mk = {"mask", "", (uintptr_t)mask,
+                  (size_t)ar->cap_beam * ((in->width + 31) / 32) * 4};
+    ar_span rd[7];
+    beam_spans(rd, "cur", cur, ar->o.beam);
+    if (writes_clash(rd, &o, 1, "ft_ar_constrain", errbuf, errlen))
+        return FT_EINVAL;
+    FT_RETURN_ERROR_IF(o.p != lp.p && spans_meet(&o, &lp), FT_EINVAL,
+                       "out overlaps input.logp: it must be input.logp (in "
+                       "place) or share no byte with it");
+    FT_RETURN_ERROR_IF(spans_meet(&mk, &lp) || spans_meet(&mk, &o), FT_EINVAL,
+                       "mask overlaps %s: ft_ar_constrain writes the mask "
+                       "before it reads the rows",
+                       spans_meet(&mk, &lp) ? "input.logp" : "out");
+    return FT_OK;
+}
+
+int ft_ar_constrain(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
+                    uint32_t rows, uint32_t eos, uint32_t *mask, void *out,
+                    void *stream)
+{
+    if (ar == NULL)
+        return FT_EINVAL;
+    if (ar->failed)
+        return FT_ESTATE;
+    int rc = check_beams(ar, cur, "cur");
+    if (rc == FT_OK)
+        rc = constrain_check(ar, cur, in, rows, mask, out);
+    if (rc == FT_OK)
+        rc = ft_ar_mask(ar, cur, in->width, in->vocab, eos, mask, stream);
+    if (rc != FT_OK)
+        return rc;
+    if (ar->gpu)
+        return ft_gpu_ar_constrain(ar, in, rows, mask, out, stream);
+    step_ctx c = {.in = in, .mask = mask, .cout = out, .n = rows};
+    atomic_init(&c.next, 0);
+    /* a row's element (~0.1 ns on the 2-core machine) costs a small
+     * fraction of a step's entry: large calls only are shared out */
+    uint64_t work = (uint64_t)rows * in->width / 32;
+    if (ar_threads(ar, work, rows) > 1)
+        ar_par(ar, constrain_job, &c);
+    else
+        constrain_job(ar, 0, &c);
     return FT_OK;
 }
 

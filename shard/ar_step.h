@@ -69,6 +69,10 @@ int ft_gpu_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
 int ft_gpu_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
                    const uint32_t *vocab, uint32_t eos, uint32_t *mask,
                    void *stream);
+/* ft_gpu_ar_constrain enqueues ft_ar_constrain's rows (its mask already
+ * enqueued). */
+int ft_gpu_ar_constrain(ft_ar *ar, const ft_ar_input *in, uint32_t rows,
+                        const uint32_t *mask, void *out, void *stream);
 int ft_gpu_ar_walk(ft_ar *ar, const int64_t *ids, uint32_t rows, uint32_t len,
                    uint64_t stride, const uint32_t *lens, const int64_t *from,
                    const uint32_t *vocab, uint32_t vocab_len, int64_t eos,

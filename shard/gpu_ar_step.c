@@ -53,6 +53,12 @@ int ft_gpu_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
         (void)stream;
     return FT_ENOTSUP;
 }
+int ft_gpu_ar_constrain(ft_ar *ar, const ft_ar_input *in, uint32_t rows,
+                        const uint32_t *mask, void *out, void *stream)
+{
+    (void)ar, (void)in, (void)rows, (void)mask, (void)out, (void)stream;
+    return FT_ENOTSUP;
+}
 int ft_gpu_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
                    uint32_t k, uint32_t *out_entry, uint32_t *out_token,
                    float *out_logp, void *stream)
@@ -354,6 +360,15 @@ int ft_gpu_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
     p.vocab = vocab;
     int e = ft_ark_mask(&p, eos, mask, stream);
     return e == 0 ? FT_OK : fail(ar, e, "mask launch");
+}
+
+int ft_gpu_ar_constrain(ft_ar *ar, const ft_ar_input *in, uint32_t rows,
+                        const uint32_t *mask, void *out, void *stream)
+{
+    int e = ft_ark_constrain(mask, rows, in->width,
+                             in->stride ? in->stride : in->width, in->dtype,
+                             in->logp, out, stream);
+    return e == 0 ? FT_OK : fail(ar, e, "constrain launch");
 }
 
 int ft_gpu_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,

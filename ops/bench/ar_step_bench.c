@@ -95,8 +95,9 @@ static uint16_t bf16(float f)
 
 typedef struct form {
     const char *name;
-    int kind; /* 0 step, 1 mask, 2 top-k, 3 walk */
+    int kind; /* 0 step, 1 mask, 2 top-k, 3 walk, 4 constrain */
     ft_ar_input in;
+    void *cout; /* constrain: its rows (in's shape), written apart from in */
     /* walk: rows x len ids (stride WALK_LEN) from from (NULL: the root) */
     const int64_t *ids, *from;
     uint32_t len;
@@ -119,6 +120,11 @@ static void run_form(ft_ar *ar, form *F, ft_ar_beams *cur, ft_ar_beams *out,
         ft_ar_opts o;
         ft_ar_get_opts(&o, ar);
         B = o.beam;
+        if (F->kind == 4) { /* every row of the beam: dead ones all -inf */
+            CHECK(ft_ar_constrain(ar, cur, &F->in, B, UINT32_MAX, d_mask,
+                                  F->cout, stream));
+            return;
+        }
         /* the states go to out->node (B int64 entries) */
         CHECK(ft_ar_walk(ar, F->ids, B, F->len, WALK_LEN, NULL, F->from, NULL,
                          0, -1, (int64_t *)out->node, stream));
@@ -214,8 +220,9 @@ int main(int argc, char **argv)
             sid[r * SK + k] = (uint32_t)(next_rand() % V);
             slp[r * SK + k] = -(float)k * 0.1f;
         }
-    void *d_rows, *d_ids, *d_lp, *d_mask, *d_te, *d_tt, *d_tl;
+    void *d_rows, *d_ids, *d_lp, *d_mask, *d_te, *d_tt, *d_tl, *d_cout;
     CHECK(ft_ar_alloc(ar, &d_rows, cells * 2));
+    CHECK(ft_ar_alloc(ar, &d_cout, cells * 2));
     CHECK(ft_ar_alloc(ar, &d_ids, (size_t)B * SK * 4));
     CHECK(ft_ar_alloc(ar, &d_lp, (size_t)B * SK * 4));
     CHECK(ft_ar_alloc(ar, &d_mask, (size_t)B * ((V + 31) / 32) * 4));
@@ -265,7 +272,7 @@ int main(int argc, char **argv)
     CHECK(ft_ar_memcpy(ar, d_walk, hw, (size_t)B * WALK_LEN * 8, 1));
     CHECK(ft_ar_walk(ar, d_walk, B, WALK_LEN - 1, WALK_LEN, NULL, NULL, NULL, 0,
                      -1, d_from, NULL));
-    form forms[8];
+    form forms[9];
     memset(forms, 0, sizeof forms);
     forms[0].name = "step dense bf16";
     forms[0].in = dense;
@@ -294,8 +301,12 @@ int main(int argc, char **argv)
     forms[7].ids = (const int64_t *)d_walk + (WALK_LEN - 1);
     forms[7].from = d_from;
     forms[7].len = 1;
+    forms[8].name = "constrain dense bf16 (mask applied)";
+    forms[8].kind = 4;
+    forms[8].in = dense;
+    forms[8].cout = d_cout;
     uint32_t check_m;
-    for (int f = 0; f < 8; f++) {
+    for (int f = 0; f < 9; f++) {
         form *F = &forms[f];
         for (uint32_t i = 0; i < 5; i++)
             run_form(ar, F, cur, out, &hits, V, d_mask, d_te, d_tt, d_tl, NULL);
@@ -320,7 +331,7 @@ int main(int argc, char **argv)
         cudaEventCreate(&e0);
         cudaEventCreate(&e1);
         uint64_t *ref = malloc((size_t)B * 8), *got = malloc((size_t)B * 8);
-        for (int f = 0; f < 8; f++) {
+        for (int f = 0; f < 9; f++) {
             form *F = &forms[f];
             if (cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) != cudaSuccess)
                 return 1;
@@ -369,8 +380,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         ft_ar_beams_free(ar, &bs[i]);
     ft_ar_hits_free(ar, &hits);
-    void *p[] = {d_rows, d_ids, d_lp, d_mask, d_te, d_tt, d_tl, d_walk, d_from};
-    for (int i = 0; i < 9; i++)
+    void *p[] = {d_rows, d_ids, d_lp, d_mask, d_te, d_tt, d_tl, d_walk, d_from,
+                 d_cout};
+    for (int i = 0; i < 10; i++)
         ft_ar_free(ar, p[i]);
     free(hw);
     ft_ar_close(ar);

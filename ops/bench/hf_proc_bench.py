@@ -10,12 +10,16 @@ keys and reordered at every step (as a beam search reorders its beams),
 scores [rows, V + 2] float32 (V: EOS, V + 1: BOS; the prompt is BOS).
 Prints the mean time per call over the decodes' steps, per depth and
 overall, and the floor: scores.masked_fill of a fixed bool mask of the
-same shape, what any processor that returns new scores pays (on a CPU
-most of a call: allocating and writing [rows, V + 2] floats).  --baseline DIR times another copy of the package (e.g.
+same shape, what a processor that returns new scores through torch's
+masked_fill pays (on a CPU most of a call: allocating and writing
+[rows, V + 2] floats; the library's constrain writes them without a bool
+mask, and can come in under it).  --baseline DIR times another copy of the package (e.g.
 `git archive REV python/flashtrie | tar -x -C DIR --strip-components=1`)
 in the same run, call for call, as base.  Then TrieRows.advance (the vLLM
 and SGLang adapters' step) down the same rows' keys, one token a call:
-the best decode's time per call.
+the best decode's time per call; and TrieRows.constrain (their mask,
+applied in place to a [rows, V + 2] float32 logits tensor) at the rows'
+last nodes, the best of --decodes calls.
 
 Environment: FLASHTRIE_LIB (libflashtrie.so), PYTHONPATH=python.
 """
@@ -104,10 +108,11 @@ def main():
                   (R, name, per[name].mean() * 1e6,
                    (per[name].mean() - floor) * 1e6, depth))
         if "base" in per:
-            print("rows %5d  base / ours: %.2fx; over the floor %.2fx" %
+            b, o = per["base"].mean() - floor, per["ours"].mean() - floor
+            print("rows %5d  base / ours: %.2fx; over the floor %s" %
                   (R, per["base"].mean() / per["ours"].mean(),
-                   (per["base"].mean() - floor) /
-                   max(per["ours"].mean() - floor, 1e-9)))
+                   "%.2fx" % (b / o) if b > 0 and o > 0 else
+                   "base %+.1f us, ours %+.1f us" % (b * 1e6, o * 1e6)))
         # TrieRows.advance (vLLM's and SGLang's step): the rows down their
         # keys one token a call, D calls a decode
         toks = [torch.tensor([k[d] for k in keys], device=dev)
@@ -133,6 +138,20 @@ def main():
             adv[name] = best
             print("rows %5d  %-5s TrieRows.advance %9.1f us a call (best "
                   "decode)" % (R, name, best * 1e6))
+            # TrieRows.constrain (their mask, in place) at the rows' nodes
+            lg = scores.clone()
+            tr.constrain(lg, st)
+            best = None
+            for rep in range(a.decodes):
+                lg.copy_(scores)
+                sync(dev)
+                t0 = time.perf_counter()
+                tr.constrain(lg, st)
+                sync(dev)
+                dt = time.perf_counter() - t0
+                best = dt if best is None else min(best, dt)
+            print("rows %5d  %-5s TrieRows.constrain %7.1f us a call, in "
+                  "place (best of %d)" % (R, name, best * 1e6, a.decodes))
 
 
 if __name__ == "__main__":

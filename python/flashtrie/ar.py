@@ -138,6 +138,9 @@ def load():
                                P(_Hits), c_void_p]),
         "ft_ar_mask": (c_int, [c_void_p, P(_Beams), ctypes.c_uint32, c_void_p,
                                ctypes.c_uint32, c_void_p, c_void_p]),
+        "ft_ar_constrain": (c_int, [c_void_p, P(_Beams), P(_Input),
+                                    ctypes.c_uint32, ctypes.c_uint32,
+                                    c_void_p, c_void_p, c_void_p]),
         "ft_ar_walk": (c_int, [c_void_p, c_void_p, ctypes.c_uint32,
                                ctypes.c_uint32, ctypes.c_uint64, c_void_p,
                                c_void_p, c_void_p, ctypes.c_uint32,
@@ -421,6 +424,7 @@ class Session:
         self._state = [self._alloc_beams(), self._alloc_beams()]
         self._hits = self._alloc_hits()
         self._cur = 0
+        self._cmask = {}        # width -> constrain's mask scratch
 
     # -- memory: numpy on the CPU, torch tensors on the GPU ------------------
     def _zeros(self, n, dtype):
@@ -617,6 +621,29 @@ class Session:
                                       _ptr(m), self._stream()))
         return unpack_mask(m.reshape(self.beam, words), width)
 
+    def constrain(self, logp, vocab=None, eos: Optional[int] = None,
+                  out=None):
+        """constrain returns the dense rows logp [rows, width] (float32,
+        float16 or bfloat16, rows <= beam; row r: beam r's) with -inf
+        where mask(width, vocab, eos) is False (rows past the live beams:
+        everywhere), written into out (logp's shape and dtype; logp
+        itself: in place; None: a new array), one ft_ar_constrain."""
+        shape = tuple(_array("logp", logp).shape)
+        if len(shape) != 2:
+            raise ValueError("logp: expected [rows, width], got %r" % (shape,))
+        if out is None:
+            out = _torch().empty_like(logp) if self.gpu else np.empty_like(logp)
+        if shape[0] == 0:
+            return out
+        width = _int("width", shape[1], 0, U32)
+        vocab = _tokens("vocab", vocab, width)
+        m = self._cmask.get(width)
+        if m is None:
+            m = self._cmask[width] = self._zeros(self.beam * ((width + 31) // 32),
+                                                 np.uint32)
+        return _constrain(self, self._state[self._cur][1], logp,
+                          self._ptr("vocab", vocab), eos, m, out)
+
     def walk(self, ids, start: int = 0, eos: Optional[int] = None,
              vocab=None, lens=None, state=None):
         """walk returns each row's state after the tokens it took: ids
@@ -753,6 +780,32 @@ def _walk(s: "Session", ids, start: int, eos, vocab, out, lens=None,
                                -1 if eos is None else _int("eos", eos, *I64),
                                _ptr(out),
                                s._stream()))
+    return out
+
+
+def _constrain(s: "Session", cur, logp, vocab_ptr: int, eos, mask, out):
+    """_constrain runs ft_ar_constrain of session s over the beams cur (a
+    _Beams) on the dense rows logp [rows, width] into out (logp itself:
+    in place), mask (uint32, beam * words) its scratch, vocab_ptr the
+    address of the columns' tokens (0: none)."""
+    name = _dtype_name(logp)
+    if name not in DTYPES:
+        raise ValueError("logp: dtype %s; expected float32, float16 or "
+                         "bfloat16" % name)
+    shape = tuple(logp.shape)
+    if _array("out", out) is None or tuple(out.shape) != shape or \
+            _dtype_name(out) != name:
+        raise ValueError("out: expected %s %r like logp, got %s" % (
+            name, shape, "None" if out is None else "%s %r" % (
+                _dtype_name(out), tuple(out.shape))))
+    inp = _Input()
+    inp.form, inp.dtype = FORM_DENSE, DTYPES[name]
+    inp.width = inp.stride = shape[1]
+    inp.logp, inp.vocab = s._ptr("logp", logp), vocab_ptr
+    s._check(load().ft_ar_constrain(
+        s.handle(), ctypes.byref(cur), ctypes.byref(inp), shape[0],
+        U32 if eos is None else _int("eos", eos, 0, U32), _ptr(mask),
+        s._ptr("out", out), s._stream()))
     return out
 
 
@@ -941,20 +994,39 @@ class TrieRows:
 
     def _buffers(self, width: int):
         """_buffers returns the mask words [cap * words] of a width and, on
-        the host, the disallowed bool buffer [cap, width], allocated once
-        and reused per call (fresh large host tensors cost page faults;
-        a GPU's temporaries come from torch's caching allocator)."""
+        the host, the disallowed bool buffer [cap, width] (None until
+        _disallowed needs it), allocated once and reused per call (fresh
+        large host tensors cost page faults; a GPU's temporaries come from
+        torch's caching allocator)."""
         torch = _torch()
         b = self._masks.get(width)
         if b is None:
             words = (width + 31) // 32
             m = torch.zeros(self._cap * words, dtype=torch.int32,
                             device=self.device)
-            bad = np.empty((self._cap, width), dtype=bool) \
-                if self.host_unpack else None
-            b = (m, bad)
-            self._masks[width] = b
+            b = self._masks[width] = [m, None]
         return b
+
+    def native(self, logits) -> bool:
+        """native says whether the rows' masks are applied to logits by
+        the library itself (ft_ar_constrain: one call, no bool mask):
+        float32, float16 or bfloat16 rows of adjacent columns in host
+        memory.  (A GPU session's constrain kernel has not yet run on a
+        GPU here: device rows keep the mask and torch's masked_fill.)"""
+        return (self.host_unpack and _dtype_name(logits) in DTYPES and
+                logits.is_contiguous())
+
+    def _constrain(self, x, state, out):
+        """_constrain writes x [n, width] (native) into out (x itself: in
+        place) with -inf where row r's state may not go (one
+        ft_ar_constrain) and returns out."""
+        torch = _torch()
+        n, width = int(x.shape[0]), int(x.shape[1])
+        self._ensure(max(n, 1))
+        m = self._buffers(width)[0]
+        vcols, eos = self._columns(width)
+        self._set_cur(state.to(torch.int64), n, self._leaf())
+        return _constrain(self._s, self._cur[1], x, _ptr(vcols), eos, m, out)
 
     def _disallowed(self, state, width: int):
         """_disallowed returns bool [n, width], True where a row may not
@@ -963,7 +1035,10 @@ class TrieRows:
         n = int(state.shape[0])
         self._ensure(max(n, 1))
         words = (width + 31) // 32
-        m, bad = self._buffers(width)
+        b = self._buffers(width)
+        m, bad = b
+        if self.host_unpack and bad is None:
+            bad = b[1] = np.empty((self._cap, width), dtype=bool)
         vcols, eos = self._columns(width)
         st = state.to(torch.int64)
         self._set_cur(st, n, self._leaf())
@@ -1021,6 +1096,13 @@ class TrieRows:
         if n == 0:
             return logits
         width = shape[1]
+        if self.native(logits):
+            if rows is None:
+                self._constrain(logits[:n], state, logits[:n])
+            else:           # the named rows, constrained, put back
+                x = logits.index_select(0, rows)
+                logits.index_copy_(0, rows, self._constrain(x, state, x))
+            return logits
         bad = self._disallowed(state, width)
         if rows is None:
             logits[:n].masked_fill_(bad, -math.inf)

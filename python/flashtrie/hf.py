@@ -21,7 +21,9 @@ value no key holds (0xFFFFFFFF).
 Each call finds every row's place in the trie with one walk over its
 generated tokens (ft_ar_walk) and the allowed tokens with one mask call
 (ft_ar_mask), on the scores' device when it is a CUDA device (a GPU
-session) and on the CPU otherwise: no host wait on a GPU, nothing kept
+session) and on the CPU otherwise; on the CPU (float32, float16 or
+bfloat16 scores) one ft_ar_constrain writes the new scores from the mask
+(no bool mask, no masked_fill).  No host wait on a GPU, nothing kept
 between calls but the session's buffers (generate() reorders its beams
 between calls without telling a processor, so the rows are walked whole:
 a row of L generated tokens is L child lookups, on the device).
@@ -34,7 +36,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from .ar import DEAD, DONE, Index, Session, TrieRows, vocab_u32
+from .ar import DEAD, DONE, Index, Session, TrieRows, _torch, vocab_u32
 
 try:  # subclass transformers' base class when it is there (duck-typed if not)
     from transformers import LogitsProcessor as _Base
@@ -235,5 +237,16 @@ class TrieLogitsProcessor(_Base):
         if isinstance(scores, np.ndarray):
             m = self._allowed_np(input_ids, scores.shape[1])
             return np.where(m, scores, -np.inf).astype(scores.dtype)
-        bad = self.disallowed(input_ids.to(scores.device), scores.shape[1])
-        return scores.masked_fill(bad, -math.inf)
+        input_ids = input_ids.to(scores.device)
+        rows = self._trie_rows(int(input_ids.shape[0]), input_ids.device)
+        if not rows.native(scores):
+            bad = self.disallowed(input_ids, scores.shape[1])
+            return scores.masked_fill(bad, -math.inf)
+        # the library writes the masked rows (one call, no bool mask)
+        state = rows.walk(input_ids, self._start(input_ids))
+        out = rows._constrain(scores, state, _torch().empty_like(scores))
+        if self.pad is not None and 0 <= self.pad < scores.shape[1]:
+            done = state == TrieRows.DONE
+            out[:, self.pad] = _torch().where(done, scores[:, self.pad],
+                                              out[:, self.pad])
+        return out

@@ -23,7 +23,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from flashtrie.ar import DEAD, DONE, Index, Session, TrieRows, _ptr
+from flashtrie.ar import DEAD, DONE, Error, Index, Session, TrieRows, _ptr
 from flashtrie.hf import TrieLogitsProcessor
 
 BIN = os.environ.get("FT_BIN", "")
@@ -202,6 +202,45 @@ def test_mask_matches_children(lib):
         assert np.array_equal(m[r], want), p
 
 
+def test_constrain_is_the_mask_applied(lib):
+    """Session.constrain keeps exactly the entries mask() allows, bit for
+    bit (NaN, +inf and -0 included), sets the rest to -inf, and leaves
+    rows past the live beams all -inf: out of place, into a given array,
+    in place, float32 and float16, fewer rows than the beam, and through
+    a vocabulary; bad arguments are refused by name."""
+    idx, keys, _ = lib
+    s = Session(idx, beam=8, max_width=4)          # constrain: any width
+    prefixes = sorted(prefix_set(keys))[:6]
+    s.set_nodes([idx.walk(p) for p in prefixes])
+    rng = np.random.default_rng(5)
+    vocab = rng.permutation(V).astype(np.uint32)
+    for dt in (np.float32, np.float16):
+        for voc in (None, vocab):
+            x = rng.normal(0, 3, (8, V)).astype(dt)
+            x[0, :4] = [np.nan, np.inf, -0.0, 0.0]
+            m = s.mask(V, vocab=voc, eos=EOS)
+            want = np.where(m, x, np.array(-np.inf, dtype=dt))
+            got = s.constrain(x, vocab=voc, eos=EOS)
+            assert got.dtype == dt and got.tobytes() == want.tobytes()
+            out = np.zeros_like(x)
+            assert s.constrain(x, vocab=voc, eos=EOS, out=out) is out
+            assert out.tobytes() == want.tobytes()
+            y = x[:5].copy()            # 5 rows of 8: the 6th beam's unread
+            assert s.constrain(y, vocab=voc, eos=EOS, out=y) is y
+            assert y.tobytes() == want[:5].tobytes()
+            assert not np.isfinite(want[6:]).any()
+    x = np.zeros((2, V), dtype=np.float32)
+    with pytest.raises(ValueError, match="logp: dtype float64"):
+        s.constrain(x.astype(np.float64))
+    with pytest.raises(ValueError, match="out: expected float32"):
+        s.constrain(x, out=np.zeros((3, V), dtype=np.float32))
+    with pytest.raises(Error, match="rows: must be 1..8"):
+        s.constrain(np.zeros((9, V), dtype=np.float32))
+    buf = np.zeros(2 * V + 1, dtype=np.float32)
+    with pytest.raises(Error, match="out overlaps input.logp"):
+        s.constrain(buf[:2 * V].reshape(2, V), out=buf[1:].reshape(2, V))
+
+
 # ---- the processor on a fake model ----------------------------------------
 
 def fake_logits(seq, salt=0):
@@ -378,8 +417,12 @@ def test_processor_torch_equals_brute_force(lib, with_vocab):
         gen = random_rows(rng, keys, n, L, EOS, PAD, model_of)
         ids = np.array([[BOS, 7] + g for g in gen], dtype=np.int64)
         ids = ids.reshape(n, 2 + L)
-        scores = torch.zeros((n, V), dtype=torch.float32)
         for form in range(3):
+            # scores of each dtype the library masks itself, and one it
+            # does not (float64: the bool mask and masked_fill)
+            dt = (torch.float32, torch.bfloat16, torch.float16,
+                  torch.float64)[(form + L) % 4]
+            scores = torch.randn((n, V)).to(dt)
             t = torch.as_tensor(ids)
             if form == 1:
                 t = t.to(torch.int32)
@@ -389,6 +432,8 @@ def test_processor_torch_equals_brute_force(lib, with_vocab):
                 t = wide[:, :2 + L]
             out = proc_t(t, scores)
             got_t = torch.isfinite(out).numpy()
+            keep = torch.isfinite(out)
+            assert out.dtype == dt and torch.equal(out[keep], scores[keep])
             got_n = proc_n.allowed(ids, V)
             for r in range(n):
                 want = brute_allowed(keys, gen[r], lib_of, V, EOS, PAD)

@@ -478,6 +478,7 @@ static void test_null_ar(const ft_index *idx)
     FT_FAIL(ft_ar_reset(NULL, &b, NULL), FT_EINVAL);
     FT_FAIL(ft_ar_step(NULL, &b, &in, &b2, &h, NULL), FT_EINVAL);
     FT_FAIL(ft_ar_mask(NULL, &b, 4, NULL, 0, mask, NULL), FT_EINVAL);
+    FT_FAIL(ft_ar_constrain(NULL, &b, &in, 1, 0, mask, logp, NULL), FT_EINVAL);
     FT_FAIL(ft_ar_walk(NULL, ids, 2, 1, 0, NULL, NULL, NULL, 0, -1, state,
                        NULL),
             FT_EINVAL);

@@ -96,6 +96,7 @@ typedef struct dec {
     ft_ar_beams b[2];
     ft_ar_hits h;
     void *d_lp, *d_ids, *d_vocab, *d_mask, *d_te, *d_tt, *d_tl;
+    void *d_cm, *d_out; /* constrain_check's two masks and its rows */
 } dec;
 
 /* dec_open's CPU threads (0: the default) and whether every call of 2+
@@ -140,6 +141,8 @@ static void dec_open(dec *d, const ft_index *idx, ft_engine_kind kind,
     FT_PASS(ft_ar_alloc(d->ar, &d->d_te, (size_t)beam * 8 * 4));
     FT_PASS(ft_ar_alloc(d->ar, &d->d_tt, (size_t)beam * 8 * 4));
     FT_PASS(ft_ar_alloc(d->ar, &d->d_tl, (size_t)beam * 8 * 4));
+    FT_PASS(ft_ar_alloc(d->ar, &d->d_cm, (size_t)beam * ((width + 31) / 32) * 8));
+    FT_PASS(ft_ar_alloc(d->ar, &d->d_out, cells * 4));
 }
 
 static void dec_close(dec *d)
@@ -147,7 +150,8 @@ static void dec_close(dec *d)
     ft_ar_beams_free(d->ar, &d->b[0]);
     ft_ar_beams_free(d->ar, &d->b[1]);
     ft_ar_hits_free(d->ar, &d->h);
-    void *p[] = {d->d_lp, d->d_ids, d->d_vocab, d->d_mask, d->d_te, d->d_tt, d->d_tl};
+    void *p[] = {d->d_lp, d->d_ids, d->d_vocab, d->d_mask, d->d_te, d->d_tt,
+                 d->d_tl, d->d_cm, d->d_out};
     for (size_t i = 0; i < 7; i++)
         ft_ar_free(d->ar, p[i]);
     ft_ar_close(d->ar);
@@ -203,6 +207,66 @@ static void taken_finite(dec *d, const ft_ar_beams *nxt, const float *x,
         }
     }
     free(pa);
+}
+
+/* masked writes the rows of host (rows of w elements of esz bytes) with
+ * every column whose bit in mask (rows of (w + 31) / 32 words) is clear
+ * set to -inf's bits of dtype. */
+static void masked(unsigned char *out, const unsigned char *host,
+                   const uint32_t *mask, uint32_t rows, uint32_t w, int dtype)
+{
+    size_t esz = dtype == FT_AR_IN_F32 ? 4 : 2, words = (w + 31) / 32;
+    uint32_t n32 = 0xff800000u;
+    uint16_t n16 = dtype == FT_AR_IN_F16 ? 0xfc00u : 0xff80u;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < w; j++) {
+            size_t at = (r * w + j) * esz;
+            if ((mask[r * words + j / 32] >> (j % 32)) & 1u)
+                memcpy(out + at, host + at, esz);
+            else
+                memcpy(out + at, esz == 4 ? (const void *)&n32 : &n16, esz);
+        }
+}
+
+/* constrain_check: ft_ar_constrain of the dense rows in (host: the same
+ * rows in host memory) over cur is the mask of their width and
+ * vocabulary (ft_ar_mask's, bit for bit) applied to them: out of place
+ * over all cap rows (dead beams' rows all -inf), and in place over the
+ * live beams' rows, the rows after them untouched. */
+static void constrain_check(dec *d, const ft_ar_beams *cur,
+                            const ft_ar_input *in, const void *host,
+                            uint32_t cap)
+{
+    uint32_t w = in->width, words = (w + 31) / 32, eos = w - 2, m;
+    size_t esz = in->dtype == FT_AR_IN_F32 ? 4 : 2, bytes = (size_t)cap * w * esz;
+    size_t mb = (size_t)cap * words * 4;
+    unsigned char *got = malloc(bytes), *want = malloc(bytes);
+    uint32_t *m1 = malloc(mb), *m2 = malloc(mb), *d_m2 = (uint32_t *)d->d_cm + cap * words;
+    FT_CHECK(got && want && m1 && m2);
+    FT_PASS(ft_ar_constrain(d->ar, cur, in, cap, eos, d->d_cm, d->d_out, NULL));
+    FT_PASS(ft_ar_memcpy(d->ar, got, d->d_out, bytes, 0));
+    FT_PASS(ft_ar_memcpy(d->ar, m1, d->d_cm, mb, 0));
+    FT_PASS(ft_ar_mask(d->ar, cur, w, in->vocab, eos, d_m2, NULL));
+    FT_PASS(ft_ar_memcpy(d->ar, m2, d_m2, mb, 0));
+    FT_CHECK(memcmp(m1, m2, mb) == 0);
+    masked(want, host, m2, cap, w, in->dtype);
+    FT_CHECK(memcmp(got, want, bytes) == 0);
+    FT_PASS(ft_ar_memcpy(d->ar, &m, cur->count, 4, 0));
+    if (m > 0) {
+        ft_ar_input ip = *in;
+        ip.logp = d->d_out;
+        FT_PASS(ft_ar_memcpy(d->ar, d->d_out, host, bytes, 1));
+        FT_PASS(ft_ar_constrain(d->ar, cur, &ip, m, eos, d->d_cm, d->d_out, NULL));
+        FT_PASS(ft_ar_memcpy(d->ar, got, d->d_out, bytes, 0));
+        size_t live = (size_t)m * w * esz;
+        FT_CHECK(memcmp(got, want, live) == 0);
+        FT_CHECK(memcmp(got + live, (const unsigned char *)host + live,
+                        bytes - live) == 0);
+    }
+    free(got);
+    free(want);
+    free(m1);
+    free(m2);
 }
 
 static void decode(dec *d, tbuf *t, int f, int norm, uint32_t B, uint32_t n,
@@ -273,6 +337,9 @@ static void decode(dec *d, tbuf *t, int f, int norm, uint32_t B, uint32_t n,
         get(d, t, d->d_te, (size_t)cap * 8 * 4);
         get(d, t, d->d_tt, (size_t)cap * 8 * 4);
         get(d, t, d->d_tl, (size_t)cap * 8 * 4);
+        if (in.form == FT_AR_IN_DENSE && norm == FT_AR_NORM_NONE)
+            constrain_check(d, cur, &in, in.dtype == FT_AR_IN_F32
+                                             ? (const void *)x : h16, cap);
         FT_PASS(fn(d, cur, &in, nxt));
         uint32_t m, nh;
         FT_PASS(ft_ar_memcpy(d->ar, &m, nxt->count, 4, 0));
@@ -463,6 +530,88 @@ static void test_errors(const ft_index *idx)
     FT_FAIL(ft_ar_topk(ar, &a, &in, 2, ids, ids + 8, a.sigma, NULL), FT_EINVAL);
     FT_CHECK_STR(ft_ar_error(ar), "out_logp overlaps cur.sigma: ft_ar_topk "
                                   "reads cur while it writes out_logp");
+    /* ft_ar_constrain: dense rows without a normalisation, rows 1..B, out
+     * in place or apart from the rows, the mask apart from both; any width
+     * (not bound by max_width), strided rows with their gaps untouched */
+    FT_PASS(ft_ar_reset(ar, &a, NULL));
+    {
+        float cl[4 * 24], co[4 * 24];
+        uint32_t cm[4];
+        ft_ar_input ci;
+        memset(&ci, 0, sizeof ci);
+        ci.form = FT_AR_IN_SPARSE;
+        ci.ids = ids;
+        ci.width = 20;
+        ci.stride = 24;
+        ci.logp = cl;
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 4, 2, cm, co, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "input.form: ft_ar_constrain takes dense "
+                                      "rows, got form 0");
+        ci.form = FT_AR_IN_DENSE;
+        ci.norm = FT_AR_NORM_FULL;
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 4, 2, cm, co, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "input.norm: ft_ar_constrain normalises "
+                                      "nothing, got 1");
+        ci.norm = FT_AR_NORM_NONE;
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 0, 2, cm, co, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "rows: must be 1..4 (beam), got 0");
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 5, 2, cm, co, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "rows: must be 1..4 (beam), got 5");
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 4, 2, cm, NULL, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "out: NULL");
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 4, 2, NULL, co, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "mask: NULL");
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 4, 2, cm, cl + 1, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "out overlaps input.logp: it must be "
+                                      "input.logp (in place) or share no byte "
+                                      "with it");
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 4, 2, (uint32_t *)cl + 90, co,
+                                NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "mask overlaps input.logp: "
+                                      "ft_ar_constrain writes the mask before "
+                                      "it reads the rows");
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 4, 2, (uint32_t *)co, co, NULL),
+                FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "mask overlaps out: ft_ar_constrain "
+                                      "writes the mask before it reads the "
+                                      "rows");
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 4, 2, a.len, co, NULL), FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "mask overlaps cur.len: ft_ar_mask reads "
+                                      "cur while it writes mask");
+        ci.width = 4; /* one row of 4: cur.sigma's 16 bytes exactly */
+        FT_FAIL(ft_ar_constrain(ar, &a, &ci, 1, 2, cm, a.sigma, NULL),
+                FT_EINVAL);
+        FT_CHECK_STR(ft_ar_error(ar), "out overlaps cur.sigma: "
+                                      "ft_ar_constrain reads cur while it "
+                                      "writes out");
+        ci.width = 20;
+        for (int i = 0; i < 4 * 24; i++) {
+            cl[i] = (float)i + 0.5f;
+            co[i] = -7.0f;
+        }
+        FT_PASS(ft_ar_constrain(ar, &a, &ci, 4, 2, cm, co, NULL));
+        ft_node_children ch;
+        FT_PASS(ft_index_children(&ch, idx, FT_NODE_ROOT));
+        int kept = 0;
+        for (uint32_t r = 0; r < 4; r++)
+            for (uint32_t j = 0; j < 24; j++) {
+                uint64_t pos;
+                float x = co[r * 24 + j];
+                if (j >= 20)
+                    FT_CHECK(x == -7.0f); /* the gap */
+                else if (r == 0 &&
+                         ft_index_child_find(&pos, idx, &ch, j) == FT_OK)
+                    FT_CHECK(x == cl[j] && ++kept);
+                else
+                    FT_CHECK(x == -INFINITY);
+            }
+        FT_CHECK(kept > 10);
+        /* in place: the same, the gaps as they were */
+        FT_PASS(ft_ar_constrain(ar, &a, &ci, 4, 2, cm, cl, NULL));
+        for (uint32_t i = 0; i < 4 * 24; i++)
+            FT_CHECK(i % 24 >= 20 ? cl[i] == (float)i + 0.5f
+                                  : memcmp(&cl[i], &co[i], 4) == 0);
+    }
     ft_ar_beams_free(ar, &a);
     ft_ar_beams_free(ar, &b);
     ft_ar_close(ar);
