@@ -981,9 +981,10 @@ FT_API int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,
  * (f32, f16 or bf16; norm FT_AR_NORM_NONE; width up to FT_AR_WIDTH_MAX,
  * whatever max_width) and out has its dtype and stride; elements are
  * copied as bits, and nothing past a row's width is touched.  out may be
- * in->logp (in place: only the -inf are written) or share no byte with
- * it; mask shares none with cur, in->logp or out; rows is 1..B.  One
- * launch after the mask's on a GPU (no host wait). */
+ * in->logp (in place: only the -inf are written) or lie apart from it
+ * (the bytes from row 0 to the end of row rows - 1 of each do not meet);
+ * mask meets neither of them nor cur's arrays; rows is 1..B.  One launch
+ * after the mask's on a GPU (no host wait). */
 FT_API int ft_ar_constrain(ft_ar *ar, const ft_ar_beams *cur,
                            const ft_ar_input *in, uint32_t rows, uint32_t eos,
                            uint32_t *mask, void *out, void *stream);

@@ -382,7 +382,7 @@ int main(int argc, char **argv)
     ft_ar_hits_free(ar, &hits);
     void *p[] = {d_rows, d_ids, d_lp, d_mask, d_te, d_tt, d_tl, d_walk, d_from,
                  d_cout};
-    for (int i = 0; i < 10; i++)
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         ft_ar_free(ar, p[i]);
     free(hw);
     ft_ar_close(ar);

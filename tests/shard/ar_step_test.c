@@ -152,7 +152,7 @@ static void dec_close(dec *d)
     ft_ar_hits_free(d->ar, &d->h);
     void *p[] = {d->d_lp, d->d_ids, d->d_vocab, d->d_mask, d->d_te, d->d_tt,
                  d->d_tl, d->d_cm, d->d_out};
-    for (size_t i = 0; i < 7; i++)
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         ft_ar_free(d->ar, p[i]);
     ft_ar_close(d->ar);
 }
