@@ -1022,7 +1022,9 @@ class TrieRows:
         ft_ar_constrain) and returns out."""
         torch = _torch()
         n, width = int(x.shape[0]), int(x.shape[1])
-        self._ensure(max(n, 1))
+        if n == 0:
+            return out
+        self._ensure(n)
         m = self._buffers(width)[0]
         vcols, eos = self._columns(width)
         self._set_cur(state.to(torch.int64), n, self._leaf())

@@ -468,6 +468,9 @@ def test_processor_rows_must_match_the_scores(lib):
     with pytest.raises(ValueError) as e:
         proc(ids, torch.zeros(V))
     assert str(e.value) == "scores: expected [rows, vocab], got shape (16,)"
+    for dt in (torch.float32, torch.float64):      # no rows: no scores
+        assert tuple(proc(ids[:0], torch.zeros((0, V), dtype=dt)).shape) == \
+            (0, V)
     got = torch.isfinite(proc(ids, torch.zeros((1, V))))      # still fine
     assert got[0].tolist() == torch.isfinite(
         proc(ids.repeat(2, 1), torch.zeros((2, V))))[1].tolist()
