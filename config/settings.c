@@ -955,8 +955,8 @@ static const char *addr_of(const char *url, size_t *len, int *ipc)
 /* same_addr says whether URLs a and b would listen on one address. */
 static int same_addr(const char *a, const char *b)
 {
-    size_t na, nb;
-    int ia, ib;
+    size_t na = 0, nb = 0; /* set where addr_of finds an address */
+    int ia = 0, ib = 0;
     const char *x = addr_of(a, &na, &ia), *y = addr_of(b, &nb, &ib);
     return x && y && ia == ib && na == nb && memcmp(x, y, na) == 0;
 }

@@ -368,7 +368,7 @@ static int dec_search(ft_frame_msg *m, rd *r, uint32_t max_batch)
 {
     char *errbuf = r->errbuf;
     size_t errlen = r->errlen;
-    uint32_t count;
+    uint32_t count = 0; /* set by dec_head on success (for gcc) */
     int hrc = dec_head(r, "search", "requests", max_batch, NULL,
                        FT_FRAME_SEARCH_REQ_SIZE, &count);
     if (hrc != FT_OK)
@@ -495,7 +495,7 @@ static int dec_result(ft_frame_msg *m, ft_result *ext, size_t next, rd *r,
 {
     char *errbuf = r->errbuf;
     size_t errlen = r->errlen;
-    uint32_t count;
+    uint32_t count = 0; /* set by dec_head on success (for gcc) */
     int hrc = dec_head(r, "result", "results", max_batch,
                        ext != NULL ? &next : NULL, FT_FRAME_RESULT_REQ_SIZE,
                        &count);

@@ -428,7 +428,19 @@ int cmd_loadtest(int argc, char **argv)
      * in_flight counts the INFO message itself, being answered: 1 is an
      * idle server. */
     long long inflight = -1;
-    for (int i = 0; i < 50; i++) {
+    /* The admin connection idled through the run: a server that closes
+     * idle connections (idle_timeout_ms) may close it as the INFO below
+     * goes out, and the request is lost with it (nng's REQ sends it again
+     * only after its resend time, past the call's timeout).  Ask on a new
+     * connection, which no idle timer has had time to reach. */
+    if (sh.idle_ms > 0) {
+        ft_client_close(admin);
+        if (ft_client_connect(&admin, url, &sh.co, err, sizeof err) != FT_OK) {
+            fprintf(stderr, "flashtrie loadtest: %s\n", err);
+            admin = NULL;
+        }
+    }
+    for (int i = 0; admin != NULL && i < 50; i++) {
         if (lt_fetch_info(admin, &info) != FT_OK)
             break;
         int have = lt_info_value(info, "in_flight", &inflight);
