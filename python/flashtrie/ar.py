@@ -837,11 +837,6 @@ def vocab_u32(vocab) -> np.ndarray:
     return v.astype(np.uint32)
 
 
-def _neg_to(state, node: int):
-    """_neg_to is state with its negative entries set to node."""
-    return state.masked_fill(state < 0, node)
-
-
 def _i32(x):
     """_i32 maps int64 values 0..2^32-1 to int32 with the same low bits."""
     return (x - ((x >> 31) & 1) * (1 << 32)).to(_torch().int32)
@@ -911,6 +906,8 @@ class TrieRows:
             return a, _Beams(**{k: _ptr(v) for k, v in a.items()})
 
         self._cur = beams()     # the mask's beams: the rows' nodes
+        self._count_n = None    # the count they hold (None: unknown)
+        self._node_t = {}       # node -> a 0-d int64 tensor of it
         self._masks = {}
         self._full = {}
         self._cap = cap
@@ -937,9 +934,19 @@ class TrieRows:
         return self._leaf_node
 
     def _set_cur(self, state, n, dead_node=NODE_ROOT):
+        """_set_cur makes the mask's beams the n rows' nodes (int64 state;
+        DONE and DEAD: dead_node), written in place by one torch.where;
+        the count only when it changes (nothing else writes it)."""
+        torch = _torch()
         a = self._cur[0]
-        a["node"][:n] = _neg_to(state, dead_node)
-        a["count"].fill_(n)
+        d = self._node_t.get(dead_node)
+        if d is None:
+            d = self._node_t[dead_node] = torch.tensor(
+                dead_node, dtype=torch.int64, device=self.device)
+        torch.where(state < 0, d, state, out=a["node"][:n])
+        if self._count_n != n:
+            a["count"].fill_(n)
+            self._count_n = n
 
     def advance(self, state, tokens):
         """advance returns the rows' states after each took its token
