@@ -545,7 +545,10 @@ int ft_ar_reset(ft_ar *ar, ft_ar_beams *b, void *stream)
 
 /* ---- input checks ----------------------------------------------------- */
 
-static int check_input(ft_ar *ar, const ft_ar_input *in, int need_rows)
+/* check_input checks an input's description, its width against 1..max_w
+ * (bound names max_w in the message: " (max_width)", or ""). */
+static int check_input(ft_ar *ar, const ft_ar_input *in, uint32_t max_w,
+                       const char *bound)
 {
     char *errbuf = ar->err;
     size_t errlen = sizeof ar->err;
@@ -563,14 +566,13 @@ static int check_input(ft_ar *ar, const ft_ar_input *in, int need_rows)
                            in->norm != FT_AR_NORM_ALLOWED,
                        FT_EINVAL, "input.norm: unknown normalisation %d",
                        in->norm);
-    FT_RETURN_ERROR_IF(in->width < 1 || in->width > ar->o.max_width, FT_EINVAL,
-                       "input.width: must be 1..%u (max_width), got %u",
-                       ar->o.max_width, in->width);
+    FT_RETURN_ERROR_IF(in->width < 1 || in->width > max_w, FT_EINVAL,
+                       "input.width: must be 1..%u%s, got %u", max_w, bound,
+                       in->width);
     FT_RETURN_ERROR_IF(in->stride != 0 && in->stride < in->width, FT_EINVAL,
                        "input.stride: %llu is less than width %u",
                        (unsigned long long)in->stride, in->width);
-    FT_RETURN_ERROR_IF(need_rows && in->logp == NULL, FT_EINVAL,
-                       "input.logp: NULL");
+    FT_RETURN_ERROR_IF(in->logp == NULL, FT_EINVAL, "input.logp: NULL");
     FT_RETURN_ERROR_IF(in->form == FT_AR_IN_SPARSE && in->ids == NULL,
                        FT_EINVAL, "input.ids: NULL for sparse rows");
     FT_RETURN_ERROR_IF(in->form == FT_AR_IN_SPARSE && in->vocab != NULL,
@@ -1370,7 +1372,7 @@ int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
         return FT_EINVAL;
     if (ar->failed)
         return FT_ESTATE;
-    int rc = check_input(ar, in, 1);
+    int rc = check_input(ar, in, ar->o.max_width, " (max_width)");
     if (rc == FT_OK)
         rc = check_beams(ar, cur, "cur");
     if (rc == FT_OK)
@@ -1543,23 +1545,16 @@ static int constrain_check(ft_ar *ar, const ft_ar_beams *cur,
 {
     char *errbuf = ar->err;
     size_t errlen = sizeof ar->err;
-    FT_RETURN_ERROR_IF(in == NULL, FT_EINVAL, "input: NULL");
+    /* any width the mask takes, not only max_width's */
+    int rc = check_input(ar, in, FT_AR_WIDTH_MAX, "");
+    if (rc != FT_OK)
+        return rc;
     FT_RETURN_ERROR_IF(in->form != FT_AR_IN_DENSE, FT_EINVAL,
                        "input.form: ft_ar_constrain takes dense rows, got "
                        "form %d", in->form);
-    FT_RETURN_ERROR_IF(in->dtype != FT_AR_IN_F32 && in->dtype != FT_AR_IN_F16 &&
-                           in->dtype != FT_AR_IN_BF16,
-                       FT_EINVAL, "input.dtype: unknown dtype %d", in->dtype);
     FT_RETURN_ERROR_IF(in->norm != FT_AR_NORM_NONE, FT_EINVAL,
                        "input.norm: ft_ar_constrain normalises nothing, got "
                        "%d", in->norm);
-    FT_RETURN_ERROR_IF(in->width < 1 || in->width > FT_AR_WIDTH_MAX, FT_EINVAL,
-                       "input.width: must be 1..%u, got %u", FT_AR_WIDTH_MAX,
-                       in->width);
-    FT_RETURN_ERROR_IF(in->stride != 0 && in->stride < in->width, FT_EINVAL,
-                       "input.stride: %llu is less than width %u",
-                       (unsigned long long)in->stride, in->width);
-    FT_RETURN_ERROR_IF(in->logp == NULL, FT_EINVAL, "input.logp: NULL");
     FT_RETURN_ERROR_IF(out == NULL, FT_EINVAL, "out: NULL");
     FT_RETURN_ERROR_IF(mask == NULL, FT_EINVAL, "mask: NULL");
     FT_RETURN_ERROR_IF(rows < 1 || rows > ar->cap_beam, FT_EINVAL,
@@ -1795,7 +1790,7 @@ int ft_ar_topk(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
         return FT_ESTATE;
     char *errbuf = ar->err;
     size_t errlen = sizeof ar->err;
-    int rc = check_input(ar, in, 1);
+    int rc = check_input(ar, in, ar->o.max_width, " (max_width)");
     if (rc == FT_OK)
         rc = check_beams(ar, cur, "cur");
     if (rc != FT_OK)
