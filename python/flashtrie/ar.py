@@ -1018,8 +1018,8 @@ class TrieRows:
         """native says whether the rows' masks are applied to logits by
         the library itself (ft_ar_constrain: one call, no bool mask):
         float32, float16 or bfloat16 rows of adjacent columns in host
-        memory.  (A GPU session's constrain kernel has not yet run on a
-        GPU here: device rows keep the mask and torch's masked_fill.)"""
+        memory.  Device rows keep the mask and torch's masked_fill until
+        the constrain kernel has passed its GPU test (docs/TESTING.md)."""
         return (self.host_unpack and _dtype_name(logits) in DTYPES and
                 logits.is_contiguous())
 
