@@ -1017,11 +1017,9 @@ class TrieRows:
     def native(self, logits) -> bool:
         """native says whether the rows' masks are applied to logits by
         the library itself (ft_ar_constrain: one call, no bool mask):
-        float32, float16 or bfloat16 rows of adjacent columns in host
-        memory.  Device rows keep the mask and torch's masked_fill until
-        the constrain kernel has passed its GPU test (docs/TESTING.md)."""
-        return (self.host_unpack and _dtype_name(logits) in DTYPES and
-                logits.is_contiguous())
+        float32, float16 or bfloat16 rows of adjacent columns, in host or
+        device memory; other rows take the mask and torch's masked_fill."""
+        return _dtype_name(logits) in DTYPES and logits.is_contiguous()
 
     def _constrain(self, x, state, out):
         """_constrain writes x [n, width] (native) into out (x itself: in

@@ -21,9 +21,9 @@ value no key holds (0xFFFFFFFF).
 Each call finds every row's place in the trie with one walk over its
 generated tokens (ft_ar_walk) and the allowed tokens with one mask call
 (ft_ar_mask), on the scores' device when it is a CUDA device (a GPU
-session) and on the CPU otherwise; on the CPU (float32, float16 or
-bfloat16 scores) one ft_ar_constrain writes the new scores from the mask
-(no bool mask, no masked_fill).  No host wait on a GPU, nothing kept
+session) and on the CPU otherwise; for float32, float16 or bfloat16
+scores one ft_ar_constrain writes the new scores from the mask (no bool
+mask, no masked_fill).  No host wait on a GPU, nothing kept
 between calls but the session's buffers (generate() reorders its beams
 between calls without telling a processor, so the rows are walked whole:
 a row of L generated tokens is L child lookups, on the device).

@@ -17,8 +17,8 @@ Start the server with --enable-custom-logit-processor and send:
 Each call gathers the rows whose params name a library, advances their trie
 nodes by the tokens their requests generated since the last call (one walk
 call for all of them, ft_ar_walk: TrieRows.walk) and masks them
-with one mask call (ft_ar_mask; on the CPU ft_ar_constrain, which also
-writes the -inf), on the logits' device; rows of one
+with one mask call (ft_ar_mask; for float32, float16 and bfloat16
+logits ft_ar_constrain, which also writes the -inf), on the logits' device; rows of one
 library (index, vocabulary, EOS) share the calls.  SGLang builds processor
 objects from to_str() as it forms batches, so the nodes are not kept in
 the processor: they live in a table per library and device (a tensor of

@@ -21,8 +21,8 @@ it there.  At apply, the token each row took since the last step (the last
 entry of the request's output_tok_ids, a live list) advances the nodes of
 all constrained rows with one walk call (ft_ar_walk: TrieRows.walk),
 and one mask call (ft_ar_mask) gives the allowed columns of all of them;
-the rows' logits outside it become -inf (on the CPU one ft_ar_constrain
-does both).  Rows of requests that do not set
+the rows' logits outside it become -inf (for float32, float16 and
+bfloat16 logits one ft_ar_constrain does both).  Rows of requests that do not set
 flashtrie_index are not touched.  Requests of different libraries (index,
 vocabulary, EOS) are grouped: one advance and one mask per group.
 

@@ -21,8 +21,8 @@ takes, for the rows of constrained requests, the tokens generated since
 the prompt (positions prompt_len .. pos of the slot's token ids, gathered
 on the device) and walks them from the root, or from the node of
 flashtrie_prefix, with one ft_ar_walk per library (each row its own
-number of tokens), then masks the rows in place with one ft_ar_mask (on
-the CPU one ft_ar_constrain).
+number of tokens), then masks the rows in place with one ft_ar_mask (for
+float32, float16 and bfloat16 logits one ft_ar_constrain).
 Rows reordered every step, requests preempted and resumed with their
 output, recycled slots: none of it needs following, and nothing waits for
 the device (the window's width comes from the host's upper bound of the
