@@ -364,17 +364,19 @@ __device__ __forceinline__ float ark_fl_get(const ark_fl_chunk<DT> &c, int i)
     return ft_ar_load(&w[i / 2], DT, i % 2);
 }
 
-/* ark_fl_max_t: this thread's maximum over its chunks of a row of dtype DT
- * at base (CTA c of the row). */
-template <int DT>
-__device__ float ark_fl_max_t(const char *base, uint32_t width, uint32_t c)
+/* ark_fl_walk hands this thread's chunks of a row of dtype DT at base
+ * (CTA c of the row) to visit(u, x, n), in ascending order: x the
+ * chunk's 8 entries, the first n of them in the row (past its end 0),
+ * u the chunk's place in a batch of ARK_FL_BATCH loaded together (0
+ * outside the batched loop).  16-byte loads while the row sits on 16
+ * bytes, ARK_FL_BATCH chunks at a time while they fit; entry by entry
+ * for a row not on 16 bytes and for the chunk the row's end cuts. */
+template <int DT, typename V>
+__device__ __forceinline__ void ark_fl_walk(const char *base, uint32_t width,
+                                            uint32_t c, V &&visit)
 {
     const uint32_t L = FT_AR_FULL_LANES;
     uint32_t j = (c * ARK_FL_THREADS + threadIdx.x) * 8;
-    float m[ARK_FL_BATCH];
-#pragma unroll
-    for (int u = 0; u < ARK_FL_BATCH; u++)
-        m[u] = -INFINITY;
     if (((uintptr_t)base & 15) == 0) {
         for (; j + (ARK_FL_BATCH - 1) * L + 8 <= width; j += ARK_FL_BATCH * L) {
             ark_fl_chunk<DT> q[ARK_FL_BATCH];
@@ -382,36 +384,48 @@ __device__ float ark_fl_max_t(const char *base, uint32_t width, uint32_t c)
             for (int u = 0; u < ARK_FL_BATCH; u++)
                 ark_fl_fetch<DT>(base, j + u * L, q[u]);
 #pragma unroll
-            for (int u = 0; u < ARK_FL_BATCH; u++)
+            for (int u = 0; u < ARK_FL_BATCH; u++) {
+                float x[8];
 #pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    float x = ark_fl_get<DT>(q[u], i);
-                    if (x > m[u])
-                        m[u] = x;
-                }
+                for (int i = 0; i < 8; i++)
+                    x[i] = ark_fl_get<DT>(q[u], i);
+                visit(u, x, 8);
+            }
         }
         for (; j + 8 <= width; j += L) {
             ark_fl_chunk<DT> q;
             ark_fl_fetch<DT>(base, j, q);
+            float x[8];
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                float x = ark_fl_get<DT>(q, i);
-                if (x > m[0])
-                    m[0] = x;
-            }
+            for (int i = 0; i < 8; i++)
+                x[i] = ark_fl_get<DT>(q, i);
+            visit(0, x, 8);
         }
     }
-    /* a row not on 16 bytes, or the chunk the row's end cuts */
     for (; j < width; j += L) {
         float x[8];
 #pragma unroll
         for (int i = 0; i < 8; i++)
-            x[i] = j + i < width ? ft_ar_load(base, DT, j + i) : -INFINITY;
+            x[i] = j + i < width ? ft_ar_load(base, DT, j + i) : 0.0f;
+        visit(0, x, (int)min(width - j, 8u));
+    }
+}
+
+/* ark_fl_max_t: this thread's maximum over its chunks of a row of dtype DT
+ * at base (CTA c of the row), one running maximum a chunk of a batch. */
+template <int DT>
+__device__ float ark_fl_max_t(const char *base, uint32_t width, uint32_t c)
+{
+    float m[ARK_FL_BATCH];
+#pragma unroll
+    for (int u = 0; u < ARK_FL_BATCH; u++)
+        m[u] = -INFINITY;
+    ark_fl_walk<DT>(base, width, c, [&](int u, const float *x, int n) {
 #pragma unroll
         for (int i = 0; i < 8; i++)
-            if (x[i] > m[0])
-                m[0] = x[i];
-    }
+            if (i < n && x[i] > m[u])
+                m[u] = x[i];
+    });
     float mx = m[0];
 #pragma unroll
     for (int u = 1; u < ARK_FL_BATCH; u++)
@@ -421,7 +435,7 @@ __device__ float ark_fl_max_t(const char *base, uint32_t width, uint32_t c)
 }
 
 /* ark_fl_add adds to lanes a[0..7] the terms of n (at most 8) entries x. */
-__device__ __forceinline__ void ark_fl_add(double a[8], const float x[8],
+__device__ __forceinline__ void ark_fl_add(double a[8], const float *x,
                                            float mx, int n)
 {
     float e[8];
@@ -435,49 +449,19 @@ __device__ __forceinline__ void ark_fl_add(double a[8], const float x[8],
 }
 
 /* ark_fl_sum_t: this thread's 8 lanes' sums of a row of dtype DT at base
- * (CTA c of the row), added pairwise (a subtree of ar_rules.h's). */
+ * (CTA c of the row), chunk after chunk in ascending order, added
+ * pairwise (a subtree of ar_rules.h's). */
 template <int DT>
 __device__ double ark_fl_sum_t(const char *base, uint32_t width, uint32_t c,
                                float mx)
 {
-    const uint32_t L = FT_AR_FULL_LANES;
-    uint32_t j = (c * ARK_FL_THREADS + threadIdx.x) * 8;
     double a[8];
 #pragma unroll
     for (int i = 0; i < 8; i++)
         a[i] = 0.0;
-    if (((uintptr_t)base & 15) == 0) {
-        for (; j + (ARK_FL_BATCH - 1) * L + 8 <= width; j += ARK_FL_BATCH * L) {
-            ark_fl_chunk<DT> q[ARK_FL_BATCH];
-#pragma unroll
-            for (int u = 0; u < ARK_FL_BATCH; u++)
-                ark_fl_fetch<DT>(base, j + u * L, q[u]);
-#pragma unroll
-            for (int u = 0; u < ARK_FL_BATCH; u++) {
-                float x[8];
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    x[i] = ark_fl_get<DT>(q[u], i);
-                ark_fl_add(a, x, mx, 8);
-            }
-        }
-        for (; j + 8 <= width; j += L) {
-            ark_fl_chunk<DT> q;
-            ark_fl_fetch<DT>(base, j, q);
-            float x[8];
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                x[i] = ark_fl_get<DT>(q, i);
-            ark_fl_add(a, x, mx, 8);
-        }
-    }
-    for (; j < width; j += L) {
-        float x[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            x[i] = j + i < width ? ft_ar_load(base, DT, j + i) : 0.0f;
-        ark_fl_add(a, x, mx, (int)min(width - j, 8u));
-    }
+    ark_fl_walk<DT>(base, width, c, [&](int, const float *x, int n) {
+        ark_fl_add(a, x, mx, n);
+    });
 #pragma unroll
     for (int h = 1; h < 8; h <<= 1)
 #pragma unroll
@@ -486,17 +470,23 @@ __device__ double ark_fl_sum_t(const char *base, uint32_t width, uint32_t c,
     return a[0];
 }
 
-/* ark_fl_row: the row of CTA blockIdx.x, its CTA number c; false when the
- * row is not normalised (step: a beam without work; top-k: past the
- * live beams). */
+/* ark_fl_live: whether row r is normalised (step: a beam with work;
+ * top-k: one of the live beams); ark_fl_row: the row of CTA blockIdx.x,
+ * its CTA number c, and whether it is live. */
+__device__ __forceinline__ bool ark_fl_live(const ft_ark_params &p, int step,
+                                            uint32_t r)
+{
+    if (step)
+        return p.b_work[r] != 0;
+    return r < min(*p.cur_count, p.cap_beam);
+}
+
 __device__ __forceinline__ bool ark_fl_row(const ft_ark_params &p, int step,
                                            uint32_t *r, uint32_t *c)
 {
     *r = blockIdx.x / FT_ARK_FL_CTAS;
     *c = blockIdx.x % FT_ARK_FL_CTAS;
-    if (step)
-        return p.b_work[*r] != 0;
-    return *r < min(*p.cur_count, p.cap_beam);
+    return ark_fl_live(p, step, *r);
 }
 
 __global__ void __launch_bounds__(ARK_FL_THREADS)
@@ -611,7 +601,7 @@ __global__ void __launch_bounds__(ARK_FL_THREADS)
 ark_fl_row_kernel(ft_ark_params p, int step)
 {
     uint32_t r = blockIdx.x;
-    if (step ? p.b_work[r] == 0 : r >= min(*p.cur_count, p.cap_beam))
+    if (!ark_fl_live(p, step, r))
         return;
     __shared__ float smx[ARK_FL_THREADS];
     int dt;
