@@ -71,10 +71,6 @@ typedef struct ft_ark_surv {
  * bytes), then the two heads, contiguous (counts == (uint32_t *)heads - 16). */
 #define FT_ARK_CLEAR_BYTES (64u + 2u * (uint32_t)sizeof(ft_ark_sel_head))
 
-/* FT_ARK_FL_CTAS is the CTAs a whole-row normalisation spreads one beam's
- * row over (each owns 2,048 of its 8,192 lanes). */
-#define FT_ARK_FL_CTAS 4u
-
 /* ft_ark_params is everything one step (or a mask or top-k launch) reads
  * and writes; device pointers. */
 typedef struct ft_ark_params {
@@ -133,12 +129,14 @@ typedef struct ft_ark_params {
     ft_child_range *b_rng;
     double *b_lse;
     uint32_t *b_work, *b_cd;
-    /* a whole-row normalisation's, FT_ARK_FL_CTAS per beam: its CTAs'
-     * maxima and subtotals, and per beam the ticket of its last CTA (0
-     * between launches: zeroed at open, left 0 by each launch) */
+    /* a whole-row normalisation's, fl_stride per beam (the parts of the
+     * widest row, ft_ar_parts(max_width)): its parts' maxima and sums,
+     * and per beam the ticket of its last CTA (0 between launches: zeroed
+     * at open, left 0 by each launch) */
     float *b_fmax;
     double *b_fsum;
     uint32_t *b_ftick;
+    uint32_t fl_stride, fl_pad_;
     /* the trie's child table (ft_gk_ctab_build), or NULL: a beam's child
      * range is then two adjacent loads, not a chain of select and rank
      * misses */
@@ -163,8 +161,6 @@ typedef struct ft_ark_tuning {
     uint32_t mask_split;   /* default 0 */
     uint32_t threads;      /* default 0: 512 when the beams fit */
     uint32_t mask_threads; /* default 0: 1024 */
-    int fl_row;            /* whole-row normalisation: 0 by the beams, 1 one
-                              CTA a row, 2 FT_ARK_FL_CTAS a row */
 } ft_ark_tuning;
 
 /* ft_ark_tuning_get returns the knobs in force (the defaults until

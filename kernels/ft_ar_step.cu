@@ -5,11 +5,10 @@
  *
  *  - ark_ranges: one thread per beam, its child range and its work items
  *    (children for dense rows without a vocabulary, else row entries).
- *  - ark_fl_max_kernel, ark_fl_sum_kernel (a whole-row normalisation):
- *    FT_ARK_FL_CTAS CTAs a row, each owning a run of neighbouring lanes of
- *    ar_rules.h's 8,192, every thread 8 of them (one 16-byte load of a
- *    bf16 row a period); ark_fl_row_kernel, the same sums by one CTA a
- *    row when there are many rows; "The whole-row normalisation" below.
+ *  - ark_fl_kernel (a whole-row normalisation): one CTA a part of
+ *    ar_rules.h's 8,192 entries, the part read once into registers (its
+ *    maximum, then its sums), the row's last CTA adding the parts; "The
+ *    whole-row normalisation" below.
  *  - ark_lse_kernel (a normalisation over the allowed entries): one CTA
  *    per beam, the set's maximum (exact in any order) and the lane sums of
  *    ar_rules.h (thread l is lane l: entries l, l + 256, ... in ascending
@@ -314,27 +313,27 @@ ark_ranges(ft_ark_params p, int mode, uint32_t eos, uint32_t *mask)
 }
 
 /* ---- The whole-row normalisation (FT_ARR_NORM_FULL) ----
- * ar_rules.h's FT_AR_FULL_LANES lanes over FT_ARK_FL_CTAS CTAs of
- * ARK_FL_THREADS threads a row: thread t of CTA c owns the 8 neighbouring
- * lanes 8 (c T + t) .. + 7, i.e. the chunk of entries j0 = 8 (c T + t) +
- * 8192 k .. j0 + 7 of each period k: one 16-byte load of a bf16 or f16
- * row (two of an f32 row) where the row starts on 16 bytes, else 8 loads
- * of one entry; ARK_FL_BATCH periods' loads are in flight at once.
- *  - ark_fl_max_kernel: each CTA's maximum over its chunks (b_fmax);
- *  - ark_fl_sum_kernel: the row's maximum from its CTAs' (exact in any
- *    order); each lane's terms added in ascending j in a register; the
- *    pairwise tree over the CTA's lanes in the thread (8 lanes), across
- *    the warp by shuffles and across the warps in shared memory, into
- *    b_fsum; the last of the row's CTAs to finish (a ticket, left at 0
- *    for the next launch) adds their subtotals, the tree's top, and
- *    writes b_lse (-inf when the row has no maximum: nothing can be
- *    taken; the step's launch also sets the beam's work to 0).
- * The same sums as the CPU's lanes one after another: no entry of a lane
- * passes through shared memory, and a row of 64 beams is 256 CTAs. */
+ * ar_rules.h's parts: one CTA of ARK_FL_THREADS threads a part of
+ * FT_AR_PART entries (grid: parts x rows), thread t the part's chunks t,
+ * t + 256, t + 512 and t + 768 (lane t): one 16-byte load each for a bf16
+ * or f16 row (two for f32) where the part is whole and the row starts on
+ * 16 bytes, all four in flight at once, else one entry at a time.  The
+ * part is read once: its entries stay in registers while the CTA takes
+ * their maximum (NaN if one is NaN), then their terms, each chunk summed
+ * pairwise in binary32 and added to the thread's binary64 lane, then the
+ * lanes' pairwise tree (across the warp by shuffles, across the warps in
+ * shared memory).  The last of a row's CTAs to finish (a ticket, left at
+ * 0 for the next launch) adds the parts (ft_ar_parts_lse's rule, its
+ * tree over the CTA's threads) and writes b_lse: NaN when a part holds a
+ * NaN or a +inf, -inf when the row has no maximum (nothing can be taken;
+ * the step's launch also sets the beam's work to 0).  One launch, no CTA
+ * waits for another, the row read once. */
 #define ARK_FL_THREADS 256
-#define ARK_FL_BATCH 4
-static_assert(ARK_FL_THREADS * 8 * FT_ARK_FL_CTAS == FT_AR_FULL_LANES,
-              "the CTAs of a row own its lanes");
+#define ARK_FL_CHUNKS 4
+static_assert(ARK_FL_THREADS == FT_AR_PART_LANES, "a thread a lane");
+static_assert(ARK_FL_THREADS * 8 * ARK_FL_CHUNKS == FT_AR_PART,
+              "the CTA's threads hold a part");
+static_assert(FT_AR_MAX_PARTS <= ARK_FL_THREADS, "a thread a part at the top");
 
 /* ark_fl_chunk is one chunk of 8 entries of a row of dtype DT, loaded 16
  * bytes at a time; ark_fl_get decodes entry i. */
@@ -364,146 +363,35 @@ __device__ __forceinline__ float ark_fl_get(const ark_fl_chunk<DT> &c, int i)
     return ft_ar_load(&w[i / 2], DT, i % 2);
 }
 
-/* ark_fl_walk hands this thread's chunks of a row of dtype DT at base
- * (CTA c of the row) to visit(u, x, n), in ascending order: x the
- * chunk's 8 entries, the first n of them in the row (past its end 0),
- * u the chunk's place in a batch of ARK_FL_BATCH loaded together (0
- * outside the batched loop).  16-byte loads while the row sits on 16
- * bytes, ARK_FL_BATCH chunks at a time while they fit; entry by entry
- * for a row not on 16 bytes and for the chunk the row's end cuts. */
-template <int DT, typename V>
-__device__ __forceinline__ void ark_fl_walk(const char *base, uint32_t width,
-                                            uint32_t c, V &&visit)
+/* ark_nan_max: ft_ar_nan_max (the larger, NaN if either is NaN), one
+ * instruction from sm_80 on. */
+__device__ __forceinline__ float ark_nan_max(float a, float b)
 {
-    const uint32_t L = FT_AR_FULL_LANES;
-    uint32_t j = (c * ARK_FL_THREADS + threadIdx.x) * 8;
-    if (((uintptr_t)base & 15) == 0) {
-        for (; j + (ARK_FL_BATCH - 1) * L + 8 <= width; j += ARK_FL_BATCH * L) {
-            ark_fl_chunk<DT> q[ARK_FL_BATCH];
-#pragma unroll
-            for (int u = 0; u < ARK_FL_BATCH; u++)
-                ark_fl_fetch<DT>(base, j + u * L, q[u]);
-#pragma unroll
-            for (int u = 0; u < ARK_FL_BATCH; u++) {
-                float x[8];
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    x[i] = ark_fl_get<DT>(q[u], i);
-                visit(u, x, 8);
-            }
-        }
-        for (; j + 8 <= width; j += L) {
-            ark_fl_chunk<DT> q;
-            ark_fl_fetch<DT>(base, j, q);
-            float x[8];
-#pragma unroll
-            for (int i = 0; i < 8; i++)
-                x[i] = ark_fl_get<DT>(q, i);
-            visit(0, x, 8);
-        }
-    }
-    for (; j < width; j += L) {
-        float x[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            x[i] = j + i < width ? ft_ar_load(base, DT, j + i) : 0.0f;
-        visit(0, x, (int)min(width - j, 8u));
-    }
+#if __CUDA_ARCH__ >= 800
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    return ft_ar_nan_max(a, b);
+#endif
 }
 
-/* ark_fl_max_t: this thread's maximum over its chunks of a row of dtype DT
- * at base (CTA c of the row), one running maximum a chunk of a batch. */
-template <int DT>
-__device__ float ark_fl_max_t(const char *base, uint32_t width, uint32_t c)
+/* ark_fl_cta_nan_max: the CTA's ark_nan_max of every thread's m (all
+ * threads call it, all get it). */
+__device__ __forceinline__ float ark_fl_cta_nan_max(float m)
 {
-    float m[ARK_FL_BATCH];
+    __shared__ float wm[ARK_FL_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1)
+        m = ark_nan_max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    __syncthreads(); /* wm: a previous call's readers are done */
+    if ((threadIdx.x & 31u) == 0)
+        wm[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = wm[0];
 #pragma unroll
-    for (int u = 0; u < ARK_FL_BATCH; u++)
-        m[u] = -INFINITY;
-    ark_fl_walk<DT>(base, width, c, [&](int u, const float *x, int n) {
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            if (i < n && x[i] > m[u])
-                m[u] = x[i];
-    });
-    float mx = m[0];
-#pragma unroll
-    for (int u = 1; u < ARK_FL_BATCH; u++)
-        if (m[u] > mx)
-            mx = m[u];
-    return mx;
-}
-
-/* ark_fl_add adds to lanes a[0..7] the terms of n (at most 8) entries x. */
-__device__ __forceinline__ void ark_fl_add(double a[8], const float *x,
-                                           float mx, int n)
-{
-    float e[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        e[i] = ft_ar_expf(FT_FSUB(x[i], mx));
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        if (i < n)
-            a[i] = FT_DADD(a[i], (double)e[i]);
-}
-
-/* ark_fl_sum_t: this thread's 8 lanes' sums of a row of dtype DT at base
- * (CTA c of the row), chunk after chunk in ascending order, added
- * pairwise (a subtree of ar_rules.h's). */
-template <int DT>
-__device__ double ark_fl_sum_t(const char *base, uint32_t width, uint32_t c,
-                               float mx)
-{
-    double a[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        a[i] = 0.0;
-    ark_fl_walk<DT>(base, width, c, [&](int, const float *x, int n) {
-        ark_fl_add(a, x, mx, n);
-    });
-#pragma unroll
-    for (int h = 1; h < 8; h <<= 1)
-#pragma unroll
-        for (int i = 0; i + h < 8; i += 2 * h)
-            a[i] = FT_DADD(a[i], a[i + h]);
-    return a[0];
-}
-
-/* ark_fl_live: whether row r is normalised (step: a beam with work;
- * top-k: one of the live beams); ark_fl_row: the row of CTA blockIdx.x,
- * its CTA number c, and whether it is live. */
-__device__ __forceinline__ bool ark_fl_live(const ft_ark_params &p, int step,
-                                            uint32_t r)
-{
-    if (step)
-        return p.b_work[r] != 0;
-    return r < min(*p.cur_count, p.cap_beam);
-}
-
-__device__ __forceinline__ bool ark_fl_row(const ft_ark_params &p, int step,
-                                           uint32_t *r, uint32_t *c)
-{
-    *r = blockIdx.x / FT_ARK_FL_CTAS;
-    *c = blockIdx.x % FT_ARK_FL_CTAS;
-    return ark_fl_live(p, step, *r);
-}
-
-__global__ void __launch_bounds__(ARK_FL_THREADS)
-ark_fl_max_kernel(ft_ark_params p, int step)
-{
-    uint32_t r, c;
-    if (!ark_fl_row(p, step, &r, &c))
-        return;
-    __shared__ float smx[ARK_FL_THREADS];
-    int dt;
-    const char *base = ark_row_at(p, r, &dt);
-    float m = ark_by_dtype(dt, [&](auto d) {
-        return ark_fl_max_t<decltype(d)::v>(base, p.width, c);
-    });
-    m = ark_cta_max<ARK_FL_THREADS>(smx, m);
-    if (threadIdx.x == 0)
-        p.b_fmax[blockIdx.x] = m;
+    for (int w = 1; w < ARK_FL_THREADS / 32; w++)
+        m = ark_nan_max(m, wm[w]);
+    return m;
 }
 
 /* ark_fl_cta_tree: the pairwise tree over the CTA's threads' subtotals v
@@ -530,17 +418,67 @@ __device__ __forceinline__ double ark_fl_cta_tree(double v)
     return ws[0];
 }
 
-/* ark_fl_top adds the row's FT_ARK_FL_CTAS subtotals z (the tree's top) and
- * writes its normalisation. */
-__device__ __forceinline__ void ark_fl_top(const ft_ark_params &p, uint32_t r,
-                                           float mx, double *z)
+/* ark_fl_live: whether row r is normalised (step: a beam with work;
+ * top-k: one of the live beams). */
+__device__ __forceinline__ bool ark_fl_live(const ft_ark_params &p, int step,
+                                            uint32_t r)
 {
+    if (step)
+        return p.b_work[r] != 0;
+    return r < min(*p.cur_count, p.cap_beam);
+}
+
+/* ark_fl_part: part q's maximum and sum (this CTA), of a part of n entries
+ * at base (WHOLE: n == FT_AR_PART and base on 16 bytes); thread 0 gets
+ * them.  Entries past the row's end: -inf for the maximum, 0 terms. */
+template <int DT, bool WHOLE>
+__device__ __forceinline__ float ark_fl_part(const char *base, uint32_t n,
+                                             double *sum)
+{
+    const uint32_t t = threadIdx.x;
+    float x[ARK_FL_CHUNKS][8];
+    if (WHOLE) {
+        ark_fl_chunk<DT> c[ARK_FL_CHUNKS];
 #pragma unroll
-    for (uint32_t h = 1; h < FT_ARK_FL_CTAS; h <<= 1)
+        for (int k = 0; k < ARK_FL_CHUNKS; k++)
+            ark_fl_fetch<DT>(base, 8 * (t + ARK_FL_THREADS * k), c[k]);
 #pragma unroll
-        for (uint32_t g = 0; g + h < FT_ARK_FL_CTAS; g += 2 * h)
-            z[g] = FT_DADD(z[g], z[g + h]);
-    p.b_lse[r] = ft_ar_lse(mx, z[0]);
+        for (int k = 0; k < ARK_FL_CHUNKS; k++)
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                x[k][i] = ark_fl_get<DT>(c[k], i);
+    } else {
+#pragma unroll
+        for (int k = 0; k < ARK_FL_CHUNKS; k++)
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                uint32_t j = 8 * (t + ARK_FL_THREADS * k) + i;
+                x[k][i] = j < n ? ft_ar_load(base, DT, j) : -INFINITY;
+            }
+    }
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < ARK_FL_CHUNKS; k++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            m = ark_nan_max(m, x[k][i]);
+    m = ark_fl_cta_nan_max(m);
+    *sum = 0.0;
+    if (!(m > -INFINITY && m <= 3.40282346638528859812e+38f))
+        return m; /* NaN, +inf or no maximum: no sum (ft_ar_parts_lse) */
+    double a = 0.0;
+#pragma unroll
+    for (int k = 0; k < ARK_FL_CHUNKS; k++) {
+        float e[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            e[i] = WHOLE || 8 * (t + ARK_FL_THREADS * k) + i < n
+                       ? ft_ar_row_term(x[k][i], m)
+                       : 0.0f;
+        a = FT_DADD(a, (double)ft_ar_chunk_sum(e));
+    }
+    *sum = ark_fl_cta_tree(a);
+    return m;
 }
 
 /* ark_fl_none marks row r as having no maximum: nothing can be taken. */
@@ -552,83 +490,71 @@ __device__ __forceinline__ void ark_fl_none(const ft_ark_params &p, int step,
         p.b_work[r] = 0;
 }
 
-__global__ void __launch_bounds__(ARK_FL_THREADS)
-ark_fl_sum_kernel(ft_ark_params p, int step)
+/* ark_fl_top: the row's parts (this CTA, the last of the row's to
+ * finish): ft_ar_parts_lse, its maximum and products a thread a part, its
+ * tree over the CTA's threads (the products of the parts past the row's
+ * count are 0: the same tree as over a power of two). */
+__device__ __forceinline__ void ark_fl_top(const ft_ark_params &p, int step,
+                                           uint32_t r, uint32_t parts)
 {
-    uint32_t r, c;
-    if (!ark_fl_row(p, step, &r, &c))
+    const uint32_t t = threadIdx.x;
+    size_t at = (size_t)r * p.fl_stride + t;
+    float mq = t < parts ? __ldcg(&p.b_fmax[at]) : -INFINITY;
+    int bad = mq != mq || mq > 3.40282346638528859812e+38f;
+    if (__syncthreads_or(bad)) {
+        if (t == 0)
+            p.b_lse[r] = NAN;
         return;
-    const uint32_t G = FT_ARK_FL_CTAS;
-    float mx = -INFINITY;
-#pragma unroll
-    for (uint32_t g = 0; g < G; g++) {
-        float x = p.b_fmax[r * G + g];
-        if (x > mx)
-            mx = x;
     }
-    if (!(mx > -INFINITY)) {
-        if (c == 0 && threadIdx.x == 0)
+    float M = ark_fl_cta_nan_max(mq);
+    if (!(M > -INFINITY)) {
+        if (t == 0)
             ark_fl_none(p, step, r);
         return;
     }
-    int dt;
-    const char *base = ark_row_at(p, r, &dt);
-    double v = ark_by_dtype(dt, [&](auto d) {
-        return ark_fl_sum_t<decltype(d)::v>(base, p.width, c, mx);
-    });
-    v = ark_fl_cta_tree(v);
-    if (threadIdx.x != 0)
-        return;
-    p.b_fsum[blockIdx.x] = v;
-    __threadfence();
-    if (atomicAdd(&p.b_ftick[r], 1u) != G - 1)
-        return;
-    __threadfence();
-    double z[FT_ARK_FL_CTAS];
-#pragma unroll
-    for (uint32_t g = 0; g < G; g++)
-        z[g] = __ldcg(&p.b_fsum[r * G + g]);
-    ark_fl_top(p, r, mx, z);
-    p.b_ftick[r] = 0;
+    double z = t < parts && mq > -INFINITY
+                   ? FT_DMUL(__ldcg(&p.b_fsum[at]),
+                             (double)ft_ar_row_term(mq, M))
+                   : 0.0;
+    z = ark_fl_cta_tree(z);
+    if (t == 0)
+        p.b_lse[r] = ft_ar_lse(M, z);
 }
 
-/* ark_fl_row_kernel: the same normalisation with one CTA a row (many
- * rows): it takes the parts of the row's FT_ARK_FL_CTAS CTAs one after
- * another, the maximum over all of them first, then each part's subtree,
- * then the top; one launch, the second pass over the row while other
- * CTAs' first passes read memory. */
+/* ark_fl_kernel: part blockIdx.x of row blockIdx.y. */
 __global__ void __launch_bounds__(ARK_FL_THREADS)
-ark_fl_row_kernel(ft_ark_params p, int step)
+ark_fl_kernel(ft_ark_params p, int step)
 {
-    uint32_t r = blockIdx.x;
+    const uint32_t q = blockIdx.x, r = blockIdx.y, parts = gridDim.x;
     if (!ark_fl_live(p, step, r))
         return;
-    __shared__ float smx[ARK_FL_THREADS];
     int dt;
-    const char *base = ark_row_at(p, r, &dt);
+    const char *row = ark_row_at(p, r, &dt);
+    uint32_t j0 = q * FT_AR_PART;
+    uint32_t n = min(p.width - j0, FT_AR_PART);
+    const char *base = row + (size_t)j0 * (dt == FT_ARR_F32 ? 4 : 2);
+    bool whole = n == FT_AR_PART && ((uintptr_t)base & 15) == 0;
+    double sum;
     float m = ark_by_dtype(dt, [&](auto d) {
-        float x = -INFINITY;
-        for (uint32_t c = 0; c < FT_ARK_FL_CTAS; c++)
-            x = fmaxf(x, ark_fl_max_t<decltype(d)::v>(base, p.width, c));
-        return x;
+        constexpr int DT = decltype(d)::v;
+        return whole ? ark_fl_part<DT, true>(base, n, &sum)
+                     : ark_fl_part<DT, false>(base, n, &sum);
     });
-    float mx = ark_cta_max<ARK_FL_THREADS>(smx, m);
-    if (!(mx > -INFINITY)) {
-        if (threadIdx.x == 0)
-            ark_fl_none(p, step, r);
+    __shared__ int last;
+    if (threadIdx.x == 0) {
+        size_t at = (size_t)r * p.fl_stride + q;
+        p.b_fmax[at] = m;
+        p.b_fsum[at] = sum;
+        __threadfence();
+        last = atomicAdd(&p.b_ftick[r], 1u) == parts - 1;
+    }
+    __syncthreads();
+    if (!last)
         return;
-    }
-    __shared__ double z[FT_ARK_FL_CTAS];
-    for (uint32_t c = 0; c < FT_ARK_FL_CTAS; c++) {
-        double v = ark_by_dtype(dt, [&](auto d) {
-            return ark_fl_sum_t<decltype(d)::v>(base, p.width, c, mx);
-        });
-        v = ark_fl_cta_tree(v);
-        if (threadIdx.x == 0)
-            z[c] = v;
-    }
+    __threadfence();
+    ark_fl_top(p, step, r, parts);
     if (threadIdx.x == 0)
-        ark_fl_top(p, r, mx, z);
+        p.b_ftick[r] = 0;
 }
 
 /* ark_lse_kernel: one CTA per beam with work, its normalisation
@@ -1450,8 +1376,8 @@ ark_topk_kernel(ft_ark_params p, uint32_t k, uint32_t *out_entry,
         return;
     double lse = 0.0;
     if (p.norm == FT_ARR_NORM_FULL) {
-        /* ark_fl_sum_kernel's, launched before: -inf when nothing can be
-         * taken */
+        /* ark_fl_kernel's, launched before: -inf when nothing can be
+         * taken (NaN: nothing passes ft_ar_takes) */
         lse = p.b_lse[r];
         if (lse == -INFINITY)
             return;
@@ -1504,7 +1430,7 @@ extern "C" size_t ft_ark_step_smem(void)
 }
 
 static ft_ark_tuning g_tuning = {1, 0, ARK_SPLIT_BEAMS, ARK_MASK_SPLIT_BEAMS,
-                                  0, 0, 0};
+                                  0, 0};
 
 extern "C" ft_ark_tuning ft_ark_tuning_get(void)
 {
@@ -1591,31 +1517,11 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
 }
 
 /* ark_fl_launch launches a whole-row normalisation of every row: one CTA
- * a row when there are rows enough to fill the GPU with CTAs that stay
- * long enough (ARK_FL_ROW_BEAMS up, or ARK_FL_ROW_NARROW_BEAMS up with
- * rows at most ARK_FL_ROW_NARROW wide), else FT_ARK_FL_CTAS CTAs a row in
- * two launches (the maxima, then the sums); the tuning's fl_row 1 or 2
- * forces one or the other.  Measured on an H100 (graph us, one CTA a row
- * against four): 256 x 32,768 39.2 / 42.5, 1,024 x 32,768 110.6 / 125.7,
- * 256 x 262,144 169.9 / 150.2, 1,024 x 262,144 494.7 / 494.5. */
-#define ARK_FL_ROW_BEAMS 512u
-#define ARK_FL_ROW_NARROW_BEAMS 256u
-#define ARK_FL_ROW_NARROW 65536u
+ * a part of a row (ark_fl_kernel). */
 static void ark_fl_launch(const ft_ark_params *p, int step, cudaStream_t st)
 {
-    int row = p->cap_beam >= ARK_FL_ROW_BEAMS ||
-              (p->cap_beam >= ARK_FL_ROW_NARROW_BEAMS &&
-               p->width <= ARK_FL_ROW_NARROW);
-    if (g_tuning.fl_row == 1 || g_tuning.fl_row == 2)
-        row = g_tuning.fl_row == 1;
-    if (row) {
-        ark_fl_row_kernel<<<p->cap_beam, ARK_FL_THREADS, 0, st>>>(*p, step);
-        return;
-    }
-    ark_fl_max_kernel<<<p->cap_beam * FT_ARK_FL_CTAS, ARK_FL_THREADS, 0, st>>>(
-        *p, step);
-    ark_fl_sum_kernel<<<p->cap_beam * FT_ARK_FL_CTAS, ARK_FL_THREADS, 0, st>>>(
-        *p, step);
+    dim3 grid(ft_ar_parts(p->width), p->cap_beam);
+    ark_fl_kernel<<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
 }
 
 static size_t ark_flat_smem(const ft_ark_params *p)

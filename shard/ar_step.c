@@ -48,10 +48,12 @@ _Static_assert(FT_AR_DEAD == FT_ARW_DEAD && FT_AR_DONE == FT_ARW_DONE,
 #define AR_CHUNK 2u
 
 /* A normalisation's partial sums: FT_AR_LANES lanes over the allowed
- * entries, or a whole row's FT_AR_FULL_LANES in groups of 8 (one sum a
- * group, lanes_full_total). */
-#define AR_LANES_CAP                                                       \
-    (FT_AR_LANES > FT_AR_FULL_LANES / 8 ? FT_AR_LANES : FT_AR_FULL_LANES / 8)
+ * entries, a whole row part's FT_AR_PART_LANES, or its parts'
+ * FT_AR_MAX_PARTS products (full_lse). */
+#define AR_LANES_CAP 256u
+_Static_assert(AR_LANES_CAP >= FT_AR_LANES && AR_LANES_CAP >= FT_AR_PART_LANES &&
+                   AR_LANES_CAP >= FT_AR_MAX_PARTS,
+               "the lanes' scratch holds every shape");
 
 /* ar_scr is one thread's scratch. */
 typedef struct ar_scr {
@@ -742,31 +744,37 @@ static inline __attribute__((always_inline)) ft_v8f row_load8(const row *w,
     return x;
 }
 
-/* row_max8 is the maximum of a whole row (NaN never one; -inf when every
- * entry is NaN or -inf), eight running maxima at a time: a maximum is
- * exact in any order. */
-static inline __attribute__((always_inline)) float row_max8(const row *w,
-                                                            uint32_t width)
+/* part_max8 is the maximum of entries j0 .. j0 + n - 1 of w (a part of
+ * a whole row: ar_rules.h), NaN when one of them is NaN, -inf when every
+ * one is -inf; eight running maxima at a time (exact in any order). */
+static inline __attribute__((always_inline)) float
+part_max8(const row *w, uint32_t j0, uint32_t n)
 {
     const ft_v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
                          -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     ft_v8f m = ninf;
+    ft_v8i nan = {0, 0, 0, 0, 0, 0, 0, 0};
     uint32_t j = 0;
-    for (; j + 8 <= width; j += 8) {
-        ft_v8f x = row_load8(w, j);
+    for (; j + 8 <= n; j += 8) {
+        ft_v8f x = row_load8(w, j0 + j);
+        nan |= x != x;
         ft_v8i gt = x > m;
         m = ft_v8f_of((ft_v8i_of(x) & gt) | (ft_v8i_of(m) & ~gt));
     }
     float mx = -INFINITY;
-    for (int i = 0; i < 8; i++)
+    int isnan = 0;
+    for (int i = 0; i < 8; i++) {
+        isnan |= nan[i] != 0;
         if (m[i] > mx)
             mx = m[i];
-    for (; j < width; j++) {
-        float x = row_x(w, j);
+    }
+    for (; j < n; j++) {
+        float x = row_x(w, j0 + j);
+        isnan |= x != x;
         if (x > mx)
             mx = x;
     }
-    return mx;
+    return isnan ? NAN : mx;
 }
 
 /* lanes_pairs is the sums of the four neighbouring pairs of 8 lanes (a
@@ -796,52 +804,66 @@ static inline __attribute__((always_inline)) double lanes_tree(double *q,
     return ft_ar_lanes_sum(q, n);
 }
 
-/* lanes_full_total is the sum of a whole row's exp(x - mx) in ar_rules.h's
- * shape over the lanes the row uses (ft_ar_lanes_used of FT_AR_FULL_LANES,
- * at least 8): a group of 8 neighbouring lanes at a time, the lanes'
- * sums in two vectors over every period of the row (entries j0 .. j0 + 7,
- * j0 = 8g + 8192k, eight exps at once: each lane adds its terms in
- * ascending j), then the group's subtree (pairs, then pairs of pairs), and
- * at the end the tree over the groups' totals in p (AR_LANES_CAP
- * doubles).  Lanes past the row's end hold +0 and add nothing. */
+/* part_total is the sum of a part's terms (entries j0 .. j0 + n - 1 of
+ * w, n <= FT_AR_PART, maximum m finite) in ar_rules.h's shape: eight
+ * chunks (64 entries) at a time, their 64 terms in eight vectors, the
+ * chunks' pairwise sums as one vector (ft_ar_chunk_sums8), widened into
+ * lanes c % 256 of p (FT_AR_PART_LANES doubles) in ascending chunk c;
+ * the chunks past the last whole group of eight one at a time; then the
+ * lanes' tree. */
 static inline __attribute__((always_inline)) double
-lanes_full_total(double *p, const row *w, uint32_t width, float mx)
+part_total(double *p, const row *w, uint32_t j0, uint32_t n, float m)
 {
-    uint32_t used = ft_ar_lanes_used(width, FT_AR_FULL_LANES);
-    uint32_t groups = used < 8 ? 1 : used / 8;
-    for (uint32_t g = 0; g < groups; g++) {
-        ft_v4d lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
-        uint32_t j0 = 8 * g;
-        for (; j0 + 8 <= width; j0 += FT_AR_FULL_LANES) {
-            ft_v4d tl, th;
-            ft_ar_terms8(row_load8(w, j0), mx, &tl, &th);
-            lo = lo + tl;
-            hi = hi + th;
-        }
-        if (j0 < width) /* the chunk the row's end cuts */
-            for (uint32_t l = 0; l < 8 && j0 + l < width; l++) {
-                double t = ft_ar_term(row_x(w, j0 + l), mx);
-                if (l < 4)
-                    lo[l] = FT_DADD(lo[l], t);
-                else
-                    hi[l - 4] = FT_DADD(hi[l - 4], t);
-            }
-        ft_v4d q = lanes_pairs(lo, hi);
-        p[g] = FT_DADD(FT_DADD(q[0], q[1]), FT_DADD(q[2], q[3]));
+    const uint32_t L = FT_AR_PART_LANES;
+    for (uint32_t l = 0; l < L; l++)
+        p[l] = 0.0;
+    uint32_t c = 0;
+    for (; 8 * (c + 8) <= n; c += 8) {
+        ft_v8f e[8];
+        for (int k = 0; k < 8; k++)
+            e[k] = ft_ar_row_terms8(row_load8(w, j0 + 8 * (c + k)), m);
+        ft_v8f cs = ft_ar_chunk_sums8(e);
+        ft_v4f a = {cs[0], cs[1], cs[2], cs[3]}, b = {cs[4], cs[5], cs[6], cs[7]};
+        ft_v4d lo, hi;
+        memcpy(&lo, p + c % L, sizeof lo);
+        memcpy(&hi, p + c % L + 4, sizeof hi);
+        lo += __builtin_convertvector(a, ft_v4d);
+        hi += __builtin_convertvector(b, ft_v4d);
+        memcpy(p + c % L, &lo, sizeof lo);
+        memcpy(p + c % L + 4, &hi, sizeof hi);
     }
-    return lanes_tree(p, groups);
+    for (; 8 * c < n; c++) {
+        float e[8];
+        for (uint32_t i = 0; i < 8; i++)
+            e[i] = 8 * c + i < n ? ft_ar_row_term(row_x(w, j0 + 8 * c + i), m)
+                                 : 0.0f;
+        p[c % L] = FT_DADD(p[c % L], (double)ft_ar_chunk_sum(e));
+    }
+    return lanes_tree(p, L);
 }
 
-/* full_body is a whole row's maximum (*mx) and its sum (*total); 0 when
- * no entry can be taken (no maximum). */
+/* full_lse is a whole row's normalisation (ar_rules.h's parts, each read
+ * twice while it sits in the cache: its maximum, then its sum); 0 when no
+ * entry can be taken (no maximum). */
 static inline __attribute__((always_inline)) int
-full_body(double *p, const row *w, uint32_t width, float *mx, double *total)
+full_lse(double *p, const row *w, uint32_t width, double *lse)
 {
-    *mx = row_max8(w, width);
-    if (!(*mx > -INFINITY))
-        return 0;
-    *total = lanes_full_total(p, w, width, *mx);
-    return 1;
+    float m[FT_AR_MAX_PARTS];
+    double s[FT_AR_MAX_PARTS];
+    uint32_t n = ft_ar_parts(width);
+    for (uint32_t q = 0; q < n; q++) {
+        uint32_t j0 = q * FT_AR_PART;
+        uint32_t np = width - j0 < FT_AR_PART ? width - j0 : FT_AR_PART;
+        m[q] = part_max8(w, j0, np);
+        s[q] = 0.0;
+        if (m[q] != m[q] || m[q] > 3.40282346638528859812e+38f) {
+            n = q + 1; /* the row's lse is NaN: the rest cannot change it */
+            break;
+        }
+        if (m[q] > -INFINITY)
+            s[q] = part_total(p, w, j0, np, m[q]);
+    }
+    return ft_ar_parts_lse(m, s, n, p, lse);
 }
 
 /* allowed_lse is row_lse's sums over the allowed entries of a dense row
@@ -923,13 +945,8 @@ row_lse(double *p, const row *w, const ft_trie_view *v,
         *lse = ft_ar_lse(mx, ft_ar_lanes_sum(p, FT_AR_LANES));
         return 1;
     }
-    if (!allowed) {
-        double total;
-        if (!full_body(p, w, in->width, &mx, &total))
-            return 0;
-        *lse = ft_ar_lse(mx, total);
-        return 1;
-    }
+    if (!allowed)
+        return full_lse(p, w, in->width, lse);
     for (uint32_t j = 0; j < in->width; j++) {
         float x = row_x(w, j);
         if (x > mx && ft_find_child(v, cr, row_tok(w, j)) != FT_NONE)

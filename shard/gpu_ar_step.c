@@ -193,7 +193,7 @@ static int open_dev(ft_ar *ar, ark_state *g)
     uint32_t ctas = 1, flat = 1, fused = 0, split = 0, msplit = 0;
     FT_CUDA_CHECK((cudaError_t)ft_ark_init(&ctas, &flat, &fused, &split, &msplit));
     size_t cb = ar->cap_beam;
-    size_t fl = FT_ARK_FL_CTAS;
+    size_t fl = ft_ar_parts(ar->o.max_width);
     size_t per = sizeof(ft_child_range) + 8 + fl * 8 + 4 + 4 + fl * 4 + 4;
     FT_CUDA_CHECK(cudaMalloc(&g->beamscr, cb * per));
     p->b_rng = (ft_child_range *)g->beamscr;
@@ -204,6 +204,7 @@ static int open_dev(ft_ar *ar, ark_state *g)
     p->b_fmax = (float *)(p->b_cd + cb);
     p->b_ftick = (uint32_t *)(p->b_fmax + cb * fl);
     FT_CUDA_CHECK(cudaMemset(p->b_ftick, 0, cb * 4));
+    p->fl_stride = (uint32_t)fl;
     p->flat_ctas = flat;
     p->F = g->F;
     p->counts = g->counts;

@@ -35,8 +35,7 @@
 /* tune_from_env maps FT_AR_FUSED (0: the launches), FT_AR_CTAS (fewer
  * CTAs), FT_AR_SPLIT and FT_AR_MASK_SPLIT (live beams above which the
  * ranges are shared out), FT_AR_THREADS and FT_AR_MASK_THREADS (the
- * CTAs' size: 512, 1024) and FT_AR_FL_ROW (the whole-row normalisation:
- * 1 one CTA a row, 2 four) onto the step's knobs:
+ * CTAs' size: 512, 1024) onto the step's knobs:
  * measurements only (the library reads no environment). */
 static void tune_from_env(void)
 {
@@ -54,8 +53,6 @@ static void tune_from_env(void)
         t.threads = (uint32_t)strtoul(v, NULL, 10);
     if ((v = getenv("FT_AR_MASK_THREADS")) != NULL)
         t.mask_threads = (uint32_t)strtoul(v, NULL, 10);
-    if ((v = getenv("FT_AR_FL_ROW")) != NULL)
-        t.fl_row = atoi(v);
     ft_ark_tuning_set(&t);
 }
 #endif

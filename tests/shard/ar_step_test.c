@@ -50,16 +50,19 @@ static void put(tbuf *t, const void *x, size_t n)
 
 /* rows fills m rows of width w (values on a coarse grid with -inf holes,
  * ties everywhere, or wide floats; a rare +inf or NaN, which no step may
- * take), deterministic in (s, step). */
+ * take: in about half the rows, however wide, so that whole-row
+ * normalisations of wide rows still take entries), deterministic in (s,
+ * step). */
 static void rows(float *x, uint32_t m, uint32_t w, uint64_t s, int coarse)
 {
+    uint64_t sp = w > 128 ? 331u * (uint64_t)(w / 128) : 331u;
     for (size_t i = 0; i < (size_t)m * w; i++) {
         uint64_t r = ft_test_rand(&s);
         if (r % 10 == 0)
             x[i] = -INFINITY;
-        else if (r % 331 == 1)
+        else if (r % sp == 1)
             x[i] = INFINITY;
-        else if (r % 331 == 2)
+        else if (r % sp == 2)
             x[i] = NAN;
         else if (coarse)
             x[i] = -(float)((r >> 8) % 33) * 0.25f;
@@ -107,9 +110,9 @@ static int g_share_all;
  * (columns sharing tokens, tokens no key has) of this seed */
 static uint64_t g_vocab_seed;
 /* decode's width of dense rows (V: the mask's and the sparse rows'
- * width; wider rows exercise the GPU's whole-row passes, which take
- * rounds of 256 x 16 bytes, or of 16 x 256 entries where a row does not
- * start on 16 bytes) */
+ * width; wider rows exercise the whole-row normalisation's parts of
+ * 8,192 entries, loaded 16 bytes at a time where a row starts on 16
+ * bytes) */
 static uint32_t g_dense_w = V;
 
 static void dec_open(dec *d, const ft_index *idx, ft_engine_kind kind,
@@ -726,20 +729,33 @@ static void test_brute(const ft_index *idx)
     dec_close(&d);
 }
 
-/* terms8_same: ft_ar_terms8 of eight values, bit for bit ft_ar_term of
- * each (and ft_ar_expf8 of x - mx, ft_ar_expf's). */
-static void terms8_same(const float *x, float mx)
+/* rowterms8_same: ft_ar_row_terms8 of eight values (each <= m), bit for
+ * bit ft_ar_row_term of each; and ft_ar_chunk_sums8 of eight such chunks
+ * (the values rotated), ft_ar_chunk_sum's of each. */
+static void rowterms8_same(const float *x, float m)
 {
     ft_v8f v = {x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]};
-    ft_v4d lo, hi;
-    ft_ar_terms8(v, mx, &lo, &hi);
-    ft_v8f e = ft_ar_expf8(v - mx);
+    ft_v8f e = ft_ar_row_terms8(v, m);
+    ft_v8f ch[8];
+    float want[8];
     for (int i = 0; i < 8; i++) {
-        double a = i < 4 ? lo[i] : hi[i - 4], b = ft_ar_term(x[i], mx);
-        float ea = e[i], eb = ft_ar_expf(x[i] - mx);
-        if (memcmp(&a, &b, 8) != 0 || memcmp(&ea, &eb, 4) != 0) {
-            fprintf(stderr, "ft_ar_terms8(%.9g - %.9g) = %.17g (expf8 %.9g), "
-                    "ft_ar_term: %.17g (expf %.9g)\n", x[i], mx, a, ea, b, eb);
+        float a = e[i], b = ft_ar_row_term(x[i], m);
+        if (memcmp(&a, &b, 4) != 0) {
+            fprintf(stderr, "ft_ar_row_terms8(%.9g, %.9g) = %.9g, "
+                    "ft_ar_row_term: %.9g\n", x[i], m, a, b);
+            exit(1);
+        }
+        float c[8];
+        for (int k = 0; k < 8; k++)
+            c[k] = ch[i][k] = e[(i + k) % 8] * (float)(1 + ((i * k) & 3));
+        want[i] = ft_ar_chunk_sum(c);
+    }
+    ft_v8f cs = ft_ar_chunk_sums8(ch);
+    for (int i = 0; i < 8; i++) {
+        float a = cs[i];
+        if (memcmp(&a, &want[i], 4) != 0) {
+            fprintf(stderr, "ft_ar_chunk_sums8: chunk %d %.9g, want %.9g\n",
+                    i, a, want[i]);
             exit(1);
         }
     }
@@ -756,20 +772,20 @@ static int64_t ulps_apart(float a, float b)
 
 static void test_math(void)
 {
-    /* the eight-wide exp of the CPU step's whole-row normalisation: the
-     * scalar's bits, on the edges (NaN, -inf, the -86 cut, zeros, ties of
-     * the rounding to n) and on random values */
-    float edge[] = {NAN, -INFINITY, -86.0f, nextafterf(-86.0f, 0.0f),
+    /* the eight-wide terms of the CPU step's whole-row normalisation:
+     * the scalar's bits, on the edges (-inf, the -86 clamp, zeros, ties
+     * of the rounding to n) and on random values */
+    float edge[] = {-INFINITY, -86.0f, nextafterf(-86.0f, 0.0f),
                     nextafterf(-86.0f, -1000.0f), -0.0f, 0.0f, -1e-38f,
                     -0.34657359f, -0.3465736f, -1.03972077f, -0.693147181f,
                     -745.0f, -85.9999924f, -1.5f * 0.693147181f,
-                    -2.5f * 0.693147181f, -1e-30f, -70.5f, INFINITY, -3.0e38f};
+                    -2.5f * 0.693147181f, -1e-30f, -70.5f, -3.0e38f};
     size_t ne = sizeof edge / sizeof edge[0];
     for (size_t i = 0; i + 8 <= ne; i++) {
-        terms8_same(edge + i, 0.0f);
-        terms8_same(edge + i, -0.0f);
-        terms8_same(edge + i, 2.5f);
-        terms8_same(edge + i, INFINITY);
+        rowterms8_same(edge + i, 0.0f);
+        rowterms8_same(edge + i, -0.0f);
+        rowterms8_same(edge + i, 2.5f);
+        rowterms8_same(edge + i, 3.0e38f);
     }
     uint64_t x = 99991;
     for (int i = 0; i < 200000; i++) {
@@ -781,29 +797,36 @@ static void test_math(void)
             double u = (double)(x >> 11) / 9007199254740992.0;
             d[k] = (float)(-u * (i % 3 == 0 ? 100.0 : i % 3 == 1 ? 30.0 : 1.0));
         }
-        terms8_same(d, i % 5 == 0 ? 1.75f : 0.0f);
+        rowterms8_same(d, i % 5 == 0 ? 1.75f : 0.0f);
     }
-    /* ar_rules.h's exp within 2 ulp of the true value (libm's exp in
-     * binary64, rounded) over every binary32 in [-86, 0] a stride apart,
-     * and 0 below; its log within a few ulps of libm's */
-    int64_t worst = 0;
+    /* ar_rules.h's exps within 2 ulp (ft_ar_expf) and 1 ulp (ft_ar_expr)
+     * of the true value (libm's exp in binary64, rounded) over every
+     * binary32 in [-86, 0] a stride apart; ft_ar_expf is 0 below */
+    int64_t worst = 0, worst_r = 0;
     for (float d = -86.0f; d <= 0.0f; d = nextafterf(d, 1.0f)) {
         float a = ft_ar_expf(d), b = (float)exp((double)d);
-        int64_t u = ulps_apart(a, b);
+        float r = ft_ar_expr(d);
+        int64_t u = ulps_apart(a, b), ur = ulps_apart(r, b);
         if (u > worst)
             worst = u;
-        if (u > 2) {
-            fprintf(stderr, "ft_ar_expf(%.9g) = %.9g, exp: %.9g (%lld ulp)\n",
-                    d, a, b, (long long)u);
+        if (ur > worst_r)
+            worst_r = ur;
+        if (u > 2 || ur > 1) {
+            fprintf(stderr, "ft_ar_expf(%.9g) = %.9g, ft_ar_expr %.9g, exp: "
+                    "%.9g (%lld, %lld ulp)\n", d, a, r, b, (long long)u,
+                    (long long)ur);
             exit(1);
         }
-        /* every 97th float: 11M of the 2.1G in the range */
-        for (int k = 0; k < 96 && d < 0.0f; k++)
+        /* every 31st float: 34M of the 2.1G in the range */
+        for (int k = 0; k < 30 && d < 0.0f; k++)
             d = nextafterf(d, 1.0f);
     }
-    FT_CHECK(worst >= 1);
-    printf("ar_step_test: ft_ar_expf within %lld ulp of exp on [-86, 0]\n",
-           (long long)worst);
+    FT_CHECK(worst >= 1 && worst_r >= 1);
+    printf("ar_step_test: ft_ar_expf within %lld ulp, ft_ar_expr within %lld "
+           "ulp of exp on [-86, 0]\n", (long long)worst, (long long)worst_r);
+    FT_CHECK(ft_ar_expr(0.0f) == 1.0f && ft_ar_row_term(5.0f, 5.0f) == 1.0f);
+    FT_CHECK(ft_ar_row_term(-INFINITY, 0.0f) == ft_ar_expr(-86.0f));
+    FT_CHECK(ft_ar_expr(-86.0f) > 0.0f && ft_ar_expr(-86.0f) < 4.5e-38f);
     /* ft_f16_to_f32 (branch-free) on every binary16, against its value
      * (-1)^s 2^(e-15) (1 + m/1024), or 2^-14 m/1024 for e = 0, in
      * binary64; inf and NaN by their bits */
@@ -941,19 +964,77 @@ static void cpu_close(ft_ar *ar, ft_ar_beams *a, ft_ar_beams *b)
     ft_ar_close(ar);
 }
 
+/* full_lse_def is a whole row's lse (x: f32 values, w wide) from ar_rules.h's
+ * definition, one entry at a time (the CPU step loads, takes maxima and
+ * exps eight at a time, and sums eight chunks at once): per part of
+ * 8,192 its maximum, its chunks' pairwise binary32 sums into 256 lanes in
+ * ascending chunk, the lanes' tree; then the parts' products and their
+ * tree.  0 when the row has no maximum. */
+static int full_lse_def(const float *x, uint32_t w, double *lse)
+{
+    float m[FT_AR_MAX_PARTS];
+    double s[FT_AR_MAX_PARTS], z[FT_AR_MAX_PARTS], lanes[FT_AR_PART_LANES];
+    uint32_t n = (w + 8191) / 8192;
+    int bad = 0;
+    for (uint32_t q = 0; q < n; q++) {
+        uint32_t j0 = q * 8192, np = w - j0 < 8192 ? w - j0 : 8192;
+        m[q] = -INFINITY;
+        for (uint32_t j = 0; j < np; j++) {
+            if (isnan(x[j0 + j]) || x[j0 + j] == INFINITY)
+                bad = 1;
+            if (x[j0 + j] > m[q])
+                m[q] = x[j0 + j];
+        }
+        s[q] = 0.0;
+        if (bad || m[q] == -INFINITY)
+            continue;
+        for (uint32_t l = 0; l < 256; l++)
+            lanes[l] = 0.0;
+        for (uint32_t c = 0; 8 * c < np; c++) {
+            float e[8];
+            for (uint32_t i = 0; i < 8; i++) {
+                float d = 8 * c + i < np ? x[j0 + 8 * c + i] - m[q] : 0.0f;
+                e[i] = 8 * c + i >= np ? 0.0f : ft_ar_expr(d < -86.0f ? -86.0f : d);
+            }
+            float cs = ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
+            lanes[c % 256] += (double)cs;
+        }
+        s[q] = ft_ar_lanes_sum(lanes, 256);
+    }
+    if (bad) {
+        *lse = NAN;
+        return 1;
+    }
+    float mx = -INFINITY;
+    for (uint32_t q = 0; q < n; q++)
+        if (m[q] > mx)
+            mx = m[q];
+    if (mx == -INFINITY)
+        return 0;
+    for (uint32_t q = 0; q < FT_AR_MAX_PARTS; q++) {
+        float d = q < n ? m[q] - mx : 0.0f;
+        z[q] = q < n && m[q] > -INFINITY
+                   ? s[q] * (double)ft_ar_expr(d < -86.0f ? -86.0f : d)
+                   : 0.0;
+    }
+    *lse = (double)mx + ft_ar_log(ft_ar_lanes_sum(z, FT_AR_MAX_PARTS));
+    return 1;
+}
+
 /* test_full_norm_ref: one step from the root over a whole-row
  * normalisation (f32 and bf16 rows, widths that are and are not a
- * multiple of 8, -inf holes): every next beam's sigma is
- * (float)((double)x - lse) with lse computed here from ar_rules.h's
- * definition (every lane, the whole tree), one entry at a time (the CPU step loads and exps eight at
- * a time and takes the maximum in eight runs), with the clones for AVX2
- * and FMA and without them (no_fma: fmaf calls, as on a CPU without). */
+ * multiple of 8, one and several parts, -inf holes, a part of -inf only,
+ * a NaN or a +inf in the last part): every next beam's sigma is
+ * (float)((double)x - lse) with lse computed by full_lse_def, with the
+ * clones for AVX2 and FMA and without them (no_fma: fmaf calls, as on a
+ * CPU without); rows with a NaN or +inf, or with no maximum, take
+ * nothing. */
 static void test_full_norm_ref(const ft_index *idx)
 {
-    /* below, at and past one period of the 8,192 lanes */
-    uint32_t widths[] = {3000, 4099, 17, 8, 8203, 20000};
-    for (int k = 0; k < 24; k++) {
-        int wi = k % 6, bf = k / 6 % 2, nf = k / 12;
+    uint32_t widths[] = {3000, 4099, 17, 8, 8203, 20000, 16384, 24576 + 70};
+    for (int k = 0; k < 48; k++) {
+        int wi = k % 8, bf = k / 8 % 2, nf = k / 16 % 3 == 1,
+            kind = k / 16 % 3; /* 1: no FMA; 2: holes, NaN, +inf */
         uint32_t W = widths[wi];
         ft_ar_beams a, b;
         ft_ar *ar = cpu_open(idx, 16, 0, W, &a, &b);
@@ -965,25 +1046,25 @@ static void test_full_norm_ref(const ft_index *idx)
         for (uint32_t j = 0; j < W; j++) {
             uint64_t r = ft_test_rand(&sd);
             x[j] = r % 7 == 0 ? -INFINITY
-                              : -(float)((r >> 8) % 1000000) * 3e-5f;
-            if (bf) {
+                              : -(float)((r >> 8) % 1000000) * 3e-5f +
+                                    (float)(j / 8192) * 7.5f;
+        }
+        int special = kind == 2 ? wi % 4 : 0; /* 1 -inf part, 2 NaN, 3 +inf */
+        if (special == 1 && W > 8192) /* the second part */
+            for (uint32_t j = 8192; j < W && j < 16384; j++)
+                x[j] = -INFINITY;
+        else if (special == 1)
+            for (uint32_t j = 0; j < W; j++)
+                x[j] = -INFINITY;
+        if (special >= 2)
+            x[W - 1 - W / 3] = special == 2 ? NAN : INFINITY;
+        if (bf)
+            for (uint32_t j = 0; j < W; j++) {
                 h[j] = to_bf16(x[j]);
                 x[j] = ft_bf16_to_f32(h[j]);
             }
-        }
-        float mx = -INFINITY;
-        for (uint32_t j = 0; j < W; j++)
-            if (x[j] > mx)
-                mx = x[j];
-        /* the definition: every one of the 8,192 lanes, in ascending j,
-         * then the whole pairwise tree */
-        static double lanes[FT_AR_FULL_LANES];
-        for (uint32_t l = 0; l < FT_AR_FULL_LANES; l++) {
-            lanes[l] = 0.0;
-            for (uint32_t j = l; j < W; j += FT_AR_FULL_LANES)
-                lanes[l] = FT_DADD(lanes[l], ft_ar_term(x[j], mx));
-        }
-        double lse = ft_ar_lse(mx, ft_ar_lanes_sum(lanes, FT_AR_FULL_LANES));
+        double lse = 0.0;
+        int has = full_lse_def(x, W, &lse);
         ft_ar_input in;
         memset(&in, 0, sizeof in);
         in.form = FT_AR_IN_DENSE;
@@ -992,7 +1073,13 @@ static void test_full_norm_ref(const ft_index *idx)
         in.width = W;
         in.logp = bf ? (const void *)h : (const void *)x;
         FT_PASS(ft_ar_step(ar, &a, &in, &b, NULL, NULL));
-        FT_CHECK(b.count[0] > 0);
+        if (!has || isnan(lse)) {
+            FT_CHECK(special == 1 ? !has && W <= 8192 : special >= 2);
+            FT_CHECK(b.count[0] == 0);
+        } else {
+            FT_CHECK(special == 0 || (special == 1 && W > 8192));
+            FT_CHECK(b.count[0] > 0);
+        }
         for (uint32_t i = 0; i < b.count[0]; i++) {
             float want = ft_ar_norm(x[b.token[i]], lse);
             if (memcmp(&want, &b.sigma[i], 4) != 0) {
@@ -1458,8 +1545,8 @@ int main(int argc, char **argv)
                 free(t.p);
             }
         }
-        /* rows wider than the GPU's whole-row rounds (the --gpu run
-         * compares them with the GPU's): the dense forms agree */
+        /* rows wider than a whole-row part (the --gpu run compares
+         * such rows with the GPU's): the dense forms agree */
         g_dense_w = 2 * 16 * 256 + 809;
         for (int norm = 1; norm < 3; norm++) {
             tbuf ref = {0}, t = {0};
@@ -1535,18 +1622,17 @@ int main(int argc, char **argv)
     }
     cpu_vs_gpu(idx, F_DENSE_ID, 1, 700, 1000, V, 34, 0, wide, nwide);
     cases++;
-    /* rows wider than a period of the whole-row lanes (8,192 entries),
-     * every dense form, both normalisations, a random vocabulary too:
-     * 19,241 entries are two periods and 2,857 more (the last period's
-     * first CTA full, its second cut inside a chunk, the other two
-     * empty), 24,361 two and 7,977, 43,961 (the whole row only) a batch
-     * of 4 periods in flight, one more and 3,001; rows that start on 16
-     * bytes (every 8th bf16/f16 row, every 4th f32 row) take 16-byte
-     * loads, the others one entry at a time */
+    /* rows of several whole-row parts (8,192 entries each), every dense
+     * form, both normalisations, a random vocabulary too: 19,241 entries
+     * are two parts and 2,857 more (the last part cut inside a chunk),
+     * 24,361 two and 7,977, 43,961 (the whole row only) five and 3,001,
+     * 16,384 exactly two; rows that start on 16 bytes (every 8th
+     * bf16/f16 row, every 4th f32 row) take 16-byte loads in their whole
+     * parts, the others one entry at a time */
     int dforms[] = {F_DENSE_ID, F_DENSE_VOCAB, F_BF16, F_F16};
     uint32_t widths[] = {9 * 2048 + 809, 11 * 2048 + 1024 + 809,
-                         5 * 8192 + 3001};
-    for (int wi = 0; wi < 3; wi++)
+                         5 * 8192 + 3001, 2 * 8192};
+    for (int wi = 0; wi < 4; wi++)
         for (int fi = 0; fi < 4; fi++)
             for (int norm = 1; norm < 3 - (wi == 2); norm++)
                 for (uint32_t B = 7; B <= 64; B += 57) {
@@ -1557,7 +1643,7 @@ int main(int argc, char **argv)
                                91 + B + wi, 0, NULL, 0);
                     cases++;
                 }
-    /* the widest rows, one CTA a row (520 beams) */
+    /* the widest rows, many of them (520 beams: 3,120 CTAs) */
     for (int fi = 2; fi < 4; fi++) {
         g_dense_w = widths[2];
         cpu_vs_gpu(idx, dforms[fi], 1, 520, 523, g_dense_w, 97 + fi, 0, NULL, 0);

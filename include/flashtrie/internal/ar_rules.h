@@ -20,22 +20,36 @@
  *
  * Normalisation.  A log-softmax over a row (the whole row, or only the
  * entries that label a child of the beam's node) must give the same bits
- * on the host and on the device, so it uses its own exp (binary32, one
+ * on the host and on the device, so it uses its own exps (binary32, one
  * per entry) and log (binary64, one per row), with explicitly rounded
  * operations (FT_FADD / FT_FMUL / FT_FFMA / FT_DADD / FT_DMUL / FT_DDIV,
- * no contraction) and one summation shape, in binary64: L lanes, lane l
- * sums the terms of the entries j = l, l + L, l + 2L, ... in ascending j,
- * then the lanes are added pairwise, neighbours first (p[l] += p[l + h]
- * for every l that is a multiple of 2h, h = 1, 2, 4, ..., L/2:
- * ft_ar_lanes_sum).  L is FT_AR_FULL_LANES (8,192) over the whole row and
- * FT_AR_LANES (256) over the allowed entries.  An entry outside the set,
- * or past the row's end, adds 0.  The maximum is taken over the set (NaN
- * entries are never a maximum).  The whole row's 8,192 lanes let the
- * device spread one row over several CTAs, each owning a run of
- * neighbouring lanes (a subtree of the pairwise sum), every thread 8 of
- * them: one 16-byte load of a bf16 row.
- *   lse = max + log(sum (double)expf(x - max)),
- *   rho = (float)((double)x - lse)
+ * no contraction) and fixed summation shapes.
+ *
+ * Over the allowed entries: L = FT_AR_LANES (256) lanes in binary64, lane
+ * l sums the terms ft_ar_term(x, mx) of the allowed entries j = l, l + L,
+ * ... in ascending j, then the lanes are added pairwise, neighbours first
+ * (p[l] += p[l + h] for every l that is a multiple of 2h, h = 1, 2, 4,
+ * ..., L/2: ft_ar_lanes_sum); mx the allowed entries' maximum.
+ *
+ * Over the whole row (read once, in parts that need not wait for each
+ * other): the row is cut into parts of FT_AR_PART (8,192) entries, part
+ * q holding entries 8192 q .. 8192 q + 8191.  A part has its own maximum
+ * m_q (NaN if it holds a NaN) and its own sum s_q of ft_ar_row_term(x,
+ * m_q) = exp(max(x - m_q, -86)) (ft_ar_expr, within 1 ulp) over its
+ * entries: the part's chunks of 8 neighbouring entries (chunk c: entries
+ * 8c .. 8c + 7 of the part) are each summed pairwise in binary32
+ * ((e0 + e1) + (e2 + e3)) + ((e4 + e5) + (e6 + e7)) (ft_ar_chunk_sum;
+ * an entry past the row's end is 0), chunk c widened into lane c % 256 of
+ * FT_AR_PART_LANES binary64 lanes in ascending c, then the lanes' pairwise
+ * tree (ft_ar_lanes_sum).  The row (ft_ar_parts_lse): a part with a NaN or
+ * a +inf makes the lse NaN (nothing is taken); else M = max m_q, no
+ * maximum (M = -inf) when every entry is -inf; else the total is the
+ * pairwise tree over the parts (to a power of two) of s_q *
+ * ft_ar_row_term(m_q, M) in binary64 (0 for a part whose entries are all
+ * -inf).  On the device a part is one CTA of 256 threads, thread t the
+ * chunks t, t + 256, t + 512, t + 768: four 16-byte loads of a bf16 row.
+ *
+ *   lse = M + log(total),  rho = (float)((double)x - lse)
  */
 #ifndef FT_AR_RULES_H
 #define FT_AR_RULES_H
@@ -67,7 +81,9 @@
  * lanes of a normalisation. */
 #define FT_AR_MAX_WIDTH (1u << 20)
 #define FT_AR_LANES 256u
-#define FT_AR_FULL_LANES 8192u
+#define FT_AR_PART 8192u
+#define FT_AR_PART_LANES 256u
+#define FT_AR_MAX_PARTS (FT_AR_MAX_WIDTH / FT_AR_PART)
 
 /* Input forms, dtypes and normalisations: the values of
  * include/flashtrie.h's FT_AR_IN_* and FT_AR_NORM_* (ar_step.c asserts it). */
@@ -195,6 +211,62 @@ FT_HD double ft_ar_term(float x, float mx)
     return (double)ft_ar_expf(FT_FSUB(x, mx));
 }
 
+/* ft_ar_expr is exp(d) for -86 <= d <= 0 in binary32, within 1 ulp of the
+ * true value (checked on every 7th binary32 of [-86, 0] by ar_step_test):
+ * the reduction of ft_ar_expf (n = d / ln 2 rounded to an integer by
+ * adding 1.5 * 2^23, f = d - n ln 2 with ln 2 in two parts), then a
+ * degree-6 polynomial for exp(f) on |f| <= 0.3467, minimax in relative
+ * error (2^-29; coefficients by Remez, rounded to binary32), by Horner's
+ * scheme with fused multiply-adds, scaled by 2^n on its bits.  The whole
+ * row's exp: 13 operations an entry where ft_ar_expf takes about 20 (its
+ * Estrin scheme and its NaN and underflow selects; here the caller clamps
+ * d at -86 and a NaN never reaches it). */
+FT_HD float ft_ar_expr(float d)
+{
+    float t = FT_FFMA(d, 1.44269504f, 12582912.0f);
+    float nf = FT_FSUB(t, 12582912.0f);
+    float f = FT_FFMA(nf, -0.693359375f, d);
+    f = FT_FFMA(nf, 2.12194440e-4f, f);
+    float p = FT_FFMA(0.00138368085f, f, 0.00837484561f);
+    p = FT_FFMA(p, f, 0.0416682288f);
+    p = FT_FFMA(p, f, 0.166664198f);
+    p = FT_FFMA(p, f, 0.499999911f);
+    p = FT_FFMA(p, f, 1.0f);
+    p = FT_FFMA(p, f, 1.0f);
+    return ft_f32_of_bits(ft_bits_of_f32(p) + (ft_bits_of_f32(t) << 23));
+}
+
+/* ft_ar_row_term is one entry's term of a whole-row normalisation against
+ * its part's maximum m (x <= m, both not NaN): exp(max(x - m, -86)).  An
+ * entry of -inf adds exp(-86) (about 4.5e-38): nothing a sum holding its
+ * part's exp(0) = 1 can see. */
+FT_HD float ft_ar_row_term(float x, float m)
+{
+    float d = FT_FSUB(x, m);
+    return ft_ar_expr(d > -86.0f ? d : -86.0f);
+}
+
+/* ft_ar_chunk_sum adds a chunk's 8 terms pairwise in binary32. */
+FT_HD float ft_ar_chunk_sum(const float *e)
+{
+    return FT_FADD(FT_FADD(FT_FADD(e[0], e[1]), FT_FADD(e[2], e[3])),
+                   FT_FADD(FT_FADD(e[4], e[5]), FT_FADD(e[6], e[7])));
+}
+
+/* ft_ar_nan_max is the larger of a and b, NaN if either is NaN. */
+FT_HD float ft_ar_nan_max(float a, float b)
+{
+    if (a != a || b != b)
+        return a + b;
+    return a > b ? a : b;
+}
+
+/* ft_ar_parts count: the parts of a row of width entries. */
+FT_HD uint32_t ft_ar_parts(uint32_t width)
+{
+    return (width + FT_AR_PART - 1) / FT_AR_PART;
+}
+
 /* ft_ar_log is log(s) for s >= 1 (NaN and +inf pass through): s = 2^e m,
  * m in [sqrt(1/2), sqrt(2)), log m = 2 atanh((m - 1) / (m + 1)). */
 FT_HD double ft_ar_log(double s)
@@ -266,6 +338,33 @@ FT_HD int ft_ar_takes(float rho, float theta_tok)
 FT_HD double ft_ar_lse(float mx, double total)
 {
     return FT_DADD((double)mx, ft_ar_log(total));
+}
+
+/* ft_ar_parts_lse finishes a whole-row normalisation from its n parts'
+ * maxima m and sums s (n at most FT_AR_MAX_PARTS): 0 when the row has no
+ * maximum (every entry -inf), else 1 with *lse (NaN when a part holds a
+ * NaN or a +inf).  z (FT_AR_MAX_PARTS doubles) is scratch. */
+FT_HD int ft_ar_parts_lse(const float *m, const double *s, uint32_t n,
+                          double *z, double *lse)
+{
+    float mx = -INFINITY;
+    for (uint32_t q = 0; q < n; q++) {
+        if (m[q] != m[q] || m[q] > 3.40282346638528859812e+38f) {
+            *lse = NAN;
+            return 1;
+        }
+        if (m[q] > mx)
+            mx = m[q];
+    }
+    if (!(mx > -INFINITY))
+        return 0;
+    uint32_t u = ft_ar_lanes_used(n, FT_AR_MAX_PARTS);
+    for (uint32_t q = 0; q < u; q++)
+        z[q] = q < n && m[q] > -INFINITY
+                   ? FT_DMUL(s[q], (double)ft_ar_row_term(m[q], mx))
+                   : 0.0;
+    *lse = ft_ar_lse(mx, ft_ar_lanes_sum(z, u));
+    return 1;
 }
 
 #endif /* FT_AR_RULES_H */
