@@ -521,8 +521,10 @@ __device__ __forceinline__ void ark_fl_top(const ft_ark_params &p, int step,
         p.b_lse[r] = ft_ar_lse(M, z);
 }
 
-/* ark_fl_kernel: part blockIdx.x of row blockIdx.y. */
-__global__ void __launch_bounds__(ARK_FL_THREADS)
+/* ark_fl_kernel: part blockIdx.x of row blockIdx.y; MINB, the CTAs an SM
+ * must hold at once (the registers' bound: 1 none). */
+template <int MINB>
+__global__ void __launch_bounds__(ARK_FL_THREADS, MINB)
 ark_fl_kernel(ft_ark_params p, int step)
 {
     const uint32_t q = blockIdx.x, r = blockIdx.y, parts = gridDim.x;
@@ -1199,7 +1201,11 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     bool split = m > p.fused_split;
     uint64_t total = ark_fused_ranges<NT>(p, 0, rng, off, cdv, m, split, ts);
 
-    /* 2. the work items over the grid (ark_flat, mode 0, no normalisation) */
+    /* 2. the work items over the grid (ark_flat, mode 0; a whole-row
+     * normalisation's lse written by ark_fl_kernel, launched before: a
+     * row with none (-inf) or a NaN one gives rho +inf or NaN, which
+     * ft_ar_takes refuses, so such a beam offers nothing, as on the CPU) */
+    const bool full = p.norm == FT_ARR_NORM_FULL;
     for (uint64_t t = (uint64_t)blockIdx.x * NT + tid; t < total;
          t += (uint64_t)G * NT) {
         uint32_t lo = 0, hi = m;
@@ -1215,6 +1221,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         ft_child_range cr = rng[r];
         float s = p.cur_sigma[r];
         uint32_t len = p.cur_len[r];
+        double lse = full ? p.b_lse[r] : 0.0;
         if (cdv[r]) {
             /* the child's flags and label together, then its row entry */
             uint64_t u = cr.first + i;
@@ -1222,11 +1229,14 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
             uint32_t lab = ft_child_label(&p.view, &cr, u);
             if (lab >= p.width)
                 continue;
-            ark_offer(p, &cr, r, s, len, lab, lab, ark_x(p, r, lab), u, fl);
+            float x = ark_x(p, r, lab);
+            ark_offer(p, &cr, r, s, len, lab, lab,
+                      full ? ft_ar_norm(x, lse) : x, u, fl);
         } else {
             uint32_t j = (uint32_t)i;
-            ark_offer(p, &cr, r, s, len, j, ark_tok(p, r, j), ark_x(p, r, j),
-                      FT_NONE);
+            float x = ark_x(p, r, j);
+            ark_offer(p, &cr, r, s, len, j, ark_tok(p, r, j),
+                      full ? ft_ar_norm(x, lse) : x, FT_NONE);
         }
     }
 
@@ -1430,7 +1440,7 @@ extern "C" size_t ft_ark_step_smem(void)
 }
 
 static ft_ark_tuning g_tuning = {1, 0, ARK_SPLIT_BEAMS, ARK_MASK_SPLIT_BEAMS,
-                                  0, 0};
+                                  0, 0, 0};
 
 extern "C" ft_ark_tuning ft_ark_tuning_get(void)
 {
@@ -1521,7 +1531,10 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
 static void ark_fl_launch(const ft_ark_params *p, int step, cudaStream_t st)
 {
     dim3 grid(ft_ar_parts(p->width), p->cap_beam);
-    ark_fl_kernel<<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+    if (g_tuning.fl_minb == 5)
+        ark_fl_kernel<5><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+    else
+        ark_fl_kernel<1><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
 }
 
 static size_t ark_flat_smem(const ft_ark_params *p)
@@ -1532,9 +1545,13 @@ static size_t ark_flat_smem(const ft_ark_params *p)
 extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
-    if (p->fused_ctas && p->norm == FT_ARR_NORM_NONE &&
+    if (p->fused_ctas &&
+        (p->norm == FT_ARR_NORM_NONE || p->norm == FT_ARR_NORM_FULL) &&
         p->cap_beam <= FT_ARK_FUSED_MAX && p->beam <= FT_ARK_FUSED_MAX &&
         p->results <= FT_ARK_FUSED_MAX) {
+        /* a whole-row normalisation first: every live beam's lse */
+        if (p->norm == FT_ARR_NORM_FULL)
+            ark_fl_launch(p, 0, st);
         ft_ark_params q = *p;
         q.counts = p->fcounts;
         q.heads = p->fheads;

@@ -10,8 +10,10 @@
 # count runs each build's ar_step_bench back to back (mid-decode: FT_WARM
 # steps from the root) and prints one line per build: µs a step of the
 # fused step, the step with a log-softmax over the whole row and over
-# the allowed children, and the mask form (graph rows on the GPU, stream
-# rows on the CPU).  Each BUILD_DIR holds ar_step_bench (a build folder's
+# the allowed children, the mask form, and the top-8 form after a
+# log-softmax over the row (the normalisation nearly alone; empty for a
+# build without that row) (graph rows on the GPU, stream rows on the
+# CPU).  Each BUILD_DIR holds ar_step_bench (a build folder's
 # root); the first also flashtrie, unless FT_SEM names the library.
 # Environment: FT_N (10000000 items), FT_VS ("32768 262144"), FT_BEAMS
 # ("64 256 1024"), FT_ITERS (20), FT_WARM (3), FT_ENGINE (gpu; cpu runs
@@ -50,7 +52,7 @@ ROW=graph
 LIB="$N semantic ids"
 [ -z "${FT_SEM:-}" ] || LIB="library $FT_SEM"
 echo "ar_norm_bench: $LIB, engine $ENGINE, $ITERS iterations, $WARM steps from the root; $(date -u +%FT%TZ)"
-printf '%-8s %-6s %-28s %10s %10s %10s %10s\n' V beams build fused "lsm(row)" "lsm(allow)" mask
+printf '%-8s %-6s %-28s %10s %10s %10s %10s %10s\n' V beams build fused "lsm(row)" "lsm(allow)" mask "top8+lsm"
 for V in $VS; do
     for B in $BEAMS; do
         for b in "$@"; do
@@ -69,9 +71,10 @@ for V in $VS; do
                     }
                 }' "$W/out"
             }
-            printf '%-8s %-6s %-28s %10s %10s %10s %10s\n' "$V" "$B" "$b" \
+            printf '%-8s %-6s %-28s %10s %10s %10s %10s %10s\n' "$V" "$B" "$b" \
                 "$(pick 'step dense bf16  ')" "$(pick 'step dense bf16 log-softmax(row)')" \
-                "$(pick 'step dense bf16 log-softmax(allowed)')" "$(pick 'mask ')"
+                "$(pick 'step dense bf16 log-softmax(allowed)')" "$(pick 'mask ')" \
+                "$(pick 'top-8 dense bf16 log-softmax(row)')"
         done
     done
 done

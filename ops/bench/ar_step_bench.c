@@ -9,7 +9,8 @@
  * Decodes from the root with random dense bf16 rows until the beam is full
  * (or 8 steps), then times, from that fixed state, each form of a step:
  * the fused step on dense bf16 rows (no normalisation, log-softmax over the
- * row, over the allowed children), the mask form, the top-k form (k = 8),
+ * row, over the allowed children), the mask form, the top-k form (k = 8;
+ * also after a log-softmax over the row: the normalisation nearly alone),
  * the step on sparse top-K rows, and ft_ar_walk over beams rows that
  * follow keys: 4 tokens from the root (a generate() processor's call on
  * semantic ids) and 1 token from the rows' states (TrieRows.advance).  A GPU session's calls are enqueued
@@ -35,7 +36,8 @@
 /* tune_from_env maps FT_AR_FUSED (0: the launches), FT_AR_CTAS (fewer
  * CTAs), FT_AR_SPLIT and FT_AR_MASK_SPLIT (live beams above which the
  * ranges are shared out), FT_AR_THREADS and FT_AR_MASK_THREADS (the
- * CTAs' size: 512, 1024) onto the step's knobs:
+ * CTAs' size: 512, 1024) and FT_AR_FL_MINB (5: the whole-row kernel in
+ * 5 CTAs an SM) onto the step's knobs:
  * measurements only (the library reads no environment). */
 static void tune_from_env(void)
 {
@@ -53,6 +55,8 @@ static void tune_from_env(void)
         t.threads = (uint32_t)strtoul(v, NULL, 10);
     if ((v = getenv("FT_AR_MASK_THREADS")) != NULL)
         t.mask_threads = (uint32_t)strtoul(v, NULL, 10);
+    if ((v = getenv("FT_AR_FL_MINB")) != NULL)
+        t.fl_minb = (uint32_t)strtoul(v, NULL, 10);
     ft_ark_tuning_set(&t);
 }
 #endif
@@ -269,7 +273,7 @@ int main(int argc, char **argv)
     CHECK(ft_ar_memcpy(ar, d_walk, hw, (size_t)B * WALK_LEN * 8, 1));
     CHECK(ft_ar_walk(ar, d_walk, B, WALK_LEN - 1, WALK_LEN, NULL, NULL, NULL, 0,
                      -1, d_from, NULL));
-    form forms[9];
+    form forms[10];
     memset(forms, 0, sizeof forms);
     forms[0].name = "step dense bf16";
     forms[0].in = dense;
@@ -302,8 +306,14 @@ int main(int argc, char **argv)
     forms[8].kind = 4;
     forms[8].in = dense;
     forms[8].cout = d_cout;
+    /* the whole-row normalisation nearly alone: top-k of a beam's
+     * children (few, mid-decode) after its lse */
+    forms[9].name = "top-8 dense bf16 log-softmax(row)";
+    forms[9].kind = 2;
+    forms[9].in = dense;
+    forms[9].in.norm = FT_AR_NORM_FULL;
     uint32_t check_m;
-    for (int f = 0; f < 9; f++) {
+    for (int f = 0; f < 10; f++) {
         form *F = &forms[f];
         for (uint32_t i = 0; i < 5; i++)
             run_form(ar, F, cur, out, &hits, V, d_mask, d_te, d_tt, d_tl, NULL);
@@ -328,7 +338,7 @@ int main(int argc, char **argv)
         cudaEventCreate(&e0);
         cudaEventCreate(&e1);
         uint64_t *ref = malloc((size_t)B * 8), *got = malloc((size_t)B * 8);
-        for (int f = 0; f < 9; f++) {
+        for (int f = 0; f < 10; f++) {
             form *F = &forms[f];
             if (cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) != cudaSuccess)
                 return 1;
