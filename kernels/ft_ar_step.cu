@@ -1527,14 +1527,22 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
 }
 
 /* ark_fl_launch launches a whole-row normalisation of every row: one CTA
- * a part of a row (ark_fl_kernel). */
+ * a part of a row (ark_fl_kernel), its registers bounded so that an SM
+ * holds ARK_FL_MINB CTAs (63 registers unbounded: 4 CTAs; 5 CTAs spill
+ * 28 bytes).  Measured on an H100 (graph us a step, 20 iterations,
+ * mid-decode, with the unbounded kernel / bounded to 5): log-softmax(row)
+ * at 1,024 x 262,144 320.9 / 233.2, 256 x 262,144 92.3 / 70.3, 1,024 x
+ * 32,768 67.6 / 55.2, 64 x 32,768 14.9 / 15.1. */
+#define ARK_FL_MINB 5
 static void ark_fl_launch(const ft_ark_params *p, int step, cudaStream_t st)
 {
     dim3 grid(ft_ar_parts(p->width), p->cap_beam);
-    if (g_tuning.fl_minb == 5)
-        ark_fl_kernel<5><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
-    else
+    if (g_tuning.fl_minb == 1)
         ark_fl_kernel<1><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+    else if (g_tuning.fl_minb == 6)
+        ark_fl_kernel<6><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+    else
+        ark_fl_kernel<ARK_FL_MINB><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
 }
 
 static size_t ark_flat_smem(const ft_ark_params *p)

@@ -36,8 +36,8 @@
 /* tune_from_env maps FT_AR_FUSED (0: the launches), FT_AR_CTAS (fewer
  * CTAs), FT_AR_SPLIT and FT_AR_MASK_SPLIT (live beams above which the
  * ranges are shared out), FT_AR_THREADS and FT_AR_MASK_THREADS (the
- * CTAs' size: 512, 1024) and FT_AR_FL_MINB (5: the whole-row kernel in
- * 5 CTAs an SM) onto the step's knobs:
+ * CTAs' size: 512, 1024) and FT_AR_FL_MINB (the whole-row kernel's CTAs
+ * an SM: 1 unbounded, 6; else the default 5) onto the step's knobs:
  * measurements only (the library reads no environment). */
 static void tune_from_env(void)
 {
