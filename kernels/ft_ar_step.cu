@@ -27,10 +27,12 @@
  *    The first B (or n) are written out, with their key's index and value
  *    for completed keys.
  *  - ark_fused, ark_mask_fused: the common case in one launch (no
- *    normalisation, at most FT_ARK_FUSED_MAX beams; "The one-launch step"
- *    below): ranges, expansion and selection (or the mask's bits) by one
+ *    normalisation or one over the whole row, ark_fl_kernel launched
+ *    first; at most FT_ARK_FUSED_MAX beams; "The one-launch step" below):
+ *    ranges, expansion and selection (or the mask's bits) by one
  *    co-resident grid that meets at one or two grid barriers; the
- *    launches above remain for normalised rows and larger sessions.
+ *    launches above remain for rows normalised over the allowed children
+ *    and larger sessions.
  */
 #include <cuda_runtime.h>
 #include <stdlib.h>
