@@ -212,7 +212,7 @@ FT_HD double ft_ar_term(float x, float mx)
 }
 
 /* ft_ar_expr is exp(d) for -86 <= d <= 0 in binary32, within 1 ulp of the
- * true value (checked on every 7th binary32 of [-86, 0] by ar_step_test):
+ * true value (checked on every 31st binary32 of [-86, 0] by ar_step_test):
  * the reduction of ft_ar_expf (n = d / ln 2 rounded to an integer by
  * adding 1.5 * 2^23, f = d - n ln 2 with ln 2 in two parts), then a
  * degree-6 polynomial for exp(f) on |f| <= 0.3467, minimax in relative
@@ -261,7 +261,7 @@ FT_HD float ft_ar_nan_max(float a, float b)
     return a > b ? a : b;
 }
 
-/* ft_ar_parts count: the parts of a row of width entries. */
+/* ft_ar_parts is the number of parts of a row of width entries. */
 FT_HD uint32_t ft_ar_parts(uint32_t width)
 {
     return (width + FT_AR_PART - 1) / FT_AR_PART;
