@@ -1096,6 +1096,77 @@ static void test_full_norm_ref(const ft_index *idx)
     }
 }
 
+/* test_full_norm_random: the same against full_lse_def on random widths
+ * (1 to 40,000), dtypes (f32, bf16, f16: f16 rows of random negative
+ * normal values and -inf holes, by their bits) and offsets of the row in
+ * its buffer (rows that do not start on 16 bytes), with the FMA clones
+ * and without. */
+static void test_full_norm_random(const ft_index *idx)
+{
+    uint64_t sd = 777;
+    uint32_t checked = 0;
+    for (int k = 0; k < 40; k++) {
+        uint32_t W = 1 + (uint32_t)(ft_test_rand(&sd) % 40000);
+        int dt = (int)(ft_test_rand(&sd) % 3), nf = k % 2;
+        uint32_t off = (uint32_t)(ft_test_rand(&sd) % 8);
+        ft_ar_beams a, b;
+        ft_ar *ar = cpu_open(idx, 16, 0, W, &a, &b);
+        ar->no_fma = nf;
+        float *x = malloc((size_t)W * 4), *xs = malloc(((size_t)W + 8) * 4);
+        uint16_t *h = malloc(((size_t)W + 8) * 2);
+        FT_CHECK(x && xs && h);
+        for (uint32_t j = 0; j < W; j++) {
+            uint64_t r = ft_test_rand(&sd);
+            uint16_t hb = 0;
+            if (dt == 2) { /* f16: -(2^(e-15)) (1 + m/1024), e 8..18 */
+                hb = r % 7 == 0 ? 0xfc00u
+                                : (uint16_t)(0x8000u | ((8 + (r >> 8) % 11) << 10) |
+                                             ((r >> 16) & 0x3ffu));
+                x[j] = ft_f16_to_f32(hb);
+            } else {
+                x[j] = r % 7 == 0 ? -INFINITY
+                                  : -(float)((r >> 8) % 1000000) * 2e-5f +
+                                        (float)((r >> 40) % 5);
+                if (dt == 1) {
+                    hb = to_bf16(x[j]);
+                    x[j] = ft_bf16_to_f32(hb);
+                }
+            }
+            h[off + j] = hb;
+            xs[off + j] = x[j];
+        }
+        double lse = 0.0;
+        int has = full_lse_def(x, W, &lse);
+        ft_ar_input in;
+        memset(&in, 0, sizeof in);
+        in.form = FT_AR_IN_DENSE;
+        in.dtype = dt == 0 ? FT_AR_IN_F32 : dt == 1 ? FT_AR_IN_BF16 : FT_AR_IN_F16;
+        in.norm = FT_AR_NORM_FULL;
+        in.width = W;
+        in.logp = dt == 0 ? (const void *)(xs + off) : (const void *)(h + off);
+        FT_PASS(ft_ar_step(ar, &a, &in, &b, NULL, NULL));
+        FT_CHECK(has && !isnan(lse));
+        checked += b.count[0];
+        for (uint32_t i = 0; i < b.count[0]; i++) {
+            float want = ft_ar_norm(x[b.token[i]], lse);
+            if (memcmp(&want, &b.sigma[i], 4) != 0) {
+                fprintf(stderr, "random width %u dtype %d offset %u%s: beam "
+                        "%u (token %u): sigma %.9g, want %.9g\n", W, dt, off,
+                        nf ? " without FMA" : "", i, b.token[i],
+                        (double)b.sigma[i], (double)want);
+                exit(1);
+            }
+        }
+        free(x);
+        free(xs);
+        free(h);
+        cpu_close(ar, &a, &b);
+    }
+    FT_CHECK(checked >= 40 * 8);
+    printf("ar_step_test: whole-row normalisation = its definition on 40 "
+           "random rows (%u beams)\n", checked);
+}
+
 /* test_par_full: a whole-row normalisation reads the whole row, however
  * few children a beam has, so a call of few children but wide rows is
  * shared over the session's threads (its workers start), while the same
@@ -1519,6 +1590,7 @@ int main(int argc, char **argv)
         test_threads(idx, wide, nwide);
         test_inverse(idx);
         test_full_norm_ref(idx);
+        test_full_norm_random(idx);
         test_par_full(idx);
         test_fork(idx);
         test_walk(idx, FT_ENGINE_CPU);
