@@ -466,7 +466,7 @@ __device__ __forceinline__ float ark_fl_part(const char *base, uint32_t n,
             m = ark_nan_max(m, x[k][i]);
     m = ark_fl_cta_nan_max(m);
     *sum = 0.0;
-    if (!(m > -INFINITY && m <= 3.40282346638528859812e+38f))
+    if (ft_ar_part_spoils(m) || !(m > -INFINITY))
         return m; /* NaN, +inf or no maximum: no sum (ft_ar_parts_lse) */
     double a = 0.0;
 #pragma unroll
@@ -502,8 +502,7 @@ __device__ __forceinline__ void ark_fl_top(const ft_ark_params &p, int step,
     const uint32_t t = threadIdx.x;
     size_t at = (size_t)r * p.fl_stride + t;
     float mq = t < parts ? __ldcg(&p.b_fmax[at]) : -INFINITY;
-    int bad = mq != mq || mq > 3.40282346638528859812e+38f;
-    if (__syncthreads_or(bad)) {
+    if (__syncthreads_or(ft_ar_part_spoils(mq))) {
         if (t == 0)
             p.b_lse[r] = NAN;
         return;

@@ -856,7 +856,7 @@ full_lse(double *p, const row *w, uint32_t width, double *lse)
         uint32_t np = width - j0 < FT_AR_PART ? width - j0 : FT_AR_PART;
         m[q] = part_max8(w, j0, np);
         s[q] = 0.0;
-        if (m[q] != m[q] || m[q] > 3.40282346638528859812e+38f) {
+        if (ft_ar_part_spoils(m[q])) {
             n = q + 1; /* the row's lse is NaN: the rest cannot change it */
             break;
         }

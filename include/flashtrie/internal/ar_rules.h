@@ -261,6 +261,13 @@ FT_HD float ft_ar_nan_max(float a, float b)
     return a > b ? a : b;
 }
 
+/* ft_ar_part_spoils says whether a part's maximum m (ft_ar_nan_max over
+ * its entries) makes the row's lse NaN: the part holds a NaN or a +inf. */
+FT_HD int ft_ar_part_spoils(float m)
+{
+    return m != m || m > 3.40282346638528859812e+38f;
+}
+
 /* ft_ar_parts is the number of parts of a row of width entries. */
 FT_HD uint32_t ft_ar_parts(uint32_t width)
 {
@@ -349,7 +356,7 @@ FT_HD int ft_ar_parts_lse(const float *m, const double *s, uint32_t n,
 {
     float mx = -INFINITY;
     for (uint32_t q = 0; q < n; q++) {
-        if (m[q] != m[q] || m[q] > 3.40282346638528859812e+38f) {
+        if (ft_ar_part_spoils(m[q])) {
             *lse = NAN;
             return 1;
         }
