@@ -1021,6 +1021,34 @@ static int full_lse_def(const float *x, uint32_t w, double *lse)
     return 1;
 }
 
+/* full_norm_check takes one step of ar from a over the dense row logp
+ * (width W, dtype dt) normalised over the whole row, and checks every next
+ * beam's sigma against (float)((double)x - lse), x the row as floats;
+ * what names the case in a failure.  Returns the next beams' count. */
+static uint32_t full_norm_check(ft_ar *ar, ft_ar_beams *a, ft_ar_beams *b,
+                                int dt, uint32_t W, const void *logp,
+                                const float *x, double lse, const char *what)
+{
+    ft_ar_input in;
+    memset(&in, 0, sizeof in);
+    in.form = FT_AR_IN_DENSE;
+    in.dtype = dt;
+    in.norm = FT_AR_NORM_FULL;
+    in.width = W;
+    in.logp = logp;
+    FT_PASS(ft_ar_step(ar, a, &in, b, NULL, NULL));
+    for (uint32_t i = 0; i < b->count[0]; i++) {
+        float want = ft_ar_norm(x[b->token[i]], lse);
+        if (memcmp(&want, &b->sigma[i], 4) != 0) {
+            fprintf(stderr, "%s%s: beam %u (token %u): sigma %.9g, want "
+                    "%.9g\n", what, ar->no_fma ? " without FMA" : "", i,
+                    b->token[i], (double)b->sigma[i], (double)want);
+            exit(1);
+        }
+    }
+    return b->count[0];
+}
+
 /* test_full_norm_ref: one step from the root over a whole-row
  * normalisation (f32 and bf16 rows, widths that are and are not a
  * multiple of 8, one and several parts, -inf holes, a part of -inf only,
@@ -1065,30 +1093,17 @@ static void test_full_norm_ref(const ft_index *idx)
             }
         double lse = 0.0;
         int has = full_lse_def(x, W, &lse);
-        ft_ar_input in;
-        memset(&in, 0, sizeof in);
-        in.form = FT_AR_IN_DENSE;
-        in.dtype = bf ? FT_AR_IN_BF16 : FT_AR_IN_F32;
-        in.norm = FT_AR_NORM_FULL;
-        in.width = W;
-        in.logp = bf ? (const void *)h : (const void *)x;
-        FT_PASS(ft_ar_step(ar, &a, &in, &b, NULL, NULL));
+        char what[64];
+        snprintf(what, sizeof what, "width %u %s", W, bf ? "bf16" : "f32");
+        uint32_t got = full_norm_check(
+            ar, &a, &b, bf ? FT_AR_IN_BF16 : FT_AR_IN_F32, W,
+            bf ? (const void *)h : (const void *)x, x, lse, what);
         if (!has || isnan(lse)) {
             FT_CHECK(special == 1 ? !has && W <= 8192 : special >= 2);
-            FT_CHECK(b.count[0] == 0);
+            FT_CHECK(got == 0);
         } else {
             FT_CHECK(special == 0 || (special == 1 && W > 8192));
-            FT_CHECK(b.count[0] > 0);
-        }
-        for (uint32_t i = 0; i < b.count[0]; i++) {
-            float want = ft_ar_norm(x[b.token[i]], lse);
-            if (memcmp(&want, &b.sigma[i], 4) != 0) {
-                fprintf(stderr, "width %u %s%s: beam %u (token %u): sigma "
-                        "%.9g, want %.9g\n", W, bf ? "bf16" : "f32",
-                        nf ? " without FMA" : "", i,
-                        b.token[i], (double)b.sigma[i], (double)want);
-                exit(1);
-            }
+            FT_CHECK(got > 0);
         }
         free(x);
         free(h);
@@ -1137,26 +1152,15 @@ static void test_full_norm_random(const ft_index *idx)
         }
         double lse = 0.0;
         int has = full_lse_def(x, W, &lse);
-        ft_ar_input in;
-        memset(&in, 0, sizeof in);
-        in.form = FT_AR_IN_DENSE;
-        in.dtype = dt == 0 ? FT_AR_IN_F32 : dt == 1 ? FT_AR_IN_BF16 : FT_AR_IN_F16;
-        in.norm = FT_AR_NORM_FULL;
-        in.width = W;
-        in.logp = dt == 0 ? (const void *)(xs + off) : (const void *)(h + off);
-        FT_PASS(ft_ar_step(ar, &a, &in, &b, NULL, NULL));
         FT_CHECK(has && !isnan(lse));
-        checked += b.count[0];
-        for (uint32_t i = 0; i < b.count[0]; i++) {
-            float want = ft_ar_norm(x[b.token[i]], lse);
-            if (memcmp(&want, &b.sigma[i], 4) != 0) {
-                fprintf(stderr, "random width %u dtype %d offset %u%s: beam "
-                        "%u (token %u): sigma %.9g, want %.9g\n", W, dt, off,
-                        nf ? " without FMA" : "", i, b.token[i],
-                        (double)b.sigma[i], (double)want);
-                exit(1);
-            }
-        }
+        char what[64];
+        snprintf(what, sizeof what, "random width %u dtype %d offset %u", W,
+                 dt, off);
+        checked += full_norm_check(
+            ar, &a, &b,
+            dt == 0 ? FT_AR_IN_F32 : dt == 1 ? FT_AR_IN_BF16 : FT_AR_IN_F16, W,
+            dt == 0 ? (const void *)(xs + off) : (const void *)(h + off), x,
+            lse, what);
         free(x);
         free(xs);
         free(h);
