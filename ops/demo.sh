@@ -4,15 +4,17 @@
 # request grids, and then the daemon: "flashtrie serve" on that index (the
 # GPU engine when one is usable, else the CPU), the same requests answered
 # through it with "flashtrie query" (compared with the offline answers),
-# its INFO, and a SIGTERM that drains it.  Run from the repository root after
+# its INFO, and a SIGTERM that drains it.  Run it from anywhere after
 #   cmake -S . -B build && cmake --build build
-# Environment: FT_BUILD_DIR (default ./build), FT_DEMO_KEYS (200000),
+# Environment: FT_BUILD_DIR (default: build/ in the repository this script
+# is in), FT_DEMO_KEYS (200000),
 # FT_DEMO_URL (default ipc://<temporary folder>/flashtrie.sock).
 set -eu
-B=${FT_BUILD_DIR:-./build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=${FT_BUILD_DIR:-$ROOT/build}
 FT=$B/flashtrie
 N=${FT_DEMO_KEYS:-200000}
-[ -x "$FT" ] || { echo "demo: $FT not found; run: cmake -S . -B build && cmake --build build" >&2; exit 2; }
+[ -x "$FT" ] || { echo "demo: $FT not found; build it first: cmake -S $ROOT -B $B && cmake --build $B (or set FT_BUILD_DIR)" >&2; exit 2; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/flashtrie_demo.XXXXXX")
 SERVER=
 trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null; rm -rf "$W"' EXIT
@@ -58,7 +60,13 @@ else
   echo "demo: the daemon's answers differ from flashtrie search's" >&2; exit 1
 fi
 echo "a few lines of its INFO:"
-$FT query --url "$URL" --info | grep -E '^(# |keys|engine\.0\.kind|why|total|status\.ok|latency_p50)' | sed 's/^/  /'
+# A section's heading only above a line picked from it.
+$FT query --url "$URL" --info | awk '
+  /^# / { head = $0; next }
+  /^(keys|engine\.0\.kind|why|total|status\.ok|latency_p50)/ {
+    if (head != "") { print "  " head; head = "" }
+    print "  " $0
+  }'
 
 echo
 echo "== 7. SIGTERM: the daemon drains and exits"
