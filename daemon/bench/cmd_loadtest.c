@@ -52,7 +52,9 @@ static const char *usage_text =
     "  docs/specification.md section 3) and oversize ones (above the\n"
     "  server's max_message_bytes, read from INFO unless given).  --mix takes kinds with optional\n"
     "  weights (good:90,bad:9,oversize:1 is what good,bad,oversize means).\n"
-    "  Hostile kinds: maxsize (a frame just under max_message_bytes: ERROR),\n"
+    "  Hostile kinds: maxsize (a frame just under max_message_bytes, or\n"
+    "  under the receive limit in force, INFO's receive_limit_bytes, which\n"
+    "  the server lowers while many connections are open: ERROR),\n"
     "  half (half a message, then silence) and idle (a handshake, then\n"
     "  silence), which the server must close after its idle_timeout_ms\n"
     "  (from INFO); hostile means maxsize,half,idle at weight 1 each.  The\n"
@@ -333,6 +335,7 @@ int cmd_loadtest(int argc, char **argv)
             return 2;
         }
         sh.maxsz_len = (size_t)maxmsg - 64;
+        sh.maxsz_min = hb.len + 128;
         sh.maxsz = calloc(1, sh.maxsz_len);
         if (sh.maxsz == NULL) {
             fprintf(stderr, "flashtrie loadtest: out of memory\n");
@@ -407,6 +410,8 @@ int cmd_loadtest(int argc, char **argv)
             tot.busy[k] += w->c.busy[k];
         }
         tot.good_reqs += w->c.good_reqs;
+        tot.maxsz_cut += w->c.maxsz_cut;
+        tot.maxsz_over += w->c.maxsz_over;
         lt_lat_merge(&lg, &w->lat_good);
         lt_lat_merge(&la, &w->lat_all);
         conn_errors += w->conn_errors;
@@ -482,6 +487,13 @@ int cmd_loadtest(int argc, char **argv)
                    (unsigned long long)tot.right[k],
                    (unsigned long long)tot.wrong[k],
                    (unsigned long long)tot.busy[k]);
+    if (tot.maxsz_cut || tot.maxsz_over)
+        printf("maxsize: %llu of %llu cut to the receive limit the server "
+               "had lowered for its connections (memory_budget_bytes; INFO "
+               "receive_limit_bytes), %llu closed unread as it came down "
+               "further\n", (unsigned long long)tot.maxsz_cut,
+               (unsigned long long)tot.sent[K_MAXSIZE],
+               (unsigned long long)tot.maxsz_over);
     lt_lat_print(stdout, "good", &lg);
     lt_lat_print(stdout, "all", &la);
     if (conn_errors)

@@ -91,6 +91,9 @@ typedef struct counts {
     uint64_t sent[K_COUNT], right[K_COUNT], wrong[K_COUNT], busy[K_COUNT];
     uint64_t good_reqs; /* good requests answered right, batch members
                          * and the good neighbours of bad.spec included */
+    uint64_t maxsz_cut;  /* maxsize frames cut to the receive limit in force */
+    uint64_t maxsz_over; /* maxsize frames closed unread over the receive
+                          * limit in force (counted right too) */
 } counts;
 
 typedef struct shared {
@@ -104,6 +107,7 @@ typedef struct shared {
     size_t big_len;
     unsigned char *maxsz; /* the max-size message, its ERROR and id */
     size_t maxsz_len;
+    size_t maxsz_min;   /* the shortest cut of it (the request and 128) */
     char maxsz_want[256];
     uint64_t maxsz_id;
     uint32_t idle_ms;   /* the server's idle_timeout_ms (half, idle) */

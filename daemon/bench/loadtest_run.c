@@ -298,13 +298,11 @@ static void check_json(worker *w, int kind, const char *line, size_t len,
 
 /* check_error sends a malformed frame; the answer must be an ERROR with
  * code and message (and the id the decoder read), as decoded here. */
-static void check_error(worker *w, int kind, const void *p, size_t len,
-                        int code, const char *want, uint64_t want_id)
+/* check_answer checks the answer to a malformed message (rv: raw_call's
+ * result; msg freed here): an ERROR frame of code, want and want_id. */
+static void check_answer(worker *w, int kind, int rv, nng_msg *msg, int code,
+                         const char *want, uint64_t want_id)
 {
-    nng_msg *msg = NULL;
-    double t0 = fti_now();
-    int rv = raw_call(w, p, len, &msg);
-    lat_add(&w->lat_all, fti_now() - t0);
     if (rv != 0) {
         report_wrong(w, kind, "no answer: %s", nng_strerror(rv));
         return;
@@ -326,6 +324,18 @@ static void check_error(worker *w, int kind, const void *p, size_t len,
                      (unsigned long long)want_id);
     else
         w->c.right[kind]++;
+}
+
+/* check_error sends p (len bytes) on the worker's raw socket and checks
+ * that the answer is an ERROR frame of code, want and want_id. */
+static void check_error(worker *w, int kind, const void *p, size_t len,
+                        int code, const char *want, uint64_t want_id)
+{
+    nng_msg *msg = NULL;
+    double t0 = fti_now();
+    int rv = raw_call(w, p, len, &msg);
+    lat_add(&w->lat_all, fti_now() - t0);
+    check_answer(w, kind, rv, msg, code, want, want_id);
 }
 
 static unsigned char *scratch(worker *w, size_t n)
@@ -576,14 +586,69 @@ static void do_oversize(worker *w, int kind)
         w->c.right[kind]++;
 }
 
+/* rx_state reads the server's receive limit in force and how many times
+ * it was lowered, from INFO on the worker's own connection (no new
+ * connection, which would lower it): 1 when the server gives both. */
+static int rx_state(worker *w, long long *lim, long long *lowered)
+{
+    char *info = NULL, err[256];
+    if (ft_client_info(w->cl, &info, err, sizeof err) != FT_OK)
+        return 0;
+    int ok = lt_info_value(info, "receive_limit_bytes", lim) &&
+             lt_info_value(info, "receive_limit_lowered", lowered);
+    free(info);
+    return ok;
+}
+
 /* do_maxsize sends a frame of about max_message_bytes (a SEARCH padded
  * with zeros): under the limit, so the server reads it whole and answers
- * ERROR, the decoder's message for the trailing bytes. */
+ * ERROR, the decoder's message for the trailing bytes.  The server lowers
+ * its receive limit while many connections are open (docs/config.md,
+ * memory_budget_bytes), so the frame is cut to the limit in force (INFO's
+ * receive_limit_bytes, read just before; maxsz_cut counts those).  The
+ * limit may come down again while the frame is on its way: closed
+ * unread, as documented, counts as right (maxsz_over) when the limit was
+ * under the frame's size after it was closed or was lowered in between
+ * (receive_limit_lowered, read on either side; otherwise it only rises).
+ * Closed while the limit stayed above the frame is wrong. */
 static void do_maxsize(worker *w, int kind)
 {
     shared *sh = w->sh;
-    check_error(w, kind, sh->maxsz, sh->maxsz_len, FT_EPROTO, sh->maxsz_want,
-                sh->maxsz_id);
+    long long lim0 = 0, low0 = 0, lim1 = 0, low1 = 0;
+    int have0 = rx_state(w, &lim0, &low0);
+    size_t len = sh->maxsz_len;
+    const char *want = sh->maxsz_want;
+    char cut_want[256];
+    /* nng's own header counts against the limit (64 bytes spare) */
+    if (have0 && lim0 - 64 < (long long)len) {
+        len = lim0 - 64 > (long long)sh->maxsz_min ? (size_t)(lim0 - 64)
+                                                   : sh->maxsz_min;
+        if (ft_frame_decode(&w->local, sh->maxsz, len, 0, cut_want,
+                            sizeof cut_want) != FT_EPROTO) {
+            report_wrong(w, kind, "the frame cut to %zu bytes decodes", len);
+            return;
+        }
+        want = cut_want;
+        w->c.maxsz_cut++;
+    }
+    nng_msg *msg = NULL;
+    double t0 = fti_now();
+    int rv = raw_call(w, sh->maxsz, len, &msg);
+    lat_add(&w->lat_all, fti_now() - t0);
+    long long need = (long long)len + 64;
+    if (rv != 0 && have0 && rx_state(w, &lim1, &low1)) {
+        if (lim0 < need || lim1 < need || low1 != low0) {
+            w->c.right[kind]++;
+            w->c.maxsz_over++;
+        } else {
+            report_wrong(w, kind, "no answer: %s (the server's receive "
+                         "limit stayed %lld bytes, over the frame's %zu, "
+                         "never lowered meanwhile)", nng_strerror(rv), lim0,
+                         len);
+        }
+        return;
+    }
+    check_answer(w, kind, rv, msg, FT_EPROTO, want, sh->maxsz_id);
 }
 
 /* silent_check looks at w's silent connections (waiting, when wait, until

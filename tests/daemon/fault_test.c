@@ -195,6 +195,52 @@ static void case_hostile(void)
     FT_CHECK_EQ_U64(stop_server(&ms), 0);
 }
 
+/* case_maxsize_lowered: the maxsize kind against a server whose receive
+ * limit comes down for its connections (memory_budget_bytes 8 MiB: half
+ * of it shared by ~17-34 connections, ~120-230 KiB each, under the 1 MiB
+ * max_message_bytes).  The loadtest cuts its frames to the limit in force
+ * (INFO's receive_limit_bytes): every one is read whole and answered
+ * ERROR, or closed unread as the limit came down further; none is wrong
+ * (before the cut, every one was closed unread and counted wrong). */
+static void case_maxsize_lowered(void)
+{
+    char idx[300], url[300], out[300];
+    th_make_library(g_bin, g_dir, 5000, idx, sizeof idx);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", tn_free_port());
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--max-message-bytes", "1048576",
+                          "--memory-budget-bytes", "8388608", NULL};
+    start_server(url, args);
+    snprintf(out, sizeof out, "%s/loadtest.out", g_dir);
+    const char *lt[] = {"loadtest", "--url", url, "--index", idx,
+                        "--clients", "16", "--seconds", "3", "--beam", "16",
+                        "--mix", "good:4,maxsize:1", "--seed", "13", NULL};
+    run_loadtest(lt, out);
+    long long mx[4];
+    kind_row(out, "maxsize", mx);
+    FT_CHECK(mx[0] > 0 && mx[1] == mx[0] && mx[2] == 0 && mx[3] == 0);
+    /* "maxsize: CUT of SENT cut to the receive limit ..., OVER closed
+     * unread as it came down further" */
+    FILE *f = fopen(out, "r");
+    FT_CHECK(f != NULL);
+    char line[512];
+    long long cut = -1, of = -1, over = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "maxsize: %lld of %lld cut to the receive limit",
+                   &cut, &of) == 2) {
+            char *c = strstr(line, "), ");
+            FT_CHECK(c != NULL && sscanf(c, "), %lld closed unread", &over) == 1);
+            break;
+        }
+    fclose(f);
+    FT_CHECK_EQ_U64(of, mx[0]);
+    FT_CHECK(cut > 0 && cut <= of && over >= 0 && over <= of);
+    FT_CHECK(info_num(url, "receive_limit_lowered") > 0);
+    FT_CHECK(info_num(url, "status.protocol") >= mx[0] - over);
+    double ms;
+    FT_CHECK_EQ_U64(stop_server(&ms), 0);
+}
+
 /* ---- faults ---- */
 
 typedef struct checker {
@@ -627,6 +673,7 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "slow_reader")) case_faults(1);
     else if (!strcmp(argv[1], "conns")) case_conns();
     else if (!strcmp(argv[1], "load_hostile")) case_hostile();
+    else if (!strcmp(argv[1], "maxsize_lowered")) case_maxsize_lowered();
     else if (!strcmp(argv[1], "slow_answer")) case_slow_answer();
     else {
         fprintf(stderr, "fault_test: unknown case %s\n", argv[1]);
