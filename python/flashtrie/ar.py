@@ -3,7 +3,7 @@
     import numpy as np, flashtrie.ar as ar
     idx = ar.Index("library.fti")
     s = ar.Session(idx, beam=8, device="cpu")       # or device="cuda"
-    s.reset()
+    s.reset()                                        # (a new one is at the root)
     for t in range(max_len):
         rows = model_logprobs(s.beams())            # [live beams, V]
         out = s.step(rows)                          # dense rows, column j = token j
@@ -387,7 +387,8 @@ class Session:
     max_width bounds the rows (K or V).  device "cpu" runs the CPU step on
     numpy arrays; "cuda" or "cuda:N" the GPU step on torch tensors.
     threads: the CPU step's threads (0: the usable cores, at most 64; a
-    step of few row entries runs on the caller's thread alone)."""
+    step of few row entries runs on the caller's thread alone).  A new
+    session holds one beam at the root; reset() brings it back there."""
 
     def __init__(self, index: Index, beam: int = 100, results: int = 0,
                  theta_tok: float = -math.inf, theta_sent: float = -math.inf,
@@ -425,6 +426,9 @@ class Session:
         self._hits = self._alloc_hits()
         self._cur = 0
         self._cmask = {}        # width -> constrain's mask scratch
+        # A new session holds one beam at the root, as after reset(): a
+        # first step on a state of no beam would silently find nothing.
+        self.reset()
 
     # -- memory: numpy on the CPU, torch tensors on the GPU ------------------
     def _zeros(self, n, dtype):

@@ -155,6 +155,32 @@ def test_sparse_equals_dense(lib):
             break
 
 
+def test_new_session_starts_at_the_root(lib):
+    """A session's first step needs no reset(): it expands the root (the
+    same beams and hits as a session reset first), and reset() after steps
+    brings back that one root beam."""
+    idx, keys, _ = lib
+    rng = np.random.default_rng(11)
+    rows = rows_for(rng, 1, V)
+    fresh = Session(idx, beam=5, results=9, max_width=V)
+    assert fresh.count() == 1
+    assert fresh.beams()["node"][0] == 0 and fresh.beams()["len"][0] == 0
+    assert fresh.beams()["sigma"][0] == 0.0
+    reset = Session(idx, beam=5, results=9, max_width=V)
+    reset.reset()
+    a, b = fresh.step(rows), reset.step(rows.copy())
+    nb, nh = ref_step([((), np.float32(0))], rows, keys, 5, 9, -math.inf,
+                      -math.inf, 1.0)
+    assert a.count == len(nb) > 0
+    assert a.token.tolist() == [u[0] for u, _ in nb]
+    assert [h.sigma for h in a.hits] == [float(sg) for _, sg, _ in nh]
+    assert a.count == b.count and a.hits == b.hits
+    assert np.array_equal(a.token, b.token)
+    assert a.sigma.tobytes() == b.sigma.tobytes()
+    fresh.reset()
+    assert fresh.count() == 1 and fresh.beams()["node"][0] == 0
+
+
 def test_bad_input_names_the_field(lib):
     idx, _, _ = lib
     s = Session(idx, beam=2, max_width=V)
