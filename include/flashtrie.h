@@ -932,9 +932,10 @@ typedef struct ft_ar_input {
 
 /* ft_ar_beams_alloc allocates a beam state of B entries (and
  * ft_ar_hits_alloc one of n hits) in the session's memory; the _free calls
- * release them and zero the struct.  A NULL b or h is FT_EINVAL ("b:
- * NULL", "h: NULL"); a NULL b or h is nothing to free.  Callers may use
- * their own buffers instead. */
+ * release them and zero the struct.  A new state holds no beam (count 0:
+ * a step on it finds nothing) until ft_ar_reset puts one at the root.  A
+ * NULL b or h is FT_EINVAL ("b: NULL", "h: NULL"); a NULL b or h is
+ * nothing to free.  Callers may use their own buffers instead. */
 FT_API int ft_ar_beams_alloc(ft_ar *ar, ft_ar_beams *b);
 FT_API void ft_ar_beams_free(ft_ar *ar, ft_ar_beams *b);
 FT_API int ft_ar_hits_alloc(ft_ar *ar, ft_ar_hits *h);
