@@ -23,7 +23,14 @@
  * FT_ECONN ("URL: connection lost: SEARCH not sent (no server for N
  * ms)"); an asynchronous call does not block its caller for it: its
  * callback gets that error.  Once the server is back, calls succeed again
- * on the same handle, so a restart costs about its own downtime.
+ * on the same handle, so a restart costs about its own downtime.  A
+ * request over 64 KiB whose connection is lost gets a hint in errbuf
+ * ("(the request was N bytes: a server closes the connection of a
+ * message over its receive limit, ...)"): a server closes, unread, the
+ * connection of a message over its receive limit, which is its
+ * max_message_bytes, or less while many connections are open (the
+ * server's INFO gives receive_limit_bytes); the call fails with FT_ECONN
+ * like any lost connection, and so do the others in flight on it.
  *
  * TLS: tls+tcp:// verifies the server against tls_ca; without one the
  * handle is refused (FT_EINVAL) unless tls_insecure says to connect

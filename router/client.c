@@ -465,6 +465,24 @@ static int nng_err(int rv, const ft_client *c, const char *what,
     return FT_ECONN;
 }
 
+/* A request over this many bytes that loses its connection gets a hint:
+ * a server closes, unread, the connection of a message over its receive
+ * limit, which it lowers while many connections are open, never below
+ * this (SRV_RX_FLOOR in daemon/serve_budget.h). */
+#define CLIENT_BIG_REQUEST ((size_t)64 << 10)
+
+/* big_hint adds that hint to errbuf for a request of len bytes. */
+static void big_hint(char *errbuf, size_t errlen, size_t len)
+{
+    size_t at = errbuf ? strnlen(errbuf, errlen) : 0;
+    if (errbuf == NULL || len <= CLIENT_BIG_REQUEST || at + 1 >= errlen)
+        return;
+    snprintf(errbuf + at, errlen - at, " (the request was %zu bytes: a "
+             "server closes the connection of a message over its receive "
+             "limit, max_message_bytes or, while many connections are "
+             "open, less: its INFO's receive_limit_bytes)", len);
+}
+
 /* check_reply turns a decoded answer into the call's status: an ERROR
  * frame gives the server's code and message, a frame of another type
  * than want (or for another id) is a protocol fault. */
@@ -495,6 +513,7 @@ static int exchange(ft_client *c, nng_msg *msg, uint16_t want,
                     nng_msg **reply, char *errbuf, size_t errlen)
 {
     const char *what = ft_frame_type_name(want & 0x7fff);
+    const size_t len = nng_msg_len(msg);
     nng_ctx ctx;
     nng_aio *aio = NULL;
     *reply = NULL;
@@ -544,8 +563,12 @@ static int exchange(ft_client *c, nng_msg *msg, uint16_t want,
     end_call(c, &p);
     nng_aio_free(aio);
     nng_ctx_close(ctx);
-    if (rv != 0)
-        return nng_err(rv, c, what, errbuf, errlen);
+    if (rv != 0) {
+        int rc = nng_err(rv, c, what, errbuf, errlen);
+        if (rv == NNG_ECONNRESET)
+            big_hint(errbuf, errlen, len);
+        return rc;
+    }
     *reply = msg;
     return FT_OK;
 }
@@ -983,6 +1006,7 @@ typedef struct acall {
     void *arg;
     pending p;
     int queued;         /* sent while the connection was lost */
+    size_t len;         /* the request's bytes (big_hint) */
     uint64_t t0_ms;     /* when the call was made */
 } acall;
 
@@ -1021,6 +1045,8 @@ static void acall_cb(void *arg)
                      "(no server for %llu ms)", a->c->url,
                      (unsigned long long)(fti_now_ms() - lost));
             rc = FT_ECONN;
+        } else if (a->sent && rv == NNG_ECONNRESET) {
+            big_hint(err, sizeof err, a->len);
         }
         acall_finish(a, rc, NULL, err);
         return;
@@ -1081,6 +1107,7 @@ int ft_client_search_async(ft_client *c, const ft_request *reqs, size_t n,
         return rc;
     }
     a->t0_ms = fti_now_ms();
+    a->len = nng_msg_len(msg);
     rc = start_send(c, &a->p, a->ctx, a->aio, msg, "SEARCH", c->timeout_ms,
                     0, &a->queued, errbuf, errlen);
     if (rc != FT_OK) {

@@ -237,6 +237,57 @@ static void case_maxsize_lowered(void)
     FT_CHECK(cut > 0 && cut <= of && over >= 0 && over <= of);
     FT_CHECK(info_num(url, "receive_limit_lowered") > 0);
     FT_CHECK(info_num(url, "status.protocol") >= mx[0] - over);
+
+    /* A client's request over the lowered limit (24 other connections
+     * open: ~170 KiB each; the request 512 KiB, under max_message_bytes)
+     * is closed unread, and the client's error says why that may be. */
+    enum { OTHERS = 24, BT = 16, BK = 4096 };
+    ft_client *others[OTHERS], *big;
+    char err[1024];
+    for (int i = 0; i < OTHERS; i++)
+        FT_CHECK(ft_client_connect(&others[i], url, NULL, err, sizeof err) ==
+                 FT_OK);
+    FT_CHECK(ft_client_connect(&big, url, NULL, err, sizeof err) == FT_OK);
+    for (int t = 0; t < 100 && info_num(url, "receive_limit_bytes") >=
+                                   (long long)BT * BK * 8; t++)
+        th_sleep_ms(10);
+    FT_CHECK(info_num(url, "receive_limit_bytes") < (long long)BT * BK * 8);
+    uint32_t *tok = malloc(sizeof(uint32_t) * BT * BK);
+    float *lp = malloc(sizeof(float) * BT * BK);
+    FT_CHECK(tok != NULL && lp != NULL);
+    for (int i = 0; i < BT * BK; i++) {
+        tok[i] = (uint32_t)(i % BK);
+        lp[i] = -(float)(i % BK) / 1024.0f;
+    }
+    ft_request q;
+    ft_request_init(&q);
+    q.T = BT;
+    q.K = BK;
+    q.tokens = tok;
+    q.logp = lp;
+    q.beam = 8;
+    ft_client_results *res = NULL;
+    err[0] = 0;
+    int rc = ft_client_search(big, &q, 1, &res, err, sizeof err);
+    if (rc != FT_ECONN || strstr(err, "connection lost: no answer to SEARCH "
+                                      "(the request was ") == NULL ||
+        strstr(err, "receive_limit_bytes)") == NULL) {
+        fprintf(stderr, "big request: rc %d, '%s'\n", rc, err);
+        exit(1);
+    }
+    /* The others were not hurt: one of them still searches. */
+    q.T = 2;
+    q.K = 4;
+    FT_CHECK(ft_client_search(others[0], &q, 1, &res, err, sizeof err) ==
+             FT_OK);
+    FT_CHECK_EQ_U64(ft_client_results_count(res), 1);
+    FT_CHECK_EQ_U64(ft_client_results_get(res, 0)->status, FT_OK);
+    ft_client_results_free(res);
+    free(tok);
+    free(lp);
+    ft_client_close(big);
+    for (int i = 0; i < OTHERS; i++)
+        ft_client_close(others[i]);
     double ms;
     FT_CHECK_EQ_U64(stop_server(&ms), 0);
 }
