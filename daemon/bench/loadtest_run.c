@@ -296,10 +296,9 @@ static void check_json(worker *w, int kind, const char *line, size_t len,
     nng_msg_free(msg);
 }
 
-/* check_error sends a malformed frame; the answer must be an ERROR with
- * code and message (and the id the decoder read), as decoded here. */
 /* check_answer checks the answer to a malformed message (rv: raw_call's
- * result; msg freed here): an ERROR frame of code, want and want_id. */
+ * result; msg freed here): an ERROR frame with code and message (and the
+ * id the decoder read), as decoded here. */
 static void check_answer(worker *w, int kind, int rv, nng_msg *msg, int code,
                          const char *want, uint64_t want_id)
 {
