@@ -3,7 +3,7 @@
     import numpy as np, flashtrie.ar as ar
     idx = ar.Index("library.fti")
     s = ar.Session(idx, beam=8, device="cpu")       # or device="cuda"
-    s.reset()                                        # (a new one is at the root)
+    s.reset()                                        # (where a new session starts)
     for t in range(max_len):
         rows = model_logprobs(s.beams())            # [live beams, V]
         out = s.step(rows)                          # dense rows, column j = token j
