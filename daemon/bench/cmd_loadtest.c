@@ -334,7 +334,7 @@ int cmd_loadtest(int argc, char **argv)
             ft_buf_free(&hb);
             return 2;
         }
-        sh.maxsz_len = (size_t)maxmsg - 64;
+        sh.maxsz_len = (size_t)maxmsg - LT_NNG_SPARE;
         sh.maxsz_min = hb.len + 128;
         sh.maxsz = calloc(1, sh.maxsz_len);
         if (sh.maxsz == NULL) {

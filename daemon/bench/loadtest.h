@@ -49,6 +49,10 @@ enum {
     K_COUNT
 };
 
+/* LT_NNG_SPARE: the bytes a maxsize frame leaves under the receive limit,
+ * for nng's own header (the limit counts it). */
+#define LT_NNG_SPARE 64
+
 /* lt_kind_name is each kind's name in the report (loadtest_run.c). */
 extern const char *lt_kind_name[K_COUNT];
 
