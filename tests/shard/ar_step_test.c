@@ -26,6 +26,9 @@
 #include "ar_vexp.h"
 #include "flashtrie/internal/ar_rules.h"
 #include "search_util.h"
+#ifdef FT_HAVE_CUDA
+#include "ft_ar_kernels.h" /* ft_ark_tuning: the whole-row kernel's settings */
+#endif
 
 #define V 96        /* dense width: tokens 0..V-1 (the keys go to 119) */
 #define NKEYS 3000
@@ -1719,12 +1722,34 @@ int main(int argc, char **argv)
                                91 + B + wi, 0, NULL, 0);
                     cases++;
                 }
-    /* the widest rows, many of them (520 beams: 3,120 CTAs) */
+    /* the widest rows, many of them (520 beams: 3,120 parts) */
     for (int fi = 2; fi < 4; fi++) {
         g_dense_w = widths[2];
         cpu_vs_gpu(idx, dforms[fi], 1, 520, 523, g_dense_w, 97 + fi, 0, NULL, 0);
         cases++;
     }
+#ifdef FT_HAVE_CUDA
+    /* bf16 and f16 rows' whole-row kernel in its other settings (the
+     * default above: ark_fl_pipe, 4 CTAs an SM): 3 and 5 CTAs an SM, and
+     * the kernel a CTA a part (1); whole parts on 16 bytes (16,384), cut
+     * parts and unaligned rows (43,961), few rows and many */
+    ft_ark_tuning t0 = ft_ark_tuning_get();
+    uint32_t pipes[] = {3, 5, 1};
+    for (int pi = 0; pi < 3; pi++) {
+        ft_ark_tuning t = t0;
+        t.fl_pipe = pipes[pi];
+        ft_ark_tuning_set(&t);
+        for (int fi = 2; fi < 4; fi++)
+            for (int wi = 2; wi < 4; wi++)
+                for (uint32_t B = 7; B <= 520; B += 513) {
+                    g_dense_w = widths[wi];
+                    cpu_vs_gpu(idx, dforms[fi], 1, B, B + 3, g_dense_w,
+                               101 + pi + fi + wi + B, 0, NULL, 0);
+                    cases++;
+                }
+    }
+    ft_ark_tuning_set(&t0);
+#endif
     g_dense_w = V;
     g_vocab_seed = 0;
     ft_index_close(idx);
