@@ -430,6 +430,103 @@ __device__ __forceinline__ bool ark_fl_live(const ft_ark_params &p, int step,
     return r < min(*p.cur_count, p.cap_beam);
 }
 
+/* A whole part of a bf16 or f16 row stays packed, two entries a
+ * register (16 registers a thread where widened entries take 32: more
+ * CTAs an SM without spilling); the thread's maximum is taken two entries
+ * at a time (max.NaN on bf16x2 / f16x2: the larger of two 16-bit values
+ * is the larger of their widened values, NaN if either is NaN), the terms
+ * from the entries widened one at a time, in ark_fl_part's order. */
+template <int DT>
+__device__ __forceinline__ float ark_h_lo(uint32_t w)
+{
+    if (DT == FT_ARR_BF16)
+        return __uint_as_float(w << 16);
+    float f;
+    asm("{.reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, l;}"
+        : "=f"(f) : "r"(w));
+    return f;
+}
+
+template <int DT>
+__device__ __forceinline__ float ark_h_hi(uint32_t w)
+{
+    if (DT == FT_ARR_BF16)
+        return __uint_as_float(w & 0xffff0000u);
+    float f;
+    asm("{.reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, h;}"
+        : "=f"(f) : "r"(w));
+    return f;
+}
+
+/* ark_h_max: the thread's maximum of its part's 32 entries (8 per
+ * uint4), NaN if one is NaN. */
+template <int DT>
+__device__ __forceinline__ float ark_h_max(const uint4 *c)
+{
+#if __CUDA_ARCH__ >= 800
+    uint32_t w[4] = {c[0].x, c[0].y, c[0].z, c[0].w};
+#pragma unroll
+    for (int k = 0; k < ARK_FL_CHUNKS; k++) {
+        uint32_t v[4] = {c[k].x, c[k].y, c[k].z, c[k].w};
+#pragma unroll
+        for (int i = k == 0 ? 4 : 0; i < 4; i++) {
+            if (DT == FT_ARR_BF16)
+                asm("max.NaN.bf16x2 %0, %0, %1;" : "+r"(w[i & 3]) : "r"(v[i]));
+            else
+                asm("max.NaN.f16x2 %0, %0, %1;" : "+r"(w[i & 3]) : "r"(v[i]));
+        }
+    }
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        m = ark_nan_max(m, ark_nan_max(ark_h_lo<DT>(w[i]), ark_h_hi<DT>(w[i])));
+    return m;
+#else
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < ARK_FL_CHUNKS; k++) {
+        uint32_t v[4] = {c[k].x, c[k].y, c[k].z, c[k].w};
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            m = ark_nan_max(m, ark_nan_max(ark_h_lo<DT>(v[i]), ark_h_hi<DT>(v[i])));
+    }
+    return m;
+#endif
+}
+
+/* ark_fl_hpart: ark_fl_part<DT, WHOLE> of a bf16 or f16 part held packed
+ * in c (thread t's chunks t, t + 256, t + 512, t + 768; entries past the
+ * row's end n are -inf there, and their terms are 0). */
+template <int DT, bool WHOLE>
+__device__ __forceinline__ float ark_fl_hpart(const uint4 *c, uint32_t n,
+                                              double *sum)
+{
+    const uint32_t t = threadIdx.x;
+    float m = ark_fl_cta_nan_max(ark_h_max<DT>(c));
+    *sum = 0.0;
+    if (ft_ar_part_spoils(m) || !(m > -INFINITY))
+        return m;
+    double a = 0.0;
+#pragma unroll
+    for (int k = 0; k < ARK_FL_CHUNKS; k++) {
+        uint32_t v[4] = {c[k].x, c[k].y, c[k].z, c[k].w};
+        uint32_t j = 8 * (t + ARK_FL_THREADS * k);
+        float e[8];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            e[2 * i] = WHOLE || j + 2 * i < n
+                           ? ft_ar_row_term(ark_h_lo<DT>(v[i]), m)
+                           : 0.0f;
+            e[2 * i + 1] = WHOLE || j + 2 * i + 1 < n
+                               ? ft_ar_row_term(ark_h_hi<DT>(v[i]), m)
+                               : 0.0f;
+        }
+        a = FT_DADD(a, (double)ft_ar_chunk_sum(e));
+    }
+    *sum = ark_fl_cta_tree(a);
+    return m;
+}
+
 /* ark_fl_part: part q's maximum and sum (this CTA), of a part of n entries
  * at base (WHOLE: n == FT_AR_PART and base on 16 bytes); thread 0 gets
  * them.  Entries past the row's end: -inf for the maximum, 0 terms. */
@@ -438,6 +535,30 @@ __device__ __forceinline__ float ark_fl_part(const char *base, uint32_t n,
                                              double *sum)
 {
     const uint32_t t = threadIdx.x;
+    if (DT != FT_ARR_F32) {
+        uint4 c[ARK_FL_CHUNKS];
+        if (WHOLE) {
+#pragma unroll
+            for (int k = 0; k < ARK_FL_CHUNKS; k++)
+                c[k] = ((const uint4 *)base)[t + ARK_FL_THREADS * k];
+        } else {
+            const uint16_t *h = (const uint16_t *)base;
+            const uint32_t ninf = DT == FT_ARR_F16 ? 0xfc00u : 0xff80u;
+#pragma unroll
+            for (int k = 0; k < ARK_FL_CHUNKS; k++) {
+                uint32_t w[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    uint32_t j = 8 * (t + ARK_FL_THREADS * k) + 2 * i;
+                    uint32_t lo = j < n ? h[j] : ninf;
+                    uint32_t hi = j + 1 < n ? h[j + 1] : ninf;
+                    w[i] = lo | hi << 16;
+                }
+                c[k] = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        }
+        return ark_fl_hpart<DT, WHOLE>(c, n, sum);
+    }
     float x[ARK_FL_CHUNKS][8];
     if (WHOLE) {
         ark_fl_chunk<DT> c[ARK_FL_CHUNKS];
@@ -547,7 +668,7 @@ __device__ __forceinline__ void ark_fl_done(const ft_ark_params &p, int step,
 
 /* ark_fl_kernel: part blockIdx.x of row blockIdx.y; MINB, the CTAs an SM
  * must hold at once (the registers' bound: 1 none). */
-template <int MINB>
+template <int DT, int MINB>
 __global__ void __launch_bounds__(ARK_FL_THREADS, MINB)
 ark_fl_kernel(ft_ark_params p, int step)
 {
@@ -558,177 +679,14 @@ ark_fl_kernel(ft_ark_params p, int step)
     const char *row = ark_row_at(p, r, &dt);
     uint32_t j0 = q * FT_AR_PART;
     uint32_t n = min(p.width - j0, FT_AR_PART);
-    const char *base = row + (size_t)j0 * (dt == FT_ARR_F32 ? 4 : 2);
+    const char *base = row + (size_t)j0 * (DT == FT_ARR_F32 ? 4 : 2);
     bool whole = n == FT_AR_PART && ((uintptr_t)base & 15) == 0;
     double sum;
-    float m = ark_by_dtype(dt, [&](auto d) {
-        constexpr int DT = decltype(d)::v;
-        return whole ? ark_fl_part<DT, true>(base, n, &sum)
-                     : ark_fl_part<DT, false>(base, n, &sum);
-    });
+    float m = whole ? ark_fl_part<DT, true>(base, n, &sum)
+                    : ark_fl_part<DT, false>(base, n, &sum);
     ark_fl_done(p, step, r, q, parts, m, sum);
 }
 
-/* ---- The whole-row normalisation, pipelined (16-bit rows) ----
- * ark_fl_pipe: the same parts, sums and tickets as ark_fl_kernel, for
- * bf16 and f16 rows, by a grid of a few CTAs an SM that stride over the
- * (row, part) items: while a CTA takes one part's maximum and terms, the
- * next part's four 16-byte loads a thread are already in flight (the part
- * kept packed, two entries a register: 16 registers a part), so the rows
- * stream from memory without the gaps of a CTA a part (load, then
- * compute, then exit).  The thread's maximum is taken two entries at a
- * time (max.NaN on bf16x2 / f16x2: the larger of two 16-bit values is the
- * larger of their widened values, NaN if either is NaN), the terms from
- * the entries widened one at a time, in ark_fl_part's order.  A part that
- * is not whole (the row's last, or a row not on 16 bytes) is read as
- * ark_fl_part reads it. */
-template <int DT>
-__device__ __forceinline__ float ark_h_lo(uint32_t w)
-{
-    if (DT == FT_ARR_BF16)
-        return __uint_as_float(w << 16);
-    float f;
-    asm("{.reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, l;}"
-        : "=f"(f) : "r"(w));
-    return f;
-}
-
-template <int DT>
-__device__ __forceinline__ float ark_h_hi(uint32_t w)
-{
-    if (DT == FT_ARR_BF16)
-        return __uint_as_float(w & 0xffff0000u);
-    float f;
-    asm("{.reg .b16 l, h; mov.b32 {l, h}, %1; cvt.f32.f16 %0, h;}"
-        : "=f"(f) : "r"(w));
-    return f;
-}
-
-/* ark_h_max: the thread's maximum of its part's 32 entries (8 per
- * uint4), NaN if one is NaN. */
-template <int DT>
-__device__ __forceinline__ float ark_h_max(const uint4 *c)
-{
-#if __CUDA_ARCH__ >= 800
-    uint32_t w[4] = {c[0].x, c[0].y, c[0].z, c[0].w};
-#pragma unroll
-    for (int k = 0; k < ARK_FL_CHUNKS; k++) {
-        uint32_t v[4] = {c[k].x, c[k].y, c[k].z, c[k].w};
-#pragma unroll
-        for (int i = k == 0 ? 4 : 0; i < 4; i++) {
-            if (DT == FT_ARR_BF16)
-                asm("max.NaN.bf16x2 %0, %0, %1;" : "+r"(w[i & 3]) : "r"(v[i]));
-            else
-                asm("max.NaN.f16x2 %0, %0, %1;" : "+r"(w[i & 3]) : "r"(v[i]));
-        }
-    }
-    float m = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-        m = ark_nan_max(m, ark_nan_max(ark_h_lo<DT>(w[i]), ark_h_hi<DT>(w[i])));
-    return m;
-#else
-    float m = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < ARK_FL_CHUNKS; k++) {
-        uint32_t v[4] = {c[k].x, c[k].y, c[k].z, c[k].w};
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            m = ark_nan_max(m, ark_nan_max(ark_h_lo<DT>(v[i]), ark_h_hi<DT>(v[i])));
-    }
-    return m;
-#endif
-}
-
-/* ark_fl_hpart: ark_fl_part<DT, true> of a whole part held packed in c
- * (thread t's chunks t, t + 256, t + 512, t + 768). */
-template <int DT>
-__device__ __forceinline__ float ark_fl_hpart(const uint4 *c, double *sum)
-{
-    float m = ark_fl_cta_nan_max(ark_h_max<DT>(c));
-    *sum = 0.0;
-    if (ft_ar_part_spoils(m) || !(m > -INFINITY))
-        return m;
-    double a = 0.0;
-#pragma unroll
-    for (int k = 0; k < ARK_FL_CHUNKS; k++) {
-        uint32_t v[4] = {c[k].x, c[k].y, c[k].z, c[k].w};
-        float e[8];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            e[2 * i] = ft_ar_row_term(ark_h_lo<DT>(v[i]), m);
-            e[2 * i + 1] = ft_ar_row_term(ark_h_hi<DT>(v[i]), m);
-        }
-        a = FT_DADD(a, (double)ft_ar_chunk_sum(e));
-    }
-    *sum = ark_fl_cta_tree(a);
-    return m;
-}
-
-/* ark_fl_next: the first item at or after i (stepping by the grid) whose
- * row is normalised, or items. */
-__device__ __forceinline__ uint32_t ark_fl_next(const ft_ark_params &p,
-                                                int step, uint32_t i,
-                                                uint32_t items, uint32_t parts)
-{
-    while (i < items && !ark_fl_live(p, step, i / parts))
-        i += gridDim.x;
-    return i;
-}
-
-/* ark_fl_whole: where item i's part starts, and whether it is whole
- * (FT_AR_PART entries, on 16 bytes) */
-__device__ __forceinline__ const char *ark_fl_base(const ft_ark_params &p,
-                                                  uint32_t r, uint32_t q,
-                                                  uint32_t *n, bool *whole)
-{
-    int dt;
-    const char *row = ark_row_at(p, r, &dt);
-    uint32_t j0 = q * FT_AR_PART;
-    *n = min(p.width - j0, FT_AR_PART);
-    const char *base = row + (size_t)j0 * 2;
-    *whole = *n == FT_AR_PART && ((uintptr_t)base & 15) == 0;
-    return base;
-}
-
-template <int DT, int MINB>
-__global__ void __launch_bounds__(ARK_FL_THREADS, MINB)
-ark_fl_pipe(ft_ark_params p, int step)
-{
-    const uint32_t parts = ft_ar_parts(p.width), items = parts * p.cap_beam;
-    const uint32_t t = threadIdx.x;
-    uint4 cur[ARK_FL_CHUNKS], nxt[ARK_FL_CHUNKS];
-    uint32_t i = ark_fl_next(p, step, blockIdx.x, items, parts), n;
-    bool whole;
-    const char *base = i < items ? ark_fl_base(p, i / parts, i % parts, &n, &whole)
-                                 : NULL;
-    if (i < items && whole)
-#pragma unroll
-        for (int k = 0; k < ARK_FL_CHUNKS; k++)
-            cur[k] = __ldcs((const uint4 *)base + t + ARK_FL_THREADS * k);
-    while (i < items) {
-        uint32_t j = ark_fl_next(p, step, i + gridDim.x, items, parts), jn = 0;
-        bool jwhole = false;
-        const char *jbase = j < items
-                                ? ark_fl_base(p, j / parts, j % parts, &jn, &jwhole)
-                                : NULL;
-        if (j < items && jwhole)
-#pragma unroll
-            for (int k = 0; k < ARK_FL_CHUNKS; k++)
-                nxt[k] = __ldcs((const uint4 *)jbase + t + ARK_FL_THREADS * k);
-        double sum;
-        float m = whole ? ark_fl_hpart<DT>(cur, &sum)
-                        : ark_fl_part<DT, false>(base, n, &sum);
-        ark_fl_done(p, step, i / parts, i % parts, parts, m, sum);
-        i = j;
-        base = jbase;
-        n = jn;
-        whole = jwhole;
-#pragma unroll
-        for (int k = 0; k < ARK_FL_CHUNKS; k++)
-            cur[k] = nxt[k];
-    }
-}
 
 /* ark_lse_kernel: one CTA per beam with work, its normalisation
  * (ark_lse); a beam with no entry to take gets no work. */
@@ -1611,7 +1569,7 @@ extern "C" size_t ft_ark_step_smem(void)
 }
 
 static ft_ark_tuning g_tuning = {1, 0, ARK_SPLIT_BEAMS, ARK_MASK_SPLIT_BEAMS,
-                                  0, 0, 0, 0};
+                                  0, 0, 0};
 
 extern "C" ft_ark_tuning ft_ark_tuning_get(void)
 {
@@ -1697,52 +1655,42 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
     return 0;
 }
 
-/* ark_fl_launch launches a whole-row normalisation of every row.  Rows
- * of bf16 or f16: ark_fl_pipe, a grid of ARK_FL_PIPE CTAs an SM
- * (tuning.fl_pipe: 3, 4 or 5; 1 takes ark_fl_kernel instead), its
- * registers bounded to that many.  Rows of f32 (and fl_pipe 1): one CTA a
- * part of a row (ark_fl_kernel), its registers bounded so that an SM
- * holds ARK_FL_MINB CTAs (63 registers unbounded: 4 CTAs; 5 CTAs spill
- * 28 bytes).  Measured on an H100 (graph us a step, 20 iterations,
- * mid-decode, with the unbounded kernel / bounded to 5): log-softmax(row)
- * at 1,024 x 262,144 320.9 / 233.2, 256 x 262,144 92.3 / 70.3, 1,024 x
- * 32,768 67.6 / 55.2, 64 x 32,768 14.9 / 15.1. */
+/* ark_fl_launch launches a whole-row normalisation of every row: one CTA
+ * a part of a row (ark_fl_kernel, an instance per row dtype), its
+ * registers bounded so that an SM holds ARK_FL_MINB CTAs (tuning.fl_minb:
+ * 1 unbounded, 6, 7 or 8 for measurements). */
 #define ARK_FL_MINB 5
-#define ARK_FL_PIPE 4
 template <int DT>
-static void ark_fl_pipe_launch(const ft_ark_params *p, int step, uint32_t per,
-                               cudaStream_t st)
+static void ark_fl_launch_dt(const ft_ark_params *p, int step, cudaStream_t st)
 {
-    /* flat_ctas is 4 CTAs an SM (ft_ark_init) */
-    uint32_t items = ft_ar_parts(p->width) * p->cap_beam;
-    uint32_t g = p->flat_ctas / 4 * per;
-    g = g < 1 ? 1 : g > items ? items : g;
-    if (per == 3)
-        ark_fl_pipe<DT, 3><<<g, ARK_FL_THREADS, 0, st>>>(*p, step);
-    else if (per == 5)
-        ark_fl_pipe<DT, 5><<<g, ARK_FL_THREADS, 0, st>>>(*p, step);
-    else
-        ark_fl_pipe<DT, 4><<<g, ARK_FL_THREADS, 0, st>>>(*p, step);
+    dim3 grid(ft_ar_parts(p->width), p->cap_beam);
+    switch (g_tuning.fl_minb) {
+    case 1:
+        ark_fl_kernel<DT, 1><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+        break;
+    case 6:
+        ark_fl_kernel<DT, 6><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+        break;
+    case 7:
+        ark_fl_kernel<DT, 7><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+        break;
+    case 8:
+        ark_fl_kernel<DT, 8><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+        break;
+    default:
+        ark_fl_kernel<DT, ARK_FL_MINB><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+    }
 }
 
 static void ark_fl_launch(const ft_ark_params *p, int step, cudaStream_t st)
 {
     int dt = p->form == FT_ARR_SPARSE ? FT_ARR_F32 : p->dtype;
-    uint32_t per = g_tuning.fl_pipe ? g_tuning.fl_pipe : ARK_FL_PIPE;
-    if (dt != FT_ARR_F32 && per != 1) {
-        if (dt == FT_ARR_BF16)
-            ark_fl_pipe_launch<FT_ARR_BF16>(p, step, per, st);
-        else
-            ark_fl_pipe_launch<FT_ARR_F16>(p, step, per, st);
-        return;
-    }
-    dim3 grid(ft_ar_parts(p->width), p->cap_beam);
-    if (g_tuning.fl_minb == 1)
-        ark_fl_kernel<1><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
-    else if (g_tuning.fl_minb == 6)
-        ark_fl_kernel<6><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+    if (dt == FT_ARR_BF16)
+        ark_fl_launch_dt<FT_ARR_BF16>(p, step, st);
+    else if (dt == FT_ARR_F16)
+        ark_fl_launch_dt<FT_ARR_F16>(p, step, st);
     else
-        ark_fl_kernel<ARK_FL_MINB><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+        ark_fl_launch_dt<FT_ARR_F32>(p, step, st);
 }
 
 static size_t ark_flat_smem(const ft_ark_params *p)

@@ -37,9 +37,7 @@
  * CTAs), FT_AR_SPLIT and FT_AR_MASK_SPLIT (live beams above which the
  * ranges are shared out), FT_AR_THREADS and FT_AR_MASK_THREADS (the
  * CTAs' size: 512, 1024) and FT_AR_FL_MINB (the whole-row kernel's CTAs
- * an SM: 1 unbounded, 6; else the default 5) and FT_AR_FL_PIPE (the
- * pipelined whole-row kernel's CTAs an SM: 3, 4, 5; 1 the kernel a CTA
- * a part) onto the step's knobs:
+ * an SM: 1 unbounded, 6, 7, 8; else the default 5) onto the step's knobs:
  * measurements only (the library reads no environment). */
 static void tune_from_env(void)
 {
@@ -59,8 +57,6 @@ static void tune_from_env(void)
         t.mask_threads = (uint32_t)strtoul(v, NULL, 10);
     if ((v = getenv("FT_AR_FL_MINB")) != NULL)
         t.fl_minb = (uint32_t)strtoul(v, NULL, 10);
-    if ((v = getenv("FT_AR_FL_PIPE")) != NULL)
-        t.fl_pipe = (uint32_t)strtoul(v, NULL, 10);
     ft_ark_tuning_set(&t);
 }
 #endif

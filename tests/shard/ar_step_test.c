@@ -1729,15 +1729,15 @@ int main(int argc, char **argv)
         cases++;
     }
 #ifdef FT_HAVE_CUDA
-    /* bf16 and f16 rows' whole-row kernel in its other settings (the
-     * default above: ark_fl_pipe, 4 CTAs an SM): 3 and 5 CTAs an SM, and
-     * the kernel a CTA a part (1); whole parts on 16 bytes (16,384), cut
-     * parts and unaligned rows (43,961), few rows and many */
+    /* bf16 and f16 rows' whole-row kernel in its other register bounds
+     * (the default above: 5 CTAs an SM): unbounded (1), 6 and 8; whole
+     * parts on 16 bytes (16,384), cut parts and unaligned rows (43,961),
+     * few rows and many */
     ft_ark_tuning t0 = ft_ark_tuning_get();
-    uint32_t pipes[] = {3, 5, 1};
+    uint32_t minbs[] = {1, 6, 8};
     for (int pi = 0; pi < 3; pi++) {
         ft_ark_tuning t = t0;
-        t.fl_pipe = pipes[pi];
+        t.fl_minb = minbs[pi];
         ft_ark_tuning_set(&t);
         for (int fi = 2; fi < 4; fi++)
             for (int wi = 2; wi < 4; wi++)
