@@ -666,13 +666,18 @@ __device__ __forceinline__ void ark_fl_done(const ft_ark_params &p, int step,
         p.b_ftick[r] = 0;
 }
 
-/* ark_fl_kernel: part blockIdx.x of row blockIdx.y; MINB, the CTAs an SM
- * must hold at once (the registers' bound: 1 none). */
-template <int DT, int MINB>
+/* ark_fl_kernel: part q0 + blockIdx.x of row blockIdx.y; MINB, the CTAs
+ * an SM must hold at once (the registers' bound: 1 none).  WHOLE: every
+ * part of the grid is whole (FT_AR_PART entries, on 16 bytes: the host
+ * knows), so the kernel has no path for the others (a cut part's
+ * entry-by-entry loads would make the registers' bound spill); else each
+ * CTA finds whether its part is. */
+template <int DT, int MINB, bool WHOLE>
 __global__ void __launch_bounds__(ARK_FL_THREADS, MINB)
-ark_fl_kernel(ft_ark_params p, int step)
+ark_fl_kernel(ft_ark_params p, int step, uint32_t q0)
 {
-    const uint32_t q = blockIdx.x, r = blockIdx.y, parts = gridDim.x;
+    const uint32_t q = q0 + blockIdx.x, r = blockIdx.y;
+    const uint32_t parts = ft_ar_parts(p.width);
     if (!ark_fl_live(p, step, r))
         return;
     int dt;
@@ -680,13 +685,16 @@ ark_fl_kernel(ft_ark_params p, int step)
     uint32_t j0 = q * FT_AR_PART;
     uint32_t n = min(p.width - j0, FT_AR_PART);
     const char *base = row + (size_t)j0 * (DT == FT_ARR_F32 ? 4 : 2);
-    bool whole = n == FT_AR_PART && ((uintptr_t)base & 15) == 0;
     double sum;
-    float m = whole ? ark_fl_part<DT, true>(base, n, &sum)
-                    : ark_fl_part<DT, false>(base, n, &sum);
+    float m;
+    if (WHOLE)
+        m = ark_fl_part<DT, true>(base, n, &sum);
+    else if (n == FT_AR_PART && ((uintptr_t)base & 15) == 0)
+        m = ark_fl_part<DT, true>(base, n, &sum);
+    else
+        m = ark_fl_part<DT, false>(base, n, &sum);
     ark_fl_done(p, step, r, q, parts, m, sum);
 }
-
 
 /* ark_lse_kernel: one CTA per beam with work, its normalisation
  * (ark_lse); a beam with no entry to take gets no work. */
@@ -1658,27 +1666,53 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
 /* ark_fl_launch launches a whole-row normalisation of every row: one CTA
  * a part of a row (ark_fl_kernel, an instance per row dtype), its
  * registers bounded so that an SM holds ARK_FL_MINB CTAs (tuning.fl_minb:
- * 1 unbounded, 6, 7 or 8 for measurements). */
+ * 1 unbounded, 6, 7 or 8 for measurements).  Where every row of a bf16 or
+ * f16 input starts on 16 bytes, its whole parts are one launch of the
+ * instance that has no other path, and a row's cut last part (a width
+ * not a multiple of FT_AR_PART) a second launch; else one launch finds
+ * each part's kind. */
 #define ARK_FL_MINB 5
+template <int DT, bool WHOLE>
+static void ark_fl_grid(const ft_ark_params *p, int step, uint32_t q0,
+                        uint32_t nq, cudaStream_t st)
+{
+    dim3 grid(nq, p->cap_beam);
+    switch (g_tuning.fl_minb) {
+    case 1:
+        ark_fl_kernel<DT, 1, WHOLE><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step, q0);
+        break;
+    case 6:
+        ark_fl_kernel<DT, 6, WHOLE><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step, q0);
+        break;
+    case 7:
+        ark_fl_kernel<DT, 7, WHOLE><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step, q0);
+        break;
+    case 8:
+        ark_fl_kernel<DT, 8, WHOLE><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step, q0);
+        break;
+    default:
+        ark_fl_kernel<DT, ARK_FL_MINB, WHOLE>
+            <<<grid, ARK_FL_THREADS, 0, st>>>(*p, step, q0);
+    }
+}
+
 template <int DT>
 static void ark_fl_launch_dt(const ft_ark_params *p, int step, cudaStream_t st)
 {
-    dim3 grid(ft_ar_parts(p->width), p->cap_beam);
-    switch (g_tuning.fl_minb) {
-    case 1:
-        ark_fl_kernel<DT, 1><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
-        break;
-    case 6:
-        ark_fl_kernel<DT, 6><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
-        break;
-    case 7:
-        ark_fl_kernel<DT, 7><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
-        break;
-    case 8:
-        ark_fl_kernel<DT, 8><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
-        break;
-    default:
-        ark_fl_kernel<DT, ARK_FL_MINB><<<grid, ARK_FL_THREADS, 0, st>>>(*p, step);
+    uint32_t parts = ft_ar_parts(p->width), full = p->width / FT_AR_PART;
+    if constexpr (DT == FT_ARR_F32) {
+        ark_fl_grid<DT, false>(p, step, 0, parts, st);
+    } else {
+        uint64_t stride = p->stride ? p->stride : p->width; /* ark_stride */
+        bool aligned =
+            ((uintptr_t)p->logp & 15) == 0 && (stride * 2) % 16 == 0;
+        if (!aligned || full == 0) {
+            ark_fl_grid<DT, false>(p, step, 0, parts, st);
+        } else {
+            ark_fl_grid<DT, true>(p, step, 0, full, st);
+            if (full < parts)
+                ark_fl_grid<DT, false>(p, step, full, parts - full, st);
+        }
     }
 }
 

@@ -1722,17 +1722,22 @@ int main(int argc, char **argv)
                                91 + B + wi, 0, NULL, 0);
                     cases++;
                 }
-    /* the widest rows, many of them (520 beams: 3,120 parts) */
-    for (int fi = 2; fi < 4; fi++) {
-        g_dense_w = widths[2];
-        cpu_vs_gpu(idx, dforms[fi], 1, 520, 523, g_dense_w, 97 + fi, 0, NULL, 0);
-        cases++;
-    }
+    /* the widest rows, many of them (520 beams: 3,120 parts); 43,960
+     * entries: every bf16 / f16 row on 16 bytes, so its five whole parts
+     * are one launch and its cut part (3,000 entries) another */
+    uint32_t wides[] = {widths[2], 5 * 8192 + 3000};
+    for (int wi = 0; wi < 2; wi++)
+        for (int fi = 2; fi < 4; fi++) {
+            g_dense_w = wides[wi];
+            cpu_vs_gpu(idx, dforms[fi], 1, 520, 523, g_dense_w, 97 + fi + wi,
+                       0, NULL, 0);
+            cases++;
+        }
 #ifdef FT_HAVE_CUDA
     /* bf16 and f16 rows' whole-row kernel in its other register bounds
      * (the default above: 5 CTAs an SM): unbounded (1), 6 and 8; whole
-     * parts on 16 bytes (16,384), cut parts and unaligned rows (43,961),
-     * few rows and many */
+     * parts on 16 bytes (16,384), whole parts and a cut one (43,960),
+     * cut parts and unaligned rows (43,961), few rows and many */
     ft_ark_tuning t0 = ft_ark_tuning_get();
     uint32_t minbs[] = {1, 6, 8};
     for (int pi = 0; pi < 3; pi++) {
@@ -1740,9 +1745,9 @@ int main(int argc, char **argv)
         t.fl_minb = minbs[pi];
         ft_ark_tuning_set(&t);
         for (int fi = 2; fi < 4; fi++)
-            for (int wi = 2; wi < 4; wi++)
+            for (int wi = 0; wi < 3; wi++)
                 for (uint32_t B = 7; B <= 520; B += 513) {
-                    g_dense_w = widths[wi];
+                    g_dense_w = wi == 0 ? widths[3] : wi == 1 ? wides[1] : widths[2];
                     cpu_vs_gpu(idx, dforms[fi], 1, B, B + 3, g_dense_w,
                                101 + pi + fi + wi + B, 0, NULL, 0);
                     cases++;
