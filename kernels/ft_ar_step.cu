@@ -324,12 +324,14 @@ ark_ranges(ft_ark_params p, int mode, uint32_t eos, uint32_t *mask)
  * their maximum (NaN if one is NaN), then their terms, each chunk summed
  * pairwise in binary32 and added to the thread's binary64 lane, then the
  * lanes' pairwise tree (across the warp by shuffles, across the warps in
- * shared memory).  The last of a row's CTAs to finish (a ticket, left at
- * 0 for the next launch) adds the parts (ft_ar_parts_lse's rule, its
- * tree over the CTA's threads) and writes b_lse: NaN when a part holds a
- * NaN or a +inf, -inf when the row has no maximum (nothing can be taken;
- * the step's launch also sets the beam's work to 0).  One launch, no CTA
- * waits for another, the row read once. */
+ * shared memory).  A bf16 or f16 part stays packed (two entries a
+ * register: ark_fl_hpart).  The last of a row's CTAs to finish (a ticket,
+ * left at 0 for the next launch) adds the parts (ft_ar_parts_lse's rule,
+ * its tree over the CTA's threads) and writes b_lse: NaN when a part
+ * holds a NaN or a +inf, -inf when the row has no maximum (nothing can be
+ * taken; the step's launch also sets the beam's work to 0).  No CTA waits
+ * for another, the row is read once; one launch, or two where 16-bit rows
+ * on 16 bytes end in a cut part (ark_fl_launch). */
 #define ARK_FL_THREADS 256
 #define ARK_FL_CHUNKS 4
 static_assert(ARK_FL_THREADS == FT_AR_PART_LANES, "a thread a lane");
