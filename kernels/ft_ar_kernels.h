@@ -162,7 +162,7 @@ typedef struct ft_ark_tuning {
     uint32_t threads;      /* default 0: 512 when the beams fit */
     uint32_t mask_threads; /* default 0: 1024 */
     uint32_t fl_minb;      /* default 0: the whole-row kernel's registers
-                              bound to 5 CTAs an SM; 1 unbounded, 6, 7, 8 */
+                              bound to 7 CTAs an SM; 1 unbounded, 5, 6, 8 */
 } ft_ark_tuning;
 
 /* ft_ark_tuning_get returns the knobs in force (the defaults until

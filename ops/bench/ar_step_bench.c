@@ -37,7 +37,7 @@
  * CTAs), FT_AR_SPLIT and FT_AR_MASK_SPLIT (live beams above which the
  * ranges are shared out), FT_AR_THREADS and FT_AR_MASK_THREADS (the
  * CTAs' size: 512, 1024) and FT_AR_FL_MINB (the whole-row kernel's CTAs
- * an SM: 1 unbounded, 6, 7, 8; else the default 5) onto the step's knobs:
+ * an SM: 1 unbounded, 5, 6, 8; else the default 7) onto the step's knobs:
  * measurements only (the library reads no environment). */
 static void tune_from_env(void)
 {

@@ -1735,12 +1735,12 @@ int main(int argc, char **argv)
         }
 #ifdef FT_HAVE_CUDA
     /* bf16 and f16 rows' whole-row kernel in its other register bounds
-     * (the default above: 5 CTAs an SM): unbounded (1), 6 and 8; whole
+     * (the default above: 7 CTAs an SM): unbounded (1), 5, 6 and 8; whole
      * parts on 16 bytes (16,384), whole parts and a cut one (43,960),
      * cut parts and unaligned rows (43,961), few rows and many */
     ft_ark_tuning t0 = ft_ark_tuning_get();
-    uint32_t minbs[] = {1, 6, 8};
-    for (int pi = 0; pi < 3; pi++) {
+    uint32_t minbs[] = {1, 5, 6, 8};
+    for (int pi = 0; pi < 4; pi++) {
         ft_ark_tuning t = t0;
         t.fl_minb = minbs[pi];
         ft_ark_tuning_set(&t);
