@@ -10,9 +10,15 @@ per new token without the processor, the processor's own time per call on
 batch of calls, not after each), and their ratio.
 
 Then the like-for-like figure: generate() of 1 and of NEW new tokens
-(default 4), with and without the processor, rounds alternating, and the
-time per new token as the median over the rounds of (t(NEW) - t(1)) /
-(NEW - 1), which leaves the prompt's forward pass out.  Every key of
+(default 4) in three forms, rounds alternating: with the processor (and
+eos_token_id EOS, which it allows at a key's end), without it but with
+the same eos_token_id (the same generate() call less the constraint:
+transformers adds its EOS stopping criterion and finished-beam checks
+for an eos id), and without either; the time per new token is the
+median over the rounds of (t(NEW) - t(1)) / (NEW - 1), which leaves the
+prompt's forward pass out.  The processor's own calls inside those
+generate() runs are timed too (host wall time of each call: generate()
+waits for the device every step, so that is what a call adds).  Every key of
 INDEX must be at least NEW tokens long (the semantic-id library of
 ops/bench/ar_sem_ids.py: exactly 4): the processor allows EOS only at a
 key's end, so both runs make exactly the same number of steps.  Last, it
@@ -82,37 +88,60 @@ NEWL = int(sys.argv[3]) if len(sys.argv) > 3 else 4
 ROUNDS = 15
 
 
-def procs():
-    return LogitsProcessorList([TrieLogitsProcessor(idx, eos_token_id=EOS)])
+class Timed(TrieLogitsProcessor):
+    """the processor, its calls' host wall time summed in spent"""
+    spent = 0.0
+
+    def __call__(self, input_ids, scores):
+        t0 = time.perf_counter()
+        out = super().__call__(input_ids, scores)
+        Timed.spent += time.perf_counter() - t0
+        return out
 
 
-per = {"without": [], "with": []}
-whole = {"without": [], "with": []}
+def form(name):
+    """form is generate()'s processors and eos id for a form's name"""
+    if name == "with":
+        return LogitsProcessorList([Timed(idx, eos_token_id=EOS)]), EOS
+    return LogitsProcessorList(), (EOS if name == "eos" else None)
+
+
+FORMS = ("plain", "eos", "with")
+per = {k: [] for k in FORMS}
+whole = {k: [] for k in FORMS}
+calls = []
 outs = []
-gen(procs(), EOS, NEWL)  # warm-up of the processor's session
+gen(*form("with"), NEWL)  # warm-up of the processor's session
 for r in range(ROUNDS):
-    for name in ("without", "with"):
-        lp, eos = (LogitsProcessorList(), None) if name == "without" \
-            else (procs(), EOS)
-        t1, _ = gen(lp, eos, 1)
-        lp, eos = (LogitsProcessorList(), None) if name == "without" \
-            else (procs(), EOS)
-        tn, out = gen(lp, eos, NEWL)
+    for name in FORMS:
+        t1, _ = gen(*form(name), 1)
+        Timed.spent = 0.0
+        tn, out = gen(*form(name), NEWL)
         if name == "with":
             outs.append(out)
+            calls.append(Timed.spent / NEWL)
+        # the eos form too: no early EOS, so as many steps as the others
         assert out.shape[1] == 1 + NEWL, (name, out.shape)
         per[name].append((tn - t1) / (NEWL - 1))
         whole[name].append(tn)
-a = float(np.median(per["without"]))
-b = float(np.median(per["with"]))
+m = {k: float(np.median(per[k])) for k in FORMS}
+w = {k: float(np.median(whole[k])) for k in FORMS}
+c = float(np.median(calls))
 print("generate, %d vs 1 new tokens, %d rounds, median per new token: "
-      "without %.1f us, with processor %.1f us: %+.1f%%" %
-      (NEWL, ROUNDS, a * 1e6, b * 1e6, 100 * (b - a) / a))
-wa = float(np.median(whole["without"]))
-wb = float(np.median(whole["with"]))
+      "with processor %.1f us; without, same eos_token_id %.1f us: %+.1f%% "
+      "(like for like); without, no eos_token_id %.1f us: %+.1f%%" %
+      (NEWL, ROUNDS, m["with"] * 1e6, m["eos"] * 1e6,
+       100 * (m["with"] - m["eos"]) / m["eos"], m["plain"] * 1e6,
+       100 * (m["with"] - m["plain"]) / m["plain"]))
 print("whole generate() of %d new tokens (a new processor each, its first "
-      "call included), median: without %.2f ms, with %.2f ms: %+.1f%%" %
-      (NEWL, wa * 1e3, wb * 1e3, 100 * (wb - wa) / wa))
+      "call included), median: with %.2f ms; same eos_token_id %.2f ms: "
+      "%+.1f%%; no eos_token_id %.2f ms: %+.1f%%" %
+      (NEWL, w["with"] * 1e3, w["eos"] * 1e3,
+       100 * (w["with"] - w["eos"]) / w["eos"], w["plain"] * 1e3,
+       100 * (w["with"] - w["plain"]) / w["plain"]))
+print("the processor's calls inside generate(), median per new token: "
+      "%.1f us (%.1f%% of a token with it)" %
+      (c * 1e6, 100 * c / m["with"]))
 for out in outs:
     for s in out[:, 1:].tolist():
         key = s[:s.index(EOS)] if EOS in s else s
