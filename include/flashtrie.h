@@ -966,7 +966,11 @@ FT_API int ft_ar_step(ft_ar *ar, const ft_ar_beams *cur, const ft_ar_input *in,
  * each live beam may take: bit j of mask[r * words + j / 32] (words =
  * (width + 31) / 32) is set when column j's token (vocab[j], or j) labels a
  * child of beam r's node, and bit eos is set when the node ends a key (eos
- * >= width: no such bit).  Rows of dead beams (r >= count, r < B) are
+ * >= width: no such bit).  A beam whose node is one of ft_ar_walk's
+ * states FT_AR_DEAD or FT_AR_DONE (as uint64) allows eos alone, so walk
+ * states can be a mask's nodes as they are; any other node past the
+ * index's is FT_EINVAL on a CPU session (naming the beam) and allows
+ * nothing on a GPU session.  Rows of dead beams (r >= count, r < B) are
  * zeroed: mask holds B * words words (B: the opened beam), none of them
  * in an array of cur (FT_EINVAL naming both). */
 FT_API int ft_ar_mask(ft_ar *ar, const ft_ar_beams *cur, uint32_t width,

@@ -14,9 +14,11 @@ Then the like-for-like figure: generate() of 1 and of NEW new tokens
 eos_token_id EOS, which it allows at a key's end), without it but with
 the same eos_token_id (the same generate() call less the constraint:
 transformers adds its EOS stopping criterion and finished-beam checks
-for an eos id), and without either; the time per new token is the
+for an eos id), with a processor that changes nothing (what
+transformers' handling of any processor costs), and without either; the time per new token is the
 median over the rounds of (t(NEW) - t(1)) / (NEW - 1), which leaves the
-prompt's forward pass out.  The processor's own calls inside those
+prompt's forward pass out, and paired: the median over the rounds of
+each round's ratio of two forms (the forms' order turns each round).  The processor's own calls inside those
 generate() runs are timed too (host wall time of each call: generate()
 waits for the device every step, so that is what a call adds).  Every key of
 INDEX must be at least NEW tokens long (the semantic-id library of
@@ -85,7 +87,7 @@ print("processor call (rows walked whole on the device): %.1f us; %.1f%% "
       "of a token" % (per * 1e6, 100 * per / base))
 
 NEWL = int(sys.argv[3]) if len(sys.argv) > 3 else 4
-ROUNDS = 15
+ROUNDS = 25
 
 
 class Timed(TrieLogitsProcessor):
@@ -99,21 +101,32 @@ class Timed(TrieLogitsProcessor):
         return out
 
 
+class Null:
+    """a processor that changes nothing: what transformers' own handling
+    of a logits processor costs"""
+
+    def __call__(self, input_ids, scores):
+        return scores
+
+
 def form(name):
     """form is generate()'s processors and eos id for a form's name"""
     if name == "with":
         return LogitsProcessorList([Timed(idx, eos_token_id=EOS)]), EOS
+    if name == "null":
+        return LogitsProcessorList([Null()]), EOS
     return LogitsProcessorList(), (EOS if name == "eos" else None)
 
 
-FORMS = ("plain", "eos", "with")
+FORMS = ("plain", "eos", "null", "with")
 per = {k: [] for k in FORMS}
 whole = {k: [] for k in FORMS}
 calls = []
 outs = []
 gen(*form("with"), NEWL)  # warm-up of the processor's session
 for r in range(ROUNDS):
-    for name in FORMS:
+    # the forms' order turns each round: none is always first or last
+    for name in FORMS[r % len(FORMS):] + FORMS[:r % len(FORMS)]:
         t1, _ = gen(*form(name), 1)
         Timed.spent = 0.0
         tn, out = gen(*form(name), NEWL)
@@ -139,6 +152,22 @@ print("whole generate() of %d new tokens (a new processor each, its first "
       (NEWL, w["with"] * 1e3, w["eos"] * 1e3,
        100 * (w["with"] - w["eos"]) / w["eos"], w["plain"] * 1e3,
        100 * (w["with"] - w["plain"]) / w["plain"]))
+
+
+def paired(a, b):
+    """the median over the rounds of form a's time per new token against
+    form b's in the same round (the host's drift between rounds cancels)"""
+    return 100 * float(np.median([x / y - 1 for x, y in zip(per[a], per[b])]))
+
+
+print("paired by round (median of each round's ratio): with processor "
+      "against same eos_token_id %+.1f%%, against a processor that changes "
+      "nothing %+.1f%%; that one against none %+.1f%%" %
+      (paired("with", "eos"), paired("with", "null"), paired("null", "eos")))
+print("a processor that changes nothing (same eos_token_id): %.1f us per "
+      "new token, %+.1f%% against none; ours against it: %+.1f%%" %
+      (m["null"] * 1e6, 100 * (m["null"] - m["eos"]) / m["eos"],
+       100 * (m["with"] - m["null"]) / m["null"]))
 print("the processor's calls inside generate(), median per new token: "
       "%.1f us (%.1f%% of a token with it)" %
       (c * 1e6, 100 * c / m["with"]))

@@ -325,6 +325,18 @@ def _where(x) -> Optional[str]:
     return "cpu"
 
 
+_RAW = []
+
+
+def _raw_stream():
+    """_raw_stream is torch._C._cuda_getCurrentRawStream (a device
+    index -> the current stream's address), or None where this torch has
+    no such function."""
+    if not _RAW:
+        _RAW.append(getattr(_torch()._C, "_cuda_getCurrentRawStream", None))
+    return _RAW[0]
+
+
 def _dtype_name(x) -> str:
     if isinstance(x, np.ndarray):
         return str(x.dtype)
@@ -422,6 +434,7 @@ class Session:
         self.beam, self.results = beam, results or beam
         self.max_width = max_width
         self.device = "cuda:%d" % dev if self.gpu else "cpu"
+        self._dev = dev
         self._state = [self._alloc_beams(), self._alloc_beams()]
         self._hits = self._alloc_hits()
         self._cur = 0
@@ -460,8 +473,16 @@ class Session:
         return a, s
 
     def _stream(self):
+        """_stream is the address of torch's current CUDA stream on the
+        session's device (None on the CPU): torch's raw-stream getter where
+        there is one (what its compiled kernels call; a tenth of
+        current_stream's time, which a step pays twice), else
+        current_stream().cuda_stream."""
         if not self.gpu:
             return None
+        raw = _raw_stream()
+        if raw is not None:
+            return raw(self._dev)
         return _torch().cuda.current_stream(self.device).cuda_stream
 
     def handle(self):
@@ -909,9 +930,8 @@ class TrieRows:
                      parent=z(cap, i32), entry=z(cap, i32), token=z(cap, i32))
             return a, _Beams(**{k: _ptr(v) for k, v in a.items()})
 
-        self._cur = beams()     # the mask's beams: the rows' nodes
+        self._cur = beams()     # the mask's beams: the rows' states
         self._count_n = None    # the count they hold (None: unknown)
-        self._node_t = {}       # node -> a 0-d int64 tensor of it
         self._masks = {}
         self._full = {}
         self._cap = cap
@@ -927,30 +947,20 @@ class TrieRows:
     def _stream(self):
         return self._s._stream()
 
-    def _leaf(self) -> int:
-        """_leaf is a node without children (it ends a key): its mask is
-        eos alone, the mask of DONE and DEAD rows."""
-        if getattr(self, "_leaf_node", None) is None:
-            u = NODE_ROOT
-            while (c := self.index.first_child(u)) is not None:
-                u = c
-            self._leaf_node = u
-        return self._leaf_node
-
-    def _set_cur(self, state, n, dead_node=NODE_ROOT):
-        """_set_cur makes the mask's beams the n rows' nodes (int64 state;
-        DONE and DEAD: dead_node), written in place by one torch.where;
-        the count only when it changes (nothing else writes it)."""
-        torch = _torch()
+    def _cur_of(self, state, n):
+        """_cur_of makes the mask's beams the n rows' states (one copy into
+        the beams' own nodes, which the library reads at the opened beam's
+        length: a caller's tensor of n could meet the call's output past
+        its end; the library's mask gives DONE and DEAD eos alone) and
+        returns them; the count is written only when it changes (nothing
+        else writes it)."""
         a = self._cur[0]
-        d = self._node_t.get(dead_node)
-        if d is None:
-            d = self._node_t[dead_node] = torch.tensor(
-                dead_node, dtype=torch.int64, device=self.device)
-        torch.where(state < 0, d, state, out=a["node"][:n])
+        if state.data_ptr() != a["node"].data_ptr():   # else _walk_here's
+            a["node"][:n].copy_(state)
         if self._count_n != n:
             a["count"].fill_(n)
             self._count_n = n
+        return self._cur[1]
 
     def advance(self, state, tokens):
         """advance returns the rows' states after each took its token
@@ -965,6 +975,17 @@ class TrieRows:
                              "got %r" % (n, tuple(tok.shape)))
         return self.walk(tok.reshape(n, 1), state=state,
                          lens=(tok >= 0).to(torch.int32))
+
+    def _walk_here(self, ids, start: int):
+        """_walk_here is walk(ids, start) written into the mask's beams'
+        own nodes (no new tensor, no copy for the _constrain that follows;
+        the next call's walk overwrites them): a processor's call."""
+        torch = _torch()
+        ids = torch.as_tensor(ids, device=self.device)
+        n = int(ids.shape[0])
+        self._ensure(max(n, 1))
+        return _walk(self._s, ids, start, self.eos, self._vocab32,
+                     self._cur[0]["node"][:n])
 
     def walk(self, ids, start: int = 0, state=None, lens=None):
         """walk returns the rows' states after the tokens they took: row r
@@ -1036,8 +1057,8 @@ class TrieRows:
         self._ensure(n)
         m = self._buffers(width)[0]
         vcols, eos = self._columns(width)
-        self._set_cur(state.to(torch.int64), n, self._leaf())
-        return _constrain(self._s, self._cur[1], x, _ptr(vcols), eos, m, out)
+        cur = self._cur_of(state, n)
+        return _constrain(self._s, cur, x, _ptr(vcols), eos, m, out)
 
     def _disallowed(self, state, width: int):
         """_disallowed returns bool [n, width], True where a row may not
@@ -1051,10 +1072,9 @@ class TrieRows:
         if self.host_unpack and bad is None:
             bad = b[1] = np.empty((self._cap, width), dtype=bool)
         vcols, eos = self._columns(width)
-        st = state.to(torch.int64)
-        self._set_cur(st, n, self._leaf())
+        cur = self._cur_of(state, n)
         self._s._check(load().ft_ar_mask(
-            self._s.handle(), ctypes.byref(self._cur[1]), width, _ptr(vcols),
+            self._s.handle(), ctypes.byref(cur), width, _ptr(vcols),
             0xFFFFFFFF if eos is None else eos, _ptr(m), self._stream()))
         if not self.host_unpack:    # bit j of a row: bit j % 8 of byte j // 8
             byts = m[:n * words].view(n, words).view(torch.uint8)

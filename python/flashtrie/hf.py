@@ -242,8 +242,9 @@ class TrieLogitsProcessor(_Base):
         if not rows.native(scores):
             bad = self.disallowed(input_ids, scores.shape[1])
             return scores.masked_fill(bad, -math.inf)
-        # the library writes the masked rows (one call, no bool mask)
-        state = rows.walk(input_ids, self._start(input_ids))
+        # the library writes the masked rows (one call, no bool mask), the
+        # walk's states straight into the mask's beams
+        state = rows._walk_here(input_ids, self._start(input_ids))
         out = rows._constrain(scores, state, _torch().empty_like(scores))
         if self.pad is not None and 0 <= self.pad < scores.shape[1]:
             done = state == TrieRows.DONE

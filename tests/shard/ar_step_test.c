@@ -1422,6 +1422,109 @@ static int64_t *walk_on(ft_ar *ar, const walk_args *a, int in_place)
  * DEAD, DONE) with rows of their own lengths, state written over from;
  * a CPU session's threads give the same states; bad arguments are
  * refused by name. */
+/* ft_ar_mask and ft_ar_constrain take ft_ar_walk's states as nodes: a
+ * beam at FT_AR_DEAD or FT_AR_DONE allows eos alone (nothing when eos is
+ * past the width), a node past the index's is refused by a CPU session
+ * naming the beam. */
+static void test_mask_states(const ft_index *idx, ft_engine_kind kind)
+{
+    ft_ar *ar;
+    ft_ar_opts o;
+    ft_ar_opts_init(&o);
+    o.beam = 6;
+    o.kind = kind;
+    char err[256];
+    FT_PASS(ft_ar_open(&ar, idx, &o, err, sizeof err));
+    enum { W = 130, WORDS = (W + 31) / 32 };
+    ft_node_children root;
+    FT_PASS(ft_index_children(&root, idx, FT_NODE_ROOT));
+    /* a node that ends a key and one that does not (besides the root) */
+    uint64_t term = FT_NONE, inner = FT_NONE;
+    for (uint64_t c = root.first; c < root.first + root.count; c++) {
+        uint64_t v;
+        int end = ft_index_node_value(&v, idx, c) == FT_OK;
+        if (end && term == FT_NONE)
+            term = c;
+        if (!end && inner == FT_NONE)
+            inner = c;
+    }
+    FT_CHECK(term != FT_NONE && inner != FT_NONE);
+    uint64_t nodes[6] = {(uint64_t)(int64_t)FT_AR_DEAD,
+                         (uint64_t)(int64_t)FT_AR_DONE, FT_NODE_ROOT, term,
+                         inner, (uint64_t)(int64_t)FT_AR_DONE};
+    ft_ar_beams b;
+    FT_PASS(ft_ar_beams_alloc(ar, &b));
+    uint32_t count = 6;
+    FT_PASS(ft_ar_memcpy(ar, b.node, nodes, sizeof nodes, 1));
+    FT_PASS(ft_ar_memcpy(ar, b.count, &count, 4, 1));
+    uint32_t *d_mask, mask[6 * WORDS], want[6 * WORDS];
+    float *d_x, x[6 * W];
+    FT_PASS(ft_ar_alloc(ar, (void **)&d_mask, sizeof mask));
+    FT_PASS(ft_ar_alloc(ar, (void **)&d_x, sizeof x));
+    for (int ei = 0; ei < 2; ei++) {
+        uint32_t eos = ei == 0 ? 121 : W; /* W: no eos column */
+        memset(want, 0, sizeof want);
+        for (int r = 0; r < 6; r++) {
+            if (nodes[r] < (uint64_t)(int64_t)FT_AR_DONE) {
+                ft_node_children ch;
+                FT_PASS(ft_index_children(&ch, idx, nodes[r]));
+                for (uint64_t i = 0; i < ch.count; i++) {
+                    uint32_t lab = ft_index_child_label(idx, &ch, i);
+                    if (lab < W)
+                        want[r * WORDS + lab / 32] |= 1u << (lab % 32);
+                }
+            }
+            int eos_ok = nodes[r] >= (uint64_t)(int64_t)FT_AR_DONE ||
+                         nodes[r] == term;
+            if (eos < W && eos_ok)
+                want[r * WORDS + eos / 32] |= 1u << (eos % 32);
+        }
+        FT_PASS(ft_ar_mask(ar, &b, W, NULL, eos, d_mask, NULL));
+        FT_PASS(ft_ar_memcpy(ar, mask, d_mask, sizeof mask, 0));
+        FT_CHECK(memcmp(mask, want, sizeof mask) == 0);
+        /* the walk states' rows: eos alone, or nothing */
+        for (int r = 0; r < 2; r++)
+            for (uint32_t w = 0; w < WORDS; w++)
+                FT_CHECK(mask[r * WORDS + w] ==
+                         (eos < W && w == eos / 32 ? 1u << (eos % 32) : 0u));
+        /* constrain: the same bits over rows of ones */
+        for (int i = 0; i < 6 * W; i++)
+            x[i] = 1.0f;
+        FT_PASS(ft_ar_memcpy(ar, d_x, x, sizeof x, 1));
+        ft_ar_input in;
+        memset(&in, 0, sizeof in);
+        in.form = FT_AR_IN_DENSE;
+        in.dtype = FT_AR_IN_F32;
+        in.width = W;
+        in.logp = d_x;
+        FT_PASS(ft_ar_constrain(ar, &b, &in, 6, eos, d_mask, d_x, NULL));
+        FT_PASS(ft_ar_memcpy(ar, x, d_x, sizeof x, 0));
+        for (int r = 0; r < 6; r++)
+            for (uint32_t j = 0; j < W; j++) {
+                int bit = (want[r * WORDS + j / 32] >> (j % 32)) & 1;
+                FT_CHECK(bit ? x[r * W + j] == 1.0f : isinf(x[r * W + j]));
+            }
+    }
+    if (kind == FT_ENGINE_CPU) { /* other nodes past the index's: refused */
+        uint64_t bad[2] = {ar->idx->trie.view.n_nodes,
+                           (uint64_t)(int64_t)-3};
+        for (int i = 0; i < 2; i++) {
+            nodes[4] = bad[i];
+            FT_PASS(ft_ar_memcpy(ar, b.node, nodes, sizeof nodes, 1));
+            FT_FAIL(ft_ar_mask(ar, &b, W, NULL, 121, d_mask, NULL), FT_EINVAL);
+            char msg[160];
+            snprintf(msg, sizeof msg, "cur.node[4]: %llu is no node (the "
+                     "index has %llu)", (unsigned long long)bad[i],
+                     (unsigned long long)ar->idx->trie.view.n_nodes);
+            FT_CHECK_STR(ft_ar_error(ar), msg);
+        }
+    }
+    ft_ar_free(ar, d_mask);
+    ft_ar_free(ar, d_x);
+    ft_ar_beams_free(ar, &b);
+    ft_ar_close(ar);
+}
+
 static void test_walk(const ft_index *idx, ft_engine_kind kind)
 {
     ft_ar *ar, *cpu, *par;
@@ -1601,6 +1704,7 @@ int main(int argc, char **argv)
         test_par_full(idx);
         test_fork(idx);
         test_walk(idx, FT_ENGINE_CPU);
+        test_mask_states(idx, FT_ENGINE_CPU);
         /* one decode, every way its rows can arrive */
         for (int norm = 0; norm < 3; norm++) {
             for (int coarse = 0; coarse < 2; coarse++) {
@@ -1674,6 +1778,7 @@ int main(int argc, char **argv)
     FT_PASS(rc);
     ft_ar_close(probe);
     test_walk(idx, FT_ENGINE_GPU);
+    test_mask_states(idx, FT_ENGINE_GPU);
     /* CPU = GPU, byte for byte: beams up to 300 (lists > 4096 entries
      * take the radix select), every form, dtype and normalisation */
     int forms[] = {F_DENSE_ID, F_DENSE_VOCAB, F_SPARSE, F_BF16, F_F16,
