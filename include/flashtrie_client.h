@@ -117,7 +117,31 @@ typedef struct ft_client_opts {
                               * "Daemon overhead").  Losing one of them
                               * fails the calls it carried (nng sends no
                               * request twice: resends are off). */
+    int coalesce;            /* 0 (default): each ft_client_search call
+                              * is its own SEARCH frame.  N >= 1: calls of
+                              * ft_client_search made at once from several
+                              * threads on this handle share frames: at
+                              * most N frames of them in flight, and the
+                              * calls that come while all N are out wait
+                              * and leave together, in order, in the next
+                              * frame (up to FT_FRAME_MAX_BATCH requests
+                              * and about FT_CLIENT_COALESCE_BYTES of
+                              * grids; a larger call goes alone).  A lone
+                              * call leaves at once.  Each call gets its
+                              * own results, as without; a frame the
+                              * server refuses fails every call in it
+                              * (each with that error).  Fewer, larger
+                              * messages: many threads on one connection
+                              * reach the server's batching rate
+                              * (docs/BENCHMARKS.md).  Up to
+                              * FT_CLIENT_MAX_COALESCE. */
 } ft_client_opts;
+
+/* FT_CLIENT_MAX_COALESCE bounds ft_client_opts.coalesce;
+ * FT_CLIENT_COALESCE_BYTES is the grid bytes (T x K x 8 a request) a
+ * shared frame takes before the next call waits for another. */
+#define FT_CLIENT_MAX_COALESCE 64
+#define FT_CLIENT_COALESCE_BYTES (1u << 20)
 
 /* FT_CLIENT_MAX_CONNECTIONS is the largest ft_client_opts.connections. */
 #define FT_CLIENT_MAX_CONNECTIONS 64

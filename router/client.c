@@ -36,6 +36,22 @@ typedef struct pending {
  * new pipe comes before the old one's removal is seen. */
 #define CLIENT_MAX_PIPES (FT_CLIENT_MAX_CONNECTIONS + 8)
 
+/* co_call is one ft_client_search call of a coalescing handle, on its
+ * caller's stack while it waits: queued (next), then sent in a frame by
+ * whichever call leads that frame, which fills rc, out and err, sets done
+ * under co_mu and signals cv. */
+typedef struct co_call {
+    const ft_request *reqs;
+    size_t n;
+    size_t bytes; /* its grids' bytes (T x K x 8 a request) */
+    ft_client_results *out;
+    int rc;
+    int done;
+    pthread_cond_t cv;
+    struct co_call *next;
+    char err[512];
+} co_call;
+
 struct ft_client {
     nng_socket sock;
     nng_dialer dialer[FT_CLIENT_MAX_CONNECTIONS]; /* one per connection */
@@ -58,13 +74,38 @@ struct ft_client {
     int ever;                /* a pipe was connected once */
     uint64_t lost_ms;        /* when the last pipe went (fti_now_ms) */
     pending calls;           /* list head of the calls in flight */
+    /* coalescing (opts.coalesce): the calls waiting for a frame, in
+     * order, and the frames of them out, at most co_max */
+    int co_max;
+    int co_out;
+    co_call *co_head, *co_tail;
+    pthread_mutex_t co_mu;
     char url[512];
     char host[256];          /* HOST:PORT of a tls+tcp:// url */
 };
 
+/* ft_client_results is a decoded answer (m: res[count] and the storage
+ * behind them), or a coalesced call's share of one: whole the answer of
+ * the frame it went in (alive while any share of it is: refs), res and
+ * count its own requests' results within it. */
 struct ft_client_results {
     ft_frame_msg m;
+    struct ft_client_results *whole;
+    atomic_int refs; /* of an answer: the shares of it alive */
+    const ft_result *res;
+    size_t count;
 };
+
+/* res_n and res_at: a results' count and list, of an answer or a share */
+static inline size_t res_n(const ft_client_results *r)
+{
+    return r->whole ? r->count : r->m.count;
+}
+
+static inline const ft_result *res_at(const ft_client_results *r)
+{
+    return r->whole ? r->res : r->m.res;
+}
 
 
 /* The largest reply protocol version 1 allows: a RESULT of
@@ -328,12 +369,18 @@ int ft_client_connect(ft_client **out, const char *url,
                  "got %d", url, FT_CLIENT_MAX_CONNECTIONS, opts->connections);
         return FT_EINVAL;
     }
+    if (opts->coalesce < 0 || opts->coalesce > FT_CLIENT_MAX_COALESCE) {
+        fti_errf(errbuf, errlen, "%s: coalesce: expected 0..%d (0: off), "
+                 "got %d", url, FT_CLIENT_MAX_COALESCE, opts->coalesce);
+        return FT_EINVAL;
+    }
     ft_client *c = calloc(1, sizeof *c);
     if (c == NULL) {
         fti_errf(errbuf, errlen, "client: out of memory");
         return FT_ENOMEM;
     }
     c->n_dialers = opts->connections > 0 ? opts->connections : 1;
+    c->co_max = opts->coalesce;
     c->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : 10000;
     c->reconnect_wait_ms = opts->reconnect_wait_ms > 0
                                ? opts->reconnect_wait_ms
@@ -346,6 +393,7 @@ int ft_client_connect(ft_client **out, const char *url,
     atomic_init(&c->next_id, 1);
     snprintf(c->url, sizeof c->url, "%s", url);
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->co_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -357,6 +405,7 @@ int ft_client_connect(ft_client **out, const char *url,
         fti_errf(errbuf, errlen, "%s: socket: %s", url, nng_strerror(rv));
         pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->mu);
+        pthread_mutex_destroy(&c->co_mu);
         free(c);
         return FT_ECONN;
     }
@@ -419,6 +468,7 @@ int ft_client_connect(ft_client **out, const char *url,
             nng_tls_config_free(c->tls);
         pthread_cond_destroy(&c->cv);
         pthread_mutex_destroy(&c->mu);
+        pthread_mutex_destroy(&c->co_mu);
         free(c);
         return rc;
     }
@@ -441,6 +491,7 @@ void ft_client_close(ft_client *c)
         nng_tls_config_free(c->tls);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->co_mu);
     free(c);
 }
 
@@ -707,15 +758,10 @@ int fti_client_search_decode(const void *body, size_t len, uint64_t id,
     return FT_OK;
 }
 
-int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
-                     ft_client_results **out, char *errbuf, size_t errlen)
+/* search_frame is one SEARCH frame of n requests and its answer. */
+static int search_frame(ft_client *c, const ft_request *reqs, size_t n,
+                        ft_client_results **out, char *errbuf, size_t errlen)
 {
-    if (c == NULL || reqs == NULL || out == NULL) {
-        fti_errf(errbuf, errlen, "search: %s is NULL",
-                 c == NULL ? "the client" : reqs == NULL ? "reqs" : "out");
-        return FT_EINVAL;
-    }
-    *out = NULL;
     uint64_t id = atomic_fetch_add(&c->next_id, 1);
     nng_msg *msg, *reply;
     int rc = fti_client_search_encode(c, id, reqs, n, &msg, errbuf, errlen);
@@ -730,20 +776,172 @@ int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
     return rc;
 }
 
+/* co_bytes is the grid bytes of a call's requests (T x K x 8 each; a
+ * count past the frame's limit is the limit's bytes and more: it goes
+ * alone and its own frame says what is wrong). */
+static size_t co_bytes(const ft_request *reqs, size_t n)
+{
+    if (n > FT_FRAME_MAX_BATCH)
+        return (size_t)FT_CLIENT_COALESCE_BYTES + 1;
+    size_t b = 0;
+    for (size_t i = 0; i < n; i++)
+        b += (size_t)reqs[i].T * reqs[i].K * 8u + 64u;
+    return b;
+}
+
+/* co_lead sends the calls first .. (next NULL) in one frame of n
+ * requests (a lone call: its own requests as they are) and fills each
+ * call's rc, out (its share of the answer) and err; co_mu not held. */
+static void co_lead(ft_client *c, co_call *first, size_t n)
+{
+    char err[512] = "";
+    ft_client_results *whole = NULL;
+    int rc;
+    if (first->next == NULL) {
+        first->rc = search_frame(c, first->reqs, first->n, &first->out,
+                                 first->err, sizeof first->err);
+        return;
+    }
+    ft_request *all = malloc(n * sizeof *all);
+    if (all == NULL) {
+        fti_errf(err, sizeof err, "search: out of memory");
+        rc = FT_ENOMEM;
+    } else {
+        size_t k = 0;
+        for (co_call *q = first; q; q = q->next) {
+            memcpy(all + k, q->reqs, q->n * sizeof *all);
+            k += q->n;
+        }
+        rc = search_frame(c, all, n, &whole, err, sizeof err);
+        free(all);
+    }
+    int shares = 0;
+    size_t off = 0;
+    for (co_call *q = first; q; q = q->next) {
+        q->out = NULL;
+        if (rc == FT_OK && (q->out = calloc(1, sizeof *q->out)) != NULL) {
+            ft_frame_msg_init(&q->out->m);
+            q->out->whole = whole;
+            q->out->res = whole->m.res + off;
+            q->out->count = q->n;
+            shares++;
+            q->rc = FT_OK;
+        } else if (rc == FT_OK) {
+            q->rc = FT_ENOMEM;
+            fti_errf(q->err, sizeof q->err, "search: out of memory");
+        } else {
+            q->rc = rc;
+            snprintf(q->err, sizeof q->err, "%s", err);
+        }
+        off += q->n;
+    }
+    if (whole != NULL) {
+        if (shares == 0) {
+            ft_client_results_free(whole);
+        } else {
+            atomic_store(&whole->refs, shares);
+        }
+    }
+}
+
+/* co_search is ft_client_search on a coalescing handle: the call joins
+ * the queue; while fewer than co_max frames are out, a call takes the
+ * queue's head calls (in order, up to FT_FRAME_MAX_BATCH requests and
+ * FT_CLIENT_COALESCE_BYTES of grids, at least one call) into a frame,
+ * then wakes the calls it carried and, the queue not empty, its head to
+ * lead the next.  Every call waits on its own condition variable: one
+ * wake-up a call. */
+static int co_search(ft_client *c, const ft_request *reqs, size_t n,
+                     ft_client_results **out, char *errbuf, size_t errlen)
+{
+    co_call me;
+    memset(&me, 0, sizeof me);
+    me.reqs = reqs;
+    me.n = n;
+    me.bytes = co_bytes(reqs, n);
+    pthread_cond_init(&me.cv, NULL);
+    pthread_mutex_lock(&c->co_mu);
+    if (c->co_tail)
+        c->co_tail->next = &me;
+    else
+        c->co_head = &me;
+    c->co_tail = &me;
+    while (!me.done) {
+        if (c->co_out >= c->co_max || c->co_head == NULL) {
+            pthread_cond_wait(&me.cv, &c->co_mu);
+            continue;
+        }
+        co_call *first = c->co_head, *last = first;
+        size_t nreq = first->n, bytes = first->bytes;
+        while (last->next && nreq + last->next->n <= FT_FRAME_MAX_BATCH &&
+               bytes + last->next->bytes <= FT_CLIENT_COALESCE_BYTES) {
+            last = last->next;
+            nreq += last->n;
+            bytes += last->bytes;
+        }
+        c->co_head = last->next;
+        if (c->co_head == NULL)
+            c->co_tail = NULL;
+        last->next = NULL;
+        c->co_out++;
+        pthread_mutex_unlock(&c->co_mu);
+        co_lead(c, first, nreq);
+        pthread_mutex_lock(&c->co_mu);
+        c->co_out--;
+        for (co_call *q = first, *nx; q; q = nx) {
+            nx = q->next; /* q may return (and go) once done is set */
+            q->done = 1;
+            if (q != &me)
+                pthread_cond_signal(&q->cv);
+        }
+        if (c->co_head && !me.done)
+            continue; /* this thread leads again */
+        if (c->co_head)
+            pthread_cond_signal(&c->co_head->cv);
+    }
+    pthread_mutex_unlock(&c->co_mu);
+    pthread_cond_destroy(&me.cv);
+    *out = me.out;
+    if (me.rc != FT_OK)
+        fti_errf(errbuf, errlen, "%s", me.err);
+    return me.rc;
+}
+
+int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
+                     ft_client_results **out, char *errbuf, size_t errlen)
+{
+    if (c == NULL || reqs == NULL || out == NULL) {
+        fti_errf(errbuf, errlen, "search: %s is NULL",
+                 c == NULL ? "the client" : reqs == NULL ? "reqs" : "out");
+        return FT_EINVAL;
+    }
+    *out = NULL;
+    if (c->co_max > 0)
+        return co_search(c, reqs, n, out, errbuf, errlen);
+    return search_frame(c, reqs, n, out, errbuf, errlen);
+}
+
 size_t ft_client_results_count(const ft_client_results *r)
 {
-    return r ? r->m.count : 0;
+    return r ? res_n(r) : 0;
 }
 
 const ft_result *ft_client_results_get(const ft_client_results *r, size_t i)
 {
-    return r && i < r->m.count ? &r->m.res[i] : NULL;
+    return r && i < res_n(r) ? &res_at(r)[i] : NULL;
 }
 
 void ft_client_results_free(ft_client_results *r)
 {
     if (r == NULL)
         return;
+    ft_client_results *w = r->whole;
+    if (w != NULL) { /* a share: the answer goes with its last share */
+        free(r);
+        if (atomic_fetch_sub(&w->refs, 1) != 1)
+            return;
+        r = w;
+    }
     ft_frame_msg_free(&r->m);
     free(r);
 }
@@ -801,13 +999,13 @@ size_t ft_client_results_shape(const ft_client_results *r, size_t first,
                                uint32_t *max_len)
 {
     uint32_t mh = 0, ml = 0;
-    size_t have = r ? r->m.count : 0;
+    size_t have = r ? res_n(r) : 0;
     if (first >= have)
         count = 0;
     else if (count > have - first)
         count = have - first;
     for (size_t i = first; i < first + count; i++) {
-        const ft_result *x = &r->m.res[i];
+        const ft_result *x = &res_at(r)[i];
         if (x->status != FT_OK)
             continue;
         if (x->n > mh)
@@ -865,7 +1063,7 @@ int ft_client_results_columns(const ft_client_results *r, size_t first,
                  r == NULL ? "results" : "cols");
         return FT_EINVAL;
     }
-    size_t have = r->m.count;
+    size_t have = res_n(r);
     if (first > have || count > have - first) {
         fti_errf(errbuf, errlen,
                  "columns: results %zu..%zu asked, %zu held", first,
@@ -886,7 +1084,7 @@ int ft_client_results_columns(const ft_client_results *r, size_t first,
         return FT_EINVAL;
     /* Every fault is found before anything is written. */
     for (size_t k = 0; k < count; k++) {
-        const ft_result *x = &r->m.res[first + k];
+        const ft_result *x = &res_at(r)[first + k];
         if (x->status != FT_OK)
             continue;
         if (x->n > cols->rows) {
@@ -914,7 +1112,7 @@ int ft_client_results_columns(const ft_client_results *r, size_t first,
     size_t ss = cols->score_stride ? cols->score_stride : 8;
     size_t gs = cols->sigma_stride ? cols->sigma_stride : 4;
     for (size_t k = 0; k < count; k++) {
-        const ft_result *x = &r->m.res[first + k];
+        const ft_result *x = &res_at(r)[first + k];
         uint32_t n = x->status == FT_OK ? x->n : 0;
         if (cols->n)
             cols->n[k] = n;
@@ -970,10 +1168,10 @@ int ft_client_grid_search(ft_client_grid_call *call)
     ft_client_results_shape(r, 0, call->n, &call->max_hits,
                             &call->max_len);
     uint32_t failed = 0;
-    for (size_t i = 0; i < r->m.count; i++)
-        failed += r->m.res[i].status != FT_OK;
+    for (size_t i = 0; i < res_n(r); i++)
+        failed += res_at(r)[i].status != FT_OK;
     call->failed = failed;
-    call->first_status = (uint32_t)r->m.res[0].status;
+    call->first_status = (uint32_t)res_at(r)[0].status;
     return FT_OK;
 }
 

@@ -369,7 +369,11 @@ static double echo_call(echo *e, size_t req_size, size_t rep_size)
  *           is not sending, and its answer comes back on it;
  *   own:    a handle per thread (a socket and a connection each), as C
  *           separate client processes would connect;
- *   procs:  the own layout in --procs P client processes (see below).
+ *   procs:  the own layout in --procs P client processes (see below);
+ *   coalesced: one handle, one connection, ft_client_opts coalesce
+ *           --coalesce N (2): calls made while N frames are out leave
+ *           together in the next (SEARCH only: PING and echo have no
+ *           frames to share);
  * and three kinds of call: SEARCH (one request a frame, every answer
  * checked against the engine's), PING (answered on the server's nng
  * thread, no queue, no engine) and nng alone: an echo REP server in a
@@ -379,9 +383,9 @@ static double echo_call(echo *e, size_t req_size, size_t rep_size)
  * SEARCH and RESULT frames' mean sizes (every reply's length checked):
  * the ceiling nng itself allows these clients. */
 enum { LOAD_SEARCH, LOAD_PING, LOAD_ECHO };
-enum { LAY_SHARED, LAY_CONNS, LAY_OWN, LAY_PROCS, LAY_COUNT };
+enum { LAY_SHARED, LAY_CONNS, LAY_OWN, LAY_PROCS, LAY_COALESCED, LAY_COUNT };
 static const char *const lay_name[LAY_COUNT] = {"shared", "conns", "own",
-                                                "procs"};
+                                                "procs", "coalesced"};
 
 typedef struct load {
     bench *b;
@@ -702,8 +706,11 @@ static void report_load(const char *kind, int lay, int clients, double q,
            s = sb->sends - sa->sends;
     if (search && batches > 0)
         printf("; mean batch %.2f", r / batches);
+    if (search && lay == LAY_COALESCED && m > 0)
+        printf("; %.2f requests a message", r / m);
     printf("; %lu wrong, %lu failed\n", bad, nf);
-    if (!search || r <= 0 || m <= 0 || q <= 0)
+    /* (the split below takes a call for a message of one request) */
+    if (!search || r <= 0 || m <= 0 || q <= 0 || lay == LAY_COALESCED)
         return;
     print_stages(key, sa, sb, 0, "engine: a batch's call, per request of it");
     double in = (sb->decode - sa->decode + sb->encode - sa->encode) / m +
@@ -741,6 +748,7 @@ int main(int argc, char **argv)
     const char *url_list = NULL;
     int threads = 1, rounds = 3, clients = 64, batch = 32, gpu = 0;
     int serve_max_batch = 32, conns = 8, echo_ctx = 64, procs = 8;
+    int coalesce = 2;
     int kinds_on = 7; /* step 6's kinds: bits 1 << LOAD_* */
     const char *echo_url = NULL, *client_spec = NULL, *refs = NULL;
     double seconds = 5;
@@ -752,6 +760,7 @@ int main(int argc, char **argv)
         {"echo-serve", 1, 0, 'E'},      {"echo-contexts", 1, 0, 'X'},
         {"procs", 1, 0, 'P'},           {"client-proc", 1, 0, 'C'},
         {"refs", 1, 0, 'R'},            {"kinds", 1, 0, 'K'},
+        {"coalesce", 1, 0, 'O'},
         {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -771,6 +780,7 @@ int main(int argc, char **argv)
         case 'P': procs = atoi(optarg); break;
         case 'C': client_spec = optarg; break;
         case 'R': refs = optarg; break;
+        case 'O': coalesce = atoi(optarg); break;
         case 'K':
             kinds_on = (strstr(optarg, "search") ? 1 << LOAD_SEARCH : 0) |
                        (strstr(optarg, "ping") ? 1 << LOAD_PING : 0) |
@@ -823,8 +833,10 @@ int main(int argc, char **argv)
                         "[--seconds S] [--serve-max-batch M (1..64, serve's "
                         "max_batch: 32)] [--connections P (1..%d: the conns "
                         "layout's, 8)] [--procs P (the procs layout's client "
-                        "processes, 8)] [--kinds search,ping,echo (step 6's "
-                        "calls: all)]\n", FT_CLIENT_MAX_CONNECTIONS);
+                        "processes, 8)] [--coalesce N (1..%d: the coalesced "
+                        "layout's frames out, 2)] [--kinds search,ping,echo "
+                        "(step 6's calls: all)]\n", FT_CLIENT_MAX_CONNECTIONS,
+                        FT_CLIENT_MAX_COALESCE);
         return 2;
     }
     /* Whole lines on stdout, whatever the engines log on stderr
@@ -1198,12 +1210,19 @@ int main(int argc, char **argv)
         ft_client **cl = calloc((size_t)clients, sizeof *cl);
         ft_client **own = calloc((size_t)clients, sizeof *own);
         nng_socket *es = calloc((size_t)clients, sizeof *es);
-        ft_client *pc = NULL;
+        ft_client *pc = NULL, *cc = NULL;
         ft_client_opts po = co;
         po.connections = conns;
         int ok = cl && own && es;
         if (ok && ft_client_connect(&pc, url, &po, err, sizeof err) != FT_OK) {
             fprintf(stderr, "ft_daemon_bench: %d connections: %s\n", conns,
+                    err);
+            ok = 0;
+        }
+        po = co;
+        po.coalesce = coalesce;
+        if (ok && ft_client_connect(&cc, url, &po, err, sizeof err) != FT_OK) {
+            fprintf(stderr, "ft_daemon_bench: coalesce %d: %s\n", coalesce,
                     err);
             ok = 0;
         }
@@ -1228,9 +1247,10 @@ int main(int argc, char **argv)
         printf("clients: %d threads, %.1f s a row; layouts: shared = one "
                "handle (one connection) for all, conns = one handle of %d "
                "connections, own = a handle (a connection) per thread, "
-               "procs = own in %d client processes; echo = nng alone (a "
+               "procs = own in %d client processes, coalesced = one handle "
+               "(one connection) of coalesce %d; echo = nng alone (a "
                "REP server in a child process, %d contexts, %zu B out and "
-               "%zu B back)\n", clients, seconds, conns, procs, ectx,
+               "%zu B back)\n", clients, seconds, conns, procs, coalesce, ectx,
                (size_t)(req_bytes + .5), (size_t)(rep_bytes + .5));
         static const char *const kind_name[] = {"search", "ping", "echo"};
         static const int kinds[] = {LOAD_ECHO, LOAD_PING, LOAD_SEARCH};
@@ -1248,6 +1268,8 @@ int main(int argc, char **argv)
                 L.qs = (size_t)(req_bytes + .5);
                 L.rs = (size_t)(rep_bytes + .5);
                 int eopen = 0;
+                if (lay == LAY_COALESCED && kind != LOAD_SEARCH)
+                    continue;
                 if (lay == LAY_PROCS) {
                     if (kind == LOAD_SEARCH && refpath[0] == 0)
                         continue;
@@ -1267,8 +1289,10 @@ int main(int argc, char **argv)
                     continue;
                 }
                 for (int i = 0; i < clients; i++)
-                    cl[i] = lay == LAY_SHARED ? b.cli
-                            : lay == LAY_CONNS ? pc : own[i];
+                    cl[i] = lay == LAY_SHARED    ? b.cli
+                            : lay == LAY_CONNS     ? pc
+                            : lay == LAY_COALESCED ? cc
+                                                   : own[i];
                 if (kind == LOAD_ECHO) {
                     int rv = 0;
                     if (lay == LAY_OWN) {
@@ -1321,6 +1345,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < clients; i++)
             ft_client_close(own[i]);
         ft_client_close(pc);
+        ft_client_close(cc);
         if (refpath[0])
             unlink(refpath);
         free(own);

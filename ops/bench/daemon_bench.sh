@@ -25,8 +25,9 @@
 # clients spread over them), TMPDIR.
 # Step 6 runs the FT_CLIENTS threads in four layouts (one shared handle,
 # one handle of several connections, a handle each, handles in client
-# processes) for SEARCH, PING and an nng echo alone: 12 rows of
-# FT_SECONDS each ("--kinds search" in FT_BENCH_ARGS: 4).
+# processes) for SEARCH, PING and an nng echo alone, and SEARCH in a
+# fifth (one handle that coalesces calls into shared frames, --coalesce
+# N): 13 rows of FT_SECONDS each ("--kinds search" in FT_BENCH_ARGS: 5).
 set -eu
 B=${FT_BUILD_DIR:-./build}
 FT=$B/flashtrie

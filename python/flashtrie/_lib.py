@@ -74,6 +74,7 @@ class ClientOpts(ctypes.Structure):
         ("recv_max_bytes", ctypes.c_size_t),
         ("checksum", ctypes.c_int),
         ("connections", ctypes.c_int),
+        ("coalesce", ctypes.c_int),
     ]
 
 

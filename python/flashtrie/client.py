@@ -578,7 +578,8 @@ Grid = Union[np.ndarray, Sequence]
 
 class Client:
     """Client(url, timeout=10.0, tls=None, deadline=None, connect_wait=False,
-    reconnect_wait=1.0, recv_max_bytes=None, checksum=None, connections=1)
+    reconnect_wait=1.0, recv_max_bytes=None, checksum=None, connections=1,
+    coalesce=0)
     connects to a FlashTrie server ("flashtrie serve") at url: tcp://,
     ipc:// or tls+tcp://.
 
@@ -604,7 +605,11 @@ class Client:
     how many connections the client opens to the server: threads that
     share one client and call at once each use one that is not busy
     writing (one connection carries one message at a time each way:
-    docs/BENCHMARKS.md, "Daemon overhead").
+    docs/BENCHMARKS.md, "Daemon overhead").  coalesce (0..64): 0, each
+    search is its own message; N, searches made at once from several
+    threads share messages, at most N of them in flight, the calls that
+    come meanwhile leaving together in the next (each still gets its own
+    results; a message the server refuses fails every call in it).
     """
 
     def __init__(self, url: str, timeout: float = 10.0,
@@ -614,7 +619,7 @@ class Client:
                  reconnect_wait: float = 1.0,
                  recv_max_bytes: Optional[int] = None,
                  checksum: Optional[bool] = None,
-                 connections: int = 1):
+                 connections: int = 1, coalesce: int = 0):
         self._lib = _lib.load()
         # ft_client_results_get returning a plain address: a _RawResult
         # is then read in place (from_address), no pointer object made.
@@ -658,6 +663,7 @@ class Client:
                                 "%s" % type(checksum).__name__)
             opts.checksum = 1 if checksum else -1
         opts.connections = _uint("connections", connections, 1, 64)
+        opts.coalesce = _uint("coalesce", coalesce, 0, 64)
         t = None
         if tls is not None:
             t = TLS(**tls) if isinstance(tls, dict) else tls

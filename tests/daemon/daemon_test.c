@@ -28,6 +28,11 @@
  *               killed with calls in flight on
  *               every connection fails each at once, and all connections
  *               come back with the server
+ *   coalesce    one handle of ft_client_opts coalesce: bad values refused
+ *               by name; 16 threads' 192 calls answered exactly in at
+ *               most half as many frames (a server holding each batch);
+ *               a server killed with coalesced calls in flight fails each
+ *               at once with the lost connection's error
  *   gone        clients that hang up while their requests are in the
  *               engine (held there by the delay hook), alone and in
  *               batches, inline and queued: the server answers into
@@ -1740,6 +1745,141 @@ static void case_connections(void)
     local_close(&l);
 }
 
+/* ---- coalesce ---- */
+
+/* frames_seen is the server's count of binary frames (INFO's
+ * messages_frame), asked over c. */
+static long long frames_seen(ft_client *c)
+{
+    char *text = NULL;
+    FT_PASS(ft_client_info(c, &text, NULL, 0));
+    long long n = tn_info_value(text, "\nmessages_frame: ");
+    ft_client_text_free(text);
+    return n;
+}
+
+/* co_one is one thread's single search on a shared handle whose server
+ * is killed meanwhile: its status and error. */
+typedef struct co_one {
+    ft_client *c;
+    greq g;
+    int rc;
+    char err[256];
+} co_one;
+
+static void *co_one_main(void *arg)
+{
+    co_one *o = arg;
+    ft_client_results *res = NULL;
+    o->rc = ft_client_search(o->c, &o->g.r, 1, &res, o->err, sizeof o->err);
+    ft_client_results_free(res);
+    return NULL;
+}
+
+static void case_coalesce(void)
+{
+    char idx[300], url[300], err[400], want[400];
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    ft_client_opts o;
+    ft_client_opts_init(&o);
+    FT_CHECK_EQ_U64(o.coalesce, 0);
+    /* Out of 0..FT_CLIENT_MAX_COALESCE: refused by name, nothing dialed. */
+    static const int bad[] = {-1, FT_CLIENT_MAX_COALESCE + 1};
+    for (int i = 0; i < 2; i++) {
+        ft_client *c = (ft_client *)&o;
+        o.coalesce = bad[i];
+        FT_FAIL(ft_client_connect(&c, url, &o, err, sizeof err), FT_EINVAL);
+        FT_CHECK(c == NULL);
+        snprintf(want, sizeof want, "%s: coalesce: expected 0..%d (0: off), "
+                 "got %d", url, FT_CLIENT_MAX_COALESCE, bad[i]);
+        FT_CHECK_STR(err, want);
+    }
+    /* Each batch held 20 ms: calls made meanwhile pile up behind the one
+     * frame in flight and leave together. */
+    const char *held[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "2", "--test-delay-us", "20000", NULL};
+    start_server(url, held);
+    local l;
+    local_open(&l, idx);
+    o.coalesce = 1;
+    o.timeout_ms = 20000;
+    ft_client *c = tn_connect_opts(url, &o);
+    ft_client *plain = tn_connect(url, 20000, 0);
+    long long f0 = frames_seen(plain);
+    /* 16 threads x 12 calls of 1-3 requests each, every answer checked
+     * bit for bit (each call's own results, in its order) */
+    enum { TH = 16, CALLS = 12 };
+    pthread_t th[TH];
+    worker w[TH];
+    for (int i = 0; i < TH; i++) {
+        w[i] = (worker){url, &l, 5000 + (uint64_t)i * 7919, 1, c};
+        FT_CHECK(pthread_create(&th[i], NULL, concurrent_worker, &w[i]) == 0);
+    }
+    for (int i = 0; i < TH; i++)
+        pthread_join(th[i], NULL);
+    /* 192 calls went in at most half as many frames (the INFO here and
+     * the one before are two of those counted) */
+    long long frames = frames_seen(plain) - f0 - 1;
+    printf("coalesce: %d calls in %lld frames\n", TH * CALLS, frames);
+    FT_CHECK(frames >= 1 && frames <= TH * CALLS / 2);
+    /* A lone call on the handle leaves at once and is answered exactly. */
+    greq g1;
+    uint64_t seed = 4242;
+    gen_req(&g1, &seed);
+    search_same(c, &l, &g1.r);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+
+    /* A server killed with calls in flight (a 300 ms hold): one call
+     * alone in its frame, the seven made after it waiting behind it (one
+     * frame out at a time) and leaving together once it failed.  The
+     * first fails at once with the lost connection's error; the frame of
+     * seven is not sent while no server is there (the handle's reconnect
+     * wait), and each of its calls fails with that error.  The handle
+     * answers again once the server is back. */
+    const char *slow[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "2", "--test-delay-us", "300000",
+                          NULL};
+    start_server(url, slow);
+    FT_PASS(th_ping_until(c, 100, 20));
+    enum { K = 8 };
+    co_one one[K];
+    pthread_t ot[K];
+    for (int i = 0; i < K; i++) {
+        one[i].c = c;
+        gen_req(&one[i].g, &seed);
+        FT_CHECK(pthread_create(&ot[i], NULL, co_one_main, &one[i]) == 0);
+        if (i == 0)
+            th_sleep_ms(60); /* the first frame out, alone */
+    }
+    th_sleep_ms(150);
+    FT_CHECK_EQ_U64(stop_server(SIGKILL), 128 + SIGKILL);
+    for (int i = 0; i < K; i++)
+        pthread_join(ot[i], NULL);
+    snprintf(want, sizeof want, "%s: connection lost: no answer to SEARCH",
+             url);
+    FT_CHECK_EQ_U64(one[0].rc, FT_ECONN);
+    FT_CHECK_STR(one[0].err, want);
+    snprintf(want, sizeof want, "%s: connection lost: SEARCH not sent (no "
+             "server for ", url);
+    for (int i = 1; i < K; i++) {
+        FT_CHECK_EQ_U64(one[i].rc, FT_ECONN);
+        if (strncmp(one[i].err, want, strlen(want)) != 0) {
+            fprintf(stderr, "call %d: '%s', want '%s...'\n", i, one[i].err,
+                    want);
+            exit(1);
+        }
+    }
+    start_server(url, held);
+    FT_PASS(th_ping_until(c, 100, 20));
+    for (int i = 0; i < K; i++)
+        search_same(c, &l, &one[i].g.r);
+    ft_client_close(plain);
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+    local_close(&l);
+}
+
 /* ---- cpus ---- */
 
 /* thread_census counts the server's threads: all of them, those whose
@@ -1906,6 +2046,7 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "validate")) case_validate();
     else if (!strcmp(argv[1], "gone")) case_gone();
     else if (!strcmp(argv[1], "connections")) case_connections();
+    else if (!strcmp(argv[1], "coalesce")) case_coalesce();
     else if (!strcmp(argv[1], "cpus")) case_cpus();
     else {
         fprintf(stderr, "daemon_test: unknown case '%s'\n", argv[1]);
