@@ -124,24 +124,29 @@ typedef struct ft_client_opts {
                               * most N frames of them in flight, and the
                               * calls that come while all N are out wait
                               * and leave together, in order, in the next
-                              * frame (up to FT_FRAME_MAX_BATCH requests
-                              * and about FT_CLIENT_COALESCE_BYTES of
-                              * grids; a larger call goes alone).  A lone
-                              * call leaves at once.  Each call gets its
-                              * own results, as without; a frame the
-                              * server refuses fails every call in it
-                              * (each with that error).  Fewer, larger
-                              * messages: many threads on one connection
-                              * reach the server's batching rate
-                              * (docs/BENCHMARKS.md).  Up to
-                              * FT_CLIENT_MAX_COALESCE. */
+                              * frame (up to 1024 requests and a frame of
+                              * FT_CLIENT_COALESCE_BYTES).  A call of over
+                              * half that, which no other could join,
+                              * goes alone at once and is not counted
+                              * among the N.  A lone call leaves at once.
+                              * Each call gets its own results, as
+                              * without; a frame the server refuses fails
+                              * every call in it (each with that error).
+                              * Fewer, larger messages: many threads on
+                              * one connection come nearer the server's
+                              * batching rate (docs/BENCHMARKS.md).  Up
+                              * to FT_CLIENT_MAX_COALESCE. */
 } ft_client_opts;
 
 /* FT_CLIENT_MAX_COALESCE bounds ft_client_opts.coalesce;
- * FT_CLIENT_COALESCE_BYTES is the grid bytes (T x K x 8 a request) a
- * shared frame takes before the next call waits for another. */
+ * FT_CLIENT_COALESCE_BYTES is the largest frame that calls share: the
+ * receive limit a server keeps for every connection however many are
+ * open (it lowers the limit toward this floor, never below, as
+ * connections come: a larger frame could be closed unread).  At T = 8
+ * and K = 100 (6.4 KB a request) about ten requests; at K = 1000 (64
+ * KB) each goes alone. */
 #define FT_CLIENT_MAX_COALESCE 64
-#define FT_CLIENT_COALESCE_BYTES (1u << 20)
+#define FT_CLIENT_COALESCE_BYTES (64u << 10)
 
 /* FT_CLIENT_MAX_CONNECTIONS is the largest ft_client_opts.connections. */
 #define FT_CLIENT_MAX_CONNECTIONS 64

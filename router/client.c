@@ -43,7 +43,7 @@ typedef struct pending {
 typedef struct co_call {
     const ft_request *reqs;
     size_t n;
-    size_t bytes; /* its grids' bytes (T x K x 8 a request) */
+    size_t bytes; /* what its requests add to a frame (co_bytes) */
     ft_client_results *out;
     int rc;
     int done;
@@ -776,17 +776,17 @@ static int search_frame(ft_client *c, const ft_request *reqs, size_t n,
     return rc;
 }
 
-/* co_bytes is the grid bytes of a call's requests (T x K x 8 each; a
- * count past the frame's limit is the limit's bytes and more: it goes
- * alone and its own frame says what is wrong). */
+/* co_bytes is the bytes a call's requests add to a SEARCH frame (its own
+ * frame's, less the header); a call whose frame cannot be sized (too
+ * many requests, a limit broken) is past any shared frame: it goes alone
+ * and its own frame says what is wrong. */
 static size_t co_bytes(const ft_request *reqs, size_t n)
 {
-    if (n > FT_FRAME_MAX_BATCH)
+    size_t size;
+    if (n == 0 || n > FT_FRAME_MAX_BATCH ||
+        ft_frame_search_size(reqs, NULL, n, &size) != FT_OK)
         return (size_t)FT_CLIENT_COALESCE_BYTES + 1;
-    size_t b = 0;
-    for (size_t i = 0; i < n; i++)
-        b += (size_t)reqs[i].T * reqs[i].K * 8u + 64u;
-    return b;
+    return size - FT_FRAME_HDR_SIZE;
 }
 
 /* co_lead sends the calls first .. (next NULL) in one frame of n
@@ -844,21 +844,26 @@ static void co_lead(ft_client *c, co_call *first, size_t n)
     }
 }
 
-/* co_search is ft_client_search on a coalescing handle: the call joins
- * the queue; while fewer than co_max frames are out, a call takes the
- * queue's head calls (in order, up to FT_FRAME_MAX_BATCH requests and
- * FT_CLIENT_COALESCE_BYTES of grids, at least one call) into a frame,
+/* co_search is ft_client_search on a coalescing handle: a call too
+ * large to share a frame goes alone, at once; another joins the queue; while fewer than co_max frames are out, a call takes the
+ * queue's head calls (in order, up to FT_FRAME_MAX_BATCH requests and a
+ * frame of FT_CLIENT_COALESCE_BYTES, at least one call) into a frame,
  * then wakes the calls it carried and, the queue not empty, its head to
  * lead the next.  Every call waits on its own condition variable: one
  * wake-up a call. */
 static int co_search(ft_client *c, const ft_request *reqs, size_t n,
                      ft_client_results **out, char *errbuf, size_t errlen)
 {
+    size_t bytes = co_bytes(reqs, n);
+    if (bytes > (FT_CLIENT_COALESCE_BYTES - FT_FRAME_HDR_SIZE) / 2)
+        /* no call as large could join it: alone, at once, outside the N
+         * frames (a handle of large calls keeps all of them in flight) */
+        return search_frame(c, reqs, n, out, errbuf, errlen);
     co_call me;
     memset(&me, 0, sizeof me);
     me.reqs = reqs;
     me.n = n;
-    me.bytes = co_bytes(reqs, n);
+    me.bytes = bytes;
     pthread_cond_init(&me.cv, NULL);
     pthread_mutex_lock(&c->co_mu);
     if (c->co_tail)
@@ -872,7 +877,7 @@ static int co_search(ft_client *c, const ft_request *reqs, size_t n,
             continue;
         }
         co_call *first = c->co_head, *last = first;
-        size_t nreq = first->n, bytes = first->bytes;
+        size_t nreq = first->n, bytes = FT_FRAME_HDR_SIZE + first->bytes;
         while (last->next && nreq + last->next->n <= FT_FRAME_MAX_BATCH &&
                bytes + last->next->bytes <= FT_CLIENT_COALESCE_BYTES) {
             last = last->next;

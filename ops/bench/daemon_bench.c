@@ -371,9 +371,9 @@ static double echo_call(echo *e, size_t req_size, size_t rep_size)
  *           separate client processes would connect;
  *   procs:  the own layout in --procs P client processes (see below);
  *   coalesced: one handle, one connection, ft_client_opts coalesce
- *           --coalesce N (2): calls made while N frames are out leave
- *           together in the next (SEARCH only: PING and echo have no
- *           frames to share);
+ *           N, a row for each N of --coalesce N[,N...] (8): calls made
+ *           while N frames are out leave together in the next (SEARCH
+ *           only: PING and echo have no frames to share);
  * and three kinds of call: SEARCH (one request a frame, every answer
  * checked against the engine's), PING (answered on the server's nng
  * thread, no queue, no engine) and nng alone: an echo REP server in a
@@ -686,7 +686,8 @@ static double procs_run(int kind, int procs, int clients, double seconds,
  * answer, encode, send: each call is one message of one request) and
  * the rest, outside them (nng's transport both ways, the client's own
  * work): by Little's law the calls in flight split the same way. */
-static void report_load(const char *kind, int lay, int clients, double q,
+static void report_load(const char *kind, int lay, int co, int clients,
+                        double q,
                         double eng_qps, int batch, const stages *sa,
                         const stages *sb, double batches, unsigned long bad,
                         unsigned long nf)
@@ -694,6 +695,8 @@ static void report_load(const char *kind, int lay, int clients, double q,
     char key[64];
     snprintf(key, sizeof key, "clients%d.%s.%s", clients, kind,
              lay_name[lay]);
+    if (co > 0)
+        snprintf(key + strlen(key), sizeof key - strlen(key), "%d", co);
     if (q < 0) {
         printf("%s_qps: (the client processes failed)\n", key);
         return;
@@ -748,7 +751,7 @@ int main(int argc, char **argv)
     const char *url_list = NULL;
     int threads = 1, rounds = 3, clients = 64, batch = 32, gpu = 0;
     int serve_max_batch = 32, conns = 8, echo_ctx = 64, procs = 8;
-    int coalesce = 2;
+    int co_n[4] = {8}, n_co = 1; /* --coalesce: the coalesced rows' N */
     int kinds_on = 7; /* step 6's kinds: bits 1 << LOAD_* */
     const char *echo_url = NULL, *client_spec = NULL, *refs = NULL;
     double seconds = 5;
@@ -780,7 +783,15 @@ int main(int argc, char **argv)
         case 'P': procs = atoi(optarg); break;
         case 'C': client_spec = optarg; break;
         case 'R': refs = optarg; break;
-        case 'O': coalesce = atoi(optarg); break;
+        case 'O': {
+            char *e = optarg;
+            for (n_co = 0; n_co < 4 && *e;) {
+                co_n[n_co++] = (int)strtol(e, &e, 10);
+                if (*e == ',')
+                    e++;
+            }
+            break;
+        }
         case 'K':
             kinds_on = (strstr(optarg, "search") ? 1 << LOAD_SEARCH : 0) |
                        (strstr(optarg, "ping") ? 1 << LOAD_PING : 0) |
@@ -833,8 +844,9 @@ int main(int argc, char **argv)
                         "[--seconds S] [--serve-max-batch M (1..64, serve's "
                         "max_batch: 32)] [--connections P (1..%d: the conns "
                         "layout's, 8)] [--procs P (the procs layout's client "
-                        "processes, 8)] [--coalesce N (1..%d: the coalesced "
-                        "layout's frames out, 2)] [--kinds search,ping,echo "
+                        "processes, 8)] [--coalesce N[,N...] (1..%d: the "
+                        "coalesced rows' frames out, up to 4 rows: 8)] "
+                        "[--kinds search,ping,echo "
                         "(step 6's calls: all)]\n", FT_CLIENT_MAX_CONNECTIONS,
                         FT_CLIENT_MAX_COALESCE);
         return 2;
@@ -1210,7 +1222,7 @@ int main(int argc, char **argv)
         ft_client **cl = calloc((size_t)clients, sizeof *cl);
         ft_client **own = calloc((size_t)clients, sizeof *own);
         nng_socket *es = calloc((size_t)clients, sizeof *es);
-        ft_client *pc = NULL, *cc = NULL;
+        ft_client *pc = NULL, *cc[4] = {NULL, NULL, NULL, NULL};
         ft_client_opts po = co;
         po.connections = conns;
         int ok = cl && own && es;
@@ -1219,12 +1231,15 @@ int main(int argc, char **argv)
                     err);
             ok = 0;
         }
-        po = co;
-        po.coalesce = coalesce;
-        if (ok && ft_client_connect(&cc, url, &po, err, sizeof err) != FT_OK) {
-            fprintf(stderr, "ft_daemon_bench: coalesce %d: %s\n", coalesce,
-                    err);
-            ok = 0;
+        for (int k = 0; ok && k < n_co; k++) {
+            po = co;
+            po.coalesce = co_n[k];
+            if (ft_client_connect(&cc[k], url, &po, err, sizeof err) !=
+                FT_OK) {
+                fprintf(stderr, "ft_daemon_bench: coalesce %d: %s\n",
+                        co_n[k], err);
+                ok = 0;
+            }
         }
         for (int i = 0; ok && i < clients; i++)
             if (ft_client_connect(&own[i], urls[i % n_urls], &co, err,
@@ -1247,10 +1262,10 @@ int main(int argc, char **argv)
         printf("clients: %d threads, %.1f s a row; layouts: shared = one "
                "handle (one connection) for all, conns = one handle of %d "
                "connections, own = a handle (a connection) per thread, "
-               "procs = own in %d client processes, coalesced = one handle "
-               "(one connection) of coalesce %d; echo = nng alone (a "
+               "procs = own in %d client processes, coalescedN = one handle "
+               "(one connection) of coalesce N; echo = nng alone (a "
                "REP server in a child process, %d contexts, %zu B out and "
-               "%zu B back)\n", clients, seconds, conns, procs, coalesce, ectx,
+               "%zu B back)\n", clients, seconds, conns, procs, ectx,
                (size_t)(req_bytes + .5), (size_t)(rep_bytes + .5));
         static const char *const kind_name[] = {"search", "ping", "echo"};
         static const int kinds[] = {LOAD_ECHO, LOAD_PING, LOAD_SEARCH};
@@ -1258,7 +1273,9 @@ int main(int argc, char **argv)
             int kind = kinds[ki];
             if ((kind == LOAD_ECHO && epid < 0) || !(kinds_on & 1 << kind))
                 continue;
-            for (int lay = 0; lay < LAY_COUNT; lay++) {
+            for (int li = 0; li < LAY_COALESCED + n_co; li++) {
+                int lay = li < LAY_COALESCED ? li : LAY_COALESCED;
+                int co_i = li - LAY_COALESCED;
                 load L;
                 memset(&L, 0, sizeof L);
                 L.b = &b;
@@ -1282,7 +1299,7 @@ int main(int argc, char **argv)
                                          &nf);
                     stages sb = get_stages(b.cli);
                     double bb = info_get(b.cli, "batches", 0);
-                    report_load(kind_name[kind], lay, clients, q, eng_qps,
+                    report_load(kind_name[kind], lay, 0, clients, q, eng_qps,
                                 batch, &sa, &sb, bb - ba, bad, nf);
                     mismatch += bad;
                     failed += nf + (q < 0);
@@ -1291,7 +1308,7 @@ int main(int argc, char **argv)
                 for (int i = 0; i < clients; i++)
                     cl[i] = lay == LAY_SHARED    ? b.cli
                             : lay == LAY_CONNS     ? pc
-                            : lay == LAY_COALESCED ? cc
+                            : lay == LAY_COALESCED ? cc[co_i]
                                                    : own[i];
                 if (kind == LOAD_ECHO) {
                     int rv = 0;
@@ -1323,8 +1340,9 @@ int main(int argc, char **argv)
                     nng_close(es[i]);
                 unsigned long bad = atomic_load(&L.bad),
                               nf = atomic_load(&L.failed);
-                report_load(kind_name[kind], lay, clients, q, eng_qps, batch,
-                            &sa, &sb, bb - ba, bad, nf);
+                report_load(kind_name[kind], lay,
+                            lay == LAY_COALESCED ? co_n[co_i] : 0, clients, q,
+                            eng_qps, batch, &sa, &sb, bb - ba, bad, nf);
                 /* the row earlier runs printed */
                 if (kind == LOAD_SEARCH && lay == LAY_SHARED) {
                     if (eng_qps > 0)
@@ -1345,7 +1363,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < clients; i++)
             ft_client_close(own[i]);
         ft_client_close(pc);
-        ft_client_close(cc);
+        for (int k = 0; k < n_co; k++)
+            ft_client_close(cc[k]);
         if (refpath[0])
             unlink(refpath);
         free(own);
