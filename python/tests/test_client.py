@@ -671,13 +671,15 @@ def test_array_form_entry_points(env, client):
         lib.ft_client_results_free(one)
 
 
-@pytest.mark.parametrize("connections", [1, 3])
-def test_threads_share_a_client(env, connections):
+@pytest.mark.parametrize("connections,coalesce", [(1, 0), (3, 0), (1, 2)])
+def test_threads_share_a_client(env, connections, coalesce):
+    """threads on one client, each answer exact: over one connection,
+    three, and one whose calls share frames (coalesce)"""
     reqs = env["requests"]
     want = expected(env["big"], reqs)
     errors = []
     with flashtrie.Client(env["urls"][0], timeout=20,
-                          connections=connections) as c:
+                          connections=connections, coalesce=coalesce) as c:
         def work(k):
             try:
                 for i in range(k, len(reqs), 4):
@@ -797,7 +799,11 @@ def test_bad_arguments_refused_before_sending(env):
             ({"connections": 0}, ValueError,
              "connections: must be 1..64, got 0"),
             ({"connections": 65}, ValueError,
-             "connections: must be 1..64, got 65")]:
+             "connections: must be 1..64, got 65"),
+            ({"coalesce": -1}, ValueError,
+             "coalesce: must be 0..64, got -1"),
+            ({"coalesce": 65}, ValueError,
+             "coalesce: must be 0..64, got 65")]:
         with pytest.raises(exc) as ei:
             flashtrie.Client(env["urls"][0], **kw)
         assert str(ei.value) == msg
