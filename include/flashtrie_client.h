@@ -132,6 +132,9 @@ typedef struct ft_client_opts {
                               * Each call gets its own results, as
                               * without; a frame the server refuses fails
                               * every call in it (each with that error).
+                              * A call's timeout_ms counts from when it
+                              * was made, its wait for a frame included
+                              * (a frame has its oldest call's time).
                               * Fewer, larger messages: many threads on
                               * one connection come nearer the server's
                               * batching rate (docs/BENCHMARKS.md).  Up

@@ -44,6 +44,7 @@ typedef struct co_call {
     const ft_request *reqs;
     size_t n;
     size_t bytes; /* what its requests add to a frame (co_bytes) */
+    uint64_t t0;  /* when the call began (fti_now_ms): its timeout's start */
     ft_client_results *out;
     int rc;
     int done;
@@ -559,8 +560,9 @@ static int check_reply(const ft_frame_msg *m, uint64_t id, uint16_t want,
 
 /* exchange sends msg (the call's: freed here whatever happens) on a
  * context of its own and sets *reply to the answer (the caller frees
- * it). */
-static int exchange(ft_client *c, nng_msg *msg, uint16_t want,
+ * it), within the handle's timeout from t0 (fti_now_ms: when the call
+ * began; a coalesced frame's, when its oldest call did). */
+static int exchange(ft_client *c, nng_msg *msg, uint16_t want, uint64_t t0,
                     nng_msg **reply, char *errbuf, size_t errlen)
 {
     const char *what = ft_frame_type_name(want & 0x7fff);
@@ -579,7 +581,6 @@ static int exchange(ft_client *c, nng_msg *msg, uint16_t want,
         return nng_err(rv, c, "request", errbuf, errlen);
     }
     pending p;
-    uint64_t t0 = fti_now_ms();
     int rc;
     for (;;) {
         int left = c->timeout_ms - (int)(fti_now_ms() - t0);
@@ -653,7 +654,7 @@ static int roundtrip(ft_client *c, const ft_buf *req, uint64_t id,
             nng_msg_free(msg);
         return nng_err(rv, c, "request", errbuf, errlen);
     }
-    int rc = exchange(c, msg, want, &reply, errbuf, errlen);
+    int rc = exchange(c, msg, want, fti_now_ms(), &reply, errbuf, errlen);
     if (rc != FT_OK)
         return rc;
     rc = decode_reply(nng_msg_body(reply), nng_msg_len(reply), id, want, m,
@@ -758,16 +759,18 @@ int fti_client_search_decode(const void *body, size_t len, uint64_t id,
     return FT_OK;
 }
 
-/* search_frame is one SEARCH frame of n requests and its answer. */
+/* search_frame is one SEARCH frame of n requests and its answer, within
+ * the handle's timeout from t0 (exchange). */
 static int search_frame(ft_client *c, const ft_request *reqs, size_t n,
-                        ft_client_results **out, char *errbuf, size_t errlen)
+                        uint64_t t0, ft_client_results **out, char *errbuf,
+                        size_t errlen)
 {
     uint64_t id = atomic_fetch_add(&c->next_id, 1);
     nng_msg *msg, *reply;
     int rc = fti_client_search_encode(c, id, reqs, n, &msg, errbuf, errlen);
     if (rc != FT_OK)
         return rc;
-    rc = exchange(c, msg, FT_FRAME_RESULT, &reply, errbuf, errlen);
+    rc = exchange(c, msg, FT_FRAME_RESULT, t0, &reply, errbuf, errlen);
     if (rc != FT_OK)
         return rc;
     rc = fti_client_search_decode(nng_msg_body(reply), nng_msg_len(reply),
@@ -798,8 +801,8 @@ static void co_lead(ft_client *c, co_call *first, size_t n)
     ft_client_results *whole = NULL;
     int rc;
     if (first->next == NULL) {
-        first->rc = search_frame(c, first->reqs, first->n, &first->out,
-                                 first->err, sizeof first->err);
+        first->rc = search_frame(c, first->reqs, first->n, first->t0,
+                                 &first->out, first->err, sizeof first->err);
         return;
     }
     ft_request *all = malloc(n * sizeof *all);
@@ -812,7 +815,8 @@ static void co_lead(ft_client *c, co_call *first, size_t n)
             memcpy(all + k, q->reqs, q->n * sizeof *all);
             k += q->n;
         }
-        rc = search_frame(c, all, n, &whole, err, sizeof err);
+        /* the oldest call's timeout: none waits past its own */
+        rc = search_frame(c, all, n, first->t0, &whole, err, sizeof err);
         free(all);
     }
     int shares = 0;
@@ -858,12 +862,13 @@ static int co_search(ft_client *c, const ft_request *reqs, size_t n,
     if (bytes > (FT_CLIENT_COALESCE_BYTES - FT_FRAME_HDR_SIZE) / 2)
         /* no call as large could join it: alone, at once, outside the N
          * frames (a handle of large calls keeps all of them in flight) */
-        return search_frame(c, reqs, n, out, errbuf, errlen);
+        return search_frame(c, reqs, n, fti_now_ms(), out, errbuf, errlen);
     co_call me;
     memset(&me, 0, sizeof me);
     me.reqs = reqs;
     me.n = n;
     me.bytes = bytes;
+    me.t0 = fti_now_ms();
     pthread_cond_init(&me.cv, NULL);
     pthread_mutex_lock(&c->co_mu);
     if (c->co_tail)
@@ -889,6 +894,10 @@ static int co_search(ft_client *c, const ft_request *reqs, size_t n,
             c->co_tail = NULL;
         last->next = NULL;
         c->co_out++;
+        /* calls left behind (the frame full) and a frame free: the next
+         * head leads one beside this */
+        if (c->co_head && c->co_out < c->co_max)
+            pthread_cond_signal(&c->co_head->cv);
         pthread_mutex_unlock(&c->co_mu);
         co_lead(c, first, nreq);
         pthread_mutex_lock(&c->co_mu);
@@ -923,7 +932,7 @@ int ft_client_search(ft_client *c, const ft_request *reqs, size_t n,
     *out = NULL;
     if (c->co_max > 0)
         return co_search(c, reqs, n, out, errbuf, errlen);
-    return search_frame(c, reqs, n, out, errbuf, errlen);
+    return search_frame(c, reqs, n, fti_now_ms(), out, errbuf, errlen);
 }
 
 size_t ft_client_results_count(const ft_client_results *r)

@@ -32,7 +32,8 @@
  *               by name; 16 threads' 192 calls answered exactly in at
  *               most half as many frames (a server holding each batch);
  *               a server killed with coalesced calls in flight fails each
- *               at once with the lost connection's error
+ *               at once with the lost connection's error; a call's
+ *               timeout counts its wait for a frame
  *   gone        clients that hang up while their requests are in the
  *               engine (held there by the delay hook), alone and in
  *               batches, inline and queued: the server answers into
@@ -1875,6 +1876,31 @@ static void case_coalesce(void)
     for (int i = 0; i < K; i++)
         search_same(c, &l, &one[i].g.r);
     ft_client_close(plain);
+    ft_client_close(c);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+
+    /* A call's timeout counts from when it was made, its wait for a frame
+     * included: batches held 300 ms, a timeout of 450 ms, one frame out
+     * at a time.  The first call is answered (~300 ms); the second, made
+     * just after it, waits for that frame, leaves with ~150 ms left and
+     * times out (its answer would come at ~600 ms). */
+    start_server(url, slow);
+    o.coalesce = 1;
+    o.timeout_ms = 450;
+    c = tn_connect_opts(url, &o);
+    one[0].c = one[1].c = c;
+    FT_CHECK(pthread_create(&ot[0], NULL, co_one_main, &one[0]) == 0);
+    th_sleep_ms(30);
+    double t0 = ft_test_now();
+    FT_CHECK(pthread_create(&ot[1], NULL, co_one_main, &one[1]) == 0);
+    pthread_join(ot[0], NULL);
+    pthread_join(ot[1], NULL);
+    double waited = (ft_test_now() - t0) * 1e3;
+    FT_PASS(one[0].rc);
+    FT_CHECK_EQ_U64(one[1].rc, FT_ETIMEDOUT);
+    snprintf(want, sizeof want, "%s: no answer to SEARCH within 450 ms", url);
+    FT_CHECK_STR(one[1].err, want);
+    FT_CHECK(waited >= 400 && waited < 580);
     ft_client_close(c);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
     local_close(&l);
