@@ -1659,6 +1659,19 @@ static long long conns_opened(ft_client *c, long long want)
     return n;
 }
 
+/* connect_refused checks that connecting to url with o fails with
+ * FT_EINVAL and exactly the message want, *out left NULL (before anything
+ * is dialed: no server need be there). */
+static void connect_refused(const char *url, const ft_client_opts *o,
+                            const char *want)
+{
+    char err[400];
+    ft_client *c = (ft_client *)o; /* not NULL: the call must clear it */
+    FT_FAIL(ft_client_connect(&c, url, o, err, sizeof err), FT_EINVAL);
+    FT_CHECK(c == NULL);
+    FT_CHECK_STR(err, want);
+}
+
 static void case_connections(void)
 {
     char idx[300], url[300], err[400], want[400];
@@ -1671,14 +1684,12 @@ static void case_connections(void)
      * before anything is dialed (no server yet). */
     static const int bad[] = {-1, FT_CLIENT_MAX_CONNECTIONS + 1};
     for (int i = 0; i < 2; i++) {
-        ft_client *c = (ft_client *)&o;
         o.connections = bad[i];
-        FT_FAIL(ft_client_connect(&c, url, &o, err, sizeof err), FT_EINVAL);
-        FT_CHECK(c == NULL);
         snprintf(want, sizeof want, "%s: connections: expected 1..%d (0: 1), "
                  "got %d", url, FT_CLIENT_MAX_CONNECTIONS, bad[i]);
-        FT_CHECK_STR(err, want);
+        connect_refused(url, &o, want);
     }
+    o.connections = 0;
     /* Every batch held 300 ms, one request each: calls stay in flight. */
     const char *slow[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "2", "--max-batch", "1",
@@ -1779,7 +1790,7 @@ static void *co_one_main(void *arg)
 
 static void case_coalesce(void)
 {
-    char idx[300], url[300], err[400], want[400];
+    char idx[300], url[300], want[400];
     th_make_index(g_dir, "a", 100, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     ft_client_opts o;
@@ -1788,13 +1799,10 @@ static void case_coalesce(void)
     /* Out of 0..FT_CLIENT_MAX_COALESCE: refused by name, nothing dialed. */
     static const int bad[] = {-1, FT_CLIENT_MAX_COALESCE + 1};
     for (int i = 0; i < 2; i++) {
-        ft_client *c = (ft_client *)&o;
         o.coalesce = bad[i];
-        FT_FAIL(ft_client_connect(&c, url, &o, err, sizeof err), FT_EINVAL);
-        FT_CHECK(c == NULL);
         snprintf(want, sizeof want, "%s: coalesce: expected 0..%d (0: off), "
                  "got %d", url, FT_CLIENT_MAX_COALESCE, bad[i]);
-        FT_CHECK_STR(err, want);
+        connect_refused(url, &o, want);
     }
     /* Each batch held 20 ms: calls made meanwhile pile up behind the one
      * frame in flight and leave together. */
