@@ -31,6 +31,8 @@
  *   coalesce    one handle of ft_client_opts coalesce: bad values refused
  *               by name; 16 threads' 192 calls answered exactly in at
  *               most half as many frames (a server holding each batch);
+ *               refused requests sharing frames with good ones each keep
+ *               their own answer;
  *               a server killed with coalesced calls in flight fails each
  *               at once with the lost connection's error; a call's
  *               timeout counts its wait for a frame
@@ -1788,6 +1790,46 @@ static void *co_one_main(void *arg)
     return NULL;
 }
 
+/* co_mixed_main: a thread's 10 calls of 2 requests on a coalescing
+ * handle, the second of every other call with a token twice in a row
+ * (refused by the server, request by request): each answer checked. */
+typedef struct co_mixed {
+    ft_client *c;
+    local *l;
+    uint64_t seed;
+    int refused;
+} co_mixed;
+
+static void *co_mixed_main(void *arg)
+{
+    co_mixed *m = arg;
+    for (int i = 0; i < 10; i++) {
+        greq g[2];
+        ft_request reqs[2];
+        for (int j = 0; j < 2; j++) {
+            gen_req(&g[j], &m->seed);
+            reqs[j] = g[j].r;
+        }
+        int bad = i % 2 == 0 && g[1].r.K >= 2;
+        if (bad)
+            g[1].tok[1] = g[1].tok[0];
+        ft_client_results *res;
+        char err[256];
+        if (ft_client_search(m->c, reqs, 2, &res, err, sizeof err) != FT_OK) {
+            fprintf(stderr, "search: %s\n", err);
+            exit(1);
+        }
+        FT_CHECK_EQ_U64(ft_client_results_count(res), 2);
+        for (int j = 0; j < 2; j++)
+            check_same(m->l, &reqs[j], ft_client_results_get(res, j));
+        FT_CHECK_EQ_U64(ft_client_results_get(res, 1)->status,
+                        bad ? FT_EREQUEST : FT_OK);
+        m->refused += bad;
+        ft_client_results_free(res);
+    }
+    return NULL;
+}
+
 static void case_coalesce(void)
 {
     char idx[300], url[300], want[400];
@@ -1832,6 +1874,20 @@ static void case_coalesce(void)
     long long frames = frames_seen(plain) - f0 - 1;
     printf("coalesce: %d calls in %lld frames\n", TH * CALLS, frames);
     FT_CHECK(frames >= 1 && frames <= TH * CALLS / 2);
+    /* Calls with a refused request share frames with good ones: each
+     * request keeps its own answer (the refused its message), the good
+     * ones of the same frame answered exactly. */
+    co_mixed mx[8];
+    int refused = 0;
+    for (int i = 0; i < 8; i++) {
+        mx[i] = (co_mixed){c, &l, 900 + (uint64_t)i * 31, 0};
+        FT_CHECK(pthread_create(&th[i], NULL, co_mixed_main, &mx[i]) == 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        refused += mx[i].refused;
+    }
+    FT_CHECK(refused > 0);
     /* A lone call on the handle leaves at once and is answered exactly. */
     greq g1;
     uint64_t seed = 4242;
