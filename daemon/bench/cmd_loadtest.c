@@ -42,7 +42,8 @@ static const char *usage_text =
     "         [--seed S] [--pool N] [--server-pid PID]\n"
     "         [--max-message-bytes N] [--max-rss-growth PCT]\n"
     "         [--max-peak-rss-mb MB]\n"
-    "         [--timeout-ms N] [--tls-ca F | --tls-insecure] [--T T] [--K K]\n"
+    "         [--timeout-ms N] [--tls-ca F | --tls-insecure] [--coalesce N]\n"
+    "         [--T T] [--K K]\n"
     "         [--beam B] ...\n"
     "  runs --clients threads against the server at URL (loopback only:\n"
     "  ipc://, tcp:// or tls+tcp:// on 127.0.0.0/8 or localhost) for\n"
@@ -60,7 +61,10 @@ static const char *usage_text =
     "  (from INFO); hostile means maxsize,half,idle at weight 1 each.  The\n"
     "  server's peak RSS (VmHWM) is printed at the end, and checked against\n"
     "  --max-peak-rss-mb when given.  --tls-insecure\n"
-    "  takes a tls+tcp:// server's certificate unchecked.\n"
+    "  takes a tls+tcp:// server's certificate unchecked.  --coalesce N\n"
+    "  (1..64) sends every client's searches through one handle whose\n"
+    "  calls made at once share frames (ft_client_opts coalesce N): good\n"
+    "  and bad requests of different clients in one message.\n"
     "  Every good answer is checked bit for bit against INDEX searched here,\n"
     "  every bad one against its expected error.  It prints q/s, latency\n"
     "  percentiles, answers by kind and the server's RSS (--server-pid, or\n"
@@ -75,7 +79,7 @@ int cmd_loadtest(int argc, char **argv)
 {
     enum { O_URL = 256, O_INDEX, O_CLIENTS, O_SECONDS, O_MIX, O_REQUESTS,
            O_SEED, O_POOL, O_PID, O_MAXMSG, O_RSS, O_TIMEOUT, O_CA,
-           O_INSECURE, O_PEAK };
+           O_INSECURE, O_PEAK, O_COALESCE };
     static const struct option opts[] = {
         {"url", required_argument, 0, O_URL},
         {"index", required_argument, 0, O_INDEX},
@@ -92,6 +96,7 @@ int cmd_loadtest(int argc, char **argv)
         {"timeout-ms", required_argument, 0, O_TIMEOUT},
         {"tls-ca", required_argument, 0, O_CA},
         {"tls-insecure", no_argument, 0, O_INSECURE},
+        {"coalesce", required_argument, 0, O_COALESCE},
         {"T", required_argument, 0, 'T'}, {"K", required_argument, 0, 'K'},
         {"head", required_argument, 0, 'H'},
         {"results", required_argument, 0, 'R'},
@@ -104,6 +109,7 @@ int cmd_loadtest(int argc, char **argv)
     const char *url = NULL, *index = NULL, *mix = "good,bad,oversize",
                *requests = NULL, *tls_ca = NULL;
     uint32_t clients = 64, seconds = 60, pool = 256, timeout = 10000;
+    uint32_t coalesce = 0;
     unsigned long long seed = 1, pid = 0, maxmsg = 0;
     double rss_growth = -1;
     double peak_mb = -1; /* --max-peak-rss-mb; < 0: not checked */
@@ -129,6 +135,11 @@ int cmd_loadtest(int argc, char **argv)
         case O_CLIENTS:
             if (ft_cli_parse_u32("flashtrie loadtest",
                                  "--clients", optarg, 1, 1024, &clients))
+                return 2;
+            break;
+        case O_COALESCE:
+            if (ft_cli_parse_u32("flashtrie loadtest", "--coalesce", optarg,
+                                 1, FT_CLIENT_MAX_COALESCE, &coalesce))
                 return 2;
             break;
         case O_SECONDS:
@@ -362,6 +373,15 @@ int cmd_loadtest(int argc, char **argv)
         fprintf(stderr, "flashtrie loadtest: out of memory\n");
         return 1;
     }
+    if (coalesce > 0) {
+        ft_client_opts o = sh.co;
+        o.coalesce = (int)coalesce;
+        if (ft_client_connect(&sh.co_cl, url, &o, err, sizeof err) != FT_OK) {
+            fprintf(stderr, "flashtrie loadtest: the coalescing handle: %s\n",
+                    err);
+            return 1;
+        }
+    }
     for (uint32_t i = 0; i < clients; i++) {
         worker *w = &ws[i];
         w->sh = &sh;
@@ -380,6 +400,7 @@ int cmd_loadtest(int argc, char **argv)
             "(%zu good requests in the pool, server pid %llu, "
             "max_message_bytes %llu)\n", clients, seconds, url, sh.n_pool,
             pid, maxmsg);
+
     double t0 = fti_now();
     sh.t_end = t0 + seconds;
     for (uint32_t i = 0; i < clients; i++)
@@ -471,6 +492,10 @@ int cmd_loadtest(int argc, char **argv)
               tot.right[K_GOOD_JSON];
     printf("loadtest: %u clients, %.1f s, %s, mix %s\n", clients, elapsed,
            url, mix);
+    if (coalesce > 0)
+        printf("searches through one handle of coalesce %u (calls made at "
+               "once share frames: the messages below count calls)\n",
+               coalesce);
     printf("messages: %llu sent, %llu right, %llu wrong, %llu busy "
            "(%.0f messages/s)\n", (unsigned long long)sent,
            (unsigned long long)right, (unsigned long long)wrong,
@@ -535,6 +560,7 @@ int cmd_loadtest(int argc, char **argv)
 
     free(lg.us);
     free(la.us);
+    ft_client_close(sh.co_cl);
     free(ws);
     free(th);
     for (size_t i = 0; i < sh.n_pool; i++) {

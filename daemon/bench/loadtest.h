@@ -122,6 +122,8 @@ typedef struct shared {
     int timeout_ms;
     const char *tls_ca;
     ft_client_opts co;
+    ft_client *co_cl; /* --coalesce N: the one handle (coalesce N) every
+                       * worker's searches share; NULL: each its own */
     atomic_int wrong_printed;
 } shared;
 

@@ -217,14 +217,17 @@ static uint64_t rnd(worker *w, uint64_t n)
 /* ---- one message of each kind ---- */
 
 /* client_search sends reqs[0..n) as one message through the worker's
- * client and adds its latency (*dt) to lat_all: 0 when it was answered
- * (*res); -1 after counting a BUSY, or counting and reporting a failure. */
+ * client (with --coalesce, the handle all workers share, where calls made
+ * at once share frames) and adds its latency (*dt) to lat_all: 0 when it
+ * was answered (*res); -1 after counting a BUSY, or counting and
+ * reporting a failure. */
 static int client_search(worker *w, int kind, const ft_request *reqs,
                          size_t n, ft_client_results **res, double *dt)
 {
     char err[512];
     double t0 = fti_now();
-    int rc = ft_client_search(w->cl, reqs, n, res, err, sizeof err);
+    ft_client *cl = w->sh->co_cl ? w->sh->co_cl : w->cl;
+    int rc = ft_client_search(cl, reqs, n, res, err, sizeof err);
     *dt = fti_now() - t0;
     lat_add(&w->lat_all, *dt);
     if (rc == FT_EBUSY) {

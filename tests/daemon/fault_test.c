@@ -5,6 +5,9 @@
  *              bad and oversize messages: exit 0 (every answer right), RSS
  *              growth after the warm-up under 20%, nothing left in flight
  *   load_tcp   the same over tcp://127.0.0.1
+ *   load_coalesce the same over ipc://, every client's searches through
+ *              one handle of coalesce 4 (good and bad requests of
+ *              different clients sharing frames)
  *   faults     clients that disconnect mid-request or send half a
  *              message (at the transport: a length prefix, then less than
  *              it says), a truncated frame: meanwhile and afterwards
@@ -96,7 +99,11 @@ static void run_loadtest(const char *const *lt, const char *out)
 
 /* ---- load ---- */
 
-static void case_load(int tcp)
+/* case_load: good, bad and oversize traffic from 16 clients over ipc://
+ * or tcp:// (tcp), or over ipc:// with every client's searches through
+ * one coalescing handle (coalesce: good and bad requests of different
+ * clients sharing frames), every answer right. */
+static void case_load(int tcp, int coalesce)
 {
     char idx[300], url[300], out[300], pidbuf[32];
     th_make_library(g_bin, g_dir, 5000, idx, sizeof idx);
@@ -123,10 +130,13 @@ static void case_load(int tcp)
                         "--clients", "16", "--seconds", "5", "--beam", "16",
                         "--mix", "good,bad,oversize",
                         "--server-pid", pidbuf, "--max-rss-growth", growth,
-                        "--seed", "11", NULL};
+                        "--seed", "11", coalesce ? "--coalesce" : NULL, "4",
+                        NULL};
     run_loadtest(lt, out);
     FT_CHECK(file_has(out, "oversize "));
     FT_CHECK(file_has(out, "bad.results0 "));
+    if (coalesce)
+        FT_CHECK(file_has(out, "searches through one handle of coalesce 4"));
     double ms;
     FT_CHECK_EQ_U64(stop_server(&ms), 0);
 }
@@ -714,12 +724,13 @@ static void case_slow_answer(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: fault_test load_ipc|load_tcp|faults|slow_reader\n");
+        fprintf(stderr, "usage: fault_test load_ipc|load_tcp|load_coalesce|faults|slow_reader\n");
         return 2;
     }
     g_bin = th_setup("fault_test", g_dir, sizeof g_dir, cleanup);
-    if (!strcmp(argv[1], "load_ipc")) case_load(0);
-    else if (!strcmp(argv[1], "load_tcp")) case_load(1);
+    if (!strcmp(argv[1], "load_ipc")) case_load(0, 0);
+    else if (!strcmp(argv[1], "load_tcp")) case_load(1, 0);
+    else if (!strcmp(argv[1], "load_coalesce")) case_load(0, 1);
     else if (!strcmp(argv[1], "faults")) case_faults(0);
     else if (!strcmp(argv[1], "slow_reader")) case_faults(1);
     else if (!strcmp(argv[1], "conns")) case_conns();
