@@ -266,6 +266,19 @@ int cmd_loadtest(int argc, char **argv)
         max_beam = (uint32_t)v;
     if (lt_info_value(info, "idle_timeout_ms", &v) && v > 0)
         sh.idle_ms = (uint32_t)v;
+    /* Half and idle connections stay open until the server's idle
+     * timeout: kept within its max_connections (one listener's), beside
+     * each worker's client, raw socket and one more (oversize, maxsize)
+     * and the admin and coalescing handles, so that the server's refusal
+     * at max_connections (a connection closed at once) never meets a
+     * half message being written. */
+    sh.max_silent = 16;
+    if (lt_info_value(info, "max_connections", &v) && v > 0) {
+        long long spare = v - 3LL * clients - 8;
+        long long per = spare > 0 ? spare / clients : 0;
+        if (per < sh.max_silent)
+            sh.max_silent = (int)per;
+    }
     free(info);
     if ((sh.weights[K_HALF] || sh.weights[K_IDLE]) && sh.idle_ms == 0) {
         fprintf(stderr, "flashtrie loadtest: --mix half and idle need a "

@@ -115,6 +115,9 @@ typedef struct shared {
     char maxsz_want[256];
     uint64_t maxsz_id;
     uint32_t idle_ms;   /* the server's idle_timeout_ms (half, idle) */
+    int max_silent;     /* half and idle connections a worker keeps open
+                         * at once: within the server's max_connections
+                         * beside every worker's others (lt_max_silent) */
     unsigned weights[K_COUNT];
     unsigned wsum;
     uint64_t seed;

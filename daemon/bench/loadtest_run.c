@@ -711,9 +711,10 @@ static void silent_check(worker *w, int wait)
 static void do_silent(worker *w, int kind, int half)
 {
     shared *sh = w->sh;
-    if (w->n_silent == (int)(sizeof w->silent / sizeof w->silent[0])) {
-        /* Full: a good message instead of waiting (a worker that waited
-         * would leave its own connections idle as long). */
+    if (w->n_silent >= sh->max_silent) {
+        /* Full (its share of the server's max_connections, at most the
+         * 16 it can follow): a good message instead of waiting (a worker
+         * that waited would leave its own connections idle as long). */
         w->c.sent[kind]--;
         w->c.sent[K_GOOD_FRAME]++;
         do_good_frame(w, K_GOOD_FRAME);

@@ -165,14 +165,19 @@ static void kind_row(const char *path, const char *kind, long long v[4])
  * The server's peak RSS (VmHWM) stays under 64 MiB (measured 23-31 MiB;
  * the bound is the loadtest's --max-peak-rss-mb, not checked under
  * AddressSanitizer, whose quarantine is no measure of the server). */
-static void case_hostile(void)
+static void case_hostile(int maxconn)
 {
     char idx[300], url[300], out[300], pidbuf[32];
     th_make_library(g_bin, g_dir, 5000, idx, sizeof idx);
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    /* maxconn: a server of 48 connections; the 8 clients keep their half
+     * and idle connections within it (2 each beside their 3 others), so
+     * the server refuses none (a refusal closes a connection at once: a
+     * half message being written would fail) */
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--max-message-bytes", "65536",
-                          "--idle-timeout-ms", "2000", NULL};
+                          "--idle-timeout-ms", "2000",
+                          maxconn ? "--max-connections" : NULL, "48", NULL};
     start_server(url, args);
     snprintf(out, sizeof out, "%s/loadtest.out", g_dir);
     snprintf(pidbuf, sizeof pidbuf, "%ld", (long)g_pid);
@@ -201,6 +206,7 @@ static void case_hostile(void)
     /* The server closed them (its count; the loadtest's own connections
      * may idle out too, so at least). */
     FT_CHECK(info_num(url, "connections_idle_closed") >= half[0] + idle[0]);
+    FT_CHECK_EQ_U64(info_num(url, "connections_refused"), 0);
     double ms;
     FT_CHECK_EQ_U64(stop_server(&ms), 0);
 }
@@ -734,7 +740,8 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "faults")) case_faults(0);
     else if (!strcmp(argv[1], "slow_reader")) case_faults(1);
     else if (!strcmp(argv[1], "conns")) case_conns();
-    else if (!strcmp(argv[1], "load_hostile")) case_hostile();
+    else if (!strcmp(argv[1], "load_hostile")) case_hostile(0);
+    else if (!strcmp(argv[1], "load_hostile_maxconn")) case_hostile(1);
     else if (!strcmp(argv[1], "maxsize_lowered")) case_maxsize_lowered();
     else if (!strcmp(argv[1], "slow_answer")) case_slow_answer();
     else {
