@@ -404,7 +404,12 @@ int cmd_loadtest(int argc, char **argv)
         ft_frame_msg_init(&w->local);
         ft_buf_init(&w->b);
         w->next_id = (uint64_t)i << 40;
-        if (ft_client_connect(&w->cl, url, &sh.co, err, sizeof err) != FT_OK) {
+        /* With --coalesce the shared handle carries every client's
+         * frames (and INFO): a handle of its own would only sit idle, and
+         * a server with a short idle_timeout_ms would close it over and
+         * over (its reconnections are not what is tested). */
+        if (sh.co_cl == NULL &&
+            ft_client_connect(&w->cl, url, &sh.co, err, sizeof err) != FT_OK) {
             fprintf(stderr, "flashtrie loadtest: client %u: %s\n", i, err);
             return 1;
         }

@@ -226,7 +226,7 @@ static int client_search(worker *w, int kind, const ft_request *reqs,
 {
     char err[512];
     double t0 = fti_now();
-    ft_client *cl = w->sh->co_cl ? w->sh->co_cl : w->cl;
+    ft_client *cl = w->cl ? w->cl : w->sh->co_cl;
     int rc = ft_client_search(cl, reqs, n, res, err, sizeof err);
     *dt = fti_now() - t0;
     lat_add(&w->lat_all, *dt);
@@ -597,12 +597,14 @@ static void do_oversize(worker *w, int kind)
 }
 
 /* rx_state reads the server's receive limit in force and how many times
- * it was lowered, from INFO on the worker's own connection (no new
- * connection, which would lower it): 1 when the server gives both. */
+ * it was lowered, from INFO on the worker's own connection (with
+ * --coalesce, the shared handle's; no new connection, which would lower
+ * it): 1 when the server gives both. */
 static int rx_state(worker *w, long long *lim, long long *lowered)
 {
     char *info = NULL, err[256];
-    if (ft_client_info(w->cl, &info, err, sizeof err) != FT_OK)
+    if (ft_client_info(w->cl ? w->cl : w->sh->co_cl, &info, err,
+                       sizeof err) != FT_OK)
         return 0;
     int ok = lt_info_value(info, "receive_limit_bytes", lim) &&
              lt_info_value(info, "receive_limit_lowered", lowered);
