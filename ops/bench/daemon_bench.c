@@ -371,7 +371,7 @@ static double echo_call(echo *e, size_t req_size, size_t rep_size)
  *           separate client processes would connect;
  *   procs:  the own layout in --procs P client processes (see below);
  *   coalesced: one handle, one connection, ft_client_opts coalesce
- *           N, a row for each N of --coalesce N[,N...] (8): calls made
+ *           N, a row for each N of --coalesce N[,N...] (8,16): calls made
  *           while N frames are out leave together in the next (SEARCH
  *           only: PING and echo have no frames to share);
  * and three kinds of call: SEARCH (one request a frame, every answer
@@ -751,7 +751,7 @@ int main(int argc, char **argv)
     const char *url_list = NULL;
     int threads = 1, rounds = 3, clients = 64, batch = 32, gpu = 0;
     int serve_max_batch = 32, conns = 8, echo_ctx = 64, procs = 8;
-    int co_n[4] = {8}, n_co = 1; /* --coalesce: the coalesced rows' N */
+    int co_n[4] = {8, 16}, n_co = 2; /* --coalesce: the coalesced rows' N */
     int kinds_on = 7; /* step 6's kinds: bits 1 << LOAD_* */
     const char *echo_url = NULL, *client_spec = NULL, *refs = NULL;
     double seconds = 5;
@@ -845,7 +845,7 @@ int main(int argc, char **argv)
                         "max_batch: 32)] [--connections P (1..%d: the conns "
                         "layout's, 8)] [--procs P (the procs layout's client "
                         "processes, 8)] [--coalesce N[,N...] (1..%d: the "
-                        "coalesced rows' frames out, up to 4 rows: 8)] "
+                        "coalesced rows' frames out, up to 4 rows: 8,16)] "
                         "[--kinds search,ping,echo "
                         "(step 6's calls: all)]\n", FT_CLIENT_MAX_CONNECTIONS,
                         FT_CLIENT_MAX_COALESCE);

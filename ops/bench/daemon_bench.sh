@@ -26,8 +26,9 @@
 # Step 6 runs the FT_CLIENTS threads in four layouts (one shared handle,
 # one handle of several connections, a handle each, handles in client
 # processes) for SEARCH, PING and an nng echo alone, and SEARCH in a
-# fifth (one handle that coalesces calls into shared frames, --coalesce
-# N): 13 rows of FT_SECONDS each ("--kinds search" in FT_BENCH_ARGS: 5).
+# fifth (one handle that coalesces calls into shared frames: a row for
+# each N of --coalesce N[,N...], 8 and 16 by default): 14 rows of
+# FT_SECONDS each ("--kinds search" in FT_BENCH_ARGS: 6).
 set -eu
 B=${FT_BUILD_DIR:-./build}
 FT=$B/flashtrie
