@@ -49,10 +49,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "flashtrie_client.h"
 #include "frame.h"
 #include "serve_budget.h"
 #include "serve_conn.h"
 #include "serve_priv.h"
+
+/* The client library sizes its shared frames by this floor (a frame of
+ * coalesced calls is never closed unread) and hints at it for a larger
+ * request that loses its connection. */
+_Static_assert(SRV_RX_FLOOR == FT_CLIENT_COALESCE_BYTES,
+               "the client's FT_CLIENT_COALESCE_BYTES is the server's "
+               "receive-limit floor");
 
 #define CONN_TICK_MS 100
 #define CONN_BUCKETS 4096   /* hash chains; entries are malloc'd */

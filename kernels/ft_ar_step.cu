@@ -271,13 +271,6 @@ __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
     }
 }
 
-/* ark_walk_state: a beam's node that is ft_ar_walk's FT_AR_DEAD or
- * FT_AR_DONE (as uint64), which a mask gives eos alone */
-__device__ __forceinline__ bool ark_walk_state(uint64_t node)
-{
-    return node >= 0xFFFFFFFFFFFFFFFEull;
-}
-
 /* ark_ranges: one thread per beam row.  Finds the beam's child range
  * and its work items: for the step (mode 0) its children when it is
  * child-driven, else its row's entries (0 when it has no child); for the
@@ -316,7 +309,7 @@ ark_ranges(ft_ark_params p, int mode, uint32_t eos, uint32_t *mask)
                 (ft_node_flags(&p.view, node) & FT_TERMINAL))
                 atomicOr(&mask[(uint64_t)r * words + eos / 32], 1u << (eos % 32));
         }
-    } else if (r < m && mode == 1 && eos < p.width && ark_walk_state(node)) {
+    } else if (r < m && mode == 1 && eos < p.width && ft_arw_state(node)) {
         /* ft_ar_walk's FT_AR_DEAD and FT_AR_DONE: eos alone */
         uint32_t words = (p.width + 31) / 32;
         atomicOr(&mask[(uint64_t)r * words + eos / 32], 1u << (eos % 32));
@@ -1462,7 +1455,7 @@ ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
     ark_fused_read(p.counts, ncnt); /* clears the barrier for the next launch */
     if (blockIdx.x == 0 && tid < m && eos < p.width) {
         uint64_t node = p.cur_node[tid];
-        if (ark_walk_state(node) ||
+        if (ft_arw_state(node) ||
             (node != 0 && node < p.view.n_nodes &&
              (ft_node_flags(&p.view, node) & FT_TERMINAL)))
             atomicOr(&mask[(uint64_t)tid * words + eos / 32], 1u << (eos % 32));

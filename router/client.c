@@ -520,8 +520,9 @@ static int nng_err(int rv, const ft_client *c, const char *what,
 /* A request over this many bytes that loses its connection gets a hint:
  * a server closes, unread, the connection of a message over its receive
  * limit, which it lowers while many connections are open, never below
- * this (SRV_RX_FLOOR in daemon/serve_budget.h). */
-#define CLIENT_BIG_REQUEST ((size_t)64 << 10)
+ * this floor (FT_CLIENT_COALESCE_BYTES: SRV_RX_FLOOR in
+ * daemon/serve_budget.h, which daemon/serve_conn.c asserts). */
+#define CLIENT_BIG_REQUEST ((size_t)FT_CLIENT_COALESCE_BYTES)
 
 /* big_hint adds that hint to errbuf for a request of len bytes. */
 static void big_hint(char *errbuf, size_t errlen, size_t len)
@@ -849,8 +850,9 @@ static void co_lead(ft_client *c, co_call *first, size_t n)
 }
 
 /* co_search is ft_client_search on a coalescing handle: a call too
- * large to share a frame goes alone, at once; another joins the queue; while fewer than co_max frames are out, a call takes the
- * queue's head calls (in order, up to FT_FRAME_MAX_BATCH requests and a
+ * large to share a frame goes alone, at once; another joins the queue;
+ * while fewer than co_max frames are out, a call takes the queue's head
+ * calls (in order, up to FT_FRAME_MAX_BATCH requests and a
  * frame of FT_CLIENT_COALESCE_BYTES, at least one call) into a frame,
  * then wakes the calls it carried and, the queue not empty, its head to
  * lead the next.  Every call waits on its own condition variable: one

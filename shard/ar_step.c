@@ -1034,19 +1034,11 @@ static void offer(ft_ar *ar, bounded *nb, bounded *hb, const ft_trie_view *v,
     }
 }
 
-/* beams_check checks cur's count and nodes (the first bad one is named),
+/* beams_check checks cur's count and nodes (the first bad one is named;
+ * a mask's beam may also be a walk state, ft_arw_state: no children),
  * stores each beam's child range in ar->cr and returns the row entries a
  * step or top-k of input in will read, or the children a mask (in NULL)
  * visits: the work that decides a call's threads. */
-/* ar_walk_state says whether a beam's node is one of ft_ar_walk's
- * states FT_AR_DEAD and FT_AR_DONE (read as uint64): a mask's beam that
- * allows eos alone. */
-static inline int ar_walk_state(uint64_t node)
-{
-    return node == (uint64_t)(int64_t)FT_AR_DEAD ||
-           node == (uint64_t)(int64_t)FT_AR_DONE;
-}
-
 static int beams_check(ft_ar *ar, const ft_ar_beams *cur,
                        const ft_ar_input *in, uint64_t *work)
 {
@@ -1060,7 +1052,7 @@ static int beams_check(ft_ar *ar, const ft_ar_beams *cur,
     uint64_t w = 0;
     for (uint32_t r = 0; r < m; r++) {
         uint64_t node = cur->node[r];
-        if (in == NULL && ar_walk_state(node)) { /* a mask: eos alone */
+        if (in == NULL && ft_arw_state(node)) { /* a mask: eos alone */
             ar->cr[r] = (ft_child_range){0};
             continue;
         }
@@ -1456,7 +1448,7 @@ static void mask_beam(ft_ar *ar, const step_ctx *c, uint32_t r)
     }
     uint64_t node = c->cur->node[r];
     if (c->eos < width &&
-        (ar_walk_state(node) ||
+        (ft_arw_state(node) ||
          (node != 0 && (ft_node_flags(v, node) & FT_TERMINAL))))
         row[c->eos / 32] |= 1u << (c->eos % 32);
 }

@@ -980,14 +980,11 @@ class TrieRows:
         """_walk_here is walk(ids, start) written into the mask's beams'
         own nodes (no new tensor, no copy for the _constrain that follows;
         the next call's walk overwrites them): a processor's call."""
-        torch = _torch()
-        ids = torch.as_tensor(ids, device=self.device)
         n = int(ids.shape[0])
         self._ensure(max(n, 1))
-        return _walk(self._s, ids, start, self.eos, self._vocab32,
-                     self._cur[0]["node"][:n])
+        return self.walk(ids, start, _out=self._cur[0]["node"][:n])
 
-    def walk(self, ids, start: int = 0, state=None, lens=None):
+    def walk(self, ids, start: int = 0, state=None, lens=None, _out=None):
         """walk returns the rows' states after the tokens they took: row r
         of ids (model ids [n, L], int64 on the rows' device) from column
         start on (lens: [n] ints, how many of them; None: all), from state
@@ -1004,7 +1001,8 @@ class TrieRows:
             state = state.to(device=self.device).contiguous()
         if lens is not None:
             lens = torch.as_tensor(lens, device=self.device).contiguous()
-        out = torch.empty(n, dtype=torch.int64, device=self.device)
+        out = _out if _out is not None else torch.empty(
+            n, dtype=torch.int64, device=self.device)
         return _walk(self._s, ids, start, self.eos, self._vocab32, out, lens,
                      state)
 
@@ -1050,7 +1048,6 @@ class TrieRows:
         """_constrain writes x [n, width] (native) into out (x itself: in
         place) with -inf where row r's state may not go (one
         ft_ar_constrain) and returns out."""
-        torch = _torch()
         n, width = int(x.shape[0]), int(x.shape[1])
         if n == 0:
             return out

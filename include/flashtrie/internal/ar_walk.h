@@ -14,6 +14,14 @@
 #define FT_ARW_DEAD (-1)
 #define FT_ARW_DONE (-2)
 
+/* ft_arw_state says whether a beam's node (uint64) is one of those two
+ * states: ft_ar_mask gives such a beam eos alone (CPU and GPU). */
+FT_HD int ft_arw_state(uint64_t node)
+{
+    return node == (uint64_t)(int64_t)FT_ARW_DEAD ||
+           node == (uint64_t)(int64_t)FT_ARW_DONE;
+}
+
 /* ft_ar_walk_row returns the state of a row that was at from (a node, or
  * FT_ARW_DEAD / FT_ARW_DONE) after len more model ids: FT_ARW_DONE when
  * from is, or one of the ids is eos (eos >= 0); else FT_ARW_DEAD when from
