@@ -165,7 +165,11 @@ FT_API int ft_client_connect(ft_client **out, const char *url,
                              const ft_client_opts *opts, char *errbuf,
                              size_t errlen);
 /* ft_client_close closes the handle: calls still waiting fail with
- * FT_ECONN (their callbacks run), so close only after the last of them. */
+ * FT_ECONN (their callbacks run), so close only after the last of them.
+ * It returns once nng has closed the handle's socket, or after 1 s if nng
+ * has not (nng 1.5.2 can stall every close of a process for good: the
+ * handle is then freed in the background if nng ever finishes;
+ * docs/daemon.md, "Closing a handle"). */
 FT_API void ft_client_close(ft_client *c);
 
 /* ft_client_search sends n >= 1 requests in one SEARCH frame and waits

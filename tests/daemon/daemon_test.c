@@ -36,6 +36,11 @@
  *               a server killed with coalesced calls in flight fails each
  *               at once with the lost connection's error; a call's
  *               timeout counts its wait for a frame
+ *   close       ft_client_close returns within about a second while nng
+ *               cannot close any socket of the process (nng 1.5.2's
+ *               reaper stalled by another socket): an idle handle, a
+ *               busy one and a new one; calls on live handles answered
+ *               exactly meanwhile
  *   gone        clients that hang up while their requests are in the
  *               engine (held there by the delay hook), alone and in
  *               batches, inline and queued: the server answers into
@@ -2117,6 +2122,188 @@ static void case_cpus(void)
                          "'2-1'): a range runs from low to high");
 }
 
+/* ---- close ---- */
+
+/* closing: ft_client_close run on a thread of its own, so that a close
+ * that never returns fails the test instead of hanging it. */
+typedef struct closing {
+    ft_client *c;
+    atomic_int done;
+} closing;
+
+static void *close_main(void *arg)
+{
+    closing *k = arg;
+    ft_client_close(k->c);
+    atomic_store(&k->done, 1);
+    return NULL;
+}
+
+/* timed_close closes c and returns the seconds it took; a close still
+ * running after 5 s fails the test. */
+static double timed_close(ft_client *c, const char *what)
+{
+    static closing ks[8];
+    static int nks;
+    FT_CHECK(nks < 8);
+    closing *k = &ks[nks++];
+    k->c = c;
+    atomic_init(&k->done, 0);
+    pthread_t th;
+    double t0 = ft_test_now();
+    FT_CHECK(pthread_create(&th, NULL, close_main, k) == 0);
+    while (!atomic_load(&k->done) && ft_test_now() - t0 < 5.0)
+        usleep(2000);
+    double dt = ft_test_now() - t0;
+    if (!atomic_load(&k->done)) {
+        fprintf(stderr,
+                "daemon_test close: ft_client_close of %s has not "
+                "returned after %.1f s\n",
+                what, dt);
+        exit(1);
+    }
+    pthread_join(th, NULL);
+    printf("close: ft_client_close of %s returned in %.3f s\n", what, dt);
+    return dt;
+}
+
+/* nng_close_hangs dials url on a new nng socket and closes it: 1 when the
+ * close has not returned within a second (the socket and its thread are
+ * left behind). */
+static void *nng_close_main(void *arg)
+{
+    nng_socket *s = arg;
+    nng_close(*s);
+    free(s);
+    return NULL;
+}
+
+static int nng_close_hangs(const char *url)
+{
+    nng_socket *s = malloc(sizeof *s);
+    FT_CHECK(s != NULL);
+    FT_CHECK(nng_req0_open(s) == 0);
+    FT_CHECK(nng_dial(*s, url, NULL, 0) == 0);
+    pthread_t th;
+    FT_CHECK(pthread_create(&th, NULL, nng_close_main, s) == 0);
+    for (int i = 0; i < 100; i++) {
+        if (pthread_tryjoin_np(th, NULL) == 0)
+            return 0;
+        usleep(10000);
+    }
+    pthread_detach(th);
+    return 1;
+}
+
+/* stall_reaper sends 1 MiB messages to a server whose limit is 64 KiB on
+ * a plain nng REQ socket until nng 1.5.2's reaper stalls: the server
+ * closes each connection unread, and when it does so while the client's
+ * transport is part way through the write, ipc_pipe_send_cb resubmits the
+ * rest on an aio the close has stopped, which never completes; the pipe's
+ * teardown (req0_pipe_stop) then waits for it for good on the one thread
+ * that tears down every pipe and endpoint of the process.  Seen: no
+ * connection comes back for the socket (its dialer redials only once the
+ * old pipe is torn down) and a new socket's nng_close does not return.
+ * live is pinged between the messages.  Returns 1 once stalled, 0 when it
+ * did not happen within 20 s. */
+static int stall_reaper(const char *url, ft_client *live)
+{
+    nng_socket s;
+    FT_CHECK(nng_req0_open(&s) == 0);
+    nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 500);
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 5000);
+    nng_socket_set_ms(s, NNG_OPT_RECONNMINT, 10);
+    nng_socket_set_ms(s, NNG_OPT_RECONNMAXT, 100);
+    FT_CHECK(nng_dial(s, url, NULL, 0) == 0);
+    const size_t len = 1u << 20;
+    char *big = calloc(1, len);
+    FT_CHECK(big != NULL);
+    double t0 = ft_test_now();
+    int sent = 0, stalled = 0;
+    while (!stalled && ft_test_now() - t0 < 20.0) {
+        /* live is answered throughout (and never idle) */
+        FT_PASS(ft_client_ping(live, NULL, 0));
+        int rv = nng_send(s, big, len, 0);
+        if (rv == 0) {
+            void *r;
+            size_t rl;
+            sent++;
+            /* closed unread: never an answer */
+            FT_CHECK_EQ_U64(nng_recv(s, &r, &rl, NNG_FLAG_ALLOC),
+                            NNG_ECONNRESET);
+        } else {
+            FT_CHECK_EQ_U64(rv, NNG_ETIMEDOUT); /* no connection for 500 ms */
+            stalled = nng_close_hangs(url);
+        }
+    }
+    free(big);
+    printf("close: %d messages of 1 MiB sent, nng's reaper %s after %.1f s\n",
+           sent, stalled ? "stalled" : "did not stall", ft_test_now() - t0);
+    return stalled; /* the socket is left: its close would not return */
+}
+
+/* case_close: a handle's close returns within about a second even when
+ * nng cannot finish closing its socket.  nng 1.5.2 tears every pipe of
+ * the process down on one thread, which another socket of the process
+ * can stall for good (stall_reaper); nng_close then never returns, for
+ * any socket.  An idle handle whose connection the server closed after
+ * idle_timeout_ms (3 s: it redialed at once), one just answered and one
+ * opened after the stall all close in about CLIENT_CLOSE_WAIT_MS
+ * (router/client.c); calls on a live handle are answered exactly
+ * throughout, and a new handle connects and is answered (connecting
+ * needs no teardown). */
+static void case_close(void)
+{
+    char idx[300], url[300], err[400];
+    th_make_index(g_dir, "a", 100, idx, sizeof idx);
+    snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
+    const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
+                          "--threads", "1", "--max-message-bytes", "65536",
+                          "--idle-timeout-ms", "3000", NULL};
+    start_server(url, args);
+    local l;
+    local_open(&l, idx);
+    greq g;
+    base_req(&g);
+    ft_client *idle, *busy, *late;
+    FT_PASS(ft_client_connect(&idle, url, NULL, err, sizeof err));
+    FT_PASS(ft_client_connect(&busy, url, NULL, err, sizeof err));
+    search_same(busy, &l, &g.r);
+    /* Before the stall a close is nng's own: well under the bound. */
+    FT_PASS(ft_client_connect(&late, url, NULL, err, sizeof err));
+    search_same(late, &l, &g.r);
+    FT_CHECK(timed_close(late, "a handle before the stall") < 0.9);
+    /* The server closes the idle handle's connection (busy is kept
+     * answered meanwhile); the handle dials again at once. */
+    long long idle_closed = 0;
+    double t0 = ft_test_now();
+    while (idle_closed == 0 && ft_test_now() - t0 < 8.0) {
+        char *info = NULL;
+        usleep(100000);
+        FT_PASS(ft_client_info(busy, &info, err, sizeof err));
+        idle_closed = tn_info_value(info, "\nconnections_idle_closed: ");
+        free(info);
+    }
+    FT_CHECK_EQ_U64(idle_closed, 1);
+    FT_PASS(ft_client_ping(busy, err, sizeof err));
+    if (!stall_reaper(url, busy)) {
+        fprintf(stderr, "daemon_test close: nng's reaper did not stall "
+                        "(an nng without the 1.5.2 fault?): nothing to test\n");
+        exit(FT_TEST_SKIP);
+    }
+    /* The bound, not nng, ends each close from now on. */
+    FT_CHECK(timed_close(idle, "an idle handle") >= 0.9);
+    search_same(busy, &l, &g.r);
+    FT_PASS(ft_client_connect(&late, url, NULL, err, sizeof err));
+    search_same(late, &l, &g.r);
+    FT_CHECK(timed_close(late, "a handle opened after the stall") >= 0.9);
+    search_same(busy, &l, &g.r);
+    FT_CHECK(timed_close(busy, "a handle just answered") >= 0.9);
+    local_close(&l);
+    FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -2138,6 +2325,7 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "connections")) case_connections();
     else if (!strcmp(argv[1], "coalesce")) case_coalesce();
     else if (!strcmp(argv[1], "cpus")) case_cpus();
+    else if (!strcmp(argv[1], "close")) case_close();
     else {
         fprintf(stderr, "daemon_test: unknown case '%s'\n", argv[1]);
         return 2;
