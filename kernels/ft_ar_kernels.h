@@ -60,11 +60,16 @@ typedef struct ft_ark_sel_head {
     uint32_t bar, nsurv, pad[14];
 } ft_ark_sel_head;
 
-/* ft_ark_surv holds a list's survivors of the radix passes (at most
- * FT_ARK_SORT_MAX): key and place in the list. */
+/* ft_ark_surv holds a list's survivors of the radix passes or of the
+ * one-launch step's histogram cut (at most FT_ARK_SORT_MAX): key and place
+ * in the list; pre is that step's histogram of the next beams (12 bits of
+ * the distance from the best beam, ft_ar_step.cu "The histogram cut"),
+ * zero between steps (cleared at open, then by the step's last CTA). */
+#define FT_ARK_PRE_BINS 4096u
 typedef struct ft_ark_surv {
     uint64_t k1[FT_ARK_SORT_MAX], k2[FT_ARK_SORT_MAX];
     uint32_t idx[FT_ARK_SORT_MAX];
+    uint32_t pre[FT_ARK_PRE_BINS];
 } ft_ark_surv;
 
 /* The scratch a step clears first (in its first kernel): the counters (64
@@ -120,7 +125,7 @@ typedef struct ft_ark_params {
      * cleared by the launch's last CTAs for the next one. */
     uint32_t fused_ctas;
     uint32_t fused_split, fused_mask_split; /* ft_ark_init's thresholds */
-    uint32_t fused_pad_;
+    uint32_t fused_nopre;  /* ft_ark_tuning's nopre, at launch */
     uint32_t *fcounts;
     ft_ark_sel_head *fheads;
     /* per beam (cap_beam rows): its child range, normalisation, work items
@@ -153,7 +158,9 @@ size_t ft_ark_step_smem(void);
  * the launches; ctas (>= 2, below the grid's) runs fewer CTAs; split and
  * mask_split: the live beams above which the ranges are shared out;
  * threads and mask_threads (512 or 1024; fewer than the session's beams
- * means 1024): the CTAs' size for the step and the mask. */
+ * means 1024): the CTAs' size for the step and the mask; nopre 1 cuts the
+ * next beams of a long list by the radix passes alone, without the
+ * histogram cut (ft_ar_step.cu). */
 typedef struct ft_ark_tuning {
     int fused;             /* default 1 */
     uint32_t ctas;         /* default 0: one per SM */
@@ -163,6 +170,7 @@ typedef struct ft_ark_tuning {
     uint32_t mask_threads; /* default 0: 1024 */
     uint32_t fl_minb;      /* default 0: the whole-row kernel's registers
                               bound to 7 CTAs an SM; 1 unbounded, 5, 6, 8 */
+    uint32_t nopre;        /* default 0: the histogram cut */
 } ft_ark_tuning;
 
 /* ft_ark_tuning_get returns the knobs in force (the defaults until

@@ -216,19 +216,26 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
     return true;
 }
 
-__device__ __forceinline__ void ark_push(const ft_ark_params &p, int which,
-                                         uint64_t k1, uint64_t k2, uint64_t u,
-                                         double score, float sig, uint32_t tok,
-                                         uint32_t len)
+/* ark_dkey: the one-launch step's distance key of a next beam's sigma
+ * ("The histogram cut" below): the order key of its distance from pmax,
+ * rounded; ascending as sigma descends.  ark_pre_bin: its top 12 bits,
+ * the histogram's bin. */
+__device__ __forceinline__ uint32_t ark_dkey(float sig, float pmax)
+{
+    return ft_sigma_key(__fsub_rn(sig, pmax));
+}
+
+__device__ __forceinline__ uint32_t ark_pre_bin(float sig, float pmax)
+{
+    return ark_dkey(sig, pmax) >> 20;
+}
+
+__device__ __forceinline__ void ark_put(const ft_ark_params &p, int which,
+                                        uint32_t slot, uint64_t k1, uint64_t k2,
+                                        uint64_t u, double score, float sig,
+                                        uint32_t tok, uint32_t len)
 {
     const ft_ark_list &L = p.lists[which];
-    /* one atomic per warp's pushes: 10^5 candidates on one counter
-     * otherwise serialise at the L2 */
-    cg::coalesced_group g = cg::coalesced_threads();
-    uint32_t base = 0;
-    if (g.thread_rank() == 0)
-        base = atomicAdd(&p.counts[which], g.size());
-    uint32_t slot = g.shfl(base, 0) + g.thread_rank();
     if (slot >= L.cap)
         return; /* cannot happen: lists hold beams x their widest fan-out */
     L.k1[slot] = k1;
@@ -241,14 +248,41 @@ __device__ __forceinline__ void ark_push(const ft_ark_params &p, int which,
     L.len[slot] = len;
 }
 
-/* ark_offer is shard/ar_step.c's offer. */
-#define ARK_FL_UNKNOWN 0xffffffffu
-__device__ __forceinline__ void ark_offer(const ft_ark_params &p,
-                                          const ft_child_range *cr, uint32_t r,
-                                          float s, uint32_t len, uint32_t j,
-                                          uint32_t tok, float rho, uint64_t u,
-                                          uint32_t fl = ARK_FL_UNKNOWN)
+__device__ __forceinline__ void ark_push(const ft_ark_params &p, int which,
+                                         uint64_t k1, uint64_t k2, uint64_t u,
+                                         double score, float sig, uint32_t tok,
+                                         uint32_t len)
 {
+    /* one atomic per warp's pushes: 10^5 candidates on one counter
+     * otherwise serialise at the L2 */
+    cg::coalesced_group g = cg::coalesced_threads();
+    uint32_t base = 0;
+    if (g.thread_rank() == 0)
+        base = atomicAdd(&p.counts[which], g.size());
+    uint32_t slot = g.shfl(base, 0) + g.thread_rank();
+    ark_put(p, which, slot, k1, k2, u, score, sig, tok, len);
+}
+
+/* ark_cand is what one offer adds: a next beam (beam), a completed key
+ * (done), or neither. */
+struct ark_cand {
+    uint64_t k2, u;
+    double score;
+    float sig;
+    uint32_t tok, len;
+    bool beam, done;
+};
+
+/* ark_eval is shard/ar_step.c's offer, up to the lists: what the entry
+ * adds (c.beam, c.done). */
+#define ARK_FL_UNKNOWN 0xffffffffu
+__device__ __forceinline__ void ark_eval(const ft_ark_params &p,
+                                         const ft_child_range *cr, uint32_t r,
+                                         float s, uint32_t len, uint32_t j,
+                                         uint32_t tok, float rho, uint64_t u,
+                                         uint32_t fl, ark_cand *c)
+{
+    c->beam = c->done = false;
     uint32_t d = len + 1 < FT_ARK_F_LEN ? len + 1 : FT_ARK_F_LEN - 1;
     double f = p.h_count ? p.F[d] : 0.0; /* loaded early: no data dependence */
     if (!ft_ar_takes(rho, p.theta_tok))
@@ -262,13 +296,31 @@ __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
         return;
     if (fl == ARK_FL_UNKNOWN)
         fl = ft_node_flags(&p.view, u);
-    uint64_t k2 = ft_ar_tail(r, rho, j);
-    if (fl & FT_HAS_CHILD)
-        ark_push(p, 0, ft_sigma_key(sig), k2, u, 0.0, sig, tok, len + 1);
-    if ((fl & FT_TERMINAL) && p.h_count) {
-        double score = ft_score(sig, f);
-        ark_push(p, 1, ft_score_key(score), k2, u, score, sig, tok, len + 1);
-    }
+    c->k2 = ft_ar_tail(r, rho, j);
+    c->u = u;
+    c->sig = sig;
+    c->tok = tok;
+    c->len = len + 1;
+    c->beam = (fl & FT_HAS_CHILD) != 0;
+    c->done = (fl & FT_TERMINAL) && p.h_count;
+    if (c->done)
+        c->score = ft_score(sig, f);
+}
+
+/* ark_offer is shard/ar_step.c's offer: ark_eval, then the pushes. */
+__device__ __forceinline__ void ark_offer(const ft_ark_params &p,
+                                          const ft_child_range *cr, uint32_t r,
+                                          float s, uint32_t len, uint32_t j,
+                                          uint32_t tok, float rho, uint64_t u,
+                                          uint32_t fl = ARK_FL_UNKNOWN)
+{
+    ark_cand c;
+    ark_eval(p, cr, r, s, len, j, tok, rho, u, fl, &c);
+    if (c.beam)
+        ark_push(p, 0, ft_sigma_key(c.sig), c.k2, c.u, 0.0, c.sig, c.tok, c.len);
+    if (c.done)
+        ark_push(p, 1, ft_score_key(c.score), c.k2, c.u, c.score, c.sig, c.tok,
+                 c.len);
 }
 
 /* ark_ranges: one thread per beam row.  Finds the beam's child range
@@ -949,10 +1001,11 @@ __device__ __forceinline__ uint32_t ark_limit(uint32_t take)
  * over list which (n entries, take wanted, n > take) on the calling CTA,
  * number cta of the ctas that share the list (all of their threads call
  * it), and returns the survivors' count (in the list's ft_ark_surv, at
- * most ark_limit(take)) once every CTA of the list has written its own. */
+ * most ark_limit(take)) once every CTA of the list has written its own;
+ * nbar0: the list's grid barriers already met this step. */
 __device__ uint32_t ark_radix_cut(const ft_ark_params &p, int which,
                                   uint64_t n, uint32_t take, uint32_t cta,
-                                  uint32_t ctas)
+                                  uint32_t ctas, uint32_t nbar0 = 0)
 {
     __shared__ uint32_t hist[256];
     __shared__ uint32_t sh_need, sh_stop;
@@ -968,7 +1021,7 @@ __device__ uint32_t ark_radix_cut(const ft_ark_params &p, int which,
     }
     __syncthreads();
     /* a beam's first key word is a 32-bit sigma key: its top 4 bytes are 0 */
-    uint32_t first = which == 0 ? 4 : 0, nbar = 0;
+    uint32_t first = which == 0 ? 4 : 0, nbar = nbar0;
     uint64_t stride = (uint64_t)ctas * blockDim.x;
     uint64_t start = (uint64_t)cta * blockDim.x + tid;
     const unsigned long long *K1 = (const unsigned long long *)L.k1;
@@ -1328,6 +1381,198 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
     return sh_last != 0;
 }
 
+/* ---- The histogram cut (ark_fused, the next beams) ----
+ *
+ * A step with more work items than the rank stage takes (the early steps:
+ * every beam with hundreds of children, 10^4-10^5 candidates) would cut
+ * its next beams by the grid's radix passes over the 128-bit key, a grid
+ * barrier each.  Instead the expansion also counts each next beam into a
+ * histogram of 4,096 bins: the top 12 bits of its distance key (ark_dkey:
+ * the order key of sigma - pmax, pmax ark_pre_anchor's bound on the next
+ * beams' sigma, the same in every CTA), in each CTA's shared memory, added
+ * into the list's ft_ark_surv.pre before the step's barrier.  After it,
+ * each CTA of the list scans the histogram (ark_pre_cut) for the bin that
+ * holds the take-th key.  The distance key is monotone in sigma, the key's
+ * first word, so a next beam in a later bin has take keys before it and
+ * every one of the first take is in that bin or an earlier one.  While
+ * those are more than ARK_FUSED_DIRECT, ark_pre_refine decides the
+ * distance key's next digit as the radix passes do (a barrier each; at
+ * most three).  Then the CTAs keep the keys up to the prefix
+ * (ark_pre_keep: their keys and places), meet, and rank them as the
+ * direct case does: two grid barriers in all when the 12 bits suffice.
+ * Ties in the distance key past its last digit, or a histogram that does
+ * not add up to the list, leave the full key's radix passes.  Bins are
+ * 1/8 of a binade of the distance, so they are finest next to the anchor,
+ * where the best keys lie. */
+static_assert(FT_ARK_PRE_BINS == 4096u, "ark_pre_bin: 12 bits");
+
+/* ark_pre_anchor: the histogram's anchor, the same in every CTA: the
+ * largest s - lse over the live beams (lse 0 without a normalisation), a
+ * bound on every next beam's sigma when the rows are log-probabilities, so
+ * that the best next beams lie just below it; 0 when none is finite.  Any
+ * finite anchor gives the same next beams. */
+struct ark_fmax_op {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <uint32_t NT>
+__device__ float ark_pre_anchor(const ft_ark_params &p, uint32_t m, bool full)
+{
+    typedef cub::BlockReduce<float, NT> Red;
+    __shared__ typename Red::TempStorage rs;
+    __shared__ float sh_a;
+    uint32_t tid = threadIdx.x;
+    float a = -INFINITY;
+    if (tid < m) {
+        float s = p.cur_sigma[tid];
+        a = full ? (float)((double)s - p.b_lse[tid]) : s;
+        if (!isfinite(a))
+            a = -INFINITY;
+    }
+    float mx = Red(rs).Reduce(a, ark_fmax_op());
+    if (tid == 0)
+        sh_a = isfinite(mx) ? mx : 0.0f;
+    __syncthreads();
+    return sh_a;
+}
+
+/* ark_dcut is the histogram cut's state: the decided bits of the
+ * distance key (ark_dkey; pre under msk), the keys before that prefix and
+ * in it, and how many of the first take are still to place in it. */
+struct ark_dcut {
+    uint32_t pre, msk, before, bucket, need, nbar;
+};
+
+/* ark_pre_cut: the 12-bit bin of the take-th of the histogram's n keys
+ * (the CTA's threads, all of them); bucket stays above ARK_FUSED_DIRECT
+ * and before 0 when the histogram does not hold n keys. */
+template <uint32_t NT, typename TS>
+__device__ void ark_pre_cut(const uint32_t *gpre, uint32_t take, uint32_t n,
+                            ark_dcut *dc, TS &ts)
+{
+    typedef cub::BlockScan<unsigned long long, NT> Scan;
+    constexpr uint32_t PER = FT_ARK_PRE_BINS / NT;
+    static_assert(PER * NT == FT_ARK_PRE_BINS && PER % 4 == 0, "bins a thread");
+    __shared__ ark_dcut sh;
+    uint32_t tid = threadIdx.x, c[PER], tot = 0;
+    const uint4 *q = (const uint4 *)(gpre + (uint64_t)tid * PER);
+    for (uint32_t k = 0; k < PER / 4; k++) {
+        uint4 v = __ldcg(q + k);
+        c[4 * k] = v.x;
+        c[4 * k + 1] = v.y;
+        c[4 * k + 2] = v.z;
+        c[4 * k + 3] = v.w;
+    }
+    for (uint32_t k = 0; k < PER; k++)
+        tot += c[k];
+    if (tid == 0) {
+        sh.pre = sh.msk = sh.before = sh.nbar = 0;
+        sh.bucket = n; /* no cut: the whole list */
+        sh.need = take;
+    }
+    unsigned long long ex, agg;
+    __syncthreads(); /* ts: the expansion's scans are done with it */
+    Scan(ts).ExclusiveSum((unsigned long long)tot, ex, agg);
+    if (agg == n && ex < take && ex + tot >= take) {
+        uint32_t cum = (uint32_t)ex, k = 0;
+        for (; k < PER - 1; k++) {
+            if (cum + c[k] >= take)
+                break;
+            cum += c[k];
+        }
+        sh.pre = (tid * PER + k) << 20;
+        sh.msk = 0xfff00000u;
+        sh.before = cum;
+        sh.bucket = c[k];
+        sh.need = take - cum;
+    }
+    __syncthreads();
+    *dc = sh;
+}
+
+/* ark_pre_refine: while the keys up to the prefix are more than
+ * ARK_FUSED_DIRECT, one more digit of the distance key (bits 19-12, 11-4,
+ * 3-0), as ark_radix_cut decides its digits: each CTA of the list counts
+ * its share of the prefix's keys into the list's histogram row, the CTAs
+ * meet, each reads the row and takes the digit of the take-th.  The
+ * fallback to the full key's radix passes when ties leave too many. */
+__device__ void ark_pre_refine(const ft_ark_params &p, uint32_t n, float pmax,
+                               uint32_t cta, uint32_t ctas, ark_dcut *dc)
+{
+    __shared__ uint32_t hist[256];
+    __shared__ ark_dcut sh;
+    const ft_ark_list &L = p.lists[0];
+    ft_ark_sel_head *H = &p.heads[0];
+    uint32_t tid = threadIdx.x;
+    /* rows 0-2 of the list's histogram: the radix passes of the next
+     * beams' keys start at row 4 (their first word's top half is 0) */
+    for (uint32_t pass = 0; pass < 3 && dc->msk != 0 &&
+                            dc->before + dc->bucket > ARK_FUSED_DIRECT;
+         pass++) {
+        uint32_t sh_ = pass == 0 ? 12 : pass == 1 ? 4 : 0;
+        uint32_t dm = pass == 2 ? 15u : 255u;
+        if (tid < 256)
+            hist[tid] = 0;
+        __syncthreads();
+        for (uint32_t i = cta * blockDim.x + tid; i < n; i += ctas * blockDim.x) {
+            uint32_t k = ark_dkey(__ldcg(&L.sigma[i]), pmax);
+            if ((k & dc->msk) == dc->pre)
+                atomicAdd(&hist[(k >> sh_) & dm], 1u);
+        }
+        __syncthreads();
+        if (tid < 256 && hist[tid])
+            atomicAdd(&H->hist[pass][tid], hist[tid]);
+        ark_grid_sync(&H->bar, ++dc->nbar, ctas);
+        if (tid < 256)
+            hist[tid] = __ldcg((const unsigned int *)&H->hist[pass][tid]);
+        __syncthreads();
+        if (tid == 0) {
+            uint32_t cum = 0, d = 0;
+            for (; d < dm; d++) {
+                if (cum + hist[d] >= dc->need)
+                    break;
+                cum += hist[d];
+            }
+            sh = *dc;
+            sh.pre |= d << sh_;
+            sh.msk |= dm << sh_;
+            sh.before += cum;
+            sh.need -= cum;
+            sh.bucket = hist[d];
+        }
+        __syncthreads();
+        *dc = sh;
+    }
+}
+
+/* ark_pre_keep: this CTA's share of the next beams whose distance key is
+ * at most the prefix into the list's survivors (key, place), then the
+ * list's CTAs meet. */
+__device__ void ark_pre_keep(const ft_ark_params &p, uint32_t n, float pmax,
+                             uint32_t cta, uint32_t ctas, ark_dcut *dc)
+{
+    const ft_ark_list &L = p.lists[0];
+    ft_ark_sel_head *H = &p.heads[0];
+    ft_ark_surv *S = &p.surv[0];
+    for (uint32_t i = cta * blockDim.x + threadIdx.x; i < n;
+         i += ctas * blockDim.x) {
+        uint32_t k = ark_dkey(__ldcg(&L.sigma[i]), pmax);
+        if ((k & dc->msk) > dc->pre)
+            continue;
+        cg::coalesced_group g = cg::coalesced_threads();
+        uint32_t base = 0;
+        if (g.thread_rank() == 0)
+            base = atomicAdd(&H->nsurv, g.size());
+        uint32_t slot = g.shfl(base, 0) + g.thread_rank();
+        if (slot < FT_ARK_SORT_MAX) {
+            S->k1[slot] = __ldcg((const unsigned long long *)&L.k1[i]);
+            S->k2[slot] = __ldcg((const unsigned long long *)&L.k2[i]);
+            S->idx[slot] = i;
+        }
+    }
+    ark_grid_sync(&H->bar, ++dc->nbar, ctas);
+}
+
 template <uint32_t NT>
 __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
 {
@@ -1339,47 +1584,96 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     unsigned long long *off = (unsigned long long *)(rng + cap);
     uint32_t *cdv = (uint32_t *)(off + cap + 1);
     uint32_t m = min(*p.cur_count, cap);
+    __shared__ uint32_t ph[FT_ARK_PRE_BINS];
+    for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT)
+        ph[k] = 0;
 
-    /* 1. every beam's child range and work, in this CTA */
+    /* 1. every beam's child range and work, in this CTA (its barriers
+     * order the histogram's clearing before its use) */
     bool split = m > p.fused_split;
     uint64_t total = ark_fused_ranges<NT>(p, 0, rng, off, cdv, m, split, ts);
+    /* more work items than the rank stage takes: the next beams'
+     * histogram, from the anchor pmax (ark_pre_anchor) */
+    const bool full = p.norm == FT_ARR_NORM_FULL;
+    const bool pre_on = total > ARK_FUSED_DIRECT && !p.fused_nopre;
+    float pmax = 0.0f;
+    if (pre_on)
+        pmax = ark_pre_anchor<NT>(p, m, full);
 
     /* 2. the work items over the grid (ark_flat, mode 0; a whole-row
      * normalisation's lse written by ark_fl_kernel, launched before: a
      * row with none (-inf) or a NaN one gives rho +inf or NaN, which
-     * ft_ar_takes refuses, so such a beam offers nothing, as on the CPU) */
-    const bool full = p.norm == FT_ARR_NORM_FULL;
-    for (uint64_t t = (uint64_t)blockIdx.x * NT + tid; t < total;
-         t += (uint64_t)G * NT) {
-        uint32_t lo = 0, hi = m;
-        while (hi - lo > 1) {
-            uint32_t mid = (lo + hi) >> 1;
-            if (off[mid] <= t)
-                lo = mid;
-            else
-                hi = mid;
+     * ft_ar_takes refuses, so such a beam offers nothing, as on the CPU),
+     * NT items a CTA at a time: the CTA's entries of each list take their
+     * slots by one atomic (one per warp: thousands of warps' atomics on
+     * one counter queue at the L2 on the early steps) */
+    __shared__ uint32_t sh_base[2];
+    for (uint64_t b0 = (uint64_t)blockIdx.x * NT; b0 < total;
+         b0 += (uint64_t)G * NT) {
+        uint64_t t = b0 + tid;
+        ark_cand c;
+        c.beam = c.done = false;
+        if (t < total) {
+            uint32_t lo = 0, hi = m;
+            while (hi - lo > 1) {
+                uint32_t mid = (lo + hi) >> 1;
+                if (off[mid] <= t)
+                    lo = mid;
+                else
+                    hi = mid;
+            }
+            uint32_t r = lo;
+            uint64_t i = t - off[r];
+            ft_child_range cr = rng[r];
+            float s = p.cur_sigma[r];
+            uint32_t len = p.cur_len[r];
+            double lse = full ? p.b_lse[r] : 0.0;
+            if (cdv[r]) {
+                /* the child's flags and label together, then its row entry */
+                uint64_t u = cr.first + i;
+                uint32_t fl = ft_node_flags(&p.view, u);
+                uint32_t lab = ft_child_label(&p.view, &cr, u);
+                if (lab < p.width) {
+                    float x = ark_x(p, r, lab);
+                    ark_eval(p, &cr, r, s, len, lab, lab,
+                             full ? ft_ar_norm(x, lse) : x, u, fl, &c);
+                }
+            } else {
+                uint32_t j = (uint32_t)i;
+                float x = ark_x(p, r, j);
+                ark_eval(p, &cr, r, s, len, j, ark_tok(p, r, j),
+                         full ? ft_ar_norm(x, lse) : x, FT_NONE,
+                         ARK_FL_UNKNOWN, &c);
+            }
         }
-        uint32_t r = lo;
-        uint64_t i = t - off[r];
-        ft_child_range cr = rng[r];
-        float s = p.cur_sigma[r];
-        uint32_t len = p.cur_len[r];
-        double lse = full ? p.b_lse[r] : 0.0;
-        if (cdv[r]) {
-            /* the child's flags and label together, then its row entry */
-            uint64_t u = cr.first + i;
-            uint32_t fl = ft_node_flags(&p.view, u);
-            uint32_t lab = ft_child_label(&p.view, &cr, u);
-            if (lab >= p.width)
-                continue;
-            float x = ark_x(p, r, lab);
-            ark_offer(p, &cr, r, s, len, lab, lab,
-                      full ? ft_ar_norm(x, lse) : x, u, fl);
-        } else {
-            uint32_t j = (uint32_t)i;
-            float x = ark_x(p, r, j);
-            ark_offer(p, &cr, r, s, len, j, ark_tok(p, r, j),
-                      full ? ft_ar_norm(x, lse) : x, FT_NONE);
+        if (pre_on && c.beam)
+            atomicAdd(&ph[ark_pre_bin(c.sig, pmax)], 1u);
+        unsigned long long two = (c.beam ? 1ull : 0ull) |
+                                 (c.done ? 1ull << 32 : 0ull),
+                           ex, agg;
+        __syncthreads(); /* ts and sh_base: the last round is done with them */
+        Scan(ts).ExclusiveSum(two, ex, agg);
+        if (tid == 0) {
+            uint32_t a0 = (uint32_t)agg, a1 = (uint32_t)(agg >> 32);
+            sh_base[0] = a0 ? atomicAdd(&p.counts[0], a0) : 0;
+            sh_base[1] = a1 ? atomicAdd(&p.counts[1], a1) : 0;
+        }
+        __syncthreads();
+        if (c.beam)
+            ark_put(p, 0, sh_base[0] + (uint32_t)ex, ft_sigma_key(c.sig), c.k2,
+                    c.u, 0.0, c.sig, c.tok, c.len);
+        if (c.done)
+            ark_put(p, 1, sh_base[1] + (uint32_t)(ex >> 32),
+                    ft_score_key(c.score), c.k2, c.u, c.score, c.sig, c.tok,
+                    c.len);
+    }
+    if (pre_on) {
+        __syncthreads();
+        uint32_t *g = p.surv[0].pre;
+        for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT) {
+            uint32_t v = ph[k];
+            if (v)
+                atomicAdd(&g[k], v);
         }
     }
 
@@ -1400,27 +1694,49 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         if (n > L.cap)
             n = L.cap;
         uint32_t take = n < want ? (uint32_t)n : want;
+        ark_dcut dc;
+        dc.before = 0;
+        dc.bucket = ARK_FUSED_DIRECT + 1;
+        dc.nbar = 0;
+        if (which == 0 && pre_on && take > 0 && n > ARK_FUSED_DIRECT) {
+            ark_pre_cut<NT>(p.surv[0].pre, take, (uint32_t)n, &dc, ts);
+            ark_pre_refine(p, (uint32_t)n, pmax, cta, ctas, &dc);
+        }
+        uint32_t cnt = dc.before + dc.bucket;
         if (take == 0 || n <= ARK_FUSED_DIRECT) {
             ark_rank_write(p, which, L.k1, L.k2, NULL, (uint32_t)n, take, cta,
                            ctas, fsm);
+        } else if (cnt <= ARK_FUSED_DIRECT) {
+            ark_pre_keep(p, (uint32_t)n, pmax, cta, ctas, &dc);
+            ft_ark_surv *S = &p.surv[0];
+            ark_rank_write(p, 0, S->k1, S->k2, S->idx, cnt, take, cta, ctas,
+                           fsm);
         } else {
             __syncthreads();
-            uint32_t nsel = ark_radix_cut(p, which, n, take, cta, ctas);
+            uint32_t nsel =
+                ark_radix_cut(p, which, n, take, cta, ctas, dc.nbar);
             ft_ark_surv *S = &p.surv[which];
             ark_rank_write(p, which, S->k1, S->k2, S->idx, nsel, take, cta,
                            ctas, fsm);
         }
     }
 
-    /* 4. after the radix passes, the last CTA out leaves the heads
-     * cleared (the counters were, by ark_fused_read) */
-    if (n0 <= ARK_FUSED_DIRECT && n1 <= ARK_FUSED_DIRECT)
+    /* 4. after the histogram cut or the radix passes, the last CTA out
+     * leaves the histogram and the heads cleared (the counters were, by
+     * ark_fused_read) */
+    if (!pre_on && n0 <= ARK_FUSED_DIRECT && n1 <= ARK_FUSED_DIRECT)
         return;
     if (!ark_fused_last(&p.counts[4]))
         return;
-    uint32_t *h = (uint32_t *)p.heads;
-    for (uint32_t k = tid; k < 2 * sizeof(ft_ark_sel_head) / 4; k += blockDim.x)
-        h[k] = 0;
+    uint4 z = make_uint4(0, 0, 0, 0);
+    uint4 *h = (uint4 *)p.heads;
+    for (uint32_t k = tid; k < 2 * sizeof(ft_ark_sel_head) / 16; k += NT)
+        h[k] = z;
+    if (pre_on) {
+        uint4 *g = (uint4 *)p.surv[0].pre;
+        for (uint32_t k = tid; k < FT_ARK_PRE_BINS / 4; k += NT)
+            g[k] = z;
+    }
     if (tid == 0)
         p.counts[4] = 0;
 }
@@ -1584,7 +1900,7 @@ extern "C" size_t ft_ark_step_smem(void)
 }
 
 static ft_ark_tuning g_tuning = {1, 0, ARK_SPLIT_BEAMS, ARK_MASK_SPLIT_BEAMS,
-                                  0, 0, 0};
+                                  0, 0, 0, 0};
 
 extern "C" ft_ark_tuning ft_ark_tuning_get(void)
 {
@@ -1753,6 +2069,7 @@ extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
         ft_ark_params q = *p;
         q.counts = p->fcounts;
         q.heads = p->fheads;
+        q.fused_nopre = g_tuning.nopre;
         size_t sm = ark_fused_smem(p->cap_beam);
         switch (ark_fused_nt(p->cap_beam, 0)) {
         case 512:

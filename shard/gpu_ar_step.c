@@ -183,6 +183,7 @@ static int open_dev(ft_ar *ar, ark_state *g)
     FT_CUDA_CHECK(cudaMalloc((void **)&g->counts, 2 * FT_ARK_CLEAR_BYTES));
     FT_CUDA_CHECK(cudaMemset(g->counts, 0, 2 * FT_ARK_CLEAR_BYTES));
     FT_CUDA_CHECK(cudaMalloc((void **)&g->surv, 2 * sizeof(ft_ark_surv)));
+    FT_CUDA_CHECK(cudaMemset(g->surv, 0, 2 * sizeof(ft_ark_surv)));
     /* A beam adds at most one candidate per entry of its row. */
     uint64_t cap = (uint64_t)ar->cap_beam * ar->o.max_width;
     int rc = alloc_list(&g->lists[0], cap, 0);

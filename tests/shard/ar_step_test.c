@@ -1858,6 +1858,23 @@ int main(int argc, char **argv)
                     cases++;
                 }
     }
+    /* the long lists' next beams by the radix passes alone (nopre), as
+     * the histogram cut's fallback takes them: 300 and 700 beams, ties
+     * (coarse) and not */
+    {
+        ft_ark_tuning t = t0;
+        t.nopre = 1;
+        ft_ark_tuning_set(&t);
+        g_dense_w = V;
+        for (int fi = 0; fi < 3; fi++)
+            for (int coarse = 0; coarse < 2; coarse++) {
+                cpu_vs_gpu(idx, forms[fi], 0, 300, 1000, V, 41 + fi, coarse,
+                           wide, nwide);
+                cpu_vs_gpu(idx, forms[fi], 1, 700, 1000, V, 44 + fi, coarse,
+                           wide, nwide);
+                cases += 2;
+            }
+    }
     ft_ark_tuning_set(&t0);
 #endif
     g_dense_w = V;
