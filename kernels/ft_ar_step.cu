@@ -1204,6 +1204,13 @@ __host__ __device__ constexpr size_t ark_fused_smem(uint32_t cap)
                : (size_t)ARK_FUSED_DIRECT * 16;
 }
 
+/* ark_pre_smem: the one-launch step's shared memory for the histogram cut
+ * (ft_ark_tuning's pre 1), past ark_fused_smem's */
+__host__ __device__ constexpr size_t ark_pre_smem(uint32_t pre)
+{
+    return pre == 1 ? (size_t)FT_ARK_PRE_BINS * 4 : 0;
+}
+
 /* ark_rank_write: this CTA's share of a list's n keys (k1, k2; place in
  * the list idx[i], or i without idx) counts its place among them and
  * writes the first take to the outputs (phase 3 above). */
@@ -1401,7 +1408,10 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
  * (ark_pre_keep: their keys and places), meet, and rank them as the
  * direct case does: two grid barriers in all when the 12 bits suffice.
  * Ties in the distance key past its last digit, or a histogram that does
- * not add up to the list, leave the full key's radix passes.  Bins are
+ * not add up to the list, leave the full key's radix passes.
+ * ft_ark_tuning's pre turns it on (1: the histogram in shared memory; 2:
+ * by atomics in global memory); the default, 0, runs the radix passes
+ * alone, as every long list did before.  Bins are
  * 1/8 of a binade of the distance, so they are finest next to the anchor,
  * where the best keys lie. */
 static_assert(FT_ARK_PRE_BINS == 4096u, "ark_pre_bin: 12 bits");
@@ -1584,9 +1594,14 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     unsigned long long *off = (unsigned long long *)(rng + cap);
     uint32_t *cdv = (uint32_t *)(off + cap + 1);
     uint32_t m = min(*p.cur_count, cap);
-    __shared__ uint32_t ph[FT_ARK_PRE_BINS];
-    for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT)
-        ph[k] = 0;
+    /* the histogram's bins: in shared memory past the ranges' (pre 1), or
+     * the list's own in global memory (pre 2) */
+    uint32_t *ph = p.fused_pre == 1
+                       ? (uint32_t *)((char *)fsm + ark_fused_smem(cap))
+                       : p.surv[0].pre;
+    if (p.fused_pre == 1)
+        for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT)
+            ph[k] = 0;
 
     /* 1. every beam's child range and work, in this CTA (its barriers
      * order the histogram's clearing before its use) */
@@ -1595,7 +1610,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     /* more work items than the rank stage takes: the next beams'
      * histogram, from the anchor pmax (ark_pre_anchor) */
     const bool full = p.norm == FT_ARR_NORM_FULL;
-    const bool pre_on = total > ARK_FUSED_DIRECT && !p.fused_nopre;
+    const bool pre_on = total > ARK_FUSED_DIRECT && p.fused_pre != 0;
     float pmax = 0.0f;
     if (pre_on)
         pmax = ark_pre_anchor<NT>(p, m, full);
@@ -1604,9 +1619,10 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
      * normalisation's lse written by ark_fl_kernel, launched before: a
      * row with none (-inf) or a NaN one gives rho +inf or NaN, which
      * ft_ar_takes refuses, so such a beam offers nothing, as on the CPU),
-     * NT items a CTA at a time: the CTA's entries of each list take their
-     * slots by one atomic (one per warp: thousands of warps' atomics on
-     * one counter queue at the L2 on the early steps) */
+     * NT items a CTA at a time: with the histogram cut (ft_ark_tuning's
+     * pre 1 or 2) the CTA's entries of each list take their slots by one
+     * atomic (thousands of warps' atomics on one counter queue at the L2
+     * on the early steps), else by one atomic a warp (ark_push) */
     __shared__ uint32_t sh_base[2];
     for (uint64_t b0 = (uint64_t)blockIdx.x * NT; b0 < total;
          b0 += (uint64_t)G * NT) {
@@ -1646,6 +1662,16 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
                          ARK_FL_UNKNOWN, &c);
             }
         }
+        if (p.fused_pre == 0) {
+            /* the radix passes alone: slots by one atomic a warp */
+            if (c.beam)
+                ark_push(p, 0, ft_sigma_key(c.sig), c.k2, c.u, 0.0, c.sig,
+                         c.tok, c.len);
+            if (c.done)
+                ark_push(p, 1, ft_score_key(c.score), c.k2, c.u, c.score,
+                         c.sig, c.tok, c.len);
+            continue;
+        }
         if (pre_on && c.beam)
             atomicAdd(&ph[ark_pre_bin(c.sig, pmax)], 1u);
         unsigned long long two = (c.beam ? 1ull : 0ull) |
@@ -1667,7 +1693,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
                     ft_score_key(c.score), c.k2, c.u, c.score, c.sig, c.tok,
                     c.len);
     }
-    if (pre_on) {
+    if (pre_on && p.fused_pre == 1) {
         __syncthreads();
         uint32_t *g = p.surv[0].pre;
         for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT) {
@@ -1930,14 +1956,15 @@ static cudaError_t ark_fused_attr(size_t fsm, long *fc)
 {
     int focc = 0, mocc = 0;
     cudaError_t e = cudaFuncSetAttribute(
-        ark_fused<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm);
+        ark_fused<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        (int)(fsm + ark_pre_smem(1)));
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(ark_mask_fused<NT>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)fsm);
     if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&focc, ark_fused<NT>,
-                                                          NT, fsm);
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &focc, ark_fused<NT>, NT, fsm + ark_pre_smem(1));
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &mocc, ark_mask_fused<NT>, NT, fsm);
@@ -2069,8 +2096,8 @@ extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
         ft_ark_params q = *p;
         q.counts = p->fcounts;
         q.heads = p->fheads;
-        q.fused_nopre = g_tuning.nopre;
-        size_t sm = ark_fused_smem(p->cap_beam);
+        q.fused_pre = g_tuning.pre;
+        size_t sm = ark_fused_smem(p->cap_beam) + ark_pre_smem(q.fused_pre);
         switch (ark_fused_nt(p->cap_beam, 0)) {
         case 512:
             ark_fused<512><<<p->fused_ctas, 512, sm, st>>>(q);

@@ -1858,12 +1858,13 @@ int main(int argc, char **argv)
                     cases++;
                 }
     }
-    /* the long lists' next beams by the radix passes alone (nopre), as
-     * the histogram cut's fallback takes them: 300 and 700 beams, ties
-     * (coarse) and not */
-    {
+    /* the long lists' next beams by the histogram cut (its histogram in
+     * shared memory, pre 1, or in global memory, pre 2; the cases above
+     * take the radix passes alone, the default): 300 and 700 beams, ties
+     * (coarse: the cut's fallback to the radix passes) and not */
+    for (uint32_t pre = 1; pre <= 2; pre++) {
         ft_ark_tuning t = t0;
-        t.nopre = 1;
+        t.pre = pre;
         ft_ark_tuning_set(&t);
         g_dense_w = V;
         for (int fi = 0; fi < 3; fi++)
