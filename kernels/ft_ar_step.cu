@@ -248,19 +248,55 @@ __device__ __forceinline__ void ark_put(const ft_ark_params &p, int which,
     L.len[slot] = len;
 }
 
+/* ark_warp_slot: the calling thread's slot of counter; the lanes of a
+ * warp that call it together take theirs by one atomic (10^5 candidates
+ * on one counter otherwise serialise at the L2). */
+__device__ __forceinline__ uint32_t ark_warp_slot(uint32_t *counter)
+{
+    cg::coalesced_group g = cg::coalesced_threads();
+    uint32_t base = 0;
+    if (g.thread_rank() == 0)
+        base = atomicAdd(counter, g.size());
+    return g.shfl(base, 0) + g.thread_rank();
+}
+
 __device__ __forceinline__ void ark_push(const ft_ark_params &p, int which,
                                          uint64_t k1, uint64_t k2, uint64_t u,
                                          double score, float sig, uint32_t tok,
                                          uint32_t len)
 {
-    /* one atomic per warp's pushes: 10^5 candidates on one counter
-     * otherwise serialise at the L2 */
-    cg::coalesced_group g = cg::coalesced_threads();
-    uint32_t base = 0;
-    if (g.thread_rank() == 0)
-        base = atomicAdd(&p.counts[which], g.size());
-    uint32_t slot = g.shfl(base, 0) + g.thread_rank();
-    ark_put(p, which, slot, k1, k2, u, score, sig, tok, len);
+    ark_put(p, which, ark_warp_slot(&p.counts[which]), k1, k2, u, score, sig,
+            tok, len);
+}
+
+/* ark_surv_put: key (a, b), at place i of list which, into the list's
+ * survivors (at most FT_ARK_SORT_MAX of them are kept). */
+__device__ __forceinline__ void ark_surv_put(const ft_ark_params &p, int which,
+                                             uint64_t a, uint64_t b, uint32_t i)
+{
+    uint32_t slot = ark_warp_slot(&p.heads[which].nsurv);
+    if (slot < FT_ARK_SORT_MAX) {
+        ft_ark_surv *S = &p.surv[which];
+        S->k1[slot] = a;
+        S->k2[slot] = b;
+        S->idx[slot] = i;
+    }
+}
+
+/* ark_item_beam: the beam r (of m) with off[r] <= t < off[r + 1], off
+ * the beams' work items scanned into offsets. */
+__device__ __forceinline__ uint32_t ark_item_beam(const unsigned long long *off,
+                                                  uint32_t m, uint64_t t)
+{
+    uint32_t lo = 0, hi = m;
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (off[mid] <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 /* ark_cand is what one offer adds: a next beam (beam), a completed key
@@ -307,6 +343,18 @@ __device__ __forceinline__ void ark_eval(const ft_ark_params &p,
         c->score = ft_score(sig, f);
 }
 
+/* ark_push_cand pushes what an offer adds, each list's slot by one atomic
+ * a warp. */
+__device__ __forceinline__ void ark_push_cand(const ft_ark_params &p,
+                                              const ark_cand &c)
+{
+    if (c.beam)
+        ark_push(p, 0, ft_sigma_key(c.sig), c.k2, c.u, 0.0, c.sig, c.tok, c.len);
+    if (c.done)
+        ark_push(p, 1, ft_score_key(c.score), c.k2, c.u, c.score, c.sig, c.tok,
+                 c.len);
+}
+
 /* ark_offer is shard/ar_step.c's offer: ark_eval, then the pushes. */
 __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
                                           const ft_child_range *cr, uint32_t r,
@@ -316,11 +364,7 @@ __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
 {
     ark_cand c;
     ark_eval(p, cr, r, s, len, j, tok, rho, u, fl, &c);
-    if (c.beam)
-        ark_push(p, 0, ft_sigma_key(c.sig), c.k2, c.u, 0.0, c.sig, c.tok, c.len);
-    if (c.done)
-        ark_push(p, 1, ft_score_key(c.score), c.k2, c.u, c.score, c.sig, c.tok,
-                 c.len);
+    ark_push_cand(p, c);
 }
 
 /* ark_ranges: one thread per beam row.  Finds the beam's child range
@@ -802,16 +846,7 @@ ark_flat(ft_ark_params p, int mode, uint32_t *mask)
     uint32_t words = (p.width + 31) / 32;
     for (uint64_t t = (uint64_t)blockIdx.x * ARK_EXP_THREADS + threadIdx.x;
          t < total; t += (uint64_t)gridDim.x * ARK_EXP_THREADS) {
-        /* the beam r with off[r] <= t < off[r + 1] */
-        uint32_t lo = 0, hi = m;
-        while (hi - lo > 1) {
-            uint32_t mid = (lo + hi) >> 1;
-            if (off[mid] <= t)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        uint32_t r = lo;
+        uint32_t r = ark_item_beam(off, m, t);
         uint64_t i = t - off[r];
         ft_child_range cr = p.b_rng[r];
         if (mode == 1) {
@@ -1093,21 +1128,10 @@ __device__ uint32_t ark_radix_cut(const ft_ark_params &p, int which,
      * take - need keys and the bucket that holds the take-th (after every
      * pass, exactly the first take). */
     uint64_t t1 = pre1, t2 = pre2, m1 = msk1, m2 = msk2;
-    ft_ark_surv *S = &p.surv[which];
     for (uint64_t i = start; i < n; i += stride) {
         uint64_t a = __ldcg(&K1[i]), b = __ldcg(&K2[i]);
-        if (ark_gt(a & m1, b & m2, t1, t2))
-            continue;
-        cg::coalesced_group g = cg::coalesced_threads();
-        uint32_t base = 0;
-        if (g.thread_rank() == 0)
-            base = atomicAdd(&H->nsurv, g.size());
-        uint32_t slot = g.shfl(base, 0) + g.thread_rank();
-        if (slot < FT_ARK_SORT_MAX) {
-            S->k1[slot] = a;
-            S->k2[slot] = b;
-            S->idx[slot] = (uint32_t)i;
-        }
+        if (!ark_gt(a & m1, b & m2, t1, t2))
+            ark_surv_put(p, which, a, b, (uint32_t)i);
     }
     ark_grid_sync(&H->bar, ++nbar, ctas);
     uint32_t nsel = __ldcg((const unsigned int *)&H->nsurv);
@@ -1562,25 +1586,14 @@ __device__ void ark_pre_keep(const ft_ark_params &p, uint32_t n, float pmax,
                              uint32_t cta, uint32_t ctas, ark_dcut *dc)
 {
     const ft_ark_list &L = p.lists[0];
-    ft_ark_sel_head *H = &p.heads[0];
-    ft_ark_surv *S = &p.surv[0];
     for (uint32_t i = cta * blockDim.x + threadIdx.x; i < n;
          i += ctas * blockDim.x) {
         uint32_t k = ark_dkey(__ldcg(&L.sigma[i]), pmax);
-        if ((k & dc->msk) > dc->pre)
-            continue;
-        cg::coalesced_group g = cg::coalesced_threads();
-        uint32_t base = 0;
-        if (g.thread_rank() == 0)
-            base = atomicAdd(&H->nsurv, g.size());
-        uint32_t slot = g.shfl(base, 0) + g.thread_rank();
-        if (slot < FT_ARK_SORT_MAX) {
-            S->k1[slot] = __ldcg((const unsigned long long *)&L.k1[i]);
-            S->k2[slot] = __ldcg((const unsigned long long *)&L.k2[i]);
-            S->idx[slot] = i;
-        }
+        if ((k & dc->msk) <= dc->pre)
+            ark_surv_put(p, 0, __ldcg((const unsigned long long *)&L.k1[i]),
+                         __ldcg((const unsigned long long *)&L.k2[i]), i);
     }
-    ark_grid_sync(&H->bar, ++dc->nbar, ctas);
+    ark_grid_sync(&p.heads[0].bar, ++dc->nbar, ctas);
 }
 
 template <uint32_t NT>
@@ -1630,15 +1643,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         ark_cand c;
         c.beam = c.done = false;
         if (t < total) {
-            uint32_t lo = 0, hi = m;
-            while (hi - lo > 1) {
-                uint32_t mid = (lo + hi) >> 1;
-                if (off[mid] <= t)
-                    lo = mid;
-                else
-                    hi = mid;
-            }
-            uint32_t r = lo;
+            uint32_t r = ark_item_beam(off, m, t);
             uint64_t i = t - off[r];
             ft_child_range cr = rng[r];
             float s = p.cur_sigma[r];
@@ -1663,13 +1668,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
             }
         }
         if (p.fused_pre == 0) {
-            /* the radix passes alone: slots by one atomic a warp */
-            if (c.beam)
-                ark_push(p, 0, ft_sigma_key(c.sig), c.k2, c.u, 0.0, c.sig,
-                         c.tok, c.len);
-            if (c.done)
-                ark_push(p, 1, ft_score_key(c.score), c.k2, c.u, c.score,
-                         c.sig, c.tok, c.len);
+            ark_push_cand(p, c); /* the radix passes alone */
             continue;
         }
         if (pre_on && c.beam)
@@ -1804,15 +1803,7 @@ ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
     }
     for (uint64_t t = (uint64_t)blockIdx.x * NT + tid; t < total;
          t += (uint64_t)G * NT) {
-        uint32_t lo = 0, hi = m;
-        while (hi - lo > 1) {
-            uint32_t mid = (lo + hi) >> 1;
-            if (off[mid] <= t)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        uint32_t r = lo;
+        uint32_t r = ark_item_beam(off, m, t);
         uint64_t i = t - off[r];
         ft_child_range cr = rng[r];
         if (cdv[r]) {
