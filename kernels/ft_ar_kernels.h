@@ -125,7 +125,6 @@ typedef struct ft_ark_params {
      * cleared by the launch's last CTAs for the next one. */
     uint32_t fused_ctas;
     uint32_t fused_split, fused_mask_split; /* ft_ark_init's thresholds */
-    uint32_t fused_pre;    /* ft_ark_tuning's pre, at launch */
     uint32_t *fcounts;
     ft_ark_sel_head *fheads;
     /* per beam (cap_beam rows): its child range, normalisation, work items
@@ -160,10 +159,7 @@ size_t ft_ark_step_smem(void);
  * threads and mask_threads (512 or 1024; fewer than the session's beams
  * means 1024): the CTAs' size for the step and the mask; pre: how the
  * next beams of a long list are cut (ft_ar_step.cu, "The histogram cut"):
- * 0 the radix passes alone, the expansion's slots by one atomic a warp; 1
- * the histogram cut, its histogram in each CTA's shared memory, slots by
- * one atomic a CTA; 2 the same, its histogram by atomics in global
- * memory (no shared memory for it). */
+ * 0 (the default) or 1 the histogram cut, 2 the radix passes alone. */
 typedef struct ft_ark_tuning {
     int fused;             /* default 1 */
     uint32_t ctas;         /* default 0: one per SM */
@@ -173,7 +169,7 @@ typedef struct ft_ark_tuning {
     uint32_t mask_threads; /* default 0: 1024 */
     uint32_t fl_minb;      /* default 0: the whole-row kernel's registers
                               bound to 7 CTAs an SM; 1 unbounded, 5, 6, 8 */
-    uint32_t pre;          /* default 0: the radix passes alone */
+    uint32_t pre;          /* default 0: the histogram cut */
 } ft_ark_tuning;
 
 /* ft_ark_tuning_get returns the knobs in force (the defaults until

@@ -1229,10 +1229,10 @@ __host__ __device__ constexpr size_t ark_fused_smem(uint32_t cap)
 }
 
 /* ark_pre_smem: the one-launch step's shared memory for the histogram cut
- * (ft_ark_tuning's pre 1), past ark_fused_smem's */
-__host__ __device__ constexpr size_t ark_pre_smem(uint32_t pre)
+ * (ark_fused with PRE), past ark_fused_smem's */
+__host__ __device__ constexpr size_t ark_pre_smem(bool pre)
 {
-    return pre == 1 ? (size_t)FT_ARK_PRE_BINS * 4 : 0;
+    return pre ? (size_t)FT_ARK_PRE_BINS * 4 : 0;
 }
 
 /* ark_rank_write: this CTA's share of a list's n keys (k1, k2; place in
@@ -1433,9 +1433,10 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
  * direct case does: two grid barriers in all when the 12 bits suffice.
  * Ties in the distance key past its last digit, or a histogram that does
  * not add up to the list, leave the full key's radix passes.
- * ft_ark_tuning's pre turns it on (1: the histogram in shared memory; 2:
- * by atomics in global memory); the default, 0, runs the radix passes
- * alone, as every long list did before.  Bins are
+ * It is ark_fused's PRE instance, the default (ft_ark_tuning's pre 2
+ * launches the other, the radix passes alone, for measurements); on a
+ * step with few work items it costs nothing: the expansion's slots are
+ * taken by one atomic a warp, as without it.  Bins are
  * 1/8 of a binade of the distance, so they are finest next to the anchor,
  * where the best keys lie. */
 static_assert(FT_ARK_PRE_BINS == 4096u, "ark_pre_bin: 12 bits");
@@ -1596,7 +1597,7 @@ __device__ void ark_pre_keep(const ft_ark_params &p, uint32_t n, float pmax,
     ark_grid_sync(&p.heads[0].bar, ++dc->nbar, ctas);
 }
 
-template <uint32_t NT>
+template <uint32_t NT, bool PRE>
 __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
 {
     typedef cub::BlockScan<unsigned long long, NT> Scan;
@@ -1607,35 +1608,32 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     unsigned long long *off = (unsigned long long *)(rng + cap);
     uint32_t *cdv = (uint32_t *)(off + cap + 1);
     uint32_t m = min(*p.cur_count, cap);
-    /* the histogram's bins: in shared memory past the ranges' (pre 1), or
-     * the list's own in global memory (pre 2) */
-    uint32_t *ph = p.fused_pre == 1
-                       ? (uint32_t *)((char *)fsm + ark_fused_smem(cap))
-                       : p.surv[0].pre;
-    if (p.fused_pre == 1)
-        for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT)
-            ph[k] = 0;
+    /* the histogram's bins, in shared memory past the ranges' */
+    uint32_t *ph = (uint32_t *)((char *)fsm + ark_fused_smem(cap));
 
-    /* 1. every beam's child range and work, in this CTA (its barriers
-     * order the histogram's clearing before its use) */
+    /* 1. every beam's child range and work, in this CTA */
     bool split = m > p.fused_split;
     uint64_t total = ark_fused_ranges<NT>(p, 0, rng, off, cdv, m, split, ts);
     /* more work items than the rank stage takes: the next beams'
-     * histogram, from the anchor pmax (ark_pre_anchor) */
+     * histogram, cleared (ark_pre_anchor's barrier orders it before its
+     * use), from the anchor pmax (ark_pre_anchor) */
     const bool full = p.norm == FT_ARR_NORM_FULL;
-    const bool pre_on = total > ARK_FUSED_DIRECT && p.fused_pre != 0;
+    const bool pre_on = PRE && total > ARK_FUSED_DIRECT;
     float pmax = 0.0f;
-    if (pre_on)
+    if (pre_on) {
+        for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT)
+            ph[k] = 0;
         pmax = ark_pre_anchor<NT>(p, m, full);
+    }
 
     /* 2. the work items over the grid (ark_flat, mode 0; a whole-row
      * normalisation's lse written by ark_fl_kernel, launched before: a
      * row with none (-inf) or a NaN one gives rho +inf or NaN, which
      * ft_ar_takes refuses, so such a beam offers nothing, as on the CPU),
-     * NT items a CTA at a time: with the histogram cut (ft_ark_tuning's
-     * pre 1 or 2) the CTA's entries of each list take their slots by one
-     * atomic (thousands of warps' atomics on one counter queue at the L2
-     * on the early steps), else by one atomic a warp (ark_push) */
+     * NT items a CTA at a time: with the histogram cut on the CTA's
+     * entries of each list take their slots by one atomic (thousands of
+     * warps' atomics on one counter queue at the L2 on the early steps),
+     * else by one atomic a warp (ark_push) */
     __shared__ uint32_t sh_base[2];
     for (uint64_t b0 = (uint64_t)blockIdx.x * NT; b0 < total;
          b0 += (uint64_t)G * NT) {
@@ -1667,11 +1665,11 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
                          ARK_FL_UNKNOWN, &c);
             }
         }
-        if (p.fused_pre == 0) {
-            ark_push_cand(p, c); /* the radix passes alone */
+        if (!pre_on) {
+            ark_push_cand(p, c);
             continue;
         }
-        if (pre_on && c.beam)
+        if (c.beam)
             atomicAdd(&ph[ark_pre_bin(c.sig, pmax)], 1u);
         unsigned long long two = (c.beam ? 1ull : 0ull) |
                                  (c.done ? 1ull << 32 : 0ull),
@@ -1692,7 +1690,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
                     ft_score_key(c.score), c.k2, c.u, c.score, c.sig, c.tok,
                     c.len);
     }
-    if (pre_on && p.fused_pre == 1) {
+    if (pre_on) {
         __syncthreads();
         uint32_t *g = p.surv[0].pre;
         for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT) {
@@ -1945,21 +1943,28 @@ static uint32_t ark_fused_nt(uint32_t cap, int mask)
 template <uint32_t NT>
 static cudaError_t ark_fused_attr(size_t fsm, long *fc)
 {
-    int focc = 0, mocc = 0;
+    int focc = 0, mocc = 0, rocc = 0;
     cudaError_t e = cudaFuncSetAttribute(
-        ark_fused<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        (int)(fsm + ark_pre_smem(1)));
+        ark_fused<NT, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        (int)(fsm + ark_pre_smem(true)));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(ark_fused<NT, false>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)fsm);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(ark_mask_fused<NT>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)fsm);
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &focc, ark_fused<NT>, NT, fsm + ark_pre_smem(1));
+            &focc, ark_fused<NT, true>, NT, fsm + ark_pre_smem(true));
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &rocc, ark_fused<NT, false>, NT, fsm);
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &mocc, ark_mask_fused<NT>, NT, fsm);
-    if (e == cudaSuccess && (focc < 1 || mocc < 1))
+    if (e == cudaSuccess && (focc < 1 || mocc < 1 || rocc < 1))
         *fc = 0;
     return e;
 }
@@ -2087,15 +2092,17 @@ extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
         ft_ark_params q = *p;
         q.counts = p->fcounts;
         q.heads = p->fheads;
-        q.fused_pre = g_tuning.pre;
-        size_t sm = ark_fused_smem(p->cap_beam) + ark_pre_smem(q.fused_pre);
-        switch (ark_fused_nt(p->cap_beam, 0)) {
-        case 512:
-            ark_fused<512><<<p->fused_ctas, 512, sm, st>>>(q);
-            break;
-        default:
-            ark_fused<1024><<<p->fused_ctas, 1024, sm, st>>>(q);
-        }
+        bool pre = g_tuning.pre != 2;
+        size_t sm = ark_fused_smem(p->cap_beam) + ark_pre_smem(pre);
+        uint32_t nt = ark_fused_nt(p->cap_beam, 0);
+        if (nt == 512 && pre)
+            ark_fused<512, true><<<p->fused_ctas, 512, sm, st>>>(q);
+        else if (nt == 512)
+            ark_fused<512, false><<<p->fused_ctas, 512, sm, st>>>(q);
+        else if (pre)
+            ark_fused<1024, true><<<p->fused_ctas, 1024, sm, st>>>(q);
+        else
+            ark_fused<1024, false><<<p->fused_ctas, 1024, sm, st>>>(q);
         return (int)cudaGetLastError();
     }
     /* ark_ranges clears the counters and the selection's heads */

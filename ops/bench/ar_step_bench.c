@@ -37,9 +37,9 @@
  * CTAs), FT_AR_SPLIT and FT_AR_MASK_SPLIT (live beams above which the
  * ranges are shared out), FT_AR_THREADS and FT_AR_MASK_THREADS (the
  * CTAs' size: 512, 1024) and FT_AR_FL_MINB (the whole-row kernel's CTAs
- * an SM: 1 unbounded, 5, 6, 8; else the default 7) and FT_AR_PRE (1: the
- * histogram cut, its histogram in shared memory; 2: in global memory;
- * else the radix passes alone) onto the step's knobs:
+ * an SM: 1 unbounded, 5, 6, 8; else the default 7) and FT_AR_PRE (0: the
+ * next beams of a long list cut by the radix passes alone; else the
+ * default, the histogram cut) onto the step's knobs:
  * measurements only (the library reads no environment). */
 static void tune_from_env(void)
 {
@@ -60,7 +60,7 @@ static void tune_from_env(void)
     if ((v = getenv("FT_AR_FL_MINB")) != NULL)
         t.fl_minb = (uint32_t)strtoul(v, NULL, 10);
     if ((v = getenv("FT_AR_PRE")) != NULL)
-        t.pre = v[0] == '1' ? 1 : v[0] == '2' ? 2 : 0;
+        t.pre = v[0] == '0' ? 2 : 0;
     ft_ark_tuning_set(&t);
 }
 #endif

@@ -1858,9 +1858,8 @@ int main(int argc, char **argv)
                     cases++;
                 }
     }
-    /* the long lists' next beams by the histogram cut (its histogram in
-     * shared memory, pre 1, or in global memory, pre 2; the cases above
-     * take the radix passes alone, the default): 300 and 700 beams, ties
+    /* the long lists' next beams by the radix passes alone (pre 2) and by
+     * the histogram cut (pre 1, the default's): 300 and 700 beams, ties
      * (coarse: the cut's fallback to the radix passes) and not */
     for (uint32_t pre = 1; pre <= 2; pre++) {
         ft_ark_tuning t = t0;
