@@ -11,6 +11,12 @@
 #include "flashtrie/internal/clock.h"
 #include "close_within.h"
 
+/* Set once a close of this process has been given up: nng's reaper is
+ * then stalled for good, so later closes wait only
+ * FTI_NNG_CLOSE_STALLED_MS (a tool closing 64 sockets one after another
+ * ends in about a second, not a minute). */
+static int g_stalled;
+
 /* closer: one close under way, shared by the caller and the thread that
  * runs nng_close; whoever comes last frees it (and runs done). */
 typedef struct closer {
@@ -88,6 +94,9 @@ int fti_nng_close_within(nng_socket s, int wait_ms, void (*done)(void *),
             done(arg);
         return 1;
     }
+    if (__atomic_load_n(&g_stalled, __ATOMIC_RELAXED) &&
+        wait_ms > FTI_NNG_CLOSE_STALLED_MS)
+        wait_ms = FTI_NNG_CLOSE_STALLED_MS;
     struct timespec until = fti_abs_after((int64_t)wait_ms * 1000000);
     pthread_mutex_lock(&k->mu);
     while (!k->closed &&
@@ -98,6 +107,7 @@ int fti_nng_close_within(nng_socket s, int wait_ms, void (*done)(void *),
         k->abandoned = 1; /* closer_main finishes, if nng ever returns */
     pthread_mutex_unlock(&k->mu);
     if (!closed) {
+        __atomic_store_n(&g_stalled, 1, __ATOMIC_RELAXED);
         pthread_detach(th);
         return 0;
     }

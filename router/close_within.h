@@ -20,9 +20,13 @@
 
 /* How long the callers wait for nng_close before they give it up. */
 #define FTI_NNG_CLOSE_WAIT_MS 1000
+/* ... and once one close of the process was given up (the reaper is
+ * stalled for good), how long every later one waits at most. */
+#define FTI_NNG_CLOSE_STALLED_MS 50
 
 /* fti_nng_close_within runs nng_close(s) on a thread of its own and waits
- * up to wait_ms for it.  Returns 1 when it returned in time: done(arg)
+ * up to wait_ms for it (at most FTI_NNG_CLOSE_STALLED_MS once a close
+ * of the process has been given up).  Returns 1 when it returned in time: done(arg)
  * has then run, on the caller's thread, before this returns.  Returns 0
  * when it did not: the close goes on in the background, and done(arg)
  * runs on its thread if nng_close ever returns (never, while nng's reaper

@@ -1115,9 +1115,9 @@ void ft_cluster_close(ft_cluster *c)
     memcpy(url, c->url, sizeof url);
     if (!fti_nng_close_within(c->sock, FTI_NNG_CLOSE_WAIT_MS, cluster_free, c))
         FT_LOGF(FT_LOG_WARN, "cluster: rank %u: the socket of %s is not "
-                "closed after %d ms: nng 1.5.2's teardown thread (its "
-                "reaper) is stalled in this process; left to close in the "
-                "background", rank, url, FTI_NNG_CLOSE_WAIT_MS);
+                "closed in time (close given up): nng 1.5.2's teardown "
+                "thread (its reaper) is stalled in this process; left to "
+                "close in the background", rank, url);
 }
 
 uint32_t ft_cluster_rank(const ft_cluster *c) { return c->rank; }

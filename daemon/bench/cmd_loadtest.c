@@ -459,8 +459,8 @@ int cmd_loadtest(int argc, char **argv)
         free(w->lat_good.us);
         free(w->lat_all.us);
         /* One after the other, as before: each close waits
-         * FTI_NNG_CLOSE_WAIT_MS at most, 2 s a worker where nng can no
-         * longer close.  (Every worker closing its own at the end of its
+         * FTI_NNG_CLOSE_WAIT_MS at most, and once one was given up
+         * FTI_NNG_CLOSE_STALLED_MS (close_within.h).  (Every worker closing its own at the end of its
          * run, all at once, was tried: in interleaved runs under load
          * daemon_fault_load_hostile_test met the server's ipc wedge 13
          * times in 100 against 6 in 100; not proven, not kept.) */
@@ -550,10 +550,12 @@ int cmd_loadtest(int argc, char **argv)
                (unsigned long long)conn_errors);
     /* Not the server's fault, nor a wrong answer: said once, not failed. */
     if (raw_unclosed)
-        printf("raw sockets: %u not closed within %d ms: nng's teardown "
+        printf("raw sockets: %u not closed in time (given up after %d ms, "
+               "%d ms once one was): nng's teardown "
                "thread (nng 1.5.2's reaper) is stalled in this process "
                "(docs/daemon.md, \"Closing a handle\"); left to close in "
-               "the background\n", raw_unclosed, FTI_NNG_CLOSE_WAIT_MS);
+               "the background\n", raw_unclosed, FTI_NNG_CLOSE_WAIT_MS,
+               FTI_NNG_CLOSE_STALLED_MS);
     printf("server in_flight after the run: %lld (not counting the INFO "
            "asking)\n", inflight);
     int status = wrong == 0 && good_ok > 0 && inflight == 0 ? 0 : 1;
