@@ -6,7 +6,6 @@
  * context.  Frames are built and read by router/frame.c, the codec the
  * server uses too.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -23,6 +22,7 @@
 #include "flashtrie/internal/errmsg.h"
 #include "flashtrie_client.h"
 #include "client_impl.h"
+#include "close_within.h"
 #include "frame.h"
 
 /* pending is one call in flight: registered while its aio may be
@@ -75,8 +75,6 @@ struct ft_client {
     uint32_t pipes[CLIENT_MAX_PIPES]; /* ids of the connected pipes */
     int ever;                /* a pipe was connected once */
     uint64_t lost_ms;        /* when the last pipe went (fti_now_ms) */
-    int closed;              /* ft_client_close: nng_close has returned */
-    int abandoned;           /* ft_client_close stopped waiting for it */
     pending calls;           /* list head of the calls in flight */
     /* coalescing (opts.coalesce): the calls waiting for a frame, in
      * order, and the frames of them out, at most co_max */
@@ -479,11 +477,9 @@ int ft_client_connect(ft_client **out, const char *url,
     return FT_OK;
 }
 
-/* How long ft_client_close waits for nng_close before it returns. */
-#define CLIENT_CLOSE_WAIT_MS 1000
-
-static void client_free(ft_client *c)
+static void client_free(void *arg)
 {
+    ft_client *c = arg;
     if (c->tls)
         nng_tls_config_free(c->tls);
     pthread_cond_destroy(&c->cv);
@@ -492,53 +488,16 @@ static void client_free(ft_client *c)
     free(c);
 }
 
-/* closer_main runs nng_close for ft_client_close.  nng_close returns once
- * the last pipe notification has run and every pipe of the socket is torn
- * down, which nng 1.5.2 does on one thread for the whole process (its
- * reaper): when any nng socket of the process had a connection closed
- * while it was writing or reading a message, that thread waits for good
- * (docs/daemon.md, "Closing a handle") and so does nng_close.  Whoever
- * comes last, ft_client_close or this thread, frees the handle. */
-static void *closer_main(void *arg)
-{
-    ft_client *c = arg;
-    nng_close(c->sock);
-    pthread_mutex_lock(&c->mu);
-    c->closed = 1;
-    int abandoned = c->abandoned;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    if (abandoned)
-        client_free(c);
-    return NULL;
-}
-
+/* nng_close returns once the last pipe notification has run and every
+ * pipe of the socket is torn down, which nng 1.5.2 can stop doing for
+ * good (close_within.h; docs/daemon.md, "Closing a handle"): the close
+ * returns within FTI_NNG_CLOSE_WAIT_MS, and the handle (which the pipe
+ * notifications use) is freed once nng returns, if ever. */
 void ft_client_close(ft_client *c)
 {
     if (c == NULL)
         return;
-    pthread_t th;
-    if (pthread_create(&th, NULL, closer_main, c) != 0) {
-        nng_close(c->sock); /* no thread to spare: unbounded */
-        client_free(c);
-        return;
-    }
-    struct timespec until =
-        fti_abs_after((int64_t)CLIENT_CLOSE_WAIT_MS * 1000000);
-    pthread_mutex_lock(&c->mu);
-    while (!c->closed &&
-           pthread_cond_timedwait(&c->cv, &c->mu, &until) != ETIMEDOUT)
-        ;
-    int closed = c->closed;
-    if (!closed)
-        c->abandoned = 1; /* closer_main frees it, if nng ever returns */
-    pthread_mutex_unlock(&c->mu);
-    if (closed) {
-        pthread_join(th, NULL);
-        client_free(c);
-    } else {
-        pthread_detach(th);
-    }
+    fti_nng_close_within(c->sock, FTI_NNG_CLOSE_WAIT_MS, client_free, c);
 }
 
 static int nng_err(int rv, const ft_client *c, const char *what,

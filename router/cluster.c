@@ -62,6 +62,7 @@
 #include <xxhash.h>
 
 #include "flashtrie/internal/buf.h"
+#include "close_within.h"
 #include "cluster_impl.h"
 #include "rt_impl.h"
 #include "search_impl.h"
@@ -1066,6 +1067,17 @@ static void leave_ranks(ft_cluster *c)
     ft_buf_free(&b);
 }
 
+/* cluster_free frees what nng's pipe notifications (on_pipe) use: the
+ * ranks, the locks and c itself, once the socket is closed. */
+static void cluster_free(void *arg)
+{
+    ft_cluster *c = arg;
+    free(c->r);
+    pthread_mutex_destroy(&c->run_mu);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
 void ft_cluster_close(ft_cluster *c)
 {
     if (c == NULL)
@@ -1080,8 +1092,6 @@ void ft_cluster_close(ft_cluster *c)
     cl_nccl_close(c);
     if (c->pending)
         nng_msg_free(c->pending);
-    if (c->sock_open)
-        nng_close(c->sock);
     for (uint32_t j = 0; c->eng && j < c->count; j++)
         ft_engine_close(c->eng[j]);
     for (size_t i = 0; c->part && i < (size_t)c->S * FTI_ENGINE_CHUNK; i++)
@@ -1090,14 +1100,24 @@ void ft_cluster_close(ft_cluster *c)
     free(c->eng);
     free(c->idx);
     free(c->base);
-    free(c->r);
     free(c->all);
     ft_buf_free(&c->msg);
     ft_buf_free(&c->reqbuf);
     free(c->rq);
-    pthread_mutex_destroy(&c->run_mu);
-    pthread_mutex_destroy(&c->mu);
-    free(c);
+    if (!c->sock_open) {
+        cluster_free(c);
+        return;
+    }
+    /* The socket last: nng 1.5.2 may never finish closing it
+     * (close_within.h), and its pipe notifications use c until it does. */
+    uint32_t rank = c->rank;
+    char url[sizeof c->url];
+    memcpy(url, c->url, sizeof url);
+    if (!fti_nng_close_within(c->sock, FTI_NNG_CLOSE_WAIT_MS, cluster_free, c))
+        FT_LOGF(FT_LOG_WARN, "cluster: rank %u: the socket of %s is not "
+                "closed in time (close given up): nng 1.5.2's teardown "
+                "thread (its reaper) is stalled in this process; left to "
+                "close in the background", rank, url);
 }
 
 uint32_t ft_cluster_rank(const ft_cluster *c) { return c->rank; }

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "close_within.h"
 #include "commands.h"
 #include "flashtrie/internal/clock.h"
 #include "gen.h"
@@ -440,6 +441,7 @@ int cmd_loadtest(int argc, char **argv)
     memset(&tot, 0, sizeof tot);
     lat lg = {0}, la = {0};
     uint64_t conn_errors = 0;
+    unsigned raw_unclosed = 0;
     for (uint32_t i = 0; i < clients; i++) {
         worker *w = &ws[i];
         for (int k = 0; k < K_COUNT; k++) {
@@ -456,11 +458,15 @@ int cmd_loadtest(int argc, char **argv)
         conn_errors += w->conn_errors;
         free(w->lat_good.us);
         free(w->lat_all.us);
+        /* One after the other, as before: each close waits
+         * FTI_NNG_CLOSE_WAIT_MS at most, and once one was given up
+         * FTI_NNG_CLOSE_STALLED_MS (close_within.h).  (Every worker closing its own at the end of its
+         * run, all at once, was tried: in interleaved runs under load
+         * daemon_fault_load_hostile_test met the server's ipc wedge 13
+         * times in 100 against 6 in 100; not proven, not kept.) */
         ft_client_close(w->cl);
-        if (w->raw_open)
-            nng_close(w->raw);
-        if (w->tls)
-            nng_tls_config_free(w->tls);
+        lt_raw_close(w);
+        raw_unclosed += w->raw_unclosed;
         ft_frame_msg_free(&w->m);
         ft_frame_msg_free(&w->local);
         ft_buf_free(&w->b);
@@ -542,6 +548,14 @@ int cmd_loadtest(int argc, char **argv)
     if (conn_errors)
         printf("connection errors on good calls: %llu\n",
                (unsigned long long)conn_errors);
+    /* Not the server's fault, nor a wrong answer: said once, not failed. */
+    if (raw_unclosed)
+        printf("raw sockets: %u not closed in time (given up after %d ms, "
+               "%d ms once one was): nng's teardown "
+               "thread (nng 1.5.2's reaper) is stalled in this process "
+               "(docs/daemon.md, \"Closing a handle\"); left to close in "
+               "the background\n", raw_unclosed, FTI_NNG_CLOSE_WAIT_MS,
+               FTI_NNG_CLOSE_STALLED_MS);
     printf("server in_flight after the run: %lld (not counting the INFO "
            "asking)\n", inflight);
     int status = wrong == 0 && good_ok > 0 && inflight == 0 ? 0 : 1;

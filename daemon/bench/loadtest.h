@@ -138,6 +138,7 @@ typedef struct worker {
     nng_socket raw;
     int raw_open;
     nng_tls_config *tls;
+    unsigned raw_unclosed; /* closes of raw given up (lt_raw_close) */
     counts c;
     lat lat_good, lat_all;
     ft_frame_msg m, local;
@@ -165,6 +166,10 @@ void lt_lat_print(FILE *f, const char *what, lat *l);
 /* lt_raw_open opens w's raw request socket (for the malformed messages);
  * 0, or nng's error. */
 int lt_raw_open(worker *w);
+/* lt_raw_close closes w's raw socket, if open, within
+ * FTI_NNG_CLOSE_WAIT_MS (close_within.h); a close given up (nng's
+ * teardown thread stalled) counts in w->raw_unclosed. */
+void lt_raw_close(worker *w);
 /* lt_run_worker is one client's thread (arg: its worker) until the run's
  * end. */
 void *lt_run_worker(void *arg);

@@ -23,6 +23,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "close_within.h"
 #include "flashtrie/internal/clock.h"
 #include "loadtest.h"
 
@@ -137,6 +138,21 @@ static int same_result(const ft_result *got, const ft_result *want,
 
 /* ---- raw messages ---- */
 
+static void tls_free(void *tls) { nng_tls_config_free(tls); }
+
+void lt_raw_close(worker *w)
+{
+    if (!w->raw_open)
+        return;
+    nng_tls_config *tls = w->tls;
+    w->raw_open = 0;
+    w->tls = NULL;
+    /* The dialer's TLS configuration is freed once nng is done with it. */
+    if (!fti_nng_close_within(w->raw, FTI_NNG_CLOSE_WAIT_MS,
+                              tls ? tls_free : NULL, tls))
+        w->raw_unclosed++;
+}
+
 int lt_raw_open(worker *w)
 {
     if (w->raw_open)
@@ -144,6 +160,7 @@ int lt_raw_open(worker *w)
     int rv = nng_req0_open(&w->raw);
     if (rv != 0)
         return rv;
+    w->raw_open = 1; /* a failure below closes it (lt_raw_close) */
     /* The server cannot tell a resend from a new request, and an oversize
      * message must fail, not be sent again on the next connection. */
     nng_socket_set_ms(w->raw, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
@@ -170,10 +187,9 @@ int lt_raw_open(worker *w)
     }
     if ((rv = nng_dialer_start(d, 0)) != 0)
         goto fail;
-    w->raw_open = 1;
     return 0;
 fail:
-    nng_close(w->raw);
+    lt_raw_close(w);
     return rv;
 }
 

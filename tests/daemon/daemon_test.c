@@ -40,7 +40,10 @@
  *               cannot close any socket of the process (nng 1.5.2's
  *               reaper stalled by another socket): an idle handle, a
  *               busy one and a new one; calls on live handles answered
- *               exactly meanwhile
+ *               exactly meanwhile; fti_nng_close_within on plain sockets
+ *               (closed in time, done run before it returns; given up
+ *               after the stall, done not run) and a cluster rank whose
+ *               coordinator never comes (its open fails in join_ms + 1 s)
  *   gone        clients that hang up while their requests are in the
  *               engine (held there by the delay hook), alone and in
  *               batches, inline and queued: the server answers into
@@ -68,6 +71,8 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
+#include "close_within.h"
+#include "cluster.h"
 #include "flashtrie/internal/buf.h"
 #include "flashtrie_client.h"
 #include "frame.h"
@@ -2124,47 +2129,107 @@ static void case_cpus(void)
 
 /* ---- close ---- */
 
-/* closing: ft_client_close run on a thread of its own, so that a close
- * that never returns fails the test instead of hanging it. */
-typedef struct closing {
-    ft_client *c;
+/* timed: a call run on a thread of its own, so that one that never
+ * returns fails the test instead of hanging it. */
+typedef struct timed {
+    void (*fn)(void *);
+    void *arg;
     atomic_int done;
-} closing;
+} timed;
 
-static void *close_main(void *arg)
+static void *timed_main(void *arg)
 {
-    closing *k = arg;
-    ft_client_close(k->c);
-    atomic_store(&k->done, 1);
+    timed *t = arg;
+    t->fn(t->arg);
+    atomic_store(&t->done, 1);
     return NULL;
 }
+
+/* within_5s runs fn(arg) and returns the seconds it took; a call still
+ * running after 5 s fails the test. */
+static double within_5s(void (*fn)(void *), void *arg, const char *what)
+{
+    static timed ts[16];
+    static int nts;
+    FT_CHECK(nts < 16);
+    timed *t = &ts[nts++];
+    t->fn = fn;
+    t->arg = arg;
+    atomic_init(&t->done, 0);
+    pthread_t th;
+    double t0 = ft_test_now();
+    FT_CHECK(pthread_create(&th, NULL, timed_main, t) == 0);
+    while (!atomic_load(&t->done) && ft_test_now() - t0 < 5.0)
+        usleep(2000);
+    double dt = ft_test_now() - t0;
+    if (!atomic_load(&t->done)) {
+        fprintf(stderr, "daemon_test close: %s has not returned after "
+                "%.1f s\n", what, dt);
+        exit(1);
+    }
+    pthread_join(th, NULL);
+    printf("close: %s returned in %.3f s\n", what, dt);
+    return dt;
+}
+
+static void client_close_fn(void *c) { ft_client_close(c); }
 
 /* timed_close closes c and returns the seconds it took; a close still
  * running after 5 s fails the test. */
 static double timed_close(ft_client *c, const char *what)
 {
-    static closing ks[8];
-    static int nks;
-    FT_CHECK(nks < 8);
-    closing *k = &ks[nks++];
-    k->c = c;
-    atomic_init(&k->done, 0);
-    pthread_t th;
-    double t0 = ft_test_now();
-    FT_CHECK(pthread_create(&th, NULL, close_main, k) == 0);
-    while (!atomic_load(&k->done) && ft_test_now() - t0 < 5.0)
-        usleep(2000);
-    double dt = ft_test_now() - t0;
-    if (!atomic_load(&k->done)) {
-        fprintf(stderr,
-                "daemon_test close: ft_client_close of %s has not "
-                "returned after %.1f s\n",
-                what, dt);
-        exit(1);
-    }
-    pthread_join(th, NULL);
-    printf("close: ft_client_close of %s returned in %.3f s\n", what, dt);
-    return dt;
+    char w[128];
+    snprintf(w, sizeof w, "ft_client_close of %s", what);
+    return within_5s(client_close_fn, c, w);
+}
+
+/* A plain nng socket closed by fti_nng_close_within; done counts the
+ * runs of its done. */
+typedef struct bounded {
+    nng_socket s;
+    atomic_int *done;
+    int rc;
+} bounded;
+
+static void count_done(void *arg) { atomic_fetch_add((atomic_int *)arg, 1); }
+
+static void bounded_fn(void *arg)
+{
+    bounded *b = arg;
+    b->rc = fti_nng_close_within(b->s, FTI_NNG_CLOSE_WAIT_MS, count_done,
+                                 b->done);
+}
+
+/* bounded_close dials url on a new REQ socket (connected before it
+ * returns), closes it with fti_nng_close_within and returns what that
+ * returned; *dt gets the seconds it took. */
+static int bounded_close(const char *url, atomic_int *done, double *dt)
+{
+    bounded *b = calloc(1, sizeof *b); /* left to a close given up */
+    FT_CHECK(b != NULL);
+    b->done = done;
+    b->rc = -1;
+    FT_CHECK(nng_req0_open(&b->s) == 0);
+    FT_CHECK(nng_dial(b->s, url, NULL, 0) == 0);
+    *dt = within_5s(bounded_fn, b, "fti_nng_close_within");
+    return b->rc;
+}
+
+/* A rank (1 of 2) joining a coordinator that never comes. */
+typedef struct lone_rank {
+    const ft_library *lib;
+    ft_cluster_opts o;
+    int rc;
+    char err[512];
+} lone_rank;
+
+static void lone_rank_fn(void *arg)
+{
+    lone_rank *r = arg;
+    ft_cluster *c = NULL;
+    r->rc = ft_cluster_open(&c, r->lib, &r->o, r->err, sizeof r->err);
+    if (r->rc == FT_OK)
+        ft_cluster_close(c);
 }
 
 /* nng_close_hangs dials url on a new nng socket and closes it: 1 when the
@@ -2249,14 +2314,29 @@ static int stall_reaper(const char *url, ft_client *live)
  * can stall for good (stall_reaper); nng_close then never returns, for
  * any socket.  An idle handle whose connection the server closed after
  * idle_timeout_ms (3 s: it redialed at once), one just answered and one
- * opened after the stall all close in about CLIENT_CLOSE_WAIT_MS
- * (router/client.c); calls on a live handle are answered exactly
+ * opened after the stall all close within FTI_NNG_CLOSE_WAIT_MS
+ * (router/close_within.h; the first in that, the later ones, the stall
+ * known, in FTI_NNG_CLOSE_STALLED_MS); calls on a live handle are answered exactly
  * throughout, and a new handle connects and is answered (connecting
- * needs no teardown). */
+ * needs no teardown).  The helper under it, fti_nng_close_within, on
+ * plain sockets: in time before the stall (done run before it returns),
+ * given up after it (done never run).  A cluster rank whose coordinator
+ * never comes closes its socket on the way out of ft_cluster_open: that
+ * returns FT_ETIMEDOUT in join_ms + FTI_NNG_CLOSE_STALLED_MS (before the
+ * bound it never returned). */
 static void case_close(void)
 {
     char idx[300], url[300], err[400];
     th_make_index(g_dir, "a", 100, idx, sizeof idx);
+    /* A manifest of two shards for the cluster rank below (made before
+     * anything is printed: th_run's child flushes stdout's buffer). */
+    char manifest[300], nowhere[300];
+    snprintf(manifest, sizeof manifest, "%s/m2.ftm", g_dir);
+    snprintf(nowhere, sizeof nowhere, "ipc://%s/no-coordinator", g_dir);
+    const char *split[] = {"split", idx, "--shards", "2", "--output",
+                           manifest, "--quiet", NULL};
+    FT_CHECK_EQ_U64(th_run(g_bin, split, "/dev/null"), 0);
+    ft_library *lib;
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     const char *args[] = {"--index", idx, "--listen", url, "--engine", "cpu",
                           "--threads", "1", "--max-message-bytes", "65536",
@@ -2274,6 +2354,13 @@ static void case_close(void)
     FT_PASS(ft_client_connect(&late, url, NULL, err, sizeof err));
     search_same(late, &l, &g.r);
     FT_CHECK(timed_close(late, "a handle before the stall") < 0.9);
+    /* fti_nng_close_within closes in time: done has run when it returns. */
+    atomic_int done;
+    atomic_init(&done, 0);
+    double dt;
+    FT_CHECK_EQ_U64(bounded_close(url, &done, &dt), 1);
+    FT_CHECK_EQ_U64(atomic_load(&done), 1);
+    FT_CHECK(dt < 0.9);
     /* The server closes the idle handle's connection (busy is kept
      * answered meanwhile); the handle dials again at once. */
     long long idle_closed = 0;
@@ -2292,14 +2379,48 @@ static void case_close(void)
                         "(an nng without the 1.5.2 fault?): nothing to test\n");
         exit(FT_TEST_SKIP);
     }
-    /* The bound, not nng, ends each close from now on. */
+    /* The bound, not nng, ends each close from now on: the first after
+     * FTI_NNG_CLOSE_WAIT_MS, every later one (the stall is known) after
+     * FTI_NNG_CLOSE_STALLED_MS. */
+    const double stalled_s = FTI_NNG_CLOSE_STALLED_MS / 1000.0 - 0.005;
     FT_CHECK(timed_close(idle, "an idle handle") >= 0.9);
     search_same(busy, &l, &g.r);
     FT_PASS(ft_client_connect(&late, url, NULL, err, sizeof err));
     search_same(late, &l, &g.r);
-    FT_CHECK(timed_close(late, "a handle opened after the stall") >= 0.9);
+    dt = timed_close(late, "a handle opened after the stall");
+    FT_CHECK(dt >= stalled_s && dt < 0.9);
     search_same(busy, &l, &g.r);
-    FT_CHECK(timed_close(busy, "a handle just answered") >= 0.9);
+    dt = timed_close(busy, "a handle just answered");
+    FT_CHECK(dt >= stalled_s && dt < 0.9);
+    /* The helper itself, on plain sockets: each given up after its wait
+     * and its done left to the close's thread, which nng never lets go. */
+    for (int i = 0; i < 3; i++) {
+        FT_CHECK_EQ_U64(bounded_close(url, &done, &dt), 0);
+        FT_CHECK(dt >= stalled_s && dt < 0.9);
+    }
+    FT_CHECK_EQ_U64(atomic_load(&done), 1);
+    /* A cluster rank whose coordinator never comes: ft_cluster_open gives
+     * up after join_ms and closes its socket, which nng cannot close
+     * either (a dialer is torn down by the reaper too): the open returns
+     * in join_ms + FTI_NNG_CLOSE_STALLED_MS, the cluster says so at WARN. */
+    lone_rank r;
+    memset(&r, 0, sizeof r);
+    FT_PASS(ft_cluster_open_library(&lib, manifest, 0, 1, 2, err,
+                                    sizeof err));
+    r.lib = lib;
+    ft_cluster_opts_init(&r.o);
+    r.o.rank = 1;
+    r.o.world = 2;
+    r.o.coordinator = nowhere;
+    r.o.manifest = manifest;
+    r.o.engine.kind = FT_ENGINE_CPU;
+    r.o.engine.threads = 1;
+    r.o.join_ms = 300;
+    dt = within_5s(lone_rank_fn, &r, "ft_cluster_open of a lone rank");
+    FT_CHECK_EQ_U64(r.rc, FT_ETIMEDOUT);
+    FT_CHECK(strstr(r.err, "never reached it") != NULL);
+    FT_CHECK(dt >= 0.3 + stalled_s);
+    ft_library_close(lib);
     local_close(&l);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
 }
