@@ -178,6 +178,17 @@ typedef struct ft_ark_tuning {
 ft_ark_tuning ft_ark_tuning_get(void);
 void ft_ark_tuning_set(const ft_ark_tuning *t);
 
+/* ft_ark_prof_take: the one-launch step's phase marks (FT_GK_PROFILE
+ * builds: CTA 0's clock64 between marks, summed over launches since the
+ * last take), copied into out and cleared: out[0..7] the cycles of its
+ * ranges, anchor, expansion, barrier, histogram cut, refinement, keep (or
+ * the radix passes) and rank stages, out[8] the launches, out[9] the
+ * refinement's barriers, out[10] / out[11] the launches that kept the
+ * cut's keys / ran the radix passes; *khz the SM clock.  Returns 0; -1
+ * in other builds (out cleared). */
+#define FT_ARK_PROF_N 12
+int ft_ark_prof_take(uint64_t out[FT_ARK_PROF_N], int *khz);
+
 /* ft_ark_init sets the kernels' attributes (shared memory) and returns in
  * *sel_ctas the CTAs per list the grid selection may use (all of its CTAs
  * resident at once: they meet at grid barriers), in *fused_ctas those of

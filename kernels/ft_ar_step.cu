@@ -36,6 +36,7 @@
  */
 #include <cuda_runtime.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cooperative_groups.h>
 #include <cub/block/block_reduce.cuh>
@@ -46,6 +47,34 @@
 #include "ft_ar_kernels.h"
 #include "ft_ar_nav.cuh"
 #include "ft_ctab.cuh"
+
+/* The one-launch step's phase marks (ft_ark_prof_take; FT_GK_PROFILE
+ * builds, empty otherwise): CTA 0's thread 0 adds the clock64 cycles since
+ * its last mark into slot i (ARK_PM), or a count (ARK_PC). */
+#ifdef FT_GK_PROFILE
+__device__ unsigned long long g_ark_prof[FT_ARK_PROF_N];
+#define ARK_PM_DECL                                                        \
+    long long ark_pm_last =                                                \
+        blockIdx.x == 0 && threadIdx.x == 0 ? clock64() : 0;
+#define ARK_PM(i)                                                          \
+    do {                                                                   \
+        if (blockIdx.x == 0 && threadIdx.x == 0) {                         \
+            long long ark_pm_now = clock64();                              \
+            atomicAdd(&g_ark_prof[i],                                      \
+                      (unsigned long long)(ark_pm_now - ark_pm_last));     \
+            ark_pm_last = ark_pm_now;                                      \
+        }                                                                  \
+    } while (0)
+#define ARK_PC(i, v)                                                       \
+    do {                                                                   \
+        if (blockIdx.x == 0 && threadIdx.x == 0)                           \
+            atomicAdd(&g_ark_prof[i], (unsigned long long)(v));            \
+    } while (0)
+#else
+#define ARK_PM_DECL
+#define ARK_PM(i) ((void)0)
+#define ARK_PC(i, v) ((void)0)
+#endif
 
 #define ARK_EXP_THREADS 256
 #define ARK_SEL_THREADS 1024
@@ -1603,6 +1632,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     typedef cub::BlockScan<unsigned long long, NT> Scan;
     __shared__ typename Scan::TempStorage ts;
     extern __shared__ uint64_t fsm[];
+    ARK_PM_DECL
     uint32_t tid = threadIdx.x, G = gridDim.x, cap = p.cap_beam;
     ft_child_range *rng = (ft_child_range *)fsm;
     unsigned long long *off = (unsigned long long *)(rng + cap);
@@ -1618,6 +1648,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
      * histogram, cleared (ark_pre_anchor's barrier orders it before its
      * use), from the anchor pmax (ark_pre_anchor) */
     const bool full = p.norm == FT_ARR_NORM_FULL;
+    ARK_PM(0);
     const bool pre_on = PRE && total > ARK_FUSED_DIRECT;
     float pmax = 0.0f;
     if (pre_on) {
@@ -1634,6 +1665,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
      * entries of each list take their slots by one atomic (thousands of
      * warps' atomics on one counter queue at the L2 on the early steps),
      * else by one atomic a warp (ark_push) */
+    ARK_PM(1);
     __shared__ uint32_t sh_base[2];
     for (uint64_t b0 = (uint64_t)blockIdx.x * NT; b0 < total;
          b0 += (uint64_t)G * NT) {
@@ -1702,10 +1734,12 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
 
     /* 3. one grid barrier (every CTA is resident: ft_ark_init), then the
      * two selections */
+    ARK_PM(2);
     ark_fused_barrier(&p.counts[2], split ? 2 : 1);
     __shared__ uint32_t ncnt[2];
     ark_fused_read(p.counts, ncnt);
     uint32_t n0 = ncnt[0], n1 = ncnt[1];
+    ARK_PM(3);
     uint32_t half = G / 2;
     int which = blockIdx.x < half ? 0 : 1;
     uint32_t cta = which ? blockIdx.x - half : blockIdx.x;
@@ -1723,7 +1757,10 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         dc.nbar = 0;
         if (which == 0 && pre_on && take > 0 && n > ARK_FUSED_DIRECT) {
             ark_pre_cut<NT>(p.surv[0].pre, take, (uint32_t)n, &dc, ts);
+            ARK_PM(4);
             ark_pre_refine(p, (uint32_t)n, pmax, cta, ctas, &dc);
+            ARK_PM(5);
+            ARK_PC(9, dc.nbar);
         }
         uint32_t cnt = dc.before + dc.bucket;
         if (take == 0 || n <= ARK_FUSED_DIRECT) {
@@ -1731,6 +1768,8 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
                            ctas, fsm);
         } else if (cnt <= ARK_FUSED_DIRECT) {
             ark_pre_keep(p, (uint32_t)n, pmax, cta, ctas, &dc);
+            ARK_PM(6);
+            ARK_PC(10, 1);
             ft_ark_surv *S = &p.surv[0];
             ark_rank_write(p, 0, S->k1, S->k2, S->idx, cnt, take, cta, ctas,
                            fsm);
@@ -1738,10 +1777,14 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
             __syncthreads();
             uint32_t nsel =
                 ark_radix_cut(p, which, n, take, cta, ctas, dc.nbar);
+            ARK_PM(6);
+            ARK_PC(11, 1);
             ft_ark_surv *S = &p.surv[which];
             ark_rank_write(p, which, S->k1, S->k2, S->idx, nsel, take, cta,
                            ctas, fsm);
         }
+        ARK_PM(7);
+        ARK_PC(8, 1);
     }
 
     /* 4. after the histogram cut or the radix passes, the last CTA out
@@ -1925,6 +1968,25 @@ extern "C" ft_ark_tuning ft_ark_tuning_get(void)
 extern "C" void ft_ark_tuning_set(const ft_ark_tuning *t)
 {
     g_tuning = *t;
+}
+
+extern "C" int ft_ark_prof_take(uint64_t out[FT_ARK_PROF_N], int *khz)
+{
+    memset(out, 0, FT_ARK_PROF_N * sizeof *out);
+    *khz = 0;
+#ifdef FT_GK_PROFILE
+    static const unsigned long long zero[FT_ARK_PROF_N] = {0};
+    int dev = 0;
+    if (cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpyFromSymbol(out, g_ark_prof, sizeof zero) != cudaSuccess ||
+        cudaMemcpyToSymbol(g_ark_prof, zero, sizeof zero) != cudaSuccess ||
+        cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(khz, cudaDevAttrClockRate, dev) != cudaSuccess)
+        return -1;
+    return 0;
+#else
+    return -1;
+#endif
 }
 
 /* The one-launch kernels' instances: CTAs of 512 or 1,024 threads (one

@@ -155,6 +155,24 @@ static void walk_ids(const ft_index *idx, int64_t *ids, uint32_t rows)
     }
 }
 
+/* print_prof prints the one-launch step's phase marks (FT_GK_PROFILE
+ * builds: ft_ark_prof_take), CTA 0's microseconds a launch. */
+static void print_prof(const uint64_t *pm, int khz)
+{
+    static const char *name[8] = {"ranges", "anchor", "expand", "barrier",
+                                  "cut", "refine", "keep|radix", "rank"};
+    double n = (double)pm[8], sum = 0;
+    printf("    phases (CTA 0, us a launch, %.0f MHz):", khz / 1e3);
+    for (int i = 0; i < 8; i++) {
+        double us = (double)pm[i] / n / (khz * 1e3) * 1e6;
+        sum += us;
+        printf(" %s %.2f", name[i], us);
+    }
+    printf("; sum %.2f; refine barriers %.2f, cut kept %.2f, radix %.2f a "
+           "launch\n", sum, (double)pm[9] / n, (double)pm[10] / n,
+           (double)pm[11] / n);
+}
+
 int main(int argc, char **argv)
 {
     const char *index = NULL, *engine = "gpu";
@@ -373,6 +391,9 @@ int main(int argc, char **argv)
             }
             for (int i = 0; i < 5; i++)
                 cudaGraphLaunch(ge, st);
+            uint64_t pm[FT_ARK_PROF_N];
+            int khz;
+            ft_ark_prof_take(pm, &khz); /* from the timed launches only */
             cudaEventRecord(e0, st);
             for (uint32_t i = 0; i < iters; i++)
                 cudaGraphLaunch(ge, st);
@@ -381,6 +402,8 @@ int main(int argc, char **argv)
             float ms = 0;
             cudaEventElapsedTime(&ms, e0, e1);
             printf("  %-38s graph  %9.2f us/step\n", F->name, ms * 1e3 / iters);
+            if (ft_ark_prof_take(pm, &khz) == 0 && pm[8] > 0 && khz > 0)
+                print_prof(pm, khz);
             cudaGraphExecDestroy(ge);
             cudaGraphDestroy(g);
         }
