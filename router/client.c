@@ -497,7 +497,7 @@ void ft_client_close(ft_client *c)
 {
     if (c == NULL)
         return;
-    fti_nng_close_within(c->sock, FTI_NNG_CLOSE_WAIT_MS, client_free, c);
+    fti_nng_close_within(c->sock, client_free, c);
 }
 
 static int nng_err(int rv, const ft_client *c, const char *what,

@@ -83,8 +83,7 @@ static closer *closer_new(nng_socket s, void (*done)(void *), void *arg,
     return k;
 }
 
-int fti_nng_close_within(nng_socket s, int wait_ms, void (*done)(void *),
-                         void *arg)
+int fti_nng_close_within(nng_socket s, void (*done)(void *), void *arg)
 {
     pthread_t th;
     closer *k = closer_new(s, done, arg, &th);
@@ -94,9 +93,9 @@ int fti_nng_close_within(nng_socket s, int wait_ms, void (*done)(void *),
             done(arg);
         return 1;
     }
-    if (__atomic_load_n(&g_stalled, __ATOMIC_RELAXED) &&
-        wait_ms > FTI_NNG_CLOSE_STALLED_MS)
-        wait_ms = FTI_NNG_CLOSE_STALLED_MS;
+    int wait_ms = __atomic_load_n(&g_stalled, __ATOMIC_RELAXED)
+                      ? FTI_NNG_CLOSE_STALLED_MS
+                      : FTI_NNG_CLOSE_WAIT_MS;
     struct timespec until = fti_abs_after((int64_t)wait_ms * 1000000);
     pthread_mutex_lock(&k->mu);
     while (!k->closed &&

@@ -25,9 +25,10 @@
 #define FTI_NNG_CLOSE_STALLED_MS 50
 
 /* fti_nng_close_within runs nng_close(s) on a thread of its own and waits
- * up to wait_ms for it (at most FTI_NNG_CLOSE_STALLED_MS once a close
- * of the process has been given up).  Returns 1 when it returned in time: done(arg)
- * has then run, on the caller's thread, before this returns.  Returns 0
+ * up to FTI_NNG_CLOSE_WAIT_MS for it (FTI_NNG_CLOSE_STALLED_MS once a
+ * close of the process has been given up).  Returns 1 when it returned
+ * in time: done(arg) has then run, on the caller's thread, before this
+ * returns.  Returns 0
  * when it did not: the close goes on in the background, and done(arg)
  * runs on its thread if nng_close ever returns (never, while nng's reaper
  * is stalled).  done frees what the socket's callbacks (pipe
@@ -37,7 +38,6 @@
  * close is nng's own, unbounded, and returns 1.  Saying that a close was
  * given up is the caller's: the client library stays silent, the tools
  * and the cluster say so once. */
-int fti_nng_close_within(nng_socket s, int wait_ms, void (*done)(void *),
-                         void *arg);
+int fti_nng_close_within(nng_socket s, void (*done)(void *), void *arg);
 
 #endif /* FTI_CLOSE_WITHIN_H */

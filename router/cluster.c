@@ -1113,7 +1113,7 @@ void ft_cluster_close(ft_cluster *c)
     uint32_t rank = c->rank;
     char url[sizeof c->url];
     memcpy(url, c->url, sizeof url);
-    if (!fti_nng_close_within(c->sock, FTI_NNG_CLOSE_WAIT_MS, cluster_free, c))
+    if (!fti_nng_close_within(c->sock, cluster_free, c))
         FT_LOGF(FT_LOG_WARN, "cluster: rank %u: the socket of %s is not "
                 "closed in time (close given up): nng 1.5.2's teardown "
                 "thread (its reaper) is stalled in this process; left to "

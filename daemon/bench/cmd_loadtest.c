@@ -464,10 +464,11 @@ int cmd_loadtest(int argc, char **argv)
         free(w->lat_all.us);
         /* One after the other, as before: each close waits
          * FTI_NNG_CLOSE_WAIT_MS at most, and once one was given up
-         * FTI_NNG_CLOSE_STALLED_MS (close_within.h).  (Every worker closing its own at the end of its
-         * run, all at once, was tried: in interleaved runs under load
-         * daemon_fault_load_hostile_test met the server's ipc wedge 13
-         * times in 100 against 6 in 100; not proven, not kept.) */
+         * FTI_NNG_CLOSE_STALLED_MS (close_within.h).  (Every worker
+         * closing its own at the end of its run, all at once, was tried:
+         * in interleaved runs under load daemon_fault_load_hostile_test
+         * met the server's ipc wedge 13 times in 100 against 6 in 100;
+         * not proven, not kept.) */
         ft_client_close(w->cl);
         lt_raw_close(w);
         raw_unclosed += w->raw_unclosed;

@@ -148,8 +148,7 @@ void lt_raw_close(worker *w)
     w->raw_open = 0;
     w->tls = NULL;
     /* The dialer's TLS configuration is freed once nng is done with it. */
-    if (!fti_nng_close_within(w->raw, FTI_NNG_CLOSE_WAIT_MS,
-                              tls ? tls_free : NULL, tls))
+    if (!fti_nng_close_within(w->raw, tls ? tls_free : NULL, tls))
         w->raw_unclosed++;
 }
 

@@ -2196,8 +2196,7 @@ static void count_done(void *arg) { atomic_fetch_add((atomic_int *)arg, 1); }
 static void bounded_fn(void *arg)
 {
     bounded *b = arg;
-    b->rc = fti_nng_close_within(b->s, FTI_NNG_CLOSE_WAIT_MS, count_done,
-                                 b->done);
+    b->rc = fti_nng_close_within(b->s, count_done, b->done);
 }
 
 /* bounded_close dials url on a new REQ socket (connected before it
