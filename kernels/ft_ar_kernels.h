@@ -157,9 +157,9 @@ size_t ft_ark_step_smem(void);
  * the launches; ctas (>= 2, below the grid's) runs fewer CTAs; split and
  * mask_split: the live beams above which the ranges are shared out;
  * threads and mask_threads (512 or 1024; fewer than the session's beams
- * means 1024): the CTAs' size for the step and the mask; pre: how the
- * next beams of a long list are cut (ft_ar_step.cu, "The histogram cut"):
- * 0 (the default) or 1 the histogram cut, 2 the radix passes alone. */
+ * means 1024): the CTAs' size for the step and the mask; nopre 1 cuts the
+ * next beams of a long list by the radix passes alone, without the
+ * histogram cut (ft_ar_step.cu, "The histogram cut"). */
 typedef struct ft_ark_tuning {
     int fused;             /* default 1 */
     uint32_t ctas;         /* default 0: one per SM */
@@ -169,7 +169,7 @@ typedef struct ft_ark_tuning {
     uint32_t mask_threads; /* default 0: 1024 */
     uint32_t fl_minb;      /* default 0: the whole-row kernel's registers
                               bound to 7 CTAs an SM; 1 unbounded, 5, 6, 8 */
-    uint32_t pre;          /* default 0: the histogram cut */
+    uint32_t nopre;        /* default 0: the histogram cut */
 } ft_ark_tuning;
 
 /* ft_ark_tuning_get returns the knobs in force (the defaults until

@@ -1462,7 +1462,7 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
  * direct case does: two grid barriers in all when the 12 bits suffice.
  * Ties in the distance key past its last digit, or a histogram that does
  * not add up to the list, leave the full key's radix passes.
- * It is ark_fused's PRE instance, the default (ft_ark_tuning's pre 2
+ * It is ark_fused's PRE instance, the default (ft_ark_tuning's nopre
  * launches the other, the radix passes alone, for measurements); on a
  * step with few work items it costs nothing: the expansion's slots are
  * taken by one atomic a warp, as without it.  Bins are
@@ -2031,6 +2031,18 @@ static cudaError_t ark_fused_attr(size_t fsm, long *fc)
     return e;
 }
 
+/* ark_fused_launch launches the one-launch step's instance of NT threads,
+ * with the histogram cut (pre) or the radix passes alone. */
+template <uint32_t NT>
+static void ark_fused_launch(const ft_ark_params &q, bool pre, size_t sm,
+                             cudaStream_t st)
+{
+    if (pre)
+        ark_fused<NT, true><<<q.fused_ctas, NT, sm, st>>>(q);
+    else
+        ark_fused<NT, false><<<q.fused_ctas, NT, sm, st>>>(q);
+}
+
 extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
                            uint32_t *fused_ctas, uint32_t *split,
                            uint32_t *mask_split)
@@ -2154,17 +2166,12 @@ extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
         ft_ark_params q = *p;
         q.counts = p->fcounts;
         q.heads = p->fheads;
-        bool pre = g_tuning.pre != 2;
+        bool pre = !g_tuning.nopre;
         size_t sm = ark_fused_smem(p->cap_beam) + ark_pre_smem(pre);
-        uint32_t nt = ark_fused_nt(p->cap_beam, 0);
-        if (nt == 512 && pre)
-            ark_fused<512, true><<<p->fused_ctas, 512, sm, st>>>(q);
-        else if (nt == 512)
-            ark_fused<512, false><<<p->fused_ctas, 512, sm, st>>>(q);
-        else if (pre)
-            ark_fused<1024, true><<<p->fused_ctas, 1024, sm, st>>>(q);
+        if (ark_fused_nt(p->cap_beam, 0) == 512)
+            ark_fused_launch<512>(q, pre, sm, st);
         else
-            ark_fused<1024, false><<<p->fused_ctas, 1024, sm, st>>>(q);
+            ark_fused_launch<1024>(q, pre, sm, st);
         return (int)cudaGetLastError();
     }
     /* ark_ranges clears the counters and the selection's heads */

@@ -60,7 +60,7 @@ static void tune_from_env(void)
     if ((v = getenv("FT_AR_FL_MINB")) != NULL)
         t.fl_minb = (uint32_t)strtoul(v, NULL, 10);
     if ((v = getenv("FT_AR_PRE")) != NULL)
-        t.pre = v[0] == '0' ? 2 : 0;
+        t.nopre = v[0] == '0';
     ft_ark_tuning_set(&t);
 }
 #endif

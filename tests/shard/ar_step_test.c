@@ -1858,12 +1858,12 @@ int main(int argc, char **argv)
                     cases++;
                 }
     }
-    /* the long lists' next beams by the radix passes alone (pre 2) and by
-     * the histogram cut (pre 1, the default's): 300 and 700 beams, ties
-     * (coarse: the cut's fallback to the radix passes) and not */
-    for (uint32_t pre = 1; pre <= 2; pre++) {
+    /* the long lists' next beams by the histogram cut (the default) and by
+     * the radix passes alone (nopre): 300 and 700 beams, ties (coarse: the
+     * cut's fallback to the radix passes) and not */
+    for (uint32_t nopre = 0; nopre <= 1; nopre++) {
         ft_ark_tuning t = t0;
-        t.pre = pre;
+        t.nopre = nopre;
         ft_ark_tuning_set(&t);
         g_dense_w = V;
         for (int fi = 0; fi < 3; fi++)
