@@ -43,7 +43,8 @@
  *               exactly meanwhile; fti_nng_close_within on plain sockets
  *               (closed in time, done run before it returns; given up
  *               after the stall, done not run) and a cluster rank whose
- *               coordinator never comes (its open fails in join_ms + 1 s)
+ *               coordinator never comes (its open fails in join_ms +
+ *               FTI_NNG_CLOSE_STALLED_MS)
  *   gone        clients that hang up while their requests are in the
  *               engine (held there by the delay hook), alone and in
  *               batches, inline and queued: the server answers into
@@ -2315,11 +2316,11 @@ static int stall_reaper(const char *url, ft_client *live)
  * idle_timeout_ms (3 s: it redialed at once), one just answered and one
  * opened after the stall all close within FTI_NNG_CLOSE_WAIT_MS
  * (router/close_within.h; the first in that, the later ones, the stall
- * known, in FTI_NNG_CLOSE_STALLED_MS); calls on a live handle are answered exactly
- * throughout, and a new handle connects and is answered (connecting
- * needs no teardown).  The helper under it, fti_nng_close_within, on
- * plain sockets: in time before the stall (done run before it returns),
- * given up after it (done never run).  A cluster rank whose coordinator
+ * known, in FTI_NNG_CLOSE_STALLED_MS); calls on a live handle are
+ * answered exactly throughout, and a new handle connects and is
+ * answered (connecting needs no teardown).  The helper under it,
+ * fti_nng_close_within, on plain sockets: in time before the stall (done
+ * run before it returns), given up after it (done never run).  A cluster rank whose coordinator
  * never comes closes its socket on the way out of ft_cluster_open: that
  * returns FT_ETIMEDOUT in join_ms + FTI_NNG_CLOSE_STALLED_MS (before the
  * bound it never returned). */
