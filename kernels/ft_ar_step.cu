@@ -1250,18 +1250,22 @@ static_assert(FT_ARK_FUSED_MAX <= ARK_DIRECT, "radix survivors fit the rank stag
 
 __host__ __device__ constexpr size_t ark_fused_smem(uint32_t cap)
 {
-    /* phase 1: ranges, offsets, child-driven flags; phase 3: staged keys */
-    return ((size_t)cap * (sizeof(ft_child_range) + 4) + ((size_t)cap + 1) * 8) >
+    /* phase 1: ranges, offsets, child-driven flags; phase 3: staged keys;
+     * a multiple of 16 bytes (ark_pre_smem's arrays follow) */
+    return ((size_t)cap * (sizeof(ft_child_range) + 4) + ((size_t)cap + 1) * 8 +
+            15) / 16 * 16 >
                    (size_t)ARK_FUSED_DIRECT * 16
-               ? (size_t)cap * (sizeof(ft_child_range) + 4) + ((size_t)cap + 1) * 8
+               ? ((size_t)cap * (sizeof(ft_child_range) + 4) +
+                  ((size_t)cap + 1) * 8 + 15) / 16 * 16
                : (size_t)ARK_FUSED_DIRECT * 16;
 }
 
 /* ark_pre_smem: the one-launch step's shared memory for the histogram cut
- * (ark_fused with PRE), past ark_fused_smem's */
-__host__ __device__ constexpr size_t ark_pre_smem(bool pre)
+ * (ark_fused with PRE, nt threads), past ark_fused_smem's: the bins, then
+ * 32 bytes a thread for the next beam it holds across the barrier */
+__host__ __device__ constexpr size_t ark_pre_smem(bool pre, uint32_t nt)
 {
-    return pre ? (size_t)FT_ARK_PRE_BINS * 4 : 0;
+    return pre ? (size_t)FT_ARK_PRE_BINS * 4 + (size_t)nt * 32 : 0;
 }
 
 /* ark_rank_write: this CTA's share of a list's n keys (k1, k2; place in
@@ -1331,21 +1335,35 @@ __device__ __forceinline__ void ark_beam_range(const ft_ark_params &p,
     }
 }
 
-/* ark_fused_barrier: the launch's grid barriers (all of its CTAs are
- * resident: ft_ark_init): the b-th waits for b arrivals of every CTA; bar
- * keeps counting until ark_fused_read clears it. */
-__device__ __forceinline__ void ark_fused_barrier(uint32_t *bar, uint32_t b)
+/* ark_arrive counts the calling CTA in at bar, its writes before it;
+ * ark_wait waits for target arrivals (all of the launch's CTAs are
+ * resident: ft_ark_init). */
+__device__ __forceinline__ void ark_arrive(uint32_t *bar)
 {
     __syncthreads();
     if (threadIdx.x == 0) {
         __threadfence();
         atomicAdd(bar, 1u);
-        uint32_t target = b * gridDim.x;
+    }
+}
+
+__device__ __forceinline__ void ark_wait(uint32_t *bar, uint32_t target)
+{
+    if (threadIdx.x == 0) {
         while (*(volatile uint32_t *)bar < target)
             __nanosleep(20);
         __threadfence();
     }
     __syncthreads();
+}
+
+/* ark_fused_barrier: the launch's grid barriers: the b-th waits for b
+ * arrivals of every CTA; bar keeps counting until ark_fused_read clears
+ * it. */
+__device__ __forceinline__ void ark_fused_barrier(uint32_t *bar, uint32_t b)
+{
+    ark_arrive(bar);
+    ark_wait(bar, b * gridDim.x);
 }
 
 /* ark_fused_ranges: every live beam's child range and work items in this
@@ -1460,6 +1478,13 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
  * most three).  Then the CTAs keep the keys up to the prefix
  * (ark_pre_keep: their keys and places), meet, and rank them as the
  * direct case does: two grid barriers in all when the 12 bits suffice.
+ * When the grid has a thread for every item and the items are the beams'
+ * children (hold, ark_fused), the expansion writes no next beam: each
+ * thread keeps its own in shared memory, every CTA reads the cut after
+ * the barrier, and only the beams within it are written, to the list's
+ * first places, which the rank stage reads as it reads a short list: no
+ * pass over the whole list and no compaction of the survivors' keys and
+ * places (the grid's second barrier remains).
  * Ties in the distance key past its last digit, or a histogram that does
  * not add up to the list, leave the full key's radix passes.
  * It is ark_fused's PRE instance, the default (ft_ark_tuning's nopre
@@ -1646,16 +1671,35 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     uint64_t total = ark_fused_ranges<NT>(p, 0, rng, off, cdv, m, split, ts);
     /* more work items than the rank stage takes: the next beams'
      * histogram, cleared (ark_pre_anchor's barrier orders it before its
-     * use), from the anchor pmax (ark_pre_anchor) */
+     * use), from the anchor pmax (ark_pre_anchor).  When every thread of
+     * the grid has at most one item (hold), a thread keeps its next beam
+     * in shared memory across the barrier and writes it only once the cut
+     * is known (3. below).  Only for rows whose items are the beams'
+     * children (dense rows, no vocabulary): nearly every item is a next
+     * beam, so the cut is taken anyway; on rows of entries (sparse rows,
+     * a vocabulary) most items are no child, the next beams few, and the
+     * list is ranked whole after the one barrier, which holding them
+     * would cost a second */
     const bool full = p.norm == FT_ARR_NORM_FULL;
     ARK_PM(0);
     const bool pre_on = PRE && total > ARK_FUSED_DIRECT;
+    const bool hold = pre_on && p.form == FT_ARR_DENSE && p.vocab == NULL &&
+                      total <= (uint64_t)G * NT;
     float pmax = 0.0f;
     if (pre_on) {
         for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT)
             ph[k] = 0;
         pmax = ark_pre_anchor<NT>(p, m, full);
     }
+    /* the held next beams, a thread's in its column of shared memory past
+     * the histogram (ark_pre_smem): its slot (UINT32_MAX: none), key tail,
+     * node, sigma, token and length */
+    uint32_t *h_slot = ph + FT_ARK_PRE_BINS;
+    uint64_t *h_k2 = (uint64_t *)(h_slot + NT), *h_u = h_k2 + NT;
+    float *h_sig = (float *)(h_u + NT);
+    uint32_t *h_tok = (uint32_t *)(h_sig + NT), *h_len = h_tok + NT;
+    if (hold)
+        h_slot[tid] = UINT32_MAX;
 
     /* 2. the work items over the grid (ark_flat, mode 0; a whole-row
      * normalisation's lse written by ark_fl_kernel, launched before: a
@@ -1714,9 +1758,17 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
             sh_base[1] = a1 ? atomicAdd(&p.counts[1], a1) : 0;
         }
         __syncthreads();
-        if (c.beam)
+        if (c.beam && hold) {
+            h_slot[tid] = sh_base[0] + (uint32_t)ex;
+            h_k2[tid] = c.k2;
+            h_u[tid] = c.u;
+            h_sig[tid] = c.sig;
+            h_tok[tid] = c.tok;
+            h_len[tid] = c.len;
+        } else if (c.beam) {
             ark_put(p, 0, sh_base[0] + (uint32_t)ex, ft_sigma_key(c.sig), c.k2,
                     c.u, 0.0, c.sig, c.tok, c.len);
+        }
         if (c.done)
             ark_put(p, 1, sh_base[1] + (uint32_t)(ex >> 32),
                     ft_score_key(c.score), c.k2, c.u, c.score, c.sig, c.tok,
@@ -1740,10 +1792,40 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     ark_fused_read(p.counts, ncnt);
     uint32_t n0 = ncnt[0], n1 = ncnt[1];
     ARK_PM(3);
+    ark_dcut dc, hdc;
+    dc.before = 0;
+    dc.bucket = ARK_FUSED_DIRECT + 1;
+    dc.nbar = 0;
+    /* the held next beams: every CTA finds the cut (hdc); when it leaves
+     * at most ARK_FUSED_DIRECT keys (the common case), the threads whose
+     * beams are within it write them to the list's first places (their
+     * count is the histogram's, exact), else every held beam to its slot
+     * (the list as without hold, for the refinement or the radix passes);
+     * the grid meets (the completed keys' CTAs only arrive) */
+    bool compact = false;
+    if (hold) {
+        uint32_t n = (uint32_t)min((uint64_t)n0, p.lists[0].cap);
+        ark_pre_cut<NT>(p.surv[0].pre, n < p.beam ? n : p.beam, n, &hdc, ts);
+        compact = hdc.before + hdc.bucket <= ARK_FUSED_DIRECT;
+        ARK_PM(4);
+        uint32_t sl = h_slot[tid];
+        float sig = h_sig[tid];
+        if (sl != UINT32_MAX &&
+            (!compact || (ark_dkey(sig, pmax) & hdc.msk) <= hdc.pre))
+            ark_put(p, 0, compact ? ark_warp_slot(&p.heads[0].nsurv) : sl,
+                    ft_sigma_key(sig), h_k2[tid], h_u[tid], 0.0, sig,
+                    h_tok[tid], h_len[tid]);
+        ark_arrive(&p.counts[5]);
+    }
     uint32_t half = G / 2;
     int which = blockIdx.x < half ? 0 : 1;
     uint32_t cta = which ? blockIdx.x - half : blockIdx.x;
     uint32_t ctas = which ? G - half : half;
+    if (hold && which == 0) {
+        ark_wait(&p.counts[5], G);
+        dc = hdc; /* the next beams' cut: their CTAs' */
+        ARK_PM(6);
+    }
     if (which == 0 || p.h_count != NULL) {
         const ft_ark_list &L = p.lists[which];
         uint32_t want = which ? p.results : p.beam;
@@ -1751,19 +1833,20 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         if (n > L.cap)
             n = L.cap;
         uint32_t take = n < want ? (uint32_t)n : want;
-        ark_dcut dc;
-        dc.before = 0;
-        dc.bucket = ARK_FUSED_DIRECT + 1;
-        dc.nbar = 0;
-        if (which == 0 && pre_on && take > 0 && n > ARK_FUSED_DIRECT) {
-            ark_pre_cut<NT>(p.surv[0].pre, take, (uint32_t)n, &dc, ts);
+        if (which == 0 && pre_on && !compact && take > 0 &&
+            n > ARK_FUSED_DIRECT) {
+            if (!hold)
+                ark_pre_cut<NT>(p.surv[0].pre, take, (uint32_t)n, &dc, ts);
             ARK_PM(4);
             ark_pre_refine(p, (uint32_t)n, pmax, cta, ctas, &dc);
             ARK_PM(5);
             ARK_PC(9, dc.nbar);
         }
         uint32_t cnt = dc.before + dc.bucket;
-        if (take == 0 || n <= ARK_FUSED_DIRECT) {
+        if (which == 0 && compact) {
+            ARK_PC(10, 1);
+            ark_rank_write(p, 0, L.k1, L.k2, NULL, cnt, take, cta, ctas, fsm);
+        } else if (take == 0 || n <= ARK_FUSED_DIRECT) {
             ark_rank_write(p, which, L.k1, L.k2, NULL, (uint32_t)n, take, cta,
                            ctas, fsm);
         } else if (cnt <= ARK_FUSED_DIRECT) {
@@ -1803,8 +1886,10 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         for (uint32_t k = tid; k < FT_ARK_PRE_BINS / 4; k += NT)
             g[k] = z;
     }
-    if (tid == 0)
+    if (tid == 0) {
         p.counts[4] = 0;
+        p.counts[5] = 0;
+    }
 }
 
 /* ark_mask_fused: the mask form in one launch of the same grid: every CTA
@@ -2008,7 +2093,7 @@ static cudaError_t ark_fused_attr(size_t fsm, long *fc)
     int focc = 0, mocc = 0, rocc = 0;
     cudaError_t e = cudaFuncSetAttribute(
         ark_fused<NT, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        (int)(fsm + ark_pre_smem(true)));
+        (int)(fsm + ark_pre_smem(true, NT)));
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(ark_fused<NT, false>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -2019,7 +2104,7 @@ static cudaError_t ark_fused_attr(size_t fsm, long *fc)
                                  (int)fsm);
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &focc, ark_fused<NT, true>, NT, fsm + ark_pre_smem(true));
+            &focc, ark_fused<NT, true>, NT, fsm + ark_pre_smem(true, NT));
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &rocc, ark_fused<NT, false>, NT, fsm);
@@ -2167,8 +2252,9 @@ extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
         q.counts = p->fcounts;
         q.heads = p->fheads;
         bool pre = !g_tuning.nopre;
-        size_t sm = ark_fused_smem(p->cap_beam) + ark_pre_smem(pre);
-        if (ark_fused_nt(p->cap_beam, 0) == 512)
+        uint32_t nt = ark_fused_nt(p->cap_beam, 0);
+        size_t sm = ark_fused_smem(p->cap_beam) + ark_pre_smem(pre, nt);
+        if (nt == 512)
             ark_fused_launch<512>(q, pre, sm, st);
         else
             ark_fused_launch<1024>(q, pre, sm, st);

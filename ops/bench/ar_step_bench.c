@@ -18,7 +18,10 @@
  * wait ("stream" rows: launch costs included); with CUDA they are also
  * captured once into a CUDA graph, replayed iters times and timed by
  * events ("graph" rows), and the graph's next beams are checked equal to
- * the stream's.  Prints one line per form: microseconds per step.
+ * the stream's; the fused step on dense and on sparse rows is also
+ * captured GRAPH_STEPS times into one graph ("graph16" rows: a step's time
+ * inside a longer graph, such as a decoder's, without a graph launch of
+ * its own).  Prints one line per form: microseconds per step.
  */
 #include <math.h>
 #include <stdio.h>
@@ -109,6 +112,7 @@ typedef struct form {
 } form;
 
 #define WALK_LEN 4u
+#define GRAPH_STEPS 16
 
 static void run_form(ft_ar *ar, form *F, ft_ar_beams *cur, ft_ar_beams *out,
                      ft_ar_hits *hits, uint32_t V, void *d_mask, void *d_te,
@@ -406,6 +410,37 @@ int main(int argc, char **argv)
                 print_prof(pm, khz);
             cudaGraphExecDestroy(ge);
             cudaGraphDestroy(g);
+            if (f == 0 || f == 5) {
+                /* the same step GRAPH_STEPS times in one graph: a step's
+                 * time inside a longer graph (a decoder's), without one
+                 * graph launch a step */
+                if (cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) !=
+                    cudaSuccess)
+                    return 1;
+                for (int k = 0; k < GRAPH_STEPS; k++)
+                    run_form(ar, F, cur, out, &hits, V, d_mask, d_te, d_tt,
+                             d_tl, st);
+                if (cudaStreamEndCapture(st, &g) != cudaSuccess ||
+                    cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+                    fprintf(stderr, "ar_step_bench: graph capture failed: %s\n",
+                            cudaGetErrorString(cudaGetLastError()));
+                    return 1;
+                }
+                for (int i = 0; i < 3; i++)
+                    cudaGraphLaunch(ge, st);
+                uint32_t reps = (iters + GRAPH_STEPS - 1) / GRAPH_STEPS;
+                cudaEventRecord(e0, st);
+                for (uint32_t i = 0; i < reps; i++)
+                    cudaGraphLaunch(ge, st);
+                cudaEventRecord(e1, st);
+                cudaEventSynchronize(e1);
+                cudaEventElapsedTime(&ms, e0, e1);
+                printf("  %-38s graph%-2d %8.2f us/step\n", F->name,
+                       GRAPH_STEPS, ms * 1e3 / (reps * GRAPH_STEPS));
+                ft_ark_prof_take(pm, &khz);
+                cudaGraphExecDestroy(ge);
+                cudaGraphDestroy(g);
+            }
         }
         free(ref);
         free(got);
