@@ -1248,24 +1248,40 @@ static_assert(FT_ARK_FUSED_MAX <= ARK_FUSED_THREADS,
               "one thread per beam in the largest instance");
 static_assert(FT_ARK_FUSED_MAX <= ARK_DIRECT, "radix survivors fit the rank stage");
 
+/* ark_ranges_smem: phase 1's ranges, offsets and child-driven flags, in
+ * a multiple of 16 bytes */
+__host__ __device__ constexpr size_t ark_ranges_smem(uint32_t cap)
+{
+    return ((size_t)cap * (sizeof(ft_child_range) + 4) + ((size_t)cap + 1) * 8 +
+            15) / 16 * 16;
+}
+
 __host__ __device__ constexpr size_t ark_fused_smem(uint32_t cap)
 {
-    /* phase 1: ranges, offsets, child-driven flags; phase 3: staged keys;
-     * a multiple of 16 bytes (ark_pre_smem's arrays follow) */
-    return ((size_t)cap * (sizeof(ft_child_range) + 4) + ((size_t)cap + 1) * 8 +
-            15) / 16 * 16 >
-                   (size_t)ARK_FUSED_DIRECT * 16
-               ? ((size_t)cap * (sizeof(ft_child_range) + 4) +
-                  ((size_t)cap + 1) * 8 + 15) / 16 * 16
+    /* phase 1: the ranges; phase 3: staged keys */
+    return ark_ranges_smem(cap) > (size_t)ARK_FUSED_DIRECT * 16
+               ? ark_ranges_smem(cap)
                : (size_t)ARK_FUSED_DIRECT * 16;
 }
 
-/* ark_pre_smem: the one-launch step's shared memory for the histogram cut
- * (ark_fused with PRE, nt threads), past ark_fused_smem's: the bins, then
- * 32 bytes a thread for the next beam it holds across the barrier */
-__host__ __device__ constexpr size_t ark_pre_smem(bool pre, uint32_t nt)
+/* ark_hold_in: whether the next beams held across the barrier (32 bytes
+ * a thread of nt; ark_fused's hold) fit ark_fused_smem's space past the
+ * ranges, which the staged keys take only after the held beams are read
+ * (cap <= 371 at 512 threads) */
+__host__ __device__ constexpr bool ark_hold_in(uint32_t cap, uint32_t nt)
 {
-    return pre ? (size_t)FT_ARK_PRE_BINS * 4 + (size_t)nt * 32 : 0;
+    return ark_ranges_smem(cap) + (size_t)nt * 32 <= ark_fused_smem(cap);
+}
+
+/* ark_pre_smem: the one-launch step's shared memory for the histogram cut
+ * (ark_fused with PRE, nt threads, cap beams), past ark_fused_smem's: the
+ * bins, then the held next beams unless ark_hold_in */
+__host__ __device__ constexpr size_t ark_pre_smem(bool pre, uint32_t nt,
+                                                  uint32_t cap)
+{
+    return !pre ? 0
+                : (size_t)FT_ARK_PRE_BINS * 4 +
+                      (ark_hold_in(cap, nt) ? 0 : (size_t)nt * 32);
 }
 
 /* ark_rank_write: this CTA's share of a list's n keys (k1, k2; place in
@@ -1480,7 +1496,7 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
  * direct case does: two grid barriers in all when the 12 bits suffice.
  * When the grid has a thread for every item and the items are the beams'
  * children (hold, ark_fused), the expansion writes no next beam: each
- * thread keeps its own in shared memory, every CTA reads the cut after
+ * thread keeps its own in shared memory (ark_hold_in), every CTA reads the cut after
  * the barrier, and only the beams within it are written, to the list's
  * first places, which the rank stage reads as it reads a short list: no
  * pass over the whole list and no compaction of the survivors' keys and
@@ -1692,9 +1708,11 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         pmax = ark_pre_anchor<NT>(p, m, full);
     }
     /* the held next beams, a thread's in its column of shared memory past
-     * the histogram (ark_pre_smem): its slot (UINT32_MAX: none), key tail,
-     * node, sigma, token and length */
-    uint32_t *h_slot = ph + FT_ARK_PRE_BINS;
+     * the ranges or past the histogram (ark_pre_smem): its slot
+     * (UINT32_MAX: none), key tail, node, sigma, token and length */
+    uint32_t *h_slot = ark_hold_in(cap, NT)
+                           ? (uint32_t *)((char *)fsm + ark_ranges_smem(cap))
+                           : ph + FT_ARK_PRE_BINS;
     uint64_t *h_k2 = (uint64_t *)(h_slot + NT), *h_u = h_k2 + NT;
     float *h_sig = (float *)(h_u + NT);
     uint32_t *h_tok = (uint32_t *)(h_sig + NT), *h_len = h_tok + NT;
@@ -2093,7 +2111,7 @@ static cudaError_t ark_fused_attr(size_t fsm, long *fc)
     int focc = 0, mocc = 0, rocc = 0;
     cudaError_t e = cudaFuncSetAttribute(
         ark_fused<NT, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        (int)(fsm + ark_pre_smem(true, NT)));
+        (int)(fsm + ark_pre_smem(true, NT, FT_ARK_FUSED_MAX)));
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(ark_fused<NT, false>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -2104,7 +2122,8 @@ static cudaError_t ark_fused_attr(size_t fsm, long *fc)
                                  (int)fsm);
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &focc, ark_fused<NT, true>, NT, fsm + ark_pre_smem(true, NT));
+            &focc, ark_fused<NT, true>, NT,
+            fsm + ark_pre_smem(true, NT, FT_ARK_FUSED_MAX));
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &rocc, ark_fused<NT, false>, NT, fsm);
@@ -2253,7 +2272,8 @@ extern "C" int ft_ark_step(const ft_ark_params *p, void *stream)
         q.heads = p->fheads;
         bool pre = !g_tuning.nopre;
         uint32_t nt = ark_fused_nt(p->cap_beam, 0);
-        size_t sm = ark_fused_smem(p->cap_beam) + ark_pre_smem(pre, nt);
+        size_t sm = ark_fused_smem(p->cap_beam) +
+                    ark_pre_smem(pre, nt, p->cap_beam);
         if (nt == 512)
             ark_fused_launch<512>(q, pre, sm, st);
         else
