@@ -177,6 +177,51 @@ static void print_prof(const uint64_t *pm, int khz)
            (double)pm[11] / n);
 }
 
+#ifdef FT_BENCH_CUDA
+/* capture_form captures copies of form F's call on st into *ge: 0, or 1
+ * with the reason printed. */
+static int capture_form(ft_ar *ar, form *F, int copies, ft_ar_beams *cur,
+                        ft_ar_beams *out, ft_ar_hits *hits, uint32_t V,
+                        void *d_mask, void *d_te, void *d_tt, void *d_tl,
+                        cudaStream_t st, cudaGraphExec_t *ge)
+{
+    cudaGraph_t g;
+    if (cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) != cudaSuccess)
+        return 1;
+    for (int k = 0; k < copies; k++)
+        run_form(ar, F, cur, out, hits, V, d_mask, d_te, d_tt, d_tl, st);
+    if (cudaStreamEndCapture(st, &g) != cudaSuccess ||
+        cudaGraphInstantiate(ge, g, 0) != cudaSuccess) {
+        fprintf(stderr, "ar_step_bench: graph capture failed: %s\n",
+                cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    cudaGraphDestroy(g); /* the instance does not need it */
+    return 0;
+}
+
+/* time_graph launches ge warm times, clears the phase marks (so that they
+ * count the timed launches only), then times reps launches by events:
+ * milliseconds. */
+static float time_graph(cudaGraphExec_t ge, cudaStream_t st, int warm,
+                        uint32_t reps, cudaEvent_t e0, cudaEvent_t e1)
+{
+    uint64_t pm[FT_ARK_PROF_N];
+    int khz;
+    for (int i = 0; i < warm; i++)
+        cudaGraphLaunch(ge, st);
+    ft_ark_prof_take(pm, &khz);
+    cudaEventRecord(e0, st);
+    for (uint32_t i = 0; i < reps; i++)
+        cudaGraphLaunch(ge, st);
+    cudaEventRecord(e1, st);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    return ms;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     const char *index = NULL, *engine = "gpu";
@@ -357,7 +402,6 @@ int main(int argc, char **argv)
 #ifdef FT_BENCH_CUDA
     if (ft_ar_kind(ar) == FT_ENGINE_GPU) {
         cudaStream_t st;
-        cudaGraph_t g;
         cudaGraphExec_t ge;
         cudaEvent_t e0, e1;
         cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
@@ -366,15 +410,9 @@ int main(int argc, char **argv)
         uint64_t *ref = malloc((size_t)B * 8), *got = malloc((size_t)B * 8);
         for (int f = 0; f < 10; f++) {
             form *F = &forms[f];
-            if (cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) != cudaSuccess)
+            if (capture_form(ar, F, 1, cur, out, &hits, V, d_mask, d_te, d_tt,
+                             d_tl, st, &ge))
                 return 1;
-            run_form(ar, F, cur, out, &hits, V, d_mask, d_te, d_tt, d_tl, st);
-            if (cudaStreamEndCapture(st, &g) != cudaSuccess ||
-                cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
-                fprintf(stderr, "ar_step_bench: graph capture failed: %s\n",
-                        cudaGetErrorString(cudaGetLastError()));
-                return 1;
-            }
             if (F->kind == 0) { /* the graph's answer equals the stream's */
                 uint32_t nref, ngot;
                 CHECK(ft_ar_step(ar, cur, &F->in, out, &hits, NULL));
@@ -393,53 +431,25 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
-            for (int i = 0; i < 5; i++)
-                cudaGraphLaunch(ge, st);
+            float ms = time_graph(ge, st, 5, iters, e0, e1);
+            printf("  %-38s graph  %9.2f us/step\n", F->name, ms * 1e3 / iters);
             uint64_t pm[FT_ARK_PROF_N];
             int khz;
-            ft_ark_prof_take(pm, &khz); /* from the timed launches only */
-            cudaEventRecord(e0, st);
-            for (uint32_t i = 0; i < iters; i++)
-                cudaGraphLaunch(ge, st);
-            cudaEventRecord(e1, st);
-            cudaEventSynchronize(e1);
-            float ms = 0;
-            cudaEventElapsedTime(&ms, e0, e1);
-            printf("  %-38s graph  %9.2f us/step\n", F->name, ms * 1e3 / iters);
             if (ft_ark_prof_take(pm, &khz) == 0 && pm[8] > 0 && khz > 0)
                 print_prof(pm, khz);
             cudaGraphExecDestroy(ge);
-            cudaGraphDestroy(g);
             if (f == 0 || f == 5) {
                 /* the same step GRAPH_STEPS times in one graph: a step's
                  * time inside a longer graph (a decoder's), without one
                  * graph launch a step */
-                if (cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) !=
-                    cudaSuccess)
+                if (capture_form(ar, F, GRAPH_STEPS, cur, out, &hits, V,
+                                 d_mask, d_te, d_tt, d_tl, st, &ge))
                     return 1;
-                for (int k = 0; k < GRAPH_STEPS; k++)
-                    run_form(ar, F, cur, out, &hits, V, d_mask, d_te, d_tt,
-                             d_tl, st);
-                if (cudaStreamEndCapture(st, &g) != cudaSuccess ||
-                    cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
-                    fprintf(stderr, "ar_step_bench: graph capture failed: %s\n",
-                            cudaGetErrorString(cudaGetLastError()));
-                    return 1;
-                }
-                for (int i = 0; i < 3; i++)
-                    cudaGraphLaunch(ge, st);
                 uint32_t reps = (iters + GRAPH_STEPS - 1) / GRAPH_STEPS;
-                cudaEventRecord(e0, st);
-                for (uint32_t i = 0; i < reps; i++)
-                    cudaGraphLaunch(ge, st);
-                cudaEventRecord(e1, st);
-                cudaEventSynchronize(e1);
-                cudaEventElapsedTime(&ms, e0, e1);
+                ms = time_graph(ge, st, 3, reps, e0, e1);
                 printf("  %-38s graph%-2d %8.2f us/step\n", F->name,
                        GRAPH_STEPS, ms * 1e3 / (reps * GRAPH_STEPS));
-                ft_ark_prof_take(pm, &khz);
                 cudaGraphExecDestroy(ge);
-                cudaGraphDestroy(g);
             }
         }
         free(ref);
