@@ -126,6 +126,8 @@ typedef struct ft_ark_params {
      * cleared by the launch's last CTAs for the next one. */
     uint32_t fused_ctas;
     uint32_t fused_split, fused_mask_split; /* ft_ark_init's thresholds */
+    uint32_t fused_pdl;     /* ft_ark_init's: launched with programmatic
+                             * stream serialization */
     uint32_t *fcounts;
     ft_ark_sel_head *fheads;
     /* per beam (cap_beam rows): its child range, normalisation, work items
@@ -160,7 +162,8 @@ size_t ft_ark_step_smem(void);
  * threads and mask_threads (512 or 1024; fewer than the session's beams
  * means 1024): the CTAs' size for the step and the mask; nopre 1 cuts the
  * next beams of a long list by the radix passes alone, without the
- * histogram cut (ft_ar_step.cu, "The histogram cut"). */
+ * histogram cut (ft_ar_step.cu, "The histogram cut"); nopdl 1 launches
+ * the one-launch kernels plainly (ark_pdl_enter). */
 typedef struct ft_ark_tuning {
     int fused;             /* default 1 */
     uint32_t ctas;         /* default 0: one per SM */
@@ -171,6 +174,9 @@ typedef struct ft_ark_tuning {
     uint32_t fl_minb;      /* default 0: the whole-row kernel's registers
                               bound to 7 CTAs an SM; 1 unbounded, 5, 6, 8 */
     uint32_t nopre;        /* default 0: the histogram cut */
+    uint32_t nopdl;        /* default 0: the one-launch kernels launched
+                              with programmatic stream serialization on
+                              compute capability 9.0 and later */
 } ft_ark_tuning;
 
 /* ft_ark_tuning_get returns the knobs in force (the defaults until
@@ -196,10 +202,12 @@ int ft_ark_prof_take(uint64_t out[FT_ARK_PROF_N], int *khz);
  * the one-launch step (0 when it cannot run: no co-resident grid, or
  * ft_ark_tuning's fused 0), and in *split and *mask_split the live beams
  * above which that step and the one-launch mask share the beams' child
- * ranges out over the grid; once per device, before any launch.
- * Returns a cudaError_t as int. */
+ * ranges out over the grid, and in *pdl whether the one-launch kernels
+ * are launched with programmatic stream serialization (compute
+ * capability 9.0 on, unless ft_ark_tuning's nopdl); once per device,
+ * before any launch.  Returns a cudaError_t as int. */
 int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas, uint32_t *fused_ctas,
-                uint32_t *split, uint32_t *mask_split);
+                uint32_t *split, uint32_t *mask_split, uint32_t *pdl);
 
 /* FT_ARK_FUSED_MAX is the most beams (cap_beam, beam, results) the
  * one-launch step takes; a larger session, or a normalised row, runs the

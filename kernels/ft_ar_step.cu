@@ -76,6 +76,31 @@ __device__ unsigned long long g_ark_prof[FT_ARK_PROF_N];
 #define ARK_PC(i, v) ((void)0)
 #endif
 
+/* Programmatic dependent launch.  A one-launch kernel launched with
+ * programmatic stream serialization (ft_ark_params.fused_pdl) may have
+ * CTAs resident before the kernel ahead of it on the stream has finished:
+ * ark_pdl_wait (griddepcontrol.wait) holds them until that kernel has
+ * completed and its writes are visible, so nothing it writes is read
+ * before.  ark_pdl_trigger lets a kernel launched that way after this one
+ * take SMs as this one's CTAs exit (its own wait holds it until this one
+ * completes).  A dependent starts only once every CTA of the kernel ahead
+ * has triggered or exited, so each launch's CTAs all become resident and
+ * the grid barriers' co-residency is kept.  No-ops before sm_90 and in a
+ * plain launch. */
+__device__ __forceinline__ void ark_pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void ark_pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 #define ARK_EXP_THREADS 256
 #define ARK_SEL_THREADS 1024
 /* A list of at most this many entries is sorted whole by one CTA; a longer
@@ -809,6 +834,10 @@ ark_fl_kernel(ft_ark_params p, int step, uint32_t q0)
 {
     const uint32_t q = q0 + blockIdx.x, r = blockIdx.y;
     const uint32_t parts = ft_ar_parts(p.width);
+    /* the one-launch step after it may take SMs as these CTAs exit: it
+     * finds the child ranges meanwhile, and waits for this kernel before
+     * it reads an lse (ark_fused) */
+    ark_pdl_trigger();
     if (!ark_fl_live(p, step, r))
         return;
     int dt;
@@ -1673,6 +1702,15 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     typedef cub::BlockScan<unsigned long long, NT> Scan;
     __shared__ typename Scan::TempStorage ts;
     extern __shared__ uint64_t fsm[];
+    /* the kernel ahead: this step's whole-row normalisation (ark_fl_kernel,
+     * launched plainly: the step before it has completed) when the rows
+     * are normalised, so the child ranges, which read only the beams and
+     * the trie, are found before the wait (the lse after it); else any
+     * kernel, so the wait comes first */
+    const bool early = p.fused_pdl && p.norm == FT_ARR_NORM_FULL;
+    if (!early)
+        ark_pdl_wait();
+    ark_pdl_trigger();
     ARK_PM_DECL
     uint32_t tid = threadIdx.x, G = gridDim.x, cap = p.cap_beam;
     ft_child_range *rng = (ft_child_range *)fsm;
@@ -1685,6 +1723,8 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     /* 1. every beam's child range and work, in this CTA */
     bool split = m > p.fused_split;
     uint64_t total = ark_fused_ranges<NT>(p, 0, rng, off, cdv, m, split, ts);
+    if (early)
+        ark_pdl_wait();
     /* more work items than the rank stage takes: the next beams'
      * histogram, cleared (ark_pre_anchor's barrier orders it before its
      * use), from the anchor pmax (ark_pre_anchor).  When every thread of
@@ -1921,6 +1961,8 @@ ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
     typedef cub::BlockScan<unsigned long long, NT> Scan;
     __shared__ typename Scan::TempStorage ts;
     extern __shared__ uint64_t fsm[];
+    ark_pdl_wait();
+    ark_pdl_trigger();
     uint32_t tid = threadIdx.x, G = gridDim.x, cap = p.cap_beam;
     ft_child_range *rng = (ft_child_range *)fsm;
     unsigned long long *off = (unsigned long long *)(rng + cap);
@@ -2061,7 +2103,7 @@ extern "C" size_t ft_ark_step_smem(void)
 }
 
 static ft_ark_tuning g_tuning = {1, 0, ARK_SPLIT_BEAMS, ARK_MASK_SPLIT_BEAMS,
-                                  0, 0, 0, 0};
+                                  0, 0, 0, 0, 0};
 
 extern "C" ft_ark_tuning ft_ark_tuning_get(void)
 {
@@ -2135,6 +2177,31 @@ static cudaError_t ark_fused_attr(size_t fsm, long *fc)
     return e;
 }
 
+/* ark_one_launch launches a one-launch kernel of q.fused_ctas CTAs of nt
+ * threads, with programmatic stream serialization when q.fused_pdl
+ * (ark_pdl_wait: its CTAs may take SMs as the kernel before it ends). */
+template <typename... K, typename... A>
+static void ark_one_launch(void (*k)(K...), const ft_ark_params &q,
+                           uint32_t nt, size_t sm, cudaStream_t st,
+                           A &&...args)
+{
+    if (!q.fused_pdl) {
+        k<<<q.fused_ctas, nt, sm, st>>>(static_cast<A &&>(args)...);
+        return;
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = dim3(q.fused_ctas);
+    c.blockDim = dim3(nt);
+    c.dynamicSmemBytes = sm;
+    c.stream = st;
+    c.attrs = at;
+    c.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&c, k, static_cast<A &&>(args)...);
+}
+
 /* ark_fused_launch launches the one-launch step's instance of NT threads,
  * with the histogram cut (pre) or the radix passes alone. */
 template <uint32_t NT>
@@ -2142,14 +2209,14 @@ static void ark_fused_launch(const ft_ark_params &q, bool pre, size_t sm,
                              cudaStream_t st)
 {
     if (pre)
-        ark_fused<NT, true><<<q.fused_ctas, NT, sm, st>>>(q);
+        ark_one_launch(ark_fused<NT, true>, q, NT, sm, st, q);
     else
-        ark_fused<NT, false><<<q.fused_ctas, NT, sm, st>>>(q);
+        ark_one_launch(ark_fused<NT, false>, q, NT, sm, st, q);
 }
 
 extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
                            uint32_t *fused_ctas, uint32_t *split,
-                           uint32_t *mask_split)
+                           uint32_t *mask_split, uint32_t *pdl)
 {
     cudaError_t e = cudaFuncSetAttribute(
         ark_select, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -2184,6 +2251,12 @@ extern "C" int ft_ark_init(uint32_t *sel_ctas, uint32_t *flat_ctas,
      * more barrier for the step) instead of every CTA finding them all */
     *split = g_tuning.split;
     *mask_split = g_tuning.mask_split;
+    /* programmatic stream serialization: compute capability 9.0 on */
+    int major = 0;
+    if ((e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                    dev)) != cudaSuccess)
+        return (int)e;
+    *pdl = major >= 9 && !g_tuning.nopdl;
     return 0;
 }
 
@@ -2314,10 +2387,10 @@ extern "C" int ft_ark_mask(const ft_ark_params *p, uint32_t eos,
         size_t sm = ark_fused_smem(p->cap_beam);
         switch (ark_fused_nt(p->cap_beam, 1)) {
         case 512:
-            ark_mask_fused<512><<<p->fused_ctas, 512, sm, st>>>(q, eos, mask);
+            ark_one_launch(ark_mask_fused<512>, q, 512, sm, st, q, eos, mask);
             break;
         default:
-            ark_mask_fused<1024><<<p->fused_ctas, 1024, sm, st>>>(q, eos, mask);
+            ark_one_launch(ark_mask_fused<1024>, q, 1024, sm, st, q, eos, mask);
         }
         return (int)cudaGetLastError();
     }

@@ -191,8 +191,9 @@ static int open_dev(ft_ar *ar, ark_state *g)
         rc = alloc_list(&g->lists[1], cap, 1);
     if (rc != FT_OK)
         return rc;
-    uint32_t ctas = 1, flat = 1, fused = 0, split = 0, msplit = 0;
-    FT_CUDA_CHECK((cudaError_t)ft_ark_init(&ctas, &flat, &fused, &split, &msplit));
+    uint32_t ctas = 1, flat = 1, fused = 0, split = 0, msplit = 0, pdl = 0;
+    FT_CUDA_CHECK((cudaError_t)ft_ark_init(&ctas, &flat, &fused, &split, &msplit,
+                                           &pdl));
     size_t cb = ar->cap_beam;
     size_t fl = ft_ar_parts(ar->o.max_width);
     size_t per = sizeof(ft_child_range) + 8 + fl * 8 + 4 + 4 + fl * 4 + 4;
@@ -215,6 +216,7 @@ static int open_dev(ft_ar *ar, ark_state *g)
     p->fused_ctas = fused;
     p->fused_split = split;
     p->fused_mask_split = msplit;
+    p->fused_pdl = pdl;
     p->fcounts = g->counts + FT_ARK_CLEAR_BYTES / 4;
     p->fheads = (ft_ark_sel_head *)(p->fcounts + 16);
     p->lists[0] = g->lists[0];

@@ -42,7 +42,9 @@
  * CTAs' size: 512, 1024) and FT_AR_FL_MINB (the whole-row kernel's CTAs
  * an SM: 1 unbounded, 5, 6, 8; else the default 7) and FT_AR_PRE (0: the
  * next beams of a long list cut by the radix passes alone; else the
- * default, the histogram cut) onto the step's knobs:
+ * default, the histogram cut) and FT_AR_PDL (0: the one-launch kernels
+ * launched plainly; else the default, with programmatic stream
+ * serialization where the GPU has it) onto the step's knobs:
  * measurements only (the library reads no environment). */
 static void tune_from_env(void)
 {
@@ -64,6 +66,8 @@ static void tune_from_env(void)
         t.fl_minb = (uint32_t)strtoul(v, NULL, 10);
     if ((v = getenv("FT_AR_PRE")) != NULL)
         t.nopre = v[0] == '0';
+    if ((v = getenv("FT_AR_PDL")) != NULL)
+        t.nopdl = v[0] == '0';
     ft_ark_tuning_set(&t);
 }
 #endif

@@ -1859,11 +1859,14 @@ int main(int argc, char **argv)
                 }
     }
     /* the long lists' next beams by the histogram cut (the default) and by
-     * the radix passes alone (nopre): 300 and 700 beams, ties (coarse: the
-     * cut's fallback to the radix passes) and not */
-    for (uint32_t nopre = 0; nopre <= 1; nopre++) {
+     * the radix passes alone (nopre), and the one-launch kernels launched
+     * plainly (nopdl: without programmatic stream serialization): 300 and
+     * 700 beams, ties (coarse: the cut's fallback to the radix passes) and
+     * not */
+    for (int v = 0; v < 3; v++) {
         ft_ark_tuning t = t0;
-        t.nopre = nopre;
+        t.nopre = v == 1;
+        t.nopdl = v == 2;
         ft_ark_tuning_set(&t);
         g_dense_w = V;
         for (int fi = 0; fi < 3; fi++)
