@@ -121,9 +121,10 @@ typedef struct ft_ark_params {
     uint32_t flat_ctas;     /* CTAs of the flattened expansion */
     /* The one-launch step (ft_ark_step's comment): its CTAs (0: never
      * used) and its own counters and heads (FT_ARK_CLEAR_BYTES; the
-     * counters' words 2, 3 and 4 its grid barrier and two tickets, 5 the
-     * barrier of the next beams it holds across the first), left
-     * cleared by the launch's last CTAs for the next one. */
+     * counters' words 2, 3 and 4 its grid barrier and two tickets, left
+     * cleared by the launch's last CTAs for the next one; words 6-7 the
+     * 64-bit barrier of the next beams it holds across the first, never
+     * cleared: ark_arrive_mono). */
     uint32_t fused_ctas;
     uint32_t fused_split, fused_mask_split; /* ft_ark_init's thresholds */
     uint32_t fused_pdl;     /* ft_ark_init's: launched with programmatic

@@ -1260,9 +1260,11 @@ ark_select(ft_ark_params p)
  *     parallel;
  *  4. scratch is left cleared for the next launch: the last CTA to read
  *     the list counts after the barrier (a ticket, ark_fused_read) clears
- *     them, the barrier and the ticket, off the kernel's tail; when the
- *     radix passes ran, the last CTA to finish (a second ticket) clears
- *     the heads.
+ *     them, the barrier and the ticket, off the kernel's tail; the held
+ *     next beams' CTAs clear the histogram after their barrier when its
+ *     cut sufficed; when the refinement, the keep pass or the radix
+ *     passes ran, the last CTA to finish (a second ticket) clears the
+ *     heads and the histogram.
  * The grid navigates with ft_ar_nav.cuh: a rank or select block's words
  * loaded at once, not one dependent load per word.
  * The outputs are those of the launches' path, bit for bit: the same
@@ -1396,6 +1398,35 @@ __device__ __forceinline__ void ark_wait(uint32_t *bar, uint32_t target)
 {
     if (threadIdx.x == 0) {
         while (*(volatile uint32_t *)bar < target)
+            __nanosleep(20);
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+/* ark_arrive_mono counts the calling CTA in at a 64-bit counter that is
+ * never cleared and returns (in thread 0) the count that marks every CTA
+ * of this launch in: each launch that uses the counter adds one per CTA,
+ * so it is a multiple of the grid when a launch begins, and it does not
+ * wrap.  ark_wait_mono waits for it.  No last CTA has to clear it. */
+__device__ __forceinline__ unsigned long long
+ark_arrive_mono(unsigned long long *bar)
+{
+    unsigned long long t = 0;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        unsigned long long old = atomicAdd(bar, 1ull);
+        t = old - old % gridDim.x + gridDim.x;
+    }
+    return t;
+}
+
+__device__ __forceinline__ void ark_wait_mono(unsigned long long *bar,
+                                              unsigned long long target)
+{
+    if (threadIdx.x == 0) {
+        while (*(volatile unsigned long long *)bar < target)
             __nanosleep(20);
         __threadfence();
     }
@@ -1541,7 +1572,8 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
 static_assert(FT_ARK_PRE_BINS == 4096u, "ark_pre_bin: 12 bits");
 
 /* ark_pre_anchor: the histogram's anchor, the same in every CTA: the
- * largest s - lse over the live beams (lse 0 without a normalisation), a
+ * largest s - lse over the live beams (s: thread r's beam's sigma, read
+ * by the caller; lse 0 without a normalisation), a
  * bound on every next beam's sigma when the rows are log-probabilities, so
  * that the best next beams lie just below it; 0 when none is finite.  Any
  * finite anchor gives the same next beams. */
@@ -1550,7 +1582,8 @@ struct ark_fmax_op {
 };
 
 template <uint32_t NT>
-__device__ float ark_pre_anchor(const ft_ark_params &p, uint32_t m, bool full)
+__device__ float ark_pre_anchor(const ft_ark_params &p, uint32_t m, bool full,
+                                float s)
 {
     typedef cub::BlockReduce<float, NT> Red;
     __shared__ typename Red::TempStorage rs;
@@ -1558,7 +1591,6 @@ __device__ float ark_pre_anchor(const ft_ark_params &p, uint32_t m, bool full)
     uint32_t tid = threadIdx.x;
     float a = -INFINITY;
     if (tid < m) {
-        float s = p.cur_sigma[tid];
         a = full ? (float)((double)s - p.b_lse[tid]) : s;
         if (!isfinite(a))
             a = -INFINITY;
@@ -1720,7 +1752,9 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     /* the histogram's bins, in shared memory past the ranges' */
     uint32_t *ph = (uint32_t *)((char *)fsm + ark_fused_smem(cap));
 
-    /* 1. every beam's child range and work, in this CTA */
+    /* 1. every beam's child range and work, in this CTA (and the beam's
+     * sigma, loaded with them for the anchor below) */
+    float sig0 = tid < m ? p.cur_sigma[tid] : 0.0f;
     bool split = m > p.fused_split;
     uint64_t total = ark_fused_ranges<NT>(p, 0, rng, off, cdv, m, split, ts);
     if (early)
@@ -1745,7 +1779,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     if (pre_on) {
         for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT)
             ph[k] = 0;
-        pmax = ark_pre_anchor<NT>(p, m, full);
+        pmax = ark_pre_anchor<NT>(p, m, full, sig0);
     }
     /* the held next beams, a thread's in its column of shared memory past
      * the ranges or past the histogram (ark_pre_smem): its slot
@@ -1859,8 +1893,11 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
      * beams are within it write them to the list's first places (their
      * count is the histogram's, exact), else every held beam to its slot
      * (the list as without hold, for the refinement or the radix passes);
-     * the grid meets (the completed keys' CTAs only arrive) */
+     * the grid meets (the completed keys' CTAs only arrive) at the
+     * counter of counts' words 6-7, which is never cleared */
     bool compact = false;
+    unsigned long long *hbar = (unsigned long long *)&p.counts[6];
+    unsigned long long htarget = 0;
     if (hold) {
         uint32_t n = (uint32_t)min((uint64_t)n0, p.lists[0].cap);
         ark_pre_cut<NT>(p.surv[0].pre, n < p.beam ? n : p.beam, n, &hdc, ts);
@@ -1873,15 +1910,26 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
             ark_put(p, 0, compact ? ark_warp_slot(&p.heads[0].nsurv) : sl,
                     ft_sigma_key(sig), h_k2[tid], h_u[tid], 0.0, sig,
                     h_tok[tid], h_len[tid]);
-        ark_arrive(&p.counts[5]);
+        htarget = ark_arrive_mono(hbar);
     }
     uint32_t half = G / 2;
     int which = blockIdx.x < half ? 0 : 1;
     uint32_t cta = which ? blockIdx.x - half : blockIdx.x;
     uint32_t ctas = which ? G - half : half;
     if (hold && which == 0) {
-        ark_wait(&p.counts[5], G);
+        ark_wait_mono(hbar, htarget);
         dc = hdc; /* the next beams' cut: their CTAs' */
+        if (compact) {
+            /* every CTA has read the histogram and taken its survivors'
+             * places: the list's CTAs leave both cleared for the next
+             * launch, so that no last CTA has to (4. below) */
+            uint32_t *g = p.surv[0].pre;
+            for (uint32_t k = cta * NT + tid; k < FT_ARK_PRE_BINS;
+                 k += ctas * NT)
+                g[k] = 0;
+            if (cta == 0 && tid == 0)
+                p.heads[0].nsurv = 0;
+        }
         ARK_PM(6);
     }
     if (which == 0 || p.h_count != NULL) {
@@ -1928,10 +1976,12 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         ARK_PC(8, 1);
     }
 
-    /* 4. after the histogram cut or the radix passes, the last CTA out
-     * leaves the histogram and the heads cleared (the counters were, by
-     * ark_fused_read) */
-    if (!pre_on && n0 <= ARK_FUSED_DIRECT && n1 <= ARK_FUSED_DIRECT)
+    /* 4. after the refinement, the keep pass or the radix passes, the
+     * last CTA out leaves the histogram and the heads cleared (the
+     * counters were, by ark_fused_read; the held beams' compact cut left
+     * its own cleared, 3. above) */
+    if ((pre_on ? hold && compact : n0 <= ARK_FUSED_DIRECT) &&
+        n1 <= ARK_FUSED_DIRECT)
         return;
     if (!ark_fused_last(&p.counts[4]))
         return;
@@ -1944,10 +1994,8 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         for (uint32_t k = tid; k < FT_ARK_PRE_BINS / 4; k += NT)
             g[k] = z;
     }
-    if (tid == 0) {
+    if (tid == 0)
         p.counts[4] = 0;
-        p.counts[5] = 0;
-    }
 }
 
 /* ark_mask_fused: the mask form in one launch of the same grid: every CTA
