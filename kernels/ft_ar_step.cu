@@ -1262,9 +1262,10 @@ ark_select(ft_ark_params p)
  *     the list counts after the barrier (a ticket, ark_fused_read) clears
  *     them, the barrier and the ticket, off the kernel's tail; the held
  *     next beams' CTAs clear the histogram after their barrier when its
- *     cut sufficed; when the refinement, the keep pass or the radix
- *     passes ran, the last CTA to finish (a second ticket) clears the
- *     heads and the histogram.
+ *     cut sufficed, and the next beams' CTAs right after the first
+ *     barrier when they are too few to be cut; when the refinement, the
+ *     keep pass or the radix passes ran, the last CTA to finish (a
+ *     second ticket) clears the heads and the histogram.
  * The grid navigates with ft_ar_nav.cuh: a rank or select block's words
  * loaded at once, not one dependent load per word.
  * The outputs are those of the launches' path, bit for bit: the same
@@ -1916,6 +1917,15 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     int which = blockIdx.x < half ? 0 : 1;
     uint32_t cta = which ? blockIdx.x - half : blockIdx.x;
     uint32_t ctas = which ? G - half : half;
+    /* a histogram counted for next beams that turn out few (rows of
+     * entries: most are no child) is never read: every CTA added its
+     * counts before the barrier, so the list's CTAs clear it now */
+    const bool pre_unread = pre_on && !hold && n0 <= ARK_FUSED_DIRECT;
+    if (pre_unread && which == 0) {
+        uint32_t *g = p.surv[0].pre;
+        for (uint32_t k = cta * NT + tid; k < FT_ARK_PRE_BINS; k += ctas * NT)
+            g[k] = 0;
+    }
     if (hold && which == 0) {
         ark_wait_mono(hbar, htarget);
         dc = hdc; /* the next beams' cut: their CTAs' */
@@ -1980,7 +1990,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
      * last CTA out leaves the histogram and the heads cleared (the
      * counters were, by ark_fused_read; the held beams' compact cut left
      * its own cleared, 3. above) */
-    if ((pre_on ? hold && compact : n0 <= ARK_FUSED_DIRECT) &&
+    if ((pre_on ? (hold && compact) || pre_unread : n0 <= ARK_FUSED_DIRECT) &&
         n1 <= ARK_FUSED_DIRECT)
         return;
     if (!ark_fused_last(&p.counts[4]))
