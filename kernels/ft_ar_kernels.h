@@ -123,8 +123,10 @@ typedef struct ft_ark_params {
      * used) and its own counters and heads (FT_ARK_CLEAR_BYTES; the
      * counters' words 2, 3 and 4 its grid barrier and two tickets, left
      * cleared by the launch's last CTAs for the next one; words 6-7 the
-     * 64-bit barrier of the next beams it holds across the first, never
-     * cleared: ark_arrive_mono). */
+     * 64-bit barrier of the next beams it holds across the first, 8-9
+     * and 10-11 the 64-bit count of those beams written and its value
+     * before the launch, 12 the count of launches (whose parity picks the
+     * histogram, surv[0].pre or surv[1].pre): never cleared). */
     uint32_t fused_ctas;
     uint32_t fused_split, fused_mask_split; /* ft_ark_init's thresholds */
     uint32_t fused_pdl;     /* ft_ark_init's: launched with programmatic

@@ -1260,12 +1260,11 @@ ark_select(ft_ark_params p)
  *     parallel;
  *  4. scratch is left cleared for the next launch: the last CTA to read
  *     the list counts after the barrier (a ticket, ark_fused_read) clears
- *     them, the barrier and the ticket, off the kernel's tail; the held
- *     next beams' CTAs clear the histogram after their barrier when its
- *     cut sufficed, and the next beams' CTAs right after the first
- *     barrier when they are too few to be cut; when the refinement, the
- *     keep pass or the radix passes ran, the last CTA to finish (a
- *     second ticket) clears the heads and the histogram.
+ *     them, the barrier and the ticket, off the kernel's tail; the
+ *     histogram cut's histograms are two, taken in turn, and each launch
+ *     clears the one its predecessor used; when the refinement, the keep
+ *     pass or the radix passes ran, the last CTA to finish (a second
+ *     ticket) clears the heads.
  * The grid navigates with ft_ar_nav.cuh: a rank or select block's words
  * loaded at once, not one dependent load per word.
  * The outputs are those of the launches' path, bit for bit: the same
@@ -1545,7 +1544,8 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
  * histogram of 4,096 bins: the top 12 bits of its distance key (ark_dkey:
  * the order key of sigma - pmax, pmax ark_pre_anchor's bound on the next
  * beams' sigma, the same in every CTA), in each CTA's shared memory, added
- * into the list's ft_ark_surv.pre before the step's barrier.  After it,
+ * into an ft_ark_surv's pre (surv[0]'s and surv[1]'s in turn, launch by
+ * launch: each launch clears the other) before the step's barrier.  After it,
  * each CTA of the list scans the histogram (ark_pre_cut) for the bin that
  * holds the take-th key.  The distance key is monotone in sigma, the key's
  * first word, so a next beam in a later bin has take keys before it and
@@ -1754,12 +1754,32 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     uint32_t *ph = (uint32_t *)((char *)fsm + ark_fused_smem(cap));
 
     /* 1. every beam's child range and work, in this CTA (and the beam's
-     * sigma, loaded with them for the anchor below) */
+     * sigma, loaded with them for the anchor below; and the held next
+     * beams' count of survivors written before this launch, which
+     * 3. below waits past and which CTA 0 moves on only after the first
+     * barrier: every CTA has read it by then) */
     float sig0 = tid < m ? p.cur_sigma[tid] : 0.0f;
+    unsigned long long *hwrit = (unsigned long long *)&p.counts[8];
+    unsigned long long *hbase = (unsigned long long *)&p.counts[10];
+    unsigned long long wbase = tid == 0 ? __ldcg(hbase) : 0;
+    /* the histogram of this launch: one of two, by the count of the PRE
+     * instance's launches (counts' word 12, which CTA 0 moves on after the
+     * first barrier); this launch clears the other, its predecessor's,
+     * which has completed, so that none has to clear its own */
+    __shared__ uint32_t sh_gen;
+    if (PRE && tid == 0)
+        sh_gen = __ldcg((const unsigned int *)&p.counts[12]);
     bool split = m > p.fused_split;
     uint64_t total = ark_fused_ranges<NT>(p, 0, rng, off, cdv, m, split, ts);
     if (early)
         ark_pdl_wait();
+    uint32_t *gpre = p.surv[PRE ? sh_gen & 1u : 0].pre;
+    if (PRE) {
+        uint32_t *o = p.surv[(sh_gen & 1u) ^ 1u].pre;
+        for (uint32_t k = blockIdx.x * NT + tid; k < FT_ARK_PRE_BINS;
+             k += G * NT)
+            o[k] = 0;
+    }
     /* more work items than the rank stage takes: the next beams'
      * histogram, cleared (ark_pre_anchor's barrier orders it before its
      * use), from the anchor pmax (ark_pre_anchor).  When every thread of
@@ -1869,11 +1889,10 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     }
     if (pre_on) {
         __syncthreads();
-        uint32_t *g = p.surv[0].pre;
         for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT) {
             uint32_t v = ph[k];
             if (v)
-                atomicAdd(&g[k], v);
+                atomicAdd(&gpre[k], v);
         }
     }
 
@@ -1884,6 +1903,8 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     __shared__ uint32_t ncnt[2];
     ark_fused_read(p.counts, ncnt);
     uint32_t n0 = ncnt[0], n1 = ncnt[1];
+    if (PRE && blockIdx.x == 0 && tid == 0)
+        p.counts[12] = sh_gen + 1u; /* every CTA has read it */
     ARK_PM(3);
     ark_dcut dc, hdc;
     dc.before = 0;
@@ -1892,53 +1913,60 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     /* the held next beams: every CTA finds the cut (hdc); when it leaves
      * at most ARK_FUSED_DIRECT keys (the common case), the threads whose
      * beams are within it write them to the list's first places (their
-     * count is the histogram's, exact), else every held beam to its slot
-     * (the list as without hold, for the refinement or the radix passes);
-     * the grid meets (the completed keys' CTAs only arrive) at the
-     * counter of counts' words 6-7, which is never cleared */
+     * count is the histogram's, exact) and each such warp then adds its
+     * count to the survivors written (counts' words 8-9, never cleared),
+     * which the next beams' CTAs wait on: no CTA without a survivor
+     * takes part; else every held beam goes to its slot (the list as
+     * without hold, for the refinement or the radix passes) and the grid
+     * meets (the completed keys' CTAs only arrive) at the counter of
+     * counts' words 6-7, which is never cleared either */
     bool compact = false;
     unsigned long long *hbar = (unsigned long long *)&p.counts[6];
     unsigned long long htarget = 0;
     if (hold) {
         uint32_t n = (uint32_t)min((uint64_t)n0, p.lists[0].cap);
-        ark_pre_cut<NT>(p.surv[0].pre, n < p.beam ? n : p.beam, n, &hdc, ts);
+        ark_pre_cut<NT>(gpre, n < p.beam ? n : p.beam, n, &hdc, ts);
         compact = hdc.before + hdc.bucket <= ARK_FUSED_DIRECT;
         ARK_PM(4);
         uint32_t sl = h_slot[tid];
         float sig = h_sig[tid];
-        if (sl != UINT32_MAX &&
-            (!compact || (ark_dkey(sig, pmax) & hdc.msk) <= hdc.pre))
+        bool mine = sl != UINT32_MAX &&
+                    (!compact || (ark_dkey(sig, pmax) & hdc.msk) <= hdc.pre);
+        if (mine)
             ark_put(p, 0, compact ? ark_warp_slot(&p.heads[0].nsurv) : sl,
                     ft_sigma_key(sig), h_k2[tid], h_u[tid], 0.0, sig,
                     h_tok[tid], h_len[tid]);
-        htarget = ark_arrive_mono(hbar);
+        if (compact) {
+            uint32_t wm = __ballot_sync(0xffffffffu, mine);
+            if (wm != 0) {
+                __threadfence(); /* this lane's entry before the count */
+                __syncwarp();
+                if ((tid & 31u) == (uint32_t)(__ffs(wm) - 1))
+                    atomicAdd(hwrit, (unsigned long long)__popc(wm));
+            }
+        } else {
+            htarget = ark_arrive_mono(hbar);
+        }
     }
     uint32_t half = G / 2;
     int which = blockIdx.x < half ? 0 : 1;
     uint32_t cta = which ? blockIdx.x - half : blockIdx.x;
     uint32_t ctas = which ? G - half : half;
-    /* a histogram counted for next beams that turn out few (rows of
-     * entries: most are no child) is never read: every CTA added its
-     * counts before the barrier, so the list's CTAs clear it now */
-    const bool pre_unread = pre_on && !hold && n0 <= ARK_FUSED_DIRECT;
-    if (pre_unread && which == 0) {
-        uint32_t *g = p.surv[0].pre;
-        for (uint32_t k = cta * NT + tid; k < FT_ARK_PRE_BINS; k += ctas * NT)
-            g[k] = 0;
-    }
     if (hold && which == 0) {
-        ark_wait_mono(hbar, htarget);
         dc = hdc; /* the next beams' cut: their CTAs' */
         if (compact) {
-            /* every CTA has read the histogram and taken its survivors'
-             * places: the list's CTAs leave both cleared for the next
-             * launch, so that no last CTA has to (4. below) */
-            uint32_t *g = p.surv[0].pre;
-            for (uint32_t k = cta * NT + tid; k < FT_ARK_PRE_BINS;
-                 k += ctas * NT)
-                g[k] = 0;
-            if (cta == 0 && tid == 0)
+            /* every survivor written (each took its place before): CTA 0
+             * leaves the places' counter cleared for the next launch, so
+             * that no last CTA has to (4. below), and moves the
+             * survivors' base on */
+            uint32_t cnt = hdc.before + hdc.bucket;
+            ark_wait_mono(hwrit, wbase + cnt);
+            if (cta == 0 && tid == 0) {
                 p.heads[0].nsurv = 0;
+                *hbase = wbase + cnt;
+            }
+        } else {
+            ark_wait_mono(hbar, htarget);
         }
         ARK_PM(6);
     }
@@ -1952,7 +1980,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         if (which == 0 && pre_on && !compact && take > 0 &&
             n > ARK_FUSED_DIRECT) {
             if (!hold)
-                ark_pre_cut<NT>(p.surv[0].pre, take, (uint32_t)n, &dc, ts);
+                ark_pre_cut<NT>(gpre, take, (uint32_t)n, &dc, ts);
             ARK_PM(4);
             ark_pre_refine(p, (uint32_t)n, pmax, cta, ctas, &dc);
             ARK_PM(5);
@@ -1987,11 +2015,10 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     }
 
     /* 4. after the refinement, the keep pass or the radix passes, the
-     * last CTA out leaves the histogram and the heads cleared (the
-     * counters were, by ark_fused_read; the held beams' compact cut left
-     * its own cleared, 3. above) */
-    if ((pre_on ? (hold && compact) || pre_unread : n0 <= ARK_FUSED_DIRECT) &&
-        n1 <= ARK_FUSED_DIRECT)
+     * last CTA out leaves the heads cleared (the counters were, by
+     * ark_fused_read; the held beams' compact cut left its places'
+     * counter cleared, 3. above; the next launch clears the histogram) */
+    if ((n0 <= ARK_FUSED_DIRECT || compact) && n1 <= ARK_FUSED_DIRECT)
         return;
     if (!ark_fused_last(&p.counts[4]))
         return;
@@ -1999,11 +2026,6 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     uint4 *h = (uint4 *)p.heads;
     for (uint32_t k = tid; k < 2 * sizeof(ft_ark_sel_head) / 16; k += NT)
         h[k] = z;
-    if (pre_on) {
-        uint4 *g = (uint4 *)p.surv[0].pre;
-        for (uint32_t k = tid; k < FT_ARK_PRE_BINS / 4; k += NT)
-            g[k] = z;
-    }
     if (tid == 0)
         p.counts[4] = 0;
 }
