@@ -1561,7 +1561,8 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
  * the barrier, and only the beams within it are written, to the list's
  * first places, which the rank stage reads as it reads a short list: no
  * pass over the whole list and no compaction of the survivors' keys and
- * places (the grid's second barrier remains).
+ * places; the next beams' CTAs wait for a count of the survivors written,
+ * not for every CTA.
  * Ties in the distance key past its last digit, or a histogram that does
  * not add up to the list, leave the full key's radix passes.
  * It is ark_fused's PRE instance, the default (ft_ark_tuning's nopre
