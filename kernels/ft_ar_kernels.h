@@ -166,7 +166,8 @@ size_t ft_ark_step_smem(void);
  * means 1024): the CTAs' size for the step and the mask; nopre 1 cuts the
  * next beams of a long list by the radix passes alone, without the
  * histogram cut (ft_ar_step.cu, "The histogram cut"); nopdl 1 launches
- * the one-launch kernels plainly (ark_pdl_enter). */
+ * the one-launch kernels plainly (ft_ar_step.cu, "Programmatic
+ * dependent launch"). */
 typedef struct ft_ark_tuning {
     int fused;             /* default 1 */
     uint32_t ctas;         /* default 0: one per SM */

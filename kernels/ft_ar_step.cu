@@ -1383,8 +1383,8 @@ __device__ __forceinline__ void ark_beam_range(const ft_ark_params &p,
 }
 
 /* ark_arrive counts the calling CTA in at bar, its writes before it;
- * ark_wait waits for target arrivals (all of the launch's CTAs are
- * resident: ft_ark_init). */
+ * ark_wait waits until a counter (32 or 64 bits) reaches target (all of
+ * the launch's CTAs are resident: ft_ark_init). */
 __device__ __forceinline__ void ark_arrive(uint32_t *bar)
 {
     __syncthreads();
@@ -1394,10 +1394,11 @@ __device__ __forceinline__ void ark_arrive(uint32_t *bar)
     }
 }
 
-__device__ __forceinline__ void ark_wait(uint32_t *bar, uint32_t target)
+template <typename T>
+__device__ __forceinline__ void ark_wait(T *bar, T target)
 {
     if (threadIdx.x == 0) {
-        while (*(volatile uint32_t *)bar < target)
+        while (*(volatile T *)bar < target)
             __nanosleep(20);
         __threadfence();
     }
@@ -1406,9 +1407,9 @@ __device__ __forceinline__ void ark_wait(uint32_t *bar, uint32_t target)
 
 /* ark_arrive_mono counts the calling CTA in at a 64-bit counter that is
  * never cleared and returns (in thread 0) the count that marks every CTA
- * of this launch in: each launch that uses the counter adds one per CTA,
- * so it is a multiple of the grid when a launch begins, and it does not
- * wrap.  ark_wait_mono waits for it.  No last CTA has to clear it. */
+ * of this launch in, for ark_wait: each launch that uses the counter adds
+ * one per CTA, so it is a multiple of the grid when a launch begins, and
+ * it does not wrap.  No last CTA has to clear it. */
 __device__ __forceinline__ unsigned long long
 ark_arrive_mono(unsigned long long *bar)
 {
@@ -1420,17 +1421,6 @@ ark_arrive_mono(unsigned long long *bar)
         t = old - old % gridDim.x + gridDim.x;
     }
     return t;
-}
-
-__device__ __forceinline__ void ark_wait_mono(unsigned long long *bar,
-                                              unsigned long long target)
-{
-    if (threadIdx.x == 0) {
-        while (*(volatile unsigned long long *)bar < target)
-            __nanosleep(20);
-        __threadfence();
-    }
-    __syncthreads();
 }
 
 /* ark_fused_barrier: the launch's grid barriers: the b-th waits for b
@@ -1961,13 +1951,13 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
              * that no last CTA has to (4. below), and moves the
              * survivors' base on */
             uint32_t cnt = hdc.before + hdc.bucket;
-            ark_wait_mono(hwrit, wbase + cnt);
+            ark_wait(hwrit, wbase + cnt);
             if (cta == 0 && tid == 0) {
                 p.heads[0].nsurv = 0;
                 *hbase = wbase + cnt;
             }
         } else {
-            ark_wait_mono(hbar, htarget);
+            ark_wait(hbar, htarget);
         }
         ARK_PM(6);
     }
