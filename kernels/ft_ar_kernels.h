@@ -121,12 +121,15 @@ typedef struct ft_ark_params {
     uint32_t flat_ctas;     /* CTAs of the flattened expansion */
     /* The one-launch step (ft_ark_step's comment): its CTAs (0: never
      * used) and its own counters and heads (FT_ARK_CLEAR_BYTES; the
-     * counters' words 2, 3 and 4 its grid barrier and two tickets, left
-     * cleared by the launch's last CTAs for the next one; words 6-7 the
-     * 64-bit barrier of the next beams it holds across the first, 8-9
-     * and 10-11 the 64-bit count of those beams written and its value
-     * before the launch, 12 the count of launches (whose parity picks the
-     * histogram, surv[0].pre or surv[1].pre): never cleared). */
+     * counters' words 0-1 and 14-15 the two list counts, a pair per
+     * launch by the parity of word 12, the count of launches (which also
+     * picks the histogram, surv[0].pre or surv[1].pre), each pair cleared
+     * by the launch after the one that used it; words 2-3 the 64-bit grid
+     * barrier, 6-7 the 64-bit barrier of the next beams it holds across
+     * the first, 8-9 and 10-11 the 64-bit count of those beams written
+     * and its value before the launch: never cleared; word 4 the exit
+     * ticket and 13 the held beams' places when they are all written,
+     * left cleared by the last CTA). */
     uint32_t fused_ctas;
     uint32_t fused_split, fused_mask_split; /* ft_ark_init's thresholds */
     uint32_t fused_pdl;     /* ft_ark_init's: launched with programmatic

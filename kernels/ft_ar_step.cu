@@ -284,6 +284,19 @@ __device__ __forceinline__ uint32_t ark_pre_bin(float sig, float pmax)
     return ark_dkey(sig, pmax) >> 20;
 }
 
+/* ark_fkey: a finite float's order key, ascending with it and above 0
+ * (which stands for none); ark_funkey: the float of such a key */
+__device__ __forceinline__ uint32_t ark_fkey(float f)
+{
+    uint32_t b = __float_as_uint(f);
+    return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+}
+
+__device__ __forceinline__ float ark_funkey(uint32_t k)
+{
+    return __uint_as_float((k & 0x80000000u) ? k & 0x7fffffffu : ~k);
+}
+
 __device__ __forceinline__ void ark_put(const ft_ark_params &p, int which,
                                         uint32_t slot, uint64_t k1, uint64_t k2,
                                         uint64_t u, double score, float sig,
@@ -312,15 +325,6 @@ __device__ __forceinline__ uint32_t ark_warp_slot(uint32_t *counter)
     if (g.thread_rank() == 0)
         base = atomicAdd(counter, g.size());
     return g.shfl(base, 0) + g.thread_rank();
-}
-
-__device__ __forceinline__ void ark_push(const ft_ark_params &p, int which,
-                                         uint64_t k1, uint64_t k2, uint64_t u,
-                                         double score, float sig, uint32_t tok,
-                                         uint32_t len)
-{
-    ark_put(p, which, ark_warp_slot(&p.counts[which]), k1, k2, u, score, sig,
-            tok, len);
 }
 
 /* ark_surv_put: key (a, b), at place i of list which, into the list's
@@ -398,15 +402,17 @@ __device__ __forceinline__ void ark_eval(const ft_ark_params &p,
 }
 
 /* ark_push_cand pushes what an offer adds, each list's slot by one atomic
- * a warp. */
+ * a warp on its count (cnt[0] and cnt[1]: p.counts, or the one-launch
+ * step's pair of the launch, ark_fused_lc). */
 __device__ __forceinline__ void ark_push_cand(const ft_ark_params &p,
-                                              const ark_cand &c)
+                                              const ark_cand &c, uint32_t *cnt)
 {
     if (c.beam)
-        ark_push(p, 0, ft_sigma_key(c.sig), c.k2, c.u, 0.0, c.sig, c.tok, c.len);
+        ark_put(p, 0, ark_warp_slot(&cnt[0]), ft_sigma_key(c.sig), c.k2, c.u,
+                0.0, c.sig, c.tok, c.len);
     if (c.done)
-        ark_push(p, 1, ft_score_key(c.score), c.k2, c.u, c.score, c.sig, c.tok,
-                 c.len);
+        ark_put(p, 1, ark_warp_slot(&cnt[1]), ft_score_key(c.score), c.k2, c.u,
+                c.score, c.sig, c.tok, c.len);
 }
 
 /* ark_offer is shard/ar_step.c's offer: ark_eval, then the pushes. */
@@ -418,7 +424,7 @@ __device__ __forceinline__ void ark_offer(const ft_ark_params &p,
 {
     ark_cand c;
     ark_eval(p, cr, r, s, len, j, tok, rho, u, fl, &c);
-    ark_push_cand(p, c);
+    ark_push_cand(p, c, p.counts);
 }
 
 /* ark_ranges: one thread per beam row.  Finds the beam's child range
@@ -1258,13 +1264,12 @@ ark_select(ft_ark_params p)
  *     placed below take writes output slot place.  No sort, no CTA-wide
  *     stages, and the completed keys' rank look-ups run one per warp in
  *     parallel;
- *  4. scratch is left cleared for the next launch: the last CTA to read
- *     the list counts after the barrier (a ticket, ark_fused_read) clears
- *     them, the barrier and the ticket, off the kernel's tail; the
- *     histogram cut's histograms are two, taken in turn, and each launch
- *     clears the one its predecessor used; when the refinement, the keep
- *     pass or the radix passes ran, the last CTA to finish (a second
- *     ticket) clears the heads.
+ *  4. scratch is left ready for the next launch without a ticket on the
+ *     way: the grid barrier's counter only grows; the list counts and
+ *     the histogram cut's histograms are two each, taken in turn by the
+ *     launches, and each launch clears the ones its predecessor used;
+ *     only when the refinement, the keep pass or the radix passes ran
+ *     does the last CTA to finish (a ticket) clear the heads.
  * The grid navigates with ft_ar_nav.cuh: a rank or select block's words
  * loaded at once, not one dependent load per word.
  * The outputs are those of the launches' path, bit for bit: the same
@@ -1382,25 +1387,50 @@ __device__ __forceinline__ void ark_beam_range(const ft_ark_params &p,
     }
 }
 
-/* ark_arrive counts the calling CTA in at bar, its writes before it;
- * ark_wait waits until a counter (32 or 64 bits) reaches target (all of
- * the launch's CTAs are resident: ft_ark_init). */
+/* ark_arrive counts the calling CTA in at bar, its writes before it:
+ * thread 0's add is a release at the GPU's scope, after the CTA's barrier
+ * (which orders every thread's writes before it), as cooperative groups'
+ * grid barrier does; ark_wait waits until a counter (32 or 64 bits)
+ * reaches target, thread 0 by acquire loads, then the CTA's barrier (all
+ * of the launch's CTAs are resident: ft_ark_init). */
 __device__ __forceinline__ void ark_arrive(uint32_t *bar)
 {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(bar, 1u);
-    }
+    if (threadIdx.x == 0)
+        asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(bar),
+                     "r"(1u)
+                     : "memory");
+}
+
+/* ark_ld_acquire: a load of a counter with acquire semantics at the GPU's
+ * scope (what the counter's releases published is visible after it) */
+__device__ __forceinline__ uint32_t ark_ld_acquire(const uint32_t *a)
+{
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                 : "=r"(v)
+                 : "l"(a)
+                 : "memory");
+    return v;
+}
+
+__device__ __forceinline__ unsigned long long
+ark_ld_acquire(const unsigned long long *a)
+{
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];"
+                 : "=l"(v)
+                 : "l"(a)
+                 : "memory");
+    return v;
 }
 
 template <typename T>
 __device__ __forceinline__ void ark_wait(T *bar, T target)
 {
     if (threadIdx.x == 0) {
-        while (*(volatile T *)bar < target)
+        while (ark_ld_acquire(bar) < target)
             __nanosleep(20);
-        __threadfence();
     }
     __syncthreads();
 }
@@ -1416,20 +1446,23 @@ ark_arrive_mono(unsigned long long *bar)
     unsigned long long t = 0;
     __syncthreads();
     if (threadIdx.x == 0) {
-        __threadfence();
-        unsigned long long old = atomicAdd(bar, 1ull);
+        unsigned long long old;
+        asm volatile("atom.add.release.gpu.global.u64 %0, [%1], %2;"
+                     : "=l"(old)
+                     : "l"(bar), "l"(1ull)
+                     : "memory");
         t = old - old % gridDim.x + gridDim.x;
     }
     return t;
 }
 
-/* ark_fused_barrier: the launch's grid barriers: the b-th waits for b
- * arrivals of every CTA; bar keeps counting until ark_fused_read clears
- * it. */
-__device__ __forceinline__ void ark_fused_barrier(uint32_t *bar, uint32_t b)
+/* ark_fused_barrier: a grid barrier of the one-launch kernels, at the
+ * 64-bit counter of counts' words 2-3, which is never cleared (as
+ * ark_arrive_mono's: every launch of a session has the same grid) */
+__device__ __forceinline__ void ark_fused_barrier(uint32_t *counts)
 {
-    ark_arrive(bar);
-    ark_wait(bar, b * gridDim.x);
+    unsigned long long *bar = (unsigned long long *)&counts[2];
+    ark_wait(bar, ark_arrive_mono(bar));
 }
 
 /* ark_fused_ranges: every live beam's child range and work items in this
@@ -1465,7 +1498,7 @@ __device__ uint64_t ark_fused_ranges(const ft_ark_params &p, int mode,
             p.b_work[r] = (uint32_t)w;
             p.b_cd[r] = cd;
         }
-        ark_fused_barrier(&p.counts[2], 1);
+        ark_fused_barrier(p.counts);
         if (tid < m) {
             const unsigned long long *q =
                 (const unsigned long long *)&p.b_rng[tid];
@@ -1488,26 +1521,15 @@ __device__ uint64_t ark_fused_ranges(const ft_ark_params &p, int mode,
     return off[m];
 }
 
-/* ark_fused_read: every CTA, once past the barrier, reads the two list
- * counts (into its shared memory) and takes a ticket; the last CTA to do
- * so clears the counts, the barrier and the ticket for the next launch
- * (every CTA has passed the barrier and read the counts by then), off the
- * kernel's tail. */
-__device__ __forceinline__ void ark_fused_read(uint32_t *counts, uint32_t *n)
+/* ark_fused_lc: the one-launch step's two list counts of a launch, by
+ * the parity of its count of launches (gen): counts' words 0-1 or 14-15.
+ * Each launch clears the other pair (its predecessor's, which has
+ * completed) before its barrier, so that none has to clear its own after
+ * every CTA has read it. */
+__device__ __forceinline__ uint32_t *ark_fused_lc(uint32_t *counts,
+                                                  uint32_t gen)
 {
-    if (threadIdx.x == 0) {
-        n[0] = __ldcg((const unsigned int *)&counts[0]);
-        n[1] = __ldcg((const unsigned int *)&counts[1]);
-        __threadfence();
-        if (atomicAdd(&counts[3], 1u) == gridDim.x - 1) {
-            __threadfence();
-            counts[0] = 0;
-            counts[1] = 0;
-            counts[2] = 0;
-            counts[3] = 0;
-        }
-    }
-    __syncthreads();
+    return counts + ((gen & 1u) ? 14 : 0);
 }
 
 /* ark_fused_last: true in the last CTA to finish (its exit ticket). */
@@ -1565,33 +1587,32 @@ static_assert(FT_ARK_PRE_BINS == 4096u, "ark_pre_bin: 12 bits");
 
 /* ark_pre_anchor: the histogram's anchor, the same in every CTA: the
  * largest s - lse over the live beams (s: thread r's beam's sigma, read
- * by the caller; lse 0 without a normalisation), a
- * bound on every next beam's sigma when the rows are log-probabilities, so
- * that the best next beams lie just below it; 0 when none is finite.  Any
- * finite anchor gives the same next beams. */
-struct ark_fmax_op {
-    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
+ * by the caller; lse 0 without a normalisation), a bound on every next
+ * beam's sigma when the rows are log-probabilities, so that the best next
+ * beams lie just below it; 0 when none is finite.  Any finite anchor
+ * gives the same next beams.  One barrier (before it the caller's
+ * writes to shared memory, after it the anchor): each warp's largest
+ * order key (ark_fkey; 0 for none) in shared memory, then every thread
+ * takes the largest of those. */
 template <uint32_t NT>
 __device__ float ark_pre_anchor(const ft_ark_params &p, uint32_t m, bool full,
                                 float s)
 {
-    typedef cub::BlockReduce<float, NT> Red;
-    __shared__ typename Red::TempStorage rs;
-    __shared__ float sh_a;
-    uint32_t tid = threadIdx.x;
-    float a = -INFINITY;
+    __shared__ uint32_t sh_wmax[NT / 32];
+    uint32_t tid = threadIdx.x, key = 0;
     if (tid < m) {
-        a = full ? (float)((double)s - p.b_lse[tid]) : s;
-        if (!isfinite(a))
-            a = -INFINITY;
+        float a = full ? (float)((double)s - p.b_lse[tid]) : s;
+        if (isfinite(a))
+            key = ark_fkey(a);
     }
-    float mx = Red(rs).Reduce(a, ark_fmax_op());
-    if (tid == 0)
-        sh_a = isfinite(mx) ? mx : 0.0f;
+    key = __reduce_max_sync(0xffffffffu, key);
+    if ((tid & 31u) == 0)
+        sh_wmax[tid >> 5] = key;
     __syncthreads();
-    return sh_a;
+    key = 0;
+    for (uint32_t w = 0; w < NT / 32; w++)
+        key = max(key, sh_wmax[w]);
+    return key ? ark_funkey(key) : 0.0f;
 }
 
 /* ark_dcut is the histogram cut's state: the decided bits of the
@@ -1603,10 +1624,13 @@ struct ark_dcut {
 
 /* ark_pre_cut: the 12-bit bin of the take-th of the histogram's n keys
  * (the CTA's threads, all of them); bucket stays above ARK_FUSED_DIRECT
- * and before 0 when the histogram does not hold n keys. */
+ * and before 0 when the histogram does not hold n keys.  With n
+ * UINT32_MAX the histogram's total (at most cap) is n, and take at most
+ * n.  Returns the histogram's total. */
 template <uint32_t NT, typename TS>
-__device__ void ark_pre_cut(const uint32_t *gpre, uint32_t take, uint32_t n,
-                            ark_dcut *dc, TS &ts)
+__device__ uint32_t ark_pre_cut(const uint32_t *gpre, uint32_t take,
+                                uint32_t n, ark_dcut *dc, TS &ts,
+                                uint32_t cap = 0)
 {
     typedef cub::BlockScan<unsigned long long, NT> Scan;
     constexpr uint32_t PER = FT_ARK_PRE_BINS / NT;
@@ -1625,12 +1649,15 @@ __device__ void ark_pre_cut(const uint32_t *gpre, uint32_t take, uint32_t n,
         tot += c[k];
     if (tid == 0) {
         sh.pre = sh.msk = sh.before = sh.nbar = 0;
-        sh.bucket = n; /* no cut: the whole list */
-        sh.need = take;
+        sh.bucket = UINT32_MAX; /* no cut: below */
     }
     unsigned long long ex, agg;
     __syncthreads(); /* ts: the expansion's scans are done with it */
     Scan(ts).ExclusiveSum((unsigned long long)tot, ex, agg);
+    if (n == UINT32_MAX) {
+        n = agg < cap ? (uint32_t)agg : cap;
+        take = min(take, n);
+    }
     if (agg == n && ex < take && ex + tot >= take) {
         uint32_t cum = (uint32_t)ex, k = 0;
         for (; k < PER - 1; k++) {
@@ -1646,6 +1673,11 @@ __device__ void ark_pre_cut(const uint32_t *gpre, uint32_t take, uint32_t n,
     }
     __syncthreads();
     *dc = sh;
+    if (dc->bucket == UINT32_MAX) { /* no cut: the whole list */
+        dc->bucket = n;
+        dc->need = take;
+    }
+    return (uint32_t)min(agg, (unsigned long long)UINT32_MAX);
 }
 
 /* ark_pre_refine: while the keys up to the prefix are more than
@@ -1753,18 +1785,28 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     unsigned long long *hwrit = (unsigned long long *)&p.counts[8];
     unsigned long long *hbase = (unsigned long long *)&p.counts[10];
     unsigned long long wbase = tid == 0 ? __ldcg(hbase) : 0;
-    /* the histogram of this launch: one of two, by the count of the PRE
-     * instance's launches (counts' word 12, which CTA 0 moves on after the
-     * first barrier); this launch clears the other, its predecessor's,
-     * which has completed, so that none has to clear its own */
+    /* the list counts and the histogram of this launch: one of two each,
+     * by the count of the launches (counts' word 12, which CTA 0 moves on
+     * after the first barrier); this launch clears the other, its
+     * predecessor's, which has completed, so that none has to clear its
+     * own (the kernel ahead of an early launch has started only after
+     * the step before completed) */
     __shared__ uint32_t sh_gen;
-    if (PRE && tid == 0)
-        sh_gen = __ldcg((const unsigned int *)&p.counts[12]);
+    if (tid == 0) {
+        uint32_t g = __ldcg((const unsigned int *)&p.counts[12]);
+        sh_gen = g;
+        if (blockIdx.x == 0) {
+            uint32_t *o = ark_fused_lc(p.counts, g ^ 1u);
+            o[0] = 0;
+            o[1] = 0;
+        }
+    }
     bool split = m > p.fused_split;
     uint64_t total = ark_fused_ranges<NT>(p, 0, rng, off, cdv, m, split, ts);
     if (early)
         ark_pdl_wait();
     uint32_t *gpre = p.surv[PRE ? sh_gen & 1u : 0].pre;
+    uint32_t *lc = ark_fused_lc(p.counts, sh_gen);
     if (PRE) {
         uint32_t *o = p.surv[(sh_gen & 1u) ^ 1u].pre;
         for (uint32_t k = blockIdx.x * NT + tid; k < FT_ARK_PRE_BINS;
@@ -1772,8 +1814,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
             o[k] = 0;
     }
     /* more work items than the rank stage takes: the next beams'
-     * histogram, cleared (ark_pre_anchor's barrier orders it before its
-     * use), from the anchor pmax (ark_pre_anchor).  When every thread of
+     * histogram, cleared, from the anchor pmax (ark_pre_anchor).  When every thread of
      * the grid has at most one item (hold), a thread keeps its next beam
      * in shared memory across the barrier and writes it only once the cut
      * is known (3. below).  Only for rows whose items are the beams'
@@ -1846,30 +1887,36 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
             }
         }
         if (!pre_on) {
-            ark_push_cand(p, c);
+            ark_push_cand(p, c, lc);
             continue;
         }
         if (c.beam)
             atomicAdd(&ph[ark_pre_bin(c.sig, pmax)], 1u);
-        unsigned long long two = (c.beam ? 1ull : 0ull) |
+        /* a held next beam takes no place now: the histogram counts them
+         * all, and the cut places those written (3. below); the round
+         * scans only for completed keys then, where the CTA has any */
+        if (c.beam && hold) {
+            h_slot[tid] = 0;
+            h_k2[tid] = c.k2;
+            h_u[tid] = c.u;
+            h_sig[tid] = c.sig;
+            h_tok[tid] = c.tok;
+            h_len[tid] = c.len;
+        }
+        if (hold && !__syncthreads_or(c.done))
+            continue;
+        unsigned long long two = (c.beam && !hold ? 1ull : 0ull) |
                                  (c.done ? 1ull << 32 : 0ull),
                            ex, agg;
         __syncthreads(); /* ts and sh_base: the last round is done with them */
         Scan(ts).ExclusiveSum(two, ex, agg);
         if (tid == 0) {
             uint32_t a0 = (uint32_t)agg, a1 = (uint32_t)(agg >> 32);
-            sh_base[0] = a0 ? atomicAdd(&p.counts[0], a0) : 0;
-            sh_base[1] = a1 ? atomicAdd(&p.counts[1], a1) : 0;
+            sh_base[0] = a0 ? atomicAdd(&lc[0], a0) : 0;
+            sh_base[1] = a1 ? atomicAdd(&lc[1], a1) : 0;
         }
         __syncthreads();
-        if (c.beam && hold) {
-            h_slot[tid] = sh_base[0] + (uint32_t)ex;
-            h_k2[tid] = c.k2;
-            h_u[tid] = c.u;
-            h_sig[tid] = c.sig;
-            h_tok[tid] = c.tok;
-            h_len[tid] = c.len;
-        } else if (c.beam) {
+        if (c.beam && !hold) {
             ark_put(p, 0, sh_base[0] + (uint32_t)ex, ft_sigma_key(c.sig), c.k2,
                     c.u, 0.0, c.sig, c.tok, c.len);
         }
@@ -1890,11 +1937,10 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     /* 3. one grid barrier (every CTA is resident: ft_ark_init), then the
      * two selections */
     ARK_PM(2);
-    ark_fused_barrier(&p.counts[2], split ? 2 : 1);
-    __shared__ uint32_t ncnt[2];
-    ark_fused_read(p.counts, ncnt);
-    uint32_t n0 = ncnt[0], n1 = ncnt[1];
-    if (PRE && blockIdx.x == 0 && tid == 0)
+    ark_fused_barrier(p.counts);
+    uint32_t n0 = __ldcg((const unsigned int *)&lc[0]);
+    uint32_t n1 = __ldcg((const unsigned int *)&lc[1]);
+    if (blockIdx.x == 0 && tid == 0)
         p.counts[12] = sh_gen + 1u; /* every CTA has read it */
     ARK_PM(3);
     ark_dcut dc, hdc;
@@ -1915,25 +1961,32 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     unsigned long long *hbar = (unsigned long long *)&p.counts[6];
     unsigned long long htarget = 0;
     if (hold) {
-        uint32_t n = (uint32_t)min((uint64_t)n0, p.lists[0].cap);
-        ark_pre_cut<NT>(gpre, n < p.beam ? n : p.beam, n, &hdc, ts);
+        /* the next beams' count is the histogram's total */
+        n0 = ark_pre_cut<NT>(gpre, p.beam, UINT32_MAX, &hdc, ts,
+                             (uint32_t)min(p.lists[0].cap, (uint64_t)UINT32_MAX));
         compact = hdc.before + hdc.bucket <= ARK_FUSED_DIRECT;
         ARK_PM(4);
-        uint32_t sl = h_slot[tid];
         float sig = h_sig[tid];
-        bool mine = sl != UINT32_MAX &&
+        bool mine = h_slot[tid] != UINT32_MAX &&
                     (!compact || (ark_dkey(sig, pmax) & hdc.msk) <= hdc.pre);
+        /* places: the survivors' first ones, or every held beam's (the
+         * list whole) from counts' word 13, which the last CTA clears */
         if (mine)
-            ark_put(p, 0, compact ? ark_warp_slot(&p.heads[0].nsurv) : sl,
+            ark_put(p, 0,
+                    ark_warp_slot(compact ? &p.heads[0].nsurv : &p.counts[13]),
                     ft_sigma_key(sig), h_k2[tid], h_u[tid], 0.0, sig,
                     h_tok[tid], h_len[tid]);
         if (compact) {
             uint32_t wm = __ballot_sync(0xffffffffu, mine);
             if (wm != 0) {
-                __threadfence(); /* this lane's entry before the count */
+                /* the warp's entries (ordered before the first lane's
+                 * release by the warp's barrier) before its count */
                 __syncwarp();
                 if ((tid & 31u) == (uint32_t)(__ffs(wm) - 1))
-                    atomicAdd(hwrit, (unsigned long long)__popc(wm));
+                    asm volatile("red.release.gpu.global.add.u64 [%0], %1;"
+                                 ::"l"(hwrit),
+                                 "l"((unsigned long long)__popc(wm))
+                                 : "memory");
             }
         } else {
             htarget = ark_arrive_mono(hbar);
@@ -2006,9 +2059,9 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     }
 
     /* 4. after the refinement, the keep pass or the radix passes, the
-     * last CTA out leaves the heads cleared (the counters were, by
-     * ark_fused_read; the held beams' compact cut left its places'
-     * counter cleared, 3. above; the next launch clears the histogram) */
+     * last CTA out leaves the heads and the held beams' places cleared
+     * (the held beams' compact cut left its places' counter cleared, 3.
+     * above; the next launch clears the list counts and the histogram) */
     if ((n0 <= ARK_FUSED_DIRECT || compact) && n1 <= ARK_FUSED_DIRECT)
         return;
     if (!ark_fused_last(&p.counts[4]))
@@ -2017,14 +2070,16 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     uint4 *h = (uint4 *)p.heads;
     for (uint32_t k = tid; k < 2 * sizeof(ft_ark_sel_head) / 16; k += NT)
         h[k] = z;
-    if (tid == 0)
+    if (tid == 0) {
         p.counts[4] = 0;
+        p.counts[13] = 0;
+    }
 }
 
 /* ark_mask_fused: the mask form in one launch of the same grid: every CTA
  * finds every beam's range (mode 1) and clears its share of the mask; one
  * grid barrier; then the EOS bits and the flattened items' bits (ark_flat
- * mode 1), by atomics (ark_fused_read clears the barrier). */
+ * mode 1), by atomics. */
 template <uint32_t NT>
 __global__ void __launch_bounds__(NT, 1)
 ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
@@ -2048,9 +2103,7 @@ ark_mask_fused(ft_ark_params p, uint32_t eos, uint32_t *mask)
     bool split = m > p.fused_mask_split;
     uint64_t total = ark_fused_ranges<NT>(p, 1, rng, off, cdv, m, split, ts);
     if (!split)
-        ark_fused_barrier(&p.counts[2], 1);
-    __shared__ uint32_t ncnt[2];
-    ark_fused_read(p.counts, ncnt); /* clears the barrier for the next launch */
+        ark_fused_barrier(p.counts);
     if (blockIdx.x == 0 && tid < m && eos < p.width) {
         uint64_t node = p.cur_node[tid];
         if (ft_arw_state(node) ||
