@@ -1853,7 +1853,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
      * NT items a CTA at a time: with the histogram cut on the CTA's
      * entries of each list take their slots by one atomic (thousands of
      * warps' atomics on one counter queue at the L2 on the early steps),
-     * else by one atomic a warp (ark_push) */
+     * else by one atomic a warp (ark_push_cand) */
     ARK_PM(1);
     __shared__ uint32_t sh_base[2];
     for (uint64_t b0 = (uint64_t)blockIdx.x * NT; b0 < total;
