@@ -1387,33 +1387,11 @@ __device__ __forceinline__ void ark_beam_range(const ft_ark_params &p,
     }
 }
 
-/* ark_arrive counts the calling CTA in at bar, its writes before it:
- * thread 0's add is a release at the GPU's scope, after the CTA's barrier
- * (which orders every thread's writes before it), as cooperative groups'
- * grid barrier does; ark_wait waits until a counter (32 or 64 bits)
- * reaches target, thread 0 by acquire loads, then the CTA's barrier (all
- * of the launch's CTAs are resident: ft_ark_init). */
-__device__ __forceinline__ void ark_arrive(uint32_t *bar)
-{
-    __syncthreads();
-    if (threadIdx.x == 0)
-        asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(bar),
-                     "r"(1u)
-                     : "memory");
-}
-
-/* ark_ld_acquire: a load of a counter with acquire semantics at the GPU's
- * scope (what the counter's releases published is visible after it) */
-__device__ __forceinline__ uint32_t ark_ld_acquire(const uint32_t *a)
-{
-    uint32_t v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
-                 : "=r"(v)
-                 : "l"(a)
-                 : "memory");
-    return v;
-}
-
+/* ark_ld_acquire: a load of a 64-bit counter with acquire semantics at
+ * the GPU's scope (what the counter's releases published is visible
+ * after it); ark_wait waits until the counter reaches target, thread 0 by
+ * acquire loads, then the CTA's barrier (all of the launch's CTAs are
+ * resident: ft_ark_init). */
 __device__ __forceinline__ unsigned long long
 ark_ld_acquire(const unsigned long long *a)
 {
@@ -1425,8 +1403,8 @@ ark_ld_acquire(const unsigned long long *a)
     return v;
 }
 
-template <typename T>
-__device__ __forceinline__ void ark_wait(T *bar, T target)
+__device__ __forceinline__ void ark_wait(unsigned long long *bar,
+                                         unsigned long long target)
 {
     if (threadIdx.x == 0) {
         while (ark_ld_acquire(bar) < target)
@@ -1436,10 +1414,13 @@ __device__ __forceinline__ void ark_wait(T *bar, T target)
 }
 
 /* ark_arrive_mono counts the calling CTA in at a 64-bit counter that is
- * never cleared and returns (in thread 0) the count that marks every CTA
- * of this launch in, for ark_wait: each launch that uses the counter adds
- * one per CTA, so it is a multiple of the grid when a launch begins, and
- * it does not wrap.  No last CTA has to clear it. */
+ * never cleared, its writes before it (thread 0's add is a release at the
+ * GPU's scope, after the CTA's barrier, which orders every thread's
+ * writes before it, as cooperative groups' grid barrier does), and
+ * returns (in thread 0) the count that marks every CTA of this launch in,
+ * for ark_wait: each launch that uses the counter adds one per CTA, so it
+ * is a multiple of the grid when a launch begins, and it does not wrap.
+ * No last CTA has to clear it. */
 __device__ __forceinline__ unsigned long long
 ark_arrive_mono(unsigned long long *bar)
 {
@@ -1835,16 +1816,16 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         pmax = ark_pre_anchor<NT>(p, m, full, sig0);
     }
     /* the held next beams, a thread's in its column of shared memory past
-     * the ranges or past the histogram (ark_pre_smem): its slot
-     * (UINT32_MAX: none), key tail, node, sigma, token and length */
-    uint32_t *h_slot = ark_hold_in(cap, NT)
+     * the ranges or past the histogram (ark_pre_smem): whether it holds
+     * one (UINT32_MAX: none), key tail, node, sigma, token and length */
+    uint32_t *h_held = ark_hold_in(cap, NT)
                            ? (uint32_t *)((char *)fsm + ark_ranges_smem(cap))
                            : ph + FT_ARK_PRE_BINS;
-    uint64_t *h_k2 = (uint64_t *)(h_slot + NT), *h_u = h_k2 + NT;
+    uint64_t *h_k2 = (uint64_t *)(h_held + NT), *h_u = h_k2 + NT;
     float *h_sig = (float *)(h_u + NT);
     uint32_t *h_tok = (uint32_t *)(h_sig + NT), *h_len = h_tok + NT;
     if (hold)
-        h_slot[tid] = UINT32_MAX;
+        h_held[tid] = UINT32_MAX;
 
     /* 2. the work items over the grid (ark_flat, mode 0; a whole-row
      * normalisation's lse written by ark_fl_kernel, launched before: a
@@ -1852,8 +1833,9 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
      * ft_ar_takes refuses, so such a beam offers nothing, as on the CPU),
      * NT items a CTA at a time: with the histogram cut on the CTA's
      * entries of each list take their slots by one atomic (thousands of
-     * warps' atomics on one counter queue at the L2 on the early steps),
-     * else by one atomic a warp (ark_push_cand) */
+     * warps' atomics on one counter queue at the L2 on the early steps;
+     * held next beams take none), else by one atomic a warp
+     * (ark_push_cand) */
     ARK_PM(1);
     __shared__ uint32_t sh_base[2];
     for (uint64_t b0 = (uint64_t)blockIdx.x * NT; b0 < total;
@@ -1896,7 +1878,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
          * all, and the cut places those written (3. below); the round
          * scans only for completed keys then, where the CTA has any */
         if (c.beam && hold) {
-            h_slot[tid] = 0;
+            h_held[tid] = 0;
             h_k2[tid] = c.k2;
             h_u[tid] = c.u;
             h_sig[tid] = c.sig;
@@ -1967,7 +1949,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         compact = hdc.before + hdc.bucket <= ARK_FUSED_DIRECT;
         ARK_PM(4);
         float sig = h_sig[tid];
-        bool mine = h_slot[tid] != UINT32_MAX &&
+        bool mine = h_held[tid] != UINT32_MAX &&
                     (!compact || (ark_dkey(sig, pmax) & hdc.msk) <= hdc.pre);
         /* places: the survivors' first ones, or every held beam's (the
          * list whole) from counts' word 13, which the last CTA clears */
