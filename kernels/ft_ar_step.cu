@@ -284,19 +284,6 @@ __device__ __forceinline__ uint32_t ark_pre_bin(float sig, float pmax)
     return ark_dkey(sig, pmax) >> 20;
 }
 
-/* ark_fkey: a finite float's order key, ascending with it and above 0
- * (which stands for none); ark_funkey: the float of such a key */
-__device__ __forceinline__ uint32_t ark_fkey(float f)
-{
-    uint32_t b = __float_as_uint(f);
-    return (b & 0x80000000u) ? ~b : b | 0x80000000u;
-}
-
-__device__ __forceinline__ float ark_funkey(uint32_t k)
-{
-    return __uint_as_float((k & 0x80000000u) ? k & 0x7fffffffu : ~k);
-}
-
 __device__ __forceinline__ void ark_put(const ft_ark_params &p, int which,
                                         uint32_t slot, uint64_t k1, uint64_t k2,
                                         uint64_t u, double score, float sig,
@@ -1573,8 +1560,8 @@ static_assert(FT_ARK_PRE_BINS == 4096u, "ark_pre_bin: 12 bits");
  * beams lie just below it; 0 when none is finite.  Any finite anchor
  * gives the same next beams.  One barrier (before it the caller's
  * writes to shared memory, after it the anchor): each warp's largest
- * order key (ark_fkey; 0 for none) in shared memory, then every thread
- * takes the largest of those. */
+ * order key (ft_f32_order; 0 for none) in shared memory, then every
+ * thread takes the largest of those. */
 template <uint32_t NT>
 __device__ float ark_pre_anchor(const ft_ark_params &p, uint32_t m, bool full,
                                 float s)
@@ -1584,7 +1571,7 @@ __device__ float ark_pre_anchor(const ft_ark_params &p, uint32_t m, bool full,
     if (tid < m) {
         float a = full ? (float)((double)s - p.b_lse[tid]) : s;
         if (isfinite(a))
-            key = ark_fkey(a);
+            key = ft_f32_order(a);
     }
     key = __reduce_max_sync(0xffffffffu, key);
     if ((tid & 31u) == 0)
@@ -1593,7 +1580,7 @@ __device__ float ark_pre_anchor(const ft_ark_params &p, uint32_t m, bool full,
     key = 0;
     for (uint32_t w = 0; w < NT / 32; w++)
         key = max(key, sh_wmax[w]);
-    return key ? ark_funkey(key) : 0.0f;
+    return key ? ft_f32_of_order(key) : 0.0f;
 }
 
 /* ark_dcut is the histogram cut's state: the decided bits of the

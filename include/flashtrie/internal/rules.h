@@ -65,21 +65,32 @@ FT_HD float ft_f32_of_bits(uint32_t u)
     return c.f;
 }
 
+/* ft_f32_order maps a binary32 to a u32 that sorts ascending when it
+ * does (-0 just below +0; a finite value's is never 0); ft_f32_of_order
+ * inverts it. */
+FT_HD uint32_t ft_f32_order(float f)
+{
+    uint32_t u = ft_bits_of_f32(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+FT_HD float ft_f32_of_order(uint32_t v)
+{
+    return ft_f32_of_bits((v & 0x80000000u) ? (v & 0x7fffffffu) : ~v);
+}
+
 /* ft_sigma_key maps a binary32 sigma to a u32 that sorts ascending when
  * sigma sorts descending (+0 and -0 map alike). */
 FT_HD uint32_t ft_sigma_key(float sigma)
 {
-    uint32_t u = ft_bits_of_f32(sigma + 0.0f); /* -0 becomes +0 */
-    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending for asc */
-    return ~u;                                       /* ascending for desc */
+    return ~ft_f32_order(sigma + 0.0f); /* -0 becomes +0 */
 }
 
 /* ft_sigma_of_key inverts ft_sigma_key (a -0 comes back as +0, which adds
  * and multiplies the same). */
 FT_HD float ft_sigma_of_key(uint32_t skey)
 {
-    uint32_t v = ~skey;
-    return ft_f32_of_bits((v & 0x80000000u) ? (v & 0x7fffffffu) : ~v);
+    return ft_f32_of_order(~skey);
 }
 
 /* ft_cand_key packs docs/specification.md section 4's beam order (sigma desc, r
