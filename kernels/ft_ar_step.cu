@@ -1785,12 +1785,12 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
      * histogram, cleared, from the anchor pmax (ark_pre_anchor).  When
      * every thread of the grid has at most one item (hold), a thread keeps
      * its next beam in shared memory across the barrier and writes it
-     * only once the cut is known (3. below).  Only for rows whose items are the beams'
-     * children (dense rows, no vocabulary): nearly every item is a next
-     * beam, so the cut is taken anyway; on rows of entries (sparse rows,
-     * a vocabulary) most items are no child, the next beams few, and the
-     * list is ranked whole after the one barrier, which holding them
-     * would cost a second */
+     * only once the cut is known (3. below).  Only for rows whose items
+     * are the beams' children (dense rows, no vocabulary): nearly every
+     * item is a next beam, so the cut is taken anyway; on rows of entries
+     * (sparse rows, a vocabulary) most items are no child, the next beams
+     * few, and the list is ranked whole after the one barrier, which
+     * holding them would cost a second */
     const bool full = p.norm == FT_ARR_NORM_FULL;
     ARK_PM(0);
     const bool pre_on = PRE && total > ARK_FUSED_DIRECT;
