@@ -62,14 +62,16 @@ typedef struct ft_ark_sel_head {
 
 /* ft_ark_surv holds a list's survivors of the radix passes or of the
  * one-launch step's histogram cut (at most FT_ARK_SORT_MAX): key and place
- * in the list; pre is that step's histogram of the next beams (12 bits of
- * the distance from the best beam, ft_ar_step.cu "The histogram cut"),
- * zero between steps (cleared at open, then by the step's last CTA). */
+ * in the list; pre is the one-launch step's histogram of the next beams
+ * (12 bits of the distance from the best beam, ft_ar_step.cu "The
+ * histogram cut"), then its coarse bins (the sums of 64 bins each):
+ * cleared at open, then by the launch after the one that counted in it. */
 #define FT_ARK_PRE_BINS 4096u
+#define FT_ARK_PRE_COARSE 64u /* coarse bins: FT_ARK_PRE_BINS / 64 each */
 typedef struct ft_ark_surv {
     uint64_t k1[FT_ARK_SORT_MAX], k2[FT_ARK_SORT_MAX];
     uint32_t idx[FT_ARK_SORT_MAX];
-    uint32_t pre[FT_ARK_PRE_BINS];
+    uint32_t pre[FT_ARK_PRE_BINS + FT_ARK_PRE_COARSE];
 } ft_ark_surv;
 
 /* The scratch a step clears first (in its first kernel): the counters (64

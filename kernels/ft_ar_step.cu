@@ -1525,9 +1525,13 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
  * the order key of sigma - pmax, pmax ark_pre_anchor's bound on the next
  * beams' sigma, the same in every CTA), in each CTA's shared memory, added
  * into an ft_ark_surv's pre (surv[0]'s and surv[1]'s in turn, launch by
- * launch: each launch clears the other) before the step's barrier.  After it,
- * each CTA of the list scans the histogram (ark_pre_cut) for the bin that
- * holds the take-th key.  The distance key is monotone in sigma, the key's
+ * launch: each launch clears the other) before the step's barrier, with
+ * each 64 bins' sum into 64 coarse bins past them.  After it, one warp of
+ * each CTA of the list finds the bin that holds the take-th key
+ * (ark_pre_cut): the coarse bins first, then the 64 bins of the one that
+ * holds it, 512 bytes from the L2 where reading the whole histogram took
+ * 16 KB a CTA (docs/BENCHMARKS.md "The coarse bins").  The distance key
+ * is monotone in sigma, the key's
  * first word, so a next beam in a later bin has take keys before it and
  * every one of the first take is in that bin or an earlier one.  While
  * those are more than ARK_FUSED_DIRECT, ark_pre_refine decides the
@@ -1537,12 +1541,12 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
  * direct case does: two grid barriers in all when the 12 bits suffice.
  * When the grid has a thread for every item and the items are the beams'
  * children (hold, ark_fused), the expansion writes no next beam: each
- * thread keeps its own in shared memory (ark_hold_in), every CTA reads the cut after
- * the barrier, and only the beams within it are written, to the list's
- * first places, which the rank stage reads as it reads a short list: no
- * pass over the whole list and no compaction of the survivors' keys and
- * places; the next beams' CTAs wait for a count of the survivors written,
- * not for every CTA.
+ * thread keeps its own in shared memory (ark_hold_in), every CTA reads
+ * the cut after the barrier, and only the beams within it are written,
+ * to the list's first places, which the rank stage reads as it reads a
+ * short list: no pass over the whole list and no compaction of the
+ * survivors' keys and places; the next beams' CTAs wait for a count of
+ * the survivors written, not for every CTA.
  * Ties in the distance key past its last digit, or a histogram that does
  * not add up to the list, leave the full key's radix passes.
  * It is ark_fused's PRE instance, the default (ft_ark_tuning's nopre
@@ -1594,58 +1598,78 @@ struct ark_dcut {
  * (the CTA's threads, all of them); bucket stays above ARK_FUSED_DIRECT
  * and before 0 when the histogram does not hold n keys.  With n
  * UINT32_MAX the histogram's total (at most cap) is n, and take at most
- * n.  Returns the histogram's total. */
-template <uint32_t NT, typename TS>
+ * n.  Returns the histogram's total.  Warp 0 reads the coarse bins (gpre
+ * past its FT_ARK_PRE_BINS: the sums of 64 bins each, two a lane), finds
+ * the one of the take-th key, then reads that one's 64 bins: 512 bytes
+ * a CTA from the L2 rather than the whole 16 KB histogram. */
+template <uint32_t NT>
 __device__ uint32_t ark_pre_cut(const uint32_t *gpre, uint32_t take,
-                                uint32_t n, ark_dcut *dc, TS &ts,
-                                uint32_t cap = 0)
+                                uint32_t n, ark_dcut *dc, uint32_t cap = 0)
 {
-    typedef cub::BlockScan<unsigned long long, NT> Scan;
-    constexpr uint32_t PER = FT_ARK_PRE_BINS / NT;
-    static_assert(PER * NT == FT_ARK_PRE_BINS && PER % 4 == 0, "bins a thread");
+    static_assert(FT_ARK_PRE_COARSE == 64u &&
+                      FT_ARK_PRE_BINS == 64u * FT_ARK_PRE_COARSE,
+                  "two coarse bins a lane, two bins a lane in a coarse bin");
     __shared__ ark_dcut sh;
-    uint32_t tid = threadIdx.x, c[PER], tot = 0;
-    const uint4 *q = (const uint4 *)(gpre + (uint64_t)tid * PER);
-    for (uint32_t k = 0; k < PER / 4; k++) {
-        uint4 v = __ldcg(q + k);
-        c[4 * k] = v.x;
-        c[4 * k + 1] = v.y;
-        c[4 * k + 2] = v.z;
-        c[4 * k + 3] = v.w;
-    }
-    for (uint32_t k = 0; k < PER; k++)
-        tot += c[k];
-    if (tid == 0) {
-        sh.pre = sh.msk = sh.before = sh.nbar = 0;
-        sh.bucket = UINT32_MAX; /* no cut: below */
-    }
-    unsigned long long ex, agg;
-    __syncthreads(); /* ts: the expansion's scans are done with it */
-    Scan(ts).ExclusiveSum((unsigned long long)tot, ex, agg);
-    if (n == UINT32_MAX) {
-        n = agg < cap ? (uint32_t)agg : cap;
-        take = min(take, n);
-    }
-    if (agg == n && ex < take && ex + tot >= take) {
-        uint32_t cum = (uint32_t)ex, k = 0;
-        for (; k < PER - 1; k++) {
-            if (cum + c[k] >= take)
-                break;
-            cum += c[k];
+    __shared__ uint32_t sh_tot;
+    const unsigned full = 0xffffffffu;
+    uint32_t lane = threadIdx.x;
+    if (lane < 32) {
+        uint2 cv = __ldcg((const uint2 *)(gpre + FT_ARK_PRE_BINS) + lane);
+        unsigned long long a = (unsigned long long)cv.x + cv.y, inc = a;
+        for (uint32_t d = 1; d < 32; d <<= 1) {
+            unsigned long long t = __shfl_up_sync(full, inc, d);
+            if (lane >= d)
+                inc += t;
         }
-        sh.pre = (tid * PER + k) << 20;
-        sh.msk = 0xfff00000u;
-        sh.before = cum;
-        sh.bucket = c[k];
-        sh.need = take - cum;
+        unsigned long long agg = __shfl_sync(full, inc, 31);
+        if (n == UINT32_MAX) {
+            n = agg < cap ? (uint32_t)agg : cap;
+            take = min(take, n);
+        }
+        ark_dcut c = {0, 0, 0, UINT32_MAX, 0, 0}; /* bucket: no cut */
+        uint32_t lw = __ballot_sync(full, inc >= take);
+        if (agg == n && take > 0 && lw != 0) {
+            /* the coarse bin: lane L's first or second */
+            uint32_t L = (uint32_t)__ffs(lw) - 1;
+            unsigned long long ex = __shfl_sync(full, inc - a, L);
+            uint32_t x0 = __shfl_sync(full, cv.x, L);
+            uint32_t cb = 2 * L + (ex + x0 >= take ? 0u : 1u);
+            uint32_t before = (uint32_t)ex + (cb & 1u ? x0 : 0u);
+            uint32_t need = take - before; /* 1 .. its count */
+            uint2 fv = __ldcg((const uint2 *)(gpre + 64u * cb) + lane);
+            uint32_t fa = fv.x + fv.y, finc = fa;
+            for (uint32_t d = 1; d < 32; d <<= 1) {
+                uint32_t t = __shfl_up_sync(full, finc, d);
+                if (lane >= d)
+                    finc += t;
+            }
+            uint32_t fw = __ballot_sync(full, finc >= need);
+            if (fw != 0) { /* else the bins do not add up: no cut */
+                uint32_t F = (uint32_t)__ffs(fw) - 1;
+                uint32_t fex = __shfl_sync(full, finc - fa, F);
+                uint32_t f0 = __shfl_sync(full, fv.x, F);
+                uint32_t f1 = __shfl_sync(full, fv.y, F);
+                bool first = fex + f0 >= need;
+                uint32_t k = 64u * cb + 2 * F + (first ? 0u : 1u);
+                c.pre = k << 20;
+                c.msk = 0xfff00000u;
+                c.before = before + fex + (first ? 0u : f0);
+                c.bucket = first ? f0 : f1;
+                c.need = take - c.before;
+            }
+        }
+        if (c.bucket == UINT32_MAX) { /* no cut: the whole list */
+            c.bucket = n;
+            c.need = take;
+        }
+        if (lane == 0) {
+            sh = c;
+            sh_tot = (uint32_t)min(agg, (unsigned long long)UINT32_MAX);
+        }
     }
     __syncthreads();
     *dc = sh;
-    if (dc->bucket == UINT32_MAX) { /* no cut: the whole list */
-        dc->bucket = n;
-        dc->need = take;
-    }
-    return (uint32_t)min(agg, (unsigned long long)UINT32_MAX);
+    return sh_tot;
 }
 
 /* ark_pre_refine: while the keys up to the prefix are more than
@@ -1777,8 +1801,8 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     uint32_t *lc = ark_fused_lc(p.counts, sh_gen);
     if (PRE) {
         uint32_t *o = p.surv[(sh_gen & 1u) ^ 1u].pre;
-        for (uint32_t k = blockIdx.x * NT + tid; k < FT_ARK_PRE_BINS;
-             k += G * NT)
+        for (uint32_t k = blockIdx.x * NT + tid;
+             k < FT_ARK_PRE_BINS + FT_ARK_PRE_COARSE; k += G * NT)
             o[k] = 0;
     }
     /* more work items than the rank stage takes: the next beams'
@@ -1794,8 +1818,8 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     const bool full = p.norm == FT_ARR_NORM_FULL;
     ARK_PM(0);
     const bool pre_on = PRE && total > ARK_FUSED_DIRECT;
-    const bool hold = pre_on && p.form == FT_ARR_DENSE && p.vocab == NULL &&
-                      total <= (uint64_t)G * NT;
+    const bool kids = p.form == FT_ARR_DENSE && p.vocab == NULL;
+    const bool hold = pre_on && kids && total <= (uint64_t)G * NT;
     float pmax = 0.0f;
     if (pre_on) {
         for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT)
@@ -1895,12 +1919,41 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
                     c.len);
     }
     if (pre_on) {
+        /* the CTA's bins into the histogram: a warp adds 32 bins in a row
+         * (one line of the L2 an atomic), and each CTA starts at its own
+         * place (rb: 160 bins, five lines, further on from CTA to CTA, so
+         * 128 CTAs in a row start on 128 different lines; all starting at
+         * bin 0, the CTAs' atomics met on the same few lines, where the
+         * next beams of a dense row fall).  Then their sums into the
+         * coarse bins (ark_pre_cut): a thread reads PER bins in a row
+         * (thread t2, turned as rb), the GR threads of a coarse bin add
+         * theirs in registers, its first adds (docs/BENCHMARKS.md "The
+         * coarse bins") */
+        constexpr uint32_t PER = FT_ARK_PRE_BINS / NT;
+        constexpr uint32_t GR = FT_ARK_PRE_BINS / FT_ARK_PRE_COARSE / PER;
+        static_assert(PER % 4 == 0 && GR >= 1 && GR <= 32 &&
+                          (GR & (GR - 1)) == 0 && NT % 32 == 0,
+                      "whole uint4s a thread, a coarse bin in a warp");
         __syncthreads();
-        for (uint32_t k = tid; k < FT_ARK_PRE_BINS; k += NT) {
+        const uint32_t rt = (blockIdx.x * 160u) & (NT - 1); /* t2's turn */
+        const uint32_t rb = (blockIdx.x * 160u) & (FT_ARK_PRE_BINS - 1);
+        for (uint32_t j = 0; j < PER; j++) {
+            uint32_t k = (tid + NT * j + rb) & (FT_ARK_PRE_BINS - 1);
             uint32_t v = ph[k];
             if (v)
                 atomicAdd(&gpre[k], v);
         }
+        const uint32_t t2 = (tid + rt) & (NT - 1);
+        const uint4 *q = (const uint4 *)(ph + t2 * PER);
+        uint32_t sum = 0;
+        for (uint32_t k = 0; k < PER / 4; k++) {
+            uint4 v = q[k];
+            sum += v.x + v.y + v.z + v.w;
+        }
+        for (uint32_t d = 1; d < GR; d <<= 1)
+            sum += __shfl_xor_sync(0xffffffffu, sum, d);
+        if (t2 % GR == 0 && sum)
+            atomicAdd(&gpre[FT_ARK_PRE_BINS + t2 / GR], sum);
     }
 
     /* 3. one grid barrier (every CTA is resident: ft_ark_init), then the
@@ -1931,7 +1984,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
     unsigned long long htarget = 0;
     if (hold) {
         /* the next beams' count is the histogram's total */
-        n0 = ark_pre_cut<NT>(gpre, p.beam, UINT32_MAX, &hdc, ts,
+        n0 = ark_pre_cut<NT>(gpre, p.beam, UINT32_MAX, &hdc,
                              (uint32_t)min(p.lists[0].cap, (uint64_t)UINT32_MAX));
         compact = hdc.before + hdc.bucket <= ARK_FUSED_DIRECT;
         ARK_PM(4);
@@ -1993,7 +2046,7 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         if (which == 0 && pre_on && !compact && take > 0 &&
             n > ARK_FUSED_DIRECT) {
             if (!hold)
-                ark_pre_cut<NT>(gpre, take, (uint32_t)n, &dc, ts);
+                ark_pre_cut<NT>(gpre, take, (uint32_t)n, &dc);
             ARK_PM(4);
             ark_pre_refine(p, (uint32_t)n, pmax, cta, ctas, &dc);
             ARK_PM(5);
