@@ -1531,14 +1531,14 @@ __device__ __forceinline__ bool ark_fused_last(uint32_t *ticket)
  * (ark_pre_cut): the coarse bins first, then the 64 bins of the one that
  * holds it, 512 bytes from the L2 where reading the whole histogram took
  * 16 KB a CTA (docs/BENCHMARKS.md "The coarse bins").  The distance key
- * is monotone in sigma, the key's
- * first word, so a next beam in a later bin has take keys before it and
- * every one of the first take is in that bin or an earlier one.  While
- * those are more than ARK_FUSED_DIRECT, ark_pre_refine decides the
- * distance key's next digit as the radix passes do (a barrier each; at
- * most three).  Then the CTAs keep the keys up to the prefix
- * (ark_pre_keep: their keys and places), meet, and rank them as the
- * direct case does: two grid barriers in all when the 12 bits suffice.
+ * is monotone in sigma, the key's first word, so a next beam in a later
+ * bin has take keys before it and every one of the first take is in that
+ * bin or an earlier one.  While those are more than ARK_FUSED_DIRECT,
+ * ark_pre_refine decides the distance key's next digit as the radix
+ * passes do (a barrier each; at most three).  Then the CTAs keep the keys
+ * up to the prefix (ark_pre_keep: their keys and places), meet, and rank
+ * them as the direct case does: two grid barriers in all when the 12
+ * bits suffice.
  * When the grid has a thread for every item and the items are the beams'
  * children (hold, ark_fused), the expansion writes no next beam: each
  * thread keeps its own in shared memory (ark_hold_in), every CTA reads
@@ -1932,8 +1932,10 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
         constexpr uint32_t PER = FT_ARK_PRE_BINS / NT;
         constexpr uint32_t GR = FT_ARK_PRE_BINS / FT_ARK_PRE_COARSE / PER;
         static_assert(PER % 4 == 0 && GR >= 1 && GR <= 32 &&
-                          (GR & (GR - 1)) == 0 && NT % 32 == 0,
-                      "whole uint4s a thread, a coarse bin in a warp");
+                          (GR & (GR - 1)) == 0 && (NT & (NT - 1)) == 0 &&
+                          NT >= 32,
+                      "whole uint4s a thread, a coarse bin in a warp, rt a "
+                      "whole number of warps");
         __syncthreads();
         const uint32_t rt = (blockIdx.x * 160u) & (NT - 1); /* t2's turn */
         const uint32_t rb = (blockIdx.x * 160u) & (FT_ARK_PRE_BINS - 1);
