@@ -67,7 +67,7 @@ typedef struct ft_ark_sel_head {
  * histogram cut"), then its coarse bins (the sums of 64 bins each):
  * cleared at open, then by the launch after the one that counted in it. */
 #define FT_ARK_PRE_BINS 4096u
-#define FT_ARK_PRE_COARSE 64u /* coarse bins: FT_ARK_PRE_BINS / 64 each */
+#define FT_ARK_PRE_COARSE 64u /* coarse bins, each the sum of 64 bins */
 typedef struct ft_ark_surv {
     uint64_t k1[FT_ARK_SORT_MAX], k2[FT_ARK_SORT_MAX];
     uint32_t idx[FT_ARK_SORT_MAX];
