@@ -12,7 +12,8 @@
  *  - ark_lse_kernel (a normalisation over the allowed entries): one CTA
  *    per beam, the set's maximum (exact in any order) and the lane sums of
  *    ar_rules.h (thread l is lane l: entries l, l + 256, ... in ascending
- *    order, then the same pairwise tree in shared memory).
+ *    order, then the same pairwise tree in shared memory; a node of many
+ *    children by windows of the row, a bit a column: ark_lse).
  *  - ark_flat: a grid over every beam's work items, flattened (a beam with
  *    10^4 children is spread over the grid, not one CTA): every item that
  *    passes theta_tok, theta_sent and has a child is appended to the
@@ -109,6 +110,11 @@ __device__ __forceinline__ void ark_pdl_trigger()
 #define ARK_DIRECT 1024u
 /* labels staged at once by an allowed-children normalisation */
 #define ARK_LAB_CHUNK 2048u
+/* an allowed-children normalisation over a node of more than width /
+ * ARK_LSE_WIDE children sums by windows of the row (ark_lse): a window's
+ * ARK_LSE_WIN columns, a bit each in shared memory, one word a thread */
+#define ARK_LSE_WIDE 16u
+#define ARK_LSE_WIN (32u * ARK_EXP_THREADS)
 /* The most CTAs per list of the grid selection. */
 #define ARK_SEL_CTAS 64
 
@@ -240,7 +246,47 @@ __device__ bool ark_lse(const ft_ark_params &p, uint32_t r,
     if (!(mx > -INFINITY))
         return false;
     double s = 0.0;
-    if (cd) {
+    static_assert(ARK_EXP_THREADS == FT_AR_LANES &&
+                      ARK_LSE_WIN % FT_AR_LANES == 0,
+                  "thread l is lane l; a window starts at a multiple of the "
+                  "lanes");
+    if (cd && cr->deg * ARK_LSE_WIDE > p.width) {
+        /* lane l: its children (label % 256 == l) in ascending label, by
+         * windows of the row: the threads set a bit for each child whose
+         * label falls in the window (the children are in ascending label,
+         * so a window's are the next ones), then lane l tests columns l,
+         * l + 256, ... of the window and adds those set.  The same terms
+         * in the same order as the scan below, in width / 256 tests a
+         * lane rather than one look at every child (a node of 10^4
+         * children: 10^4 steps a lane) */
+        __shared__ uint32_t sbits[ARK_LSE_WIN / 32];
+        __shared__ uint32_t sn;
+        uint64_t pos = 0; /* the first child not yet in a window */
+        for (uint32_t w0 = 0; w0 < p.width; w0 += ARK_LSE_WIN) {
+            uint32_t w1 = (uint32_t)min((uint64_t)w0 + ARK_LSE_WIN,
+                                        (uint64_t)p.width);
+            __syncthreads(); /* the last window's bits and sn are read */
+            sbits[l] = 0;
+            if (l == 0)
+                sn = 0;
+            __syncthreads();
+            uint32_t mine = 0;
+            for (uint64_t i = pos + l; i < cr->deg; i += ARK_EXP_THREADS) {
+                uint32_t lab = ft_child_label(&p.view, cr, cr->first + i);
+                if (lab >= w1)
+                    break; /* ascending: so are the rest */
+                atomicOr(&sbits[(lab - w0) >> 5], 1u << ((lab - w0) & 31));
+                mine++;
+            }
+            if (mine)
+                atomicAdd(&sn, mine);
+            __syncthreads();
+            pos += sn;
+            for (uint32_t c = l; c < w1 - w0; c += ARK_EXP_THREADS)
+                if (sbits[c >> 5] >> (c & 31) & 1u)
+                    s = FT_DADD(s, ft_ar_term(ark_x(p, r, w0 + c), mx));
+        }
+    } else if (cd) {
         /* lane l: its children (label % 256 == l) in ascending label; the
          * labels are staged in shared memory a chunk at a time, so each
          * lane's scan reads broadcasts, not one global load per child */
