@@ -190,6 +190,9 @@ int cmd_query(int argc, char **argv)
     int ping = 0, info = 0, reload = 0, c;
     ft_client_opts co;
     ft_client_opts_init(&co);
+    /* --batch is how many requests a frame carries: the threads'
+     * frames are not merged (coalesce 0) */
+    co.coalesce = 0;
     optind = 1;
     opterr = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

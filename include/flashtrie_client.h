@@ -117,31 +117,37 @@ typedef struct ft_client_opts {
                               * "Daemon overhead").  Losing one of them
                               * fails the calls it carried (nng sends no
                               * request twice: resends are off). */
-    int coalesce;            /* 0 (default): each ft_client_search call
-                              * is its own SEARCH frame.  N >= 1: calls of
+    int coalesce;            /* FT_CLIENT_DEFAULT_COALESCE (16, what
+                              * ft_client_opts_init sets): calls of
                               * ft_client_search made at once from several
-                              * threads on this handle share frames: at
-                              * most N frames of them in flight, and the
-                              * calls that come while all N are out wait
-                              * and leave together, in order, in the next
-                              * frame (up to 1024 requests and a frame of
+                              * threads on this handle share frames once
+                              * that many are in flight: at most N frames
+                              * of them out, and the calls that come while
+                              * all N are out wait and leave together, in
+                              * order, in the next frame (up to 1024
+                              * requests and a frame of
                               * FT_CLIENT_COALESCE_BYTES).  A call of over
-                              * half that, which no other could join,
-                              * goes alone at once and is not counted
-                              * among the N.  A lone call leaves at once.
-                              * Each call gets its own results, as
-                              * without; a frame the server refuses fails
-                              * every call in it (each with that error).
-                              * A call's timeout_ms counts from when it
-                              * was made, its wait for a frame included
-                              * (a frame has its oldest call's time).
-                              * Fewer, larger messages: many threads on
-                              * one connection come nearer the server's
-                              * batching rate (docs/BENCHMARKS.md).  Up
+                              * half that, which no other could join, goes
+                              * alone at once and is not counted among the
+                              * N.  A lone call, or one of fewer than N at
+                              * once, leaves at once in a frame of its own,
+                              * as with 0.  Each call gets its own results;
+                              * a frame the server refuses fails every call
+                              * in it (each with that error).  A call's
+                              * timeout_ms counts from when it was made,
+                              * its wait for a frame included (a frame has
+                              * its oldest call's time).  Fewer, larger
+                              * messages: many threads on one connection
+                              * come nearer the server's batching rate
+                              * (docs/BENCHMARKS.md).  0: off, each call
+                              * its own frame whatever is in flight.  Up
                               * to FT_CLIENT_MAX_COALESCE. */
 } ft_client_opts;
 
-/* FT_CLIENT_MAX_COALESCE bounds ft_client_opts.coalesce;
+/* FT_CLIENT_MAX_COALESCE bounds ft_client_opts.coalesce and
+ * FT_CLIENT_DEFAULT_COALESCE is its default (64 threads on one handle at
+ * T = 8, K = 100: 3.5 calls a frame, 85-97% of the engine's batch rate;
+ * 8 or 32 carried less: docs/BENCHMARKS.md, "Coalesced calls");
  * FT_CLIENT_COALESCE_BYTES is the largest frame that calls share: the
  * receive limit a server keeps for every connection however many are
  * open (it lowers the limit toward this floor, never below, as
@@ -149,6 +155,7 @@ typedef struct ft_client_opts {
  * and K = 100 (6.4 KB a request) about ten requests; at K = 1000 (64
  * KB) each goes alone. */
 #define FT_CLIENT_MAX_COALESCE 64
+#define FT_CLIENT_DEFAULT_COALESCE 16
 #define FT_CLIENT_COALESCE_BYTES (64u << 10)
 
 /* FT_CLIENT_MAX_CONNECTIONS is the largest ft_client_opts.connections. */

@@ -125,6 +125,7 @@ void ft_client_opts_init(ft_client_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->timeout_ms = 10000;
+    o->coalesce = FT_CLIENT_DEFAULT_COALESCE;
 }
 
 /* dialer_auth_errors returns how many TLS handshakes of the dialers failed

@@ -370,8 +370,10 @@ static double echo_call(echo *e, size_t req_size, size_t rep_size)
  *   own:    a handle per thread (a socket and a connection each), as C
  *           separate client processes would connect;
  *   procs:  the own layout in --procs P client processes (see below);
+ * (these four with coalesce 0: each call its own message)
  *   coalesced: one handle, one connection, ft_client_opts coalesce
- *           N, a row for each N of --coalesce N[,N...] (8,16): calls made
+ *           N, a row for each N of --coalesce N[,N...] (8,16; 16 is a
+ *           handle of ft_client_opts_init's defaults): calls made
  *           while N frames are out leave together in the next (SEARCH
  *           only: PING and echo have no frames to share);
  * and three kinds of call: SEARCH (one request a frame, every answer
@@ -570,6 +572,7 @@ static int client_proc(const char *spec, const char *const *urls,
     ft_client_opts co;
     ft_client_opts_init(&co);
     co.timeout_ms = 30000;
+    co.coalesce = 0; /* one thread a handle: nothing to share anyway */
     char err[512];
     for (int i = 0; i < threads; i++) {
         /* thread base + i of all the processes' threads: its listener */
@@ -712,8 +715,10 @@ static void report_load(const char *kind, int lay, int co, int clients,
     if (search && lay == LAY_COALESCED && m > 0)
         printf("; %.2f requests a message", r / m);
     printf("; %lu wrong, %lu failed\n", bad, nf);
-    /* (the split below takes a call for a message of one request) */
-    if (!search || r <= 0 || m <= 0 || q <= 0 || lay == LAY_COALESCED)
+    /* (the split below: a call meets its message's decode, encode and
+     * send and its request's queue, engine and answer; in a coalesced
+     * row it also waits, outside the stages, for a frame to leave in) */
+    if (!search || r <= 0 || m <= 0 || q <= 0)
         return;
     print_stages(key, sa, sb, 0, "engine: a batch's call, per request of it");
     double in = (sb->decode - sa->decode + sb->encode - sa->encode) / m +
@@ -869,6 +874,10 @@ int main(int argc, char **argv)
     ft_client_opts co;
     ft_client_opts_init(&co);
     co.timeout_ms = 30000;
+    /* The shared, conns and own layouts send each call as its own
+     * message (coalesce 0); the default handle's coalescing (16) is the
+     * coalesced16 row. */
+    co.coalesce = 0;
     if (ft_client_connect(&b.cli, url, &co, err, sizeof err) != FT_OK ||
         ft_client_ping(b.cli, err, sizeof err) != FT_OK) {
         fprintf(stderr, "ft_daemon_bench: %s\n", err);

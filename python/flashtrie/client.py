@@ -579,7 +579,7 @@ Grid = Union[np.ndarray, Sequence]
 class Client:
     """Client(url, timeout=10.0, tls=None, deadline=None, connect_wait=False,
     reconnect_wait=1.0, recv_max_bytes=None, checksum=None, connections=1,
-    coalesce=0)
+    coalesce=16)
     connects to a FlashTrie server ("flashtrie serve") at url: tcp://,
     ipc:// or tls+tcp://.
 
@@ -605,11 +605,12 @@ class Client:
     how many connections the client opens to the server: threads that
     share one client and call at once each use one that is not busy
     writing (one connection carries one message at a time each way:
-    docs/BENCHMARKS.md, "Daemon overhead").  coalesce (0..64): 0, each
-    search is its own message; N, searches made at once from several
-    threads share messages, at most N of them in flight, the calls that
-    come meanwhile leaving together in the next (each still gets its own
-    results; a message the server refuses fails every call in it).
+    docs/BENCHMARKS.md, "Daemon overhead").  coalesce (0..64, default
+    16): searches made at once from several threads share messages once
+    N are in flight, the calls that come meanwhile leaving together in
+    the next (each still gets its own results; a message the server
+    refuses fails every call in it); fewer than N at once each go alone,
+    at once.  0: each search is its own message.
     """
 
     def __init__(self, url: str, timeout: float = 10.0,
@@ -619,7 +620,7 @@ class Client:
                  reconnect_wait: float = 1.0,
                  recv_max_bytes: Optional[int] = None,
                  checksum: Optional[bool] = None,
-                 connections: int = 1, coalesce: int = 0):
+                 connections: int = 1, coalesce: int = 16):
         self._lib = _lib.load()
         # ft_client_results_get returning a plain address: a _RawResult
         # is then read in place (from_address), no pointer object made.

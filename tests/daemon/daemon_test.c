@@ -1841,6 +1841,43 @@ static void *co_mixed_main(void *arg)
     return NULL;
 }
 
+/* co_lone is one thread's single call on a shared handle, its answer
+ * checked against the engine's. */
+typedef struct co_lone {
+    ft_client *c;
+    local *l;
+    greq g;
+} co_lone;
+
+static void *co_lone_main(void *arg)
+{
+    co_lone *o = arg;
+    search_same(o->c, o->l, &o->g.r);
+    return NULL;
+}
+
+/* lone_frames makes n threads' single calls at once on c (answers
+ * checked) and returns the frames the server saw for them. */
+static long long lone_frames(ft_client *c, ft_client *plain, local *l,
+                             int n, uint64_t *seed)
+{
+    co_lone one[32];
+    pthread_t th[32];
+    FT_CHECK(n <= 32);
+    long long f0 = frames_seen(plain);
+    for (int i = 0; i < n; i++) {
+        memset(&one[i], 0, sizeof one[i]);
+        one[i].c = c;
+        one[i].l = l;
+        gen_req(&one[i].g, seed);
+    }
+    for (int i = 0; i < n; i++)
+        FT_CHECK(pthread_create(&th[i], NULL, co_lone_main, &one[i]) == 0);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    return frames_seen(plain) - f0 - 1; /* less the INFO before */
+}
+
 static void case_coalesce(void)
 {
     char idx[300], url[300], want[400];
@@ -1848,7 +1885,8 @@ static void case_coalesce(void)
     snprintf(url, sizeof url, "ipc://%s/sock", g_dir);
     ft_client_opts o;
     ft_client_opts_init(&o);
-    FT_CHECK_EQ_U64(o.coalesce, 0);
+    FT_CHECK_EQ_U64(o.coalesce, FT_CLIENT_DEFAULT_COALESCE);
+    FT_CHECK_EQ_U64(FT_CLIENT_DEFAULT_COALESCE, 16);
     /* Out of 0..FT_CLIENT_MAX_COALESCE: refused by name, nothing dialed. */
     static const int bad[] = {-1, FT_CLIENT_MAX_COALESCE + 1};
     for (int i = 0; i < 2; i++) {
@@ -1904,6 +1942,23 @@ static void case_coalesce(void)
     uint64_t seed = 4242;
     gen_req(&g1, &seed);
     search_same(c, &l, &g1.r);
+    /* A handle of the defaults (coalesce 16): 32 threads' single calls
+     * at once, each batch held 20 ms.  16 frames go out alone; the 16
+     * calls made meanwhile wait for one of them and leave in frames
+     * they share.  With coalesce 0 each call is a frame of its own. */
+    ft_client_opts d;
+    ft_client_opts_init(&d);
+    d.timeout_ms = 20000;
+    ft_client *dc = tn_connect_opts(url, &d);
+    long long fd = lone_frames(dc, plain, &l, 32, &seed);
+    printf("coalesce: 32 lone calls on a default handle in %lld frames\n",
+           fd);
+    FT_CHECK(fd >= 17 && fd <= 31);
+    ft_client_close(dc);
+    d.coalesce = 0;
+    dc = tn_connect_opts(url, &d);
+    FT_CHECK_EQ_U64(lone_frames(dc, plain, &l, 32, &seed), 32);
+    ft_client_close(dc);
     FT_CHECK_EQ_U64(stop_server(SIGTERM), 0);
 
     /* A server killed with calls in flight (a 300 ms hold): one call
