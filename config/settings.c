@@ -77,7 +77,7 @@ const ft_config_row ft_config_rows[FT_CONFIG_NSETTINGS] = {
         .hook = FT_CONFIG_HOOK_BATCH_WINDOW,
         .doc = "most requests the batcher hands an engine at once"},
     [FT_CONFIG_S_MAX_WAIT_US] = {.name = "max_wait_us", .type = FT_CONFIG_INT,
-        .min = 0, .max = 1000000, .def = "200", .reloadable = 1,
+        .min = 0, .max = 1000000, .def = "50", .reloadable = 1,
         AT(max_wait_us), .flag = "max-wait-us", .flag_arg = "N", .show = SHOWN,
         .hook = FT_CONFIG_HOOK_BATCH_WINDOW,
         .doc = "longest a request waits for its batch to fill, in microseconds"},

@@ -115,7 +115,7 @@ static void test_defaults(void)
     FT_CHECK_EQ_U64(cfg.replicas, 1);
     FT_CHECK_EQ_U64(cfg.cpu_threads, 0);
     FT_CHECK_EQ_U64(cfg.max_batch, 32);
-    FT_CHECK_EQ_U64(cfg.max_wait_us, 200);
+    FT_CHECK_EQ_U64(cfg.max_wait_us, 50);
     FT_CHECK_EQ_U64(cfg.queue_depth, 1024);
     FT_CHECK_EQ_U64(cfg.max_message_bytes, 64u << 20);
     FT_CHECK_EQ_U64(cfg.max_beam, 4096);
@@ -175,7 +175,7 @@ static void test_dump_format(void)
                  "replicas: 1 (default)\n"
                  "cpu_threads: 0 (default)\n"
                  "max_batch: 32 (default)\n"
-                 "max_wait_us: 200 (default)\n"
+                 "max_wait_us: 50 (default)\n"
                  "inline_lone: auto (default)\n"
                  "dup_check: auto (default)\n"
                  "cpus: \"\" (default)\n"
