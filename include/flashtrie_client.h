@@ -146,8 +146,9 @@ typedef struct ft_client_opts {
 
 /* FT_CLIENT_MAX_COALESCE bounds ft_client_opts.coalesce and
  * FT_CLIENT_DEFAULT_COALESCE is its default (64 threads on one handle at
- * T = 8, K = 100: 3.5 calls a frame, 85-97% of the engine's batch rate;
- * 8 or 32 carried less: docs/BENCHMARKS.md, "Coalesced calls");
+ * T = 8, K = 100: 3.5 calls a frame, 80-89% of the engine's batch-32
+ * rate against one replica, 93-103% against two; 8 or 32 carried less:
+ * docs/BENCHMARKS.md, "Coalesced calls" and the sections after it);
  * FT_CLIENT_COALESCE_BYTES is the largest frame that calls share: the
  * receive limit a server keeps for every connection however many are
  * open (it lowers the limit toward this floor, never below, as
