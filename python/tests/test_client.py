@@ -696,6 +696,49 @@ def test_threads_share_a_client(env, connections, coalesce):
     assert not any(t.is_alive() for t in ts)
 
 
+@pytest.mark.parametrize("coalesce", [None, 0])
+def test_default_client_coalesces(env, tmp_path, coalesce):
+    """32 threads' lone searches at once on one Client, against a server
+    that holds every batch 20 ms: by default (coalesce=16) 16 leave alone
+    and the calls made meanwhile share messages; with coalesce=0 each is
+    a message of its own.  Every answer exact either way."""
+    url = "ipc://%s/held.sock" % tmp_path
+    srv = Server(str(tmp_path), "held", env["big"], [url],
+                 "--test-delay-us", "20000")
+    srv.start()
+    try:
+        reqs = env["requests"][:32]
+        want = expected(env["big"], reqs)
+        kw = {} if coalesce is None else {"coalesce": coalesce}
+        errors = []
+        go = threading.Barrier(len(reqs))
+        with flashtrie.Client(url, timeout=20, **kw) as c:
+            before = messages(c)
+
+            def work(i):
+                try:
+                    go.wait()
+                    check_hits(c.search(reqs[i]["tokens"], reqs[i]["logp"],
+                                        **kwargs_of(reqs[i])), want[i])
+                except BaseException as e:  # reported by the main thread
+                    errors.append(e)
+            ts = [threading.Thread(target=work, args=(i,))
+                  for i in range(len(reqs))]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(timeout=60)
+            sent = messages(c) - before - 1  # less the INFO before
+        assert not errors, errors[0]
+        assert not any(t.is_alive() for t in ts)
+        if coalesce is None:
+            assert 17 <= sent <= 31, sent
+        else:
+            assert sent == 32
+    finally:
+        srv.stop()
+
+
 # ---- faults found before sending ----
 
 def messages(c):
