@@ -102,6 +102,21 @@ __device__ __forceinline__ void ark_pdl_trigger()
 #endif
 }
 
+/* ark_warp_incl is lane's inclusive sum of v over lanes 0 .. lane of a
+ * whole warp (every lane calls it): the scans of the histogram cuts (the
+ * radix passes', ark_pre_cut's fine bins), whose callers then find the
+ * first lane whose sum reaches their count. */
+template <typename T>
+__device__ __forceinline__ T ark_warp_incl(T v, uint32_t lane)
+{
+    for (uint32_t d = 1; d < 32; d <<= 1) {
+        T t = __shfl_up_sync(0xffffffffu, v, d);
+        if (lane >= d)
+            v += t;
+    }
+    return v;
+}
+
 #define ARK_EXP_THREADS 256
 #define ARK_SEL_THREADS 1024
 /* A list of at most this many entries is sorted whole by one CTA; a longer
@@ -1185,12 +1200,7 @@ __device__ uint32_t ark_radix_cut(const ft_ark_params &p, int which,
                 c[k] = hist[tid * 8 + k];
                 tot += c[k];
             }
-            uint32_t inc = tot;
-            for (int o = 1; o < 32; o <<= 1) {
-                uint32_t y = __shfl_up_sync(0xffffffffu, inc, o);
-                if (tid >= (uint32_t)o)
-                    inc += y;
-            }
+            uint32_t inc = ark_warp_incl(tot, tid);
             uint32_t need = sh_need;
             uint32_t ex = inc - tot;
             /* the first lane whose inclusive sum reaches need */
@@ -1661,6 +1671,9 @@ __device__ uint32_t ark_pre_cut(const uint32_t *gpre, uint32_t take,
     uint32_t lane = threadIdx.x;
     if (lane < 32) {
         uint2 cv = __ldcg((const uint2 *)(gpre + FT_ARK_PRE_BINS) + lane);
+        /* ark_warp_incl's scan, written out: its 64-bit instance
+         * compiles to another instruction order (PTX compared), and this
+         * form is the one timed and tested on the GPU */
         unsigned long long a = (unsigned long long)cv.x + cv.y, inc = a;
         for (uint32_t d = 1; d < 32; d <<= 1) {
             unsigned long long t = __shfl_up_sync(full, inc, d);
@@ -1683,12 +1696,7 @@ __device__ uint32_t ark_pre_cut(const uint32_t *gpre, uint32_t take,
             uint32_t before = (uint32_t)ex + (cb & 1u ? x0 : 0u);
             uint32_t need = take - before; /* 1 .. its count */
             uint2 fv = __ldcg((const uint2 *)(gpre + 64u * cb) + lane);
-            uint32_t fa = fv.x + fv.y, finc = fa;
-            for (uint32_t d = 1; d < 32; d <<= 1) {
-                uint32_t t = __shfl_up_sync(full, finc, d);
-                if (lane >= d)
-                    finc += t;
-            }
+            uint32_t fa = fv.x + fv.y, finc = ark_warp_incl(fa, lane);
             uint32_t fw = __ballot_sync(full, finc >= need);
             if (fw != 0) { /* else the bins do not add up: no cut */
                 uint32_t F = (uint32_t)__ffs(fw) - 1;
@@ -1983,8 +1991,8 @@ __global__ void __launch_bounds__(NT, 1) ark_fused(ft_ark_params p)
                       "whole uint4s a thread, a coarse bin in a warp, rt a "
                       "whole number of warps");
         __syncthreads();
-        const uint32_t rt = (blockIdx.x * 160u) & (NT - 1); /* t2's turn */
         const uint32_t rb = (blockIdx.x * 160u) & (FT_ARK_PRE_BINS - 1);
+        const uint32_t rt = rb & (NT - 1); /* t2's turn (NT divides the bins) */
         for (uint32_t j = 0; j < PER; j++) {
             uint32_t k = (tid + NT * j + rb) & (FT_ARK_PRE_BINS - 1);
             uint32_t v = ph[k];
