@@ -553,8 +553,8 @@ int ft_batcher_run_inline(ft_batcher *b, ft_job *j)
     run_batch(&bt);
     /* The answer goes out first: the server was idle, so no request
      * waits for the replica, and giving it back wakes the worker that
-     * sleeps on it (a futex wake: 5-9 us of the lone request's answer
-     * stage when it came before the answer).  The stop path waits for
+     * sleeps on it (a futex wake, 5-9 us that would otherwise sit
+     * between the engine call and the answer).  The stop path waits for
      * inline_n, after which r is not touched here again (and b->q is read
      * below while the borrowed replica's worker still waits on it).  A
      * borrowed replica stays reserved (busy) for the worker. */

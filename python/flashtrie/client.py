@@ -468,16 +468,6 @@ class _Slot:
 
 
 _tuple_new = tuple.__new__
-_key_formats: Dict[int, struct.Struct] = {}
-
-
-def _key_format(width: int) -> struct.Struct:
-    """_key_format is the struct of one key's width uint32 slots in the
-    list form's token column (native order, as the C library wrote it)."""
-    f = _key_formats.get(width)
-    if f is None:
-        f = _key_formats[width] = struct.Struct("=%dI" % width)
-    return f
 
 
 def _list_offsets(n: int, width: int):
@@ -517,13 +507,13 @@ def _list_build(s: "_Slot", n: int, width: int, o1: int, o2: int, o3: int,
     scores = mv[o1:o2].cast("d").tolist()
     lens = mv[o3:o4].cast("I").tolist()
     sigmas = mv[o4:o5].cast("f").tolist()
-    # Each hit's width slots as one tuple, read straight from the block
-    # by struct (no list of every token first: 30% less time for the
-    # keys), cut to the key's length where it is shorter (k[:len]
-    # mapped, no Python loop; a full-length slice is k itself).  The
-    # iterator holds the block's memory until the list is built, so the
-    # block is trimmed after.
-    keys = _key_format(width).iter_unpack(mv[o2:o3])
+    # Each hit's width uint32 slots (native order, as the C library
+    # wrote them) as one tuple, read straight from the block by struct
+    # (whose own cache keeps the compiled format), cut to the key's
+    # length where it is shorter (k[:len] mapped, no Python loop; a
+    # full-length slice is k itself).  The iterator holds the block's
+    # memory until the list is built, so the block is trimmed after.
+    keys = struct.iter_unpack("=%dI" % width, mv[o2:o3])
     if min(lens) < width:
         keys = map(_getitem, keys, map(slice, lens))
     hits = list(map(_tuple_new, repeat(Hit, n),
